@@ -1,0 +1,142 @@
+/**
+ * Run-time configuration: read and validated once, when a function's module loads. Every problem
+ * throws a ConfigError naming the environment variable. Required values have no default; the few
+ * tunables that do are documented in the README.
+ */
+import { normalizeBaseUrl } from './base-url.js';
+import { ConfigError } from './errors.js';
+
+export type Env = Readonly<Record<string, string | undefined>>;
+
+export interface ProviderConfig {
+  /** Base address without trailing slash, e.g. `https://host/api/v2`. */
+  baseUrl: string;
+  /** Time-out of one provider request, in milliseconds. */
+  timeoutMs: number;
+  /** Largest response body read from the provider, in bytes. */
+  maxResponseBytes: number;
+}
+
+export interface RefresherConfig {
+  provider: ProviderConfig;
+  credentialsSecretId: string;
+  accessTokenSecretId: string;
+}
+
+export interface SyncConfig {
+  provider: ProviderConfig;
+  accessTokenSecretId: string;
+  itemsTableName: string;
+  /** Dot path of the revision inside an item, split into its segments. */
+  revisionField: string;
+  deadLetterQueueUrl: string;
+  /** Most provider requests in flight at once within one invocation. */
+  fetchConcurrency: number;
+  /** How long a container reuses the access token it read, in seconds. */
+  tokenCacheSeconds: number;
+  /** Attempts per item for transient provider failures (network, time-out, 408, 5xx) within one invocation. */
+  fetchAttempts: number;
+}
+
+export const ENV = {
+  baseUrl: 'PROVIDER_BASE_URL',
+  credentialsSecretId: 'CREDENTIALS_SECRET_ID',
+  accessTokenSecretId: 'ACCESS_TOKEN_SECRET_ID',
+  itemsTableName: 'ITEMS_TABLE_NAME',
+  revisionField: 'REVISION_FIELD',
+  deadLetterQueueUrl: 'DEAD_LETTER_QUEUE_URL',
+  timeoutMs: 'PROVIDER_TIMEOUT_MS',
+  maxResponseBytes: 'PROVIDER_MAX_RESPONSE_BYTES',
+  fetchConcurrency: 'SYNC_FETCH_CONCURRENCY',
+  tokenCacheSeconds: 'ACCESS_TOKEN_CACHE_SECONDS',
+  fetchAttempts: 'SYNC_FETCH_ATTEMPTS',
+} as const;
+
+export const DEFAULTS = {
+  timeoutMs: 10_000,
+  maxResponseBytes: 4 * 1024 * 1024,
+  fetchConcurrency: 10,
+  tokenCacheSeconds: 60,
+  fetchAttempts: 3,
+} as const;
+
+/** A dot path: non-empty segments without whitespace, e.g. `revision` or `meta.rev`. */
+export const REVISION_FIELD_PATTERN = /^[^.\s]+(\.[^.\s]+)*$/;
+
+export function required(env: Env, key: string): string {
+  const value = env[key];
+  if (value === undefined || value.trim() === '') {
+    throw new ConfigError(key, 'is required but not set');
+  }
+  return value.trim();
+}
+
+export function integer(env: Env, key: string, fallback: number, min: number, max: number): number {
+  const raw = env[key];
+  if (raw === undefined || raw.trim() === '') return fallback;
+  if (!/^\d+$/.test(raw.trim())) {
+    throw new ConfigError(key, `must be a whole number from ${min} to ${max}, got "${raw}"`);
+  }
+  const value = Number(raw.trim());
+  if (value < min || value > max) {
+    throw new ConfigError(key, `must be a whole number from ${min} to ${max}, got ${value}`);
+  }
+  return value;
+}
+
+function baseUrl(env: Env): string {
+  const raw = required(env, ENV.baseUrl);
+  try {
+    return normalizeBaseUrl(raw);
+  } catch (error) {
+    throw new ConfigError(ENV.baseUrl, (error as Error).message);
+  }
+}
+
+function revisionField(env: Env): string {
+  const raw = required(env, ENV.revisionField);
+  if (!REVISION_FIELD_PATTERN.test(raw)) {
+    throw new ConfigError(ENV.revisionField, `must be a dot path such as "revision" or "meta.rev", got "${raw}"`);
+  }
+  return raw;
+}
+
+function queueUrl(env: Env, key: string): string {
+  const raw = required(env, key);
+  try {
+    const url = new URL(raw);
+    if (url.protocol !== 'https:' && url.protocol !== 'http:') throw new Error('not http(s)');
+  } catch {
+    throw new ConfigError(key, `must be an SQS queue URL, got "${raw}"`);
+  }
+  return raw;
+}
+
+export function loadProviderConfig(env: Env): ProviderConfig {
+  return {
+    baseUrl: baseUrl(env),
+    timeoutMs: integer(env, ENV.timeoutMs, DEFAULTS.timeoutMs, 100, 120_000),
+    maxResponseBytes: integer(env, ENV.maxResponseBytes, DEFAULTS.maxResponseBytes, 1024, 64 * 1024 * 1024),
+  };
+}
+
+export function loadRefresherConfig(env: Env = process.env): RefresherConfig {
+  return {
+    provider: loadProviderConfig(env),
+    credentialsSecretId: required(env, ENV.credentialsSecretId),
+    accessTokenSecretId: required(env, ENV.accessTokenSecretId),
+  };
+}
+
+export function loadSyncConfig(env: Env = process.env): SyncConfig {
+  return {
+    provider: loadProviderConfig(env),
+    accessTokenSecretId: required(env, ENV.accessTokenSecretId),
+    itemsTableName: required(env, ENV.itemsTableName),
+    revisionField: revisionField(env),
+    deadLetterQueueUrl: queueUrl(env, ENV.deadLetterQueueUrl),
+    fetchConcurrency: integer(env, ENV.fetchConcurrency, DEFAULTS.fetchConcurrency, 1, 100),
+    tokenCacheSeconds: integer(env, ENV.tokenCacheSeconds, DEFAULTS.tokenCacheSeconds, 0, 3600),
+    fetchAttempts: integer(env, ENV.fetchAttempts, DEFAULTS.fetchAttempts, 1, 10),
+  };
+}

@@ -1,0 +1,129 @@
+/**
+ * Error classes shared by every function. None of them ever carries a token: messages are built
+ * from status codes, provider error codes/messages (redacted) and ids only.
+ */
+
+/** A configuration value (environment variable or CDK context key) is missing or malformed. */
+export class ConfigError extends Error {
+  override readonly name = 'ConfigError';
+  constructor(
+    /** The environment variable or context key at fault. */
+    readonly key: string,
+    message: string,
+  ) {
+    super(`${key}: ${message}`);
+  }
+}
+
+/**
+ * How a provider call ended when it did not return a usable 200:
+ * - unauthorized: 401 (the token is wrong or expired)
+ * - not-found: 404
+ * - rate-limited: 429 (retryAfterSeconds when the provider sent Retry-After)
+ * - transient: network failure, time-out, 408, 5xx — may pass on a retry
+ * - permanent: 400, 403 and every other 4xx, a redirect we refuse, a body over the size cap
+ * - malformed: a 200 whose body is not the JSON we expect
+ */
+export type ProviderErrorKind =
+  | 'unauthorized'
+  | 'not-found'
+  | 'rate-limited'
+  | 'transient'
+  | 'permanent'
+  | 'malformed';
+
+export interface ProviderErrorDetails {
+  kind: ProviderErrorKind;
+  /** Which call failed, e.g. `getToken` or `getItem`. */
+  operation: string;
+  status?: number;
+  /** `error.code` from the provider's error body, when it sent one. */
+  providerCode?: number;
+  /** `error.message` from the provider's error body (already redacted). */
+  providerMessage?: string;
+  retryAfterSeconds?: number;
+  cause?: unknown;
+}
+
+/** The provider answered with something other than a usable 200, or could not be reached. */
+export class ProviderError extends Error {
+  override readonly name = 'ProviderError';
+  readonly kind: ProviderErrorKind;
+  readonly operation: string;
+  readonly status: number | undefined;
+  readonly providerCode: number | undefined;
+  readonly providerMessage: string | undefined;
+  readonly retryAfterSeconds: number | undefined;
+
+  constructor(summary: string, details: ProviderErrorDetails) {
+    const parts = [`${details.operation}: ${summary}`];
+    if (details.status !== undefined) parts.push(`HTTP ${details.status}`);
+    if (details.providerCode !== undefined || details.providerMessage !== undefined) {
+      parts.push(`provider error ${details.providerCode ?? '?'}: ${details.providerMessage ?? ''}`.trim());
+    }
+    super(parts.join('; '), details.cause === undefined ? undefined : { cause: details.cause });
+    this.kind = details.kind;
+    this.operation = details.operation;
+    this.status = details.status;
+    this.providerCode = details.providerCode;
+    this.providerMessage = details.providerMessage;
+    this.retryAfterSeconds = details.retryAfterSeconds;
+  }
+
+  /** True when a later attempt may succeed (transient, rate-limited, unauthorized). */
+  get retryable(): boolean {
+    return this.kind === 'transient' || this.kind === 'rate-limited' || this.kind === 'unauthorized';
+  }
+}
+
+/** The input can never succeed as sent; the record is dead-lettered with this message as the reason. */
+export class PermanentError extends Error {
+  override readonly name = 'PermanentError';
+  constructor(message: string, options?: { cause?: unknown }) {
+    super(message, options);
+  }
+}
+
+/** A failure that may pass later (AWS throttling, a lost write race after bounded retries...). */
+export class TransientError extends Error {
+  override readonly name = 'TransientError';
+  constructor(
+    message: string,
+    options?: { cause?: unknown; retryAfterSeconds?: number },
+  ) {
+    super(message, options?.cause === undefined ? undefined : { cause: options.cause });
+    this.retryAfterSeconds = options?.retryAfterSeconds;
+  }
+  readonly retryAfterSeconds: number | undefined;
+}
+
+/** A secret exists but does not hold the JSON the contract describes. Names the secret, never its value. */
+export class SecretFormatError extends Error {
+  override readonly name = 'SecretFormatError';
+  constructor(
+    readonly secretId: string,
+    message: string,
+    options?: { cause?: unknown },
+  ) {
+    super(`secret ${secretId}: ${message}`, options);
+  }
+}
+
+/** The credentials secret still holds the placeholder written at deploy time. */
+export class CredentialsNotConfiguredError extends Error {
+  override readonly name = 'CredentialsNotConfiguredError';
+  constructor(readonly secretId: string) {
+    super(
+      `secret ${secretId} still holds the deploy-time placeholder: put {"clientId": "...", "refreshToken": "..."} in it`,
+    );
+  }
+}
+
+/** Replaces every occurrence of the given secrets in a text. Used on anything the provider echoes back. */
+export function redact(text: string, secrets: ReadonlyArray<string | undefined>): string {
+  let out = text;
+  for (const secret of secrets) {
+    if (secret && secret.length >= 4) out = out.split(secret).join('[redacted]');
+  }
+  return out;
+}
