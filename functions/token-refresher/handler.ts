@@ -1,72 +1,12 @@
-/**
- * Lambda entry point of the token refresher: scheduled by EventBridge Scheduler, and run once at
- * deploy time (event `{"trigger": "deploy"}`). Thin: build the adapters once per container, call the
- * core, map the result. A deploy-time run while the credentials still hold the placeholder returns
- * `skipped` instead of failing the deploy; every other failure fails the invocation.
- */
+/** Lambda entry point of the token refresher: configuration and AWS clients once per container. */
 import { SecretsManagerClient } from '@aws-sdk/client-secrets-manager';
-import { MetricUnit } from '@aws-lambda-powertools/metrics';
-import type { Context } from 'aws-lambda';
-import { loadRefresherConfig, type RefresherConfig } from '../shared/config.js';
-import { CredentialsNotConfiguredError } from '../shared/errors.js';
-import { createLogger, createMetrics, describeError } from '../shared/observability.js';
-import { HttpProviderClient } from '../shared/provider-client.js';
-import { SecretsManagerAccessTokenStore, SecretsManagerCredentialsStore } from '../shared/adapters/secrets-manager.js';
-import { systemClock, type Clock, type ProviderClient } from '../shared/ports.js';
-import { refreshAccessToken } from './refresh.js';
+import { loadRefresherConfig } from '../shared/config.js';
+import { createRefresherHandler } from './app.js';
 
-export interface RefresherEvent {
-  /** `deploy` when run by the deployment; anything else (or nothing) is a scheduled run. */
-  trigger?: string;
-}
+export type { RefresherEvent, RefresherResult } from './app.js';
 
-export type RefresherResult =
-  | { status: 'refreshed'; refreshedAt: string; rotated: boolean }
-  | { status: 'skipped'; reason: string };
-
-export interface RefresherHandlerDeps {
-  config: RefresherConfig;
-  secrets: SecretsManagerClient;
-  provider?: ProviderClient;
-  clock?: Clock;
-  logger?: ReturnType<typeof createLogger>;
-  metrics?: ReturnType<typeof createMetrics>;
-}
-
-export function createRefresherHandler(deps: RefresherHandlerDeps) {
-  const logger = deps.logger ?? createLogger('token-refresher');
-  const metrics = deps.metrics ?? createMetrics('token-refresher');
-  const core = {
-    provider: deps.provider ?? new HttpProviderClient(deps.config.provider),
-    credentials: new SecretsManagerCredentialsStore(deps.secrets, deps.config.credentialsSecretId),
-    accessTokens: new SecretsManagerAccessTokenStore(deps.secrets, deps.config.accessTokenSecretId),
-    clock: deps.clock ?? systemClock,
-    log: logger,
-  };
-
-  return async function handler(event: RefresherEvent | null | undefined, context?: Context): Promise<RefresherResult> {
-    if (context) logger.addContext(context);
-    const trigger = event?.trigger === 'deploy' ? 'deploy' : 'schedule';
-    try {
-      const result = await refreshAccessToken(core);
-      metrics.addMetric('TokenRefreshed', MetricUnit.Count, 1);
-      if (result.rotated) metrics.addMetric('RefreshTokenRotated', MetricUnit.Count, 1);
-      return { status: 'refreshed', ...result };
-    } catch (error) {
-      if (trigger === 'deploy' && error instanceof CredentialsNotConfiguredError) {
-        logger.warn('token refresh skipped at deploy: credentials not configured yet', { error: describeError(error) });
-        return { status: 'skipped', reason: error.message };
-      }
-      metrics.addMetric('TokenRefreshFailed', MetricUnit.Count, 1);
-      logger.error('token refresh failed', { trigger, error: describeError(error) });
-      throw error;
-    } finally {
-      metrics.publishStoredMetrics();
-    }
-  };
-}
-
+const config = loadRefresherConfig();
 // Created once per container and reused across invocations.
 const secretsClient = new SecretsManagerClient({});
 
-export const handler = createRefresherHandler({ config: loadRefresherConfig(), secrets: secretsClient });
+export const handler = createRefresherHandler({ config, secrets: secretsClient });
