@@ -9,10 +9,12 @@
  * Routing works on the raw request target (req.url, never normalised): `/items/..%2FgetToken` is the
  * item `../getToken`, and `/items/../getToken` (two raw segments) is no route at all.
  *
- * Imports node built-ins only, so it can be loaded from tests, tsx scripts and benchmarks alike.
+ * Imports node built-ins (and the seeded PRNG of item-tree.ts) only, so it can be loaded from tests,
+ * tsx scripts and benchmarks alike.
  */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';
+import { mulberry32 } from './item-tree.js';
 
 export interface SimulatorItem {
   id: string;
@@ -85,18 +87,6 @@ export interface SimulatorOptions {
 }
 
 const JSON_TYPE = 'application/json; charset=utf-8';
-
-/** Same algorithm as mulberry32 in item-tree.ts (duplicated: this file imports node built-ins only). */
-function prng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 function normalizePrefix(prefix: string): string {
   let p = prefix.trim().replace(/\/+$/, '');
@@ -211,8 +201,8 @@ export class ProviderSimulator {
     this.prefix = normalizePrefix(options.prefix ?? '/api/v2');
     this.baseUrl = `http://127.0.0.1:${port}${this.prefix}`;
     const seed = options.seed ?? 1;
-    this.faultRng = prng(seed);
-    this.tokenRng = prng((seed ^ 0x9e3779b9) >>> 0);
+    this.faultRng = mulberry32(seed);
+    this.tokenRng = mulberry32((seed ^ 0x9e3779b9) >>> 0);
     this.clientId = options.clientId ?? 'test-client';
     this.refreshToken = options.refreshToken ?? `rt-initial-${this.randomHex(16)}`;
     this.rotate = options.rotateRefreshToken ?? false;
