@@ -1,0 +1,59 @@
+/**
+ * The sync queue's message body (contract, "Queue messages"): `{"id": "<item id>"}`, or, when the
+ * body does not start with `{`, the bare id with surrounding whitespace trimmed. An id is 1 to 1,024
+ * characters (Unicode code points) with no control characters. Every problem is a PermanentError
+ * whose message is the dead-letter reason; it never quotes the body (which may hold anything).
+ */
+import { PermanentError } from '../shared/errors.js';
+import { isObject } from '../shared/json.js';
+
+export const MAX_ID_LENGTH = 1024;
+
+/** C0 controls, DEL and C1 controls. */
+const CONTROL_CHARACTER = /[\u0000-\u001f\u007f-\u009f]/;
+/** A lone UTF-16 surrogate (JSON can carry one as `\ud800`); it cannot be percent-encoded. */
+const LONE_SURROGATE = /\p{Cs}/u;
+
+export function parseMessageBody(body: string): string {
+  const trimmed = body.trim();
+  if (!trimmed.startsWith('{')) return validateItemId(trimmed);
+
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(trimmed);
+  } catch {
+    throw new PermanentError('the message body starts with "{" but is not valid JSON; expected {"id": "<item id>"}');
+  }
+  if (!isObject(parsed)) {
+    throw new PermanentError('the message body is not a JSON object; expected {"id": "<item id>"}');
+  }
+  if (!Object.hasOwn(parsed, 'id')) {
+    throw new PermanentError('the message body has no "id"; expected {"id": "<item id>"}');
+  }
+  const id = parsed['id'];
+  if (typeof id !== 'string') {
+    throw new PermanentError(`the message body's "id" is a ${jsonType(id)}, not a string`);
+  }
+  return validateItemId(id);
+}
+
+export function validateItemId(id: string): string {
+  if (id.length === 0) throw new PermanentError('the item id is empty');
+  if (LONE_SURROGATE.test(id)) throw new PermanentError('the item id is not well-formed Unicode (a lone surrogate)');
+  const length = [...id].length;
+  if (length > MAX_ID_LENGTH) {
+    throw new PermanentError(`the item id is ${length} characters long; the limit is ${MAX_ID_LENGTH}`);
+  }
+  const control = CONTROL_CHARACTER.exec(id);
+  if (control) {
+    const code = control[0].charCodeAt(0).toString(16).toUpperCase().padStart(4, '0');
+    throw new PermanentError(`the item id contains a control character (U+${code}) at position ${control.index}`);
+  }
+  return id;
+}
+
+function jsonType(value: unknown): string {
+  if (value === null) return 'null';
+  if (Array.isArray(value)) return 'array';
+  return typeof value;
+}

@@ -1,0 +1,60 @@
+/**
+ * The one place that decides how a record ends (contract, "Queue messages"): done, retry later, or
+ * dead. Every error the sync meets is mapped here; an error nobody anticipated is retried (SQS's own
+ * redrive policy moves a message that keeps failing to the dead-letter queue in the end).
+ */
+import { PermanentError, ProviderError, TransientError } from '../shared/errors.js';
+
+export type DoneResult = 'created' | 'updated' | 'unchanged' | 'deleted' | 'absent';
+
+export type Outcome =
+  | { kind: 'done'; result: DoneResult }
+  /** `delaySeconds`: the provider's Retry-After, applied to the message's visibility. */
+  | { kind: 'retry'; reason: string; delaySeconds?: number }
+  | { kind: 'dead'; reason: string };
+
+/** The invocation is running out of time: the record is handed back for a later delivery. */
+export class OutOfTimeError extends Error {
+  override readonly name = 'OutOfTimeError';
+}
+
+/** Longest visibility timeout SQS accepts (12 hours). */
+export const MAX_DELAY_SECONDS = 43_200;
+
+export function outcomeOf(error: unknown): Exclude<Outcome, { kind: 'done' }> {
+  if (error instanceof PermanentError) return { kind: 'dead', reason: error.message };
+  if (error instanceof ProviderError) {
+    switch (error.kind) {
+      case 'permanent':
+        return { kind: 'dead', reason: `the provider cannot serve this item as asked (${error.message})` };
+      case 'malformed':
+        return { kind: 'dead', reason: `the provider's answer is not an item (${error.message})` };
+      case 'rate-limited': {
+        const retry: { kind: 'retry'; reason: string; delaySeconds?: number } = {
+          kind: 'retry',
+          reason: `the provider is rate limiting (${error.message})`,
+        };
+        if (error.retryAfterSeconds !== undefined) {
+          retry.delaySeconds = Math.min(Math.max(0, Math.ceil(error.retryAfterSeconds)), MAX_DELAY_SECONDS);
+        }
+        return retry;
+      }
+      case 'unauthorized':
+        return {
+          kind: 'retry',
+          reason: `the provider refused the access token, also after reading it afresh (${error.message})`,
+        };
+      case 'transient':
+        return { kind: 'retry', reason: `the provider failed in a way that may pass (${error.message})` };
+      case 'not-found':
+        // The sync handles 404 itself (tombstone or nothing); reaching here is a bug: retry, never drop.
+        return { kind: 'retry', reason: `unexpected not-found (${error.message})` };
+    }
+  }
+  if (error instanceof TransientError || error instanceof OutOfTimeError) {
+    return { kind: 'retry', reason: error.message };
+  }
+  const name = error instanceof Error ? error.name : 'Error';
+  const message = error instanceof Error ? error.message : String(error);
+  return { kind: 'retry', reason: `unexpected failure (${name}: ${message})` };
+}

@@ -1,0 +1,332 @@
+/**
+ * Item sync, the core: one SQS batch in, one outcome per record out. No AWS import: it talks to the
+ * provider, the items table, the dead-letter queue and the source queue through ports.
+ *
+ *   1. parse every body (a bad body or id is dead at once) and group records by item id, so that
+ *      several records for one id cost one fetch;
+ *   2. read the stored revisions of the whole batch at once;
+ *   3. per id, with bounded concurrency: fetch (transient failures retried with jittered backoff
+ *      while the invocation has time, one fresh token read after a 401), validate, compare and
+ *      write only what changed, conditionally on the stored row being the one compared; a lost
+ *      race re-reads the row, fetches again and re-decides, a bounded number of times;
+ *   4. map every result or error to done / retry / dead in one place (outcome.ts), send the dead
+ *      to the dead-letter queue, postpone rate-limited records by their Retry-After.
+ *
+ * Stored row first, fetch second, conditional write last: a write succeeds only if nothing was
+ * written since the row was read, and the fetch it writes came after that read, so an older
+ * revision can never replace a newer one.
+ */
+import { ProviderError, TransientError } from '../shared/errors.js';
+import type { Clock, Log, ProviderClient } from '../shared/ports.js';
+import type { AccessTokenSource } from './access-token.js';
+import { validateItem, type ValidItem } from './item.js';
+import { parseMessageBody } from './message.js';
+import { OutOfTimeError, outcomeOf, type DoneResult, type Outcome } from './outcome.js';
+import type { DeadLetter, DeadLetterSink, ItemStore, MessageVisibility, PostponeRequest, StoredRevision } from './ports.js';
+
+/** The part of an SQS record the core needs. */
+export interface SyncRecord {
+  messageId: string;
+  body: string;
+  receiptHandle: string;
+  /** The source queue's ARN (eventSourceARN). */
+  queueArn: string;
+}
+
+export interface SyncDeps {
+  provider: ProviderClient;
+  tokens: AccessTokenSource;
+  store: ItemStore;
+  deadLetters: DeadLetterSink;
+  visibility: MessageVisibility;
+  clock: Clock;
+  log: Log;
+  /** [0, 1), for the backoff jitter. */
+  random: () => number;
+  sleep: (ms: number) => Promise<void>;
+  revisionField: string;
+  /** Most provider requests in flight at once. */
+  fetchConcurrency: number;
+  /** Attempts per fetch for transient provider failures. */
+  fetchAttempts: number;
+  /** Rounds of fetch-decide-write per id before a lost race is given up as retry-later; default 3. */
+  writeRounds?: number;
+  /** Backoff between fetch attempts: base × 2^(attempt-1), capped, with jitter; defaults 200 / 2,000 ms. */
+  backoffBaseMs?: number;
+  backoffMaxMs?: number;
+}
+
+export interface SyncCounts {
+  fetched: number;
+  created: number;
+  updated: number;
+  unchanged: number;
+  deleted: number;
+  retried: number;
+  deadLettered: number;
+}
+
+export interface BatchReport {
+  /** Message ids to report in batchItemFailures, in the order of the batch. */
+  failures: string[];
+  counts: SyncCounts;
+  /** The final outcome of every record, by message id. */
+  outcomes: Map<string, Outcome>;
+}
+
+export interface BatchOptions {
+  /** Epoch milliseconds: no provider work starts after it and requests in flight are aborted at it. */
+  deadline: number;
+}
+
+type Fetched = ValidItem | 'not-found';
+
+export const DEFAULT_WRITE_ROUNDS = 3;
+
+export async function syncBatch(records: readonly SyncRecord[], deps: SyncDeps, options: BatchOptions): Promise<BatchReport> {
+  const counts: SyncCounts = { fetched: 0, created: 0, updated: 0, unchanged: 0, deleted: 0, retried: 0, deadLettered: 0 };
+  const outcomes = new Map<string, Outcome>();
+  const itemIds = new Map<string, string>();
+  const byId = new Map<string, SyncRecord[]>();
+
+  for (const record of records) {
+    try {
+      const id = parseMessageBody(record.body);
+      itemIds.set(record.messageId, id);
+      const group = byId.get(id);
+      if (group) group.push(record);
+      else byId.set(id, [record]);
+    } catch (error) {
+      outcomes.set(record.messageId, outcomeOf(error));
+    }
+  }
+
+  const now = (): number => deps.clock.now().getTime();
+  const controller = new AbortController();
+  const timer = setTimeout(() => controller.abort(), Math.max(0, options.deadline - now()));
+  timer.unref?.();
+  const run = new ItemRun(deps, counts, options.deadline, controller.signal, now);
+
+  try {
+    const ids = [...byId.keys()];
+    const idOutcomes = new Map<string, Outcome>();
+    let stored = new Map<string, StoredRevision>();
+    let readFailure: Outcome | undefined;
+    if (ids.length > 0) {
+      try {
+        run.checkTime();
+        stored = await deps.store.getRevisions(ids);
+      } catch (error) {
+        readFailure = outcomeOf(error);
+      }
+    }
+    if (readFailure) {
+      for (const id of ids) idOutcomes.set(id, readFailure);
+    } else {
+      await forEachLimited(ids, deps.fetchConcurrency, async (id) => {
+        idOutcomes.set(id, await run.syncItem(id, stored.get(id)));
+      });
+    }
+    for (const [id, group] of byId) {
+      const outcome = idOutcomes.get(id) ?? outcomeOf(new Error('no outcome was recorded for this item'));
+      for (const record of group) outcomes.set(record.messageId, outcome);
+    }
+  } finally {
+    clearTimeout(timer);
+  }
+
+  await sendDeadLetters(records, outcomes, deps);
+  await postpone(records, outcomes, deps);
+
+  const failures: string[] = [];
+  for (const record of records) {
+    const outcome = outcomes.get(record.messageId)!;
+    const itemId = itemIds.get(record.messageId);
+    const where = { messageId: record.messageId, ...(itemId !== undefined ? { itemId } : {}) };
+    switch (outcome.kind) {
+      case 'done':
+        deps.log.info('record done', { ...where, result: outcome.result });
+        break;
+      case 'retry':
+        failures.push(record.messageId);
+        counts.retried += 1;
+        deps.log.warn('record will be retried', {
+          ...where,
+          reason: outcome.reason,
+          ...(outcome.delaySeconds !== undefined ? { delaySeconds: outcome.delaySeconds } : {}),
+        });
+        break;
+      case 'dead':
+        counts.deadLettered += 1;
+        deps.log.error('record dead-lettered', { ...where, reason: outcome.reason, bodyLength: record.body.length });
+        break;
+    }
+  }
+  return { failures, counts, outcomes };
+}
+
+/** Per-id work of one batch: fetch with retries, decide, conditional write, re-decide on a lost race. */
+class ItemRun {
+  private readonly writeRounds: number;
+  private readonly backoffBaseMs: number;
+  private readonly backoffMaxMs: number;
+
+  constructor(
+    private readonly deps: SyncDeps,
+    private readonly counts: SyncCounts,
+    private readonly deadline: number,
+    private readonly signal: AbortSignal,
+    private readonly now: () => number,
+  ) {
+    this.writeRounds = Math.max(1, deps.writeRounds ?? DEFAULT_WRITE_ROUNDS);
+    this.backoffBaseMs = deps.backoffBaseMs ?? 200;
+    this.backoffMaxMs = deps.backoffMaxMs ?? 2_000;
+  }
+
+  checkTime(): void {
+    if (this.now() >= this.deadline) {
+      throw new OutOfTimeError('the invocation ran out of time before this item was done');
+    }
+  }
+
+  async syncItem(id: string, stored: StoredRevision | undefined): Promise<Outcome> {
+    try {
+      let current = stored;
+      for (let round = 1; ; round += 1) {
+        const fetched = await this.fetch(id);
+        const result = await this.decideAndWrite(id, current, fetched);
+        if (result !== 'conflict') {
+          if (result !== 'absent') this.counts[result] += 1;
+          return { kind: 'done', result };
+        }
+        if (round >= this.writeRounds) {
+          throw new TransientError(
+            `another invocation kept writing this item: the conditional write lost ${round} times in a row`,
+          );
+        }
+        this.deps.log.info('write race lost; reading the row and fetching again', { itemId: id, round });
+        this.checkTime();
+        // The row first, then the fetch: the fetch must not be older than the row it is compared with.
+        current = (await this.deps.store.getRevisions([id], { consistent: true })).get(id);
+      }
+    } catch (error) {
+      return outcomeOf(error);
+    }
+  }
+
+  private async decideAndWrite(
+    id: string,
+    current: StoredRevision | undefined,
+    fetched: Fetched,
+  ): Promise<DoneResult | 'conflict'> {
+    const syncedAt = this.deps.clock.now().toISOString();
+    if (fetched === 'not-found') {
+      if (current === undefined) return 'absent';
+      if (current.deleted) return 'unchanged';
+      const written = await this.deps.store.markDeleted(id, current.revision, syncedAt);
+      return written === 'written' ? 'deleted' : 'conflict';
+    }
+    const row = { id, type: fetched.type, revision: fetched.revision, item: fetched.item, syncedAt };
+    if (current === undefined) {
+      return (await this.deps.store.put(row, { exists: false })) === 'written' ? 'created' : 'conflict';
+    }
+    if (!current.deleted && current.revision === fetched.revision) return 'unchanged';
+    const written = await this.deps.store.put(row, { exists: true, revision: current.revision, deleted: current.deleted });
+    return written === 'written' ? 'updated' : 'conflict';
+  }
+
+  /** One item from the provider: 'not-found' for a 404, the valid item, or a thrown error. */
+  private async fetch(id: string): Promise<Fetched> {
+    this.checkTime();
+    let token = await this.deps.tokens.get();
+    let tokenRefreshed = false;
+    for (let attempt = 1; ; ) {
+      this.checkTime();
+      let body: unknown;
+      try {
+        body = await this.deps.provider.getItem(id, token, { signal: this.signal });
+      } catch (error) {
+        if (!(error instanceof ProviderError)) throw error;
+        if (error.kind === 'not-found') return 'not-found';
+        if (error.kind === 'unauthorized' && !tokenRefreshed) {
+          tokenRefreshed = true;
+          const fresh = await this.deps.tokens.refresh(token);
+          if (fresh === token) throw error; // the secret still holds the refused token
+          this.deps.log.info('access token refused; retrying with the token read afresh', { itemId: id });
+          token = fresh;
+          continue;
+        }
+        if (error.kind === 'transient' && attempt < this.deps.fetchAttempts) {
+          const delay = this.backoff(attempt);
+          if (this.now() + delay >= this.deadline) throw error; // no time left for another attempt
+          this.deps.log.info('transient provider failure; retrying', { itemId: id, attempt, delayMs: delay, error: error.message });
+          await this.deps.sleep(delay);
+          attempt += 1;
+          continue;
+        }
+        throw error;
+      }
+      this.counts.fetched += 1;
+      return validateItem(body, id, this.deps.revisionField);
+    }
+  }
+
+  /** Exponential backoff with "equal jitter": half the step fixed, half random. */
+  private backoff(attempt: number): number {
+    const step = Math.min(this.backoffMaxMs, this.backoffBaseMs * 2 ** (attempt - 1));
+    return Math.round(step / 2 + this.deps.random() * (step / 2));
+  }
+}
+
+async function sendDeadLetters(records: readonly SyncRecord[], outcomes: Map<string, Outcome>, deps: SyncDeps): Promise<void> {
+  const letters: DeadLetter[] = [];
+  for (const record of records) {
+    const outcome = outcomes.get(record.messageId);
+    if (outcome?.kind === 'dead') {
+      letters.push({ body: record.body, reason: outcome.reason, sourceMessageId: record.messageId });
+    }
+  }
+  if (letters.length === 0) return;
+  for (const failed of await deps.deadLetters.send(letters)) {
+    // Never dropped: a record that could not be dead-lettered is retried (and dead-lettered next time).
+    outcomes.set(failed.sourceMessageId, {
+      kind: 'retry',
+      reason: `sending it to the dead-letter queue failed (${failed.error})`,
+    });
+  }
+}
+
+async function postpone(records: readonly SyncRecord[], outcomes: Map<string, Outcome>, deps: SyncDeps): Promise<void> {
+  const requests: PostponeRequest[] = [];
+  for (const record of records) {
+    const outcome = outcomes.get(record.messageId);
+    if (outcome?.kind === 'retry' && outcome.delaySeconds !== undefined) {
+      requests.push({
+        messageId: record.messageId,
+        receiptHandle: record.receiptHandle,
+        queueArn: record.queueArn,
+        delaySeconds: outcome.delaySeconds,
+      });
+    }
+  }
+  if (requests.length === 0) return;
+  for (const failed of await deps.visibility.postpone(requests)) {
+    deps.log.warn('could not delay the next delivery of a rate-limited record', {
+      messageId: failed.messageId,
+      error: failed.error,
+    });
+  }
+}
+
+/** Runs `fn` over `items` with at most `limit` at once. `fn` must not throw. */
+async function forEachLimited<T>(items: readonly T[], limit: number, fn: (item: T) => Promise<void>): Promise<void> {
+  let next = 0;
+  const worker = async (): Promise<void> => {
+    while (next < items.length) {
+      const item = items[next]!;
+      next += 1;
+      await fn(item);
+    }
+  };
+  await Promise.all(Array.from({ length: Math.max(1, Math.min(limit, items.length)) }, worker));
+}
