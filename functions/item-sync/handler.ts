@@ -1,126 +1,17 @@
-/**
- * Lambda entry point of the item sync, fed by the sync queue (SQS event source with
- * ReportBatchItemFailures). Thin: build the adapters once per container, hand the batch to the core
- * with a deadline taken from the invocation's remaining time, publish the batch's metrics and answer
- * `{"batchItemFailures": [{"itemIdentifier": "<messageId>"}, ...]}`.
- *
- * Powertools' BatchProcessor is not used: it processes records one by one, while this batch needs
- * whole-batch work (duplicate ids share one fetch, one BatchGetItem for all stored revisions, one
- * SendMessageBatch for the dead), and it would throw on a batch where every record failed instead of
- * answering with the partial-failure response.
- */
+/** Lambda entry point of the item sync: configuration and AWS clients once per container. */
 import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { SecretsManagerClient } from '@aws-sdk/client-secrets-manager';
 import { SQSClient } from '@aws-sdk/client-sqs';
-import { MetricUnit } from '@aws-lambda-powertools/metrics';
-import type { Context, SQSBatchResponse, SQSEvent } from 'aws-lambda';
-import { DynamoDbItemStore } from '../shared/adapters/dynamodb-item-store.js';
-import { SecretsManagerAccessTokenStore } from '../shared/adapters/secrets-manager.js';
-import { SqsDeadLetterSink, SqsMessageVisibility } from '../shared/adapters/sqs.js';
-import { loadSyncConfig, type SyncConfig } from '../shared/config.js';
-import { createLogger, createMetrics, describeError } from '../shared/observability.js';
-import { systemClock, type Clock, type ProviderClient } from '../shared/ports.js';
-import { HttpProviderClient } from '../shared/provider-client.js';
-import { CachedAccessToken } from './access-token.js';
-import { syncBatch, type SyncCounts, type SyncRecord } from './sync.js';
+import { loadSyncConfig } from '../shared/config.js';
+import { createSyncHandler } from './app.js';
 
-export const SERVICE_NAME = 'item-sync';
+export { createSyncHandler } from './app.js';
+export type { SyncHandler, SyncHandlerDeps } from './app.js';
 
-/** Metric name per counter, published once per batch (zeros included, so alarms see every batch). */
-export const METRIC_NAMES: Readonly<Record<keyof SyncCounts, string>> = {
-  fetched: 'ItemsFetched',
-  created: 'ItemsCreated',
-  updated: 'ItemsUpdated',
-  unchanged: 'ItemsUnchanged',
-  deleted: 'ItemsDeleted',
-  retried: 'RecordsRetried',
-  deadLettered: 'RecordsDeadLettered',
-};
-
-/** Time kept back from the invocation's remaining time for writes, dead-lettering and the answer. */
-export const DEFAULT_SAFETY_MARGIN_MS = 5_000;
-
-export interface SyncHandlerDeps {
-  config: SyncConfig;
-  dynamodb: DynamoDBClient;
-  sqs: SQSClient;
-  secrets: SecretsManagerClient;
-  provider?: ProviderClient;
-  clock?: Clock;
-  logger?: ReturnType<typeof createLogger>;
-  metrics?: ReturnType<typeof createMetrics>;
-  random?: () => number;
-  sleep?: (ms: number) => Promise<void>;
-  /** Kept back from the remaining time; default the smaller of 5 s and a quarter of the remaining time. */
-  safetyMarginMs?: number;
-}
-
-export type SyncHandler = (event: SQSEvent, context: Context) => Promise<SQSBatchResponse>;
-
-export function createSyncHandler(deps: SyncHandlerDeps): SyncHandler {
-  const logger = deps.logger ?? createLogger(SERVICE_NAME);
-  const metrics = deps.metrics ?? createMetrics(SERVICE_NAME);
-  const clock = deps.clock ?? systemClock;
-  const random = deps.random ?? Math.random;
-  const sleep = deps.sleep ?? ((ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms)));
-  const { config } = deps;
-  // Per container: the token cache and the queue-URL cache live as long as the handler.
-  const core = {
-    provider: deps.provider ?? new HttpProviderClient(config.provider),
-    tokens: new CachedAccessToken(
-      new SecretsManagerAccessTokenStore(deps.secrets, config.accessTokenSecretId),
-      config.tokenCacheSeconds,
-      clock,
-    ),
-    store: new DynamoDbItemStore(deps.dynamodb, config.itemsTableName, { sleep, random }),
-    deadLetters: new SqsDeadLetterSink(deps.sqs, config.deadLetterQueueUrl),
-    visibility: new SqsMessageVisibility(deps.sqs),
-    clock,
-    log: logger,
-    random,
-    sleep,
-    revisionField: config.revisionField,
-    fetchConcurrency: config.fetchConcurrency,
-    fetchAttempts: config.fetchAttempts,
-  };
-
-  return async function handler(event: SQSEvent, context: Context): Promise<SQSBatchResponse> {
-    logger.addContext(context);
-    const records: SyncRecord[] = (event?.Records ?? []).map((record) => ({
-      messageId: record.messageId,
-      body: record.body ?? '',
-      receiptHandle: record.receiptHandle,
-      queueArn: record.eventSourceARN,
-    }));
-    const remaining = context.getRemainingTimeInMillis();
-    const margin = deps.safetyMarginMs ?? Math.min(DEFAULT_SAFETY_MARGIN_MS, Math.floor(remaining / 4));
-    const deadline = clock.now().getTime() + remaining - margin;
-    try {
-      const report = await syncBatch(records, core, { deadline });
-      for (const [counter, name] of Object.entries(METRIC_NAMES) as Array<[keyof SyncCounts, string]>) {
-        metrics.addMetric(name, MetricUnit.Count, report.counts[counter]);
-      }
-      logger.info('batch done', { records: records.length, ...report.counts });
-      return { batchItemFailures: report.failures.map((itemIdentifier) => ({ itemIdentifier })) };
-    } catch (error) {
-      // The core decides every record itself; this is the last resort: hand the whole batch back.
-      logger.error('batch failed unexpectedly; every record will be retried', { error: describeError(error) });
-      metrics.addMetric(METRIC_NAMES.retried, MetricUnit.Count, records.length);
-      return { batchItemFailures: records.map((record) => ({ itemIdentifier: record.messageId })) };
-    } finally {
-      metrics.publishStoredMetrics();
-    }
-  };
-}
-
+const config = loadSyncConfig();
 // Created once per container and reused across invocations.
 const dynamodbClient = new DynamoDBClient({});
 const sqsClient = new SQSClient({});
 const secretsClient = new SecretsManagerClient({});
 
-export const handler = createSyncHandler({
-  config: loadSyncConfig(),
-  dynamodb: dynamodbClient,
-  sqs: sqsClient,
-  secrets: secretsClient,
-});
+export const handler = createSyncHandler({ config, dynamodb: dynamodbClient, sqs: sqsClient, secrets: secretsClient });

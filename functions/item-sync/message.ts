@@ -32,7 +32,7 @@ export function parseMessageBody(body: string): string {
   }
   const id = parsed['id'];
   if (typeof id !== 'string') {
-    throw new PermanentError(`the message body's "id" is a ${jsonType(id)}, not a string`);
+    throw new PermanentError(`the message body's "id" is ${jsonType(id)}, not a string`);
   }
   return validateItemId(id);
 }
@@ -54,6 +54,7 @@ export function validateItemId(id: string): string {
 
 function jsonType(value: unknown): string {
   if (value === null) return 'null';
-  if (Array.isArray(value)) return 'array';
-  return typeof value;
+  if (Array.isArray(value)) return 'an array';
+  if (typeof value === 'object') return 'an object';
+  return `a ${typeof value}`;
 }
