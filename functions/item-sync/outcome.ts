@@ -26,7 +26,9 @@ export function outcomeOf(error: unknown): Exclude<Outcome, { kind: 'done' }> {
   if (error instanceof ProviderError) {
     switch (error.kind) {
       case 'permanent':
-        return { kind: 'dead', reason: `the provider cannot serve this item as asked (${error.message})` };
+        return error.status === undefined
+          ? { kind: 'dead', reason: `the item cannot be requested from the provider (${error.message})` }
+          : { kind: 'dead', reason: `the provider cannot serve this item as asked (${error.message})` };
       case 'malformed':
         return { kind: 'dead', reason: `the provider's answer is not an item (${error.message})` };
       case 'rate-limited': {

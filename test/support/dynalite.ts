@@ -49,8 +49,18 @@ function listen(server: Server): Promise<number> {
   });
 }
 
-export async function startDynalite(): Promise<LocalDynamo> {
-  const db = dynalite({ createTableMs: 0, deleteTableMs: 0, updateTableMs: 0 });
+export interface StartOptions {
+  /** dynalite's item size limit, default 400 (DynamoDB's). */
+  maxItemSizeKb?: number;
+}
+
+export async function startDynalite(options: StartOptions = {}): Promise<LocalDynamo> {
+  const db = dynalite({
+    createTableMs: 0,
+    deleteTableMs: 0,
+    updateTableMs: 0,
+    ...(options.maxItemSizeKb !== undefined ? { maxItemSizeKb: options.maxItemSizeKb } : {}),
+  });
   const dbPort = await listen(db);
   const rules: ThrottleRule[] = [];
   const operations: string[] = [];
