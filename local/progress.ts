@@ -29,7 +29,10 @@ export function createProgress(stream: NodeJS.WritableStream & { isTTY?: boolean
   const interval = tty ? 100 : (options.intervalMs ?? 2000);
   let last = -Infinity;
   let shown = false;
-  const columns = (): number => (stream as { columns?: number }).columns ?? 100;
+  const columns = (): number => {
+    const width = (stream as { columns?: number }).columns;
+    return typeof width === 'number' && width >= 20 ? width : 100;
+  };
 
   const draw = (text: string): void => {
     const fitted = text.length >= columns() ? `${text.slice(0, Math.max(1, columns() - 2))}…` : text;

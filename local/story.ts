@@ -58,7 +58,9 @@ function redirectProcessOutput(logFile: string | undefined): { terminal: Writer;
     terminal: {
       write: (text) => void originalOut.call(stdout, text),
       isTTY: stdout.isTTY === true,
-      columns: stdout.columns,
+      get columns() {
+        return stdout.columns;
+      },
     },
     restore() {
       process.stdout.write = originalOut;
@@ -76,7 +78,9 @@ function screenFor(writer: Writer | undefined): Screen {
       return true;
     },
     isTTY: writer.isTTY,
-    columns: writer.columns,
+    get columns() {
+      return writer.columns;
+    },
   } as unknown as NodeJS.WritableStream & { isTTY?: boolean };
   return { line: (text = '') => writer.write(`${text}\n`), progress: createProgress(stream) };
 }
@@ -300,6 +304,8 @@ export interface LocalStoryOptions {
   quiet?: boolean;
   /** Per sync pass; default 120 s. */
   timeLimitMs?: number;
+  /** Called once the simulator is up, before anything runs (tests add faults, collect tokens). */
+  onSimulatorStarted?: (simulator: ProviderSimulator) => void;
 }
 
 export interface StoryResult {
@@ -342,6 +348,7 @@ export async function runLocalStory(options: LocalStoryOptions = {}): Promise<St
   try {
     const items = generateItemTree({ count: itemCount, seed, revisionField });
     simulator = await ProviderSimulator.start({ items, seed, revisionField, rotateRefreshToken: true, prefix: '/api/v2' });
+    options.onSimulatorStarted?.(simulator);
     stack = await startLocalStack({
       ...(options.inMemory ? {} : { dynamodbPath: join(dataDir, 'dynamodb') }),
       fresh: true,
