@@ -1,0 +1,76 @@
+/**
+ * `npm run soak [-- --ids 10000 --seed 1 --instances 5 --latency 2 --json]`: the chaos soak (see
+ * soak-lib.ts). Prints the checks and the faults met, writes the report to .bench/soak-<time>.json
+ * and .bench/soak-latest.json and the captured function output to .bench/soak-latest.log; exits 1
+ * when any figure is off.
+ */
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { parseArgs } from 'node:util';
+import { formatSoakReport, runSoak, SOAK_DEFAULTS } from './soak-lib.js';
+import { BENCH_DIR, machineInfo, timestampForFile } from './support/machine.js';
+
+const { values } = parseArgs({
+  options: {
+    ids: { type: 'string' },
+    seed: { type: 'string' },
+    instances: { type: 'string' },
+    latency: { type: 'string' },
+    'batch-size': { type: 'string' },
+    rotations: { type: 'string' },
+    json: { type: 'boolean', default: false },
+    help: { type: 'boolean', short: 'h', default: false },
+  },
+  strict: true,
+});
+
+if (values.help) {
+  process.stdout.write(
+    [
+      'usage: npm run soak -- [--ids N] [--seed N] [--instances N] [--latency MS] [--batch-size N] [--rotations N] [--json]',
+      `defaults: --ids ${SOAK_DEFAULTS.ids} --seed ${SOAK_DEFAULTS.seed} --instances ${SOAK_DEFAULTS.instances} ` +
+        `--latency ${SOAK_DEFAULTS.latencyMs} --batch-size ${SOAK_DEFAULTS.batchSize} --rotations ${SOAK_DEFAULTS.rotations}`,
+      '--json prints the report as JSON instead of the table (it is always written under .bench/).',
+      '',
+    ].join('\n'),
+  );
+  process.exit(0);
+}
+
+function int(name: string, raw: string | undefined, fallback: number, min: number): number {
+  if (raw === undefined) return fallback;
+  const value = Number(raw);
+  if (!Number.isInteger(value) || value < min) {
+    process.stderr.write(`--${name} must be a whole number ≥ ${min}, got "${raw}"\n`);
+    process.exit(2);
+  }
+  return value;
+}
+
+const stamp = timestampForFile(new Date());
+const logFile = join(BENCH_DIR, 'soak-latest.log');
+const report = await runSoak({
+  ids: int('ids', values.ids, SOAK_DEFAULTS.ids, 1),
+  seed: int('seed', values.seed, SOAK_DEFAULTS.seed, 0),
+  instances: int('instances', values.instances, SOAK_DEFAULTS.instances, 1),
+  latencyMs: int('latency', values.latency, SOAK_DEFAULTS.latencyMs, 0),
+  batchSize: int('batch-size', values['batch-size'], SOAK_DEFAULTS.batchSize, 1),
+  rotations: int('rotations', values.rotations, SOAK_DEFAULTS.rotations, 0),
+  logFile,
+  progress: values.json ? undefined : (line) => process.stdout.write(`${line}\n`),
+});
+
+const machine = machineInfo();
+const result = { kind: 'soak', machine, ...report };
+mkdirSync(BENCH_DIR, { recursive: true });
+writeFileSync(join(BENCH_DIR, `soak-${stamp}.json`), `${JSON.stringify(result, null, 2)}\n`);
+writeFileSync(join(BENCH_DIR, 'soak-latest.json'), `${JSON.stringify(result, null, 2)}\n`);
+
+if (values.json) {
+  process.stdout.write(`${JSON.stringify(result, null, 2)}\n`);
+} else {
+  process.stdout.write(`\n${formatSoakReport(report)}\n`);
+  process.stdout.write(`\n${machine.summary}\n`);
+  process.stdout.write(`report: ${join(BENCH_DIR, `soak-${stamp}.json`)} (and soak-latest.json); function output: ${logFile}\n`);
+}
+process.exitCode = report.ok ? 0 : 1;

@@ -1,0 +1,49 @@
+/** Where results go and what machine produced them. */
+import { readFileSync } from 'node:fs';
+import { cpus, totalmem } from 'node:os';
+import { fileURLToPath } from 'node:url';
+
+/** The repository root (bench/support/../../). */
+export const REPO_ROOT = fileURLToPath(new URL('../../', import.meta.url));
+/** Git-ignored results folder. */
+export const BENCH_DIR = `${REPO_ROOT}.bench`;
+
+export interface MachineInfo {
+  date: string;
+  node: string;
+  platform: string;
+  cpuModel: string;
+  cpus: number;
+  memoryGiB: number;
+  summary: string;
+}
+
+export function machineInfo(now: Date = new Date()): MachineInfo {
+  const cpuModel = cpuModelName();
+  const count = cpus().length;
+  const memoryGiB = Math.round((totalmem() / 2 ** 30) * 10) / 10;
+  const date = now.toISOString();
+  return {
+    date,
+    node: process.version,
+    platform: `${process.platform} ${process.arch}`,
+    cpuModel,
+    cpus: count,
+    memoryGiB,
+    summary: `${date.slice(0, 16).replace('T', ' ')} UTC · ${cpuModel} · ${count} CPUs (nproc) · ${memoryGiB} GiB · Node.js ${process.version} · ${process.platform} ${process.arch}`,
+  };
+}
+
+function cpuModelName(): string {
+  try {
+    const match = /^model name\s*:\s*(.+)$/m.exec(readFileSync('/proc/cpuinfo', 'utf8'));
+    if (match?.[1]) return match[1].trim();
+  } catch {
+    // not Linux
+  }
+  return cpus()[0]?.model?.trim() || 'unknown CPU';
+}
+
+export function timestampForFile(date: Date): string {
+  return date.toISOString().replace(/[:.]/g, '-');
+}
