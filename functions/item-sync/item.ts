@@ -16,7 +16,7 @@ export interface ValidItem {
 
 export function validateItem(body: unknown, requestedId: string, revisionField: string): ValidItem {
   if (!isObject(body)) {
-    throw new PermanentError(`the provider's 200 answer is a JSON ${jsonType(body)}, not an item object`);
+    throw new PermanentError(`the provider's 200 answer is ${jsonType(body)}, not an item object`);
   }
   const id = body['id'];
   if (typeof id !== 'string') {
@@ -27,13 +27,14 @@ export function validateItem(body: unknown, requestedId: string, revisionField: 
   }
   const type = body['type'];
   if (type !== 'file' && type !== 'folder') {
-    const found = typeof type === 'string' ? quote(type) : jsonType(type);
-    throw new PermanentError(`the provider's item has type ${found}; expected "file" or "folder"`);
+    const found =
+      type === undefined ? 'no "type"' : typeof type === 'string' ? `type ${quote(type)}` : `${jsonType(type)} as "type"`;
+    throw new PermanentError(`the provider's item has ${found}; expected "file" or "folder"`);
   }
   const revision = revisionText(getPath(body, revisionField));
   if (revision === undefined) {
     const found = getPath(body, revisionField);
-    const what = found === undefined ? 'no value' : `a ${jsonType(found)}`;
+    const what = found === undefined ? 'no value' : found === '' ? 'an empty string' : jsonType(found);
     throw new PermanentError(
       `the provider's item has ${what} at the revision field "${revisionField}"; expected a number or a non-empty string`,
     );
@@ -48,11 +49,13 @@ export function revisionText(value: unknown): string | undefined {
   return undefined;
 }
 
+/** What a JSON value is, with its article: `null`, `an array`, `an object`, `a number`, `nothing`. */
 function jsonType(value: unknown): string {
   if (value === null) return 'null';
-  if (Array.isArray(value)) return 'array';
   if (value === undefined) return 'nothing';
-  return typeof value;
+  if (Array.isArray(value)) return 'an array';
+  if (typeof value === 'object') return 'an object';
+  return `a ${typeof value}`;
 }
 
 function quote(text: string): string {

@@ -406,10 +406,10 @@ describe('dead letters', () => {
     ['a 400', providerError('permanent', 400), /the provider cannot serve this item as asked \(.*HTTP 400/],
     ['a 403', providerError('permanent', 403), /HTTP 403/],
     ['a 200 that is not JSON', providerError('malformed', 200), /the provider's answer is not an item/],
-    ['a 200 array', [1, 2], /200 answer is a JSON array, not an item object/],
+    ['a 200 array', [1, 2], /200 answer is an array, not an item object/],
     ['another id', item('someone-else', 1), /another item \(id "someone-else"\)/],
     ['no revision', { id: 'x', type: 'file' }, /no value at the revision field "revision"/],
-    ['an empty revision', item('x', ''), /a string at the revision field/],
+    ['an empty revision', item('x', ''), /an empty string at the revision field/],
     ['a boolean revision', item('x', true), /a boolean at the revision field/],
     ['an unknown type', { id: 'x', type: 'symlink', revision: 1 }, /type "symlink"; expected "file" or "folder"/],
   ])('dead-letters %s with a reason that says why', async (_name, answer, reason) => {
