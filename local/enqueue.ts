@@ -25,6 +25,8 @@ import { createProgress, formatDuration } from './progress.js';
 export const MAX_BATCH_ENTRIES = 10;
 export const DEFAULT_MAX_ATTEMPTS = 5;
 export const DEFAULT_CONCURRENCY = 4;
+/** Whole batches given up in a row after which the rest is not tried (every call is failing). */
+export const ABORT_AFTER_GIVEN_UP_BATCHES = 3;
 
 // ---- validation ---------------------------------------------------------------------------------
 
@@ -184,7 +186,17 @@ export async function enqueueIds(
     batches.push(Array.from({ length: Math.min(MAX_BATCH_ENTRIES, unique.length - start) }, (_, i) => start + i));
   }
 
+  // Batches in a row that were given up entirely (the queue unreachable, say): after a few, stop.
+  let givenUpInARow = 0;
   const sendBatch = async (indexes: number[]): Promise<void> => {
+    const failedBefore = result.failed.length;
+    await sendOne(indexes);
+    const givenUp = result.failed.length - failedBefore === indexes.length && !result.aborted;
+    givenUpInARow = givenUp ? givenUpInARow + 1 : 0;
+    if (givenUpInARow >= ABORT_AFTER_GIVEN_UP_BATCHES) result.aborted = true;
+  };
+
+  const sendOne = async (indexes: number[]): Promise<void> => {
     let pending = indexes;
     for (let attempt = 1; pending.length > 0; attempt++) {
       if (result.aborted) {
@@ -346,6 +358,16 @@ export interface CliDeps {
 
 class UsageError extends Error {}
 
+/**
+ * The SQS client, from the SDK's standard configuration. The SDK sends each request to the host of
+ * the queue URL, even when an endpoint is configured; when AWS_ENDPOINT_URL_SQS (or AWS_ENDPOINT_URL)
+ * is set, it is used instead, as the operator asked (a VPC endpoint, a local emulator).
+ */
+export function createSqsClient(env: NodeJS.ProcessEnv): SQSClient {
+  const endpointConfigured = Boolean(env.AWS_ENDPOINT_URL_SQS?.trim() || env.AWS_ENDPOINT_URL?.trim());
+  return new SQSClient(endpointConfigured ? { useQueueUrlAsEndpoint: false } : {});
+}
+
 /** Runs the CLI; returns the exit status. */
 export async function main(argv: string[], io: CliIo = process, deps: CliDeps = {}): Promise<number> {
   const out = (line: string): void => void io.stdout.write(`${line}\n`);
@@ -420,7 +442,7 @@ export async function main(argv: string[], io: CliIo = process, deps: CliDeps = 
       return 0;
     }
 
-    const sqs = deps.sqs ?? new SQSClient({});
+    const sqs = deps.sqs ?? createSqsClient(process.env);
     const result = await enqueueIds(sqs, queueUrl, ids, {
       ...deps.enqueue,
       ...(values['max-attempts'] ? { maxAttempts: Number(values['max-attempts']) } : {}),
@@ -432,14 +454,12 @@ export async function main(argv: string[], io: CliIo = process, deps: CliDeps = 
     for (const failed of result.failed) {
       err(`not sent ${quoteId(failed.id)}: ${failed.code}${failed.message ? ` ${failed.message}` : ''}${failed.senderFault ? ' (refused, not re-sent)' : ''}`);
     }
-    const parts = [
-      `Sent ${result.sent.length} of ${ids.length - result.duplicates} ids from ${source} to ${queueUrl}`,
-      `in ${result.calls} SendMessageBatch call${result.calls === 1 ? '' : 's'}`,
-      `(${formatDuration(Date.now() - started)})`,
-    ];
-    if (result.duplicates) parts.push(`; ${result.duplicates} duplicate id${result.duplicates === 1 ? '' : 's'} skipped`);
-    if (result.resent) parts.push(`; ${result.resent} re-sent after a refusal`);
-    err(`${parts.join(' ')}.`);
+    let summary =
+      `Sent ${result.sent.length} of ${ids.length - result.duplicates} ids from ${source} to ${queueUrl} ` +
+      `in ${result.calls} SendMessageBatch call${result.calls === 1 ? '' : 's'} (${formatDuration(Date.now() - started)})`;
+    if (result.duplicates) summary += `; ${result.duplicates} duplicate id${result.duplicates === 1 ? '' : 's'} skipped`;
+    if (result.resent) summary += `; ${result.resent} re-sent after a refusal or a failed call`;
+    err(`${summary}.`);
     if (result.failed.length > 0) {
       err(`enqueue: ${result.failed.length} id${result.failed.length === 1 ? ' was' : 's were'} not sent${result.aborted ? ' (stopped after an error every further call would repeat)' : ''}.`);
       return 1;
