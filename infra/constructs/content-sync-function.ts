@@ -1,0 +1,100 @@
+/**
+ * The one place that fixes how every content-sync Lambda function is built and run: Node.js 22 on
+ * arm64, an ESM bundle (minified, with source maps, the AWS SDK bundled in), X-Ray tracing, its
+ * own log group with a retention, and its own role that may write to that log group and nothing
+ * else until the stack grants more. No physical names.
+ */
+import { fileURLToPath } from 'node:url';
+import { Duration, RemovalPolicy } from 'aws-cdk-lib';
+import * as iam from 'aws-cdk-lib/aws-iam';
+import * as lambda from 'aws-cdk-lib/aws-lambda';
+import { LogLevel, NodejsFunction, OutputFormat } from 'aws-cdk-lib/aws-lambda-nodejs';
+import * as logs from 'aws-cdk-lib/aws-logs';
+import { Construct } from 'constructs';
+
+/** The repository root, for entry paths and the lock file (independent of the working directory). */
+export const REPO_ROOT = fileURLToPath(new URL('../../', import.meta.url));
+
+/** Lets the ESM bundle load CommonJS dependencies that call `require` for Node built-ins. */
+export const ESM_REQUIRE_BANNER =
+  "import { createRequire as __contentSyncCreateRequire } from 'node:module'; const require = __contentSyncCreateRequire(import.meta.url);";
+
+export const LOG_RETENTION = logs.RetentionDays.ONE_MONTH;
+
+export interface ContentSyncFunctionProps {
+  /** Entry file relative to the repository root, e.g. `functions/token-refresher/handler.ts`. */
+  readonly entry: string;
+  /** Powertools service name; also the `service` dimension of the function's metrics. */
+  readonly serviceName: string;
+  readonly description: string;
+  readonly memorySize: number;
+  readonly timeout: Duration;
+  /** Contract variables; POWERTOOLS_* and NODE_OPTIONS are added here. */
+  readonly environment: Record<string, string>;
+}
+
+export class ContentSyncFunction extends Construct {
+  readonly function: NodejsFunction;
+  readonly role: iam.Role;
+  readonly logGroup: logs.LogGroup;
+
+  constructor(scope: Construct, id: string, props: ContentSyncFunctionProps) {
+    super(scope, id);
+
+    this.logGroup = new logs.LogGroup(this, 'LogGroup', {
+      retention: LOG_RETENTION,
+      // Logs belong to the stateless stack: tearing it down removes them (they expire anyway).
+      removalPolicy: RemovalPolicy.DESTROY,
+    });
+
+    // Our own role instead of the AWSLambdaBasicExecutionRole managed policy: it may write to this
+    // function's log group only.
+    this.role = new iam.Role(this, 'Role', {
+      assumedBy: new iam.ServicePrincipal('lambda.amazonaws.com'),
+      description: `Execution role of the ${props.serviceName} function`,
+    });
+    this.role.addToPolicy(
+      new iam.PolicyStatement({
+        sid: 'WriteOwnLogs',
+        actions: ['logs:CreateLogStream', 'logs:PutLogEvents'],
+        resources: [this.logGroup.logGroupArn],
+      }),
+    );
+
+    this.function = new NodejsFunction(this, 'Function', {
+      entry: `${REPO_ROOT}${props.entry}`,
+      handler: 'handler',
+      projectRoot: REPO_ROOT,
+      depsLockFilePath: `${REPO_ROOT}package-lock.json`,
+      description: props.description,
+      runtime: lambda.Runtime.NODEJS_22_X,
+      architecture: lambda.Architecture.ARM_64,
+      memorySize: props.memorySize,
+      timeout: props.timeout,
+      tracing: lambda.Tracing.ACTIVE,
+      role: this.role,
+      logGroup: this.logGroup,
+      environment: {
+        ...props.environment,
+        POWERTOOLS_SERVICE_NAME: props.serviceName,
+        POWERTOOLS_LOG_LEVEL: 'INFO',
+        NODE_OPTIONS: '--enable-source-maps',
+      },
+      bundling: {
+        format: OutputFormat.ESM,
+        target: 'node22',
+        platform: 'node',
+        mainFields: ['module', 'main'],
+        banner: ESM_REQUIRE_BANNER,
+        minify: true,
+        sourceMap: true,
+        // Stack traces need file names and lines, not the sources: keeps the asset small.
+        sourcesContent: false,
+        // Bundle the AWS SDK too: the functions run the exact versions they were tested with.
+        externalModules: [],
+        // Warnings and errors only: keeps `cdk synth` quiet.
+        logLevel: LogLevel.WARNING,
+      },
+    });
+  }
+}

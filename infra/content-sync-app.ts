@@ -1,0 +1,45 @@
+/**
+ * Builds the content-sync stacks into an App: used by infra/app.ts (the CDK CLI's entry) and by the
+ * tests, so both synthesize exactly the same thing.
+ */
+import { Validations, type App } from 'aws-cdk-lib';
+import { AwsSolutionsChecks } from 'cdk-nag';
+import { readContentSyncConfig, type ContentSyncConfig } from './context.js';
+import { StatefulStack } from './stateful-stack.js';
+import { StatelessStack } from './stateless-stack.js';
+
+/** Stack names (CloudFormation): what `cdk deploy` lists and what an operator finds in the console. */
+export const STACK_NAMES = {
+  stateful: 'ContentSyncStateful',
+  stateless: 'ContentSyncStateless',
+} as const;
+
+export interface ContentSyncApp {
+  readonly config: ContentSyncConfig;
+  readonly stateful: StatefulStack;
+  readonly stateless: StatelessStack;
+}
+
+/** Reads the context (throws ConfigError naming the key), adds both stacks and the cdk-nag checks. */
+export function buildContentSyncApp(app: App): ContentSyncApp {
+  const config = readContentSyncConfig(app.node);
+  const description = 'content-sync: mirrors a content provider into Amazon DynamoDB';
+  const stateful = new StatefulStack(app, STACK_NAMES.stateful, {
+    description: `${description} (stateful: table, secrets, queues; retained on deletion)`,
+    config,
+  });
+  const stateless = new StatelessStack(app, STACK_NAMES.stateless, {
+    description: `${description} (stateless: functions, schedule, alarms, dashboard)`,
+    config,
+    stateful: {
+      table: stateful.table,
+      credentialsSecret: stateful.credentialsSecret,
+      accessTokenSecret: stateful.accessTokenSecret,
+      queue: stateful.queue,
+      deadLetterQueue: stateful.deadLetterQueue,
+    },
+  });
+  // cdk-nag 3 is a policy-validation plugin: synthesis fails on any unacknowledged finding.
+  Validations.of(app).addPlugins(new AwsSolutionsChecks(app));
+  return { config, stateful, stateless };
+}

@@ -1,0 +1,127 @@
+/**
+ * Deploy-time configuration: the CDK context keys of the operator contract, read and validated
+ * ONCE into a typed, frozen object. Every problem throws a ConfigError whose message starts with
+ * the key (`baseUrl: ...`), so `cdk synth` tells the operator exactly what to fix.
+ *
+ * Values come from `cdk.json` (numbers stay numbers) or from `-c key=value` (always strings), so
+ * numbers are accepted in both forms; anything else (fractions, `12abc`, booleans) is rejected.
+ */
+import { normalizeBaseUrl } from '../functions/shared/base-url.js';
+import { REVISION_FIELD_PATTERN } from '../functions/shared/config.js';
+import { ConfigError } from '../functions/shared/errors.js';
+
+/** The context keys, as operators type them. Part of the product interface: keep them exactly. */
+export const CONTEXT_KEYS = {
+  baseUrl: 'baseUrl',
+  tokenRefreshMinutes: 'tokenRefreshMinutes',
+  revisionField: 'revisionField',
+  syncBatchSize: 'syncBatchSize',
+  syncMaxConcurrency: 'syncMaxConcurrency',
+  alarmEmail: 'alarmEmail',
+} as const;
+
+/** Allowed range and default of each numeric key. */
+export const NUMBER_RULES = {
+  tokenRefreshMinutes: { min: 1, max: 1440, fallback: 30 },
+  syncBatchSize: { min: 1, max: 10_000, fallback: 10 },
+  syncMaxConcurrency: { min: 2, max: 1000, fallback: 5 },
+} as const;
+
+export const DEFAULT_REVISION_FIELD = 'revision';
+
+/** A pragmatic address check (one `@`, no spaces, a dot in the domain); SNS confirms the rest. */
+const EMAIL_PATTERN = /^[^\s@]+@[^\s@.]+(\.[^\s@.]+)+$/;
+
+export interface ContentSyncConfig {
+  /** Provider base address, normalized (no trailing slash). */
+  readonly baseUrl: string;
+  readonly tokenRefreshMinutes: number;
+  readonly revisionField: string;
+  readonly syncBatchSize: number;
+  readonly syncMaxConcurrency: number;
+  /** Subscribed to the alarm topic when set. */
+  readonly alarmEmail: string | undefined;
+  /**
+   * Derived: time-out of the sync function in seconds. 60 s covers the default batch of 10 (one
+   * wave of provider requests with their re-tries); larger batches get 6 s per 10 records, capped
+   * at Lambda's 900 s. The sync queue's visibility time-out is 6× this value.
+   */
+  readonly syncTimeoutSeconds: number;
+}
+
+/** Anything with CDK's context lookup: an App, a Stack or any construct's node. */
+export interface ContextSource {
+  tryGetContext(key: string): unknown;
+}
+
+export function syncTimeoutSeconds(batchSize: number): number {
+  return Math.min(900, Math.max(60, Math.ceil(batchSize / 10) * 6));
+}
+
+/** Reads and validates every context key; throws ConfigError naming the first key at fault. */
+export function readContentSyncConfig(source: ContextSource): ContentSyncConfig {
+  const syncBatchSize = integer(source, 'syncBatchSize');
+  return Object.freeze({
+    baseUrl: baseUrl(source),
+    tokenRefreshMinutes: integer(source, 'tokenRefreshMinutes'),
+    revisionField: revisionField(source),
+    syncBatchSize,
+    syncMaxConcurrency: integer(source, 'syncMaxConcurrency'),
+    alarmEmail: alarmEmail(source),
+    syncTimeoutSeconds: syncTimeoutSeconds(syncBatchSize),
+  });
+}
+
+/** Context value as text, or undefined when unset or blank. Non-scalars are rejected. */
+function text(source: ContextSource, key: string): string | undefined {
+  const value = source.tryGetContext(key);
+  if (value === undefined || value === null) return undefined;
+  if (typeof value !== 'string' && typeof value !== 'number') {
+    throw new ConfigError(key, `must be a single value, got ${JSON.stringify(value)}`);
+  }
+  const trimmed = String(value).trim();
+  return trimmed === '' ? undefined : trimmed;
+}
+
+function baseUrl(source: ContextSource): string {
+  const key = CONTEXT_KEYS.baseUrl;
+  const raw = text(source, key);
+  if (raw === undefined) {
+    throw new ConfigError(key, 'is required: pass the provider address with -c baseUrl=https://host[/path] or set it in cdk.json');
+  }
+  try {
+    return normalizeBaseUrl(raw);
+  } catch (error) {
+    throw new ConfigError(key, (error as Error).message);
+  }
+}
+
+function integer(source: ContextSource, key: keyof typeof NUMBER_RULES): number {
+  const { min, max, fallback } = NUMBER_RULES[key];
+  const raw = text(source, key);
+  if (raw === undefined) return fallback;
+  const value = /^\d+$/.test(raw) ? Number(raw) : Number.NaN;
+  if (!Number.isSafeInteger(value) || value < min || value > max) {
+    throw new ConfigError(key, `must be a whole number from ${min} to ${max}, got "${raw}"`);
+  }
+  return value;
+}
+
+function revisionField(source: ContextSource): string {
+  const key = CONTEXT_KEYS.revisionField;
+  const raw = text(source, key) ?? DEFAULT_REVISION_FIELD;
+  if (!REVISION_FIELD_PATTERN.test(raw)) {
+    throw new ConfigError(key, `must be a dot path such as "revision" or "meta.rev", got "${raw}"`);
+  }
+  return raw;
+}
+
+function alarmEmail(source: ContextSource): string | undefined {
+  const key = CONTEXT_KEYS.alarmEmail;
+  const raw = text(source, key);
+  if (raw === undefined) return undefined;
+  if (!EMAIL_PATTERN.test(raw)) {
+    throw new ConfigError(key, `must be an e-mail address such as ops@example.com, got "${raw}"`);
+  }
+  return raw;
+}

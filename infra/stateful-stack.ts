@@ -1,0 +1,118 @@
+/**
+ * Everything that holds data or state: the items table, both secrets and both queues. Every
+ * resource is retained when the stack is deleted; nothing has a hard-coded physical name.
+ */
+import { CfnOutput, Duration, RemovalPolicy, SecretValue, Stack, type StackProps, Validations } from 'aws-cdk-lib';
+import * as dynamodb from 'aws-cdk-lib/aws-dynamodb';
+import * as secretsmanager from 'aws-cdk-lib/aws-secretsmanager';
+import * as sqs from 'aws-cdk-lib/aws-sqs';
+import type { Construct } from 'constructs';
+import { CREDENTIALS_PLACEHOLDER } from '../functions/shared/secrets.js';
+import type { ContentSyncConfig } from './context.js';
+
+/** How often SQS may hand a record to the sync function before the queue moves it to the DLQ. */
+export const MAX_RECEIVE_COUNT = 5;
+/** SQS's maximum; the dead-letter queue is where an operator looks after an incident. */
+export const DEAD_LETTER_RETENTION = Duration.days(14);
+/** SQS's default, stated: ids older than this are dropped by SQS, which the age alarm reports long before. */
+export const QUEUE_RETENTION = Duration.days(4);
+/** AWS's guidance for Lambda event sources: visibility time-out at least 6× the function time-out. */
+export const VISIBILITY_FACTOR = 6;
+
+/** What the deploy writes into the credentials secret; the operator replaces it (README, "Deploy"). */
+export const CREDENTIALS_PLACEHOLDER_VALUE = JSON.stringify({
+  clientId: CREDENTIALS_PLACEHOLDER,
+  refreshToken: CREDENTIALS_PLACEHOLDER,
+});
+/** The access-token secret until the refresher first writes it: the sync function reports "has the token refresher run?". */
+export const ACCESS_TOKEN_INITIAL_VALUE = JSON.stringify({ accessToken: '', refreshedAt: '' });
+
+export interface StatefulStackProps extends StackProps {
+  readonly config: ContentSyncConfig;
+}
+
+export class StatefulStack extends Stack {
+  readonly table: dynamodb.Table;
+  readonly credentialsSecret: secretsmanager.Secret;
+  readonly accessTokenSecret: secretsmanager.Secret;
+  readonly queue: sqs.Queue;
+  readonly deadLetterQueue: sqs.Queue;
+
+  constructor(scope: Construct, id: string, props: StatefulStackProps) {
+    super(scope, id, props);
+    const { config } = props;
+
+    this.table = new dynamodb.Table(this, 'ItemsTable', {
+      partitionKey: { name: 'id', type: dynamodb.AttributeType.STRING },
+      billingMode: dynamodb.BillingMode.PAY_PER_REQUEST,
+      pointInTimeRecoverySpecification: { pointInTimeRecoveryEnabled: true },
+      stream: dynamodb.StreamViewType.NEW_AND_OLD_IMAGES,
+      encryption: dynamodb.TableEncryption.AWS_MANAGED,
+      deletionProtection: true,
+      removalPolicy: RemovalPolicy.RETAIN,
+    });
+
+    // CloudFormation writes SecretString only when the secret is created or this template value
+    // changes: the operator's value (and every refresh token the provider rotates in) survives
+    // later deploys. Never change these initial values.
+    this.credentialsSecret = new secretsmanager.Secret(this, 'CredentialsSecret', {
+      description: 'content-sync provider credentials {"clientId","refreshToken"}: set by the operator, rotated refresh tokens written by the token refresher',
+      secretStringValue: SecretValue.unsafePlainText(CREDENTIALS_PLACEHOLDER_VALUE),
+      removalPolicy: RemovalPolicy.RETAIN,
+    });
+    this.accessTokenSecret = new secretsmanager.Secret(this, 'AccessTokenSecret', {
+      description: 'content-sync provider access token {"accessToken","refreshedAt"}: written by the token refresher',
+      secretStringValue: SecretValue.unsafePlainText(ACCESS_TOKEN_INITIAL_VALUE),
+      removalPolicy: RemovalPolicy.RETAIN,
+    });
+    for (const secret of [this.credentialsSecret, this.accessTokenSecret]) {
+      Validations.of(secret).acknowledge({
+        id: 'AwsSolutions-SMG4',
+        reason:
+          'The provider issues these tokens; Secrets Manager rotation cannot mint them. The token refresher replaces the access token every tokenRefreshMinutes and stores every refresh token the provider rotates.',
+      });
+    }
+
+    this.deadLetterQueue = new sqs.Queue(this, 'DeadLetterQueue', {
+      encryption: sqs.QueueEncryption.SQS_MANAGED,
+      enforceSSL: true,
+      retentionPeriod: DEAD_LETTER_RETENTION,
+      removalPolicy: RemovalPolicy.RETAIN,
+    });
+
+    this.queue = new sqs.Queue(this, 'SyncQueue', {
+      encryption: sqs.QueueEncryption.SQS_MANAGED,
+      enforceSSL: true,
+      visibilityTimeout: Duration.seconds(config.syncTimeoutSeconds * VISIBILITY_FACTOR),
+      retentionPeriod: QUEUE_RETENTION,
+      deadLetterQueue: { queue: this.deadLetterQueue, maxReceiveCount: MAX_RECEIVE_COUNT },
+      removalPolicy: RemovalPolicy.RETAIN,
+    });
+
+    new CfnOutput(this, 'QueueUrl', {
+      description: 'Sync queue: send {"id": "<item id>"} messages here (npm run enqueue -- --queue-url <QueueUrl> id ...)',
+      value: this.queue.queueUrl,
+    });
+    new CfnOutput(this, 'DeadLetterQueueUrl', {
+      description: 'Dead-letter queue: records that can never succeed, with message attributes error and sourceMessageId',
+      value: this.deadLetterQueue.queueUrl,
+    });
+    new CfnOutput(this, 'DeadLetterQueueArn', {
+      description: 'Dead-letter queue ARN, for aws sqs start-message-move-task --source-arn',
+      value: this.deadLetterQueue.queueArn,
+    });
+    new CfnOutput(this, 'ItemsTableName', { description: 'DynamoDB table of synced items', value: this.table.tableName });
+    new CfnOutput(this, 'ItemsTableStreamArn', {
+      description: 'Stream of the items table (new and old images) for downstream consumers',
+      value: this.table.tableStreamArn ?? '',
+    });
+    new CfnOutput(this, 'CredentialsSecretName', {
+      description: 'Secret to fill with {"clientId": "...", "refreshToken": "..."} (aws secretsmanager put-secret-value)',
+      value: this.credentialsSecret.secretName,
+    });
+    new CfnOutput(this, 'AccessTokenSecretName', {
+      description: 'Secret holding the current access token (written by the token refresher)',
+      value: this.accessTokenSecret.secretName,
+    });
+  }
+}
