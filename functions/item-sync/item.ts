@@ -5,7 +5,7 @@
  * Error messages name fields and types, never values taken from the body (but the id, shortened).
  */
 import { PermanentError } from '../shared/errors.js';
-import { getPath, isObject } from '../shared/json.js';
+import { getPath, isLosslessNumber, isObject } from '../shared/json.js';
 
 export interface ValidItem {
   type: 'file' | 'folder';
@@ -42,9 +42,10 @@ export function validateItem(body: unknown, requestedId: string, revisionField: 
   return { type, revision, item: body };
 }
 
-/** A number in its JSON form (JSON.stringify of a parsed number), a non-empty string as is. */
+/** A number in its JSON form (exactly as the provider wrote it when a JS number cannot hold it), a non-empty string as is. */
 export function revisionText(value: unknown): string | undefined {
   if (typeof value === 'number' && Number.isFinite(value)) return JSON.stringify(value);
+  if (isLosslessNumber(value)) return value.toString();
   if (typeof value === 'string' && value !== '') return value;
   return undefined;
 }
@@ -54,6 +55,7 @@ function jsonType(value: unknown): string {
   if (value === null) return 'null';
   if (value === undefined) return 'nothing';
   if (Array.isArray(value)) return 'an array';
+  if (isLosslessNumber(value)) return 'a number';
   if (typeof value === 'object') return 'an object';
   return `a ${typeof value}`;
 }

@@ -7,7 +7,7 @@
 import { ProviderError, redact, type ProviderErrorKind } from './errors.js';
 import type { Credentials, ProviderClient, RequestOptions, TokenGrant } from './ports.js';
 import type { ProviderConfig } from './config.js';
-import { isObject } from './json.js';
+import { isObject, parseJson } from './json.js';
 
 const MAX_REDIRECTS = 3;
 /** Error bodies are small; read at most this much of one to find the error object. */
@@ -127,7 +127,7 @@ export class HttpProviderClient implements ProviderClient {
         if (response.status === 200) {
           const text = await this.readText(response, this.maxResponseBytes, spec.operation);
           try {
-            return JSON.parse(text) as unknown;
+            return parseJson(text);
           } catch (cause) {
             throw malformed(spec.operation, 'the 200 body is not JSON', cause, response.status);
           }
@@ -174,7 +174,7 @@ export class HttpProviderClient implements ProviderClient {
     let providerMessage: string | undefined;
     try {
       const text = await this.readText(response, MAX_ERROR_BODY_BYTES, spec.operation);
-      const parsed = JSON.parse(text) as unknown;
+      const parsed = parseJson(text);
       const error = isObject(parsed) ? parsed['error'] : undefined;
       if (isObject(error)) {
         if (Number.isInteger(error['code'])) providerCode = error['code'] as number;

@@ -242,6 +242,32 @@ describe('item sync against the provider simulator and dynalite', () => {
     }
   });
 
+  it('tells apart revisions beyond 2^53 and stores numbers exactly as the provider wrote them', async () => {
+    const env = await setup();
+    const answer = (revision: string) =>
+      env.sim.addFault({
+        endpoint: 'items',
+        itemId: 'big',
+        times: 1,
+        fault: { kind: 'body', rawBody: `{"id":"big","type":"file","revision":${revision},"size":1.50,"ns":-0}` },
+      });
+
+    answer('12345678901234567891');
+    await env.run(['big']);
+    answer('12345678901234567892'); // the same double as ...891: JSON.parse would call it unchanged
+    const second = await env.run(['big']);
+    answer('12345678901234567892');
+    const third = await env.run(['big']);
+
+    expect(second.metrics).toMatchObject({ ItemsUpdated: 1, ItemsUnchanged: 0 });
+    expect(writes(second.operations)).toEqual(['PutItem']);
+    expect(third.metrics).toMatchObject({ ItemsUpdated: 0, ItemsUnchanged: 1 });
+    expect(writes(third.operations)).toEqual([]);
+    const row = (await env.row('big'))!;
+    expect(row['revision']).toBe('12345678901234567892');
+    expect(String((row['item'] as Record<string, unknown>)['revision'])).toBe('12345678901234567892');
+  });
+
   it('dead-letters bad bodies and stores the rest of the batch', async () => {
     const env = await setup({ items: [{ id: 'good-1', type: 'file', revision: 1 }, { id: 'good-2', type: 'folder', revision: 'r1' }] });
     const bodies = ['{"id":"good-1"}', '{"id": 42}', '{oops', 'bad\u0007id', 'good-2', 'z'.repeat(1025)];

@@ -18,6 +18,7 @@ import {
   type DynamoDBClient,
 } from '@aws-sdk/client-dynamodb';
 import { PermanentError, TransientError } from '../errors.js';
+import { isLosslessNumber, jsonNumber } from '../json.js';
 import type { ExpectedRow, ItemRow, ItemStore, StoredRevision, WriteResult } from '../../item-sync/ports.js';
 
 /** DynamoDB's item size limit, 400 KB. */
@@ -171,6 +172,7 @@ export function toAttributeValue(value: unknown, depth = 0): AttributeValue {
       if (!Number.isFinite(value)) throw new PermanentError(`the item holds a number DynamoDB cannot store (${value})`);
       return { N: JSON.stringify(value) };
     case 'object': {
+      if (isLosslessNumber(value)) return { N: value.toString() };
       if (depth >= MAX_NESTING) {
         throw new PermanentError(`the item is nested more than ${MAX_NESTING} levels deep; DynamoDB cannot store it`);
       }
@@ -186,11 +188,11 @@ export function toAttributeValue(value: unknown, depth = 0): AttributeValue {
   }
 }
 
-/** The JSON value an AttributeValue written by toAttributeValue stands for (N back to a number). */
+/** The JSON value an AttributeValue written by toAttributeValue stands for (N back to a number, exactly: see jsonNumber). */
 export function fromAttributeValue(value: AttributeValue): unknown {
   if (value.NULL) return null;
   if (value.S !== undefined) return value.S;
-  if (value.N !== undefined) return Number(value.N);
+  if (value.N !== undefined) return jsonNumber(value.N);
   if (value.BOOL !== undefined) return value.BOOL;
   if (value.L !== undefined) return value.L.map(fromAttributeValue);
   if (value.M !== undefined) {
