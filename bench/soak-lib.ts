@@ -28,23 +28,21 @@
  */
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { dirname } from 'node:path';
-import { isDeepStrictEqual } from 'node:util';
-import { ScanCommand, type AttributeValue } from '@aws-sdk/client-dynamodb';
+import { ScanCommand } from '@aws-sdk/client-dynamodb';
 import { SecretsManagerClient } from '@aws-sdk/client-secrets-manager';
 import { SQSClient } from '@aws-sdk/client-sqs';
 import type { Context, SQSEvent, SQSRecord } from 'aws-lambda';
 import { createSyncHandler, type SyncHandler } from '../functions/item-sync/app.js';
-import { revisionText } from '../functions/item-sync/item.js';
-import { fromAttributeValue } from '../functions/shared/adapters/dynamodb-item-store.js';
 import { loadRefresherConfig, loadSyncConfig } from '../functions/shared/config.js';
-import { getPath } from '../functions/shared/json.js';
 import { createRefresherHandler } from '../functions/token-refresher/app.js';
 import { generateItemTree, mulberry32 } from '../test/support/item-tree.js';
 import { ProviderSimulator, type Fault, type FaultRule, type SimulatorItem } from '../test/support/provider-simulator.js';
 import { attachFakeSqs, DynamoMeter, FakeSecrets, instrumentDynamo, type SqsCalls } from './support/aws-fakes.js';
 import { AWS_CREDENTIALS, AWS_REGION, createItemsTable, dynamoClient, startDynalite } from './support/dynalite.js';
-import { OutputCapture, occurrences } from './support/output-capture.js';
-import { QueueModel, type DeadLetterEntry, type MessageCopy } from './support/queue-model.js';
+import { checkDeadLetters, checkState, checkWrites, countTokens, tokensInSecrets, type DeadLetterSummary, type ExpectedDeadLetter, type Row } from './support/checks.js';
+import { n, table } from './support/format.js';
+import { OutputCapture } from './support/output-capture.js';
+import { QueueModel, type MessageCopy } from './support/queue-model.js';
 
 // ---- options -------------------------------------------------------------------------------------
 
@@ -142,13 +140,7 @@ export const SOAK_DEFAULTS: Omit<SoakOptions, 'logFile' | 'progress'> = {
 
 // ---- report ----------------------------------------------------------------------------------------
 
-export interface DeadLetterSummary {
-  reason: string;
-  /** Dead-letter entries with this reason. */
-  entries: number;
-  /** What the message was, when it is one of the deliberately bad ones; else "UNEXPECTED: <body>". */
-  what: string;
-}
+export type { DeadLetterSummary };
 
 export interface SoakFigures {
   /** Ids enqueued (not deliberately bad) whose item exists at the provider with no row. */
@@ -244,10 +236,8 @@ export interface SoakReport {
 
 // ---- deliberately bad messages --------------------------------------------------------------------
 
-interface BadMessage {
-  what: string;
+export interface BadMessage extends ExpectedDeadLetter {
   body: string;
-  expected: RegExp;
   setup?: (sim: ProviderSimulator) => void;
 }
 
@@ -255,7 +245,8 @@ function escapeRegExp(text: string): string {
   return text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
 }
 
-function badMessages(revisionField: string): BadMessage[] {
+/** The deliberately bad messages of a soak, and the dead-letter reason each must get. */
+export function badMessages(revisionField: string): BadMessage[] {
   const field = escapeRegExp(revisionField);
   const itemWithout = (id: string, extra: Record<string, unknown>): SimulatorItem => ({ id, type: 'file', name: `${id}.txt`, ...extra });
   return [
@@ -786,116 +777,23 @@ export async function runSoak(input: Partial<SoakOptions> = {}): Promise<SoakRep
     // ---- checks ----
     const check = dynamoClient(dynalite.endpoint);
     clients.push(check);
-    const rows = new Map<string, Record<string, AttributeValue>>();
-    let startKey: Record<string, AttributeValue> | undefined;
+    const rows = new Map<string, Row>();
+    let startKey: Row | undefined;
     do {
       const page = await check.send(new ScanCommand({ TableName: TABLE_NAME, ConsistentRead: true, ExclusiveStartKey: startKey }));
       for (const row of page.Items ?? []) rows.set(row['id']!.S!, row);
       startKey = page.LastEvaluatedKey;
     } while (startKey);
 
-    let itemsLost = 0;
-    let itemsStale = 0;
-    let contentMismatches = 0;
-    const problemsDetail: string[] = [];
-    const note = (line: string): void => {
-      if (problemsDetail.length < 20) problemsDetail.push(line);
-    };
-    for (const id of goodIds) {
-      const item = sim.getItem(id);
-      const row = rows.get(id);
-      if (item) {
-        if (!row) {
-          itemsLost += 1;
-          note(`lost: ${id}`);
-          continue;
-        }
-        const latest = revisionText(getPath(item, o.revisionField));
-        if (row['deleted']?.BOOL === true || row['revision']?.S !== latest) {
-          itemsStale += 1;
-          note(`stale: ${id} stored ${row['revision']?.S}${row['deleted']?.BOOL ? ' (deleted)' : ''}, provider ${latest}`);
-        } else if (!isDeepStrictEqual(fromAttributeValue(row['item'] ?? { NULL: true }), item)) {
-          contentMismatches += 1;
-          note(`content differs: ${id}`);
-        }
-      } else if (row && row['deleted']?.BOOL !== true) {
-        itemsStale += 1;
-        note(`stale: ${id} deleted at the provider but stored live`);
-      }
-    }
-    let unexpectedRows = 0;
-    for (const id of rows.keys()) {
-      if (!goodIds.has(id)) {
-        unexpectedRows += 1;
-        note(`unexpected row: ${JSON.stringify(id.slice(0, 60))}`);
-      }
-    }
-
-    // Writes minus real changes: a write is redundant when the row already held that state before.
-    const seen = new Set<string>();
-    let excessWrites = 0;
-    for (const write of meter.writes) {
-      const key = `${write.id}\u0000${write.state}`;
-      if (seen.has(key)) {
-        excessWrites += 1;
-        note(`redundant write: ${write.id} ${write.state} (${write.operation})`);
-      }
-      seen.add(key);
-    }
-
-    // Dead letters: exactly the bad messages, each with its reason.
+    const state = checkState(goodIds, (id) => sim.getItem(id), rows, o.revisionField);
+    const writes = checkWrites(meter.writes);
     const dead = queue.deadLetters;
-    const byReason = new Map<string, DeadLetterSummary>();
-    let deadLetteredUnexpected = 0;
-    let deadLetteredWrongReason = 0;
-    const rightlyDead = new Set<string>();
-    const wronglyDead = new Set<string>();
-    for (const entry of dead) {
-      const message = badByMessageId.get(entry.sourceMessageId);
-      const summary = byReason.get(entry.reason) ?? {
-        reason: entry.reason,
-        entries: 0,
-        what: message ? message.what : `UNEXPECTED: ${describeBody(entry)}`,
-      };
-      summary.entries += 1;
-      byReason.set(entry.reason, summary);
-      if (!message || entry.source === 'redrive') {
-        if (!message) {
-          deadLetteredUnexpected += 1;
-          note(`unexpected dead letter: ${describeBody(entry)}: ${entry.reason}`);
-        }
-      }
-      if (message) {
-        if (entry.source === 'handler' && message.expected.test(entry.reason)) rightlyDead.add(entry.sourceMessageId);
-        else {
-          wronglyDead.add(entry.sourceMessageId);
-          note(`wrong reason for "${message.what}": ${entry.reason}`);
-        }
-      }
-    }
-    deadLetteredWrongReason = wronglyDead.size;
-    const deadLettersMissing = [...badByMessageId.keys()].filter((id) => !rightlyDead.has(id) && !wronglyDead.has(id)).length;
+    const deadCheck = checkDeadLetters(dead, badByMessageId);
 
-    // Tokens: in the captured output, the dead letters and the handlers' answers.
+    // Tokens: every token issued or stored, searched in the output, the dead letters and the answers.
     const output = capture.text();
-    const searchable = [output, ...dead.map((entry) => `${entry.body}\n${JSON.stringify(entry.attributes)}`), ...answers].join('\n');
-    let tokensInOutput = 0;
-    for (const token of tokens) tokensInOutput += occurrences(searchable, token);
-    for (const { value } of secrets.history) {
-      // Anything stored in a secret counts as a token too (access and refresh tokens).
-      try {
-        const parsed = JSON.parse(value) as Record<string, unknown>;
-        for (const key of ['accessToken', 'refreshToken']) {
-          const token = parsed[key];
-          if (typeof token === 'string' && token.length >= 8 && !tokens.has(token)) {
-            tokens.add(token);
-            tokensInOutput += occurrences(searchable, token);
-          }
-        }
-      } catch {
-        // not JSON: not ours
-      }
-    }
+    for (const token of tokensInSecrets(secrets.history.map((entry) => entry.value))) tokens.add(token);
+    const tokensInOutput = countTokens(tokens, [output, ...dead.map((entry) => `${entry.body}\n${JSON.stringify(entry.attributes)}`), ...answers]);
 
     const handlerMetrics = sumEmfMetrics(output);
     if (o.logFile) {
@@ -904,16 +802,16 @@ export async function runSoak(input: Partial<SoakOptions> = {}): Promise<SoakRep
     }
 
     const figures: SoakFigures = {
-      itemsLost,
-      itemsStale,
-      contentMismatches,
-      unexpectedRows,
-      excessWrites,
-      deadLetteredExpected: rightlyDead.size,
-      badMessages: badByMessageId.size,
-      deadLetteredUnexpected,
-      deadLetteredWrongReason,
-      deadLettersMissing,
+      itemsLost: state.itemsLost,
+      itemsStale: state.itemsStale,
+      contentMismatches: state.contentMismatches,
+      unexpectedRows: state.unexpectedRows,
+      excessWrites: writes.excessWrites,
+      deadLetteredExpected: deadCheck.expected,
+      badMessages: deadCheck.bad,
+      deadLetteredUnexpected: deadCheck.unexpected,
+      deadLetteredWrongReason: deadCheck.wrongReason,
+      deadLettersMissing: deadCheck.missing,
       tokensInOutput,
       messagesLeft: queue.outstanding,
       handlerErrors,
@@ -941,7 +839,7 @@ export async function runSoak(input: Partial<SoakOptions> = {}): Promise<SoakRep
     if (figures.deadLetteredExpected !== figures.badMessages) {
       problems.push(`bad messages dead-lettered with their reason: ${figures.deadLetteredExpected} of ${figures.badMessages}`);
     }
-    problems.push(...problemsDetail.map((line) => `  ${line}`));
+    problems.push(...[...state.details, ...writes.details, ...deadCheck.details].map((line) => `  ${line}`));
 
     const tombstones = [...rows.values()].filter((row) => row['deleted']?.BOOL === true).length;
     const { progress: _progress, ...reportedOptions } = o;
@@ -953,7 +851,7 @@ export async function runSoak(input: Partial<SoakOptions> = {}): Promise<SoakRep
       durationMs: quiescentAt - t0,
       drainMs: quiescentAt - lastFeedEventAt,
       figures,
-      deadLetters: [...byReason.values()].sort((a, b) => a.what.localeCompare(b.what)),
+      deadLetters: deadCheck.byReason,
       activity: {
         items: { initial: tree.length, atEnd: liveIds.length, deletedAtEnd: deletedItems.size, rowsAtEnd: rows.size, tombstones },
         messages: {
@@ -978,7 +876,7 @@ export async function runSoak(input: Partial<SoakOptions> = {}): Promise<SoakRep
           requests: { ...meter.requests },
           conditionalFailures: { ...meter.conditionalFailures },
           writes: meter.writes.length,
-          distinctStates: seen.size,
+          distinctStates: writes.distinctStates,
           throttlesInjected: meter.injected.throttled,
           unprocessedResponsesInjected: meter.injected.unprocessedResponses,
           unprocessedKeysInjected: meter.injected.unprocessedKeys,
@@ -1001,11 +899,6 @@ export async function runSoak(input: Partial<SoakOptions> = {}): Promise<SoakRep
     await sim.close();
     await dynalite.close();
   }
-}
-
-function describeBody(entry: DeadLetterEntry): string {
-  const body = entry.body.length > 60 ? `${entry.body.slice(0, 60)}…` : entry.body;
-  return JSON.stringify(body);
 }
 
 function lambdaContext(instance: number, invocation: number, remaining: () => number): Context {
@@ -1049,8 +942,6 @@ export function sumEmfMetrics(output: string): Record<string, number> {
 }
 
 // ---- printing ----------------------------------------------------------------------------------------
-
-const n = (value: number): string => value.toLocaleString('en-US');
 
 export function formatSoakReport(report: SoakReport): string {
   const f = report.figures;
@@ -1128,15 +1019,4 @@ export function formatSoakReport(report: SoakReport): string {
   lines.push('');
   lines.push(report.ok ? 'RESULT: ok — every figure as expected' : `RESULT: FAILED\n${report.problems.map((p) => `  ${p}`).join('\n')}`);
   return lines.join('\n');
-}
-
-/** A plain text table: first column left-aligned, the others right-aligned. */
-export function table(header: string[], rows: string[][]): string {
-  const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => (r[i] ?? '').length)));
-  const fmt = (cells: string[]): string =>
-    cells
-      .map((cell, i) => (i === 0 ? cell.padEnd(widths[i]!) : cell.padStart(widths[i]!)))
-      .join('  ')
-      .trimEnd();
-  return [fmt(header), widths.map((w) => '-'.repeat(w)).join('  '), ...rows.map(fmt)].join('\n');
 }

@@ -1,0 +1,72 @@
+/**
+ * `npm run bench [-- --latency 50 --runs 5 --concurrency 10 --no-bundles --json]`: the benchmark (see
+ * bench-lib.ts). Prints the tables and writes the results to .bench/results-<time>.json and
+ * .bench/latest.json, so that runs can be compared. Not a test: it asserts nothing about time.
+ */
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { parseArgs } from 'node:util';
+import { BENCH_DEFAULTS, formatBenchReport, runBench } from './bench-lib.js';
+import { BENCH_DIR, machineInfo, timestampForFile } from './support/machine.js';
+
+const { values } = parseArgs({
+  options: {
+    latency: { type: 'string' },
+    runs: { type: 'string' },
+    concurrency: { type: 'string' },
+    seed: { type: 'string' },
+    'no-bundles': { type: 'boolean', default: false },
+    json: { type: 'boolean', default: false },
+    help: { type: 'boolean', short: 'h', default: false },
+  },
+  strict: true,
+});
+
+if (values.help) {
+  process.stdout.write(
+    [
+      'usage: npm run bench -- [--latency MS] [--runs N] [--concurrency C] [--seed N] [--no-bundles] [--json]',
+      `defaults: --latency ${BENCH_DEFAULTS.latencyMs} --runs ${BENCH_DEFAULTS.runs} --concurrency ${BENCH_DEFAULTS.concurrency} (SYNC_FETCH_CONCURRENCY's default)`,
+      '--json prints the results as JSON instead of the tables (they are always written under .bench/).',
+      '',
+    ].join('\n'),
+  );
+  process.exit(0);
+}
+
+function int(name: string, raw: string | undefined, fallback: number, min: number, max: number): number {
+  if (raw === undefined) return fallback;
+  const value = Number(raw);
+  if (!Number.isInteger(value) || value < min || value > max) {
+    process.stderr.write(`--${name} must be a whole number from ${min} to ${max}, got "${raw}"\n`);
+    process.exit(2);
+  }
+  return value;
+}
+
+const machine = machineInfo();
+const log = (line: string): void => {
+  if (!values.json) process.stdout.write(`${line}\n`);
+};
+log(`bench: ${machine.summary}`);
+const report = await runBench({
+  latencyMs: int('latency', values.latency, BENCH_DEFAULTS.latencyMs, 0, 10_000),
+  runs: int('runs', values.runs, BENCH_DEFAULTS.runs, 1, 100),
+  concurrency: int('concurrency', values.concurrency, BENCH_DEFAULTS.concurrency, 1, 100),
+  seed: int('seed', values.seed, BENCH_DEFAULTS.seed, 0, 2 ** 31),
+  bundles: !values['no-bundles'],
+  progress: log,
+});
+
+const result = { kind: 'bench', machine, ...report };
+const stamp = timestampForFile(new Date(report.startedAt));
+mkdirSync(BENCH_DIR, { recursive: true });
+const file = join(BENCH_DIR, `results-${stamp}.json`);
+writeFileSync(file, `${JSON.stringify(result, null, 2)}\n`);
+writeFileSync(join(BENCH_DIR, 'latest.json'), `${JSON.stringify(result, null, 2)}\n`);
+
+if (values.json) {
+  process.stdout.write(`${JSON.stringify(result, null, 2)}\n`);
+} else {
+  process.stdout.write(`\n${formatBenchReport(report)}\n\n${machine.summary}\nresults: ${file} (and .bench/latest.json)\n`);
+}

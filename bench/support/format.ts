@@ -1,0 +1,15 @@
+/** Plain text tables for the CLIs. */
+
+/** First column left-aligned, the others right-aligned, two spaces between columns. */
+export function table(header: string[], rows: string[][]): string {
+  const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => (r[i] ?? '').length)));
+  const fmt = (cells: string[]): string =>
+    cells
+      .map((cell, i) => (i === 0 ? cell.padEnd(widths[i]!) : cell.padStart(widths[i]!)))
+      .join('  ')
+      .trimEnd();
+  return [fmt(header), widths.map((w) => '-'.repeat(w)).join('  '), ...rows.map(fmt)].join('\n');
+}
+
+/** 12,345 */
+export const n = (value: number): string => value.toLocaleString('en-US');
