@@ -302,7 +302,7 @@ export interface LocalStoryOptions {
   /** Where the run prints; default the terminal. `quiet` prints nothing. */
   output?: Writer;
   quiet?: boolean;
-  /** Per sync pass; default 120 s. */
+  /** Per sync pass; default 120 s, or 20 ms an item when that is longer. */
   timeLimitMs?: number;
   /** Called once the simulator is up, before anything runs (tests add faults, collect tokens). */
   onSimulatorStarted?: (simulator: ProviderSimulator) => void;
@@ -371,7 +371,7 @@ export async function runLocalStory(options: LocalStoryOptions = {}): Promise<St
     await createSecret(stack, stack.credentialsSecretId, { clientId: simulator.clientId, refreshToken: simulator.refreshToken });
     await createSecret(stack, stack.accessTokenSecretId);
     const { refresher, sync } = await stack.importHandlers();
-    const ctx: PassContext = { stack, sync, screen, timeLimitMs: options.timeLimitMs ?? 120_000, concurrency: 5, invocationErrors: [] };
+    const ctx: PassContext = { stack, sync, screen, timeLimitMs: options.timeLimitMs ?? Math.max(120_000, itemCount * 20), concurrency: 5, invocationErrors: [] };
 
     // 1. The scheduled token refresh.
     screen.line('1. Refresh the access token (token refresher)');
