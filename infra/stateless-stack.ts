@@ -3,7 +3,7 @@
  * schedule and event source, the deploy-time token refresh, alarms, the alarm topic and the
  * dashboard. The stateful resources come in through typed props.
  */
-import { CfnOutput, Duration, Stack, type StackProps, Validations } from 'aws-cdk-lib';
+import { CfnOutput, Duration, RemovalPolicy, Stack, type StackProps, Validations } from 'aws-cdk-lib';
 import * as cloudwatch from 'aws-cdk-lib/aws-cloudwatch';
 import * as cwActions from 'aws-cdk-lib/aws-cloudwatch-actions';
 import type * as dynamodb from 'aws-cdk-lib/aws-dynamodb';
@@ -213,7 +213,7 @@ export class StatelessStack extends Stack {
 
   /** The deploy-time run of the refresher (see DEPLOY_RUN_CODE). */
   private deployRun(config: ContentSyncConfig): void {
-    const logGroup = new logs.LogGroup(this, 'DeployRunLogGroup', { retention: LOG_RETENTION });
+    const logGroup = new logs.LogGroup(this, 'DeployRunLogGroup', { retention: LOG_RETENTION, removalPolicy: RemovalPolicy.DESTROY });
     const role = new iam.Role(this, 'DeployRunRole', {
       assumedBy: new iam.ServicePrincipal('lambda.amazonaws.com'),
       description: 'Execution role of the deploy-time token refresh',

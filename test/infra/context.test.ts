@@ -1,0 +1,155 @@
+/**
+ * Context validation at synth: defaults, accepted forms, and every error naming its key, both
+ * through readContentSyncConfig and through the app (what `cdk synth` runs).
+ */
+import { describe, expect, it } from 'vitest';
+import { ConfigError } from '../../functions/shared/errors.js';
+import { readContentSyncConfig, syncTimeoutSeconds } from '../../infra/context.js';
+import { buildApp, CDK_JSON_CONTEXT } from './helpers.js';
+
+function read(context: Record<string, unknown>) {
+  return readContentSyncConfig({ tryGetContext: (key) => context[key] });
+}
+
+/** The error thrown for `context`, checked to be a ConfigError for `key` whose message starts with it. */
+function errorFor(context: Record<string, unknown>, key: string): string {
+  let caught: unknown;
+  try {
+    read(context);
+  } catch (error) {
+    caught = error;
+  }
+  expect(caught).toBeInstanceOf(ConfigError);
+  expect((caught as ConfigError).key).toBe(key);
+  expect((caught as ConfigError).message.startsWith(`${key}: `)).toBe(true);
+  return (caught as ConfigError).message;
+}
+
+const base = { baseUrl: 'https://example.com/api' };
+
+describe('context defaults', () => {
+  it('uses the contract defaults when only baseUrl is given', () => {
+    expect(read(base)).toEqual({
+      baseUrl: 'https://example.com/api',
+      tokenRefreshMinutes: 30,
+      revisionField: 'revision',
+      syncBatchSize: 10,
+      syncMaxConcurrency: 5,
+      alarmEmail: undefined,
+      syncTimeoutSeconds: 60,
+    });
+  });
+
+  it('cdk.json states the same defaults and keeps the CLI quiet', () => {
+    expect(CDK_JSON_CONTEXT).toMatchObject({
+      tokenRefreshMinutes: 30,
+      revisionField: 'revision',
+      syncBatchSize: 10,
+      syncMaxConcurrency: 5,
+      'cli-telemetry': false,
+    });
+    expect(CDK_JSON_CONTEXT).not.toHaveProperty('baseUrl');
+    expect(read({ ...CDK_JSON_CONTEXT, ...base }).syncBatchSize).toBe(10);
+  });
+
+  it('normalizes baseUrl with the run-time rule (no trailing slash, path prefix kept)', () => {
+    expect(read({ baseUrl: 'https://Example.com/api/v2/' }).baseUrl).toBe('https://example.com/api/v2');
+  });
+
+  it('accepts numbers from cdk.json (numbers) and from -c (strings), and an e-mail', () => {
+    const config = read({ ...base, tokenRefreshMinutes: '15', syncBatchSize: 100, syncMaxConcurrency: ' 2 ', revisionField: 'meta.rev', alarmEmail: 'ops@example.com' });
+    expect(config).toMatchObject({ tokenRefreshMinutes: 15, syncBatchSize: 100, syncMaxConcurrency: 2, revisionField: 'meta.rev', alarmEmail: 'ops@example.com' });
+  });
+
+  it('treats blank values as unset', () => {
+    expect(read({ ...base, alarmEmail: '', syncBatchSize: ' ', revisionField: '' })).toMatchObject({
+      alarmEmail: undefined,
+      syncBatchSize: 10,
+      revisionField: 'revision',
+    });
+  });
+
+  it('accepts plain http:// only for loopback hosts (local runs)', () => {
+    expect(read({ baseUrl: 'http://127.0.0.1:8080/api' }).baseUrl).toBe('http://127.0.0.1:8080/api');
+    expect(read({ baseUrl: 'http://localhost:3000' }).baseUrl).toBe('http://localhost:3000');
+  });
+
+  it('derives the sync time-out from the batch size (60 s minimum, 900 s cap)', () => {
+    expect(syncTimeoutSeconds(1)).toBe(60);
+    expect(syncTimeoutSeconds(10)).toBe(60);
+    expect(syncTimeoutSeconds(100)).toBe(60);
+    expect(syncTimeoutSeconds(101)).toBe(66);
+    expect(syncTimeoutSeconds(1000)).toBe(600);
+    expect(syncTimeoutSeconds(10_000)).toBe(900);
+  });
+});
+
+describe('context errors name the key', () => {
+  it('baseUrl missing or blank', () => {
+    expect(errorFor({}, 'baseUrl')).toMatch(/^baseUrl: is required/);
+    expect(errorFor({ baseUrl: '  ' }, 'baseUrl')).toMatch(/^baseUrl: is required/);
+  });
+
+  it('baseUrl with plain http:// to a public host', () => {
+    expect(errorFor({ baseUrl: 'http://example.com/api' }, 'baseUrl')).toMatch(/plain http:\/\/ is accepted only for loopback hosts/);
+  });
+
+  it('baseUrl that is not an absolute https URL, or carries a query or credentials', () => {
+    errorFor({ baseUrl: 'example.com' }, 'baseUrl');
+    errorFor({ baseUrl: 'ftp://example.com' }, 'baseUrl');
+    errorFor({ baseUrl: 'https://example.com/api?x=1' }, 'baseUrl');
+    errorFor({ baseUrl: 'https://user:pw@example.com' }, 'baseUrl');
+  });
+
+  it.each([
+    ['tokenRefreshMinutes', 0],
+    ['tokenRefreshMinutes', 1441],
+    ['tokenRefreshMinutes', '1.5'],
+    ['tokenRefreshMinutes', 'abc'],
+    ['tokenRefreshMinutes', -5],
+    ['syncBatchSize', 0],
+    ['syncBatchSize', 10_001],
+    ['syncBatchSize', '10x'],
+    ['syncMaxConcurrency', 1],
+    ['syncMaxConcurrency', 1001],
+    ['syncMaxConcurrency', 2.5],
+  ])('%s = %j is out of range', (key, value) => {
+    expect(errorFor({ ...base, [key]: value }, key)).toMatch(/must be a whole number from \d+ to \d+/);
+  });
+
+  it.each([['meta..rev'], ['.rev'], ['rev.'], ['has space']])('revisionField %j is not a dot path', (value) => {
+    expect(errorFor({ ...base, revisionField: value }, 'revisionField')).toMatch(/must be a dot path/);
+  });
+
+  it.each([['not-an-email'], ['ops@localhost'], ['a b@example.com'], ['ops@@example.com']])('alarmEmail %j is not an e-mail address', (value) => {
+    expect(errorFor({ ...base, alarmEmail: value }, 'alarmEmail')).toMatch(/must be an e-mail address/);
+  });
+
+  it('non-scalar values are rejected', () => {
+    errorFor({ ...base, syncBatchSize: [10] }, 'syncBatchSize');
+  });
+});
+
+describe('the app validates the context once, before creating anything', () => {
+  it('a missing baseUrl fails the build naming baseUrl', () => {
+    expect(() => buildApp({ baseUrl: undefined })).toThrow(/^baseUrl: is required/);
+  });
+
+  it('a plain-http public baseUrl fails the build naming baseUrl', () => {
+    expect(() => buildApp({ baseUrl: 'http://example.com' })).toThrow(/^baseUrl: plain http/);
+  });
+
+  it('an out-of-range number fails the build naming the key', () => {
+    expect(() => buildApp({ syncMaxConcurrency: '1' })).toThrow(/^syncMaxConcurrency: must be a whole number from 2 to 1000/);
+    expect(() => buildApp({ tokenRefreshMinutes: 0 })).toThrow(/^tokenRefreshMinutes: /);
+    expect(() => buildApp({ syncBatchSize: 20_000 })).toThrow(/^syncBatchSize: /);
+  });
+
+  it('a bad alarmEmail fails the build naming alarmEmail', () => {
+    expect(() => buildApp({ alarmEmail: 'nobody' })).toThrow(/^alarmEmail: /);
+  });
+
+  it('a loopback http baseUrl builds', () => {
+    expect(buildApp({ baseUrl: 'http://127.0.0.1:9000' }).config.baseUrl).toBe('http://127.0.0.1:9000');
+  });
+});

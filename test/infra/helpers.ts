@@ -1,0 +1,94 @@
+/**
+ * Builds the content-sync app exactly as infra/app.ts does (same cdk.json context and feature
+ * flags, same cdk-nag plugin), with test context on top. Bundling is skipped unless asked for:
+ * the assets are not under test in most files and esbuild costs seconds per stack.
+ */
+import { readFileSync } from 'node:fs';
+import { resolve } from 'node:path';
+import { App } from 'aws-cdk-lib';
+import { Template } from 'aws-cdk-lib/assertions';
+import { buildContentSyncApp, type ContentSyncApp } from '../../infra/content-sync-app.js';
+
+export const ROOT = resolve(import.meta.dirname, '../..');
+export const BASE_URL = 'https://example.com/api';
+
+/** The `context` of cdk.json: defaults, cli-telemetry and the feature flags. */
+export const CDK_JSON_CONTEXT: Record<string, unknown> = JSON.parse(readFileSync(resolve(ROOT, 'cdk.json'), 'utf8')).context;
+
+export interface BuildOptions {
+  /** Real esbuild bundles (slow); default false. */
+  bundle?: boolean;
+}
+
+/** Context for the app: cdk.json's, `baseUrl`, then `overrides` (an `undefined` value removes a key). */
+export function contextFor(overrides: Record<string, unknown> = {}, options: BuildOptions = {}): Record<string, unknown> {
+  const context: Record<string, unknown> = { ...CDK_JSON_CONTEXT, baseUrl: BASE_URL };
+  if (!options.bundle) context['aws:cdk:bundling-stacks'] = [];
+  for (const [key, value] of Object.entries(overrides)) {
+    if (value === undefined) delete context[key];
+    else context[key] = value;
+  }
+  return context;
+}
+
+export interface BuiltApp extends ContentSyncApp {
+  app: App;
+}
+
+export function buildApp(overrides: Record<string, unknown> = {}, options: BuildOptions = {}): BuiltApp {
+  const app = new App({ context: contextFor(overrides, options) });
+  return { app, ...buildContentSyncApp(app) };
+}
+
+export interface Templates extends BuiltApp {
+  stateful: BuiltApp['stateful'];
+  stateless: BuiltApp['stateless'];
+  statefulTemplate: Template;
+  statelessTemplate: Template;
+}
+
+/** Builds the app and synthesizes both templates (the cdk-nag plugin runs as in `cdk synth`). */
+export function synthTemplates(overrides: Record<string, unknown> = {}, options: BuildOptions = {}): Templates {
+  const built = buildApp(overrides, options);
+  return {
+    ...built,
+    statefulTemplate: Template.fromStack(built.stateful),
+    statelessTemplate: Template.fromStack(built.stateless),
+  };
+}
+
+type Resources = Record<string, { Type: string; Properties?: Record<string, unknown>; DependsOn?: string[]; DeletionPolicy?: string; UpdateReplacePolicy?: string }>;
+
+/** The one resource of `type` whose logical id starts with `prefix` (fails loudly otherwise). */
+export function resource(template: Template, type: string, prefix: string): { id: string; Properties: Record<string, any>; DependsOn?: string[]; DeletionPolicy?: string; UpdateReplacePolicy?: string } {
+  const found = Object.entries(template.findResources(type) as Resources).filter(([id]) => id.startsWith(prefix));
+  if (found.length !== 1) {
+    throw new Error(`expected one ${type} whose logical id starts with ${prefix}, found ${found.map(([id]) => id).join(', ') || 'none'}`);
+  }
+  const [id, body] = found[0]!;
+  return { id, Properties: body.Properties ?? {}, DependsOn: body.DependsOn, DeletionPolicy: body.DeletionPolicy, UpdateReplacePolicy: body.UpdateReplacePolicy };
+}
+
+export function logicalId(template: Template, type: string, prefix: string): string {
+  return resource(template, type, prefix).id;
+}
+
+/**
+ * How the stateless stack refers to a value the stateful stack exports: `{ "Fn::ImportValue": name }`
+ * for the export whose value is `value` (e.g. `{ Ref: <secret> }`).
+ */
+export function importOf(statefulTemplate: Template, value: unknown): { 'Fn::ImportValue': string } {
+  const outputs = statefulTemplate.toJSON().Outputs as Record<string, { Value: unknown; Export?: { Name: string } }>;
+  const match = Object.values(outputs).filter((output) => output.Export && JSON.stringify(output.Value) === JSON.stringify(value));
+  if (match.length !== 1) throw new Error(`expected one export of ${JSON.stringify(value)}, found ${match.length}`);
+  return { 'Fn::ImportValue': match[0]!.Export!.Name };
+}
+
+/** The statements of the identity policy attached to the role with logical id `roleId`. */
+export function roleStatements(template: Template, roleId: string): unknown[] {
+  const policies = Object.values(template.findResources('AWS::IAM::Policy') as Resources).filter((policy) =>
+    JSON.stringify(policy.Properties?.['Roles']) === JSON.stringify([{ Ref: roleId }]),
+  );
+  if (policies.length !== 1) throw new Error(`expected one policy for role ${roleId}, found ${policies.length}`);
+  return (policies[0]!.Properties!['PolicyDocument'] as { Statement: unknown[] }).Statement;
+}

@@ -1,0 +1,159 @@
+/**
+ * The stateful stack's template: items table, both secrets, the sync queue and its DLQ, outputs,
+ * retention on deletion and the absence of physical names.
+ */
+import { Capture, Match } from 'aws-cdk-lib/assertions';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { CredentialsNotConfiguredError } from '../../functions/shared/errors.js';
+import { CREDENTIALS_PLACEHOLDER, parseCredentials } from '../../functions/shared/secrets.js';
+import { STACK_NAMES } from '../../infra/content-sync-app.js';
+import { logicalId, resource, synthTemplates, type Templates } from './helpers.js';
+
+let t: Templates;
+beforeAll(() => {
+  t = synthTemplates();
+});
+
+describe('stateful stack', () => {
+  it('is named ContentSyncStateful', () => {
+    expect(t.stateful.stackName).toBe(STACK_NAMES.stateful);
+    expect(STACK_NAMES.stateful).toBe('ContentSyncStateful');
+  });
+
+  it('items table: partition key id (string) only, on demand, PITR, new-and-old-image stream, retained', () => {
+    t.statefulTemplate.resourceCountIs('AWS::DynamoDB::Table', 1);
+    t.statefulTemplate.hasResource('AWS::DynamoDB::Table', {
+      Properties: {
+        KeySchema: [{ AttributeName: 'id', KeyType: 'HASH' }],
+        AttributeDefinitions: [{ AttributeName: 'id', AttributeType: 'S' }],
+        BillingMode: 'PAY_PER_REQUEST',
+        PointInTimeRecoverySpecification: { PointInTimeRecoveryEnabled: true },
+        StreamSpecification: { StreamViewType: 'NEW_AND_OLD_IMAGES' },
+        DeletionProtectionEnabled: true,
+        TableName: Match.absent(),
+        ProvisionedThroughput: Match.absent(),
+        GlobalSecondaryIndexes: Match.absent(),
+      },
+      DeletionPolicy: 'Retain',
+      UpdateReplacePolicy: 'Retain',
+    });
+  });
+
+  it('credentials secret: created with the placeholder the refresher recognizes, AWS-managed key, retained', () => {
+    const secret = resource(t.statefulTemplate, 'AWS::SecretsManager::Secret', 'CredentialsSecret');
+    expect(JSON.parse(secret.Properties['SecretString'])).toEqual({ clientId: CREDENTIALS_PLACEHOLDER, refreshToken: CREDENTIALS_PLACEHOLDER });
+    // The deploy-time run of the refresher skips (instead of failing) exactly on this value.
+    expect(() => parseCredentials('x', secret.Properties['SecretString'])).toThrow(CredentialsNotConfiguredError);
+    expect(secret.Properties).not.toHaveProperty('KmsKeyId');
+    expect(secret.Properties).not.toHaveProperty('Name');
+    expect(secret.Properties).not.toHaveProperty('GenerateSecretString');
+    expect(secret.DeletionPolicy).toBe('Retain');
+    expect(secret.UpdateReplacePolicy).toBe('Retain');
+  });
+
+  it('access-token secret: created empty (the sync function reports "has the token refresher run?"), retained', () => {
+    const secret = resource(t.statefulTemplate, 'AWS::SecretsManager::Secret', 'AccessTokenSecret');
+    expect(JSON.parse(secret.Properties['SecretString'])).toEqual({ accessToken: '', refreshedAt: '' });
+    expect(secret.Properties).not.toHaveProperty('KmsKeyId');
+    expect(secret.Properties).not.toHaveProperty('Name');
+    expect(secret.DeletionPolicy).toBe('Retain');
+    t.statefulTemplate.resourceCountIs('AWS::SecretsManager::Secret', 2);
+    t.statefulTemplate.resourceCountIs('AWS::SecretsManager::RotationSchedule', 0);
+  });
+
+  it('dead-letter queue: SQS-managed encryption, 14 days, retained', () => {
+    const dlq = resource(t.statefulTemplate, 'AWS::SQS::Queue', 'DeadLetterQueue');
+    expect(dlq.Properties).toEqual({ MessageRetentionPeriod: 14 * 24 * 3600, SqsManagedSseEnabled: true });
+    expect(dlq.DeletionPolicy).toBe('Retain');
+    expect(dlq.UpdateReplacePolicy).toBe('Retain');
+  });
+
+  it('sync queue: SQS-managed encryption, redrive to the DLQ after 5 receives, visibility 6× the sync time-out, retained', () => {
+    const dlqId = logicalId(t.statefulTemplate, 'AWS::SQS::Queue', 'DeadLetterQueue');
+    const visibility = new Capture();
+    t.statefulTemplate.hasResource('AWS::SQS::Queue', {
+      Properties: {
+        SqsManagedSseEnabled: true,
+        KmsMasterKeyId: Match.absent(),
+        QueueName: Match.absent(),
+        MessageRetentionPeriod: 4 * 24 * 3600,
+        VisibilityTimeout: visibility,
+        RedrivePolicy: { deadLetterTargetArn: { 'Fn::GetAtt': [dlqId, 'Arn'] }, maxReceiveCount: 5 },
+      },
+      DeletionPolicy: 'Retain',
+      UpdateReplacePolicy: 'Retain',
+    });
+    const syncTimeout = resource(t.statelessTemplate, 'AWS::Lambda::Function', 'ItemSyncFunction').Properties['Timeout'];
+    expect(syncTimeout).toBe(60);
+    expect(visibility.asNumber()).toBeGreaterThanOrEqual(6 * syncTimeout);
+    expect(visibility.asNumber()).toBe(360);
+  });
+
+  it('the visibility time-out follows a larger batch (and its longer sync time-out)', () => {
+    const big = synthTemplates({ syncBatchSize: '1000' });
+    const timeout = resource(big.statelessTemplate, 'AWS::Lambda::Function', 'ItemSyncFunction').Properties['Timeout'];
+    expect(timeout).toBe(600);
+    big.statefulTemplate.hasResourceProperties('AWS::SQS::Queue', { VisibilityTimeout: 6 * 600, RedrivePolicy: Match.anyValue() });
+  });
+
+  it('both queues refuse requests without TLS', () => {
+    for (const prefix of ['SyncQueue', 'DeadLetterQueue']) {
+      const queueId = logicalId(t.statefulTemplate, 'AWS::SQS::Queue', prefix);
+      t.statefulTemplate.hasResourceProperties('AWS::SQS::QueuePolicy', {
+        Queues: [{ Ref: queueId }],
+        PolicyDocument: {
+          Statement: Match.arrayWith([
+            Match.objectLike({
+              Effect: 'Deny',
+              Action: 'sqs:*',
+              Principal: { AWS: '*' },
+              Condition: { Bool: { 'aws:SecureTransport': 'false' } },
+              Resource: { 'Fn::GetAtt': [queueId, 'Arn'] },
+            }),
+          ]),
+        },
+      });
+    }
+  });
+
+  it('outputs: queue URL, DLQ URL and ARN, table name and stream, both secret names', () => {
+    const outputs = t.statefulTemplate.toJSON().Outputs as Record<string, { Value: unknown }>;
+    const named = Object.keys(outputs).filter((id) => !id.startsWith('ExportsOutput'));
+    expect(named.sort()).toEqual(
+      ['AccessTokenSecretName', 'CredentialsSecretName', 'DeadLetterQueueArn', 'DeadLetterQueueUrl', 'ItemsTableName', 'ItemsTableStreamArn', 'QueueUrl'].sort(),
+    );
+    const id = (type: string, prefix: string) => logicalId(t.statefulTemplate, type, prefix);
+    expect(outputs['QueueUrl']!.Value).toEqual({ Ref: id('AWS::SQS::Queue', 'SyncQueue') });
+    expect(outputs['DeadLetterQueueUrl']!.Value).toEqual({ Ref: id('AWS::SQS::Queue', 'DeadLetterQueue') });
+    expect(outputs['DeadLetterQueueArn']!.Value).toEqual({ 'Fn::GetAtt': [id('AWS::SQS::Queue', 'DeadLetterQueue'), 'Arn'] });
+    expect(outputs['ItemsTableName']!.Value).toEqual({ Ref: id('AWS::DynamoDB::Table', 'ItemsTable') });
+    expect(outputs['ItemsTableStreamArn']!.Value).toEqual({ 'Fn::GetAtt': [id('AWS::DynamoDB::Table', 'ItemsTable'), 'StreamArn'] });
+    // The secret name is derived from the secret's ARN (CloudFormation generates the name).
+    expect(JSON.stringify(outputs['CredentialsSecretName']!.Value)).toContain(JSON.stringify({ Ref: id('AWS::SecretsManager::Secret', 'CredentialsSecret') }));
+    expect(JSON.stringify(outputs['AccessTokenSecretName']!.Value)).toContain(JSON.stringify({ Ref: id('AWS::SecretsManager::Secret', 'AccessTokenSecret') }));
+  });
+
+  it('holds only the stateful resources', () => {
+    const types = Object.values(t.statefulTemplate.toJSON().Resources as Record<string, { Type: string }>).map((r) => r.Type);
+    expect(types.sort()).toEqual(
+      ['AWS::DynamoDB::Table', 'AWS::SQS::Queue', 'AWS::SQS::Queue', 'AWS::SQS::QueuePolicy', 'AWS::SQS::QueuePolicy', 'AWS::SecretsManager::Secret', 'AWS::SecretsManager::Secret'].sort(),
+    );
+  });
+});
+
+describe('no hard-coded physical names in either stack', () => {
+  const NAME_PROPERTIES = ['TableName', 'QueueName', 'Name', 'FunctionName', 'RoleName', 'LogGroupName', 'TopicName', 'DashboardName', 'ScheduleName', 'PolicyName'];
+
+  it('no resource sets a literal name (references to generated names are fine)', () => {
+    for (const template of [t.statefulTemplate, t.statelessTemplate]) {
+      const resources = template.toJSON().Resources as Record<string, { Type: string; Properties?: Record<string, unknown> }>;
+      for (const [id, body] of Object.entries(resources)) {
+        for (const property of NAME_PROPERTIES) {
+          // IAM inline/default policies need a PolicyName; CDK derives it from the logical id.
+          if (property === 'PolicyName' && body.Type === 'AWS::IAM::Policy') continue;
+          expect(typeof body.Properties?.[property], `${id}.${property}`).not.toBe('string');
+        }
+      }
+    }
+  });
+});
