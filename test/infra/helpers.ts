@@ -3,10 +3,12 @@
  * flags, same cdk-nag plugin), with test context on top. Bundling is skipped unless asked for:
  * the assets are not under test in most files and esbuild costs seconds per stack.
  */
-import { readFileSync } from 'node:fs';
-import { resolve } from 'node:path';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
 import { App } from 'aws-cdk-lib';
 import { Template } from 'aws-cdk-lib/assertions';
+import { afterAll } from 'vitest';
 import { buildContentSyncApp, type ContentSyncApp } from '../../infra/content-sync-app.js';
 
 export const ROOT = resolve(import.meta.dirname, '../..');
@@ -14,6 +16,10 @@ export const BASE_URL = 'https://example.com/api';
 
 /** The `context` of cdk.json: defaults, cli-telemetry and the feature flags. */
 export const CDK_JSON_CONTEXT: Record<string, unknown> = JSON.parse(readFileSync(resolve(ROOT, 'cdk.json'), 'utf8')).context;
+
+/** Every app of a test file synthesizes below one directory, removed after the file. */
+const OUT_ROOT = mkdtempSync(join(tmpdir(), 'content-sync-infra-test-'));
+afterAll(() => rmSync(OUT_ROOT, { recursive: true, force: true }));
 
 export interface BuildOptions {
   /** Real esbuild bundles (slow); default false. */
@@ -36,7 +42,7 @@ export interface BuiltApp extends ContentSyncApp {
 }
 
 export function buildApp(overrides: Record<string, unknown> = {}, options: BuildOptions = {}): BuiltApp {
-  const app = new App({ context: contextFor(overrides, options) });
+  const app = new App({ context: contextFor(overrides, options), outdir: mkdtempSync(join(OUT_ROOT, 'cdk.out-')) });
   return { app, ...buildContentSyncApp(app) };
 }
 

@@ -1,0 +1,63 @@
+/**
+ * The one in-process synth with real esbuild bundles: both functions' assets exist in the cloud
+ * assembly as minified ESM with a source map and the AWS SDK inside, and each loads in Node and
+ * exports `handler` (which proves the createRequire banner and the bundling of every dependency).
+ */
+import { spawnSync } from 'node:child_process';
+import { existsSync, readFileSync, statSync } from 'node:fs';
+import { join } from 'node:path';
+import { pathToFileURL } from 'node:url';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { ENV } from '../../functions/shared/config.js';
+import { buildApp, resource } from './helpers.js';
+import { Template } from 'aws-cdk-lib/assertions';
+
+const bundles: Record<string, string> = {};
+
+beforeAll(() => {
+  const built = buildApp({}, { bundle: true });
+  const template = Template.fromStack(built.stateless);
+  const assembly = built.app.synth();
+  for (const prefix of ['TokenRefresherFunction', 'ItemSyncFunction']) {
+    const key = resource(template, 'AWS::Lambda::Function', prefix).Properties['Code'].S3Key as string;
+    bundles[prefix] = join(assembly.directory, `asset.${key.replace(/\.zip$/, '')}`);
+  }
+}, 60_000);
+
+const ENVIRONMENT: Record<string, string> = {
+  [ENV.baseUrl]: 'https://example.com/api',
+  [ENV.credentialsSecretId]: 'arn:aws:secretsmanager:eu-west-1:123456789012:secret:credentials-AbCdEf',
+  [ENV.accessTokenSecretId]: 'arn:aws:secretsmanager:eu-west-1:123456789012:secret:token-AbCdEf',
+  [ENV.itemsTableName]: 'items-table',
+  [ENV.revisionField]: 'revision',
+  [ENV.deadLetterQueueUrl]: 'https://sqs.eu-west-1.amazonaws.com/123456789012/dlq',
+};
+
+describe.each(['TokenRefresherFunction', 'ItemSyncFunction'])('%s bundle', (prefix) => {
+  it('is a minified ESM index.mjs with a linked source map', () => {
+    const dir = bundles[prefix]!;
+    const code = readFileSync(join(dir, 'index.mjs'), 'utf8');
+    expect(existsSync(join(dir, 'index.mjs.map'))).toBe(true);
+    expect(code.trimEnd().endsWith('//# sourceMappingURL=index.mjs.map')).toBe(true);
+    expect(code.startsWith("import { createRequire as __contentSyncCreateRequire } from 'node:module';")).toBe(true);
+    // Minified: few, long lines.
+    expect(code.split('\n').length).toBeLessThan(200);
+    expect(statSync(join(dir, 'index.mjs')).size).toBeLessThan(3 * 1024 * 1024);
+    // The AWS SDK and Powertools are bundled, not imported from the runtime (error texts may still name packages).
+    const external = /(?:^|[;}\s])import\s*(?:[\w$*{},\s]+from\s*)?["'](@aws-sdk|@aws-lambda-powertools)\/|__require\(["'](@aws-sdk|@aws-lambda-powertools)\//m;
+    expect(external.exec(code)?.[0]).toBeUndefined();
+    expect(code).toContain('secretsmanager');
+  });
+
+  it('loads in Node with the contract environment and exports handler', () => {
+    const url = pathToFileURL(join(bundles[prefix]!, 'index.mjs')).href;
+    const result = spawnSync(
+      process.execPath,
+      ['--enable-source-maps', '--input-type=module', '-e', `const m = await import(${JSON.stringify(url)}); console.log(typeof m.handler);`],
+      { env: { PATH: process.env.PATH, AWS_REGION: 'eu-west-1', AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED: 'true', ...ENVIRONMENT }, encoding: 'utf8', timeout: 30_000 },
+    );
+    expect(result.stderr).toBe('');
+    expect(result.status).toBe(0);
+    expect(result.stdout.trim()).toBe('function');
+  });
+});

@@ -1,0 +1,78 @@
+/**
+ * The CDK CLI as an operator runs it: `cdk synth` works offline without AWS credentials or Docker,
+ * prints no notices, version or feature-flag messages, and a missing or invalid `baseUrl` fails the
+ * synth with one line naming the key.
+ */
+import { spawn } from 'node:child_process';
+import { existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import { ROOT } from './helpers.js';
+
+const CDK = join(ROOT, 'node_modules', 'aws-cdk', 'bin', 'cdk');
+const dir = mkdtempSync(join(tmpdir(), 'content-sync-cdk-'));
+
+afterAll(() => {
+  rmSync(dir, { recursive: true, force: true });
+});
+
+interface Run {
+  status: number | null;
+  stdout: string;
+  stderr: string;
+}
+
+/** `cdk <args>` in the repository, with no AWS credentials, no instance metadata and no version check. */
+function cdk(args: string[]): Promise<Run> {
+  const env: Record<string, string | undefined> = { ...process.env };
+  for (const name of Object.keys(env)) if (name.startsWith('AWS_') || name.startsWith('CDK_')) delete env[name];
+  Object.assign(env, {
+    CDK_DISABLE_VERSION_CHECK: '1',
+    AWS_EC2_METADATA_DISABLED: 'true',
+    AWS_CONFIG_FILE: join(dir, 'no-config'),
+    AWS_SHARED_CREDENTIALS_FILE: join(dir, 'no-credentials'),
+  });
+  return new Promise((resolvePromise, reject) => {
+    const child = spawn(process.execPath, [CDK, ...args], { cwd: ROOT, env: env as NodeJS.ProcessEnv });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (chunk) => (stdout += String(chunk)));
+    child.stderr.on('data', (chunk) => (stderr += String(chunk)));
+    child.on('error', reject);
+    child.on('close', (status) => resolvePromise({ status, stdout, stderr }));
+  });
+}
+
+/** Lines that are not the expected progress lines (npm's complaint about this machine's own npmrc aside). */
+function unexpectedLines(output: string): string[] {
+  return output
+    .split('\n')
+    .map((line) => line.trim())
+    .filter((line) => line !== '')
+    .filter((line) => !/^npm warn Unknown (user|env|global|project) config /.test(line))
+    .filter((line) => !/^Bundling asset ContentSyncStateless\/[A-Za-z]+\/Function\/Code\/Stage\.\.\.$/.test(line))
+    .filter((line) => !line.startsWith('Successfully synthesized to '))
+    .filter((line) => !line.startsWith('Supply a stack id (ContentSyncStateful, ContentSyncStateless)'));
+}
+
+describe('cdk CLI', () => {
+  it('synth --quiet works offline, without credentials, and prints nothing but progress', async () => {
+    const out = join(dir, 'cdk.out');
+    const run = await cdk(['synth', '-c', 'baseUrl=https://example.com/api', '--quiet', '-o', out]);
+    expect(run.stderr).not.toMatch(/notice|newer version|upgrade|telemetry|feature flag|warning/i);
+    expect(unexpectedLines(run.stdout + run.stderr)).toEqual([]);
+    expect(run.status).toBe(0);
+    expect(existsSync(join(out, 'ContentSyncStateful.template.json'))).toBe(true);
+    expect(existsSync(join(out, 'ContentSyncStateless.template.json'))).toBe(true);
+    const assets = readdirSync(out).filter((name) => name.startsWith('asset.'));
+    expect(assets.filter((name) => existsSync(join(out, name, 'index.mjs')))).toHaveLength(2);
+  }, 60_000);
+
+  it('synth without baseUrl fails with one line naming baseUrl', async () => {
+    const run = await cdk(['synth', '--quiet', '-o', join(dir, 'missing')]);
+    expect(run.status).not.toBe(0);
+    expect(run.stderr).toContain('content-sync: invalid CDK context: baseUrl: is required');
+    expect(run.stderr).not.toMatch(/\n\s+at /);
+  }, 60_000);
+});
