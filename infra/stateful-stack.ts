@@ -47,6 +47,7 @@ export class StatefulStack extends Stack {
       billingMode: dynamodb.BillingMode.PAY_PER_REQUEST,
       pointInTimeRecoverySpecification: { pointInTimeRecoveryEnabled: true },
       stream: dynamodb.StreamViewType.NEW_AND_OLD_IMAGES,
+      // The AWS-managed key (aws/dynamodb): key use shows in CloudTrail; no KMS grants needed.
       encryption: dynamodb.TableEncryption.AWS_MANAGED,
       deletionProtection: true,
       removalPolicy: RemovalPolicy.RETAIN,
@@ -92,6 +93,10 @@ export class StatefulStack extends Stack {
     new CfnOutput(this, 'QueueUrl', {
       description: 'Sync queue: send {"id": "<item id>"} messages here (npm run enqueue -- --queue-url <QueueUrl> id ...)',
       value: this.queue.queueUrl,
+    });
+    new CfnOutput(this, 'QueueArn', {
+      description: 'Sync queue ARN, for aws sqs start-message-move-task --destination-arn',
+      value: this.queue.queueArn,
     });
     new CfnOutput(this, 'DeadLetterQueueUrl', {
       description: 'Dead-letter queue: records that can never succeed, with message attributes error and sourceMessageId',

@@ -36,7 +36,7 @@ function violations(overrides: Record<string, unknown> = {}) {
   const built = buildApp(overrides);
   return [built.stateful, built.stateless].flatMap((stack) => {
     const report = new AwsSolutionsChecks(built.app).validateScope(stack);
-    return report.violations.flatMap((v) => v.violatingResources.map((r) => ({ rule: v.ruleName, path: r.constructPath, severity: v.severity })));
+    return report.violations.flatMap((v) => v.violatingResources.map((r) => ({ rule: v.ruleName, path: r.constructPath ?? '', severity: v.severity })));
   });
 }
 

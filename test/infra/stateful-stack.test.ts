@@ -30,6 +30,7 @@ describe('stateful stack', () => {
         PointInTimeRecoverySpecification: { PointInTimeRecoveryEnabled: true },
         StreamSpecification: { StreamViewType: 'NEW_AND_OLD_IMAGES' },
         DeletionProtectionEnabled: true,
+        SSESpecification: { SSEEnabled: true },
         TableName: Match.absent(),
         ProvisionedThroughput: Match.absent(),
         GlobalSecondaryIndexes: Match.absent(),
@@ -116,14 +117,15 @@ describe('stateful stack', () => {
     }
   });
 
-  it('outputs: queue URL, DLQ URL and ARN, table name and stream, both secret names', () => {
+  it('outputs: queue URL and ARN, DLQ URL and ARN, table name and stream, both secret names', () => {
     const outputs = t.statefulTemplate.toJSON().Outputs as Record<string, { Value: unknown }>;
     const named = Object.keys(outputs).filter((id) => !id.startsWith('ExportsOutput'));
     expect(named.sort()).toEqual(
-      ['AccessTokenSecretName', 'CredentialsSecretName', 'DeadLetterQueueArn', 'DeadLetterQueueUrl', 'ItemsTableName', 'ItemsTableStreamArn', 'QueueUrl'].sort(),
+      ['AccessTokenSecretName', 'CredentialsSecretName', 'DeadLetterQueueArn', 'DeadLetterQueueUrl', 'ItemsTableName', 'ItemsTableStreamArn', 'QueueArn', 'QueueUrl'].sort(),
     );
     const id = (type: string, prefix: string) => logicalId(t.statefulTemplate, type, prefix);
     expect(outputs['QueueUrl']!.Value).toEqual({ Ref: id('AWS::SQS::Queue', 'SyncQueue') });
+    expect(outputs['QueueArn']!.Value).toEqual({ 'Fn::GetAtt': [id('AWS::SQS::Queue', 'SyncQueue'), 'Arn'] });
     expect(outputs['DeadLetterQueueUrl']!.Value).toEqual({ Ref: id('AWS::SQS::Queue', 'DeadLetterQueue') });
     expect(outputs['DeadLetterQueueArn']!.Value).toEqual({ 'Fn::GetAtt': [id('AWS::SQS::Queue', 'DeadLetterQueue'), 'Arn'] });
     expect(outputs['ItemsTableName']!.Value).toEqual({ Ref: id('AWS::DynamoDB::Table', 'ItemsTable') });

@@ -196,6 +196,15 @@ describe('stateless stack', () => {
       expect(trigger.DependsOn).toEqual(expect.arrayContaining([ids.refresher, ids.refresherRole, refresherPolicy, ids.refresherLogs]));
     });
 
+    it('runs again when baseUrl changes (new handler version), not for unrelated changes', () => {
+      const handlerArn = (overrides: Record<string, unknown>) =>
+        resource(synthTemplates(overrides).statelessTemplate, 'Custom::Trigger', 'DeployRun').Properties['HandlerArn'];
+      const before = resource(t.statelessTemplate, 'Custom::Trigger', 'DeployRun').Properties['HandlerArn'];
+      expect(handlerArn({ baseUrl: 'https://provider.example.com/api/v2' })).toEqual(before);
+      expect(handlerArn({ baseUrl: 'https://provider.example.com/api/v2', syncBatchSize: 20 })).toEqual(before);
+      expect(handlerArn({ baseUrl: 'https://other.example.com/api' })).not.toEqual(before);
+    });
+
     it('the deploy-run function invokes the refresher by name with {"trigger":"deploy"}; it may do nothing else', () => {
       const fn = resource(t.statelessTemplate, 'AWS::Lambda::Function', ids.deployRun!);
       expect(fn.Properties).toMatchObject({
