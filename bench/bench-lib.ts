@@ -59,6 +59,17 @@ export const BENCH_DEFAULTS: Omit<BenchOptions, 'progress'> = {
 };
 
 export type Scenario = 'new' | 'unchanged' | 'changed';
+
+/**
+ * DynamoDB round trips measured in the run: BatchGetItem by number of keys, one conditional PutItem,
+ * and a wave of k conditional PutItems sent at once (until the last answer) by k. dynalite serves one
+ * request at a time, so a wave of 10 takes about 10 single round trips; DynamoDB would not.
+ */
+export interface DynamoRtt {
+  batchGetItem: Record<string, number>;
+  putItem: number;
+  putItemWave: Record<string, number>;
+}
 export const SCENARIOS: Scenario[] = ['new', 'unchanged', 'changed'];
 
 export interface BatchResult {
@@ -76,8 +87,8 @@ export interface BatchResult {
   sequentialRatioToIdeal: number;
   /** sequentialWallMs.median / wallMs.median. */
   speedUp: number;
-  /** How the ideal is made up. */
-  ideal: { waves: number; providerMs: number; batchGetMs: number; writeWaves: number; putMs: number };
+  /** How the ideal is made up: waves × L, one BatchGetItem, writeWaves × (a wave of min(C, N) PutItems at once). */
+  ideal: { waves: number; providerMs: number; batchGetMs: number; writeWaves: number; putWaveMs: number; putMs: number };
   /** DynamoDB requests per item by operation, and writes per item (median over the runs, C = concurrency). */
   perItem: { requests: Record<string, number>; totalRequests: number; writes: number };
 }
@@ -87,7 +98,7 @@ export interface BenchReport {
   startedAt: string;
   durationMs: number;
   /** Measured against dynalite in this run, median of 20 calls each. */
-  dynamodbRttMs: { batchGetItem: Record<string, number>; putItem: number };
+  dynamodbRttMs: DynamoRtt;
   /** Provider round trip measured with fetch in this run (L plus HTTP on loopback), median of 20. */
   providerRttMs: number;
   batches: BatchResult[];
@@ -116,7 +127,7 @@ export async function runBench(input: Partial<BenchOptions> = {}): Promise<Bench
 
   // Enough items for every run: fresh ids for "new" per run, batch size and handler; + warm-up.
   const perRun = o.batchSizes.reduce((sum, size) => sum + size, 0) * 2;
-  const tree = generateItemTree({ count: perRun * o.runs + 100, seed: o.seed });
+  const tree = generateItemTree({ count: perRun * o.runs + Math.max(...o.batchSizes) * 2, seed: o.seed });
   const freshIds = tree.map((item) => item.id);
   let nextFresh = 0;
   const takeIds = (count: number): string[] => {
@@ -184,7 +195,7 @@ export async function runBench(input: Partial<BenchOptions> = {}): Promise<Bench
     // Round trips of the DynamoDB calls the sync makes, against this dynalite, now.
     const rttClient = dynamoClient(dynalite.endpoint);
     clients.push(rttClient);
-    const dynamodbRttMs = await measureDynamoRtt(rttClient, o.batchSizes);
+    const dynamodbRttMs = await measureDynamoRtt(rttClient, o.batchSizes, o.concurrency);
     const providerRttMs = await measureProviderRtt(sim);
     print(
       `  round trips: provider ${providerRttMs.toFixed(1)} ms (L = ${o.latencyMs}), PutItem ${dynamodbRttMs.putItem.toFixed(1)} ms, ` +
@@ -192,8 +203,8 @@ export async function runBench(input: Partial<BenchOptions> = {}): Promise<Bench
     );
 
     // Warm containers: the token read, connection pools and JIT are not part of a batch's time.
-    for (const handler of [handlers.concurrent, handlers.sequential]) {
-      const ids = takeIds(20);
+    for (const [handler, size] of [[handlers.concurrent, Math.max(...o.batchSizes)], [handlers.sequential, Math.min(...o.batchSizes)]] as const) {
+      const ids = takeIds(size);
       await invoke(handler, ids, 'warm-up');
       await invoke(handler, ids, 'warm-up');
     }
@@ -317,21 +328,23 @@ export function idealMs(
   concurrency: number,
   latencyMs: number,
   scenario: Scenario,
-  rtt: { batchGetItem: Record<string, number>; putItem: number },
+  rtt: DynamoRtt,
 ): { total: number; parts: BatchResult['ideal'] } {
-  const waves = Math.ceil(batchSize / Math.max(1, Math.min(concurrency, batchSize)));
+  const atOnce = Math.max(1, Math.min(concurrency, batchSize));
+  const waves = Math.ceil(batchSize / atOnce);
   const writeWaves = scenario === 'unchanged' ? 0 : waves;
   const batchGetMs = rtt.batchGetItem[String(batchSize)] ?? Math.max(...Object.values(rtt.batchGetItem));
+  const putWaveMs = rtt.putItemWave[String(atOnce)] ?? atOnce * rtt.putItem;
   const providerMs = waves * latencyMs;
-  const putMs = writeWaves * rtt.putItem;
+  const putMs = writeWaves * putWaveMs;
   return {
     total: providerMs + batchGetMs + putMs,
-    parts: { waves, providerMs, batchGetMs: round(batchGetMs, 2), writeWaves, putMs: round(putMs, 2) },
+    parts: { waves, providerMs, batchGetMs: round(batchGetMs, 2), writeWaves, putWaveMs: round(putWaveMs, 2), putMs: round(putMs, 2) },
   };
 }
 
-async function measureDynamoRtt(client: DynamoDBClient, sizes: number[]): Promise<{ batchGetItem: Record<string, number>; putItem: number }> {
-  const rows = Math.max(...sizes);
+async function measureDynamoRtt(client: DynamoDBClient, sizes: number[], concurrency: number): Promise<DynamoRtt> {
+  const rows = Math.max(...sizes, concurrency);
   const ids = Array.from({ length: rows }, (_, i) => `rtt-${String(i).padStart(4, '0')}`);
   const item = (id: string, revision: number) => ({
     id: { S: id },
@@ -346,11 +359,9 @@ async function measureDynamoRtt(client: DynamoDBClient, sizes: number[]): Promis
     revisions.set(id, 1);
   }
   // A conditional PutItem as the sync sends it for a changed item (the condition holds).
-  const put: number[] = [];
-  for (let i = 0; i < 25; i += 1) {
-    const id = ids[i % ids.length]!;
+  const putOne = async (id: string): Promise<void> => {
     const current = revisions.get(id)!;
-    const started = performance.now();
+    revisions.set(id, current + 1);
     await client.send(
       new PutItemCommand({
         TableName: TABLE_NAME,
@@ -360,15 +371,26 @@ async function measureDynamoRtt(client: DynamoDBClient, sizes: number[]): Promis
         ExpressionAttributeValues: { ':expected': { S: String(current) } },
       }),
     );
-    put.push(performance.now() - started);
-    revisions.set(id, current + 1);
-  }
-  const batchGetItem: Record<string, number> = {};
-  for (const size of sizes) {
+  };
+  const timeIt = async (fn: () => Promise<unknown>): Promise<number> => {
     const times: number[] = [];
     for (let i = 0; i < 25; i += 1) {
       const started = performance.now();
-      await client.send(
+      await fn();
+      times.push(performance.now() - started);
+    }
+    return round(median(times.slice(5)), 2);
+  };
+  let next = 0;
+  const putItem = await timeIt(() => putOne(ids[next++ % ids.length]!));
+  const putItemWave: Record<string, number> = { '1': putItem };
+  for (const atOnce of new Set(sizes.map((size) => Math.min(concurrency, size)))) {
+    if (atOnce > 1) putItemWave[String(atOnce)] = await timeIt(() => Promise.all(ids.slice(0, atOnce).map(putOne)));
+  }
+  const batchGetItem: Record<string, number> = {};
+  for (const size of sizes) {
+    batchGetItem[String(size)] = await timeIt(() =>
+      client.send(
         new BatchGetItemCommand({
           RequestItems: {
             [TABLE_NAME]: {
@@ -378,12 +400,10 @@ async function measureDynamoRtt(client: DynamoDBClient, sizes: number[]): Promis
             },
           },
         }),
-      );
-      times.push(performance.now() - started);
-    }
-    batchGetItem[String(size)] = round(median(times.slice(5)), 2);
+      ),
+    );
   }
-  return { batchGetItem, putItem: round(median(put.slice(5)), 2) };
+  return { batchGetItem, putItem, putItemWave };
 }
 
 async function measureProviderRtt(sim: ProviderSimulator): Promise<number> {
@@ -451,11 +471,17 @@ export function formatBenchReport(report: BenchReport): string {
       `${o.runs} runs per figure: median [min–max], warm containers — ${(report.durationMs / 1000).toFixed(0)} s`,
   );
   lines.push(
-    `Measured in this run: provider round trip ${report.providerRttMs.toFixed(1)} ms; dynalite PutItem ${rtt.putItem.toFixed(1)} ms, ` +
-      Object.entries(rtt.batchGetItem).map(([size, ms]) => `BatchGetItem of ${size} keys ${ms.toFixed(1)} ms`).join(', '),
+    `Measured in this run: provider round trip ${report.providerRttMs.toFixed(1)} ms; dynalite: ` +
+      Object.entries(rtt.batchGetItem).map(([size, ms]) => `BatchGetItem of ${size} keys ${ms.toFixed(1)} ms`).join(', ') +
+      `, conditional PutItem ${rtt.putItem.toFixed(1)} ms, ` +
+      Object.entries(rtt.putItemWave)
+        .filter(([k]) => k !== '1')
+        .map(([k, ms]) => `${k} PutItems at once ${ms.toFixed(1)} ms`)
+        .join(', ') +
+      ' (dynalite answers one request at a time)',
   );
   lines.push(
-    'ideal = ⌈N/C⌉·L + DynamoDB round trips in sequence: 1 BatchGetItem for the batch, then per wave of C items 1 conditional PutItem (new, changed; none when unchanged)',
+    'ideal = ⌈N/C⌉·L + the DynamoDB round trips the sync makes in sequence: 1 BatchGetItem for the batch, then per wave of C items one wave of C conditional PutItems at once (new, changed; none when unchanged)',
   );
   lines.push('');
   lines.push('Wall time per batch (one invocation), ms');

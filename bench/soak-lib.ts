@@ -207,7 +207,9 @@ export interface SoakReport {
     provider: {
       itemRequests: number;
       tokenRequests: number;
+      /** Item requests by status (or fault kind when unanswered). */
       byStatus: Record<string, number>;
+      tokenByStatus: Record<string, number>;
       serverErrors: number;
       rateLimited: number;
       unauthorized: number;
@@ -343,6 +345,50 @@ function providerFaults(o: SoakOptions): Array<[number, Fault]> {
   ];
 }
 
+// ---- the change feed ------------------------------------------------------------------------------
+
+export type ChangeKind = 'bump' | 'delete' | 'create' | 'resurrect';
+
+/**
+ * The kinds of the change-feed events, drawn up front so that a seed always gives the same mix:
+ * 70% revision bumps, 15% deletions, 15% creations (half of them, when an item is deleted,
+ * re-creating it with a newer revision). From 4 events on, every kind occurs at least once.
+ */
+export function changePlan(count: number, seed: number): ChangeKind[] {
+  const random = mulberry32((seed ^ 0xc4a76e) >>> 0);
+  const plan: ChangeKind[] = [];
+  let deleted = 0;
+  for (let i = 0; i < count; i += 1) {
+    const roll = random();
+    if (roll < 0.7) plan.push('bump');
+    else if (roll < 0.85) {
+      plan.push('delete');
+      deleted += 1;
+    } else if (deleted > 0 && random() < 0.5) {
+      plan.push('resurrect');
+      deleted -= 1;
+    } else plan.push('create');
+  }
+  if (count >= 4) {
+    const ensure = (kind: ChangeKind, at: number): void => {
+      if (!plan.includes(kind)) plan[at] = kind;
+    };
+    ensure('delete', Math.floor(count / 4));
+    ensure('create', Math.floor(count / 2));
+    ensure('resurrect', Math.floor((3 * count) / 4));
+  }
+  // A re-creation needs a deleted item at that point; make any that has none a creation.
+  deleted = 0;
+  for (let i = 0; i < plan.length; i += 1) {
+    if (plan[i] === 'delete') deleted += 1;
+    else if (plan[i] === 'resurrect') {
+      if (deleted > 0) deleted -= 1;
+      else plan[i] = 'create';
+    }
+  }
+  return plan;
+}
+
 // ---- the run ----------------------------------------------------------------------------------------
 
 const TABLE_NAME = 'content-sync-items';
@@ -362,7 +408,6 @@ export async function runSoak(input: Partial<SoakOptions> = {}): Promise<SoakRep
   const startedAt = new Date();
   const t0 = Date.now();
   const rng = mulberry32(o.seed);
-  const pick = <T>(list: readonly T[]): T => list[Math.floor(rng() * list.length)]!;
 
   // Provider: the tree, the bad items and faults (specific rules first: the first match wins).
   const tree = generateItemTree({ count: o.ids, seed: o.seed, revisionField: o.revisionField });
@@ -475,6 +520,7 @@ export async function runSoak(input: Partial<SoakOptions> = {}): Promise<SoakRep
       itemRequests: 0,
       tokenRequests: 0,
       byStatus: {} as Record<string, number>,
+      tokenByStatus: {} as Record<string, number>,
       serverErrors: 0,
       rateLimited: 0,
       unauthorized: 0,
@@ -490,11 +536,14 @@ export async function runSoak(input: Partial<SoakOptions> = {}): Promise<SoakRep
           keep.push(request);
           continue;
         }
-        if (request.endpoint === 'token') provider.tokenRequests += 1;
-        else provider.itemRequests += 1;
         const status = request.status === 0 ? (request.fault ?? 'unanswered') : String(request.status);
+        if (request.endpoint === 'token') {
+          provider.tokenRequests += 1;
+          provider.tokenByStatus[status] = (provider.tokenByStatus[status] ?? 0) + 1;
+          continue;
+        }
+        provider.itemRequests += 1;
         provider.byStatus[status] = (provider.byStatus[status] ?? 0) + 1;
-        if (request.endpoint !== 'items') continue;
         if (request.status >= 500) provider.serverErrors += 1;
         if (request.status === 429) provider.rateLimited += 1;
         if (request.status === 401) provider.unauthorized += 1;
@@ -517,24 +566,29 @@ export async function runSoak(input: Partial<SoakOptions> = {}): Promise<SoakRep
     let changeNotifications = 0;
     let concurrentDuplicates = 0;
 
-    const bodyFor = (id: string): string => {
-      const roll = rng();
+    // `rng` draws the initial feed (the same for a seed); `runRng` what happens at run time.
+    const runRng = mulberry32((o.seed ^ 0x7a11c0de) >>> 0);
+    const runPick = <T>(list: readonly T[]): T => list[Math.floor(runRng() * list.length)]!;
+    const bodyFor = (id: string, random: () => number): string => {
+      const roll = random();
       if (roll < 0.08) return id;
       if (roll < 0.1) return `  ${id}\n`;
       return JSON.stringify({ id });
     };
-    const maybeDuplicate = (copy: MessageCopy): void => {
-      if (rng() >= o.duplicateRate) return;
-      if (rng() < 0.7) queue.duplicate(copy, 1 + Math.floor(rng() * o.batchSize * o.instances));
-      else queue.duplicate(copy, Math.floor(rng() * 100), 1 + Math.floor(rng() * 60));
+    /** At-least-once: a second copy, mostly a few batches later (often in another instance at the same time). */
+    const maybeDuplicate = (copy: MessageCopy, random: () => number): void => {
+      if (random() >= o.duplicateRate) return;
+      if (random() < 0.7) queue.duplicate(copy, 1 + Math.floor(random() * o.batchSize * o.instances));
+      else queue.duplicate(copy, Math.floor(random() * 100), 1 + Math.floor(random() * 60));
     };
     const sendGood = (id: string, initial: boolean): void => {
+      const random = initial ? rng : runRng;
       goodIds.add(id);
-      const copy = queue.send(bodyFor(id));
+      const copy = queue.send(bodyFor(id, random));
       itemIdOfMessage.set(copy.messageId, id);
       if (initial) initialMessageIds.add(copy.messageId);
       else changeNotifications += 1;
-      maybeDuplicate(copy);
+      maybeDuplicate(copy, random);
     };
 
     // Initial feed: every id once, shuffled, with the bad messages at random places.
@@ -553,7 +607,7 @@ export async function runSoak(input: Partial<SoakOptions> = {}): Promise<SoakRep
         const copy = queue.send(message.body);
         badByMessageId.set(copy.messageId, message);
         initialMessageIds.add(copy.messageId);
-        maybeDuplicate(copy);
+        maybeDuplicate(copy, rng);
       }
       sendGood(id, true);
     });
@@ -583,25 +637,27 @@ export async function runSoak(input: Partial<SoakOptions> = {}): Promise<SoakRep
       liveIndex.set(id, liveIds.length);
       liveIds.push(id);
     };
-    const mutate = (): void => {
-      const roll = rng();
-      if (roll < 0.7 || liveIds.length < 10) {
+    const plan = changePlan(mutationsPlanned, o.seed);
+    const mutate = (kind: ChangeKind): void => {
+      if (kind === 'resurrect' && deletedItems.size === 0) kind = 'create';
+      if ((kind === 'bump' || kind === 'delete') && liveIds.length < 10) kind = 'create';
+      if (kind === 'bump') {
         const inFlight = [...inFlightItems.keys()].filter((id) => liveIndex.has(id));
-        const whileInFlight = inFlight.length > 0 && rng() < 0.5;
-        const id = whileInFlight ? pick(inFlight) : pick(liveIds);
+        const whileInFlight = inFlight.length > 0 && runRng() < 0.5;
+        const id = whileInFlight ? runPick(inFlight) : runPick(liveIds);
         sim.bumpRevision(id);
         feed.bumped += 1;
         if (whileInFlight) feed.bumpedWhileInFlight += 1;
         sendGood(id, false);
-      } else if (roll < 0.85) {
-        const id = pick(liveIds);
+      } else if (kind === 'delete') {
+        const id = runPick(liveIds);
         deletedItems.set(id, sim.getItem(id)!);
         sim.deleteItem(id);
         removeLive(id);
         feed.deleted += 1;
         sendGood(id, false);
-      } else if (deletedItems.size > 0 && rng() < 0.5) {
-        const id = pick([...deletedItems.keys()]);
+      } else if (kind === 'resurrect') {
+        const id = runPick([...deletedItems.keys()]);
         sim.setItem(deletedItems.get(id)!);
         sim.bumpRevision(id); // a revision never goes back: the item returns with a newer one
         deletedItems.delete(id);
@@ -610,7 +666,7 @@ export async function runSoak(input: Partial<SoakOptions> = {}): Promise<SoakRep
         sendGood(id, false);
       } else {
         created += 1;
-        const template = sim.getItem(pick(liveIds))!;
+        const template = sim.getItem(runPick(liveIds))!;
         const id = `new-${o.seed}-${String(created).padStart(5, '0')}`;
         sim.setItem(withRevision({ ...template, id, name: `created while syncing ${created}` }, o.revisionField, 1));
         addLive(id);
@@ -637,7 +693,7 @@ export async function runSoak(input: Partial<SoakOptions> = {}): Promise<SoakRep
       const done = deliveredInitial.size / Math.max(1, initialMessageIds.size);
       const target = Math.min(mutationsPlanned, Math.round(mutationsPlanned * Math.min(1, done / 0.8)));
       while (mutationsDone < target) {
-        mutate();
+        mutate(plan[mutationsDone]!);
         mutationsDone += 1;
       }
       if (!rotation && rotationsStarted < o.rotations && done >= rotationAt[rotationsStarted]!) {
@@ -985,7 +1041,7 @@ export function formatSoakReport(report: SoakReport): string {
   lines.push(
     `  provider: ${n(p.itemRequests)} item requests — ${n(p.serverErrors)} 5xx, ${n(p.byStatus['408'] ?? 0)} 408, ${n(p.dropped)} dropped, ` +
       `${n(p.rateLimited)} 429, ${n(p.slow)} slow (${o.slowMs} ms), ${n(p.hung)} hung (time-out ${o.providerTimeoutMs} ms), ${n(p.unauthorized)} 401; ` +
-      `${n(p.tokenRequests)} token requests (${n(p.byStatus['503'] ?? 0)} answered 503 across both endpoints)`,
+      `${n(p.tokenRequests)} token requests (${n(p.tokenByStatus['503'] ?? 0)} answered 503)`,
   );
   lines.push(
     `  tokens: ${a.tokens.rotations} rotations (all access tokens revoked ${o.rotationGapMs} ms before each), ${a.tokens.refresherFailures} refresher failures retried, ${a.tokens.issued} tokens issued`,
