@@ -3,7 +3,8 @@
  * A rotated refresh token is stored before anything else can fail and lose it. Any failure throws
  * and leaves the stored access token as it was.
  */
-import type { AccessTokenStore, Clock, CredentialsStore, Log, ProviderClient } from '../shared/ports.js';
+import { ProviderError } from '../shared/errors.js';
+import type { AccessTokenStore, Clock, Credentials, CredentialsStore, Log, ProviderClient, TokenGrant } from '../shared/ports.js';
 
 export interface RefreshDeps {
   provider: ProviderClient;
@@ -25,8 +26,7 @@ export class RotatedTokenNotStoredError extends Error {
 }
 
 export async function refreshAccessToken(deps: RefreshDeps): Promise<RefreshResult> {
-  const credentials = await deps.credentials.read();
-  const grant = await deps.provider.getToken(credentials);
+  const { credentials, grant } = await requestToken(deps);
 
   const rotated = grant.refreshToken !== undefined && grant.refreshToken !== credentials.refreshToken;
   if (rotated) {
@@ -46,4 +46,23 @@ export async function refreshAccessToken(deps: RefreshDeps): Promise<RefreshResu
   await deps.accessTokens.write({ accessToken: grant.accessToken, refreshedAt });
   deps.log.info('access token refreshed', { refreshedAt, rotated });
   return { refreshedAt, rotated };
+}
+
+/**
+ * getToken with the stored credentials. Two runs can overlap (a scheduled run and the deploy-time
+ * run): when the provider rotates refresh tokens, the one that loses gets a 401 for a refresh token
+ * the other has just replaced. So a 401 re-reads the credentials once, and tries again only if the
+ * stored refresh token changed meanwhile.
+ */
+async function requestToken(deps: RefreshDeps): Promise<{ credentials: Credentials; grant: TokenGrant }> {
+  const credentials = await deps.credentials.read();
+  try {
+    return { credentials, grant: await deps.provider.getToken(credentials) };
+  } catch (error) {
+    if (!(error instanceof ProviderError) || error.kind !== 'unauthorized') throw error;
+    const latest = await deps.credentials.read();
+    if (latest.refreshToken === credentials.refreshToken) throw error;
+    deps.log.info('refresh token refused, but another run had stored a new one; retrying with it');
+    return { credentials: latest, grant: await deps.provider.getToken(latest) };
+  }
 }

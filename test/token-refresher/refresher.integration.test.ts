@@ -98,6 +98,22 @@ describe('token refresher against the provider simulator', () => {
     expect(secrets.get(CREDS_ID)!['refreshToken']).toBe(sim.refreshToken);
   });
 
+  it('two overlapping runs against a rotating provider both succeed and leave working credentials', async () => {
+    const { sim, secrets, run } = await setup({ rotate: true });
+    // The first request to arrive is held back: the other run rotates and stores the refresh token
+    // meanwhile, so the held one is answered 401 for a refresh token that is no longer valid.
+    sim.addFault({ endpoint: 'token', times: 1, fault: { kind: 'delay', ms: 300 } });
+
+    const [first, second] = await Promise.all([run(), run()]);
+
+    expect(first.error).toBeUndefined();
+    expect(second.error).toBeUndefined();
+    seenTokens.add(sim.refreshToken);
+    seenTokens.add(secrets.get(TOKEN_ID)!['accessToken']!);
+    expect(secrets.get(CREDS_ID)!['refreshToken']).toBe(sim.refreshToken);
+    expect(sim.requests.filter((request) => request.endpoint === 'token').map((request) => request.status)).toEqual([401, 200, 200]);
+  });
+
   it.each([
     ['an unauthorized refresh token', { kind: 'status', status: 401, body: { error: { code: 4011, message: 'refresh token revoked' } } }, /HTTP 401; provider error 4011: refresh token revoked/],
     ['a server error', { kind: 'status', status: 503, body: { error: { code: 5030, message: 'maintenance' } } }, /HTTP 503; provider error 5030: maintenance/],

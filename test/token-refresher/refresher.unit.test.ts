@@ -151,6 +151,40 @@ describe('token refresher', () => {
     expect(logged).toMatchObject({ level: 'ERROR', trigger: 'schedule', error: { name: 'ProviderError' } });
   });
 
+  it('retries once with the refresh token another run stored meanwhile, after a 401', async () => {
+    secretsMock
+      .on(GetSecretValueCommand, { SecretId: CREDS_ID })
+      .resolvesOnce({ SecretString: JSON.stringify({ clientId: 'client-1', refreshToken: REFRESH_TOKEN }) })
+      .resolves({ SecretString: JSON.stringify({ clientId: 'client-1', refreshToken: ROTATED }) });
+    const unauthorized = new ProviderError('the provider refused the credentials', { kind: 'unauthorized', operation: 'getToken', status: 401 });
+    let calls = 0;
+    const provider = new FakeProvider(async () => (++calls === 1 ? Promise.reject(unauthorized) : { accessToken: ACCESS_TOKEN }));
+
+    const { result } = await captureOutput(() => build(provider)({}));
+
+    expect(result).toMatchObject({ status: 'refreshed', rotated: false });
+    expect(provider.calls).toEqual([
+      { clientId: 'client-1', refreshToken: REFRESH_TOKEN },
+      { clientId: 'client-1', refreshToken: ROTATED },
+    ]);
+    expect(secretsMock).toReceiveCommandTimes(GetSecretValueCommand, 2);
+    expect(secretsMock).toReceiveCommandTimes(PutSecretValueCommand, 1);
+    expect(secretsMock).toReceiveCommandWith(PutSecretValueCommand, { SecretId: TOKEN_ID });
+  });
+
+  it('fails on a 401 without a second call when the stored refresh token did not change', async () => {
+    credentialsSecret({ clientId: 'client-1', refreshToken: REFRESH_TOKEN });
+    const unauthorized = new ProviderError('the provider refused the credentials', { kind: 'unauthorized', operation: 'getToken', status: 401 });
+    const provider = new FakeProvider(async () => Promise.reject(unauthorized));
+
+    const { error } = await captureOutput(() => build(provider)({}));
+
+    expect(error).toBe(unauthorized);
+    expect(provider.calls).toHaveLength(1);
+    expect(secretsMock).toReceiveCommandTimes(GetSecretValueCommand, 2);
+    expect(secretsMock).not.toReceiveCommand(PutSecretValueCommand);
+  });
+
   it('names the secret when the credentials secret does not exist', async () => {
     secretsMock
       .on(GetSecretValueCommand, { SecretId: CREDS_ID })
