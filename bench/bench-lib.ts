@@ -487,16 +487,16 @@ export function formatBenchReport(report: BenchReport): string {
   lines.push('Wall time per batch (one invocation), ms');
   lines.push(
     table(
-      ['batch', 'items', 'batching window', `C=${o.concurrency} wall`, 'ideal', 'ratio to ideal', 'C=1 wall (sequential)', 'C=1 ideal', 'speed-up'],
+      ['batch', 'items', 'batching window', `C=${o.concurrency} wall`, 'ideal', 'ratio to ideal', 'C=1 wall (sequential)', 'C=1 ideal (ratio)', 'speed-up'],
       report.batches.map((b) => [
         `N=${b.batchSize}`,
         b.scenario,
         `${b.batchingWindowSeconds} s`,
         formatSummary(b.wallMs),
         b.idealMs.toFixed(0),
-        `${b.ratioToIdeal.toFixed(2)}×`,
+        `${b.ratioToIdeal.toFixed(2)}× ideal`,
         formatSummary(b.sequentialWallMs),
-        b.sequentialIdealMs.toFixed(0),
+        `${b.sequentialIdealMs.toFixed(0)} (${b.sequentialRatioToIdeal.toFixed(2)}× ideal)`,
         `${b.speedUp.toFixed(1)}×`,
       ]),
     ),

@@ -18,6 +18,7 @@ const { values } = parseArgs({
     latency: { type: 'string' },
     'batch-size': { type: 'string' },
     rotations: { type: 'string' },
+    'max-receive-count': { type: 'string' },
     json: { type: 'boolean', default: false },
     help: { type: 'boolean', short: 'h', default: false },
   },
@@ -27,9 +28,10 @@ const { values } = parseArgs({
 if (values.help) {
   process.stdout.write(
     [
-      'usage: npm run soak -- [--ids N] [--seed N] [--instances N] [--latency MS] [--batch-size N] [--rotations N] [--json]',
+      'usage: npm run soak -- [--ids N] [--seed N] [--instances N] [--latency MS] [--batch-size N] [--rotations N] [--max-receive-count N] [--json]',
       `defaults: --ids ${SOAK_DEFAULTS.ids} --seed ${SOAK_DEFAULTS.seed} --instances ${SOAK_DEFAULTS.instances} ` +
-        `--latency ${SOAK_DEFAULTS.latencyMs} --batch-size ${SOAK_DEFAULTS.batchSize} --rotations ${SOAK_DEFAULTS.rotations}`,
+        `--latency ${SOAK_DEFAULTS.latencyMs} --batch-size ${SOAK_DEFAULTS.batchSize} --rotations ${SOAK_DEFAULTS.rotations} ` +
+        `--max-receive-count ${SOAK_DEFAULTS.maxReceiveCount}`,
       '--json prints the report as JSON instead of the table (it is always written under .bench/).',
       '',
     ].join('\n'),
@@ -56,6 +58,7 @@ const report = await runSoak({
   latencyMs: int('latency', values.latency, SOAK_DEFAULTS.latencyMs, 0),
   batchSize: int('batch-size', values['batch-size'], SOAK_DEFAULTS.batchSize, 1),
   rotations: int('rotations', values.rotations, SOAK_DEFAULTS.rotations, 0),
+  maxReceiveCount: int('max-receive-count', values['max-receive-count'], SOAK_DEFAULTS.maxReceiveCount, 1),
   logFile,
   progress: values.json ? undefined : (line) => process.stdout.write(`${line}\n`),
 });
