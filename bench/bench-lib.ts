@@ -27,7 +27,7 @@ import { generateItemTree } from '../test/support/item-tree.js';
 import { ProviderSimulator } from '../test/support/provider-simulator.js';
 import { attachFakeSqs, DynamoMeter, FakeSecrets, instrumentDynamo, type SqsBackend, type SqsCalls } from './support/aws-fakes.js';
 import { measureBundles, type BundleResult } from './support/bundles.js';
-import { AWS_CREDENTIALS, AWS_REGION, createItemsTable, dynamoClient, startDynalite } from './support/dynalite.js';
+import { AWS_CREDENTIALS, AWS_REGION, createItemsTable, dynamoClient, startDynalite, type Dynalite } from './support/dynalite.js';
 import { n, table } from './support/format.js';
 import { BENCH_DIR } from './support/machine.js';
 import { OutputCapture } from './support/output-capture.js';
@@ -138,11 +138,13 @@ export async function runBench(input: Partial<BenchOptions> = {}): Promise<Bench
   };
 
   const sim = await ProviderSimulator.start({ latencyMs: o.latencyMs, items: tree, seed: o.seed });
-  const dynalite = await startDynalite(o.dynalite);
   const clients: Array<{ destroy(): void }> = [];
   const capture = new OutputCapture();
+  let dynalite: Dynalite | undefined;
   try {
-    await createItemsTable(dynalite.endpoint, TABLE_NAME);
+    dynalite = await startDynalite(o.dynalite);
+    const endpoint = dynalite.endpoint;
+    await createItemsTable(endpoint, TABLE_NAME);
     const secrets = new FakeSecrets();
     secrets.set(ACCESS_TOKEN_SECRET_ID, JSON.stringify({ accessToken: sim.issueAccessToken(), refreshedAt: new Date().toISOString() }));
     const deadLetters: string[] = [];
@@ -162,7 +164,7 @@ export async function runBench(input: Partial<BenchOptions> = {}): Promise<Bench
       DEAD_LETTER_QUEUE_URL: DLQ_URL,
     };
     const makeHandler = (concurrency: number): SyncHandler => {
-      const dynamodb = instrumentDynamo(dynamoClient(dynalite.endpoint), meter);
+      const dynamodb = instrumentDynamo(dynamoClient(endpoint), meter);
       const sqs = attachFakeSqs(new SQSClient({ region: AWS_REGION, credentials: AWS_CREDENTIALS }), sqsBackend, sqsCalls);
       const secretsClient = secrets.attach(new SecretsManagerClient({ region: AWS_REGION, credentials: AWS_CREDENTIALS }));
       clients.push(dynamodb, sqs, secretsClient);
@@ -193,7 +195,7 @@ export async function runBench(input: Partial<BenchOptions> = {}): Promise<Bench
     const print = (line: string): void => capture.released(() => say(line));
 
     // Round trips of the DynamoDB calls the sync makes, against this dynalite, now.
-    const rttClient = dynamoClient(dynalite.endpoint);
+    const rttClient = dynamoClient(endpoint);
     clients.push(rttClient);
     const dynamodbRttMs = await measureDynamoRtt(rttClient, o.batchSizes, o.concurrency);
     const providerRttMs = await measureProviderRtt(sim);
@@ -314,7 +316,7 @@ export async function runBench(input: Partial<BenchOptions> = {}): Promise<Bench
     capture.stop();
     for (const client of clients) client.destroy();
     await sim.close();
-    await dynalite.close();
+    await dynalite?.close();
   }
 }
 

@@ -38,7 +38,7 @@ import { createRefresherHandler } from '../functions/token-refresher/app.js';
 import { generateItemTree, mulberry32 } from '../test/support/item-tree.js';
 import { ProviderSimulator, type Fault, type FaultRule, type SimulatorItem } from '../test/support/provider-simulator.js';
 import { attachFakeSqs, DynamoMeter, FakeSecrets, instrumentDynamo, type SqsCalls } from './support/aws-fakes.js';
-import { AWS_CREDENTIALS, AWS_REGION, createItemsTable, dynamoClient, startDynalite } from './support/dynalite.js';
+import { AWS_CREDENTIALS, AWS_REGION, createItemsTable, dynamoClient, startDynalite, type Dynalite } from './support/dynalite.js';
 import { checkDeadLetters, checkState, checkWrites, countTokens, tokensInSecrets, type DeadLetterSummary, type ExpectedDeadLetter, type Row } from './support/checks.js';
 import { n, table } from './support/format.js';
 import { OutputCapture } from './support/output-capture.js';
@@ -338,7 +338,8 @@ function providerFaults(o: SoakOptions): Array<[number, Fault]> {
     [t * 0.15, { kind: 'drop' }],
     [r * 0.4, { kind: 'status', status: 429, headers: { 'Retry-After': '2' } }],
     [r * 0.3, { kind: 'status', status: 429, headers: { 'Retry-After': '30' } }],
-    [r * 0.1, { kind: 'status', status: 429, headers: { 'Retry-After': new Date(Date.now() + 5_000).toUTCString() } }],
+    // An HTTP date: fixed when the run starts, ten minutes ahead, so it stays in the future while the run lasts.
+    [r * 0.1, { kind: 'status', status: 429, headers: { 'Retry-After': new Date(Date.now() + 600_000).toUTCString() } }],
     [r * 0.2, { kind: 'status', status: 429 }],
     [o.slowRate, { kind: 'delay', ms: o.slowMs }],
     [o.hangRate, { kind: 'hang' }],
@@ -437,9 +438,10 @@ export async function runSoak(input: Partial<SoakOptions> = {}): Promise<SoakRep
     if (progress) capture.released(() => progress(line));
   };
 
-  const dynalite = await startDynalite(o.dynalite);
   const clients: Array<{ destroy(): void }> = [];
+  let dynalite: Dynalite | undefined;
   try {
+    dynalite = await startDynalite(o.dynalite);
     await createItemsTable(dynalite.endpoint, TABLE_NAME);
 
     const secrets = new FakeSecrets({ getFailureRate: o.secretsFailureRate, random: mulberry32(o.seed ^ 0x5ec2e75) });
@@ -953,7 +955,7 @@ export async function runSoak(input: Partial<SoakOptions> = {}): Promise<SoakRep
     capture.stop();
     for (const client of clients) client.destroy();
     await sim.close();
-    await dynalite.close();
+    await dynalite?.close();
   }
 }
 
@@ -1009,7 +1011,7 @@ export function formatSoakReport(report: SoakReport): string {
       `${(report.durationMs / 1000).toFixed(1)} s (drain after the last change ${(report.drainMs / 1000).toFixed(1)} s)`,
   );
   lines.push(
-    `SQS time is scaled: 1 s = ${o.msPerSecond} ms (visibility ${o.visibilityTimeoutSeconds} s, Retry-After 2/30/5 s); handler backoff sleeps × ${o.backoffScale}`,
+    `SQS time is scaled: 1 s = ${o.msPerSecond} ms (visibility ${o.visibilityTimeoutSeconds} s; 429s carry Retry-After 2 s, 30 s, an HTTP date ~600 s ahead, or none); the handlers' own backoff sleeps × ${o.backoffScale}; the SDK's retry backoff and the provider run in real time`,
   );
   lines.push('');
   const rows: Array<[string, string, string]> = [
@@ -1063,7 +1065,8 @@ export function formatSoakReport(report: SoakReport): string {
       `${Object.entries(d.conditionalFailures).map(([op, count]) => `${n(count)} ${op}`).join(', ') || 'no'} conditional failures`,
   );
   lines.push(
-    `  Secrets Manager: ${n(a.secrets.getSecretValue)} GetSecretValue (${a.secrets.failuresInjected} failed, injected), ${n(a.secrets.putSecretValue)} PutSecretValue`,
+    `  Secrets Manager: ${n(a.secrets.getSecretValue)} GetSecretValue (${a.secrets.failuresInjected} failed, injected; ` +
+      `${((a.secrets.getSecretValue * 1000) / Math.max(1, m.deliveries)).toFixed(1)} per 1,000 deliveries, refresher included), ${n(a.secrets.putSecretValue)} PutSecretValue`,
   );
   const hm = a.handlerMetrics;
   lines.push(
