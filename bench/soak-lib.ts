@@ -1046,7 +1046,7 @@ export function formatSoakReport(report: SoakReport): string {
       `${n(p.tokenRequests)} token requests (${n(p.tokenByStatus['503'] ?? 0)} answered 503)`,
   );
   lines.push(
-    `  tokens: ${a.tokens.rotations} rotations (all access tokens revoked ${o.rotationGapMs} ms before each), ${a.tokens.refresherFailures} refresher failures retried, ${a.tokens.issued} tokens issued`,
+    `  tokens: ${a.tokens.rotations} rotations (all access tokens revoked ${o.rotationGapMs} ms before each), ${a.tokens.refresherFailures} refresher run(s) failed and were retried, ${a.tokens.issued} tokens issued`,
   );
   lines.push(
     `  change feed: ${n(a.changeFeed.bumped)} revisions bumped (${n(a.changeFeed.bumpedWhileInFlight)} while the item was in flight), ` +

@@ -49,7 +49,8 @@ function int(name: string, raw: string | undefined, fallback: number, min: numbe
   return value;
 }
 
-const stamp = timestampForFile(new Date());
+const started = new Date();
+const stamp = timestampForFile(started);
 const logFile = join(BENCH_DIR, 'soak-latest.log');
 const report = await runSoak({
   ids: int('ids', values.ids, SOAK_DEFAULTS.ids, 1),
@@ -63,7 +64,7 @@ const report = await runSoak({
   progress: values.json ? undefined : (line) => process.stdout.write(`${line}\n`),
 });
 
-const machine = machineInfo();
+const machine = machineInfo(started);
 const result = { kind: 'soak', machine, ...report };
 mkdirSync(BENCH_DIR, { recursive: true });
 writeFileSync(join(BENCH_DIR, `soak-${stamp}.json`), `${JSON.stringify(result, null, 2)}\n`);
