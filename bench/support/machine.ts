@@ -1,4 +1,5 @@
 /** Where results go and what machine produced them. */
+import { execFileSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { cpus, totalmem } from 'node:os';
 import { fileURLToPath } from 'node:url';
@@ -15,6 +16,8 @@ export interface MachineInfo {
   cpuModel: string;
   cpus: number;
   memoryGiB: number;
+  /** `git describe`-style: the commit measured, `-dirty` when the tree had changes. */
+  commit: string;
   summary: string;
 }
 
@@ -23,6 +26,7 @@ export function machineInfo(now: Date = new Date()): MachineInfo {
   const count = cpus().length;
   const memoryGiB = Math.round((totalmem() / 2 ** 30) * 10) / 10;
   const date = now.toISOString();
+  const commit = gitCommit();
   return {
     date,
     node: process.version,
@@ -30,7 +34,10 @@ export function machineInfo(now: Date = new Date()): MachineInfo {
     cpuModel,
     cpus: count,
     memoryGiB,
-    summary: `${date.slice(0, 16).replace('T', ' ')} UTC · ${cpuModel} · ${count} CPUs (nproc) · ${memoryGiB} GiB · Node.js ${process.version} · ${process.platform} ${process.arch}`,
+    commit,
+    summary:
+      `${date.slice(0, 16).replace('T', ' ')} UTC · ${cpuModel} · ${count} CPUs (nproc) · ${memoryGiB} GiB · ` +
+      `Node.js ${process.version} · ${process.platform} ${process.arch} · commit ${commit}`,
   };
 }
 
@@ -42,6 +49,16 @@ function cpuModelName(): string {
     // not Linux
   }
   return cpus()[0]?.model?.trim() || 'unknown CPU';
+}
+
+function gitCommit(): string {
+  try {
+    const git = (...args: string[]): string => execFileSync('git', args, { cwd: REPO_ROOT, encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }).trim();
+    const head = git('rev-parse', '--short', 'HEAD');
+    return git('status', '--porcelain', '--untracked-files=no') === '' ? head : `${head}-dirty`;
+  } catch {
+    return 'unknown';
+  }
 }
 
 export function timestampForFile(date: Date): string {
