@@ -4,6 +4,7 @@ export default defineConfig({
   test: {
     include: ['test/**/*.test.ts'],
     setupFiles: ['test/setup.ts'],
+    reporters: ['default', './test/support/summary-reporter.ts'],
     environment: 'node',
     testTimeout: 30_000,
     hookTimeout: 30_000,
