@@ -355,6 +355,8 @@ export async function runLocalStory(options: LocalStoryOptions = {}): Promise<St
       providerBaseUrl: simulator.baseUrl,
       revisionField,
       visibilityTimeoutSeconds: 3,
+      // The story shows one 429 with Retry-After: 1; the deployed minute-long floor would stall it.
+      extraEnv: { SYNC_RATE_LIMIT_MIN_DELAY_SECONDS: '1' },
     });
     storage = stack.dynamodbStorage;
     const folders = items.filter((i) => i.type === 'folder').length;

@@ -83,6 +83,7 @@ export function createSyncHandler(deps: SyncHandlerDeps): SyncHandler {
     revisionField: config.revisionField,
     fetchConcurrency: config.fetchConcurrency,
     fetchAttempts: config.fetchAttempts,
+    rateLimitMinDelaySeconds: config.rateLimitMinDelaySeconds,
   };
 
   return async function handler(event: SQSEvent, context: Context): Promise<SQSBatchResponse> {

@@ -21,7 +21,18 @@ export class OutOfTimeError extends Error {
 /** Longest visibility timeout SQS accepts (12 hours). */
 export const MAX_DELAY_SECONDS = 43_200;
 
-export function outcomeOf(error: unknown): Exclude<Outcome, { kind: 'done' }> {
+export interface OutcomePolicy {
+  /**
+   * Shortest delay given to a rate-limited record (SYNC_RATE_LIMIT_MIN_DELAY_SECONDS, default 60).
+   * Setting a message's visibility replaces what is left of the queue's own (6 × the function's
+   * time-out): a `Retry-After: 2` taken as it is would bring the record back within seconds, and a
+   * rate limit lasting a few such rounds would use up the queue's maxReceiveCount and dead-letter
+   * healthy items. So Retry-After delays a record at least this long.
+   */
+  rateLimitMinDelaySeconds: number;
+}
+
+export function outcomeOf(error: unknown, policy: OutcomePolicy): Exclude<Outcome, { kind: 'done' }> {
   if (error instanceof PermanentError) return { kind: 'dead', reason: error.message };
   if (error instanceof ProviderError) {
     switch (error.kind) {
@@ -37,7 +48,10 @@ export function outcomeOf(error: unknown): Exclude<Outcome, { kind: 'done' }> {
           reason: `the provider is rate limiting (${error.message})`,
         };
         if (error.retryAfterSeconds !== undefined) {
-          retry.delaySeconds = Math.min(Math.max(0, Math.ceil(error.retryAfterSeconds)), MAX_DELAY_SECONDS);
+          retry.delaySeconds = Math.min(
+            Math.max(policy.rateLimitMinDelaySeconds, Math.ceil(error.retryAfterSeconds)),
+            MAX_DELAY_SECONDS,
+          );
         }
         return retry;
       }

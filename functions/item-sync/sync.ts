@@ -49,6 +49,8 @@ export interface SyncDeps {
   fetchConcurrency: number;
   /** Attempts per fetch for transient provider failures. */
   fetchAttempts: number;
+  /** Shortest delay before a rate-limited record comes back, in seconds (outcome.ts). */
+  rateLimitMinDelaySeconds: number;
   /** Rounds of fetch-decide-write per id before a lost race is given up as retry-later; default 3. */
   writeRounds?: number;
   /** Backoff between fetch attempts: base × 2^(attempt-1), capped, with jitter; defaults 200 / 2,000 ms. */
@@ -97,7 +99,7 @@ export async function syncBatch(records: readonly SyncRecord[], deps: SyncDeps, 
       if (group) group.push(record);
       else byId.set(id, [record]);
     } catch (error) {
-      outcomes.set(record.messageId, outcomeOf(error));
+      outcomes.set(record.messageId, outcomeOf(error, deps));
     }
   }
 
@@ -117,7 +119,7 @@ export async function syncBatch(records: readonly SyncRecord[], deps: SyncDeps, 
         run.checkTime();
         stored = await deps.store.getRevisions(ids);
       } catch (error) {
-        readFailure = outcomeOf(error);
+        readFailure = outcomeOf(error, deps);
       }
     }
     if (readFailure) {
@@ -128,7 +130,7 @@ export async function syncBatch(records: readonly SyncRecord[], deps: SyncDeps, 
       });
     }
     for (const [id, group] of byId) {
-      const outcome = idOutcomes.get(id) ?? outcomeOf(new Error('no outcome was recorded for this item'));
+      const outcome = idOutcomes.get(id) ?? outcomeOf(new Error('no outcome was recorded for this item'), deps);
       for (const record of group) outcomes.set(record.messageId, outcome);
     }
   } finally {
@@ -210,7 +212,7 @@ class ItemRun {
         current = (await this.deps.store.getRevisions([id], { consistent: true })).get(id);
       }
     } catch (error) {
-      return outcomeOf(error);
+      return outcomeOf(error, this.deps);
     }
   }
 

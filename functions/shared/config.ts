@@ -36,6 +36,8 @@ export interface SyncConfig {
   tokenCacheSeconds: number;
   /** Attempts per item for transient provider failures (network, time-out, 408, 5xx) within one invocation. */
   fetchAttempts: number;
+  /** Shortest delay, in seconds, before a rate-limited (429) record is delivered again. */
+  rateLimitMinDelaySeconds: number;
 }
 
 export const ENV = {
@@ -50,6 +52,7 @@ export const ENV = {
   fetchConcurrency: 'SYNC_FETCH_CONCURRENCY',
   tokenCacheSeconds: 'ACCESS_TOKEN_CACHE_SECONDS',
   fetchAttempts: 'SYNC_FETCH_ATTEMPTS',
+  rateLimitMinDelaySeconds: 'SYNC_RATE_LIMIT_MIN_DELAY_SECONDS',
 } as const;
 
 export const DEFAULTS = {
@@ -58,6 +61,7 @@ export const DEFAULTS = {
   fetchConcurrency: 10,
   tokenCacheSeconds: 60,
   fetchAttempts: 3,
+  rateLimitMinDelaySeconds: 60,
 } as const;
 
 /** A dot path: non-empty segments without whitespace, e.g. `revision` or `meta.rev`. */
@@ -138,5 +142,6 @@ export function loadSyncConfig(env: Env = process.env): SyncConfig {
     fetchConcurrency: integer(env, ENV.fetchConcurrency, DEFAULTS.fetchConcurrency, 1, 100),
     tokenCacheSeconds: integer(env, ENV.tokenCacheSeconds, DEFAULTS.tokenCacheSeconds, 0, 3600),
     fetchAttempts: integer(env, ENV.fetchAttempts, DEFAULTS.fetchAttempts, 1, 10),
+    rateLimitMinDelaySeconds: integer(env, ENV.rateLimitMinDelaySeconds, DEFAULTS.rateLimitMinDelaySeconds, 0, 43_200),
   };
 }

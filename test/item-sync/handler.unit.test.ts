@@ -599,6 +599,31 @@ describe('retry later', () => {
     expect(sqs).toHaveReceivedCommandTimes(ChangeMessageVisibilityBatchCommand, 2);
   });
 
+  it.each([
+    [2, 60],
+    [0, 60],
+    [59.5, 60],
+    [61, 61],
+    [100_000, 43_200],
+  ])('on a 429 with Retry-After %s delays the message %s s (at least a minute, at most 12 h)', async (retryAfterSeconds, visibility) => {
+    const provider = new ScriptedProvider().on('limited', providerError('rate-limited', 429, { retryAfterSeconds }));
+    const { result } = await run(build(provider), ['limited']);
+
+    expect(result).toEqual({ batchItemFailures: [{ itemIdentifier: 'm1' }] });
+    expect(sqs).toReceiveCommandWith(ChangeMessageVisibilityBatchCommand, {
+      Entries: [{ Id: 'm0', ReceiptHandle: 'rh-m1', VisibilityTimeout: visibility }],
+    });
+  });
+
+  it('takes the shortest rate-limit delay from SYNC_RATE_LIMIT_MIN_DELAY_SECONDS', async () => {
+    const provider = new ScriptedProvider().on('limited', providerError('rate-limited', 429, { retryAfterSeconds: 2 }));
+    await run(build(provider, { env: { SYNC_RATE_LIMIT_MIN_DELAY_SECONDS: '5' } }), ['limited']);
+
+    expect(sqs).toReceiveCommandWith(ChangeMessageVisibilityBatchCommand, {
+      Entries: [{ Id: 'm0', ReceiptHandle: 'rh-m1', VisibilityTimeout: 5 }],
+    });
+  });
+
   it('still retries a rate-limited record when its visibility cannot be changed', async () => {
     sqs.on(GetQueueUrlCommand).rejects(Object.assign(new Error('denied'), { name: 'AccessDenied' }));
     const provider = new ScriptedProvider().on('slow', providerError('rate-limited', 429, { retryAfterSeconds: 5 }));

@@ -61,6 +61,7 @@ describe('loadSyncConfig', () => {
       fetchConcurrency: 10,
       tokenCacheSeconds: 60,
       fetchAttempts: 3,
+      rateLimitMinDelaySeconds: 60,
     });
   });
 
@@ -84,6 +85,7 @@ describe('loadSyncConfig', () => {
     ['PROVIDER_TIMEOUT_MS', '12.5'],
     ['ACCESS_TOKEN_CACHE_SECONDS', '-1'],
     ['SYNC_FETCH_ATTEMPTS', '11'],
+    ['SYNC_RATE_LIMIT_MIN_DELAY_SECONDS', '43201'],
   ])('rejects %s=%s naming the variable', (key, value) => {
     const error = errorOf(() => loadSyncConfig({ ...syncEnv, [key]: value }));
     expect(error.key).toBe(key);
@@ -98,11 +100,13 @@ describe('loadSyncConfig', () => {
       ACCESS_TOKEN_CACHE_SECONDS: '0',
       SYNC_FETCH_ATTEMPTS: '5',
       PROVIDER_MAX_RESPONSE_BYTES: '2048',
+      SYNC_RATE_LIMIT_MIN_DELAY_SECONDS: '5',
     });
     expect(config).toMatchObject({
       fetchConcurrency: 4,
       tokenCacheSeconds: 0,
       fetchAttempts: 5,
+      rateLimitMinDelaySeconds: 5,
       provider: { timeoutMs: 2500, maxResponseBytes: 2048 },
     });
   });
