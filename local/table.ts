@@ -7,6 +7,7 @@ import {
   type AttributeValue,
   type DynamoDBClient,
 } from '@aws-sdk/client-dynamodb';
+import { fromAttributeValue } from '../functions/shared/adapters/dynamodb-item-store.js';
 
 /** One row of the items table (contract, "The items table"), unmarshalled. */
 export interface ItemRow {
@@ -17,27 +18,6 @@ export interface ItemRow {
   syncedAt?: string;
   deleted?: boolean;
   [attribute: string]: unknown;
-}
-
-/** A DynamoDB attribute value as plain JSON (numbers as JS numbers, sets as arrays). */
-export function unmarshallValue(value: AttributeValue): unknown {
-  if (value.S !== undefined) return value.S;
-  if (value.N !== undefined) return Number(value.N);
-  if (value.BOOL !== undefined) return value.BOOL;
-  if (value.NULL !== undefined) return null;
-  if (value.M !== undefined) return unmarshallItem(value.M);
-  if (value.L !== undefined) return value.L.map(unmarshallValue);
-  if (value.SS !== undefined) return [...value.SS];
-  if (value.NS !== undefined) return value.NS.map(Number);
-  if (value.B !== undefined) return Buffer.from(value.B).toString('base64');
-  if (value.BS !== undefined) return value.BS.map((b) => Buffer.from(b).toString('base64'));
-  throw new Error(`unsupported attribute value ${JSON.stringify(Object.keys(value))}`);
-}
-
-export function unmarshallItem(item: Record<string, AttributeValue>): Record<string, unknown> {
-  const out: Record<string, unknown> = {};
-  for (const [key, value] of Object.entries(item)) out[key] = unmarshallValue(value);
-  return out;
 }
 
 /** Creates the items table (partition key `id`, string) unless it exists; waits until it is ACTIVE. */
@@ -73,7 +53,7 @@ export async function readTable(dynamodb: DynamoDBClient, tableName: string): Pr
       new ScanCommand({ TableName: tableName, ConsistentRead: true, ...(startKey ? { ExclusiveStartKey: startKey } : {}) }),
     );
     for (const raw of page.Items ?? []) {
-      const row = unmarshallItem(raw) as ItemRow;
+      const row = fromAttributeValue({ M: raw }) as ItemRow;
       rows.set(row.id, row);
     }
     startKey = page.LastEvaluatedKey && Object.keys(page.LastEvaluatedKey).length > 0 ? page.LastEvaluatedKey : undefined;

@@ -9,7 +9,8 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createRequire } from 'node:module';
 import type { AddressInfo } from 'node:net';
-import { CreateTableCommand, DynamoDBClient } from '@aws-sdk/client-dynamodb';
+import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
+import { ensureItemsTable } from '../../local/table.js';
 
 export const AWS_REGION = 'eu-west-1';
 export const AWS_CREDENTIALS = { accessKeyId: 'bench', secretAccessKey: 'bench' } as const;
@@ -91,17 +92,11 @@ export function dynamoClient(endpoint: string): DynamoDBClient {
   return new DynamoDBClient({ region: AWS_REGION, endpoint, credentials: AWS_CREDENTIALS });
 }
 
+/** The items table as the stateful stack defines it (one definition: local/table.ts). */
 export async function createItemsTable(endpoint: string, tableName: string): Promise<void> {
   const client = dynamoClient(endpoint);
   try {
-    await client.send(
-      new CreateTableCommand({
-        TableName: tableName,
-        AttributeDefinitions: [{ AttributeName: 'id', AttributeType: 'S' }],
-        KeySchema: [{ AttributeName: 'id', KeyType: 'HASH' }],
-        BillingMode: 'PAY_PER_REQUEST',
-      }),
-    );
+    await ensureItemsTable(client, tableName);
   } finally {
     client.destroy();
   }

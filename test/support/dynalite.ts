@@ -6,7 +6,6 @@
 import { createServer, request as httpRequest, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import {
-  CreateTableCommand,
   DynamoDBClient,
   GetItemCommand,
   ScanCommand,
@@ -14,6 +13,7 @@ import {
   type DynamoDBClientConfig,
 } from '@aws-sdk/client-dynamodb';
 import dynalite from 'dynalite';
+import { ensureItemsTable } from '../../local/table.js';
 
 export type ThrottleError = 'ProvisionedThroughputExceededException' | 'ThrottlingException';
 
@@ -106,14 +106,7 @@ export async function startDynalite(options: StartOptions = {}): Promise<LocalDy
     client: (config = {}) =>
       new DynamoDBClient({ endpoint, region: 'eu-west-1', credentials: { accessKeyId: 'test', secretAccessKey: 'test' }, ...config }),
     async createItemsTable(tableName) {
-      await admin.send(
-        new CreateTableCommand({
-          TableName: tableName,
-          AttributeDefinitions: [{ AttributeName: 'id', AttributeType: 'S' }],
-          KeySchema: [{ AttributeName: 'id', KeyType: 'HASH' }],
-          BillingMode: 'PAY_PER_REQUEST',
-        }),
-      );
+      await ensureItemsTable(admin, tableName);
     },
     async scan(tableName) {
       const rows: Array<Record<string, AttributeValue>> = [];
