@@ -74,7 +74,7 @@ export function createSyncHandler(deps: SyncHandlerDeps): SyncHandler {
       clock,
     ),
     store: new DynamoDbItemStore(deps.dynamodb, config.itemsTableName, { sleep, random }),
-    deadLetters: new SqsDeadLetterSink(deps.sqs, config.deadLetterQueueUrl),
+    deadLetters: new SqsDeadLetterSink(deps.sqs, config.deadLetterQueueUrl, { sleep }),
     visibility: new SqsMessageVisibility(deps.sqs),
     clock,
     log: logger,

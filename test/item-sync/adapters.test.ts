@@ -113,6 +113,46 @@ describe('SQS adapters', () => {
     expect(failed).toEqual([{ sourceMessageId: 'p', error: 'InvalidMessageContents: bad' }]);
   });
 
+  it('re-sends dead letters SQS refused for a reason that may pass, the same entry again, a bounded number of times', async () => {
+    let call = 0;
+    sqs.on(SendMessageBatchCommand).callsFake((input: { Entries: Array<{ Id: string; MessageBody: string }> }) => {
+      call += 1;
+      const refuse = (body: string) => body === 'always' || (body === 'once' && call === 1);
+      return {
+        Successful: input.Entries.filter((e) => !refuse(e.MessageBody)).map((e) => ({ Id: e.Id, MessageId: 'x', MD5OfMessageBody: 'x' })),
+        Failed: input.Entries.filter((e) => refuse(e.MessageBody)).map((e) => ({ Id: e.Id, SenderFault: false, Code: 'InternalError', Message: 'try again' })),
+      };
+    });
+    const waits: number[] = [];
+    const sink = new SqsDeadLetterSink(new SQSClient({ region: 'eu-west-1' }), 'https://dlq', {
+      sleep: async (ms) => void waits.push(ms),
+    });
+
+    const failed = await sink.send([
+      { body: 'fine', reason: 'r1', sourceMessageId: 's1' },
+      { body: 'once', reason: 'r2', sourceMessageId: 's2' },
+      { body: 'always', reason: 'r3', sourceMessageId: 's3' },
+    ]);
+
+    const sent = sqs.commandCalls(SendMessageBatchCommand).map((c) => c.args[0].input.Entries!.map((e) => e.MessageBody));
+    expect(sent).toEqual([['fine', 'once', 'always'], ['once', 'always'], ['always']]);
+    expect(sqs).toReceiveCommandWith(SendMessageBatchCommand, {
+      QueueUrl: 'https://dlq',
+      Entries: [
+        {
+          Id: 'm0',
+          MessageBody: 'always',
+          MessageAttributes: {
+            error: { DataType: 'String', StringValue: 'r3' },
+            sourceMessageId: { DataType: 'String', StringValue: 's3' },
+          },
+        },
+      ],
+    });
+    expect(waits).toEqual([100, 200]);
+    expect(failed).toEqual([{ sourceMessageId: 's3', error: 'InternalError: try again' }]);
+  });
+
   it('looks a queue URL up once per ARN and reports entries SQS failed to change', async () => {
     sqs.on(GetQueueUrlCommand).resolves({ QueueUrl: 'http://localhost:4566/000000000000/q' });
     sqs.on(ChangeMessageVisibilityBatchCommand).resolves({

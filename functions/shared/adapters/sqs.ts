@@ -23,42 +23,85 @@ const BATCH_BYTES = 256 * 1024;
 /** The `error` attribute is a sentence; keep it readable in the console. */
 const MAX_REASON_CHARS = 1_000;
 
+export interface SqsDeadLetterSinkOptions {
+  /** Sends per entry that SQS refuses for a reason that may pass (SenderFault false); default 3. */
+  attempts?: number;
+  /** Wait before the first re-send, doubled for each further one; default 100 ms. */
+  backoffMs?: number;
+  sleep?: (ms: number) => Promise<void>;
+}
+
+type Failure = { sourceMessageId: string; error: string };
+
 export class SqsDeadLetterSink implements DeadLetterSink {
+  private readonly attempts: number;
+  private readonly backoffMs: number;
+  private readonly sleep: (ms: number) => Promise<void>;
+
   constructor(
     private readonly client: SQSClient,
     readonly queueUrl: string,
-  ) {}
+    options: SqsDeadLetterSinkOptions = {},
+  ) {
+    this.attempts = Math.max(1, options.attempts ?? 3);
+    this.backoffMs = options.backoffMs ?? 100;
+    this.sleep = options.sleep ?? ((ms) => new Promise((resolve) => setTimeout(resolve, ms)));
+  }
 
-  async send(letters: readonly DeadLetter[]): Promise<Array<{ sourceMessageId: string; error: string }>> {
-    const failed: Array<{ sourceMessageId: string; error: string }> = [];
+  /**
+   * Sends the letters; returns those that could not be sent. SendMessageBatch can refuse single
+   * entries (`Failed`) while accepting the rest, and the SDK does not retry those: entries refused
+   * for a reason that may pass are sent again, a bounded number of times. A call that throws has
+   * already been retried by the SDK.
+   */
+  async send(letters: readonly DeadLetter[]): Promise<Failure[]> {
+    const failed: Failure[] = [];
     for (const chunk of chunkLetters(letters)) {
-      const entries: SendMessageBatchRequestEntry[] = chunk.map((letter, index) => ({
-        Id: `m${index}`,
-        MessageBody: letter.body,
-        MessageAttributes: {
-          error: { DataType: 'String', StringValue: attributeText(letter.reason, MAX_REASON_CHARS) },
-          sourceMessageId: { DataType: 'String', StringValue: letter.sourceMessageId },
-        },
-      }));
-      try {
-        const output = await this.client.send(new SendMessageBatchCommand({ QueueUrl: this.queueUrl, Entries: entries }));
-        const succeeded = new Set((output.Successful ?? []).map((entry) => entry.Id));
-        const failures = new Map((output.Failed ?? []).map((entry) => [entry.Id, entry]));
-        chunk.forEach((letter, index) => {
-          const id = `m${index}`;
-          if (succeeded.has(id)) return;
-          const failure = failures.get(id);
-          failed.push({
-            sourceMessageId: letter.sourceMessageId,
-            error: failure ? `${failure.Code ?? 'error'}: ${failure.Message ?? ''}`.trim() : 'not acknowledged by SQS',
-          });
-        });
-      } catch (cause) {
-        const error = `SendMessageBatch failed: ${(cause as Error).name}: ${(cause as Error).message}`;
-        for (const letter of chunk) failed.push({ sourceMessageId: letter.sourceMessageId, error });
+      let pending = chunk;
+      for (let attempt = 1; pending.length > 0; attempt += 1) {
+        const { retryable, final } = await this.sendChunk(pending);
+        failed.push(...final);
+        if (retryable.length > 0 && attempt >= this.attempts) {
+          failed.push(...retryable.map(({ letter, error }) => ({ sourceMessageId: letter.sourceMessageId, error })));
+          break;
+        }
+        if (retryable.length > 0) await this.sleep(this.backoffMs * 2 ** (attempt - 1));
+        pending = retryable.map(({ letter }) => letter);
       }
     }
     return failed;
+  }
+
+  private async sendChunk(
+    chunk: readonly DeadLetter[],
+  ): Promise<{ retryable: Array<{ letter: DeadLetter; error: string }>; final: Failure[] }> {
+    const entries: SendMessageBatchRequestEntry[] = chunk.map((letter, index) => ({
+      Id: `m${index}`,
+      MessageBody: letter.body,
+      MessageAttributes: {
+        error: { DataType: 'String', StringValue: attributeText(letter.reason, MAX_REASON_CHARS) },
+        sourceMessageId: { DataType: 'String', StringValue: letter.sourceMessageId },
+      },
+    }));
+    const retryable: Array<{ letter: DeadLetter; error: string }> = [];
+    const final: Failure[] = [];
+    try {
+      const output = await this.client.send(new SendMessageBatchCommand({ QueueUrl: this.queueUrl, Entries: entries }));
+      const succeeded = new Set((output.Successful ?? []).map((entry) => entry.Id));
+      const failures = new Map((output.Failed ?? []).map((entry) => [entry.Id, entry]));
+      chunk.forEach((letter, index) => {
+        const id = `m${index}`;
+        if (succeeded.has(id)) return;
+        const failure = failures.get(id);
+        const error = failure ? `${failure.Code ?? 'error'}: ${failure.Message ?? ''}`.trim() : 'not acknowledged by SQS';
+        if (failure?.SenderFault) final.push({ sourceMessageId: letter.sourceMessageId, error });
+        else retryable.push({ letter, error });
+      });
+    } catch (cause) {
+      const error = `SendMessageBatch failed: ${(cause as Error).name}: ${(cause as Error).message}`;
+      for (const letter of chunk) final.push({ sourceMessageId: letter.sourceMessageId, error });
+    }
+    return { retryable, final };
   }
 }
 
