@@ -164,7 +164,7 @@ export class StatelessStack extends Stack {
     this.sync.role.addToPolicy(
       new iam.PolicyStatement({
         sid: 'ReadWriteItems',
-        actions: ['dynamodb:BatchGetItem', 'dynamodb:GetItem', 'dynamodb:PutItem', 'dynamodb:UpdateItem'],
+        actions: ['dynamodb:BatchGetItem', 'dynamodb:PutItem', 'dynamodb:UpdateItem'],
         resources: [stateful.table.tableArn],
       }),
     );

@@ -256,7 +256,7 @@ describe('stateless stack', () => {
         {
           Sid: 'ReadWriteItems',
           Effect: 'Allow',
-          Action: ['dynamodb:BatchGetItem', 'dynamodb:GetItem', 'dynamodb:PutItem', 'dynamodb:UpdateItem'],
+          Action: ['dynamodb:BatchGetItem', 'dynamodb:PutItem', 'dynamodb:UpdateItem'],
           Resource: imports.tableArn,
         },
         { Sid: 'DeadLetter', Effect: 'Allow', Action: 'sqs:SendMessage', Resource: imports.dlqArn },
