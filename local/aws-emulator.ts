@@ -17,7 +17,7 @@
  */
 import { createHash, randomBytes, randomUUID } from 'node:crypto';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
-import type { AddressInfo, Socket } from 'node:net';
+import { listenOnLoopback } from '../test/support/loopback.js';
 
 export const EMULATOR_ACCOUNT_ID = '000000000000';
 
@@ -787,7 +787,6 @@ export class AwsEmulator {
   /** Operation names and statuses, in arrival order (no payloads: they may hold secret values). */
   readonly requests: RecordedAwsRequest[] = [];
 
-  private readonly sockets = new Set<Socket>();
   private closing: Promise<void> | undefined;
 
   private constructor(
@@ -805,18 +804,7 @@ export class AwsEmulator {
     const region = options.region ?? process.env.AWS_REGION ?? process.env.AWS_DEFAULT_REGION ?? 'us-east-1';
     const server = createServer();
     server.keepAliveTimeout = 30_000;
-    await new Promise<void>((resolve, reject) => {
-      server.once('error', reject);
-      server.listen(0, '127.0.0.1', () => {
-        server.off('error', reject);
-        resolve();
-      });
-    });
-    const emulator = new AwsEmulator(server, (server.address() as AddressInfo).port, region);
-    server.on('connection', (socket: Socket) => {
-      emulator.sockets.add(socket);
-      socket.on('close', () => emulator.sockets.delete(socket));
-    });
+    const emulator = new AwsEmulator(server, await listenOnLoopback(server), region);
     server.on('request', (req, res) => void emulator.onRequest(req, res));
     return emulator;
   }
@@ -825,7 +813,7 @@ export class AwsEmulator {
     this.closing ??= new Promise<void>((resolve) => {
       this.sqs.close();
       this.server.close(() => resolve());
-      for (const socket of this.sockets) socket.destroy();
+      // Every connection, long polls included (not only idle ones).
       this.server.closeAllConnections();
     });
     return this.closing;

@@ -8,13 +8,13 @@
 import { mkdirSync, rmSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import type { Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { DynamoDBClient, ListTablesCommand } from '@aws-sdk/client-dynamodb';
 import { SecretsManagerClient } from '@aws-sdk/client-secrets-manager';
 import { SQSClient } from '@aws-sdk/client-sqs';
 import type { SyncHandlerFn } from './lambda.js';
 import { AwsEmulator } from './aws-emulator.js';
 import { ensureItemsTable } from './table.js';
+import { listenOnLoopback } from '../test/support/loopback.js';
 
 const require = createRequire(import.meta.url);
 
@@ -76,14 +76,7 @@ async function startDynalite(path: string | undefined): Promise<{ server: Dynali
   const dynalite = require('dynalite') as (options: Record<string, unknown>) => Dynalite;
   if (path) mkdirSync(path, { recursive: true });
   const server = dynalite({ createTableMs: 0, deleteTableMs: 0, updateTableMs: 0, ...(path ? { path } : {}) });
-  await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      server.off('error', reject);
-      resolve();
-    });
-  });
-  return { server, endpoint: `http://127.0.0.1:${(server.address() as AddressInfo).port}` };
+  return { server, endpoint: `http://127.0.0.1:${await listenOnLoopback(server)}` };
 }
 
 function closeDynalite(server: Dynalite): Promise<void> {

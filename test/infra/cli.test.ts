@@ -3,10 +3,10 @@
  * prints no notices, version or feature-flag messages, and a missing or invalid `baseUrl` fails the
  * synth with one line naming the key.
  */
-import { spawn } from 'node:child_process';
 import { existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { runProcess, type ProcessRun as Run } from '../support/loopback.js';
 import { afterAll, describe, expect, it } from 'vitest';
 import { ROOT } from './helpers.js';
 
@@ -16,12 +16,6 @@ const dir = mkdtempSync(join(tmpdir(), 'content-sync-cdk-'));
 afterAll(() => {
   rmSync(dir, { recursive: true, force: true });
 });
-
-interface Run {
-  status: number | null;
-  stdout: string;
-  stderr: string;
-}
 
 /** `cdk <args>` in the repository, with no AWS credentials, no instance metadata and no version check. */
 function cdk(args: string[]): Promise<Run> {
@@ -33,15 +27,7 @@ function cdk(args: string[]): Promise<Run> {
     AWS_CONFIG_FILE: join(dir, 'no-config'),
     AWS_SHARED_CREDENTIALS_FILE: join(dir, 'no-credentials'),
   });
-  return new Promise((resolvePromise, reject) => {
-    const child = spawn(process.execPath, [CDK, ...args], { cwd: ROOT, env: env as NodeJS.ProcessEnv });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (chunk) => (stdout += String(chunk)));
-    child.stderr.on('data', (chunk) => (stderr += String(chunk)));
-    child.on('error', reject);
-    child.on('close', (status) => resolvePromise({ status, stdout, stderr }));
-  });
+  return runProcess(process.execPath, [CDK, ...args], { cwd: ROOT, env: env as NodeJS.ProcessEnv });
 }
 
 /** Lines that are not the expected progress lines (npm's complaint about this machine's own npmrc aside). */

@@ -3,14 +3,13 @@
  * through the environment, against local servers started here. Exit statuses, what they print, the
  * files they leave under `.local/`, and that no token is printed.
  */
-import { spawn } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import type { Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { CreateTableCommand, DynamoDBClient, PutItemCommand } from '@aws-sdk/client-dynamodb';
+import { listenOnLoopback, runProcess, type ProcessRun as Run } from '../support/loopback.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { AwsEmulator } from '../../local/aws-emulator.js';
 import { generateItemTree } from '../support/item-tree.js';
@@ -20,12 +19,6 @@ const ROOT = resolve(import.meta.dirname, '../..');
 const TSX = join(ROOT, 'node_modules', '.bin', 'tsx');
 const require = createRequire(import.meta.url);
 
-interface Run {
-  status: number | null;
-  stdout: string;
-  stderr: string;
-}
-
 /** Runs a script with tsx in `cwd`; the environment is the test's, without provider settings, plus `env`. */
 function run(script: string, args: string[], options: { cwd: string; env?: Record<string, string | undefined>; stdin?: string }): Promise<Run> {
   const env: Record<string, string | undefined> = { ...process.env };
@@ -33,15 +26,10 @@ function run(script: string, args: string[], options: { cwd: string; env?: Recor
     delete env[name];
   }
   Object.assign(env, options.env);
-  return new Promise((resolvePromise, reject) => {
-    const child = spawn(TSX, [join(ROOT, script), ...args], { cwd: options.cwd, env: env as NodeJS.ProcessEnv });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (chunk) => (stdout += String(chunk)));
-    child.stderr.on('data', (chunk) => (stderr += String(chunk)));
-    child.on('error', reject);
-    child.on('close', (status) => resolvePromise({ status, stdout, stderr }));
-    child.stdin.end(options.stdin ?? '');
+  return runProcess(TSX, [join(ROOT, script), ...args], {
+    cwd: options.cwd,
+    env: env as NodeJS.ProcessEnv,
+    ...(options.stdin !== undefined ? { stdin: options.stdin } : {}),
   });
 }
 
@@ -159,8 +147,7 @@ describe('npm run enqueue', () => {
     emulator = await AwsEmulator.start({ region: 'eu-west-1' });
     const create = require('dynalite') as (options: Record<string, unknown>) => Server;
     dynalite = create({ createTableMs: 0 });
-    await new Promise<void>((done) => dynalite.listen(0, '127.0.0.1', done));
-    dynamodbEndpoint = `http://127.0.0.1:${(dynalite.address() as AddressInfo).port}`;
+    dynamodbEndpoint = `http://127.0.0.1:${await listenOnLoopback(dynalite)}`;
   });
   afterAll(async () => {
     await emulator.close();

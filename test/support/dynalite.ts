@@ -3,8 +3,7 @@
  * that records every operation (X-Amz-Target) and can answer a number of requests with a throttling
  * error, as DynamoDB does under load (dynalite itself never throttles). The SDK sees real HTTP.
  */
-import { createServer, request as httpRequest, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import { createServer, request as httpRequest, type IncomingMessage, type ServerResponse } from 'node:http';
 import {
   DynamoDBClient,
   GetItemCommand,
@@ -14,6 +13,7 @@ import {
 } from '@aws-sdk/client-dynamodb';
 import dynalite from 'dynalite';
 import { ensureItemsTable } from '../../local/table.js';
+import { listenOnLoopback } from './loopback.js';
 
 export type ThrottleError = 'ProvisionedThroughputExceededException' | 'ThrottlingException';
 
@@ -42,13 +42,6 @@ export interface LocalDynamo {
   close(): Promise<void>;
 }
 
-function listen(server: Server): Promise<number> {
-  return new Promise((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => resolve((server.address() as AddressInfo).port));
-  });
-}
-
 export interface StartOptions {
   /** dynalite's item size limit, default 400 (DynamoDB's). */
   maxItemSizeKb?: number;
@@ -61,7 +54,7 @@ export async function startDynalite(options: StartOptions = {}): Promise<LocalDy
     updateTableMs: 0,
     ...(options.maxItemSizeKb !== undefined ? { maxItemSizeKb: options.maxItemSizeKb } : {}),
   });
-  const dbPort = await listen(db);
+  const dbPort = await listenOnLoopback(db);
   const rules: ThrottleRule[] = [];
   const operations: string[] = [];
   let throttled = 0;
@@ -93,7 +86,7 @@ export async function startDynalite(options: StartOptions = {}): Promise<LocalDy
     upstream.on('error', (error) => res.destroy(error));
     req.pipe(upstream);
   });
-  const port = await listen(proxy);
+  const port = await listenOnLoopback(proxy);
   const endpoint = `http://127.0.0.1:${port}`;
   const admin = new DynamoDBClient({ endpoint, region: 'eu-west-1', credentials: { accessKeyId: 'test', secretAccessKey: 'test' } });
 

@@ -13,7 +13,7 @@
  * tsx scripts and benchmarks alike.
  */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
-import type { AddressInfo, Socket } from 'node:net';
+import { listenOnLoopback } from './loopback.js';
 import { mulberry32 } from './item-tree.js';
 
 export interface SimulatorItem {
@@ -190,7 +190,6 @@ export class ProviderSimulator {
   private readonly tokenRng: () => number;
   private readonly items = new Map<string, StoredItem>();
   private readonly accessTokens = new Set<string>();
-  private readonly sockets = new Set<Socket>();
   private readonly timers = new Set<NodeJS.Timeout>();
   private faults: FaultRule[] = [];
   private tokenCounter = 0;
@@ -217,18 +216,7 @@ export class ProviderSimulator {
     // A little longer than the usual client idle time-out (undici: 4 s), so the server is not the one
     // closing a pooled connection just as the client reuses it.
     server.keepAliveTimeout = 30_000;
-    await new Promise<void>((resolve, reject) => {
-      server.once('error', reject);
-      server.listen(0, '127.0.0.1', () => {
-        server.off('error', reject);
-        resolve();
-      });
-    });
-    const sim = new ProviderSimulator(server, (server.address() as AddressInfo).port, options);
-    server.on('connection', (socket: Socket) => {
-      sim.sockets.add(socket);
-      socket.on('close', () => sim.sockets.delete(socket));
-    });
+    const sim = new ProviderSimulator(server, await listenOnLoopback(server), options);
     server.on('request', (req: IncomingMessage, res: ServerResponse) => sim.onRequest(req, res));
     return sim;
   }
@@ -240,8 +228,7 @@ export class ProviderSimulator {
         this.server.close(() => resolve());
         for (const timer of this.timers) clearTimeout(timer);
         this.timers.clear();
-        for (const socket of this.sockets) socket.destroy();
-        this.sockets.clear();
+        // Every connection, hanging requests included (not only idle ones).
         this.server.closeAllConnections();
       });
     }
