@@ -5,7 +5,7 @@
  * Error messages name fields and types, never values taken from the body (but the id, shortened).
  */
 import { PermanentError } from '../shared/errors.js';
-import { getPath, isLosslessNumber, isObject } from '../shared/json.js';
+import { getPath, isLosslessNumber, isObject, jsonType } from '../shared/json.js';
 
 export interface ValidItem {
   type: 'file' | 'folder';
@@ -48,16 +48,6 @@ export function revisionText(value: unknown): string | undefined {
   if (isLosslessNumber(value)) return value.toString();
   if (typeof value === 'string' && value !== '') return value;
   return undefined;
-}
-
-/** What a JSON value is, with its article: `null`, `an array`, `an object`, `a number`, `nothing`. */
-function jsonType(value: unknown): string {
-  if (value === null) return 'null';
-  if (value === undefined) return 'nothing';
-  if (Array.isArray(value)) return 'an array';
-  if (isLosslessNumber(value)) return 'a number';
-  if (typeof value === 'object') return 'an object';
-  return `a ${typeof value}`;
 }
 
 function quote(text: string): string {

@@ -5,7 +5,7 @@
  * whose message is the dead-letter reason; it never quotes the body (which may hold anything).
  */
 import { PermanentError } from '../shared/errors.js';
-import { isObject } from '../shared/json.js';
+import { isObject, jsonType } from '../shared/json.js';
 
 export const MAX_ID_LENGTH = 1024;
 
@@ -50,11 +50,4 @@ export function validateItemId(id: string): string {
     throw new PermanentError(`the item id contains a control character (U+${code}) at position ${control.index}`);
   }
   return id;
-}
-
-function jsonType(value: unknown): string {
-  if (value === null) return 'null';
-  if (Array.isArray(value)) return 'an array';
-  if (typeof value === 'object') return 'an object';
-  return `a ${typeof value}`;
 }

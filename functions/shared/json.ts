@@ -26,6 +26,16 @@ export function isObject(value: unknown): value is Record<string, unknown> {
   return typeof value === 'object' && value !== null && !Array.isArray(value) && !isLosslessNumber(value);
 }
 
+/** What a JSON value is, with its article, for messages: `null`, `an array`, `an object`, `a number`, `nothing`. */
+export function jsonType(value: unknown): string {
+  if (value === null) return 'null';
+  if (value === undefined) return 'nothing';
+  if (Array.isArray(value)) return 'an array';
+  if (isLosslessNumber(value)) return 'a number';
+  if (typeof value === 'object') return 'an object';
+  return `a ${typeof value}`;
+}
+
 /** The value at a dot path (`meta.rev`) inside a JSON object, or undefined when any step is missing. */
 export function getPath(value: unknown, path: string): unknown {
   let current: unknown = value;
