@@ -20,25 +20,22 @@ import type * as sqs from 'aws-cdk-lib/aws-sqs';
 import * as triggers from 'aws-cdk-lib/triggers';
 import type { Construct } from 'constructs';
 import { ENV } from '../functions/shared/config.js';
-import { METRICS_NAMESPACE } from '../functions/shared/observability.js';
+import {
+  METRICS_NAMESPACE,
+  REFRESHER_METRIC_NAMES,
+  REFRESHER_SERVICE,
+  SYNC_METRIC_NAMES,
+  SYNC_SERVICE,
+} from '../functions/shared/metric-names.js';
 import type { ContentSyncConfig } from './context.js';
 import { ContentSyncFunction, LOG_RETENTION } from './constructs/content-sync-function.js';
 
-export const REFRESHER_SERVICE = 'token-refresher';
-export const SYNC_SERVICE = 'item-sync';
 export const REFRESHER_TIMEOUT = Duration.seconds(30);
 /** Alarm when the oldest sync message has waited this long. */
 export const OLDEST_MESSAGE_ALARM_SECONDS = 3600;
-export const ITEM_SYNC_METRICS = [
-  'ItemsFetched',
-  'ItemsCreated',
-  'ItemsUpdated',
-  'ItemsUnchanged',
-  'ItemsDeleted',
-  'RecordsRetried',
-  'RecordsDeadLettered',
-] as const;
-export const REFRESHER_METRICS = ['TokenRefreshed', 'RefreshTokenRotated', 'TokenRefreshFailed'] as const;
+export { REFRESHER_SERVICE, SYNC_SERVICE };
+export const ITEM_SYNC_METRICS = Object.values(SYNC_METRIC_NAMES);
+export const REFRESHER_METRICS = Object.values(REFRESHER_METRIC_NAMES);
 
 /** The stateful resources this stack uses. */
 export interface StatefulResources {

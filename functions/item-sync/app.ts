@@ -19,24 +19,17 @@ import { DynamoDbItemStore } from '../shared/adapters/dynamodb-item-store.js';
 import { SecretsManagerAccessTokenStore } from '../shared/adapters/secrets-manager.js';
 import { SqsDeadLetterSink, SqsMessageVisibility } from '../shared/adapters/sqs.js';
 import type { SyncConfig } from '../shared/config.js';
+import { SYNC_METRIC_NAMES, SYNC_SERVICE } from '../shared/metric-names.js';
 import { createLogger, createMetrics, describeError } from '../shared/observability.js';
 import { systemClock, type Clock, type ProviderClient } from '../shared/ports.js';
 import { HttpProviderClient } from '../shared/provider-client.js';
 import { CachedAccessToken } from './access-token.js';
 import { syncBatch, type SyncCounts, type SyncRecord } from './sync.js';
 
-export const SERVICE_NAME = 'item-sync';
+export const SERVICE_NAME = SYNC_SERVICE;
 
 /** Metric name per counter, published once per batch (zeros included, so alarms see every batch). */
-export const METRIC_NAMES: Readonly<Record<keyof SyncCounts, string>> = {
-  fetched: 'ItemsFetched',
-  created: 'ItemsCreated',
-  updated: 'ItemsUpdated',
-  unchanged: 'ItemsUnchanged',
-  deleted: 'ItemsDeleted',
-  retried: 'RecordsRetried',
-  deadLettered: 'RecordsDeadLettered',
-};
+export const METRIC_NAMES: Readonly<Record<keyof SyncCounts, string>> = SYNC_METRIC_NAMES;
 
 /** Time kept back from the invocation's remaining time for writes, dead-lettering and the answer. */
 export const DEFAULT_SAFETY_MARGIN_MS = 5_000;

@@ -1,8 +1,8 @@
 /** Structured JSON logs and CloudWatch embedded-format metrics, as every function uses them. */
 import { Logger } from '@aws-lambda-powertools/logger';
 import { Metrics } from '@aws-lambda-powertools/metrics';
+import { METRICS_NAMESPACE } from './metric-names.js';
 
-export const METRICS_NAMESPACE = 'ContentSync';
 
 export function createLogger(serviceName: string): Logger {
   return new Logger({ serviceName });

@@ -10,6 +10,7 @@ import { MetricUnit } from '@aws-lambda-powertools/metrics';
 import type { Context } from 'aws-lambda';
 import type { RefresherConfig } from '../shared/config.js';
 import { CredentialsNotConfiguredError } from '../shared/errors.js';
+import { REFRESHER_METRIC_NAMES, REFRESHER_SERVICE } from '../shared/metric-names.js';
 import { createLogger, createMetrics, describeError } from '../shared/observability.js';
 import { HttpProviderClient } from '../shared/provider-client.js';
 import { SecretsManagerAccessTokenStore, SecretsManagerCredentialsStore } from '../shared/adapters/secrets-manager.js';
@@ -35,8 +36,8 @@ export interface RefresherHandlerDeps {
 }
 
 export function createRefresherHandler(deps: RefresherHandlerDeps) {
-  const logger = deps.logger ?? createLogger('token-refresher');
-  const metrics = deps.metrics ?? createMetrics('token-refresher');
+  const logger = deps.logger ?? createLogger(REFRESHER_SERVICE);
+  const metrics = deps.metrics ?? createMetrics(REFRESHER_SERVICE);
   const core = {
     provider: deps.provider ?? new HttpProviderClient(deps.config.provider),
     credentials: new SecretsManagerCredentialsStore(deps.secrets, deps.config.credentialsSecretId),
@@ -50,15 +51,15 @@ export function createRefresherHandler(deps: RefresherHandlerDeps) {
     const trigger = event?.trigger === 'deploy' ? 'deploy' : 'schedule';
     try {
       const result = await refreshAccessToken(core);
-      metrics.addMetric('TokenRefreshed', MetricUnit.Count, 1);
-      if (result.rotated) metrics.addMetric('RefreshTokenRotated', MetricUnit.Count, 1);
+      metrics.addMetric(REFRESHER_METRIC_NAMES.refreshed, MetricUnit.Count, 1);
+      if (result.rotated) metrics.addMetric(REFRESHER_METRIC_NAMES.rotated, MetricUnit.Count, 1);
       return { status: 'refreshed', ...result };
     } catch (error) {
       if (trigger === 'deploy' && error instanceof CredentialsNotConfiguredError) {
         logger.warn('token refresh skipped at deploy: credentials not configured yet', { error: describeError(error) });
         return { status: 'skipped', reason: error.message };
       }
-      metrics.addMetric('TokenRefreshFailed', MetricUnit.Count, 1);
+      metrics.addMetric(REFRESHER_METRIC_NAMES.failed, MetricUnit.Count, 1);
       logger.error('token refresh failed', { trigger, error: describeError(error) });
       throw error;
     } finally {
