@@ -23,6 +23,7 @@ import { createContext, drainQueue, type SyncHandlerFn } from './lambda.js';
 import { createProgress, formatDuration, type Progress } from './progress.js';
 import { startLocalStack, type LocalStack, type RefresherHandlerFn } from './stack.js';
 import { diffTables, readTable, type ItemRow } from './table.js';
+import type { SyncCounts } from '../functions/item-sync/sync.js';
 
 // ---- output -------------------------------------------------------------------------------------
 
@@ -87,14 +88,8 @@ function screenFor(writer: Writer | undefined): Screen {
 
 // ---- passes -------------------------------------------------------------------------------------
 
-export interface PassCounts {
-  created: number;
-  updated: number;
-  unchanged: number;
-  deleted: number;
-  retried: number;
-  deadLettered: number;
-}
+/** The sync's own counters but `fetched`, here derived from what landed in the table and the queues. */
+export type PassCounts = Omit<SyncCounts, 'fetched'>;
 
 export interface PassSummary extends PassCounts {
   name: string;
