@@ -6,7 +6,7 @@
 import { existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { runProcess, type ProcessRun as Run } from '../support/loopback.js';
+import { runProcess, type ProcessRun as Run } from '../../dev/fakes/loopback.js';
 import { afterAll, describe, expect, it } from 'vitest';
 import { ROOT } from './helpers.js';
 

@@ -1,0 +1,150 @@
+/**
+ * The deployed bundles, built as the CDK construct builds them, and their cold import time.
+ *
+ * infra/constructs/content-sync-function.ts gives NodejsFunction these bundling options, which
+ * aws-cdk-lib turns into `esbuild --bundle <entry> --target=node22 --platform=node --format=esm
+ * --outfile=index.mjs --minify --sourcemap --sources-content=false --banner:js=<ESM_REQUIRE_BANNER>
+ * --main-fields=module,main` with no `--external` (the SDK is bundled). The same options are given to
+ * esbuild's JS API here; the banner is imported from the construct so it cannot drift.
+ *
+ * Cold import: a fresh `node` process (NODE_OPTIONS=--enable-source-maps, as the construct sets)
+ * with the function's environment imports the bundle; the time of the import() itself is measured
+ * inside the child (module parse, evaluation, configuration, SDK client construction), plus the
+ * child's whole wall time. The machine's Node.js runs it (Lambda runs Node.js 22).
+ */
+import { spawn } from 'node:child_process';
+import { mkdirSync, statSync } from 'node:fs';
+import { join } from 'node:path';
+import { pathToFileURL } from 'node:url';
+import { build } from 'esbuild';
+import { REPO_ROOT } from './machine.js';
+import { summarize, type Summary } from './stats.js';
+
+export interface BundleSpec {
+  name: string;
+  /** Entry relative to the repository root. */
+  entry: string;
+  /** Environment the module needs to load (its configuration is read at import). */
+  env: Record<string, string>;
+}
+
+export const BUNDLES: BundleSpec[] = [
+  {
+    name: 'token-refresher',
+    entry: 'functions/token-refresher/handler.ts',
+    env: {
+      PROVIDER_BASE_URL: 'https://provider.example.com/api/v2',
+      CREDENTIALS_SECRET_ID: 'content-sync/provider-credentials',
+      ACCESS_TOKEN_SECRET_ID: 'content-sync/provider-access-token',
+      POWERTOOLS_SERVICE_NAME: 'token-refresher',
+    },
+  },
+  {
+    name: 'item-sync',
+    entry: 'functions/item-sync/handler.ts',
+    env: {
+      PROVIDER_BASE_URL: 'https://provider.example.com/api/v2',
+      ACCESS_TOKEN_SECRET_ID: 'content-sync/provider-access-token',
+      ITEMS_TABLE_NAME: 'content-sync-items',
+      REVISION_FIELD: 'revision',
+      DEAD_LETTER_QUEUE_URL: 'https://sqs.eu-west-1.amazonaws.com/000000000000/content-sync-dead-letters',
+      POWERTOOLS_SERVICE_NAME: 'item-sync',
+    },
+  },
+];
+
+export interface BundleResult {
+  name: string;
+  entry: string;
+  file: string;
+  bytes: number;
+  sourceMapBytes: number;
+  /** import() of the bundle inside a fresh process, ms. */
+  importMs: Summary;
+  /** The fresh process from spawn to exit (Node.js start-up + import), ms. */
+  processMs: Summary;
+}
+
+/** The construct's ESM banner; read from the construct itself (importing it loads aws-cdk-lib). */
+async function esmBanner(): Promise<string> {
+  const construct = (await import('../../../infra/constructs/content-sync-function.js')) as { ESM_REQUIRE_BANNER?: string };
+  if (typeof construct.ESM_REQUIRE_BANNER !== 'string') {
+    throw new Error('infra/constructs/content-sync-function.ts no longer exports ESM_REQUIRE_BANNER: update dev/bench/support/bundles.ts');
+  }
+  return construct.ESM_REQUIRE_BANNER;
+}
+
+export async function buildBundle(spec: BundleSpec, outDir: string, banner: string): Promise<{ file: string; bytes: number; sourceMapBytes: number }> {
+  const dir = join(outDir, spec.name);
+  mkdirSync(dir, { recursive: true });
+  const file = join(dir, 'index.mjs');
+  await build({
+    entryPoints: [join(REPO_ROOT, spec.entry)],
+    absWorkingDir: REPO_ROOT,
+    bundle: true,
+    target: 'node22',
+    platform: 'node',
+    format: 'esm',
+    outfile: file,
+    minify: true,
+    sourcemap: true,
+    sourcesContent: false,
+    external: [],
+    banner: { js: banner },
+    mainFields: ['module', 'main'],
+    logLevel: 'silent',
+  });
+  return { file, bytes: statSync(file).size, sourceMapBytes: statSync(`${file}.map`).size };
+}
+
+/** One cold import in a fresh process. */
+export async function coldImport(file: string, env: Record<string, string>): Promise<{ importMs: number; processMs: number }> {
+  const script =
+    'const t = performance.now(); ' +
+    `const m = await import(${JSON.stringify(pathToFileURL(file).href)}); ` +
+    'const ms = performance.now() - t; ' +
+    "if (typeof m.handler !== 'function') throw new Error('no handler export'); " +
+    'process.stdout.write(JSON.stringify({ importMs: ms }));';
+  const started = performance.now();
+  const child = spawn(process.execPath, ['--input-type=module', '-e', script], {
+    env: {
+      PATH: process.env['PATH'] ?? '',
+      AWS_REGION: 'eu-west-1',
+      AWS_ACCESS_KEY_ID: 'bench',
+      AWS_SECRET_ACCESS_KEY: 'bench',
+      AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED: 'true',
+      POWERTOOLS_LOG_LEVEL: 'INFO',
+      NODE_OPTIONS: '--enable-source-maps',
+      ...env,
+    },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let out = '';
+  let err = '';
+  child.stdout.on('data', (chunk: Buffer) => (out += chunk.toString('utf8')));
+  child.stderr.on('data', (chunk: Buffer) => (err += chunk.toString('utf8')));
+  const code = await new Promise<number | null>((resolve) => child.on('close', resolve));
+  const processMs = performance.now() - started;
+  if (code !== 0) throw new Error(`cold import of ${file} failed (exit ${code}): ${err.slice(0, 500)}`);
+  const { importMs } = JSON.parse(out) as { importMs: number };
+  return { importMs, processMs };
+}
+
+export async function measureBundles(outDir: string, runs: number, progress?: (line: string) => void): Promise<BundleResult[]> {
+  const banner = await esmBanner();
+  const results: BundleResult[] = [];
+  for (const spec of BUNDLES) {
+    const built = await buildBundle(spec, outDir, banner);
+    const imports: number[] = [];
+    const processes: number[] = [];
+    await coldImport(built.file, spec.env); // the first run also warms the file system cache
+    for (let run = 0; run < runs; run += 1) {
+      const { importMs, processMs } = await coldImport(built.file, spec.env);
+      imports.push(importMs);
+      processes.push(processMs);
+    }
+    progress?.(`  bundle ${spec.name}: ${built.bytes} bytes, cold import ${summarize(imports).median.toFixed(0)} ms`);
+    results.push({ name: spec.name, entry: spec.entry, ...built, importMs: summarize(imports), processMs: summarize(processes) });
+  }
+  return results;
+}

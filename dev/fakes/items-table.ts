@@ -1,0 +1,92 @@
+/** The items table as the local run needs it: create it, read every row back as plain JSON. */
+import {
+  CreateTableCommand,
+  DescribeTableCommand,
+  ResourceInUseException,
+  ScanCommand,
+  type AttributeValue,
+  type DynamoDBClient,
+} from '@aws-sdk/client-dynamodb';
+import { fromAttributeValue } from '../../functions/item-sync/adapters/dynamodb-item-store.js';
+
+/** One row of the items table (contract, "The items table"), unmarshalled. */
+export interface ItemRow {
+  id: string;
+  type?: string;
+  revision?: string;
+  item?: Record<string, unknown>;
+  syncedAt?: string;
+  deleted?: boolean;
+  [attribute: string]: unknown;
+}
+
+/** Creates the items table (partition key `id`, string) unless it exists; waits until it is ACTIVE. */
+export async function ensureItemsTable(dynamodb: DynamoDBClient, tableName: string): Promise<'created' | 'existed'> {
+  let result: 'created' | 'existed' = 'created';
+  try {
+    await dynamodb.send(
+      new CreateTableCommand({
+        TableName: tableName,
+        AttributeDefinitions: [{ AttributeName: 'id', AttributeType: 'S' }],
+        KeySchema: [{ AttributeName: 'id', KeyType: 'HASH' }],
+        BillingMode: 'PAY_PER_REQUEST',
+      }),
+    );
+  } catch (error) {
+    if (!(error instanceof ResourceInUseException)) throw error;
+    result = 'existed';
+  }
+  for (let i = 0; i < 100; i++) {
+    const described = await dynamodb.send(new DescribeTableCommand({ TableName: tableName }));
+    if (described.Table?.TableStatus === 'ACTIVE') return result;
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+  throw new Error(`table ${tableName} did not become ACTIVE`);
+}
+
+/** Every row of the table, keyed by id (a consistent scan, all pages). */
+export async function readTable(dynamodb: DynamoDBClient, tableName: string): Promise<Map<string, ItemRow>> {
+  const rows = new Map<string, ItemRow>();
+  let startKey: Record<string, AttributeValue> | undefined;
+  do {
+    const page = await dynamodb.send(
+      new ScanCommand({ TableName: tableName, ConsistentRead: true, ...(startKey ? { ExclusiveStartKey: startKey } : {}) }),
+    );
+    for (const raw of page.Items ?? []) {
+      const row = fromAttributeValue({ M: raw }) as ItemRow;
+      rows.set(row.id, row);
+    }
+    startKey = page.LastEvaluatedKey && Object.keys(page.LastEvaluatedKey).length > 0 ? page.LastEvaluatedKey : undefined;
+  } while (startKey);
+  return rows;
+}
+
+export interface TableChanges {
+  created: string[];
+  updated: string[];
+  deleted: string[];
+  /** Rows written again with nothing new (same revision, not deleted before and after). */
+  rewritten: string[];
+}
+
+/**
+ * What a pass did to the table, from snapshots before and after: a row that appeared is created (or
+ * deleted, if it appeared as a tombstone); a row whose `deleted` flag turned on is deleted; a row
+ * whose revision changed (or that came back from deleted) is updated.
+ */
+export function diffTables(before: ReadonlyMap<string, ItemRow>, after: ReadonlyMap<string, ItemRow>): TableChanges {
+  const changes: TableChanges = { created: [], updated: [], deleted: [], rewritten: [] };
+  for (const [id, row] of after) {
+    const old = before.get(id);
+    if (!old) {
+      (row.deleted ? changes.deleted : changes.created).push(id);
+    } else if (row.deleted && !old.deleted) {
+      changes.deleted.push(id);
+    } else if (!row.deleted && (old.deleted || old.revision !== row.revision)) {
+      changes.updated.push(id);
+    } else if (row.syncedAt !== old.syncedAt) {
+      changes.rewritten.push(id);
+    }
+  }
+  return changes;
+}

@@ -1,0 +1,256 @@
+/**
+ * The items table (contract, "The items table") as the ItemStore port, over @aws-sdk/client-dynamodb.
+ *
+ * Marshalling is done here rather than with @aws-sdk/util-dynamodb (not a dependency): JSON values
+ * only need NULL, BOOL, N, S, L and M. A number is stored as N with its JSON text, so it reads back
+ * as the same number; empty strings are stored as they are (DynamoDB accepts them outside keys).
+ *
+ * Failures: a lost condition is the result 'conflict'; a row DynamoDB can never take (too large,
+ * number out of range, nested too deep) is a PermanentError whose message is the dead-letter reason;
+ * anything else that survived the SDK's own retries (throttling, 5xx, network) is a TransientError.
+ */
+import {
+  BatchGetItemCommand,
+  ConditionalCheckFailedException,
+  PutItemCommand,
+  UpdateItemCommand,
+  type AttributeValue,
+  type DynamoDBClient,
+} from '@aws-sdk/client-dynamodb';
+import { PermanentError, TransientError } from '../../shared/errors.js';
+import { isLosslessNumber, jsonNumber } from '../../shared/json.js';
+import type { ExpectedRow, ItemRow, ItemStore, StoredRevision, WriteResult } from '../ports.js';
+
+/** DynamoDB's item size limit, 400 KB. */
+export const MAX_ITEM_BYTES = 400 * 1024;
+/** DynamoDB's limit of nested levels in a map or list. */
+export const MAX_NESTING = 32;
+const BATCH_GET_LIMIT = 100;
+
+export interface DynamoDbItemStoreOptions {
+  /** Rounds of BatchGetItem for UnprocessedKeys before giving up; default 8. */
+  unprocessedRounds?: number;
+  /** Backoff between those rounds: base × 2^round, jittered, capped at 1 s; default 50 ms. */
+  backoffBaseMs?: number;
+  sleep?: (ms: number) => Promise<void>;
+  random?: () => number;
+}
+
+export class DynamoDbItemStore implements ItemStore {
+  private readonly unprocessedRounds: number;
+  private readonly backoffBaseMs: number;
+  private readonly sleep: (ms: number) => Promise<void>;
+  private readonly random: () => number;
+
+  constructor(
+    private readonly client: DynamoDBClient,
+    readonly tableName: string,
+    options: DynamoDbItemStoreOptions = {},
+  ) {
+    this.unprocessedRounds = options.unprocessedRounds ?? 8;
+    this.backoffBaseMs = options.backoffBaseMs ?? 50;
+    this.sleep = options.sleep ?? ((ms) => new Promise((resolve) => setTimeout(resolve, ms)));
+    this.random = options.random ?? Math.random;
+  }
+
+  async getRevisions(ids: readonly string[], options: { consistent?: boolean } = {}): Promise<Map<string, StoredRevision>> {
+    const result = new Map<string, StoredRevision>();
+    const unique = [...new Set(ids)];
+    for (let start = 0; start < unique.length; start += BATCH_GET_LIMIT) {
+      let keys: Array<Record<string, AttributeValue>> = unique
+        .slice(start, start + BATCH_GET_LIMIT)
+        .map((id) => ({ id: { S: id } }));
+      for (let round = 0; keys.length > 0; round += 1) {
+        if (round > 0) {
+          if (round >= this.unprocessedRounds) {
+            throw new TransientError(
+              `DynamoDB left ${keys.length} keys unprocessed after ${round} BatchGetItem calls (throttled)`,
+            );
+          }
+          const step = Math.min(1_000, this.backoffBaseMs * 2 ** round);
+          await this.sleep(Math.round(step / 2 + this.random() * (step / 2)));
+        }
+        let output;
+        try {
+          output = await this.client.send(
+            new BatchGetItemCommand({
+              RequestItems: {
+                [this.tableName]: {
+                  Keys: keys,
+                  ProjectionExpression: '#id, #revision, #deleted',
+                  ExpressionAttributeNames: { '#id': 'id', '#revision': 'revision', '#deleted': 'deleted' },
+                  ...(options.consistent ? { ConsistentRead: true } : {}),
+                },
+              },
+            }),
+          );
+        } catch (cause) {
+          throw awsFailure('BatchGetItem', cause);
+        }
+        for (const row of output.Responses?.[this.tableName] ?? []) {
+          const id = row['id']?.S;
+          const revision = row['revision']?.S;
+          if (id === undefined) continue;
+          // A row without a text revision (written by hand?) compares as different from any revision.
+          result.set(id, { revision: revision ?? '', deleted: row['deleted']?.BOOL === true });
+        }
+        keys = output.UnprocessedKeys?.[this.tableName]?.Keys ?? [];
+      }
+    }
+    return result;
+  }
+
+  async put(row: ItemRow, expected: ExpectedRow): Promise<WriteResult> {
+    const item: Record<string, AttributeValue> = {
+      id: { S: row.id },
+      type: { S: row.type },
+      revision: { S: row.revision },
+      item: toAttributeValue(row.item),
+      syncedAt: { S: row.syncedAt },
+    };
+    const size = estimateItemSize(item);
+    if (size > MAX_ITEM_BYTES) throw tooLarge(size);
+
+    let condition: Pick<PutItemCommand['input'], 'ConditionExpression' | 'ExpressionAttributeNames' | 'ExpressionAttributeValues'>;
+    if (!expected.exists) {
+      condition = { ConditionExpression: 'attribute_not_exists(#id)', ExpressionAttributeNames: { '#id': 'id' } };
+    } else if (expected.deleted) {
+      condition = {
+        ConditionExpression: '#revision = :expected AND #deleted = :true',
+        ExpressionAttributeNames: { '#revision': 'revision', '#deleted': 'deleted' },
+        ExpressionAttributeValues: { ':expected': { S: expected.revision }, ':true': { BOOL: true } },
+      };
+    } else {
+      condition = {
+        ConditionExpression: '#revision = :expected AND attribute_not_exists(#deleted)',
+        ExpressionAttributeNames: { '#revision': 'revision', '#deleted': 'deleted' },
+        ExpressionAttributeValues: { ':expected': { S: expected.revision } },
+      };
+    }
+    try {
+      await this.client.send(new PutItemCommand({ TableName: this.tableName, Item: item, ...condition }));
+      return 'written';
+    } catch (cause) {
+      if (isConditionFailure(cause)) return 'conflict';
+      throw awsFailure('PutItem', cause, size);
+    }
+  }
+
+  async markDeleted(id: string, expectedRevision: string, syncedAt: string): Promise<WriteResult> {
+    try {
+      await this.client.send(
+        new UpdateItemCommand({
+          TableName: this.tableName,
+          Key: { id: { S: id } },
+          UpdateExpression: 'SET #deleted = :true, #syncedAt = :syncedAt',
+          ConditionExpression: '#revision = :expected AND attribute_not_exists(#deleted)',
+          ExpressionAttributeNames: { '#revision': 'revision', '#deleted': 'deleted', '#syncedAt': 'syncedAt' },
+          ExpressionAttributeValues: {
+            ':expected': { S: expectedRevision },
+            ':true': { BOOL: true },
+            ':syncedAt': { S: syncedAt },
+          },
+        }),
+      );
+      return 'written';
+    } catch (cause) {
+      if (isConditionFailure(cause)) return 'conflict';
+      throw awsFailure('UpdateItem', cause);
+    }
+  }
+}
+
+/** A JSON value as a DynamoDB AttributeValue. Throws a PermanentError for what JSON cannot hold. */
+export function toAttributeValue(value: unknown, depth = 0): AttributeValue {
+  if (value === null) return { NULL: true };
+  switch (typeof value) {
+    case 'string':
+      return { S: value };
+    case 'boolean':
+      return { BOOL: value };
+    case 'number':
+      if (!Number.isFinite(value)) throw new PermanentError(`the item holds a number DynamoDB cannot store (${value})`);
+      return { N: JSON.stringify(value) };
+    case 'object': {
+      if (isLosslessNumber(value)) return { N: value.toString() };
+      if (depth >= MAX_NESTING) {
+        throw new PermanentError(`the item is nested more than ${MAX_NESTING} levels deep; DynamoDB cannot store it`);
+      }
+      if (Array.isArray(value)) return { L: value.map((element) => toAttributeValue(element, depth + 1)) };
+      const map: Record<string, AttributeValue> = {};
+      for (const [key, element] of Object.entries(value as Record<string, unknown>)) {
+        map[key] = toAttributeValue(element, depth + 1);
+      }
+      return { M: map };
+    }
+    default:
+      throw new PermanentError(`the item holds a ${typeof value}, which is not a JSON value`);
+  }
+}
+
+/** The JSON value an AttributeValue written by toAttributeValue stands for (N back to a number, exactly: see jsonNumber). */
+export function fromAttributeValue(value: AttributeValue): unknown {
+  if (value.NULL) return null;
+  if (value.S !== undefined) return value.S;
+  if (value.N !== undefined) return jsonNumber(value.N);
+  if (value.BOOL !== undefined) return value.BOOL;
+  if (value.L !== undefined) return value.L.map(fromAttributeValue);
+  if (value.M !== undefined) {
+    const out: Record<string, unknown> = {};
+    for (const [key, element] of Object.entries(value.M)) out[key] = fromAttributeValue(element);
+    return out;
+  }
+  throw new TypeError(`unsupported attribute value type ${Object.keys(value).join(',')}`);
+}
+
+/**
+ * The size DynamoDB counts for an item (its documented rules): attribute names and strings in UTF-8
+ * bytes, numbers about one byte per two significant digits plus one, 1 byte for BOOL and NULL,
+ * 3 bytes per map or list plus 1 byte per element.
+ */
+export function estimateItemSize(item: Record<string, AttributeValue>): number {
+  let size = 0;
+  for (const [name, value] of Object.entries(item)) size += Buffer.byteLength(name, 'utf8') + valueSize(value);
+  return size;
+}
+
+function valueSize(value: AttributeValue): number {
+  if (value.S !== undefined) return Buffer.byteLength(value.S, 'utf8');
+  if (value.N !== undefined) {
+    const digits = value.N.replace(/^-/, '').replace(/e.*$/i, '').replace('.', '').replace(/^0+/, '').replace(/0+$/, '');
+    return Math.ceil(Math.max(1, digits.length) / 2) + 1 + (value.N.startsWith('-') ? 1 : 0);
+  }
+  if (value.BOOL !== undefined || value.NULL !== undefined) return 1;
+  if (value.L !== undefined) return 3 + value.L.reduce((sum, element) => sum + 1 + valueSize(element), 0);
+  if (value.M !== undefined) {
+    return 3 + Object.entries(value.M).reduce((sum, [key, element]) => sum + 1 + Buffer.byteLength(key, 'utf8') + valueSize(element), 0);
+  }
+  return 0;
+}
+
+function tooLarge(size: number): PermanentError {
+  return new PermanentError(`item too large to store (${size} bytes; DynamoDB's limit is 400 KB)`);
+}
+
+function isConditionFailure(error: unknown): boolean {
+  return error instanceof ConditionalCheckFailedException || (error as { name?: string })?.name === 'ConditionalCheckFailedException';
+}
+
+/**
+ * A DynamoDB failure as the core sees it. ValidationException about the row itself is permanent;
+ * one about our expressions is a bug, retried rather than dead-lettering every record.
+ */
+function awsFailure(operation: string, cause: unknown, size?: number): Error {
+  const name = (cause as { name?: string })?.name ?? 'Error';
+  const message = String((cause as { message?: string })?.message ?? cause).slice(0, 300);
+  if (name === 'ValidationException' && !/expression|ExpressionAttribute/i.test(message)) {
+    if (/size/i.test(message) && /exceed/i.test(message)) {
+      return new PermanentError(
+        `item too large to store (${size ?? 'over 400 KB'}${size === undefined ? '' : ' bytes'}; DynamoDB's limit is 400 KB)`,
+        { cause },
+      );
+    }
+    return new PermanentError(`DynamoDB refused to store the item (${message})`, { cause });
+  }
+  return new TransientError(`DynamoDB ${operation} failed (${name}: ${message})`, { cause });
+}

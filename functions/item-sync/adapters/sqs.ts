@@ -1,0 +1,218 @@
+/**
+ * SQS adapters of the item sync: the dead-letter sink (SendMessageBatch to DEAD_LETTER_QUEUE_URL)
+ * and the visibility port (ChangeMessageVisibilityBatch on the source queue for rate-limited records).
+ *
+ * The source queue's URL is asked of SQS (GetQueueUrl with the name and account from the record's
+ * eventSourceARN), once per queue per container, rather than built from the ARN: the answer comes
+ * from the client's own endpoint configuration, so it is right for AWS_ENDPOINT_URL_SQS in local
+ * runs, for FIPS, dual-stack and VPC endpoints and for partitions other than aws.
+ */
+import {
+  ChangeMessageVisibilityBatchCommand,
+  GetQueueUrlCommand,
+  SendMessageBatchCommand,
+  type SendMessageBatchRequestEntry,
+  type SQSClient,
+} from '@aws-sdk/client-sqs';
+import type { DeadLetter, DeadLetterSink, MessageVisibility, PostponeRequest } from '../ports.js';
+
+/** Entries per SendMessageBatch / ChangeMessageVisibilityBatch call (SQS's limit). */
+const BATCH_ENTRIES = 10;
+/** Payload of one SendMessageBatch call, bodies and attributes together (SQS's classic limit: 256 KiB). */
+const BATCH_BYTES = 256 * 1024;
+/** The `error` attribute is a sentence; keep it readable in the console. */
+const MAX_REASON_CHARS = 1_000;
+
+export interface SqsDeadLetterSinkOptions {
+  /** Sends per entry that SQS refuses for a reason that may pass (SenderFault false); default 3. */
+  attempts?: number;
+  /** Wait before the first re-send, doubled for each further one; default 100 ms. */
+  backoffMs?: number;
+  sleep?: (ms: number) => Promise<void>;
+}
+
+type Failure = { sourceMessageId: string; error: string };
+
+export class SqsDeadLetterSink implements DeadLetterSink {
+  private readonly attempts: number;
+  private readonly backoffMs: number;
+  private readonly sleep: (ms: number) => Promise<void>;
+
+  constructor(
+    private readonly client: SQSClient,
+    readonly queueUrl: string,
+    options: SqsDeadLetterSinkOptions = {},
+  ) {
+    this.attempts = Math.max(1, options.attempts ?? 3);
+    this.backoffMs = options.backoffMs ?? 100;
+    this.sleep = options.sleep ?? ((ms) => new Promise((resolve) => setTimeout(resolve, ms)));
+  }
+
+  /**
+   * Sends the letters; returns those that could not be sent. SendMessageBatch can refuse single
+   * entries (`Failed`) while accepting the rest, and the SDK does not retry those: entries refused
+   * for a reason that may pass are sent again, a bounded number of times. A call that throws has
+   * already been retried by the SDK.
+   */
+  async send(letters: readonly DeadLetter[]): Promise<Failure[]> {
+    const failed: Failure[] = [];
+    for (const chunk of chunkLetters(letters)) {
+      let pending = chunk;
+      for (let attempt = 1; pending.length > 0; attempt += 1) {
+        const { retryable, final } = await this.sendChunk(pending);
+        failed.push(...final);
+        if (retryable.length > 0 && attempt >= this.attempts) {
+          failed.push(...retryable.map(({ letter, error }) => ({ sourceMessageId: letter.sourceMessageId, error })));
+          break;
+        }
+        if (retryable.length > 0) await this.sleep(this.backoffMs * 2 ** (attempt - 1));
+        pending = retryable.map(({ letter }) => letter);
+      }
+    }
+    return failed;
+  }
+
+  private async sendChunk(
+    chunk: readonly DeadLetter[],
+  ): Promise<{ retryable: Array<{ letter: DeadLetter; error: string }>; final: Failure[] }> {
+    const entries: SendMessageBatchRequestEntry[] = chunk.map((letter, index) => ({
+      Id: `m${index}`,
+      MessageBody: letter.body,
+      MessageAttributes: {
+        error: { DataType: 'String', StringValue: attributeText(letter.reason, MAX_REASON_CHARS) },
+        sourceMessageId: { DataType: 'String', StringValue: letter.sourceMessageId },
+      },
+    }));
+    const retryable: Array<{ letter: DeadLetter; error: string }> = [];
+    const final: Failure[] = [];
+    try {
+      const output = await this.client.send(new SendMessageBatchCommand({ QueueUrl: this.queueUrl, Entries: entries }));
+      const succeeded = new Set((output.Successful ?? []).map((entry) => entry.Id));
+      const failures = new Map((output.Failed ?? []).map((entry) => [entry.Id, entry]));
+      chunk.forEach((letter, index) => {
+        const id = `m${index}`;
+        if (succeeded.has(id)) return;
+        const failure = failures.get(id);
+        const error = failure ? `${failure.Code ?? 'error'}: ${failure.Message ?? ''}`.trim() : 'not acknowledged by SQS';
+        if (failure?.SenderFault) final.push({ sourceMessageId: letter.sourceMessageId, error });
+        else retryable.push({ letter, error });
+      });
+    } catch (cause) {
+      const error = `SendMessageBatch failed: ${(cause as Error).name}: ${(cause as Error).message}`;
+      for (const letter of chunk) final.push({ sourceMessageId: letter.sourceMessageId, error });
+    }
+    return { retryable, final };
+  }
+}
+
+export class SqsMessageVisibility implements MessageVisibility {
+  /** Queue ARN → its URL, once per container. A failed look-up is forgotten and tried again next time. */
+  private readonly urls = new Map<string, Promise<string>>();
+
+  constructor(private readonly client: SQSClient) {}
+
+  async postpone(requests: readonly PostponeRequest[]): Promise<Array<{ messageId: string; error: string }>> {
+    const failed: Array<{ messageId: string; error: string }> = [];
+    const byQueue = new Map<string, PostponeRequest[]>();
+    for (const request of requests) {
+      const group = byQueue.get(request.queueArn);
+      if (group) group.push(request);
+      else byQueue.set(request.queueArn, [request]);
+    }
+    for (const [queueArn, group] of byQueue) {
+      let queueUrl: string;
+      try {
+        queueUrl = await this.queueUrl(queueArn);
+      } catch (cause) {
+        const error = `finding the queue URL of ${queueArn} failed: ${(cause as Error).name}: ${(cause as Error).message}`;
+        for (const request of group) failed.push({ messageId: request.messageId, error });
+        continue;
+      }
+      for (let start = 0; start < group.length; start += BATCH_ENTRIES) {
+        const chunk = group.slice(start, start + BATCH_ENTRIES);
+        try {
+          const output = await this.client.send(
+            new ChangeMessageVisibilityBatchCommand({
+              QueueUrl: queueUrl,
+              Entries: chunk.map((request, index) => ({
+                Id: `m${index}`,
+                ReceiptHandle: request.receiptHandle,
+                VisibilityTimeout: request.delaySeconds,
+              })),
+            }),
+          );
+          for (const failure of output.Failed ?? []) {
+            const request = chunk[Number(failure.Id?.slice(1))];
+            if (request) failed.push({ messageId: request.messageId, error: `${failure.Code ?? 'error'}: ${failure.Message ?? ''}`.trim() });
+          }
+        } catch (cause) {
+          const error = `ChangeMessageVisibilityBatch failed: ${(cause as Error).name}: ${(cause as Error).message}`;
+          for (const request of chunk) failed.push({ messageId: request.messageId, error });
+        }
+      }
+    }
+    return failed;
+  }
+
+  private queueUrl(queueArn: string): Promise<string> {
+    let url = this.urls.get(queueArn);
+    if (!url) {
+      url = this.lookUp(queueArn);
+      this.urls.set(queueArn, url);
+      url.catch(() => this.urls.delete(queueArn));
+    }
+    return url;
+  }
+
+  private async lookUp(queueArn: string): Promise<string> {
+    const { account, name } = parseQueueArn(queueArn);
+    const output = await this.client.send(new GetQueueUrlCommand({ QueueName: name, QueueOwnerAWSAccountId: account }));
+    if (!output.QueueUrl) throw new Error(`GetQueueUrl returned no URL for ${queueArn}`);
+    return output.QueueUrl;
+  }
+}
+
+/** `arn:<partition>:sqs:<region>:<account>:<name>`. */
+export function parseQueueArn(arn: string): { region: string; account: string; name: string } {
+  const parts = arn.split(':');
+  if (parts.length !== 6 || parts[0] !== 'arn' || parts[2] !== 'sqs' || !parts[3] || !parts[4] || !parts[5]) {
+    throw new Error(`not an SQS queue ARN: ${arn}`);
+  }
+  return { region: parts[3], account: parts[4], name: parts[5] };
+}
+
+/**
+ * Text SQS accepts in a message attribute (XML 1.0 characters: tab, LF, CR, U+0020–U+D7FF,
+ * U+E000–U+FFFD, U+10000–U+10FFFF), shortened to `max` characters. Anything else becomes \uXXXX.
+ */
+export function attributeText(text: string, max: number): string {
+  const safe = text.replace(
+    /[^\t\n\r\u0020-\ud7ff\ue000-\ufffd\u{10000}-\u{10ffff}]/gu,
+    (ch) => `\\u${ch.charCodeAt(0).toString(16).padStart(4, '0')}`,
+  );
+  const chars = [...safe];
+  return chars.length > max ? `${chars.slice(0, max - 1).join('')}…` : safe;
+}
+
+/** Chunks of at most 10 letters and about 256 KiB (a letter bigger than that goes alone). */
+function chunkLetters(letters: readonly DeadLetter[]): DeadLetter[][] {
+  const chunks: DeadLetter[][] = [];
+  let current: DeadLetter[] = [];
+  let bytes = 0;
+  for (const letter of letters) {
+    const size =
+      Buffer.byteLength(letter.body, 'utf8') +
+      Buffer.byteLength(letter.sourceMessageId, 'utf8') +
+      Math.min(Buffer.byteLength(letter.reason, 'utf8'), MAX_REASON_CHARS * 4) +
+      64; // attribute names and data types
+    if (current.length > 0 && (current.length >= BATCH_ENTRIES || bytes + size > BATCH_BYTES)) {
+      chunks.push(current);
+      current = [];
+      bytes = 0;
+    }
+    current.push(letter);
+    bytes += size;
+  }
+  if (current.length > 0) chunks.push(current);
+  return chunks;
+}

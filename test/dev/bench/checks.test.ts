@@ -1,0 +1,152 @@
+/**
+ * The soak's checks must catch what they are there for: a soak that reports 0 lost, 0 stale, 0
+ * excess writes, only the expected dead letters and 0 tokens means something only if each check
+ * fails on a run that gets it wrong.
+ */
+import { describe, expect, it } from 'vitest';
+import { toAttributeValue } from '../../../functions/item-sync/adapters/dynamodb-item-store.js';
+import { checkDeadLetters, checkState, checkWrites, countTokens, tokensInSecrets, type Row } from '../../../dev/bench/support/checks.js';
+import type { DeadLetterEntry } from '../../../dev/fakes/queue-model.js';
+
+const item = (id: string, revision: number, extra: Record<string, unknown> = {}) => ({ id, type: 'file', name: `${id}.txt`, revision, ...extra });
+
+function row(value: Record<string, unknown>, options: { deleted?: boolean; revision?: string } = {}): Row {
+  return {
+    id: { S: String(value['id']) },
+    type: { S: String(value['type']) },
+    revision: { S: options.revision ?? String(value['revision']) },
+    item: toAttributeValue(value),
+    syncedAt: { S: '2026-11-21T10:00:00.000Z' },
+    ...(options.deleted ? { deleted: { BOOL: true } } : {}),
+  };
+}
+
+describe('checkState', () => {
+  const provider = new Map<string, Record<string, unknown>>([
+    ['a', item('a', 3)],
+    ['b', item('b', 7, { meta: { tags: ['x', ''] } })],
+  ]);
+  const lookup = (id: string) => provider.get(id);
+
+  it('passes when every live item is stored at its latest revision and deleted ones are tombstoned or absent', () => {
+    const rows = new Map<string, Row>([
+      ['a', row(item('a', 3))],
+      ['b', row(item('b', 7, { meta: { tags: ['x', ''] } }))],
+      ['gone', row(item('gone', 2), { deleted: true })],
+    ]);
+    const result = checkState(['a', 'b', 'gone', 'never-stored'], lookup, rows, 'revision');
+    expect(result).toEqual({ itemsLost: 0, itemsStale: 0, contentMismatches: 0, unexpectedRows: 0, details: [] });
+  });
+
+  it('counts an item with no row as lost', () => {
+    const result = checkState(['a', 'b'], lookup, new Map([['a', row(item('a', 3))]]), 'revision');
+    expect(result.itemsLost).toBe(1);
+    expect(result.details).toEqual(['lost: b']);
+  });
+
+  it('counts an older revision, a tombstone of a live item and a live row of a deleted item as stale', () => {
+    const rows = new Map<string, Row>([
+      ['a', row(item('a', 2))],
+      ['b', row(item('b', 7, { meta: { tags: ['x', ''] } }), { deleted: true })],
+      ['gone', row(item('gone', 2))],
+    ]);
+    expect(checkState(['a', 'b', 'gone'], lookup, rows, 'revision').itemsStale).toBe(3);
+  });
+
+  it('compares the stored item with the provider item, not only the revision', () => {
+    const rows = new Map<string, Row>([
+      ['a', row(item('a', 3, { name: 'renamed but same revision' }))],
+      ['b', row(item('b', 7, { meta: { tags: ['x'] } }))],
+    ]);
+    expect(checkState(['a', 'b'], lookup, rows, 'revision').contentMismatches).toBe(2);
+  });
+
+  it('reads the revision at a dot path', () => {
+    const nested = new Map([['n', { id: 'n', type: 'folder', meta: { rev: 'r-0007' } }]]);
+    const ok = checkState(['n'], (id) => nested.get(id), new Map([['n', row(nested.get('n')!, { revision: 'r-0007' })]]), 'meta.rev');
+    const stale = checkState(['n'], (id) => nested.get(id), new Map([['n', row(nested.get('n')!, { revision: 'r-0006' })]]), 'meta.rev');
+    expect(ok.itemsStale).toBe(0);
+    expect(stale.itemsStale).toBe(1);
+  });
+
+  it('counts rows of ids never sent as good messages', () => {
+    const rows = new Map<string, Row>([
+      ['a', row(item('a', 3))],
+      ['bad-no-revision', row(item('bad-no-revision', 1))],
+    ]);
+    expect(checkState(['a'], lookup, rows, 'revision').unexpectedRows).toBe(1);
+  });
+});
+
+describe('checkWrites', () => {
+  it('counts a state written twice for an id as an excess write', () => {
+    const result = checkWrites([
+      { id: 'a', state: 'live:1', operation: 'PutItem' },
+      { id: 'a', state: 'live:2', operation: 'PutItem' },
+      { id: 'b', state: 'live:1', operation: 'PutItem' },
+      { id: 'a', state: 'deleted:2', operation: 'UpdateItem' },
+      { id: 'a', state: 'live:2', operation: 'PutItem' },
+      { id: 'b', state: 'live:1', operation: 'PutItem' },
+    ]);
+    expect(result).toMatchObject({ writes: 6, distinctStates: 4, excessWrites: 2 });
+    expect(result.details).toHaveLength(2);
+  });
+
+  it('finds none when every write stores a new state', () => {
+    expect(checkWrites([{ id: 'a', state: 'live:1', operation: 'PutItem' }, { id: 'a', state: 'deleted:1', operation: 'UpdateItem' }]).excessWrites).toBe(0);
+  });
+});
+
+describe('checkDeadLetters', () => {
+  const expected = new Map([
+    ['m-1', { what: 'empty id', expected: /the item id is empty/ }],
+    ['m-2', { what: 'provider 400', expected: /HTTP 400/ }],
+  ]);
+  const entry = (sourceMessageId: string, reason: string, source: DeadLetterEntry['source'] = 'handler'): DeadLetterEntry => ({
+    source,
+    body: '{"id": ""}',
+    sourceMessageId,
+    reason,
+    attributes: { error: reason, sourceMessageId },
+    at: 0,
+  });
+
+  it('passes when exactly the expected messages are dead-lettered with their reasons (duplicates allowed)', () => {
+    const result = checkDeadLetters(
+      [entry('m-1', 'the item id is empty'), entry('m-2', 'the provider cannot serve it (HTTP 400)'), entry('m-1', 'the item id is empty')],
+      expected,
+    );
+    expect(result).toMatchObject({ expected: 2, bad: 2, unexpected: 0, wrongReason: 0, missing: 0 });
+    expect(result.byReason.map((r) => [r.what, r.entries])).toEqual([
+      ['empty id', 2],
+      ['provider 400', 1],
+    ]);
+  });
+
+  it('counts any other dead letter as unexpected, a redrive or another reason as wrong, and a missing one', () => {
+    const result = checkDeadLetters(
+      [entry('m-1', 'maxReceiveCount exceeded', 'redrive'), entry('m-9', 'the provider failed (HTTP 503)'), entry('m-9', 'maxReceiveCount exceeded', 'redrive')],
+      expected,
+    );
+    expect(result).toMatchObject({ expected: 0, unexpected: 2, wrongReason: 1, missing: 1 });
+    expect(result.byReason.find((r) => r.what.startsWith('UNEXPECTED'))).toBeDefined();
+  });
+});
+
+describe('tokens', () => {
+  it('counts every occurrence of every token in every text', () => {
+    expect(countTokens(['at-0123456789', 'rt-abcdefghij'], ['{"auth":"Bearer at-0123456789"} at-0123456789', 'rt-abcdefghij', 'clean'])).toBe(3);
+    expect(countTokens(['short'], ['short short'])).toBe(0);
+  });
+
+  it('collects the tokens held in secret values', () => {
+    expect(
+      tokensInSecrets([
+        JSON.stringify({ clientId: 'client', refreshToken: 'rt-0123456789' }),
+        JSON.stringify({ accessToken: 'at-0123456789', refreshedAt: '2026-11-21T10:00:00Z' }),
+        JSON.stringify({ accessToken: '', refreshedAt: '' }),
+        'not json',
+      ]),
+    ).toEqual(['rt-0123456789', 'at-0123456789']);
+  });
+});

@@ -1,0 +1,126 @@
+/**
+ * The small chaos soak, part of `npm test`: a few hundred ids through several handler instances at
+ * once, with provider faults, token rotations, changing revisions, duplicate deliveries, DynamoDB
+ * throttling and deliberately bad messages (bench/soak-lib.ts; `npm run soak` runs 10,000 ids).
+ *
+ * It asserts every figure the soak promises, and also that the faults really happened, so that it
+ * cannot pass by not testing anything.
+ */
+import { beforeAll, describe, expect, it } from 'vitest';
+import { badMessages, changePlan, runSoak, type SoakReport } from '../../../dev/bench/soak-lib.js';
+
+const IDS = 300;
+const ROTATIONS = 3;
+
+describe(`chaos soak: ${IDS} ids, 5 instances at once`, () => {
+  let report: SoakReport;
+
+  beforeAll(async () => {
+    // The rarer DynamoDB faults are made more frequent than in `npm run soak`, so that a few hundred
+    // ids surely meet them.
+    report = await runSoak({ ids: IDS, seed: 20_261_121, instances: 5, latencyMs: 1, rotations: ROTATIONS, lostAckRate: 0.03, unprocessedRate: 0.2 });
+  }, 60_000);
+
+  it('reaches quiescence with every figure as expected', () => {
+    expect(report.problems).toEqual([]);
+    expect(report.ok).toBe(true);
+    expect(report.figures.messagesLeft).toBe(0);
+    expect(report.figures.handlerErrors).toBe(0);
+  });
+
+  it('loses no item and leaves none stale: every provider item stored at its latest revision, deleted ones tombstoned', () => {
+    expect(report.figures.itemsLost).toBe(0);
+    expect(report.figures.itemsStale).toBe(0);
+    expect(report.figures.contentMismatches).toBe(0);
+    expect(report.figures.unexpectedRows).toBe(0);
+    // Not vacuous: the table holds the whole tree plus what the change feed created, some tombstoned.
+    expect(report.activity.items.rowsAtEnd - report.activity.items.tombstones).toBe(report.activity.items.atEnd);
+    expect(report.activity.items.atEnd).toBeGreaterThan(IDS * 0.95);
+    expect(report.activity.changeFeed.deleted).toBeGreaterThan(0);
+  });
+
+  it('writes only real changes', () => {
+    expect(report.figures.excessWrites).toBe(0);
+    expect(report.activity.dynamodb.writes).toBe(report.activity.dynamodb.distinctStates);
+    expect(report.activity.dynamodb.writes).toBeGreaterThanOrEqual(IDS);
+    // Duplicates, redeliveries and unchanged items were processed without writing.
+    expect(report.activity.handlerMetrics['ItemsUnchanged']).toBeGreaterThan(0);
+  });
+
+  it('dead-letters exactly the deliberately bad messages, each with its reason', () => {
+    const expected = badMessages('revision');
+    expect(report.figures.badMessages).toBe(expected.length);
+    expect(report.figures.deadLetteredExpected).toBe(expected.length);
+    expect(report.figures.deadLetteredUnexpected).toBe(0);
+    expect(report.figures.deadLetteredWrongReason).toBe(0);
+    expect(report.figures.deadLettersMissing).toBe(0);
+    expect(report.activity.messages.redriven).toBe(0);
+    expect(new Set(report.deadLetters.map((entry) => entry.what))).toEqual(new Set(expected.map((message) => message.what)));
+    for (const entry of report.deadLetters) {
+      const message = expected.find((candidate) => candidate.what === entry.what)!;
+      expect(entry.reason).toMatch(message.expected);
+    }
+  });
+
+  it('prints no token anywhere', () => {
+    expect(report.figures.tokensInOutput).toBe(0);
+    expect(report.activity.tokens.issued).toBeGreaterThan(ROTATIONS);
+    expect(report.activity.outputBytes).toBeGreaterThan(10_000);
+  });
+
+  it('met every kind of provider fault, including 401s while the token rotated', () => {
+    const provider = report.activity.provider;
+    expect(provider.serverErrors).toBeGreaterThan(0);
+    expect(provider.rateLimited).toBeGreaterThan(0);
+    expect(provider.dropped).toBeGreaterThan(0);
+    expect(provider.slow).toBeGreaterThan(0);
+    expect(provider.unauthorized).toBeGreaterThan(0);
+    expect(report.activity.tokens.rotations).toBe(ROTATIONS);
+    expect(report.activity.tokens.revocations).toBe(ROTATIONS);
+    // About 20% transient errors (5xx, 408, drops) among the item requests.
+    const transient = provider.serverErrors + (provider.byStatus['408'] ?? 0) + provider.dropped;
+    expect(transient / provider.itemRequests).toBeGreaterThan(0.1);
+  });
+
+  it('saw at-least-once delivery: duplicates (some at the same time in two instances), redeliveries and Retry-After', () => {
+    const messages = report.activity.messages;
+    expect(messages.duplicatesInjected).toBeGreaterThan(0);
+    expect(messages.concurrentDuplicates).toBeGreaterThan(0);
+    expect(messages.redeliveries).toBeGreaterThan(0);
+    expect(messages.postponed).toBeGreaterThan(0);
+    expect(report.figures.deliveredBeforeRetryAfter).toBe(0);
+    expect(messages.invocations).toBeGreaterThan(IDS / 10);
+  });
+
+  it('changed revisions while the sync ran, also of items in flight', () => {
+    const feed = report.activity.changeFeed;
+    expect(feed.bumped).toBeGreaterThan(0);
+    expect(feed.bumpedWhileInFlight).toBeGreaterThan(0);
+    expect(feed.deleted).toBeGreaterThan(0);
+    expect(feed.created).toBeGreaterThan(0);
+    expect(feed.resurrected).toBeGreaterThan(0);
+    expect(report.activity.messages.changeNotifications).toBe(feed.bumped + feed.deleted + feed.created + feed.resurrected);
+  });
+
+  it('was throttled by DynamoDB and absorbed it', () => {
+    const dynamodb = report.activity.dynamodb;
+    expect(dynamodb.throttlesInjected).toBeGreaterThan(0);
+    expect(dynamodb.unprocessedKeysInjected).toBeGreaterThan(0);
+    expect(dynamodb.lostAcksInjected).toBeGreaterThan(0);
+  });
+});
+
+describe('changePlan', () => {
+  it('is the same for a seed, mostly bumps, and holds every kind of change', () => {
+    const plan = changePlan(30, 7);
+    expect(changePlan(30, 7)).toEqual(plan);
+    expect(new Set(plan)).toEqual(new Set(['bump', 'delete', 'create', 'resurrect']));
+    expect(plan.filter((kind) => kind === 'bump').length).toBeGreaterThan(15);
+    let deleted = 0;
+    for (const kind of plan) {
+      if (kind === 'delete') deleted += 1;
+      if (kind === 'resurrect') deleted -= 1;
+      expect(deleted).toBeGreaterThanOrEqual(0);
+    }
+  });
+});

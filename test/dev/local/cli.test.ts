@@ -1,0 +1,215 @@
+/**
+ * `npm start` and `npm run enqueue` as a user runs them: separate processes (tsx), configured only
+ * through the environment, against local servers started here. Exit statuses, what they print, the
+ * files they leave under `.local/`, and that no token is printed.
+ */
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import type { Server } from 'node:http';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { CreateTableCommand, DynamoDBClient, PutItemCommand } from '@aws-sdk/client-dynamodb';
+import { listenOnLoopback, runProcess, type ProcessRun as Run } from '../../../dev/fakes/loopback.js';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { AwsEmulator } from '../../../dev/fakes/aws-emulator.js';
+import { generateItemTree } from '../../../dev/simulator/item-tree.js';
+import { ProviderSimulator } from '../../../dev/simulator/provider-simulator.js';
+
+const ROOT = resolve(import.meta.dirname, '../../..');
+const TSX = join(ROOT, 'node_modules', '.bin', 'tsx');
+const require = createRequire(import.meta.url);
+
+/** Runs a script with tsx in `cwd`; the environment is the test's, without provider settings, plus `env`. */
+function run(script: string, args: string[], options: { cwd: string; env?: Record<string, string | undefined>; stdin?: string }): Promise<Run> {
+  const env: Record<string, string | undefined> = { ...process.env };
+  for (const name of ['PROVIDER_BASE_URL', 'CONTENT_SYNC_CLIENT_ID', 'CONTENT_SYNC_REFRESH_TOKEN', 'REVISION_FIELD', 'AWS_ENDPOINT_URL_SQS', 'AWS_ENDPOINT_URL_DYNAMODB']) {
+    delete env[name];
+  }
+  Object.assign(env, options.env);
+  return runProcess(TSX, [join(ROOT, script), ...args], {
+    cwd: options.cwd,
+    env: env as NodeJS.ProcessEnv,
+    ...(options.stdin !== undefined ? { stdin: options.stdin } : {}),
+  });
+}
+
+const dirs: string[] = [];
+function tempDir(): string {
+  const dir = mkdtempSync(join(tmpdir(), 'content-sync-cli-'));
+  dirs.push(dir);
+  return dir;
+}
+
+afterAll(() => {
+  for (const dir of dirs) rmSync(dir, { recursive: true, force: true });
+});
+
+describe('npm start', () => {
+  it('runs the whole story on embedded defaults and exits 0, its files under .local/', async () => {
+    const cwd = tempDir();
+    const result = await run('dev/local/run.ts', ['--items', '20', '--seed', '5'], { cwd });
+    expect(result.stderr).toBe('');
+    expect(result.status).toBe(0);
+    expect(result.stdout).toContain('1. Refresh the access token');
+    expect(result.stdout).toMatch(/initial sync +20 +20 +0 +0 +0 +\d+ +0 /);
+    expect(result.stdout).toMatch(/after changes +21 +1 +3 +15 +2 +0 +0 /);
+    expect(result.stdout).toContain('OK: the table matches the provider');
+    // No handler log line reaches the screen; they are in the log file.
+    expect(result.stdout).not.toContain('"level"');
+    expect(readFileSync(join(cwd, '.local/demo/handlers.log'), 'utf8')).toContain('"level":"INFO"');
+    expect(JSON.parse(readFileSync(join(cwd, '.local/demo/items.json'), 'utf8'))).toHaveLength(21);
+    expect(statSync(join(cwd, '.local/demo/dynamodb')).isDirectory()).toBe(true);
+  }, 60_000);
+
+  it('answers usage errors with status 2', async () => {
+    const cwd = tempDir();
+    const ids = await run('dev/local/run.ts', ['some-id'], { cwd });
+    expect(ids.status).toBe(2);
+    expect(ids.stderr).toContain('set PROVIDER_BASE_URL');
+    const insecure = await run('dev/local/run.ts', ['x'], { cwd, env: { PROVIDER_BASE_URL: 'http://provider.example.com/api' } });
+    expect(insecure.status).toBe(2);
+    expect(insecure.stderr).toContain('PROVIDER_BASE_URL: plain http:// is accepted only for loopback hosts');
+    const noCredentials = await run('dev/local/run.ts', ['x'], { cwd, env: { PROVIDER_BASE_URL: 'https://provider.example.com/api' } });
+    expect(noCredentials.status).toBe(2);
+    expect(noCredentials.stderr).toContain('no credentials: set CONTENT_SYNC_CLIENT_ID and CONTENT_SYNC_REFRESH_TOKEN, or write .local/credentials.json');
+    const badId = await run('dev/local/run.ts', ['ok', 'bad\u0001'], {
+      cwd,
+      env: { PROVIDER_BASE_URL: 'https://provider.example.com', CONTENT_SYNC_CLIENT_ID: 'c', CONTENT_SYNC_REFRESH_TOKEN: 'r' },
+    });
+    expect(badId.status).toBe(2);
+    expect(badId.stderr).toContain('#2 "bad\\u0001": the item id contains a control character');
+  }, 60_000);
+
+  describe('against a real provider (PROVIDER_BASE_URL)', () => {
+    let provider: ProviderSimulator;
+    beforeAll(async () => {
+      provider = await ProviderSimulator.start({ items: generateItemTree({ count: 8, seed: 2 }), rotateRefreshToken: true });
+    });
+    afterAll(async () => {
+      await provider.close();
+    });
+
+    it('syncs the ids from standard input with credentials from the environment, and keeps a rotated refresh token', async () => {
+      const cwd = tempDir();
+      const refreshToken = provider.refreshToken;
+      const result = await run('dev/local/run.ts', [], {
+        cwd,
+        env: { PROVIDER_BASE_URL: provider.baseUrl, CONTENT_SYNC_CLIENT_ID: provider.clientId, CONTENT_SYNC_REFRESH_TOKEN: refreshToken },
+        stdin: 'fil-0002\nfld-0001\n',
+      });
+      expect(result.stderr).toBe('');
+      expect(result.status).toBe(0);
+      expect(result.stdout).toContain('Credentials from CONTENT_SYNC_CLIENT_ID / CONTENT_SYNC_REFRESH_TOKEN; revision field "revision" (the default');
+      expect(result.stdout).toContain(`"fil-0002": file, revision ${String(provider.getItem('fil-0002')!.revision)}`);
+      expect(result.stdout).toContain(`"fld-0001": folder, revision ${String(provider.getItem('fld-0001')!.revision)}`);
+      expect(result.stdout).toContain('CONTENT_SYNC_REFRESH_TOKEN no longer works. The new one is in .local/credentials.json');
+
+      // The rotated refresh token is saved (owner-only) where the next run finds it, and never printed.
+      const file = join(cwd, '.local/credentials.json');
+      expect(JSON.parse(readFileSync(file, 'utf8'))).toEqual({ clientId: provider.clientId, refreshToken: provider.refreshToken });
+      expect(statSync(file).mode & 0o777).toBe(0o600);
+      for (const token of [refreshToken, provider.refreshToken]) {
+        expect(result.stdout).not.toContain(token);
+        expect(result.stderr).not.toContain(token);
+      }
+
+      // The next run reads the file; the table is kept between runs, so the same ids are unchanged.
+      const again = await run('dev/local/run.ts', ['fil-0002', 'fld-0001', 'fil-0003'], { cwd, env: { PROVIDER_BASE_URL: provider.baseUrl } });
+      expect(again.status).toBe(0);
+      expect(again.stdout).toContain('Credentials from .local/credentials.json');
+      expect(again.stdout).toMatch(/sync +3 +1 +0 +2 +0 +0 +0 /);
+      expect(again.stdout).toContain('The provider rotated the refresh token; the new one is saved in .local/credentials.json');
+    }, 60_000);
+
+    it('exits 1 when an id is dead-lettered, and says why', async () => {
+      const cwd = tempDir();
+      mkdirSync(join(cwd, '.local'));
+      writeFileSync(join(cwd, '.local/credentials.json'), JSON.stringify({ clientId: provider.clientId, refreshToken: provider.refreshToken }), { mode: 0o600 });
+      const remove = provider.addFault({ endpoint: 'items', itemId: 'fil-0004', fault: { kind: 'status', status: 403 } });
+      try {
+        const result = await run('dev/local/run.ts', ['fil-0004', 'fil-0005'], { cwd, env: { PROVIDER_BASE_URL: provider.baseUrl, REVISION_FIELD: 'revision' } });
+        expect(result.status).toBe(1);
+        expect(result.stdout).toContain('revision field "revision" (REVISION_FIELD)');
+        expect(result.stdout).toMatch(/Dead-lettered \(these can never succeed as sent\):\n {3}\{"id":"fil-0004"\}: .*HTTP 403/);
+        expect(result.stdout).toContain('FAILED:');
+      } finally {
+        remove();
+      }
+    }, 60_000);
+  });
+});
+
+describe('npm run enqueue', () => {
+  let emulator: AwsEmulator;
+  let dynalite: Server;
+  let dynamodbEndpoint: string;
+  beforeAll(async () => {
+    emulator = await AwsEmulator.start({ region: 'eu-west-1' });
+    const create = require('dynalite') as (options: Record<string, unknown>) => Server;
+    dynalite = create({ createTableMs: 0 });
+    dynamodbEndpoint = `http://127.0.0.1:${await listenOnLoopback(dynalite)}`;
+  });
+  afterAll(async () => {
+    await emulator.close();
+    await new Promise((done) => dynalite.close(done));
+  });
+
+  it('uses AWS_ENDPOINT_URL_SQS (the standard SDK variable) and sends the ids read from standard input', async () => {
+    emulator.sqs.createQueue('cli-stdin');
+    // A queue URL as AWS prints it: the request still goes to the configured endpoint.
+    const queueUrl = 'https://sqs.eu-west-1.amazonaws.com/000000000000/cli-stdin';
+    const result = await run('tools/enqueue/enqueue.ts', ['--queue-url', queueUrl], {
+      cwd: tempDir(),
+      env: { AWS_ENDPOINT_URL_SQS: emulator.endpoint },
+      stdin: Array.from({ length: 12 }, (_, i) => `fil-${i}`).join('\n'),
+    });
+    expect(result.status).toBe(0);
+    expect(result.stdout.trim().split('\n')).toHaveLength(12);
+    expect(result.stdout).toMatch(/^sent "fil-0" [0-9a-f-]{36}$/m);
+    expect(result.stderr).toContain('Sent 12 of 12 ids from standard input');
+    expect(result.stderr).toContain('in 2 SendMessageBatch calls');
+    expect(result.stderr).not.toContain('differs from SQSClient resolved endpoint');
+    expect(emulator.sqs.peek('cli-stdin').map((m) => m.body).sort()).toEqual(Array.from({ length: 12 }, (_, i) => `{"id":"fil-${i}"}`).sort());
+  }, 30_000);
+
+  it('exits 1 naming the bad id, sending nothing', async () => {
+    const queueUrl = emulator.sqs.createQueue('cli-invalid');
+    const result = await run('tools/enqueue/enqueue.ts', ['--queue-url', queueUrl, 'good', 'x'.repeat(1100)], { cwd: tempDir() });
+    expect(result.status).toBe(1);
+    expect(result.stderr).toContain('1 invalid id, nothing sent');
+    expect(result.stderr).toContain('#2 "xxxx');
+    expect(emulator.sqs.counts(queueUrl).total).toBe(0);
+  }, 30_000);
+
+  it('--resync-table enqueues every id the table knows (AWS_ENDPOINT_URL_DYNAMODB)', async () => {
+    const dynamodb = new DynamoDBClient({ endpoint: dynamodbEndpoint });
+    await dynamodb.send(
+      new CreateTableCommand({
+        TableName: 'items-resync',
+        AttributeDefinitions: [{ AttributeName: 'id', AttributeType: 'S' }],
+        KeySchema: [{ AttributeName: 'id', KeyType: 'HASH' }],
+        BillingMode: 'PAY_PER_REQUEST',
+      }),
+    );
+    for (let i = 0; i < 25; i++) {
+      await dynamodb.send(new PutItemCommand({ TableName: 'items-resync', Item: { id: { S: `id-${i}` }, revision: { S: String(i) } } }));
+    }
+    dynamodb.destroy();
+    const queueUrl = emulator.sqs.createQueue('cli-resync');
+    const result = await run('tools/enqueue/enqueue.ts', ['--queue-url', queueUrl, '--resync-table', 'items-resync'], {
+      cwd: tempDir(),
+      env: { AWS_ENDPOINT_URL_DYNAMODB: dynamodbEndpoint },
+    });
+    expect(result.status).toBe(0);
+    expect(result.stderr).toContain('scanned items-resync: 25 ids');
+    expect(result.stderr).toContain('in 3 SendMessageBatch calls');
+    expect(emulator.sqs.counts(queueUrl).total).toBe(25);
+  }, 30_000);
+
+  it('exits 1 when the queue does not exist, without trying every batch', async () => {
+    const result = await run('tools/enqueue/enqueue.ts', ['--queue-url', `${emulator.endpoint}/000000000000/no-such-queue`, 'a', 'b'], { cwd: tempDir() });
+    expect(result.status).toBe(1);
+    expect(result.stderr).toContain('not sent "a": QueueDoesNotExist');
+    expect(result.stderr).toContain('2 ids were not sent (stopped after an error every further call would repeat)');
+  }, 30_000);
+});

@@ -1,0 +1,208 @@
+/**
+ * The local run, in process: the deployed handlers against the provider simulator, dynalite and the
+ * local AWS emulator. The whole story completes and the table ends equal to the provider; a story
+ * that goes wrong says so; the real-provider mode syncs the ids it is given. No token is ever printed.
+ *
+ * The handler modules read the environment when they load, so every run gets fresh modules.
+ */
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeEach, describe, expect, it, vi } from 'vitest';
+import { runAgainstProvider, runLocalStory, type Writer } from '../../../dev/local/story.js';
+import type { ItemRow } from '../../../dev/fakes/items-table.js';
+import { generateItemTree } from '../../../dev/simulator/item-tree.js';
+import { ProviderSimulator } from '../../../dev/simulator/provider-simulator.js';
+
+const dirs: string[] = [];
+function tempDir(): string {
+  const dir = mkdtempSync(join(tmpdir(), 'content-sync-local-'));
+  dirs.push(dir);
+  return dir;
+}
+
+function recorder(): Writer & { text: () => string } {
+  let text = '';
+  return { write: (chunk) => void (text += chunk), isTTY: false, text: () => text };
+}
+
+/** Every token the simulator issued or accepted (refresh and access tokens), from what it received. */
+function tokensSeen(simulator: ProviderSimulator, initialRefreshToken: string): string[] {
+  const tokens = new Set<string>([initialRefreshToken, simulator.refreshToken]);
+  for (const request of simulator.requests) {
+    const token = /^\s*bearer\s+(\S+)/i.exec(request.authorization ?? '')?.[1];
+    if (token) tokens.add(token);
+  }
+  return [...tokens];
+}
+
+beforeEach(() => {
+  vi.resetModules();
+});
+
+afterAll(() => {
+  for (const dir of dirs) rmSync(dir, { recursive: true, force: true });
+});
+
+describe('runLocalStory', () => {
+  it('runs the whole story and ends with the table equal to the provider', async () => {
+    const dataDir = tempDir();
+    const output = recorder();
+    let simulator: ProviderSimulator | undefined;
+    let initialRefreshToken = '';
+    const endpointBefore = process.env.AWS_ENDPOINT_URL_SQS;
+
+    const result = await runLocalStory({
+      itemCount: 60,
+      seed: 7,
+      dataDir,
+      output,
+      onSimulatorStarted: (sim) => {
+        simulator = sim;
+        initialRefreshToken = sim.refreshToken;
+      },
+    });
+
+    expect(result.problems).toEqual([]);
+    expect(result.ok).toBe(true);
+    expect(result.dynamodbStorage).toBe('disk');
+    expect(existsSync(join(dataDir, 'dynamodb'))).toBe(true);
+
+    // Counts per pass: 60 created; then 3 new revisions, 2 deletions and 1 new item among 61 ids.
+    expect(result.passes).toHaveLength(2);
+    expect(result.passes[0]).toMatchObject({ name: 'initial sync', ids: 60, created: 60, updated: 0, unchanged: 0, deleted: 0, deadLettered: 0, drained: true });
+    expect(result.passes[0]!.retried).toBeGreaterThanOrEqual(1); // the 429 with Retry-After
+    expect(result.passes[1]).toMatchObject({ name: 'after changes', ids: 61, created: 1, updated: 3, unchanged: 55, deleted: 2, deadLettered: 0, drained: true });
+    expect(result.providerItems).toBe(59);
+    expect(result.tableRows).toBe(61);
+
+    // The table snapshot against the simulator's own state, independently of the story's check.
+    const rows = JSON.parse(readFileSync(result.snapshotFile, 'utf8')) as ItemRow[];
+    const byId = new Map(rows.map((row) => [row.id, row]));
+    const providerIds = simulator!.itemIds();
+    expect(providerIds).toHaveLength(59);
+    for (const id of providerIds) {
+      const item = simulator!.getItem(id)!;
+      const row = byId.get(id);
+      expect(row, id).toBeDefined();
+      expect(row!.deleted ?? false).toBe(false);
+      expect(row!.revision).toBe(String(item.revision));
+      expect(row!.type).toBe(item.type);
+      expect(row!.item).toEqual(item);
+      expect(Date.parse(row!.syncedAt!)).not.toBeNaN();
+    }
+    const tombstones = rows.filter((row) => !providerIds.includes(row.id));
+    expect(tombstones).toHaveLength(2);
+    for (const row of tombstones) expect(row.deleted).toBe(true);
+
+    // What it printed: a summary per pass, the verdict, and never a token.
+    const printed = output.text();
+    expect(printed).toMatch(/pass +ids +created +updated +unchanged +deleted +retried +dead-lettered +time/);
+    expect(printed).toMatch(/initial sync +60 +60 +0 +0 +0 +\d+ +0 /);
+    expect(printed).toMatch(/after changes +61 +1 +3 +55 +2 +0 +0 /);
+    expect(printed).toContain('OK: the table matches the provider');
+    expect(printed).toContain('handlers.log');
+    const log = readFileSync(result.logFile, 'utf8');
+    expect(log).toContain('"service":"item-sync"');
+    expect(log).toContain('"service":"token-refresher"');
+    const tokens = tokensSeen(simulator!, initialRefreshToken);
+    expect(tokens.length).toBeGreaterThanOrEqual(4); // two refresh tokens rotated, two access tokens
+    for (const token of tokens) {
+      expect(printed).not.toContain(token);
+      expect(log).not.toContain(token);
+      expect(readFileSync(result.snapshotFile, 'utf8')).not.toContain(token);
+    }
+
+    // The environment it set for the handlers is put back.
+    expect(process.env.AWS_ENDPOINT_URL_SQS).toBe(endpointBefore);
+  });
+
+  it('reports a story that did not go as expected, and why', async () => {
+    const output = recorder();
+    const result = await runLocalStory({
+      itemCount: 20,
+      seed: 3,
+      dataDir: tempDir(),
+      inMemory: true,
+      output,
+      onSimulatorStarted: (sim) => {
+        sim.addFault({ endpoint: 'items', itemId: 'fil-0004', fault: { kind: 'status', status: 403 } });
+      },
+    });
+    expect(result.ok).toBe(false);
+    expect(result.dynamodbStorage).toBe('memory');
+    expect(result.passes[0]).toMatchObject({ created: 19, deadLettered: 1 });
+    expect(result.problems).toEqual(
+      expect.arrayContaining([
+        'initial sync: expected 0 dead-lettered, counted 1',
+        expect.stringMatching(/^fil-0004: not in the table$/),
+        expect.stringMatching(/^dead-lettered \{"id":"fil-0004"\}: .*HTTP 403/),
+      ]),
+    );
+    expect(output.text()).toContain('FAILED: the run did not behave as expected');
+  });
+});
+
+describe('runAgainstProvider', () => {
+  it('syncs the given ids into the local table and hands back a rotated refresh token without printing it', async () => {
+    const items = generateItemTree({ count: 5, seed: 11, revisionField: 'meta.rev' });
+    const provider = await ProviderSimulator.start({ items, rotateRefreshToken: true, revisionField: 'meta.rev', prefix: '/v1' });
+    const initialRefreshToken = provider.refreshToken;
+    const output = recorder();
+    const rotatedTo: string[] = [];
+    try {
+      const result = await runAgainstProvider({
+        baseUrl: provider.baseUrl,
+        credentials: { clientId: provider.clientId, refreshToken: provider.refreshToken },
+        ids: ['fil-0002', 'fld-0001', 'does-not-exist', 'fil-0002'],
+        revisionField: 'meta.rev',
+        dataDir: tempDir(),
+        output,
+        onRefreshTokenRotated: (token) => {
+          rotatedTo.push(token);
+          return 'saved the new refresh token';
+        },
+      });
+      expect(result.problems).toEqual([]);
+      expect(result.ok).toBe(true);
+      expect(result.rotated).toBe(true);
+      expect(rotatedTo).toEqual([provider.refreshToken]);
+      expect(result.pass).toMatchObject({ ids: 3, created: 2, unchanged: 1, deadLettered: 0 });
+      const meta = (id: string) => (provider.getItem(id)!.meta as { rev: number }).rev;
+      expect(result.rows).toEqual([
+        { id: 'fil-0002', revision: String(meta('fil-0002')), type: 'file' },
+        { id: 'fld-0001', revision: String(meta('fld-0001')), type: 'folder' },
+      ]);
+      const printed = output.text();
+      expect(printed).toContain('revision field         meta.rev');
+      expect(printed).toContain(`"fil-0002": file, revision ${meta('fil-0002')}`);
+      expect(printed).toContain('"does-not-exist": no row');
+      expect(printed).toContain('saved the new refresh token');
+      for (const token of tokensSeen(provider, initialRefreshToken)) expect(printed).not.toContain(token);
+    } finally {
+      await provider.close();
+    }
+  });
+
+  it('fails clearly when the provider refuses the credentials', async () => {
+    const provider = await ProviderSimulator.start({ items: generateItemTree({ count: 3, seed: 1 }) });
+    const output = recorder();
+    try {
+      const result = await runAgainstProvider({
+        baseUrl: provider.baseUrl,
+        credentials: { clientId: provider.clientId, refreshToken: 'rt-wrong-token-value' },
+        ids: ['fil-0002'],
+        revisionField: 'revision',
+        dataDir: tempDir(),
+        inMemory: true,
+        output,
+      });
+      expect(result.ok).toBe(false);
+      expect(result.problems.join('\n')).toMatch(/getToken.*HTTP 401/);
+      expect(output.text()).toMatch(/FAILED: .*HTTP 401/);
+      expect(output.text()).not.toContain('rt-wrong-token-value');
+    } finally {
+      await provider.close();
+    }
+  });
+});

@@ -1,0 +1,180 @@
+/** The DynamoDB and SQS adapters' own rules: marshalling, size, chunking, attribute text, queue URLs. */
+import { beforeEach, describe, expect, it } from 'vitest';
+import { mockClient } from 'aws-sdk-client-mock';
+import { ChangeMessageVisibilityBatchCommand, GetQueueUrlCommand, SendMessageBatchCommand, SQSClient } from '@aws-sdk/client-sqs';
+import { DynamoDBClient, PutItemCommand, DynamoDBServiceException } from '@aws-sdk/client-dynamodb';
+import {
+  DynamoDbItemStore,
+  estimateItemSize,
+  fromAttributeValue,
+  toAttributeValue,
+} from '../../../functions/item-sync/adapters/dynamodb-item-store.js';
+import { SqsDeadLetterSink, SqsMessageVisibility, attributeText, parseQueueArn } from '../../../functions/item-sync/adapters/sqs.js';
+import { PermanentError, TransientError } from '../../../functions/shared/errors.js';
+
+const sqs = mockClient(SQSClient);
+const ddb = mockClient(DynamoDBClient);
+
+beforeEach(() => {
+  sqs.reset();
+  ddb.reset();
+});
+
+describe('marshalling', () => {
+  it('round-trips every JSON value, numbers exactly', () => {
+    const value = {
+      s: 'x',
+      empty: '',
+      n: [0, -1, 1.5, 1e21, 9007199254740991, -0.000001],
+      b: [true, false],
+      z: null,
+      m: { nested: { deeper: [[], {}] } },
+      u: 'Zoë 日本 🎉',
+    };
+    expect(fromAttributeValue(toAttributeValue(value))).toEqual(value);
+    expect(toAttributeValue(1e21)).toEqual({ N: '1e+21' });
+    expect(toAttributeValue(0.1)).toEqual({ N: '0.1' });
+  });
+
+  it('refuses nesting deeper than DynamoDB allows', () => {
+    let deep: unknown = 1;
+    for (let i = 0; i < 40; i++) deep = [deep];
+    expect(() => toAttributeValue(deep)).toThrow(PermanentError);
+  });
+
+  it('estimates the size as DynamoDB counts it (UTF-8 bytes of names and strings)', () => {
+    expect(estimateItemSize({ id: { S: 'abc' } })).toBe(5);
+    expect(estimateItemSize({ é: { S: 'é' } })).toBe(4);
+    expect(estimateItemSize({ n: { N: '12345' } })).toBe(1 + 4);
+    expect(estimateItemSize({ m: { M: { k: { BOOL: true } } } })).toBe(1 + 3 + 1 + 1 + 1);
+  });
+});
+
+describe('DynamoDbItemStore', () => {
+  it('turns throttling that survived the SDK retries into a TransientError', async () => {
+    ddb.on(PutItemCommand).rejects(
+      new DynamoDBServiceException({ name: 'ThrottlingException', $fault: 'client', $metadata: {}, message: 'slow down' }),
+    );
+    const store = new DynamoDbItemStore(new DynamoDBClient({ region: 'eu-west-1' }), 'items');
+    const row = { id: 'a', type: 'file' as const, revision: '1', item: { id: 'a' }, syncedAt: 'now' };
+    await expect(store.put(row, { exists: false })).rejects.toThrow(TransientError);
+  });
+
+  it('keeps a ValidationException about its own expressions retryable (a bug must not dead-letter everything)', async () => {
+    ddb.on(PutItemCommand).rejects(
+      new DynamoDBServiceException({
+        name: 'ValidationException',
+        $fault: 'client',
+        $metadata: {},
+        message: 'Invalid ConditionExpression: Syntax error',
+      }),
+    );
+    const store = new DynamoDbItemStore(new DynamoDBClient({ region: 'eu-west-1' }), 'items');
+    const row = { id: 'a', type: 'file' as const, revision: '1', item: { id: 'a' }, syncedAt: 'now' };
+    await expect(store.put(row, { exists: false })).rejects.toThrow(TransientError);
+  });
+});
+
+describe('SQS adapters', () => {
+  it('parses a queue ARN', () => {
+    expect(parseQueueArn('arn:aws-cn:sqs:cn-north-1:123456789012:q-1')).toEqual({
+      region: 'cn-north-1',
+      account: '123456789012',
+      name: 'q-1',
+    });
+    expect(() => parseQueueArn('arn:aws:sns:eu-west-1:1:t')).toThrow('not an SQS queue ARN');
+  });
+
+  it('makes any reason a valid, bounded message attribute', () => {
+    expect(attributeText('a\u0000b\u0007c\ud800', 100)).toBe('a\\u0000b\\u0007c\\ud800');
+    expect(attributeText('tab\tok 🎉', 100)).toBe('tab\tok 🎉');
+    expect([...attributeText('x'.repeat(5000), 1000)]).toHaveLength(1000);
+  });
+
+  it('sends dead letters in chunks of at most 10 entries and about 256 KiB, reporting the ones SQS failed', async () => {
+    sqs.on(SendMessageBatchCommand).callsFake((input: { Entries: Array<{ Id: string; MessageBody: string }> }) => ({
+      Successful: input.Entries.filter((e) => e.MessageBody !== 'poison').map((e) => ({ Id: e.Id, MessageId: 'x', MD5OfMessageBody: 'x' })),
+      Failed: input.Entries.filter((e) => e.MessageBody === 'poison').map((e) => ({ Id: e.Id, SenderFault: true, Code: 'InvalidMessageContents', Message: 'bad' })),
+    }));
+    const sink = new SqsDeadLetterSink(new SQSClient({ region: 'eu-west-1' }), 'https://dlq');
+    const big = 'b'.repeat(100 * 1024);
+    const letters = [
+      ...Array.from({ length: 12 }, (_, n) => ({ body: `small-${n}`, reason: 'why', sourceMessageId: `s${n}` })),
+      { body: big, reason: 'why', sourceMessageId: 'big1' },
+      { body: big, reason: 'why', sourceMessageId: 'big2' },
+      { body: big, reason: 'why', sourceMessageId: 'big3' },
+      { body: 'poison', reason: 'why', sourceMessageId: 'p' },
+    ];
+
+    const failed = await sink.send(letters);
+
+    const sizes = sqs.commandCalls(SendMessageBatchCommand).map((call) => call.args[0].input.Entries!.length);
+    expect(sizes).toEqual([10, 4, 2]);
+    expect(failed).toEqual([{ sourceMessageId: 'p', error: 'InvalidMessageContents: bad' }]);
+  });
+
+  it('re-sends dead letters SQS refused for a reason that may pass, the same entry again, a bounded number of times', async () => {
+    let call = 0;
+    sqs.on(SendMessageBatchCommand).callsFake((input: { Entries: Array<{ Id: string; MessageBody: string }> }) => {
+      call += 1;
+      const refuse = (body: string) => body === 'always' || (body === 'once' && call === 1);
+      return {
+        Successful: input.Entries.filter((e) => !refuse(e.MessageBody)).map((e) => ({ Id: e.Id, MessageId: 'x', MD5OfMessageBody: 'x' })),
+        Failed: input.Entries.filter((e) => refuse(e.MessageBody)).map((e) => ({ Id: e.Id, SenderFault: false, Code: 'InternalError', Message: 'try again' })),
+      };
+    });
+    const waits: number[] = [];
+    const sink = new SqsDeadLetterSink(new SQSClient({ region: 'eu-west-1' }), 'https://dlq', {
+      sleep: async (ms) => void waits.push(ms),
+    });
+
+    const failed = await sink.send([
+      { body: 'fine', reason: 'r1', sourceMessageId: 's1' },
+      { body: 'once', reason: 'r2', sourceMessageId: 's2' },
+      { body: 'always', reason: 'r3', sourceMessageId: 's3' },
+    ]);
+
+    const sent = sqs.commandCalls(SendMessageBatchCommand).map((c) => c.args[0].input.Entries!.map((e) => e.MessageBody));
+    expect(sent).toEqual([['fine', 'once', 'always'], ['once', 'always'], ['always']]);
+    expect(sqs).toReceiveCommandWith(SendMessageBatchCommand, {
+      QueueUrl: 'https://dlq',
+      Entries: [
+        {
+          Id: 'm0',
+          MessageBody: 'always',
+          MessageAttributes: {
+            error: { DataType: 'String', StringValue: 'r3' },
+            sourceMessageId: { DataType: 'String', StringValue: 's3' },
+          },
+        },
+      ],
+    });
+    expect(waits).toEqual([100, 200]);
+    expect(failed).toEqual([{ sourceMessageId: 's3', error: 'InternalError: try again' }]);
+  });
+
+  it('looks a queue URL up once per ARN and reports entries SQS failed to change', async () => {
+    sqs.on(GetQueueUrlCommand).resolves({ QueueUrl: 'http://localhost:4566/000000000000/q' });
+    sqs.on(ChangeMessageVisibilityBatchCommand).resolves({
+      Successful: [{ Id: 'm0' }],
+      Failed: [{ Id: 'm1', SenderFault: true, Code: 'ReceiptHandleIsInvalid', Message: 'expired' }],
+    });
+    const visibility = new SqsMessageVisibility(new SQSClient({ region: 'eu-west-1' }));
+    const arn = 'arn:aws:sqs:eu-west-1:000000000000:q';
+    const failed = await visibility.postpone([
+      { messageId: 'a', receiptHandle: 'rh-a', queueArn: arn, delaySeconds: 10 },
+      { messageId: 'b', receiptHandle: 'rh-b', queueArn: arn, delaySeconds: 20 },
+    ]);
+    await visibility.postpone([{ messageId: 'c', receiptHandle: 'rh-c', queueArn: arn, delaySeconds: 5 }]);
+
+    expect(failed).toEqual([{ messageId: 'b', error: 'ReceiptHandleIsInvalid: expired' }]);
+    expect(sqs).toHaveReceivedCommandTimes(GetQueueUrlCommand, 1);
+    expect(sqs).toReceiveNthCommandWith(ChangeMessageVisibilityBatchCommand, 1, {
+      QueueUrl: 'http://localhost:4566/000000000000/q',
+      Entries: [
+        { Id: 'm0', ReceiptHandle: 'rh-a', VisibilityTimeout: 10 },
+        { Id: 'm1', ReceiptHandle: 'rh-b', VisibilityTimeout: 20 },
+      ],
+    });
+  });
+});

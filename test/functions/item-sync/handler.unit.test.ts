@@ -1,0 +1,736 @@
+/**
+ * The item sync handler with every AWS client mocked (aws-sdk-client-mock) and a scripted provider:
+ * one test per outcome the contract names, asserting the exact commands sent.
+ */
+import { beforeEach, describe, expect, it } from 'vitest';
+import { mockClient } from 'aws-sdk-client-mock';
+import {
+  BatchGetItemCommand,
+  ConditionalCheckFailedException,
+  DynamoDBClient,
+  DynamoDBServiceException,
+  PutItemCommand,
+  ProvisionedThroughputExceededException,
+  UpdateItemCommand,
+} from '@aws-sdk/client-dynamodb';
+import {
+  ChangeMessageVisibilityBatchCommand,
+  GetQueueUrlCommand,
+  SendMessageBatchCommand,
+  SQSClient,
+} from '@aws-sdk/client-sqs';
+import { GetSecretValueCommand, SecretsManagerClient } from '@aws-sdk/client-secrets-manager';
+import { createSyncHandler, type SyncHandlerDeps } from '../../../functions/item-sync/app.js';
+import { loadSyncConfig, type SyncConfig } from '../../../functions/shared/config.js';
+import { captureOutput } from '../../../dev/fakes/capture-output.js';
+import {
+  DLQ_URL,
+  QUEUE_URL,
+  ScriptedProvider,
+  item,
+  lambdaContext,
+  logLines,
+  metricNamespaces,
+  metricsIn,
+  providerError,
+  sqsEvent,
+} from './helpers.js';
+
+const TABLE = 'content-sync-items';
+const TOKEN_SECRET = 'content-sync/access-token';
+const TOKEN_1 = 'at-unit-secret-token-0001';
+const TOKEN_2 = 'at-unit-secret-token-0002';
+const NOW = new Date('2026-11-21T10:00:00.000Z');
+
+const ddb = mockClient(DynamoDBClient);
+const sqs = mockClient(SQSClient);
+const secrets = mockClient(SecretsManagerClient);
+
+function config(overrides: Record<string, string> = {}): SyncConfig {
+  return loadSyncConfig({
+    PROVIDER_BASE_URL: 'https://provider.example.com/api/v2',
+    ACCESS_TOKEN_SECRET_ID: TOKEN_SECRET,
+    ITEMS_TABLE_NAME: TABLE,
+    REVISION_FIELD: 'revision',
+    DEAD_LETTER_QUEUE_URL: DLQ_URL,
+    ...overrides,
+  });
+}
+
+function tokenSecret(...tokens: string[]) {
+  let chain = secrets.on(GetSecretValueCommand, { SecretId: TOKEN_SECRET });
+  for (const token of tokens) {
+    chain = chain.resolvesOnce({ SecretString: JSON.stringify({ accessToken: token, refreshedAt: NOW.toISOString() }) });
+  }
+  chain.resolves({ SecretString: JSON.stringify({ accessToken: tokens.at(-1), refreshedAt: NOW.toISOString() }) });
+}
+
+/** Stored rows as BatchGetItem answers them (projection: id, revision, deleted). */
+function stored(rows: Array<{ id: string; revision: string; deleted?: boolean }>) {
+  ddb.on(BatchGetItemCommand).resolves({
+    Responses: {
+      [TABLE]: rows.map((row) => ({
+        id: { S: row.id },
+        revision: { S: row.revision },
+        ...(row.deleted ? { deleted: { BOOL: true } } : {}),
+      })),
+    },
+  });
+}
+
+let clockMs = NOW.getTime();
+let sleeps: number[] = [];
+
+function build(provider: ScriptedProvider, overrides: Partial<SyncHandlerDeps> & { env?: Record<string, string> } = {}) {
+  const { env, ...deps } = overrides;
+  return createSyncHandler({
+    config: config(env),
+    dynamodb: new DynamoDBClient({ region: 'eu-west-1' }),
+    sqs: new SQSClient({ region: 'eu-west-1' }),
+    secrets: new SecretsManagerClient({ region: 'eu-west-1' }),
+    provider,
+    clock: { now: () => new Date(clockMs) },
+    random: () => 0.5,
+    sleep: async (ms) => {
+      sleeps.push(ms);
+    },
+    ...deps,
+  });
+}
+
+async function run(handler: ReturnType<typeof build>, bodies: string[], remainingMs = 60_000) {
+  const { result, error, output } = await captureOutput(() => handler(sqsEvent(bodies), lambdaContext(remainingMs)));
+  if (error) throw error;
+  return { result: result!, output, metrics: metricsIn(output), logs: logLines(output) };
+}
+
+const marshalled = (value: Record<string, unknown>) => expect.objectContaining(value);
+
+beforeEach(() => {
+  ddb.reset();
+  sqs.reset();
+  secrets.reset();
+  clockMs = NOW.getTime();
+  sleeps = [];
+  tokenSecret(TOKEN_1);
+  stored([]);
+  ddb.on(PutItemCommand).resolves({});
+  ddb.on(UpdateItemCommand).resolves({});
+  sqs.on(SendMessageBatchCommand).callsFake((input: { Entries: Array<{ Id: string }> }) => ({
+    Successful: input.Entries.map((entry) => ({ Id: entry.Id, MessageId: `dlq-${entry.Id}`, MD5OfMessageBody: 'x' })),
+    Failed: [],
+  }));
+  sqs.on(GetQueueUrlCommand).resolves({ QueueUrl: QUEUE_URL });
+  sqs.on(ChangeMessageVisibilityBatchCommand).resolves({ Successful: [], Failed: [] });
+});
+
+describe('parsing and the stored revisions', () => {
+  it('takes {"id"} and bare ids, reads the whole batch in one BatchGetItem and stores new items as the contract row', async () => {
+    const provider = new ScriptedProvider()
+      .on('a', item('a', 3, { nested: { list: [1, 'x', null, { deep: true }] }, empty: '', nothing: null }))
+      .on('b', item('b', 'rev-7'));
+    const { result, metrics } = await run(build(provider), ['{"id": "a"}', '  b \n']);
+
+    expect(result).toEqual({ batchItemFailures: [] });
+    expect(ddb).toHaveReceivedCommandTimes(BatchGetItemCommand, 1);
+    expect(ddb).toReceiveCommandWith(BatchGetItemCommand, {
+      RequestItems: {
+        [TABLE]: {
+          Keys: [{ id: { S: 'a' } }, { id: { S: 'b' } }],
+          ProjectionExpression: '#id, #revision, #deleted',
+          ExpressionAttributeNames: { '#id': 'id', '#revision': 'revision', '#deleted': 'deleted' },
+        },
+      },
+    });
+    expect(ddb).toReceiveCommandWith(PutItemCommand, {
+      TableName: TABLE,
+      Item: {
+        id: { S: 'a' },
+        type: { S: 'file' },
+        revision: { S: '3' },
+        syncedAt: { S: NOW.toISOString() },
+        item: {
+          M: {
+            id: { S: 'a' },
+            type: { S: 'file' },
+            name: { S: 'a.txt' },
+            revision: { N: '3' },
+            nested: { M: { list: { L: [{ N: '1' }, { S: 'x' }, { NULL: true }, { M: { deep: { BOOL: true } } }] } } },
+            empty: { S: '' },
+            nothing: { NULL: true },
+          },
+        },
+      },
+      ConditionExpression: 'attribute_not_exists(#id)',
+      ExpressionAttributeNames: { '#id': 'id' },
+    });
+    expect(ddb).toReceiveCommandWith(PutItemCommand, { Item: marshalled({ id: { S: 'b' }, revision: { S: 'rev-7' } }) });
+    expect(provider.calls.map((call) => [call.id, call.token])).toEqual([
+      ['a', TOKEN_1],
+      ['b', TOKEN_1],
+    ]);
+    expect(metrics).toMatchObject({
+      ItemsFetched: 2,
+      ItemsCreated: 2,
+      ItemsUpdated: 0,
+      ItemsUnchanged: 0,
+      ItemsDeleted: 0,
+      RecordsRetried: 0,
+      RecordsDeadLettered: 0,
+    });
+  });
+
+  it('fetches an id once however many records carry it, and every record shares the outcome', async () => {
+    const provider = new ScriptedProvider().on('dup', item('dup', 1));
+    const { result } = await run(build(provider), ['{"id":"dup"}', 'dup', ' dup ', '{"id":"dup","extra":1}']);
+
+    expect(result.batchItemFailures).toEqual([]);
+    expect(provider.calls).toHaveLength(1);
+    expect(ddb).toReceiveCommandWith(BatchGetItemCommand, {
+      RequestItems: { [TABLE]: expect.objectContaining({ Keys: [{ id: { S: 'dup' } }] }) },
+    });
+    expect(ddb).toHaveReceivedCommandTimes(PutItemCommand, 1);
+  });
+
+  it('reads UnprocessedKeys again until DynamoDB has answered for every id', async () => {
+    ddb
+      .on(BatchGetItemCommand)
+      .resolvesOnce({
+        Responses: { [TABLE]: [{ id: { S: 'a' }, revision: { S: '1' } }] },
+        UnprocessedKeys: { [TABLE]: { Keys: [{ id: { S: 'b' } }] } },
+      })
+      .resolves({ Responses: { [TABLE]: [{ id: { S: 'b' }, revision: { S: '1' } }] } });
+    const provider = new ScriptedProvider().on('a', item('a', 1)).on('b', item('b', 1));
+    const { result, metrics } = await run(build(provider), ['a', 'b']);
+
+    expect(result.batchItemFailures).toEqual([]);
+    expect(ddb).toHaveReceivedCommandTimes(BatchGetItemCommand, 2);
+    expect(ddb).toHaveReceivedNthCommandWith(BatchGetItemCommand, 2, {
+      RequestItems: { [TABLE]: expect.objectContaining({ Keys: [{ id: { S: 'b' } }] }) },
+    });
+    expect(ddb).not.toHaveReceivedCommand(PutItemCommand);
+    expect(metrics['ItemsUnchanged']).toBe(2);
+  });
+
+  it('retries the whole batch when UnprocessedKeys never clear (throttled reads)', async () => {
+    ddb.on(BatchGetItemCommand).resolves({ Responses: { [TABLE]: [] }, UnprocessedKeys: { [TABLE]: { Keys: [{ id: { S: 'a' } }] } } });
+    const provider = new ScriptedProvider().on('a', item('a', 1));
+    const { result, metrics } = await run(build(provider), ['a']);
+
+    expect(result).toEqual({ batchItemFailures: [{ itemIdentifier: 'm1' }] });
+    expect(provider.calls).toHaveLength(0);
+    expect(metrics['RecordsRetried']).toBe(1);
+  });
+});
+
+describe('compare and write', () => {
+  it('writes nothing for an unchanged revision (numbers compare as their JSON text)', async () => {
+    stored([{ id: 'a', revision: '42' }, { id: 'b', revision: 'r1' }]);
+    const provider = new ScriptedProvider().on('a', item('a', 42)).on('b', item('b', 'r1'));
+    const { result, metrics } = await run(build(provider), ['a', 'b']);
+
+    expect(result.batchItemFailures).toEqual([]);
+    expect(ddb).not.toHaveReceivedCommand(PutItemCommand);
+    expect(ddb).not.toHaveReceivedCommand(UpdateItemCommand);
+    expect(metrics).toMatchObject({ ItemsFetched: 2, ItemsUnchanged: 2, ItemsCreated: 0, ItemsUpdated: 0 });
+  });
+
+  it('updates a changed revision, conditional on the stored revision it compared with', async () => {
+    stored([{ id: 'a', revision: '1' }]);
+    const provider = new ScriptedProvider().on('a', item('a', 2));
+    const { metrics } = await run(build(provider), ['a']);
+
+    expect(ddb).toReceiveCommandWith(PutItemCommand, {
+      TableName: TABLE,
+      Item: marshalled({ revision: { S: '2' } }),
+      ConditionExpression: '#revision = :expected AND attribute_not_exists(#deleted)',
+      ExpressionAttributeNames: { '#revision': 'revision', '#deleted': 'deleted' },
+      ExpressionAttributeValues: { ':expected': { S: '1' } },
+    });
+    expect(metrics['ItemsUpdated']).toBe(1);
+  });
+
+  it('reads the revision at a dot path (REVISION_FIELD=meta.rev)', async () => {
+    stored([{ id: 'a', revision: '1' }]);
+    const provider = new ScriptedProvider().on('a', { id: 'a', type: 'folder', meta: { rev: 5 }, revision: 1 });
+    await run(build(provider, { env: { REVISION_FIELD: 'meta.rev' } }), ['a']);
+
+    expect(ddb).toReceiveCommandWith(PutItemCommand, {
+      Item: marshalled({ type: { S: 'folder' }, revision: { S: '5' } }),
+      ExpressionAttributeValues: { ':expected': { S: '1' } },
+    });
+  });
+
+  it('marks a stored row deleted on 404, keeping its copy, conditional on its revision', async () => {
+    stored([{ id: 'gone', revision: '9' }]);
+    const provider = new ScriptedProvider().on('gone', providerError('not-found', 404));
+    const { result, metrics } = await run(build(provider), ['gone']);
+
+    expect(result.batchItemFailures).toEqual([]);
+    expect(ddb).toReceiveCommandExactlyOnceWith(UpdateItemCommand, {
+      TableName: TABLE,
+      Key: { id: { S: 'gone' } },
+      UpdateExpression: 'SET #deleted = :true, #syncedAt = :syncedAt',
+      ConditionExpression: '#revision = :expected AND attribute_not_exists(#deleted)',
+      ExpressionAttributeNames: { '#revision': 'revision', '#deleted': 'deleted', '#syncedAt': 'syncedAt' },
+      ExpressionAttributeValues: { ':expected': { S: '9' }, ':true': { BOOL: true }, ':syncedAt': { S: NOW.toISOString() } },
+    });
+    expect(ddb).not.toHaveReceivedCommand(PutItemCommand);
+    expect(metrics['ItemsDeleted']).toBe(1);
+  });
+
+  it('writes nothing for a 404 on an unknown id or on a row already deleted', async () => {
+    stored([{ id: 'tomb', revision: '3', deleted: true }]);
+    const provider = new ScriptedProvider().on('never', providerError('not-found', 404)).on('tomb', providerError('not-found', 404));
+    const { result, metrics } = await run(build(provider), ['never', 'tomb']);
+
+    expect(result.batchItemFailures).toEqual([]);
+    expect(ddb).not.toHaveReceivedCommand(PutItemCommand);
+    expect(ddb).not.toHaveReceivedCommand(UpdateItemCommand);
+    expect(sqs).not.toHaveReceivedCommand(SendMessageBatchCommand);
+    expect(metrics['ItemsDeleted']).toBe(0);
+  });
+
+  it('brings a deleted item back (same revision included), conditional on the tombstone', async () => {
+    stored([{ id: 'back', revision: '3', deleted: true }]);
+    const provider = new ScriptedProvider().on('back', item('back', 3));
+    const { metrics } = await run(build(provider), ['back']);
+
+    expect(ddb).toReceiveCommandWith(PutItemCommand, {
+      Item: expect.not.objectContaining({ deleted: expect.anything() }),
+      ConditionExpression: '#revision = :expected AND #deleted = :true',
+      ExpressionAttributeValues: { ':expected': { S: '3' }, ':true': { BOOL: true } },
+    });
+    expect(metrics['ItemsUpdated']).toBe(1);
+  });
+
+  it('after a lost write race reads the row again (consistently), fetches again and re-decides', async () => {
+    ddb
+      .on(BatchGetItemCommand)
+      .resolvesOnce({ Responses: { [TABLE]: [{ id: { S: 'race' }, revision: { S: '1' } }] } })
+      .resolves({ Responses: { [TABLE]: [{ id: { S: 'race' }, revision: { S: '3' } }] } });
+    ddb.on(PutItemCommand).rejectsOnce(new ConditionalCheckFailedException({ message: 'The conditional request failed', $metadata: {} }));
+    const provider = new ScriptedProvider().on('race', item('race', 2), item('race', 3));
+    const { result, metrics } = await run(build(provider), ['race']);
+
+    expect(result.batchItemFailures).toEqual([]);
+    expect(provider.calls).toHaveLength(2);
+    expect(ddb).toHaveReceivedNthCommandWith(BatchGetItemCommand, 2, {
+      RequestItems: {
+        [TABLE]: expect.objectContaining({ Keys: [{ id: { S: 'race' } }], ConsistentRead: true }),
+      },
+    });
+    // The second fetch found the revision another writer stored: nothing more to write.
+    expect(ddb).toHaveReceivedCommandTimes(PutItemCommand, 1);
+    expect(metrics['ItemsUnchanged']).toBe(1);
+  });
+
+  it('gives a write race up as retry-later after a bounded number of rounds', async () => {
+    stored([{ id: 'hot', revision: '1' }]);
+    ddb.on(PutItemCommand).rejects(new ConditionalCheckFailedException({ message: 'The conditional request failed', $metadata: {} }));
+    const provider = new ScriptedProvider().on('hot', item('hot', 2));
+    const { result, logs } = await run(build(provider), ['hot']);
+
+    expect(result).toEqual({ batchItemFailures: [{ itemIdentifier: 'm1' }] });
+    expect(ddb).toHaveReceivedCommandTimes(PutItemCommand, 3);
+    expect(provider.calls).toHaveLength(3);
+    expect(sqs).not.toHaveReceivedCommand(SendMessageBatchCommand);
+    expect(logs.find((line) => line['message'] === 'record will be retried')).toMatchObject({
+      itemId: 'hot',
+      reason: expect.stringContaining('conditional write lost 3 times'),
+    });
+  });
+
+  it('retries a record whose write was throttled beyond the SDK retries', async () => {
+    ddb.on(PutItemCommand).rejects(
+      new ProvisionedThroughputExceededException({ message: 'Rate of requests exceeds the allowed throughput', $metadata: {} }),
+    );
+    const provider = new ScriptedProvider().on('a', item('a', 1)).on('b', item('b', 1));
+    const { result } = await run(build(provider), ['a', 'b']);
+
+    expect(result.batchItemFailures).toEqual([{ itemIdentifier: 'm1' }, { itemIdentifier: 'm2' }]);
+    expect(sqs).not.toHaveReceivedCommand(SendMessageBatchCommand);
+  });
+});
+
+describe('dead letters', () => {
+  const bad = [
+    '',
+    '{"id": ""}',
+    '{"id": 5}',
+    '{"name": "x"}',
+    '{not json',
+    '{"id": null}',
+    'tab\there',
+    '{"id": "nul\\u0000"}',
+    '{"id": "\\ud800"}',
+    'x'.repeat(1025),
+  ];
+
+  it('sends every bad body to the DLQ with the original body, error and sourceMessageId, and nothing else happens', async () => {
+    const provider = new ScriptedProvider().on('ok', item('ok', 1));
+    const bodies = [...bad, 'ok'];
+    const { result, metrics } = await run(build(provider), bodies);
+
+    expect(result).toEqual({ batchItemFailures: [] });
+    expect(provider.calls.map((call) => call.id)).toEqual(['ok']);
+    expect(ddb).toReceiveCommandWith(BatchGetItemCommand, {
+      RequestItems: { [TABLE]: expect.objectContaining({ Keys: [{ id: { S: 'ok' } }] }) },
+    });
+    const sent = sqs.commandCalls(SendMessageBatchCommand).flatMap((call) => call.args[0].input.Entries ?? []);
+    expect(sent.map((entry) => entry.MessageBody)).toEqual(bad);
+    for (const [index, entry] of sent.entries()) {
+      expect(entry.MessageAttributes?.['sourceMessageId']).toEqual({ DataType: 'String', StringValue: `m${index + 1}` });
+      expect(entry.MessageAttributes?.['error']?.DataType).toBe('String');
+      expect(entry.MessageAttributes?.['error']?.StringValue).toMatch(/\w+ \w+/);
+    }
+    expect(sqs).toHaveReceivedCommandTimes(SendMessageBatchCommand, 1);
+    expect(sqs).toReceiveCommandWith(SendMessageBatchCommand, { QueueUrl: DLQ_URL });
+    const reasons = sent.map((entry) => entry.MessageAttributes?.['error']?.StringValue);
+    expect(reasons).toEqual([
+      'the item id is empty',
+      'the item id is empty',
+      'the message body\'s "id" is a number, not a string',
+      'the message body has no "id"; expected {"id": "<item id>"}',
+      'the message body starts with "{" but is not valid JSON; expected {"id": "<item id>"}',
+      'the message body\'s "id" is null, not a string',
+      'the item id contains a control character (U+0009) at position 3',
+      'the item id contains a control character (U+0000) at position 3',
+      'the item id is not well-formed Unicode (a lone surrogate)',
+      'the item id is 1025 characters long; the limit is 1024',
+    ]);
+    expect(metrics).toMatchObject({ RecordsDeadLettered: bad.length, ItemsCreated: 1, RecordsRetried: 0 });
+  });
+
+  it.each([
+    ['a 400', providerError('permanent', 400), /the provider cannot serve this item as asked \(.*HTTP 400/],
+    ['a 403', providerError('permanent', 403), /HTTP 403/],
+    ['a 200 that is not JSON', providerError('malformed', 200), /the provider's answer is not an item/],
+    ['a 200 array', [1, 2], /200 answer is an array, not an item object/],
+    ['another id', item('someone-else', 1), /another item \(id "someone-else"\)/],
+    ['no revision', { id: 'x', type: 'file' }, /no value at the revision field "revision"/],
+    ['an empty revision', item('x', ''), /an empty string at the revision field/],
+    ['a boolean revision', item('x', true), /a boolean at the revision field/],
+    ['an unknown type', { id: 'x', type: 'symlink', revision: 1 }, /type "symlink"; expected "file" or "folder"/],
+  ])('dead-letters %s with a reason that says why', async (_name, answer, reason) => {
+    const provider = new ScriptedProvider().on('x', answer);
+    const { result, metrics } = await run(build(provider), ['{"id":"x"}']);
+
+    expect(result.batchItemFailures).toEqual([]);
+    expect(ddb).not.toHaveReceivedCommand(PutItemCommand);
+    expect(sqs).toReceiveCommandWith(SendMessageBatchCommand, {
+      QueueUrl: DLQ_URL,
+      Entries: [
+        {
+          Id: 'm0',
+          MessageBody: '{"id":"x"}',
+          MessageAttributes: {
+            error: { DataType: 'String', StringValue: expect.stringMatching(reason) },
+            sourceMessageId: { DataType: 'String', StringValue: 'm1' },
+          },
+        },
+      ],
+    });
+    expect(metrics['RecordsDeadLettered']).toBe(1);
+  });
+
+  it('dead-letters an item DynamoDB refuses as too large (ValidationException on the write)', async () => {
+    ddb.on(PutItemCommand).rejects(
+      new DynamoDBServiceException({
+        name: 'ValidationException',
+        $fault: 'client',
+        $metadata: { httpStatusCode: 400 },
+        message: 'Item size has exceeded the maximum allowed size',
+      }),
+    );
+    const provider = new ScriptedProvider().on('big', item('big', 1));
+    await run(build(provider), ['big']);
+
+    expect(sqs).toReceiveCommandWith(SendMessageBatchCommand, {
+      Entries: [
+        expect.objectContaining({
+          MessageAttributes: expect.objectContaining({
+            error: { DataType: 'String', StringValue: expect.stringMatching(/^item too large to store \(\d+ bytes; DynamoDB's limit is 400 KB\)$/) },
+          }),
+        }),
+      ],
+    });
+  });
+
+  it('dead-letters an item estimated over 400 KB without sending it to DynamoDB', async () => {
+    const provider = new ScriptedProvider().on('huge', item('huge', 1, { blob: 'é'.repeat(300 * 1024) }));
+    await run(build(provider), ['huge']);
+
+    expect(ddb).not.toHaveReceivedCommand(PutItemCommand);
+    const entry = sqs.commandCalls(SendMessageBatchCommand)[0]!.args[0].input.Entries![0]!;
+    expect(entry.MessageAttributes?.['error']?.StringValue).toMatch(/^item too large to store \((\d{6}) bytes; DynamoDB's limit is 400 KB\)$/);
+  });
+
+  it('retries (never drops) a record the DLQ did not accept', async () => {
+    sqs.on(SendMessageBatchCommand).resolves({
+      Successful: [{ Id: 'm1', MessageId: 'x', MD5OfMessageBody: 'x' }],
+      Failed: [{ Id: 'm0', SenderFault: false, Code: 'InternalError', Message: 'try again' }],
+    });
+    const { result, metrics } = await run(build(new ScriptedProvider()), ['', '{"id": 1}']);
+
+    expect(result).toEqual({ batchItemFailures: [{ itemIdentifier: 'm1' }] });
+    expect(metrics).toMatchObject({ RecordsDeadLettered: 1, RecordsRetried: 1 });
+  });
+
+  it('retries every dead record when SendMessageBatch fails as a whole', async () => {
+    sqs.on(SendMessageBatchCommand).rejects(new Error('socket hang up'));
+    const { result } = await run(build(new ScriptedProvider()), ['', '{"id": 1}']);
+
+    expect(result.batchItemFailures).toEqual([{ itemIdentifier: 'm1' }, { itemIdentifier: 'm2' }]);
+  });
+
+  it('sends dead letters in batches of at most 10', async () => {
+    const bodies = Array.from({ length: 23 }, () => '');
+    await run(build(new ScriptedProvider()), bodies);
+
+    const sizes = sqs.commandCalls(SendMessageBatchCommand).map((call) => call.args[0].input.Entries!.length);
+    expect(sizes).toEqual([10, 10, 3]);
+  });
+});
+
+describe('retry later', () => {
+  it('retries transient failures (5xx, 408, network) with jittered backoff and succeeds', async () => {
+    const provider = new ScriptedProvider()
+      .on('a', providerError('transient', 503), providerError('transient', 408), item('a', 1))
+      .on('b', providerError('transient'), item('b', 1));
+    const { result, metrics } = await run(build(provider), ['a', 'b']);
+
+    expect(result.batchItemFailures).toEqual([]);
+    expect(provider.callsFor('a')).toHaveLength(3);
+    expect(provider.callsFor('b')).toHaveLength(2);
+    // base 200 ms, doubling, half fixed and half random (random() = 0.5 here).
+    expect(sleeps.sort((x, y) => x - y)).toEqual([150, 150, 300]);
+    expect(metrics['ItemsCreated']).toBe(2);
+  });
+
+  it('hands a record back after SYNC_FETCH_ATTEMPTS transient failures, without dead-lettering it', async () => {
+    const provider = new ScriptedProvider().on('down', providerError('transient', 500)).on('up', item('up', 1));
+    const { result, metrics } = await run(build(provider, { env: { SYNC_FETCH_ATTEMPTS: '4' } }), ['down', 'up']);
+
+    expect(result).toEqual({ batchItemFailures: [{ itemIdentifier: 'm1' }] });
+    expect(provider.callsFor('down')).toHaveLength(4);
+    expect(sqs).not.toHaveReceivedCommand(SendMessageBatchCommand);
+    expect(metrics).toMatchObject({ RecordsRetried: 1, ItemsCreated: 1 });
+  });
+
+  it('on a 401 reads the secret afresh once and retries with the new token', async () => {
+    tokenSecret(TOKEN_1, TOKEN_2);
+    const provider = new ScriptedProvider()
+      .on('a', (call: { token: string }) => (call.token === TOKEN_2 ? item('a', 1) : providerError('unauthorized', 401)))
+      .on('b', (call: { token: string }) => (call.token === TOKEN_2 ? item('b', 1) : providerError('unauthorized', 401)));
+    const { result, output } = await run(build(provider), ['a', 'b']);
+
+    expect(result.batchItemFailures).toEqual([]);
+    // One read for the batch, one fresh read after the 401s (shared by both records).
+    expect(secrets).toHaveReceivedCommandTimes(GetSecretValueCommand, 2);
+    expect(provider.calls.map((call) => call.token)).toEqual([TOKEN_1, TOKEN_1, TOKEN_2, TOKEN_2]);
+    expect(output).not.toContain(TOKEN_1);
+    expect(output).not.toContain(TOKEN_2);
+  });
+
+  it('retries a record later when the fresh token is refused too, or the secret still holds the refused one', async () => {
+    tokenSecret(TOKEN_1, TOKEN_2);
+    const provider = new ScriptedProvider().on('a', providerError('unauthorized', 401));
+    const first = await run(build(provider), ['a']);
+
+    expect(first.result).toEqual({ batchItemFailures: [{ itemIdentifier: 'm1' }] });
+    expect(provider.calls.map((call) => call.token)).toEqual([TOKEN_1, TOKEN_2]);
+
+    secrets.reset();
+    tokenSecret(TOKEN_1);
+    const same = new ScriptedProvider().on('a', providerError('unauthorized', 401));
+    const second = await run(build(same), ['a']);
+    expect(second.result).toEqual({ batchItemFailures: [{ itemIdentifier: 'm1' }] });
+    expect(same.calls).toHaveLength(1); // the secret holds the refused token: no pointless second call
+    expect(sqs).not.toHaveReceivedCommand(SendMessageBatchCommand);
+  });
+
+  it('caches the token per container for ACCESS_TOKEN_CACHE_SECONDS, not per record or per invocation', async () => {
+    const provider = new ScriptedProvider().on('a', item('a', 1)).on('b', item('b', 1));
+    const handler = build(provider, { env: { ACCESS_TOKEN_CACHE_SECONDS: '60' } });
+    await run(handler, ['a', 'b']);
+    clockMs += 30_000;
+    await run(handler, ['a']);
+    expect(secrets).toHaveReceivedCommandTimes(GetSecretValueCommand, 1);
+
+    clockMs += 31_000;
+    await run(handler, ['b']);
+    expect(secrets).toHaveReceivedCommandTimes(GetSecretValueCommand, 2);
+  });
+
+  it('retries every record when the token secret cannot be read', async () => {
+    secrets.reset();
+    secrets.on(GetSecretValueCommand).rejects(Object.assign(new Error('denied'), { name: 'AccessDeniedException' }));
+    const provider = new ScriptedProvider().on('a', item('a', 1));
+    const { result, logs } = await run(build(provider), ['a', 'b']);
+
+    expect(result.batchItemFailures).toEqual([{ itemIdentifier: 'm1' }, { itemIdentifier: 'm2' }]);
+    expect(provider.calls).toHaveLength(0);
+    expect(logs.some((line) => String(line['reason']).includes('reading the access token failed'))).toBe(true);
+  });
+
+  it('on a 429 with Retry-After delays that message with ChangeMessageVisibility (queue URL looked up once)', async () => {
+    const provider = new ScriptedProvider()
+      .on('slow', providerError('rate-limited', 429, { retryAfterSeconds: 120 }))
+      .on('plain', providerError('rate-limited', 429))
+      .on('ok', item('ok', 1));
+    const handler = build(provider);
+    const { result, metrics } = await run(handler, ['slow', 'plain', 'ok']);
+
+    expect(result).toEqual({ batchItemFailures: [{ itemIdentifier: 'm1' }, { itemIdentifier: 'm2' }] });
+    expect(provider.callsFor('slow')).toHaveLength(1); // a 429 is not retried inside the invocation
+    expect(sqs).toReceiveCommandExactlyOnceWith(GetQueueUrlCommand, {
+      QueueName: 'content-sync-queue',
+      QueueOwnerAWSAccountId: '123456789012',
+    });
+    expect(sqs).toReceiveCommandExactlyOnceWith(ChangeMessageVisibilityBatchCommand, {
+      QueueUrl: QUEUE_URL,
+      Entries: [{ Id: 'm0', ReceiptHandle: 'rh-m1', VisibilityTimeout: 120 }],
+    });
+    expect(metrics['RecordsRetried']).toBe(2);
+
+    await run(handler, ['slow']);
+    expect(sqs).toHaveReceivedCommandTimes(GetQueueUrlCommand, 1);
+    expect(sqs).toHaveReceivedCommandTimes(ChangeMessageVisibilityBatchCommand, 2);
+  });
+
+  it.each([
+    [2, 60],
+    [0, 60],
+    [59.5, 60],
+    [61, 61],
+    [100_000, 43_200],
+  ])('on a 429 with Retry-After %s delays the message %s s (at least a minute, at most 12 h)', async (retryAfterSeconds, visibility) => {
+    const provider = new ScriptedProvider().on('limited', providerError('rate-limited', 429, { retryAfterSeconds }));
+    const { result } = await run(build(provider), ['limited']);
+
+    expect(result).toEqual({ batchItemFailures: [{ itemIdentifier: 'm1' }] });
+    expect(sqs).toReceiveCommandWith(ChangeMessageVisibilityBatchCommand, {
+      Entries: [{ Id: 'm0', ReceiptHandle: 'rh-m1', VisibilityTimeout: visibility }],
+    });
+  });
+
+  it('takes the shortest rate-limit delay from SYNC_RATE_LIMIT_MIN_DELAY_SECONDS', async () => {
+    const provider = new ScriptedProvider().on('limited', providerError('rate-limited', 429, { retryAfterSeconds: 2 }));
+    await run(build(provider, { env: { SYNC_RATE_LIMIT_MIN_DELAY_SECONDS: '5' } }), ['limited']);
+
+    expect(sqs).toReceiveCommandWith(ChangeMessageVisibilityBatchCommand, {
+      Entries: [{ Id: 'm0', ReceiptHandle: 'rh-m1', VisibilityTimeout: 5 }],
+    });
+  });
+
+  it('still retries a rate-limited record when its visibility cannot be changed', async () => {
+    sqs.on(GetQueueUrlCommand).rejects(Object.assign(new Error('denied'), { name: 'AccessDenied' }));
+    const provider = new ScriptedProvider().on('slow', providerError('rate-limited', 429, { retryAfterSeconds: 5 }));
+    const { result, logs } = await run(build(provider), ['slow']);
+
+    expect(result).toEqual({ batchItemFailures: [{ itemIdentifier: 'm1' }] });
+    expect(logs.some((line) => line['message'] === 'could not delay the next delivery of a rate-limited record')).toBe(true);
+  });
+
+  it('keeps at most SYNC_FETCH_CONCURRENCY provider requests in flight', async () => {
+    const provider = new ScriptedProvider();
+    const ids = Array.from({ length: 9 }, (_, n) => `c${n}`);
+    for (const id of ids) provider.on(id, item(id, 1));
+    const { result } = await run(build(provider, { env: { SYNC_FETCH_CONCURRENCY: '3' } }), ids);
+
+    expect(result.batchItemFailures).toEqual([]);
+    expect(provider.maxInFlight).toBe(3);
+  });
+});
+
+describe('time budget', () => {
+  it('starts no provider work when the invocation has no time left, and hands every record back', async () => {
+    const provider = new ScriptedProvider().on('a', item('a', 1));
+    const { result } = await run(build(provider, { safetyMarginMs: 1_000 }), ['a', 'b', ''], 500);
+
+    expect(result.batchItemFailures).toEqual([{ itemIdentifier: 'm1' }, { itemIdentifier: 'm2' }]);
+    expect(provider.calls).toHaveLength(0);
+    expect(sqs).toHaveReceivedCommandTimes(SendMessageBatchCommand, 1); // the bad body is still dead-lettered
+  });
+
+  it('does not back off past the deadline: a transient failure is handed back instead', async () => {
+    const provider = new ScriptedProvider().on('a', providerError('transient', 502));
+    // 100 ms left after the margin; the first backoff would be 150 ms.
+    const { result } = await run(build(provider, { safetyMarginMs: 900 }), ['a'], 1_000);
+
+    expect(result.batchItemFailures).toEqual([{ itemIdentifier: 'm1' }]);
+    expect(provider.calls).toHaveLength(1);
+    expect(sleeps).toEqual([]);
+  });
+
+  it('aborts a provider request still in flight at the deadline and hands the record back', async () => {
+    const provider = new ScriptedProvider().on(
+      'hang',
+      (call: { signal: AbortSignal | undefined }) =>
+        new Promise((_, reject) => {
+          call.signal?.addEventListener('abort', () => reject(providerError('transient')));
+        }),
+    );
+    const { result } = await run(build(provider, { safetyMarginMs: 0, clock: { now: () => new Date() } }), ['hang'], 50);
+
+    expect(result).toEqual({ batchItemFailures: [{ itemIdentifier: 'm1' }] });
+    expect(provider.calls[0]?.signal?.aborted).toBe(true);
+  });
+});
+
+describe('observability', () => {
+  it('publishes the seven counters once per batch under ContentSync, and logs the item id of every record', async () => {
+    stored([{ id: 'same', revision: '1' }, { id: 'gone', revision: '1' }, { id: 'old', revision: '1' }]);
+    const provider = new ScriptedProvider()
+      .on('new', item('new', 1))
+      .on('same', item('same', 1))
+      .on('old', item('old', 2))
+      .on('gone', providerError('not-found', 404))
+      .on('down', providerError('transient', 503));
+    const { output, metrics, logs } = await run(build(provider, { env: { SYNC_FETCH_ATTEMPTS: '1' } }), [
+      'new',
+      'same',
+      'old',
+      'gone',
+      'down',
+      '',
+    ]);
+
+    expect(metricNamespaces(output)).toEqual(['ContentSync']);
+    expect(metrics).toEqual({
+      ItemsFetched: 3,
+      ItemsCreated: 1,
+      ItemsUpdated: 1,
+      ItemsUnchanged: 1,
+      ItemsDeleted: 1,
+      RecordsRetried: 1,
+      RecordsDeadLettered: 1,
+    });
+    const recordLogs = logs.filter((line) => String(line['message']).startsWith('record '));
+    expect(recordLogs.map((line) => [line['messageId'], line['itemId']])).toEqual([
+      ['m1', 'new'],
+      ['m2', 'same'],
+      ['m3', 'old'],
+      ['m4', 'gone'],
+      ['m5', 'down'],
+      ['m6', undefined],
+    ]);
+    expect(recordLogs.every((line) => line['service'] === 'item-sync' || line['service'] === 'content-sync-test')).toBe(true);
+    expect(output).not.toContain(TOKEN_1);
+  });
+
+  it('answers with a partial failure for the whole batch if something unexpected breaks, never throwing', async () => {
+    const provider = new ScriptedProvider().on('a', item('a', 1));
+    const handler = build(provider, {
+      sleep: async () => undefined,
+      clock: {
+        now: () => {
+          throw new Error('clock broke');
+        },
+      },
+    });
+    const { result } = await run(handler, ['a', 'b']);
+    expect(result).toEqual({ batchItemFailures: [{ itemIdentifier: 'm1' }, { itemIdentifier: 'm2' }] });
+  });
+});

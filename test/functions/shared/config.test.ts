@@ -1,0 +1,136 @@
+import { describe, expect, it } from 'vitest';
+import { DEFAULTS, loadRefresherConfig, loadSyncConfig } from '../../../functions/shared/config.js';
+import { ConfigError } from '../../../functions/shared/errors.js';
+import { normalizeBaseUrl } from '../../../functions/shared/base-url.js';
+
+const refresherEnv = {
+  PROVIDER_BASE_URL: 'https://provider.example.com/api/v2/',
+  CREDENTIALS_SECRET_ID: 'arn:aws:secretsmanager:eu-west-1:123456789012:secret:creds',
+  ACCESS_TOKEN_SECRET_ID: 'arn:aws:secretsmanager:eu-west-1:123456789012:secret:token',
+};
+
+const syncEnv = {
+  PROVIDER_BASE_URL: 'https://provider.example.com/api/v2',
+  ACCESS_TOKEN_SECRET_ID: 'token-secret',
+  ITEMS_TABLE_NAME: 'items',
+  REVISION_FIELD: 'meta.rev',
+  DEAD_LETTER_QUEUE_URL: 'https://sqs.eu-west-1.amazonaws.com/123456789012/dlq',
+};
+
+function errorOf(fn: () => unknown): ConfigError {
+  try {
+    fn();
+  } catch (error) {
+    expect(error).toBeInstanceOf(ConfigError);
+    return error as ConfigError;
+  }
+  throw new Error('expected a ConfigError');
+}
+
+describe('loadRefresherConfig', () => {
+  it('reads the contract variables and normalises the base URL', () => {
+    expect(loadRefresherConfig(refresherEnv)).toEqual({
+      provider: {
+        baseUrl: 'https://provider.example.com/api/v2',
+        timeoutMs: DEFAULTS.timeoutMs,
+        maxResponseBytes: DEFAULTS.maxResponseBytes,
+      },
+      credentialsSecretId: refresherEnv.CREDENTIALS_SECRET_ID,
+      accessTokenSecretId: refresherEnv.ACCESS_TOKEN_SECRET_ID,
+    });
+  });
+
+  it.each(['PROVIDER_BASE_URL', 'CREDENTIALS_SECRET_ID', 'ACCESS_TOKEN_SECRET_ID'])(
+    'names %s when it is missing or blank',
+    (key) => {
+      expect(errorOf(() => loadRefresherConfig({ ...refresherEnv, [key]: undefined })).key).toBe(key);
+      const blank = errorOf(() => loadRefresherConfig({ ...refresherEnv, [key]: '  ' }));
+      expect(blank.message).toBe(`${key}: is required but not set`);
+    },
+  );
+});
+
+describe('loadSyncConfig', () => {
+  it('reads the contract variables with documented tunable defaults', () => {
+    expect(loadSyncConfig(syncEnv)).toEqual({
+      provider: { baseUrl: syncEnv.PROVIDER_BASE_URL, timeoutMs: 10_000, maxResponseBytes: 4 * 1024 * 1024 },
+      accessTokenSecretId: 'token-secret',
+      itemsTableName: 'items',
+      revisionField: 'meta.rev',
+      deadLetterQueueUrl: syncEnv.DEAD_LETTER_QUEUE_URL,
+      fetchConcurrency: 10,
+      tokenCacheSeconds: 60,
+      fetchAttempts: 3,
+      rateLimitMinDelaySeconds: 60,
+    });
+  });
+
+  it.each(['PROVIDER_BASE_URL', 'ACCESS_TOKEN_SECRET_ID', 'ITEMS_TABLE_NAME', 'REVISION_FIELD', 'DEAD_LETTER_QUEUE_URL'])(
+    'names %s when it is missing: no default hides it',
+    (key) => {
+      expect(errorOf(() => loadSyncConfig({ ...syncEnv, [key]: undefined })).message).toBe(
+        `${key}: is required but not set`,
+      );
+    },
+  );
+
+  it.each([
+    ['REVISION_FIELD', 'meta..rev'],
+    ['REVISION_FIELD', 'has space'],
+    ['DEAD_LETTER_QUEUE_URL', 'not a url'],
+    ['PROVIDER_BASE_URL', 'http://provider.example.com'],
+    ['PROVIDER_BASE_URL', 'ftp://provider.example.com'],
+    ['SYNC_FETCH_CONCURRENCY', '0'],
+    ['SYNC_FETCH_CONCURRENCY', 'ten'],
+    ['PROVIDER_TIMEOUT_MS', '12.5'],
+    ['ACCESS_TOKEN_CACHE_SECONDS', '-1'],
+    ['SYNC_FETCH_ATTEMPTS', '11'],
+    ['SYNC_RATE_LIMIT_MIN_DELAY_SECONDS', '43201'],
+  ])('rejects %s=%s naming the variable', (key, value) => {
+    const error = errorOf(() => loadSyncConfig({ ...syncEnv, [key]: value }));
+    expect(error.key).toBe(key);
+    expect(error.message.startsWith(`${key}: `)).toBe(true);
+  });
+
+  it('takes the tunables from the environment', () => {
+    const config = loadSyncConfig({
+      ...syncEnv,
+      SYNC_FETCH_CONCURRENCY: '4',
+      PROVIDER_TIMEOUT_MS: '2500',
+      ACCESS_TOKEN_CACHE_SECONDS: '0',
+      SYNC_FETCH_ATTEMPTS: '5',
+      PROVIDER_MAX_RESPONSE_BYTES: '2048',
+      SYNC_RATE_LIMIT_MIN_DELAY_SECONDS: '5',
+    });
+    expect(config).toMatchObject({
+      fetchConcurrency: 4,
+      tokenCacheSeconds: 0,
+      fetchAttempts: 5,
+      rateLimitMinDelaySeconds: 5,
+      provider: { timeoutMs: 2500, maxResponseBytes: 2048 },
+    });
+  });
+});
+
+describe('normalizeBaseUrl', () => {
+  it.each([
+    ['https://host.example/api/v2/', 'https://host.example/api/v2'],
+    ['https://host.example', 'https://host.example'],
+    ['http://127.0.0.1:8080/api', 'http://127.0.0.1:8080/api'],
+    ['http://localhost:3000', 'http://localhost:3000'],
+    ['http://[::1]:3000/x', 'http://[::1]:3000/x'],
+  ])('accepts %s', (input, expected) => {
+    expect(normalizeBaseUrl(input)).toBe(expected);
+  });
+
+  it.each([
+    ['http://example.com/api', /plain http:\/\/ is accepted only for loopback/],
+    ['http://10.0.0.1/api', /loopback/],
+    ['https://user:pw@host.example', /user name or password/],
+    ['https://host.example/api?x=1', /query string/],
+    ['host.example/api', /not an absolute URL/],
+    ['ws://host.example', /protocol ws: is not supported/],
+  ])('rejects %s', (input, message) => {
+    expect(() => normalizeBaseUrl(input)).toThrow(message);
+  });
+});

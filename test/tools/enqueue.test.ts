@@ -1,0 +1,324 @@
+/**
+ * The enqueue tool's functions and CLI, with the SQS and DynamoDB clients mocked: batching, exact
+ * entries, re-sends, giving up, validation before anything is sent, standard input, table scans.
+ */
+import { Readable, Writable } from 'node:stream';
+import { DynamoDBClient, ScanCommand } from '@aws-sdk/client-dynamodb';
+import { QueueDoesNotExist, SendMessageBatchCommand, SQSClient, type SendMessageBatchCommandInput } from '@aws-sdk/client-sqs';
+import { mockClient } from 'aws-sdk-client-mock';
+import { beforeEach, describe, expect, it } from 'vitest';
+import {
+  enqueueIds,
+  InvalidIdsError,
+  main,
+  messageBody,
+  readIdLines,
+  scanTableIds,
+  validateId,
+  type CliIo,
+} from '../../tools/enqueue/enqueue.js';
+
+const QUEUE_URL = 'https://sqs.eu-west-1.amazonaws.com/123456789012/content-sync-items';
+const sqsMock = mockClient(SQSClient);
+const dynamoMock = mockClient(DynamoDBClient);
+const noSleep = async (): Promise<void> => undefined;
+
+/** Answers every SendMessageBatch call with every entry successful (message id `msg-<entry id>`). */
+function acceptAll(): void {
+  sqsMock.on(SendMessageBatchCommand).callsFake((input: SendMessageBatchCommandInput) => ({
+    Successful: (input.Entries ?? []).map((e) => ({ Id: e.Id, MessageId: `msg-${e.Id}`, MD5OfMessageBody: 'x' })),
+    Failed: [],
+  }));
+}
+
+function sentEntries(): SendMessageBatchCommandInput['Entries'][] {
+  return sqsMock.commandCalls(SendMessageBatchCommand).map((call) => call.args[0].input.Entries);
+}
+
+function io(stdinText = '', isTTY = false): CliIo & { out: () => string; err: () => string } {
+  let out = '';
+  let err = '';
+  const stdin = Readable.from([Buffer.from(stdinText, 'utf8')]) as Readable & { isTTY?: boolean };
+  stdin.isTTY = isTTY;
+  return {
+    stdin,
+    stdout: new Writable({ write: (chunk, _enc, cb) => ((out += String(chunk)), cb()) }),
+    stderr: new Writable({ write: (chunk, _enc, cb) => ((err += String(chunk)), cb()) }),
+    out: () => out,
+    err: () => err,
+  };
+}
+
+beforeEach(() => {
+  sqsMock.reset();
+  dynamoMock.reset();
+});
+
+describe('validateId', () => {
+  it('accepts ids of 1 to 1,024 characters without control characters', () => {
+    expect(validateId('fil-0001')).toBeUndefined();
+    expect(validateId('../getToken')).toBeUndefined();
+    expect(validateId('Résumé ✓ 日本語 😀')).toBeUndefined();
+    expect(validateId('😀'.repeat(1024))).toBeUndefined(); // 1,024 code points (2,048 UTF-16 units)
+  });
+
+  it('names what is wrong', () => {
+    expect(validateId('')).toMatch(/empty/);
+    expect(validateId('x'.repeat(1025))).toMatch(/1025 characters long; the limit is 1024/);
+    expect(validateId('a\tb')).toMatch(/control character \(U\+0009\) at position 1/);
+    expect(validateId('a\u0085')).toMatch(/control character \(U\+0085\)/);
+    expect(validateId('a\ud800')).toMatch(/well-formed Unicode/);
+    expect(validateId('a\uffff')).toMatch(/U\+FFFF .*SQS cannot carry/);
+  });
+});
+
+describe('enqueueIds', () => {
+  it('sends 23 ids in 3 calls of 10, 10 and 3 entries, each body exactly {"id":"…"}', async () => {
+    acceptAll();
+    const ids = Array.from({ length: 23 }, (_, i) => `fil-${String(i + 1).padStart(4, '0')}`);
+    const result = await enqueueIds(new SQSClient({}), QUEUE_URL, ids, { concurrency: 1, sleep: noSleep });
+
+    const calls = sqsMock.commandCalls(SendMessageBatchCommand);
+    expect(calls).toHaveLength(3);
+    expect(calls.map((c) => c.args[0].input.QueueUrl)).toEqual([QUEUE_URL, QUEUE_URL, QUEUE_URL]);
+    expect(sentEntries()).toEqual([
+      ids.slice(0, 10).map((id, i) => ({ Id: String(i), MessageBody: `{"id":"${id}"}` })),
+      ids.slice(10, 20).map((id, i) => ({ Id: String(10 + i), MessageBody: `{"id":"${id}"}` })),
+      ids.slice(20).map((id, i) => ({ Id: String(20 + i), MessageBody: `{"id":"${id}"}` })),
+    ]);
+    expect(sqsMock).toReceiveCommandTimes(SendMessageBatchCommand, 3);
+    expect(result.sent.map((s) => s.id)).toEqual(ids);
+    expect(result.sent[22]).toEqual({ id: 'fil-0023', messageId: 'msg-22' });
+    expect(result).toMatchObject({ failed: [], resent: 0, calls: 3, duplicates: 0, aborted: false });
+  });
+
+  it('builds bodies with JSON.stringify (quotes, backslashes and non-ASCII kept exact)', async () => {
+    acceptAll();
+    const ids = ['a "quoted" \\ id', 'Résumé ✓.pdf', '../getToken'];
+    await enqueueIds(new SQSClient({}), QUEUE_URL, ids, { sleep: noSleep });
+    const bodies = sentEntries()[0]!.map((e) => e.MessageBody!);
+    expect(bodies).toEqual(ids.map((id) => JSON.stringify({ id })));
+    expect(bodies.map((b) => (JSON.parse(b) as { id: string }).id)).toEqual(ids);
+    expect(messageBody('x')).toBe('{"id":"x"}');
+  });
+
+  it('re-sends only the entries the queue refused for a reason that may pass', async () => {
+    sqsMock
+      .on(SendMessageBatchCommand)
+      .resolvesOnce({
+        Successful: [{ Id: '0', MessageId: 'm0', MD5OfMessageBody: 'x' }, { Id: '2', MessageId: 'm2', MD5OfMessageBody: 'x' }],
+        Failed: [{ Id: '1', SenderFault: false, Code: 'InternalError', Message: 'try again' }, { Id: '3', SenderFault: false, Code: 'ServiceUnavailable' }],
+      })
+      .resolvesOnce({
+        Successful: [{ Id: '1', MessageId: 'm1', MD5OfMessageBody: 'x' }],
+        Failed: [{ Id: '3', SenderFault: false, Code: 'InternalError' }],
+      })
+      .resolvesOnce({ Successful: [{ Id: '3', MessageId: 'm3', MD5OfMessageBody: 'x' }], Failed: [] });
+    const progress: number[] = [];
+    const result = await enqueueIds(new SQSClient({}), QUEUE_URL, ['a', 'b', 'c', 'd'], {
+      sleep: noSleep,
+      onProgress: (p) => progress.push(p.sent),
+    });
+
+    expect(sentEntries()).toEqual([
+      [
+        { Id: '0', MessageBody: '{"id":"a"}' },
+        { Id: '1', MessageBody: '{"id":"b"}' },
+        { Id: '2', MessageBody: '{"id":"c"}' },
+        { Id: '3', MessageBody: '{"id":"d"}' },
+      ],
+      [
+        { Id: '1', MessageBody: '{"id":"b"}' },
+        { Id: '3', MessageBody: '{"id":"d"}' },
+      ],
+      [{ Id: '3', MessageBody: '{"id":"d"}' }],
+    ]);
+    expect(result.sent.map((s) => s.id).sort()).toEqual(['a', 'b', 'c', 'd']);
+    expect(result.failed).toEqual([]);
+    expect(result.resent).toBe(3);
+    expect(progress.at(-1)).toBe(4);
+  });
+
+  it('does not re-send entries refused as the sender\'s fault, and reports them', async () => {
+    sqsMock.on(SendMessageBatchCommand).resolves({
+      Successful: [{ Id: '0', MessageId: 'm0', MD5OfMessageBody: 'x' }],
+      Failed: [{ Id: '1', SenderFault: true, Code: 'InvalidMessageContents', Message: 'Invalid characters found.' }],
+    });
+    const result = await enqueueIds(new SQSClient({}), QUEUE_URL, ['a', 'b'], { sleep: noSleep });
+    expect(sqsMock).toReceiveCommandTimes(SendMessageBatchCommand, 1);
+    expect(result.failed).toEqual([{ id: 'b', code: 'InvalidMessageContents', message: 'Invalid characters found.', senderFault: true }]);
+  });
+
+  it('gives up after the bounded number of attempts, with backoff between them', async () => {
+    sqsMock.on(SendMessageBatchCommand).callsFake((input: SendMessageBatchCommandInput) => ({
+      Successful: (input.Entries ?? []).filter((e) => e.Id !== '1').map((e) => ({ Id: e.Id, MessageId: `m${e.Id}`, MD5OfMessageBody: 'x' })),
+      Failed: (input.Entries ?? []).filter((e) => e.Id === '1').map((e) => ({ Id: e.Id, SenderFault: false, Code: 'InternalError', Message: 'boom' })),
+    }));
+    const sleeps: number[] = [];
+    const result = await enqueueIds(new SQSClient({}), QUEUE_URL, ['a', 'b', 'c'], {
+      maxAttempts: 4,
+      backoffMs: 100,
+      sleep: async (ms) => void sleeps.push(ms),
+    });
+    expect(sqsMock).toReceiveCommandTimes(SendMessageBatchCommand, 4);
+    expect(sleeps).toHaveLength(3);
+    sleeps.forEach((ms, i) => expect(ms).toBeLessThanOrEqual(100 * 2 ** i));
+    expect(result.sent.map((s) => s.id)).toEqual(['a', 'c']);
+    expect(result.failed).toEqual([{ id: 'b', code: 'InternalError', message: 'boom (gave up after 4 attempts)', senderFault: false }]);
+  });
+
+  it('re-sends a whole batch after a call that failed in a way that may pass', async () => {
+    const networkError = Object.assign(new Error('socket hang up'), { name: 'TimeoutError' });
+    sqsMock
+      .on(SendMessageBatchCommand)
+      .rejectsOnce(networkError)
+      .resolves({ Successful: [{ Id: '0', MessageId: 'm0', MD5OfMessageBody: 'x' }], Failed: [] });
+    const result = await enqueueIds(new SQSClient({}), QUEUE_URL, ['a'], { sleep: noSleep });
+    expect(sqsMock).toReceiveCommandTimes(SendMessageBatchCommand, 2);
+    expect(result).toMatchObject({ sent: [{ id: 'a', messageId: 'm0' }], failed: [], resent: 1 });
+  });
+
+  it('stops at an error every further call would repeat (no such queue)', async () => {
+    sqsMock
+      .on(SendMessageBatchCommand)
+      .rejects(new QueueDoesNotExist({ message: 'The specified queue does not exist.', $metadata: {} }));
+    const ids = Array.from({ length: 35 }, (_, i) => `id-${i}`);
+    const result = await enqueueIds(new SQSClient({}), QUEUE_URL, ids, { concurrency: 1, sleep: noSleep });
+    expect(sqsMock).toReceiveCommandTimes(SendMessageBatchCommand, 1);
+    expect(result.aborted).toBe(true);
+    expect(result.sent).toEqual([]);
+    expect(result.failed).toHaveLength(35);
+    expect(result.failed[0]).toMatchObject({ id: 'id-0', code: 'QueueDoesNotExist' });
+  });
+
+  it('validates every id before sending anything, naming each bad one', async () => {
+    acceptAll();
+    const ids = [...Array.from({ length: 15 }, (_, i) => `ok-${i}`), 'bad\u0007id', '', 'fine'];
+    const error = await enqueueIds(new SQSClient({}), QUEUE_URL, ids).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(InvalidIdsError);
+    expect((error as InvalidIdsError).invalid).toEqual([
+      { index: 15, id: 'bad\u0007id', reason: expect.stringMatching(/control character \(U\+0007\)/) },
+      { index: 16, id: '', reason: 'the item id is empty' },
+    ]);
+    expect((error as Error).message).toContain('#16 "bad\\u0007id"');
+    expect((error as Error).message).toContain('nothing sent');
+    expect(sqsMock).not.toReceiveCommand(SendMessageBatchCommand);
+  });
+
+  it('sends a repeated id once', async () => {
+    acceptAll();
+    const result = await enqueueIds(new SQSClient({}), QUEUE_URL, ['a', 'b', 'a'], { sleep: noSleep });
+    expect(sentEntries()).toEqual([[{ Id: '0', MessageBody: '{"id":"a"}' }, { Id: '1', MessageBody: '{"id":"b"}' }]]);
+    expect(result.duplicates).toBe(1);
+  });
+});
+
+describe('readIdLines', () => {
+  it('reads one id per line, trimming whitespace and CRs, skipping blank lines', async () => {
+    const ids = await readIdLines(Readable.from(['fil-0001\r\n  fil-0002  \n', '\n\nRésumé ✓.pdf\nlast-without-newline']));
+    expect(ids).toEqual(['fil-0001', 'fil-0002', 'Résumé ✓.pdf', 'last-without-newline']);
+  });
+});
+
+describe('scanTableIds', () => {
+  it('follows LastEvaluatedKey through every page, projecting only the id', async () => {
+    dynamoMock
+      .on(ScanCommand)
+      .resolvesOnce({ Items: [{ id: { S: 'a' } }, { id: { S: 'b' } }], LastEvaluatedKey: { id: { S: 'b' } } })
+      .resolvesOnce({ Items: [{ id: { S: 'c' } }], LastEvaluatedKey: { id: { S: 'c' } } })
+      .resolvesOnce({ Items: [{ id: { S: 'd' } }] });
+    const progress: number[] = [];
+    const ids = await scanTableIds(new DynamoDBClient({}), 'items', { onProgress: (n) => progress.push(n) });
+
+    expect(ids).toEqual(['a', 'b', 'c', 'd']);
+    expect(progress).toEqual([2, 3, 4]);
+    const inputs = dynamoMock.commandCalls(ScanCommand).map((c) => c.args[0].input);
+    expect(inputs).toEqual([
+      { TableName: 'items', ProjectionExpression: '#id', ExpressionAttributeNames: { '#id': 'id' } },
+      { TableName: 'items', ProjectionExpression: '#id', ExpressionAttributeNames: { '#id': 'id' }, ExclusiveStartKey: { id: { S: 'b' } } },
+      { TableName: 'items', ProjectionExpression: '#id', ExpressionAttributeNames: { '#id': 'id' }, ExclusiveStartKey: { id: { S: 'c' } } },
+    ]);
+  });
+});
+
+describe('the CLI', () => {
+  const deps = { sqs: new SQSClient({}), dynamodb: new DynamoDBClient({}), enqueue: { sleep: noSleep } };
+
+  it('sends the ids given as arguments and prints each', async () => {
+    acceptAll();
+    const cli = io();
+    const status = await main(['--queue-url', QUEUE_URL, 'fil-0001', 'fil-0002'], cli, deps);
+    expect(status).toBe(0);
+    expect(cli.out()).toBe('sent "fil-0001" msg-0\nsent "fil-0002" msg-1\n');
+    expect(cli.err()).toMatch(/Sent 2 of 2 ids from arguments to .*content-sync-items in 1 SendMessageBatch call/);
+  });
+
+  it('reads ids from standard input when none are given', async () => {
+    acceptAll();
+    const cli = io('a\nb\n\n c \n');
+    expect(await main(['--queue-url', QUEUE_URL], cli, deps)).toBe(0);
+    expect(sentEntries()).toEqual([
+      [
+        { Id: '0', MessageBody: '{"id":"a"}' },
+        { Id: '1', MessageBody: '{"id":"b"}' },
+        { Id: '2', MessageBody: '{"id":"c"}' },
+      ],
+    ]);
+    expect(cli.err()).toContain('from standard input');
+  });
+
+  it('exits 1 naming a bad id, having sent nothing', async () => {
+    acceptAll();
+    const cli = io(`good\n${'x'.repeat(1025)}\nalso-good\n`);
+    expect(await main(['--queue-url', QUEUE_URL], cli, deps)).toBe(1);
+    expect(cli.err()).toMatch(/1 invalid id, nothing sent:\n {2}#2 "x{120}"… \(1025 characters\): the item id is 1025 characters long/);
+    expect(sqsMock).not.toReceiveCommand(SendMessageBatchCommand);
+  });
+
+  it('exits 1 and lists what could not be sent', async () => {
+    sqsMock.on(SendMessageBatchCommand).resolves({
+      Successful: [{ Id: '0', MessageId: 'm0', MD5OfMessageBody: 'x' }],
+      Failed: [{ Id: '1', SenderFault: true, Code: 'InvalidMessageContents', Message: 'no' }],
+    });
+    const cli = io();
+    expect(await main(['--queue-url', QUEUE_URL, 'a', 'b'], cli, deps)).toBe(1);
+    expect(cli.out()).toBe('sent "a" m0\n');
+    expect(cli.err()).toContain('not sent "b": InvalidMessageContents no (refused, not re-sent)');
+    expect(cli.err()).toContain('1 id was not sent');
+  });
+
+  it('--resync-table scans the table and enqueues every id, with progress', async () => {
+    acceptAll();
+    dynamoMock
+      .on(ScanCommand)
+      .resolvesOnce({ Items: Array.from({ length: 12 }, (_, i) => ({ id: { S: `id-${i}` } })), LastEvaluatedKey: { id: { S: 'id-11' } } })
+      .resolvesOnce({ Items: [{ id: { S: 'id-12' } }] });
+    const cli = io();
+    expect(await main(['--queue-url', QUEUE_URL, '--resync-table', 'content-sync-items'], cli, deps)).toBe(0);
+    expect(dynamoMock.commandCalls(ScanCommand)[0]!.args[0].input.TableName).toBe('content-sync-items');
+    expect(sentEntries().map((e) => e!.length)).toEqual([10, 3]);
+    expect(cli.out().trim().split('\n')).toHaveLength(13);
+    expect(cli.err()).toContain('scanned content-sync-items: 13 ids');
+    expect(cli.err()).toContain('Sent 13 of 13 ids from table content-sync-items');
+  });
+
+  it('--dry-run validates without sending', async () => {
+    acceptAll();
+    const cli = io();
+    expect(await main(['--queue-url', QUEUE_URL, '--dry-run', 'a', 'b'], cli, deps)).toBe(0);
+    expect(sqsMock).not.toReceiveCommand(SendMessageBatchCommand);
+    expect(cli.err()).toContain('Dry run: 2 valid ids');
+  });
+
+  it('answers usage errors with status 2', async () => {
+    for (const argv of [[], ['a'], ['--queue-url', 'not-a-url', 'a'], ['--queue-url', QUEUE_URL, '--resync-table', 't', 'a'], ['--bogus']]) {
+      const cli = io();
+      expect(await main(argv, cli, deps)).toBe(2);
+      expect(cli.err()).toMatch(/^enqueue: /);
+    }
+    const help = io();
+    expect(await main(['--help'], help, deps)).toBe(0);
+    expect(help.out()).toContain('--resync-table');
+    expect(sqsMock).not.toReceiveCommand(SendMessageBatchCommand);
+  });
+});

@@ -1,0 +1,498 @@
+/**
+ * `npm run enqueue`: feed item ids to the sync queue.
+ *
+ *   npm run enqueue -- --queue-url <url> [id ...]          ids from the arguments
+ *   some-command | npm run enqueue -- --queue-url <url>    one id per line from standard input
+ *   npm run enqueue -- --queue-url <url> --resync-table <table>   every id the table holds
+ *
+ * Every id is validated before anything is sent (a bad id is an error naming it, and nothing is
+ * sent). Messages are `{"id":"…"}`, sent with SendMessageBatch, at most 10 a call; entries the queue
+ * refuses for a reason that may pass are re-sent (bounded, with backoff); refusals that are the
+ * sender's fault are reported, not re-sent. Exits 0 when every id was sent, 1 otherwise, 2 on a usage
+ * error. The AWS clients use the SDK's standard configuration (AWS_REGION, AWS_PROFILE,
+ * AWS_ENDPOINT_URL_SQS, AWS_ENDPOINT_URL_DYNAMODB...).
+ *
+ * The functions are exported for the local run and the tests.
+ */
+import { realpathSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+import { parseArgs } from 'node:util';
+import { DynamoDBClient, ScanCommand } from '@aws-sdk/client-dynamodb';
+import { SendMessageBatchCommand, SQSClient, type SendMessageBatchRequestEntry } from '@aws-sdk/client-sqs';
+import { validateItemId } from '../../functions/item-sync/message.js';
+import { createProgress, formatDuration } from './progress.js';
+
+export const MAX_BATCH_ENTRIES = 10;
+export const DEFAULT_MAX_ATTEMPTS = 5;
+export const DEFAULT_CONCURRENCY = 4;
+/** Whole batches given up in a row after which the rest is not tried (every call is failing). */
+export const ABORT_AFTER_GIVEN_UP_BATCHES = 3;
+
+// ---- validation ---------------------------------------------------------------------------------
+
+/** Characters SQS cannot carry in a message that the id rules (contract) do not already exclude. */
+const NOT_SENDABLE = /[\uFFFE\uFFFF]/;
+
+/**
+ * The reason an id is not a valid item id (contract: 1 to 1,024 characters, no control characters,
+ * well-formed Unicode, and nothing SQS cannot carry), or undefined when it is valid.
+ */
+export function validateId(id: string): string | undefined {
+  try {
+    validateItemId(id);
+  } catch (error) {
+    return (error as Error).message;
+  }
+  const bad = NOT_SENDABLE.exec(id);
+  if (bad) {
+    return `the item id contains U+${bad[0].charCodeAt(0).toString(16).toUpperCase()} at position ${bad.index}, which SQS cannot carry`;
+  }
+  return undefined;
+}
+
+export interface InvalidId {
+  /** Position in the input, from 0. */
+  index: number;
+  id: string;
+  reason: string;
+}
+
+/** One or more ids are invalid; nothing was sent. */
+export class InvalidIdsError extends Error {
+  override readonly name = 'InvalidIdsError';
+  constructor(readonly invalid: InvalidId[]) {
+    const shown = invalid.slice(0, 10).map((bad) => `  #${bad.index + 1} ${quoteId(bad.id)}: ${bad.reason}`);
+    const more = invalid.length > shown.length ? [`  ... and ${invalid.length - shown.length} more`] : [];
+    super(`${invalid.length} invalid id${invalid.length === 1 ? '' : 's'}, nothing sent:\n${[...shown, ...more].join('\n')}`);
+  }
+}
+
+/** An id for display: JSON-quoted (so spaces and odd characters are visible), cut at 120 characters. */
+export function quoteId(id: string): string {
+  const chars = [...id];
+  return chars.length > 120 ? `${JSON.stringify(chars.slice(0, 120).join(''))}… (${chars.length} characters)` : JSON.stringify(id);
+}
+
+export function findInvalidIds(ids: readonly string[]): InvalidId[] {
+  const invalid: InvalidId[] = [];
+  ids.forEach((id, index) => {
+    const reason = typeof id === 'string' ? validateId(id) : 'not a string';
+    if (reason !== undefined) invalid.push({ index, id, reason });
+  });
+  return invalid;
+}
+
+/** The message body for an id: exactly `{"id":"…"}`. */
+export function messageBody(id: string): string {
+  return JSON.stringify({ id });
+}
+
+// ---- sending ------------------------------------------------------------------------------------
+
+export interface SentId {
+  id: string;
+  messageId: string;
+}
+
+export interface FailedId {
+  id: string;
+  /** The queue's error code (`InvalidMessageContents`, `InternalError`...) or the thrown error's name. */
+  code: string;
+  message: string;
+  /** True when the queue said the request was at fault (not re-sent). */
+  senderFault: boolean;
+}
+
+export interface EnqueueProgress {
+  total: number;
+  sent: number;
+  failed: number;
+  /** Entries being re-sent after a refusal, so far. */
+  resent: number;
+}
+
+export interface EnqueueOptions {
+  onProgress?: (progress: EnqueueProgress) => void;
+  /** Attempts per entry (first send included) for refusals that may pass; default 5. */
+  maxAttempts?: number;
+  /** Base of the exponential backoff between attempts, in ms; default 200 (capped at 5 s, full jitter). */
+  backoffMs?: number;
+  /** SendMessageBatch calls in flight at once; default 4. */
+  concurrency?: number;
+  /** Skips duplicate ids (the first occurrence is sent); default true. */
+  dedupe?: boolean;
+  sleep?: (ms: number) => Promise<void>;
+}
+
+export interface EnqueueResult {
+  sent: SentId[];
+  failed: FailedId[];
+  /** Entries re-sent after a refusal that may pass. */
+  resent: number;
+  /** SendMessageBatch calls made. */
+  calls: number;
+  /** Duplicate ids skipped. */
+  duplicates: number;
+  /** True when sending stopped early on an error no other call could get past (no such queue, access denied). */
+  aborted: boolean;
+}
+
+const sleepMs = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
+
+/** Errors after which every further call would fail the same way: stop instead of repeating them. */
+function isFatal(error: unknown): boolean {
+  const e = error as { name?: string; $fault?: string; $metadata?: { httpStatusCode?: number } };
+  if (e?.name === 'CredentialsProviderError' || e?.name === 'TokenProviderError') return true;
+  if (typeof e?.name === 'string' && /Region is missing/i.test(String((error as Error).message))) return true;
+  if (e?.$fault === 'client') {
+    // Throttling is the client's "fault" too, but it passes.
+    return !/Throttl|RequestThrottled|TooManyRequests|OverLimit/i.test(e.name ?? '');
+  }
+  return false;
+}
+
+/**
+ * Sends `{"id": …}` for every id to the queue with SendMessageBatch (at most 10 entries a call).
+ * Validates every id first and throws InvalidIdsError, sending nothing, if any is invalid. Entries
+ * refused with `SenderFault: false` (or in a call that failed in a way that may pass) are re-sent up
+ * to `maxAttempts` times with backoff; the rest end in `failed`.
+ */
+export async function enqueueIds(
+  sqs: SQSClient,
+  queueUrl: string,
+  ids: readonly string[],
+  options: EnqueueOptions = {},
+): Promise<EnqueueResult> {
+  const invalid = findInvalidIds(ids);
+  if (invalid.length > 0) throw new InvalidIdsError(invalid);
+
+  const unique = options.dedupe === false ? [...ids] : [...new Set(ids)];
+  const maxAttempts = Math.max(1, options.maxAttempts ?? DEFAULT_MAX_ATTEMPTS);
+  const backoffMs = options.backoffMs ?? 200;
+  const sleep = options.sleep ?? sleepMs;
+  const result: EnqueueResult = {
+    sent: [],
+    failed: [],
+    resent: 0,
+    calls: 0,
+    duplicates: ids.length - unique.length,
+    aborted: false,
+  };
+  const report = (): void =>
+    options.onProgress?.({ total: unique.length, sent: result.sent.length, failed: result.failed.length, resent: result.resent });
+
+  const batches: number[][] = [];
+  for (let start = 0; start < unique.length; start += MAX_BATCH_ENTRIES) {
+    batches.push(Array.from({ length: Math.min(MAX_BATCH_ENTRIES, unique.length - start) }, (_, i) => start + i));
+  }
+
+  // Batches in a row that were given up entirely (the queue unreachable, say): after a few, stop.
+  let givenUpInARow = 0;
+  const sendBatch = async (indexes: number[]): Promise<void> => {
+    const failedBefore = result.failed.length;
+    await sendOne(indexes);
+    const givenUp = result.failed.length - failedBefore === indexes.length && !result.aborted;
+    givenUpInARow = givenUp ? givenUpInARow + 1 : 0;
+    if (givenUpInARow >= ABORT_AFTER_GIVEN_UP_BATCHES) result.aborted = true;
+  };
+
+  const sendOne = async (indexes: number[]): Promise<void> => {
+    let pending = indexes;
+    for (let attempt = 1; pending.length > 0; attempt++) {
+      if (result.aborted) {
+        for (const index of pending) {
+          result.failed.push({ id: unique[index]!, code: 'NotSent', message: 'sending stopped after an earlier error', senderFault: false });
+        }
+        return;
+      }
+      // The entry Id is the id's position in the input: unique within a call, and maps back to the id.
+      const entries: SendMessageBatchRequestEntry[] = pending.map((index) => ({
+        Id: String(index),
+        MessageBody: messageBody(unique[index]!),
+      }));
+      const retry: Array<{ index: number; code: string; message: string }> = [];
+      result.calls += 1;
+      try {
+        const output = await sqs.send(new SendMessageBatchCommand({ QueueUrl: queueUrl, Entries: entries }));
+        const answered = new Set<string>();
+        for (const ok of output.Successful ?? []) {
+          const index = Number(ok.Id);
+          answered.add(String(ok.Id));
+          result.sent.push({ id: unique[index]!, messageId: ok.MessageId ?? '' });
+        }
+        for (const refused of output.Failed ?? []) {
+          const index = Number(refused.Id);
+          answered.add(String(refused.Id));
+          const code = refused.Code ?? 'Unknown';
+          const message = refused.Message ?? '';
+          if (refused.SenderFault) {
+            result.failed.push({ id: unique[index]!, code, message, senderFault: true });
+          } else {
+            retry.push({ index, code, message });
+          }
+        }
+        // An entry the reply does not mention was not sent: try it again.
+        for (const index of pending) {
+          if (!answered.has(String(index))) retry.push({ index, code: 'NoResult', message: 'the reply did not mention this entry' });
+        }
+      } catch (error) {
+        const name = (error as Error)?.name ?? 'Error';
+        const message = (error as Error)?.message ?? String(error);
+        if (isFatal(error)) {
+          result.aborted = true;
+          for (const index of pending) result.failed.push({ id: unique[index]!, code: name, message, senderFault: true });
+          report();
+          return;
+        }
+        for (const index of pending) retry.push({ index, code: name, message });
+      }
+      if (retry.length > 0 && attempt >= maxAttempts) {
+        for (const r of retry) result.failed.push({ id: unique[r.index]!, code: r.code, message: `${r.message} (gave up after ${attempt} attempts)`, senderFault: false });
+        pending = [];
+      } else {
+        pending = retry.map((r) => r.index);
+        if (pending.length > 0) {
+          result.resent += pending.length;
+          report();
+          await sleep(Math.random() * Math.min(5000, backoffMs * 2 ** (attempt - 1)));
+        }
+      }
+      report();
+    }
+  };
+
+  const concurrency = Math.max(1, options.concurrency ?? DEFAULT_CONCURRENCY);
+  let next = 0;
+  await Promise.all(
+    Array.from({ length: Math.min(concurrency, batches.length) }, async () => {
+      while (next < batches.length) {
+        const batch = batches[next++]!;
+        await sendBatch(batch);
+      }
+    }),
+  );
+  report();
+  return result;
+}
+
+// ---- reading ids --------------------------------------------------------------------------------
+
+/**
+ * Ids from a text stream, one per line: surrounding whitespace (and a CR) trimmed, blank lines
+ * skipped. An id with leading or trailing spaces can still be given as an argument.
+ */
+export async function readIdLines(input: NodeJS.ReadableStream): Promise<string[]> {
+  const chunks: Buffer[] = [];
+  for await (const chunk of input) chunks.push(typeof chunk === 'string' ? Buffer.from(chunk, 'utf8') : Buffer.from(chunk));
+  return Buffer.concat(chunks)
+    .toString('utf8')
+    .split('\n')
+    .map((line) => line.trim())
+    .filter((line) => line !== '');
+}
+
+export interface ScanOptions {
+  onProgress?: (scanned: number) => void;
+  /** Items per Scan page (Limit); default none (1 MB pages). */
+  pageSize?: number;
+}
+
+/** Every `id` in the table (deleted rows included), with pagination and a projection on `id` only. */
+export async function scanTableIds(dynamodb: DynamoDBClient, tableName: string, options: ScanOptions = {}): Promise<string[]> {
+  const ids: string[] = [];
+  let startKey: Record<string, import('@aws-sdk/client-dynamodb').AttributeValue> | undefined;
+  do {
+    const page = await dynamodb.send(
+      new ScanCommand({
+        TableName: tableName,
+        ProjectionExpression: '#id',
+        ExpressionAttributeNames: { '#id': 'id' },
+        ...(startKey ? { ExclusiveStartKey: startKey } : {}),
+        ...(options.pageSize ? { Limit: options.pageSize } : {}),
+      }),
+    );
+    for (const item of page.Items ?? []) {
+      const id = item.id?.S;
+      if (id !== undefined) ids.push(id);
+    }
+    options.onProgress?.(ids.length);
+    startKey = page.LastEvaluatedKey && Object.keys(page.LastEvaluatedKey).length > 0 ? page.LastEvaluatedKey : undefined;
+  } while (startKey);
+  return ids;
+}
+
+// ---- CLI ----------------------------------------------------------------------------------------
+
+const USAGE = `Usage:
+  npm run enqueue -- --queue-url <url> [id ...]
+  <ids, one per line> | npm run enqueue -- --queue-url <url>
+  npm run enqueue -- --queue-url <url> --resync-table <table name>
+
+Sends {"id": "<id>"} messages to the sync queue (SendMessageBatch, at most 10 a call).
+
+Options:
+  --queue-url <url>        the sync queue's URL (required)
+  --resync-table <name>    enqueue every id the items table holds (after an outage or a
+                           configuration change); no ids may be given with it
+  --dry-run                validate (and scan) but send nothing
+  --max-attempts <n>       attempts per message for refusals that may pass (default ${DEFAULT_MAX_ATTEMPTS})
+  -h, --help               this text
+
+With no ids and no --resync-table, ids are read from standard input, one per line (blank lines
+skipped, surrounding whitespace trimmed). Every id is validated before anything is sent.
+AWS region, credentials and endpoints come from the SDK's standard configuration (AWS_REGION,
+AWS_PROFILE, AWS_ENDPOINT_URL_SQS, AWS_ENDPOINT_URL_DYNAMODB...).
+Exit status: 0 all sent, 1 something was not sent (or an error), 2 usage error.`;
+
+export interface CliIo {
+  stdin: NodeJS.ReadableStream & { isTTY?: boolean };
+  stdout: NodeJS.WritableStream;
+  stderr: NodeJS.WritableStream & { isTTY?: boolean };
+}
+
+export interface CliDeps {
+  sqs?: SQSClient;
+  dynamodb?: DynamoDBClient;
+  enqueue?: EnqueueOptions;
+}
+
+class UsageError extends Error {}
+
+/**
+ * The SQS client, from the SDK's standard configuration. The SDK sends each request to the host of
+ * the queue URL, even when an endpoint is configured; when AWS_ENDPOINT_URL_SQS (or AWS_ENDPOINT_URL)
+ * is set, it is used instead, as the operator asked (a VPC endpoint, a local emulator).
+ */
+export function createSqsClient(env: NodeJS.ProcessEnv): SQSClient {
+  const endpointConfigured = Boolean(env.AWS_ENDPOINT_URL_SQS?.trim() || env.AWS_ENDPOINT_URL?.trim());
+  return new SQSClient(endpointConfigured ? { useQueueUrlAsEndpoint: false } : {});
+}
+
+/** Runs the CLI; returns the exit status. */
+export async function main(argv: string[], io: CliIo = process, deps: CliDeps = {}): Promise<number> {
+  const out = (line: string): void => void io.stdout.write(`${line}\n`);
+  const err = (line: string): void => void io.stderr.write(`${line}\n`);
+  let values: { 'queue-url'?: string; 'resync-table'?: string; 'dry-run'?: boolean; 'max-attempts'?: string; help?: boolean };
+  let positionals: string[];
+  try {
+    ({ values, positionals } = parseArgs({
+      args: argv,
+      options: {
+        'queue-url': { type: 'string' },
+        'resync-table': { type: 'string' },
+        'dry-run': { type: 'boolean' },
+        'max-attempts': { type: 'string' },
+        help: { type: 'boolean', short: 'h' },
+      },
+      allowPositionals: true,
+      strict: true,
+    }));
+    if (values.help) {
+      out(USAGE);
+      return 0;
+    }
+    if (!values['queue-url']) throw new UsageError('--queue-url is required');
+    if (!/^https?:\/\/[^/]+\/.+/.test(values['queue-url'])) {
+      throw new UsageError(`--queue-url must be a queue URL such as https://sqs.eu-west-1.amazonaws.com/123456789012/content-sync-items, got "${values['queue-url']}"`);
+    }
+    if (values['resync-table'] !== undefined && positionals.length > 0) {
+      throw new UsageError('give either ids or --resync-table, not both');
+    }
+    if (values['max-attempts'] !== undefined && !/^([1-9]|10)$/.test(values['max-attempts'])) {
+      throw new UsageError('--max-attempts must be a whole number from 1 to 10');
+    }
+  } catch (error) {
+    err(`enqueue: ${(error as Error).message}`);
+    err('Run with --help for usage.');
+    return 2;
+  }
+  const queueUrl = values['queue-url'];
+  const progress = createProgress(io.stderr);
+  const started = Date.now();
+
+  try {
+    let ids: string[];
+    let source: string;
+    if (values['resync-table'] !== undefined) {
+      const table = values['resync-table'];
+      const dynamodb = deps.dynamodb ?? new DynamoDBClient({});
+      ids = await scanTableIds(dynamodb, table, { onProgress: (n) => progress.update(`scanning ${table}: ${n} ids`) });
+      progress.done(`scanned ${table}: ${ids.length} ids`);
+      source = `table ${table}`;
+    } else if (positionals.length > 0) {
+      ids = positionals;
+      source = 'arguments';
+    } else {
+      if (io.stdin.isTTY) err('Reading ids from standard input, one per line; end with Ctrl-D (Ctrl-Z on Windows).');
+      ids = await readIdLines(io.stdin);
+      source = 'standard input';
+    }
+
+    const invalid = findInvalidIds(ids);
+    if (invalid.length > 0) {
+      err(`enqueue: ${new InvalidIdsError(invalid).message}`);
+      return 1;
+    }
+    if (ids.length === 0) {
+      err(`enqueue: no ids in ${source}; nothing to send`);
+      return values['resync-table'] !== undefined ? 0 : 1;
+    }
+    if (values['dry-run']) {
+      err(`Dry run: ${new Set(ids).size} valid ids from ${source}; nothing sent to ${queueUrl}.`);
+      return 0;
+    }
+
+    const sqs = deps.sqs ?? createSqsClient(process.env);
+    const result = await enqueueIds(sqs, queueUrl, ids, {
+      ...deps.enqueue,
+      ...(values['max-attempts'] ? { maxAttempts: Number(values['max-attempts']) } : {}),
+      onProgress: (p) =>
+        progress.update(`sending: ${p.sent}/${p.total} sent${p.failed ? `, ${p.failed} failed` : ''}${p.resent ? `, ${p.resent} re-sent` : ''}`),
+    });
+    progress.clear();
+    for (const sent of result.sent) out(`sent ${quoteId(sent.id)} ${sent.messageId}`);
+    for (const failed of result.failed) {
+      err(`not sent ${quoteId(failed.id)}: ${failed.code}${failed.message ? ` ${failed.message}` : ''}${failed.senderFault ? ' (refused, not re-sent)' : ''}`);
+    }
+    let summary =
+      `Sent ${result.sent.length} of ${ids.length - result.duplicates} ids from ${source} to ${queueUrl} ` +
+      `in ${result.calls} SendMessageBatch call${result.calls === 1 ? '' : 's'} (${formatDuration(Date.now() - started)})`;
+    if (result.duplicates) summary += `; ${result.duplicates} duplicate id${result.duplicates === 1 ? '' : 's'} skipped`;
+    if (result.resent) summary += `; ${result.resent} re-sent after a refusal or a failed call`;
+    err(`${summary}.`);
+    if (result.failed.length > 0) {
+      err(`enqueue: ${result.failed.length} id${result.failed.length === 1 ? ' was' : 's were'} not sent${result.aborted ? ' (stopped after an error every further call would repeat)' : ''}.`);
+      return 1;
+    }
+    return 0;
+  } catch (error) {
+    progress.clear();
+    const e = error as Error;
+    err(`enqueue: ${e.name}: ${e.message}`);
+    return 1;
+  }
+}
+
+/** True when this module is the program being run (not imported). */
+function isMain(): boolean {
+  const script = process.argv[1];
+  if (!script) return false;
+  try {
+    return realpathSync(script) === realpathSync(fileURLToPath(import.meta.url));
+  } catch {
+    return false;
+  }
+}
+
+if (isMain()) {
+  process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED ??= 'true';
+  main(process.argv.slice(2)).then(
+    (status) => {
+      process.exitCode = status;
+    },
+    (error: unknown) => {
+      process.stderr.write(`enqueue: ${String(error)}\n`);
+      process.exitCode = 1;
+    },
+  );
+}
