@@ -1,6 +1,9 @@
 /**
- * Ports: what the core logic needs from the outside world. The core modules import these types
- * only; adapters (functions/shared/adapters) implement them with the AWS SDK, tests with fakes.
+ * Ports both functions use: the provider's API, the access-token secret (the refresher writes it,
+ * the item sync reads it), the clock and logging. Each function's own ports are in its ports.ts
+ * (functions/token-refresher/ports.ts, functions/item-sync/ports.ts). The core modules import these
+ * types only; adapters implement them (HttpProviderClient in functions/shared/provider-client.ts,
+ * the Secrets Manager access-token store in functions/shared/adapters/), tests with fakes.
  */
 
 /** `{"clientId": "...", "refreshToken": "..."}` in the secret named by CREDENTIALS_SECRET_ID. */
@@ -26,17 +29,14 @@ export interface RequestOptions {
   signal?: AbortSignal;
 }
 
-/** The content provider's HTTP API. Every failure is thrown as a ProviderError with its kind. */
+/**
+ * The content provider's HTTP API: getToken for the token refresher, getItem for the item sync (one
+ * adapter serves both). Every failure is thrown as a ProviderError with its kind.
+ */
 export interface ProviderClient {
   getToken(credentials: Credentials, options?: RequestOptions): Promise<TokenGrant>;
   /** Returns the parsed JSON body of a 200; the caller validates its shape. */
   getItem(id: string, accessToken: string, options?: RequestOptions): Promise<unknown>;
-}
-
-export interface CredentialsStore {
-  /** Throws CredentialsNotConfiguredError while the secret holds the deploy-time placeholder. */
-  read(): Promise<Credentials>;
-  write(credentials: Credentials): Promise<void>;
 }
 
 export interface AccessTokenStore {

@@ -13,7 +13,8 @@ import { CredentialsNotConfiguredError } from '../shared/errors.js';
 import { REFRESHER_METRIC_NAMES, REFRESHER_SERVICE } from '../shared/metric-names.js';
 import { createLogger, createMetrics, describeError } from '../shared/observability.js';
 import { HttpProviderClient } from '../shared/provider-client.js';
-import { SecretsManagerAccessTokenStore, SecretsManagerCredentialsStore } from '../shared/adapters/secrets-manager.js';
+import { SecretsManagerAccessTokenStore } from '../shared/adapters/secrets-manager.js';
+import { SecretsManagerCredentialsStore } from './adapters/secrets-manager.js';
 import { systemClock, type Clock, type ProviderClient } from '../shared/ports.js';
 import { refreshAccessToken } from './refresh.js';
 

@@ -4,7 +4,8 @@
  * and leaves the stored access token as it was.
  */
 import { ProviderError } from '../shared/errors.js';
-import type { AccessTokenStore, Clock, Credentials, CredentialsStore, Log, ProviderClient, TokenGrant } from '../shared/ports.js';
+import type { AccessTokenStore, Clock, Credentials, Log, ProviderClient, TokenGrant } from '../shared/ports.js';
+import type { CredentialsStore } from './ports.js';
 
 export interface RefreshDeps {
   provider: ProviderClient;

@@ -29,7 +29,8 @@ import {
   BatchEntryIdsNotDistinct,
 } from '@aws-sdk/client-sqs';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { SecretsManagerAccessTokenStore, SecretsManagerCredentialsStore } from '../../../functions/shared/adapters/secrets-manager.js';
+import { SecretsManagerAccessTokenStore } from '../../../functions/shared/adapters/secrets-manager.js';
+import { SecretsManagerCredentialsStore } from '../../../functions/token-refresher/adapters/secrets-manager.js';
 import { AwsEmulator, md5Hex, md5OfMessageAttributes } from '../../../dev/fakes/aws-emulator.js';
 import { enqueueIds } from '../../../tools/enqueue/enqueue.js';
 
