@@ -19,7 +19,7 @@ export const QUEUE_RETENTION = Duration.days(4);
 /** AWS's guidance for Lambda event sources: visibility time-out at least 6× the function time-out. */
 export const VISIBILITY_FACTOR = 6;
 
-/** What the deploy writes into the credentials secret; the operator replaces it (README, "Deploy"). */
+/** What the deploy writes into the credentials secret; the operator replaces it (README, "Store the provider credentials"). */
 export const CREDENTIALS_PLACEHOLDER_VALUE = JSON.stringify({
   clientId: CREDENTIALS_PLACEHOLDER,
   refreshToken: CREDENTIALS_PLACEHOLDER,

@@ -26,10 +26,8 @@ import { HttpProviderClient } from '../shared/provider-client.js';
 import { CachedAccessToken } from './access-token.js';
 import { syncBatch, type SyncCounts, type SyncRecord } from './sync.js';
 
-export const SERVICE_NAME = SYNC_SERVICE;
-
 /** Metric name per counter, published once per batch (zeros included, so alarms see every batch). */
-export const METRIC_NAMES: Readonly<Record<keyof SyncCounts, string>> = SYNC_METRIC_NAMES;
+const METRIC_NAMES: Readonly<Record<keyof SyncCounts, string>> = SYNC_METRIC_NAMES;
 
 /** Time kept back from the invocation's remaining time for writes, dead-lettering and the answer. */
 export const DEFAULT_SAFETY_MARGIN_MS = 5_000;
@@ -52,8 +50,8 @@ export interface SyncHandlerDeps {
 export type SyncHandler = (event: SQSEvent, context: Context) => Promise<SQSBatchResponse>;
 
 export function createSyncHandler(deps: SyncHandlerDeps): SyncHandler {
-  const logger = deps.logger ?? createLogger(SERVICE_NAME);
-  const metrics = deps.metrics ?? createMetrics(SERVICE_NAME);
+  const logger = deps.logger ?? createLogger(SYNC_SERVICE);
+  const metrics = deps.metrics ?? createMetrics(SYNC_SERVICE);
   const clock = deps.clock ?? systemClock;
   const random = deps.random ?? Math.random;
   const sleep = deps.sleep ?? ((ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms)));

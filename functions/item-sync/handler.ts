@@ -5,9 +5,6 @@ import { SQSClient } from '@aws-sdk/client-sqs';
 import { loadSyncConfig } from '../shared/config.js';
 import { createSyncHandler } from './app.js';
 
-export { createSyncHandler } from './app.js';
-export type { SyncHandler, SyncHandlerDeps } from './app.js';
-
 const config = loadSyncConfig();
 // Created once per container and reused across invocations.
 const dynamodbClient = new DynamoDBClient({});

@@ -13,7 +13,7 @@ export interface StoredRevision {
   deleted: boolean;
 }
 
-/** A row as the contract describes it (`deleted` is never part of a put: a put makes the row live). */
+/** A row as the README describes it ("The items table"; `deleted` is never part of a put: a put makes the row live). */
 export interface ItemRow {
   id: string;
   type: 'file' | 'folder';

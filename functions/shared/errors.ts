@@ -16,7 +16,8 @@ export class ConfigError extends Error {
 }
 
 /**
- * How a provider call ended when it did not return a usable 200:
+ * How a provider call ended when it did not return a usable 200 (what the item sync then does with
+ * a record is decided in functions/item-sync/outcome.ts alone):
  * - unauthorized: 401 (the token is wrong or expired)
  * - not-found: 404
  * - rate-limited: 429 (retryAfterSeconds when the provider sent Retry-After)
@@ -69,11 +70,6 @@ export class ProviderError extends Error {
     this.providerMessage = details.providerMessage;
     this.retryAfterSeconds = details.retryAfterSeconds;
   }
-
-  /** True when a later attempt may succeed (transient, rate-limited, unauthorized). */
-  get retryable(): boolean {
-    return this.kind === 'transient' || this.kind === 'rate-limited' || this.kind === 'unauthorized';
-  }
 }
 
 /** The input can never succeed as sent; the record is dead-lettered with this message as the reason. */
@@ -97,7 +93,7 @@ export class TransientError extends Error {
   readonly retryAfterSeconds: number | undefined;
 }
 
-/** A secret exists but does not hold the JSON the contract describes. Names the secret, never its value. */
+/** A secret exists but does not hold the JSON the README describes ("Secrets"). Names the secret, never its value. */
 export class SecretFormatError extends Error {
   override readonly name = 'SecretFormatError';
   constructor(

@@ -3,8 +3,6 @@ import { SecretsManagerClient } from '@aws-sdk/client-secrets-manager';
 import { loadRefresherConfig } from '../shared/config.js';
 import { createRefresherHandler } from './app.js';
 
-export type { RefresherEvent, RefresherResult } from './app.js';
-
 const config = loadRefresherConfig();
 // Created once per container and reused across invocations.
 const secretsClient = new SecretsManagerClient({});

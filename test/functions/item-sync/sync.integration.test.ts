@@ -1,6 +1,8 @@
 /**
  * The real item sync handler (real HTTP provider client, real DynamoDB adapter) against the provider
- * simulator and dynalite, with Secrets Manager and SQS mocked (no emulator exists for them). Every
+ * simulator and dynalite, with Secrets Manager and SQS mocked (aws-sdk-client-mock), so the exact
+ * dead-letter and visibility commands can be asserted (the local run and the soak use the HTTP
+ * emulator in dev/fakes/aws-emulator.ts instead). Every
  * run's output and every DLQ message is kept, and checked at the end for the tokens handed out.
  */
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';

@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { HttpProviderClient, parseRetryAfter } from '../../../functions/shared/provider-client.js';
 import { ProviderError } from '../../../functions/shared/errors.js';
+import { outcomeOf } from '../../../functions/item-sync/outcome.js';
 import { ProviderSimulator } from '../../../dev/simulator/provider-simulator.js';
 
 let sim: ProviderSimulator;
@@ -163,7 +164,8 @@ describe('getItem', () => {
     const error = await failure(client.getItem('file-1', token));
 
     expect(error).toMatchObject({ kind: 'rate-limited', retryAfterSeconds: 7 });
-    expect(error.retryable).toBe(true);
+    // How the record ends is decided in one place: it is retried, delayed by the Retry-After.
+    expect(outcomeOf(error, { rateLimitMinDelaySeconds: 0 })).toMatchObject({ kind: 'retry', delaySeconds: 7 });
   });
 
   it('redacts the access token when the provider echoes it in an error message', async () => {
