@@ -18,8 +18,9 @@ import { realpathSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { DynamoDBClient, ScanCommand } from '@aws-sdk/client-dynamodb';
-import { SendMessageBatchCommand, SQSClient, type SendMessageBatchRequestEntry } from '@aws-sdk/client-sqs';
+import { SQSClient } from '@aws-sdk/client-sqs';
 import { validateItemId } from '../../functions/item-sync/message.js';
+import { sendMessageBatch, type EntryFailure } from '../../functions/shared/adapters/sqs-batch.js';
 import { createProgress, formatDuration } from './progress.js';
 
 export const MAX_BATCH_ENTRIES = 10;
@@ -167,112 +168,109 @@ export async function enqueueIds(
   if (invalid.length > 0) throw new InvalidIdsError(invalid);
 
   const unique = options.dedupe === false ? [...ids] : [...new Set(ids)];
-  const maxAttempts = Math.max(1, options.maxAttempts ?? DEFAULT_MAX_ATTEMPTS);
-  const backoffMs = options.backoffMs ?? 200;
-  const sleep = options.sleep ?? sleepMs;
-  const result: EnqueueResult = {
-    sent: [],
-    failed: [],
-    resent: 0,
-    calls: 0,
-    duplicates: ids.length - unique.length,
-    aborted: false,
-  };
-  const report = (): void =>
-    options.onProgress?.({ total: unique.length, sent: result.sent.length, failed: result.failed.length, resent: result.resent });
-
-  const batches: number[][] = [];
-  for (let start = 0; start < unique.length; start += MAX_BATCH_ENTRIES) {
-    batches.push(Array.from({ length: Math.min(MAX_BATCH_ENTRIES, unique.length - start) }, (_, i) => start + i));
-  }
-
-  // Batches in a row that were given up entirely (the queue unreachable, say): after a few, stop.
-  let givenUpInARow = 0;
-  const sendBatch = async (indexes: number[]): Promise<void> => {
-    const failedBefore = result.failed.length;
-    await sendOne(indexes);
-    const givenUp = result.failed.length - failedBefore === indexes.length && !result.aborted;
-    givenUpInARow = givenUp ? givenUpInARow + 1 : 0;
-    if (givenUpInARow >= ABORT_AFTER_GIVEN_UP_BATCHES) result.aborted = true;
-  };
-
-  const sendOne = async (indexes: number[]): Promise<void> => {
-    let pending = indexes;
-    for (let attempt = 1; pending.length > 0; attempt++) {
-      if (result.aborted) {
-        for (const index of pending) {
-          result.failed.push({ id: unique[index]!, code: 'NotSent', message: 'sending stopped after an earlier error', senderFault: false });
-        }
-        return;
-      }
-      // The entry Id is the id's position in the input: unique within a call, and maps back to the id.
-      const entries: SendMessageBatchRequestEntry[] = pending.map((index) => ({
-        Id: String(index),
-        MessageBody: messageBody(unique[index]!),
-      }));
-      const retry: Array<{ index: number; code: string; message: string }> = [];
-      result.calls += 1;
-      try {
-        const output = await sqs.send(new SendMessageBatchCommand({ QueueUrl: queueUrl, Entries: entries }));
-        const answered = new Set<string>();
-        for (const ok of output.Successful ?? []) {
-          const index = Number(ok.Id);
-          answered.add(String(ok.Id));
-          result.sent.push({ id: unique[index]!, messageId: ok.MessageId ?? '' });
-        }
-        for (const refused of output.Failed ?? []) {
-          const index = Number(refused.Id);
-          answered.add(String(refused.Id));
-          const code = refused.Code ?? 'Unknown';
-          const message = refused.Message ?? '';
-          if (refused.SenderFault) {
-            result.failed.push({ id: unique[index]!, code, message, senderFault: true });
-          } else {
-            retry.push({ index, code, message });
-          }
-        }
-        // An entry the reply does not mention was not sent: try it again.
-        for (const index of pending) {
-          if (!answered.has(String(index))) retry.push({ index, code: 'NoResult', message: 'the reply did not mention this entry' });
-        }
-      } catch (error) {
-        const name = (error as Error)?.name ?? 'Error';
-        const message = (error as Error)?.message ?? String(error);
-        if (isFatal(error)) {
-          result.aborted = true;
-          for (const index of pending) result.failed.push({ id: unique[index]!, code: name, message, senderFault: true });
-          report();
-          return;
-        }
-        for (const index of pending) retry.push({ index, code: name, message });
-      }
-      if (retry.length > 0 && attempt >= maxAttempts) {
-        for (const r of retry) result.failed.push({ id: unique[r.index]!, code: r.code, message: `${r.message} (gave up after ${attempt} attempts)`, senderFault: false });
-        pending = [];
-      } else {
-        pending = retry.map((r) => r.index);
-        if (pending.length > 0) {
-          result.resent += pending.length;
-          report();
-          await sleep(Math.random() * Math.min(5000, backoffMs * 2 ** (attempt - 1)));
-        }
-      }
-      report();
-    }
-  };
-
+  const run = new EnqueueRun(sqs, queueUrl, unique, options, ids.length - unique.length);
   const concurrency = Math.max(1, options.concurrency ?? DEFAULT_CONCURRENCY);
+  await inParallel(batchesOf(unique.length, MAX_BATCH_ENTRIES), concurrency, (batch) => run.sendBatch(batch));
+  run.report();
+  return run.result;
+}
+
+/** Positions 0..count-1 in groups of at most `size`. */
+function batchesOf(count: number, size: number): number[][] {
+  const batches: number[][] = [];
+  for (let start = 0; start < count; start += size) {
+    batches.push(Array.from({ length: Math.min(size, count - start) }, (_, i) => start + i));
+  }
+  return batches;
+}
+
+/** Runs `fn` on every task, at most `concurrency` at once, in order of the list. */
+async function inParallel<T>(tasks: readonly T[], concurrency: number, fn: (task: T) => Promise<void>): Promise<void> {
   let next = 0;
   await Promise.all(
-    Array.from({ length: Math.min(concurrency, batches.length) }, async () => {
-      while (next < batches.length) {
-        const batch = batches[next++]!;
-        await sendBatch(batch);
-      }
+    Array.from({ length: Math.min(concurrency, tasks.length) }, async () => {
+      while (next < tasks.length) await fn(tasks[next++]!);
     }),
   );
-  report();
-  return result;
+}
+
+/** One enqueueIds call: the result so far, and the sending of one batch of ids (by position in `ids`). */
+class EnqueueRun {
+  readonly result: EnqueueResult;
+  private readonly maxAttempts: number;
+  private readonly backoffMs: number;
+  private readonly sleep: (ms: number) => Promise<void>;
+  /** Batches in a row that were given up entirely (the queue unreachable, say): after a few, stop. */
+  private givenUpInARow = 0;
+
+  constructor(
+    private readonly sqs: SQSClient,
+    private readonly queueUrl: string,
+    private readonly ids: readonly string[],
+    private readonly options: EnqueueOptions,
+    duplicates: number,
+  ) {
+    this.maxAttempts = Math.max(1, options.maxAttempts ?? DEFAULT_MAX_ATTEMPTS);
+    this.backoffMs = options.backoffMs ?? 200;
+    this.sleep = options.sleep ?? sleepMs;
+    this.result = { sent: [], failed: [], resent: 0, calls: 0, duplicates, aborted: false };
+  }
+
+  report(): void {
+    const { sent, failed, resent } = this.result;
+    this.options.onProgress?.({ total: this.ids.length, sent: sent.length, failed: failed.length, resent });
+  }
+
+  async sendBatch(indexes: number[]): Promise<void> {
+    const failedBefore = this.result.failed.length;
+    await this.send(indexes);
+    const givenUp = this.result.failed.length - failedBefore === indexes.length && !this.result.aborted;
+    this.givenUpInARow = givenUp ? this.givenUpInARow + 1 : 0;
+    if (this.givenUpInARow >= ABORT_AFTER_GIVEN_UP_BATCHES) this.result.aborted = true;
+  }
+
+  private async send(indexes: number[]): Promise<void> {
+    const { result } = this;
+    const { calls } = await sendMessageBatch(this.sqs, this.queueUrl, indexes, {
+      // The entry Id is the id's position in the input: unique within a call, and maps back to the id.
+      entry: (index) => ({ Id: String(index), MessageBody: messageBody(this.ids[index]!) }),
+      attempts: this.maxAttempts,
+      delayMs: (attempt) => Math.random() * Math.min(5000, this.backoffMs * 2 ** (attempt - 1)),
+      sleep: this.sleep,
+      onCallError: (error) => {
+        if (!isFatal(error)) return 'retry';
+        result.aborted = true;
+        return 'give-up';
+      },
+      shouldStop: () => result.aborted,
+      onSent: (index, messageId) => void result.sent.push({ id: this.ids[index]!, messageId: messageId ?? '' }),
+      onFailed: (index, failure, gaveUpAfter) => void result.failed.push(this.failedId(index, failure, gaveUpAfter)),
+      onResend: (count) => {
+        result.resent += count;
+        this.report();
+      },
+      onAttemptDone: () => this.report(),
+    });
+    result.calls += calls;
+  }
+
+  private failedId(index: number, failure: EntryFailure, gaveUpAfter: number | undefined): FailedId {
+    const id = this.ids[index]!;
+    const gaveUp = gaveUpAfter === undefined ? '' : ` (gave up after ${gaveUpAfter} attempts)`;
+    switch (failure.kind) {
+      case 'refused':
+        return { id, code: failure.code ?? 'Unknown', message: `${failure.message ?? ''}${gaveUp}`, senderFault: failure.senderFault };
+      case 'unanswered':
+        return { id, code: 'NoResult', message: `the reply did not mention this entry${gaveUp}`, senderFault: false };
+      case 'call-failed': {
+        const error = failure.error as Error;
+        // A call is given up at once only when no other call could get past its error.
+        return { id, code: error?.name ?? 'Error', message: `${error?.message ?? String(failure.error)}${gaveUp}`, senderFault: gaveUpAfter === undefined };
+      }
+      case 'stopped':
+        return { id, code: 'NotSent', message: 'sending stopped after an earlier error', senderFault: false };
+    }
+  }
 }
 
 // ---- reading ids --------------------------------------------------------------------------------

@@ -7,13 +7,8 @@
  * from the client's own endpoint configuration, so it is right for AWS_ENDPOINT_URL_SQS in local
  * runs, for FIPS, dual-stack and VPC endpoints and for partitions other than aws.
  */
-import {
-  ChangeMessageVisibilityBatchCommand,
-  GetQueueUrlCommand,
-  SendMessageBatchCommand,
-  type SendMessageBatchRequestEntry,
-  type SQSClient,
-} from '@aws-sdk/client-sqs';
+import { ChangeMessageVisibilityBatchCommand, GetQueueUrlCommand, type SendMessageBatchRequestEntry, type SQSClient } from '@aws-sdk/client-sqs';
+import { sendMessageBatch, type EntryFailure } from '../../shared/adapters/sqs-batch.js';
 import type { DeadLetter, DeadLetterSink, MessageVisibility, PostponeRequest } from '../ports.js';
 
 /** Entries per SendMessageBatch / ChangeMessageVisibilityBatch call (SQS's limit). */
@@ -49,59 +44,48 @@ export class SqsDeadLetterSink implements DeadLetterSink {
   }
 
   /**
-   * Sends the letters; returns those that could not be sent. SendMessageBatch can refuse single
-   * entries (`Failed`) while accepting the rest, and the SDK does not retry those: entries refused
-   * for a reason that may pass are sent again, a bounded number of times. A call that throws has
-   * already been retried by the SDK.
+   * Sends the letters; returns those that could not be sent. Entries SQS refuses for a reason that
+   * may pass are sent again, a bounded number of times (shared/adapters/sqs-batch.ts). A call that
+   * throws has already been retried by the SDK: its letters are not sent.
    */
   async send(letters: readonly DeadLetter[]): Promise<Failure[]> {
     const failed: Failure[] = [];
     for (const chunk of chunkLetters(letters)) {
-      let pending = chunk;
-      for (let attempt = 1; pending.length > 0; attempt += 1) {
-        const { retryable, final } = await this.sendChunk(pending);
-        failed.push(...final);
-        if (retryable.length > 0 && attempt >= this.attempts) {
-          failed.push(...retryable.map(({ letter, error }) => ({ sourceMessageId: letter.sourceMessageId, error })));
-          break;
-        }
-        if (retryable.length > 0) await this.sleep(this.backoffMs * 2 ** (attempt - 1));
-        pending = retryable.map(({ letter }) => letter);
-      }
+      await sendMessageBatch(this.client, this.queueUrl, chunk, {
+        entry: (letter, position) => deadLetterEntry(letter, `m${position}`),
+        attempts: this.attempts,
+        delayMs: (attempt) => this.backoffMs * 2 ** (attempt - 1),
+        sleep: this.sleep,
+        onCallError: () => 'give-up',
+        onSent: () => undefined,
+        onFailed: (letter, failure) => void failed.push({ sourceMessageId: letter.sourceMessageId, error: failureText(failure) }),
+      });
     }
     return failed;
   }
+}
 
-  private async sendChunk(
-    chunk: readonly DeadLetter[],
-  ): Promise<{ retryable: Array<{ letter: DeadLetter; error: string }>; final: Failure[] }> {
-    const entries: SendMessageBatchRequestEntry[] = chunk.map((letter, index) => ({
-      Id: `m${index}`,
-      MessageBody: letter.body,
-      MessageAttributes: {
-        error: { DataType: 'String', StringValue: attributeText(letter.reason, MAX_REASON_CHARS) },
-        sourceMessageId: { DataType: 'String', StringValue: letter.sourceMessageId },
-      },
-    }));
-    const retryable: Array<{ letter: DeadLetter; error: string }> = [];
-    const final: Failure[] = [];
-    try {
-      const output = await this.client.send(new SendMessageBatchCommand({ QueueUrl: this.queueUrl, Entries: entries }));
-      const succeeded = new Set((output.Successful ?? []).map((entry) => entry.Id));
-      const failures = new Map((output.Failed ?? []).map((entry) => [entry.Id, entry]));
-      chunk.forEach((letter, index) => {
-        const id = `m${index}`;
-        if (succeeded.has(id)) return;
-        const failure = failures.get(id);
-        const error = failure ? `${failure.Code ?? 'error'}: ${failure.Message ?? ''}`.trim() : 'not acknowledged by SQS';
-        if (failure?.SenderFault) final.push({ sourceMessageId: letter.sourceMessageId, error });
-        else retryable.push({ letter, error });
-      });
-    } catch (cause) {
-      const error = `SendMessageBatch failed: ${(cause as Error).name}: ${(cause as Error).message}`;
-      for (const letter of chunk) final.push({ sourceMessageId: letter.sourceMessageId, error });
-    }
-    return { retryable, final };
+function deadLetterEntry(letter: DeadLetter, id: string): SendMessageBatchRequestEntry {
+  return {
+    Id: id,
+    MessageBody: letter.body,
+    MessageAttributes: {
+      error: { DataType: 'String', StringValue: attributeText(letter.reason, MAX_REASON_CHARS) },
+      sourceMessageId: { DataType: 'String', StringValue: letter.sourceMessageId },
+    },
+  };
+}
+
+function failureText(failure: EntryFailure): string {
+  switch (failure.kind) {
+    case 'refused':
+      return `${failure.code ?? 'error'}: ${failure.message ?? ''}`.trim();
+    case 'unanswered':
+      return 'not acknowledged by SQS';
+    case 'call-failed':
+      return `SendMessageBatch failed: ${(failure.error as Error).name}: ${(failure.error as Error).message}`;
+    case 'stopped':
+      return 'not sent';
   }
 }
 
