@@ -6,7 +6,7 @@
  *
  * The same options always give the same tree (no clock, no Math.random).
  */
-import type { SimulatorItem } from './provider-simulator.js';
+import type { SimulatorItem } from './provider-model.js';
 
 /** The mulberry32 PRNG: a fast 32-bit seeded generator returning floats in [0, 1). */
 export function mulberry32(seed: number): () => number {

@@ -1,0 +1,106 @@
+/**
+ * Virtual time for simulations: hours of system behaviour in seconds of real time, running the real
+ * code. Everything the simulated code waits for (sleep, provider latency, SQS delays) is a timer
+ * here; `run` moves the clock from timer to timer, each time after letting every pending promise
+ * settle. Simulated code must do no real I/O and use no real timers: then, when the microtask queue
+ * is empty, nothing can happen before the next timer, and time may jump to it.
+ */
+import type { Clock } from '../../functions/shared/ports.js';
+
+interface Timer {
+  at: number;
+  seq: number;
+  fire: () => void;
+}
+
+export class VirtualClock implements Clock {
+  private nowMs: number;
+  private seq = 0;
+  private readonly heap: Timer[] = [];
+
+  constructor(startMs = Date.UTC(2026, 0, 1)) {
+    this.nowMs = startMs;
+  }
+
+  now(): Date {
+    return new Date(this.nowMs);
+  }
+
+  ms(): number {
+    return this.nowMs;
+  }
+
+  /** Resolves when virtual time has moved `ms` ahead. */
+  sleep = (ms: number): Promise<void> => new Promise((resolve) => this.at(this.nowMs + Math.max(0, ms), resolve));
+
+  /** Calls `fire` at virtual time `at` (or at once, in order, if `at` has passed). */
+  at(at: number, fire: () => void): void {
+    this.push({ at: Math.max(at, this.nowMs), seq: this.seq++, fire });
+  }
+
+  /** Pending timers. */
+  get pending(): number {
+    return this.heap.length;
+  }
+
+  /**
+   * Runs timers in time order until virtual time would pass `untilMs`, `stop()` answers true, or
+   * nothing is left to run. Returns the virtual time reached.
+   */
+  async run(untilMs: number, stop: () => boolean = () => false): Promise<number> {
+    for (;;) {
+      await settle();
+      if (stop()) return this.nowMs;
+      const next = this.heap[0];
+      if (next === undefined || next.at > untilMs) {
+        this.nowMs = Math.max(this.nowMs, Math.min(untilMs, next?.at ?? untilMs));
+        return this.nowMs;
+      }
+      this.nowMs = next.at;
+      // Every timer due at this instant fires before the promises they resolve run on.
+      while (this.heap[0] !== undefined && this.heap[0].at === this.nowMs) this.pop().fire();
+    }
+  }
+
+  private push(timer: Timer): void {
+    const heap = this.heap;
+    heap.push(timer);
+    let i = heap.length - 1;
+    while (i > 0) {
+      const parent = (i - 1) >> 1;
+      if (!before(heap[i]!, heap[parent]!)) break;
+      [heap[i], heap[parent]] = [heap[parent]!, heap[i]!];
+      i = parent;
+    }
+  }
+
+  private pop(): Timer {
+    const heap = this.heap;
+    const top = heap[0]!;
+    const last = heap.pop()!;
+    if (heap.length > 0) {
+      heap[0] = last;
+      let i = 0;
+      for (;;) {
+        const l = 2 * i + 1;
+        const r = l + 1;
+        let m = i;
+        if (l < heap.length && before(heap[l]!, heap[m]!)) m = l;
+        if (r < heap.length && before(heap[r]!, heap[m]!)) m = r;
+        if (m === i) break;
+        [heap[i], heap[m]] = [heap[m]!, heap[i]!];
+        i = m;
+      }
+    }
+    return top;
+  }
+}
+
+function before(a: Timer, b: Timer): boolean {
+  return a.at < b.at || (a.at === b.at && a.seq < b.seq);
+}
+
+/** Lets every promise chain that can run now run to its next wait. */
+function settle(): Promise<void> {
+  return new Promise((resolve) => setImmediate(resolve));
+}

@@ -1,0 +1,209 @@
+/**
+ * The provider pace, as arithmetic: one shared state (held in the control table, one row) and pure
+ * functions that move it. No I/O here; `provider-pace.ts` reads and writes the state through the
+ * PaceStore port, with conditional writes, so that every container applies these rules to the same
+ * state.
+ *
+ * - A token bucket: `rate` tokens a second, at most `burst(rate)` kept. Every provider request needs
+ *   a token. Containers draw tokens in small leases (`leaseSeconds` of the rate).
+ * - The rate finds the provider's unpublished limit: it grows while the bucket is drawn empty and no
+ *   request is refused, and is cut multiplicatively when one is answered 429. Growth is fast far
+ *   below the rate of the last cut (`ceiling`, the best estimate of the limit), slow near it, and
+ *   speeds up again well above it, so that a limit that rose is found in minutes.
+ * - A 429's Retry-After blocks every container until then (`blockedUntil`).
+ * - The breaker: when the provider fails every request, or refuses the access token the secret still
+ *   holds, the breaker opens: no request goes out but one probe every `probeIntervalMs`, for the
+ *   whole system. The first probe that succeeds closes it.
+ */
+
+export type BreakerReason = 'provider' | 'token';
+
+export type Breaker =
+  | { open: false }
+  | { open: true; reason: BreakerReason; since: number; nextProbeAt: number };
+
+export interface PaceState {
+  /** Requests a second allowed now. */
+  rate: number;
+  /** Tokens in the bucket at `at`. */
+  tokens: number;
+  /** Epoch ms the bucket was last brought up to date. */
+  at: number;
+  /** The rate at the last cut (the estimate of the provider's limit); undefined until the first 429. */
+  ceiling?: number;
+  /** Epoch ms of the last cut. */
+  cutAt: number;
+  /** Epoch ms growth was last applied up to. */
+  grownAt: number;
+  /** Epoch ms before which no request may go out (the latest Retry-After). */
+  blockedUntil: number;
+  breaker: Breaker;
+}
+
+export interface PaceSettings {
+  /** The operator's `providerRequestsPerSecond`: the ceiling and the starting rate. */
+  maxRate?: number;
+  /** Starting rate when the limit is unknown. */
+  initialRate: number;
+  /** The rate is never cut below this. */
+  minRate: number;
+  /** A lease is this much of the rate (seconds' worth of tokens). */
+  leaseSeconds: number;
+  /** The rate is multiplied by this on a 429 (at most once per `cutCooldownMs`). */
+  cutFactor: number;
+  cutCooldownMs: number;
+  /** Blocks every container this long after a 429 without Retry-After. */
+  defaultRetryAfterMs: number;
+  /** One probe every this long while the breaker is open (system-wide). */
+  probeIntervalMs: number;
+}
+
+export const DEFAULT_PACE_SETTINGS: PaceSettings = {
+  initialRate: 5,
+  minRate: 0.5,
+  leaseSeconds: 0.25,
+  cutFactor: 0.85,
+  cutCooldownMs: 2_000,
+  defaultRetryAfterMs: 1_000,
+  probeIntervalMs: 10_000,
+};
+
+/** Growth below 90% of the ceiling: ×(1 + FAST) per second. */
+const FAST_GROWTH = 0.25;
+/** Growth between 90% and 110% of the ceiling: this fraction of the ceiling per second. */
+const NEAR_GROWTH = 0.004;
+/** Growth above 110% of the ceiling (the limit rose?) and in slow start: ×(1 + PROBE) per second. */
+const PROBE_GROWTH = 0.05;
+const SLOW_START_GROWTH = 0.5;
+/** Growth is applied over at most this much time at once (a long idle gap is not growth). */
+const MAX_GROWTH_STEP_MS = 1_000;
+
+export function initialPaceState(settings: PaceSettings, now: number): PaceState {
+  const rate = settings.maxRate ?? settings.initialRate;
+  return {
+    rate,
+    tokens: 0,
+    at: now,
+    ...(settings.maxRate !== undefined ? { ceiling: settings.maxRate } : {}),
+    cutAt: 0,
+    grownAt: now,
+    blockedUntil: 0,
+    breaker: { open: false },
+  };
+}
+
+/** The most tokens the bucket keeps: two leases' worth, and at least one token. */
+export function burst(rate: number, settings: PaceSettings): number {
+  return Math.max(1, rate * settings.leaseSeconds * 2);
+}
+
+/** Tokens one draw asks for at this rate. */
+export function leaseSize(rate: number, settings: PaceSettings): number {
+  return Math.max(1, Math.floor(rate * settings.leaseSeconds));
+}
+
+/** The rate after `ms` of demand-limited time without a 429. */
+export function grownRate(state: Pick<PaceState, 'rate' | 'ceiling'>, ms: number, settings: PaceSettings): number {
+  const seconds = Math.min(ms, MAX_GROWTH_STEP_MS) / 1000;
+  if (seconds <= 0) return state.rate;
+  let rate: number;
+  const { ceiling } = state;
+  if (ceiling === undefined) {
+    rate = state.rate * (1 + SLOW_START_GROWTH) ** seconds;
+  } else if (state.rate < 0.9 * ceiling) {
+    rate = Math.min(0.9 * ceiling, state.rate * (1 + FAST_GROWTH) ** seconds);
+  } else if (state.rate < 1.1 * ceiling) {
+    rate = state.rate + NEAR_GROWTH * ceiling * seconds;
+  } else {
+    rate = state.rate * (1 + PROBE_GROWTH) ** seconds;
+  }
+  return settings.maxRate === undefined ? rate : Math.min(settings.maxRate, rate);
+}
+
+export type Draw =
+  /** `tokens` requests may go out now (a probe is one request while the breaker is open). */
+  | { kind: 'granted'; tokens: number; probe: boolean }
+  /** Nothing now: ask again at `retryAt` (the pace, or a Retry-After). */
+  | { kind: 'wait'; retryAt: number; why: 'pace' | 'retry-after' }
+  /** The breaker is open and the next probe is someone else's. */
+  | { kind: 'outage'; reason: BreakerReason; since: number; nextProbeAt: number };
+
+/** Takes up to `want` tokens at `now`. Returns the new state and what was granted. */
+export function draw(state: PaceState, now: number, want: number, settings: PaceSettings): { state: PaceState; draw: Draw } {
+  const next: PaceState = { ...state };
+  if (next.breaker.open) {
+    if (now < next.breaker.nextProbeAt) {
+      const { reason, since, nextProbeAt } = next.breaker;
+      return { state, draw: { kind: 'outage', reason, since, nextProbeAt } };
+    }
+    next.breaker = { ...next.breaker, nextProbeAt: now + settings.probeIntervalMs };
+    return { state: next, draw: { kind: 'granted', tokens: 1, probe: true } };
+  }
+  if (now < next.blockedUntil) {
+    return { state, draw: { kind: 'wait', retryAt: next.blockedUntil, why: 'retry-after' } };
+  }
+  // Refill from the later of the last update and the end of the block.
+  const from = Math.max(next.at, Math.min(now, next.blockedUntil));
+  next.tokens = Math.min(burst(next.rate, settings), next.tokens + (next.rate * Math.max(0, now - from)) / 1000);
+  next.at = now;
+  const demandLimited = next.tokens < want;
+  if (demandLimited && now - next.cutAt >= settings.cutCooldownMs) {
+    next.rate = grownRate(next, now - next.grownAt, settings);
+  }
+  next.grownAt = now;
+  const granted = Math.min(want, Math.floor(next.tokens));
+  if (granted < 1) {
+    const retryAt = now + Math.ceil(((1 - next.tokens) / next.rate) * 1000);
+    return { state: next, draw: { kind: 'wait', retryAt, why: 'pace' } };
+  }
+  next.tokens -= granted;
+  return { state: next, draw: { kind: 'granted', tokens: granted, probe: false } };
+}
+
+/**
+ * A request was answered 429 at `now`: every container stops until its Retry-After, and the rate is
+ * cut (once per cool-down: the many 429s of one episode are one signal).
+ */
+export function rateLimited(state: PaceState, now: number, retryAfterMs: number | undefined, settings: PaceSettings): PaceState {
+  const next: PaceState = { ...state };
+  next.blockedUntil = Math.max(next.blockedUntil, now + (retryAfterMs ?? settings.defaultRetryAfterMs));
+  if (now - next.cutAt >= settings.cutCooldownMs) {
+    next.ceiling = next.rate;
+    next.rate = Math.max(settings.minRate, next.rate * settings.cutFactor);
+    next.cutAt = now;
+    next.tokens = 0;
+    next.at = now;
+  }
+  return next;
+}
+
+/** The provider looks down (reason `provider`) or refuses the token the secret still holds (`token`). */
+export function openBreaker(state: PaceState, now: number, reason: BreakerReason, settings: PaceSettings): PaceState {
+  if (state.breaker.open) {
+    // A token outage is the more specific diagnosis: keep it once known.
+    return reason === 'token' && state.breaker.reason !== 'token' ? { ...state, breaker: { ...state.breaker, reason } } : state;
+  }
+  return { ...state, breaker: { open: true, reason, since: now, nextProbeAt: now + settings.probeIntervalMs } };
+}
+
+/** A request succeeded while the breaker was open: the provider is back. */
+export function closeBreaker(state: PaceState, now: number): PaceState {
+  if (!state.breaker.open) return state;
+  return { ...state, breaker: { open: false }, tokens: 0, at: now, grownAt: now };
+}
+
+/** Checks a state read from the store; anything else is replaced by a fresh state. */
+export function isPaceState(value: unknown): value is PaceState {
+  if (typeof value !== 'object' || value === null) return false;
+  const v = value as Record<string, unknown>;
+  const finite = (x: unknown): boolean => typeof x === 'number' && Number.isFinite(x);
+  if (!['rate', 'tokens', 'at', 'cutAt', 'grownAt', 'blockedUntil'].every((key) => finite(v[key]))) return false;
+  if ((v.rate as number) <= 0) return false;
+  if (v.ceiling !== undefined && !finite(v.ceiling)) return false;
+  const breaker = v.breaker as Record<string, unknown> | undefined;
+  if (typeof breaker !== 'object' || breaker === null || typeof breaker.open !== 'boolean') return false;
+  if (breaker.open) {
+    return (breaker.reason === 'provider' || breaker.reason === 'token') && finite(breaker.since) && finite(breaker.nextProbeAt);
+  }
+  return true;
+}

@@ -1,0 +1,322 @@
+/**
+ * One container's side of the shared provider pace. Every provider request asks `acquire()` first
+ * and tells `report()` how it ended. Tokens are drawn from the shared bucket (PaceStore: one row of
+ * the control table, written conditionally on its version) in small leases and spent spaced out
+ * over the lease; a 429, a breaker that opens or closes is written at once, so that every other
+ * container sees it at its next draw (within a lease, `leaseSeconds`).
+ *
+ * Failing safe: when the store cannot be read or written (throttled, unreachable, a bad row), the
+ * container falls back to a conservative local pace (`fallbackRate` requests a second) for
+ * `fallbackMs`, then tries the store again. It never fails a request because of the store.
+ */
+import type { Clock, Log } from '../ports.js';
+import {
+  closeBreaker,
+  draw,
+  initialPaceState,
+  isPaceState,
+  leaseSize,
+  openBreaker,
+  rateLimited,
+  type BreakerReason,
+  type PaceSettings,
+  type PaceState,
+} from './pace-state.js';
+
+/** The control table's pace row, as the pace needs it. */
+export interface PaceStore {
+  /** The stored state and its version; undefined when there is none yet. Throws when it cannot be read. */
+  read(): Promise<{ state: unknown; version: number } | undefined>;
+  /** Writes `state` as version `expectedVersion + 1` if the stored version is still `expectedVersion` (0: none). */
+  write(state: PaceState, expectedVersion: number): Promise<'written' | 'conflict'>;
+}
+
+export type Grant =
+  /** Send now. A probe is the one request the open breaker lets through (`reason` says why it is open). */
+  | { kind: 'go'; probe: false }
+  | { kind: 'go'; probe: true; reason: BreakerReason }
+  /** No slot before `until` (epoch ms). */
+  | { kind: 'wait'; until: number; why: 'pace' | 'retry-after' }
+  /** The breaker is open: do not call the provider. */
+  | { kind: 'outage'; reason: BreakerReason; since: number };
+
+/** How a provider request ended, as the pace needs to know. */
+export type RequestResult =
+  /** A usable answer, or one that shows the provider is up (404, 4xx, a malformed 200). */
+  | { kind: 'ok' }
+  | { kind: 'rate-limited'; retryAfterMs?: number }
+  /** 5xx, time-out, refused or dropped connection. */
+  | { kind: 'failed' }
+  /** 401 for the token the secret still holds. */
+  | { kind: 'token-refused' };
+
+export interface ProviderPaceOptions {
+  settings: PaceSettings;
+  /** Local pace of this container while the store cannot be used, requests a second. */
+  fallbackRate: number;
+  /** How long to stay on the local pace before trying the store again. */
+  fallbackMs?: number;
+  /** Consecutive failed requests (no success in between) that open the breaker. */
+  outageFailures?: number;
+  /** Conditional-write attempts per change before falling back. */
+  writeAttempts?: number;
+}
+
+export interface PaceSnapshot {
+  /** The rate last seen in the shared state (or the local fallback rate), requests a second. */
+  rate: number;
+  /** Epoch ms the breaker opened, when it is open. */
+  breakerOpenSince?: number;
+  breakerReason?: BreakerReason;
+  /** True while this container runs on its local fallback pace. */
+  fallback: boolean;
+}
+
+interface Lease {
+  tokens: number;
+  nextAt: number;
+  intervalMs: number;
+  expiresAt: number;
+}
+
+const DEFAULT_FALLBACK_MS = 30_000;
+const DEFAULT_OUTAGE_FAILURES = 10;
+const DEFAULT_WRITE_ATTEMPTS = 4;
+
+export class ProviderPace {
+  private readonly settings: PaceSettings;
+  private readonly fallbackMs: number;
+  private readonly outageFailures: number;
+  private readonly writeAttempts: number;
+  private lease: Lease | undefined;
+  private lastRate: number;
+  private localBlockedUntil = 0;
+  private outage: { reason: BreakerReason; since: number; nextProbeAt: number } | undefined;
+  private fallbackUntil = 0;
+  private fallbackNextAt = 0;
+  private consecutiveFailures = 0;
+  private drawing: Promise<Grant> | undefined;
+  /** No draw before this (the shared bucket was empty); epoch ms. */
+  private drawNotBefore = 0;
+  /** Requests of this container asking for a slot right now: a draw takes no more than they can use. */
+  private asking = 0;
+
+  constructor(
+    private readonly store: PaceStore,
+    private readonly clock: Clock,
+    private readonly log: Log,
+    private readonly options: ProviderPaceOptions,
+  ) {
+    this.settings = options.settings;
+    this.fallbackMs = options.fallbackMs ?? DEFAULT_FALLBACK_MS;
+    this.outageFailures = options.outageFailures ?? DEFAULT_OUTAGE_FAILURES;
+    this.writeAttempts = options.writeAttempts ?? DEFAULT_WRITE_ATTEMPTS;
+    this.lastRate = this.settings.maxRate ?? this.settings.initialRate;
+  }
+
+  snapshot(): PaceSnapshot {
+    const fallback = this.now() < this.fallbackUntil;
+    return {
+      rate: fallback ? this.options.fallbackRate : this.lastRate,
+      ...(this.outage ? { breakerOpenSince: this.outage.since, breakerReason: this.outage.reason } : {}),
+      fallback,
+    };
+  }
+
+  /** Whether the breaker is known to be open (without asking the store). */
+  outageKnown(): { reason: BreakerReason; since: number } | undefined {
+    return this.outage ? { reason: this.outage.reason, since: this.outage.since } : undefined;
+  }
+
+  /** One decision for one request: go, wait until, or outage. Never throws. */
+  async acquire(): Promise<Grant> {
+    this.asking += 1;
+    try {
+      return await this.decide();
+    } finally {
+      this.asking -= 1;
+    }
+  }
+
+  private async decide(): Promise<Grant> {
+    for (;;) {
+      const now = this.now();
+      if (now < this.localBlockedUntil) return { kind: 'wait', until: this.localBlockedUntil, why: 'retry-after' };
+      if (this.outage && now < this.outage.nextProbeAt) {
+        return { kind: 'outage', reason: this.outage.reason, since: this.outage.since };
+      }
+      if (now < this.fallbackUntil) return this.localGrant(now);
+      const fromLease = this.fromLease(now);
+      if (fromLease) return fromLease;
+      if (now < this.drawNotBefore) return { kind: 'wait', until: this.drawNotBefore, why: 'pace' };
+      if (this.drawing) {
+        // One draw at a time per container; callers that came meanwhile look at its lease.
+        await this.drawing;
+        continue;
+      }
+      const drawing = this.drawFromStore().finally(() => {
+        if (this.drawing === drawing) this.drawing = undefined;
+      });
+      this.drawing = drawing;
+      return drawing;
+    }
+  }
+
+  /** How the request that `grant` allowed ended. Never throws. */
+  async report(result: RequestResult, grant: Grant): Promise<void> {
+    const now = this.now();
+    const probe = grant.kind === 'go' && grant.probe;
+    switch (result.kind) {
+      case 'ok':
+        this.consecutiveFailures = 0;
+        if (probe || this.outage) {
+          this.outage = undefined;
+          await this.change('breaker closed', (state) => closeBreaker(state, now));
+        }
+        return;
+      case 'rate-limited': {
+        const retryAfterMs = result.retryAfterMs ?? this.settings.defaultRetryAfterMs;
+        this.localBlockedUntil = Math.max(this.localBlockedUntil, now + retryAfterMs);
+        this.lease = undefined;
+        await this.change('rate limited', (state) => rateLimited(state, now, result.retryAfterMs, this.settings));
+        return;
+      }
+      case 'failed':
+        this.consecutiveFailures += 1;
+        if (probe) return; // the breaker stays open; the next probe is due in probeIntervalMs
+        if (this.consecutiveFailures >= this.outageFailures) await this.open('provider', now);
+        return;
+      case 'token-refused':
+        await this.open('token', now);
+        return;
+    }
+  }
+
+  private async open(reason: BreakerReason, now: number): Promise<void> {
+    this.lease = undefined;
+    if (!this.outage || (reason === 'token' && this.outage.reason !== 'token')) {
+      this.outage = { reason, since: this.outage?.since ?? now, nextProbeAt: now + this.settings.probeIntervalMs };
+    }
+    await this.change('breaker opened', (state) => openBreaker(state, now, reason, this.settings));
+  }
+
+  private now(): number {
+    return this.clock.now().getTime();
+  }
+
+  private fromLease(now: number): Grant | undefined {
+    const lease = this.lease;
+    if (!lease || lease.tokens < 1 || now >= lease.expiresAt) {
+      this.lease = undefined;
+      return undefined;
+    }
+    if (now < lease.nextAt) return { kind: 'wait', until: lease.nextAt, why: 'pace' };
+    lease.tokens -= 1;
+    lease.nextAt = Math.max(now, lease.nextAt) + lease.intervalMs;
+    return { kind: 'go', probe: false };
+  }
+
+  private localGrant(now: number): Grant {
+    if (this.outage) {
+      this.outage.nextProbeAt = now + this.settings.probeIntervalMs;
+      return { kind: 'go', probe: true, reason: this.outage.reason };
+    }
+    if (now < this.fallbackNextAt) return { kind: 'wait', until: this.fallbackNextAt, why: 'pace' };
+    this.fallbackNextAt = Math.max(now, this.fallbackNextAt) + 1000 / this.options.fallbackRate;
+    return { kind: 'go', probe: false };
+  }
+
+  /** One draw from the shared bucket: the grant of the caller that drew, and a lease for the rest. */
+  private async drawFromStore(): Promise<Grant> {
+    try {
+      for (let attempt = 1; attempt <= this.writeAttempts; attempt += 1) {
+        const { state, version } = await this.readState();
+        const now = this.now();
+        // A lease no larger than this container can spend: tokens it could not use would expire unused.
+        const want = Math.min(leaseSize(state.rate, this.settings), Math.max(1, 2 * this.asking));
+        const result = draw(state, now, want, this.settings);
+        if (result.state !== state && (await this.store.write(result.state, version)) === 'conflict') continue;
+        this.lastRate = result.state.rate;
+        return this.applyDraw(result.draw, result.state, now);
+      }
+      return this.fallBack('the pace row kept changing under this container');
+    } catch (error) {
+      return this.fallBack((error as Error).message);
+    }
+  }
+
+  private applyDraw(d: ReturnType<typeof draw>['draw'], state: PaceState, now: number): Grant {
+    switch (d.kind) {
+      case 'granted': {
+        if (d.probe) {
+          const reason = state.breaker.open ? state.breaker.reason : 'provider';
+          return { kind: 'go', probe: true, reason };
+        }
+        if (this.outage) this.outage = undefined; // someone else's probe closed it
+        const leaseMs = this.settings.leaseSeconds * 1000;
+        const intervalMs = leaseMs / d.tokens;
+        this.lease = { tokens: d.tokens - 1, nextAt: now + intervalMs, intervalMs, expiresAt: now + 2 * leaseMs };
+        return { kind: 'go', probe: false };
+      }
+      case 'wait':
+        if (this.outage) this.outage = undefined;
+        if (d.why === 'retry-after') this.localBlockedUntil = Math.max(this.localBlockedUntil, d.retryAt);
+        else this.drawNotBefore = d.retryAt;
+        return { kind: 'wait', until: d.retryAt, why: d.why };
+      case 'outage':
+        this.outage = { reason: d.reason, since: d.since, nextProbeAt: d.nextProbeAt };
+        return { kind: 'outage', reason: d.reason, since: d.since };
+    }
+  }
+
+  private async readState(): Promise<{ state: PaceState; version: number }> {
+    const stored = await this.store.read();
+    if (stored === undefined) return { state: initialPaceState(this.settings, this.now()), version: 0 };
+    if (!isPaceState(stored.state)) {
+      this.log.warn('the pace row is not a pace state; starting afresh');
+      return { state: initialPaceState(this.settings, this.now()), version: stored.version };
+    }
+    // The operator's ceiling may have changed since the row was written.
+    const { maxRate } = this.settings;
+    const state = maxRate !== undefined && stored.state.rate > maxRate ? { ...stored.state, rate: maxRate } : stored.state;
+    return { state, version: stored.version };
+  }
+
+  /** Applies one change to the shared state (read, change, conditional write), or falls back. */
+  private async change(what: string, apply: (state: PaceState) => PaceState): Promise<void> {
+    if (this.now() < this.fallbackUntil) return;
+    try {
+      for (let attempt = 1; attempt <= this.writeAttempts; attempt += 1) {
+        const { state, version } = await this.readState();
+        const next = apply(state);
+        if (next === state) return;
+        if ((await this.store.write(next, version)) === 'written') {
+          this.lastRate = next.rate;
+          this.log.info(`provider pace: ${what}`, { rate: round(next.rate), breakerOpen: next.breaker.open });
+          return;
+        }
+      }
+      this.fallBack(`${what}: the pace row kept changing under this container`);
+    } catch (error) {
+      this.fallBack(`${what}: ${(error as Error).message}`);
+    }
+  }
+
+  private fallBack(why: string): Grant {
+    const now = this.now();
+    if (now >= this.fallbackUntil) {
+      this.log.warn('the control table cannot be used; this container runs on its local pace for a while', {
+        error: why,
+        localRate: this.options.fallbackRate,
+        forMs: this.fallbackMs,
+      });
+    }
+    this.fallbackUntil = now + this.fallbackMs;
+    this.lease = undefined;
+    return this.localGrant(now);
+  }
+}
+
+function round(value: number): number {
+  return Math.round(value * 100) / 100;
+}
