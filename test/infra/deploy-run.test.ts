@@ -1,10 +1,11 @@
 /**
- * The inline code of the deploy-time run (it uses the Lambda runtime's SDK, so it is run here with
- * a stand-in LambdaClient): it invokes the refresher synchronously with {"trigger":"deploy"}, passes
- * a `skipped` or `refreshed` answer, and throws (failing the deploy) when the refresher fails.
+ * The deploy-time run's code as it is deployed: infra/deploy-run/handler.ts compiled to the inline
+ * CommonJS of the template (it uses the Lambda runtime's SDK, so it is run here with a stand-in
+ * LambdaClient): it invokes the refresher synchronously with {"trigger":"deploy"}, passes a
+ * `skipped` or `refreshed` answer, and throws (failing the deploy) when the refresher fails.
  */
 import { describe, expect, it } from 'vitest';
-import { DEPLOY_RUN_CODE } from '../../infra/stateless-stack.js';
+import { DEPLOY_RUN_CODE } from '../../infra/deploy-run/deploy-run.js';
 
 interface Invocation {
   FunctionName: string;
@@ -63,6 +64,11 @@ describe('deploy-time run', () => {
   it('fails (and with it the deploy) when the refresher fails', async () => {
     const { run } = load({ FunctionError: 'Unhandled', Payload: bytes({ errorType: 'ProviderError', errorMessage: 'getToken: HTTP 401' }) });
     await expect(run()).rejects.toThrow(/token refresher failed at deploy time: .*getToken: HTTP 401/);
+  });
+
+  it('fits in an inline ZipFile (4096 bytes) and loads only the runtime SDK', () => {
+    expect(Buffer.byteLength(DEPLOY_RUN_CODE, 'utf8')).toBeLessThanOrEqual(4096);
+    expect([...DEPLOY_RUN_CODE.matchAll(/require\(["']([^"']+)["']\)/g)].map((match) => match[1])).toEqual(['@aws-sdk/client-lambda']);
   });
 
   it('fails when the refresher cannot be invoked', async () => {
