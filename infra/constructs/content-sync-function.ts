@@ -1,8 +1,9 @@
 /**
  * The one place that fixes how every content-sync Lambda function is built and run: Node.js 22 on
- * arm64, an ESM bundle (minified, with source maps, the AWS SDK bundled in), X-Ray tracing, its
- * own log group with a retention, and its own role that may write to that log group and nothing
- * else until the stack grants more. No physical names.
+ * arm64, an ESM bundle (minified, with source maps, the AWS SDK bundled in but for the credential
+ * sources Lambda never uses: see LAMBDA_UNUSED_CREDENTIAL_SOURCES), X-Ray tracing, its own log
+ * group with a retention, and its own role that may write to that log group and nothing else until
+ * the stack grants more. No physical names.
  */
 import { fileURLToPath } from 'node:url';
 import { Duration, RemovalPolicy } from 'aws-cdk-lib';
@@ -20,6 +21,26 @@ export const ESM_REQUIRE_BANNER =
   "import { createRequire as __contentSyncCreateRequire } from 'node:module'; const require = __contentSyncCreateRequire(import.meta.url);";
 
 export const LOG_RETENTION = logs.RetentionDays.ONE_MONTH;
+
+/**
+ * Left out of the bundles (esbuild `--external`), the one exception to bundling the AWS SDK. The
+ * SDK clients' default credential chain tries the environment first and loads every other source
+ * with a dynamic `import()` only when the ones before it found nothing: SSO, shared config files,
+ * credential_process, a web identity token file, then container and instance metadata. Lambda puts
+ * the function's credentials in the environment (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY,
+ * AWS_SESSION_TOKEN), so these are never loaded there; bundled, they and the STS, SSO and sign-in
+ * clients they use were over a quarter of each bundle. Should one ever be needed, the import
+ * resolves to the Node.js runtime's own SDK. Static imports of these would fail at load:
+ * test/infra/bundles.test.ts checks that the bundles import them dynamically only.
+ */
+export const LAMBDA_UNUSED_CREDENTIAL_SOURCES: readonly string[] = [
+  '@aws-sdk/credential-provider-sso',
+  '@aws-sdk/credential-provider-ini',
+  '@aws-sdk/credential-provider-process',
+  '@aws-sdk/credential-provider-web-identity',
+  '@aws-sdk/credential-provider-http',
+  '@smithy/credential-provider-imds',
+];
 
 export interface ContentSyncFunctionProps {
   /** Entry file relative to the repository root, e.g. `functions/token-refresher/handler.ts`. */
@@ -90,8 +111,9 @@ export class ContentSyncFunction extends Construct {
         sourceMap: true,
         // Stack traces need file names and lines, not the sources: keeps the asset small.
         sourcesContent: false,
-        // Bundle the AWS SDK too: the functions run the exact versions they were tested with.
-        externalModules: [],
+        // Bundle the AWS SDK too: the functions run the exact versions they were tested with (but
+        // for the credential sources Lambda never loads).
+        externalModules: [...LAMBDA_UNUSED_CREDENTIAL_SOURCES],
         // Warnings and errors only: keeps `cdk synth` quiet.
         logLevel: LogLevel.WARNING,
       },

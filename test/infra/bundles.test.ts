@@ -1,7 +1,8 @@
 /**
  * The one in-process synth with real esbuild bundles: both functions' assets exist in the cloud
- * assembly as minified ESM with a source map and the AWS SDK inside, and each loads in Node and
- * exports `handler` (which proves the createRequire banner and the bundling of every dependency).
+ * assembly as minified ESM with a source map and the AWS SDK inside (but for the credential sources
+ * Lambda never loads, imported lazily), under the 400 KB goal, and each loads in Node and exports
+ * `handler` (which proves the createRequire banner and the bundling of every dependency).
  */
 import { spawnSync } from 'node:child_process';
 import { existsSync, readFileSync, statSync } from 'node:fs';
@@ -9,6 +10,7 @@ import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { ENV } from '../../functions/shared/config.js';
+import { LAMBDA_UNUSED_CREDENTIAL_SOURCES } from '../../infra/constructs/content-sync-function.js';
 import { buildApp, resource } from './helpers.js';
 import { Template } from 'aws-cdk-lib/assertions';
 
@@ -47,6 +49,20 @@ describe.each(['TokenRefresherFunction', 'ItemSyncFunction'])('%s bundle', (pref
     const external = /(?:^|[;}\s])import\s*(?:[\w$*{},\s]+from\s*)?["'](@aws-sdk|@aws-lambda-powertools)\/|__require\(["'](@aws-sdk|@aws-lambda-powertools)\//m;
     expect(external.exec(code)?.[0]).toBeUndefined();
     expect(code).toContain('secretsmanager');
+  });
+
+  it('leaves out only the credential sources Lambda never uses, as dynamic imports, and stays under 400 KB', () => {
+    const code = readFileSync(join(bundles[prefix]!, 'index.mjs'), 'utf8');
+    const packages = /["']((?:@aws-sdk|@smithy|@aws-lambda-powertools)\/[^"']+)/.source;
+    const dynamic = [...code.matchAll(new RegExp(`import\\(\\s*${packages}["']\\s*\\)`, 'g'))].map((match) => match[1]!);
+    expect(dynamic.length).toBeGreaterThan(0);
+    for (const name of dynamic) {
+      expect(LAMBDA_UNUSED_CREDENTIAL_SOURCES.some((source) => name === source || name.startsWith(`${source}/`)), name).toBe(true);
+    }
+    // A static import of one of them would fail at load (they are not in the bundle).
+    const staticImport = new RegExp(`(?:from|import)\\s*${packages}["']|require\\(\\s*${packages}`);
+    expect(staticImport.exec(code)?.[0]).toBeUndefined();
+    expect(statSync(join(bundles[prefix]!, 'index.mjs')).size).toBeLessThan(400_000);
   });
 
   it('loads in Node with the contract environment and exports handler', () => {

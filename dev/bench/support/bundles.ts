@@ -4,8 +4,9 @@
  * infra/constructs/content-sync-function.ts gives NodejsFunction these bundling options, which
  * aws-cdk-lib turns into `esbuild --bundle <entry> --target=node22 --platform=node --format=esm
  * --outfile=index.mjs --minify --sourcemap --sources-content=false --banner:js=<ESM_REQUIRE_BANNER>
- * --main-fields=module,main` with no `--external` (the SDK is bundled). The same options are given to
- * esbuild's JS API here; the banner is imported from the construct so it cannot drift.
+ * --main-fields=module,main --external:<each of LAMBDA_UNUSED_CREDENTIAL_SOURCES>` (the SDK is bundled
+ * but for the credential sources Lambda never loads). The same options are given to esbuild's JS API
+ * here; the banner and the externals are imported from the construct so they cannot drift.
  *
  * Cold import: a fresh `node` process (NODE_OPTIONS=--enable-source-maps, as the construct sets)
  * with the function's environment imports the bundle; the time of the import() itself is measured
@@ -65,16 +66,26 @@ export interface BundleResult {
   processMs: Summary;
 }
 
-/** The construct's ESM banner; read from the construct itself (importing it loads aws-cdk-lib). */
-async function esmBanner(): Promise<string> {
-  const construct = (await import('../../../infra/constructs/content-sync-function.js')) as { ESM_REQUIRE_BANNER?: string };
-  if (typeof construct.ESM_REQUIRE_BANNER !== 'string') {
-    throw new Error('infra/constructs/content-sync-function.ts no longer exports ESM_REQUIRE_BANNER: update dev/bench/support/bundles.ts');
+/** The construct's ESM banner and external modules; read from the construct itself (importing it loads aws-cdk-lib). */
+async function constructBundling(): Promise<ConstructBundling> {
+  const construct = (await import('../../../infra/constructs/content-sync-function.js')) as {
+    ESM_REQUIRE_BANNER?: string;
+    LAMBDA_UNUSED_CREDENTIAL_SOURCES?: readonly string[];
+  };
+  if (typeof construct.ESM_REQUIRE_BANNER !== 'string' || !Array.isArray(construct.LAMBDA_UNUSED_CREDENTIAL_SOURCES)) {
+    throw new Error(
+      'infra/constructs/content-sync-function.ts no longer exports ESM_REQUIRE_BANNER and LAMBDA_UNUSED_CREDENTIAL_SOURCES: update dev/bench/support/bundles.ts',
+    );
   }
-  return construct.ESM_REQUIRE_BANNER;
+  return { banner: construct.ESM_REQUIRE_BANNER, external: [...construct.LAMBDA_UNUSED_CREDENTIAL_SOURCES] };
 }
 
-export async function buildBundle(spec: BundleSpec, outDir: string, banner: string): Promise<{ file: string; bytes: number; sourceMapBytes: number }> {
+export interface ConstructBundling {
+  banner: string;
+  external: string[];
+}
+
+export async function buildBundle(spec: BundleSpec, outDir: string, bundling: ConstructBundling): Promise<{ file: string; bytes: number; sourceMapBytes: number }> {
   const dir = join(outDir, spec.name);
   mkdirSync(dir, { recursive: true });
   const file = join(dir, 'index.mjs');
@@ -89,8 +100,8 @@ export async function buildBundle(spec: BundleSpec, outDir: string, banner: stri
     minify: true,
     sourcemap: true,
     sourcesContent: false,
-    external: [],
-    banner: { js: banner },
+    external: bundling.external,
+    banner: { js: bundling.banner },
     mainFields: ['module', 'main'],
     logLevel: 'silent',
   });
@@ -131,10 +142,10 @@ export async function coldImport(file: string, env: Record<string, string>): Pro
 }
 
 export async function measureBundles(outDir: string, runs: number, progress?: (line: string) => void): Promise<BundleResult[]> {
-  const banner = await esmBanner();
+  const bundling = await constructBundling();
   const results: BundleResult[] = [];
   for (const spec of BUNDLES) {
-    const built = await buildBundle(spec, outDir, banner);
+    const built = await buildBundle(spec, outDir, bundling);
     const imports: number[] = [];
     const processes: number[] = [];
     await coldImport(built.file, spec.env); // the first run also warms the file system cache
