@@ -1,29 +1,42 @@
 /**
- * The local run (`npm start`), as functions the CLI (local/run.ts) and the tests call:
+ * The local run (`npm start`), as functions the CLI (dev/local/run.ts) and the tests call. Both
+ * stories run on one skeleton (runStory): the local AWS side (dev/local/stack.ts), the deployed
+ * handlers built from config objects the config module's loaders validate, the two secrets, then
+ * the story's own steps.
  *
  * - runLocalStory: no configuration at all. A provider simulator with a seeded tree of files and
  *   folders, DynamoDB (dynalite) and SQS / Secrets Manager (local emulator) on 127.0.0.1, and the
  *   deployed handlers through a whole story: refresh the token, sync every id, change items at the
  *   provider (new revisions, deletions, a new item), refresh again, sync again, then check that the
- *   table equals the provider.
+ *   table equals the provider, by the sync's own reading of an item.
  * - runAgainstProvider: the same local AWS side against a real provider (PROVIDER_BASE_URL), for
  *   the ids given, so a user can try their credentials before deploying.
  *
- * The handlers' JSON logs and metrics go to a log file, not the screen. Nothing printed holds a
- * token: the run never reads the access token, and the credentials are only handed to the secret.
+ * The handlers' JSON logs and metrics go to a log file (their logger and metrics write there), not
+ * the screen. Nothing printed holds a token: the run never reads the access token, and the
+ * credentials are only handed to the secret.
  */
 import { closeSync, mkdirSync, openSync, writeFileSync, writeSync } from 'node:fs';
 import { join, relative } from 'node:path';
+import { Writable } from 'node:stream';
 import { isDeepStrictEqual } from 'node:util';
+import { CreateSecretCommand, GetSecretValueCommand } from '@aws-sdk/client-secrets-manager';
+import { createSyncHandler, type SyncHandler } from '../../functions/item-sync/app.js';
+import { validateItem, type ValidItem } from '../../functions/item-sync/item.js';
+import type { SyncCounts } from '../../functions/item-sync/sync.js';
+import { ENV, loadRefresherConfig, loadSyncConfig, type Env } from '../../functions/shared/config.js';
+import { parseJson } from '../../functions/shared/json.js';
+import { REFRESHER_SERVICE, SYNC_SERVICE } from '../../functions/shared/metric-names.js';
+import { createLogger, createMetrics } from '../../functions/shared/observability.js';
+import type { Credentials } from '../../functions/shared/ports.js';
+import { createRefresherHandler } from '../../functions/token-refresher/app.js';
+import { enqueueIds, scanTableIds } from '../../tools/enqueue/enqueue.js';
+import { createProgress, formatDuration, type Progress } from '../../tools/enqueue/progress.js';
+import { diffTables, readTable, type ItemRow } from '../fakes/items-table.js';
+import { createContext, drainQueue } from '../fakes/lambda.js';
 import { generateItemTree, mulberry32 } from '../simulator/item-tree.js';
 import { ProviderSimulator, type SimulatorItem } from '../simulator/provider-simulator.js';
-import { CreateSecretCommand, GetSecretValueCommand } from '@aws-sdk/client-secrets-manager';
-import { enqueueIds, scanTableIds } from '../../tools/enqueue/enqueue.js';
-import { createContext, drainQueue, type SyncHandlerFn } from '../fakes/lambda.js';
-import { createProgress, formatDuration, type Progress } from '../../tools/enqueue/progress.js';
-import { startLocalStack, type LocalStack, type RefresherHandlerFn } from './stack.js';
-import { diffTables, readTable, type ItemRow } from '../fakes/items-table.js';
-import type { SyncCounts } from '../../functions/item-sync/sync.js';
+import { startLocalStack, type LocalStack } from './stack.js';
 
 // ---- output -------------------------------------------------------------------------------------
 
@@ -38,38 +51,15 @@ interface Screen {
   progress: Progress;
 }
 
-/**
- * Sends everything the process writes to stdout/stderr (the handlers' logs and metrics, SDK
- * warnings) to a log file while the run lasts; the run itself writes through the returned writer.
- */
-function redirectProcessOutput(logFile: string | undefined): { terminal: Writer; restore(): void } {
-  const stdout = process.stdout;
-  const originalOut = stdout.write;
-  const originalErr = process.stderr.write;
-  const fd = logFile === undefined ? undefined : openSync(logFile, 'a');
-  const sink = (chunk: unknown, ...rest: unknown[]): boolean => {
-    if (fd !== undefined) writeSync(fd, typeof chunk === 'string' ? Buffer.from(chunk, 'utf8') : Buffer.from(chunk as Uint8Array));
-    const callback = rest.find((arg) => typeof arg === 'function') as (() => void) | undefined;
-    callback?.();
-    return true;
-  };
-  process.stdout.write = sink as typeof process.stdout.write;
-  process.stderr.write = sink as typeof process.stderr.write;
-  return {
-    terminal: {
-      write: (text) => void originalOut.call(stdout, text),
-      isTTY: stdout.isTTY === true,
-      get columns() {
-        return stdout.columns;
-      },
-    },
-    restore() {
-      process.stdout.write = originalOut;
-      process.stderr.write = originalErr;
-      if (fd !== undefined) closeSync(fd);
-    },
-  };
-}
+const terminal: Writer = {
+  write: (text) => void process.stdout.write(text),
+  get isTTY() {
+    return process.stdout.isTTY === true;
+  },
+  get columns() {
+    return process.stdout.columns;
+  },
+};
 
 function screenFor(writer: Writer | undefined): Screen {
   if (!writer) return { line() {}, progress: createProgress({ write: () => true } as unknown as NodeJS.WritableStream, { silent: true }) };
@@ -86,10 +76,171 @@ function screenFor(writer: Writer | undefined): Screen {
   return { line: (text = '') => writer.write(`${text}\n`), progress: createProgress(stream) };
 }
 
+function display(path: string): string {
+  const rel = relative(process.cwd(), path);
+  return rel && !rel.startsWith('..') ? rel : path;
+}
+
+/** The log file the handlers write to (JSON lines, as in CloudWatch), emptied first. Writes are synchronous. */
+function openLog(file: string): { stream: Writable; close(): void } {
+  const fd = openSync(file, 'w');
+  const stream = new Writable({
+    write(chunk: Buffer, _encoding, done) {
+      try {
+        writeSync(fd, chunk);
+        done();
+      } catch (error) {
+        done(error as Error);
+      }
+    },
+  });
+  return { stream, close: () => closeSync(fd) };
+}
+
+// ---- the skeleton both stories share ------------------------------------------------------------
+
+interface Handlers {
+  refresher: ReturnType<typeof createRefresherHandler>;
+  sync: SyncHandler;
+}
+
+/** The provider a run talks to, the credentials it puts in the credentials secret, and how to stop it. */
+interface ProviderSide {
+  baseUrl: string;
+  credentials: Credentials;
+  close(): Promise<void>;
+}
+
+interface StoryPlan {
+  dataDir: string;
+  inMemory: boolean | undefined;
+  /** Starts with an empty table (the table is kept between runs otherwise). */
+  fresh: boolean;
+  revisionField: string;
+  visibilityTimeoutSeconds: number;
+  /** Tunables of the functions beyond the environment the stack gives them. */
+  tunables?: Env;
+  output: Writer | undefined;
+  quiet: boolean | undefined;
+  /** Starts the provider (the simulator) or names it (a real one). */
+  provider(): Promise<ProviderSide>;
+  /** The lines that open the run, once the local AWS side is up. */
+  header(run: LocalRun): void;
+  /** The story's own steps, once the secrets exist. Problems go to `run.problems`. */
+  play(run: LocalRun): Promise<void>;
+}
+
+interface LocalRun {
+  dataDir: string;
+  logFile: string;
+  snapshotFile: string;
+  screen: Screen;
+  problems: string[];
+  stack: LocalStack;
+  handlers: Handlers;
+  /** Failures of a sync invocation as a whole (it threw instead of answering). */
+  invocationErrors: string[];
+}
+
+interface RunOutcome {
+  problems: string[];
+  logFile: string;
+  snapshotFile: string;
+  dynamodbStorage: 'disk' | 'memory';
+}
+
+/**
+ * The skeleton of both stories: files under `dataDir`, the provider, the local AWS side, the
+ * handlers, the secrets, then `plan.play`. Whatever throws ends the run as one problem; everything
+ * started is stopped.
+ */
+async function runStory(plan: StoryPlan): Promise<RunOutcome> {
+  mkdirSync(plan.dataDir, { recursive: true });
+  const logFile = join(plan.dataDir, 'handlers.log');
+  const snapshotFile = join(plan.dataDir, 'items.json');
+  const log = openLog(logFile);
+  const screen = screenFor(plan.quiet ? undefined : (plan.output ?? terminal));
+  const problems: string[] = [];
+  let provider: ProviderSide | undefined;
+  let stack: LocalStack | undefined;
+  try {
+    provider = await plan.provider();
+    stack = await startLocalStack({
+      ...(plan.inMemory ? {} : { dynamodbPath: join(plan.dataDir, 'dynamodb') }),
+      fresh: plan.fresh,
+      providerBaseUrl: provider.baseUrl,
+      revisionField: plan.revisionField,
+      visibilityTimeoutSeconds: plan.visibilityTimeoutSeconds,
+    });
+    const handlers = buildHandlers(stack, log.stream, plan.tunables ?? {});
+    const run: LocalRun = { dataDir: plan.dataDir, logFile, snapshotFile, screen, problems, stack, handlers, invocationErrors: [] };
+    plan.header(run);
+    await createSecret(stack, stack.credentialsSecretId, provider.credentials);
+    await createSecret(stack, stack.accessTokenSecretId);
+    await plan.play(run);
+  } catch (error) {
+    screen.progress.clear();
+    problems.push(describe(error));
+    screen.line(`FAILED: ${problems[problems.length - 1]}`);
+    screen.line(`Handler logs: ${display(logFile)}`);
+  } finally {
+    await stack?.close().catch(() => undefined);
+    await provider?.close().catch(() => undefined);
+    log.close();
+  }
+  return { problems, logFile, snapshotFile, dynamodbStorage: stack?.dynamodbStorage ?? 'memory' };
+}
+
+/**
+ * The deployed handlers, built as handler.ts builds them but from the local environment object
+ * (validated by the same loaders) and with their logs and metrics written to `log`.
+ */
+function buildHandlers(stack: LocalStack, log: Writable, tunables: Env): Handlers {
+  const env: Env = { ...stack.env, ...tunables };
+  const refresher = createRefresherHandler({
+    config: loadRefresherConfig(env),
+    secrets: stack.secrets,
+    logger: createLogger(REFRESHER_SERVICE, { output: log }),
+    metrics: createMetrics(REFRESHER_SERVICE, { output: log }),
+  });
+  const sync = createSyncHandler({
+    config: loadSyncConfig(env),
+    dynamodb: stack.dynamodb,
+    sqs: stack.sqs,
+    secrets: stack.secrets,
+    logger: createLogger(SYNC_SERVICE, { output: log }),
+    metrics: createMetrics(SYNC_SERVICE, { output: log }),
+  });
+  return { refresher, sync };
+}
+
+async function createSecret(stack: LocalStack, name: string, value?: Credentials): Promise<void> {
+  await stack.secrets.send(new CreateSecretCommand({ Name: name, ...(value ? { SecretString: JSON.stringify(value) } : {}) }));
+}
+
+function describe(error: unknown): string {
+  const e = error as Error;
+  return `${e?.name ?? 'Error'}: ${e?.message ?? String(error)}`;
+}
+
+async function refresh(run: LocalRun, label: string): Promise<{ rotated: boolean }> {
+  const result = await run.handlers.refresher({}, createContext('content-sync-token-refresher-local', run.stack.region, 30_000));
+  if (result.status !== 'refreshed') throw new Error(`${label}: the token refresher skipped: ${result.reason}`);
+  run.screen.line(
+    `   access token refreshed at ${result.refreshedAt}${result.rotated ? '; the provider rotated the refresh token and the new one was stored' : ''}`,
+  );
+  return { rotated: result.rotated };
+}
+
+function writeSnapshot(file: string, rows: ReadonlyMap<string, ItemRow>): void {
+  const sorted = [...rows.values()].sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
+  writeFileSync(file, `${JSON.stringify(sorted, null, 2)}\n`);
+}
+
 // ---- passes -------------------------------------------------------------------------------------
 
-/** The sync's own counters but `fetched`, here derived from what landed in the table and the queues. */
-export type PassCounts = Omit<SyncCounts, 'fetched'>;
+/** The sync's own counters of what became of each record, here derived from what landed in the table and the queues. */
+type PassCounts = Pick<SyncCounts, 'created' | 'updated' | 'unchanged' | 'deleted' | 'retried' | 'deadLettered'>;
 
 export interface PassSummary extends PassCounts {
   name: string;
@@ -103,25 +254,21 @@ export interface PassSummary extends PassCounts {
   remaining: number;
 }
 
-interface PassContext {
-  stack: LocalStack;
-  sync: SyncHandlerFn;
-  screen: Screen;
+interface PassLimits {
   timeLimitMs: number;
   concurrency: number;
-  invocationErrors: string[];
 }
 
-async function deadLetterCount(stack: LocalStack): Promise<number> {
+function deadLetterCount(stack: LocalStack): number {
   return stack.emulator.sqs.counts(stack.deadLetterQueueUrl).total;
 }
 
 /** Enqueues the ids with the enqueue tool's functions, drains the queue through the sync handler, counts. */
-async function syncPass(ctx: PassContext, name: string, ids: readonly string[]): Promise<PassSummary> {
-  const { stack, screen } = ctx;
+async function syncPass(run: LocalRun, name: string, ids: readonly string[], limits: PassLimits): Promise<PassSummary> {
+  const { stack, screen } = run;
   const started = Date.now();
   const before = await readTable(stack.dynamodb, stack.tableName);
-  const deadBefore = await deadLetterCount(stack);
+  const deadBefore = deadLetterCount(stack);
 
   const sent = await enqueueIds(stack.sqs, stack.queueUrl, ids, {
     onProgress: (p) => screen.progress.update(`${name}: enqueuing ${p.sent}/${p.total}`),
@@ -135,12 +282,12 @@ async function syncPass(ctx: PassContext, name: string, ids: readonly string[]):
     queueUrl: stack.queueUrl,
     queueArn: stack.queueArn,
     region: stack.region,
-    handler: ctx.sync,
-    concurrency: ctx.concurrency,
-    timeLimitMs: ctx.timeLimitMs,
-    onInvocationError: (error) => ctx.invocationErrors.push(`${(error as Error)?.name ?? 'Error'}: ${(error as Error)?.message ?? String(error)}`),
+    handler: run.handlers.sync,
+    concurrency: limits.concurrency,
+    timeLimitMs: limits.timeLimitMs,
+    onInvocationError: (error) => run.invocationErrors.push(describe(error)),
     onProgress: (p) => {
-      const dead = stack.emulator.sqs.counts(stack.deadLetterQueueUrl).total - deadBefore;
+      const dead = deadLetterCount(stack) - deadBefore;
       screen.progress.update(
         `${name}: ${p.done}/${total} synced · ${p.retried} retried · ${dead} dead-lettered · ${p.invocations} invocations · ${formatDuration(Date.now() - started)}`,
       );
@@ -148,9 +295,8 @@ async function syncPass(ctx: PassContext, name: string, ids: readonly string[]):
   });
   screen.progress.clear();
 
-  const after = await readTable(stack.dynamodb, stack.tableName);
-  const changes = diffTables(before, after);
-  const deadLettered = (await deadLetterCount(stack)) - deadBefore;
+  const changes = diffTables(before, await readTable(stack.dynamodb, stack.tableName));
+  const deadLettered = deadLetterCount(stack) - deadBefore;
   const changed = changes.created.length + changes.updated.length + changes.deleted.length;
   return {
     name,
@@ -178,7 +324,7 @@ const COLUMNS: Array<[keyof PassCounts | 'ids', string]> = [
   ['deadLettered', 'dead-lettered'],
 ];
 
-export function formatPassTable(passes: readonly PassSummary[]): string[] {
+function formatPassTable(passes: readonly PassSummary[]): string[] {
   const nameWidth = Math.max(4, ...passes.map((p) => p.name.length));
   const header = ['pass'.padEnd(nameWidth), ...COLUMNS.map(([, title]) => title.padStart(Math.max(7, title.length))), '     time'].join('  ');
   const rows = passes.map((p) =>
@@ -215,23 +361,23 @@ function deadLetterReasons(stack: LocalStack, limit = 10): string[] {
     });
 }
 
-export function revisionText(value: unknown): string | undefined {
-  if (typeof value === 'string') return value;
-  if (typeof value === 'number' && Number.isFinite(value)) return JSON.stringify(value);
-  return undefined;
-}
+// ---- the table against the provider -------------------------------------------------------------
 
-function getPath(value: unknown, path: string): unknown {
-  let current = value;
-  for (const key of path.split('.')) {
-    if (typeof current !== 'object' || current === null || Array.isArray(current)) return undefined;
-    current = (current as Record<string, unknown>)[key];
+/**
+ * A provider item as the sync reads it: the JSON text the simulator serves for it (JSON.stringify of
+ * the item), through the provider client's parse (numbers kept exact) and the sync's validation
+ * (revision text at the dot path). A string says why the sync would refuse it.
+ */
+function asTheSyncReadsIt(item: SimulatorItem, revisionField: string): ValidItem | string {
+  try {
+    return validateItem(parseJson(JSON.stringify(item)), item.id, revisionField);
+  } catch (error) {
+    return (error as Error).message;
   }
-  return current;
 }
 
 /** Differences between the table and what the provider holds (empty when they agree). */
-export function compareWithProvider(
+function compareWithProvider(
   rows: ReadonlyMap<string, ItemRow>,
   providerItems: readonly SimulatorItem[],
   deletedIds: readonly string[],
@@ -242,12 +388,13 @@ export function compareWithProvider(
   for (const item of providerItems) {
     expected.add(item.id);
     const row = rows.get(item.id);
-    const revision = revisionText(getPath(item, revisionField));
+    const read = asTheSyncReadsIt(item, revisionField);
     if (!row) problems.push(`${item.id}: not in the table`);
     else if (row.deleted) problems.push(`${item.id}: marked deleted, but the provider has it`);
-    else if (row.revision !== revision) problems.push(`${item.id}: revision ${row.revision ?? '(none)'} in the table, ${revision} at the provider`);
-    else if (row.type !== item.type) problems.push(`${item.id}: type ${String(row.type)} in the table, ${item.type} at the provider`);
-    else if (!isDeepStrictEqual(row.item, item)) problems.push(`${item.id}: the stored item differs from the provider's`);
+    else if (typeof read === 'string') problems.push(`${item.id}: in the table, but the sync refuses the provider's item: ${read}`);
+    else if (row.revision !== read.revision) problems.push(`${item.id}: revision ${row.revision ?? '(none)'} in the table, ${read.revision} at the provider`);
+    else if (row.type !== read.type) problems.push(`${item.id}: type ${String(row.type)} in the table, ${read.type} at the provider`);
+    else if (!isDeepStrictEqual(row.item, read.item)) problems.push(`${item.id}: the stored item differs from the provider's`);
   }
   for (const id of deletedIds) {
     expected.add(id);
@@ -257,29 +404,6 @@ export function compareWithProvider(
   }
   for (const id of rows.keys()) if (!expected.has(id)) problems.push(`${id}: in the table, unknown to the provider`);
   return problems;
-}
-
-function writeSnapshot(file: string, rows: ReadonlyMap<string, ItemRow>): void {
-  const sorted = [...rows.values()].sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
-  writeFileSync(file, `${JSON.stringify(sorted, null, 2)}\n`);
-}
-
-function display(path: string): string {
-  const rel = relative(process.cwd(), path);
-  return rel && !rel.startsWith('..') ? rel : path;
-}
-
-async function createSecret(stack: LocalStack, name: string, value?: object): Promise<void> {
-  await stack.secrets.send(new CreateSecretCommand({ Name: name, ...(value ? { SecretString: JSON.stringify(value) } : {}) }));
-}
-
-async function refresh(refresher: RefresherHandlerFn, screen: Screen, stack: LocalStack, label: string): Promise<{ rotated: boolean }> {
-  const result = await refresher({}, createContext('content-sync-token-refresher-local', stack.region, 30_000));
-  if (result.status !== 'refreshed') throw new Error(`${label}: the token refresher skipped: ${result.reason}`);
-  screen.line(
-    `   access token refreshed at ${result.refreshedAt}${result.rotated ? '; the provider rotated the refresh token and the new one was stored' : ''}`,
-  );
-  return { rotated: result.rotated };
 }
 
 // ---- the story ----------------------------------------------------------------------------------
@@ -320,162 +444,189 @@ export interface StoryResult {
 export const DEFAULT_ITEM_COUNT = 300;
 export const DEFAULT_SEED = 20_261_121;
 
+interface StorySettings {
+  itemCount: number;
+  seed: number;
+  revisionField: string;
+  limits: PassLimits;
+}
+
+/** What the story found, filled in as it goes (a failed step leaves the rest as it was). */
+interface StoryFindings {
+  passes: PassSummary[];
+  providerItems: number;
+  tableRows: number;
+}
+
 export async function runLocalStory(options: LocalStoryOptions = {}): Promise<StoryResult> {
   const itemCount = Math.max(10, Math.floor(options.itemCount ?? DEFAULT_ITEM_COUNT));
   const seed = options.seed ?? DEFAULT_SEED;
   const revisionField = options.revisionField ?? 'revision';
   const dataDir = options.dataDir ?? join(process.cwd(), '.local', 'demo');
-  mkdirSync(dataDir, { recursive: true });
-  const logFile = join(dataDir, 'handlers.log');
-  const snapshotFile = join(dataDir, 'items.json');
-  writeFileSync(logFile, '');
-
-  const redirect = redirectProcessOutput(logFile);
-  const screen = screenFor(options.quiet ? undefined : (options.output ?? redirect.terminal));
-  const problems: string[] = [];
-  const passes: PassSummary[] = [];
-  let simulator: ProviderSimulator | undefined;
-  let stack: LocalStack | undefined;
-  let storage: 'disk' | 'memory' = 'memory';
-  let providerItems = 0;
-  let tableRows = 0;
-
-  try {
-    const items = generateItemTree({ count: itemCount, seed, revisionField });
-    simulator = await ProviderSimulator.start({ items, seed, revisionField, rotateRefreshToken: true, prefix: '/api/v2' });
-    options.onSimulatorStarted?.(simulator);
-    stack = await startLocalStack({
-      ...(options.inMemory ? {} : { dynamodbPath: join(dataDir, 'dynamodb') }),
-      fresh: true,
-      providerBaseUrl: simulator.baseUrl,
-      revisionField,
-      visibilityTimeoutSeconds: 3,
-      // The story shows one 429 with Retry-After: 1; the deployed minute-long floor would stall it.
-      extraEnv: { SYNC_RATE_LIMIT_MIN_DELAY_SECONDS: '1' },
-    });
-    storage = stack.dynamodbStorage;
-    const folders = items.filter((i) => i.type === 'folder').length;
-
-    screen.line('content-sync, local run: the deployed handlers against a simulated provider and local AWS services');
-    screen.line(`   provider simulator     ${simulator.baseUrl} (${items.length} items: ${folders} folders, ${items.length - folders} files; seed ${seed})`);
-    screen.line(
-      `   DynamoDB (dynalite)    ${stack.dynamodbEndpoint}, table ${stack.tableName}, ${storage === 'disk' ? `data in ${display(join(dataDir, 'dynamodb'))}` : 'in memory'}`,
-    );
-    screen.line(`   SQS, Secrets Manager   ${stack.emulator.endpoint} (local emulator)`);
-    screen.line(`   handler logs           ${display(logFile)} (JSON lines, as in CloudWatch)`);
-    screen.line();
-
-    await createSecret(stack, stack.credentialsSecretId, { clientId: simulator.clientId, refreshToken: simulator.refreshToken });
-    await createSecret(stack, stack.accessTokenSecretId);
-    const { refresher, sync } = await stack.importHandlers();
-    const ctx: PassContext = { stack, sync, screen, timeLimitMs: options.timeLimitMs ?? Math.max(120_000, itemCount * 20), concurrency: 5, invocationErrors: [] };
-
-    // 1. The scheduled token refresh.
-    screen.line('1. Refresh the access token (token refresher)');
-    await refresh(refresher, screen, stack, 'refresh');
-
-    // 2. The first sync: every id, one rate-limited answer on the way (429 with Retry-After: 1).
-    const rand = mulberry32(seed ^ 0x5eed);
-    const ids = simulator.itemIds();
-    const limitedId = ids[1 + Math.floor(rand() * (ids.length - 1))]!;
-    simulator.addFault({
-      endpoint: 'items',
-      itemId: limitedId,
-      times: 1,
-      fault: { kind: 'status', status: 429, headers: { 'Retry-After': '1' } },
-    });
-    screen.line(`2. Sync every id (the provider answers 429 Too Many Requests, Retry-After: 1, once for ${limitedId})`);
-    const first = await syncPass(ctx, 'initial sync', ids);
-    passes.push(first);
-    printPass(screen, first);
-    expectCounts(problems, first, { created: ids.length, updated: 0, unchanged: 0, deleted: 0, deadLettered: 0 });
-
-    // 3. Changes at the provider: new revisions, deletions, a new item; the next scheduled refresh.
-    const files = ids.filter((id) => simulator!.getItem(id)?.type === 'file' && id !== limitedId);
-    const shuffled = shuffle(files, rand);
-    const deletedIds = shuffled.slice(0, 2);
-    const bumpCount = Math.max(3, Math.round(ids.length * 0.05));
-    const folderToBump = ids.find((id) => simulator!.getItem(id)?.type === 'folder' && id !== ids[0]) ?? ids[0]!;
-    const bumped = [folderToBump, ...shuffled.slice(2, 2 + bumpCount - 1)];
-    for (const id of bumped) simulator.bumpRevision(id);
-    for (const id of deletedIds) simulator.deleteItem(id);
-    const newItem = newFileLike(simulator.getItem(shuffled[2 + bumpCount] ?? shuffled[0]!)!, ids, revisionField);
-    simulator.setItem(newItem);
-    screen.line(
-      `3. Change the provider: ${bumped.length} new revisions, ${deletedIds.length} deletions (${deletedIds.join(', ')}), 1 new item (${newItem.id}); refresh the token again`,
-    );
-    await refresh(refresher, screen, stack, 'second refresh');
-
-    // 4. Sync again: every id the table knows (what `npm run enqueue -- --resync-table` sends) and the new one.
-    const known = await scanTableIds(stack.dynamodb, stack.tableName);
-    const secondIds = [...new Set([...known, newItem.id])];
-    screen.line(`4. Sync again: the ${known.length} ids the table knows and the new one`);
-    const second = await syncPass(ctx, 'after changes', secondIds);
-    passes.push(second);
-    printPass(screen, second);
-    expectCounts(problems, second, {
-      created: 1,
-      updated: bumped.length,
-      deleted: deletedIds.length,
-      unchanged: secondIds.length - 1 - bumped.length - deletedIds.length,
-      deadLettered: 0,
-    });
-
-    // 5. The table against the provider.
-    const rows = await readTable(stack.dynamodb, stack.tableName);
-    tableRows = rows.size;
-    const current = simulator.itemIds().map((id) => simulator!.getItem(id)!);
-    providerItems = current.length;
-    const differences = compareWithProvider(rows, current, deletedIds, revisionField);
-    problems.push(...differences.slice(0, 20));
-    if (differences.length > 20) problems.push(`... and ${differences.length - 20} more differences`);
-    for (const pass of passes) if (!pass.drained) problems.push(`${pass.name}: ${pass.remaining} messages were still in the queue at the time limit`);
-    const dead = deadLetterReasons(stack);
-    for (const reason of dead) problems.push(`dead-lettered ${reason}`);
-    for (const error of ctx.invocationErrors.slice(0, 5)) problems.push(`an invocation of the sync handler failed: ${error}`);
-    writeSnapshot(snapshotFile, rows);
-
-    screen.line();
-    for (const line of formatPassTable(passes)) screen.line(line);
-    screen.line();
-    if (problems.length === 0) {
-      screen.line(
-        `OK: the table matches the provider: ${current.length} items with their revisions, ${deletedIds.length} marked deleted, nothing dead-lettered.`,
-      );
-    } else {
-      screen.line('FAILED: the run did not behave as expected:');
-      for (const problem of problems) screen.line(`   - ${problem}`);
-    }
-    screen.line(`Table snapshot: ${display(snapshotFile)}   Handler logs: ${display(logFile)}`);
-  } catch (error) {
-    screen.progress.clear();
-    const e = error as Error;
-    problems.push(`${e?.name ?? 'Error'}: ${e?.message ?? String(error)}`);
-    screen.line(`FAILED: ${problems[problems.length - 1]}`);
-    screen.line(`Handler logs: ${display(logFile)}`);
-  } finally {
-    await stack?.close().catch(() => undefined);
-    await simulator?.close().catch(() => undefined);
-    redirect.restore();
-  }
-
-  return {
-    ok: problems.length === 0,
-    problems,
-    passes,
-    dataDir,
-    logFile,
-    snapshotFile,
-    dynamodbStorage: storage,
-    providerItems,
-    tableRows,
+  const settings: StorySettings = {
+    itemCount,
+    seed,
+    revisionField,
+    limits: { timeLimitMs: options.timeLimitMs ?? Math.max(120_000, itemCount * 20), concurrency: 5 },
   };
+  const findings: StoryFindings = { passes: [], providerItems: 0, tableRows: 0 };
+  let simulator: ProviderSimulator | undefined;
+
+  const outcome = await runStory({
+    dataDir,
+    inMemory: options.inMemory,
+    fresh: true,
+    revisionField,
+    visibilityTimeoutSeconds: 3,
+    // The story shows one 429 with Retry-After: 1; the deployed minute-long floor would stall it.
+    tunables: { [ENV.rateLimitMinDelaySeconds]: '1' },
+    output: options.output,
+    quiet: options.quiet,
+    provider: async () => {
+      simulator = await startSimulator(settings);
+      options.onSimulatorStarted?.(simulator);
+      return simulatorSide(simulator);
+    },
+    header: (run) => printStoryHeader(run, simulator!, settings.seed),
+    play: (run) => playStory(run, simulator!, settings, findings),
+  });
+  return { ok: outcome.problems.length === 0, ...outcome, dataDir, ...findings };
+}
+
+/** A simulated provider holding a generated tree of items, which rotates the refresh token at every refresh. */
+async function startSimulator({ itemCount, seed, revisionField }: StorySettings): Promise<ProviderSimulator> {
+  const items = generateItemTree({ count: itemCount, seed, revisionField });
+  return ProviderSimulator.start({ items, seed, revisionField, rotateRefreshToken: true, prefix: '/api/v2' });
+}
+
+function simulatorSide(simulator: ProviderSimulator): ProviderSide {
+  return {
+    baseUrl: simulator.baseUrl,
+    credentials: { clientId: simulator.clientId, refreshToken: simulator.refreshToken },
+    close: () => simulator.close(),
+  };
+}
+
+function printStoryHeader(run: LocalRun, simulator: ProviderSimulator, seed: number): void {
+  const { screen, stack } = run;
+  const items = simulator.itemIds().map((id) => simulator.getItem(id)!);
+  const folders = items.filter((i) => i.type === 'folder').length;
+  const storage = stack.dynamodbStorage === 'disk' ? `data in ${display(join(run.dataDir, 'dynamodb'))}` : 'in memory';
+  screen.line('content-sync, local run: the deployed handlers against a simulated provider and local AWS services');
+  screen.line(`   provider simulator     ${simulator.baseUrl} (${items.length} items: ${folders} folders, ${items.length - folders} files; seed ${seed})`);
+  screen.line(`   DynamoDB (dynalite)    ${stack.dynamodbEndpoint}, table ${stack.tableName}, ${storage}`);
+  screen.line(`   SQS, Secrets Manager   ${stack.emulator.endpoint} (local emulator)`);
+  screen.line(`   handler logs           ${display(run.logFile)} (JSON lines, as in CloudWatch)`);
+  screen.line();
+}
+
+async function playStory(run: LocalRun, simulator: ProviderSimulator, settings: StorySettings, findings: StoryFindings): Promise<void> {
+  const { screen, problems } = run;
+  const rand = mulberry32(settings.seed ^ 0x5eed);
+
+  // 1. The scheduled token refresh.
+  screen.line('1. Refresh the access token (token refresher)');
+  await refresh(run, 'refresh');
+
+  // 2. The first sync: every id, one rate-limited answer on the way (429 with Retry-After: 1).
+  const ids = simulator.itemIds();
+  const limitedId = ids[1 + Math.floor(rand() * (ids.length - 1))]!;
+  simulator.addFault({ endpoint: 'items', itemId: limitedId, times: 1, fault: { kind: 'status', status: 429, headers: { 'Retry-After': '1' } } });
+  screen.line(`2. Sync every id (the provider answers 429 Too Many Requests, Retry-After: 1, once for ${limitedId})`);
+  const first = await recordPass(run, findings, 'initial sync', ids, settings.limits);
+  expectCounts(problems, first, { created: ids.length, updated: 0, unchanged: 0, deleted: 0, deadLettered: 0 });
+
+  // 3. Changes at the provider: new revisions, deletions, a new item; the next scheduled refresh.
+  const change = changeProvider(simulator, ids, limitedId, rand, settings.revisionField);
+  screen.line(
+    `3. Change the provider: ${change.bumped.length} new revisions, ${change.deletedIds.length} deletions (${change.deletedIds.join(', ')}), 1 new item (${change.newItem.id}); refresh the token again`,
+  );
+  await refresh(run, 'second refresh');
+
+  // 4. Sync again: every id the table knows (what `npm run enqueue -- --resync-table` sends) and the new one.
+  const known = await scanTableIds(run.stack.dynamodb, run.stack.tableName);
+  const secondIds = [...new Set([...known, change.newItem.id])];
+  screen.line(`4. Sync again: the ${known.length} ids the table knows and the new one`);
+  const second = await recordPass(run, findings, 'after changes', secondIds, settings.limits);
+  expectCounts(problems, second, {
+    created: 1,
+    updated: change.bumped.length,
+    deleted: change.deletedIds.length,
+    unchanged: secondIds.length - 1 - change.bumped.length - change.deletedIds.length,
+    deadLettered: 0,
+  });
+
+  // 5. The table against the provider.
+  await checkTable(run, simulator, change.deletedIds, settings.revisionField, findings);
+}
+
+async function recordPass(run: LocalRun, findings: StoryFindings, name: string, ids: readonly string[], limits: PassLimits): Promise<PassSummary> {
+  const pass = await syncPass(run, name, ids, limits);
+  findings.passes.push(pass);
+  printPass(run.screen, pass);
+  return pass;
 }
 
 function expectCounts(problems: string[], pass: PassSummary, expected: Omit<PassCounts, 'retried'>): void {
   for (const [key, value] of Object.entries(expected) as Array<[keyof PassCounts, number]>) {
     if (pass[key] !== value) problems.push(`${pass.name}: expected ${value} ${key === 'deadLettered' ? 'dead-lettered' : key}, counted ${pass[key]}`);
   }
+}
+
+/** New revisions for about 5% of the items (a folder among them), two files deleted, one new file. */
+function changeProvider(
+  simulator: ProviderSimulator,
+  ids: readonly string[],
+  limitedId: string,
+  rand: () => number,
+  revisionField: string,
+): { bumped: string[]; deletedIds: string[]; newItem: SimulatorItem } {
+  const files = ids.filter((id) => simulator.getItem(id)?.type === 'file' && id !== limitedId);
+  const shuffled = shuffle(files, rand);
+  const deletedIds = shuffled.slice(0, 2);
+  const bumpCount = Math.max(3, Math.round(ids.length * 0.05));
+  const folderToBump = ids.find((id) => simulator.getItem(id)?.type === 'folder' && id !== ids[0]) ?? ids[0]!;
+  const bumped = [folderToBump, ...shuffled.slice(2, 2 + bumpCount - 1)];
+  for (const id of bumped) simulator.bumpRevision(id);
+  for (const id of deletedIds) simulator.deleteItem(id);
+  const newItem = newFileLike(simulator.getItem(shuffled[2 + bumpCount] ?? shuffled[0]!)!, ids, revisionField);
+  simulator.setItem(newItem);
+  return { bumped, deletedIds, newItem };
+}
+
+/** The last step: the table against the provider, what went wrong on the way, the verdict. */
+async function checkTable(
+  run: LocalRun,
+  simulator: ProviderSimulator,
+  deletedIds: readonly string[],
+  revisionField: string,
+  findings: StoryFindings,
+): Promise<void> {
+  const { screen, problems, stack } = run;
+  const rows = await readTable(stack.dynamodb, stack.tableName);
+  findings.tableRows = rows.size;
+  const current = simulator.itemIds().map((id) => simulator.getItem(id)!);
+  findings.providerItems = current.length;
+  const differences = compareWithProvider(rows, current, deletedIds, revisionField);
+  problems.push(...differences.slice(0, 20));
+  if (differences.length > 20) problems.push(`... and ${differences.length - 20} more differences`);
+  for (const pass of findings.passes) if (!pass.drained) problems.push(`${pass.name}: ${pass.remaining} messages were still in the queue at the time limit`);
+  for (const reason of deadLetterReasons(stack)) problems.push(`dead-lettered ${reason}`);
+  for (const error of run.invocationErrors.slice(0, 5)) problems.push(`an invocation of the sync handler failed: ${error}`);
+  writeSnapshot(run.snapshotFile, rows);
+
+  screen.line();
+  for (const line of formatPassTable(findings.passes)) screen.line(line);
+  screen.line();
+  if (problems.length === 0) {
+    screen.line(
+      `OK: the table matches the provider: ${current.length} items with their revisions, ${deletedIds.length} marked deleted, nothing dead-lettered.`,
+    );
+  } else {
+    screen.line('FAILED: the run did not behave as expected:');
+    for (const problem of problems) screen.line(`   - ${problem}`);
+  }
+  screen.line(`Table snapshot: ${display(run.snapshotFile)}   Handler logs: ${display(run.logFile)}`);
 }
 
 function shuffle<T>(list: readonly T[], rand: () => number): T[] {
@@ -487,7 +638,7 @@ function shuffle<T>(list: readonly T[], rand: () => number): T[] {
   return out;
 }
 
-/** A new file at the provider, shaped like an existing one, with an id no item has. */
+/** A new file at the provider, shaped like an existing one, with an id no item has (revision 1). */
 function newFileLike(template: SimulatorItem, existing: readonly string[], revisionField: string): SimulatorItem {
   const taken = new Set(existing);
   let n = existing.length + 1;
@@ -508,7 +659,7 @@ function newFileLike(template: SimulatorItem, existing: readonly string[], revis
 
 export interface ProviderRunOptions {
   baseUrl: string;
-  credentials: { clientId: string; refreshToken: string };
+  credentials: Credentials;
   ids: readonly string[];
   revisionField: string;
   /** Default `.local/provider`. The table is kept between runs. */
@@ -524,11 +675,13 @@ export interface ProviderRunOptions {
   onRefreshTokenRotated?: (refreshToken: string) => string | void | Promise<string | void>;
 }
 
+type StoredRow = { id: string; revision?: string; type?: string; deleted?: boolean };
+
 export interface ProviderRunResult {
   ok: boolean;
   problems: string[];
   pass?: PassSummary;
-  rows: Array<{ id: string; revision?: string; type?: string; deleted?: boolean }>;
+  rows: StoredRow[];
   logFile: string;
   snapshotFile: string;
   dynamodbStorage: 'disk' | 'memory';
@@ -536,100 +689,89 @@ export interface ProviderRunResult {
 }
 
 export async function runAgainstProvider(options: ProviderRunOptions): Promise<ProviderRunResult> {
-  const dataDir = options.dataDir ?? join(process.cwd(), '.local', 'provider');
-  mkdirSync(dataDir, { recursive: true });
-  const logFile = join(dataDir, 'handlers.log');
-  const snapshotFile = join(dataDir, 'items.json');
-  writeFileSync(logFile, '');
-  const redirect = redirectProcessOutput(logFile);
-  const screen = screenFor(options.quiet ? undefined : (options.output ?? redirect.terminal));
-  const problems: string[] = [];
-  let stack: LocalStack | undefined;
-  let pass: PassSummary | undefined;
-  let rotated = false;
-  let storage: 'disk' | 'memory' = 'memory';
-  const rowsOut: ProviderRunResult['rows'] = [];
+  const found: { pass?: PassSummary; rows: StoredRow[]; rotated: boolean } = { rows: [], rotated: false };
+  const outcome = await runStory({
+    dataDir: options.dataDir ?? join(process.cwd(), '.local', 'provider'),
+    inMemory: options.inMemory,
+    fresh: false,
+    revisionField: options.revisionField,
+    // Longer than one invocation can take against a real provider, so a record is never delivered twice at once.
+    visibilityTimeoutSeconds: 30,
+    output: options.output,
+    quiet: options.quiet,
+    provider: async () => ({ baseUrl: options.baseUrl, credentials: options.credentials, close: async () => undefined }),
+    header: (run) => printProviderHeader(run, options),
+    play: (run) => playAgainstProvider(run, options, found),
+  });
+  return { ok: outcome.problems.length === 0, ...outcome, ...(found.pass ? { pass: found.pass } : {}), rows: found.rows, rotated: found.rotated };
+}
 
-  try {
-    stack = await startLocalStack({
-      ...(options.inMemory ? {} : { dynamodbPath: join(dataDir, 'dynamodb') }),
-      fresh: false,
-      providerBaseUrl: options.baseUrl,
-      revisionField: options.revisionField,
-      // Longer than one invocation can take against a real provider, so a record is never delivered twice at once.
-      visibilityTimeoutSeconds: 30,
-    });
-    storage = stack.dynamodbStorage;
-    screen.line(`content-sync, local run against ${options.baseUrl}`);
-    screen.line(`   revision field         ${options.revisionField}`);
-    screen.line(`   DynamoDB (dynalite)    table ${stack.tableName}, ${storage === 'disk' ? `data kept in ${display(join(dataDir, 'dynamodb'))}` : 'in memory'}`);
-    screen.line(`   handler logs           ${display(logFile)}`);
-    screen.line();
+function printProviderHeader(run: LocalRun, options: ProviderRunOptions): void {
+  const { screen, stack } = run;
+  const storage = stack.dynamodbStorage === 'disk' ? `data kept in ${display(join(run.dataDir, 'dynamodb'))}` : 'in memory';
+  screen.line(`content-sync, local run against ${options.baseUrl}`);
+  screen.line(`   revision field         ${options.revisionField}`);
+  screen.line(`   DynamoDB (dynalite)    table ${stack.tableName}, ${storage}`);
+  screen.line(`   handler logs           ${display(run.logFile)}`);
+  screen.line();
+}
 
-    await createSecret(stack, stack.credentialsSecretId, options.credentials);
-    await createSecret(stack, stack.accessTokenSecretId);
-    const { refresher, sync } = await stack.importHandlers();
+async function playAgainstProvider(
+  run: LocalRun,
+  options: ProviderRunOptions,
+  found: { pass?: PassSummary; rows: StoredRow[]; rotated: boolean },
+): Promise<void> {
+  const { screen, problems, stack } = run;
+  screen.line('1. Refresh the access token (token refresher)');
+  ({ rotated: found.rotated } = await refresh(run, 'refresh'));
+  if (found.rotated) await handBackRotatedToken(run, options);
 
-    screen.line('1. Refresh the access token (token refresher)');
-    ({ rotated } = await refresh(refresher, screen, stack, 'refresh'));
-    if (rotated) {
-      const stored = await stack.secrets.send(new GetSecretValueCommand({ SecretId: stack.credentialsSecretId }));
-      const value = JSON.parse(stored.SecretString ?? '{}') as { refreshToken?: string };
-      const note = value.refreshToken ? await options.onRefreshTokenRotated?.(value.refreshToken) : undefined;
-      if (note) screen.line(`   ${note}`);
-    }
+  screen.line(`2. Sync ${new Set(options.ids).size} id${options.ids.length === 1 ? '' : 's'}`);
+  const pass = await syncPass(run, 'sync', options.ids, { timeLimitMs: options.timeLimitMs ?? 600_000, concurrency: 5 });
+  found.pass = pass;
+  printPass(screen, pass);
 
-    screen.line(`2. Sync ${new Set(options.ids).size} id${options.ids.length === 1 ? '' : 's'}`);
-    const ctx: PassContext = { stack, sync, screen, timeLimitMs: options.timeLimitMs ?? 600_000, concurrency: 5, invocationErrors: [] };
-    pass = await syncPass(ctx, 'sync', options.ids);
-    printPass(screen, pass);
-
-    const rows = await readTable(stack.dynamodb, stack.tableName);
-    writeSnapshot(snapshotFile, rows);
-    screen.line();
-    for (const line of formatPassTable([pass])) screen.line(line);
-    screen.line();
-    screen.line('Stored rows for these ids:');
-    for (const id of new Set(options.ids)) {
-      const row = rows.get(id);
-      if (!row) {
-        screen.line(`   ${JSON.stringify(id)}: no row`);
-        continue;
-      }
-      rowsOut.push({ id, ...(row.revision !== undefined ? { revision: row.revision } : {}), ...(row.type !== undefined ? { type: row.type } : {}), ...(row.deleted ? { deleted: true } : {}) });
-      screen.line(`   ${JSON.stringify(id)}: ${row.type ?? '?'}, revision ${row.revision ?? '?'}${row.deleted ? ', deleted at the provider' : ''}, synced ${row.syncedAt ?? '?'}`);
-    }
-    const dead = deadLetterReasons(stack, 20);
-    if (dead.length > 0) {
-      screen.line('Dead-lettered (these can never succeed as sent):');
-      for (const reason of dead) screen.line(`   ${reason}`);
-      problems.push(`${pass.deadLettered} id(s) dead-lettered`);
-    }
-    for (const error of ctx.invocationErrors.slice(0, 5)) problems.push(`an invocation of the sync handler failed: ${error}`);
-    if (!pass.drained) problems.push(`${pass.remaining} messages were still being retried at the time limit`);
-    screen.line(`Table snapshot: ${display(snapshotFile)}   Handler logs: ${display(logFile)}`);
-    if (problems.length > 0) {
-      screen.line('FAILED:');
-      for (const problem of problems) screen.line(`   - ${problem}`);
-    }
-  } catch (error) {
-    screen.progress.clear();
-    const e = error as Error;
-    problems.push(`${e?.name ?? 'Error'}: ${e?.message ?? String(error)}`);
-    screen.line(`FAILED: ${problems[problems.length - 1]}`);
-    screen.line(`Handler logs: ${display(logFile)}`);
-  } finally {
-    await stack?.close().catch(() => undefined);
-    redirect.restore();
+  const rows = await readTable(stack.dynamodb, stack.tableName);
+  writeSnapshot(run.snapshotFile, rows);
+  screen.line();
+  for (const line of formatPassTable([pass])) screen.line(line);
+  screen.line();
+  found.rows.push(...printStoredRows(screen, rows, options.ids));
+  const dead = deadLetterReasons(stack, 20);
+  if (dead.length > 0) {
+    screen.line('Dead-lettered (these can never succeed as sent):');
+    for (const reason of dead) screen.line(`   ${reason}`);
+    problems.push(`${pass.deadLettered} id(s) dead-lettered`);
   }
-  return {
-    ok: problems.length === 0,
-    problems,
-    ...(pass ? { pass } : {}),
-    rows: rowsOut,
-    logFile,
-    snapshotFile,
-    dynamodbStorage: storage,
-    rotated,
-  };
+  for (const error of run.invocationErrors.slice(0, 5)) problems.push(`an invocation of the sync handler failed: ${error}`);
+  if (!pass.drained) problems.push(`${pass.remaining} messages were still being retried at the time limit`);
+  screen.line(`Table snapshot: ${display(run.snapshotFile)}   Handler logs: ${display(run.logFile)}`);
+  if (problems.length > 0) {
+    screen.line('FAILED:');
+    for (const problem of problems) screen.line(`   - ${problem}`);
+  }
+}
+
+/** The provider rotated the refresh token: the refresher stored the new one; the caller keeps it too. */
+async function handBackRotatedToken(run: LocalRun, options: ProviderRunOptions): Promise<void> {
+  const stored = await run.stack.secrets.send(new GetSecretValueCommand({ SecretId: run.stack.credentialsSecretId }));
+  const value = JSON.parse(stored.SecretString ?? '{}') as { refreshToken?: string };
+  const note = value.refreshToken ? await options.onRefreshTokenRotated?.(value.refreshToken) : undefined;
+  if (note) run.screen.line(`   ${note}`);
+}
+
+/** The stored row of each id given, printed; the rows found. */
+function printStoredRows(screen: Screen, rows: ReadonlyMap<string, ItemRow>, ids: readonly string[]): StoredRow[] {
+  const found: StoredRow[] = [];
+  screen.line('Stored rows for these ids:');
+  for (const id of new Set(ids)) {
+    const row = rows.get(id);
+    if (!row) {
+      screen.line(`   ${JSON.stringify(id)}: no row`);
+      continue;
+    }
+    found.push({ id, ...(row.revision !== undefined ? { revision: row.revision } : {}), ...(row.type !== undefined ? { type: row.type } : {}), ...(row.deleted ? { deleted: true } : {}) });
+    screen.line(`   ${JSON.stringify(id)}: ${row.type ?? '?'}, revision ${row.revision ?? '?'}${row.deleted ? ', deleted at the provider' : ''}, synced ${row.syncedAt ?? '?'}`);
+  }
+  return found;
 }

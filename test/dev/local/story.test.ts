@@ -2,13 +2,11 @@
  * The local run, in process: the deployed handlers against the provider simulator, dynalite and the
  * local AWS emulator. The whole story completes and the table ends equal to the provider; a story
  * that goes wrong says so; the real-provider mode syncs the ids it is given. No token is ever printed.
- *
- * The handler modules read the environment when they load, so every run gets fresh modules.
  */
 import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterAll, beforeEach, describe, expect, it, vi } from 'vitest';
+import { afterAll, describe, expect, it } from 'vitest';
 import { runAgainstProvider, runLocalStory, type Writer } from '../../../dev/local/story.js';
 import type { ItemRow } from '../../../dev/fakes/items-table.js';
 import { generateItemTree } from '../../../dev/simulator/item-tree.js';
@@ -35,10 +33,6 @@ function tokensSeen(simulator: ProviderSimulator, initialRefreshToken: string): 
   }
   return [...tokens];
 }
-
-beforeEach(() => {
-  vi.resetModules();
-});
 
 afterAll(() => {
   for (const dir of dirs) rmSync(dir, { recursive: true, force: true });
