@@ -61,12 +61,10 @@ export async function readTable(dynamodb: DynamoDBClient, tableName: string): Pr
   return rows;
 }
 
-export interface TableChanges {
+interface TableChanges {
   created: string[];
   updated: string[];
   deleted: string[];
-  /** Rows written again with nothing new (same revision, not deleted before and after). */
-  rewritten: string[];
 }
 
 /**
@@ -75,7 +73,7 @@ export interface TableChanges {
  * whose revision changed (or that came back from deleted) is updated.
  */
 export function diffTables(before: ReadonlyMap<string, ItemRow>, after: ReadonlyMap<string, ItemRow>): TableChanges {
-  const changes: TableChanges = { created: [], updated: [], deleted: [], rewritten: [] };
+  const changes: TableChanges = { created: [], updated: [], deleted: [] };
   for (const [id, row] of after) {
     const old = before.get(id);
     if (!old) {
@@ -84,8 +82,6 @@ export function diffTables(before: ReadonlyMap<string, ItemRow>, after: Readonly
       changes.deleted.push(id);
     } else if (!row.deleted && (old.deleted || old.revision !== row.revision)) {
       changes.updated.push(id);
-    } else if (row.syncedAt !== old.syncedAt) {
-      changes.rewritten.push(id);
     }
   }
   return changes;
