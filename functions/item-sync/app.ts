@@ -17,9 +17,12 @@ import { MetricUnit } from '@aws-lambda-powertools/metrics';
 import type { Context, SQSBatchResponse, SQSEvent } from 'aws-lambda';
 import { DynamoDbItemStore } from './adapters/dynamodb-item-store.js';
 import { SecretsManagerAccessTokenStore } from '../shared/adapters/secrets-manager.js';
-import { SqsDeadLetterSink, SqsMessageVisibility } from './adapters/sqs.js';
+import { POSTPONEMENTS_ATTRIBUTE, QueueUrls, SqsDeadLetterSink, SqsMessageRequeue, SqsMessageVisibility } from './adapters/sqs.js';
+import { DynamoDbPaceStore } from '../shared/adapters/dynamodb-pace-store.js';
+import { DEFAULT_PACE_SETTINGS } from '../shared/pace/pace-state.js';
+import { ProviderPace, type PaceSnapshot, type PaceStore } from '../shared/pace/provider-pace.js';
 import type { SyncConfig } from '../shared/config.js';
-import { SYNC_METRIC_NAMES, SYNC_SERVICE } from '../shared/metric-names.js';
+import { PACE_METRIC_NAMES, SYNC_METRIC_NAMES, SYNC_SERVICE } from '../shared/metric-names.js';
 import { createLogger, createMetrics, describeError } from '../shared/observability.js';
 import { systemClock, type Clock, type ProviderClient } from '../shared/ports.js';
 import { HttpProviderClient } from '../shared/provider-client.js';
@@ -38,6 +41,8 @@ export interface SyncHandlerDeps {
   sqs: SQSClient;
   secrets: SecretsManagerClient;
   provider?: ProviderClient;
+  /** The pace's shared state; default the control table (CONTROL_TABLE_NAME). */
+  paceStore?: PaceStore;
   clock?: Clock;
   logger?: ReturnType<typeof createLogger>;
   metrics?: ReturnType<typeof createMetrics>;
@@ -56,7 +61,17 @@ export function createSyncHandler(deps: SyncHandlerDeps): SyncHandler {
   const random = deps.random ?? Math.random;
   const sleep = deps.sleep ?? ((ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms)));
   const { config } = deps;
-  // Per container: the token cache and the queue-URL cache live as long as the handler.
+  // Per container: the token cache, the queue-URL cache and the pace's lease live as long as the handler.
+  const queueUrls = new QueueUrls(deps.sqs);
+  const pace = new ProviderPace(deps.paceStore ?? new DynamoDbPaceStore(deps.dynamodb, config.controlTableName), clock, logger, {
+    settings: {
+      ...DEFAULT_PACE_SETTINGS,
+      ...(config.providerRequestsPerSecond !== undefined ? { maxRate: config.providerRequestsPerSecond } : {}),
+    },
+    fallbackRate: config.paceFallbackRate,
+    concurrency: config.fetchConcurrency,
+    random,
+  });
   const core = {
     provider: deps.provider ?? new HttpProviderClient(config.provider),
     tokens: new CachedAccessToken(
@@ -66,7 +81,9 @@ export function createSyncHandler(deps: SyncHandlerDeps): SyncHandler {
     ),
     store: new DynamoDbItemStore(deps.dynamodb, config.itemsTableName, { sleep, random }),
     deadLetters: new SqsDeadLetterSink(deps.sqs, config.deadLetterQueueUrl, { sleep }),
-    visibility: new SqsMessageVisibility(deps.sqs),
+    visibility: new SqsMessageVisibility(deps.sqs, queueUrls),
+    requeue: new SqsMessageRequeue(deps.sqs, queueUrls, { sleep }),
+    pace,
     clock,
     log: logger,
     random,
@@ -75,6 +92,7 @@ export function createSyncHandler(deps: SyncHandlerDeps): SyncHandler {
     fetchConcurrency: config.fetchConcurrency,
     fetchAttempts: config.fetchAttempts,
     rateLimitMinDelaySeconds: config.rateLimitMinDelaySeconds,
+    postponeMaxSeconds: config.postponeMaxSeconds,
   };
 
   return async function handler(event: SQSEvent, context: Context): Promise<SQSBatchResponse> {
@@ -84,6 +102,7 @@ export function createSyncHandler(deps: SyncHandlerDeps): SyncHandler {
       body: record.body ?? '',
       receiptHandle: record.receiptHandle,
       queueArn: record.eventSourceARN,
+      postponements: postponementsOf(record),
     }));
     try {
       const remaining = context.getRemainingTimeInMillis();
@@ -93,6 +112,7 @@ export function createSyncHandler(deps: SyncHandlerDeps): SyncHandler {
       for (const [counter, name] of Object.entries(METRIC_NAMES) as Array<[keyof SyncCounts, string]>) {
         metrics.addMetric(name, MetricUnit.Count, report.counts[counter]);
       }
+      publishPace(metrics, pace.snapshot(), clock.now().getTime());
       logger.info('batch done', { records: records.length, ...report.counts });
       return { batchItemFailures: report.failures.map((itemIdentifier) => ({ itemIdentifier })) };
     } catch (error) {
@@ -104,4 +124,23 @@ export function createSyncHandler(deps: SyncHandlerDeps): SyncHandler {
       metrics.publishStoredMetrics();
     }
   };
+}
+
+/** The `postponements` attribute of a message this function sent again; 0 for any other. */
+function postponementsOf(record: SQSEvent['Records'][number]): number {
+  const value = Number(record.messageAttributes?.[POSTPONEMENTS_ATTRIBUTE]?.stringValue);
+  return Number.isSafeInteger(value) && value > 0 ? value : 0;
+}
+
+/** The pace as this container sees it after the batch: its rate, the breaker, the fallback. */
+function publishPace(metrics: ReturnType<typeof createMetrics>, snapshot: PaceSnapshot, now: number): void {
+  metrics.addMetric(PACE_METRIC_NAMES.rate, MetricUnit.CountPerSecond, Math.round(snapshot.rate * 100) / 100);
+  const open = snapshot.breakerOpenSince !== undefined;
+  metrics.addMetric(PACE_METRIC_NAMES.breakerOpen, MetricUnit.Count, open ? 1 : 0);
+  metrics.addMetric(
+    PACE_METRIC_NAMES.breakerOpenSeconds,
+    MetricUnit.Seconds,
+    open ? Math.max(0, Math.round((now - snapshot.breakerOpenSince!) / 1000)) : 0,
+  );
+  metrics.addMetric(PACE_METRIC_NAMES.fallback, MetricUnit.Count, snapshot.fallback ? 1 : 0);
 }

@@ -7,11 +7,31 @@ import { PermanentError, ProviderError, TransientError } from '../shared/errors.
 
 export type DoneResult = 'created' | 'updated' | 'unchanged' | 'deleted' | 'absent';
 
+/** Why a record waits: the pace had no slot in time, or the provider is in an outage (breaker open). */
+export type Wait = { kind: 'pace'; seconds: number; retryAfter: boolean } | { kind: 'outage'; reason: string };
+
 export type Outcome =
   | { kind: 'done'; result: DoneResult }
+  /**
+   * Later: the record waits, which is not a failure. It is sent again to its queue with a delay (a
+   * new message: a fresh receive count) and the delivered one is done; maxReceiveCount counts only
+   * real failures.
+   */
+  | { kind: 'later'; reason: string; wait: Wait }
   /** `delaySeconds`: the provider's Retry-After, applied to the message's visibility. */
   | { kind: 'retry'; reason: string; delaySeconds?: number }
   | { kind: 'dead'; reason: string };
+
+/** The record must wait (for the pace, or for an outage to pass): it is postponed, not failed. */
+export class WaitError extends Error {
+  override readonly name = 'WaitError';
+  constructor(
+    message: string,
+    readonly wait: Wait,
+  ) {
+    super(message);
+  }
+}
 
 /** The invocation is running out of time: the record is handed back for a later delivery. */
 export class OutOfTimeError extends Error {
@@ -33,6 +53,7 @@ export interface OutcomePolicy {
 }
 
 export function outcomeOf(error: unknown, policy: OutcomePolicy): Exclude<Outcome, { kind: 'done' }> {
+  if (error instanceof WaitError) return { kind: 'later', reason: error.message, wait: error.wait };
   if (error instanceof PermanentError) return { kind: 'dead', reason: error.message };
   if (error instanceof ProviderError) {
     switch (error.kind) {
@@ -73,4 +94,39 @@ export function outcomeOf(error: unknown, policy: OutcomePolicy): Exclude<Outcom
   const name = error instanceof Error ? error.name : 'Error';
   const message = error instanceof Error ? error.message : String(error);
   return { kind: 'retry', reason: `unexpected failure (${name}: ${message})` };
+}
+
+/** Longest delay SQS gives a message it is sent (DelaySeconds). */
+export const MAX_SEND_DELAY_SECONDS = 900;
+
+export interface PostponePolicy {
+  /** Shortest delay given to a rate-limited record (SYNC_RATE_LIMIT_MIN_DELAY_SECONDS). */
+  rateLimitMinDelaySeconds: number;
+  /** Longest delay of the outage schedule (SYNC_POSTPONE_MAX_SECONDS). */
+  postponeMaxSeconds: number;
+}
+
+/** First delay of the outage schedule; it doubles with every postponement, up to the policy's maximum. */
+export const OUTAGE_FIRST_DELAY_SECONDS = 15;
+
+/**
+ * The delay of a waiting record. The pace: the wait it was told, at least a second (at least
+ * `rateLimitMinDelaySeconds` when the wait is a Retry-After, to keep a rate limit from churning the
+ * queue). An outage: a growing schedule from the record's earlier postponements, 15 s, 30 s, 60 s, …
+ * up to `postponeMaxSeconds`, with ±20% jitter so that a backlog does not come back at once.
+ */
+export function postponeDelaySeconds(
+  wait: Wait,
+  postponements: number,
+  policy: PostponePolicy,
+  random: () => number,
+): number {
+  let seconds: number;
+  if (wait.kind === 'pace') {
+    seconds = Math.max(1, Math.ceil(wait.seconds), wait.retryAfter ? policy.rateLimitMinDelaySeconds : 0);
+  } else {
+    const step = OUTAGE_FIRST_DELAY_SECONDS * 2 ** Math.min(Math.max(0, postponements), 16);
+    seconds = Math.min(policy.postponeMaxSeconds, step) * (0.8 + 0.4 * random());
+  }
+  return Math.min(MAX_SEND_DELAY_SECONDS, Math.max(1, Math.round(seconds)));
 }

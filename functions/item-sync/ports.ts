@@ -81,3 +81,20 @@ export interface MessageVisibility {
   /** Best effort; never throws. Returns the message ids whose visibility could not be changed. */
   postpone(requests: readonly PostponeRequest[]): Promise<Array<{ messageId: string; error: string }>>;
 }
+
+/** A delivered message to send again to its queue with a delay: it waits (pace, outage), it did not fail. */
+export interface RequeueRequest {
+  messageId: string;
+  /** The original body, unchanged. */
+  body: string;
+  /** ARN of the queue the message came from (the record's eventSourceARN). */
+  queueArn: string;
+  delaySeconds: number;
+  /** Postponements so far, this one included (message attribute `postponements`). */
+  postponements: number;
+}
+
+export interface MessageRequeue {
+  /** Best effort; never throws. Returns the message ids that could not be sent again (with why). */
+  requeue(requests: readonly RequeueRequest[]): Promise<Array<{ messageId: string; error: string }>>;
+}

@@ -17,12 +17,22 @@
  * revision can never replace a newer one.
  */
 import { ProviderError, TransientError } from '../shared/errors.js';
+import type { Grant, PaceGate } from '../shared/pace/provider-pace.js';
 import type { Clock, Log, ProviderClient } from '../shared/ports.js';
 import type { AccessTokenSource } from './access-token.js';
 import { validateItem, type ValidItem } from './item.js';
 import { parseMessageBody } from './message.js';
-import { OutOfTimeError, outcomeOf, type DoneResult, type Outcome } from './outcome.js';
-import type { DeadLetter, DeadLetterSink, ItemStore, MessageVisibility, PostponeRequest, StoredRevision } from './ports.js';
+import { OutOfTimeError, outcomeOf, postponeDelaySeconds, WaitError, type DoneResult, type Outcome } from './outcome.js';
+import type {
+  DeadLetter,
+  DeadLetterSink,
+  ItemStore,
+  MessageRequeue,
+  MessageVisibility,
+  PostponeRequest,
+  RequeueRequest,
+  StoredRevision,
+} from './ports.js';
 
 /** The part of an SQS record the core needs. */
 export interface SyncRecord {
@@ -31,6 +41,8 @@ export interface SyncRecord {
   receiptHandle: string;
   /** The source queue's ARN (eventSourceARN). */
   queueArn: string;
+  /** Times this message was postponed before (message attribute `postponements`); default 0. */
+  postponements?: number;
 }
 
 export interface SyncDeps {
@@ -39,6 +51,10 @@ export interface SyncDeps {
   store: ItemStore;
   deadLetters: DeadLetterSink;
   visibility: MessageVisibility;
+  /** Sends a waiting record again, delayed (its delivery is then done). */
+  requeue: MessageRequeue;
+  /** The one provider pace every container shares: asked before, told after, every provider request. */
+  pace: PaceGate;
   clock: Clock;
   log: Log;
   /** [0, 1), for the backoff jitter. */
@@ -51,6 +67,8 @@ export interface SyncDeps {
   fetchAttempts: number;
   /** Shortest delay before a rate-limited record comes back, in seconds (outcome.ts). */
   rateLimitMinDelaySeconds: number;
+  /** Longest delay of the outage postponement schedule, in seconds (outcome.ts). */
+  postponeMaxSeconds: number;
   /** Rounds of fetch-decide-write per id before a lost race is given up as retry-later; default 3. */
   writeRounds?: number;
   /** Backoff between fetch attempts: base × 2^(attempt-1), capped, with jitter; defaults 200 / 2,000 ms. */
@@ -66,6 +84,10 @@ export interface SyncCounts {
   deleted: number;
   retried: number;
   deadLettered: number;
+  /** Records sent again with a delay: they wait for the pace or for an outage to pass. */
+  postponed: number;
+  /** Provider answers 429 met by this batch. */
+  rateLimited: number;
 }
 
 export interface BatchReport {
@@ -85,8 +107,21 @@ type Fetched = ValidItem | 'not-found';
 
 export const DEFAULT_WRITE_ROUNDS = 3;
 
+/** A pace slot later than this before the deadline is of no use: the record waits instead. */
+const SLOT_MARGIN_MS = 1_000;
+
 export async function syncBatch(records: readonly SyncRecord[], deps: SyncDeps, options: BatchOptions): Promise<BatchReport> {
-  const counts: SyncCounts = { fetched: 0, created: 0, updated: 0, unchanged: 0, deleted: 0, retried: 0, deadLettered: 0 };
+  const counts: SyncCounts = {
+    fetched: 0,
+    created: 0,
+    updated: 0,
+    unchanged: 0,
+    deleted: 0,
+    retried: 0,
+    deadLettered: 0,
+    postponed: 0,
+    rateLimited: 0,
+  };
   const outcomes = new Map<string, Outcome>();
   const itemIds = new Map<string, string>();
   const byId = new Map<string, SyncRecord[]>();
@@ -138,6 +173,7 @@ export async function syncBatch(records: readonly SyncRecord[], deps: SyncDeps, 
   }
 
   await sendDeadLetters(records, outcomes, deps);
+  await requeueWaiting(records, outcomes, deps);
   await postpone(records, outcomes, deps);
 
   const failures: string[] = [];
@@ -148,6 +184,10 @@ export async function syncBatch(records: readonly SyncRecord[], deps: SyncDeps, 
     switch (outcome.kind) {
       case 'done':
         deps.log.info('record done', { ...where, result: outcome.result });
+        break;
+      case 'later':
+        counts.postponed += 1;
+        deps.log.info('record postponed', { ...where, reason: outcome.reason });
         break;
       case 'retry':
         failures.push(record.messageId);
@@ -237,40 +277,120 @@ class ItemRun {
     return written === 'written' ? 'updated' : 'conflict';
   }
 
-  /** One item from the provider: 'not-found' for a 404, the valid item, or a thrown error. */
+  /**
+   * One item from the provider: 'not-found' for a 404, the valid item, or a thrown error. Every
+   * request waits for a slot of the shared pace and reports how it ended. A 429 is not a failure:
+   * the pace stops every container until its Retry-After, and the request is made again when the
+   * pace allows (or the record waits, postponed). An open breaker postpones the record.
+   */
   private async fetch(id: string): Promise<Fetched> {
     this.checkTime();
     let token = await this.deps.tokens.get();
     let tokenRefreshed = false;
     for (let attempt = 1; ; ) {
-      this.checkTime();
+      const grant = await this.slot();
+      if (grant.probe && grant.reason === 'token') {
+        // The breaker is open because the provider refused the token the secret held: probe only
+        // with another token, once the refresher has written one.
+        const fresh = await this.deps.tokens.refresh(token);
+        if (fresh === token) {
+          await this.deps.pace.report({ kind: 'token-refused' }, grant);
+          throw this.outage('token');
+        }
+        token = fresh;
+      }
       let body: unknown;
       try {
         body = await this.deps.provider.getItem(id, token, { signal: this.signal });
       } catch (error) {
         if (!(error instanceof ProviderError)) throw error;
-        if (error.kind === 'not-found') return 'not-found';
-        if (error.kind === 'unauthorized' && !tokenRefreshed) {
-          tokenRefreshed = true;
-          const fresh = await this.deps.tokens.refresh(token);
-          if (fresh === token) throw error; // the secret still holds the refused token
-          this.deps.log.info('access token refused; retrying with the token read afresh', { itemId: id });
-          token = fresh;
-          continue;
+        switch (error.kind) {
+          case 'not-found':
+            await this.deps.pace.report({ kind: 'ok' }, grant);
+            return 'not-found';
+          case 'rate-limited':
+            this.counts.rateLimited += 1;
+            await this.deps.pace.report(
+              { kind: 'rate-limited', ...(error.retryAfterSeconds !== undefined ? { retryAfterMs: error.retryAfterSeconds * 1000 } : {}) },
+              grant,
+            );
+            this.deps.log.info('rate limited; waiting for the pace', { itemId: id, retryAfterSeconds: error.retryAfterSeconds });
+            continue;
+          case 'unauthorized': {
+            await this.deps.pace.report({ kind: 'ok' }, grant); // the provider answered: it is up
+            if (!tokenRefreshed) {
+              tokenRefreshed = true;
+              const fresh = await this.deps.tokens.refresh(token);
+              if (fresh !== token) {
+                this.deps.log.info('access token refused; retrying with the token read afresh', { itemId: id });
+                token = fresh;
+                continue;
+              }
+            }
+            // The secret still holds the refused token: nothing can succeed until the refresher runs.
+            await this.deps.pace.report({ kind: 'token-refused' }, grant);
+            throw this.outage('token', error);
+          }
+          case 'transient': {
+            if (this.signal.aborted) throw error; // our own deadline, not the provider's failure
+            await this.deps.pace.report({ kind: 'failed' }, grant);
+            if (this.deps.pace.outageKnown()) throw this.outage('provider', error);
+            if (attempt < this.deps.fetchAttempts) {
+              const delay = this.backoff(attempt);
+              if (this.now() + delay >= this.deadline) throw error; // no time left for another attempt
+              this.deps.log.info('transient provider failure; retrying', { itemId: id, attempt, delayMs: delay, error: error.message });
+              await this.deps.sleep(delay);
+              attempt += 1;
+              continue;
+            }
+            throw error;
+          }
+          default:
+            await this.deps.pace.report({ kind: 'ok' }, grant); // 4xx, malformed: the provider is up
+            throw error;
         }
-        if (error.kind === 'transient' && attempt < this.deps.fetchAttempts) {
-          const delay = this.backoff(attempt);
-          if (this.now() + delay >= this.deadline) throw error; // no time left for another attempt
-          this.deps.log.info('transient provider failure; retrying', { itemId: id, attempt, delayMs: delay, error: error.message });
-          await this.deps.sleep(delay);
-          attempt += 1;
-          continue;
-        }
-        throw error;
       }
+      await this.deps.pace.report({ kind: 'ok' }, grant);
       this.counts.fetched += 1;
       return validateItem(body, id, this.deps.revisionField);
     }
+  }
+
+  /** A slot of the shared pace: waits for it while the invocation has time, else the record waits. */
+  private async slot(): Promise<Extract<Grant, { kind: 'go' }>> {
+    for (;;) {
+      this.checkTime();
+      const grant = await this.deps.pace.acquire();
+      switch (grant.kind) {
+        case 'go':
+          return grant;
+        case 'outage':
+          throw this.outage(grant.reason);
+        case 'wait': {
+          const now = this.now();
+          // Keep back the time a request needs: a slot too close to the deadline is no use.
+          if (grant.until >= this.deadline - SLOT_MARGIN_MS) {
+            const seconds = (grant.until - now) / 1000;
+            const why = grant.why === 'retry-after' ? "the provider's Retry-After" : 'the provider pace';
+            throw new WaitError(`no slot of the provider pace before this invocation ends (${why})`, {
+              kind: 'pace',
+              seconds,
+              retryAfter: grant.why === 'retry-after',
+            });
+          }
+          await this.deps.sleep(Math.max(1, grant.until - now));
+          break;
+        }
+      }
+    }
+  }
+
+  private outage(reason: 'provider' | 'token', cause?: Error): WaitError {
+    const what =
+      reason === 'token'
+        ? 'the provider refuses the access token the secret holds (waiting for the token refresher)'
+        : 'the provider fails every request (outage)';
+    return new WaitError(`${what}${cause ? `; last answer: ${cause.message}` : ''}`, { kind: 'outage', reason });
   }
 
   /** Exponential backoff with "equal jitter": half the step fixed, half random. */
@@ -294,6 +414,32 @@ async function sendDeadLetters(records: readonly SyncRecord[], outcomes: Map<str
     outcomes.set(failed.sourceMessageId, {
       kind: 'retry',
       reason: `sending it to the dead-letter queue failed (${failed.error})`,
+    });
+  }
+}
+
+/** Sends every waiting record again, delayed; one that cannot be sent is retried instead (never dropped). */
+async function requeueWaiting(records: readonly SyncRecord[], outcomes: Map<string, Outcome>, deps: SyncDeps): Promise<void> {
+  const requests: RequeueRequest[] = [];
+  for (const record of records) {
+    const outcome = outcomes.get(record.messageId);
+    if (outcome?.kind !== 'later') continue;
+    const postponements = record.postponements ?? 0;
+    requests.push({
+      messageId: record.messageId,
+      body: record.body,
+      queueArn: record.queueArn,
+      delaySeconds: postponeDelaySeconds(outcome.wait, postponements, deps, deps.random),
+      postponements: postponements + 1,
+    });
+  }
+  if (requests.length === 0) return;
+  for (const failed of await deps.requeue.requeue(requests)) {
+    const request = requests.find((r) => r.messageId === failed.messageId);
+    outcomes.set(failed.messageId, {
+      kind: 'retry',
+      reason: `it waits, but sending it again failed (${failed.error})`,
+      ...(request ? { delaySeconds: request.delaySeconds } : {}),
     });
   }
 }

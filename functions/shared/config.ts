@@ -38,6 +38,14 @@ export interface SyncConfig {
   fetchAttempts: number;
   /** Shortest delay, in seconds, before a rate-limited (429) record is delivered again. */
   rateLimitMinDelaySeconds: number;
+  /** The control table: the provider pace's shared state. */
+  controlTableName: string;
+  /** The operator's known provider limit (requests a second): ceiling and starting rate of the pace. */
+  providerRequestsPerSecond: number | undefined;
+  /** Requests a second of one container while the control table cannot be used. */
+  paceFallbackRate: number;
+  /** Longest delay, in seconds, of the postponement schedule during an outage. */
+  postponeMaxSeconds: number;
 }
 
 export const ENV = {
@@ -53,6 +61,10 @@ export const ENV = {
   tokenCacheSeconds: 'ACCESS_TOKEN_CACHE_SECONDS',
   fetchAttempts: 'SYNC_FETCH_ATTEMPTS',
   rateLimitMinDelaySeconds: 'SYNC_RATE_LIMIT_MIN_DELAY_SECONDS',
+  controlTableName: 'CONTROL_TABLE_NAME',
+  providerRequestsPerSecond: 'PROVIDER_REQUESTS_PER_SECOND',
+  paceFallbackRate: 'PACE_FALLBACK_REQUESTS_PER_SECOND',
+  postponeMaxSeconds: 'SYNC_POSTPONE_MAX_SECONDS',
 } as const;
 
 export const DEFAULTS = {
@@ -62,6 +74,8 @@ export const DEFAULTS = {
   tokenCacheSeconds: 60,
   fetchAttempts: 3,
   rateLimitMinDelaySeconds: 60,
+  paceFallbackRate: 1,
+  postponeMaxSeconds: 120,
 } as const;
 
 /** A dot path: non-empty segments without whitespace, e.g. `revision` or `meta.rev`. */
@@ -86,6 +100,13 @@ export function integer(env: Env, key: string, fallback: number, min: number, ma
     throw new ConfigError(key, `must be a whole number from ${min} to ${max}, got ${value}`);
   }
   return value;
+}
+
+/** An optional whole number; undefined when unset. */
+export function optionalInteger(env: Env, key: string, min: number, max: number): number | undefined {
+  const raw = env[key];
+  if (raw === undefined || raw.trim() === '') return undefined;
+  return integer(env, key, min, min, max);
 }
 
 function baseUrl(env: Env): string {
@@ -143,5 +164,9 @@ export function loadSyncConfig(env: Env = process.env): SyncConfig {
     tokenCacheSeconds: integer(env, ENV.tokenCacheSeconds, DEFAULTS.tokenCacheSeconds, 0, 3600),
     fetchAttempts: integer(env, ENV.fetchAttempts, DEFAULTS.fetchAttempts, 1, 10),
     rateLimitMinDelaySeconds: integer(env, ENV.rateLimitMinDelaySeconds, DEFAULTS.rateLimitMinDelaySeconds, 0, 43_200),
+    controlTableName: required(env, ENV.controlTableName),
+    providerRequestsPerSecond: optionalInteger(env, ENV.providerRequestsPerSecond, 1, 100_000),
+    paceFallbackRate: integer(env, ENV.paceFallbackRate, DEFAULTS.paceFallbackRate, 1, 1_000),
+    postponeMaxSeconds: integer(env, ENV.postponeMaxSeconds, DEFAULTS.postponeMaxSeconds, 15, 900),
   };
 }

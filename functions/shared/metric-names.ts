@@ -23,4 +23,18 @@ export const SYNC_METRIC_NAMES = {
   deleted: 'ItemsDeleted',
   retried: 'RecordsRetried',
   deadLettered: 'RecordsDeadLettered',
+  postponed: 'RecordsPostponed',
+  rateLimited: 'ProviderRateLimited',
+} as const;
+
+/** The provider pace, as one sync container sees it at the end of each batch. */
+export const PACE_METRIC_NAMES = {
+  /** The shared pace's rate, requests a second. */
+  rate: 'ProviderPace',
+  /** 1 while the breaker is open, else 0. */
+  breakerOpen: 'BreakerOpen',
+  /** Seconds the breaker has been open (0 when closed): the alarm fires at 30 minutes. */
+  breakerOpenSeconds: 'BreakerOpenSeconds',
+  /** 1 while this container runs on its local fallback pace (the control table cannot be used). */
+  fallback: 'PaceFallback',
 } as const;

@@ -9,7 +9,7 @@
  */
 import { ChangeMessageVisibilityBatchCommand, GetQueueUrlCommand, type SendMessageBatchRequestEntry, type SQSClient } from '@aws-sdk/client-sqs';
 import { sendMessageBatch, type EntryFailure } from '../../shared/adapters/sqs-batch.js';
-import type { DeadLetter, DeadLetterSink, MessageVisibility, PostponeRequest } from '../ports.js';
+import type { DeadLetter, DeadLetterSink, MessageRequeue, MessageVisibility, PostponeRequest, RequeueRequest } from '../ports.js';
 
 /** Entries per SendMessageBatch / ChangeMessageVisibilityBatch call (SQS's limit). */
 const BATCH_ENTRIES = 10;
@@ -89,29 +89,112 @@ function failureText(failure: EntryFailure): string {
   }
 }
 
-export class SqsMessageVisibility implements MessageVisibility {
-  /** Queue ARN → its URL, once per container. A failed look-up is forgotten and tried again next time. */
+/** Queue ARN → its URL (GetQueueUrl), once per container. A failed look-up is forgotten and tried again next time. */
+export class QueueUrls {
   private readonly urls = new Map<string, Promise<string>>();
 
   constructor(private readonly client: SQSClient) {}
 
+  of(queueArn: string): Promise<string> {
+    let url = this.urls.get(queueArn);
+    if (!url) {
+      url = this.lookUp(queueArn);
+      this.urls.set(queueArn, url);
+      url.catch(() => this.urls.delete(queueArn));
+    }
+    return url;
+  }
+
+  private async lookUp(queueArn: string): Promise<string> {
+    const { account, name } = parseQueueArn(queueArn);
+    const output = await this.client.send(new GetQueueUrlCommand({ QueueName: name, QueueOwnerAWSAccountId: account }));
+    if (!output.QueueUrl) throw new Error(`GetQueueUrl returned no URL for ${queueArn}`);
+    return output.QueueUrl;
+  }
+}
+
+/** Groups requests by source queue, with its URL or why it could not be found. */
+async function byQueue<T extends { queueArn: string; messageId: string }>(
+  urls: QueueUrls,
+  requests: readonly T[],
+  failed: Array<{ messageId: string; error: string }>,
+): Promise<Array<{ queueUrl: string; group: T[] }>> {
+  const groups = new Map<string, T[]>();
+  for (const request of requests) {
+    const group = groups.get(request.queueArn);
+    if (group) group.push(request);
+    else groups.set(request.queueArn, [request]);
+  }
+  const out: Array<{ queueUrl: string; group: T[] }> = [];
+  for (const [queueArn, group] of groups) {
+    try {
+      out.push({ queueUrl: await urls.of(queueArn), group });
+    } catch (cause) {
+      const error = `finding the queue URL of ${queueArn} failed: ${(cause as Error).name}: ${(cause as Error).message}`;
+      for (const request of group) failed.push({ messageId: request.messageId, error });
+    }
+  }
+  return out;
+}
+
+/**
+ * Sends a waiting record again to its own queue with DelaySeconds, and the message attribute
+ * `postponements` (Number): a new message, with a fresh receive count, so that waiting never uses
+ * up maxReceiveCount. Entries SQS refuses for a reason that may pass are sent again (bounded).
+ */
+export class SqsMessageRequeue implements MessageRequeue {
+  private readonly attempts: number;
+  private readonly backoffMs: number;
+  private readonly sleep: (ms: number) => Promise<void>;
+
+  constructor(
+    private readonly client: SQSClient,
+    private readonly urls: QueueUrls,
+    options: SqsDeadLetterSinkOptions = {},
+  ) {
+    this.attempts = Math.max(1, options.attempts ?? 3);
+    this.backoffMs = options.backoffMs ?? 100;
+    this.sleep = options.sleep ?? ((ms) => new Promise((resolve) => setTimeout(resolve, ms)));
+  }
+
+  async requeue(requests: readonly RequeueRequest[]): Promise<Array<{ messageId: string; error: string }>> {
+    const failed: Array<{ messageId: string; error: string }> = [];
+    for (const { queueUrl, group } of await byQueue(this.urls, requests, failed)) {
+      for (let start = 0; start < group.length; start += BATCH_ENTRIES) {
+        await sendMessageBatch(this.client, queueUrl, group.slice(start, start + BATCH_ENTRIES), {
+          entry: (request, position) => ({
+            Id: `m${position}`,
+            MessageBody: request.body,
+            DelaySeconds: request.delaySeconds,
+            MessageAttributes: {
+              [POSTPONEMENTS_ATTRIBUTE]: { DataType: 'Number', StringValue: String(request.postponements) },
+            },
+          }),
+          attempts: this.attempts,
+          delayMs: (attempt) => this.backoffMs * 2 ** (attempt - 1),
+          sleep: this.sleep,
+          onCallError: () => 'give-up',
+          onSent: () => undefined,
+          onFailed: (request, failure) => void failed.push({ messageId: request.messageId, error: failureText(failure) }),
+        });
+      }
+    }
+    return failed;
+  }
+}
+
+/** The message attribute that counts a message's postponements (the outage schedule grows with it). */
+export const POSTPONEMENTS_ATTRIBUTE = 'postponements';
+
+export class SqsMessageVisibility implements MessageVisibility {
+  constructor(
+    private readonly client: SQSClient,
+    private readonly urls: QueueUrls = new QueueUrls(client),
+  ) {}
+
   async postpone(requests: readonly PostponeRequest[]): Promise<Array<{ messageId: string; error: string }>> {
     const failed: Array<{ messageId: string; error: string }> = [];
-    const byQueue = new Map<string, PostponeRequest[]>();
-    for (const request of requests) {
-      const group = byQueue.get(request.queueArn);
-      if (group) group.push(request);
-      else byQueue.set(request.queueArn, [request]);
-    }
-    for (const [queueArn, group] of byQueue) {
-      let queueUrl: string;
-      try {
-        queueUrl = await this.queueUrl(queueArn);
-      } catch (cause) {
-        const error = `finding the queue URL of ${queueArn} failed: ${(cause as Error).name}: ${(cause as Error).message}`;
-        for (const request of group) failed.push({ messageId: request.messageId, error });
-        continue;
-      }
+    for (const { queueUrl, group } of await byQueue(this.urls, requests, failed)) {
       for (let start = 0; start < group.length; start += BATCH_ENTRIES) {
         const chunk = group.slice(start, start + BATCH_ENTRIES);
         try {
@@ -136,23 +219,6 @@ export class SqsMessageVisibility implements MessageVisibility {
       }
     }
     return failed;
-  }
-
-  private queueUrl(queueArn: string): Promise<string> {
-    let url = this.urls.get(queueArn);
-    if (!url) {
-      url = this.lookUp(queueArn);
-      this.urls.set(queueArn, url);
-      url.catch(() => this.urls.delete(queueArn));
-    }
-    return url;
-  }
-
-  private async lookUp(queueArn: string): Promise<string> {
-    const { account, name } = parseQueueArn(queueArn);
-    const output = await this.client.send(new GetQueueUrlCommand({ QueueName: name, QueueOwnerAWSAccountId: account }));
-    if (!output.QueueUrl) throw new Error(`GetQueueUrl returned no URL for ${queueArn}`);
-    return output.QueueUrl;
   }
 }
 

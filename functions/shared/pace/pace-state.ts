@@ -49,6 +49,8 @@ export interface PaceSettings {
   minRate: number;
   /** A lease is this much of the rate (seconds' worth of tokens). */
   leaseSeconds: number;
+  /** Leases may be granted ahead, into debt, up to this much of the rate (seconds' worth). */
+  maxDebtSeconds: number;
   /** The rate is multiplied by this on a 429 (at most once per `cutCooldownMs`). */
   cutFactor: number;
   cutCooldownMs: number;
@@ -61,7 +63,8 @@ export interface PaceSettings {
 export const DEFAULT_PACE_SETTINGS: PaceSettings = {
   initialRate: 5,
   minRate: 0.5,
-  leaseSeconds: 0.25,
+  leaseSeconds: 0.1,
+  maxDebtSeconds: 0.5,
   cutFactor: 0.85,
   cutCooldownMs: 2_000,
   defaultRetryAfterMs: 1_000,
@@ -82,7 +85,7 @@ export function initialPaceState(settings: PaceSettings, now: number): PaceState
   const rate = settings.maxRate ?? settings.initialRate;
   return {
     rate,
-    tokens: 0,
+    tokens: burst(rate, settings),
     at: now,
     ...(settings.maxRate !== undefined ? { ceiling: settings.maxRate } : {}),
     cutAt: 0,
@@ -121,8 +124,12 @@ export function grownRate(state: Pick<PaceState, 'rate' | 'ceiling'>, ms: number
 }
 
 export type Draw =
-  /** `tokens` requests may go out now (a probe is one request while the breaker is open). */
-  | { kind: 'granted'; tokens: number; probe: boolean }
+  /**
+   * `tokens` requests may go out, the first at `startAt`, then one every `intervalMs` (a lease: the
+   * bucket may run into debt by up to one burst, so a container draws once per lease, not per
+   * request). A probe is the one request the open breaker lets through.
+   */
+  | { kind: 'granted'; tokens: number; startAt: number; intervalMs: number; probe: boolean }
   /** Nothing now: ask again at `retryAt` (the pace, or a Retry-After). */
   | { kind: 'wait'; retryAt: number; why: 'pace' | 'retry-after' }
   /** The breaker is open and the next probe is someone else's. */
@@ -137,27 +144,37 @@ export function draw(state: PaceState, now: number, want: number, settings: Pace
       return { state, draw: { kind: 'outage', reason, since, nextProbeAt } };
     }
     next.breaker = { ...next.breaker, nextProbeAt: now + settings.probeIntervalMs };
-    return { state: next, draw: { kind: 'granted', tokens: 1, probe: true } };
+    return { state: next, draw: { kind: 'granted', tokens: 1, startAt: now, intervalMs: 0, probe: true } };
   }
   if (now < next.blockedUntil) {
     return { state, draw: { kind: 'wait', retryAt: next.blockedUntil, why: 'retry-after' } };
   }
   // Refill from the later of the last update and the end of the block.
   const from = Math.max(next.at, Math.min(now, next.blockedUntil));
-  next.tokens = Math.min(burst(next.rate, settings), next.tokens + (next.rate * Math.max(0, now - from)) / 1000);
+  const cap = burst(next.rate, settings);
+  next.tokens = Math.min(cap, next.tokens + (next.rate * Math.max(0, now - from)) / 1000);
   next.at = now;
   const demandLimited = next.tokens < want;
   if (demandLimited && now - next.cutAt >= settings.cutCooldownMs) {
     next.rate = grownRate(next, now - next.grownAt, settings);
   }
   next.grownAt = now;
-  const granted = Math.min(want, Math.floor(next.tokens));
-  if (granted < 1) {
-    const retryAt = now + Math.ceil(((1 - next.tokens) / next.rate) * 1000);
+  const intervalMs = 1000 / next.rate;
+  const after = next.tokens - want;
+  const maxDebt = Math.max(want, next.rate * settings.maxDebtSeconds);
+  if (after < -maxDebt) {
+    // Deep enough in debt: come back when this lease would fit.
+    const retryAt = now + Math.ceil(((-maxDebt - after) / next.rate) * 1000);
     return { state: next, draw: { kind: 'wait', retryAt, why: 'pace' } };
   }
-  next.tokens -= granted;
-  return { state: next, draw: { kind: 'granted', tokens: granted, probe: false } };
+  next.tokens = after;
+  if (after >= 0) {
+    // Tokens in the bucket: the lease may go out at once (bursts are bounded by the bucket).
+    return { state: next, draw: { kind: 'granted', tokens: want, startAt: now, intervalMs: 0, probe: false } };
+  }
+  // In debt: the lease's last token is due when the debt is paid; its tokens are spaced at the rate.
+  const startAt = Math.max(now, now + (-after / next.rate) * 1000 - (want - 1) * intervalMs);
+  return { state: next, draw: { kind: 'granted', tokens: want, startAt: Math.round(startAt), intervalMs, probe: false } };
 }
 
 /**

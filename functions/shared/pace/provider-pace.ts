@@ -50,10 +50,17 @@ export type RequestResult =
   /** 401 for the token the secret still holds. */
   | { kind: 'token-refused' };
 
+/** What a provider caller needs of the pace. */
+export type PaceGate = Pick<ProviderPace, 'acquire' | 'report' | 'outageKnown'>;
+
 export interface ProviderPaceOptions {
   settings: PaceSettings;
   /** Local pace of this container while the store cannot be used, requests a second. */
   fallbackRate: number;
+  /** Most requests this container has in flight at once: a lease holds no more tokens than it can spend. */
+  concurrency: number;
+  /** [0, 1), for jitter; default Math.random. */
+  random?: () => number;
   /** How long to stay on the local pace before trying the store again. */
   fallbackMs?: number;
   /** Consecutive failed requests (no success in between) that open the breaker. */
@@ -88,6 +95,7 @@ export class ProviderPace {
   private readonly fallbackMs: number;
   private readonly outageFailures: number;
   private readonly writeAttempts: number;
+  private readonly random: () => number;
   private lease: Lease | undefined;
   private lastRate: number;
   private localBlockedUntil = 0;
@@ -98,8 +106,6 @@ export class ProviderPace {
   private drawing: Promise<Grant> | undefined;
   /** No draw before this (the shared bucket was empty); epoch ms. */
   private drawNotBefore = 0;
-  /** Requests of this container asking for a slot right now: a draw takes no more than they can use. */
-  private asking = 0;
 
   constructor(
     private readonly store: PaceStore,
@@ -112,6 +118,7 @@ export class ProviderPace {
     this.outageFailures = options.outageFailures ?? DEFAULT_OUTAGE_FAILURES;
     this.writeAttempts = options.writeAttempts ?? DEFAULT_WRITE_ATTEMPTS;
     this.lastRate = this.settings.maxRate ?? this.settings.initialRate;
+    this.random = options.random ?? Math.random;
   }
 
   snapshot(): PaceSnapshot {
@@ -130,15 +137,6 @@ export class ProviderPace {
 
   /** One decision for one request: go, wait until, or outage. Never throws. */
   async acquire(): Promise<Grant> {
-    this.asking += 1;
-    try {
-      return await this.decide();
-    } finally {
-      this.asking -= 1;
-    }
-  }
-
-  private async decide(): Promise<Grant> {
     for (;;) {
       const now = this.now();
       if (now < this.localBlockedUntil) return { kind: 'wait', until: this.localBlockedUntil, why: 'retry-after' };
@@ -233,13 +231,15 @@ export class ProviderPace {
         const { state, version } = await this.readState();
         const now = this.now();
         // A lease no larger than this container can spend: tokens it could not use would expire unused.
-        const want = Math.min(leaseSize(state.rate, this.settings), Math.max(1, 2 * this.asking));
+        const want = Math.min(leaseSize(state.rate, this.settings), this.options.concurrency);
         const result = draw(state, now, want, this.settings);
         if (result.state !== state && (await this.store.write(result.state, version)) === 'conflict') continue;
         this.lastRate = result.state.rate;
         return this.applyDraw(result.draw, result.state, now);
       }
-      return this.fallBack('the pace row kept changing under this container');
+      // Busy, not broken: every other container drew meanwhile. Ask again in a moment.
+      const until = this.now() + 5 + Math.floor(this.random() * 20);
+      return { kind: 'wait', until, why: 'pace' };
     } catch (error) {
       return this.fallBack((error as Error).message);
     }
@@ -254,9 +254,9 @@ export class ProviderPace {
         }
         if (this.outage) this.outage = undefined; // someone else's probe closed it
         const leaseMs = this.settings.leaseSeconds * 1000;
-        const intervalMs = leaseMs / d.tokens;
-        this.lease = { tokens: d.tokens - 1, nextAt: now + intervalMs, intervalMs, expiresAt: now + 2 * leaseMs };
-        return { kind: 'go', probe: false };
+        const lastAt = d.startAt + (d.tokens - 1) * d.intervalMs;
+        this.lease = { tokens: d.tokens, nextAt: d.startAt, intervalMs: d.intervalMs, expiresAt: lastAt + leaseMs };
+        return this.fromLease(now) ?? { kind: 'wait', until: d.startAt, why: 'pace' };
       }
       case 'wait':
         if (this.outage) this.outage = undefined;

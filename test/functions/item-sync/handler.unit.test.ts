@@ -20,6 +20,7 @@ import {
   SQSClient,
 } from '@aws-sdk/client-sqs';
 import { GetSecretValueCommand, SecretsManagerClient } from '@aws-sdk/client-secrets-manager';
+import { MemoryPaceStore } from '../../../dev/fakes/memory-pace-store.js';
 import { createSyncHandler, type SyncHandlerDeps } from '../../../functions/item-sync/app.js';
 import { loadSyncConfig, type SyncConfig } from '../../../functions/shared/config.js';
 import { captureOutput } from '../../../dev/fakes/capture-output.js';
@@ -53,6 +54,8 @@ function config(overrides: Record<string, string> = {}): SyncConfig {
     ITEMS_TABLE_NAME: TABLE,
     REVISION_FIELD: 'revision',
     DEAD_LETTER_QUEUE_URL: DLQ_URL,
+    CONTROL_TABLE_NAME: 'control',
+    PROVIDER_REQUESTS_PER_SECOND: '1000',
     ...overrides,
   });
 }
@@ -93,7 +96,9 @@ function build(provider: ScriptedProvider, overrides: Partial<SyncHandlerDeps> &
     random: () => 0.5,
     sleep: async (ms) => {
       sleeps.push(ms);
+      clockMs += ms;
     },
+    paceStore: new MemoryPaceStore(),
     ...deps,
   });
 }

@@ -11,6 +11,7 @@ import { SQSClient, SendMessageBatchCommand, GetQueueUrlCommand, ChangeMessageVi
 import { GetSecretValueCommand, SecretsManagerClient } from '@aws-sdk/client-secrets-manager';
 import type { AttributeValue } from '@aws-sdk/client-dynamodb';
 import type { SQSBatchResponse } from 'aws-lambda';
+import { MemoryPaceStore } from '../../../dev/fakes/memory-pace-store.js';
 import { createSyncHandler, type SyncHandlerDeps } from '../../../functions/item-sync/app.js';
 import { fromAttributeValue } from '../../../functions/item-sync/adapters/dynamodb-item-store.js';
 import { loadSyncConfig } from '../../../functions/shared/config.js';
@@ -100,8 +101,11 @@ async function setup(options: { items?: SimulatorItem[]; revisionField?: string 
         REVISION_FIELD: options.revisionField ?? 'revision',
         DEAD_LETTER_QUEUE_URL: DLQ_URL,
         PROVIDER_TIMEOUT_MS: '5000',
+        CONTROL_TABLE_NAME: 'control',
+        PROVIDER_REQUESTS_PER_SECOND: '1000',
         ...env,
       }),
+      paceStore: new MemoryPaceStore(),
       dynamodb: client,
       sqs: new SQSClient({ region: 'eu-west-1' }),
       secrets: new SecretsManagerClient({ region: 'eu-west-1' }),
@@ -543,7 +547,10 @@ describe('a row DynamoDB itself refuses', () => {
           ITEMS_TABLE_NAME: 'items-small',
           REVISION_FIELD: 'revision',
           DEAD_LETTER_QUEUE_URL: DLQ_URL,
+          CONTROL_TABLE_NAME: 'control',
+          PROVIDER_REQUESTS_PER_SECOND: '1000',
         }),
+        paceStore: new MemoryPaceStore(),
         dynamodb: small.client(),
         sqs: new SQSClient({ region: 'eu-west-1' }),
         secrets: new SecretsManagerClient({ region: 'eu-west-1' }),
