@@ -21,13 +21,13 @@ import { DynamoDBClient, ScanCommand } from '@aws-sdk/client-dynamodb';
 import { SQSClient } from '@aws-sdk/client-sqs';
 import { validateItemId } from '../../functions/item-sync/message.js';
 import { sendMessageBatch, type EntryFailure } from '../../functions/shared/adapters/sqs-batch.js';
-import { createProgress, formatDuration } from './progress.js';
+import { createProgress, formatDuration, type Progress } from './progress.js';
 
 export const MAX_BATCH_ENTRIES = 10;
-export const DEFAULT_MAX_ATTEMPTS = 5;
-export const DEFAULT_CONCURRENCY = 4;
+const DEFAULT_MAX_ATTEMPTS = 5;
+const DEFAULT_CONCURRENCY = 4;
 /** Whole batches given up in a row after which the rest is not tried (every call is failing). */
-export const ABORT_AFTER_GIVEN_UP_BATCHES = 3;
+const ABORT_AFTER_GIVEN_UP_BATCHES = 3;
 
 // ---- validation ---------------------------------------------------------------------------------
 
@@ -69,7 +69,7 @@ export class InvalidIdsError extends Error {
 }
 
 /** An id for display: JSON-quoted (so spaces and odd characters are visible), cut at 120 characters. */
-export function quoteId(id: string): string {
+function quoteId(id: string): string {
   const chars = [...id];
   return chars.length > 120 ? `${JSON.stringify(chars.slice(0, 120).join(''))}… (${chars.length} characters)` : JSON.stringify(id);
 }
@@ -361,114 +361,140 @@ class UsageError extends Error {}
  * the queue URL, even when an endpoint is configured; when AWS_ENDPOINT_URL_SQS (or AWS_ENDPOINT_URL)
  * is set, it is used instead, as the operator asked (a VPC endpoint, a local emulator).
  */
-export function createSqsClient(env: NodeJS.ProcessEnv): SQSClient {
+function createSqsClient(env: NodeJS.ProcessEnv): SQSClient {
   const endpointConfigured = Boolean(env.AWS_ENDPOINT_URL_SQS?.trim() || env.AWS_ENDPOINT_URL?.trim());
   return new SQSClient(endpointConfigured ? { useQueueUrlAsEndpoint: false } : {});
 }
 
+type CliValues = { 'queue-url'?: string; 'resync-table'?: string; 'dry-run'?: boolean; 'max-attempts'?: string; help?: boolean };
+
+interface CliRequest {
+  queueUrl: string;
+  values: CliValues;
+  positionals: string[];
+}
+
 /** Runs the CLI; returns the exit status. */
 export async function main(argv: string[], io: CliIo = process, deps: CliDeps = {}): Promise<number> {
-  const out = (line: string): void => void io.stdout.write(`${line}\n`);
-  const err = (line: string): void => void io.stderr.write(`${line}\n`);
-  let values: { 'queue-url'?: string; 'resync-table'?: string; 'dry-run'?: boolean; 'max-attempts'?: string; help?: boolean };
-  let positionals: string[];
+  let request: CliRequest | 'help';
   try {
-    ({ values, positionals } = parseArgs({
-      args: argv,
-      options: {
-        'queue-url': { type: 'string' },
-        'resync-table': { type: 'string' },
-        'dry-run': { type: 'boolean' },
-        'max-attempts': { type: 'string' },
-        help: { type: 'boolean', short: 'h' },
-      },
-      allowPositionals: true,
-      strict: true,
-    }));
-    if (values.help) {
-      out(USAGE);
-      return 0;
-    }
-    if (!values['queue-url']) throw new UsageError('--queue-url is required');
-    if (!/^https?:\/\/[^/]+\/.+/.test(values['queue-url'])) {
-      throw new UsageError(`--queue-url must be a queue URL such as https://sqs.eu-west-1.amazonaws.com/123456789012/content-sync-items, got "${values['queue-url']}"`);
-    }
-    if (values['resync-table'] !== undefined && positionals.length > 0) {
-      throw new UsageError('give either ids or --resync-table, not both');
-    }
-    if (values['max-attempts'] !== undefined && !/^([1-9]|10)$/.test(values['max-attempts'])) {
-      throw new UsageError('--max-attempts must be a whole number from 1 to 10');
-    }
+    request = parseCommandLine(argv);
   } catch (error) {
-    err(`enqueue: ${(error as Error).message}`);
-    err('Run with --help for usage.');
+    io.stderr.write(`enqueue: ${(error as Error).message}\nRun with --help for usage.\n`);
     return 2;
   }
-  const queueUrl = values['queue-url'];
-  const progress = createProgress(io.stderr);
-  const started = Date.now();
-
-  try {
-    let ids: string[];
-    let source: string;
-    if (values['resync-table'] !== undefined) {
-      const table = values['resync-table'];
-      const dynamodb = deps.dynamodb ?? new DynamoDBClient({});
-      ids = await scanTableIds(dynamodb, table, { onProgress: (n) => progress.update(`scanning ${table}: ${n} ids`) });
-      progress.done(`scanned ${table}: ${ids.length} ids`);
-      source = `table ${table}`;
-    } else if (positionals.length > 0) {
-      ids = positionals;
-      source = 'arguments';
-    } else {
-      if (io.stdin.isTTY) err('Reading ids from standard input, one per line; end with Ctrl-D (Ctrl-Z on Windows).');
-      ids = await readIdLines(io.stdin);
-      source = 'standard input';
-    }
-
-    const invalid = findInvalidIds(ids);
-    if (invalid.length > 0) {
-      err(`enqueue: ${new InvalidIdsError(invalid).message}`);
-      return 1;
-    }
-    if (ids.length === 0) {
-      err(`enqueue: no ids in ${source}; nothing to send`);
-      return values['resync-table'] !== undefined ? 0 : 1;
-    }
-    if (values['dry-run']) {
-      err(`Dry run: ${new Set(ids).size} valid ids from ${source}; nothing sent to ${queueUrl}.`);
-      return 0;
-    }
-
-    const sqs = deps.sqs ?? createSqsClient(process.env);
-    const result = await enqueueIds(sqs, queueUrl, ids, {
-      ...deps.enqueue,
-      ...(values['max-attempts'] ? { maxAttempts: Number(values['max-attempts']) } : {}),
-      onProgress: (p) =>
-        progress.update(`sending: ${p.sent}/${p.total} sent${p.failed ? `, ${p.failed} failed` : ''}${p.resent ? `, ${p.resent} re-sent` : ''}`),
-    });
-    progress.clear();
-    for (const sent of result.sent) out(`sent ${quoteId(sent.id)} ${sent.messageId}`);
-    for (const failed of result.failed) {
-      err(`not sent ${quoteId(failed.id)}: ${failed.code}${failed.message ? ` ${failed.message}` : ''}${failed.senderFault ? ' (refused, not re-sent)' : ''}`);
-    }
-    let summary =
-      `Sent ${result.sent.length} of ${ids.length - result.duplicates} ids from ${source} to ${queueUrl} ` +
-      `in ${result.calls} SendMessageBatch call${result.calls === 1 ? '' : 's'} (${formatDuration(Date.now() - started)})`;
-    if (result.duplicates) summary += `; ${result.duplicates} duplicate id${result.duplicates === 1 ? '' : 's'} skipped`;
-    if (result.resent) summary += `; ${result.resent} re-sent after a refusal or a failed call`;
-    err(`${summary}.`);
-    if (result.failed.length > 0) {
-      err(`enqueue: ${result.failed.length} id${result.failed.length === 1 ? ' was' : 's were'} not sent${result.aborted ? ' (stopped after an error every further call would repeat)' : ''}.`);
-      return 1;
-    }
+  if (request === 'help') {
+    io.stdout.write(`${USAGE}\n`);
     return 0;
+  }
+  const progress = createProgress(io.stderr);
+  try {
+    return await runCli(request, io, deps, progress);
   } catch (error) {
     progress.clear();
     const e = error as Error;
-    err(`enqueue: ${e.name}: ${e.message}`);
+    io.stderr.write(`enqueue: ${e.name}: ${e.message}\n`);
     return 1;
   }
+}
+
+/** The options and ids as given, checked; throws UsageError (or parseArgs' error) on a mistake. */
+function parseCommandLine(argv: string[]): CliRequest | 'help' {
+  const { values, positionals } = parseArgs({
+    args: argv,
+    options: {
+      'queue-url': { type: 'string' },
+      'resync-table': { type: 'string' },
+      'dry-run': { type: 'boolean' },
+      'max-attempts': { type: 'string' },
+      help: { type: 'boolean', short: 'h' },
+    },
+    allowPositionals: true,
+    strict: true,
+  });
+  if (values.help) return 'help';
+  const queueUrl = values['queue-url'];
+  if (!queueUrl) throw new UsageError('--queue-url is required');
+  if (!/^https?:\/\/[^/]+\/.+/.test(queueUrl)) {
+    throw new UsageError(`--queue-url must be a queue URL such as https://sqs.eu-west-1.amazonaws.com/123456789012/content-sync-items, got "${queueUrl}"`);
+  }
+  if (values['resync-table'] !== undefined && positionals.length > 0) {
+    throw new UsageError('give either ids or --resync-table, not both');
+  }
+  if (values['max-attempts'] !== undefined && !/^([1-9]|10)$/.test(values['max-attempts'])) {
+    throw new UsageError('--max-attempts must be a whole number from 1 to 10');
+  }
+  return { queueUrl, values, positionals };
+}
+
+async function runCli(request: CliRequest, io: CliIo, deps: CliDeps, progress: Progress): Promise<number> {
+  const { queueUrl, values } = request;
+  const err = (line: string): void => void io.stderr.write(`${line}\n`);
+  const started = Date.now();
+  const { ids, source } = await collectIds(request, io, deps, progress);
+
+  const invalid = findInvalidIds(ids);
+  if (invalid.length > 0) {
+    err(`enqueue: ${new InvalidIdsError(invalid).message}`);
+    return 1;
+  }
+  if (ids.length === 0) {
+    err(`enqueue: no ids in ${source}; nothing to send`);
+    return values['resync-table'] !== undefined ? 0 : 1;
+  }
+  if (values['dry-run']) {
+    err(`Dry run: ${new Set(ids).size} valid ids from ${source}; nothing sent to ${queueUrl}.`);
+    return 0;
+  }
+
+  const sqs = deps.sqs ?? createSqsClient(process.env);
+  const result = await enqueueIds(sqs, queueUrl, ids, {
+    ...deps.enqueue,
+    ...(values['max-attempts'] ? { maxAttempts: Number(values['max-attempts']) } : {}),
+    onProgress: (p) =>
+      progress.update(`sending: ${p.sent}/${p.total} sent${p.failed ? `, ${p.failed} failed` : ''}${p.resent ? `, ${p.resent} re-sent` : ''}`),
+  });
+  progress.clear();
+  return printResult(result, { given: ids.length - result.duplicates, source, queueUrl, elapsedMs: Date.now() - started }, io);
+}
+
+/** The ids to send and where they came from: the table (--resync-table), the arguments, or standard input. */
+async function collectIds(request: CliRequest, io: CliIo, deps: CliDeps, progress: Progress): Promise<{ ids: string[]; source: string }> {
+  const table = request.values['resync-table'];
+  if (table !== undefined) {
+    const dynamodb = deps.dynamodb ?? new DynamoDBClient({});
+    const ids = await scanTableIds(dynamodb, table, { onProgress: (n) => progress.update(`scanning ${table}: ${n} ids`) });
+    progress.done(`scanned ${table}: ${ids.length} ids`);
+    return { ids, source: `table ${table}` };
+  }
+  if (request.positionals.length > 0) return { ids: request.positionals, source: 'arguments' };
+  if (io.stdin.isTTY) io.stderr.write('Reading ids from standard input, one per line; end with Ctrl-D (Ctrl-Z on Windows).\n');
+  return { ids: await readIdLines(io.stdin), source: 'standard input' };
+}
+
+/** Each id sent (stdout) and not sent (stderr), the summary; the exit status. */
+function printResult(
+  result: EnqueueResult,
+  run: { given: number; source: string; queueUrl: string; elapsedMs: number },
+  io: CliIo,
+): number {
+  const out = (line: string): void => void io.stdout.write(`${line}\n`);
+  const err = (line: string): void => void io.stderr.write(`${line}\n`);
+  for (const sent of result.sent) out(`sent ${quoteId(sent.id)} ${sent.messageId}`);
+  for (const failed of result.failed) {
+    err(`not sent ${quoteId(failed.id)}: ${failed.code}${failed.message ? ` ${failed.message}` : ''}${failed.senderFault ? ' (refused, not re-sent)' : ''}`);
+  }
+  let summary =
+    `Sent ${result.sent.length} of ${run.given} ids from ${run.source} to ${run.queueUrl} ` +
+    `in ${result.calls} SendMessageBatch call${result.calls === 1 ? '' : 's'} (${formatDuration(run.elapsedMs)})`;
+  if (result.duplicates) summary += `; ${result.duplicates} duplicate id${result.duplicates === 1 ? '' : 's'} skipped`;
+  if (result.resent) summary += `; ${result.resent} re-sent after a refusal or a failed call`;
+  err(`${summary}.`);
+  if (result.failed.length > 0) {
+    err(`enqueue: ${result.failed.length} id${result.failed.length === 1 ? ' was' : 's were'} not sent${result.aborted ? ' (stopped after an error every further call would repeat)' : ''}.`);
+    return 1;
+  }
+  return 0;
 }
 
 /** True when this module is the program being run (not imported). */
