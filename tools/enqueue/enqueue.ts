@@ -23,7 +23,7 @@ import { validateItemId } from '../../functions/item-sync/message.js';
 import { sendMessageBatch, type EntryFailure } from '../../functions/shared/adapters/sqs-batch.js';
 import { createProgress, formatDuration, type Progress } from './progress.js';
 
-export const MAX_BATCH_ENTRIES = 10;
+const MAX_BATCH_ENTRIES = 10;
 const DEFAULT_MAX_ATTEMPTS = 5;
 const DEFAULT_CONCURRENCY = 4;
 /** Whole batches given up in a row after which the rest is not tried (every call is failing). */
