@@ -2,7 +2,9 @@
  * HTTP client for the content provider's API. No AWS imports. Every call either returns the parsed
  * 200 body or throws a ProviderError whose `kind` classifies the outcome (see errors.ts). Tokens are
  * sent in headers only and never appear in an error message: whatever the provider echoes back is
- * redacted with the tokens of that call.
+ * redacted with the tokens of that call, and a token that cannot go into a header is refused before
+ * the request (fetch would quote it in its error). getToken refuses, as malformed, an answer whose
+ * tokens could never be sent in a header.
  */
 import { ProviderError, redact, type ProviderErrorKind } from './errors.js';
 import type { Credentials, ProviderClient, RequestOptions, TokenGrant } from './ports.js';
@@ -24,6 +26,8 @@ export interface HttpProviderClientOptions extends ProviderConfig {
 interface CallSpec {
   operation: 'getToken' | 'getItem';
   url: string;
+  /** What the Authorization header carries, for messages: `the refresh token`, `the access token`. */
+  credential: string;
   authorization: string;
   /** Secrets to strip from anything echoed back. */
   secrets: string[];
@@ -75,6 +79,7 @@ export class HttpProviderClient implements ProviderClient {
     const body = await this.call({
       operation: 'getToken',
       url: this.tokenUrl(credentials.clientId),
+      credential: 'the refresh token',
       authorization: `bearer ${credentials.refreshToken}`,
       secrets: [credentials.refreshToken],
       ...(options.signal ? { signal: options.signal } : {}),
@@ -86,12 +91,20 @@ export class HttpProviderClient implements ProviderClient {
     if (typeof accessToken !== 'string' || accessToken.trim() === '') {
       throw malformed('getToken', 'the 200 body has no non-empty string "access_token"');
     }
+    const accessProblem = tokenHeaderProblem(accessToken);
+    if (accessProblem !== undefined) {
+      throw malformed('getToken', `the 200 body has an "access_token" that cannot be sent in an HTTP header (${accessProblem})`);
+    }
     const refreshToken = body['refresh_token'];
     if (refreshToken === undefined || refreshToken === null) {
       return { accessToken };
     }
     if (typeof refreshToken !== 'string' || refreshToken.trim() === '') {
       throw malformed('getToken', 'the 200 body has a "refresh_token" that is not a non-empty string');
+    }
+    const refreshProblem = tokenHeaderProblem(refreshToken);
+    if (refreshProblem !== undefined) {
+      throw malformed('getToken', `the 200 body has a "refresh_token" that cannot be sent in an HTTP header (${refreshProblem})`);
     }
     return { accessToken, refreshToken };
   }
@@ -100,6 +113,7 @@ export class HttpProviderClient implements ProviderClient {
     return this.call({
       operation: 'getItem',
       url: this.itemUrl(id),
+      credential: 'the access token',
       authorization: `Bearer ${accessToken}`,
       secrets: [accessToken],
       ...(options.signal ? { signal: options.signal } : {}),
@@ -107,6 +121,15 @@ export class HttpProviderClient implements ProviderClient {
   }
 
   private async call(spec: CallSpec): Promise<unknown> {
+    const problem = unsendable(spec.authorization);
+    if (problem !== undefined) {
+      // fetch would refuse it with an error quoting the header. Transient, as that refusal was: the
+      // stored token may be replaced meanwhile.
+      throw new ProviderError(`${spec.credential} cannot be sent in an HTTP header (${problem})`, {
+        kind: 'transient',
+        operation: spec.operation,
+      });
+    }
     const timeout = AbortSignal.timeout(this.timeoutMs);
     const signal = spec.signal ? AbortSignal.any([timeout, spec.signal]) : timeout;
     const origin = new URL(spec.url).origin;
@@ -202,7 +225,7 @@ export class HttpProviderClient implements ProviderClient {
       ? `timed out after ${this.timeoutMs} ms`
       : spec.signal?.aborted
         ? 'aborted by the caller'
-        : `network failure (${describeCause(error)})`;
+        : `network failure (${redact(describeCause(error), spec.secrets)})`;
     return new ProviderError(summary, { kind: 'transient', operation: spec.operation, cause: error });
   }
 
@@ -229,6 +252,36 @@ export class HttpProviderClient implements ProviderClient {
     }
     return Buffer.concat(chunks).toString('utf8');
   }
+}
+
+/**
+ * Why a token the provider issued is unusable in an Authorization header, or undefined when it is
+ * usable; never quotes it. Unusable: anything fetch refuses in a header (see unsendable), and any
+ * other control character (tab, U+0080–U+009F), which fetch would send but no token holds.
+ */
+function tokenHeaderProblem(token: string): string | undefined {
+  return headerProblem(token, true);
+}
+
+/**
+ * Why fetch (undici) would refuse `value` in a header, or undefined: a line break, NUL, any other
+ * C0 control character but tab, or DEL ("invalid header value", quoting the value), or a character
+ * beyond U+00FF (a header value is bytes).
+ */
+function unsendable(value: string): string | undefined {
+  return headerProblem(value, false);
+}
+
+function headerProblem(value: string, everyControl: boolean): string | undefined {
+  for (const char of value) {
+    const code = char.codePointAt(0)!;
+    const name = `U+${code.toString(16).toUpperCase().padStart(4, '0')}`;
+    if (code === 0x0a || code === 0x0d) return `it holds a line break, ${name}`;
+    if ((code < 0x20 && code !== 0x09) || code === 0x7f) return `it holds the control character ${name}`;
+    if (code > 0xff) return 'it holds a character beyond U+00FF, which a header cannot carry';
+    if (everyControl && (code === 0x09 || (code >= 0x80 && code <= 0x9f))) return `it holds the control character ${name}`;
+  }
+  return undefined;
 }
 
 /** Status → kind, as HTTP defines the classes: the provider does not publish its codes. */

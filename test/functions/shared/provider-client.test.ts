@@ -92,6 +92,59 @@ describe('getToken', () => {
     expect(error.message).not.toContain('at-x');
   });
 
+  // What fetch refuses in a header value (undici: "invalid header value", or not a ByteString), and
+  // the control characters it would send but no token holds.
+  const unusable = [
+    ['a line feed', '\n', 'a line break, U+000A'],
+    ['a carriage return', '\r', 'a line break, U+000D'],
+    ['NUL', '\u0000', 'the control character U+0000'],
+    ['U+0001', '\u0001', 'the control character U+0001'],
+    ['DEL', '\u007f', 'the control character U+007F'],
+    ['a tab', '\t', 'the control character U+0009'],
+    ['a C1 control', '\u0085', 'the control character U+0085'],
+    ['a character beyond U+00FF', '\u20ac', 'a character beyond U+00FF, which a header cannot carry'],
+  ] as const;
+
+  it.each(unusable)('classifies an access_token holding %s as malformed, never quoting it', async (_label, char, reason) => {
+    const secret = `at-unusable-secret${char}tail`;
+    sim.addFault({ endpoint: 'token', fault: { kind: 'body', rawBody: JSON.stringify({ access_token: secret }) } });
+
+    const error = await failure(client.getToken({ clientId: 'client one/2', refreshToken: 'rt-valid-refresh-token' }));
+
+    expect(error.kind).toBe('malformed');
+    expect(error.message).toBe(`getToken: the 200 body has an "access_token" that cannot be sent in an HTTP header (it holds ${reason})`);
+    expect(error.message).not.toContain('unusable-secret');
+  });
+
+  it.each(unusable)('classifies a rotated refresh_token holding %s as malformed, never quoting it', async (_label, char, reason) => {
+    const secret = `rt-unusable-secret${char}tail`;
+    sim.addFault({ endpoint: 'token', fault: { kind: 'body', rawBody: JSON.stringify({ access_token: 'at-fine', refresh_token: secret }) } });
+
+    const error = await failure(client.getToken({ clientId: 'client one/2', refreshToken: 'rt-valid-refresh-token' }));
+
+    expect(error.kind).toBe('malformed');
+    expect(error.message).toBe(`getToken: the 200 body has a "refresh_token" that cannot be sent in an HTTP header (it holds ${reason})`);
+    expect(error.message).not.toContain('unusable-secret');
+  });
+
+  it('accepts tokens of visible ASCII and Latin-1 characters with inner spaces', async () => {
+    sim.addFault({ endpoint: 'token', fault: { kind: 'body', rawBody: JSON.stringify({ access_token: 'at-a b~é', refresh_token: 'rt-=+/' }) } });
+
+    await expect(client.getToken({ clientId: 'client one/2', refreshToken: 'rt-valid-refresh-token' })).resolves.toEqual({
+      accessToken: 'at-a b~é',
+      refreshToken: 'rt-=+/',
+    });
+  });
+
+  it('refuses to send a stored refresh token that fetch would refuse in a header, without quoting it', async () => {
+    const error = await failure(client.getToken({ clientId: 'client one/2', refreshToken: 'rt-stored-secret\nx' }));
+
+    expect(error).toMatchObject({ kind: 'transient', operation: 'getToken', status: undefined });
+    expect(error.message).toBe('getToken: the refresh token cannot be sent in an HTTP header (it holds a line break, U+000A)');
+    expect(error.cause).toBeUndefined();
+    expect(sim.requests).toHaveLength(0);
+  });
+
   it('ignores a null refresh_token and unknown fields', async () => {
     sim.addFault({
       endpoint: 'token',
@@ -118,6 +171,26 @@ describe('getItem', () => {
 
     expect(item.id).toBe(id);
     expect(sim.requests.map((request) => [request.rawUrl, request.endpoint, request.itemId])).toEqual([[rawUrl, 'items', id]]);
+  });
+
+  it.each([
+    ['a line break', 'at-stored-secret\nx', 'a line break, U+000A'],
+    ['NUL', 'at-stored-secret\u0000x', 'the control character U+0000'],
+    ['a character beyond U+00FF', 'at-stored-secret\u20acx', 'a character beyond U+00FF, which a header cannot carry'],
+  ])('refuses to send an access token holding %s, as fetch would, without quoting it (transient)', async (_label, stored, reason) => {
+    const error = await failure(client.getItem('file-1', stored));
+
+    expect(error).toMatchObject({ kind: 'transient', operation: 'getItem', status: undefined });
+    expect(error.message).toBe(`getItem: the access token cannot be sent in an HTTP header (it holds ${reason})`);
+    expect(error.cause).toBeUndefined();
+    expect(sim.requests).toHaveLength(0);
+  });
+
+  it('sends an access token with a tab or a C1 control as before (fetch accepts them)', async () => {
+    await failure(client.getItem('file-1', 'at-odd\ttoken\u0085'));
+
+    expect(sim.requests).toHaveLength(1);
+    expect(sim.requests[0]).toMatchObject({ endpoint: 'items', status: 401 });
   });
 
   it.each(['.', '..', '\uD800lone'])('refuses the id %j that cannot be one path segment, sending nothing', async (id) => {

@@ -17,6 +17,8 @@ const secretsMock = mockClient(SecretsManagerClient);
 
 /** Every token any scenario handled, and everything printed: checked together at the end. */
 const seenTokens = new Set<string>();
+/** The tokens of the answers refused as malformed (their printable part). */
+const refusedTokens = ['at-linebreaksecret', 'at-fineaccesssecret', 'rt-rotatedsecret'];
 const allOutput: string[] = [];
 const simulators: ProviderSimulator[] = [];
 
@@ -122,6 +124,16 @@ describe('token refresher against the provider simulator', () => {
     ['a 200 without a token', { kind: 'body', rawBody: '{"token_type":"bearer"}' }, /no non-empty string "access_token"/],
     ['an empty token', { kind: 'body', rawBody: '{"access_token":"   "}' }, /no non-empty string "access_token"/],
     ['a dropped connection', { kind: 'drop' }, /network failure/],
+    [
+      'an access_token with a line break',
+      { kind: 'body', rawBody: JSON.stringify({ access_token: 'at-linebreaksecret\r\nX-Injected: 1' }) },
+      /^getToken: the 200 body has an "access_token" that cannot be sent in an HTTP header \(it holds a line break, U\+000D\)$/,
+    ],
+    [
+      'a rotated refresh_token with a control character',
+      { kind: 'body', rawBody: JSON.stringify({ access_token: 'at-fineaccesssecret', refresh_token: 'rt-rotatedsecret\u0001' }) },
+      /^getToken: the 200 body has a "refresh_token" that cannot be sent in an HTTP header \(it holds the control character U\+0001\)$/,
+    ],
   ] as const)('fails on %s, saying why, and leaves the stored token untouched', async (_label, fault, message) => {
     const { sim, run } = await setup();
     sim.addFault({ endpoint: 'token', fault });
@@ -157,7 +169,7 @@ describe('token refresher against the provider simulator', () => {
     const text = allOutput.join('\n');
     expect(seenTokens.size).toBeGreaterThanOrEqual(4);
     expect(text.length).toBeGreaterThan(1000);
-    for (const token of seenTokens) expect(text).not.toContain(token);
+    for (const token of [...seenTokens, ...refusedTokens]) expect(text).not.toContain(token);
     expect(text).not.toMatch(/\bat-[A-Za-z0-9]{6,}/);
   });
 });

@@ -14,6 +14,7 @@ import {
   SecretFormatError,
 } from '../../../functions/shared/errors.js';
 import type { Credentials, ProviderClient, TokenGrant } from '../../../functions/shared/ports.js';
+import { HttpProviderClient } from '../../../functions/shared/provider-client.js';
 import type { RefresherConfig } from '../../../functions/shared/config.js';
 import { captureOutput, jsonLines } from '../../../dev/fakes/capture-output.js';
 
@@ -149,6 +150,58 @@ describe('token refresher', () => {
     expect(secretsMock).not.toReceiveCommand(PutSecretValueCommand);
     const logged = jsonLines(output).find((line) => typeof line === 'object' && line['message'] === 'token refresh failed');
     expect(logged).toMatchObject({ level: 'ERROR', trigger: 'schedule', error: { name: 'ProviderError' } });
+  });
+
+  describe('an answer whose tokens could never be sent in an HTTP header is malformed: nothing is stored', () => {
+    /** The real HTTP client, answered by a stand-in fetch with this 200 body. */
+    function answering(body: object): HttpProviderClient {
+      return new HttpProviderClient({
+        ...config.provider,
+        fetch: async () => new Response(JSON.stringify(body), { status: 200, headers: { 'content-type': 'application/json' } }),
+      });
+    }
+
+    it.each([
+      ['a line break', `${ACCESS_TOKEN}\r\nX-Injected: 1`, 'a line break, U+000D'],
+      ['a NUL', `${ACCESS_TOKEN}\u0000`, 'the control character U+0000'],
+      ['a tab', `${ACCESS_TOKEN}\tx`, 'the control character U+0009'],
+    ])('access_token with %s', async (_label, accessToken, reason) => {
+      credentialsSecret({ clientId: 'client-1', refreshToken: REFRESH_TOKEN });
+
+      const { error, output } = await captureOutput(() => build(answering({ access_token: accessToken }))({ trigger: 'schedule' }));
+
+      expect(error).toBeInstanceOf(ProviderError);
+      expect(error).toMatchObject({ kind: 'malformed', operation: 'getToken' });
+      expect((error as Error).message).toBe(
+        `getToken: the 200 body has an "access_token" that cannot be sent in an HTTP header (it holds ${reason})`,
+      );
+      expect(secretsMock.calls().map((call) => call.args[0].constructor.name)).toEqual(['GetSecretValueCommand']);
+      expect(secretsMock).toReceiveCommandWith(GetSecretValueCommand, { SecretId: CREDS_ID });
+      expect(secretsMock).not.toReceiveCommand(PutSecretValueCommand);
+      expect(output).toContain('TokenRefreshFailed');
+      for (const text of [output, String(error)]) {
+        expect(text).not.toContain(ACCESS_TOKEN);
+        expect(text).not.toContain(REFRESH_TOKEN);
+      }
+    });
+
+    it('a rotated refresh_token with a line break: neither secret changes', async () => {
+      credentialsSecret({ clientId: 'client-1', refreshToken: REFRESH_TOKEN });
+
+      const { error, output } = await captureOutput(() =>
+        build(answering({ access_token: ACCESS_TOKEN, refresh_token: `${ROTATED}\n` }))({ trigger: 'schedule' }),
+      );
+
+      expect(error).toMatchObject({ kind: 'malformed', operation: 'getToken' });
+      expect((error as Error).message).toBe(
+        'getToken: the 200 body has a "refresh_token" that cannot be sent in an HTTP header (it holds a line break, U+000A)',
+      );
+      expect(secretsMock.calls().map((call) => call.args[0].constructor.name)).toEqual(['GetSecretValueCommand']);
+      expect(secretsMock).not.toReceiveCommand(PutSecretValueCommand);
+      for (const text of [output, String(error)]) {
+        for (const token of [ACCESS_TOKEN, REFRESH_TOKEN, ROTATED]) expect(text).not.toContain(token);
+      }
+    });
   });
 
   it('retries once with the refresh token another run stored meanwhile, after a 401', async () => {
