@@ -12,12 +12,17 @@ export interface AccessTokenSource {
   get(): Promise<string>;
   /** A token other than `rejected` if the secret holds one; the same token if the secret still holds it. */
   refresh(rejected: string): Promise<string>;
+  /** Remembers that the provider refused this token although the secret still held it. */
+  markRefused(token: string): void;
+  /** Whether the provider refused this very token (the secret has not changed since). */
+  isRefused(token: string): boolean;
 }
 
 export class CachedAccessToken implements AccessTokenSource {
   private token: string | undefined;
   private readAt = 0;
   private pending: Promise<string> | undefined;
+  private refused: string | undefined;
 
   constructor(
     private readonly store: AccessTokenStore,
@@ -30,6 +35,14 @@ export class CachedAccessToken implements AccessTokenSource {
       return this.token;
     }
     return this.read();
+  }
+
+  markRefused(token: string): void {
+    this.refused = token;
+  }
+
+  isRefused(token: string): boolean {
+    return this.refused !== undefined && this.refused === token;
   }
 
   async refresh(rejected: string): Promise<string> {

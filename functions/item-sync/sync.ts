@@ -292,12 +292,11 @@ class ItemRun {
       if (grant.probe && grant.reason === 'token') {
         // The breaker is open because the provider refused the token the secret held: probe only
         // with another token, once the refresher has written one.
-        const fresh = await this.deps.tokens.refresh(token);
-        if (fresh === token) {
+        token = await this.deps.tokens.refresh(token);
+        if (this.deps.tokens.isRefused(token)) {
           await this.deps.pace.report({ kind: 'token-refused' }, grant);
           throw this.outage('token');
         }
-        token = fresh;
       }
       let body: unknown;
       try {
@@ -328,6 +327,7 @@ class ItemRun {
               }
             }
             // The secret still holds the refused token: nothing can succeed until the refresher runs.
+            this.deps.tokens.markRefused(token);
             await this.deps.pace.report({ kind: 'token-refused' }, grant);
             throw this.outage('token', error);
           }

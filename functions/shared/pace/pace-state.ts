@@ -71,6 +71,10 @@ export const DEFAULT_PACE_SETTINGS: PaceSettings = {
   probeIntervalMs: 10_000,
 };
 
+/** A Retry-After is honoured for at least a second (0 would mean "at once, again") and at most an hour. */
+export const MIN_RETRY_AFTER_MS = 1_000;
+export const MAX_RETRY_AFTER_MS = 3_600_000;
+
 /** Growth below 90% of the ceiling: ×(1 + FAST) per second. */
 const FAST_GROWTH = 0.25;
 /** Growth between 90% and 110% of the ceiling: this fraction of the ceiling per second. */
@@ -183,7 +187,8 @@ export function draw(state: PaceState, now: number, want: number, settings: Pace
  */
 export function rateLimited(state: PaceState, now: number, retryAfterMs: number | undefined, settings: PaceSettings): PaceState {
   const next: PaceState = { ...state };
-  next.blockedUntil = Math.max(next.blockedUntil, now + (retryAfterMs ?? settings.defaultRetryAfterMs));
+  const blockMs = Math.min(MAX_RETRY_AFTER_MS, Math.max(MIN_RETRY_AFTER_MS, retryAfterMs ?? settings.defaultRetryAfterMs));
+  next.blockedUntil = Math.max(next.blockedUntil, now + blockMs);
   if (now - next.cutAt >= settings.cutCooldownMs) {
     next.ceiling = next.rate;
     next.rate = Math.max(settings.minRate, next.rate * settings.cutFactor);

@@ -16,6 +16,8 @@ import {
   initialPaceState,
   isPaceState,
   leaseSize,
+  MAX_RETRY_AFTER_MS,
+  MIN_RETRY_AFTER_MS,
   openBreaker,
   rateLimited,
   type BreakerReason,
@@ -156,7 +158,8 @@ export class ProviderPace {
         if (this.drawing === drawing) this.drawing = undefined;
       });
       this.drawing = drawing;
-      return drawing;
+      // Awaited here, before any waiter: the caller that drew goes first.
+      return await drawing;
     }
   }
 
@@ -173,7 +176,10 @@ export class ProviderPace {
         }
         return;
       case 'rate-limited': {
-        const retryAfterMs = result.retryAfterMs ?? this.settings.defaultRetryAfterMs;
+        const retryAfterMs = Math.min(
+          MAX_RETRY_AFTER_MS,
+          Math.max(MIN_RETRY_AFTER_MS, result.retryAfterMs ?? this.settings.defaultRetryAfterMs),
+        );
         this.localBlockedUntil = Math.max(this.localBlockedUntil, now + retryAfterMs);
         this.lease = undefined;
         await this.change('rate limited', (state) => rateLimited(state, now, result.retryAfterMs, this.settings));

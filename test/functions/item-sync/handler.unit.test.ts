@@ -103,8 +103,16 @@ function build(provider: ScriptedProvider, overrides: Partial<SyncHandlerDeps> &
   });
 }
 
-async function run(handler: ReturnType<typeof build>, bodies: string[], remainingMs = 60_000) {
-  const { result, error, output } = await captureOutput(() => handler(sqsEvent(bodies), lambdaContext(remainingMs)));
+async function run(handler: ReturnType<typeof build>, bodies: string[], remainingMs = 60_000, attributes: { postponements?: number } = {}) {
+  const event = sqsEvent(bodies);
+  if (attributes.postponements !== undefined) {
+    for (const record of event.Records) {
+      record.messageAttributes = {
+        postponements: { dataType: 'Number', stringValue: String(attributes.postponements), stringListValues: [], binaryListValues: [] },
+      };
+    }
+  }
+  const { result, error, output } = await captureOutput(() => handler(event, lambdaContext(remainingMs)));
   if (error) throw error;
   return { result: result!, output, metrics: metricsIn(output), logs: logLines(output) };
 }
@@ -538,21 +546,64 @@ describe('retry later', () => {
     expect(output).not.toContain(TOKEN_2);
   });
 
-  it('retries a record later when the fresh token is refused too, or the secret still holds the refused one', async () => {
+  it('postpones a record (breaker open: token) when the fresh token is refused too, or the secret still holds the refused one', async () => {
     tokenSecret(TOKEN_1, TOKEN_2);
     const provider = new ScriptedProvider().on('a', providerError('unauthorized', 401));
     const first = await run(build(provider), ['a']);
 
-    expect(first.result).toEqual({ batchItemFailures: [{ itemIdentifier: 'm1' }] });
+    // Waiting is not failing: sent again with a delay (the outage schedule's first step), reported done.
+    expect(first.result).toEqual({ batchItemFailures: [] });
     expect(provider.calls.map((call) => call.token)).toEqual([TOKEN_1, TOKEN_2]);
+    expect(sqs).toReceiveCommandWith(SendMessageBatchCommand, {
+      QueueUrl: QUEUE_URL,
+      Entries: [
+        {
+          Id: 'm0',
+          MessageBody: 'a',
+          DelaySeconds: 15,
+          MessageAttributes: { postponements: { DataType: 'Number', StringValue: '1' } },
+        },
+      ],
+    });
+    expect(first.metrics).toMatchObject({ RecordsPostponed: 1, RecordsRetried: 0, BreakerOpen: 1 });
 
     secrets.reset();
+    sqs.resetHistory();
     tokenSecret(TOKEN_1);
     const same = new ScriptedProvider().on('a', providerError('unauthorized', 401));
     const second = await run(build(same), ['a']);
-    expect(second.result).toEqual({ batchItemFailures: [{ itemIdentifier: 'm1' }] });
+    expect(second.result).toEqual({ batchItemFailures: [] });
     expect(same.calls).toHaveLength(1); // the secret holds the refused token: no pointless second call
-    expect(sqs).not.toHaveReceivedCommand(SendMessageBatchCommand);
+    expect(sqs).toHaveReceivedCommandTimes(SendMessageBatchCommand, 1);
+    expect(sqs).not.toReceiveCommandWith(SendMessageBatchCommand, { QueueUrl: DLQ_URL });
+  });
+
+  it('while the breaker is open for the token, a record waits without a provider request until the secret changes', async () => {
+    tokenSecret(TOKEN_1);
+    const provider = new ScriptedProvider().on('a', (call: { token: string }) =>
+      call.token === TOKEN_2 ? item('a', 1) : providerError('unauthorized', 401),
+    );
+    const handler = build(provider, { env: { ACCESS_TOKEN_CACHE_SECONDS: '0' } });
+    await run(handler, ['a']); // opens the breaker (token)
+    expect(provider.calls).toHaveLength(1);
+
+    const waiting = await run(handler, ['a'], 60_000, { postponements: 1 });
+    expect(provider.calls).toHaveLength(1); // no probe is due yet: nobody calls the provider
+    expect(waiting.result).toEqual({ batchItemFailures: [] });
+    expect(sqs).toReceiveCommandWith(SendMessageBatchCommand, {
+      Entries: [expect.objectContaining({ DelaySeconds: 30, MessageAttributes: { postponements: { DataType: 'Number', StringValue: '2' } } })],
+    });
+
+    clockMs += 10_000; // the next probe is due; the secret still holds the refused token: no request
+    await run(handler, ['a']);
+    expect(provider.calls).toHaveLength(1);
+
+    secrets.reset();
+    tokenSecret(TOKEN_2); // the refresher wrote a new token
+    clockMs += 10_000;
+    const recovered = await run(handler, ['a']);
+    expect(provider.calls.map((call) => call.token)).toEqual([TOKEN_1, TOKEN_2]);
+    expect(recovered.metrics).toMatchObject({ ItemsCreated: 1, BreakerOpen: 0 });
   });
 
   it('caches the token per container for ACCESS_TOKEN_CACHE_SECONDS, not per record or per invocation', async () => {
@@ -579,60 +630,90 @@ describe('retry later', () => {
     expect(logs.some((line) => String(line['reason']).includes('reading the access token failed'))).toBe(true);
   });
 
-  it('on a 429 with Retry-After delays that message with ChangeMessageVisibility (queue URL looked up once)', async () => {
+  it('on a 429 every request waits for the Retry-After; a record whose wait outlasts the invocation is sent again, delayed (queue URL looked up once)', async () => {
     const provider = new ScriptedProvider()
       .on('slow', providerError('rate-limited', 429, { retryAfterSeconds: 120 }))
-      .on('plain', providerError('rate-limited', 429))
       .on('ok', item('ok', 1));
     const handler = build(provider);
-    const { result, metrics } = await run(handler, ['slow', 'plain', 'ok']);
+    const { result, metrics } = await run(handler, ['slow', 'ok']);
 
-    expect(result).toEqual({ batchItemFailures: [{ itemIdentifier: 'm1' }, { itemIdentifier: 'm2' }] });
-    expect(provider.callsFor('slow')).toHaveLength(1); // a 429 is not retried inside the invocation
+    expect(result).toEqual({ batchItemFailures: [] });
+    expect(provider.callsFor('slow')).toHaveLength(1); // the Retry-After outlasts the invocation
     expect(sqs).toReceiveCommandExactlyOnceWith(GetQueueUrlCommand, {
       QueueName: 'content-sync-queue',
       QueueOwnerAWSAccountId: '123456789012',
     });
-    expect(sqs).toReceiveCommandExactlyOnceWith(ChangeMessageVisibilityBatchCommand, {
+    expect(sqs).toReceiveCommandExactlyOnceWith(SendMessageBatchCommand, {
       QueueUrl: QUEUE_URL,
-      Entries: [{ Id: 'm0', ReceiptHandle: 'rh-m1', VisibilityTimeout: 120 }],
+      Entries: [
+        {
+          Id: 'm0',
+          MessageBody: 'slow',
+          DelaySeconds: 120,
+          MessageAttributes: { postponements: { DataType: 'Number', StringValue: '1' } },
+        },
+      ],
     });
-    expect(metrics['RecordsRetried']).toBe(2);
+    expect(sqs).not.toHaveReceivedCommand(ChangeMessageVisibilityBatchCommand);
+    expect(metrics).toMatchObject({ RecordsPostponed: 1, RecordsRetried: 0, ProviderRateLimited: 1, ItemsCreated: 1 });
 
-    await run(handler, ['slow']);
+    await run(handler, ['slow']); // still inside the Retry-After window: no request at all
+    expect(provider.callsFor('slow')).toHaveLength(1);
     expect(sqs).toHaveReceivedCommandTimes(GetQueueUrlCommand, 1);
-    expect(sqs).toHaveReceivedCommandTimes(ChangeMessageVisibilityBatchCommand, 2);
+    expect(sqs).toHaveReceivedCommandTimes(SendMessageBatchCommand, 2);
+  });
+
+  it('on a short Retry-After the request is made again within the invocation, after the window', async () => {
+    let answered = 0;
+    const provider = new ScriptedProvider().on('a', () => (answered++ === 0 ? providerError('rate-limited', 429, { retryAfterSeconds: 2 }) : item('a', 1)));
+    const { result, metrics } = await run(build(provider), ['a']);
+
+    expect(result).toEqual({ batchItemFailures: [] });
+    expect(provider.calls).toHaveLength(2);
+    expect(sleeps.reduce((sum, ms) => sum + ms, 0)).toBeGreaterThanOrEqual(2_000);
+    expect(metrics).toMatchObject({ ItemsCreated: 1, ProviderRateLimited: 1, RecordsPostponed: 0 });
   });
 
   it.each([
-    [2, 60],
-    [0, 60],
+    [0.5, 60],
     [59.5, 60],
     [61, 61],
-    [100_000, 43_200],
-  ])('on a 429 with Retry-After %s delays the message %s s (at least a minute, at most 12 h)', async (retryAfterSeconds, visibility) => {
+    [100_000, 900],
+  ])('a record waiting out a Retry-After of %s s is sent again with DelaySeconds %s (at least a minute, at most 15 min)', async (retryAfterSeconds, delay) => {
     const provider = new ScriptedProvider().on('limited', providerError('rate-limited', 429, { retryAfterSeconds }));
-    const { result } = await run(build(provider), ['limited']);
+    const { result } = await run(build(provider), ['limited'], 1_500);
 
-    expect(result).toEqual({ batchItemFailures: [{ itemIdentifier: 'm1' }] });
-    expect(sqs).toReceiveCommandWith(ChangeMessageVisibilityBatchCommand, {
-      Entries: [{ Id: 'm0', ReceiptHandle: 'rh-m1', VisibilityTimeout: visibility }],
+    expect(result).toEqual({ batchItemFailures: [] });
+    expect(sqs).toReceiveCommandWith(SendMessageBatchCommand, {
+      Entries: [expect.objectContaining({ Id: 'm0', DelaySeconds: delay })],
     });
   });
 
   it('takes the shortest rate-limit delay from SYNC_RATE_LIMIT_MIN_DELAY_SECONDS', async () => {
     const provider = new ScriptedProvider().on('limited', providerError('rate-limited', 429, { retryAfterSeconds: 2 }));
-    await run(build(provider, { env: { SYNC_RATE_LIMIT_MIN_DELAY_SECONDS: '5' } }), ['limited']);
+    await run(build(provider, { env: { SYNC_RATE_LIMIT_MIN_DELAY_SECONDS: '5' } }), ['limited'], 1_500);
 
-    expect(sqs).toReceiveCommandWith(ChangeMessageVisibilityBatchCommand, {
-      Entries: [{ Id: 'm0', ReceiptHandle: 'rh-m1', VisibilityTimeout: 5 }],
+    expect(sqs).toReceiveCommandWith(SendMessageBatchCommand, {
+      Entries: [expect.objectContaining({ Id: 'm0', DelaySeconds: 5 })],
     });
   });
 
-  it('still retries a rate-limited record when its visibility cannot be changed', async () => {
+  it('retries a waiting record (visibility delayed) when it cannot be sent again', async () => {
+    sqs.on(SendMessageBatchCommand, { QueueUrl: QUEUE_URL }).rejects(Object.assign(new Error('denied'), { name: 'AccessDenied' }));
+    const provider = new ScriptedProvider().on('slow', providerError('rate-limited', 429, { retryAfterSeconds: 120 }));
+    const { result, metrics } = await run(build(provider), ['slow']);
+
+    expect(result).toEqual({ batchItemFailures: [{ itemIdentifier: 'm1' }] });
+    expect(sqs).toReceiveCommandWith(ChangeMessageVisibilityBatchCommand, {
+      Entries: [{ Id: 'm0', ReceiptHandle: 'rh-m1', VisibilityTimeout: 120 }],
+    });
+    expect(metrics).toMatchObject({ RecordsRetried: 1, RecordsPostponed: 0 });
+  });
+
+  it('still retries a waiting record when neither sending it again nor its visibility works', async () => {
     sqs.on(GetQueueUrlCommand).rejects(Object.assign(new Error('denied'), { name: 'AccessDenied' }));
     const provider = new ScriptedProvider().on('slow', providerError('rate-limited', 429, { retryAfterSeconds: 5 }));
-    const { result, logs } = await run(build(provider), ['slow']);
+    const { result, logs } = await run(build(provider), ['slow'], 3_000);
 
     expect(result).toEqual({ batchItemFailures: [{ itemIdentifier: 'm1' }] });
     expect(logs.some((line) => line['message'] === 'could not delay the next delivery of a rate-limited record')).toBe(true);
@@ -685,7 +766,7 @@ describe('time budget', () => {
 });
 
 describe('observability', () => {
-  it('publishes the seven counters once per batch under ContentSync, and logs the item id of every record', async () => {
+  it('publishes the nine counters and the pace once per batch under ContentSync, and logs the item id of every record', async () => {
     stored([{ id: 'same', revision: '1' }, { id: 'gone', revision: '1' }, { id: 'old', revision: '1' }]);
     const provider = new ScriptedProvider()
       .on('new', item('new', 1))
@@ -711,6 +792,12 @@ describe('observability', () => {
       ItemsDeleted: 1,
       RecordsRetried: 1,
       RecordsDeadLettered: 1,
+      RecordsPostponed: 0,
+      ProviderRateLimited: 0,
+      ProviderPace: 1000,
+      BreakerOpen: 0,
+      BreakerOpenSeconds: 0,
+      PaceFallback: 0,
     });
     const recordLogs = logs.filter((line) => String(line['message']).startsWith('record '));
     expect(recordLogs.map((line) => [line['messageId'], line['itemId']])).toEqual([

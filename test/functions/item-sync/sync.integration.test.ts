@@ -63,9 +63,19 @@ function toRow(row: Record<string, AttributeValue>): Record<string, unknown> {
 }
 
 /** Dead letters sent (to the mocked DLQ) so far, flattened. */
+/** Entries sent again to the sync queue (waiting records). */
+function requeued(): Array<{ MessageBody: string; DelaySeconds?: number }> {
+  return sqs
+    .commandCalls(SendMessageBatchCommand)
+    .filter((call) => call.args[0].input.QueueUrl === QUEUE_URL)
+    .flatMap((call) => (call.args[0].input.Entries ?? []) as Array<{ MessageBody: string; DelaySeconds?: number }>);
+}
+
 function deadLetters(): Array<{ body: string; error: string; sourceMessageId: string }> {
   return sqs.commandCalls(SendMessageBatchCommand).flatMap((call) => {
-    expect(call.args[0].input.QueueUrl).toBe(DLQ_URL);
+    // Dead letters go to the DLQ; the only other SendMessageBatch sends waiting records to their own queue.
+    expect([DLQ_URL, QUEUE_URL]).toContain(call.args[0].input.QueueUrl);
+    if (call.args[0].input.QueueUrl !== DLQ_URL) return [];
     return (call.args[0].input.Entries ?? []).map((entry) => ({
       body: entry.MessageBody!,
       error: entry.MessageAttributes!['error']!.StringValue!,
@@ -343,24 +353,38 @@ describe('item sync against the provider simulator and dynalite', () => {
     expect(deadLetters().map((letter) => letter.body)).toEqual(['{"id":".."}']);
   });
 
-  it('recovers from a 401 once the secret holds a new token; retries while it does not', async () => {
+  it('recovers from a 401 once the secret holds a new token; postpones (breaker open) while it does not', async () => {
     const env = await setup({ items: [{ id: 'a', type: 'file', revision: 1 }, { id: 'b', type: 'file', revision: 1 }] });
-    const handler = env.handler(); // one container throughout: its token cache survives invocations
+    let now = Date.now();
+    const handler = env.handler({
+      clock: { now: () => new Date(now) },
+      sleep: (ms) => {
+        now += ms;
+        return new Promise((resolve) => setTimeout(resolve, Math.min(ms, 5)));
+      },
+    }); // one container throughout, on a clock this test moves
     await env.run(['a'], { handler });
 
     // The provider revokes the token; the refresher has not run yet.
     env.sim.revokeAccessTokens();
     env.sim.bumpRevision('a');
     const stale = await env.run(['a', 'b'], { handler });
-    expect(failed(stale.result)).toEqual(['m1', 'm2']);
+    expect(failed(stale.result)).toEqual([]);
+    expect(stale.metrics).toMatchObject({ RecordsPostponed: 2, BreakerOpen: 1 });
+    expect(requeued().map((entry) => entry.MessageBody).sort()).toEqual(['a', 'b']);
     expect(deadLetters()).toEqual([]);
 
-    // The refresher stores a new token: the next batch reads it after its first 401.
+    // The refresher stores a new token; at the next probe (10 s) one record goes through and closes the breaker.
     env.rotateToken();
+    now += 11_000;
     const requestsBefore = env.sim.requests.length;
-    const fresh = await env.run(['a', 'b'], { handler });
-    expect(fresh.result).toEqual({ batchItemFailures: [] });
-    expect(env.sim.requests.slice(requestsBefore).map((r) => r.status).sort()).toEqual([200, 200, 401, 401]);
+    const probe = await env.run(['a', 'b'], { handler });
+    expect(failed(probe.result)).toEqual([]);
+    expect(probe.metrics).toMatchObject({ ItemsUpdated: 1, RecordsPostponed: 1, BreakerOpen: 0 });
+    expect(env.sim.requests.slice(requestsBefore).map((r) => r.status)).toEqual([200]);
+
+    const after = await env.run(['b'], { handler });
+    expect(after.result).toEqual({ batchItemFailures: [] });
     expect((await env.row('a'))?.['revision']).toBe('2');
     expect((await env.row('b'))?.['revision']).toBe('1');
   });
@@ -505,17 +529,19 @@ describe('item sync against the provider simulator and dynalite', () => {
     expect((await env.rows()).map((row) => row['id'])).toEqual(['t1', 't2', 't3']);
   });
 
-  it('delays a rate-limited record by its Retry-After', async () => {
+  it('sends a rate-limited record again, delayed by its Retry-After, without a second request', async () => {
     const env = await setup({ items: [{ id: 'limited', type: 'file', revision: 1 }] });
     env.sim.addFault({ itemId: 'limited', fault: { kind: 'status', status: 429, headers: { 'Retry-After': '90' } } });
 
-    const { result } = await env.run(['limited']);
+    const { result, metrics } = await env.run(['limited']);
 
-    expect(failed(result)).toEqual(['m1']);
-    expect(sqs).toReceiveCommandWith(ChangeMessageVisibilityBatchCommand, {
+    expect(failed(result)).toEqual([]);
+    expect(sqs).toReceiveCommandWith(SendMessageBatchCommand, {
       QueueUrl: QUEUE_URL,
-      Entries: [{ Id: 'm0', ReceiptHandle: 'rh-m1', VisibilityTimeout: 90 }],
+      Entries: [{ Id: 'm0', MessageBody: 'limited', DelaySeconds: 90, MessageAttributes: { postponements: { DataType: 'Number', StringValue: '1' } } }],
     });
+    expect(sqs).not.toHaveReceivedCommand(ChangeMessageVisibilityBatchCommand);
+    expect(metrics).toMatchObject({ RecordsPostponed: 1, ProviderRateLimited: 1 });
     expect(env.sim.requests).toHaveLength(1);
   });
 

@@ -15,6 +15,7 @@ const syncEnv = {
   ITEMS_TABLE_NAME: 'items',
   REVISION_FIELD: 'meta.rev',
   DEAD_LETTER_QUEUE_URL: 'https://sqs.eu-west-1.amazonaws.com/123456789012/dlq',
+  CONTROL_TABLE_NAME: 'control',
 };
 
 function errorOf(fn: () => unknown): ConfigError {
@@ -62,10 +63,14 @@ describe('loadSyncConfig', () => {
       tokenCacheSeconds: 60,
       fetchAttempts: 3,
       rateLimitMinDelaySeconds: 60,
+      controlTableName: 'control',
+      providerRequestsPerSecond: undefined,
+      paceFallbackRate: 1,
+      postponeMaxSeconds: 120,
     });
   });
 
-  it.each(['PROVIDER_BASE_URL', 'ACCESS_TOKEN_SECRET_ID', 'ITEMS_TABLE_NAME', 'REVISION_FIELD', 'DEAD_LETTER_QUEUE_URL'])(
+  it.each(['PROVIDER_BASE_URL', 'ACCESS_TOKEN_SECRET_ID', 'ITEMS_TABLE_NAME', 'REVISION_FIELD', 'DEAD_LETTER_QUEUE_URL', 'CONTROL_TABLE_NAME'])(
     'names %s when it is missing: no default hides it',
     (key) => {
       expect(errorOf(() => loadSyncConfig({ ...syncEnv, [key]: undefined })).message).toBe(
@@ -86,6 +91,11 @@ describe('loadSyncConfig', () => {
     ['ACCESS_TOKEN_CACHE_SECONDS', '-1'],
     ['SYNC_FETCH_ATTEMPTS', '11'],
     ['SYNC_RATE_LIMIT_MIN_DELAY_SECONDS', '43201'],
+    ['PROVIDER_REQUESTS_PER_SECOND', '0'],
+    ['PROVIDER_REQUESTS_PER_SECOND', '2.5'],
+    ['PACE_FALLBACK_REQUESTS_PER_SECOND', '0'],
+    ['SYNC_POSTPONE_MAX_SECONDS', '14'],
+    ['SYNC_POSTPONE_MAX_SECONDS', '901'],
   ])('rejects %s=%s naming the variable', (key, value) => {
     const error = errorOf(() => loadSyncConfig({ ...syncEnv, [key]: value }));
     expect(error.key).toBe(key);
@@ -101,8 +111,14 @@ describe('loadSyncConfig', () => {
       SYNC_FETCH_ATTEMPTS: '5',
       PROVIDER_MAX_RESPONSE_BYTES: '2048',
       SYNC_RATE_LIMIT_MIN_DELAY_SECONDS: '5',
+      PROVIDER_REQUESTS_PER_SECOND: '200',
+      PACE_FALLBACK_REQUESTS_PER_SECOND: '3',
+      SYNC_POSTPONE_MAX_SECONDS: '300',
     });
     expect(config).toMatchObject({
+      providerRequestsPerSecond: 200,
+      paceFallbackRate: 3,
+      postponeMaxSeconds: 300,
       fetchConcurrency: 4,
       tokenCacheSeconds: 0,
       fetchAttempts: 5,
