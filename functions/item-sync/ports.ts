@@ -1,8 +1,8 @@
 /**
  * Ports of the item sync core beyond the shared ones in functions/shared/ports.ts. The core (sync.ts
  * and its helpers) imports these types only; the adapters in ./adapters implement them with the AWS
- * SDK (dynamodb-item-store.ts: ItemStore; sqs.ts: DeadLetterSink and MessageVisibility), the tests
- * with fakes or with the real adapters over mocked clients.
+ * SDK (dynamodb-item-store.ts: ItemStore; sqs.ts: DeadLetterSink, MessageVisibility and
+ * MessageRequeue), the tests with fakes or with the real adapters over mocked clients.
  */
 
 /** What the items table holds about an id, as far as the sync decision needs it. */
