@@ -18,6 +18,7 @@ export const CONTEXT_KEYS = {
   syncBatchSize: 'syncBatchSize',
   syncMaxConcurrency: 'syncMaxConcurrency',
   alarmEmail: 'alarmEmail',
+  providerRequestsPerSecond: 'providerRequestsPerSecond',
 } as const;
 
 /** Allowed range and default of each numeric key. */
@@ -25,6 +26,11 @@ export const NUMBER_RULES = {
   tokenRefreshMinutes: { min: 1, max: 1440, fallback: 30 },
   syncBatchSize: { min: 1, max: 10_000, fallback: 10 },
   syncMaxConcurrency: { min: 2, max: 1000, fallback: 5 },
+} as const;
+
+/** Allowed range of the optional numeric keys (no default: unset means "not given"). */
+export const OPTIONAL_NUMBER_RULES = {
+  providerRequestsPerSecond: { min: 1, max: 100_000 },
 } as const;
 
 export const DEFAULT_REVISION_FIELD = 'revision';
@@ -41,6 +47,11 @@ export interface ContentSyncConfig {
   readonly syncMaxConcurrency: number;
   /** Subscribed to the alarm topic when set. */
   readonly alarmEmail: string | undefined;
+  /**
+   * The provider's known limit, requests a second: ceiling and starting rate of the one provider
+   * pace every sync container shares. Unset: the pace finds the provider's limit itself.
+   */
+  readonly providerRequestsPerSecond: number | undefined;
   /**
    * Derived: time-out of the sync function in seconds. 60 s covers the default batch of 10 (one
    * wave of provider requests with their re-tries); larger batches get 6 s per 10 records, capped
@@ -68,6 +79,7 @@ export function readContentSyncConfig(source: ContextSource): ContentSyncConfig 
     syncBatchSize,
     syncMaxConcurrency: integer(source, 'syncMaxConcurrency'),
     alarmEmail: alarmEmail(source),
+    providerRequestsPerSecond: optionalInteger(source, 'providerRequestsPerSecond'),
     syncTimeoutSeconds: syncTimeoutSeconds(syncBatchSize),
   });
 }
@@ -99,7 +111,16 @@ function baseUrl(source: ContextSource): string {
 function integer(source: ContextSource, key: keyof typeof NUMBER_RULES): number {
   const { min, max, fallback } = NUMBER_RULES[key];
   const raw = text(source, key);
-  if (raw === undefined) return fallback;
+  return raw === undefined ? fallback : wholeNumber(key, raw, min, max);
+}
+
+function optionalInteger(source: ContextSource, key: keyof typeof OPTIONAL_NUMBER_RULES): number | undefined {
+  const { min, max } = OPTIONAL_NUMBER_RULES[key];
+  const raw = text(source, key);
+  return raw === undefined ? undefined : wholeNumber(key, raw, min, max);
+}
+
+function wholeNumber(key: string, raw: string, min: number, max: number): number {
   const value = /^\d+$/.test(raw) ? Number(raw) : Number.NaN;
   if (!Number.isSafeInteger(value) || value < min || value > max) {
     throw new ConfigError(key, `must be a whole number from ${min} to ${max}, got "${raw}"`);

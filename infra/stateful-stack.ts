@@ -1,6 +1,7 @@
 /**
- * Everything that holds data or state: the items table, both secrets and both queues. Every
- * resource is retained when the stack is deleted; nothing has a hard-coded physical name.
+ * Everything that holds data or state: the items table, the control table, both secrets and both
+ * queues. Every resource is retained when the stack is deleted; nothing has a hard-coded physical
+ * name.
  */
 import { CfnOutput, Duration, RemovalPolicy, SecretValue, Stack, type StackProps, Validations } from 'aws-cdk-lib';
 import * as dynamodb from 'aws-cdk-lib/aws-dynamodb';
@@ -19,6 +20,13 @@ export const QUEUE_RETENTION = Duration.days(4);
 /** AWS's guidance for Lambda event sources: visibility time-out at least 6× the function time-out. */
 export const VISIBILITY_FACTOR = 6;
 
+/**
+ * The control table's partition key (string): the item sync's pace store reads and writes one row
+ * there (functions/shared/adapters/dynamodb-pace-store.ts, CONTROL_TABLE_KEY; the infra tests check
+ * that both agree). Written out here so the CDK app does not load the functions' AWS SDK adapters.
+ */
+export const CONTROL_TABLE_PARTITION_KEY = 'pk';
+
 /** What the deploy writes into the credentials secret; the operator replaces it (README, "Store the provider credentials"). */
 export const CREDENTIALS_PLACEHOLDER_VALUE = JSON.stringify({
   clientId: CREDENTIALS_PLACEHOLDER,
@@ -33,6 +41,7 @@ export interface StatefulStackProps extends StackProps {
 
 export class StatefulStack extends Stack {
   readonly table: dynamodb.Table;
+  readonly controlTable: dynamodb.Table;
   readonly credentialsSecret: secretsmanager.Secret;
   readonly accessTokenSecret: secretsmanager.Secret;
   readonly queue: sqs.Queue;
@@ -48,6 +57,18 @@ export class StatefulStack extends Stack {
       pointInTimeRecoverySpecification: { pointInTimeRecoveryEnabled: true },
       stream: dynamodb.StreamViewType.NEW_AND_OLD_IMAGES,
       // The AWS-managed key (aws/dynamodb): key use shows in CloudTrail; no KMS grants needed.
+      encryption: dynamodb.TableEncryption.AWS_MANAGED,
+      deletionProtection: true,
+      removalPolicy: RemovalPolicy.RETAIN,
+    });
+
+    // The item sync's shared state: one row holds the provider pace every sync container draws
+    // from (rate, 429 history, breaker). Small and hot: on demand, strongly consistent reads and
+    // conditional writes. Point-in-time recovery as for the items table (cdk-nag DDB3).
+    this.controlTable = new dynamodb.Table(this, 'ControlTable', {
+      partitionKey: { name: CONTROL_TABLE_PARTITION_KEY, type: dynamodb.AttributeType.STRING },
+      billingMode: dynamodb.BillingMode.PAY_PER_REQUEST,
+      pointInTimeRecoverySpecification: { pointInTimeRecoveryEnabled: true },
       encryption: dynamodb.TableEncryption.AWS_MANAGED,
       deletionProtection: true,
       removalPolicy: RemovalPolicy.RETAIN,
@@ -110,6 +131,10 @@ export class StatefulStack extends Stack {
     new CfnOutput(this, 'ItemsTableStreamArn', {
       description: 'Stream of the items table (new and old images) for downstream consumers',
       value: this.table.tableStreamArn ?? '',
+    });
+    new CfnOutput(this, 'ControlTableName', {
+      description: 'DynamoDB table of the item sync shared state (the one provider pace row every sync container draws from)',
+      value: this.controlTable.tableName,
     });
     new CfnOutput(this, 'CredentialsSecretName', {
       description: 'Secret to fill with {"clientId": "...", "refreshToken": "..."} (aws secretsmanager put-secret-value)',

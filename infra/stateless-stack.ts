@@ -32,6 +32,8 @@ export const REFRESHER_TIMEOUT = Duration.seconds(30);
 /** The stateful resources this stack uses. */
 export interface StatefulResources {
   readonly table: dynamodb.ITable;
+  /** The item sync's shared state (the provider pace row). */
+  readonly controlTable: dynamodb.ITable;
   readonly credentialsSecret: secretsmanager.ISecret;
   readonly accessTokenSecret: secretsmanager.ISecret;
   readonly queue: sqs.IQueue;
@@ -135,7 +137,10 @@ export class StatelessStack extends Stack {
     });
   }
 
-  /** The item sync: reads the access token, reads and writes items, sends to the dead-letter queue. */
+  /**
+   * The item sync: reads the access token, reads and writes items, draws on the provider pace in the
+   * control table, sends waiting records back to its own queue and dead ones to the dead-letter queue.
+   */
   private itemSync(config: ContentSyncConfig, stateful: StatefulResources): ContentSyncFunction {
     const sync = new ContentSyncFunction(this, 'ItemSync', {
       entry: 'functions/item-sync/handler.ts',
@@ -149,6 +154,12 @@ export class StatelessStack extends Stack {
         [ENV.itemsTableName]: stateful.table.tableName,
         [ENV.revisionField]: config.revisionField,
         [ENV.deadLetterQueueUrl]: stateful.deadLetterQueue.queueUrl,
+        [ENV.controlTableName]: stateful.controlTable.tableName,
+        // Only when the operator knows the provider's limit; PACE_FALLBACK_REQUESTS_PER_SECOND and
+        // SYNC_POSTPONE_MAX_SECONDS keep the function's defaults.
+        ...(config.providerRequestsPerSecond === undefined
+          ? {}
+          : { [ENV.providerRequestsPerSecond]: String(config.providerRequestsPerSecond) }),
       },
     });
     sync.role.addToPolicy(
@@ -163,6 +174,23 @@ export class StatelessStack extends Stack {
         sid: 'ReadWriteItems',
         actions: ['dynamodb:BatchGetItem', 'dynamodb:PutItem', 'dynamodb:UpdateItem'],
         resources: [stateful.table.tableArn],
+      }),
+    );
+    sync.role.addToPolicy(
+      new iam.PolicyStatement({
+        sid: 'ProviderPace',
+        actions: ['dynamodb:GetItem', 'dynamodb:PutItem'],
+        resources: [stateful.controlTable.tableArn],
+      }),
+    );
+    // Records that must wait (pace, provider outage) are sent again, delayed, to the queue they came
+    // from (SendMessageBatch is authorised by sqs:SendMessage). The queue is SQS-managed encrypted:
+    // no KMS permission is needed.
+    sync.role.addToPolicy(
+      new iam.PolicyStatement({
+        sid: 'Requeue',
+        actions: ['sqs:SendMessage'],
+        resources: [stateful.queue.queueArn],
       }),
     );
     sync.role.addToPolicy(

@@ -1,7 +1,8 @@
 /**
- * The alarm topic and the four alarms (README, "Alarms and dashboard"): records in the dead-letter
- * queue, the token refresher failing, the item sync failing whole invocations, and the sync queue's
- * oldest message waiting too long. Every alarm notifies the topic on alarm and on recovery.
+ * The alarm topic and the five alarms (README, "Alarms and dashboard"): records in the dead-letter
+ * queue, the token refresher failing, the item sync failing whole invocations, the sync queue's
+ * oldest message waiting too long, and the provider breaker staying open. Every alarm notifies the
+ * topic on alarm and on recovery.
  *
  * The resources are added to the given scope (the stateless stack) under their own ids, so their
  * logical ids do not depend on where this code lives.
@@ -14,9 +15,12 @@ import * as sns from 'aws-cdk-lib/aws-sns';
 import * as subscriptions from 'aws-cdk-lib/aws-sns-subscriptions';
 import type * as sqs from 'aws-cdk-lib/aws-sqs';
 import type { Construct } from 'constructs';
+import { METRICS_NAMESPACE, PACE_METRIC_NAMES, SYNC_SERVICE } from '../../functions/shared/metric-names.js';
 
 /** Alarm when the oldest sync message has waited this long. */
 export const OLDEST_MESSAGE_ALARM_SECONDS = 3600;
+/** Alarm when the provider breaker has been open this long (every sync record is waiting meanwhile). */
+export const BREAKER_OPEN_ALARM_SECONDS = 1800;
 
 export interface AlarmsProps {
   readonly refresher: lambda.IFunction;
@@ -86,6 +90,27 @@ export function addAlarms(scope: Construct, props: AlarmsProps): Alarms {
     alarmDescription: `The oldest message on the sync queue has waited ${OLDEST_MESSAGE_ALARM_SECONDS / 60} min or more: the sync is stuck or cannot keep up.`,
     metric: props.queue.metricApproximateAgeOfOldestMessage({ period: fiveMinutes, statistic: 'Maximum' }),
     threshold: OLDEST_MESSAGE_ALARM_SECONDS,
+    evaluationPeriods: 1,
+  });
+
+  // Each sync container publishes BreakerOpenSeconds after every batch: how long the shared breaker
+  // has been open (0 when closed). Waiting records keep batches coming while it is open; with no
+  // records there is no data, which is no outage to report.
+  alarm('ProviderBreakerOpenAlarm', {
+    ...common,
+    alarmDescription:
+      `The item sync's provider breaker has been open for ${BREAKER_OPEN_ALARM_SECONDS / 60} min or more: no item is fetched (one probe at a time), ` +
+      'records wait on the sync queue and are sent again with a delay. Either the provider is down (check its status and the item sync logs) ' +
+      'or it refuses the access token and the token refresher cannot get a new one (check the token refresher alarm and its logs: credentials set? refresh token still valid?). ' +
+      'The sync resumes by itself once a probe succeeds.',
+    metric: new cloudwatch.Metric({
+      namespace: METRICS_NAMESPACE,
+      metricName: PACE_METRIC_NAMES.breakerOpenSeconds,
+      dimensionsMap: { service: SYNC_SERVICE },
+      period: fiveMinutes,
+      statistic: 'Maximum',
+    }),
+    threshold: BREAKER_OPEN_ALARM_SECONDS,
     evaluationPeriods: 1,
   });
 

@@ -1,7 +1,7 @@
 /**
- * The CloudWatch dashboard (README, "Alarms and dashboard"): every item-sync and token-refresher
- * metric (namespace ContentSync, dimension `service`), the sync queue, the item sync function and
- * the state of every alarm.
+ * The CloudWatch dashboard (README, "Alarms and dashboard"): every item-sync, provider-pace and
+ * token-refresher metric (namespace ContentSync, dimension `service`), the sync queue, the item sync
+ * function and the state of every alarm.
  *
  * Added to the given scope (the stateless stack) under its own id, so its logical id, and with it
  * the dashboard's name, does not depend on where this code lives.
@@ -13,6 +13,7 @@ import type * as sqs from 'aws-cdk-lib/aws-sqs';
 import type { Construct } from 'constructs';
 import {
   METRICS_NAMESPACE,
+  PACE_METRIC_NAMES,
   REFRESHER_METRIC_NAMES,
   REFRESHER_SERVICE,
   SYNC_METRIC_NAMES,
@@ -32,14 +33,16 @@ export interface DashboardProps {
 
 export function addDashboard(scope: Construct, props: DashboardProps): cloudwatch.Dashboard {
   const period = Duration.minutes(5);
-  const custom = (service: string, metricName: string) =>
+  const custom = (service: string, metricName: string, statistic = 'Sum', label?: string) =>
     new cloudwatch.Metric({
       namespace: METRICS_NAMESPACE,
       metricName,
       dimensionsMap: { service },
-      statistic: 'Sum',
+      statistic,
       period,
+      ...(label === undefined ? {} : { label }),
     });
+  const syncMetric = (metricName: string, statistic?: string, label?: string) => custom(SYNC_SERVICE, metricName, statistic, label);
   const { sync, queue } = props;
   const dashboard = new cloudwatch.Dashboard(scope, 'Dashboard', { defaultInterval: Duration.hours(6) });
   dashboard.addWidgets(
@@ -51,7 +54,39 @@ export function addDashboard(scope: Construct, props: DashboardProps): cloudwatc
     new cloudwatch.GraphWidget({
       title: 'Records retried / dead-lettered',
       width: 12,
-      left: ITEM_SYNC_METRICS.filter((name) => name.startsWith('Records')).map((name) => custom(SYNC_SERVICE, name)),
+      left: [SYNC_METRIC_NAMES.retried, SYNC_METRIC_NAMES.deadLettered].map((name) => syncMetric(name)),
+    }),
+  );
+  // The provider pace (one per batch from each container): the shared rate against the 429s that
+  // shape it, the records sent back to wait, and the breaker and the local fallback.
+  dashboard.addWidgets(
+    new cloudwatch.GraphWidget({
+      title: 'Provider pace (requests/s) and 429s',
+      width: 8,
+      left: [
+        syncMetric(PACE_METRIC_NAMES.rate, 'Average', 'Pace (average)'),
+        syncMetric(PACE_METRIC_NAMES.rate, 'Minimum', 'Pace (lowest)'),
+      ],
+      leftYAxis: { min: 0 },
+      right: [syncMetric(SYNC_METRIC_NAMES.rateLimited)],
+      rightYAxis: { min: 0 },
+    }),
+    new cloudwatch.GraphWidget({
+      title: 'Records postponed (waiting for the pace or an outage)',
+      width: 8,
+      left: [syncMetric(SYNC_METRIC_NAMES.postponed)],
+      leftYAxis: { min: 0 },
+    }),
+    new cloudwatch.GraphWidget({
+      title: 'Breaker and fallback pace',
+      width: 8,
+      left: [
+        syncMetric(PACE_METRIC_NAMES.breakerOpen, 'Maximum'),
+        syncMetric(PACE_METRIC_NAMES.fallback, 'Maximum'),
+      ],
+      leftYAxis: { min: 0, max: 1 },
+      right: [syncMetric(PACE_METRIC_NAMES.breakerOpenSeconds, 'Maximum')],
+      rightYAxis: { min: 0 },
     }),
   );
   dashboard.addWidgets(

@@ -33,6 +33,7 @@ const ENVIRONMENT: Record<string, string> = {
   [ENV.itemsTableName]: 'items-table',
   [ENV.revisionField]: 'revision',
   [ENV.deadLetterQueueUrl]: 'https://sqs.eu-west-1.amazonaws.com/123456789012/dlq',
+  [ENV.controlTableName]: 'control-table',
 };
 
 describe.each(['TokenRefresherFunction', 'ItemSyncFunction'])('%s bundle', (prefix) => {

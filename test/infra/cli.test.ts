@@ -1,7 +1,7 @@
 /**
  * The CDK CLI as an operator runs it: `cdk synth` works offline without AWS credentials or Docker,
- * prints no notices, version or feature-flag messages, and a missing or invalid `baseUrl` fails the
- * synth with one line naming the key.
+ * prints no notices, version or feature-flag messages, and a missing or invalid key (`baseUrl`,
+ * `providerRequestsPerSecond`) fails the synth with one line naming it.
  */
 import { existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -59,6 +59,13 @@ describe('cdk CLI', () => {
     const run = await cdk(['synth', '--quiet', '-o', join(dir, 'missing')]);
     expect(run.status).not.toBe(0);
     expect(run.stderr).toContain('content-sync: invalid CDK context: baseUrl: is required');
+    expect(run.stderr).not.toMatch(/\n\s+at /);
+  }, 60_000);
+
+  it('synth with a providerRequestsPerSecond that is not a whole number exits 1 with one line naming the key', async () => {
+    const run = await cdk(['synth', '-c', 'baseUrl=https://example.com/api', '-c', 'providerRequestsPerSecond=abc', '--quiet', '-o', join(dir, 'bad-rate')]);
+    expect(run.status).toBe(1);
+    expect(run.stderr).toContain('content-sync: invalid CDK context: providerRequestsPerSecond: must be a whole number from 1 to 100000, got "abc"');
     expect(run.stderr).not.toMatch(/\n\s+at /);
   }, 60_000);
 });

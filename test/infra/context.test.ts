@@ -36,6 +36,7 @@ describe('context defaults', () => {
       syncBatchSize: 10,
       syncMaxConcurrency: 5,
       alarmEmail: undefined,
+      providerRequestsPerSecond: undefined,
       syncTimeoutSeconds: 60,
     });
   });
@@ -49,6 +50,8 @@ describe('context defaults', () => {
       'cli-telemetry': false,
     });
     expect(CDK_JSON_CONTEXT).not.toHaveProperty('baseUrl');
+    // Unset means "the pace finds the provider's limit itself": no value in cdk.json.
+    expect(CDK_JSON_CONTEXT).not.toHaveProperty('providerRequestsPerSecond');
     expect(read({ ...CDK_JSON_CONTEXT, ...base }).syncBatchSize).toBe(10);
   });
 
@@ -67,6 +70,18 @@ describe('context defaults', () => {
       syncBatchSize: 10,
       revisionField: 'revision',
     });
+    expect(read({ ...base, providerRequestsPerSecond: '  ' }).providerRequestsPerSecond).toBeUndefined();
+    expect(read({ ...base, providerRequestsPerSecond: null }).providerRequestsPerSecond).toBeUndefined();
+  });
+
+  it.each([
+    [1, 1],
+    ['50', 50],
+    [' 250 ', 250],
+    [100_000, 100_000],
+    ['100000', 100_000],
+  ])('providerRequestsPerSecond %j (cdk.json number or -c string) is %i', (value, expected) => {
+    expect(read({ ...base, providerRequestsPerSecond: value }).providerRequestsPerSecond).toBe(expected);
   });
 
   it('accepts plain http:// only for loopback hosts (local runs)', () => {
@@ -113,6 +128,14 @@ describe('context errors name the key', () => {
     ['syncMaxConcurrency', 1],
     ['syncMaxConcurrency', 1001],
     ['syncMaxConcurrency', 2.5],
+    ['providerRequestsPerSecond', 0],
+    ['providerRequestsPerSecond', '0'],
+    ['providerRequestsPerSecond', 100_001],
+    ['providerRequestsPerSecond', 'abc'],
+    ['providerRequestsPerSecond', '12abc'],
+    ['providerRequestsPerSecond', 2.5],
+    ['providerRequestsPerSecond', '-1'],
+    ['providerRequestsPerSecond', 'true'],
   ])('%s = %j is out of range', (key, value) => {
     expect(errorFor({ ...base, [key]: value }, key)).toMatch(/must be a whole number from \d+ to \d+/);
   });
@@ -127,6 +150,14 @@ describe('context errors name the key', () => {
 
   it('non-scalar values are rejected', () => {
     errorFor({ ...base, syncBatchSize: [10] }, 'syncBatchSize');
+    errorFor({ ...base, providerRequestsPerSecond: { rate: 5 } }, 'providerRequestsPerSecond');
+    errorFor({ ...base, providerRequestsPerSecond: true }, 'providerRequestsPerSecond');
+  });
+
+  it('providerRequestsPerSecond: the message gives the range and the value', () => {
+    expect(errorFor({ ...base, providerRequestsPerSecond: 'abc' }, 'providerRequestsPerSecond')).toBe(
+      'providerRequestsPerSecond: must be a whole number from 1 to 100000, got "abc"',
+    );
   });
 });
 
@@ -143,6 +174,15 @@ describe('the app validates the context once, before creating anything', () => {
     expect(() => buildApp({ syncMaxConcurrency: '1' })).toThrow(/^syncMaxConcurrency: must be a whole number from 2 to 1000/);
     expect(() => buildApp({ tokenRefreshMinutes: 0 })).toThrow(/^tokenRefreshMinutes: /);
     expect(() => buildApp({ syncBatchSize: 20_000 })).toThrow(/^syncBatchSize: /);
+  });
+
+  it('a bad providerRequestsPerSecond fails the build naming providerRequestsPerSecond', () => {
+    expect(() => buildApp({ providerRequestsPerSecond: 'abc' })).toThrow(/^providerRequestsPerSecond: must be a whole number from 1 to 100000/);
+    expect(() => buildApp({ providerRequestsPerSecond: '0' })).toThrow(/^providerRequestsPerSecond: /);
+  });
+
+  it('a valid providerRequestsPerSecond builds', () => {
+    expect(buildApp({ providerRequestsPerSecond: '50' }).config.providerRequestsPerSecond).toBe(50);
   });
 
   it('a bad alarmEmail fails the build naming alarmEmail', () => {

@@ -47,7 +47,7 @@ afterEach(() => {
 describe('cdk-nag AwsSolutions', () => {
   it.each([
     ['defaults', {}],
-    ['every option set', { alarmEmail: 'ops@example.com', syncBatchSize: '500', syncMaxConcurrency: '50', tokenRefreshMinutes: '5', revisionField: 'meta.rev' }],
+    ['every option set', { alarmEmail: 'ops@example.com', syncBatchSize: '500', syncMaxConcurrency: '50', tokenRefreshMinutes: '5', revisionField: 'meta.rev', providerRequestsPerSecond: '50' }],
   ])('no unacknowledged findings (%s)', (_name, overrides) => {
     expect(violations(overrides)).toEqual([]);
   });

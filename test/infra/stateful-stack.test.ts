@@ -1,12 +1,14 @@
 /**
- * The stateful stack's template: items table, both secrets, the sync queue and its DLQ, outputs,
- * retention on deletion and the absence of physical names.
+ * The stateful stack's template: items table, control table, both secrets, the sync queue and its
+ * DLQ, outputs, retention on deletion and the absence of physical names.
  */
 import { Capture, Match } from 'aws-cdk-lib/assertions';
 import { beforeAll, describe, expect, it } from 'vitest';
+import { CONTROL_TABLE_KEY } from '../../functions/shared/adapters/dynamodb-pace-store.js';
 import { CredentialsNotConfiguredError } from '../../functions/shared/errors.js';
 import { CREDENTIALS_PLACEHOLDER, parseCredentials } from '../../functions/shared/secrets.js';
 import { STACK_NAMES } from '../../infra/content-sync-app.js';
+import { CONTROL_TABLE_PARTITION_KEY } from '../../infra/stateful-stack.js';
 import { logicalId, resource, synthTemplates, type Templates } from './helpers.js';
 
 let t: Templates;
@@ -21,7 +23,8 @@ describe('stateful stack', () => {
   });
 
   it('items table: partition key id (string) only, on demand, PITR, new-and-old-image stream, retained', () => {
-    t.statefulTemplate.resourceCountIs('AWS::DynamoDB::Table', 1);
+    // The items table and the control table.
+    t.statefulTemplate.resourceCountIs('AWS::DynamoDB::Table', 2);
     t.statefulTemplate.hasResource('AWS::DynamoDB::Table', {
       Properties: {
         KeySchema: [{ AttributeName: 'id', KeyType: 'HASH' }],
@@ -38,6 +41,21 @@ describe('stateful stack', () => {
       DeletionPolicy: 'Retain',
       UpdateReplacePolicy: 'Retain',
     });
+  });
+
+  it('control table: partition key pk (string) only, as the pace store uses it; on demand, PITR, no stream, retained', () => {
+    expect(CONTROL_TABLE_PARTITION_KEY).toBe(CONTROL_TABLE_KEY);
+    const table = resource(t.statefulTemplate, 'AWS::DynamoDB::Table', 'ControlTable');
+    expect(table.Properties).toEqual({
+      KeySchema: [{ AttributeName: 'pk', KeyType: 'HASH' }],
+      AttributeDefinitions: [{ AttributeName: 'pk', AttributeType: 'S' }],
+      BillingMode: 'PAY_PER_REQUEST',
+      PointInTimeRecoverySpecification: { PointInTimeRecoveryEnabled: true },
+      SSESpecification: { SSEEnabled: true },
+      DeletionProtectionEnabled: true,
+    });
+    expect(table.DeletionPolicy).toBe('Retain');
+    expect(table.UpdateReplacePolicy).toBe('Retain');
   });
 
   it('credentials secret: created with the placeholder the refresher recognizes, AWS-managed key, retained', () => {
@@ -117,11 +135,21 @@ describe('stateful stack', () => {
     }
   });
 
-  it('outputs: queue URL and ARN, DLQ URL and ARN, table name and stream, both secret names', () => {
+  it('outputs: queue URL and ARN, DLQ URL and ARN, table name and stream, control table name, both secret names', () => {
     const outputs = t.statefulTemplate.toJSON().Outputs as Record<string, { Value: unknown }>;
     const named = Object.keys(outputs).filter((id) => !id.startsWith('ExportsOutput'));
     expect(named.sort()).toEqual(
-      ['AccessTokenSecretName', 'CredentialsSecretName', 'DeadLetterQueueArn', 'DeadLetterQueueUrl', 'ItemsTableName', 'ItemsTableStreamArn', 'QueueArn', 'QueueUrl'].sort(),
+      [
+        'AccessTokenSecretName',
+        'ControlTableName',
+        'CredentialsSecretName',
+        'DeadLetterQueueArn',
+        'DeadLetterQueueUrl',
+        'ItemsTableName',
+        'ItemsTableStreamArn',
+        'QueueArn',
+        'QueueUrl',
+      ].sort(),
     );
     const id = (type: string, prefix: string) => logicalId(t.statefulTemplate, type, prefix);
     expect(outputs['QueueUrl']!.Value).toEqual({ Ref: id('AWS::SQS::Queue', 'SyncQueue') });
@@ -130,6 +158,7 @@ describe('stateful stack', () => {
     expect(outputs['DeadLetterQueueArn']!.Value).toEqual({ 'Fn::GetAtt': [id('AWS::SQS::Queue', 'DeadLetterQueue'), 'Arn'] });
     expect(outputs['ItemsTableName']!.Value).toEqual({ Ref: id('AWS::DynamoDB::Table', 'ItemsTable') });
     expect(outputs['ItemsTableStreamArn']!.Value).toEqual({ 'Fn::GetAtt': [id('AWS::DynamoDB::Table', 'ItemsTable'), 'StreamArn'] });
+    expect(outputs['ControlTableName']!.Value).toEqual({ Ref: id('AWS::DynamoDB::Table', 'ControlTable') });
     // The secret name is derived from the secret's ARN (CloudFormation generates the name).
     expect(JSON.stringify(outputs['CredentialsSecretName']!.Value)).toContain(JSON.stringify({ Ref: id('AWS::SecretsManager::Secret', 'CredentialsSecret') }));
     expect(JSON.stringify(outputs['AccessTokenSecretName']!.Value)).toContain(JSON.stringify({ Ref: id('AWS::SecretsManager::Secret', 'AccessTokenSecret') }));
@@ -138,7 +167,7 @@ describe('stateful stack', () => {
   it('holds only the stateful resources', () => {
     const types = Object.values(t.statefulTemplate.toJSON().Resources as Record<string, { Type: string }>).map((r) => r.Type);
     expect(types.sort()).toEqual(
-      ['AWS::DynamoDB::Table', 'AWS::SQS::Queue', 'AWS::SQS::Queue', 'AWS::SQS::QueuePolicy', 'AWS::SQS::QueuePolicy', 'AWS::SecretsManager::Secret', 'AWS::SecretsManager::Secret'].sort(),
+      ['AWS::DynamoDB::Table', 'AWS::DynamoDB::Table', 'AWS::SQS::Queue', 'AWS::SQS::Queue', 'AWS::SQS::QueuePolicy', 'AWS::SQS::QueuePolicy', 'AWS::SecretsManager::Secret', 'AWS::SecretsManager::Secret'].sort(),
     );
   });
 });

@@ -10,7 +10,18 @@ import { STACK_NAMES } from '../../infra/content-sync-app.js';
 import { DEPLOY_RUN_CODE } from '../../infra/deploy-run/deploy-run.js';
 
 /** The published metric names (README, "Logs and metrics"): written out, so a rename in the code fails here. */
-const ITEM_SYNC_METRICS = ['ItemsFetched', 'ItemsCreated', 'ItemsUpdated', 'ItemsUnchanged', 'ItemsDeleted', 'RecordsRetried', 'RecordsDeadLettered'];
+const ITEM_SYNC_METRICS = [
+  'ItemsFetched',
+  'ItemsCreated',
+  'ItemsUpdated',
+  'ItemsUnchanged',
+  'ItemsDeleted',
+  'RecordsRetried',
+  'RecordsDeadLettered',
+  'RecordsPostponed',
+  'ProviderRateLimited',
+];
+const PACE_METRICS = ['ProviderPace', 'BreakerOpen', 'BreakerOpenSeconds', 'PaceFallback'];
 const REFRESHER_METRICS = ['TokenRefreshed', 'RefreshTokenRotated', 'TokenRefreshFailed'];
 import { importOf, logicalId, resource, roleStatements, synthTemplates, type Templates } from './helpers.js';
 
@@ -41,6 +52,8 @@ beforeAll(() => {
   imports.accessTokenSecret = importOf(f, ref('AWS::SecretsManager::Secret', 'AccessTokenSecret'));
   imports.tableName = importOf(f, ref('AWS::DynamoDB::Table', 'ItemsTable'));
   imports.tableArn = importOf(f, arn('AWS::DynamoDB::Table', 'ItemsTable'));
+  imports.controlTableName = importOf(f, ref('AWS::DynamoDB::Table', 'ControlTable'));
+  imports.controlTableArn = importOf(f, arn('AWS::DynamoDB::Table', 'ControlTable'));
   imports.queueArn = importOf(f, arn('AWS::SQS::Queue', 'SyncQueue'));
   imports.dlqUrl = importOf(f, ref('AWS::SQS::Queue', 'DeadLetterQueue'));
   imports.dlqArn = importOf(f, arn('AWS::SQS::Queue', 'DeadLetterQueue'));
@@ -231,18 +244,48 @@ describe('stateless stack', () => {
   });
 
   describe('item sync', () => {
-    it('environment: exactly the contract variables, secret by ARN, DLQ by URL', () => {
+    it('environment: exactly the contract variables, secret by ARN, DLQ by URL, control table by name', () => {
       const fn = resource(t.statelessTemplate, 'AWS::Lambda::Function', ids.sync!);
+      // No PROVIDER_REQUESTS_PER_SECOND without providerRequestsPerSecond (the pace finds the limit);
+      // PACE_FALLBACK_REQUESTS_PER_SECOND and SYNC_POSTPONE_MAX_SECONDS keep the function's defaults.
       expect(fn.Properties['Environment'].Variables).toEqual({
         [ENV.baseUrl]: 'https://provider.example.com/api/v2',
         [ENV.accessTokenSecretId]: imports.accessTokenSecret,
         [ENV.itemsTableName]: imports.tableName,
         [ENV.revisionField]: 'revision',
         [ENV.deadLetterQueueUrl]: imports.dlqUrl,
+        [ENV.controlTableName]: imports.controlTableName,
         POWERTOOLS_SERVICE_NAME: 'item-sync',
         POWERTOOLS_LOG_LEVEL: 'INFO',
         NODE_OPTIONS: '--enable-source-maps',
       });
+    });
+
+    it.each([
+      ['50', '50'],
+      [1, '1'],
+      [' 100000 ', '100000'],
+    ])('providerRequestsPerSecond=%j sets PROVIDER_REQUESTS_PER_SECOND=%s on the item sync only', (value, expected) => {
+      const other = synthTemplates({ providerRequestsPerSecond: value });
+      const sync = resource(other.statelessTemplate, 'AWS::Lambda::Function', 'ItemSyncFunction');
+      const variables = sync.Properties['Environment'].Variables as Record<string, unknown>;
+      expect(variables[ENV.providerRequestsPerSecond]).toBe(expected);
+      expect(Object.keys(variables).sort()).toEqual(
+        [
+          ENV.baseUrl,
+          ENV.accessTokenSecretId,
+          ENV.itemsTableName,
+          ENV.revisionField,
+          ENV.deadLetterQueueUrl,
+          ENV.controlTableName,
+          ENV.providerRequestsPerSecond,
+          'POWERTOOLS_SERVICE_NAME',
+          'POWERTOOLS_LOG_LEVEL',
+          'NODE_OPTIONS',
+        ].sort(),
+      );
+      const refresher = resource(other.statelessTemplate, 'AWS::Lambda::Function', 'TokenRefresherFunction');
+      expect(refresher.Properties['Environment'].Variables).not.toHaveProperty(ENV.providerRequestsPerSecond);
     });
 
     it('REVISION_FIELD follows revisionField', () => {
@@ -252,7 +295,7 @@ describe('stateless stack', () => {
       });
     });
 
-    it('IAM: own logs, X-Ray, read the access token, read/write items (no Scan/Delete), send to the DLQ, consume its queue', () => {
+    it('IAM: own logs, X-Ray, read the access token, read/write items (no Scan/Delete), the pace row, send back to its queue and to the DLQ, consume its queue', () => {
       expect(roleStatements(t.statelessTemplate, ids.syncRole!)).toEqual([
         logsStatement(ids.syncLogs!),
         xrayStatement,
@@ -263,6 +306,10 @@ describe('stateless stack', () => {
           Action: ['dynamodb:BatchGetItem', 'dynamodb:PutItem', 'dynamodb:UpdateItem'],
           Resource: imports.tableArn,
         },
+        // The provider pace: one strongly consistent GetItem and conditional PutItem on the control table.
+        { Sid: 'ProviderPace', Effect: 'Allow', Action: ['dynamodb:GetItem', 'dynamodb:PutItem'], Resource: imports.controlTableArn },
+        // Waiting records go back to the sync queue with a delay (SendMessageBatch is authorised by sqs:SendMessage).
+        { Sid: 'Requeue', Effect: 'Allow', Action: 'sqs:SendMessage', Resource: imports.queueArn },
         { Sid: 'DeadLetter', Effect: 'Allow', Action: 'sqs:SendMessage', Resource: imports.dlqArn },
         // The SQS event source's grant; ChangeMessageVisibility is also how the function honours Retry-After.
         {
@@ -341,8 +388,8 @@ describe('stateless stack', () => {
     const queueName = (prefix: string) =>
       importOf(t.statefulTemplate, { 'Fn::GetAtt': [logicalId(t.statefulTemplate, 'AWS::SQS::Queue', prefix), 'QueueName'] });
 
-    it('four alarms, each notifying the topic on alarm and on recovery', () => {
-      t.statelessTemplate.resourceCountIs('AWS::CloudWatch::Alarm', 4);
+    it('five alarms, each notifying the topic on alarm and on recovery', () => {
+      t.statelessTemplate.resourceCountIs('AWS::CloudWatch::Alarm', 5);
       for (const alarm of Object.values(t.statelessTemplate.findResources('AWS::CloudWatch::Alarm'))) {
         expect(alarm.Properties).toMatchObject(actions());
         expect(alarm.Properties.AlarmName).toBeUndefined();
@@ -407,6 +454,29 @@ describe('stateless stack', () => {
       });
     });
 
+    it('provider breaker open ≥ 30 min (BreakerOpenSeconds Maximum over 5 min, one datapoint)', () => {
+      const alarm = resource(t.statelessTemplate, 'AWS::CloudWatch::Alarm', 'ProviderBreakerOpenAlarm');
+      expect(alarm.Properties).toEqual({
+        ...actions(),
+        AlarmDescription: alarm.Properties['AlarmDescription'],
+        Namespace: 'ContentSync',
+        MetricName: 'BreakerOpenSeconds',
+        Dimensions: [{ Name: 'service', Value: 'item-sync' }],
+        Statistic: 'Maximum',
+        Period: 300,
+        Threshold: 1800,
+        ComparisonOperator: 'GreaterThanOrEqualToThreshold',
+        EvaluationPeriods: 1,
+        TreatMissingData: 'notBreaching',
+      });
+      // What it means and what to do: provider down, or no token (the refresher's alarm).
+      const description = alarm.Properties['AlarmDescription'] as string;
+      expect(description).toMatch(/breaker has been open for 30 min or more/);
+      expect(description).toMatch(/provider is down/);
+      expect(description).toMatch(/token refresher cannot get a new one \(check the token refresher alarm/);
+      expect(description.length).toBeLessThanOrEqual(1024);
+    });
+
     it('token refresher alarm for a refresh interval over 12 h: one day, one period', () => {
       const other = synthTemplates({ tokenRefreshMinutes: 1000 });
       const refresherId = logicalId(other.statelessTemplate, 'AWS::Lambda::Function', 'TokenRefresherFunction');
@@ -427,6 +497,9 @@ describe('stateless stack', () => {
       for (const name of ITEM_SYNC_METRICS) {
         expect(metrics).toContainEqual(expect.arrayContaining(['ContentSync', name, 'service', 'item-sync']));
       }
+      for (const name of PACE_METRICS) {
+        expect(metrics).toContainEqual(expect.arrayContaining(['ContentSync', name, 'service', 'item-sync']));
+      }
       for (const name of REFRESHER_METRICS) {
         expect(metrics).toContainEqual(expect.arrayContaining(['ContentSync', name, 'service', 'token-refresher']));
       }
@@ -434,6 +507,34 @@ describe('stateless stack', () => {
         expect(metrics.some((m) => m.includes(name)), name).toBe(true);
       }
       expect(widgets.some((w) => w.type === 'alarm')).toBe(true);
+    });
+
+    it('dashboard: a row for the provider pace (rate and 429s, postponed records, breaker and fallback)', () => {
+      type Widget = { type: string; width: number; y: number; properties: { title?: string; metrics?: unknown[][]; yAxis?: unknown } };
+      const widgets = JSON.parse(dashboardBody(t.statelessTemplate)).widgets as Widget[];
+      /** Each metric of the widget titled `title` as `name stat [right]`, all of namespace ContentSync, service item-sync. */
+      const shown = (title: string) => {
+        const widget = widgets.find((w) => w.properties.title === title);
+        expect(widget, title).toBeDefined();
+        return widget!.properties.metrics!.map((m) => {
+          expect(m.slice(0, 4), JSON.stringify(m)).toEqual(['ContentSync', m[1], 'service', 'item-sync']);
+          const options = (m[4] ?? {}) as { stat?: string; yAxis?: string };
+          return [m[1], options.stat ?? 'Average', options.yAxis ?? 'left'].join(' ');
+        });
+      };
+      expect(shown('Provider pace (requests/s) and 429s')).toEqual([
+        'ProviderPace Average left',
+        'ProviderPace Minimum left',
+        'ProviderRateLimited Sum right',
+      ]);
+      expect(shown('Records postponed (waiting for the pace or an outage)')).toEqual(['RecordsPostponed Sum left']);
+      expect(shown('Breaker and fallback pace')).toEqual(['BreakerOpen Maximum left', 'PaceFallback Maximum left', 'BreakerOpenSeconds Maximum right']);
+      const row = widgets.filter((w) => w.properties.title === 'Provider pace (requests/s) and 429s' || w.properties.title?.startsWith('Records postponed') || w.properties.title === 'Breaker and fallback pace');
+      expect(new Set(row.map((w) => w.y)).size).toBe(1);
+      expect(row.reduce((sum, w) => sum + w.width, 0)).toBe(24);
+      // The alarm status widget lists every alarm, the breaker's included.
+      const status = widgets.find((w) => w.type === 'alarm') as unknown as { properties: { alarms: unknown[] } };
+      expect(status.properties.alarms).toHaveLength(5);
     });
 
     it('outputs: both function names, the alarm topic and the dashboard', () => {
