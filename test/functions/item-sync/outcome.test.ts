@@ -1,0 +1,68 @@
+/**
+ * The delay of a waiting record (postponeDelaySeconds in functions/item-sync/outcome.ts): the outage
+ * schedule with its jitter, the pace's wait, a Retry-After's minimum, and SQS's 900 s ceiling.
+ */
+import { describe, expect, it } from 'vitest';
+import {
+  MAX_SEND_DELAY_SECONDS,
+  OUTAGE_FIRST_DELAY_SECONDS,
+  postponeDelaySeconds,
+  type PostponePolicy,
+  type Wait,
+} from '../../../functions/item-sync/outcome.js';
+
+const POLICY: PostponePolicy = { rateLimitMinDelaySeconds: 60, postponeMaxSeconds: 300 };
+const OUTAGE: Wait = { kind: 'outage', reason: 'the provider looks down' };
+const MIDDLE = (): number => 0.5; // jitter factor exactly 1
+const LOWEST = (): number => 0;
+const HIGHEST = (): number => 0.999;
+
+function pace(seconds: number, retryAfter = false): Wait {
+  return { kind: 'pace', seconds, retryAfter };
+}
+
+describe('postponeDelaySeconds', () => {
+  it('follows the outage schedule 15, 30, 60, 120 s…, doubling with each postponement, up to postponeMaxSeconds', () => {
+    expect(OUTAGE_FIRST_DELAY_SECONDS).toBe(15);
+    const schedule = [0, 1, 2, 3, 4, 5, 6, 20, 1_000].map((n) => postponeDelaySeconds(OUTAGE, n, POLICY, MIDDLE));
+    expect(schedule).toEqual([15, 30, 60, 120, 240, 300, 300, 300, 300]);
+    const short = { ...POLICY, postponeMaxSeconds: 120 };
+    expect([0, 1, 2, 3, 4, 9].map((n) => postponeDelaySeconds(OUTAGE, n, short, MIDDLE))).toEqual([15, 30, 60, 120, 120, 120]);
+  });
+
+  it('treats a negative count as none', () => {
+    expect(postponeDelaySeconds(OUTAGE, -3, POLICY, MIDDLE)).toBe(15);
+  });
+
+  it('spreads the outage delay by ±20% (random 0 → 80%, random 0.999 → just under 120%)', () => {
+    expect([0, 1, 3, 5].map((n) => postponeDelaySeconds(OUTAGE, n, POLICY, LOWEST))).toEqual([12, 24, 96, 240]);
+    expect([0, 1, 3, 5].map((n) => postponeDelaySeconds(OUTAGE, n, POLICY, HIGHEST))).toEqual([18, 36, 144, 360]);
+  });
+
+  it('never goes over SQS’s 900 s', () => {
+    expect(MAX_SEND_DELAY_SECONDS).toBe(900);
+    const long = { rateLimitMinDelaySeconds: 1_200, postponeMaxSeconds: 3_600 };
+    expect(postponeDelaySeconds(OUTAGE, 10, long, HIGHEST)).toBe(900);
+    expect(postponeDelaySeconds(OUTAGE, 10, long, LOWEST)).toBe(900);
+    expect(postponeDelaySeconds(OUTAGE, 5, long, LOWEST)).toBe(384); // 480 × 0.8: under the ceiling, unchanged
+    expect(postponeDelaySeconds(pace(5_000), 0, long, MIDDLE)).toBe(900);
+    expect(postponeDelaySeconds(pace(2, true), 0, long, MIDDLE)).toBe(900);
+  });
+
+  it('gives a pace wait its seconds rounded up, at least 1 s, without jitter', () => {
+    for (const random of [LOWEST, MIDDLE, HIGHEST]) {
+      expect([0, 0.2, 1, 1.2, 3, 59.01].map((s) => postponeDelaySeconds(pace(s), 0, POLICY, random))).toEqual([1, 1, 1, 2, 3, 60]);
+    }
+    // Earlier postponements do not lengthen a pace wait.
+    expect(postponeDelaySeconds(pace(4), 7, POLICY, MIDDLE)).toBe(4);
+  });
+
+  it('gives a Retry-After wait at least rateLimitMinDelaySeconds', () => {
+    expect(postponeDelaySeconds(pace(2, true), 0, POLICY, MIDDLE)).toBe(60);
+    expect(postponeDelaySeconds(pace(0, true), 0, POLICY, MIDDLE)).toBe(60);
+    expect(postponeDelaySeconds(pace(75.2, true), 0, POLICY, MIDDLE)).toBe(76);
+    expect(postponeDelaySeconds(pace(2, true), 0, { ...POLICY, rateLimitMinDelaySeconds: 5 }, MIDDLE)).toBe(5);
+    // Not a Retry-After: no minimum.
+    expect(postponeDelaySeconds(pace(2, false), 0, POLICY, MIDDLE)).toBe(2);
+  });
+});

@@ -1,0 +1,287 @@
+/**
+ * The provider pace's arithmetic (functions/shared/pace/pace-state.ts): the token bucket, leases into
+ * debt, growth by zone, the cut on a 429, the Retry-After block and the breaker, each with exact numbers.
+ */
+import { describe, expect, it } from 'vitest';
+import {
+  burst,
+  closeBreaker,
+  DEFAULT_PACE_SETTINGS,
+  draw,
+  grownRate,
+  initialPaceState,
+  isPaceState,
+  leaseSize,
+  openBreaker,
+  rateLimited,
+  type PaceSettings,
+  type PaceState,
+} from '../../../../functions/shared/pace/pace-state.js';
+
+const T = Date.UTC(2026, 0, 1, 12);
+/** No operator ceiling: growth is not capped by maxRate. */
+const OPEN: PaceSettings = { ...DEFAULT_PACE_SETTINGS };
+/** The operator's ceiling at 100 requests a second. */
+const CAPPED: PaceSettings = { ...DEFAULT_PACE_SETTINGS, maxRate: 100 };
+
+/** A closed-breaker state at `T`; `grownAt: T` keeps a draw at `T` from growing the rate. */
+function state(overrides: Partial<PaceState> = {}): PaceState {
+  return { rate: 100, tokens: 0, at: T, cutAt: 0, grownAt: T, blockedUntil: 0, breaker: { open: false }, ...overrides };
+}
+
+describe('the bucket', () => {
+  it('keeps two leases of tokens, at least one; a lease is leaseSeconds of the rate, at least one token', () => {
+    expect(burst(100, OPEN)).toBe(20);
+    expect(burst(2, OPEN)).toBe(1);
+    expect(leaseSize(100, OPEN)).toBe(10);
+    expect(leaseSize(25, OPEN)).toBe(2);
+    expect(leaseSize(5, OPEN)).toBe(1);
+  });
+
+  it('starts full at the operator ceiling, or at the initial rate with no ceiling known', () => {
+    expect(initialPaceState(CAPPED, T)).toEqual({
+      rate: 100,
+      tokens: 20,
+      at: T,
+      ceiling: 100,
+      cutAt: 0,
+      grownAt: T,
+      blockedUntil: 0,
+      breaker: { open: false },
+    });
+    const fresh = initialPaceState(OPEN, T);
+    expect(fresh).toEqual({ rate: 5, tokens: 1, at: T, cutAt: 0, grownAt: T, blockedUntil: 0, breaker: { open: false } });
+    expect('ceiling' in fresh).toBe(false);
+  });
+
+  it('refills at the rate, capped at the burst', () => {
+    const partly = draw(state({ tokens: 0 }), T + 50, 5, CAPPED);
+    expect(partly.draw).toEqual({ kind: 'granted', tokens: 5, startAt: T + 50, intervalMs: 0, probe: false });
+    expect(partly.state).toMatchObject({ tokens: 0, at: T + 50, rate: 100 });
+
+    // A second of 100/s would be 100 tokens; the bucket keeps 20.
+    const full = draw(state({ tokens: 0 }), T + 1000, 10, CAPPED);
+    expect(full.draw).toEqual({ kind: 'granted', tokens: 10, startAt: T + 1000, intervalMs: 0, probe: false });
+    expect(full.state).toMatchObject({ tokens: 10, at: T + 1000, grownAt: T + 1000 });
+  });
+
+  it('grants a lease into debt with its tokens spaced at 1/rate, the last one due when the debt is paid', () => {
+    const first = draw(state({ tokens: 0 }), T, 10, OPEN);
+    // 10 tokens of debt at 100/s are paid at T+100: the first of ten spaced 10 ms apart goes at T+10.
+    expect(first.draw).toEqual({ kind: 'granted', tokens: 10, startAt: T + 10, intervalMs: 10, probe: false });
+    expect(first.state.tokens).toBe(-10);
+
+    const second = draw(first.state, T, 10, OPEN);
+    expect(second.draw).toEqual({ kind: 'granted', tokens: 10, startAt: T + 110, intervalMs: 10, probe: false });
+    expect(second.state.tokens).toBe(-20);
+  });
+
+  it('answers wait beyond the largest debt (maxDebtSeconds of the rate), until the lease would fit', () => {
+    // Max debt at 100/s: 50 tokens. -45 - 10 = -55 is 5 tokens too deep: 50 ms.
+    const deep = draw(state({ tokens: -45 }), T, 10, OPEN);
+    expect(deep.draw).toEqual({ kind: 'wait', retryAt: T + 50, why: 'pace' });
+    expect(deep.state.tokens).toBe(-45);
+
+    const fits = draw(deep.state, T + 50, 10, OPEN);
+    expect(fits.draw).toMatchObject({ kind: 'granted', tokens: 10 });
+    expect(fits.state.tokens).toBe(-50);
+  });
+
+  it('never moves its time back for a container whose clock is behind: no time is counted twice', () => {
+    const behind = draw(state({ tokens: 10, at: T, grownAt: T }), T - 5, 1, OPEN);
+    expect(behind.state).toMatchObject({ tokens: 9, at: T, grownAt: T });
+    // 10 ms after T at 100/s: one token, not 1.5.
+    const later = draw(behind.state, T + 10, 1, OPEN);
+    expect(later.state).toMatchObject({ tokens: 9, at: T + 10 });
+
+    const cut = rateLimited(state({ tokens: 10, at: T }), T - 5, 1_000, OPEN);
+    expect(cut).toMatchObject({ tokens: 0, at: T });
+    const closed = closeBreaker(openBreaker(state({ at: T, grownAt: T }), T - 20, 'provider', OPEN), T - 5);
+    expect(closed).toMatchObject({ tokens: 0, at: T, grownAt: T });
+  });
+
+  it('lets a lease as large as the wanted tokens into debt even where the rate allows less debt', () => {
+    // At 2/s the debt limit would be 1 token; a lease of 3 is still granted (the debt limit is at least the lease).
+    const result = draw(state({ rate: 2, tokens: 0 }), T, 3, OPEN);
+    expect(result.draw).toEqual({ kind: 'granted', tokens: 3, startAt: T + 500, intervalMs: 500, probe: false });
+  });
+});
+
+describe('growth', () => {
+  it('grows only when the bucket is drawn empty (demand-limited)', () => {
+    const limited = draw(state({ rate: 10, tokens: 0, grownAt: T - 1000 }), T, 1, OPEN);
+    expect(limited.state.rate).toBe(15);
+    expect(limited.state.grownAt).toBe(T);
+    // Spacing at the grown rate: one token of debt at 15/s.
+    expect(limited.draw).toEqual({ kind: 'granted', tokens: 1, startAt: T + 67, intervalMs: 1000 / 15, probe: false });
+
+    const enough = draw(state({ rate: 10, tokens: 2, grownAt: T - 1000 }), T, 1, OPEN);
+    expect(enough.state.rate).toBe(10);
+    expect(enough.state.grownAt).toBe(T);
+  });
+
+  it('does not grow within cutCooldownMs of a cut', () => {
+    const justCut = draw(state({ rate: 10, tokens: 0, grownAt: T - 1000, cutAt: T - 1999 }), T, 1, OPEN);
+    expect(justCut.state.rate).toBe(10);
+    expect(justCut.state.grownAt).toBe(T);
+
+    const cooled = draw(state({ rate: 10, tokens: 0, grownAt: T - 1000, cutAt: T - 2000 }), T, 1, OPEN);
+    expect(cooled.state.rate).toBe(15);
+  });
+
+  it('in slow start (no ceiling yet) multiplies the rate by 1.5 a second', () => {
+    expect(grownRate({ rate: 10 }, 1000, OPEN)).toBe(15);
+    expect(grownRate({ rate: 10 }, 500, OPEN)).toBeCloseTo(10 * Math.sqrt(1.5), 10);
+  });
+
+  it('below 0.9 × ceiling multiplies by 1.25 a second, up to 0.9 × ceiling', () => {
+    expect(grownRate({ rate: 50, ceiling: 100 }, 1000, OPEN)).toBe(62.5);
+    expect(grownRate({ rate: 80, ceiling: 100 }, 1000, OPEN)).toBe(90);
+  });
+
+  it('between 0.9 and 1.1 × ceiling adds 0.4% of the ceiling a second', () => {
+    expect(grownRate({ rate: 90, ceiling: 100 }, 1000, OPEN)).toBeCloseTo(90.4, 10);
+    expect(grownRate({ rate: 100, ceiling: 100 }, 500, OPEN)).toBeCloseTo(100.2, 10);
+    expect(grownRate({ rate: 109, ceiling: 100 }, 1000, OPEN)).toBeCloseTo(109.4, 10);
+  });
+
+  it('from 1.1 × ceiling up (the limit rose?) multiplies by 1.05 a second', () => {
+    expect(grownRate({ rate: 111, ceiling: 100 }, 1000, OPEN)).toBeCloseTo(116.55, 10);
+    expect(grownRate({ rate: 200, ceiling: 100 }, 1000, OPEN)).toBeCloseTo(210, 10);
+  });
+
+  it('is capped by the operator maxRate and applied over at most one second at once', () => {
+    expect(grownRate({ rate: 99, ceiling: 50 }, 1000, CAPPED)).toBe(100);
+    expect(grownRate({ rate: 60 }, 1000, CAPPED)).toBe(90);
+    expect(grownRate({ rate: 10 }, 60_000, OPEN)).toBe(15);
+    expect(grownRate({ rate: 10 }, 0, OPEN)).toBe(10);
+    expect(grownRate({ rate: 10 }, -500, OPEN)).toBe(10);
+  });
+});
+
+describe('a 429', () => {
+  const settings: PaceSettings = { ...OPEN, defaultRetryAfterMs: 3_000 };
+
+  it('blocks until now + Retry-After, cuts the rate by cutFactor, and takes the rate it had as the ceiling', () => {
+    const next = rateLimited(state({ rate: 100, tokens: 7, at: T - 10 }), T, 5_000, settings);
+    expect(next.blockedUntil).toBe(T + 5_000);
+    expect(next.ceiling).toBe(100);
+    expect(next.rate).toBeCloseTo(85, 10);
+    expect(next.cutAt).toBe(T);
+    expect(next.tokens).toBe(0);
+    expect(next.at).toBe(T);
+  });
+
+  it('clamps Retry-After to at least 1 s and at most 1 h; without one it blocks defaultRetryAfterMs', () => {
+    expect(rateLimited(state(), T, 0, settings).blockedUntil).toBe(T + 1_000);
+    expect(rateLimited(state(), T, 999, settings).blockedUntil).toBe(T + 1_000);
+    expect(rateLimited(state(), T, 36_000_000, settings).blockedUntil).toBe(T + 3_600_000);
+    expect(rateLimited(state(), T, undefined, settings).blockedUntil).toBe(T + 3_000);
+  });
+
+  it('cuts once per cool-down (one episode is one signal); a shorter Retry-After never shortens the block', () => {
+    const first = rateLimited(state({ rate: 100 }), T, 5_000, settings);
+    const second = rateLimited(first, T + 1_999, 1_000, settings);
+    expect(second.rate).toBeCloseTo(85, 10);
+    expect(second.ceiling).toBe(100);
+    expect(second.cutAt).toBe(T);
+    expect(second.blockedUntil).toBe(T + 5_000);
+
+    const third = rateLimited(second, T + 2_000, 10_000, settings);
+    expect(third.ceiling).toBeCloseTo(85, 10);
+    expect(third.rate).toBeCloseTo(72.25, 10);
+    expect(third.cutAt).toBe(T + 2_000);
+    expect(third.blockedUntil).toBe(T + 12_000);
+  });
+
+  it('never cuts below minRate', () => {
+    const next = rateLimited(state({ rate: 0.5 }), T, 1_000, settings);
+    expect(next.rate).toBe(0.5);
+    expect(next.ceiling).toBe(0.5);
+    expect(rateLimited(state({ rate: 0.55 }), T, 1_000, settings).rate).toBe(0.5);
+  });
+
+  it('makes a draw during the block wait until it ends, and the block is not refilled', () => {
+    const blocked = rateLimited(state({ rate: 100, tokens: 20 }), T, 5_000, settings);
+    const during = draw(blocked, T + 1_000, 8, settings);
+    expect(during.draw).toEqual({ kind: 'wait', retryAt: T + 5_000, why: 'retry-after' });
+    expect(during.state).toBe(blocked);
+
+    // 100 ms after the block at 85/s: 8.5 tokens (5.1 s counted would fill the bucket to 17).
+    const after = draw(blocked, T + 5_100, 8, settings);
+    expect(after.draw).toEqual({ kind: 'granted', tokens: 8, startAt: T + 5_100, intervalMs: 0, probe: false });
+    expect(after.state.tokens).toBeCloseTo(0.5, 10);
+    expect(after.state.at).toBe(T + 5_100);
+  });
+});
+
+describe('the breaker', () => {
+  it('opens with its reason; draws answer outage until nextProbeAt', () => {
+    const open = openBreaker(state(), T, 'provider', OPEN);
+    expect(open.breaker).toEqual({ open: true, reason: 'provider', since: T, nextProbeAt: T + 10_000 });
+    const during = draw(open, T + 9_999, 10, OPEN);
+    expect(during.draw).toEqual({ kind: 'outage', reason: 'provider', since: T, nextProbeAt: T + 10_000 });
+    expect(during.state).toBe(open);
+  });
+
+  it('lets exactly one probe through per probeIntervalMs', () => {
+    const open = openBreaker(state({ tokens: 20 }), T, 'provider', OPEN);
+    const probe = draw(open, T + 10_000, 10, OPEN);
+    expect(probe.draw).toEqual({ kind: 'granted', tokens: 1, startAt: T + 10_000, intervalMs: 0, probe: true });
+    expect(probe.state.breaker).toEqual({ open: true, reason: 'provider', since: T, nextProbeAt: T + 20_000 });
+    expect(probe.state.tokens).toBe(20);
+
+    const again = draw(probe.state, T + 10_000, 10, OPEN);
+    expect(again.draw).toEqual({ kind: 'outage', reason: 'provider', since: T, nextProbeAt: T + 20_000 });
+    const late = draw(probe.state, T + 25_000, 10, OPEN);
+    expect(late.draw).toMatchObject({ kind: 'granted', tokens: 1, probe: true });
+    expect(late.state.breaker).toMatchObject({ nextProbeAt: T + 35_000 });
+  });
+
+  it('keeps the reason `token` once known; `provider` does not replace it; opening again changes nothing else', () => {
+    const provider = openBreaker(state(), T, 'provider', OPEN);
+    const token = openBreaker(provider, T + 3_000, 'token', OPEN);
+    expect(token.breaker).toEqual({ open: true, reason: 'token', since: T, nextProbeAt: T + 10_000 });
+    expect(openBreaker(token, T + 4_000, 'provider', OPEN)).toBe(token);
+    expect(openBreaker(provider, T + 4_000, 'provider', OPEN)).toBe(provider);
+  });
+
+  it('closes with an empty bucket counted from now; closing a closed breaker changes nothing', () => {
+    const open = openBreaker(state({ tokens: 12, at: T, grownAt: T }), T, 'token', OPEN);
+    const closed = closeBreaker(open, T + 30_000);
+    expect(closed).toEqual({ ...open, breaker: { open: false }, tokens: 0, at: T + 30_000, grownAt: T + 30_000 });
+    expect(closeBreaker(closed, T + 40_000)).toBe(closed);
+    expect(draw(closed, T + 30_000, 10, OPEN).draw).toMatchObject({ kind: 'granted', probe: false });
+  });
+});
+
+describe('a stored row', () => {
+  it('is a pace state when every field has its type, also through JSON', () => {
+    expect(isPaceState(initialPaceState(CAPPED, T))).toBe(true);
+    expect(isPaceState(JSON.parse(JSON.stringify(initialPaceState(OPEN, T))))).toBe(true);
+    expect(isPaceState(openBreaker(state(), T, 'token', OPEN))).toBe(true);
+  });
+
+  it.each([
+    ['null', null],
+    ['a string', 'state'],
+    ['an array', []],
+    ['no rate', (({ rate: _rate, ...rest }) => rest)(state())],
+    ['a zero rate', state({ rate: 0 })],
+    ['a negative rate', state({ rate: -1 })],
+    ['a rate as text', { ...state(), rate: '100' }],
+    ['NaN tokens', state({ tokens: Number.NaN })],
+    ['an infinite blockedUntil', state({ blockedUntil: Number.POSITIVE_INFINITY })],
+    ['no cutAt', (({ cutAt: _cutAt, ...rest }) => rest)(state())],
+    ['a ceiling as text', { ...state(), ceiling: '90' }],
+    ['a null ceiling', { ...state(), ceiling: null }],
+    ['no breaker', (({ breaker: _breaker, ...rest }) => rest)(state())],
+    ['a breaker without open', { ...state(), breaker: {} }],
+    ['a breaker open as text', { ...state(), breaker: { open: 'false' } }],
+    ['an open breaker with another reason', { ...state(), breaker: { open: true, reason: 'other', since: T, nextProbeAt: T } }],
+    ['an open breaker without since', { ...state(), breaker: { open: true, reason: 'token', nextProbeAt: T } }],
+    ['an open breaker without nextProbeAt', { ...state(), breaker: { open: true, reason: 'provider', since: T } }],
+  ])('is not a pace state with %s', (_what, value) => {
+    expect(isPaceState(value)).toBe(false);
+  });
+});

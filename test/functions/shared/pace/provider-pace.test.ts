@@ -1,0 +1,420 @@
+/**
+ * One container's client of the shared pace (functions/shared/pace/provider-pace.ts) over the
+ * port-level fake store, with a clock moved by hand: leases, one draw at a time, two containers on
+ * one bucket, the 429 block, the breaker and its probes, the local fallback.
+ */
+import { beforeEach, describe, expect, it } from 'vitest';
+import { MemoryPaceStore } from '../../../../dev/fakes/memory-pace-store.js';
+import {
+  DEFAULT_PACE_SETTINGS,
+  initialPaceState,
+  type PaceSettings,
+  type PaceState,
+} from '../../../../functions/shared/pace/pace-state.js';
+import { ProviderPace, type Grant, type PaceStore, type ProviderPaceOptions } from '../../../../functions/shared/pace/provider-pace.js';
+import type { Clock, Log } from '../../../../functions/shared/ports.js';
+
+const T0 = Date.UTC(2026, 0, 1, 12);
+const SETTINGS: PaceSettings = { ...DEFAULT_PACE_SETTINGS, maxRate: 100 };
+
+/** A clock only the test moves. */
+class ManualClock implements Clock {
+  constructor(public ms = T0) {}
+  now(): Date {
+    return new Date(this.ms);
+  }
+  set(ms: number): void {
+    this.ms = ms;
+  }
+}
+
+class RecordingLog implements Log {
+  readonly lines: Array<{ level: string; message: string; attributes: Record<string, unknown>[] }> = [];
+  debug(message: string, ...attributes: Record<string, unknown>[]): void {
+    this.lines.push({ level: 'debug', message, attributes });
+  }
+  info(message: string, ...attributes: Record<string, unknown>[]): void {
+    this.lines.push({ level: 'info', message, attributes });
+  }
+  warn(message: string, ...attributes: Record<string, unknown>[]): void {
+    this.lines.push({ level: 'warn', message, attributes });
+  }
+  error(message: string, ...attributes: Record<string, unknown>[]): void {
+    this.lines.push({ level: 'error', message, attributes });
+  }
+  get warnings(): string[] {
+    return this.lines.filter((line) => line.level === 'warn').map((line) => line.message);
+  }
+}
+
+const GO: Grant = { kind: 'go', probe: false };
+
+let clock: ManualClock;
+let store: MemoryPaceStore;
+let log: RecordingLog;
+
+beforeEach(() => {
+  clock = new ManualClock();
+  store = new MemoryPaceStore();
+  log = new RecordingLog();
+});
+
+function container(options: Partial<ProviderPaceOptions> = {}, over: PaceStore = store): ProviderPace {
+  return new ProviderPace(over, clock, log, { settings: SETTINGS, fallbackRate: 2, concurrency: 10, ...options });
+}
+
+/** Calls acquire() until it answers something other than go; returns how many went. */
+async function drain(pace: ProviderPace): Promise<{ went: number; then: Grant }> {
+  let went = 0;
+  for (;;) {
+    const grant = await pace.acquire();
+    if (grant.kind !== 'go') return { went, then: grant };
+    went += 1;
+  }
+}
+
+describe('leases', () => {
+  it('serve several acquire() calls from one store read and write', async () => {
+    const pace = container();
+    expect(pace.snapshot()).toEqual({ rate: 100, fallback: false });
+
+    for (let n = 0; n < 10; n++) expect(await pace.acquire()).toEqual(GO);
+    expect(store.reads).toBe(1);
+    expect(store.writes).toBe(1);
+    // The full bucket (20) gave a lease of 10 (leaseSeconds 0.1 at 100/s).
+    expect(store.state).toMatchObject({ rate: 100, tokens: 10, at: T0 });
+
+    for (let n = 0; n < 10; n++) expect(await pace.acquire()).toEqual(GO);
+    expect(store.reads).toBe(2);
+    expect(store.writes).toBe(2);
+    expect(store.state?.tokens).toBe(0);
+
+    // The bucket is empty: the next lease runs into debt, its first token due in 10 ms.
+    expect(await pace.acquire()).toEqual({ kind: 'wait', until: T0 + 10, why: 'pace' });
+    expect(store.reads).toBe(3);
+    expect(store.state?.tokens).toBe(-10);
+    expect(await pace.acquire()).toEqual({ kind: 'wait', until: T0 + 10, why: 'pace' });
+    expect(store.reads).toBe(3);
+    clock.set(T0 + 10);
+    expect(await pace.acquire()).toEqual(GO);
+    expect(await pace.acquire()).toEqual({ kind: 'wait', until: T0 + 20, why: 'pace' });
+    clock.set(T0 + 20);
+    expect(await pace.acquire()).toEqual(GO);
+    expect(store.reads).toBe(3);
+  });
+
+  it('hold no more tokens than the container can have in flight', async () => {
+    const pace = container({ concurrency: 3 });
+    for (let n = 0; n < 3; n++) expect(await pace.acquire()).toEqual(GO);
+    expect(store.reads).toBe(1);
+    expect(store.state?.tokens).toBe(17);
+    expect(await pace.acquire()).toEqual(GO);
+    expect(store.reads).toBe(2);
+    expect(store.state?.tokens).toBe(14);
+  });
+
+  it('expire: unused tokens are not spent after the lease, the next acquire() draws again', async () => {
+    const pace = container();
+    for (let n = 0; n < 3; n++) expect(await pace.acquire()).toEqual(GO);
+    clock.set(T0 + 100);
+    expect(await pace.acquire()).toEqual(GO);
+    expect(store.reads).toBe(2);
+  });
+
+  it('are drawn once for concurrent acquire() calls in one container', async () => {
+    const pace = container();
+    const grants = await Promise.all(Array.from({ length: 6 }, () => pace.acquire()));
+    expect(grants).toEqual(Array.from({ length: 6 }, () => GO));
+    expect(store.reads).toBe(1);
+    expect(store.writes).toBe(1);
+    expect(store.state?.tokens).toBe(10);
+  });
+});
+
+describe('two containers', () => {
+  it('share one bucket: together they never get more than it holds and refills', async () => {
+    const a = container();
+    const b = container();
+    const went = { a: 0, b: 0 };
+    for (let ms = 0; ms <= 1000; ms += 1) {
+      clock.set(T0 + ms);
+      // Concurrently, so that their conditional writes conflict.
+      const [fromA, fromB] = await Promise.all([drain(a), drain(b)]);
+      went.a += fromA.went;
+      went.b += fromB.went;
+    }
+    // A full bucket (20) and one second at 100/s (+1 for the token due at the last instant).
+    expect(went.a + went.b).toBeLessThanOrEqual(121);
+    expect(went.a + went.b).toBeGreaterThanOrEqual(110);
+    expect(went.a).toBeGreaterThan(20);
+    expect(went.b).toBeGreaterThan(20);
+    expect(store.conflicts).toBeGreaterThan(0);
+  });
+
+  it("see each other's 429: the block and the cut are written, the other's next draw waits until the block ends", async () => {
+    const a = container();
+    const b = container();
+    const grant = await a.acquire();
+    expect(await b.acquire()).toEqual(GO); // b holds a lease from before the 429
+
+    await a.report({ kind: 'rate-limited', retryAfterMs: 5_000 }, grant);
+    expect(store.state).toMatchObject({ blockedUntil: T0 + 5_000, ceiling: 100, rate: 85, cutAt: T0, tokens: 0 });
+    expect(await a.acquire()).toEqual({ kind: 'wait', until: T0 + 5_000, why: 'retry-after' });
+    expect(a.snapshot()).toEqual({ rate: 85, fallback: false });
+    expect(log.lines).toContainEqual({ level: 'info', message: 'provider pace: rate limited', attributes: [{ rate: 85, breakerOpen: false }] });
+
+    // b's lease runs out (leaseSeconds); its next draw meets the block.
+    clock.set(T0 + 200);
+    const reads = store.reads;
+    expect(await b.acquire()).toEqual({ kind: 'wait', until: T0 + 5_000, why: 'retry-after' });
+    expect(store.reads).toBe(reads + 1);
+    expect(b.snapshot()).toEqual({ rate: 85, fallback: false });
+    expect(await b.acquire()).toEqual({ kind: 'wait', until: T0 + 5_000, why: 'retry-after' });
+    expect(store.reads).toBe(reads + 1);
+
+    // The block is over; the cut emptied the bucket, so the next lease is paced (no longer retry-after).
+    clock.set(T0 + 5_000);
+    expect(await b.acquire()).toMatchObject({ kind: 'wait', why: 'pace' });
+    expect(await a.acquire()).toMatchObject({ kind: 'wait', why: 'pace' });
+  });
+
+  it('honour a 429 without Retry-After for defaultRetryAfterMs, and a huge one for at most an hour', async () => {
+    const a = container();
+    await a.report({ kind: 'rate-limited' }, await a.acquire());
+    expect(await a.acquire()).toEqual({ kind: 'wait', until: T0 + 1_000, why: 'retry-after' });
+    clock.set(T0 + 3_000); // past the cut's cool-down
+    await a.report({ kind: 'rate-limited', retryAfterMs: 86_400_000 }, GO);
+    expect(store.state?.blockedUntil).toBe(T0 + 3_000 + 3_600_000);
+    expect(await a.acquire()).toEqual({ kind: 'wait', until: T0 + 3_000 + 3_600_000, why: 'retry-after' });
+  });
+});
+
+describe('the breaker', () => {
+  it('opens after outageFailures consecutive failures; an ok in between starts the count again', async () => {
+    const a = container({ outageFailures: 3 });
+    const b = container({ outageFailures: 3 });
+    const grant = await a.acquire();
+    await a.report({ kind: 'failed' }, grant);
+    await a.report({ kind: 'failed' }, grant);
+    await a.report({ kind: 'ok' }, grant);
+    await a.report({ kind: 'failed' }, grant);
+    await a.report({ kind: 'failed' }, grant);
+    expect(store.state?.breaker).toEqual({ open: false });
+    expect(a.outageKnown()).toBeUndefined();
+    expect(store.writes).toBe(1); // the draw only
+
+    clock.set(T0 + 5);
+    await a.report({ kind: 'failed' }, grant);
+    expect(store.state?.breaker).toEqual({ open: true, reason: 'provider', since: T0 + 5, nextProbeAt: T0 + 10_005 });
+    expect(a.outageKnown()).toEqual({ reason: 'provider', since: T0 + 5 });
+    expect(await a.acquire()).toEqual({ kind: 'outage', reason: 'provider', since: T0 + 5 });
+    expect(a.snapshot()).toEqual({ rate: 100, breakerOpenSince: T0 + 5, breakerReason: 'provider', fallback: false });
+
+    // The other container learns it at its draw.
+    expect(b.outageKnown()).toBeUndefined();
+    expect(await b.acquire()).toEqual({ kind: 'outage', reason: 'provider', since: T0 + 5 });
+    expect(b.outageKnown()).toEqual({ reason: 'provider', since: T0 + 5 });
+  });
+
+  it('opens at once when the token the secret holds is refused, and `token` overrides `provider`', async () => {
+    const a = container({ outageFailures: 1 });
+    const grant = await a.acquire();
+    await a.report({ kind: 'failed' }, grant);
+    expect(store.state?.breaker).toMatchObject({ open: true, reason: 'provider', since: T0 });
+    clock.set(T0 + 1_000);
+    await a.report({ kind: 'token-refused' }, grant);
+    expect(store.state?.breaker).toEqual({ open: true, reason: 'token', since: T0, nextProbeAt: T0 + 10_000 });
+    expect(a.outageKnown()).toEqual({ reason: 'token', since: T0 });
+
+    const fresh = new MemoryPaceStore();
+    const c = container({}, fresh);
+    await c.report({ kind: 'token-refused' }, await c.acquire());
+    expect(fresh.state?.breaker).toEqual({ open: true, reason: 'token', since: T0 + 1_000, nextProbeAt: T0 + 11_000 });
+    expect(await c.acquire()).toEqual({ kind: 'outage', reason: 'token', since: T0 + 1_000 });
+  });
+
+  it('lets one probe through per probeIntervalMs across containers; a probe that fails keeps it open', async () => {
+    const a = container();
+    const b = container();
+    await a.report({ kind: 'token-refused' }, await a.acquire());
+    clock.set(T0 + 1);
+    expect(await b.acquire()).toEqual({ kind: 'outage', reason: 'token', since: T0 });
+
+    const probesBetween = async (from: number, to: number, step: number): Promise<Grant[]> => {
+      const probes: Grant[] = [];
+      for (let ms = from; ms < to; ms += step) {
+        clock.set(ms);
+        for (const pace of [a, b, b, a]) {
+          const grant = await pace.acquire();
+          if (grant.kind === 'go') probes.push(grant);
+          else expect(grant).toEqual({ kind: 'outage', reason: 'token', since: T0 });
+        }
+      }
+      return probes;
+    };
+
+    expect(await probesBetween(T0 + 1, T0 + 10_000, 500)).toEqual([]);
+    expect(await probesBetween(T0 + 10_000, T0 + 20_000, 500)).toEqual([{ kind: 'go', probe: true, reason: 'token' }]);
+    expect(store.state?.breaker).toEqual({ open: true, reason: 'token', since: T0, nextProbeAt: T0 + 20_000 });
+
+    clock.set(T0 + 20_000);
+    const probe = await b.acquire();
+    expect(probe).toEqual({ kind: 'go', probe: true, reason: 'token' });
+    await b.report({ kind: 'failed' }, probe);
+    expect(store.state?.breaker).toEqual({ open: true, reason: 'token', since: T0, nextProbeAt: T0 + 30_000 });
+    expect(await a.acquire()).toEqual({ kind: 'outage', reason: 'token', since: T0 });
+  });
+
+  it("closes for everyone on a probe's ok", async () => {
+    const a = container();
+    const b = container();
+    await a.report({ kind: 'token-refused' }, await a.acquire());
+    expect(await b.acquire()).toEqual({ kind: 'outage', reason: 'token', since: T0 });
+
+    clock.set(T0 + 10_000);
+    const probe = await a.acquire();
+    expect(probe).toEqual({ kind: 'go', probe: true, reason: 'token' });
+    clock.set(T0 + 10_300);
+    await a.report({ kind: 'ok' }, probe);
+    expect(store.state).toMatchObject({ breaker: { open: false }, tokens: 0, at: T0 + 10_300 });
+    expect(a.outageKnown()).toBeUndefined();
+    expect(a.snapshot()).toEqual({ rate: 100, fallback: false });
+    expect(await a.acquire()).toEqual({ kind: 'wait', until: T0 + 10_310, why: 'pace' });
+
+    // b draws again once the probe time it knew has passed, and finds the breaker closed.
+    clock.set(T0 + 20_000);
+    expect(await b.acquire()).toEqual(GO);
+    expect(b.outageKnown()).toBeUndefined();
+  });
+});
+
+describe('the store', () => {
+  it('throwing puts the container on its local fallback pace: it never throws and never fails a request', async () => {
+    const pace = container({ fallbackMs: 5_000 });
+    store.failing = true;
+
+    expect(await pace.acquire()).toEqual(GO);
+    expect(log.warnings).toEqual(['the control table cannot be used; this container runs on its local pace for a while']);
+    expect(log.lines.find((line) => line.level === 'warn')?.attributes).toEqual([
+      {
+        error: 'ProvisionedThroughputExceededException: the control table is throttled',
+        localRate: 2,
+        forMs: 5_000,
+      },
+    ]);
+    expect(pace.snapshot()).toEqual({ rate: 2, fallback: true });
+
+    // 2 a second, from this container alone, without asking the store.
+    expect(await pace.acquire()).toEqual({ kind: 'wait', until: T0 + 500, why: 'pace' });
+    clock.set(T0 + 500);
+    expect(await pace.acquire()).toEqual(GO);
+    expect(await pace.acquire()).toEqual({ kind: 'wait', until: T0 + 1_000, why: 'pace' });
+    await expect(pace.report({ kind: 'rate-limited', retryAfterMs: 2_000 }, GO)).resolves.toBeUndefined();
+    await expect(pace.report({ kind: 'token-refused' }, GO)).resolves.toBeUndefined();
+    expect(store.reads).toBe(1);
+    expect(store.writes).toBe(0);
+    // The 429 still holds this container back.
+    expect(await pace.acquire()).toEqual({ kind: 'wait', until: T0 + 2_500, why: 'retry-after' });
+    expect(log.warnings).toHaveLength(1);
+  });
+
+  it('is tried again after fallbackMs', async () => {
+    const pace = container({ fallbackMs: 5_000 });
+    store.failing = true;
+    expect(await pace.acquire()).toEqual(GO);
+    store.failing = false;
+    clock.set(T0 + 4_999);
+    expect(await pace.acquire()).toEqual(GO);
+    expect(store.reads).toBe(1);
+    expect(pace.snapshot().fallback).toBe(true);
+
+    clock.set(T0 + 5_000);
+    expect(await pace.acquire()).toEqual(GO);
+    expect(store.reads).toBe(2);
+    expect(store.writes).toBe(1);
+    expect(pace.snapshot()).toEqual({ rate: 100, fallback: false });
+  });
+
+  it('failing during a report puts the container on its fallback pace', async () => {
+    const pace = container({ fallbackMs: 5_000 });
+    const grant = await pace.acquire();
+    store.failing = true;
+    await expect(pace.report({ kind: 'rate-limited', retryAfterMs: 1_000 }, grant)).resolves.toBeUndefined();
+    expect(pace.snapshot()).toEqual({ rate: 2, fallback: true });
+    expect(log.lines.find((line) => line.level === 'warn')?.attributes).toEqual([
+      {
+        error: 'rate limited: ProvisionedThroughputExceededException: the control table is throttled',
+        localRate: 2,
+        forMs: 5_000,
+      },
+    ]);
+  });
+
+  it('changing under every draw (conflicts beyond writeAttempts) is a short wait, not the fallback', async () => {
+    const busy = new ConflictingStore();
+    const pace = container({ writeAttempts: 3, random: () => 0 }, busy);
+    expect(await pace.acquire()).toEqual({ kind: 'wait', until: T0 + 5, why: 'pace' });
+    expect(busy.reads).toBe(3);
+    expect(busy.writes).toBe(3);
+    expect(pace.snapshot()).toEqual({ rate: 100, fallback: false });
+    expect(log.warnings).toEqual([]);
+
+    const other = container({ writeAttempts: 2, random: () => 0.999 }, busy);
+    expect(await other.acquire()).toEqual({ kind: 'wait', until: T0 + 24, why: 'pace' });
+    expect(busy.writes).toBe(5);
+  });
+
+  it('changing under every draw holds back every caller of the container, not only the one that drew', async () => {
+    const busy = new ConflictingStore();
+    const pace = container({ writeAttempts: 3, random: () => 0 }, busy);
+    const grants = await Promise.all([pace.acquire(), pace.acquire(), pace.acquire()]);
+    expect(grants).toEqual(Array.from({ length: 3 }, () => ({ kind: 'wait', until: T0 + 5, why: 'pace' })));
+    expect(busy.reads).toBe(3);
+    clock.set(T0 + 5);
+    await pace.acquire();
+    expect(busy.reads).toBe(6);
+  });
+
+  it('changing under every change of a report falls back after writeAttempts', async () => {
+    const busy = new ConflictingStore();
+    const pace = container({ writeAttempts: 2 }, busy);
+    await pace.report({ kind: 'token-refused' }, GO);
+    expect(busy.writes).toBe(2);
+    expect(pace.snapshot()).toMatchObject({ rate: 2, fallback: true });
+    expect(log.lines.find((line) => line.level === 'warn')?.attributes[0]).toMatchObject({
+      error: 'breaker opened: the pace row kept changing under this container',
+    });
+  });
+
+  it('holding a malformed row is started afresh over it, with a warning', async () => {
+    await store.write({ rate: 'fast' } as unknown as PaceState, 0);
+    const pace = container();
+    expect(await pace.acquire()).toEqual(GO);
+    expect(log.warnings).toEqual(['the pace row is not a pace state; starting afresh']);
+    expect(store.state).toEqual({ ...initialPaceState(SETTINGS, T0), tokens: 10 });
+    expect(store.writes).toBe(2);
+  });
+
+  it("holding a rate above the operator's maxRate is capped to it", async () => {
+    await store.write(initialPaceState({ ...SETTINGS, maxRate: 500 }, T0), 0);
+    const pace = container({ concurrency: 100 });
+    expect(await pace.acquire()).toEqual(GO);
+    // A lease of 10 (at 100/s, from a bucket of 20), not 50 (at 500/s, from a bucket of 100).
+    expect(store.state).toMatchObject({ rate: 100, tokens: 10, ceiling: 500 });
+    expect(pace.snapshot()).toEqual({ rate: 100, fallback: false });
+  });
+});
+
+/** A row that some other container always wrote first. */
+class ConflictingStore implements PaceStore {
+  reads = 0;
+  writes = 0;
+  async read(): Promise<{ state: unknown; version: number }> {
+    this.reads += 1;
+    return { state: initialPaceState(SETTINGS, T0), version: this.reads };
+  }
+  async write(): Promise<'written' | 'conflict'> {
+    this.writes += 1;
+    return 'conflict';
+  }
+}
