@@ -157,12 +157,13 @@ export function draw(state: PaceState, now: number, want: number, settings: Pace
   const from = Math.max(next.at, Math.min(now, next.blockedUntil));
   const cap = burst(next.rate, settings);
   next.tokens = Math.min(cap, next.tokens + (next.rate * Math.max(0, now - from)) / 1000);
-  next.at = now;
+  // Never back (containers' clocks differ by a little): time already counted is not counted again.
+  next.at = Math.max(next.at, now);
   const demandLimited = next.tokens < want;
   if (demandLimited && now - next.cutAt >= settings.cutCooldownMs) {
     next.rate = grownRate(next, now - next.grownAt, settings);
   }
-  next.grownAt = now;
+  next.grownAt = Math.max(next.grownAt, now);
   const intervalMs = 1000 / next.rate;
   const after = next.tokens - want;
   const maxDebt = Math.max(want, next.rate * settings.maxDebtSeconds);
@@ -194,7 +195,7 @@ export function rateLimited(state: PaceState, now: number, retryAfterMs: number 
     next.rate = Math.max(settings.minRate, next.rate * settings.cutFactor);
     next.cutAt = now;
     next.tokens = 0;
-    next.at = now;
+    next.at = Math.max(next.at, now);
   }
   return next;
 }
@@ -211,7 +212,7 @@ export function openBreaker(state: PaceState, now: number, reason: BreakerReason
 /** A request succeeded while the breaker was open: the provider is back. */
 export function closeBreaker(state: PaceState, now: number): PaceState {
   if (!state.breaker.open) return state;
-  return { ...state, breaker: { open: false }, tokens: 0, at: now, grownAt: now };
+  return { ...state, breaker: { open: false }, tokens: 0, at: Math.max(state.at, now), grownAt: Math.max(state.grownAt, now) };
 }
 
 /** Checks a state read from the store; anything else is replaced by a fresh state. */

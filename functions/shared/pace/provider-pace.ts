@@ -243,8 +243,10 @@ export class ProviderPace {
         this.lastRate = result.state.rate;
         return this.applyDraw(result.draw, result.state, now);
       }
-      // Busy, not broken: every other container drew meanwhile. Ask again in a moment.
+      // Busy, not broken: every other container drew meanwhile. Ask again in a moment (every caller
+      // in this container: those that waited for this draw must not start their own at once).
       const until = this.now() + 5 + Math.floor(this.random() * 20);
+      this.drawNotBefore = until;
       return { kind: 'wait', until, why: 'pace' };
     } catch (error) {
       return this.fallBack((error as Error).message);
