@@ -1,12 +1,14 @@
 /**
  * `npm run bench [-- --latency 50 --runs 5 --concurrency 10 --no-bundles --json]`: the benchmark (see
- * bench-lib.ts). Prints the tables and writes the results to .bench/results-<time>.json and
+ * bench/index.ts). Prints the tables and writes the results to .bench/results-<time>.json and
  * .bench/latest.json, so that runs can be compared. Not a test: it asserts nothing about time.
  */
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
-import { BENCH_DEFAULTS, formatBenchReport, runBench } from './bench-lib.js';
+import { runBench } from './bench/index.js';
+import { BENCH_DEFAULTS } from './bench/options.js';
+import { formatBenchReport } from './bench/report.js';
 import { BENCH_DIR, machineInfo, timestampForFile } from './support/machine.js';
 
 const { values } = parseArgs({

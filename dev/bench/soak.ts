@@ -1,13 +1,15 @@
 /**
  * `npm run soak [-- --ids 10000 --seed 1 --instances 5 --latency 2 --json]`: the chaos soak (see
- * soak-lib.ts). Prints the checks and the faults met, writes the report to .bench/soak-<time>.json
+ * soak/index.ts). Prints the checks and the faults met, writes the report to .bench/soak-<time>.json
  * and .bench/soak-latest.json and the captured function output to .bench/soak-latest.log; exits 1
  * when any figure is off.
  */
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
-import { formatSoakReport, runSoak, SOAK_DEFAULTS } from './soak-lib.js';
+import { runSoak } from './soak/index.js';
+import { SOAK_DEFAULTS } from './soak/options.js';
+import { formatSoakReport } from './soak/report.js';
 import { BENCH_DIR, machineInfo, timestampForFile } from './support/machine.js';
 
 const { values } = parseArgs({

@@ -1,16 +1,82 @@
-/** Captures everything written to stdout and stderr while a function runs (logs, EMF metrics). */
+/**
+ * Captures everything written to process.stdout and process.stderr (the functions' JSON logs, their
+ * EMF metrics, warnings) while it runs, to search it (tokens, metrics, log lines) or to send it to a
+ * log file. The one place that swaps the process's write functions.
+ */
+type Write = typeof process.stdout.write;
+
+export interface CaptureOptions {
+  /** Also hands every chunk to `sink` (a log file, say). */
+  sink?: (text: string) => void;
+  /** Keeps the text for text(); default true. */
+  keep?: boolean;
+}
+
+export class OutputCapture {
+  private readonly chunks: string[] = [];
+  private bytes = 0;
+  private originalOut: Write | undefined;
+  private originalErr: Write | undefined;
+
+  constructor(private readonly options: CaptureOptions = {}) {}
+
+  start(): void {
+    if (this.originalOut) return;
+    this.originalOut = process.stdout.write.bind(process.stdout) as Write;
+    this.originalErr = process.stderr.write.bind(process.stderr) as Write;
+    const capture = (chunk: unknown, ...rest: unknown[]): boolean => {
+      const text = typeof chunk === 'string' ? chunk : Buffer.from(chunk as Uint8Array).toString('utf8');
+      if (this.options.keep !== false) this.chunks.push(text);
+      this.bytes += text.length;
+      this.options.sink?.(text);
+      const callback = rest.find((arg) => typeof arg === 'function') as (() => void) | undefined;
+      callback?.();
+      return true;
+    };
+    process.stdout.write = capture as Write;
+    process.stderr.write = capture as Write;
+  }
+
+  stop(): void {
+    if (this.originalOut) process.stdout.write = this.originalOut;
+    if (this.originalErr) process.stderr.write = this.originalErr;
+    this.originalOut = undefined;
+    this.originalErr = undefined;
+  }
+
+  /** Runs `fn` with the real stdout and stderr (progress lines of a CLI), not captured. */
+  released(fn: () => void): void {
+    const out = process.stdout.write;
+    const err = process.stderr.write;
+    if (this.originalOut) process.stdout.write = this.originalOut;
+    if (this.originalErr) process.stderr.write = this.originalErr;
+    try {
+      fn();
+    } finally {
+      process.stdout.write = out;
+      process.stderr.write = err;
+    }
+  }
+
+  /** Writes to the real stdout, around the capture. */
+  print(text: string): void {
+    (this.originalOut ?? process.stdout.write.bind(process.stdout))(text);
+  }
+
+  /** Characters captured so far. */
+  get length(): number {
+    return this.bytes;
+  }
+
+  text(): string {
+    return this.chunks.join('');
+  }
+}
+
+/** Runs `fn` and captures what it writes to stdout and stderr. */
 export async function captureOutput<T>(fn: () => Promise<T>): Promise<{ result: T | undefined; error: unknown; output: string }> {
-  const chunks: string[] = [];
-  const originalOut = process.stdout.write.bind(process.stdout);
-  const originalErr = process.stderr.write.bind(process.stderr);
-  const capture = (chunk: unknown, ...rest: unknown[]): boolean => {
-    chunks.push(typeof chunk === 'string' ? chunk : Buffer.from(chunk as Uint8Array).toString('utf8'));
-    const callback = rest.find((arg) => typeof arg === 'function') as (() => void) | undefined;
-    callback?.();
-    return true;
-  };
-  process.stdout.write = capture as typeof process.stdout.write;
-  process.stderr.write = capture as typeof process.stderr.write;
+  const capture = new OutputCapture();
+  capture.start();
   let result: T | undefined;
   let error: unknown;
   try {
@@ -18,10 +84,9 @@ export async function captureOutput<T>(fn: () => Promise<T>): Promise<{ result: 
   } catch (caught) {
     error = caught;
   } finally {
-    process.stdout.write = originalOut;
-    process.stderr.write = originalErr;
+    capture.stop();
   }
-  return { result, error, output: chunks.join('') };
+  return { result, error, output: capture.text() };
 }
 
 /** The JSON lines of captured output (logs and EMF metrics), parsed. Non-JSON lines are returned as strings. */
@@ -36,4 +101,12 @@ export function jsonLines(output: string): Array<Record<string, unknown> | strin
         return line;
       }
     });
+}
+
+/** Occurrences of `needle` in `haystack`. */
+export function occurrences(haystack: string, needle: string): number {
+  if (needle === '') return 0;
+  let count = 0;
+  for (let at = haystack.indexOf(needle); at >= 0; at = haystack.indexOf(needle, at + needle.length)) count += 1;
+  return count;
 }

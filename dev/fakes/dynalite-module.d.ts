@@ -1,4 +1,4 @@
-/** dynalite ships no types; only what the tests use. */
+/** dynalite ships no types; only what dynalite.ts uses. */
 declare module 'dynalite' {
   import type { Server } from 'node:http';
 

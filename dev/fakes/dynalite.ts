@@ -1,18 +1,22 @@
 /**
- * DynamoDB for tests: dynalite in process on 127.0.0.1 (ephemeral port), behind a small HTTP proxy
- * that records every operation (X-Amz-Target) and can answer a number of requests with a throttling
- * error, as DynamoDB does under load (dynalite itself never throttles). The SDK sees real HTTP.
+ * DynamoDB for the harness: dynalite on 127.0.0.1 (ephemeral port), the one way the tests, the local
+ * run, the bench and the soak start it.
+ *
+ * - `where: 'in-process'` (default) runs it in this process; `'child'` in a child Node.js process,
+ *   so that DynamoDB's own CPU work runs on another core than the handlers, as it would in AWS.
+ * - `path` keeps the tables in LevelDB files in that folder (the local run); in memory otherwise.
+ * - `proxy` (default on, for the tests) puts a small HTTP proxy in front that records every
+ *   operation (X-Amz-Target) and can answer a number of requests with a throttling error, as
+ *   DynamoDB does under load (dynalite itself never throttles). The SDK sees real HTTP either way.
  */
+import { spawn } from 'node:child_process';
+import { mkdirSync } from 'node:fs';
 import { createServer, request as httpRequest, type IncomingMessage, type ServerResponse } from 'node:http';
-import {
-  DynamoDBClient,
-  GetItemCommand,
-  ScanCommand,
-  type AttributeValue,
-  type DynamoDBClientConfig,
-} from '@aws-sdk/client-dynamodb';
-import dynalite from 'dynalite';
+import { createRequire } from 'node:module';
+import { DynamoDBClient, GetItemCommand, ScanCommand, type AttributeValue, type DynamoDBClientConfig } from '@aws-sdk/client-dynamodb';
+import dynalite, { type DynaliteOptions } from 'dynalite';
 import { ensureItemsTable } from './items-table.js';
+import { LOCAL_CREDENTIALS, LOCAL_REGION } from './local-aws.js';
 import { listenOnLoopback } from './loopback.js';
 
 export type ThrottleError = 'ProvisionedThroughputExceededException' | 'ThrottlingException';
@@ -25,82 +29,80 @@ export interface ThrottleRule {
   error?: ThrottleError;
 }
 
-export interface LocalDynamo {
-  /** `http://127.0.0.1:<port>` of the proxy. */
+export interface StartOptions {
+  where?: 'in-process' | 'child';
+  /** Folder for dynalite's LevelDB files (created if need be); in memory when undefined. */
+  path?: string;
+  /** dynalite's item size limit, default 400 (DynamoDB's). */
+  maxItemSizeKb?: number;
+  /** The recording and throttling proxy; default true. */
+  proxy?: boolean;
+}
+
+export interface Dynalite {
+  /** `http://127.0.0.1:<port>` (of the proxy, when there is one). */
   endpoint: string;
-  /** Every operation the proxy passed on or refused, in order (`PutItem`, `BatchGetItem`...). */
-  operations: string[];
-  /** A client for this endpoint (region and dummy credentials set). */
+  /** A client for this endpoint (region and dummy credentials set; the SDK's default retries). */
   client(config?: DynamoDBClientConfig): DynamoDBClient;
   createItemsTable(tableName: string): Promise<void>;
   /** Every row of a table, raw AttributeValues, sorted by id. */
   scan(tableName: string): Promise<Array<Record<string, AttributeValue>>>;
   getRow(tableName: string, id: string): Promise<Record<string, AttributeValue> | undefined>;
-  throttle(rule: ThrottleRule): void;
-  /** Operations refused so far. */
-  throttled: number;
   close(): Promise<void>;
 }
 
-export interface StartOptions {
-  /** dynalite's item size limit, default 400 (DynamoDB's). */
-  maxItemSizeKb?: number;
+/** dynalite behind the proxy. */
+export interface LocalDynamo extends Dynalite {
+  /** Every operation the proxy passed on or refused, in order (`PutItem`, `BatchGetItem`...). */
+  operations: string[];
+  throttle(rule: ThrottleRule): void;
+  /** Operations refused so far. */
+  readonly throttled: number;
 }
 
-export async function startDynalite(options: StartOptions = {}): Promise<LocalDynamo> {
-  const db = dynalite({
+interface Server {
+  endpoint: string;
+  port: number;
+  close(): Promise<void>;
+}
+
+export function startDynalite(options: StartOptions & { proxy: false }): Promise<Dynalite>;
+export function startDynalite(options?: StartOptions): Promise<LocalDynamo>;
+export async function startDynalite(options: StartOptions = {}): Promise<Dynalite | LocalDynamo> {
+  const settings: DynaliteOptions = {
     createTableMs: 0,
     deleteTableMs: 0,
     updateTableMs: 0,
     ...(options.maxItemSizeKb !== undefined ? { maxItemSizeKb: options.maxItemSizeKb } : {}),
+    ...(options.path !== undefined ? { path: options.path } : {}),
+  };
+  if (options.path !== undefined) mkdirSync(options.path, { recursive: true });
+  const server = options.where === 'child' ? await startChild(settings) : await startInProcess(settings);
+  if (options.proxy === false) return withHelpers(server.endpoint, () => server.close());
+  const proxy = await startProxy(server.port);
+  const base = withHelpers(proxy.endpoint, async () => {
+    await proxy.close();
+    await server.close();
   });
-  const dbPort = await listenOnLoopback(db);
-  const rules: ThrottleRule[] = [];
-  const operations: string[] = [];
-  let throttled = 0;
+  const { operations, throttle } = proxy.control;
+  return {
+    ...base,
+    operations,
+    throttle,
+    get throttled() {
+      return proxy.control.throttled;
+    },
+  };
+}
 
-  const proxy = createServer((req: IncomingMessage, res: ServerResponse) => {
-    const operation = String(req.headers['x-amz-target'] ?? '').split('.').pop() ?? '';
-    operations.push(operation);
-    const rule = rules.find((r) => r.times > 0 && (r.operation === undefined || r.operation === operation));
-    if (rule) {
-      rule.times -= 1;
-      throttled += 1;
-      req.resume();
-      const error = rule.error ?? 'ProvisionedThroughputExceededException';
-      const body = JSON.stringify({
-        __type: `com.amazonaws.dynamodb.v20120810#${error}`,
-        message: 'The level of configured provisioned throughput for the table was exceeded (simulated)',
-      });
-      res.writeHead(400, { 'Content-Type': 'application/x-amz-json-1.0', 'Content-Length': Buffer.byteLength(body) });
-      res.end(body);
-      return;
-    }
-    const upstream = httpRequest(
-      { host: '127.0.0.1', port: dbPort, method: req.method, path: req.url, headers: req.headers },
-      (answer) => {
-        res.writeHead(answer.statusCode ?? 500, answer.headers);
-        answer.pipe(res);
-      },
-    );
-    upstream.on('error', (error) => res.destroy(error));
-    req.pipe(upstream);
-  });
-  const port = await listenOnLoopback(proxy);
-  const endpoint = `http://127.0.0.1:${port}`;
-  const admin = new DynamoDBClient({ endpoint, region: 'eu-west-1', credentials: { accessKeyId: 'test', secretAccessKey: 'test' } });
-
+function withHelpers(endpoint: string, close: () => Promise<void>): Dynalite {
+  const client = (config: DynamoDBClientConfig = {}): DynamoDBClient =>
+    new DynamoDBClient({ endpoint, region: LOCAL_REGION, credentials: LOCAL_CREDENTIALS, ...config });
+  const admin = client();
   return {
     endpoint,
-    operations,
-    get throttled() {
-      return throttled;
-    },
-    client: (config = {}) =>
-      new DynamoDBClient({ endpoint, region: 'eu-west-1', credentials: { accessKeyId: 'test', secretAccessKey: 'test' }, ...config }),
-    async createItemsTable(tableName) {
-      await ensureItemsTable(admin, tableName);
-    },
+    client,
+    createItemsTable: async (tableName) => void (await ensureItemsTable(admin, tableName)),
     async scan(tableName) {
       const rows: Array<Record<string, AttributeValue>> = [];
       let start: Record<string, AttributeValue> | undefined;
@@ -115,14 +117,113 @@ export async function startDynalite(options: StartOptions = {}): Promise<LocalDy
       const out = await admin.send(new GetItemCommand({ TableName: tableName, Key: { id: { S: id } }, ConsistentRead: true }));
       return out.Item;
     },
-    throttle(rule) {
-      rules.push({ ...rule });
-    },
     async close() {
       admin.destroy();
-      proxy.closeAllConnections();
-      await new Promise<void>((resolve) => proxy.close(() => resolve()));
-      await new Promise<void>((resolve) => db.close(() => resolve()));
+      await close();
+    },
+  };
+}
+
+async function startInProcess(settings: DynaliteOptions): Promise<Server> {
+  const server = dynalite(settings);
+  const port = await listenOnLoopback(server);
+  return {
+    endpoint: `http://127.0.0.1:${port}`,
+    port,
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.closeAllConnections();
+        server.close(() => resolve());
+      }),
+  };
+}
+
+async function startChild(settings: DynaliteOptions): Promise<Server> {
+  const modulePath = createRequire(import.meta.url).resolve('dynalite');
+  const script = `
+    const server = require(${JSON.stringify(modulePath)})(${JSON.stringify(settings)});
+    server.listen(0, '127.0.0.1', (error) => {
+      if (error) { console.error(String(error)); process.exit(1); }
+      process.stdout.write('PORT ' + server.address().port + '\\n');
+    });
+    process.on('disconnect', () => process.exit(0));
+    process.stdin.on('end', () => process.exit(0));
+    process.stdin.resume();
+  `;
+  const child = spawn(process.execPath, ['-e', script], { stdio: ['pipe', 'pipe', 'inherit'] });
+  const port = await new Promise<number>((resolve, reject) => {
+    let text = '';
+    const onData = (chunk: Buffer): void => {
+      text += chunk.toString('utf8');
+      const match = /PORT (\d+)/.exec(text);
+      if (match) {
+        child.stdout.off('data', onData);
+        resolve(Number(match[1]));
+      }
+    };
+    child.stdout.on('data', onData);
+    child.once('error', reject);
+    child.once('exit', (code) => reject(new Error(`dynalite child process exited early (code ${code})`)));
+  });
+  child.unref();
+  (child.stdout as unknown as { unref?: () => void }).unref?.();
+  (child.stdin as unknown as { unref?: () => void }).unref?.();
+  return {
+    endpoint: `http://127.0.0.1:${port}`,
+    port,
+    close: () =>
+      new Promise<void>((resolve) => {
+        if (child.exitCode !== null) return resolve();
+        child.ref(); // keep the event loop alive until it has gone
+        child.once('exit', () => resolve());
+        child.stdin.end();
+        child.kill();
+      }),
+  };
+}
+
+async function startProxy(dbPort: number): Promise<Server & { control: Pick<LocalDynamo, 'operations' | 'throttle' | 'throttled'> }> {
+  const rules: ThrottleRule[] = [];
+  const operations: string[] = [];
+  let throttled = 0;
+  const proxy = createServer((req: IncomingMessage, res: ServerResponse) => {
+    const operation = String(req.headers['x-amz-target'] ?? '').split('.').pop() ?? '';
+    operations.push(operation);
+    const rule = rules.find((r) => r.times > 0 && (r.operation === undefined || r.operation === operation));
+    if (rule) {
+      rule.times -= 1;
+      throttled += 1;
+      req.resume();
+      const body = JSON.stringify({
+        __type: `com.amazonaws.dynamodb.v20120810#${rule.error ?? 'ProvisionedThroughputExceededException'}`,
+        message: 'The level of configured provisioned throughput for the table was exceeded (simulated)',
+      });
+      res.writeHead(400, { 'Content-Type': 'application/x-amz-json-1.0', 'Content-Length': Buffer.byteLength(body) });
+      res.end(body);
+      return;
+    }
+    const upstream = httpRequest({ host: '127.0.0.1', port: dbPort, method: req.method, path: req.url, headers: req.headers }, (answer) => {
+      res.writeHead(answer.statusCode ?? 500, answer.headers);
+      answer.pipe(res);
+    });
+    upstream.on('error', (error) => res.destroy(error));
+    req.pipe(upstream);
+  });
+  const port = await listenOnLoopback(proxy);
+  return {
+    endpoint: `http://127.0.0.1:${port}`,
+    port,
+    close: () =>
+      new Promise<void>((resolve) => {
+        proxy.closeAllConnections();
+        proxy.close(() => resolve());
+      }),
+    control: {
+      operations,
+      throttle: (rule) => void rules.push({ ...rule }),
+      get throttled() {
+        return throttled;
+      },
     },
   };
 }

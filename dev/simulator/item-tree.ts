@@ -68,7 +68,8 @@ const DESCRIPTIONS = ['Quarterly numbers', 'Shared with the whole team', 'Scanne
 const EPOCH_MS = Date.UTC(2023, 0, 1);
 const TWO_YEARS_MS = 2 * 365 * 24 * 3600 * 1000;
 
-function setAtPath(target: Record<string, unknown>, path: string, value: unknown): void {
+/** Sets `value` at the dot path in `target`, creating the objects on the way. */
+export function setAtPath(target: Record<string, unknown>, path: string, value: unknown): void {
   const keys = path.split('.');
   if (keys.some((k) => k === '')) throw new Error(`invalid revision field path "${path}"`);
   let holder = target;

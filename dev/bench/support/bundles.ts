@@ -18,6 +18,7 @@ import { mkdirSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { build } from 'esbuild';
+import { functionEnv } from '../../fakes/lambda.js';
 import { REPO_ROOT } from './machine.js';
 import { summarize, type Summary } from './stats.js';
 
@@ -34,9 +35,11 @@ export const BUNDLES: BundleSpec[] = [
     name: 'token-refresher',
     entry: 'functions/token-refresher/handler.ts',
     env: {
-      PROVIDER_BASE_URL: 'https://provider.example.com/api/v2',
-      CREDENTIALS_SECRET_ID: 'content-sync/provider-credentials',
-      ACCESS_TOKEN_SECRET_ID: 'content-sync/provider-access-token',
+      ...functionEnv({
+        baseUrl: 'https://provider.example.com/api/v2',
+        credentialsSecretId: 'content-sync/provider-credentials',
+        accessTokenSecretId: 'content-sync/provider-access-token',
+      }),
       POWERTOOLS_SERVICE_NAME: 'token-refresher',
     },
   },
@@ -44,11 +47,14 @@ export const BUNDLES: BundleSpec[] = [
     name: 'item-sync',
     entry: 'functions/item-sync/handler.ts',
     env: {
-      PROVIDER_BASE_URL: 'https://provider.example.com/api/v2',
-      ACCESS_TOKEN_SECRET_ID: 'content-sync/provider-access-token',
-      ITEMS_TABLE_NAME: 'content-sync-items',
-      REVISION_FIELD: 'revision',
-      DEAD_LETTER_QUEUE_URL: 'https://sqs.eu-west-1.amazonaws.com/000000000000/content-sync-dead-letters',
+      ...functionEnv({
+        baseUrl: 'https://provider.example.com/api/v2',
+        accessTokenSecretId: 'content-sync/provider-access-token',
+        itemsTableName: 'content-sync-items',
+        controlTableName: 'content-sync-control',
+        revisionField: 'revision',
+        deadLetterQueueUrl: 'https://sqs.eu-west-1.amazonaws.com/000000000000/content-sync-dead-letters',
+      }),
       POWERTOOLS_SERVICE_NAME: 'item-sync',
     },
   },

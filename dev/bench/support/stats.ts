@@ -29,3 +29,9 @@ export function formatSummary(summary: Summary, decimals = 0, unit = ''): string
   const f = (v: number): string => v.toFixed(decimals);
   return `${f(summary.median)}${unit} [${f(summary.min)}–${f(summary.max)}]`;
 }
+
+/** `value` rounded to `decimals` decimals. */
+export function round(value: number, decimals: number): number {
+  const f = 10 ** decimals;
+  return Math.round(value * f) / f;
+}

@@ -31,7 +31,8 @@ import {
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { SecretsManagerAccessTokenStore } from '../../../functions/shared/adapters/secrets-manager.js';
 import { SecretsManagerCredentialsStore } from '../../../functions/token-refresher/adapters/secrets-manager.js';
-import { AwsEmulator, md5Hex, md5OfMessageAttributes } from '../../../dev/fakes/aws-emulator.js';
+import { AwsEmulator } from '../../../dev/fakes/aws-emulator.js';
+import { md5Hex, md5OfMessageAttributes } from '../../../dev/fakes/sqs-model.js';
 import { enqueueIds } from '../../../tools/enqueue/enqueue.js';
 
 let emulator: AwsEmulator;

@@ -1,7 +1,7 @@
 /** The benchmark's arithmetic: the ideal time of a batch, the batching window, median/min/max. */
 import { describe, expect, it } from 'vitest';
-import { batchingWindowSeconds, idealMs } from '../../../dev/bench/bench-lib.js';
-import { formatSummary, median, summarize } from '../../../dev/bench/support/stats.js';
+import { batchingWindowSeconds, idealMs } from '../../../../dev/bench/bench/measure.js';
+import { formatSummary, median, summarize } from '../../../../dev/bench/support/stats.js';
 
 const rtt = { batchGetItem: { '10': 2, '100': 6 }, putItem: 2, putItemWave: { '1': 2, '10': 15 } };
 

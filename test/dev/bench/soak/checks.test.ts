@@ -4,9 +4,8 @@
  * fails on a run that gets it wrong.
  */
 import { describe, expect, it } from 'vitest';
-import { toAttributeValue } from '../../../functions/item-sync/adapters/dynamodb-item-store.js';
-import { checkDeadLetters, checkState, checkWrites, countTokens, tokensInSecrets, type Row } from '../../../dev/bench/support/checks.js';
-import type { DeadLetterEntry } from '../../../dev/fakes/queue-model.js';
+import { toAttributeValue } from '../../../../functions/item-sync/adapters/dynamodb-item-store.js';
+import { checkDeadLetters, checkState, checkWrites, countTokens, tokensInSecrets, type DeadLetterEntry, type Row } from '../../../../dev/bench/soak/checks.js';
 
 const item = (id: string, revision: number, extra: Record<string, unknown> = {}) => ({ id, type: 'file', name: `${id}.txt`, revision, ...extra });
 

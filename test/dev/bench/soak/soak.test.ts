@@ -1,13 +1,16 @@
 /**
  * The small chaos soak, part of `npm test`: a few hundred ids through several handler instances at
  * once, with provider faults, token rotations, changing revisions, duplicate deliveries, DynamoDB
- * throttling and deliberately bad messages (bench/soak-lib.ts; `npm run soak` runs 10,000 ids).
+ * throttling and deliberately bad messages (dev/bench/soak/; `npm run soak` runs 10,000 ids).
  *
  * It asserts every figure the soak promises, and also that the faults really happened, so that it
  * cannot pass by not testing anything.
  */
 import { beforeAll, describe, expect, it } from 'vitest';
-import { badMessages, changePlan, runSoak, type SoakReport } from '../../../dev/bench/soak-lib.js';
+import { badMessages } from '../../../../dev/bench/soak/bad-messages.js';
+import { changePlan } from '../../../../dev/bench/soak/feed.js';
+import { runSoak } from '../../../../dev/bench/soak/index.js';
+import type { SoakReport } from '../../../../dev/bench/soak/report.js';
 
 const IDS = 300;
 const ROTATIONS = 3;

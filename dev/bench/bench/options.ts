@@ -1,0 +1,31 @@
+/** The bench's knobs and their defaults (`npm run bench` takes a few of them from the command line). */
+import { DEFAULTS } from '../../../functions/shared/config.js';
+
+export interface BenchOptions {
+  /** Provider latency per request, ms. */
+  latencyMs: number;
+  /** Runs per measurement; the table shows their median, min and max. */
+  runs: number;
+  batchSizes: number[];
+  /** In-batch concurrency C of the measured handler (SYNC_FETCH_CONCURRENCY). */
+  concurrency: number;
+  /** Also measure the bundles and their cold import (slower: builds with esbuild, loads aws-cdk-lib). */
+  bundles: boolean;
+  seed: number;
+  dynalite: 'child' | 'in-process';
+  progress?: (line: string) => void;
+}
+
+export const BENCH_DEFAULTS: Omit<BenchOptions, 'progress'> = {
+  latencyMs: 50,
+  runs: 5,
+  batchSizes: [10, 100],
+  concurrency: DEFAULTS.fetchConcurrency,
+  bundles: true,
+  seed: 1,
+  dynalite: 'child',
+};
+
+export type Scenario = 'new' | 'unchanged' | 'changed';
+
+export const SCENARIOS: Scenario[] = ['new', 'unchanged', 'changed'];

@@ -1,0 +1,347 @@
+/**
+ * The soak's verdict after quiescence. The checks are pure functions of what the run left behind
+ * (the provider's final items, the table's rows, the writes the table took, the dead letters and
+ * the output), so that they are tested themselves (test/dev/bench/soak/checks.test.ts): each must
+ * catch the failure it is there for. `judge` applies them to a run.
+ */
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { dirname } from 'node:path';
+import { isDeepStrictEqual } from 'node:util';
+import type { AttributeValue } from '@aws-sdk/client-dynamodb';
+import { revisionText } from '../../../functions/item-sync/item.js';
+import { fromAttributeValue } from '../../../functions/item-sync/adapters/dynamodb-item-store.js';
+import { getPath } from '../../../functions/shared/json.js';
+import { occurrences } from '../../fakes/capture-output.js';
+import type { RecordedWrite } from '../../fakes/dynamo-meter.js';
+import { sumEmfMetrics } from '../../fakes/emf.js';
+import type { StoredMessage } from '../../fakes/sqs-model.js';
+import type { Feed } from './feed.js';
+import type { RunResult } from './run.js';
+import { NAMES, type SoakWorld } from './setup.js';
+
+export type Row = Record<string, AttributeValue>;
+
+/** A message in the dead-letter queue, as the checks read it. */
+export interface DeadLetterEntry {
+  /** `redrive`: moved by the queue after maxReceiveCount; `handler`: sent by the sync function. */
+  source: 'redrive' | 'handler';
+  body: string;
+  /** The original message's id (the `sourceMessageId` attribute, or the redriven message's own id). */
+  sourceMessageId: string;
+  /** Why: the `error` attribute, or "maxReceiveCount exceeded". */
+  reason: string;
+  attributes: Record<string, string>;
+  /** When it was sent (first sent, for a redriven message). */
+  at: number;
+}
+
+export function deadLetterEntries(messages: readonly StoredMessage[]): DeadLetterEntry[] {
+  return messages.map((message) => {
+    const attributes: Record<string, string> = {};
+    for (const [name, value] of Object.entries(message.messageAttributes)) attributes[name] = value.StringValue ?? '';
+    const redriven = message.deadLetterQueueSourceArn !== undefined;
+    return {
+      source: redriven ? 'redrive' : 'handler',
+      body: message.body,
+      sourceMessageId: redriven ? message.messageId : (attributes['sourceMessageId'] ?? ''),
+      reason: redriven ? 'maxReceiveCount exceeded' : (attributes['error'] ?? ''),
+      attributes,
+      at: message.sentAt,
+    };
+  });
+}
+
+export interface StateCheck {
+  /** Good ids whose item exists at the provider with no row. */
+  itemsLost: number;
+  /** Rows at another revision than the provider's, live rows for deleted items, tombstones for live ones. */
+  itemsStale: number;
+  /** Rows at the right revision whose `item` is not the provider's item. */
+  contentMismatches: number;
+  /** Rows for ids that were never sent as good messages. */
+  unexpectedRows: number;
+  details: string[];
+}
+
+/**
+ * `goodIds`: every id sent in a well-formed message; `providerItem(id)`: the item the provider
+ * serves now (undefined once deleted); `rows`: the table after quiescence.
+ */
+export function checkState(
+  goodIds: Iterable<string>,
+  providerItem: (id: string) => Record<string, unknown> | undefined,
+  rows: ReadonlyMap<string, Row>,
+  revisionField: string,
+): StateCheck {
+  const result: StateCheck = { itemsLost: 0, itemsStale: 0, contentMismatches: 0, unexpectedRows: 0, details: [] };
+  const note = (line: string): void => {
+    if (result.details.length < 20) result.details.push(line);
+  };
+  const good = new Set(goodIds);
+  for (const id of good) {
+    const item = providerItem(id);
+    const row = rows.get(id);
+    const deleted = row?.['deleted']?.BOOL === true;
+    if (item) {
+      if (!row) {
+        result.itemsLost += 1;
+        note(`lost: ${id}`);
+        continue;
+      }
+      const latest = revisionText(getPath(item, revisionField));
+      if (deleted || row['revision']?.S !== latest) {
+        result.itemsStale += 1;
+        note(`stale: ${id} stored ${row['revision']?.S}${deleted ? ' (deleted)' : ''}, provider ${latest}`);
+      } else if (!isDeepStrictEqual(fromAttributeValue(row['item'] ?? { NULL: true }), item)) {
+        result.contentMismatches += 1;
+        note(`content differs: ${id}`);
+      }
+    } else if (row && !deleted) {
+      // Deleted at the provider: a row must be a tombstone (no row: it was never stored, also right).
+      result.itemsStale += 1;
+      note(`stale: ${id} deleted at the provider but stored live`);
+    }
+  }
+  for (const id of rows.keys()) {
+    if (!good.has(id)) {
+      result.unexpectedRows += 1;
+      note(`unexpected row: ${JSON.stringify(id.slice(0, 60))}`);
+    }
+  }
+  return result;
+}
+
+export interface WriteCheck {
+  writes: number;
+  /** Distinct (id, state) pairs written: the real changes. */
+  distinctStates: number;
+  /** Writes that stored a state the row had already held: writes minus real changes. */
+  excessWrites: number;
+  details: string[];
+}
+
+/**
+ * A state is `live:<revision>` or `deleted:<revision>`; revisions only move forward (the change feed
+ * never gives an item back an older revision), so a state written twice for an id is a redundant write.
+ */
+export function checkWrites(writes: readonly RecordedWrite[]): WriteCheck {
+  const seen = new Set<string>();
+  const details: string[] = [];
+  let excessWrites = 0;
+  for (const write of writes) {
+    const key = `${write.id}\u0000${write.state}`;
+    if (seen.has(key)) {
+      excessWrites += 1;
+      if (details.length < 20) details.push(`redundant write: ${write.id} ${write.state} (${write.operation})`);
+    }
+    seen.add(key);
+  }
+  return { writes: writes.length, distinctStates: seen.size, excessWrites, details };
+}
+
+export interface ExpectedDeadLetter {
+  /** What the message is, for the report. */
+  what: string;
+  /** The dead-letter reason (the `error` attribute) it must carry. */
+  expected: RegExp;
+}
+
+export interface DeadLetterSummary {
+  reason: string;
+  /** Dead-letter entries of this message (or kind of message) with this reason. */
+  entries: number;
+  /** What the message was, when it is an expected one; else "UNEXPECTED: <body>". */
+  what: string;
+}
+
+export interface DeadLetterCheck {
+  /** Expected messages dead-lettered by the sync with their reason. */
+  expected: number;
+  /** Expected messages in all. */
+  bad: number;
+  /** Entries for messages that were not expected to die. */
+  unexpected: number;
+  /** Expected messages dead-lettered with another reason, or moved by the redrive. */
+  wrongReason: number;
+  /** Expected messages never dead-lettered. */
+  missing: number;
+  byReason: DeadLetterSummary[];
+  details: string[];
+}
+
+/** The dead-letter queue must hold exactly the expected messages (by source message id), each with its reason. */
+export function checkDeadLetters(entries: readonly DeadLetterEntry[], expected: ReadonlyMap<string, ExpectedDeadLetter>): DeadLetterCheck {
+  const byReason = new Map<string, DeadLetterSummary>();
+  const rightly = new Set<string>();
+  const wrongly = new Set<string>();
+  const details: string[] = [];
+  let unexpected = 0;
+  for (const entry of entries) {
+    const message = expected.get(entry.sourceMessageId);
+    const what = message ? message.what : `UNEXPECTED: ${describeBody(entry.body)}`;
+    const key = `${what}\u0000${entry.reason}`;
+    const summary = byReason.get(key) ?? { reason: entry.reason, entries: 0, what };
+    summary.entries += 1;
+    byReason.set(key, summary);
+    if (!message) {
+      unexpected += 1;
+      if (details.length < 20) details.push(`unexpected dead letter (${entry.source}): ${describeBody(entry.body)}: ${entry.reason}`);
+    } else if (entry.source === 'handler' && message.expected.test(entry.reason)) {
+      rightly.add(entry.sourceMessageId);
+    } else {
+      wrongly.add(entry.sourceMessageId);
+      if (details.length < 20) details.push(`wrong reason for "${message.what}" (${entry.source}): ${entry.reason}`);
+    }
+  }
+  const missing = [...expected.keys()].filter((id) => !rightly.has(id) && !wrongly.has(id)).length;
+  return {
+    expected: [...rightly].filter((id) => !wrongly.has(id)).length,
+    bad: expected.size,
+    unexpected,
+    wrongReason: wrongly.size,
+    missing,
+    byReason: [...byReason.values()].sort((a, b) => a.what.localeCompare(b.what)),
+    details,
+  };
+}
+
+/** Occurrences of every token in every text. Tokens shorter than 8 characters are ignored (not tokens). */
+export function countTokens(tokens: Iterable<string>, texts: readonly string[]): number {
+  let count = 0;
+  for (const token of new Set(tokens)) {
+    if (token.length < 8) continue;
+    for (const text of texts) count += occurrences(text, token);
+  }
+  return count;
+}
+
+/** The access and refresh tokens held in secret values (JSON) ever written. */
+export function tokensInSecrets(values: Iterable<string>): string[] {
+  const tokens: string[] = [];
+  for (const value of values) {
+    try {
+      const parsed = JSON.parse(value) as Record<string, unknown>;
+      for (const key of ['accessToken', 'refreshToken']) {
+        const token = parsed[key];
+        if (typeof token === 'string' && token.length >= 8) tokens.push(token);
+      }
+    } catch {
+      // not JSON: not a secret of ours
+    }
+  }
+  return tokens;
+}
+
+function describeBody(body: string): string {
+  return JSON.stringify(body.length > 60 ? `${body.slice(0, 60)}…` : body);
+}
+
+// ---- the verdict on a run ------------------------------------------------------------------------
+
+export interface SoakFigures {
+  /** Ids enqueued (not deliberately bad) whose item exists at the provider with no row. */
+  itemsLost: number;
+  /** Rows whose revision is not the provider's latest, or whose tombstone state is wrong. */
+  itemsStale: number;
+  /** Rows at the latest revision whose `item` is not the provider's item. */
+  contentMismatches: number;
+  /** Rows for ids never sent as good messages (a bad id stored). */
+  unexpectedRows: number;
+  /** Successful writes that stored an (id, revision|deleted) state the table had already held. */
+  excessWrites: number;
+  /** Distinct bad messages dead-lettered with the expected reason. */
+  deadLetteredExpected: number;
+  /** Bad messages sent. */
+  badMessages: number;
+  /** Dead-letter entries for messages that were not deliberately bad (or moved by the redrive). */
+  deadLetteredUnexpected: number;
+  /** Bad messages dead-lettered with another reason than the expected one. */
+  deadLetteredWrongReason: number;
+  /** Bad messages never dead-lettered. */
+  deadLettersMissing: number;
+  /** Occurrences of any token ever issued in stdout/stderr, dead letters and handler answers. */
+  tokensInOutput: number;
+  /** Messages still in the queue at the end (0 after quiescence). */
+  messagesLeft: number;
+  /** Invocations that threw, or answered with an identifier that was not in the batch. */
+  handlerErrors: number;
+  /** Postponed records delivered again before their Retry-After. */
+  deliveredBeforeRetryAfter: number;
+}
+
+export interface Verdict {
+  figures: SoakFigures;
+  /** One sentence per figure that is off, then the details the checks gave. */
+  problems: string[];
+  rows: ReadonlyMap<string, Row>;
+  writes: WriteCheck;
+  deadLetters: DeadLetterCheck;
+  /** Sums of the handlers' own EMF metrics. */
+  handlerMetrics: Record<string, number>;
+  outputBytes: number;
+}
+
+/** Checks the state the run left (the output capture stopped), and writes the output to the log file. */
+export async function judge(world: SoakWorld, feed: Feed, run: RunResult): Promise<Verdict> {
+  const { o } = world;
+  const rows = new Map((await world.dynalite.scan(NAMES.table)).map((row) => [row['id']!.S!, row]));
+  const state = checkState(feed.ledger.goodIds, (id) => world.sim.getItem(id), rows, o.revisionField);
+  const writes = checkWrites(world.meter.writes);
+  const dead = deadLetterEntries(world.sqs.peek(NAMES.deadLetterQueue));
+  const deadCheck = checkDeadLetters(dead, feed.ledger.badByMessageId);
+
+  // Tokens: every token issued or stored, searched in the output, the dead letters and the answers.
+  const output = world.capture.text();
+  for (const token of tokensInSecrets(world.secrets.history.map((entry) => entry.value))) world.tokens.add(token);
+  const texts = [output, ...dead.map((entry) => `${entry.body}\n${JSON.stringify(entry.attributes)}`), ...run.answers];
+  if (o.logFile) {
+    mkdirSync(dirname(o.logFile), { recursive: true });
+    writeFileSync(o.logFile, output);
+  }
+  const figures: SoakFigures = {
+    itemsLost: state.itemsLost,
+    itemsStale: state.itemsStale,
+    contentMismatches: state.contentMismatches,
+    unexpectedRows: state.unexpectedRows,
+    excessWrites: writes.excessWrites,
+    deadLetteredExpected: deadCheck.expected,
+    badMessages: deadCheck.bad,
+    deadLetteredUnexpected: deadCheck.unexpected,
+    deadLetteredWrongReason: deadCheck.wrongReason,
+    deadLettersMissing: deadCheck.missing,
+    tokensInOutput: countTokens(world.tokens, texts),
+    messagesLeft: world.sqs.size(NAMES.queue),
+    handlerErrors: run.handlerErrors,
+    deliveredBeforeRetryAfter: world.sqs.queue(NAMES.queue).stats.deliveredBeforeRetryAfter,
+  };
+  const problems = problemsOf(figures, run.timedOut ? o.maxDurationMs : undefined);
+  problems.push(...[...state.details, ...writes.details, ...deadCheck.details].map((line) => `  ${line}`));
+  return { figures, problems, rows, writes, deadLetters: deadCheck, handlerMetrics: sumEmfMetrics(output), outputBytes: output.length };
+}
+
+const EXPECT_ZERO: Array<[keyof SoakFigures, string]> = [
+  ['itemsLost', 'items lost'],
+  ['itemsStale', 'items stale'],
+  ['contentMismatches', 'rows whose item differs from the provider'],
+  ['unexpectedRows', 'rows for ids never sent as good messages'],
+  ['excessWrites', 'writes minus real changes'],
+  ['deadLetteredUnexpected', 'unexpected dead letters'],
+  ['deadLetteredWrongReason', 'bad messages dead-lettered for the wrong reason'],
+  ['deadLettersMissing', 'bad messages never dead-lettered'],
+  ['tokensInOutput', 'tokens in output'],
+  ['messagesLeft', 'messages left in the queue'],
+  ['handlerErrors', 'invocations that failed as a whole'],
+  ['deliveredBeforeRetryAfter', 'records delivered before their Retry-After'],
+];
+
+function problemsOf(figures: SoakFigures, timedOutAfterMs: number | undefined): string[] {
+  const problems: string[] = [];
+  if (timedOutAfterMs !== undefined) problems.push(`the queue did not drain within ${timedOutAfterMs} ms`);
+  for (const [key, label] of EXPECT_ZERO) {
+    if (figures[key] !== 0) problems.push(`${label}: ${figures[key]} (expected 0)`);
+  }
+  if (figures.deadLetteredExpected !== figures.badMessages) {
+    problems.push(`bad messages dead-lettered with their reason: ${figures.deadLetteredExpected} of ${figures.badMessages}`);
+  }
+  return problems;
+}

@@ -1,0 +1,92 @@
+/** The soak's knobs and their defaults (`npm run soak` takes a few of them from the command line). */
+export interface SoakOptions {
+  /** Item ids fed to the queue at the start (the provider's tree has as many items). */
+  ids: number;
+  seed: number;
+  /** Handler instances (containers) running at once: the sync's syncMaxConcurrency. */
+  instances: number;
+  /** SQS records per invocation (syncBatchSize). */
+  batchSize: number;
+  /** Provider latency per request, ms. */
+  latencyMs: number;
+  /** Dot path of the revision in an item (REVISION_FIELD). */
+  revisionField: string;
+  /** SQS redrive policy. */
+  maxReceiveCount: number;
+  /** SQS visibility time-out, in (scaled) seconds: 6 × the 60 s function time-out in the stack. */
+  visibilityTimeoutSeconds: number;
+  /** Real milliseconds per SQS second (visibility time-outs, Retry-After delays). */
+  msPerSecond: number;
+  /** Lambda time-out of one invocation, real ms (the handler's deadline comes from it). */
+  invocationTimeoutMs: number;
+  /** Scale applied to the handler's own backoff sleeps (fetch re-tries, unprocessed keys). */
+  backoffScale: number;
+  /** Share of sent messages delivered twice. */
+  duplicateRate: number;
+  /** Change-feed events per id (bumps, deletes, creations) during the run. */
+  mutationRate: number;
+  /** Token rotations during the run. */
+  rotations: number;
+  /** Real ms between revoking the access tokens and the refresher's run (the 401 window). */
+  rotationGapMs: number;
+  /** Provider faults on the items endpoint, as shares of all item requests. */
+  transientRate: number;
+  rateLimitRate: number;
+  slowRate: number;
+  slowMs: number;
+  hangRate: number;
+  /** Provider time-out (PROVIDER_TIMEOUT_MS) that ends a hanging request. */
+  providerTimeoutMs: number;
+  /** Share of token requests answered 503. */
+  tokenFailureRate: number;
+  /** DynamoDB chaos. */
+  throttleRate: number;
+  unprocessedRate: number;
+  lostAckRate: number;
+  /** Secrets Manager GetSecretValue failures. */
+  secretsFailureRate: number;
+  /** SQS faults on the handler's calls. */
+  deadLetterSendFailureRate: number;
+  visibilityFailureRate: number;
+  /** dynalite in a child process (another core) or in this one. */
+  dynalite: 'child' | 'in-process';
+  /** Give up (and fail) if the queue has not drained after this long, real ms. */
+  maxDurationMs: number;
+  /** Where to write everything the run printed (optional). */
+  logFile?: string;
+  /** Progress lines (written around the output capture); none when absent. */
+  progress?: (line: string) => void;
+}
+
+export const SOAK_DEFAULTS: Omit<SoakOptions, 'logFile' | 'progress'> = {
+  ids: 10_000,
+  seed: 1,
+  instances: 5,
+  batchSize: 10,
+  latencyMs: 2,
+  revisionField: 'revision',
+  maxReceiveCount: 5,
+  visibilityTimeoutSeconds: 360,
+  msPerSecond: 1,
+  invocationTimeoutMs: 60_000,
+  backoffScale: 0.1,
+  duplicateRate: 0.05,
+  mutationRate: 0.1,
+  rotations: 8,
+  rotationGapMs: 30,
+  transientRate: 0.2,
+  rateLimitRate: 0.03,
+  slowRate: 0.03,
+  slowMs: 150,
+  hangRate: 0.001,
+  providerTimeoutMs: 1_000,
+  tokenFailureRate: 0.1,
+  throttleRate: 0.1,
+  unprocessedRate: 0.1,
+  lostAckRate: 0.01,
+  secretsFailureRate: 0.05,
+  deadLetterSendFailureRate: 0.3,
+  visibilityFailureRate: 0.1,
+  dynalite: 'child',
+  maxDurationMs: 20 * 60_000,
+};

@@ -1,0 +1,195 @@
+/** The soak's report: the verdict's figures and everything the run did, as data and as text. */
+import type { CallCounts } from '../../fakes/in-process-aws.js';
+import { n, table } from '../support/format.js';
+import type { DeadLetterSummary, SoakFigures, Verdict } from './checks.js';
+import type { Feed, FeedStats } from './feed.js';
+import type { SoakOptions } from './options.js';
+import type { ProviderFigures } from './provider-tally.js';
+import type { RunResult } from './run.js';
+import { NAMES, type SoakWorld } from './setup.js';
+
+export interface SoakReport {
+  ok: boolean;
+  /** One sentence per figure that is off. */
+  problems: string[];
+  options: Omit<SoakOptions, 'progress'>;
+  startedAt: string;
+  durationMs: number;
+  /** From the last change-feed event to quiescence. */
+  drainMs: number;
+  figures: SoakFigures;
+  deadLetters: DeadLetterSummary[];
+  activity: {
+    items: { initial: number; atEnd: number; deletedAtEnd: number; rowsAtEnd: number; tombstones: number };
+    messages: {
+      initial: number;
+      bad: number;
+      changeNotifications: number;
+      sent: number;
+      duplicatesInjected: number;
+      /** Deliveries of a message while another copy of it was in flight in another instance. */
+      concurrentDuplicates: number;
+      deliveries: number;
+      redeliveries: number;
+      redriven: number;
+      invocations: number;
+      postponed: number;
+      visibilityChangeFailuresInjected: number;
+      deadLetterSendFailuresInjected: number;
+    };
+    changeFeed: FeedStats;
+    tokens: { rotations: number; refresherFailures: number; issued: number; revocations: number };
+    provider: ProviderFigures;
+    dynamodb: {
+      requests: Record<string, number>;
+      conditionalFailures: Record<string, number>;
+      writes: number;
+      distinctStates: number;
+      throttlesInjected: number;
+      unprocessedResponsesInjected: number;
+      unprocessedKeysInjected: number;
+      lostAcksInjected: number;
+    };
+    secrets: { getSecretValue: number; putSecretValue: number; failuresInjected: number };
+    sqs: CallCounts;
+    /** Sums of the handlers' own EMF metrics. */
+    handlerMetrics: Record<string, number>;
+    outputBytes: number;
+  };
+  logFile?: string;
+}
+
+export function buildReport(world: SoakWorld, feed: Feed, run: RunResult, verdict: Verdict): SoakReport {
+  const { progress: _progress, ...options } = world.o;
+  const tombstones = [...verdict.rows.values()].filter((row) => row['deleted']?.BOOL === true).length;
+  return {
+    ok: verdict.problems.length === 0,
+    problems: verdict.problems,
+    options,
+    startedAt: world.startedAt.toISOString(),
+    durationMs: run.quiescentAt - world.t0,
+    drainMs: run.quiescentAt - feed.lastEventAt,
+    figures: verdict.figures,
+    deadLetters: verdict.deadLetters.byReason,
+    activity: {
+      items: { initial: world.tree.length, atEnd: feed.liveIds.length, deletedAtEnd: feed.deletedItems.size, rowsAtEnd: verdict.rows.size, tombstones },
+      messages: messageActivity(world, feed, run),
+      changeFeed: feed.stats,
+      tokens: { ...world.tokenStats, issued: world.tokens.size },
+      provider: world.tally.figures,
+      dynamodb: {
+        requests: { ...world.meter.requests },
+        conditionalFailures: { ...world.meter.conditionalFailures },
+        writes: world.meter.writes.length,
+        distinctStates: verdict.writes.distinctStates,
+        throttlesInjected: world.meter.injected.throttled,
+        unprocessedResponsesInjected: world.meter.injected.unprocessedResponses,
+        unprocessedKeysInjected: world.meter.injected.unprocessedKeys,
+        lostAcksInjected: world.meter.injected.lostAcks,
+      },
+      secrets: {
+        getSecretValue: world.calls.secrets['GetSecretValue'] ?? 0,
+        putSecretValue: world.calls.secrets['PutSecretValue'] ?? 0,
+        failuresInjected: world.injected.secretsFailures,
+      },
+      sqs: { ...world.calls.sqs },
+      handlerMetrics: verdict.handlerMetrics,
+      outputBytes: verdict.outputBytes,
+    },
+    ...(world.o.logFile ? { logFile: world.o.logFile } : {}),
+  };
+}
+
+function messageActivity(world: SoakWorld, feed: Feed, run: RunResult): SoakReport['activity']['messages'] {
+  const stats = world.sqs.queue(NAMES.queue).stats;
+  return {
+    initial: feed.ledger.initialMessageIds.size,
+    bad: feed.ledger.badByMessageId.size,
+    changeNotifications: feed.ledger.changeNotifications,
+    sent: stats.sent,
+    duplicatesInjected: stats.duplicatesInjected,
+    concurrentDuplicates: feed.ledger.concurrentDuplicates,
+    deliveries: stats.receives,
+    redeliveries: stats.redeliveries,
+    redriven: stats.redriven,
+    invocations: run.invocations,
+    postponed: stats.visibilityChanges,
+    visibilityChangeFailuresInjected: world.injected.visibilityChangeFailures,
+    deadLetterSendFailuresInjected: world.injected.deadLetterSendFailures,
+  };
+}
+
+// ---- printing ------------------------------------------------------------------------------------
+
+export function formatSoakReport(report: SoakReport): string {
+  return [
+    ...header(report),
+    '',
+    checksTable(report.figures),
+    '',
+    'Dead letters by reason:',
+    ...report.deadLetters.map((entry) => {
+      const reason = entry.reason.length > 110 ? `${entry.reason.slice(0, 110)}…` : entry.reason;
+      return `  ${String(entry.entries).padStart(3)} × [${entry.what}] ${reason}`;
+    }),
+    '',
+    'Faults injected and met:',
+    ...faultLines(report),
+    '',
+    report.ok ? 'RESULT: ok — every figure as expected' : `RESULT: FAILED\n${report.problems.map((p) => `  ${p}`).join('\n')}`,
+  ].join('\n');
+}
+
+function header(report: SoakReport): string[] {
+  const o = report.options;
+  return [
+    `Chaos soak — ${n(o.ids)} ids, seed ${o.seed}, ${o.instances} instances × batch ${o.batchSize}, provider latency ${o.latencyMs} ms — ` +
+      `${(report.durationMs / 1000).toFixed(1)} s (drain after the last change ${(report.drainMs / 1000).toFixed(1)} s)`,
+    `SQS time is scaled: 1 s = ${o.msPerSecond} ms (visibility ${o.visibilityTimeoutSeconds} s; 429s carry Retry-After 2 s, 30 s, an HTTP date ~600 s ahead, or none); the handlers' own backoff sleeps × ${o.backoffScale}; the SDK's retry backoff and the provider run in real time`,
+  ];
+}
+
+function checksTable(f: SoakFigures): string {
+  const rows: Array<[string, string, string]> = [
+    ['items lost', n(f.itemsLost), '0'],
+    ['items stale after quiescence (revision or tombstone)', n(f.itemsStale), '0'],
+    ['rows whose item differs from the provider', n(f.contentMismatches), '0'],
+    ['rows for ids never sent as good messages', n(f.unexpectedRows), '0'],
+    ['writes minus real changes', n(f.excessWrites), '0'],
+    ['dead-lettered: deliberately bad, right reason', `${n(f.deadLetteredExpected)} of ${n(f.badMessages)}`, `${n(f.badMessages)} of ${n(f.badMessages)}`],
+    ['dead-lettered: anything else', n(f.deadLetteredUnexpected), '0'],
+    ['dead-lettered: bad, wrong reason / missing', `${n(f.deadLetteredWrongReason)} / ${n(f.deadLettersMissing)}`, '0 / 0'],
+    ['tokens in output', n(f.tokensInOutput), '0'],
+    ['messages left in the queue', n(f.messagesLeft), '0'],
+    ['invocations failed as a whole', n(f.handlerErrors), '0'],
+    ['records delivered before their Retry-After', n(f.deliveredBeforeRetryAfter), '0'],
+  ];
+  return table(['check', 'value', 'expected', ''], rows.map(([label, value, expected]) => [label, value, expected, value === expected ? 'ok' : 'FAIL']));
+}
+
+function faultLines(report: SoakReport): string[] {
+  const { activity: a, options: o } = report;
+  const p = a.provider;
+  const d = a.dynamodb;
+  const m = a.messages;
+  return [
+    `  provider: ${n(p.itemRequests)} item requests — ${n(p.serverErrors)} 5xx, ${n(p.byStatus['408'] ?? 0)} 408, ${n(p.dropped)} dropped, ` +
+      `${n(p.rateLimited)} 429, ${n(p.slow)} slow (${o.slowMs} ms), ${n(p.hung)} hung (time-out ${o.providerTimeoutMs} ms), ${n(p.unauthorized)} 401; ` +
+      `${n(p.tokenRequests)} token requests (${n(p.tokenByStatus['503'] ?? 0)} answered 503)`,
+    `  tokens: ${a.tokens.rotations} rotations (all access tokens revoked ${o.rotationGapMs} ms before each), ${a.tokens.refresherFailures} refresher run(s) failed and were retried, ${a.tokens.issued} tokens issued`,
+    `  change feed: ${n(a.changeFeed.bumped)} revisions bumped (${n(a.changeFeed.bumpedWhileInFlight)} while the item was in flight), ` +
+      `${n(a.changeFeed.deleted)} deleted, ${n(a.changeFeed.created)} created, ${n(a.changeFeed.resurrected)} re-created`,
+    `  SQS: ${n(m.sent)} messages (${n(m.initial)} initial incl. ${m.bad} bad, ${n(m.changeNotifications)} change notifications), ` +
+      `${n(m.duplicatesInjected)} duplicate copies (${n(m.concurrentDuplicates)} delivered while another copy was in flight), ` +
+      `${n(m.deliveries)} deliveries in ${n(m.invocations)} invocations, ${n(m.redeliveries)} redeliveries, ${n(m.postponed)} postponed by Retry-After, ` +
+      `${n(m.redriven)} redriven; injected: ${m.deadLetterSendFailuresInjected} dead-letter send failures, ${m.visibilityChangeFailuresInjected} visibility-change failures`,
+    `  DynamoDB: ${Object.entries(d.requests).map(([op, count]) => `${n(count)} ${op}`).join(', ')}; ` +
+      `${n(d.throttlesInjected)} throttled, ${n(d.unprocessedResponsesInjected)} BatchGetItem answers with ${n(d.unprocessedKeysInjected)} unprocessed keys, ` +
+      `${n(d.lostAcksInjected)} write acknowledgements lost; ${n(d.writes)} writes, ` +
+      `${Object.entries(d.conditionalFailures).map(([op, count]) => `${n(count)} ${op}`).join(', ') || 'no'} conditional failures`,
+    `  Secrets Manager: ${n(a.secrets.getSecretValue)} GetSecretValue (${a.secrets.failuresInjected} failed, injected; ` +
+      `${((a.secrets.getSecretValue * 1000) / Math.max(1, m.deliveries)).toFixed(1)} per 1,000 deliveries, refresher included), ${n(a.secrets.putSecretValue)} PutSecretValue`,
+    `  handlers' metrics: ${Object.entries(a.handlerMetrics).map(([name, value]) => `${name} ${n(value)}`).join(', ')}`,
+    `  end state: ${n(a.items.atEnd)} items at the provider, ${n(a.items.deletedAtEnd)} deleted; ${n(a.items.rowsAtEnd)} rows (${n(a.items.tombstones)} tombstones); ${n(a.outputBytes)} bytes of output searched`,
+  ];
+}

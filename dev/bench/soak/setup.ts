@@ -1,0 +1,270 @@
+/**
+ * The soak's world before the first message: the provider simulator with its tree, its faults and
+ * the deliberately bad items; dynalite with the items table; the SQS and Secrets Manager models in
+ * process with their injected faults; one sync handler per instance (each its own container: its
+ * own clients, token cache and random source) and the token refresher, which runs once as the
+ * deployment would.
+ */
+import { SecretsManagerClient } from '@aws-sdk/client-secrets-manager';
+import { SQSClient } from '@aws-sdk/client-sqs';
+import { createSyncHandler, type SyncHandler } from '../../../functions/item-sync/app.js';
+import { loadRefresherConfig, loadSyncConfig } from '../../../functions/shared/config.js';
+import { createRefresherHandler } from '../../../functions/token-refresher/app.js';
+import { OutputCapture } from '../../fakes/capture-output.js';
+import { scaledClock } from '../../fakes/clock.js';
+import { DynamoMeter, instrumentDynamo } from '../../fakes/dynamo-meter.js';
+import { startDynalite, type Dynalite } from '../../fakes/dynalite.js';
+import { attachSecrets, attachSqs, type CallCounts } from '../../fakes/in-process-aws.js';
+import { functionEnv } from '../../fakes/lambda.js';
+import { LOCAL_CREDENTIALS, LOCAL_REGION } from '../../fakes/local-aws.js';
+import { MemoryPaceStore } from '../../fakes/memory-pace-store.js';
+import { SecretStore } from '../../fakes/secrets-model.js';
+import { ServiceError } from '../../fakes/service-error.js';
+import { SqsModel } from '../../fakes/sqs-model.js';
+import { generateItemTree, mulberry32 } from '../../simulator/item-tree.js';
+import { ProviderSimulator, type Fault, type FaultRule, type SimulatorItem } from '../../simulator/provider-simulator.js';
+import { badMessages, type BadMessage } from './bad-messages.js';
+import type { SoakOptions } from './options.js';
+import { ProviderTally } from './provider-tally.js';
+
+export const NAMES = {
+  table: 'content-sync-items',
+  controlTable: 'content-sync-control',
+  queue: 'content-sync-sync-queue',
+  deadLetterQueue: 'content-sync-dead-letters',
+  credentialsSecret: 'content-sync/provider-credentials',
+  accessTokenSecret: 'content-sync/provider-access-token',
+} as const;
+
+/** Faults injected into the handlers' AWS calls, as counted when they happen. */
+export interface InjectedFaults {
+  deadLetterSendFailures: number;
+  visibilityChangeFailures: number;
+  secretsFailures: number;
+}
+
+export interface TokenStats {
+  rotations: number;
+  refresherFailures: number;
+  revocations: number;
+}
+
+export interface SoakWorld {
+  o: SoakOptions;
+  startedAt: Date;
+  /** Date.now() when the soak began. */
+  t0: number;
+  tree: SimulatorItem[];
+  sim: ProviderSimulator;
+  bad: BadMessage[];
+  /** Every token the provider issued (refresh tokens included). */
+  tokens: Set<string>;
+  tally: ProviderTally;
+  capture: OutputCapture;
+  /** A progress line, around the capture. */
+  say(line: string): void;
+  dynalite: Dynalite;
+  secrets: SecretStore;
+  sqs: SqsModel;
+  queueUrl: string;
+  deadLetterQueueUrl: string;
+  injected: InjectedFaults;
+  calls: { sqs: CallCounts; secrets: CallCounts };
+  meter: DynamoMeter;
+  /** One handler per instance (container). */
+  instances: SyncHandler[];
+  tokenStats: TokenStats;
+  /** Runs the refresher until it succeeds (the scheduler would run it again; here at once). */
+  refresh(trigger: string): Promise<void>;
+  close(): Promise<void>;
+}
+
+export async function setUpSoak(o: SoakOptions): Promise<SoakWorld> {
+  const startedAt = new Date();
+  const t0 = Date.now();
+  const { tree, sim, bad, tokens } = await startProvider(o);
+  const capture = new OutputCapture();
+  const clients: Array<{ destroy(): void }> = [];
+  let dynalite: Dynalite | undefined;
+  const close = async (): Promise<void> => {
+    capture.stop();
+    for (const client of clients) client.destroy();
+    await sim.close();
+    await dynalite?.close();
+  };
+  try {
+    dynalite = await startDynalite({ where: o.dynalite, proxy: false });
+    await dynalite.createItemsTable(NAMES.table);
+    const aws = awsModels(o, sim);
+    const world: SoakWorld = {
+      o,
+      startedAt,
+      t0,
+      tree,
+      sim,
+      bad,
+      tokens,
+      tally: new ProviderTally(sim),
+      capture,
+      say: (line) => capture.released(() => o.progress?.(line)),
+      dynalite,
+      ...aws,
+      calls: { sqs: {}, secrets: {} },
+      meter: new DynamoMeter(),
+      instances: [],
+      tokenStats: { rotations: 0, refresherFailures: 0, revocations: 0 },
+      refresh: async () => undefined,
+      close,
+    };
+    capture.start();
+    world.instances = createInstances(world, clients);
+    world.refresh = refresherOf(world, clients);
+    await world.refresh('deploy');
+    return world;
+  } catch (error) {
+    await close();
+    throw error;
+  }
+}
+
+/** The provider: the tree, the bad items and faults (specific rules first: the first match wins), and every token it issues. */
+async function startProvider(o: SoakOptions): Promise<{ tree: SimulatorItem[]; sim: ProviderSimulator; bad: BadMessage[]; tokens: Set<string> }> {
+  const tree = generateItemTree({ count: o.ids, seed: o.seed, revisionField: o.revisionField });
+  const sim = await ProviderSimulator.start({ latencyMs: o.latencyMs, rotateRefreshToken: true, revisionField: o.revisionField, items: tree, seed: o.seed });
+  const bad = badMessages(o.revisionField);
+  for (const message of bad) message.setup?.(sim);
+  addFaults(sim, 'items', providerFaults(o));
+  addFaults(sim, 'token', [[o.tokenFailureRate, { kind: 'status', status: 503 }]]);
+  const tokens = new Set<string>([sim.refreshToken]);
+  const issue = sim.issueAccessToken.bind(sim);
+  sim.issueAccessToken = () => {
+    const token = issue();
+    tokens.add(token);
+    return token;
+  };
+  return { tree, sim, bad, tokens };
+}
+
+/** Rules with effective shares: the simulator tries rules in order, each with its own draw. */
+function addFaults(sim: ProviderSimulator, endpoint: FaultRule['endpoint'], shares: Array<[number, Fault]>): void {
+  let left = 1;
+  for (const [share, fault] of shares) {
+    if (share <= 0) continue;
+    const probability = Math.min(1, share / left);
+    sim.addFault({ endpoint, probability, fault });
+    left -= share;
+  }
+}
+
+function providerFaults(o: SoakOptions): Array<[number, Fault]> {
+  const t = o.transientRate;
+  const r = o.rateLimitRate;
+  return [
+    [t * 0.3, { kind: 'status', status: 500 }],
+    [t * 0.15, { kind: 'status', status: 502 }],
+    [t * 0.25, { kind: 'status', status: 503 }],
+    [t * 0.1, { kind: 'status', status: 504 }],
+    [t * 0.05, { kind: 'status', status: 408 }],
+    [t * 0.15, { kind: 'drop' }],
+    [r * 0.4, { kind: 'status', status: 429, headers: { 'Retry-After': '2' } }],
+    [r * 0.3, { kind: 'status', status: 429, headers: { 'Retry-After': '30' } }],
+    // An HTTP date: fixed when the run starts, ten minutes ahead, so it stays in the future while the run lasts.
+    [r * 0.1, { kind: 'status', status: 429, headers: { 'Retry-After': new Date(Date.now() + 600_000).toUTCString() } }],
+    [r * 0.2, { kind: 'status', status: 429 }],
+    [o.slowRate, { kind: 'delay', ms: o.slowMs }],
+    [o.hangRate, { kind: 'hang' }],
+  ];
+}
+
+/**
+ * Secrets Manager with the provider's credentials, and SQS with the sync queue (its redrive policy)
+ * and the dead-letter queue, on a clock where an SQS second lasts `msPerSecond` real milliseconds;
+ * both refuse a share of the handlers' calls.
+ */
+function awsModels(o: SoakOptions, sim: ProviderSimulator): Pick<SoakWorld, 'secrets' | 'sqs' | 'queueUrl' | 'deadLetterQueueUrl' | 'injected'> {
+  const injected: InjectedFaults = { deadLetterSendFailures: 0, visibilityChangeFailures: 0, secretsFailures: 0 };
+  const secrets = new SecretStore({ region: LOCAL_REGION });
+  const secretsRandom = mulberry32(o.seed ^ 0x5ec2e75);
+  secrets.getFault = () => {
+    if (!(o.secretsFailureRate > 0 && secretsRandom() < o.secretsFailureRate)) return undefined;
+    injected.secretsFailures += 1;
+    return new ServiceError('ThrottlingException', 'Rate exceeded (injected)');
+  };
+  secrets.set(NAMES.credentialsSecret, JSON.stringify({ clientId: sim.clientId, refreshToken: sim.refreshToken }));
+  secrets.set(NAMES.accessTokenSecret, JSON.stringify({ accessToken: '', refreshedAt: '' }));
+
+  const sqs = new SqsModel({ region: LOCAL_REGION, clock: scaledClock(1000 / o.msPerSecond) });
+  const deadLetterQueueUrl = sqs.createQueue(NAMES.deadLetterQueue);
+  const queueUrl = sqs.createQueue(NAMES.queue, {
+    VisibilityTimeout: String(o.visibilityTimeoutSeconds),
+    RedrivePolicy: JSON.stringify({ deadLetterTargetArn: sqs.queue(NAMES.deadLetterQueue).arn, maxReceiveCount: o.maxReceiveCount }),
+  });
+  const sqsRandom = mulberry32(o.seed ^ 0x5a5);
+  sqs.sendFault = ({ queueName }) => {
+    if (queueName !== NAMES.deadLetterQueue || !(o.deadLetterSendFailureRate > 0 && sqsRandom() < o.deadLetterSendFailureRate)) return undefined;
+    injected.deadLetterSendFailures += 1;
+    return { code: 'InternalError', message: 'We encountered an internal error. Please try again. (injected)', senderFault: false };
+  };
+  sqs.visibilityFault = () => {
+    if (!(o.visibilityFailureRate > 0 && sqsRandom() < o.visibilityFailureRate)) return undefined;
+    injected.visibilityChangeFailures += 1;
+    return { code: 'InternalError', message: 'We encountered an internal error. (injected)', senderFault: false };
+  };
+  return { secrets, sqs, queueUrl, deadLetterQueueUrl, injected };
+}
+
+/** One sync handler per instance, each with its own clients (DynamoDB with its own chaos draws) and random source. */
+function createInstances(world: SoakWorld, clients: Array<{ destroy(): void }>): SyncHandler[] {
+  const { o } = world;
+  const config = loadSyncConfig(
+    functionEnv({
+      baseUrl: world.sim.baseUrl,
+      accessTokenSecretId: NAMES.accessTokenSecret,
+      itemsTableName: NAMES.table,
+      controlTableName: NAMES.controlTable,
+      revisionField: o.revisionField,
+      deadLetterQueueUrl: world.deadLetterQueueUrl,
+      timeoutMs: String(o.providerTimeoutMs),
+      providerRequestsPerSecond: '100000',
+    }),
+  );
+  // The control table's pace row, shared by every container.
+  const paceStore = new MemoryPaceStore();
+  const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, Math.max(0, ms * o.backoffScale)));
+  return Array.from({ length: o.instances }, (_, index) => {
+    const dynamodb = instrumentDynamo(world.dynalite.client(), world.meter, {
+      random: mulberry32(o.seed * 7919 + index),
+      throttleRate: o.throttleRate,
+      unprocessedRate: o.unprocessedRate,
+      lostAckRate: o.lostAckRate,
+    });
+    const sqs = attachSqs(new SQSClient({ region: LOCAL_REGION, credentials: LOCAL_CREDENTIALS }), world.sqs, world.calls.sqs);
+    const secrets = attachSecrets(new SecretsManagerClient({ region: LOCAL_REGION, credentials: LOCAL_CREDENTIALS }), world.secrets, world.calls.secrets);
+    clients.push(dynamodb, sqs, secrets);
+    return createSyncHandler({ config, dynamodb, sqs, secrets, paceStore, random: mulberry32(o.seed * 104_729 + index), sleep });
+  });
+}
+
+function refresherOf(world: SoakWorld, clients: Array<{ destroy(): void }>): (trigger: string) => Promise<void> {
+  const secrets = attachSecrets(new SecretsManagerClient({ region: LOCAL_REGION, credentials: LOCAL_CREDENTIALS }), world.secrets, world.calls.secrets);
+  clients.push(secrets);
+  const refresher = createRefresherHandler({
+    config: loadRefresherConfig(
+      functionEnv({ baseUrl: world.sim.baseUrl, credentialsSecretId: NAMES.credentialsSecret, accessTokenSecretId: NAMES.accessTokenSecret }),
+    ),
+    secrets,
+  });
+  return async (trigger) => {
+    for (let attempt = 1; ; attempt += 1) {
+      try {
+        await refresher({ trigger });
+        world.tokens.add(world.sim.refreshToken);
+        return;
+      } catch {
+        world.tokenStats.refresherFailures += 1;
+        if (attempt >= 50) throw new Error('the token refresher failed 50 times in a row');
+        await new Promise((resolve) => setTimeout(resolve, 5));
+      }
+    }
+  };
+}

@@ -1,0 +1,24 @@
+/** Reading the functions' CloudWatch embedded metric format (EMF) lines back out of captured output. */
+
+/** Sums every metric of the EMF lines (JSON objects with `_aws`) in the output, by metric name. */
+export function sumEmfMetrics(output: string): Record<string, number> {
+  const sums: Record<string, number> = {};
+  for (const line of output.split('\n')) {
+    if (!line.includes('"_aws"')) continue;
+    let parsed: Record<string, unknown>;
+    try {
+      parsed = JSON.parse(line) as Record<string, unknown>;
+    } catch {
+      continue;
+    }
+    const aws = parsed['_aws'] as { CloudWatchMetrics?: Array<{ Metrics?: Array<{ Name: string }> }> } | undefined;
+    for (const directive of aws?.CloudWatchMetrics ?? []) {
+      for (const metric of directive.Metrics ?? []) {
+        const value = parsed[metric.Name];
+        const total = Array.isArray(value) ? value.reduce((sum: number, v) => sum + Number(v), 0) : Number(value);
+        if (Number.isFinite(total)) sums[metric.Name] = (sums[metric.Name] ?? 0) + total;
+      }
+    }
+  }
+  return sums;
+}
