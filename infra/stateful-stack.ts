@@ -9,10 +9,9 @@ import * as secretsmanager from 'aws-cdk-lib/aws-secretsmanager';
 import * as sqs from 'aws-cdk-lib/aws-sqs';
 import type { Construct } from 'constructs';
 import { CREDENTIALS_PLACEHOLDER } from '../functions/shared/secrets.js';
+import { MAX_RECEIVE_COUNT } from '../functions/shared/sync-queue.js';
 import type { ContentSyncConfig } from './context.js';
 
-/** How often SQS may hand a record to the sync function before the queue moves it to the DLQ. */
-export const MAX_RECEIVE_COUNT = 5;
 /** SQS's maximum; the dead-letter queue is where an operator looks after an incident. */
 export const DEAD_LETTER_RETENTION = Duration.days(14);
 /** SQS's default, stated: ids older than this are dropped by SQS, which the age alarm reports long before. */
