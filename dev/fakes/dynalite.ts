@@ -13,8 +13,17 @@ import { spawn } from 'node:child_process';
 import { mkdirSync } from 'node:fs';
 import { createServer, request as httpRequest, type IncomingMessage, type ServerResponse } from 'node:http';
 import { createRequire } from 'node:module';
-import { DynamoDBClient, GetItemCommand, ScanCommand, type AttributeValue, type DynamoDBClientConfig } from '@aws-sdk/client-dynamodb';
+import {
+  CreateTableCommand,
+  DynamoDBClient,
+  GetItemCommand,
+  ResourceInUseException,
+  ScanCommand,
+  type AttributeValue,
+  type DynamoDBClientConfig,
+} from '@aws-sdk/client-dynamodb';
 import dynalite, { type DynaliteOptions } from 'dynalite';
+import { CONTROL_TABLE_KEY } from '../../functions/shared/adapters/dynamodb-pace-store.js';
 import { ensureItemsTable } from './items-table.js';
 import { LOCAL_CREDENTIALS, LOCAL_REGION } from './local-aws.js';
 import { listenOnLoopback } from './loopback.js';
@@ -45,6 +54,8 @@ export interface Dynalite {
   /** A client for this endpoint (region and dummy credentials set; the SDK's default retries). */
   client(config?: DynamoDBClientConfig): DynamoDBClient;
   createItemsTable(tableName: string): Promise<void>;
+  /** The control table (the provider pace's row) as the stateful stack defines it, unless it exists. */
+  createControlTable(tableName: string): Promise<void>;
   /** Every row of a table, raw AttributeValues, sorted by id. */
   scan(tableName: string): Promise<Array<Record<string, AttributeValue>>>;
   getRow(tableName: string, id: string): Promise<Record<string, AttributeValue> | undefined>;
@@ -103,6 +114,20 @@ function withHelpers(endpoint: string, close: () => Promise<void>): Dynalite {
     endpoint,
     client,
     createItemsTable: async (tableName) => void (await ensureItemsTable(admin, tableName)),
+    async createControlTable(tableName) {
+      try {
+        await admin.send(
+          new CreateTableCommand({
+            TableName: tableName,
+            AttributeDefinitions: [{ AttributeName: CONTROL_TABLE_KEY, AttributeType: 'S' }],
+            KeySchema: [{ AttributeName: CONTROL_TABLE_KEY, KeyType: 'HASH' }],
+            BillingMode: 'PAY_PER_REQUEST',
+          }),
+        );
+      } catch (error) {
+        if (!(error instanceof ResourceInUseException)) throw error;
+      }
+    },
     async scan(tableName) {
       const rows: Array<Record<string, AttributeValue>> = [];
       let start: Record<string, AttributeValue> | undefined;
