@@ -1,8 +1,10 @@
 /** Shared pieces of the item-sync tests: SQS events, Lambda contexts, a scripted provider, EMF metrics. */
-import type { Context, SQSEvent, SQSRecord } from 'aws-lambda';
+import type { Context, SQSEvent } from 'aws-lambda';
 import { ProviderError, type ProviderErrorKind } from '../../../functions/shared/errors.js';
 import type { ProviderClient, RequestOptions, TokenGrant } from '../../../functions/shared/ports.js';
 import { jsonLines } from '../../../dev/fakes/capture-output.js';
+import { sumEmfMetrics } from '../../../dev/fakes/emf.js';
+import { createContext, sqsEvent as lambdaSqsEvent } from '../../../dev/fakes/lambda.js';
 
 export const QUEUE_ARN = 'arn:aws:sqs:eu-west-1:123456789012:content-sync-queue';
 export const QUEUE_URL = 'https://sqs.eu-west-1.amazonaws.com/123456789012/content-sync-queue';
@@ -10,44 +12,23 @@ export const DLQ_URL = 'https://sqs.eu-west-1.amazonaws.com/123456789012/content
 
 /** One SQS record per body; message ids m1, m2... (or the given ones). */
 export function sqsEvent(bodies: string[], messageIds?: string[]): SQSEvent {
-  return {
-    Records: bodies.map(
-      (body, index): SQSRecord => ({
-        messageId: messageIds?.[index] ?? `m${index + 1}`,
-        receiptHandle: `rh-${messageIds?.[index] ?? `m${index + 1}`}`,
-        body,
-        attributes: {
-          ApproximateReceiveCount: '1',
-          SentTimestamp: '1700000000000',
-          SenderId: 'AIDAEXAMPLE',
-          ApproximateFirstReceiveTimestamp: '1700000000001',
-        },
-        messageAttributes: {},
-        md5OfBody: '',
-        eventSource: 'aws:sqs',
-        eventSourceARN: QUEUE_ARN,
-        awsRegion: 'eu-west-1',
-      }),
-    ),
-  };
+  return lambdaSqsEvent(
+    bodies.map((body, index) => {
+      const messageId = messageIds?.[index] ?? `m${index + 1}`;
+      return {
+        MessageId: messageId,
+        ReceiptHandle: `rh-${messageId}`,
+        Body: body,
+        Attributes: { ApproximateReceiveCount: '1', SentTimestamp: '1700000000000', SenderId: 'AIDAEXAMPLE', ApproximateFirstReceiveTimestamp: '1700000000001' },
+      };
+    }),
+    QUEUE_ARN,
+  );
 }
 
 export function lambdaContext(remainingMs: number | (() => number) = 60_000): Context {
   const remaining = typeof remainingMs === 'number' ? () => remainingMs : remainingMs;
-  return {
-    callbackWaitsForEmptyEventLoop: false,
-    functionName: 'item-sync',
-    functionVersion: '$LATEST',
-    invokedFunctionArn: 'arn:aws:lambda:eu-west-1:123456789012:function:item-sync',
-    memoryLimitInMB: '512',
-    awsRequestId: 'req-1',
-    logGroupName: '/aws/lambda/item-sync',
-    logStreamName: 'stream',
-    getRemainingTimeInMillis: remaining,
-    done: () => undefined,
-    fail: () => undefined,
-    succeed: () => undefined,
-  };
+  return createContext('item-sync', 'eu-west-1', 60_000, { accountId: '123456789012', awsRequestId: 'req-1', logStreamName: 'stream', remainingMs: remaining });
 }
 
 export type Answer = unknown | ProviderError | Error | ((call: ItemCall) => unknown);
@@ -115,18 +96,7 @@ export function item(id: string, revision: unknown, extra: Record<string, unknow
 
 /** Metric name → value, from the EMF lines in captured output (summed over lines). */
 export function metricsIn(output: string): Record<string, number> {
-  const values: Record<string, number> = {};
-  for (const line of jsonLines(output)) {
-    if (typeof line === 'string' || !line['_aws']) continue;
-    const aws = line['_aws'] as { CloudWatchMetrics: Array<{ Namespace: string; Metrics: Array<{ Name: string }> }> };
-    for (const group of aws.CloudWatchMetrics) {
-      for (const metric of group.Metrics) {
-        const value = line[metric.Name];
-        values[metric.Name] = (values[metric.Name] ?? 0) + (Array.isArray(value) ? value.reduce((a: number, b: number) => a + b, 0) : Number(value));
-      }
-    }
-  }
-  return values;
+  return sumEmfMetrics(output);
 }
 
 /** The EMF namespaces seen in captured output. */

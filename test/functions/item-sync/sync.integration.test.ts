@@ -1,8 +1,9 @@
 /**
  * The real item sync handler (real HTTP provider client, real DynamoDB adapter) against the provider
  * simulator and dynalite, with Secrets Manager and SQS mocked (aws-sdk-client-mock), so the exact
- * dead-letter and visibility commands can be asserted (the local run and the soak use the HTTP
- * emulator in dev/fakes/aws-emulator.ts instead). Every
+ * dead-letter and visibility commands can be asserted (the local run uses the HTTP emulator in
+ * dev/fakes/aws-emulator.ts instead, the bench and the soak the same SQS and Secrets Manager models in
+ * process). Every
  * run's output and every DLQ message is kept, and checked at the end for the tokens handed out.
  */
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
