@@ -81,91 +81,109 @@ export function setAtPath(target: Record<string, unknown>, path: string, value: 
   holder[keys[keys.length - 1]!] = value;
 }
 
-export function generateItemTree(options: ItemTreeOptions): SimulatorItem[] {
-  const { seed } = options;
-  const count = Math.max(1, Math.floor(options.count));
-  const revisionField = options.revisionField ?? 'revision';
+/** The seeded draws a tree is made of. */
+interface Draw {
+  rand(): number;
+  int(min: number, max: number): number;
+  pick<T>(list: readonly T[]): T;
+}
+
+function drawFrom(seed: number): Draw {
   const rand = mulberry32(seed);
   const int = (min: number, max: number): number => min + Math.floor(rand() * (max - min + 1));
-  const pick = <T>(list: readonly T[]): T => list[Math.floor(rand() * list.length)]!;
+  return { rand, int, pick: (list) => list[Math.floor(rand() * list.length)]! };
+}
+
+const isoAt = (ms: number): string => new Date(ms).toISOString();
+
+export function generateItemTree(options: ItemTreeOptions): SimulatorItem[] {
+  const count = Math.max(1, Math.floor(options.count));
+  const revisionField = options.revisionField ?? 'revision';
+  const draw = drawFrom(options.seed);
   const width = Math.max(4, String(count).length);
   const makeId = (prefix: 'fld' | 'fil', n: number): string => `${prefix}-${String(n).padStart(width, '0')}`;
-  const isoAt = (ms: number): string => new Date(ms).toISOString();
 
-  const items: SimulatorItem[] = [];
-  const folders: SimulatorItem[] = [];
+  const root = rootFolder(makeId('fld', 1), draw);
+  setAtPath(root, revisionField, draw.int(1, 20));
+  const items: SimulatorItem[] = [root];
+  const folders: SimulatorItem[] = [root];
   const childCount = new Map<string, number>();
+  for (let n = 2; n <= count; n += 1) {
+    // Prefer recent folders as parents so the tree gets some depth.
+    const parent = draw.rand() < 0.6 ? folders[Math.max(0, folders.length - 1 - draw.int(0, 3))]! : draw.pick(folders);
+    const isFolder = draw.rand() < 0.2;
+    const common = commonFields(parent, draw);
+    const item = isFolder ? folder(makeId('fld', n), n, parent, common, draw) : file(makeId('fil', n), n, common, draw);
+    if (isFolder) folders.push(item);
+    setAtPath(item, revisionField, draw.int(1, 500));
+    childCount.set(parent.id, (childCount.get(parent.id) ?? 0) + 1);
+    items.push(item);
+  }
+  for (const folder of folders) folder.childCount = childCount.get(folder.id) ?? 0;
+  return items;
+}
 
-  const root: SimulatorItem = {
-    id: makeId('fld', 1),
+function rootFolder(id: string, draw: Draw): SimulatorItem {
+  return {
+    id,
     type: 'folder',
     name: 'Root',
     parentId: null,
     path: '/',
     createdAt: isoAt(EPOCH_MS),
-    modifiedAt: isoAt(EPOCH_MS + int(0, TWO_YEARS_MS)),
+    modifiedAt: isoAt(EPOCH_MS + draw.int(0, TWO_YEARS_MS)),
     createdBy: { ...USERS[0]! },
     tags: [],
     description: null,
     shared: false,
   };
-  setAtPath(root, revisionField, int(1, 20));
-  items.push(root);
-  folders.push(root);
+}
 
-  for (let n = 2; n <= count; n += 1) {
-    // Prefer recent folders as parents so the tree gets some depth.
-    const parent = rand() < 0.6 ? folders[Math.max(0, folders.length - 1 - int(0, 3))]! : pick(folders);
-    const parentPath = parent.path as string;
-    const isFolder = rand() < 0.2;
-    const createdMs = EPOCH_MS + int(0, TWO_YEARS_MS);
-    const modifiedMs = createdMs + (rand() < 0.3 ? 0 : int(1, 90 * 24 * 3600 * 1000));
-    const tags = rand() < 0.4 ? [] : Array.from({ length: int(1, 3) }, () => pick(TAGS));
-    const descriptionRoll = rand();
-    const description = descriptionRoll < 0.3 ? '' : descriptionRoll < 0.5 ? null : pick(DESCRIPTIONS);
-    const common = {
-      parentId: parent.id,
-      createdAt: isoAt(createdMs),
-      modifiedAt: isoAt(modifiedMs),
-      createdBy: { ...pick(USERS) },
-      tags: [...new Set(tags)],
-      description,
-    };
-    let item: SimulatorItem;
-    if (isFolder) {
-      const name = rand() < 0.5 ? pick(FOLDER_NAMES) : `${pick(FOLDER_NAMES)} ${n}`;
-      item = {
-        id: makeId('fld', n),
-        type: 'folder',
-        name,
-        ...common,
-        path: `${parentPath === '/' ? '' : parentPath}/${name}`,
-        shared: rand() < 0.25,
-      };
-      folders.push(item);
-    } else {
-      const [baseName, mimeType] = pick(FILES);
-      const name = rand() < 0.5 ? baseName : baseName.replace(/(\.[^.]+)?$/, (ext) => ` (${n})${ext}`);
-      const sizeRoll = rand();
-      const size = sizeRoll < 0.05 ? 0 : sizeRoll < 0.9 ? int(100, 2_000_000) : int(2_000_001, 4_000_000_000);
-      const sha1 = Array.from({ length: 5 }, () => int(0, 0xffffffff).toString(16).padStart(8, '0')).join('');
-      item = {
-        id: makeId('fil', n),
-        type: 'file',
-        name,
-        ...common,
-        size,
-        mimeType,
-        checksum: { algorithm: 'sha1', value: sha1 },
-        version: { number: int(1, 12), comment: rand() < 0.5 ? '' : 'edited online' },
-        locked: rand() < 0.1,
-      };
-    }
-    setAtPath(item, revisionField, int(1, 500));
-    childCount.set(parent.id, (childCount.get(parent.id) ?? 0) + 1);
-    items.push(item);
-  }
+/** The fields every item but the root has. */
+function commonFields(parent: SimulatorItem, draw: Draw): Record<string, unknown> {
+  const createdMs = EPOCH_MS + draw.int(0, TWO_YEARS_MS);
+  const modifiedMs = createdMs + (draw.rand() < 0.3 ? 0 : draw.int(1, 90 * 24 * 3600 * 1000));
+  const tags = draw.rand() < 0.4 ? [] : Array.from({ length: draw.int(1, 3) }, () => draw.pick(TAGS));
+  const descriptionRoll = draw.rand();
+  const description = descriptionRoll < 0.3 ? '' : descriptionRoll < 0.5 ? null : draw.pick(DESCRIPTIONS);
+  return {
+    parentId: parent.id,
+    createdAt: isoAt(createdMs),
+    modifiedAt: isoAt(modifiedMs),
+    createdBy: { ...draw.pick(USERS) },
+    tags: [...new Set(tags)],
+    description,
+  };
+}
 
-  for (const folder of folders) folder.childCount = childCount.get(folder.id) ?? 0;
-  return items;
+function folder(id: string, n: number, parent: SimulatorItem, common: Record<string, unknown>, draw: Draw): SimulatorItem {
+  const parentPath = parent.path as string;
+  const name = draw.rand() < 0.5 ? draw.pick(FOLDER_NAMES) : `${draw.pick(FOLDER_NAMES)} ${n}`;
+  return {
+    id,
+    type: 'folder',
+    name,
+    ...common,
+    path: `${parentPath === '/' ? '' : parentPath}/${name}`,
+    shared: draw.rand() < 0.25,
+  };
+}
+
+function file(id: string, n: number, common: Record<string, unknown>, draw: Draw): SimulatorItem {
+  const [baseName, mimeType] = draw.pick(FILES);
+  const name = draw.rand() < 0.5 ? baseName : baseName.replace(/(\.[^.]+)?$/, (ext) => ` (${n})${ext}`);
+  const sizeRoll = draw.rand();
+  const size = sizeRoll < 0.05 ? 0 : sizeRoll < 0.9 ? draw.int(100, 2_000_000) : draw.int(2_000_001, 4_000_000_000);
+  const sha1 = Array.from({ length: 5 }, () => draw.int(0, 0xffffffff).toString(16).padStart(8, '0')).join('');
+  return {
+    id,
+    type: 'file',
+    name,
+    ...common,
+    size,
+    mimeType,
+    checksum: { algorithm: 'sha1', value: sha1 },
+    version: { number: draw.int(1, 12), comment: draw.rand() < 0.5 ? '' : 'edited online' },
+    locked: draw.rand() < 0.1,
+  };
 }

@@ -1,4 +1,6 @@
 /** The soak's knobs and their defaults (`npm run soak` takes a few of them from the command line). */
+import { MAX_RECEIVE_COUNT } from '../../../functions/shared/sync-queue.js';
+
 export interface SoakOptions {
   /** Item ids fed to the queue at the start (the provider's tree has as many items). */
   ids: number;
@@ -11,7 +13,7 @@ export interface SoakOptions {
   latencyMs: number;
   /** Dot path of the revision in an item (REVISION_FIELD). */
   revisionField: string;
-  /** SQS redrive policy. */
+  /** SQS redrive policy; default the deployed one. */
   maxReceiveCount: number;
   /** SQS visibility time-out, in (scaled) seconds: 6 × the 60 s function time-out in the stack. */
   visibilityTimeoutSeconds: number;
@@ -65,7 +67,7 @@ export const SOAK_DEFAULTS: Omit<SoakOptions, 'logFile' | 'progress'> = {
   batchSize: 10,
   latencyMs: 2,
   revisionField: 'revision',
-  maxReceiveCount: 5,
+  maxReceiveCount: MAX_RECEIVE_COUNT,
   visibilityTimeoutSeconds: 360,
   msPerSecond: 1,
   invocationTimeoutMs: 60_000,
