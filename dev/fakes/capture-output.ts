@@ -1,24 +1,14 @@
 /**
  * Captures everything written to process.stdout and process.stderr (the functions' JSON logs, their
- * EMF metrics, warnings) while it runs, to search it (tokens, metrics, log lines) or to send it to a
- * log file. The one place that swaps the process's write functions.
+ * EMF metrics, warnings) while it runs, to search it (tokens, metrics, log lines). The one place
+ * that swaps the process's write functions.
  */
 type Write = typeof process.stdout.write;
 
-export interface CaptureOptions {
-  /** Also hands every chunk to `sink` (a log file, say). */
-  sink?: (text: string) => void;
-  /** Keeps the text for text(); default true. */
-  keep?: boolean;
-}
-
 export class OutputCapture {
   private readonly chunks: string[] = [];
-  private bytes = 0;
   private originalOut: Write | undefined;
   private originalErr: Write | undefined;
-
-  constructor(private readonly options: CaptureOptions = {}) {}
 
   start(): void {
     if (this.originalOut) return;
@@ -26,9 +16,7 @@ export class OutputCapture {
     this.originalErr = process.stderr.write.bind(process.stderr) as Write;
     const capture = (chunk: unknown, ...rest: unknown[]): boolean => {
       const text = typeof chunk === 'string' ? chunk : Buffer.from(chunk as Uint8Array).toString('utf8');
-      if (this.options.keep !== false) this.chunks.push(text);
-      this.bytes += text.length;
-      this.options.sink?.(text);
+      this.chunks.push(text);
       const callback = rest.find((arg) => typeof arg === 'function') as (() => void) | undefined;
       callback?.();
       return true;
@@ -56,16 +44,6 @@ export class OutputCapture {
       process.stdout.write = out;
       process.stderr.write = err;
     }
-  }
-
-  /** Writes to the real stdout, around the capture. */
-  print(text: string): void {
-    (this.originalOut ?? process.stdout.write.bind(process.stdout))(text);
-  }
-
-  /** Characters captured so far. */
-  get length(): number {
-    return this.bytes;
   }
 
   text(): string {

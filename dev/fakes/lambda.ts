@@ -106,7 +106,7 @@ export interface EventSourceQueue {
 }
 
 /** A queue reached through an SQS client (the local emulator, or SQS itself). */
-export function sqsClientQueue(sqs: SQSClient, queueUrl: string, queueArn: string): EventSourceQueue {
+function sqsClientQueue(sqs: SQSClient, queueUrl: string, queueArn: string): EventSourceQueue {
   return {
     arn: queueArn,
     async receive(max) {

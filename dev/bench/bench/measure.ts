@@ -77,7 +77,7 @@ interface Sample {
 }
 
 /** Samples by batch size and scenario. */
-export class Samples {
+class Samples {
   private readonly samples = new Map<string, Sample>();
 
   of(size: number, scenario: Scenario): Sample {

@@ -60,7 +60,7 @@ export function changePlan(count: number, seed: number): ChangeKind[] {
 }
 
 /** The messages the soak sent, and where they are. */
-export class Ledger {
+class Ledger {
   /** Every id sent in a well-formed message. */
   readonly goodIds = new Set<string>();
   readonly badByMessageId = new Map<string, BadMessage>();

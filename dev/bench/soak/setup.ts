@@ -37,13 +37,13 @@ export const NAMES = {
 } as const;
 
 /** Faults injected into the handlers' AWS calls, as counted when they happen. */
-export interface InjectedFaults {
+interface InjectedFaults {
   deadLetterSendFailures: number;
   visibilityChangeFailures: number;
   secretsFailures: number;
 }
 
-export interface TokenStats {
+interface TokenStats {
   rotations: number;
   refresherFailures: number;
   revocations: number;

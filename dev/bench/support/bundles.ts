@@ -22,7 +22,7 @@ import { functionEnv } from '../../fakes/lambda.js';
 import { REPO_ROOT } from './machine.js';
 import { summarize, type Summary } from './stats.js';
 
-export interface BundleSpec {
+interface BundleSpec {
   name: string;
   /** Entry relative to the repository root. */
   entry: string;
@@ -30,7 +30,7 @@ export interface BundleSpec {
   env: Record<string, string>;
 }
 
-export const BUNDLES: BundleSpec[] = [
+const BUNDLES: BundleSpec[] = [
   {
     name: 'token-refresher',
     entry: 'functions/token-refresher/handler.ts',
@@ -86,12 +86,12 @@ async function constructBundling(): Promise<ConstructBundling> {
   return { banner: construct.ESM_REQUIRE_BANNER, external: [...construct.LAMBDA_UNUSED_CREDENTIAL_SOURCES] };
 }
 
-export interface ConstructBundling {
+interface ConstructBundling {
   banner: string;
   external: string[];
 }
 
-export async function buildBundle(spec: BundleSpec, outDir: string, bundling: ConstructBundling): Promise<{ file: string; bytes: number; sourceMapBytes: number }> {
+async function buildBundle(spec: BundleSpec, outDir: string, bundling: ConstructBundling): Promise<{ file: string; bytes: number; sourceMapBytes: number }> {
   const dir = join(outDir, spec.name);
   mkdirSync(dir, { recursive: true });
   const file = join(dir, 'index.mjs');
@@ -115,7 +115,7 @@ export async function buildBundle(spec: BundleSpec, outDir: string, bundling: Co
 }
 
 /** One cold import in a fresh process. */
-export async function coldImport(file: string, env: Record<string, string>): Promise<{ importMs: number; processMs: number }> {
+async function coldImport(file: string, env: Record<string, string>): Promise<{ importMs: number; processMs: number }> {
   const script =
     'const t = performance.now(); ' +
     `const m = await import(${JSON.stringify(pathToFileURL(file).href)}); ` +
