@@ -287,7 +287,11 @@ export async function judge(world: SoakWorld, feed: Feed, run: RunResult): Promi
   const rows = new Map((await world.dynalite.scan(NAMES.table)).map((row) => [row['id']!.S!, row]));
   const state = checkState(feed.ledger.goodIds, (id) => world.sim.getItem(id), rows, o.revisionField);
   const writes = checkWrites(world.meter.writes);
-  const dead = deadLetterEntries(world.sqs.peek(NAMES.deadLetterQueue));
+  // A bad message the sync sent again before it died carries the id of the copy: the original's id counts.
+  const dead = deadLetterEntries(world.sqs.peek(NAMES.deadLetterQueue)).map((entry) => ({
+    ...entry,
+    sourceMessageId: feed.ledger.originalOf.get(entry.sourceMessageId) ?? entry.sourceMessageId,
+  }));
   const deadCheck = checkDeadLetters(dead, feed.ledger.badByMessageId);
 
   // Tokens: every token issued or stored, searched in the output, the dead letters and the answers.

@@ -59,7 +59,10 @@ export function changePlan(count: number, seed: number): ChangeKind[] {
   return plan;
 }
 
-/** The messages the soak sent, and where they are. */
+/**
+ * The messages in the queue, and where they are: the ones the soak sent, and the ones the sync sent
+ * again itself (a waiting record goes back to the queue as a new message with the same body).
+ */
 class Ledger {
   /** Every id sent in a well-formed message. */
   readonly goodIds = new Set<string>();
@@ -69,18 +72,34 @@ class Ledger {
   readonly itemIdOfMessage = new Map<string, string>();
   /** Item ids with a message in flight, and how many. */
   readonly inFlightItems = new Map<string, number>();
+  /** Messages the sync sent again → the bad message they carry. */
+  readonly originalOf = new Map<string, string>();
   changeNotifications = 0;
   /** Deliveries of a message while another copy of it was in flight in another instance. */
   concurrentDuplicates = 0;
   private readonly inFlightByMessage = new Map<string, number>();
+  private readonly badMessageIdOfBody = new Map<string, string>();
+  private readonly itemIdOfBody = new Map<string, string>();
+
+  sentGood(messageId: string, body: string, itemId: string): void {
+    this.goodIds.add(itemId);
+    this.itemIdOfMessage.set(messageId, itemId);
+    this.itemIdOfBody.set(body, itemId);
+  }
+
+  sentBad(messageId: string, message: BadMessage): void {
+    this.badByMessageId.set(messageId, message);
+    this.badMessageIdOfBody.set(message.body, messageId);
+  }
 
   /** The share of the initial messages delivered at least once. */
   initialShareDelivered(): number {
     return this.deliveredInitial.size / Math.max(1, this.initialMessageIds.size);
   }
 
-  delivered(messageIds: readonly string[]): void {
-    for (const messageId of messageIds) {
+  delivered(messages: ReadonlyArray<{ messageId: string; body: string }>): void {
+    for (const { messageId, body } of messages) {
+      if (!this.itemIdOfMessage.has(messageId) && !this.badByMessageId.has(messageId)) this.learn(messageId, body);
       if (this.initialMessageIds.has(messageId)) this.deliveredInitial.add(messageId);
       const running = this.inFlightByMessage.get(messageId) ?? 0;
       if (running > 0) this.concurrentDuplicates += 1;
@@ -88,6 +107,14 @@ class Ledger {
       const itemId = this.itemIdOfMessage.get(messageId);
       if (itemId !== undefined) this.inFlightItems.set(itemId, (this.inFlightItems.get(itemId) ?? 0) + 1);
     }
+  }
+
+  /** A message the soak did not send: the sync sent a record again. */
+  private learn(messageId: string, body: string): void {
+    const bad = this.badMessageIdOfBody.get(body);
+    if (bad !== undefined) this.originalOf.set(messageId, bad);
+    const itemId = this.itemIdOfBody.get(body);
+    if (itemId !== undefined) this.itemIdOfMessage.set(messageId, itemId);
   }
 
   settled(messageIds: readonly string[]): void {
@@ -160,7 +187,7 @@ export class Feed {
     order.forEach((id, position) => {
       for (const message of badAt.get(position) ?? []) {
         const sent = this.send(message.body);
-        this.ledger.badByMessageId.set(sent.messageId, message);
+        this.ledger.sentBad(sent.messageId, message);
         this.ledger.initialMessageIds.add(sent.messageId);
         this.maybeDuplicate(sent, this.random);
       }
@@ -200,10 +227,9 @@ export class Feed {
 
   private sendGood(id: string, initial: boolean): void {
     const random = initial ? this.random : this.runRandom;
-    this.ledger.goodIds.add(id);
     const roll = random();
     const sent = this.send(roll < 0.08 ? id : roll < 0.1 ? `  ${id}\n` : JSON.stringify({ id }));
-    this.ledger.itemIdOfMessage.set(sent.messageId, id);
+    this.ledger.sentGood(sent.messageId, sent.body, id);
     if (initial) this.ledger.initialMessageIds.add(sent.messageId);
     else this.ledger.changeNotifications += 1;
     this.maybeDuplicate(sent, random);

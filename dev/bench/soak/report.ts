@@ -25,6 +25,8 @@ export interface SoakReport {
       initial: number;
       bad: number;
       changeNotifications: number;
+      /** Records the sync sent again to the queue (waiting), as new messages. */
+      sentAgain: number;
       sent: number;
       duplicatesInjected: number;
       /** Deliveries of a message while another copy of it was in flight in another instance. */
@@ -106,6 +108,7 @@ function messageActivity(world: SoakWorld, feed: Feed, run: RunResult): SoakRepo
     initial: feed.ledger.initialMessageIds.size,
     bad: feed.ledger.badByMessageId.size,
     changeNotifications: feed.ledger.changeNotifications,
+    sentAgain: stats.sent - feed.ledger.initialMessageIds.size - feed.ledger.changeNotifications,
     sent: stats.sent,
     duplicatesInjected: stats.duplicatesInjected,
     concurrentDuplicates: feed.ledger.concurrentDuplicates,
@@ -179,7 +182,7 @@ function faultLines(report: SoakReport): string[] {
     `  tokens: ${a.tokens.rotations} rotations (all access tokens revoked ${o.rotationGapMs} ms before each), ${a.tokens.refresherFailures} refresher run(s) failed and were retried, ${a.tokens.issued} tokens issued`,
     `  change feed: ${n(a.changeFeed.bumped)} revisions bumped (${n(a.changeFeed.bumpedWhileInFlight)} while the item was in flight), ` +
       `${n(a.changeFeed.deleted)} deleted, ${n(a.changeFeed.created)} created, ${n(a.changeFeed.resurrected)} re-created`,
-    `  SQS: ${n(m.sent)} messages (${n(m.initial)} initial incl. ${m.bad} bad, ${n(m.changeNotifications)} change notifications), ` +
+    `  SQS: ${n(m.sent)} messages (${n(m.initial)} initial incl. ${m.bad} bad, ${n(m.changeNotifications)} change notifications, ${n(m.sentAgain)} sent again by the sync), ` +
       `${n(m.duplicatesInjected)} duplicate copies (${n(m.concurrentDuplicates)} delivered while another copy was in flight), ` +
       `${n(m.deliveries)} deliveries in ${n(m.invocations)} invocations, ${n(m.redeliveries)} redeliveries, ${n(m.postponed)} postponed by Retry-After, ` +
       `${n(m.redriven)} redriven; injected: ${m.deadLetterSendFailuresInjected} dead-letter send failures, ${m.visibilityChangeFailuresInjected} visibility-change failures`,

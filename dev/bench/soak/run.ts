@@ -42,7 +42,7 @@ export async function runInstances(world: SoakWorld, feed: Feed): Promise<RunRes
       }),
     beforeReceive: () => feed.tick(),
     finished: () => feed.done(),
-    onBatch: (_instance, messages) => feed.ledger.delivered(messages.map((m) => m.MessageId ?? '')),
+    onBatch: (_instance, messages) => feed.ledger.delivered(messages.map((m) => ({ messageId: m.MessageId ?? '', body: m.Body ?? '' }))),
     onOutcome: (outcome: InvocationOutcome) => {
       if (outcome.answer !== undefined) answers.push(JSON.stringify(outcome.answer));
       feed.ledger.settled(outcome.messages.map((m) => m.MessageId ?? ''));
