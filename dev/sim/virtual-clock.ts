@@ -2,9 +2,11 @@
  * Virtual time for simulations: hours of system behaviour in seconds of real time, running the real
  * code. Everything the simulated code waits for (sleep, provider latency, SQS delays) is a timer
  * here; `run` moves the clock from timer to timer, each time after letting every pending promise
- * settle. Simulated code must do no real I/O and use no real timers: then, when the microtask queue
- * is empty, nothing can happen before the next timer, and time may jump to it.
+ * settle. Simulated code uses no real timers, and real I/O (dynalite over loopback) only through
+ * `track`: while a tracked call is under way, time stands still, so a DynamoDB call takes no
+ * virtual time (a simulation adds the round trip it wants as a virtual sleep).
  */
+import type { Clock as FakeClock, Timer as FakeTimer } from '../fakes/clock.js';
 import type { Clock } from '../../functions/shared/ports.js';
 
 interface Timer {
@@ -17,6 +19,8 @@ export class VirtualClock implements Clock {
   private nowMs: number;
   private seq = 0;
   private readonly heap: Timer[] = [];
+  private busy = 0;
+  private idle: Array<() => void> = [];
 
   constructor(startMs = Date.UTC(2026, 0, 1)) {
     this.nowMs = startMs;
@@ -38,6 +42,31 @@ export class VirtualClock implements Clock {
     this.push({ at: Math.max(at, this.nowMs), seq: this.seq++, fire });
   }
 
+  /** The clock as the harness's fakes take it (the SQS and Secrets Manager models). */
+  asFakeClock(): FakeClock {
+    return {
+      now: () => this.nowMs,
+      setTimer: (ms: number, fn: () => void): FakeTimer => {
+        let cancelled = false;
+        this.at(this.nowMs + Math.max(0, ms), () => {
+          if (!cancelled) fn();
+        });
+        return { cancel: () => void (cancelled = true) };
+      },
+    };
+  }
+
+  /** Holds virtual time still until `work` settles (real I/O the simulated code waits for). */
+  track<T>(work: Promise<T>): Promise<T> {
+    this.busy += 1;
+    const done = (): void => {
+      this.busy -= 1;
+      if (this.busy === 0) for (const resolve of this.idle.splice(0)) resolve();
+    };
+    work.then(done, done);
+    return work;
+  }
+
   /** Pending timers. */
   get pending(): number {
     return this.heap.length;
@@ -50,6 +79,10 @@ export class VirtualClock implements Clock {
   async run(untilMs: number, stop: () => boolean = () => false): Promise<number> {
     for (;;) {
       await settle();
+      while (this.busy > 0) {
+        await new Promise<void>((resolve) => this.idle.push(resolve));
+        await settle();
+      }
       if (stop()) return this.nowMs;
       const next = this.heap[0];
       if (next === undefined || next.at > untilMs) {

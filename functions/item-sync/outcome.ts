@@ -106,13 +106,13 @@ export interface PostponePolicy {
   postponeMaxSeconds: number;
 }
 
-/** First delay of the outage schedule; it doubles with every postponement, up to the policy's maximum. */
-export const OUTAGE_FIRST_DELAY_SECONDS = 15;
+/** First delay of the outage schedule (a blip passes quickly); it doubles with every postponement, up to the policy's maximum. */
+export const OUTAGE_FIRST_DELAY_SECONDS = 5;
 
 /**
  * The delay of a waiting record. The pace: the wait it was told, at least a second (at least
  * `rateLimitMinDelaySeconds` when the wait is a Retry-After, to keep a rate limit from churning the
- * queue). An outage: a growing schedule from the record's earlier postponements, 15 s, 30 s, 60 s, …
+ * queue). An outage: a growing schedule from the record's earlier postponements, 5 s, 10 s, 20 s, …
  * up to `postponeMaxSeconds`, with ±20% jitter so that a backlog does not come back at once.
  */
 export function postponeDelaySeconds(

@@ -288,7 +288,7 @@ class ItemRun {
     let token = await this.deps.tokens.get();
     let tokenRefreshed = false;
     for (let attempt = 1; ; ) {
-      const grant = await this.slot();
+      const grant = await this.slot(attempt > 1);
       if (grant.probe && grant.reason === 'token') {
         // The breaker is open because the provider refused the token the secret held: probe only
         // with another token, once the refresher has written one.
@@ -333,7 +333,7 @@ class ItemRun {
           }
           case 'transient': {
             if (this.signal.aborted) throw error; // our own deadline, not the provider's failure
-            await this.deps.pace.report({ kind: 'failed' }, grant);
+            await this.deps.pace.report({ kind: 'failed', repeat: attempt > 1 }, grant);
             if (this.deps.pace.outageKnown()) throw this.outage('provider', error);
             if (attempt < this.deps.fetchAttempts) {
               const delay = this.backoff(attempt);
@@ -357,10 +357,10 @@ class ItemRun {
   }
 
   /** A slot of the shared pace: waits for it while the invocation has time, else the record waits. */
-  private async slot(): Promise<Extract<Grant, { kind: 'go' }>> {
+  private async slot(afterFailure = false): Promise<Extract<Grant, { kind: 'go' }>> {
     for (;;) {
       this.checkTime();
-      const grant = await this.deps.pace.acquire();
+      const grant = await this.deps.pace.acquire({ afterFailure });
       switch (grant.kind) {
         case 'go':
           return grant;

@@ -75,7 +75,7 @@ export const DEFAULTS = {
   fetchAttempts: 3,
   rateLimitMinDelaySeconds: 60,
   paceFallbackRate: 1,
-  postponeMaxSeconds: 120,
+  postponeMaxSeconds: 30,
 } as const;
 
 /** A dot path: non-empty segments without whitespace, e.g. `revision` or `meta.rev`. */

@@ -38,6 +38,8 @@ export interface PaceState {
   /** Epoch ms before which no request may go out (the latest Retry-After). */
   blockedUntil: number;
   breaker: Breaker;
+  /** Failed requests (5xx, time-outs, connections) reported by any container since the last success anyone reported. */
+  failures: number;
 }
 
 export interface PaceSettings {
@@ -58,6 +60,8 @@ export interface PaceSettings {
   defaultRetryAfterMs: number;
   /** One probe every this long while the breaker is open (system-wide). */
   probeIntervalMs: number;
+  /** Failed requests in a row, system-wide, that open the breaker. */
+  outageFailures: number;
 }
 
 export const DEFAULT_PACE_SETTINGS: PaceSettings = {
@@ -68,7 +72,8 @@ export const DEFAULT_PACE_SETTINGS: PaceSettings = {
   cutFactor: 0.85,
   cutCooldownMs: 2_000,
   defaultRetryAfterMs: 1_000,
-  probeIntervalMs: 10_000,
+  probeIntervalMs: 20_000,
+  outageFailures: 4,
 };
 
 /** A Retry-After is honoured for at least a second (0 would mean "at once, again") and at most an hour. */
@@ -96,6 +101,7 @@ export function initialPaceState(settings: PaceSettings, now: number): PaceState
     grownAt: now,
     blockedUntil: 0,
     breaker: { open: false },
+    failures: 0,
   };
 }
 
@@ -139,9 +145,19 @@ export type Draw =
   /** The breaker is open and the next probe is someone else's. */
   | { kind: 'outage'; reason: BreakerReason; since: number; nextProbeAt: number };
 
-/** Takes up to `want` tokens at `now`. Returns the new state and what was granted. */
-export function draw(state: PaceState, now: number, want: number, settings: PaceSettings): { state: PaceState; draw: Draw } {
+/**
+ * Takes up to `want` tokens at `now`. Returns the new state and what was granted. `sawSuccess`: the
+ * drawing container had a request succeed since its last draw (the failure count starts again).
+ */
+export function draw(
+  state: PaceState,
+  now: number,
+  want: number,
+  settings: PaceSettings,
+  sawSuccess = false,
+): { state: PaceState; draw: Draw } {
   const next: PaceState = { ...state };
+  if (sawSuccess && next.failures > 0) next.failures = 0;
   if (next.breaker.open) {
     if (now < next.breaker.nextProbeAt) {
       const { reason, since, nextProbeAt } = next.breaker;
@@ -191,7 +207,10 @@ export function rateLimited(state: PaceState, now: number, retryAfterMs: number 
   const blockMs = Math.min(MAX_RETRY_AFTER_MS, Math.max(MIN_RETRY_AFTER_MS, retryAfterMs ?? settings.defaultRetryAfterMs));
   next.blockedUntil = Math.max(next.blockedUntil, now + blockMs);
   if (now - next.cutAt >= settings.cutCooldownMs) {
-    next.ceiling = next.rate;
+    // Refused below the last ceiling: the limit fell. Aim lower than where this 429 came, so that the
+    // rate comes down to the new limit in a few cuts rather than creeping down cut after cut.
+    const fell = next.ceiling !== undefined && next.rate < 0.98 * next.ceiling;
+    next.ceiling = fell ? next.rate * settings.cutFactor : next.rate;
     next.rate = Math.max(settings.minRate, next.rate * settings.cutFactor);
     next.cutAt = now;
     next.tokens = 0;
@@ -209,10 +228,21 @@ export function openBreaker(state: PaceState, now: number, reason: BreakerReason
   return { ...state, breaker: { open: true, reason, since: now, nextProbeAt: now + settings.probeIntervalMs } };
 }
 
+/** A request failed (5xx, time-out, connection): counted system-wide; enough in a row open the breaker. */
+export function requestFailed(state: PaceState, now: number, settings: PaceSettings): PaceState {
+  const next: PaceState = { ...state, failures: state.failures + 1 };
+  return next.failures >= settings.outageFailures ? openBreaker(next, now, 'provider', settings) : next;
+}
+
+/** A request succeeded: the count of failures in a row starts again. */
+export function requestSucceeded(state: PaceState): PaceState {
+  return state.failures === 0 ? state : { ...state, failures: 0 };
+}
+
 /** A request succeeded while the breaker was open: the provider is back. */
 export function closeBreaker(state: PaceState, now: number): PaceState {
   if (!state.breaker.open) return state;
-  return { ...state, breaker: { open: false }, tokens: 0, at: Math.max(state.at, now), grownAt: Math.max(state.grownAt, now) };
+  return { ...state, breaker: { open: false }, failures: 0, tokens: 0, at: Math.max(state.at, now), grownAt: Math.max(state.grownAt, now) };
 }
 
 /** Checks a state read from the store; anything else is replaced by a fresh state. */
@@ -223,6 +253,7 @@ export function isPaceState(value: unknown): value is PaceState {
   if (!['rate', 'tokens', 'at', 'cutAt', 'grownAt', 'blockedUntil'].every((key) => finite(v[key]))) return false;
   if ((v.rate as number) <= 0) return false;
   if (v.ceiling !== undefined && !finite(v.ceiling)) return false;
+  if (!finite(v.failures) || (v.failures as number) < 0) return false;
   const breaker = v.breaker as Record<string, unknown> | undefined;
   if (typeof breaker !== 'object' || breaker === null || typeof breaker.open !== 'boolean') return false;
   if (breaker.open) {

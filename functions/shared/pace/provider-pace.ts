@@ -20,6 +20,8 @@ import {
   MIN_RETRY_AFTER_MS,
   openBreaker,
   rateLimited,
+  requestFailed,
+  requestSucceeded,
   type BreakerReason,
   type PaceSettings,
   type PaceState,
@@ -47,8 +49,11 @@ export type RequestResult =
   /** A usable answer, or one that shows the provider is up (404, 4xx, a malformed 200). */
   | { kind: 'ok' }
   | { kind: 'rate-limited'; retryAfterMs?: number }
-  /** 5xx, time-out, refused or dropped connection. */
-  | { kind: 'failed' }
+  /**
+   * 5xx, time-out, refused or dropped connection. `repeat`: another attempt at a request that
+   * already failed (a poison item failing again is not more evidence of an outage).
+   */
+  | { kind: 'failed'; repeat?: boolean }
   /** 401 for the token the secret still holds. */
   | { kind: 'token-refused' };
 
@@ -65,7 +70,7 @@ export interface ProviderPaceOptions {
   random?: () => number;
   /** How long to stay on the local pace before trying the store again. */
   fallbackMs?: number;
-  /** Consecutive failed requests (no success in between) that open the breaker. */
+  /** While the store cannot be used: failed requests in a row in this container that open its local breaker (default settings.outageFailures). */
   outageFailures?: number;
   /** Conditional-write attempts per change before falling back. */
   writeAttempts?: number;
@@ -89,8 +94,7 @@ interface Lease {
 }
 
 const DEFAULT_FALLBACK_MS = 30_000;
-const DEFAULT_OUTAGE_FAILURES = 10;
-const DEFAULT_WRITE_ATTEMPTS = 4;
+const DEFAULT_WRITE_ATTEMPTS = 8;
 
 export class ProviderPace {
   private readonly settings: PaceSettings;
@@ -104,7 +108,12 @@ export class ProviderPace {
   private outage: { reason: BreakerReason; since: number; nextProbeAt: number } | undefined;
   private fallbackUntil = 0;
   private fallbackNextAt = 0;
+  /** Failed requests in a row in this container (decides alone while the store cannot be used). */
   private consecutiveFailures = 0;
+  /** The shared failure count as last read: a success resets it only when it is not 0. */
+  private sharedFailures = 0;
+  /** A request of this container succeeded since its last draw (the draw resets the shared count). */
+  private okSinceDraw = false;
   private drawing: Promise<Grant> | undefined;
   /** No draw before this (the shared bucket was empty); epoch ms. */
   private drawNotBefore = 0;
@@ -117,7 +126,7 @@ export class ProviderPace {
   ) {
     this.settings = options.settings;
     this.fallbackMs = options.fallbackMs ?? DEFAULT_FALLBACK_MS;
-    this.outageFailures = options.outageFailures ?? DEFAULT_OUTAGE_FAILURES;
+    this.outageFailures = options.outageFailures ?? this.settings.outageFailures;
     this.writeAttempts = options.writeAttempts ?? DEFAULT_WRITE_ATTEMPTS;
     this.lastRate = this.settings.maxRate ?? this.settings.initialRate;
     this.random = options.random ?? Math.random;
@@ -138,7 +147,10 @@ export class ProviderPace {
   }
 
   /** One decision for one request: go, wait until, or outage. Never throws. */
-  async acquire(): Promise<Grant> {
+  async acquire(options: { afterFailure?: boolean } = {}): Promise<Grant> {
+    // Another attempt after a failure draws from the shared row (not from this container's lease):
+    // if the failures add up to an outage elsewhere, the breaker is seen before the attempt goes out.
+    if (options.afterFailure) this.lease = undefined;
     for (;;) {
       const now = this.now();
       if (now < this.localBlockedUntil) return { kind: 'wait', until: this.localBlockedUntil, why: 'retry-after' };
@@ -170,9 +182,12 @@ export class ProviderPace {
     switch (result.kind) {
       case 'ok':
         this.consecutiveFailures = 0;
+        this.okSinceDraw = true;
         if (probe || this.outage) {
           this.outage = undefined;
           await this.change('breaker closed', (state) => closeBreaker(state, now));
+        } else if (this.sharedFailures > 0) {
+          await this.change('failures reset', (state) => requestSucceeded(state));
         }
         return;
       case 'rate-limited': {
@@ -185,15 +200,25 @@ export class ProviderPace {
         await this.change('rate limited', (state) => rateLimited(state, now, result.retryAfterMs, this.settings));
         return;
       }
-      case 'failed':
+      case 'failed': {
         this.consecutiveFailures += 1;
         if (probe) return; // the breaker stays open; the next probe is due in probeIntervalMs
-        if (this.consecutiveFailures >= this.outageFailures) await this.open('provider', now);
+        if (result.repeat) return;
+        // Counted system-wide: a few failures in a row anywhere open the breaker for everyone.
+        const after = await this.change('request failed', (state) => requestFailed(state, now, this.settings));
+        if (after?.breaker.open) this.learnOutage(after.breaker);
+        else if (after === undefined && this.consecutiveFailures >= this.outageFailures) await this.open('provider', now);
         return;
+      }
       case 'token-refused':
         await this.open('token', now);
         return;
     }
+  }
+
+  private learnOutage(breaker: Extract<PaceState['breaker'], { open: true }>): void {
+    this.lease = undefined;
+    this.outage = { reason: breaker.reason, since: breaker.since, nextProbeAt: breaker.nextProbeAt };
   }
 
   private async open(reason: BreakerReason, now: number): Promise<void> {
@@ -238,8 +263,10 @@ export class ProviderPace {
         const now = this.now();
         // A lease no larger than this container can spend: tokens it could not use would expire unused.
         const want = Math.min(leaseSize(state.rate, this.settings), this.options.concurrency);
-        const result = draw(state, now, want, this.settings);
+        const result = draw(state, now, want, this.settings, this.okSinceDraw);
         if (result.state !== state && (await this.store.write(result.state, version)) === 'conflict') continue;
+        this.okSinceDraw = false;
+        this.sharedFailures = result.state.failures;
         this.lastRate = result.state.rate;
         return this.applyDraw(result.draw, result.state, now);
       }
@@ -290,24 +317,33 @@ export class ProviderPace {
     return { state, version: stored.version };
   }
 
-  /** Applies one change to the shared state (read, change, conditional write), or falls back. */
-  private async change(what: string, apply: (state: PaceState) => PaceState): Promise<void> {
-    if (this.now() < this.fallbackUntil) return;
+  /**
+   * Applies one change to the shared state (read, change, conditional write). Returns the state as
+   * stored after it; undefined when the store could not be used (this container then falls back).
+   */
+  private async change(what: string, apply: (state: PaceState) => PaceState): Promise<PaceState | undefined> {
+    if (this.now() < this.fallbackUntil) return undefined;
     try {
       for (let attempt = 1; attempt <= this.writeAttempts; attempt += 1) {
         const { state, version } = await this.readState();
         const next = apply(state);
-        if (next === state) return;
+        this.sharedFailures = next.failures;
+        if (next === state) return state;
         if ((await this.store.write(next, version)) === 'written') {
           this.lastRate = next.rate;
-          this.log.info(`provider pace: ${what}`, { rate: round(next.rate), breakerOpen: next.breaker.open });
-          return;
+          if (next.breaker.open !== state.breaker.open || next.ceiling !== state.ceiling) {
+            this.log.info(`provider pace: ${what}`, { rate: round(next.rate), breakerOpen: next.breaker.open });
+          }
+          return next;
         }
       }
-      this.fallBack(`${what}: the pace row kept changing under this container`);
+      // Busy, not broken: every other container wrote meanwhile. The change is given up (a failure
+      // then counts only here, a cut is made by the containers that wrote); no fallback.
+      this.log.warn('provider pace: a change was given up after write conflicts', { change: what });
     } catch (error) {
       this.fallBack(`${what}: ${(error as Error).message}`);
     }
+    return undefined;
   }
 
   private fallBack(why: string): Grant {

@@ -1,0 +1,346 @@
+/**
+ * The provider pace, measured in virtual time (system.ts: the real handlers, pace, provider client,
+ * DynamoDB adapters on dynalite, the SQS model with the deployed redrive policy):
+ *
+ * - unknown limit L: the pace finds it (429s in the first minutes and at steady state, use of L),
+ *   L halves (how long 429s go on), L doubles (how long until 80% of the new L);
+ * - known limit (providerRequestsPerSecond = L): use of L, 429s;
+ * - a long provider outage and a long token revocation: requests a minute while it lasts, ids
+ *   dead-lettered or lost, and the drain after recovery.
+ *
+ * Every figure is virtual time; `checks` compares them with the goals.
+ */
+import { validateItem } from '../../functions/item-sync/item.js';
+import { parseJson } from '../../functions/shared/json.js';
+import type { RecordedRequest } from '../simulator/provider-model.js';
+import { startSystem, ITEMS_TABLE, type SimSystem, type SystemOptions } from './system.js';
+
+export interface Check {
+  what: string;
+  value: string;
+  ok: boolean;
+}
+
+export interface ScenarioResult {
+  name: string;
+  /** Virtual duration simulated. */
+  virtualMs: number;
+  /** Real time it took. */
+  realMs: number;
+  figures: Record<string, number | string>;
+  checks: Check[];
+}
+
+export interface Scale {
+  /** The provider's limit L, requests a second. */
+  limit: number;
+  ids: number;
+  containers: number;
+  /** Phase lengths of the unknown-limit scenario, minutes: warm-up, steady, after halving, after doubling. */
+  phaseMinutes: [number, number, number, number];
+  /** Outage length, minutes. */
+  outageMinutes: number;
+  seed: number;
+}
+
+export const FULL_SCALE: Scale = { limit: 50, ids: 2_000, containers: 5, phaseMinutes: [5, 5, 5, 10], outageMinutes: 360, seed: 11 };
+/** What `npm test` runs: the same scenarios, shorter and smaller. */
+export const SHORT_SCALE: Scale = { limit: 20, ids: 200, containers: 3, phaseMinutes: [2, 2, 2, 4], outageMinutes: 20, seed: 5 };
+
+const MINUTE = 60_000;
+const RETRY_AFTER_SECONDS = 1;
+
+function systemOptions(scale: Scale, extra: Partial<SystemOptions> = {}): SystemOptions {
+  return {
+    ids: scale.ids,
+    seed: scale.seed,
+    rateLimit: { requestsPerSecond: scale.limit, retryAfterSeconds: RETRY_AFTER_SECONDS },
+    containers: scale.containers,
+    providerLatencyMs: 50,
+    dynamoRoundTripMs: 5,
+    tokenRefreshMinutes: 30,
+    ...extra,
+  };
+}
+
+/** Keeps about `backlog` messages visible in the sync queue (users sending ids, round and round the tree). */
+function keepFed(system: SimSystem, backlog: number, until: () => boolean): void {
+  let next = 0;
+  const tick = (): void => {
+    if (until()) return;
+    const { visible, delayed } = system.sqs.counts(system.queueUrl);
+    for (let n = visible + delayed; n < backlog; n += 1) {
+      system.sqs.send(system.queueUrl, { body: JSON.stringify({ id: system.ids[next % system.ids.length] }) });
+      next += 1;
+    }
+    system.clock.at(system.clock.ms() + 500, tick);
+  };
+  tick();
+}
+
+function enqueueAll(system: SimSystem): void {
+  for (const id of system.ids) system.sqs.send(system.queueUrl, { body: JSON.stringify({ id }) });
+}
+
+function itemRequests(system: SimSystem, from: number, to: number): RecordedRequest[] {
+  return system.provider.requests.filter((r) => r.endpoint === 'items' && (r.receivedAt ?? 0) >= from && (r.receivedAt ?? 0) < to);
+}
+
+/** Requests that reached the provider inside the Retry-After window of an earlier 429. */
+function insideRetryAfter(requests: readonly RecordedRequest[]): number {
+  let blockedUntil = 0;
+  let inside = 0;
+  for (const r of [...requests].sort((a, b) => (a.receivedAt ?? 0) - (b.receivedAt ?? 0))) {
+    const at = r.receivedAt ?? 0;
+    if (at < blockedUntil) inside += 1;
+    if (r.status === 429) blockedUntil = Math.max(blockedUntil, (r.respondedAt ?? at) + RETRY_AFTER_SECONDS * 1000);
+  }
+  return inside;
+}
+
+function share(part: number, whole: number): number {
+  return whole === 0 ? 0 : Math.round((part / whole) * 10_000) / 100;
+}
+
+/** Answered (not 429) requests a second over [from, to), as a share of `limit`. */
+function useOf(requests: readonly RecordedRequest[], from: number, to: number, limit: number): number {
+  const served = requests.filter((r) => r.status !== 429 && r.status !== 0).length;
+  return share(served / ((to - from) / 1000), limit);
+}
+
+function check(what: string, value: number | string, ok: boolean): Check {
+  return { what, value: String(value), ok };
+}
+
+async function timed(name: string, fn: () => Promise<Omit<ScenarioResult, 'name' | 'realMs'>>): Promise<ScenarioResult> {
+  const started = Date.now();
+  const result = await fn();
+  return { name, ...result, realMs: Date.now() - started };
+}
+
+/** The unknown limit: found, kept, followed down and up. */
+export function unknownLimit(scale: Scale): Promise<ScenarioResult> {
+  return timed(`unknown limit L = ${scale.limit}/s`, async () => {
+    const system = await startSystem(systemOptions(scale));
+    try {
+      const t0 = system.clock.ms();
+      const [warm, steady, down, up] = scale.phaseMinutes.map((m) => m * MINUTE) as [number, number, number, number];
+      const halveAt = t0 + warm + steady;
+      const doubleAt = halveAt + down;
+      const end = doubleAt + up;
+      system.clock.at(halveAt, () => system.provider.setRateLimit({ requestsPerSecond: scale.limit / 2, retryAfterSeconds: RETRY_AFTER_SECONDS }));
+      system.clock.at(doubleAt, () => system.provider.setRateLimit({ requestsPerSecond: scale.limit, retryAfterSeconds: RETRY_AFTER_SECONDS }));
+      keepFed(system, 200, () => system.clock.ms() >= end);
+      await system.pollUntil(() => system.clock.ms() >= end);
+
+      const all = itemRequests(system, t0, end);
+      const first5 = itemRequests(system, t0, t0 + Math.min(5 * MINUTE, warm));
+      const steadyRequests = itemRequests(system, t0 + warm, halveAt);
+      const after = itemRequests(system, halveAt, doubleAt);
+      const quietAfter = secondsUntilQuiet(after, halveAt);
+      const reach = secondsToReach(itemRequests(system, doubleAt, end), doubleAt, 0.8 * scale.limit);
+      const dead = system.sqs.size(system.dlqUrl);
+      const figures = {
+        requests: all.length,
+        'first 5 min: 429s': `${share(first5.filter((r) => r.status === 429).length, first5.length)}%`,
+        'steady state: use of L': `${useOf(steadyRequests, t0 + warm, halveAt, scale.limit)}%`,
+        'steady state: 429s': `${share(steadyRequests.filter((r) => r.status === 429).length, steadyRequests.length)}%`,
+        'requests inside a Retry-After window': insideRetryAfter(all),
+        'L halves: 429s stop after (s)': quietAfter,
+        'L halves, afterwards: 429s': `${share(after.filter((r) => (r.receivedAt ?? 0) >= halveAt + quietAfter * 1000 && r.status === 429).length, after.length)}%`,
+        'L doubles: 80% of the new L after (s)': reach === undefined ? 'never' : reach,
+        'dead-lettered': dead,
+      };
+      return {
+        virtualMs: end - t0,
+        figures,
+        checks: [
+          check('first 5 minutes: at most 3% of requests answered 429', figures['first 5 min: 429s'], parse(figures['first 5 min: 429s']) <= 3),
+          check('steady state: at least 85% of L used', figures['steady state: use of L'], parse(figures['steady state: use of L']) >= 85),
+          check('steady state: at most 1% answered 429', figures['steady state: 429s'], parse(figures['steady state: 429s']) <= 1),
+          check('L halves: 429s stop within 30 s', figures['L halves: 429s stop after (s)'], figures['L halves: 429s stop after (s)'] <= 30),
+          check('L doubles: 80% of the new L within 5 minutes', String(figures['L doubles: 80% of the new L after (s)']), reach !== undefined && reach <= 300),
+          check('no id dead-lettered', dead, dead === 0),
+        ],
+      };
+    } finally {
+      await system.close();
+    }
+  });
+}
+
+/** The operator's providerRequestsPerSecond = L. */
+export function knownLimit(scale: Scale): Promise<ScenarioResult> {
+  return timed(`known limit providerRequestsPerSecond = L = ${scale.limit}/s`, async () => {
+    const system = await startSystem(systemOptions(scale, { knownLimit: scale.limit }));
+    try {
+      const t0 = system.clock.ms();
+      const end = t0 + (scale.phaseMinutes[0] + scale.phaseMinutes[1]) * MINUTE;
+      keepFed(system, 200, () => system.clock.ms() >= end);
+      await system.pollUntil(() => system.clock.ms() >= end);
+      const all = itemRequests(system, t0, end);
+      const limited = all.filter((r) => r.status === 429).length;
+      const use = useOf(all, t0, end, scale.limit);
+      return {
+        virtualMs: end - t0,
+        figures: { requests: all.length, 'use of L': `${use}%`, '429s': limited },
+        checks: [check('at least 95% of L used', `${use}%`, use >= 95), check('no 429', limited, limited === 0)],
+      };
+    } finally {
+      await system.close();
+    }
+  });
+}
+
+export type OutageKind = 'provider' | 'token';
+
+/**
+ * Every id synced, then an outage (`provider`: every request 503; `token`: the access token revoked
+ * and the refresh token refused) while users send every id again and 10% of the items change; then
+ * recovery and the drain.
+ */
+export function outage(scale: Scale, kind: OutageKind): Promise<ScenarioResult> {
+  const what = kind === 'provider' ? 'provider outage (every request 503)' : 'token revoked (refresh refused)';
+  return timed(`${what} for ${scale.outageMinutes} min`, async () => {
+    const system = await startSystem(systemOptions(scale));
+    try {
+      const t0 = system.clock.ms();
+      enqueueAll(system);
+      const start = t0 + 2 * MINUTE;
+      const stop = start + scale.outageMinutes * MINUTE;
+      let clear: () => void = () => undefined;
+      system.clock.at(start, () => {
+        if (kind === 'provider') {
+          clear = system.provider.addFault({ endpoint: 'any', fault: { kind: 'status', status: 503 } });
+        } else {
+          system.provider.revokeAccessTokens();
+          clear = system.provider.addFault({ endpoint: 'token', fault: { kind: 'status', status: 401 } });
+        }
+      });
+      system.clock.at(start + MINUTE, () => {
+        for (const id of system.ids.filter((_, n) => n % 10 === 0)) system.provider.bumpRevision(id);
+        enqueueAll(system);
+      });
+      system.clock.at(stop, () => clear());
+      const waiting = sampleVisible(system, stop);
+      const settleBy = stop + 60 * MINUTE;
+      let emptySince: number | undefined;
+      await system.pollUntil(() => {
+        const now = system.clock.ms();
+        if (now < stop) return false;
+        if (system.sqs.size(system.queueUrl) > 0) emptySince = undefined;
+        else emptySince ??= now;
+        return (emptySince !== undefined && now - emptySince > MINUTE) || now >= settleBy;
+      });
+      const end = system.clock.ms();
+      const during = system.provider.requests.filter((r) => (r.receivedAt ?? 0) >= start && (r.receivedAt ?? 0) < stop);
+      // The minute of the first failure is the detection; the outage proper comes after it.
+      const detectedAt = during.find((r) => r.status >= 500)?.receivedAt ?? start;
+      const minutes = perMinute(during, detectedAt, stop);
+      const firstMinute = minutes[0] ?? 0;
+      const laterMinutes = Math.max(0, ...minutes.slice(1));
+      const drained = emptySince ?? end;
+      const recovered = system.provider.requests.filter((r) => (r.receivedAt ?? 0) >= stop && r.status === 200 && r.endpoint === 'items');
+      const firstOk = recovered[0]?.receivedAt ?? stop;
+      const served = recovered.length;
+      const drainSeconds = Math.max(1, (drained - firstOk) / 1000);
+      // The pace's share while records were there to be worked on (the rest of the drain is records
+      // still delayed: they come back within one postponement period).
+      const busySeconds = [...waiting.entries()].filter(([second, visible]) => second * 1000 + stop >= firstOk && visible > 0).map(([second]) => second);
+      const busySet = new Set(busySeconds);
+      const servedBusy = recovered.filter((r) => busySet.has(Math.floor(((r.receivedAt ?? 0) - stop) / 1000))).length;
+      const busyUse = share(servedBusy / Math.max(1, busySeconds.length), scale.limit);
+      const dead = system.sqs.size(system.dlqUrl);
+      const stale = await staleIds(system);
+      const figures = {
+        'provider requests during the outage': during.length,
+        'requests in the minute of detection': firstMinute,
+        'most requests in any later minute': laterMinutes,
+        'dead-lettered': dead,
+        'ids lost or stale at the end': stale.length,
+        'first success after recovery (s)': Math.round((firstOk - stop) / 1000),
+        'backlog drained after (s)': Math.round((drained - stop) / 1000),
+        'items served during the drain': served,
+        'drain rate (req/s)': Math.round((served / drainSeconds) * 10) / 10,
+        'drain: use of L while records were there to work on': `${busyUse}%`,
+        'records postponed (re-sent) in all': system.sqs.queue(system.queueUrl).stats.sent - 2 * scale.ids,
+      };
+      return {
+        virtualMs: end - t0,
+        figures,
+        checks: [
+          check('no id dead-lettered', dead, dead === 0),
+          check('no id lost or stale', stale.length, stale.length === 0),
+          check('at most 10 provider requests a minute during the outage (after the minute of detection)', laterMinutes, laterMinutes <= 10),
+          check('the backlog drains at 85% of L or more (while records are there to work on)', `${busyUse}%`, busyUse >= 85),
+        ],
+      };
+    } finally {
+      await system.close();
+    }
+  });
+}
+
+function parse(percent: string): number {
+  return Number(percent.replace('%', ''));
+}
+
+/** Requests in each minute of [from, to). */
+function perMinute(requests: readonly RecordedRequest[], from: number, to: number): number[] {
+  const counts = Array.from({ length: Math.ceil((to - from) / MINUTE) }, () => 0);
+  for (const r of requests) {
+    const minute = Math.floor(((r.receivedAt ?? 0) - from) / MINUTE);
+    if (minute >= 0 && minute < counts.length) counts[minute] = (counts[minute] ?? 0) + 1;
+  }
+  return counts;
+}
+
+/** Messages of the sync queue there to be worked on (visible or in an invocation) at each second from `from` on. */
+function sampleVisible(system: SimSystem, from: number): Map<number, number> {
+  const samples = new Map<number, number>();
+  const sample = (): void => {
+    const second = Math.round((system.clock.ms() - from) / 1000);
+    const counts = system.sqs.counts(system.queueUrl);
+    samples.set(second, counts.visible + counts.inFlight);
+    if (second < 3 * 3600) system.clock.at(system.clock.ms() + 1000, sample);
+  };
+  system.clock.at(from, sample);
+  return samples;
+}
+
+/**
+ * Seconds after `from` until the first 10-second window without a 429: the burst of 429s a fall of
+ * the limit causes is over (later 429s are the pace's usual probing at the new limit).
+ */
+function secondsUntilQuiet(requests: readonly RecordedRequest[], from: number): number {
+  const limited = new Set(requests.filter((r) => r.status === 429).map((r) => Math.floor(((r.receivedAt ?? 0) - from) / 10_000)));
+  let window = 0;
+  while (limited.has(window)) window += 1;
+  return window * 10;
+}
+
+/** Seconds after `from` until the first 10-second window served at least `rate` a second. */
+function secondsToReach(requests: readonly RecordedRequest[], from: number, rate: number): number | undefined {
+  const buckets = new Map<number, number>();
+  for (const r of requests) {
+    if (r.status === 429) continue;
+    const window = Math.floor(((r.receivedAt ?? 0) - from) / 10_000);
+    buckets.set(window, (buckets.get(window) ?? 0) + 1);
+  }
+  const windows = [...buckets.keys()].sort((a, b) => a - b);
+  for (const w of windows) if ((buckets.get(w) ?? 0) / 10 >= rate) return (w + 1) * 10;
+  return undefined;
+}
+
+/** Ids whose row is missing or does not hold the provider's revision (checked with the sync's own validation). */
+async function staleIds(system: SimSystem): Promise<string[]> {
+  const rows = new Map((await system.dynamo.scan(ITEMS_TABLE)).map((row) => [row['id']?.S ?? '', row]));
+  const stale: string[] = [];
+  for (const id of system.ids) {
+    const item = system.provider.getItem(id);
+    if (!item) continue;
+    const expected = validateItem(parseJson(JSON.stringify(item)), id, 'revision').revision;
+    if (rows.get(id)?.['revision']?.S !== expected) stale.push(id);
+  }
+  return stale;
+}
