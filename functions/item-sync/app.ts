@@ -17,7 +17,7 @@ import { MetricUnit } from '@aws-lambda-powertools/metrics';
 import type { Context, SQSBatchResponse, SQSEvent } from 'aws-lambda';
 import { DynamoDbItemStore } from './adapters/dynamodb-item-store.js';
 import { SecretsManagerAccessTokenStore } from '../shared/adapters/secrets-manager.js';
-import { POSTPONEMENTS_ATTRIBUTE, QueueUrls, SqsDeadLetterSink, SqsMessageRequeue, SqsMessageVisibility } from './adapters/sqs.js';
+import { POSTPONEMENTS_ATTRIBUTE, QueueUrls, RECONCILE_PASS_ATTRIBUTE, SqsDeadLetterSink, SqsMessageRequeue, SqsMessageVisibility } from './adapters/sqs.js';
 import { DynamoDbPaceStore } from '../shared/adapters/dynamodb-pace-store.js';
 import { DEFAULT_PACE_SETTINGS } from '../shared/pace/pace-state.js';
 import { ProviderPace, type PaceSnapshot, type PaceStore } from '../shared/pace/provider-pace.js';
@@ -103,6 +103,7 @@ export function createSyncHandler(deps: SyncHandlerDeps): SyncHandler {
       receiptHandle: record.receiptHandle,
       queueArn: record.eventSourceARN,
       postponements: postponementsOf(record),
+      ...reconcilePassOf(record),
     }));
     try {
       const remaining = context.getRemainingTimeInMillis();
@@ -130,6 +131,13 @@ export function createSyncHandler(deps: SyncHandlerDeps): SyncHandler {
 function postponementsOf(record: SQSEvent['Records'][number]): number {
   const value = Number(record.messageAttributes?.[POSTPONEMENTS_ATTRIBUTE]?.stringValue);
   return Number.isSafeInteger(value) && value > 0 ? value : 0;
+}
+
+/** The `reconcilePass` attribute of a message the reconciler sent (the sweep). */
+function reconcilePassOf(record: SQSEvent['Records'][number]): { reconcilePass?: number } {
+  const raw = record.messageAttributes?.[RECONCILE_PASS_ATTRIBUTE]?.stringValue;
+  const value = Number(raw);
+  return raw !== undefined && Number.isSafeInteger(value) && value >= 0 ? { reconcilePass: value } : {};
 }
 
 /** The pace as this container sees it after the batch: its rate, the breaker, the fallback. */

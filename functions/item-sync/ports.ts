@@ -92,6 +92,8 @@ export interface RequeueRequest {
   delaySeconds: number;
   /** Postponements so far, this one included (message attribute `postponements`). */
   postponements: number;
+  /** Kept from the original (message attribute `reconcilePass`): a sweep record stays one. */
+  reconcilePass?: number;
 }
 
 export interface MessageRequeue {

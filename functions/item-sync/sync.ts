@@ -43,6 +43,11 @@ export interface SyncRecord {
   queueArn: string;
   /** Times this message was postponed before (message attribute `postponements`); default 0. */
   postponements?: number;
+  /**
+   * Set when the reconciler sent this id (message attribute `reconcilePass`): the sweep, whose
+   * requests yield to users' ids in the pace.
+   */
+  reconcilePass?: number;
 }
 
 export interface SyncDeps {
@@ -142,14 +147,21 @@ export async function syncBatch(records: readonly SyncRecord[], deps: SyncDeps, 
   const controller = new AbortController();
   const timer = setTimeout(() => controller.abort(), Math.max(0, options.deadline - now()));
   timer.unref?.();
-  const run = new ItemRun(deps, counts, options.deadline, controller.signal, now);
+  // A batch comes from one queue: the reconciler's sweep, or users' ids.
+  const sweep = records.some((record) => record.reconcilePass !== undefined);
+  const run = new ItemRun(deps, counts, options.deadline, controller.signal, now, sweep);
 
   try {
     const ids = [...byId.keys()];
     const idOutcomes = new Map<string, Outcome>();
     let stored = new Map<string, StoredRevision>();
     let readFailure: Outcome | undefined;
-    if (ids.length > 0) {
+    // The breaker is open and no probe is due here: every record waits, without a read or a request.
+    const outage = deps.pace.waitingForProbe() ? deps.pace.outageKnown() : undefined;
+    const outageFirst: Outcome | undefined = outage
+      ? outcomeOf(run.outage(outage.reason), deps)
+      : undefined;
+    if (ids.length > 0 && !outageFirst) {
       try {
         run.checkTime();
         stored = await deps.store.getRevisions(ids);
@@ -159,6 +171,8 @@ export async function syncBatch(records: readonly SyncRecord[], deps: SyncDeps, 
     }
     if (readFailure) {
       for (const id of ids) idOutcomes.set(id, readFailure);
+    } else if (outageFirst) {
+      for (const id of ids) idOutcomes.set(id, outageFirst);
     } else {
       await forEachLimited(ids, deps.fetchConcurrency, async (id) => {
         idOutcomes.set(id, await run.syncItem(id, stored.get(id)));
@@ -219,6 +233,7 @@ class ItemRun {
     private readonly deadline: number,
     private readonly signal: AbortSignal,
     private readonly now: () => number,
+    private readonly sweep: boolean,
   ) {
     this.writeRounds = Math.max(1, deps.writeRounds ?? DEFAULT_WRITE_ROUNDS);
     this.backoffBaseMs = deps.backoffBaseMs ?? 200;
@@ -360,7 +375,7 @@ class ItemRun {
   private async slot(afterFailure = false): Promise<Extract<Grant, { kind: 'go' }>> {
     for (;;) {
       this.checkTime();
-      const grant = await this.deps.pace.acquire({ afterFailure });
+      const grant = await this.deps.pace.acquire({ afterFailure, sweep: this.sweep });
       switch (grant.kind) {
         case 'go':
           return grant;
@@ -385,7 +400,7 @@ class ItemRun {
     }
   }
 
-  private outage(reason: 'provider' | 'token', cause?: Error): WaitError {
+  outage(reason: 'provider' | 'token', cause?: Error): WaitError {
     const what =
       reason === 'token'
         ? 'the provider refuses the access token the secret holds (waiting for the token refresher)'
@@ -431,6 +446,7 @@ async function requeueWaiting(records: readonly SyncRecord[], outcomes: Map<stri
       queueArn: record.queueArn,
       delaySeconds: postponeDelaySeconds(outcome.wait, postponements, deps, deps.random),
       postponements: postponements + 1,
+      ...(record.reconcilePass !== undefined ? { reconcilePass: record.reconcilePass } : {}),
     });
   }
   if (requests.length === 0) return;

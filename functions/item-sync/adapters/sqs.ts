@@ -168,6 +168,9 @@ export class SqsMessageRequeue implements MessageRequeue {
             DelaySeconds: request.delaySeconds,
             MessageAttributes: {
               [POSTPONEMENTS_ATTRIBUTE]: { DataType: 'Number', StringValue: String(request.postponements) },
+              ...(request.reconcilePass !== undefined
+                ? { [RECONCILE_PASS_ATTRIBUTE]: { DataType: 'Number', StringValue: String(request.reconcilePass) } }
+                : {}),
             },
           }),
           attempts: this.attempts,
@@ -185,6 +188,8 @@ export class SqsMessageRequeue implements MessageRequeue {
 
 /** The message attribute that counts a message's postponements (the outage schedule grows with it). */
 export const POSTPONEMENTS_ATTRIBUTE = 'postponements';
+/** The message attribute the reconciler sets: the pass that sent the id (the sweep). */
+export const RECONCILE_PASS_ATTRIBUTE = 'reconcilePass';
 
 export class SqsMessageVisibility implements MessageVisibility {
   constructor(

@@ -40,6 +40,11 @@ export interface PaceState {
   breaker: Breaker;
   /** Failed requests (5xx, time-outs, connections) reported by any container since the last success anyone reported. */
   failures: number;
+  /**
+   * The sweep's own bucket (the reconciler's ids), refilled at (1 − userShare) of the rate: the sweep
+   * never takes the share reserved for users' ids. Undefined: full.
+   */
+  sweepTokens?: number;
 }
 
 export interface PaceSettings {
@@ -62,6 +67,8 @@ export interface PaceSettings {
   probeIntervalMs: number;
   /** Failed requests in a row, system-wide, that open the breaker. */
   outageFailures: number;
+  /** Share of the rate the sweep (reconciliation) may never take: kept for users' ids. */
+  userShare: number;
 }
 
 export const DEFAULT_PACE_SETTINGS: PaceSettings = {
@@ -74,6 +81,7 @@ export const DEFAULT_PACE_SETTINGS: PaceSettings = {
   defaultRetryAfterMs: 1_000,
   probeIntervalMs: 20_000,
   outageFailures: 4,
+  userShare: 0.2,
 };
 
 /** A Retry-After is honoured for at least a second (0 would mean "at once, again") and at most an hour. */
@@ -155,6 +163,7 @@ export function draw(
   want: number,
   settings: PaceSettings,
   sawSuccess = false,
+  sweep = false,
 ): { state: PaceState; draw: Draw } {
   const next: PaceState = { ...state };
   if (sawSuccess && next.failures > 0) next.failures = 0;
@@ -172,7 +181,10 @@ export function draw(
   // Refill from the later of the last update and the end of the block.
   const from = Math.max(next.at, Math.min(now, next.blockedUntil));
   const cap = burst(next.rate, settings);
-  next.tokens = Math.min(cap, next.tokens + (next.rate * Math.max(0, now - from)) / 1000);
+  const elapsed = Math.max(0, now - from);
+  next.tokens = Math.min(cap, next.tokens + (next.rate * elapsed) / 1000);
+  const sweepRate = next.rate * (1 - settings.userShare);
+  next.sweepTokens = Math.min(cap, (next.sweepTokens ?? cap) + (sweepRate * elapsed) / 1000);
   // Never back (containers' clocks differ by a little): time already counted is not counted again.
   next.at = Math.max(next.at, now);
   const demandLimited = next.tokens < want;
@@ -180,6 +192,7 @@ export function draw(
     next.rate = grownRate(next, now - next.grownAt, settings);
   }
   next.grownAt = Math.max(next.grownAt, now);
+  if (sweep) return drawSweep(next, now, want);
   const intervalMs = 1000 / next.rate;
   const after = next.tokens - want;
   const maxDebt = Math.max(want, next.rate * settings.maxDebtSeconds);
@@ -196,6 +209,24 @@ export function draw(
   // In debt: the lease's last token is due when the debt is paid; its tokens are spaced at the rate.
   const startAt = Math.max(now, now + (-after / next.rate) * 1000 - (want - 1) * intervalMs);
   return { state: next, draw: { kind: 'granted', tokens: want, startAt: Math.round(startAt), intervalMs, probe: false } };
+}
+
+/**
+ * The sweep's draw: only tokens that are there now, never into debt (users' ids may borrow, the sweep
+ * may not: whenever users are in debt, the sweep waits), and within its own share of the rate.
+ */
+function drawSweep(next: PaceState, now: number, want: number): { state: PaceState; draw: Draw } {
+  const sweepTokens = next.sweepTokens ?? 0;
+  const have = Math.min(next.tokens, sweepTokens);
+  const granted = Math.floor(Math.min(want, have));
+  if (granted < 1) {
+    // Whichever bucket is shorter decides when the sweep may try again (at least a lease's time).
+    const waitMs = Math.max(100, Math.ceil(((1 - have) / next.rate) * 1000));
+    return { state: next, draw: { kind: 'wait', retryAt: now + waitMs, why: 'pace' } };
+  }
+  next.tokens -= granted;
+  next.sweepTokens = sweepTokens - granted;
+  return { state: next, draw: { kind: 'granted', tokens: granted, startAt: now, intervalMs: 1000 / next.rate, probe: false } };
 }
 
 /**
@@ -254,6 +285,7 @@ export function isPaceState(value: unknown): value is PaceState {
   if ((v.rate as number) <= 0) return false;
   if (v.ceiling !== undefined && !finite(v.ceiling)) return false;
   if (!finite(v.failures) || (v.failures as number) < 0) return false;
+  if (v.sweepTokens !== undefined && !finite(v.sweepTokens)) return false;
   const breaker = v.breaker as Record<string, unknown> | undefined;
   if (typeof breaker !== 'object' || breaker === null || typeof breaker.open !== 'boolean') return false;
   if (breaker.open) {

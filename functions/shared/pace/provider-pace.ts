@@ -58,7 +58,7 @@ export type RequestResult =
   | { kind: 'token-refused' };
 
 /** What a provider caller needs of the pace. */
-export type PaceGate = Pick<ProviderPace, 'acquire' | 'report' | 'outageKnown'>;
+export type PaceGate = Pick<ProviderPace, 'acquire' | 'report' | 'outageKnown' | 'waitingForProbe'>;
 
 export interface ProviderPaceOptions {
   settings: PaceSettings;
@@ -94,6 +94,8 @@ interface Lease {
 }
 
 const DEFAULT_FALLBACK_MS = 30_000;
+/** While the breaker is open, a container reads the row again at least this often. */
+const OUTAGE_RECHECK_MS = 2_000;
 const DEFAULT_WRITE_ATTEMPTS = 8;
 
 export class ProviderPace {
@@ -103,9 +105,13 @@ export class ProviderPace {
   private readonly writeAttempts: number;
   private readonly random: () => number;
   private lease: Lease | undefined;
+  /** The class the lease (and drawNotBefore) are for. */
+  private leaseIsSweep = false;
   private lastRate: number;
   private localBlockedUntil = 0;
   private outage: { reason: BreakerReason; since: number; nextProbeAt: number } | undefined;
+  /** When this container last learned the breaker's state from the row (or opened it). */
+  private outageReadAt = 0;
   private fallbackUntil = 0;
   private fallbackNextAt = 0;
   /** Failed requests in a row in this container (decides alone while the store cannot be used). */
@@ -141,20 +147,35 @@ export class ProviderPace {
     };
   }
 
+  /**
+   * True while this container knows the breaker is open and its next probe is not due: nothing can
+   * be asked of the provider, so a batch need not even read its stored rows.
+   */
+  waitingForProbe(): boolean {
+    return this.outage !== undefined && this.now() < this.outageKnownUntil() && this.now() >= this.fallbackUntil;
+  }
+
   /** Whether the breaker is known to be open (without asking the store). */
   outageKnown(): { reason: BreakerReason; since: number } | undefined {
     return this.outage ? { reason: this.outage.reason, since: this.outage.since } : undefined;
   }
 
   /** One decision for one request: go, wait until, or outage. Never throws. */
-  async acquire(options: { afterFailure?: boolean } = {}): Promise<Grant> {
+  async acquire(options: { afterFailure?: boolean; sweep?: boolean } = {}): Promise<Grant> {
+    // A lease serves one class: users' ids, or the sweep (which yields to users, pace-state.ts).
+    const sweep = options.sweep === true;
+    if (sweep !== this.leaseIsSweep) {
+      this.lease = undefined;
+      this.drawNotBefore = 0;
+      this.leaseIsSweep = sweep;
+    }
     // Another attempt after a failure draws from the shared row (not from this container's lease):
     // if the failures add up to an outage elsewhere, the breaker is seen before the attempt goes out.
     if (options.afterFailure) this.lease = undefined;
     for (;;) {
       const now = this.now();
       if (now < this.localBlockedUntil) return { kind: 'wait', until: this.localBlockedUntil, why: 'retry-after' };
-      if (this.outage && now < this.outage.nextProbeAt) {
+      if (this.outage && now < this.outageKnownUntil()) {
         return { kind: 'outage', reason: this.outage.reason, since: this.outage.since };
       }
       if (now < this.fallbackUntil) return this.localGrant(now);
@@ -166,7 +187,7 @@ export class ProviderPace {
         await this.drawing;
         continue;
       }
-      const drawing = this.drawFromStore().finally(() => {
+      const drawing = this.drawFromStore(sweep).finally(() => {
         if (this.drawing === drawing) this.drawing = undefined;
       });
       this.drawing = drawing;
@@ -216,15 +237,26 @@ export class ProviderPace {
     }
   }
 
+  /**
+   * How long this container trusts what it knows of an open breaker: until the next probe, and at
+   * most OUTAGE_RECHECK_MS after it last read the row, so that it learns soon when another
+   * container's probe closed it (records that came meanwhile would otherwise wait another period).
+   */
+  private outageKnownUntil(): number {
+    return this.outage ? Math.min(this.outage.nextProbeAt, this.outageReadAt + OUTAGE_RECHECK_MS) : 0;
+  }
+
   private learnOutage(breaker: Extract<PaceState['breaker'], { open: true }>): void {
     this.lease = undefined;
     this.outage = { reason: breaker.reason, since: breaker.since, nextProbeAt: breaker.nextProbeAt };
+    this.outageReadAt = this.now();
   }
 
   private async open(reason: BreakerReason, now: number): Promise<void> {
     this.lease = undefined;
     if (!this.outage || (reason === 'token' && this.outage.reason !== 'token')) {
       this.outage = { reason, since: this.outage?.since ?? now, nextProbeAt: now + this.settings.probeIntervalMs };
+      this.outageReadAt = now;
     }
     await this.change('breaker opened', (state) => openBreaker(state, now, reason, this.settings));
   }
@@ -256,16 +288,18 @@ export class ProviderPace {
   }
 
   /** One draw from the shared bucket: the grant of the caller that drew, and a lease for the rest. */
-  private async drawFromStore(): Promise<Grant> {
+  private async drawFromStore(sweep: boolean): Promise<Grant> {
     try {
       for (let attempt = 1; attempt <= this.writeAttempts; attempt += 1) {
         const { state, version } = await this.readState();
         const now = this.now();
         // A lease no larger than this container can spend: tokens it could not use would expire unused.
         const want = Math.min(leaseSize(state.rate, this.settings), this.options.concurrency);
-        const result = draw(state, now, want, this.settings, this.okSinceDraw);
-        if (result.state !== state && (await this.store.write(result.state, version)) === 'conflict') continue;
-        this.okSinceDraw = false;
+        const result = draw(state, now, want, this.settings, this.okSinceDraw, sweep);
+        // A wait takes nothing: no need to write (the refill is counted again at the next draw).
+        const changed = result.state !== state && result.draw.kind !== 'wait';
+        if (changed && (await this.store.write(result.state, version)) === 'conflict') continue;
+        if (changed) this.okSinceDraw = false;
         this.sharedFailures = result.state.failures;
         this.lastRate = result.state.rate;
         return this.applyDraw(result.draw, result.state, now);
@@ -300,6 +334,7 @@ export class ProviderPace {
         return { kind: 'wait', until: d.retryAt, why: d.why };
       case 'outage':
         this.outage = { reason: d.reason, since: d.since, nextProbeAt: d.nextProbeAt };
+        this.outageReadAt = now;
         return { kind: 'outage', reason: d.reason, since: d.since };
     }
   }
