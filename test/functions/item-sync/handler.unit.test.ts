@@ -531,6 +531,49 @@ describe('retry later', () => {
     expect(metrics).toMatchObject({ RecordsRetried: 1, ItemsCreated: 1 });
   });
 
+  it('counts a record failing again and again once toward the breaker: its retries are not more evidence of an outage', async () => {
+    const paceStore = new MemoryPaceStore();
+    const provider = new ScriptedProvider().on('poison', providerError('transient', 503));
+    const { result, metrics } = await run(build(provider, { paceStore, env: { SYNC_FETCH_ATTEMPTS: '6' } }), ['poison']);
+
+    // Six attempts, more than the failures that open the breaker (4), and it stays closed.
+    expect(provider.callsFor('poison')).toHaveLength(6);
+    expect(result).toEqual({ batchItemFailures: [{ itemIdentifier: 'm1' }] });
+    expect(paceStore.state).toMatchObject({ failures: 1, breaker: { open: false } });
+    expect(metrics).toMatchObject({ RecordsRetried: 1, RecordsPostponed: 0, BreakerOpen: 0 });
+  });
+
+  it('opens the breaker for every container when different records fail (first attempts); the records wait, postponed', async () => {
+    const paceStore = new MemoryPaceStore();
+    const provider = new ScriptedProvider()
+      .on('a', providerError('transient', 503))
+      .on('b', providerError('transient', 503))
+      .on('c', providerError('transient', 503))
+      .on('d', providerError('transient', 503));
+    const { result, metrics } = await run(build(provider, { paceStore }), ['a', 'b', 'c', 'd']);
+
+    // a, b and c failed and backed off (150 ms each on this clock) and went again before d's failure,
+    // the fourth counted, opened the breaker at +450 ms. Their second failures are not counted; then
+    // every record sees the open breaker and waits.
+    expect(provider.calls.map((call) => call.id)).toEqual(['a', 'b', 'c', 'd', 'a', 'b', 'c']);
+    expect(sleeps).toEqual([150, 150, 150]);
+    expect(paceStore.state).toMatchObject({
+      failures: 4,
+      breaker: { open: true, reason: 'provider', since: NOW.getTime() + 450, nextProbeAt: NOW.getTime() + 20_450 },
+    });
+    expect(result).toEqual({ batchItemFailures: [] });
+    expect(sqs).toReceiveCommandWith(SendMessageBatchCommand, {
+      QueueUrl: QUEUE_URL,
+      Entries: ['a', 'b', 'c', 'd'].map((body, n) => ({
+        Id: `m${n}`,
+        MessageBody: body,
+        DelaySeconds: 5,
+        MessageAttributes: { postponements: { DataType: 'Number', StringValue: '1' } },
+      })),
+    });
+    expect(metrics).toMatchObject({ RecordsPostponed: 4, RecordsRetried: 0, BreakerOpen: 1 });
+  });
+
   it('on a 401 reads the secret afresh once and retries with the new token', async () => {
     tokenSecret(TOKEN_1, TOKEN_2);
     const provider = new ScriptedProvider()
@@ -560,7 +603,7 @@ describe('retry later', () => {
         {
           Id: 'm0',
           MessageBody: 'a',
-          DelaySeconds: 15,
+          DelaySeconds: 5,
           MessageAttributes: { postponements: { DataType: 'Number', StringValue: '1' } },
         },
       ],
@@ -591,16 +634,16 @@ describe('retry later', () => {
     expect(provider.calls).toHaveLength(1); // no probe is due yet: nobody calls the provider
     expect(waiting.result).toEqual({ batchItemFailures: [] });
     expect(sqs).toReceiveCommandWith(SendMessageBatchCommand, {
-      Entries: [expect.objectContaining({ DelaySeconds: 30, MessageAttributes: { postponements: { DataType: 'Number', StringValue: '2' } } })],
+      Entries: [expect.objectContaining({ DelaySeconds: 10, MessageAttributes: { postponements: { DataType: 'Number', StringValue: '2' } } })],
     });
 
-    clockMs += 10_000; // the next probe is due; the secret still holds the refused token: no request
+    clockMs += 20_000; // the next probe is due (probeIntervalMs); the secret still holds the refused token: no request
     await run(handler, ['a']);
     expect(provider.calls).toHaveLength(1);
 
     secrets.reset();
     tokenSecret(TOKEN_2); // the refresher wrote a new token
-    clockMs += 10_000;
+    clockMs += 20_000; // the probe after that one is due
     const recovered = await run(handler, ['a']);
     expect(provider.calls.map((call) => call.token)).toEqual([TOKEN_1, TOKEN_2]);
     expect(recovered.metrics).toMatchObject({ ItemsCreated: 1, BreakerOpen: 0 });

@@ -10,6 +10,7 @@ import {
   type PostponePolicy,
   type Wait,
 } from '../../../functions/item-sync/outcome.js';
+import { DEFAULTS } from '../../../functions/shared/config.js';
 
 const POLICY: PostponePolicy = { rateLimitMinDelaySeconds: 60, postponeMaxSeconds: 300 };
 const OUTAGE: Wait = { kind: 'outage', reason: 'the provider looks down' };
@@ -22,21 +23,29 @@ function pace(seconds: number, retryAfter = false): Wait {
 }
 
 describe('postponeDelaySeconds', () => {
-  it('follows the outage schedule 15, 30, 60, 120 s…, doubling with each postponement, up to postponeMaxSeconds', () => {
-    expect(OUTAGE_FIRST_DELAY_SECONDS).toBe(15);
+  it('follows the outage schedule 5, 10, 20, 40 s…, doubling with each postponement, up to postponeMaxSeconds', () => {
+    expect(OUTAGE_FIRST_DELAY_SECONDS).toBe(5);
     const schedule = [0, 1, 2, 3, 4, 5, 6, 20, 1_000].map((n) => postponeDelaySeconds(OUTAGE, n, POLICY, MIDDLE));
-    expect(schedule).toEqual([15, 30, 60, 120, 240, 300, 300, 300, 300]);
+    expect(schedule).toEqual([5, 10, 20, 40, 80, 160, 300, 300, 300]);
     const short = { ...POLICY, postponeMaxSeconds: 120 };
-    expect([0, 1, 2, 3, 4, 9].map((n) => postponeDelaySeconds(OUTAGE, n, short, MIDDLE))).toEqual([15, 30, 60, 120, 120, 120]);
+    expect([0, 1, 2, 3, 4, 5, 9].map((n) => postponeDelaySeconds(OUTAGE, n, short, MIDDLE))).toEqual([5, 10, 20, 40, 80, 120, 120]);
+  });
+
+  it('with the default SYNC_POSTPONE_MAX_SECONDS (30): 5, 10, 20, 30, 30 …', () => {
+    expect(DEFAULTS.postponeMaxSeconds).toBe(30);
+    const defaults = { ...POLICY, postponeMaxSeconds: DEFAULTS.postponeMaxSeconds };
+    expect([0, 1, 2, 3, 4, 9].map((n) => postponeDelaySeconds(OUTAGE, n, defaults, MIDDLE))).toEqual([5, 10, 20, 30, 30, 30]);
+    expect([0, 3].map((n) => postponeDelaySeconds(OUTAGE, n, defaults, LOWEST))).toEqual([4, 24]);
+    expect([0, 3].map((n) => postponeDelaySeconds(OUTAGE, n, defaults, HIGHEST))).toEqual([6, 36]);
   });
 
   it('treats a negative count as none', () => {
-    expect(postponeDelaySeconds(OUTAGE, -3, POLICY, MIDDLE)).toBe(15);
+    expect(postponeDelaySeconds(OUTAGE, -3, POLICY, MIDDLE)).toBe(5);
   });
 
   it('spreads the outage delay by ±20% (random 0 → 80%, random 0.999 → just under 120%)', () => {
-    expect([0, 1, 3, 5].map((n) => postponeDelaySeconds(OUTAGE, n, POLICY, LOWEST))).toEqual([12, 24, 96, 240]);
-    expect([0, 1, 3, 5].map((n) => postponeDelaySeconds(OUTAGE, n, POLICY, HIGHEST))).toEqual([18, 36, 144, 360]);
+    expect([0, 1, 3, 5].map((n) => postponeDelaySeconds(OUTAGE, n, POLICY, LOWEST))).toEqual([4, 8, 32, 128]);
+    expect([0, 1, 3, 5].map((n) => postponeDelaySeconds(OUTAGE, n, POLICY, HIGHEST))).toEqual([6, 12, 48, 192]);
   });
 
   it('never goes over SQS’s 900 s', () => {
@@ -44,7 +53,7 @@ describe('postponeDelaySeconds', () => {
     const long = { rateLimitMinDelaySeconds: 1_200, postponeMaxSeconds: 3_600 };
     expect(postponeDelaySeconds(OUTAGE, 10, long, HIGHEST)).toBe(900);
     expect(postponeDelaySeconds(OUTAGE, 10, long, LOWEST)).toBe(900);
-    expect(postponeDelaySeconds(OUTAGE, 5, long, LOWEST)).toBe(384); // 480 × 0.8: under the ceiling, unchanged
+    expect(postponeDelaySeconds(OUTAGE, 7, long, LOWEST)).toBe(512); // 640 × 0.8: under the ceiling, unchanged
     expect(postponeDelaySeconds(pace(5_000), 0, long, MIDDLE)).toBe(900);
     expect(postponeDelaySeconds(pace(2, true), 0, long, MIDDLE)).toBe(900);
   });

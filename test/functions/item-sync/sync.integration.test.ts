@@ -375,9 +375,9 @@ describe('item sync against the provider simulator and dynalite', () => {
     expect(requeued().map((entry) => entry.MessageBody).sort()).toEqual(['a', 'b']);
     expect(deadLetters()).toEqual([]);
 
-    // The refresher stores a new token; at the next probe (10 s) one record goes through and closes the breaker.
+    // The refresher stores a new token; at the next probe (20 s) one record goes through and closes the breaker.
     env.rotateToken();
-    now += 11_000;
+    now += 21_000;
     const requestsBefore = env.sim.requests.length;
     const probe = await env.run(['a', 'b'], { handler });
     expect(failed(probe.result)).toEqual([]);

@@ -66,7 +66,7 @@ describe('loadSyncConfig', () => {
       controlTableName: 'control',
       providerRequestsPerSecond: undefined,
       paceFallbackRate: 1,
-      postponeMaxSeconds: 120,
+      postponeMaxSeconds: 30,
     });
   });
 

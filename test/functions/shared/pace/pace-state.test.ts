@@ -1,6 +1,7 @@
 /**
  * The provider pace's arithmetic (functions/shared/pace/pace-state.ts): the token bucket, leases into
- * debt, growth by zone, the cut on a 429, the Retry-After block and the breaker, each with exact numbers.
+ * debt, growth by zone, the cut on a 429, the Retry-After block, the system-wide failure count and the
+ * breaker, each with exact numbers.
  */
 import { describe, expect, it } from 'vitest';
 import {
@@ -14,6 +15,8 @@ import {
   leaseSize,
   openBreaker,
   rateLimited,
+  requestFailed,
+  requestSucceeded,
   type PaceSettings,
   type PaceState,
 } from '../../../../functions/shared/pace/pace-state.js';
@@ -26,7 +29,7 @@ const CAPPED: PaceSettings = { ...DEFAULT_PACE_SETTINGS, maxRate: 100 };
 
 /** A closed-breaker state at `T`; `grownAt: T` keeps a draw at `T` from growing the rate. */
 function state(overrides: Partial<PaceState> = {}): PaceState {
-  return { rate: 100, tokens: 0, at: T, cutAt: 0, grownAt: T, blockedUntil: 0, breaker: { open: false }, ...overrides };
+  return { rate: 100, tokens: 0, at: T, cutAt: 0, grownAt: T, blockedUntil: 0, breaker: { open: false }, failures: 0, ...overrides };
 }
 
 describe('the bucket', () => {
@@ -48,9 +51,10 @@ describe('the bucket', () => {
       grownAt: T,
       blockedUntil: 0,
       breaker: { open: false },
+      failures: 0,
     });
     const fresh = initialPaceState(OPEN, T);
-    expect(fresh).toEqual({ rate: 5, tokens: 1, at: T, cutAt: 0, grownAt: T, blockedUntil: 0, breaker: { open: false } });
+    expect(fresh).toEqual({ rate: 5, tokens: 1, at: T, cutAt: 0, grownAt: T, blockedUntil: 0, breaker: { open: false }, failures: 0 });
     expect('ceiling' in fresh).toBe(false);
   });
 
@@ -187,11 +191,36 @@ describe('a 429', () => {
     expect(second.cutAt).toBe(T);
     expect(second.blockedUntil).toBe(T + 5_000);
 
+    // Refused again at 85, below 0.98 × the ceiling of 100: the limit fell, the ceiling is 85 × 0.85.
     const third = rateLimited(second, T + 2_000, 10_000, settings);
-    expect(third.ceiling).toBeCloseTo(85, 10);
+    expect(third.ceiling).toBeCloseTo(72.25, 10);
     expect(third.rate).toBeCloseTo(72.25, 10);
     expect(third.cutAt).toBe(T + 2_000);
     expect(third.blockedUntil).toBe(T + 12_000);
+  });
+
+  it('takes the rate as the ceiling when refused at or above 0.98 × the ceiling (the limit did not fall)', () => {
+    const near = rateLimited(state({ rate: 99, ceiling: 100 }), T, 1_000, settings);
+    expect(near.ceiling).toBe(99);
+    expect(near.rate).toBeCloseTo(84.15, 10);
+    const atEdge = rateLimited(state({ rate: 98, ceiling: 100 }), T, 1_000, settings);
+    expect(atEdge.ceiling).toBe(98);
+    const above = rateLimited(state({ rate: 120, ceiling: 100 }), T, 1_000, settings);
+    expect(above.ceiling).toBe(120);
+    expect(above.rate).toBeCloseTo(102, 10);
+  });
+
+  it('aims below the rate when refused under 0.98 × the ceiling (the limit fell): ceiling = rate × cutFactor', () => {
+    const fell = rateLimited(state({ rate: 97, ceiling: 100 }), T, 1_000, settings);
+    expect(fell.ceiling).toBeCloseTo(82.45, 10);
+    expect(fell.rate).toBeCloseTo(82.45, 10);
+    expect(fell.cutAt).toBe(T);
+    // Within the cool-down the ceiling is not touched either.
+    expect(rateLimited(fell, T + 1_000, 1_000, settings).ceiling).toBeCloseTo(82.45, 10);
+    // Near the minimum rate the ceiling may go below minRate; the rate does not.
+    const low = rateLimited(state({ rate: 0.55, ceiling: 1 }), T, 1_000, settings);
+    expect(low.ceiling).toBeCloseTo(0.4675, 10);
+    expect(low.rate).toBe(0.5);
   });
 
   it('never cuts below minRate', () => {
@@ -218,40 +247,99 @@ describe('a 429', () => {
 describe('the breaker', () => {
   it('opens with its reason; draws answer outage until nextProbeAt', () => {
     const open = openBreaker(state(), T, 'provider', OPEN);
-    expect(open.breaker).toEqual({ open: true, reason: 'provider', since: T, nextProbeAt: T + 10_000 });
-    const during = draw(open, T + 9_999, 10, OPEN);
-    expect(during.draw).toEqual({ kind: 'outage', reason: 'provider', since: T, nextProbeAt: T + 10_000 });
+    expect(open.breaker).toEqual({ open: true, reason: 'provider', since: T, nextProbeAt: T + 20_000 });
+    const during = draw(open, T + 19_999, 10, OPEN);
+    expect(during.draw).toEqual({ kind: 'outage', reason: 'provider', since: T, nextProbeAt: T + 20_000 });
     expect(during.state).toBe(open);
   });
 
   it('lets exactly one probe through per probeIntervalMs', () => {
     const open = openBreaker(state({ tokens: 20 }), T, 'provider', OPEN);
-    const probe = draw(open, T + 10_000, 10, OPEN);
-    expect(probe.draw).toEqual({ kind: 'granted', tokens: 1, startAt: T + 10_000, intervalMs: 0, probe: true });
-    expect(probe.state.breaker).toEqual({ open: true, reason: 'provider', since: T, nextProbeAt: T + 20_000 });
+    const probe = draw(open, T + 20_000, 10, OPEN);
+    expect(probe.draw).toEqual({ kind: 'granted', tokens: 1, startAt: T + 20_000, intervalMs: 0, probe: true });
+    expect(probe.state.breaker).toEqual({ open: true, reason: 'provider', since: T, nextProbeAt: T + 40_000 });
     expect(probe.state.tokens).toBe(20);
 
-    const again = draw(probe.state, T + 10_000, 10, OPEN);
-    expect(again.draw).toEqual({ kind: 'outage', reason: 'provider', since: T, nextProbeAt: T + 20_000 });
-    const late = draw(probe.state, T + 25_000, 10, OPEN);
+    const again = draw(probe.state, T + 20_000, 10, OPEN);
+    expect(again.draw).toEqual({ kind: 'outage', reason: 'provider', since: T, nextProbeAt: T + 40_000 });
+    const late = draw(probe.state, T + 45_000, 10, OPEN);
     expect(late.draw).toMatchObject({ kind: 'granted', tokens: 1, probe: true });
-    expect(late.state.breaker).toMatchObject({ nextProbeAt: T + 35_000 });
+    expect(late.state.breaker).toMatchObject({ nextProbeAt: T + 65_000 });
   });
 
   it('keeps the reason `token` once known; `provider` does not replace it; opening again changes nothing else', () => {
     const provider = openBreaker(state(), T, 'provider', OPEN);
     const token = openBreaker(provider, T + 3_000, 'token', OPEN);
-    expect(token.breaker).toEqual({ open: true, reason: 'token', since: T, nextProbeAt: T + 10_000 });
+    expect(token.breaker).toEqual({ open: true, reason: 'token', since: T, nextProbeAt: T + 20_000 });
     expect(openBreaker(token, T + 4_000, 'provider', OPEN)).toBe(token);
     expect(openBreaker(provider, T + 4_000, 'provider', OPEN)).toBe(provider);
   });
 
-  it('closes with an empty bucket counted from now; closing a closed breaker changes nothing', () => {
-    const open = openBreaker(state({ tokens: 12, at: T, grownAt: T }), T, 'token', OPEN);
+  it('closes with an empty bucket counted from now and no failures; closing a closed breaker changes nothing', () => {
+    const open = openBreaker(state({ tokens: 12, at: T, grownAt: T, failures: 5 }), T, 'token', OPEN);
     const closed = closeBreaker(open, T + 30_000);
-    expect(closed).toEqual({ ...open, breaker: { open: false }, tokens: 0, at: T + 30_000, grownAt: T + 30_000 });
+    expect(closed).toEqual({ ...open, breaker: { open: false }, failures: 0, tokens: 0, at: T + 30_000, grownAt: T + 30_000 });
     expect(closeBreaker(closed, T + 40_000)).toBe(closed);
     expect(draw(closed, T + 30_000, 10, OPEN).draw).toMatchObject({ kind: 'granted', probe: false });
+  });
+});
+
+describe('the failure count', () => {
+  it('counts failed requests; at outageFailures the breaker opens with reason `provider`', () => {
+    const one = requestFailed(state(), T, OPEN);
+    expect(one).toEqual({ ...state(), failures: 1 });
+    const three = requestFailed(requestFailed(one, T + 1, OPEN), T + 2, OPEN);
+    expect(three).toEqual({ ...state(), failures: 3 });
+    const four = requestFailed(three, T + 3, OPEN);
+    expect(four).toEqual({ ...state(), failures: 4, breaker: { open: true, reason: 'provider', since: T + 3, nextProbeAt: T + 20_003 } });
+
+    // Counted on while open; the breaker it opened stays as it is.
+    const five = requestFailed(four, T + 4, OPEN);
+    expect(five).toEqual({ ...four, failures: 5 });
+  });
+
+  it('opens at the settings’ outageFailures, and never replaces the reason `token`', () => {
+    const once: PaceSettings = { ...OPEN, outageFailures: 1 };
+    expect(requestFailed(state(), T, once).breaker).toEqual({ open: true, reason: 'provider', since: T, nextProbeAt: T + 20_000 });
+
+    const token = openBreaker(state(), T, 'token', OPEN);
+    expect(requestFailed(token, T + 1, once)).toEqual({ ...token, failures: 1 });
+  });
+
+  it('starts again at a success; a success with no failures counted changes nothing', () => {
+    const failing = state({ failures: 3 });
+    expect(requestSucceeded(failing)).toEqual(state({ failures: 0 }));
+    const clean = state();
+    expect(requestSucceeded(clean)).toBe(clean);
+    // After a success, outageFailures more failures are needed.
+    let next = requestSucceeded(failing);
+    for (let n = 0; n < 3; n++) next = requestFailed(next, T, OPEN);
+    expect(next).toEqual(state({ failures: 3 }));
+  });
+
+  it("starts again at a draw of a container that had a success since its last draw (sawSuccess)", () => {
+    const failing = state({ tokens: 20, failures: 3 });
+    const seen = draw(failing, T, 10, OPEN, true);
+    expect(seen.draw).toEqual({ kind: 'granted', tokens: 10, startAt: T, intervalMs: 0, probe: false });
+    expect(seen.state).toMatchObject({ tokens: 10, failures: 0 });
+
+    // Without a success (the default) the count is kept; nothing else differs.
+    const unseen = draw(failing, T, 10, OPEN, false);
+    expect(unseen.state).toMatchObject({ tokens: 10, failures: 3 });
+    expect(seen.state).toEqual({ ...unseen.state, failures: 0 });
+    expect(unseen.draw).toEqual(seen.draw);
+    expect(draw(failing, T, 10, OPEN)).toEqual(unseen);
+
+    // A draw told to wait for the pace still starts the count again.
+    const deep = draw(state({ tokens: -45, failures: 2 }), T, 10, OPEN, true);
+    expect(deep.draw).toEqual({ kind: 'wait', retryAt: T + 50, why: 'pace' });
+    expect(deep.state.failures).toBe(0);
+
+    // A probe's draw, too.
+    const open = openBreaker(state({ failures: 4 }), T, 'provider', OPEN);
+    const probe = draw(open, T + 20_000, 10, OPEN, true);
+    expect(probe.draw).toMatchObject({ kind: 'granted', probe: true });
+    expect(probe.state.failures).toBe(0);
   });
 });
 
@@ -260,6 +348,7 @@ describe('a stored row', () => {
     expect(isPaceState(initialPaceState(CAPPED, T))).toBe(true);
     expect(isPaceState(JSON.parse(JSON.stringify(initialPaceState(OPEN, T))))).toBe(true);
     expect(isPaceState(openBreaker(state(), T, 'token', OPEN))).toBe(true);
+    expect(isPaceState(JSON.parse(JSON.stringify(state({ failures: 3 }))))).toBe(true);
   });
 
   it.each([
@@ -275,6 +364,11 @@ describe('a stored row', () => {
     ['no cutAt', (({ cutAt: _cutAt, ...rest }) => rest)(state())],
     ['a ceiling as text', { ...state(), ceiling: '90' }],
     ['a null ceiling', { ...state(), ceiling: null }],
+    ['no failures', (({ failures: _failures, ...rest }) => rest)(state())],
+    ['failures as text', { ...state(), failures: '0' }],
+    ['negative failures', state({ failures: -1 })],
+    ['NaN failures', state({ failures: Number.NaN })],
+    ['infinite failures', state({ failures: Number.POSITIVE_INFINITY })],
     ['no breaker', (({ breaker: _breaker, ...rest }) => rest)(state())],
     ['a breaker without open', { ...state(), breaker: {} }],
     ['a breaker open as text', { ...state(), breaker: { open: 'false' } }],

@@ -1,7 +1,8 @@
 /**
  * One container's client of the shared pace (functions/shared/pace/provider-pace.ts) over the
  * port-level fake store, with a clock moved by hand: leases, one draw at a time, two containers on
- * one bucket, the 429 block, the breaker and its probes, the local fallback.
+ * one bucket, the 429 block, failures counted system-wide, the breaker and its probes, the local
+ * fallback.
  */
 import { beforeEach, describe, expect, it } from 'vitest';
 import { MemoryPaceStore } from '../../../../dev/fakes/memory-pace-store.js';
@@ -161,7 +162,8 @@ describe('two containers', () => {
     expect(store.state).toMatchObject({ blockedUntil: T0 + 5_000, ceiling: 100, rate: 85, cutAt: T0, tokens: 0 });
     expect(await a.acquire()).toEqual({ kind: 'wait', until: T0 + 5_000, why: 'retry-after' });
     expect(a.snapshot()).toEqual({ rate: 85, fallback: false });
-    expect(log.lines).toContainEqual({ level: 'info', message: 'provider pace: rate limited', attributes: [{ rate: 85, breakerOpen: false }] });
+    // The ceiling stays 100 (the operator's, refused at it): a cut alone is not logged.
+    expect(log.lines.filter((line) => line.level === 'info')).toEqual([]);
 
     // b's lease runs out (leaseSeconds); its next draw meets the block.
     clock.set(T0 + 200);
@@ -176,6 +178,16 @@ describe('two containers', () => {
     clock.set(T0 + 5_000);
     expect(await b.acquire()).toMatchObject({ kind: 'wait', why: 'pace' });
     expect(await a.acquire()).toMatchObject({ kind: 'wait', why: 'pace' });
+
+    // Those draws grew the rate to 90 (0.9 × the ceiling). Refused there, below 0.98 × the ceiling: the
+    // limit fell, the new ceiling is 90 × 0.85, under the rate of the 429. Logged.
+    expect(store.state?.rate).toBe(90);
+    await b.report({ kind: 'rate-limited', retryAfterMs: 1_000 }, GO);
+    expect(store.state).toMatchObject({ blockedUntil: T0 + 6_000, rate: 76.5, cutAt: T0 + 5_000, tokens: 0 });
+    expect(store.state?.ceiling).toBeCloseTo(76.5, 10);
+    expect(log.lines).toEqual([
+      { level: 'info', message: 'provider pace: rate limited', attributes: [{ rate: 76.5, breakerOpen: false }] },
+    ]);
   });
 
   it('honour a 429 without Retry-After for defaultRetryAfterMs, and a huge one for at most an hour', async () => {
@@ -189,23 +201,170 @@ describe('two containers', () => {
   });
 });
 
-describe('the breaker', () => {
-  it('opens after outageFailures consecutive failures; an ok in between starts the count again', async () => {
-    const a = container({ outageFailures: 3 });
-    const b = container({ outageFailures: 3 });
+describe('failures, system-wide', () => {
+  it("add up across containers: two containers' failures open the breaker for both", async () => {
+    const a = container();
+    const b = container();
+    const grantA = await a.acquire();
+    const grantB = await b.acquire();
+    await a.report({ kind: 'failed' }, grantA);
+    await a.report({ kind: 'failed' }, grantA);
+    await b.report({ kind: 'failed' }, grantB);
+    expect(store.state).toMatchObject({ failures: 3, breaker: { open: false } });
+    expect(a.outageKnown()).toBeUndefined();
+    expect(b.outageKnown()).toBeUndefined();
+
+    clock.set(T0 + 40);
+    await b.report({ kind: 'failed' }, grantB);
+    expect(store.state).toMatchObject({ failures: 4, breaker: { open: true, reason: 'provider', since: T0 + 40, nextProbeAt: T0 + 20_040 } });
+    // The container whose report opened it knows at once, and spends no more of its lease.
+    expect(b.outageKnown()).toEqual({ reason: 'provider', since: T0 + 40 });
+    expect(await b.acquire()).toEqual({ kind: 'outage', reason: 'provider', since: T0 + 40 });
+    // The other one sees it at the report of its next failure (the row comes back open).
+    await a.report({ kind: 'failed' }, grantA);
+    expect(store.state).toMatchObject({ failures: 5, breaker: { open: true, reason: 'provider', since: T0 + 40 } });
+    expect(a.outageKnown()).toEqual({ reason: 'provider', since: T0 + 40 });
+    expect(await a.acquire()).toEqual({ kind: 'outage', reason: 'provider', since: T0 + 40 });
+  });
+
+  it("start again at a success in either container: at once when it saw failures counted, else at its next draw", async () => {
+    const a = container();
+    const b = container();
+    const grantB = await b.acquire(); // b draws while no failure is counted
+    const grantA = await a.acquire();
+    await a.report({ kind: 'failed' }, grantA);
+    await a.report({ kind: 'failed' }, grantA);
+    await a.report({ kind: 'failed' }, grantA);
+    expect(store.state?.failures).toBe(3);
+
+    // b last saw no failures: its success is not written at once...
+    const writes = store.writes;
+    await b.report({ kind: 'ok' }, grantB);
+    expect(store.writes).toBe(writes);
+    expect(store.state?.failures).toBe(3);
+    // ...but its next draw starts the count again.
+    clock.set(T0 + 200); // b's lease has run out
+    expect(await b.acquire()).toEqual(GO);
+    expect(store.writes).toBe(writes + 1);
+    expect(store.state?.failures).toBe(0);
+    await a.report({ kind: 'failed' }, grantA);
+    expect(store.state).toMatchObject({ failures: 1, breaker: { open: false } });
+
+    // a saw the count in the row at each of its failure reports: its success is written at once.
+    await a.report({ kind: 'failed' }, grantA);
+    await a.report({ kind: 'failed' }, grantA);
+    expect(store.state?.failures).toBe(3);
+    await a.report({ kind: 'ok' }, grantA);
+    expect(store.state?.failures).toBe(0);
+    expect(store.state?.breaker).toEqual({ open: false });
+
+    // b sees the failures a counted at its next draw, so its success is then written at once.
+    await a.report({ kind: 'failed' }, grantA);
+    clock.set(T0 + 400);
+    expect(await b.acquire()).toEqual(GO);
+    expect(store.state?.failures).toBe(1);
+    await b.report({ kind: 'ok' }, GO);
+    expect(store.state?.failures).toBe(0);
+    expect(log.lines).toEqual([]);
+  });
+
+  it('are not counted again for another attempt at a request that already failed (`repeat`)', async () => {
+    const a = container();
+    const grant = await a.acquire();
+    await a.report({ kind: 'failed' }, grant);
+    const writes = store.writes;
+    for (let n = 0; n < 10; n++) await a.report({ kind: 'failed', repeat: true }, grant);
+    expect(store.writes).toBe(writes);
+    expect(store.state).toMatchObject({ failures: 1, breaker: { open: false } });
+    expect(a.outageKnown()).toBeUndefined();
+    expect(await a.acquire()).toEqual(GO);
+  });
+
+  it('counted only in the container while the store cannot be used: its outageFailures opens its own breaker', async () => {
+    const a = container({ outageFailures: 2, fallbackMs: 60_000 });
+    const grant = await a.acquire();
+    store.failing = true;
+    await a.report({ kind: 'failed' }, grant);
+    expect(a.snapshot()).toEqual({ rate: 2, fallback: true });
+    expect(a.outageKnown()).toBeUndefined();
+    clock.set(T0 + 10);
+    await a.report({ kind: 'failed' }, grant);
+    expect(a.outageKnown()).toEqual({ reason: 'provider', since: T0 + 10 });
+    expect(await a.acquire()).toEqual({ kind: 'outage', reason: 'provider', since: T0 + 10 });
+    // The shared row never saw them.
+    expect(store.state).toMatchObject({ failures: 0, breaker: { open: false } });
+  });
+
+  it('open no breaker through the outageFailures option while the store works (the settings decide)', async () => {
+    const a = container({ outageFailures: 1 });
     const grant = await a.acquire();
     await a.report({ kind: 'failed' }, grant);
     await a.report({ kind: 'failed' }, grant);
-    await a.report({ kind: 'ok' }, grant);
-    await a.report({ kind: 'failed' }, grant);
-    await a.report({ kind: 'failed' }, grant);
-    expect(store.state?.breaker).toEqual({ open: false });
     expect(a.outageKnown()).toBeUndefined();
-    expect(store.writes).toBe(1); // the draw only
+    expect(store.state).toMatchObject({ failures: 2, breaker: { open: false } });
+  });
+});
+
+describe('another attempt after a failure (afterFailure)', () => {
+  it("drops the container's lease: the attempt draws from the shared row", async () => {
+    const a = container();
+    expect(await a.acquire()).toEqual(GO);
+    expect(await a.acquire()).toEqual(GO); // from the lease
+    expect(store.reads).toBe(1);
+    expect(store.state?.tokens).toBe(10);
+
+    expect(await a.acquire({ afterFailure: true })).toEqual(GO);
+    expect(store.reads).toBe(2);
+    expect(store.writes).toBe(2);
+    // A new lease of 10; the 8 tokens left of the old one are not given back.
+    expect(store.state?.tokens).toBe(0);
+    expect(await a.acquire()).toEqual(GO); // from the new lease
+    expect(store.reads).toBe(2);
+  });
+
+  it('sees a breaker another container opened before the attempt goes out', async () => {
+    const a = container();
+    const b = container();
+    const grant = await a.acquire();
+    await a.report({ kind: 'failed' }, grant);
+    const opener = container({ settings: { ...SETTINGS, outageFailures: 2 } });
+    await opener.report({ kind: 'failed' }, await opener.acquire());
+    expect(store.state?.breaker).toMatchObject({ open: true, reason: 'provider', since: T0 });
+
+    // Without afterFailure, a's lease still serves it; the attempt after its failure asks the row.
+    expect(await a.acquire()).toEqual(GO);
+    expect(await a.acquire({ afterFailure: true })).toEqual({ kind: 'outage', reason: 'provider', since: T0 });
+    expect(a.outageKnown()).toEqual({ reason: 'provider', since: T0 });
+    expect(await b.acquire({ afterFailure: true })).toEqual({ kind: 'outage', reason: 'provider', since: T0 });
+  });
+});
+
+describe('the breaker', () => {
+  it('opens after settings.outageFailures failures in a row; an ok in between starts the count again', async () => {
+    const a = container();
+    const b = container();
+    const grant = await a.acquire();
+    await a.report({ kind: 'failed' }, grant);
+    await a.report({ kind: 'failed' }, grant);
+    expect(store.state?.failures).toBe(2);
+    await a.report({ kind: 'ok' }, grant);
+    expect(store.state?.failures).toBe(0);
+    await a.report({ kind: 'failed' }, grant);
+    await a.report({ kind: 'failed' }, grant);
+    await a.report({ kind: 'failed' }, grant);
+    expect(store.state).toMatchObject({ failures: 3, breaker: { open: false } });
+    expect(a.outageKnown()).toBeUndefined();
+    // The draw, every failure at once, and the reset.
+    expect(store.writes).toBe(7);
+    expect(log.lines).toEqual([]);
 
     clock.set(T0 + 5);
     await a.report({ kind: 'failed' }, grant);
-    expect(store.state?.breaker).toEqual({ open: true, reason: 'provider', since: T0 + 5, nextProbeAt: T0 + 10_005 });
+    expect(store.state?.failures).toBe(4);
+    expect(store.state?.breaker).toEqual({ open: true, reason: 'provider', since: T0 + 5, nextProbeAt: T0 + 20_005 });
+    expect(log.lines).toEqual([
+      { level: 'info', message: 'provider pace: request failed', attributes: [{ rate: 100, breakerOpen: true }] },
+    ]);
     expect(a.outageKnown()).toEqual({ reason: 'provider', since: T0 + 5 });
     expect(await a.acquire()).toEqual({ kind: 'outage', reason: 'provider', since: T0 + 5 });
     expect(a.snapshot()).toEqual({ rate: 100, breakerOpenSince: T0 + 5, breakerReason: 'provider', fallback: false });
@@ -217,19 +376,19 @@ describe('the breaker', () => {
   });
 
   it('opens at once when the token the secret holds is refused, and `token` overrides `provider`', async () => {
-    const a = container({ outageFailures: 1 });
+    const a = container({ settings: { ...SETTINGS, outageFailures: 1 } });
     const grant = await a.acquire();
     await a.report({ kind: 'failed' }, grant);
     expect(store.state?.breaker).toMatchObject({ open: true, reason: 'provider', since: T0 });
     clock.set(T0 + 1_000);
     await a.report({ kind: 'token-refused' }, grant);
-    expect(store.state?.breaker).toEqual({ open: true, reason: 'token', since: T0, nextProbeAt: T0 + 10_000 });
+    expect(store.state?.breaker).toEqual({ open: true, reason: 'token', since: T0, nextProbeAt: T0 + 20_000 });
     expect(a.outageKnown()).toEqual({ reason: 'token', since: T0 });
 
     const fresh = new MemoryPaceStore();
     const c = container({}, fresh);
     await c.report({ kind: 'token-refused' }, await c.acquire());
-    expect(fresh.state?.breaker).toEqual({ open: true, reason: 'token', since: T0 + 1_000, nextProbeAt: T0 + 11_000 });
+    expect(fresh.state?.breaker).toEqual({ open: true, reason: 'token', since: T0 + 1_000, nextProbeAt: T0 + 21_000 });
     expect(await c.acquire()).toEqual({ kind: 'outage', reason: 'token', since: T0 + 1_000 });
   });
 
@@ -253,15 +412,17 @@ describe('the breaker', () => {
       return probes;
     };
 
-    expect(await probesBetween(T0 + 1, T0 + 10_000, 500)).toEqual([]);
-    expect(await probesBetween(T0 + 10_000, T0 + 20_000, 500)).toEqual([{ kind: 'go', probe: true, reason: 'token' }]);
-    expect(store.state?.breaker).toEqual({ open: true, reason: 'token', since: T0, nextProbeAt: T0 + 20_000 });
+    expect(await probesBetween(T0 + 1, T0 + 20_000, 500)).toEqual([]);
+    expect(await probesBetween(T0 + 20_000, T0 + 40_000, 500)).toEqual([{ kind: 'go', probe: true, reason: 'token' }]);
+    expect(store.state?.breaker).toEqual({ open: true, reason: 'token', since: T0, nextProbeAt: T0 + 40_000 });
 
-    clock.set(T0 + 20_000);
+    clock.set(T0 + 40_000);
     const probe = await b.acquire();
     expect(probe).toEqual({ kind: 'go', probe: true, reason: 'token' });
     await b.report({ kind: 'failed' }, probe);
-    expect(store.state?.breaker).toEqual({ open: true, reason: 'token', since: T0, nextProbeAt: T0 + 30_000 });
+    expect(store.state?.breaker).toEqual({ open: true, reason: 'token', since: T0, nextProbeAt: T0 + 60_000 });
+    // A probe's failure is not counted: the breaker is open already.
+    expect(store.state?.failures).toBe(0);
     expect(await a.acquire()).toEqual({ kind: 'outage', reason: 'token', since: T0 });
   });
 
@@ -271,18 +432,18 @@ describe('the breaker', () => {
     await a.report({ kind: 'token-refused' }, await a.acquire());
     expect(await b.acquire()).toEqual({ kind: 'outage', reason: 'token', since: T0 });
 
-    clock.set(T0 + 10_000);
+    clock.set(T0 + 20_000);
     const probe = await a.acquire();
     expect(probe).toEqual({ kind: 'go', probe: true, reason: 'token' });
-    clock.set(T0 + 10_300);
+    clock.set(T0 + 20_300);
     await a.report({ kind: 'ok' }, probe);
-    expect(store.state).toMatchObject({ breaker: { open: false }, tokens: 0, at: T0 + 10_300 });
+    expect(store.state).toMatchObject({ breaker: { open: false }, tokens: 0, at: T0 + 20_300 });
     expect(a.outageKnown()).toBeUndefined();
     expect(a.snapshot()).toEqual({ rate: 100, fallback: false });
-    expect(await a.acquire()).toEqual({ kind: 'wait', until: T0 + 10_310, why: 'pace' });
+    expect(await a.acquire()).toEqual({ kind: 'wait', until: T0 + 20_310, why: 'pace' });
 
     // b draws again once the probe time it knew has passed, and finds the breaker closed.
-    clock.set(T0 + 20_000);
+    clock.set(T0 + 40_000);
     expect(await b.acquire()).toEqual(GO);
     expect(b.outageKnown()).toBeUndefined();
   });
@@ -375,15 +536,40 @@ describe('the store', () => {
     expect(busy.reads).toBe(6);
   });
 
-  it('changing under every change of a report falls back after writeAttempts', async () => {
+  it('changing under every change of a report gives the change up after writeAttempts, with a warning, not the fallback', async () => {
     const busy = new ConflictingStore();
     const pace = container({ writeAttempts: 2 }, busy);
     await pace.report({ kind: 'token-refused' }, GO);
     expect(busy.writes).toBe(2);
-    expect(pace.snapshot()).toMatchObject({ rate: 2, fallback: true });
-    expect(log.lines.find((line) => line.level === 'warn')?.attributes[0]).toMatchObject({
-      error: 'breaker opened: the pace row kept changing under this container',
-    });
+    // Still on the shared pace; the breaker is known here.
+    expect(pace.snapshot()).toEqual({ rate: 100, breakerOpenSince: T0, breakerReason: 'token', fallback: false });
+    expect(log.lines).toEqual([
+      { level: 'warn', message: 'provider pace: a change was given up after write conflicts', attributes: [{ change: 'breaker opened' }] },
+    ]);
+  });
+
+  it('changing under every failure report counts the failures in this container only: outageFailures of them open its breaker', async () => {
+    const busy = new ConflictingStore();
+    const pace = container({ writeAttempts: 2, outageFailures: 3 }, busy);
+    await pace.report({ kind: 'failed' }, GO);
+    await pace.report({ kind: 'failed' }, GO);
+    expect(busy.writes).toBe(4);
+    expect(pace.outageKnown()).toBeUndefined();
+    expect(pace.snapshot()).toEqual({ rate: 100, fallback: false });
+
+    clock.set(T0 + 7);
+    await pace.report({ kind: 'failed' }, GO);
+    expect(pace.outageKnown()).toEqual({ reason: 'provider', since: T0 + 7 });
+    expect(await pace.acquire()).toEqual({ kind: 'outage', reason: 'provider', since: T0 + 7 });
+    expect(pace.snapshot()).toEqual({ rate: 100, breakerOpenSince: T0 + 7, breakerReason: 'provider', fallback: false });
+    // The three failures, and the breaker it then tried to open; never the fallback's warning.
+    expect(log.lines.map((line) => line.attributes)).toEqual([
+      [{ change: 'request failed' }],
+      [{ change: 'request failed' }],
+      [{ change: 'request failed' }],
+      [{ change: 'breaker opened' }],
+    ]);
+    expect(new Set(log.warnings)).toEqual(new Set(['provider pace: a change was given up after write conflicts']));
   });
 
   it('holding a malformed row is started afresh over it, with a warning', async () => {
