@@ -7,6 +7,7 @@ export const METRICS_NAMESPACE = 'ContentSync';
 
 export const REFRESHER_SERVICE = 'token-refresher';
 export const SYNC_SERVICE = 'item-sync';
+export const RECONCILER_SERVICE = 'reconciler';
 
 export const REFRESHER_METRIC_NAMES = {
   refreshed: 'TokenRefreshed',
@@ -37,4 +38,35 @@ export const PACE_METRIC_NAMES = {
   breakerOpenSeconds: 'BreakerOpenSeconds',
   /** 1 while this container runs on its local fallback pace (the control table cannot be used). */
   fallback: 'PaceFallback',
+} as const;
+
+/** The change-events function: it announces every real change of an items-table row (README, "Change events"). */
+export const CHANGE_EVENTS_SERVICE = 'change-events';
+
+/** Per stream batch, zeros included. */
+export const CHANGE_EVENTS_METRIC_NAMES = {
+  /** Events EventBridge accepted. */
+  published: 'ChangeEventsPublished',
+  /** Events still refused (or not sent because a call kept failing) after the bounded re-tries; their records are retried. */
+  failed: 'ChangeEventsFailed',
+  /** Stream records that announce nothing: a write that changed no revision or deleted flag, or a REMOVE. */
+  ignored: 'StreamRecordsIgnored',
+  /** Stream records handed back to the event source (the first one not announced and every one after it). */
+  retried: 'StreamRecordsRetried',
+} as const;
+
+/** Per reconciler tick (functions/reconciler/app.ts). */
+export const RECONCILER_METRIC_NAMES = {
+  /** Ids sent to the reconcile queue by the tick. */
+  enqueued: 'IdsEnqueued',
+  /** The current pass's number (1 for the first pass). */
+  pass: 'PassNumber',
+  /** Seconds since the current pass started. */
+  passAge: 'PassAgeSeconds',
+  /** Projected pass length W = ids known ÷ achieved rate, seconds (the last pass's length once it ended). */
+  projectedPass: 'ProjectedPassSeconds',
+  /** The ids W counts: the larger of the table's item count and the ids sent this pass. */
+  idsKnown: 'IdsKnown',
+  /** Length of a pass, seconds: published once, by the tick that ends it. */
+  passLength: 'PassLengthSeconds',
 } as const;

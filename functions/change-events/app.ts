@@ -1,0 +1,75 @@
+/**
+ * The change-events handler, built from its dependencies (handler.ts builds it once per container
+ * from the environment). Fed by the items table's stream (DynamoDB event source with
+ * ReportBatchItemFailures, bisect on error, bounded retries and an on-failure destination). Thin:
+ * hand the batch to the core with a deadline taken from the invocation's remaining time, publish
+ * the batch's metrics and answer `{"batchItemFailures": [{"itemIdentifier": "<sequence number>"}, ...]}`.
+ */
+import type { EventBridgeClient } from '@aws-sdk/client-eventbridge';
+import { MetricUnit } from '@aws-lambda-powertools/metrics';
+import type { Context, DynamoDBBatchResponse, DynamoDBStreamEvent } from 'aws-lambda';
+import { CHANGE_EVENTS_METRIC_NAMES, CHANGE_EVENTS_SERVICE } from '../shared/metric-names.js';
+import { createLogger, createMetrics, describeError } from '../shared/observability.js';
+import { systemClock, type Clock } from '../shared/ports.js';
+import { EventBridgePublisher } from './adapters/eventbridge.js';
+import type { ChangeEventsConfig } from './config.js';
+import type { EventPublisher, StreamRecord } from './ports.js';
+import { announceBatch, type BatchCounts } from './publish.js';
+
+/** Time kept back from the invocation's remaining time: no PutEvents call starts within it. */
+export const DEFAULT_SAFETY_MARGIN_MS = 5_000;
+
+export interface ChangeEventsHandlerDeps {
+  config: ChangeEventsConfig;
+  eventbridge: EventBridgeClient;
+  /** Default: PutEvents on config.eventBusName through `eventbridge`. */
+  publisher?: EventPublisher;
+  clock?: Clock;
+  logger?: ReturnType<typeof createLogger>;
+  metrics?: ReturnType<typeof createMetrics>;
+  sleep?: (ms: number) => Promise<void>;
+  random?: () => number;
+  /** Kept back from the remaining time; default the smaller of 5 s and a quarter of the remaining time. */
+  safetyMarginMs?: number;
+}
+
+export type ChangeEventsHandler = (event: DynamoDBStreamEvent, context: Context) => Promise<DynamoDBBatchResponse>;
+
+export function createChangeEventsHandler(deps: ChangeEventsHandlerDeps): ChangeEventsHandler {
+  const logger = deps.logger ?? createLogger(CHANGE_EVENTS_SERVICE);
+  const metrics = deps.metrics ?? createMetrics(CHANGE_EVENTS_SERVICE);
+  const clock = deps.clock ?? systemClock;
+  const publisher =
+    deps.publisher ??
+    new EventBridgePublisher(deps.eventbridge, deps.config.eventBusName, {
+      ...(deps.sleep ? { sleep: deps.sleep } : {}),
+      ...(deps.random ? { random: deps.random } : {}),
+    });
+
+  return async function handler(event: DynamoDBStreamEvent, context: Context): Promise<DynamoDBBatchResponse> {
+    logger.addContext(context);
+    const records: StreamRecord[] = event?.Records ?? [];
+    try {
+      const remaining = context.getRemainingTimeInMillis();
+      const margin = deps.safetyMarginMs ?? Math.min(DEFAULT_SAFETY_MARGIN_MS, Math.floor(remaining / 4));
+      const deadline = clock.now().getTime() + remaining - margin;
+      const report = await announceBatch(records, { publisher, log: logger, now: () => clock.now().getTime(), deadline });
+      publishCounts(metrics, report.counts);
+      logger.info('batch done', { records: records.length, ...report.counts });
+      return { batchItemFailures: report.failures.map((itemIdentifier) => ({ itemIdentifier })) };
+    } catch (error) {
+      // The core decides every record itself; this is the last resort: hand the whole batch back.
+      logger.error('batch failed unexpectedly; every record will be retried', { error: describeError(error) });
+      publishCounts(metrics, { published: 0, failed: 0, ignored: 0, retried: records.length });
+      return { batchItemFailures: records.map((record) => ({ itemIdentifier: record.dynamodb?.SequenceNumber ?? '' })) };
+    } finally {
+      metrics.publishStoredMetrics();
+    }
+  };
+}
+
+function publishCounts(metrics: ReturnType<typeof createMetrics>, counts: BatchCounts): void {
+  for (const [counter, name] of Object.entries(CHANGE_EVENTS_METRIC_NAMES) as Array<[keyof BatchCounts, string]>) {
+    metrics.addMetric(name, MetricUnit.Count, counts[counter]);
+  }
+}

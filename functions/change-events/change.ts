@@ -1,0 +1,128 @@
+/**
+ * The mapping from one record of the items table's stream to the one change event it announces, if
+ * any (README, "Change events"; docs/change-events.md). Pure: no AWS import, no clock, no I/O.
+ *
+ * A row is live when `deleted` is absent or false, a tombstone when `deleted` is true. The images
+ * decide, not the record's eventName (but for REMOVE):
+ *
+ * | record          | old image            | new image                   | event                                   |
+ * |-----------------|----------------------|-----------------------------|-----------------------------------------|
+ * | INSERT / MODIFY | none (INSERT)        | live                        | ItemCreated, previousRevision null      |
+ * | INSERT / MODIFY | none (INSERT)        | tombstone                   | ItemDeleted, previousRevision null      |
+ * | MODIFY          | live                 | live, another revision      | ItemUpdated                             |
+ * | MODIFY          | live                 | live, the same revision     | none (nothing the contract names moved) |
+ * | MODIFY          | live                 | tombstone                   | ItemDeleted                             |
+ * | MODIFY          | tombstone            | live (any revision)         | ItemRestored                            |
+ * | MODIFY          | tombstone            | tombstone (any revision)    | none (it was and stays deleted)         |
+ * | REMOVE          | any                  | none                        | none (see below)                        |
+ *
+ * REMOVE: the sync never deletes a row (a provider delete keeps the row as a tombstone, which is
+ * announced as ItemDeleted). A REMOVE is an operator's act outside the contract (a clean-up, a
+ * restore into a new table), not a change of the mirrored item, so it announces nothing; the
+ * function logs and counts it (StreamRecordsIgnored).
+ *
+ * `detail` is built from the new image: `id`, `type`, `revision` and `syncedAt` (required: a row
+ * the sync writes always has them), `previousRevision` from the old image (null without one), and
+ * `itemObject` when the new row has one. Revisions are compared, and published, as text: a revision
+ * stored as a number (N) is its text. A record that cannot be mapped (a MODIFY without its old
+ * image, a new image without a required attribute, a malformed itemObject) throws MappingError: the
+ * caller hands it back to the event source rather than dropping it.
+ */
+import type { AttributeValue, ChangeEvent, ItemObject, StreamImage, StreamRecord } from './ports.js';
+
+/** Every event's `source`. */
+export const EVENT_SOURCE = 'content-sync';
+
+/** A stream record that cannot be turned into its event (the message says why; it holds no item data but the id). */
+export class MappingError extends Error {
+  override readonly name = 'MappingError';
+}
+
+/** The row as far as the events need it. */
+interface RowState {
+  id: string | undefined;
+  type: string | undefined;
+  revision: string | undefined;
+  syncedAt: string | undefined;
+  deleted: boolean;
+  itemObject: ItemObject | undefined;
+}
+
+/** The event `record` announces, or undefined when it announces nothing. Throws MappingError. */
+export function changeOf(record: StreamRecord): ChangeEvent | undefined {
+  const eventName = record.eventName;
+  if (eventName === 'REMOVE') return undefined;
+  if (eventName !== 'INSERT' && eventName !== 'MODIFY') {
+    throw new MappingError(`unknown stream eventName ${JSON.stringify(eventName ?? null)}`);
+  }
+  const newImage = record.dynamodb?.NewImage;
+  if (!newImage) throw new MappingError(`${eventName} record without a new image (the stream must be NEW_AND_OLD_IMAGES)`);
+  const oldImage = eventName === 'MODIFY' ? record.dynamodb?.OldImage : undefined;
+  if (eventName === 'MODIFY' && !oldImage) {
+    throw new MappingError('MODIFY record without an old image (the stream must be NEW_AND_OLD_IMAGES)');
+  }
+
+  const after = rowOf(newImage);
+  const before = oldImage ? rowOf(oldImage) : undefined;
+  const detailType = transition(before, after);
+  if (detailType === undefined) return undefined;
+
+  const id = requireText(after.id, 'id', after.id);
+  const detail: ChangeEvent['detail'] = {
+    id,
+    type: requireText(after.type, 'type', id),
+    revision: requireText(after.revision, 'revision', id),
+    previousRevision: before?.revision ?? null,
+    syncedAt: requireText(after.syncedAt, 'syncedAt', id),
+  };
+  if (after.itemObject) detail.itemObject = after.itemObject;
+  return { detailType, detail };
+}
+
+function transition(before: RowState | undefined, after: RowState): ChangeEvent['detailType'] | undefined {
+  if (!before) return after.deleted ? 'ItemDeleted' : 'ItemCreated';
+  if (before.deleted) return after.deleted ? undefined : 'ItemRestored';
+  if (after.deleted) return 'ItemDeleted';
+  return before.revision === after.revision ? undefined : 'ItemUpdated';
+}
+
+function rowOf(image: StreamImage): RowState {
+  const id = text(image['id']);
+  return {
+    id,
+    type: text(image['type']),
+    revision: text(image['revision']),
+    syncedAt: text(image['syncedAt']),
+    deleted: image['deleted']?.BOOL === true,
+    itemObject: image['itemObject'] === undefined ? undefined : itemObjectOf(image['itemObject'], id),
+  };
+}
+
+/** A string attribute as is, a number attribute as its text; anything else is no text. */
+function text(value: AttributeValue | undefined): string | undefined {
+  if (value?.S !== undefined) return value.S;
+  if (value?.N !== undefined) return value.N;
+  return undefined;
+}
+
+function requireText(value: string | undefined, attribute: string, id: string | undefined): string {
+  if (value === undefined) {
+    throw new MappingError(`${id === undefined ? 'a row' : `row ${JSON.stringify(id)}`} has no text attribute "${attribute}"`);
+  }
+  return value;
+}
+
+/** `{"key": S, "size": N, "sha256": S}`; `size` becomes a JSON number. */
+function itemObjectOf(value: AttributeValue, id: string | undefined): ItemObject {
+  const where = id === undefined ? 'a row' : `row ${JSON.stringify(id)}`;
+  const map = value.M;
+  if (!map) throw new MappingError(`${where}: itemObject is not a map`);
+  const key = map['key']?.S;
+  const sha256 = map['sha256']?.S;
+  const rawSize = map['size']?.N;
+  const size = rawSize !== undefined && /^\d+$/.test(rawSize) ? Number(rawSize) : Number.NaN;
+  if (key === undefined || sha256 === undefined || !Number.isSafeInteger(size) || size < 0) {
+    throw new MappingError(`${where}: itemObject needs key (S), size (N, a whole number) and sha256 (S)`);
+  }
+  return { key, size, sha256 };
+}

@@ -1,0 +1,77 @@
+/**
+ * Ports of the change-events core. The core (change.ts: the mapping of one stream record to its
+ * event; publish.ts: a batch in stream order) imports these types only; the adapter in ./adapters
+ * implements EventPublisher with the AWS SDK (eventbridge.ts), the tests with fakes or with the real
+ * adapter over a mocked client.
+ *
+ * The stream types are the shape Lambda hands a DynamoDB-stream-fed function (the `aws-lambda`
+ * package's DynamoDBRecord is assignable to StreamRecord), written out so the core needs no import.
+ */
+
+/** A DynamoDB attribute value as a stream image holds it (numbers as text). */
+export interface AttributeValue {
+  S?: string;
+  N?: string;
+  BOOL?: boolean;
+  NULL?: boolean;
+  M?: { [name: string]: AttributeValue };
+  L?: AttributeValue[];
+  B?: string;
+  SS?: string[];
+  NS?: string[];
+  BS?: string[];
+}
+
+export type StreamImage = { [name: string]: AttributeValue };
+
+/** One record of the items table's stream (view type NEW_AND_OLD_IMAGES). */
+export interface StreamRecord {
+  /** Unique per stream record; the same on every delivery of that record. */
+  eventID?: string;
+  eventName?: 'INSERT' | 'MODIFY' | 'REMOVE';
+  dynamodb?: {
+    Keys?: StreamImage;
+    OldImage?: StreamImage;
+    NewImage?: StreamImage;
+    /** What the function reports in batchItemFailures. */
+    SequenceNumber?: string;
+  };
+}
+
+/** The `itemObject` row attribute: where a large item lives in S3 (contract, "The items table"). */
+export interface ItemObject {
+  key: string;
+  size: number;
+  sha256: string;
+}
+
+export type ChangeDetailType = 'ItemCreated' | 'ItemUpdated' | 'ItemDeleted' | 'ItemRestored';
+
+/** The event's `detail` (contract, "Change events"); `itemObject` only when the row has one. */
+export interface ChangeDetail {
+  id: string;
+  type: string;
+  revision: string;
+  /** The revision the row held before this change; null when there was no row. */
+  previousRevision: string | null;
+  syncedAt: string;
+  itemObject?: ItemObject;
+}
+
+/** One event to put on the bus (`source` is always `content-sync`, added by the publisher). */
+export interface ChangeEvent {
+  detailType: ChangeDetailType;
+  detail: ChangeDetail;
+}
+
+/** How one event of a publish call ended. */
+export type PublishOutcome = { published: true } | { published: false; error: string };
+
+export interface EventPublisher {
+  /**
+   * Puts the events on the bus (at most MAX_EVENTS_PER_CALL, within MAX_CALL_BYTES; the core
+   * chunks), re-trying the ones EventBridge refuses a bounded number of times. Never throws: one
+   * outcome per event, in the order given.
+   */
+  publish(events: readonly ChangeEvent[]): Promise<PublishOutcome[]>;
+}
