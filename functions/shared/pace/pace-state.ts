@@ -103,6 +103,7 @@ export function initialPaceState(settings: PaceSettings, now: number): PaceState
   return {
     rate,
     tokens: burst(rate, settings),
+    sweepTokens: burst(rate, settings),
     at: now,
     ...(settings.maxRate !== undefined ? { ceiling: settings.maxRate } : {}),
     cutAt: 0,
@@ -241,7 +242,7 @@ export function rateLimited(state: PaceState, now: number, retryAfterMs: number 
     // Refused below the last ceiling: the limit fell. Aim lower than where this 429 came, so that the
     // rate comes down to the new limit in a few cuts rather than creeping down cut after cut.
     const fell = next.ceiling !== undefined && next.rate < 0.98 * next.ceiling;
-    next.ceiling = fell ? next.rate * settings.cutFactor : next.rate;
+    next.ceiling = Math.max(settings.minRate, fell ? next.rate * settings.cutFactor : next.rate);
     next.rate = Math.max(settings.minRate, next.rate * settings.cutFactor);
     next.cutAt = now;
     next.tokens = 0;

@@ -222,9 +222,9 @@ export class ProviderPace {
         return;
       }
       case 'failed': {
-        this.consecutiveFailures += 1;
         if (probe) return; // the breaker stays open; the next probe is due in probeIntervalMs
         if (result.repeat) return;
+        this.consecutiveFailures += 1;
         // Counted system-wide: a few failures in a row anywhere open the breaker for everyone.
         const after = await this.change('request failed', (state) => requestFailed(state, now, this.settings));
         if (after?.breaker.open) this.learnOutage(after.breaker);
