@@ -1,0 +1,219 @@
+/**
+ * The change-events handler and its PutEvents adapter over a mocked EventBridge client
+ * (aws-sdk-client-mock): the exact PutEvents entries, refused entries (FailedEntryCount and
+ * per-entry ErrorCode) sent again a bounded number of times and then reported, a call that throws,
+ * the batchItemFailures answer by sequence number, the metrics and the configuration.
+ */
+import { PassThrough } from 'node:stream';
+import { EventBridgeClient, EventBridgeServiceException, PutEventsCommand, type PutEventsCommandInput } from '@aws-sdk/client-eventbridge';
+import { mockClient } from 'aws-sdk-client-mock';
+import { beforeEach, describe, expect, it } from 'vitest';
+import { EventBridgePublisher } from '../../../functions/change-events/adapters/eventbridge.js';
+import { createChangeEventsHandler } from '../../../functions/change-events/app.js';
+import { CHANGE_EVENTS_ENV, loadChangeEventsConfig } from '../../../functions/change-events/config.js';
+import { ConfigError } from '../../../functions/shared/errors.js';
+import { CHANGE_EVENTS_SERVICE } from '../../../functions/shared/metric-names.js';
+import { createLogger, createMetrics } from '../../../functions/shared/observability.js';
+import { createContext } from '../../../dev/fakes/lambda.js';
+import { jsonLines } from '../../../dev/fakes/capture-output.js';
+import { sumEmfMetrics } from '../../../dev/fakes/emf.js';
+import { live, record, streamEvent, tombstone } from './helpers.js';
+
+const BUS_ARN = 'arn:aws:events:eu-west-1:123456789012:event-bus/ContentSyncStateful-change-events';
+const T0 = '2026-11-21T10:00:00.000Z';
+const T1 = '2026-11-21T10:05:00.000Z';
+const NOW = new Date('2026-11-21T10:05:01.000Z');
+
+const eventbridge = mockClient(EventBridgeClient);
+
+beforeEach(() => {
+  eventbridge.reset();
+});
+
+/** Accepts every entry, with event ids e1, e2... */
+function acceptAll() {
+  let n = 0;
+  eventbridge.on(PutEventsCommand).callsFake((input: PutEventsCommandInput) => ({
+    FailedEntryCount: 0,
+    Entries: input.Entries!.map(() => ({ EventId: `e${++n}` })),
+  }));
+}
+
+/** The entries of every PutEvents call, Detail parsed. */
+function sentCalls(): Array<Array<Record<string, unknown>>> {
+  return eventbridge.commandCalls(PutEventsCommand).map((call) =>
+    call.args[0].input.Entries!.map((entry) => ({ ...entry, Detail: JSON.parse(entry.Detail!) })),
+  );
+}
+
+function setup(options: { remainingMs?: number } = {}) {
+  const output = new PassThrough();
+  let text = '';
+  output.on('data', (chunk: Buffer) => (text += chunk.toString('utf8')));
+  const sleeps: number[] = [];
+  const handler = createChangeEventsHandler({
+    config: loadChangeEventsConfig({ [CHANGE_EVENTS_ENV.eventBusName]: BUS_ARN }),
+    eventbridge: new EventBridgeClient({ region: 'eu-west-1' }),
+    clock: { now: () => NOW },
+    logger: createLogger(CHANGE_EVENTS_SERVICE, { output }),
+    metrics: createMetrics(CHANGE_EVENTS_SERVICE, { output }),
+    sleep: async (ms) => void sleeps.push(ms),
+    random: () => 1,
+  });
+  const remaining = options.remainingMs ?? 30_000;
+  const context = createContext('change-events', 'eu-west-1', remaining, { remainingMs: () => remaining, awsRequestId: 'req-1' });
+  return { handler, context, sleeps, output: () => text };
+}
+
+describe('change-events handler', () => {
+  it('puts one event per real change on the bus: source content-sync, the detail-type, the detail as JSON', async () => {
+    acceptAll();
+    const { handler, context, output } = setup();
+    const large = { id: 'big', type: 'file', revision: '8', syncedAt: T1, itemObject: { key: 'items/big/8', size: 500_000, sha256: 'f'.repeat(64) } };
+    const answer = await handler(
+      streamEvent(
+        record(undefined, live('f1', '1', T0)),
+        record(live('f2', '1', T0), live('f2', '1', T1)),
+        record(live('f3', '1', T0), live('f3', '2', T1)),
+        record(live('f4', '2', T0), tombstone(live('f4', '2'), T1)),
+        record(tombstone(live('f5', '3'), T0), live('f5', '3', T1)),
+        record(live('big', '7', T0), large),
+        record(live('f6', '1', T0), undefined),
+      ),
+      context,
+    );
+    expect(answer).toEqual({ batchItemFailures: [] });
+    const entry = (detailType: string, detail: Record<string, unknown>) => ({ EventBusName: BUS_ARN, Source: 'content-sync', DetailType: detailType, Detail: detail });
+    expect(sentCalls()).toEqual([
+      [
+        entry('ItemCreated', { id: 'f1', type: 'file', revision: '1', previousRevision: null, syncedAt: T0 }),
+        entry('ItemUpdated', { id: 'f3', type: 'file', revision: '2', previousRevision: '1', syncedAt: T1 }),
+        entry('ItemDeleted', { id: 'f4', type: 'file', revision: '2', previousRevision: '2', syncedAt: T1 }),
+        entry('ItemRestored', { id: 'f5', type: 'file', revision: '3', previousRevision: '3', syncedAt: T1 }),
+        entry('ItemUpdated', { id: 'big', type: 'file', revision: '8', previousRevision: '7', syncedAt: T1, itemObject: large.itemObject }),
+      ],
+    ]);
+    // Exactly these entry fields: no Time, Resources or TraceHeader.
+    expect(Object.keys(eventbridge.commandCalls(PutEventsCommand)[0]!.args[0].input.Entries![0]!).sort()).toEqual(['Detail', 'DetailType', 'EventBusName', 'Source']);
+    const metrics = sumEmfMetrics(output());
+    expect(metrics).toEqual({ ChangeEventsPublished: 5, ChangeEventsFailed: 0, StreamRecordsIgnored: 2, StreamRecordsRetried: 0 });
+    const emf = jsonLines(output()).find((line) => typeof line !== 'string' && line['_aws']) as Record<string, any>;
+    expect(emf['_aws'].CloudWatchMetrics[0].Namespace).toBe('ContentSync');
+    expect(emf['service']).toBe('change-events');
+  });
+
+  it('an entry refused (FailedEntryCount, ErrorCode) is sent again alone, and published when accepted', async () => {
+    eventbridge
+      .on(PutEventsCommand)
+      .resolvesOnce({ FailedEntryCount: 1, Entries: [{ EventId: 'e1' }, { ErrorCode: 'ThrottlingException', ErrorMessage: 'Rate exceeded' }, { EventId: 'e3' }] })
+      .resolvesOnce({ FailedEntryCount: 0, Entries: [{ EventId: 'e4' }] });
+    const { handler, context, sleeps, output } = setup();
+    const answer = await handler(
+      streamEvent(record(undefined, live('a', '1', T0)), record(undefined, live('b', '1', T0)), record(undefined, live('c', '1', T0))),
+      context,
+    );
+    expect(answer).toEqual({ batchItemFailures: [] });
+    expect(sentCalls().map((call) => call.map((entry) => (entry['Detail'] as { id: string }).id))).toEqual([['a', 'b', 'c'], ['b']]);
+    expect(sleeps).toEqual([100]);
+    expect(sumEmfMetrics(output())).toMatchObject({ ChangeEventsPublished: 3, ChangeEventsFailed: 0 });
+  });
+
+  it('an entry still refused after 3 calls: its record and every later one are reported by sequence number', async () => {
+    eventbridge.on(PutEventsCommand).callsFake((input: PutEventsCommandInput) => ({
+      FailedEntryCount: input.Entries!.filter((entry) => JSON.parse(entry.Detail!).id === 'b').length,
+      Entries: input.Entries!.map((entry, i) =>
+        JSON.parse(entry.Detail!).id === 'b' ? { ErrorCode: 'InternalFailure', ErrorMessage: 'Internal failure' } : { EventId: `e${i}` },
+      ),
+    }));
+    const { handler, context, sleeps, output } = setup();
+    const records = [
+      record(undefined, live('a', '1', T0), { sequenceNumber: '1001' }),
+      record(undefined, live('b', '1', T0), { sequenceNumber: '1002' }),
+      record(undefined, live('c', '1', T0), { sequenceNumber: '1003' }),
+      record(live('b', '1', T0), live('b', '2', T1), { sequenceNumber: '1004' }),
+    ];
+    const answer = await handler(streamEvent(...records), context);
+    expect(answer).toEqual({ batchItemFailures: [{ itemIdentifier: '1002' }, { itemIdentifier: '1003' }, { itemIdentifier: '1004' }] });
+    // b's second change was never sent: one call with a, b, c, then b alone twice.
+    expect(sentCalls().map((call) => call.map((entry) => `${(entry['Detail'] as { id: string }).id}`))).toEqual([['a', 'b', 'c'], ['b'], ['b']]);
+    expect(sleeps).toEqual([100, 200]);
+    expect(sumEmfMetrics(output())).toEqual({ ChangeEventsPublished: 2, ChangeEventsFailed: 1, StreamRecordsIgnored: 0, StreamRecordsRetried: 3 });
+    const errors = jsonLines(output()).filter((line) => typeof line !== 'string' && line['level'] === 'ERROR') as Array<Record<string, unknown>>;
+    expect(errors.map((line) => [line['message'], line['id'], line['sequenceNumber'], line['error']])).toEqual([
+      ['change event not published: the record is handed back', 'b', '1002', 'InternalFailure: Internal failure'],
+    ]);
+  });
+
+  it('a PutEvents call that throws (after the SDK retries) is tried again, then the records are reported', async () => {
+    eventbridge.on(PutEventsCommand).rejects(new EventBridgeServiceException({ name: 'InternalException', $fault: 'server', $metadata: {}, message: 'boom' }));
+    const { handler, context, output } = setup();
+    const answer = await handler(streamEvent(record(undefined, live('a', '1', T0), { sequenceNumber: '2001' }), record(live('x', '1'), undefined, { sequenceNumber: '2002' })), context);
+    expect(answer).toEqual({ batchItemFailures: [{ itemIdentifier: '2001' }, { itemIdentifier: '2002' }] });
+    expect(eventbridge.commandCalls(PutEventsCommand)).toHaveLength(3);
+    const errors = jsonLines(output()).filter((line) => typeof line !== 'string' && line['level'] === 'ERROR') as Array<Record<string, unknown>>;
+    expect(errors[0]!['error']).toBe('PutEvents failed: InternalException: boom');
+  });
+
+  it('a reply without a result for an entry: that entry is not published', async () => {
+    eventbridge.on(PutEventsCommand).resolvesOnce({ FailedEntryCount: 0, Entries: [{ EventId: 'e1' }] }).resolves({ FailedEntryCount: 0, Entries: [] });
+    const { handler, context, output } = setup();
+    const answer = await handler(streamEvent(record(undefined, live('a', '1', T0), { sequenceNumber: '3001' }), record(undefined, live('b', '1', T0), { sequenceNumber: '3002' })), context);
+    expect(answer).toEqual({ batchItemFailures: [{ itemIdentifier: '3002' }] });
+    expect(sentCalls().map((call) => call.map((entry) => (entry['Detail'] as { id: string }).id))).toEqual([['a', 'b'], ['b'], ['b']]);
+    const errors = jsonLines(output()).filter((line) => typeof line !== 'string' && line['level'] === 'ERROR') as Array<Record<string, unknown>>;
+    expect(errors[0]!['error']).toBe('PutEvents gave no result for the entry');
+  });
+
+  it('a record that cannot be mapped is reported (with the rest), not dropped', async () => {
+    acceptAll();
+    const { handler, context } = setup();
+    const broken = record(live('a', '1', T0), live('a', '2', T1), { sequenceNumber: '4002' });
+    delete broken.dynamodb!.OldImage;
+    const answer = await handler(streamEvent(record(undefined, live('z', '1', T0), { sequenceNumber: '4001' }), broken), context);
+    expect(answer).toEqual({ batchItemFailures: [{ itemIdentifier: '4002' }] });
+    expect(sentCalls()).toHaveLength(1);
+  });
+
+  it('an invocation about to run out of time makes no call: the whole batch is handed back', async () => {
+    acceptAll();
+    const { handler, context } = setup({ remainingMs: 0 });
+    const answer = await handler(streamEvent(record(undefined, live('a', '1', T0), { sequenceNumber: '5001' })), context);
+    expect(answer).toEqual({ batchItemFailures: [{ itemIdentifier: '5001' }] });
+    expect(sentCalls()).toHaveLength(0);
+  });
+
+  it('an empty event: nothing sent, nothing reported, zero metrics', async () => {
+    const { handler, context, output } = setup();
+    expect(await handler({ Records: [] }, context)).toEqual({ batchItemFailures: [] });
+    expect(eventbridge.commandCalls(PutEventsCommand)).toHaveLength(0);
+    expect(sumEmfMetrics(output())).toEqual({ ChangeEventsPublished: 0, ChangeEventsFailed: 0, StreamRecordsIgnored: 0, StreamRecordsRetried: 0 });
+  });
+});
+
+describe('EventBridgePublisher', () => {
+  it('one outcome per event, in order; attempts are bounded by the option', async () => {
+    eventbridge.on(PutEventsCommand).resolves({ FailedEntryCount: 1, Entries: [{ EventId: 'e1' }, { ErrorCode: 'MalformedDetail', ErrorMessage: 'Detail is malformed.' }] });
+    const publisher = new EventBridgePublisher(new EventBridgeClient({ region: 'eu-west-1' }), 'bus', { attempts: 1, sleep: async () => undefined });
+    const event = (id: string) => ({ detailType: 'ItemCreated' as const, detail: { id, type: 'file', revision: '1', previousRevision: null, syncedAt: T0 } });
+    expect(await publisher.publish([event('a'), event('b')])).toEqual([
+      { published: true },
+      { published: false, error: 'MalformedDetail: Detail is malformed.' },
+    ]);
+    expect(eventbridge.commandCalls(PutEventsCommand)).toHaveLength(1);
+    expect(eventbridge).toHaveReceivedCommandWith(PutEventsCommand, {
+      Entries: [
+        { EventBusName: 'bus', Source: 'content-sync', DetailType: 'ItemCreated', Detail: JSON.stringify(event('a').detail) },
+        { EventBusName: 'bus', Source: 'content-sync', DetailType: 'ItemCreated', Detail: JSON.stringify(event('b').detail) },
+      ],
+    });
+  });
+});
+
+describe('configuration', () => {
+  it('EVENT_BUS_NAME is required (name or ARN)', () => {
+    expect(CHANGE_EVENTS_ENV.eventBusName).toBe('EVENT_BUS_NAME');
+    expect(loadChangeEventsConfig({ EVENT_BUS_NAME: ` ${BUS_ARN} ` })).toEqual({ eventBusName: BUS_ARN });
+    expect(() => loadChangeEventsConfig({})).toThrow(ConfigError);
+    expect(() => loadChangeEventsConfig({ EVENT_BUS_NAME: ' ' })).toThrow('EVENT_BUS_NAME: is required but not set');
+  });
+});
