@@ -25,6 +25,7 @@ import { createSyncHandler, type SyncHandler } from '../../functions/item-sync/a
 import { validateItem, type ValidItem } from '../../functions/item-sync/item.js';
 import type { SyncCounts } from '../../functions/item-sync/sync.js';
 import { ENV, loadRefresherConfig, loadSyncConfig, type Env } from '../../functions/shared/config.js';
+import { DynamoDbPaceStore } from '../../functions/shared/adapters/dynamodb-pace-store.js';
 import { parseJson } from '../../functions/shared/json.js';
 import { REFRESHER_SERVICE, SYNC_SERVICE } from '../../functions/shared/metric-names.js';
 import { createLogger, createMetrics } from '../../functions/shared/observability.js';
@@ -456,7 +457,23 @@ interface StoryFindings {
   passes: PassSummary[];
   providerItems: number;
   tableRows: number;
+  /** What the provider saw in each pass (the simulator's own record). */
+  providerLoad: ProviderLoad[];
 }
+
+/** The provider's side of a pass: item requests, how many it refused with 429, how fast they came. */
+interface ProviderLoad {
+  name: string;
+  requests: number;
+  rateLimited: number;
+  seconds: number;
+}
+
+/**
+ * The simulator's rate limit: a token bucket of this many requests a second (429 with Retry-After: 1
+ * beyond it). The run is not told: the shared pace has to find it, as it would a real provider's.
+ */
+export const LOCAL_PROVIDER_LIMIT = 40;
 
 export async function runLocalStory(options: LocalStoryOptions = {}): Promise<StoryResult> {
   const itemCount = Math.max(10, Math.floor(options.itemCount ?? DEFAULT_ITEM_COUNT));
@@ -469,7 +486,7 @@ export async function runLocalStory(options: LocalStoryOptions = {}): Promise<St
     revisionField,
     limits: { timeLimitMs: options.timeLimitMs ?? Math.max(120_000, itemCount * 20), concurrency: 5 },
   };
-  const findings: StoryFindings = { passes: [], providerItems: 0, tableRows: 0 };
+  const findings: StoryFindings = { passes: [], providerItems: 0, tableRows: 0, providerLoad: [] };
   let simulator: ProviderSimulator | undefined;
 
   const outcome = await runStory({
@@ -496,7 +513,14 @@ export async function runLocalStory(options: LocalStoryOptions = {}): Promise<St
 /** A simulated provider holding a generated tree of items, which rotates the refresh token at every refresh. */
 async function startSimulator({ itemCount, seed, revisionField }: StorySettings): Promise<ProviderSimulator> {
   const items = generateItemTree({ count: itemCount, seed, revisionField });
-  return ProviderSimulator.start({ items, seed, revisionField, rotateRefreshToken: true, prefix: '/api/v2' });
+  return ProviderSimulator.start({
+    items,
+    seed,
+    revisionField,
+    rotateRefreshToken: true,
+    prefix: '/api/v2',
+    rateLimit: { requestsPerSecond: LOCAL_PROVIDER_LIMIT, retryAfterSeconds: 1 },
+  });
 }
 
 function simulatorSide(simulator: ProviderSimulator): ProviderSide {
@@ -514,6 +538,7 @@ function printStoryHeader(run: LocalRun, simulator: ProviderSimulator, seed: num
   const storage = stack.dynamodbStorage === 'disk' ? `data in ${display(join(run.dataDir, 'dynamodb'))}` : 'in memory';
   screen.line('content-sync, local run: the deployed handlers against a simulated provider and local AWS services');
   screen.line(`   provider simulator     ${simulator.baseUrl} (${items.length} items: ${folders} folders, ${items.length - folders} files; seed ${seed})`);
+  screen.line(`                          rate limit ${LOCAL_PROVIDER_LIMIT} requests/s (429 beyond it): the run is not told, the pace finds it`);
   screen.line(`   DynamoDB (dynalite)    ${stack.dynamodbEndpoint}, table ${stack.tableName}, ${storage}`);
   screen.line(`   SQS, Secrets Manager   ${stack.emulator.endpoint} (local emulator)`);
   screen.line(`   handler logs           ${display(run.logFile)} (JSON lines, as in CloudWatch)`);
@@ -533,7 +558,7 @@ async function playStory(run: LocalRun, simulator: ProviderSimulator, settings: 
   const limitedId = ids[1 + Math.floor(rand() * (ids.length - 1))]!;
   simulator.addFault({ endpoint: 'items', itemId: limitedId, times: 1, fault: { kind: 'status', status: 429, headers: { 'Retry-After': '1' } } });
   screen.line(`2. Sync every id (the provider answers 429 Too Many Requests, Retry-After: 1, once for ${limitedId})`);
-  const first = await recordPass(run, findings, 'initial sync', ids, settings.limits);
+  const first = await measured(simulator, findings, 'initial sync', () => recordPass(run, findings, 'initial sync', ids, settings.limits));
   expectCounts(problems, first, { created: ids.length, updated: 0, unchanged: 0, deleted: 0, deadLettered: 0 });
 
   // 3. Changes at the provider: new revisions, deletions, a new item; the next scheduled refresh.
@@ -547,7 +572,7 @@ async function playStory(run: LocalRun, simulator: ProviderSimulator, settings: 
   const known = await scanTableIds(run.stack.dynamodb, run.stack.tableName);
   const secondIds = [...new Set([...known, change.newItem.id])];
   screen.line(`4. Sync again: the ${known.length} ids the table knows and the new one`);
-  const second = await recordPass(run, findings, 'after changes', secondIds, settings.limits);
+  const second = await measured(simulator, findings, 'after changes', () => recordPass(run, findings, 'after changes', secondIds, settings.limits));
   expectCounts(problems, second, {
     created: 1,
     updated: change.bumped.length,
@@ -558,6 +583,36 @@ async function playStory(run: LocalRun, simulator: ProviderSimulator, settings: 
 
   // 5. The table against the provider.
   await checkTable(run, simulator, change.deletedIds, settings.revisionField, findings);
+}
+
+/** Runs a pass and records what the provider saw of it. */
+async function measured<T>(simulator: ProviderSimulator, findings: StoryFindings, name: string, pass: () => Promise<T>): Promise<T> {
+  const from = simulator.requests.length;
+  const started = Date.now();
+  const result = await pass();
+  const requests = simulator.requests.slice(from).filter((r) => r.endpoint === 'items');
+  findings.providerLoad.push({
+    name,
+    requests: requests.length,
+    rateLimited: requests.filter((r) => r.status === 429).length,
+    seconds: (Date.now() - started) / 1000,
+  });
+  return result;
+}
+
+/** The pace the run found (the control table's row), and what the provider saw of each pass. */
+async function paceLines(run: LocalRun, load: readonly ProviderLoad[]): Promise<string[]> {
+  const stored = await new DynamoDbPaceStore(run.stack.dynamodb, run.stack.env[ENV.controlTableName]!).read();
+  const state = stored?.state as { rate?: number; ceiling?: number } | undefined;
+  const found = state?.ceiling ?? state?.rate;
+  const lines = [
+    `Provider pace: found ${found === undefined ? 'nothing yet' : `${found.toFixed(1)} requests/s`} (the simulator's unpublished limit: ${LOCAL_PROVIDER_LIMIT}/s), now at ${state?.rate?.toFixed(1) ?? '?'}/s`,
+  ];
+  for (const pass of load) {
+    const rate = pass.requests / Math.max(pass.seconds, 0.001);
+    lines.push(`   ${pass.name}: ${pass.requests} provider requests, ${rate.toFixed(1)}/s, ${pass.rateLimited} answered 429`);
+  }
+  return lines;
 }
 
 async function recordPass(run: LocalRun, findings: StoryFindings, name: string, ids: readonly string[], limits: PassLimits): Promise<PassSummary> {
@@ -617,6 +672,8 @@ async function checkTable(
 
   screen.line();
   for (const line of formatPassTable(findings.passes)) screen.line(line);
+  screen.line();
+  for (const line of await paceLines(run, findings.providerLoad)) screen.line(line);
   screen.line();
   if (problems.length === 0) {
     screen.line(
