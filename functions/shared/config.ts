@@ -48,6 +48,24 @@ export interface SyncConfig {
   postponeMaxSeconds: number;
 }
 
+/** The reconciler's configuration (functions/reconciler). */
+export interface ReconcilerConfig {
+  itemsTableName: string;
+  /** The control table: the reconciler's cursor row (`reconcile-cursor`). */
+  controlTableName: string;
+  /** Where the reconciler sends `{"id": "<id>"}` messages for the item sync. */
+  reconcileQueueUrl: string;
+  /**
+   * Target length of a pass, in hours: a pass that ends sooner is followed by the next one only
+   * this long after it started. 0: the next pass starts as soon as one ends.
+   */
+  freshnessHours: number;
+  /** Parallel Scan segments (TotalSegments) of a new pass. */
+  segments: number;
+  /** The reconcile queue's backlog (visible, in flight and delayed) a tick fills up to. */
+  highWater: number;
+}
+
 export const ENV = {
   baseUrl: 'PROVIDER_BASE_URL',
   credentialsSecretId: 'CREDENTIALS_SECRET_ID',
@@ -65,6 +83,11 @@ export const ENV = {
   providerRequestsPerSecond: 'PROVIDER_REQUESTS_PER_SECOND',
   paceFallbackRate: 'PACE_FALLBACK_REQUESTS_PER_SECOND',
   postponeMaxSeconds: 'SYNC_POSTPONE_MAX_SECONDS',
+  // The reconciler (functions/reconciler); it also reads itemsTableName and controlTableName.
+  reconcileQueueUrl: 'RECONCILE_QUEUE_URL',
+  freshnessHours: 'FRESHNESS_HOURS',
+  reconcileSegments: 'RECONCILE_SEGMENTS',
+  reconcileHighWater: 'RECONCILE_HIGH_WATER',
 } as const;
 
 export const DEFAULTS = {
@@ -76,6 +99,9 @@ export const DEFAULTS = {
   rateLimitMinDelaySeconds: 60,
   paceFallbackRate: 1,
   postponeMaxSeconds: 30,
+  freshnessHours: 24,
+  reconcileSegments: 8,
+  reconcileHighWater: 10_000,
 } as const;
 
 /** A dot path: non-empty segments without whitespace, e.g. `revision` or `meta.rev`. */
@@ -168,5 +194,21 @@ export function loadSyncConfig(env: Env = process.env): SyncConfig {
     providerRequestsPerSecond: optionalInteger(env, ENV.providerRequestsPerSecond, 1, 100_000),
     paceFallbackRate: integer(env, ENV.paceFallbackRate, DEFAULTS.paceFallbackRate, 1, 1_000),
     postponeMaxSeconds: integer(env, ENV.postponeMaxSeconds, DEFAULTS.postponeMaxSeconds, 15, 900),
+  };
+}
+
+/**
+ * The reconciler's variables: ITEMS_TABLE_NAME, CONTROL_TABLE_NAME and RECONCILE_QUEUE_URL are
+ * required; FRESHNESS_HOURS (0–8760, default 24), RECONCILE_SEGMENTS (1–100, default 8) and
+ * RECONCILE_HIGH_WATER (10–100000, default 10000) have defaults.
+ */
+export function loadReconcilerConfig(env: Env = process.env): ReconcilerConfig {
+  return {
+    itemsTableName: required(env, ENV.itemsTableName),
+    controlTableName: required(env, ENV.controlTableName),
+    reconcileQueueUrl: queueUrl(env, ENV.reconcileQueueUrl),
+    freshnessHours: integer(env, ENV.freshnessHours, DEFAULTS.freshnessHours, 0, 8760),
+    segments: integer(env, ENV.reconcileSegments, DEFAULTS.reconcileSegments, 1, 100),
+    highWater: integer(env, ENV.reconcileHighWater, DEFAULTS.reconcileHighWater, 10, 100_000),
   };
 }

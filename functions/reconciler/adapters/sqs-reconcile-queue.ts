@@ -1,0 +1,114 @@
+/**
+ * The reconcile queue (RECONCILE_QUEUE_URL) as the ReconcileQueue port: its backlog from
+ * GetQueueAttributes (visible + in flight + delayed), and the ids of a page as SendMessageBatch
+ * calls of 10, a few in flight at once. Each message is `{"id": "<id>"}` with the Number attribute
+ * `reconcilePass`, which tells the item sync that the record is the sweep's.
+ *
+ * An entry SQS refuses for a reason that may pass (or a call that fails) is sent again, a bounded
+ * number of times; what still is not sent makes `send` throw, so the page is not advanced past and
+ * a later tick sends it again. An entry refused as the sender's fault can never be sent: it is
+ * returned as refused, and the page is advanced past it (the core logs it).
+ */
+import { GetQueueAttributesCommand, type SQSClient } from '@aws-sdk/client-sqs';
+import { sendMessageBatch, type EntryFailure } from '../../shared/adapters/sqs-batch.js';
+import { TransientError } from '../../shared/errors.js';
+import type { ReconcileQueue, SendResult } from '../ports.js';
+
+/** The message attribute that carries the pass number (Number). */
+export const RECONCILE_PASS_ATTRIBUTE = 'reconcilePass';
+
+/** SQS's limit of entries per SendMessageBatch. */
+const BATCH_ENTRIES = 10;
+
+export const BACKLOG_ATTRIBUTES = [
+  'ApproximateNumberOfMessages',
+  'ApproximateNumberOfMessagesNotVisible',
+  'ApproximateNumberOfMessagesDelayed',
+] as const;
+
+export interface SqsReconcileQueueOptions {
+  /** SendMessageBatch calls in flight at once; default 10. */
+  concurrency?: number;
+  /** Calls per entry that SQS refuses for a reason that may pass; default 3. */
+  attempts?: number;
+  /** Wait before the first re-send, doubled for each further one; default 100 ms. */
+  backoffMs?: number;
+  sleep?: (ms: number) => Promise<void>;
+}
+
+export class SqsReconcileQueue implements ReconcileQueue {
+  private readonly concurrency: number;
+  private readonly attempts: number;
+  private readonly backoffMs: number;
+  private readonly sleep: (ms: number) => Promise<void>;
+
+  constructor(
+    private readonly client: SQSClient,
+    readonly queueUrl: string,
+    options: SqsReconcileQueueOptions = {},
+  ) {
+    this.concurrency = Math.max(1, options.concurrency ?? 10);
+    this.attempts = Math.max(1, options.attempts ?? 3);
+    this.backoffMs = options.backoffMs ?? 100;
+    this.sleep = options.sleep ?? ((ms) => new Promise((resolve) => setTimeout(resolve, ms)));
+  }
+
+  async backlog(): Promise<number> {
+    const output = await this.client.send(new GetQueueAttributesCommand({ QueueUrl: this.queueUrl, AttributeNames: [...BACKLOG_ATTRIBUTES] }));
+    let total = 0;
+    for (const name of BACKLOG_ATTRIBUTES) {
+      const value = Number(output.Attributes?.[name] ?? 0);
+      if (Number.isFinite(value) && value > 0) total += value;
+    }
+    return total;
+  }
+
+  async send(ids: readonly string[], pass: number): Promise<SendResult> {
+    const refused: SendResult['refused'] = [];
+    const unsent: Array<{ id: string; reason: string }> = [];
+    const chunks: string[][] = [];
+    for (let start = 0; start < ids.length; start += BATCH_ENTRIES) chunks.push(ids.slice(start, start + BATCH_ENTRIES));
+    let next = 0;
+    const worker = async (): Promise<void> => {
+      while (next < chunks.length) {
+        const chunk = chunks[next++]!;
+        await sendMessageBatch(this.client, this.queueUrl, chunk, {
+          entry: (id, position) => ({
+            Id: `m${position}`,
+            MessageBody: JSON.stringify({ id }),
+            MessageAttributes: { [RECONCILE_PASS_ATTRIBUTE]: { DataType: 'Number', StringValue: String(pass) } },
+          }),
+          attempts: this.attempts,
+          delayMs: (attempt) => this.backoffMs * 2 ** (attempt - 1),
+          sleep: this.sleep,
+          onCallError: () => 'retry',
+          onSent: () => undefined,
+          onFailed: (id, failure) => {
+            if (failure.kind === 'refused' && failure.senderFault) refused.push({ id, reason: describe(failure) });
+            else unsent.push({ id, reason: describe(failure) });
+          },
+        });
+      }
+    };
+    await Promise.all(Array.from({ length: Math.min(this.concurrency, chunks.length) }, worker));
+    if (unsent.length > 0) {
+      throw new TransientError(`${unsent.length} of ${ids.length} ids could not be sent to the reconcile queue (${unsent[0]!.reason})`);
+    }
+    return { refused };
+  }
+}
+
+function describe(failure: EntryFailure): string {
+  switch (failure.kind) {
+    case 'refused':
+      return `${failure.code ?? 'refused'}: ${failure.message ?? ''}`.trim();
+    case 'unanswered':
+      return 'SendMessageBatch did not answer for the entry';
+    case 'call-failed': {
+      const error = failure.error as { name?: string; message?: string };
+      return `SendMessageBatch failed: ${error?.name ?? 'Error'}: ${error?.message ?? String(failure.error)}`;
+    }
+    case 'stopped':
+      return 'not sent';
+  }
+}

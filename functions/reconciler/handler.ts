@@ -1,0 +1,12 @@
+/** Lambda entry point of the reconciler: configuration and AWS clients once per container. */
+import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
+import { SQSClient } from '@aws-sdk/client-sqs';
+import { loadReconcilerConfig } from '../shared/config.js';
+import { createReconcilerHandler } from './app.js';
+
+const config = loadReconcilerConfig();
+// Created once per container and reused across invocations.
+const dynamodbClient = new DynamoDBClient({});
+const sqsClient = new SQSClient({});
+
+export const handler = createReconcilerHandler({ config, dynamodb: dynamodbClient, sqs: sqsClient });
