@@ -38,6 +38,7 @@ export function buildContentSyncApp(app: App): ContentSyncApp {
       accessTokenSecret: stateful.accessTokenSecret,
       queue: stateful.queue,
       deadLetterQueue: stateful.deadLetterQueue,
+      changeEvents: stateful.changeEvents,
     },
   });
   // cdk-nag 3 is a policy-validation plugin: synthesis fails on any unacknowledged finding.

@@ -10,6 +10,7 @@ import * as sqs from 'aws-cdk-lib/aws-sqs';
 import type { Construct } from 'constructs';
 import { CREDENTIALS_PLACEHOLDER } from '../functions/shared/secrets.js';
 import { MAX_RECEIVE_COUNT } from '../functions/shared/sync-queue.js';
+import { addChangeEventResources, type ChangeEventResources } from './change-events/change-event-resources.js';
 import type { ContentSyncConfig } from './context.js';
 
 /** SQS's maximum; the dead-letter queue is where an operator looks after an incident. */
@@ -45,6 +46,8 @@ export class StatefulStack extends Stack {
   readonly accessTokenSecret: secretsmanager.Secret;
   readonly queue: sqs.Queue;
   readonly deadLetterQueue: sqs.Queue;
+  /** The change-event bus and the stream event source's failure queue (infra/change-events). */
+  readonly changeEvents: ChangeEventResources;
 
   constructor(scope: Construct, id: string, props: StatefulStackProps) {
     super(scope, id, props);
@@ -143,5 +146,8 @@ export class StatefulStack extends Stack {
       description: 'Secret holding the current access token (written by the token refresher)',
       value: this.accessTokenSecret.secretName,
     });
+
+    // ---- change events: the bus and the stream event source's failure queue (infra/change-events) ----
+    this.changeEvents = addChangeEventResources(this);
   }
 }

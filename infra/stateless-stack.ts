@@ -23,6 +23,7 @@ import { ENV } from '../functions/shared/config.js';
 import { REFRESHER_SERVICE, SYNC_SERVICE } from '../functions/shared/metric-names.js';
 import type { ContentSyncConfig } from './context.js';
 import { ContentSyncFunction } from './constructs/content-sync-function.js';
+import { addChangeEvents, addChangeEventsAlarms, addChangeEventsWidgets, type ChangeEventsStateful } from './change-events/change-events.js';
 import { addDeployRun } from './deploy-run/deploy-run.js';
 import { addAlarms } from './operations/alarms.js';
 import { addDashboard } from './operations/dashboard.js';
@@ -38,6 +39,8 @@ export interface StatefulResources {
   readonly accessTokenSecret: secretsmanager.ISecret;
   readonly queue: sqs.IQueue;
   readonly deadLetterQueue: sqs.IQueue;
+  /** The change-event bus and the stream event source's failure queue. */
+  readonly changeEvents: ChangeEventsStateful;
 }
 
 export interface StatelessStackProps extends StackProps {
@@ -48,6 +51,8 @@ export interface StatelessStackProps extends StackProps {
 export class StatelessStack extends Stack {
   readonly refresher: ContentSyncFunction;
   readonly sync: ContentSyncFunction;
+  /** Announces every real change of an items-table row (infra/change-events). */
+  readonly changeEvents: ContentSyncFunction;
   readonly alarmTopic: sns.Topic;
   readonly alarms: cloudwatch.Alarm[];
 
@@ -64,6 +69,9 @@ export class StatelessStack extends Stack {
 
     for (const fn of [this.refresher, this.sync]) this.acknowledgeFunctionFindings(fn);
 
+    // ---- change events: the stream-fed function (infra/change-events) ----
+    this.changeEvents = addChangeEvents(this, { table: stateful.table, ...stateful.changeEvents });
+
     const functions = { refresher: this.refresher.function, sync: this.sync.function };
     const queues = { queue: stateful.queue, deadLetterQueue: stateful.deadLetterQueue };
     const operations = addAlarms(this, {
@@ -74,7 +82,12 @@ export class StatelessStack extends Stack {
     });
     this.alarmTopic = operations.topic;
     this.alarms = operations.alarms;
+    // ---- change events: alarms (in the alarm status widget too) ----
+    const changeEventsOperations = { fn: this.changeEvents.function, failureQueue: stateful.changeEvents.failureQueue };
+    this.alarms.push(...addChangeEventsAlarms(this, { ...changeEventsOperations, topic: this.alarmTopic }));
     const dashboard = addDashboard(this, { ...functions, ...queues, alarms: this.alarms });
+    // ---- change events: dashboard row ----
+    addChangeEventsWidgets(dashboard, changeEventsOperations);
 
     this.outputs(dashboard);
   }
@@ -234,6 +247,10 @@ export class StatelessStack extends Stack {
       value: this.refresher.function.functionName,
     });
     new CfnOutput(this, 'ItemSyncFunctionName', { value: this.sync.function.functionName });
+    new CfnOutput(this, 'ChangeEventsFunctionName', {
+      description: 'Publishes the change events from the items table stream (its logs say which records were handed back)',
+      value: this.changeEvents.function.functionName,
+    });
     new CfnOutput(this, 'AlarmTopicArn', { description: 'SNS topic of every content-sync alarm', value: this.alarmTopic.topicArn });
     new CfnOutput(this, 'DashboardName', { value: dashboard.dashboardName });
   }

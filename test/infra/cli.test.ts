@@ -52,7 +52,8 @@ describe('cdk CLI', () => {
     expect(existsSync(join(out, 'ContentSyncStateful.template.json'))).toBe(true);
     expect(existsSync(join(out, 'ContentSyncStateless.template.json'))).toBe(true);
     const assets = readdirSync(out).filter((name) => name.startsWith('asset.'));
-    expect(assets.filter((name) => existsSync(join(out, name, 'index.mjs')))).toHaveLength(2);
+    // The token refresher, the item sync and the change-events function.
+    expect(assets.filter((name) => existsSync(join(out, name, 'index.mjs')))).toHaveLength(3);
   }, 60_000);
 
   it('synth without baseUrl fails with one line naming baseUrl', async () => {

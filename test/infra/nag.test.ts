@@ -62,6 +62,9 @@ describe('cdk-nag AwsSolutions', () => {
     expect(found.map((ack) => `${ack.path} ${ack.id.replace(/<[^>]+>/, '<refresher>')}`).sort()).toEqual(
       [
         'ContentSyncStateful/AccessTokenSecret AwsSolutions-SMG4',
+        'ContentSyncStateful/ChangeEventsFailureQueue AwsSolutions-SQS3',
+        'ContentSyncStateless/ChangeEvents/Function AwsSolutions-L1',
+        'ContentSyncStateless/ChangeEvents/Role AwsSolutions-IAM5[Resource::*]',
         'ContentSyncStateful/CredentialsSecret AwsSolutions-SMG4',
         'ContentSyncStateless/DeployRunFunction AwsSolutions-L1',
         'ContentSyncStateless/ItemSync/Function AwsSolutions-L1',

@@ -141,6 +141,9 @@ describe('stateful stack', () => {
     expect(named.sort()).toEqual(
       [
         'AccessTokenSecretName',
+        'ChangeEventBusArn',
+        'ChangeEventBusName',
+        'ChangeEventsFailureQueueUrl',
         'ControlTableName',
         'CredentialsSecretName',
         'DeadLetterQueueArn',
@@ -167,7 +170,20 @@ describe('stateful stack', () => {
   it('holds only the stateful resources', () => {
     const types = Object.values(t.statefulTemplate.toJSON().Resources as Record<string, { Type: string }>).map((r) => r.Type);
     expect(types.sort()).toEqual(
-      ['AWS::DynamoDB::Table', 'AWS::DynamoDB::Table', 'AWS::SQS::Queue', 'AWS::SQS::Queue', 'AWS::SQS::QueuePolicy', 'AWS::SQS::QueuePolicy', 'AWS::SecretsManager::Secret', 'AWS::SecretsManager::Secret'].sort(),
+      [
+        'AWS::DynamoDB::Table',
+        'AWS::DynamoDB::Table',
+        'AWS::SQS::Queue',
+        'AWS::SQS::Queue',
+        'AWS::SQS::QueuePolicy',
+        'AWS::SQS::QueuePolicy',
+        'AWS::SecretsManager::Secret',
+        'AWS::SecretsManager::Secret',
+        // Change events (test/infra/change-events.test.ts): the bus and the failure queue with its TLS policy.
+        'AWS::Events::EventBus',
+        'AWS::SQS::Queue',
+        'AWS::SQS::QueuePolicy',
+      ].sort(),
     );
   });
 });

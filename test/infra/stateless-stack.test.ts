@@ -321,7 +321,8 @@ describe('stateless stack', () => {
     });
 
     it('SQS event source: batch size, ReportBatchItemFailures, maximum concurrency', () => {
-      t.statelessTemplate.resourceCountIs('AWS::Lambda::EventSourceMapping', 1);
+      // The sync queue's, and the items stream's (test/infra/change-events.test.ts).
+      t.statelessTemplate.resourceCountIs('AWS::Lambda::EventSourceMapping', 2);
       const mapping = resource(t.statelessTemplate, 'AWS::Lambda::EventSourceMapping', 'ItemSyncFunction');
       expect(mapping.Properties).toEqual({
         EventSourceArn: imports.queueArn,
@@ -344,7 +345,7 @@ describe('stateless stack', () => {
   });
 
   describe('least privilege across the stack', () => {
-    it('no Allow statement names a wildcard action; only X-Ray has a wildcard resource', () => {
+    it('no Allow statement names a wildcard action; only X-Ray and the stream grant\'s ListStreams have a wildcard resource', () => {
       const template = t.statelessTemplate.toJSON();
       const statements: Array<{ Effect: string; Action: string | string[]; Resource: unknown }> = [];
       for (const body of Object.values(template.Resources as Record<string, { Type: string; Properties: any }>)) {
@@ -355,7 +356,8 @@ describe('stateless stack', () => {
       for (const statement of statements) {
         const actions = [statement.Action].flat();
         for (const action of actions) expect(action, JSON.stringify(statement)).not.toMatch(/\*/);
-        if (statement.Resource === '*') expect(actions.every((a) => a.startsWith('xray:'))).toBe(true);
+        // dynamodb:ListStreams (the DynamoDB event source's grant) has no resource-level permissions.
+        if (statement.Resource === '*') expect(actions.every((a) => a.startsWith('xray:')) || JSON.stringify(actions) === '["dynamodb:ListStreams"]').toBe(true);
       }
     });
   });
@@ -388,8 +390,8 @@ describe('stateless stack', () => {
     const queueName = (prefix: string) =>
       importOf(t.statefulTemplate, { 'Fn::GetAtt': [logicalId(t.statefulTemplate, 'AWS::SQS::Queue', prefix), 'QueueName'] });
 
-    it('five alarms, each notifying the topic on alarm and on recovery', () => {
-      t.statelessTemplate.resourceCountIs('AWS::CloudWatch::Alarm', 5);
+    it('seven alarms (two for the change events), each notifying the topic on alarm and on recovery', () => {
+      t.statelessTemplate.resourceCountIs('AWS::CloudWatch::Alarm', 7);
       for (const alarm of Object.values(t.statelessTemplate.findResources('AWS::CloudWatch::Alarm'))) {
         expect(alarm.Properties).toMatchObject(actions());
         expect(alarm.Properties.AlarmName).toBeUndefined();
@@ -534,12 +536,12 @@ describe('stateless stack', () => {
       expect(row.reduce((sum, w) => sum + w.width, 0)).toBe(24);
       // The alarm status widget lists every alarm, the breaker's included.
       const status = widgets.find((w) => w.type === 'alarm') as unknown as { properties: { alarms: unknown[] } };
-      expect(status.properties.alarms).toHaveLength(5);
+      expect(status.properties.alarms).toHaveLength(7);
     });
 
-    it('outputs: both function names, the alarm topic and the dashboard', () => {
+    it('outputs: the function names, the alarm topic and the dashboard', () => {
       const outputs = t.statelessTemplate.toJSON().Outputs as Record<string, { Value: unknown }>;
-      expect(Object.keys(outputs).sort()).toEqual(['AlarmTopicArn', 'DashboardName', 'ItemSyncFunctionName', 'TokenRefresherFunctionName']);
+      expect(Object.keys(outputs).sort()).toEqual(['AlarmTopicArn', 'ChangeEventsFunctionName', 'DashboardName', 'ItemSyncFunctionName', 'TokenRefresherFunctionName']);
       expect(outputs['TokenRefresherFunctionName']!.Value).toEqual({ Ref: ids.refresher });
       expect(outputs['ItemSyncFunctionName']!.Value).toEqual({ Ref: ids.sync });
       expect(outputs['AlarmTopicArn']!.Value).toEqual({ Ref: ids.topic });

@@ -18,6 +18,7 @@ import { mkdirSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { build } from 'esbuild';
+import { CHANGE_EVENTS_ENV } from '../../../functions/change-events/config.js';
 import { functionEnv } from '../../fakes/lambda.js';
 import { REPO_ROOT } from './machine.js';
 import { summarize, type Summary } from './stats.js';
@@ -56,6 +57,14 @@ const BUNDLES: BundleSpec[] = [
         deadLetterQueueUrl: 'https://sqs.eu-west-1.amazonaws.com/000000000000/content-sync-dead-letters',
       }),
       POWERTOOLS_SERVICE_NAME: 'item-sync',
+    },
+  },
+  {
+    name: 'change-events',
+    entry: 'functions/change-events/handler.ts',
+    env: {
+      [CHANGE_EVENTS_ENV.eventBusName]: 'arn:aws:events:eu-west-1:000000000000:event-bus/content-sync-change-events',
+      POWERTOOLS_SERVICE_NAME: 'change-events',
     },
   },
 ];
