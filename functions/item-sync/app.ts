@@ -11,11 +11,13 @@
  * answering with the partial-failure response.
  */
 import type { DynamoDBClient } from '@aws-sdk/client-dynamodb';
+import type { S3Client } from '@aws-sdk/client-s3';
 import type { SecretsManagerClient } from '@aws-sdk/client-secrets-manager';
 import type { SQSClient } from '@aws-sdk/client-sqs';
 import { MetricUnit } from '@aws-lambda-powertools/metrics';
 import type { Context, SQSBatchResponse, SQSEvent } from 'aws-lambda';
 import { DynamoDbItemStore } from './adapters/dynamodb-item-store.js';
+import { LazyItemObjectStore } from './adapters/lazy-item-object-store.js';
 import { SecretsManagerAccessTokenStore } from '../shared/adapters/secrets-manager.js';
 import { POSTPONEMENTS_ATTRIBUTE, QueueUrls, RECONCILE_PASS_ATTRIBUTE, SqsDeadLetterSink, SqsMessageRequeue, SqsMessageVisibility } from './adapters/sqs.js';
 import { DynamoDbPaceStore } from '../shared/adapters/dynamodb-pace-store.js';
@@ -40,6 +42,14 @@ export interface SyncHandlerDeps {
   dynamodb: DynamoDBClient;
   sqs: SQSClient;
   secrets: SecretsManagerClient;
+  /**
+   * The items bucket's client (ITEMS_BUCKET_NAME: items too large for a row); default one of the
+   * S3 adapter's own with the SDK's standard configuration. Either is made when the first large
+   * item comes (the adapter module is loaded then: lazy-modules.ts).
+   */
+  s3?: S3Client;
+  /** The random part of an item object's key; default from the system's random source. */
+  objectKeySuffix?: () => string;
   provider?: ProviderClient;
   /** The pace's shared state; default the control table (CONTROL_TABLE_NAME). */
   paceStore?: PaceStore;
@@ -80,6 +90,12 @@ export function createSyncHandler(deps: SyncHandlerDeps): SyncHandler {
       clock,
     ),
     store: new DynamoDbItemStore(deps.dynamodb, config.itemsTableName, { sleep, random }),
+    objects: new LazyItemObjectStore(async () => {
+      // The literal is S3_ITEM_OBJECT_STORE_MODULE (lazy-modules.ts): the bundle keeps this import.
+      const { createS3ItemObjectStore } = await import('./adapters/s3-item-object-store.js');
+      return createS3ItemObjectStore(config.itemsBucketName, deps.s3);
+    }),
+    ...(deps.objectKeySuffix ? { objectKeySuffix: deps.objectKeySuffix } : {}),
     deadLetters: new SqsDeadLetterSink(deps.sqs, config.deadLetterQueueUrl, { sleep }),
     visibility: new SqsMessageVisibility(deps.sqs, queueUrls),
     requeue: new SqsMessageRequeue(deps.sqs, queueUrls, { sleep }),

@@ -1,8 +1,9 @@
 /**
  * Ports of the item sync core beyond the shared ones in functions/shared/ports.ts. The core (sync.ts
  * and its helpers) imports these types only; the adapters in ./adapters implement them with the AWS
- * SDK (dynamodb-item-store.ts: ItemStore; sqs.ts: DeadLetterSink, MessageVisibility and
- * MessageRequeue), the tests with fakes or with the real adapters over mocked clients.
+ * SDK (dynamodb-item-store.ts: ItemStore; s3-item-object-store.ts: ItemObjectStore; sqs.ts:
+ * DeadLetterSink, MessageVisibility and MessageRequeue), the tests with fakes or with the real
+ * adapters over mocked clients.
  */
 
 /** What the items table holds about an id, as far as the sync decision needs it. */
@@ -13,22 +14,65 @@ export interface StoredRevision {
   deleted: boolean;
 }
 
-/** A row as the README describes it ("The items table"; `deleted` is never part of a put: a put makes the row live). */
-export interface ItemRow {
+/**
+ * Where an item too large for a row is kept (the row's `itemObject` attribute, contract "The items
+ * table"): an object in the items bucket holding the item's JSON.
+ */
+export interface ItemObjectRef {
+  /** The object's key in the items bucket. */
+  key: string;
+  /** The object's length in bytes. */
+  size: number;
+  /** SHA-256 of the object's bytes, lowercase hex. */
+  sha256: string;
+}
+
+interface RowFields {
   id: string;
   type: 'file' | 'folder';
   revision: string;
-  /** The provider's item exactly as it was returned. */
-  item: Record<string, unknown>;
   /** ISO-8601 UTC. */
   syncedAt: string;
 }
+
+/**
+ * A row as the README describes it ("The items table"; `deleted` is never part of a put: a put makes
+ * the row live): the item itself in `item`, or, for an item too large for a row, `itemObject` in its
+ * place.
+ */
+export type ItemRow =
+  | (RowFields & {
+      /** The provider's item exactly as it was returned. */
+      item: Record<string, unknown>;
+      itemObject?: never;
+    })
+  | (RowFields & { itemObject: ItemObjectRef; item?: never });
 
 /** The state a conditional write expects to find: the one the decision was made on. */
 export type ExpectedRow = { exists: false } | { exists: true; revision: string; deleted: boolean };
 
 /** `conflict`: the stored row no longer is the one the decision was made on (the condition failed). */
 export type WriteResult = 'written' | 'conflict';
+
+/** How a put ended. */
+export type PutResult =
+  /** Written. `replacedObjectKey`: the `itemObject` key of the row it replaced, when that row had one. */
+  | { result: 'written'; replacedObjectKey?: string }
+  /** The condition failed: nothing written. */
+  | { result: 'conflict' }
+  /**
+   * The row would be over DynamoDB's item size limit (by the size estimate, then nothing was sent;
+   * or DynamoDB refused it for its size): nothing written. Only for a row holding `item`.
+   */
+  | { result: 'too-large'; bytes: number };
+
+/** A row as it is now, as far as deciding about an object a write may have left behind needs it. */
+export interface RowState {
+  revision: string;
+  deleted: boolean;
+  /** The `itemObject` key, when the row holds one. */
+  objectKey?: string;
+}
 
 export interface ItemStore {
   /**
@@ -39,15 +83,32 @@ export interface ItemStore {
   getRevisions(ids: readonly string[], options?: { consistent?: boolean }): Promise<Map<string, StoredRevision>>;
   /**
    * Writes the whole row (live: no `deleted`), on condition that the stored row is `expected`.
-   * Throws PermanentError when the row can never be stored (too large, rejected by validation),
-   * TransientError when DynamoDB keeps failing or throttling.
+   * Throws PermanentError when the row can never be stored (rejected by validation; a row holding
+   * `itemObject` that is still too large), TransientError when DynamoDB keeps failing or throttling
+   * (the write may then have been applied or not).
    */
-  put(row: ItemRow, expected: ExpectedRow): Promise<WriteResult>;
+  put(row: ItemRow, expected: ExpectedRow): Promise<PutResult>;
   /**
-   * Marks the live row `deleted` (keeping its last copy) and sets `syncedAt`, on condition that it
-   * still holds `expectedRevision` and is not deleted yet.
+   * Marks the live row `deleted` (keeping its last copy, `item` or `itemObject`) and sets
+   * `syncedAt`, on condition that it still holds `expectedRevision` and is not deleted yet.
    */
   markDeleted(id: string, expectedRevision: string, syncedAt: string): Promise<WriteResult>;
+  /** The row of `id` now (strongly consistent), undefined when there is none. Throws TransientError. */
+  rowState(id: string): Promise<RowState | undefined>;
+}
+
+/**
+ * The items bucket: objects holding items too large for a row. Every object is written under a key
+ * no other write uses, before the row that points to it.
+ */
+export interface ItemObjectStore {
+  /**
+   * Stores `body` under `key`; the store checks the bytes against `sha256` (lowercase hex) on arrival.
+   * Throws TransientError on any failure (nothing points to the key yet: the record is retried).
+   */
+  put(key: string, body: Uint8Array, sha256: string): Promise<void>;
+  /** Deletes the object (deleting a key that does not exist is no error). Throws TransientError. */
+  delete(key: string): Promise<void>;
 }
 
 /** A message that can never succeed as sent. */

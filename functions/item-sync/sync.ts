@@ -1,14 +1,16 @@
 /**
  * Item sync, the core: one SQS batch in, one outcome per record out. No AWS import: it talks to the
- * provider, the items table, the dead-letter queue and the source queue through ports.
+ * provider, the items table, the items bucket, the dead-letter queue and the source queue through
+ * ports.
  *
  *   1. parse every body (a bad body or id is dead at once) and group records by item id, so that
  *      several records for one id cost one fetch;
  *   2. read the stored revisions of the whole batch at once;
  *   3. per id, with bounded concurrency: fetch (transient failures retried with jittered backoff
  *      while the invocation has time, one fresh token read after a 401), validate, compare and
- *      write only what changed, conditionally on the stored row being the one compared; a lost
- *      race re-reads the row, fetches again and re-decides, a bounded number of times;
+ *      write only what changed, conditionally on the stored row being the one compared (an item too
+ *      large for a row goes whole to the items bucket first: item-writer.ts); a lost race re-reads
+ *      the row, fetches again and re-decides, a bounded number of times;
  *   4. map every result or error to done / retry / dead in one place (outcome.ts), send the dead
  *      to the dead-letter queue, postpone rate-limited records by their Retry-After.
  *
@@ -21,11 +23,13 @@ import type { Grant, PaceGate } from '../shared/pace/provider-pace.js';
 import type { Clock, Log, ProviderClient } from '../shared/ports.js';
 import type { AccessTokenSource } from './access-token.js';
 import { validateItem, type ValidItem } from './item.js';
+import { ItemWriter } from './item-writer.js';
 import { parseMessageBody } from './message.js';
 import { OutOfTimeError, outcomeOf, postponeDelaySeconds, WaitError, type DoneResult, type Outcome } from './outcome.js';
 import type {
   DeadLetter,
   DeadLetterSink,
+  ItemObjectStore,
   ItemStore,
   MessageRequeue,
   MessageVisibility,
@@ -54,6 +58,10 @@ export interface SyncDeps {
   provider: ProviderClient;
   tokens: AccessTokenSource;
   store: ItemStore;
+  /** The items bucket: items too large for a row. */
+  objects: ItemObjectStore;
+  /** The random part of an item object's key (item-writer.ts); default from the system's random source. */
+  objectKeySuffix?: () => string;
   deadLetters: DeadLetterSink;
   visibility: MessageVisibility;
   /** Sends a waiting record again, delayed (its delivery is then done). */
@@ -285,11 +293,17 @@ class ItemRun {
     }
     const row = { id, type: fetched.type, revision: fetched.revision, item: fetched.item, syncedAt };
     if (current === undefined) {
-      return (await this.deps.store.put(row, { exists: false })) === 'written' ? 'created' : 'conflict';
+      return (await this.writer().write(row, { exists: false })) === 'written' ? 'created' : 'conflict';
     }
     if (!current.deleted && current.revision === fetched.revision) return 'unchanged';
-    const written = await this.deps.store.put(row, { exists: true, revision: current.revision, deleted: current.deleted });
+    const written = await this.writer().write(row, { exists: true, revision: current.revision, deleted: current.deleted });
     return written === 'written' ? 'updated' : 'conflict';
+  }
+
+  /** Inline, or whole in the items bucket when the row would be too large (item-writer.ts). */
+  private writer(): ItemWriter {
+    const { store, objects, log, objectKeySuffix } = this.deps;
+    return new ItemWriter({ store, objects, log, ...(objectKeySuffix ? { uniqueSuffix: objectKeySuffix } : {}) });
   }
 
   /**

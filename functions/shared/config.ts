@@ -27,6 +27,8 @@ export interface SyncConfig {
   provider: ProviderConfig;
   accessTokenSecretId: string;
   itemsTableName: string;
+  /** The items bucket: where an item too large for a row is stored whole (the row's `itemObject` points to it). */
+  itemsBucketName: string;
   /** Dot path of the revision inside an item, split into its segments. */
   revisionField: string;
   deadLetterQueueUrl: string;
@@ -71,6 +73,7 @@ export const ENV = {
   credentialsSecretId: 'CREDENTIALS_SECRET_ID',
   accessTokenSecretId: 'ACCESS_TOKEN_SECRET_ID',
   itemsTableName: 'ITEMS_TABLE_NAME',
+  itemsBucketName: 'ITEMS_BUCKET_NAME',
   revisionField: 'REVISION_FIELD',
   deadLetterQueueUrl: 'DEAD_LETTER_QUEUE_URL',
   timeoutMs: 'PROVIDER_TIMEOUT_MS',
@@ -92,7 +95,9 @@ export const ENV = {
 
 export const DEFAULTS = {
   timeoutMs: 10_000,
-  maxResponseBytes: 4 * 1024 * 1024,
+  // The largest item the sync stores: bigger than a DynamoDB row allows (those go to the items
+  // bucket), and the bound of what one invocation holds in memory per item.
+  maxResponseBytes: 16 * 1024 * 1024,
   fetchConcurrency: 10,
   tokenCacheSeconds: 60,
   fetchAttempts: 3,
@@ -184,6 +189,7 @@ export function loadSyncConfig(env: Env = process.env): SyncConfig {
     provider: loadProviderConfig(env),
     accessTokenSecretId: required(env, ENV.accessTokenSecretId),
     itemsTableName: required(env, ENV.itemsTableName),
+    itemsBucketName: required(env, ENV.itemsBucketName),
     revisionField: revisionField(env),
     deadLetterQueueUrl: queueUrl(env, ENV.deadLetterQueueUrl),
     fetchConcurrency: integer(env, ENV.fetchConcurrency, DEFAULTS.fetchConcurrency, 1, 100),

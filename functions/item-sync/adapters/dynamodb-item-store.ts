@@ -5,9 +5,14 @@
  * only need NULL, BOOL, N, S, L and M. A number is stored as N with its JSON text, so it reads back
  * as the same number; empty strings are stored as they are (DynamoDB accepts them outside keys).
  *
- * Failures: a lost condition is the result 'conflict'; a row DynamoDB can never take (too large,
- * number out of range, nested too deep) is a PermanentError whose message is the dead-letter reason;
- * anything else that survived the SDK's own retries (throttling, 5xx, network) is a TransientError.
+ * A row holds the item in `item`, or, for an item too large for a row, `itemObject` ({key, size,
+ * sha256}) in its place (item-writer.ts decides, on this store's answer).
+ *
+ * Failures: a lost condition is the result 'conflict'; a row holding `item` over DynamoDB's size
+ * limit (by the estimate, then nothing is sent, or as DynamoDB answers) is the result 'too-large';
+ * a row DynamoDB can never take otherwise (number out of range, nested too deep) is a
+ * PermanentError whose message is the dead-letter reason; anything else that survived the SDK's own
+ * retries (throttling, 5xx, network) is a TransientError.
  */
 import {
   BatchGetItemCommand,
@@ -19,7 +24,7 @@ import {
 } from '@aws-sdk/client-dynamodb';
 import { PermanentError, TransientError } from '../../shared/errors.js';
 import { isLosslessNumber, jsonNumber } from '../../shared/json.js';
-import type { ExpectedRow, ItemRow, ItemStore, StoredRevision, WriteResult } from '../ports.js';
+import type { ExpectedRow, ItemRow, ItemStore, PutResult, RowState, StoredRevision, WriteResult } from '../ports.js';
 
 /** DynamoDB's item size limit, 400 KB. */
 export const MAX_ITEM_BYTES = 400 * 1024;
@@ -100,16 +105,19 @@ export class DynamoDbItemStore implements ItemStore {
     return result;
   }
 
-  async put(row: ItemRow, expected: ExpectedRow): Promise<WriteResult> {
+  async put(row: ItemRow, expected: ExpectedRow): Promise<PutResult> {
     const item: Record<string, AttributeValue> = {
       id: { S: row.id },
       type: { S: row.type },
       revision: { S: row.revision },
-      item: toAttributeValue(row.item),
+      ...(row.itemObject !== undefined ? { itemObject: objectAttribute(row.itemObject) } : { item: toAttributeValue(row.item) }),
       syncedAt: { S: row.syncedAt },
     };
     const size = estimateItemSize(item);
-    if (size > MAX_ITEM_BYTES) throw tooLarge(size);
+    if (size > MAX_ITEM_BYTES) {
+      if (row.itemObject === undefined) return { result: 'too-large', bytes: size };
+      throw tooLarge(size);
+    }
 
     let condition: Pick<PutItemCommand['input'], 'ConditionExpression' | 'ExpressionAttributeNames' | 'ExpressionAttributeValues'>;
     if (!expected.exists) {
@@ -128,10 +136,20 @@ export class DynamoDbItemStore implements ItemStore {
       };
     }
     try {
-      await this.client.send(new PutItemCommand({ TableName: this.tableName, Item: item, ...condition }));
-      return 'written';
+      const output = await this.client.send(
+        new PutItemCommand({
+          TableName: this.tableName,
+          Item: item,
+          ...condition,
+          // The row it replaces: its object, if it had one, is deleted after this write.
+          ...(expected.exists ? { ReturnValues: 'ALL_OLD' as const } : {}),
+        }),
+      );
+      const replacedObjectKey = output.Attributes?.['itemObject']?.M?.['key']?.S;
+      return { result: 'written', ...(replacedObjectKey !== undefined ? { replacedObjectKey } : {}) };
     } catch (cause) {
-      if (isConditionFailure(cause)) return 'conflict';
+      if (isConditionFailure(cause)) return { result: 'conflict' };
+      if (row.itemObject === undefined && isSizeRefusal(cause)) return { result: 'too-large', bytes: size };
       throw awsFailure('PutItem', cause, size);
     }
   }
@@ -157,6 +175,37 @@ export class DynamoDbItemStore implements ItemStore {
       if (isConditionFailure(cause)) return 'conflict';
       throw awsFailure('UpdateItem', cause);
     }
+  }
+
+  async rowState(id: string): Promise<RowState | undefined> {
+    let output;
+    try {
+      output = await this.client.send(
+        new BatchGetItemCommand({
+          RequestItems: {
+            [this.tableName]: {
+              Keys: [{ id: { S: id } }],
+              ProjectionExpression: '#id, #revision, #deleted, #itemObject',
+              ExpressionAttributeNames: { '#id': 'id', '#revision': 'revision', '#deleted': 'deleted', '#itemObject': 'itemObject' },
+              ConsistentRead: true,
+            },
+          },
+        }),
+      );
+    } catch (cause) {
+      throw awsFailure('BatchGetItem', cause);
+    }
+    if ((output.UnprocessedKeys?.[this.tableName]?.Keys ?? []).length > 0) {
+      throw new TransientError('DynamoDB left the row unprocessed (throttled)');
+    }
+    const row = output.Responses?.[this.tableName]?.[0];
+    if (row === undefined) return undefined;
+    const objectKey = row['itemObject']?.M?.['key']?.S;
+    return {
+      revision: row['revision']?.S ?? '',
+      deleted: row['deleted']?.BOOL === true,
+      ...(objectKey !== undefined ? { objectKey } : {}),
+    };
   }
 }
 
@@ -226,6 +275,18 @@ function valueSize(value: AttributeValue): number {
     return 3 + Object.entries(value.M).reduce((sum, [key, element]) => sum + 1 + Buffer.byteLength(key, 'utf8') + valueSize(element), 0);
   }
   return 0;
+}
+
+/** `itemObject` as the contract has it: `{"key": S, "size": N, "sha256": S}`. */
+function objectAttribute(ref: { key: string; size: number; sha256: string }): AttributeValue {
+  return { M: { key: { S: ref.key }, size: { N: String(ref.size) }, sha256: { S: ref.sha256 } } };
+}
+
+/** DynamoDB's refusal of a row for its size (ValidationException "Item size has exceeded ..."). */
+function isSizeRefusal(error: unknown): boolean {
+  const name = (error as { name?: string })?.name;
+  const message = String((error as { message?: string })?.message ?? '');
+  return name === 'ValidationException' && /size/i.test(message) && /exceed/i.test(message);
 }
 
 function tooLarge(size: number): PermanentError {

@@ -1,0 +1,194 @@
+/**
+ * Writing an item's row: the item inline in `item`, or, when the row would be over DynamoDB's item
+ * size limit, the item whole in the items bucket and `itemObject` (key, size, SHA-256) in the row
+ * in its place (contract, "The items table"). Part of the core: no AWS import.
+ *
+ * The decision is the items table's own: the store answers `too-large` for a row its size estimate
+ * (DynamoDB's rules, as it has always refused such rows) puts over 400 KB, without sending it, and
+ * for a row DynamoDB refuses for its size. Nothing else about the write changes: one conditional
+ * PutItem on the state the decision was made on.
+ *
+ * The object holds the item as the sync parsed it, serialized again as JSON: the same value the
+ * `item` attribute would hold (every field, nested values, numbers with their exact digits; the
+ * parse is lossless and refuses duplicate keys), compact, UTF-8. Whitespace and key order of the
+ * provider's text carry no meaning in JSON and are not kept (the `item` map keeps none either). The
+ * SHA-256 and the size are those of the object's bytes.
+ *
+ * Objects and rows, and why no row ever points to nothing:
+ * - every write uses a key of its own: `items/<SHA-256 of the id>/<revision>/<SHA-256 of the
+ *   object>-<random>.json`, so racing writers never write the same key, and deleting a key only
+ *   ever removes the object of the write that chose it;
+ * - the object is written before the row; a row write that lost (condition failed) or failed is
+ *   followed by a strongly consistent read of the row: the object is deleted only when the row
+ *   neither points to it (a write whose answer was lost and that the SDK sent again may have been
+ *   applied) nor is still in the state the write expected (a failed write might yet be applied);
+ *   otherwise it is kept;
+ * - after a row write, the object of the row it replaced (DynamoDB returns the old row) is deleted:
+ *   an item going back inline, or a newer large revision; a tombstone keeps its object (the last
+ *   copy is kept).
+ *
+ * What can be left behind (an object no row points to; it costs storage, never correctness), each
+ * logged as "item object left in the bucket" with its key, but for the last:
+ * - the process ends between the object write and the row write (time-out, crash);
+ * - a delete fails, or the row cannot be read back after a failed write;
+ * - the answer to a replacing row write is lost and the SDK's second send finds the row already
+ *   written: the row it replaced is not known, so neither is its object (logged without a key).
+ */
+import { createHash, randomBytes } from 'node:crypto';
+import { stringify } from 'lossless-json';
+import { PermanentError } from '../shared/errors.js';
+import type { Log } from '../shared/ports.js';
+import type { ExpectedRow, ItemObjectRef, ItemObjectStore, ItemRow, ItemStore, RowState, WriteResult } from './ports.js';
+
+/** Every item object's key starts with this. */
+export const ITEM_OBJECT_PREFIX = 'items/';
+
+export interface ItemWriterDeps {
+  store: ItemStore;
+  objects: ItemObjectStore;
+  log: Log;
+  /** The random part of an object key; default 16 hex digits from the system's random source. */
+  uniqueSuffix?: () => string;
+}
+
+/** A row with its item inline: what the sync has to write. */
+export type InlineRow = Extract<ItemRow, { item: Record<string, unknown> }>;
+
+export class ItemWriter {
+  private readonly uniqueSuffix: () => string;
+
+  constructor(private readonly deps: ItemWriterDeps) {
+    this.uniqueSuffix = deps.uniqueSuffix ?? (() => randomBytes(8).toString('hex'));
+  }
+
+  /** Writes the row on condition that the stored one is `expected`: inline, or through an object. */
+  async write(row: InlineRow, expected: ExpectedRow): Promise<WriteResult> {
+    const inline = await this.deps.store.put(row, expected);
+    switch (inline.result) {
+      case 'written':
+        await this.dropReplaced(row.id, inline.replacedObjectKey);
+        return 'written';
+      case 'conflict':
+        return 'conflict';
+      case 'too-large':
+        return this.writeThroughObject(row, expected, inline.bytes);
+    }
+  }
+
+  private async writeThroughObject(row: InlineRow, expected: ExpectedRow, rowBytes: number): Promise<WriteResult> {
+    const body = Buffer.from(itemJson(row.item), 'utf8');
+    const sha256 = createHash('sha256').update(body).digest('hex');
+    const ref: ItemObjectRef = { key: itemObjectKey(row.id, row.revision, sha256, this.uniqueSuffix()), size: body.byteLength, sha256 };
+    this.deps.log.info('item too large for a row; storing it in the items bucket', {
+      itemId: row.id,
+      rowBytes,
+      objectKey: ref.key,
+      objectBytes: ref.size,
+    });
+    try {
+      await this.deps.objects.put(ref.key, body, ref.sha256);
+    } catch (error) {
+      // Nothing points to this key, and no other write uses it: remove whatever may have arrived.
+      await this.deleteObject(row.id, ref.key, `its upload failed (${describe(error)})`);
+      throw error;
+    }
+    const { item: _item, ...fields } = row;
+    let written;
+    try {
+      written = await this.deps.store.put({ ...fields, itemObject: ref }, expected);
+    } catch (error) {
+      await this.settle(row.id, ref.key, expected, `the row write failed (${describe(error)})`);
+      throw error;
+    }
+    switch (written.result) {
+      case 'written':
+        await this.dropReplaced(row.id, written.replacedObjectKey, ref.key);
+        return 'written';
+      case 'conflict':
+        await this.settle(row.id, ref.key, expected, 'the row write lost a race');
+        return 'conflict';
+      case 'too-large':
+        await this.deleteObject(row.id, ref.key, 'its row was refused');
+        throw new PermanentError(`item too large to store: even the row pointing to its object is ${written.bytes} bytes, over DynamoDB's 400 KB`);
+    }
+  }
+
+  /**
+   * After a row write that did not succeed: the object stays if the row points to it after all, or
+   * if the row is still the one the write expected (the write may yet be applied); otherwise it
+   * can never be pointed to and is deleted.
+   */
+  private async settle(id: string, key: string, expected: ExpectedRow, why: string): Promise<void> {
+    let state: RowState | undefined;
+    try {
+      state = await this.deps.store.rowState(id);
+    } catch (error) {
+      this.left(id, key, `${why}, and reading the row back failed (${describe(error)})`);
+      return;
+    }
+    if (state?.objectKey === key) {
+      this.deps.log.warn('item object kept: its row was written after all (the answer to the write was lost)', {
+        itemId: id,
+        objectKey: key,
+        note: "the object of the row this write replaced, if it had one, is not known and is left in the bucket",
+      });
+      return;
+    }
+    if (isExpected(state, expected)) {
+      this.left(id, key, `${why}, and the row is still the one the write expected (the write may yet be applied)`);
+      return;
+    }
+    await this.deleteObject(id, key, `${why}; the row points elsewhere`);
+  }
+
+  /** The object of the row a write replaced, unless the new row points to the same one. */
+  private async dropReplaced(id: string, replacedKey: string | undefined, newKey?: string): Promise<void> {
+    if (replacedKey === undefined || replacedKey === newKey) return;
+    await this.deleteObject(id, replacedKey, 'the row pointing to it was replaced');
+  }
+
+  /** Best effort: a failure leaves the object behind, logged. */
+  private async deleteObject(id: string, key: string, why: string): Promise<void> {
+    try {
+      await this.deps.objects.delete(key);
+      this.deps.log.info('item object deleted', { itemId: id, objectKey: key, reason: why });
+    } catch (error) {
+      this.left(id, key, `${why}, but deleting it failed (${describe(error)})`);
+    }
+  }
+
+  private left(id: string, key: string, why: string): void {
+    this.deps.log.warn('item object left in the bucket', { itemId: id, objectKey: key, reason: why });
+  }
+}
+
+/** The item as the object holds it: compact JSON, numbers with their exact digits. */
+export function itemJson(item: Record<string, unknown>): string {
+  const text = stringify(item);
+  if (text === undefined) throw new PermanentError('the item cannot be written as JSON');
+  return text;
+}
+
+/**
+ * `items/<SHA-256 of the id>/<revision>/<SHA-256 of the object>-<suffix>.json`: the revision as it is
+ * when it is short and plain (letters, digits, `.`, `_`, `-`), else `h` and the start of its SHA-256.
+ * The suffix makes the key one write's own.
+ */
+export function itemObjectKey(id: string, revision: string, sha256: string, suffix: string): string {
+  const plain = /^[A-Za-z0-9._-]{1,64}$/.test(revision) && revision !== '.' && revision !== '..';
+  const revisionPart = plain ? revision : `h${sha256Hex(revision).slice(0, 32)}`;
+  return `${ITEM_OBJECT_PREFIX}${sha256Hex(id)}/${revisionPart}/${sha256}-${suffix}.json`;
+}
+
+function sha256Hex(text: string): string {
+  return createHash('sha256').update(text, 'utf8').digest('hex');
+}
+
+function isExpected(state: RowState | undefined, expected: ExpectedRow): boolean {
+  if (!expected.exists) return state === undefined;
+  return state !== undefined && state.revision === expected.revision && state.deleted === expected.deleted;
+}
+
+function describe(error: unknown): string {
+  return error instanceof Error ? `${error.name}: ${error.message}` : String(error);
+}
