@@ -38,6 +38,7 @@ export function buildContentSyncApp(app: App): ContentSyncApp {
       accessTokenSecret: stateful.accessTokenSecret,
       queue: stateful.queue,
       deadLetterQueue: stateful.deadLetterQueue,
+      itemsBucket: stateful.itemsBucket,
       changeEvents: stateful.changeEvents,
     },
   });

@@ -1,17 +1,19 @@
 /**
- * Everything that holds data or state: the items table, the control table, both secrets and both
- * queues. Every resource is retained when the stack is deleted; nothing has a hard-coded physical
- * name.
+ * Everything that holds data or state: the items table, the items bucket, the control table, both
+ * secrets and both queues. Every resource is retained when the stack is deleted; nothing has a
+ * hard-coded physical name.
  */
 import { CfnOutput, Duration, RemovalPolicy, SecretValue, Stack, type StackProps, Validations } from 'aws-cdk-lib';
 import * as dynamodb from 'aws-cdk-lib/aws-dynamodb';
 import * as secretsmanager from 'aws-cdk-lib/aws-secretsmanager';
+import type * as s3 from 'aws-cdk-lib/aws-s3';
 import * as sqs from 'aws-cdk-lib/aws-sqs';
 import type { Construct } from 'constructs';
 import { CREDENTIALS_PLACEHOLDER } from '../functions/shared/secrets.js';
 import { MAX_RECEIVE_COUNT } from '../functions/shared/sync-queue.js';
 import { addChangeEventResources, type ChangeEventResources } from './change-events/change-event-resources.js';
 import type { ContentSyncConfig } from './context.js';
+import { addItemsBucket } from './items-bucket.js';
 
 /** SQS's maximum; the dead-letter queue is where an operator looks after an incident. */
 export const DEAD_LETTER_RETENTION = Duration.days(14);
@@ -46,6 +48,8 @@ export class StatefulStack extends Stack {
   readonly accessTokenSecret: secretsmanager.Secret;
   readonly queue: sqs.Queue;
   readonly deadLetterQueue: sqs.Queue;
+  /** Items too large for a row, whole (infra/items-bucket.ts). */
+  readonly itemsBucket: s3.Bucket;
   /** The change-event bus and the stream event source's failure queue (infra/change-events). */
   readonly changeEvents: ChangeEventResources;
 
@@ -111,6 +115,13 @@ export class StatefulStack extends Stack {
       retentionPeriod: QUEUE_RETENTION,
       deadLetterQueue: { queue: this.deadLetterQueue, maxReceiveCount: MAX_RECEIVE_COUNT },
       removalPolicy: RemovalPolicy.RETAIN,
+    });
+
+    // ---- the items bucket: items too large for a row (infra/items-bucket.ts) ----
+    this.itemsBucket = addItemsBucket(this);
+    new CfnOutput(this, 'ItemsBucketName', {
+      description: 'S3 bucket of items too large for a row: a row\'s itemObject.key is the key of its item here',
+      value: this.itemsBucket.bucketName,
     });
 
     new CfnOutput(this, 'QueueUrl', {

@@ -16,15 +16,18 @@ import { SqsEventSource } from 'aws-cdk-lib/aws-lambda-event-sources';
 import * as scheduler from 'aws-cdk-lib/aws-scheduler';
 import * as schedulerTargets from 'aws-cdk-lib/aws-scheduler-targets';
 import type * as secretsmanager from 'aws-cdk-lib/aws-secretsmanager';
+import type * as s3 from 'aws-cdk-lib/aws-s3';
 import type * as sns from 'aws-cdk-lib/aws-sns';
 import type * as sqs from 'aws-cdk-lib/aws-sqs';
 import type { Construct } from 'constructs';
 import { ENV } from '../functions/shared/config.js';
+import { ITEM_SYNC_LAZY_MODULES } from '../functions/item-sync/lazy-modules.js';
 import { REFRESHER_SERVICE, SYNC_SERVICE } from '../functions/shared/metric-names.js';
 import type { ContentSyncConfig } from './context.js';
 import { ContentSyncFunction } from './constructs/content-sync-function.js';
 import { addChangeEvents, addChangeEventsAlarms, addChangeEventsWidgets, type ChangeEventsStateful } from './change-events/change-events.js';
 import { addDeployRun } from './deploy-run/deploy-run.js';
+import { grantItemObjects } from './items-bucket.js';
 import { addAlarms } from './operations/alarms.js';
 import { addDashboard } from './operations/dashboard.js';
 
@@ -39,6 +42,8 @@ export interface StatefulResources {
   readonly accessTokenSecret: secretsmanager.ISecret;
   readonly queue: sqs.IQueue;
   readonly deadLetterQueue: sqs.IQueue;
+  /** Items too large for a row (infra/items-bucket.ts). */
+  readonly itemsBucket: s3.IBucket;
   /** The change-event bus and the stream event source's failure queue. */
   readonly changeEvents: ChangeEventsStateful;
 }
@@ -65,6 +70,8 @@ export class StatelessStack extends Stack {
     addDeployRun(this, { refresher: this.refresher, refresherTimeout: REFRESHER_TIMEOUT, baseUrl: config.baseUrl });
 
     this.sync = this.itemSync(config, stateful);
+    // ---- the items bucket: put and delete item objects (infra/items-bucket.ts) ----
+    grantItemObjects(this.sync.role, stateful.itemsBucket);
     this.syncEventSource(this.sync, stateful.queue, config);
 
     for (const fn of [this.refresher, this.sync]) this.acknowledgeFunctionFindings(fn);
@@ -157,6 +164,8 @@ export class StatelessStack extends Stack {
   private itemSync(config: ContentSyncConfig, stateful: StatefulResources): ContentSyncFunction {
     const sync = new ContentSyncFunction(this, 'ItemSync', {
       entry: 'functions/item-sync/handler.ts',
+      // The S3 client, for items too large for a row only, is a module of its own, loaded when needed.
+      lazyModules: ITEM_SYNC_LAZY_MODULES,
       serviceName: SYNC_SERVICE,
       description: 'content-sync: fetches queued item ids from the provider into the items table',
       memorySize: 512,
@@ -165,6 +174,7 @@ export class StatelessStack extends Stack {
         [ENV.baseUrl]: config.baseUrl,
         [ENV.accessTokenSecretId]: stateful.accessTokenSecret.secretArn,
         [ENV.itemsTableName]: stateful.table.tableName,
+        [ENV.itemsBucketName]: stateful.itemsBucket.bucketName,
         [ENV.revisionField]: config.revisionField,
         [ENV.deadLetterQueueUrl]: stateful.deadLetterQueue.queueUrl,
         [ENV.controlTableName]: stateful.controlTable.tableName,

@@ -5,6 +5,7 @@
  * group with a retention, and its own role that may write to that log group and nothing else until
  * the stack grants more. No physical names.
  */
+import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Duration, RemovalPolicy } from 'aws-cdk-lib';
 import * as iam from 'aws-cdk-lib/aws-iam';
@@ -52,6 +53,12 @@ export interface ContentSyncFunctionProps {
   readonly timeout: Duration;
   /** Contract variables; POWERTOOLS_* and NODE_OPTIONS are added here. */
   readonly environment: Record<string, string>;
+  /**
+   * Modules the function loads only when it needs them: `import()` paths as written in the entry's
+   * folder (`./adapters/x.js`, of `./adapters/x.ts`). Each is left out of index.mjs and bundled on
+   * its own, with the same options, at that path next to it (see lazyModuleCommands).
+   */
+  readonly lazyModules?: readonly string[];
 }
 
 export class ContentSyncFunction extends Construct {
@@ -113,10 +120,59 @@ export class ContentSyncFunction extends Construct {
         sourcesContent: false,
         // Bundle the AWS SDK too: the functions run the exact versions they were tested with (but
         // for the credential sources Lambda never loads).
-        externalModules: [...LAMBDA_UNUSED_CREDENTIAL_SOURCES],
+        externalModules: [...LAMBDA_UNUSED_CREDENTIAL_SOURCES, ...(props.lazyModules ?? [])],
         // Warnings and errors only: keeps `cdk synth` quiet.
         logLevel: LogLevel.WARNING,
+        ...(props.lazyModules?.length
+          ? {
+              commandHooks: {
+                beforeBundling: () => [],
+                beforeInstall: () => [],
+                afterBundling: (inputDir: string, outputDir: string) =>
+                  props.lazyModules!.flatMap((module) => lazyModuleCommands(inputDir, outputDir, dirname(props.entry), module)),
+              },
+            }
+          : {}),
       },
     });
   }
+}
+
+/**
+ * The shell commands that bundle one lazily loaded module next to index.mjs: esbuild with the
+ * options the function's own bundle gets (ESM, node22, minified, source map without sources, the
+ * createRequire banner, the SDK inside but for the credential sources Lambda never uses), to
+ * `<outputDir>/<module>`, with a package.json that makes `.js` files in its folder ES modules.
+ */
+export function lazyModuleCommands(inputDir: string, outputDir: string, entryDir: string, module: string): string[] {
+  if (!/^\.\/[\w./-]+\.js$/.test(module) || module.includes('..')) {
+    throw new Error(`lazy module ${module}: expected a path like ./folder/name.js under the entry's folder`);
+  }
+  const source = join(inputDir, entryDir, module.replace(/\.js$/, '.ts'));
+  const outfile = join(outputDir, module);
+  const esbuild = join(inputDir, 'node_modules', '.bin', 'esbuild');
+  const args = [
+    '--bundle',
+    source,
+    '--target=node22',
+    '--platform=node',
+    '--format=esm',
+    `--outfile=${outfile}`,
+    '--minify',
+    '--sourcemap',
+    '--sources-content=false',
+    ...LAMBDA_UNUSED_CREDENTIAL_SOURCES.map((name) => `--external:${name}`),
+    '--log-level=warning',
+    `--banner:js=${ESM_REQUIRE_BANNER}`,
+    '--main-fields=module,main',
+  ];
+  return [
+    `mkdir -p ${shellQuote(dirname(outfile))}`,
+    `printf '%s' '{"type":"module"}' > ${shellQuote(join(dirname(outfile), 'package.json'))}`,
+    [esbuild, ...args].map(shellQuote).join(' '),
+  ];
+}
+
+function shellQuote(text: string): string {
+  return `'${text.replace(/'/g, `'\\''`)}'`;
 }
