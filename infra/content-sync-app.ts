@@ -38,6 +38,8 @@ export function buildContentSyncApp(app: App): ContentSyncApp {
       accessTokenSecret: stateful.accessTokenSecret,
       queue: stateful.queue,
       deadLetterQueue: stateful.deadLetterQueue,
+      reconcileQueue: stateful.reconcileQueue,
+      reconcileDeadLetterQueue: stateful.reconcileDeadLetterQueue,
       itemsBucket: stateful.itemsBucket,
       changeEvents: stateful.changeEvents,
     },

@@ -19,6 +19,7 @@ export const CONTEXT_KEYS = {
   syncMaxConcurrency: 'syncMaxConcurrency',
   alarmEmail: 'alarmEmail',
   providerRequestsPerSecond: 'providerRequestsPerSecond',
+  freshnessHours: 'freshnessHours',
 } as const;
 
 /** Allowed range and default of each numeric key. */
@@ -26,6 +27,8 @@ export const NUMBER_RULES = {
   tokenRefreshMinutes: { min: 1, max: 1440, fallback: 30 },
   syncBatchSize: { min: 1, max: 10_000, fallback: 10 },
   syncMaxConcurrency: { min: 2, max: 1000, fallback: 5 },
+  // Target length of a reconciliation pass; 0 turns reconciliation off (one year at most).
+  freshnessHours: { min: 0, max: 8760, fallback: 24 },
 } as const;
 
 /** Allowed range of the optional numeric keys (no default: unset means "not given"). */
@@ -52,6 +55,11 @@ export interface ContentSyncConfig {
    * pace every sync container shares. Unset: the pace finds the provider's limit itself.
    */
   readonly providerRequestsPerSecond: number | undefined;
+  /**
+   * Target length of a reconciliation pass, hours (every known id checked again once per pass);
+   * 0: no reconciler (infra/reconciler).
+   */
+  readonly freshnessHours: number;
   /**
    * Derived: time-out of the sync function in seconds. 60 s covers the default batch of 10 (one
    * wave of provider requests with their re-tries); larger batches get 6 s per 10 records, capped
@@ -80,6 +88,7 @@ export function readContentSyncConfig(source: ContextSource): ContentSyncConfig 
     syncMaxConcurrency: integer(source, 'syncMaxConcurrency'),
     alarmEmail: alarmEmail(source),
     providerRequestsPerSecond: optionalInteger(source, 'providerRequestsPerSecond'),
+    freshnessHours: integer(source, 'freshnessHours'),
     syncTimeoutSeconds: syncTimeoutSeconds(syncBatchSize),
   });
 }

@@ -13,6 +13,7 @@ import { CREDENTIALS_PLACEHOLDER } from '../functions/shared/secrets.js';
 import { MAX_RECEIVE_COUNT } from '../functions/shared/sync-queue.js';
 import { addChangeEventResources, type ChangeEventResources } from './change-events/change-event-resources.js';
 import type { ContentSyncConfig } from './context.js';
+import { addReconcileQueues } from './reconciler/reconcile-queues.js';
 import { addItemsBucket } from './items-bucket.js';
 
 /** SQS's maximum; the dead-letter queue is where an operator looks after an incident. */
@@ -48,6 +49,9 @@ export class StatefulStack extends Stack {
   readonly accessTokenSecret: secretsmanager.Secret;
   readonly queue: sqs.Queue;
   readonly deadLetterQueue: sqs.Queue;
+  /** The reconciler's queue of known ids, taken by the item sync, and its dead-letter queue (infra/reconciler). */
+  readonly reconcileQueue: sqs.Queue;
+  readonly reconcileDeadLetterQueue: sqs.Queue;
   /** Items too large for a row, whole (infra/items-bucket.ts). */
   readonly itemsBucket: s3.Bucket;
   /** The change-event bus and the stream event source's failure queue (infra/change-events). */
@@ -140,6 +144,11 @@ export class StatefulStack extends Stack {
       description: 'Dead-letter queue ARN, for aws sqs start-message-move-task --source-arn',
       value: this.deadLetterQueue.queueArn,
     });
+    // ---- reconciliation: the reconcile queue and its dead-letter queue (infra/reconciler) ----
+    const reconcile = addReconcileQueues(this, config);
+    this.reconcileQueue = reconcile.queue;
+    this.reconcileDeadLetterQueue = reconcile.deadLetterQueue;
+
     new CfnOutput(this, 'ItemsTableName', { description: 'DynamoDB table of synced items', value: this.table.tableName });
     new CfnOutput(this, 'ItemsTableStreamArn', {
       description: 'Stream of the items table (new and old images) for downstream consumers',

@@ -30,6 +30,7 @@ import { addDeployRun } from './deploy-run/deploy-run.js';
 import { grantItemObjects } from './items-bucket.js';
 import { addAlarms } from './operations/alarms.js';
 import { addDashboard } from './operations/dashboard.js';
+import { addReconcileEventSource, addReconciler, addReconcilerAlarms, addReconcilerWidgets } from './reconciler/reconciler.js';
 
 export const REFRESHER_TIMEOUT = Duration.seconds(30);
 
@@ -42,6 +43,9 @@ export interface StatefulResources {
   readonly accessTokenSecret: secretsmanager.ISecret;
   readonly queue: sqs.IQueue;
   readonly deadLetterQueue: sqs.IQueue;
+  /** The reconciler's queue of known ids (the sync's second event source) and its dead-letter queue. */
+  readonly reconcileQueue: sqs.IQueue;
+  readonly reconcileDeadLetterQueue: sqs.IQueue;
   /** Items too large for a row (infra/items-bucket.ts). */
   readonly itemsBucket: s3.IBucket;
   /** The change-event bus and the stream event source's failure queue. */
@@ -56,6 +60,8 @@ export interface StatelessStackProps extends StackProps {
 export class StatelessStack extends Stack {
   readonly refresher: ContentSyncFunction;
   readonly sync: ContentSyncFunction;
+  /** Sends every known id to the reconcile queue once per pass; undefined when freshnessHours is 0 (infra/reconciler). */
+  readonly reconciler: ContentSyncFunction | undefined;
   /** Announces every real change of an items-table row (infra/change-events). */
   readonly changeEvents: ContentSyncFunction;
   readonly alarmTopic: sns.Topic;
@@ -73,6 +79,9 @@ export class StatelessStack extends Stack {
     // ---- the items bucket: put and delete item objects (infra/items-bucket.ts) ----
     grantItemObjects(this.sync.role, stateful.itemsBucket);
     this.syncEventSource(this.sync, stateful.queue, config);
+    // ---- reconciliation: the reconcile queue feeds the sync too; the reconciler and its schedule (infra/reconciler) ----
+    addReconcileEventSource({ sync: this.sync, reconcileQueue: stateful.reconcileQueue, config });
+    this.reconciler = addReconciler(this, { config, table: stateful.table, controlTable: stateful.controlTable, reconcileQueue: stateful.reconcileQueue });
 
     for (const fn of [this.refresher, this.sync]) this.acknowledgeFunctionFindings(fn);
 
@@ -89,10 +98,20 @@ export class StatelessStack extends Stack {
     });
     this.alarmTopic = operations.topic;
     this.alarms = operations.alarms;
+    // ---- reconciliation: alarms (in the alarm status widget too) ----
+    const reconcilerOperations = {
+      reconciler: this.reconciler?.function,
+      reconcileQueue: stateful.reconcileQueue,
+      reconcileDeadLetterQueue: stateful.reconcileDeadLetterQueue,
+      freshnessHours: config.freshnessHours,
+    };
+    this.alarms.push(...addReconcilerAlarms(this, { ...reconcilerOperations, topic: this.alarmTopic }));
     // ---- change events: alarms (in the alarm status widget too) ----
     const changeEventsOperations = { fn: this.changeEvents.function, failureQueue: stateful.changeEvents.failureQueue };
     this.alarms.push(...addChangeEventsAlarms(this, { ...changeEventsOperations, topic: this.alarmTopic }));
     const dashboard = addDashboard(this, { ...functions, ...queues, alarms: this.alarms });
+    // ---- reconciliation: dashboard row ----
+    addReconcilerWidgets(dashboard, reconcilerOperations);
     // ---- change events: dashboard row ----
     addChangeEventsWidgets(dashboard, changeEventsOperations);
 
@@ -257,6 +276,12 @@ export class StatelessStack extends Stack {
       value: this.refresher.function.functionName,
     });
     new CfnOutput(this, 'ItemSyncFunctionName', { value: this.sync.function.functionName });
+    if (this.reconciler !== undefined) {
+      new CfnOutput(this, 'ReconcilerFunctionName', {
+        description: 'Sends every known id to the reconcile queue once per pass; its logs ("tick done") show the pass',
+        value: this.reconciler.function.functionName,
+      });
+    }
     new CfnOutput(this, 'ChangeEventsFunctionName', {
       description: 'Publishes the change events from the items table stream (its logs say which records were handed back)',
       value: this.changeEvents.function.functionName,

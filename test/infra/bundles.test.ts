@@ -22,6 +22,7 @@ const SDK_CALLS: Record<string, string> = {
   TokenRefresherFunction: 'secretsmanager',
   ItemSyncFunction: 'secretsmanager',
   ChangeEventsFunction: 'PutEvents',
+  ReconcilerFunction: 'SendMessageBatch',
 };
 
 beforeAll(() => {
@@ -42,6 +43,7 @@ const ENVIRONMENT: Record<string, string> = {
   [ENV.revisionField]: 'revision',
   [ENV.deadLetterQueueUrl]: 'https://sqs.eu-west-1.amazonaws.com/123456789012/dlq',
   [ENV.controlTableName]: 'control-table',
+  [ENV.reconcileQueueUrl]: 'https://sqs.eu-west-1.amazonaws.com/123456789012/reconcile',
   [CHANGE_EVENTS_ENV.eventBusName]: 'arn:aws:events:eu-west-1:123456789012:event-bus/change-events',
 };
 

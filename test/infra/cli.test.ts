@@ -1,7 +1,7 @@
 /**
  * The CDK CLI as an operator runs it: `cdk synth` works offline without AWS credentials or Docker,
  * prints no notices, version or feature-flag messages, and a missing or invalid key (`baseUrl`,
- * `providerRequestsPerSecond`) fails the synth with one line naming it.
+ * `providerRequestsPerSecond`, `freshnessHours`) fails the synth with one line naming it.
  */
 import { existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -52,8 +52,8 @@ describe('cdk CLI', () => {
     expect(existsSync(join(out, 'ContentSyncStateful.template.json'))).toBe(true);
     expect(existsSync(join(out, 'ContentSyncStateless.template.json'))).toBe(true);
     const assets = readdirSync(out).filter((name) => name.startsWith('asset.'));
-    // The token refresher, the item sync and the change-events function.
-    expect(assets.filter((name) => existsSync(join(out, name, 'index.mjs')))).toHaveLength(3);
+    // The token refresher, the item sync, the change-events function and the reconciler.
+    expect(assets.filter((name) => existsSync(join(out, name, 'index.mjs')))).toHaveLength(4);
   }, 60_000);
 
   it('synth without baseUrl fails with one line naming baseUrl', async () => {
@@ -67,6 +67,13 @@ describe('cdk CLI', () => {
     const run = await cdk(['synth', '-c', 'baseUrl=https://example.com/api', '-c', 'providerRequestsPerSecond=abc', '--quiet', '-o', join(dir, 'bad-rate')]);
     expect(run.status).toBe(1);
     expect(run.stderr).toContain('content-sync: invalid CDK context: providerRequestsPerSecond: must be a whole number from 1 to 100000, got "abc"');
+    expect(run.stderr).not.toMatch(/\n\s+at /);
+  }, 60_000);
+
+  it('synth with a freshnessHours that is not a whole number exits 1 with one line naming the key', async () => {
+    const run = await cdk(['synth', '-c', 'baseUrl=https://example.com/api', '-c', 'freshnessHours=abc', '--quiet', '-o', join(dir, 'bad-freshness')]);
+    expect(run.status).toBe(1);
+    expect(run.stderr).toContain('content-sync: invalid CDK context: freshnessHours: must be a whole number from 0 to 8760, got "abc"');
     expect(run.stderr).not.toMatch(/\n\s+at /);
   }, 60_000);
 });

@@ -37,6 +37,7 @@ describe('context defaults', () => {
       syncMaxConcurrency: 5,
       alarmEmail: undefined,
       providerRequestsPerSecond: undefined,
+      freshnessHours: 24,
       syncTimeoutSeconds: 60,
     });
   });
@@ -47,6 +48,7 @@ describe('context defaults', () => {
       revisionField: 'revision',
       syncBatchSize: 10,
       syncMaxConcurrency: 5,
+      freshnessHours: 24,
       'cli-telemetry': false,
     });
     expect(CDK_JSON_CONTEXT).not.toHaveProperty('baseUrl');
@@ -136,6 +138,11 @@ describe('context errors name the key', () => {
     ['providerRequestsPerSecond', 2.5],
     ['providerRequestsPerSecond', '-1'],
     ['providerRequestsPerSecond', 'true'],
+    ['freshnessHours', -1],
+    ['freshnessHours', 8761],
+    ['freshnessHours', 'abc'],
+    ['freshnessHours', '24h'],
+    ['freshnessHours', 1.5],
   ])('%s = %j is out of range', (key, value) => {
     expect(errorFor({ ...base, [key]: value }, key)).toMatch(/must be a whole number from \d+ to \d+/);
   });

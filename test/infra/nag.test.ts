@@ -47,7 +47,8 @@ afterEach(() => {
 describe('cdk-nag AwsSolutions', () => {
   it.each([
     ['defaults', {}],
-    ['every option set', { alarmEmail: 'ops@example.com', syncBatchSize: '500', syncMaxConcurrency: '50', tokenRefreshMinutes: '5', revisionField: 'meta.rev', providerRequestsPerSecond: '50' }],
+    ['every option set', { alarmEmail: 'ops@example.com', syncBatchSize: '500', syncMaxConcurrency: '50', tokenRefreshMinutes: '5', revisionField: 'meta.rev', providerRequestsPerSecond: '50', freshnessHours: '12' }],
+    ['reconciliation off', { freshnessHours: '0' }],
   ])('no unacknowledged findings (%s)', (_name, overrides) => {
     expect(violations(overrides)).toEqual([]);
   });
@@ -59,7 +60,7 @@ describe('cdk-nag AwsSolutions', () => {
       expect(typeof ack.reason, `${ack.path} ${ack.id}`).toBe('string');
       expect((ack.reason as string).trim().length, `${ack.path} ${ack.id}`).toBeGreaterThan(30);
     }
-    expect(found.map((ack) => `${ack.path} ${ack.id.replace(/<[^>]+>/, '<refresher>')}`).sort()).toEqual(
+    expect(found.map((ack) => `${ack.path} ${ack.id.replace(/<[^>]+>/, '<function>')}`).sort()).toEqual(
       [
         'ContentSyncStateful/AccessTokenSecret AwsSolutions-SMG4',
         'ContentSyncStateful/ChangeEventsFailureQueue AwsSolutions-SQS3',
@@ -69,7 +70,10 @@ describe('cdk-nag AwsSolutions', () => {
         'ContentSyncStateless/DeployRunFunction AwsSolutions-L1',
         'ContentSyncStateless/ItemSync/Function AwsSolutions-L1',
         'ContentSyncStateless/ItemSync/Role AwsSolutions-IAM5[Resource::*]',
-        'ContentSyncStateless/TokenRefreshScheduleRole AwsSolutions-IAM5[Resource::<refresher>:*]',
+        'ContentSyncStateless/Reconciler/Function AwsSolutions-L1',
+        'ContentSyncStateless/Reconciler/Role AwsSolutions-IAM5[Resource::*]',
+        'ContentSyncStateless/ReconcileScheduleRole AwsSolutions-IAM5[Resource::<function>:*]',
+        'ContentSyncStateless/TokenRefreshScheduleRole AwsSolutions-IAM5[Resource::<function>:*]',
         'ContentSyncStateless/TokenRefresher/Function AwsSolutions-L1',
         'ContentSyncStateless/TokenRefresher/Role AwsSolutions-IAM5[Resource::*]',
       ].sort(),

@@ -152,6 +152,11 @@ describe('stateful stack', () => {
         'ItemsTableStreamArn',
         'QueueArn',
         'QueueUrl',
+        // Reconciliation (test/infra/reconciler.test.ts).
+        'ReconcileDeadLetterQueueArn',
+        'ReconcileDeadLetterQueueUrl',
+        'ReconcileQueueArn',
+        'ReconcileQueueUrl',
       ].sort(),
     );
     const id = (type: string, prefix: string) => logicalId(t.statefulTemplate, type, prefix);
@@ -182,6 +187,11 @@ describe('stateful stack', () => {
         // Change events (test/infra/change-events.test.ts): the bus and the failure queue with its TLS policy.
         'AWS::Events::EventBus',
         'AWS::SQS::Queue',
+        'AWS::SQS::QueuePolicy',
+        // Reconciliation (test/infra/reconciler.test.ts): the reconcile queue and its dead-letter queue, with their TLS policies.
+        'AWS::SQS::Queue',
+        'AWS::SQS::Queue',
+        'AWS::SQS::QueuePolicy',
         'AWS::SQS::QueuePolicy',
       ].sort(),
     );

@@ -57,6 +57,7 @@ beforeAll(() => {
   imports.queueArn = importOf(f, arn('AWS::SQS::Queue', 'SyncQueue'));
   imports.dlqUrl = importOf(f, ref('AWS::SQS::Queue', 'DeadLetterQueue'));
   imports.dlqArn = importOf(f, arn('AWS::SQS::Queue', 'DeadLetterQueue'));
+  imports.reconcileQueueArn = importOf(f, arn('AWS::SQS::Queue', 'ReconcileQueue'));
 });
 
 const fnArn = (id: string) => ({ 'Fn::GetAtt': [id, 'Arn'] });
@@ -151,7 +152,10 @@ describe('stateless stack', () => {
     });
 
     it('runs on an EventBridge Scheduler rate of tokenRefreshMinutes with {"trigger":"schedule"}', () => {
-      t.statelessTemplate.resourceCountIs('AWS::Scheduler::Schedule', 1);
+      // The refresher's, and the reconciler's (test/infra/reconciler.test.ts).
+      t.statelessTemplate.resourceCountIs('AWS::Scheduler::Schedule', 2);
+      const schedules = Object.values(t.statelessTemplate.findResources('AWS::Scheduler::Schedule'));
+      expect(schedules.filter((schedule) => JSON.stringify(schedule.Properties.Target.Arn) === JSON.stringify(fnArn(ids.refresher!)))).toHaveLength(1);
       t.statelessTemplate.hasResourceProperties('AWS::Scheduler::Schedule', {
         ScheduleExpression: 'rate(30 minutes)',
         FlexibleTimeWindow: { Mode: 'OFF' },
@@ -172,7 +176,10 @@ describe('stateless stack', () => {
     ])('tokenRefreshMinutes=%s schedules %s', (minutes, expression) => {
       const other = synthTemplates({ tokenRefreshMinutes: minutes });
       const expr = new Capture();
-      other.statelessTemplate.hasResourceProperties('AWS::Scheduler::Schedule', { ScheduleExpression: expr });
+      other.statelessTemplate.hasResourceProperties('AWS::Scheduler::Schedule', {
+        ScheduleExpression: expr,
+        Target: Match.objectLike({ Arn: fnArn(logicalId(other.statelessTemplate, 'AWS::Lambda::Function', 'TokenRefresherFunction')) }),
+      });
       expect([expression, expression.replace('1440 minutes', '1 day')]).toContain(expr.asString());
     });
 
@@ -317,13 +324,20 @@ describe('stateless stack', () => {
           Action: ['sqs:ReceiveMessage', 'sqs:ChangeMessageVisibility', 'sqs:GetQueueUrl', 'sqs:DeleteMessage', 'sqs:GetQueueAttributes'],
           Resource: imports.queueArn,
         },
+        // The reconcile queue (test/infra/reconciler.test.ts): sweep records that wait go back to it; its event source's grant.
+        { Sid: 'RequeueReconcile', Effect: 'Allow', Action: 'sqs:SendMessage', Resource: imports.reconcileQueueArn },
+        {
+          Effect: 'Allow',
+          Action: ['sqs:ReceiveMessage', 'sqs:ChangeMessageVisibility', 'sqs:GetQueueUrl', 'sqs:DeleteMessage', 'sqs:GetQueueAttributes'],
+          Resource: imports.reconcileQueueArn,
+        },
       ]);
     });
 
     it('SQS event source: batch size, ReportBatchItemFailures, maximum concurrency', () => {
-      // The sync queue's, and the items stream's (test/infra/change-events.test.ts).
-      t.statelessTemplate.resourceCountIs('AWS::Lambda::EventSourceMapping', 2);
-      const mapping = resource(t.statelessTemplate, 'AWS::Lambda::EventSourceMapping', 'ItemSyncFunction');
+      // The sync queue's, the items stream's (test/infra/change-events.test.ts) and the reconcile queue's (test/infra/reconciler.test.ts).
+      t.statelessTemplate.resourceCountIs('AWS::Lambda::EventSourceMapping', 3);
+      const mapping = resource(t.statelessTemplate, 'AWS::Lambda::EventSourceMapping', 'ItemSyncFunctionSqsEventSourceContentSyncStatefulSyncQueue');
       expect(mapping.Properties).toEqual({
         EventSourceArn: imports.queueArn,
         FunctionName: { Ref: ids.sync },
@@ -390,8 +404,8 @@ describe('stateless stack', () => {
     const queueName = (prefix: string) =>
       importOf(t.statefulTemplate, { 'Fn::GetAtt': [logicalId(t.statefulTemplate, 'AWS::SQS::Queue', prefix), 'QueueName'] });
 
-    it('seven alarms (two for the change events), each notifying the topic on alarm and on recovery', () => {
-      t.statelessTemplate.resourceCountIs('AWS::CloudWatch::Alarm', 7);
+    it('ten alarms (two for the change events, three for reconciliation), each notifying the topic on alarm and on recovery', () => {
+      t.statelessTemplate.resourceCountIs('AWS::CloudWatch::Alarm', 10);
       for (const alarm of Object.values(t.statelessTemplate.findResources('AWS::CloudWatch::Alarm'))) {
         expect(alarm.Properties).toMatchObject(actions());
         expect(alarm.Properties.AlarmName).toBeUndefined();
@@ -536,12 +550,12 @@ describe('stateless stack', () => {
       expect(row.reduce((sum, w) => sum + w.width, 0)).toBe(24);
       // The alarm status widget lists every alarm, the breaker's included.
       const status = widgets.find((w) => w.type === 'alarm') as unknown as { properties: { alarms: unknown[] } };
-      expect(status.properties.alarms).toHaveLength(7);
+      expect(status.properties.alarms).toHaveLength(10);
     });
 
     it('outputs: the function names, the alarm topic and the dashboard', () => {
       const outputs = t.statelessTemplate.toJSON().Outputs as Record<string, { Value: unknown }>;
-      expect(Object.keys(outputs).sort()).toEqual(['AlarmTopicArn', 'ChangeEventsFunctionName', 'DashboardName', 'ItemSyncFunctionName', 'TokenRefresherFunctionName']);
+      expect(Object.keys(outputs).sort()).toEqual(['AlarmTopicArn', 'ChangeEventsFunctionName', 'DashboardName', 'ItemSyncFunctionName', 'ReconcilerFunctionName', 'TokenRefresherFunctionName']);
       expect(outputs['TokenRefresherFunctionName']!.Value).toEqual({ Ref: ids.refresher });
       expect(outputs['ItemSyncFunctionName']!.Value).toEqual({ Ref: ids.sync });
       expect(outputs['AlarmTopicArn']!.Value).toEqual({ Ref: ids.topic });
