@@ -21,7 +21,7 @@ import { LazyItemObjectStore } from './adapters/lazy-item-object-store.js';
 import { SecretsManagerAccessTokenStore } from '../shared/adapters/secrets-manager.js';
 import { POSTPONEMENTS_ATTRIBUTE, QueueUrls, RECONCILE_PASS_ATTRIBUTE, SqsDeadLetterSink, SqsMessageRequeue, SqsMessageVisibility } from './adapters/sqs.js';
 import { DynamoDbPaceStore } from '../shared/adapters/dynamodb-pace-store.js';
-import { DEFAULT_PACE_SETTINGS } from '../shared/pace/pace-state.js';
+import { DEFAULT_PACE_SETTINGS, type PaceSettings } from '../shared/pace/pace-state.js';
 import { ProviderPace, type PaceSnapshot, type PaceStore } from '../shared/pace/provider-pace.js';
 import type { SyncConfig } from '../shared/config.js';
 import { PACE_METRIC_NAMES, SYNC_METRIC_NAMES, SYNC_SERVICE } from '../shared/metric-names.js';
@@ -53,6 +53,8 @@ export interface SyncHandlerDeps {
   provider?: ProviderClient;
   /** The pace's shared state; default the control table (CONTROL_TABLE_NAME). */
   paceStore?: PaceStore;
+  /** Overrides of the pace's settings (a harness whose time runs faster than the wall clock). */
+  paceSettings?: Partial<PaceSettings>;
   clock?: Clock;
   logger?: ReturnType<typeof createLogger>;
   metrics?: ReturnType<typeof createMetrics>;
@@ -77,6 +79,7 @@ export function createSyncHandler(deps: SyncHandlerDeps): SyncHandler {
     settings: {
       ...DEFAULT_PACE_SETTINGS,
       ...(config.providerRequestsPerSecond !== undefined ? { maxRate: config.providerRequestsPerSecond } : {}),
+      ...deps.paceSettings,
     },
     fallbackRate: config.paceFallbackRate,
     concurrency: config.fetchConcurrency,

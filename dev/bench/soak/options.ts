@@ -77,7 +77,7 @@ export const SOAK_DEFAULTS: Omit<SoakOptions, 'logFile' | 'progress'> = {
   rotations: 8,
   rotationGapMs: 30,
   transientRate: 0.2,
-  rateLimitRate: 0.03,
+  rateLimitRate: 0.002,
   slowRate: 0.03,
   slowMs: 150,
   hangRate: 0.001,

@@ -148,7 +148,7 @@ function header(report: SoakReport): string[] {
   return [
     `Chaos soak — ${n(o.ids)} ids, seed ${o.seed}, ${o.instances} instances × batch ${o.batchSize}, provider latency ${o.latencyMs} ms — ` +
       `${(report.durationMs / 1000).toFixed(1)} s (drain after the last change ${(report.drainMs / 1000).toFixed(1)} s)`,
-    `SQS time is scaled: 1 s = ${o.msPerSecond} ms (visibility ${o.visibilityTimeoutSeconds} s; 429s carry Retry-After 2 s, 30 s, an HTTP date ~600 s ahead, or none); the handlers' own backoff sleeps × ${o.backoffScale}; the SDK's retry backoff and the provider run in real time`,
+    `SQS time is scaled: 1 s = ${o.msPerSecond} ms (visibility ${o.visibilityTimeoutSeconds} s; 429s carry Retry-After 1 s, 2 s or none, and stop every instance that long, in real time (the provider pace)); the handlers' own backoff sleeps × ${o.backoffScale}; the SDK's retry backoff and the provider run in real time`,
   ];
 }
 

@@ -21,7 +21,7 @@ describe(`chaos soak: ${IDS} ids, 5 instances at once`, () => {
   beforeAll(async () => {
     // The rarer DynamoDB faults are made more frequent than in `npm run soak`, so that a few hundred
     // ids surely meet them.
-    report = await runSoak({ ids: IDS, seed: 20_261_121, instances: 5, latencyMs: 1, rotations: ROTATIONS, lostAckRate: 0.03, unprocessedRate: 0.2 });
+    report = await runSoak({ ids: IDS, seed: 20_261_121, instances: 5, latencyMs: 1, rotations: ROTATIONS, lostAckRate: 0.03, unprocessedRate: 0.2, rateLimitRate: 0.01 });
   }, 60_000);
 
   it('reaches quiescence with every figure as expected', () => {
