@@ -1,11 +1,13 @@
 /**
  * The AWS side of a local run, on 127.0.0.1: DynamoDB (dynalite, its LevelDB files in a folder under
- * `.local/`) with the items and control tables, SQS and Secrets Manager (the local emulator) with
- * the sync queue and its dead-letter queue. Hands out clients for them and the functions'
- * environment (the deployed variable names); nothing is set in process.env.
+ * `.local/`) with the items and control tables, S3 (s3rver, its files next to dynalite's, or in a
+ * temporary folder when DynamoDB is in memory) with the items bucket, SQS and Secrets Manager (the
+ * local emulator) with the sync queue and its dead-letter queue. Hands out clients for them and the
+ * functions' environment (the deployed variable names); nothing is set in process.env.
  */
 import { rmSync } from 'node:fs';
 import { ListTablesCommand, type DynamoDBClient } from '@aws-sdk/client-dynamodb';
+import type { S3Client } from '@aws-sdk/client-s3';
 import { SecretsManagerClient } from '@aws-sdk/client-secrets-manager';
 import { SQSClient } from '@aws-sdk/client-sqs';
 import { MAX_RECEIVE_COUNT } from '../../functions/shared/sync-queue.js';
@@ -13,9 +15,11 @@ import { AwsEmulator } from '../fakes/aws-emulator.js';
 import { startDynalite, type Dynalite } from '../fakes/dynalite.js';
 import { functionEnv } from '../fakes/lambda.js';
 import { LOCAL_CREDENTIALS, LOCAL_REGION } from '../fakes/local-aws.js';
+import { startS3, type LocalS3 } from '../fakes/s3.js';
 
 const NAMES = {
   table: 'content-sync-items-local',
+  bucket: 'content-sync-items-local',
   controlTable: 'content-sync-control-local',
   queue: 'content-sync-items-local',
   deadLetterQueue: 'content-sync-items-local-dlq',
@@ -26,6 +30,8 @@ const NAMES = {
 export interface LocalStackOptions {
   /** Folder for dynalite's LevelDB files; in memory when undefined. */
   dynamodbPath?: string;
+  /** Folder for the S3 objects (kept with the table: rows point to them); a temporary one when undefined. */
+  s3Path?: string;
   /** Deletes the folder first (a fresh table). */
   fresh?: boolean;
   providerBaseUrl: string;
@@ -41,12 +47,17 @@ export interface LocalStack {
   /** 'disk' when dynalite keeps its data in `dynamodbPath`, 'memory' otherwise. */
   dynamodbStorage: 'disk' | 'memory';
   tableName: string;
+  s3Endpoint: string;
+  /** The items bucket: items too large for a row. */
+  bucketName: string;
   queueUrl: string;
   queueArn: string;
   deadLetterQueueUrl: string;
   credentialsSecretId: string;
   accessTokenSecretId: string;
   dynamodb: DynamoDBClient;
+  /** Path-style, for s3rver. */
+  s3: S3Client;
   sqs: SQSClient;
   secrets: SecretsManagerClient;
   /** The functions' environment (no secret values in it), for the configuration loaders. */
@@ -57,23 +68,39 @@ export interface LocalStack {
 /** Starts everything; close() stops it. */
 export async function startLocalStack(options: LocalStackOptions): Promise<LocalStack> {
   if (options.dynamodbPath && options.fresh) rmSync(options.dynamodbPath, { recursive: true, force: true });
+  if (options.s3Path && options.fresh) rmSync(options.s3Path, { recursive: true, force: true });
   const { dynalite, storage } = await startDynamoDb(options.dynamodbPath);
-  const emulator = await AwsEmulator.start({ region: LOCAL_REGION }).catch(async (error: unknown) => {
+  let objects: LocalS3;
+  let emulator: AwsEmulator;
+  try {
+    // The objects go with the table: on disk when it is, else in a temporary folder.
+    objects = await startS3(storage === 'disk' && options.s3Path ? { directory: options.s3Path } : {});
+  } catch (error) {
     await dynalite.close();
     throw error;
-  });
+  }
+  try {
+    emulator = await AwsEmulator.start({ region: LOCAL_REGION });
+  } catch (error) {
+    await objects.close().catch(() => undefined);
+    await dynalite.close();
+    throw error;
+  }
   const dynamodb = dynalite.client();
+  const s3 = objects.client();
   const clientConfig = { endpoint: emulator.endpoint, region: LOCAL_REGION, credentials: LOCAL_CREDENTIALS };
   const sqs = new SQSClient(clientConfig);
   const secrets = new SecretsManagerClient(clientConfig);
   const close = async (): Promise<void> => {
-    for (const client of [dynamodb, sqs, secrets]) client.destroy();
+    for (const client of [dynamodb, s3, sqs, secrets]) client.destroy();
     await emulator.close().catch(() => undefined);
+    await objects.close().catch(() => undefined);
     await dynalite.close().catch(() => undefined);
   };
   try {
     await dynalite.createItemsTable(NAMES.table);
     await dynalite.createControlTable(NAMES.controlTable);
+    await objects.createBucket(NAMES.bucket);
     const queues = createQueues(emulator, options.visibilityTimeoutSeconds);
     return {
       emulator,
@@ -81,10 +108,13 @@ export async function startLocalStack(options: LocalStackOptions): Promise<Local
       dynamodbEndpoint: dynalite.endpoint,
       dynamodbStorage: storage,
       tableName: NAMES.table,
+      s3Endpoint: objects.endpoint,
+      bucketName: NAMES.bucket,
       ...queues,
       credentialsSecretId: NAMES.credentialsSecret,
       accessTokenSecretId: NAMES.accessTokenSecret,
       dynamodb,
+      s3,
       sqs,
       secrets,
       env: functionEnv({
@@ -92,6 +122,7 @@ export async function startLocalStack(options: LocalStackOptions): Promise<Local
         credentialsSecretId: NAMES.credentialsSecret,
         accessTokenSecretId: NAMES.accessTokenSecret,
         itemsTableName: NAMES.table,
+        itemsBucketName: NAMES.bucket,
         controlTableName: NAMES.controlTable,
         revisionField: options.revisionField,
         deadLetterQueueUrl: queues.deadLetterQueueUrl,

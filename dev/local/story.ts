@@ -5,10 +5,13 @@
  * the story's own steps.
  *
  * - runLocalStory: no configuration at all. A provider simulator with a seeded tree of files and
- *   folders, DynamoDB (dynalite) and SQS / Secrets Manager (local emulator) on 127.0.0.1, and the
- *   deployed handlers through a whole story: refresh the token, sync every id, change items at the
- *   provider (new revisions, deletions, a new item), refresh again, sync again, then check that the
- *   table equals the provider, by the sync's own reading of an item.
+ *   folders (one of them too large for a DynamoDB row), DynamoDB (dynalite), S3 (s3rver) and
+ *   SQS / Secrets Manager (local emulator) on 127.0.0.1, and the deployed handlers through a whole
+ *   story: refresh the token, sync every id, change items at the provider (new revisions, one
+ *   large item shrinking back into its row and one growing past the row limit, deletions, a new
+ *   item), refresh again, sync again, then check that the table equals the provider, by the sync's
+ *   own reading of an item (from the items bucket for a row that points there), and that the
+ *   bucket holds exactly the objects rows point to.
  * - runAgainstProvider: the same local AWS side against a real provider (PROVIDER_BASE_URL), for
  *   the ids given, so a user can try their credentials before deploying.
  *
@@ -31,9 +34,11 @@ import { REFRESHER_SERVICE, SYNC_SERVICE } from '../../functions/shared/metric-n
 import { createLogger, createMetrics } from '../../functions/shared/observability.js';
 import type { Credentials } from '../../functions/shared/ports.js';
 import { createRefresherHandler } from '../../functions/token-refresher/app.js';
+import { ITEM_OBJECT_PREFIX } from '../../functions/item-sync/item-writer.js';
 import { enqueueIds, scanTableIds } from '../../tools/enqueue/enqueue.js';
 import { createProgress, formatDuration, type Progress } from '../../tools/enqueue/progress.js';
 import { diffTables, readTable, type ItemRow } from '../fakes/items-table.js';
+import { itemObjectOf, listObjects, readItemObject, type ItemObjectRead } from '../fakes/s3.js';
 import { createContext, drainQueue } from '../fakes/lambda.js';
 import { generateItemTree, mulberry32 } from '../simulator/item-tree.js';
 import { ProviderSimulator, type SimulatorItem } from '../simulator/provider-simulator.js';
@@ -167,7 +172,7 @@ async function runStory(plan: StoryPlan): Promise<RunOutcome> {
   try {
     provider = await plan.provider();
     stack = await startLocalStack({
-      ...(plan.inMemory ? {} : { dynamodbPath: join(plan.dataDir, 'dynamodb') }),
+      ...(plan.inMemory ? {} : { dynamodbPath: join(plan.dataDir, 'dynamodb'), s3Path: join(plan.dataDir, 's3') }),
       fresh: plan.fresh,
       providerBaseUrl: provider.baseUrl,
       revisionField: plan.revisionField,
@@ -209,6 +214,7 @@ function buildHandlers(stack: LocalStack, log: Writable, tunables: Env): Handler
     dynamodb: stack.dynamodb,
     sqs: stack.sqs,
     secrets: stack.secrets,
+    s3: stack.s3,
     logger: createLogger(SYNC_SERVICE, { output: log }),
     metrics: createMetrics(SYNC_SERVICE, { output: log }),
   });
@@ -377,9 +383,51 @@ function asTheSyncReadsIt(item: SimulatorItem, revisionField: string): ValidItem
   }
 }
 
+/** The object of every row that points to the items bucket, read back and checked against its pointer. */
+async function readObjects(stack: LocalStack, rows: ReadonlyMap<string, ItemRow>): Promise<Map<string, ItemObjectRead>> {
+  const reads = new Map<string, ItemObjectRead>();
+  for (const [id, row] of rows) {
+    if (row.itemObject === undefined) continue;
+    const pointer = itemObjectOf(row);
+    reads.set(id, pointer ? await readItemObject(stack.s3, stack.bucketName, pointer) : { kind: 'mismatch', why: 'itemObject is not {key, size, sha256}' });
+  }
+  return reads;
+}
+
+/** The item a row holds: inline, or read from the items bucket; or why it cannot be compared. */
+function storedItem(id: string, row: ItemRow, read: ItemObjectRead | undefined): { item: unknown } | { problem: string } {
+  if (row.itemObject === undefined) return { item: row.item };
+  if (row.item !== undefined) return { problem: `${id}: the row holds both item and itemObject` };
+  switch (read?.kind) {
+    case 'found':
+      return { item: read.item };
+    case 'missing':
+      return { problem: `${id}: its row points to an object that is not in the items bucket` };
+    case 'mismatch':
+      return { problem: `${id}: its object in the items bucket is not what the row says (${read.why})` };
+    case 'unreadable':
+      return { problem: `${id}: its object in the items bucket could not be read (${read.error}); not compared` };
+    default:
+      return { problem: `${id}: its object was not read` };
+  }
+}
+
+/** Objects in the items bucket no row points to (or that the bucket could not be listed: then it says so). */
+async function checkBucket(stack: LocalStack, rows: ReadonlyMap<string, ItemRow>): Promise<string[]> {
+  let keys: Map<string, number>;
+  try {
+    keys = await listObjects(stack.s3, stack.bucketName, ITEM_OBJECT_PREFIX);
+  } catch (error) {
+    return [`the items bucket could not be listed (${describe(error)}): objects no row points to were not looked for`];
+  }
+  const referenced = new Set([...rows.values()].map((row) => itemObjectOf(row)?.key).filter((key) => key !== undefined));
+  return [...keys.keys()].filter((key) => !referenced.has(key)).map((key) => `${key}: in the items bucket, but no row points to it`);
+}
+
 /** Differences between the table and what the provider holds (empty when they agree). */
 function compareWithProvider(
   rows: ReadonlyMap<string, ItemRow>,
+  objects: ReadonlyMap<string, ItemObjectRead>,
   providerItems: readonly SimulatorItem[],
   deletedIds: readonly string[],
   revisionField: string,
@@ -395,7 +443,11 @@ function compareWithProvider(
     else if (typeof read === 'string') problems.push(`${item.id}: in the table, but the sync refuses the provider's item: ${read}`);
     else if (row.revision !== read.revision) problems.push(`${item.id}: revision ${row.revision ?? '(none)'} in the table, ${read.revision} at the provider`);
     else if (row.type !== read.type) problems.push(`${item.id}: type ${String(row.type)} in the table, ${read.type} at the provider`);
-    else if (!isDeepStrictEqual(row.item, read.item)) problems.push(`${item.id}: the stored item differs from the provider's`);
+    else {
+      const stored = storedItem(item.id, row, objects.get(item.id));
+      if ('problem' in stored) problems.push(stored.problem);
+      else if (!isDeepStrictEqual(stored.item, read.item)) problems.push(`${item.id}: the stored item differs from the provider's`);
+    }
   }
   for (const id of deletedIds) {
     expected.add(id);
@@ -513,6 +565,8 @@ export async function runLocalStory(options: LocalStoryOptions = {}): Promise<St
 /** A simulated provider holding a generated tree of items, which rotates the refresh token at every refresh. */
 async function startSimulator({ itemCount, seed, revisionField }: StorySettings): Promise<ProviderSimulator> {
   const items = generateItemTree({ count: itemCount, seed, revisionField });
+  const large = items.find((item) => item.id === largeFileOf(items));
+  if (large) large[LARGE_FIELD] = LARGE_TEXT;
   return ProviderSimulator.start({
     items,
     seed,
@@ -521,6 +575,15 @@ async function startSimulator({ itemCount, seed, revisionField }: StorySettings)
     prefix: '/api/v2',
     rateLimit: { requestsPerSecond: LOCAL_PROVIDER_LIMIT, retryAfterSeconds: 1 },
   });
+}
+
+/** A field that makes an item too large for a DynamoDB row (over 400 KB): the sync stores it in the items bucket. */
+const LARGE_FIELD = 'transcript';
+const LARGE_TEXT = 'All work and no play makes a very long transcript. '.repeat(10_000);
+
+/** The file that starts too large for a row: the last file of the tree. */
+function largeFileOf(items: readonly SimulatorItem[]): string | undefined {
+  return items.filter((item) => item.type === 'file').at(-1)?.id;
 }
 
 function simulatorSide(simulator: ProviderSimulator): ProviderSide {
@@ -540,6 +603,7 @@ function printStoryHeader(run: LocalRun, simulator: ProviderSimulator, seed: num
   screen.line(`   provider simulator     ${simulator.baseUrl} (${items.length} items: ${folders} folders, ${items.length - folders} files; seed ${seed})`);
   screen.line(`                          rate limit ${LOCAL_PROVIDER_LIMIT} requests/s (429 beyond it): the run is not told, the pace finds it`);
   screen.line(`   DynamoDB (dynalite)    ${stack.dynamodbEndpoint}, table ${stack.tableName}, ${storage}`);
+  screen.line(`   S3 (s3rver)            ${stack.s3Endpoint}, items bucket ${stack.bucketName} (items too large for a row)`);
   screen.line(`   SQS, Secrets Manager   ${stack.emulator.endpoint} (local emulator)`);
   screen.line(`   handler logs           ${display(run.logFile)} (JSON lines, as in CloudWatch)`);
   screen.line();
@@ -560,11 +624,13 @@ async function playStory(run: LocalRun, simulator: ProviderSimulator, settings: 
   screen.line(`2. Sync every id (the provider answers 429 Too Many Requests, Retry-After: 1, once for ${limitedId})`);
   const first = await measured(simulator, findings, 'initial sync', () => recordPass(run, findings, 'initial sync', ids, settings.limits));
   expectCounts(problems, first, { created: ids.length, updated: 0, unchanged: 0, deleted: 0, deadLettered: 0 });
+  const largeId = largeFileOf(ids.map((id) => simulator.getItem(id)!));
+  await expectInBucket(run, largeId === undefined ? [] : [largeId], 'initial sync');
 
   // 3. Changes at the provider: new revisions, deletions, a new item; the next scheduled refresh.
   const change = changeProvider(simulator, ids, limitedId, rand, settings.revisionField);
   screen.line(
-    `3. Change the provider: ${change.bumped.length} new revisions, ${change.deletedIds.length} deletions (${change.deletedIds.join(', ')}), 1 new item (${change.newItem.id}); refresh the token again`,
+    `3. Change the provider: ${change.bumped.length} new revisions (${change.shrunk} shrinks back into a row, ${change.grown} grows past the 400 KB row limit), ${change.deletedIds.length} deletions (${change.deletedIds.join(', ')}), 1 new item (${change.newItem.id}); refresh the token again`,
   );
   await refresh(run, 'second refresh');
 
@@ -580,6 +646,8 @@ async function playStory(run: LocalRun, simulator: ProviderSimulator, settings: 
     unchanged: secondIds.length - 1 - change.bumped.length - change.deletedIds.length,
     deadLettered: 0,
   });
+
+  await expectInBucket(run, [change.grown], 'after changes');
 
   // 5. The table against the provider.
   await checkTable(run, simulator, change.deletedIds, settings.revisionField, findings);
@@ -635,18 +703,35 @@ function changeProvider(
   limitedId: string,
   rand: () => number,
   revisionField: string,
-): { bumped: string[]; deletedIds: string[]; newItem: SimulatorItem } {
-  const files = ids.filter((id) => simulator.getItem(id)?.type === 'file' && id !== limitedId);
+): { bumped: string[]; deletedIds: string[]; newItem: SimulatorItem; shrunk: string; grown: string } {
+  const shrunk = largeFileOf(ids.map((id) => simulator.getItem(id)!))!;
+  const files = ids.filter((id) => simulator.getItem(id)?.type === 'file' && id !== limitedId && id !== shrunk);
   const shuffled = shuffle(files, rand);
   const deletedIds = shuffled.slice(0, 2);
   const bumpCount = Math.max(3, Math.round(ids.length * 0.05));
   const folderToBump = ids.find((id) => simulator.getItem(id)?.type === 'folder' && id !== ids[0]) ?? ids[0]!;
-  const bumped = [folderToBump, ...shuffled.slice(2, 2 + bumpCount - 1)];
+  // Among the new revisions: the large file fits in a row again, another file outgrows its row.
+  const grown = shuffled[2]!;
+  const bumped = [folderToBump, shrunk, grown, ...shuffled.slice(3, bumpCount)];
+  const { [LARGE_FIELD]: _dropped, ...small } = simulator.getItem(shrunk)!;
+  simulator.setItem(small as SimulatorItem);
+  simulator.setItem({ ...simulator.getItem(grown)!, [LARGE_FIELD]: LARGE_TEXT });
   for (const id of bumped) simulator.bumpRevision(id);
   for (const id of deletedIds) simulator.deleteItem(id);
-  const newItem = newFileLike(simulator.getItem(shuffled[2 + bumpCount] ?? shuffled[0]!)!, ids, revisionField);
+  const newItem = newFileLike(simulator.getItem(shuffled[bumpCount] ?? shuffled[0]!)!, ids, revisionField);
   simulator.setItem(newItem);
-  return { bumped, deletedIds, newItem };
+  return { bumped, deletedIds, newItem, shrunk, grown };
+}
+
+/** The rows that point to the items bucket must be exactly these ids' (the story's large items). */
+async function expectInBucket(run: LocalRun, expected: readonly string[], pass: string): Promise<void> {
+  const rows = await readTable(run.stack.dynamodb, run.stack.tableName);
+  const inBucket = [...rows.values()].filter((row) => row.itemObject !== undefined).map((row) => row.id);
+  if (JSON.stringify([...inBucket].sort()) !== JSON.stringify([...expected].sort())) {
+    run.problems.push(`${pass}: expected the rows of ${expected.join(', ') || 'no item'} to point to the items bucket, found ${inBucket.join(', ') || 'none'}`);
+  } else if (expected.length > 0) {
+    run.screen.line(`   ${expected.join(', ')}: over DynamoDB's 400 KB row limit, stored whole in the items bucket (its row holds itemObject)`);
+  }
 }
 
 /** The last step: the table against the provider, what went wrong on the way, the verdict. */
@@ -662,9 +747,11 @@ async function checkTable(
   findings.tableRows = rows.size;
   const current = simulator.itemIds().map((id) => simulator.getItem(id)!);
   findings.providerItems = current.length;
-  const differences = compareWithProvider(rows, current, deletedIds, revisionField);
+  const objects = await readObjects(stack, rows);
+  const differences = [...compareWithProvider(rows, objects, current, deletedIds, revisionField), ...(await checkBucket(stack, rows))];
   problems.push(...differences.slice(0, 20));
   if (differences.length > 20) problems.push(`... and ${differences.length - 20} more differences`);
+  const inBucket = [...rows.values()].filter((row) => row.itemObject !== undefined).length;
   for (const pass of findings.passes) if (!pass.drained) problems.push(`${pass.name}: ${pass.remaining} messages were still in the queue at the time limit`);
   for (const reason of deadLetterReasons(stack)) problems.push(`dead-lettered ${reason}`);
   for (const error of run.invocationErrors.slice(0, 5)) problems.push(`an invocation of the sync handler failed: ${error}`);
@@ -677,7 +764,7 @@ async function checkTable(
   screen.line();
   if (problems.length === 0) {
     screen.line(
-      `OK: the table matches the provider: ${current.length} items with their revisions, ${deletedIds.length} marked deleted, nothing dead-lettered.`,
+      `OK: the table matches the provider: ${current.length} items with their revisions (${inBucket} read from the items bucket, which holds no other object), ${deletedIds.length} marked deleted, nothing dead-lettered.`,
     );
   } else {
     screen.line('FAILED: the run did not behave as expected:');
@@ -769,6 +856,7 @@ function printProviderHeader(run: LocalRun, options: ProviderRunOptions): void {
   screen.line(`content-sync, local run against ${options.baseUrl}`);
   screen.line(`   revision field         ${options.revisionField}`);
   screen.line(`   DynamoDB (dynalite)    table ${stack.tableName}, ${storage}`);
+  screen.line(`   S3 (s3rver)            items bucket ${stack.bucketName}`);
   screen.line(`   handler logs           ${display(run.logFile)}`);
   screen.line();
 }
@@ -828,7 +916,9 @@ function printStoredRows(screen: Screen, rows: ReadonlyMap<string, ItemRow>, ids
       continue;
     }
     found.push({ id, ...(row.revision !== undefined ? { revision: row.revision } : {}), ...(row.type !== undefined ? { type: row.type } : {}), ...(row.deleted ? { deleted: true } : {}) });
-    screen.line(`   ${JSON.stringify(id)}: ${row.type ?? '?'}, revision ${row.revision ?? '?'}${row.deleted ? ', deleted at the provider' : ''}, synced ${row.syncedAt ?? '?'}`);
+    const pointer = itemObjectOf(row);
+    const where = pointer ? `, in the items bucket (${pointer.size} bytes, ${pointer.key})` : '';
+    screen.line(`   ${JSON.stringify(id)}: ${row.type ?? '?'}, revision ${row.revision ?? '?'}${where}${row.deleted ? ', deleted at the provider' : ''}, synced ${row.syncedAt ?? '?'}`);
   }
   return found;
 }

@@ -101,6 +101,8 @@ export async function startSystem(options: SystemOptions): Promise<SimSystem> {
     accessTokenSecretId: TOKEN_SECRET,
     credentialsSecretId: CREDENTIALS_SECRET,
     itemsTableName: ITEMS_TABLE,
+    // Items here are small: the sync never loads its S3 adapter (none is given a client).
+    itemsBucketName: 'items-bucket',
     revisionField: 'revision',
     deadLetterQueueUrl: dlqUrl,
     controlTableName: CONTROL_TABLE,
