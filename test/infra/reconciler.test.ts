@@ -126,13 +126,13 @@ describe('the item sync takes the reconcile queue too', () => {
 });
 
 describe('the reconciler function', () => {
-  it('Node.js 22, arm64, 256 MB, 60 s (a tick runs up to 50 s), tracing, its own log group and role', () => {
+  it('Node.js 22, arm64, 512 MB, 60 s (a tick runs up to 50 s), tracing, its own log group and role', () => {
     const fn = resource(t.statelessTemplate, 'AWS::Lambda::Function', ids.reconciler!);
     expect(fn.Properties).toMatchObject({
       Runtime: 'nodejs22.x',
       Architectures: ['arm64'],
       Handler: 'index.handler',
-      MemorySize: 256,
+      MemorySize: 512,
       Timeout: 60,
       TracingConfig: { Mode: 'Active' },
       LoggingConfig: { LogGroup: { Ref: ids.logs } },

@@ -67,6 +67,18 @@ const BUNDLES: BundleSpec[] = [
       POWERTOOLS_SERVICE_NAME: 'change-events',
     },
   },
+  {
+    name: 'reconciler',
+    entry: 'functions/reconciler/handler.ts',
+    env: {
+      ...functionEnv({
+        itemsTableName: 'content-sync-items',
+        controlTableName: 'content-sync-control',
+        reconcileQueueUrl: 'https://sqs.eu-west-1.amazonaws.com/000000000000/content-sync-reconcile',
+      }),
+      POWERTOOLS_SERVICE_NAME: 'reconciler',
+    },
+  },
 ];
 
 export interface BundleResult {

@@ -1,0 +1,87 @@
+/**
+ * `npm run bench:reconciler [-- --ids 100000 --segments 8 --page-size 1000 --send-concurrency 10 --row-bytes 400 --json]`:
+ * ids sent per second by one reconciler invocation (see reconciler/index.ts). Prints a table and
+ * writes the results to .bench/reconciler-<time>.json and .bench/reconciler-latest.json. Not a test.
+ */
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { parseArgs } from 'node:util';
+import { RECONCILER_BENCH_DEFAULTS, runReconcilerBench } from './reconciler/index.js';
+import { n, table } from './support/format.js';
+import { BENCH_DIR, machineInfo, timestampForFile } from './support/machine.js';
+
+const { values } = parseArgs({
+  options: {
+    ids: { type: 'string' },
+    segments: { type: 'string' },
+    'page-size': { type: 'string' },
+    'send-concurrency': { type: 'string' },
+    'row-bytes': { type: 'string' },
+    json: { type: 'boolean', default: false },
+    help: { type: 'boolean', short: 'h', default: false },
+  },
+  strict: true,
+});
+
+const d = RECONCILER_BENCH_DEFAULTS;
+if (values.help) {
+  process.stdout.write(
+    [
+      'usage: npm run bench:reconciler -- [--ids N] [--segments S] [--page-size P] [--send-concurrency C] [--row-bytes B] [--json]',
+      `defaults: --ids ${d.ids} --segments ${d.segments} --page-size ${d.pageSize} --send-concurrency ${d.sendConcurrency} --row-bytes ${d.rowBytes}`,
+      '',
+    ].join('\n'),
+  );
+  process.exit(0);
+}
+
+function int(name: string, raw: string | undefined, fallback: number, min: number, max: number): number {
+  if (raw === undefined) return fallback;
+  const value = Number(raw);
+  if (!Number.isInteger(value) || value < min || value > max) {
+    process.stderr.write(`--${name} must be a whole number from ${min} to ${max}, got "${raw}"\n`);
+    process.exit(2);
+  }
+  return value;
+}
+
+const machine = machineInfo();
+const log = (line: string): void => {
+  if (!values.json) process.stdout.write(`${line}\n`);
+};
+log(`bench:reconciler: ${machine.summary}`);
+const report = await runReconcilerBench({
+  ids: int('ids', values.ids, d.ids, 100, 2_000_000),
+  segments: int('segments', values.segments, d.segments, 1, 100),
+  pageSize: int('page-size', values['page-size'], d.pageSize, 10, 10_000),
+  sendConcurrency: int('send-concurrency', values['send-concurrency'], d.sendConcurrency, 1, 100),
+  rowBytes: int('row-bytes', values['row-bytes'], d.rowBytes, 150, 300_000),
+  progress: log,
+});
+
+const result = { kind: 'bench:reconciler', machine, ...report };
+mkdirSync(BENCH_DIR, { recursive: true });
+const file = join(BENCH_DIR, `reconciler-${timestampForFile(new Date(report.startedAt))}.json`);
+writeFileSync(file, `${JSON.stringify(result, null, 2)}\n`);
+writeFileSync(join(BENCH_DIR, 'reconciler-latest.json'), `${JSON.stringify(result, null, 2)}\n`);
+
+if (values.json) {
+  process.stdout.write(`${JSON.stringify(result, null, 2)}\n`);
+} else {
+  process.stdout.write(
+    [
+      '',
+      table(
+        ['phase', 'ids', 'seconds', 'ids/s', 'CPU ms'],
+        report.phases.map((phase) => [phase.name, n(phase.ids), phase.seconds.toFixed(2), n(phase.idsPerSecond), n(phase.cpuMs)]),
+      ),
+      '',
+      `CPU of the invocation: ${report.lambdaEstimate.cpuMsPer1000Ids} ms per 1,000 ids = ${n(report.lambdaEstimate.idsPerCpuSecond)} ids per CPU second;` +
+        ` CPU-bound on Lambda: about ${n(report.lambdaEstimate.at512Mb)} ids/s at 512 MB (as deployed), ${n(report.lambdaEstimate.at1769Mb)} at 1,769 MB (one vCPU).`,
+      `100M ids a day need ${n(report.neededFor100MPerDay)} ids/s from the reconciler (and as many provider requests a second from the sync).`,
+      `table filled in ${report.seedSeconds} s; ${machine.summary}`,
+      `results: ${file} (and .bench/reconciler-latest.json)`,
+      '',
+    ].join('\n'),
+  );
+}
