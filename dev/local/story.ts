@@ -674,7 +674,7 @@ async function paceLines(run: LocalRun, load: readonly ProviderLoad[]): Promise<
   const state = stored?.state as { rate?: number; ceiling?: number } | undefined;
   const found = state?.ceiling ?? state?.rate;
   const lines = [
-    `Provider pace: found ${found === undefined ? 'nothing yet' : `${found.toFixed(1)} requests/s`} (the simulator's unpublished limit: ${LOCAL_PROVIDER_LIMIT}/s), now at ${state?.rate?.toFixed(1) ?? '?'}/s`,
+    `Provider pace: ${state?.rate?.toFixed(1) ?? '?'} requests/s now; ${found === undefined ? 'no 429 met yet' : `last cut at ${found.toFixed(1)}/s, where a 429 came`} (the simulator's unpublished limit: ${LOCAL_PROVIDER_LIMIT}/s, bursts of ${LOCAL_PROVIDER_LIMIT} let through)`,
   ];
   for (const pass of load) {
     const rate = pass.requests / Math.max(pass.seconds, 0.001);
