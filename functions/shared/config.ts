@@ -106,7 +106,8 @@ export const DEFAULTS = {
   postponeMaxSeconds: 30,
   freshnessHours: 24,
   reconcileSegments: 8,
-  reconcileHighWater: 10_000,
+  // About 15 s of the sweep at 1,157 ids/s (100M ids a day): the queue never runs dry between ticks.
+  reconcileHighWater: 20_000,
 } as const;
 
 /** A dot path: non-empty segments without whitespace, e.g. `revision` or `meta.rev`. */
@@ -206,7 +207,7 @@ export function loadSyncConfig(env: Env = process.env): SyncConfig {
 /**
  * The reconciler's variables: ITEMS_TABLE_NAME, CONTROL_TABLE_NAME and RECONCILE_QUEUE_URL are
  * required; FRESHNESS_HOURS (0–8760, default 24), RECONCILE_SEGMENTS (1–100, default 8) and
- * RECONCILE_HIGH_WATER (10–100000, default 10000) have defaults.
+ * RECONCILE_HIGH_WATER (10–100000, default 20000) have defaults.
  */
 export function loadReconcilerConfig(env: Env = process.env): ReconcilerConfig {
   return {

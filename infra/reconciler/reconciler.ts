@@ -31,8 +31,6 @@ export const RECONCILER_WORKERS = 1;
 /** A tick runs up to 50 s (functions/reconciler/app.ts, DEFAULT_TUNING) of a schedule interval of one minute. */
 export const RECONCILER_TIMEOUT = Duration.seconds(60);
 export const RECONCILE_SCHEDULE_MINUTES = 1;
-/** Most sync invocations on the reconcile queue at once (Lambda's least); users' queue has syncMaxConcurrency. */
-export const RECONCILE_SYNC_MAX_CONCURRENCY = 2;
 /**
  * The cursor's row key in the control table (functions/reconciler/adapters/dynamodb-cursor-store.ts,
  * RECONCILE_CURSOR_KEY; the infra tests check both agree): the reconciler may touch that row only.
@@ -47,8 +45,12 @@ export interface ReconcileEventSourceProps {
 }
 
 /**
- * The reconcile queue feeds the item sync too, with the sync queue's batch size and at most
- * RECONCILE_SYNC_MAX_CONCURRENCY invocations (users' ids take the pace first, functions/shared/pace).
+ * The reconcile queue feeds the item sync too, with the sync queue's batch size and maximum
+ * concurrency. Users' ids come first in the provider pace (functions/shared/pace), not here: the
+ * sweep's lane must not cap the sweep below the rate a pass needs. One invocation fetches at most
+ * SYNC_FETCH_CONCURRENCY (10) ids at a time, so the lane takes at most
+ * syncMaxConcurrency × 10 ÷ provider latency ids a second (5 × 10 ÷ 0.2 s = 250 by default), where
+ * a lane of 2 would stop at 100: 10M ids need 116 a second in a day (docs/reconciler.md, "Scale").
  * Sweep records that must wait are sent again to the queue they came from: sqs:SendMessage on it.
  */
 export function addReconcileEventSource(props: ReconcileEventSourceProps): void {
@@ -66,7 +68,7 @@ export function addReconcileEventSource(props: ReconcileEventSourceProps): void 
       batchSize: config.syncBatchSize,
       ...(config.syncBatchSize > 10 ? { maxBatchingWindow: Duration.seconds(1) } : {}),
       reportBatchItemFailures: true,
-      maxConcurrency: RECONCILE_SYNC_MAX_CONCURRENCY,
+      maxConcurrency: config.syncMaxConcurrency,
     }),
   );
 }

@@ -97,20 +97,20 @@ describe('the reconcile queue (stateful)', () => {
 });
 
 describe('the item sync takes the reconcile queue too', () => {
-  it('a second SQS event source: the sync batch size, ReportBatchItemFailures, at most 2 invocations', () => {
+  it('a second SQS event source: the sync batch size, ReportBatchItemFailures, the sync’s maximum concurrency', () => {
     const mapping = resource(t.statelessTemplate, 'AWS::Lambda::EventSourceMapping', 'ItemSyncFunctionSqsEventSourceContentSyncStatefulReconcileQueue');
     expect(mapping.Properties).toEqual({
       EventSourceArn: imports.queueArn,
       FunctionName: { Ref: ids.sync },
       BatchSize: 10,
       FunctionResponseTypes: ['ReportBatchItemFailures'],
-      ScalingConfig: { MaximumConcurrency: 2 },
+      ScalingConfig: { MaximumConcurrency: 5 },
     });
-    const big = synthTemplates({ syncBatchSize: '50' });
+    const big = synthTemplates({ syncBatchSize: '50', syncMaxConcurrency: '30' });
     expect(resource(big.statelessTemplate, 'AWS::Lambda::EventSourceMapping', 'ItemSyncFunctionSqsEventSourceContentSyncStatefulReconcileQueue').Properties).toMatchObject({
       BatchSize: 50,
       MaximumBatchingWindowInSeconds: 1,
-      ScalingConfig: { MaximumConcurrency: 2 },
+      ScalingConfig: { MaximumConcurrency: 30 },
     });
   });
 

@@ -20,7 +20,7 @@ const CONFIG: ReconcilerConfig = {
   reconcileQueueUrl: 'https://sqs.eu-west-1.amazonaws.com/123456789012/reconcile',
   freshnessHours: 24,
   segments: 2,
-  highWater: 10_000,
+  highWater: 20_000,
 };
 
 function handlerFor(w: World, overrides: Partial<ReconcilerHandlerDeps> = {}) {
@@ -137,7 +137,7 @@ describe('loadReconcilerConfig', () => {
     [ENV.reconcileQueueUrl]: 'https://sqs.eu-west-1.amazonaws.com/123456789012/reconcile',
   };
 
-  it('reads the variables, with the defaults FRESHNESS_HOURS 24, RECONCILE_SEGMENTS 8, RECONCILE_HIGH_WATER 10000', () => {
+  it('reads the variables, with the defaults FRESHNESS_HOURS 24, RECONCILE_SEGMENTS 8, RECONCILE_HIGH_WATER 20000', () => {
     expect([ENV.reconcileQueueUrl, ENV.freshnessHours, ENV.reconcileSegments, ENV.reconcileHighWater]).toEqual([
       'RECONCILE_QUEUE_URL',
       'FRESHNESS_HOURS',
@@ -145,7 +145,7 @@ describe('loadReconcilerConfig', () => {
       'RECONCILE_HIGH_WATER',
     ]);
     expect(loadReconcilerConfig(env)).toEqual({ ...CONFIG, segments: 8 });
-    expect(DEFAULTS).toMatchObject({ freshnessHours: 24, reconcileSegments: 8, reconcileHighWater: 10_000 });
+    expect(DEFAULTS).toMatchObject({ freshnessHours: 24, reconcileSegments: 8, reconcileHighWater: 20_000 });
     expect(loadReconcilerConfig({ ...env, FRESHNESS_HOURS: '0', RECONCILE_SEGMENTS: '16', RECONCILE_HIGH_WATER: ' 500 ' })).toMatchObject({
       freshnessHours: 0,
       segments: 16,
