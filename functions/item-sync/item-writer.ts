@@ -18,11 +18,11 @@
  * - every write uses a key of its own: `items/<SHA-256 of the id>/<revision>/<SHA-256 of the
  *   object>-<random>.json`, so racing writers never write the same key, and deleting a key only
  *   ever removes the object of the write that chose it;
- * - the object is written before the row; a row write that lost (condition failed) or failed is
- *   followed by a strongly consistent read of the row: the object is deleted only when the row
- *   neither points to it (a write whose answer was lost and that the SDK sent again may have been
- *   applied) nor is still in the state the write expected (a failed write might yet be applied);
- *   otherwise it is kept;
+ * - the object is written before the row; a row DynamoDB refused (validation) means the object is
+ *   deleted; a row write that lost (condition failed) or failed otherwise is followed by a strongly
+ *   consistent read of the row: the object is deleted only when the row neither points to it (a
+ *   write whose answer was lost and that the SDK sent again may have been applied) nor is still in
+ *   the state the write expected (a failed write might yet be applied); otherwise it is kept;
  * - after a row write, the object of the row it replaced (DynamoDB returns the old row) is deleted:
  *   an item going back inline, or a newer large revision; a tombstone keeps its object (the last
  *   copy is kept).
@@ -97,7 +97,12 @@ export class ItemWriter {
     try {
       written = await this.deps.store.put({ ...fields, itemObject: ref }, expected);
     } catch (error) {
-      await this.settle(row.id, ref.key, expected, `the row write failed (${describe(error)})`);
+      if (error instanceof PermanentError) {
+        // DynamoDB refused the row: it was not written, and never will be.
+        await this.deleteObject(row.id, ref.key, `its row was refused (${describe(error)})`);
+      } else {
+        await this.settle(row.id, ref.key, expected, `the row write failed (${describe(error)})`);
+      }
       throw error;
     }
     switch (written.result) {

@@ -1,23 +1,34 @@
-/** The DynamoDB and SQS adapters' own rules: marshalling, size, chunking, attribute text, queue URLs. */
+/**
+ * The DynamoDB, S3 and SQS adapters' own rules: marshalling, size, both row shapes, object puts and
+ * deletes, chunking, attribute text, queue URLs.
+ */
 import { beforeEach, describe, expect, it } from 'vitest';
 import { mockClient } from 'aws-sdk-client-mock';
 import { ChangeMessageVisibilityBatchCommand, GetQueueUrlCommand, SendMessageBatchCommand, SQSClient } from '@aws-sdk/client-sqs';
-import { DynamoDBClient, PutItemCommand, DynamoDBServiceException } from '@aws-sdk/client-dynamodb';
+import { BatchGetItemCommand, DynamoDBClient, PutItemCommand, DynamoDBServiceException } from '@aws-sdk/client-dynamodb';
+import { DeleteObjectCommand, PutObjectCommand, S3Client, S3ServiceException } from '@aws-sdk/client-s3';
+import { createHash } from 'node:crypto';
 import {
   DynamoDbItemStore,
+  MAX_ITEM_BYTES,
   estimateItemSize,
   fromAttributeValue,
   toAttributeValue,
 } from '../../../functions/item-sync/adapters/dynamodb-item-store.js';
 import { SqsDeadLetterSink, SqsMessageVisibility, attributeText, parseQueueArn } from '../../../functions/item-sync/adapters/sqs.js';
+import { createS3ItemObjectStore, S3ItemObjectStore } from '../../../functions/item-sync/adapters/s3-item-object-store.js';
+import { LazyItemObjectStore } from '../../../functions/item-sync/adapters/lazy-item-object-store.js';
+import type { ItemObjectStore } from '../../../functions/item-sync/ports.js';
 import { PermanentError, TransientError } from '../../../functions/shared/errors.js';
 
 const sqs = mockClient(SQSClient);
 const ddb = mockClient(DynamoDBClient);
+const s3 = mockClient(S3Client);
 
 beforeEach(() => {
   sqs.reset();
   ddb.reset();
+  s3.reset();
 });
 
 describe('marshalling', () => {
@@ -72,6 +83,139 @@ describe('DynamoDbItemStore', () => {
     const store = new DynamoDbItemStore(new DynamoDBClient({ region: 'eu-west-1' }), 'items');
     const row = { id: 'a', type: 'file' as const, revision: '1', item: { id: 'a' }, syncedAt: 'now' };
     await expect(store.put(row, { exists: false })).rejects.toThrow(TransientError);
+  });
+});
+
+describe('DynamoDbItemStore: the two row shapes', () => {
+  const store = () => new DynamoDbItemStore(new DynamoDBClient({ region: 'eu-west-1' }), 'items');
+  const base = { id: 'a', type: 'file' as const, revision: '2', syncedAt: '2026-11-21T10:00:00.000Z' };
+  const pointer = { key: 'items/k.json', size: 614_400, sha256: 'ab'.repeat(32) };
+
+  it('answers too-large for an inline row its estimate puts over 400 KB, without a request', async () => {
+    const result = await store().put({ ...base, item: { id: 'a', blob: 'x'.repeat(410 * 1024) } }, { exists: false });
+    expect(result).toEqual({ result: 'too-large', bytes: expect.any(Number) });
+    expect((result as { bytes: number }).bytes).toBeGreaterThan(MAX_ITEM_BYTES);
+    expect(ddb).not.toHaveReceivedCommand(PutItemCommand);
+  });
+
+  it('answers too-large when DynamoDB refuses an inline row for its size', async () => {
+    ddb.on(PutItemCommand).rejects(
+      new DynamoDBServiceException({ name: 'ValidationException', $fault: 'client', $metadata: {}, message: 'Item size has exceeded the maximum allowed size' }),
+    );
+    expect(await store().put({ ...base, item: { id: 'a' } }, { exists: false })).toEqual({ result: 'too-large', bytes: expect.any(Number) });
+  });
+
+  it('writes a row with itemObject {key, size, sha256} and no item; the pointer row refused for its size is a PermanentError', async () => {
+    ddb.on(PutItemCommand).resolvesOnce({});
+    expect(await store().put({ ...base, itemObject: pointer }, { exists: false })).toEqual({ result: 'written' });
+    expect(ddb).toReceiveCommandWith(PutItemCommand, {
+      TableName: 'items',
+      Item: {
+        id: { S: 'a' },
+        type: { S: 'file' },
+        revision: { S: '2' },
+        itemObject: { M: { key: { S: 'items/k.json' }, size: { N: '614400' }, sha256: { S: 'ab'.repeat(32) } } },
+        syncedAt: { S: '2026-11-21T10:00:00.000Z' },
+      },
+    });
+    ddb.on(PutItemCommand).rejects(
+      new DynamoDBServiceException({ name: 'ValidationException', $fault: 'client', $metadata: {}, message: 'Item size has exceeded the maximum allowed size' }),
+    );
+    await expect(store().put({ ...base, itemObject: pointer }, { exists: false })).rejects.toThrow(PermanentError);
+  });
+
+  it('asks for the replaced row (ALL_OLD) on an update only, and answers its object key', async () => {
+    ddb.on(PutItemCommand).resolves({ Attributes: { id: { S: 'a' }, itemObject: { M: { key: { S: 'items/old.json' } } } } });
+    expect(await store().put({ ...base, item: { id: 'a' } }, { exists: true, revision: '1', deleted: false })).toEqual({
+      result: 'written',
+      replacedObjectKey: 'items/old.json',
+    });
+    expect(ddb).toReceiveCommandWith(PutItemCommand, { ReturnValues: 'ALL_OLD' });
+    ddb.reset();
+    ddb.on(PutItemCommand).resolves({});
+    expect(await store().put({ ...base, item: { id: 'a' } }, { exists: false })).toEqual({ result: 'written' });
+    expect(ddb.commandCalls(PutItemCommand)[0]!.args[0].input).not.toHaveProperty('ReturnValues');
+  });
+
+  it('reads a row state strongly consistently, object key included', async () => {
+    ddb.on(BatchGetItemCommand).resolves({
+      Responses: { items: [{ id: { S: 'a' }, revision: { S: '2' }, deleted: { BOOL: true }, itemObject: { M: { key: { S: 'items/k.json' } } } }] },
+    });
+    expect(await store().rowState('a')).toEqual({ revision: '2', deleted: true, objectKey: 'items/k.json' });
+    expect(ddb).toReceiveCommandWith(BatchGetItemCommand, {
+      RequestItems: {
+        items: {
+          Keys: [{ id: { S: 'a' } }],
+          ProjectionExpression: '#id, #revision, #deleted, #itemObject',
+          ExpressionAttributeNames: { '#id': 'id', '#revision': 'revision', '#deleted': 'deleted', '#itemObject': 'itemObject' },
+          ConsistentRead: true,
+        },
+      },
+    });
+    ddb.on(BatchGetItemCommand).resolves({ Responses: { items: [] } });
+    expect(await store().rowState('a')).toBeUndefined();
+    ddb.on(BatchGetItemCommand).resolves({ Responses: { items: [] }, UnprocessedKeys: { items: { Keys: [{ id: { S: 'a' } }] } } });
+    await expect(store().rowState('a')).rejects.toThrow(TransientError);
+  });
+});
+
+describe('S3ItemObjectStore', () => {
+  const objects = () => new S3ItemObjectStore(new S3Client({ region: 'eu-west-1' }), 'bucket-1');
+
+  it('puts the object with its SHA-256 (base64, as S3 checks it) and deletes by key', async () => {
+    s3.on(PutObjectCommand).resolves({});
+    s3.on(DeleteObjectCommand).resolves({});
+    const body = Buffer.from('{"id":"a"}');
+    const sha256 = createHash('sha256').update(body).digest('hex');
+    await objects().put('items/a.json', body, sha256);
+    await objects().delete('items/a.json');
+    expect(s3).toReceiveCommandExactlyOnceWith(PutObjectCommand, {
+      Bucket: 'bucket-1',
+      Key: 'items/a.json',
+      Body: body,
+      ContentLength: 10,
+      ContentType: 'application/json',
+      ChecksumSHA256: createHash('sha256').update(body).digest('base64'),
+    });
+    expect(s3).toReceiveCommandExactlyOnceWith(DeleteObjectCommand, { Bucket: 'bucket-1', Key: 'items/a.json' });
+  });
+
+  it('turns every failure into a TransientError naming the operation', async () => {
+    s3.on(PutObjectCommand).rejects(new S3ServiceException({ name: 'BadDigest', $fault: 'client', $metadata: {}, message: 'The SHA256 you specified did not match' }));
+    s3.on(DeleteObjectCommand).rejects(new Error('socket hang up'));
+    await expect(objects().put('k', Buffer.from('x'), '00')).rejects.toThrow(
+      new TransientError('S3 PutObject failed (BadDigest: The SHA256 you specified did not match)'),
+    );
+    await expect(objects().delete('k')).rejects.toThrow(new TransientError('S3 DeleteObject failed (Error: socket hang up)'));
+  });
+
+  it('createS3ItemObjectStore uses the client given, or one of its own', () => {
+    const client = new S3Client({ region: 'eu-west-1' });
+    expect(createS3ItemObjectStore('b', client)).toMatchObject({ bucketName: 'b', client });
+    expect(createS3ItemObjectStore('b')).toMatchObject({ bucketName: 'b', client: expect.any(S3Client) });
+  });
+});
+
+describe('LazyItemObjectStore', () => {
+  it('loads the store once, on first use; a failed load is retried next time as a TransientError', async () => {
+    const calls: string[] = [];
+    const loaded: ItemObjectStore = {
+      put: async (key) => void calls.push(`put ${key}`),
+      delete: async (key) => void calls.push(`delete ${key}`),
+    };
+    let loads = 0;
+    const lazy = new LazyItemObjectStore(async () => {
+      loads += 1;
+      if (loads === 1) throw new Error('module not found');
+      return loaded;
+    });
+    await expect(lazy.put('k1', Buffer.from('x'), '00')).rejects.toThrow(
+      new TransientError("the items bucket's adapter could not be loaded (module not found)"),
+    );
+    await lazy.put('k1', Buffer.from('x'), '00');
+    await lazy.delete('k2');
+    expect(loads).toBe(2);
+    expect(calls).toEqual(['put k1', 'delete k2']);
   });
 });
 

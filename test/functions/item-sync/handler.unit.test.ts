@@ -20,8 +20,13 @@ import {
   SQSClient,
 } from '@aws-sdk/client-sqs';
 import { GetSecretValueCommand, SecretsManagerClient } from '@aws-sdk/client-secrets-manager';
+import { DeleteObjectCommand, PutObjectCommand, S3Client, S3ServiceException } from '@aws-sdk/client-s3';
+import { createHash } from 'node:crypto';
 import { MemoryPaceStore } from '../../../dev/fakes/memory-pace-store.js';
+import { closeBreaker, DEFAULT_PACE_SETTINGS, initialPaceState, openBreaker, type PaceState } from '../../../functions/shared/pace/pace-state.js';
 import { createSyncHandler, type SyncHandlerDeps } from '../../../functions/item-sync/app.js';
+import { itemJson, itemObjectKey } from '../../../functions/item-sync/item-writer.js';
+import { parseJson } from '../../../functions/shared/json.js';
 import { loadSyncConfig, type SyncConfig } from '../../../functions/shared/config.js';
 import { captureOutput } from '../../../dev/fakes/capture-output.js';
 import {
@@ -38,6 +43,9 @@ import {
 } from './helpers.js';
 
 const TABLE = 'content-sync-items';
+const BUCKET = 'content-sync-items-bucket';
+/** The random part of every object key in these tests. */
+const SUFFIX = '0123456789abcdef';
 const TOKEN_SECRET = 'content-sync/access-token';
 const TOKEN_1 = 'at-unit-secret-token-0001';
 const TOKEN_2 = 'at-unit-secret-token-0002';
@@ -46,12 +54,14 @@ const NOW = new Date('2026-11-21T10:00:00.000Z');
 const ddb = mockClient(DynamoDBClient);
 const sqs = mockClient(SQSClient);
 const secrets = mockClient(SecretsManagerClient);
+const s3 = mockClient(S3Client);
 
 function config(overrides: Record<string, string> = {}): SyncConfig {
   return loadSyncConfig({
     PROVIDER_BASE_URL: 'https://provider.example.com/api/v2',
     ACCESS_TOKEN_SECRET_ID: TOKEN_SECRET,
     ITEMS_TABLE_NAME: TABLE,
+    ITEMS_BUCKET_NAME: BUCKET,
     REVISION_FIELD: 'revision',
     DEAD_LETTER_QUEUE_URL: DLQ_URL,
     CONTROL_TABLE_NAME: 'control',
@@ -91,6 +101,8 @@ function build(provider: ScriptedProvider, overrides: Partial<SyncHandlerDeps> &
     dynamodb: new DynamoDBClient({ region: 'eu-west-1' }),
     sqs: new SQSClient({ region: 'eu-west-1' }),
     secrets: new SecretsManagerClient({ region: 'eu-west-1' }),
+    s3: new S3Client({ region: 'eu-west-1' }),
+    objectKeySuffix: () => SUFFIX,
     provider,
     clock: { now: () => new Date(clockMs) },
     random: () => 0.5,
@@ -123,12 +135,15 @@ beforeEach(() => {
   ddb.reset();
   sqs.reset();
   secrets.reset();
+  s3.reset();
   clockMs = NOW.getTime();
   sleeps = [];
   tokenSecret(TOKEN_1);
   stored([]);
   ddb.on(PutItemCommand).resolves({});
   ddb.on(UpdateItemCommand).resolves({});
+  s3.on(PutObjectCommand).resolves({});
+  s3.on(DeleteObjectCommand).resolves({});
   sqs.on(SendMessageBatchCommand).callsFake((input: { Entries: Array<{ Id: string }> }) => ({
     Successful: input.Entries.map((entry) => ({ Id: entry.Id, MessageId: `dlq-${entry.Id}`, MD5OfMessageBody: 'x' })),
     Failed: [],
@@ -366,6 +381,238 @@ describe('compare and write', () => {
   });
 });
 
+describe('items too large for a row', () => {
+  /** A file whose row would be over 400 KB: 300 Ki two-byte characters. */
+  const largeItem = (id: string, revision: unknown) => item(id, revision, { blob: 'é'.repeat(300 * 1024) });
+  const OLD_KEY = `items/${'0'.repeat(64)}/1/${'1'.repeat(64)}-fedcba9876543210.json`;
+  const conditionFailed = () => new ConditionalCheckFailedException({ message: 'The conditional request failed', $metadata: {} });
+
+  /** The object the sync writes for `value`: its bytes, their SHA-256 and its key. */
+  function objectOf(value: Record<string, unknown>, id: string, revision: string) {
+    const body = Buffer.from(itemJson(value), 'utf8');
+    const sha256 = createHash('sha256').update(body).digest('hex');
+    return { body, sha256, key: itemObjectKey(id, revision, sha256, SUFFIX) };
+  }
+
+  /** The writes to S3 and the table, in the order they are sent; PutItem answers `putItem()` (or throws it). */
+  function recordWrites(putItem: (call: number) => unknown = () => ({})): string[] {
+    const order: string[] = [];
+    let calls = 0;
+    s3.on(PutObjectCommand).callsFake((input: { Key: string }) => {
+      order.push(`PutObject ${input.Key}`);
+      return {};
+    });
+    s3.on(DeleteObjectCommand).callsFake((input: { Key: string }) => {
+      order.push(`DeleteObject ${input.Key}`);
+      return {};
+    });
+    ddb.on(PutItemCommand).callsFake((input: { Item: Record<string, unknown> }) => {
+      order.push(`PutItem ${'itemObject' in input.Item ? 'itemObject' : 'item'}`);
+      const answer = putItem(++calls);
+      if (answer instanceof Error) throw answer;
+      return answer;
+    });
+    return order;
+  }
+
+  it('stores the item whole in the bucket first (SHA-256 checked by S3), then the row with itemObject in place of item', async () => {
+    const big = largeItem('huge', 1);
+    const order = recordWrites();
+    const { result, metrics } = await run(build(new ScriptedProvider().on('huge', big)), ['huge']);
+
+    const { body, sha256, key } = objectOf(big, 'huge', '1');
+    expect(result.batchItemFailures).toEqual([]);
+    expect(key).toMatch(/^items\/[0-9a-f]{64}\/1\/[0-9a-f]{64}-0123456789abcdef\.json$/);
+    expect(s3).toReceiveCommandExactlyOnceWith(PutObjectCommand, {
+      Bucket: BUCKET,
+      Key: key,
+      Body: body,
+      ContentLength: body.byteLength,
+      ContentType: 'application/json',
+      ChecksumSHA256: Buffer.from(sha256, 'hex').toString('base64'),
+    });
+    // The object holds the item as the provider returned it (the same JSON value).
+    expect(parseJson(body.toString('utf8'))).toEqual(big);
+    expect(body.byteLength).toBeGreaterThan(600 * 1024);
+    // The estimate already said "too large": the inline row was never sent.
+    expect(ddb).toReceiveCommandExactlyOnceWith(PutItemCommand, {
+      TableName: TABLE,
+      Item: {
+        id: { S: 'huge' },
+        type: { S: 'file' },
+        revision: { S: '1' },
+        itemObject: { M: { key: { S: key }, size: { N: String(body.byteLength) }, sha256: { S: sha256 } } },
+        syncedAt: { S: NOW.toISOString() },
+      },
+      ConditionExpression: 'attribute_not_exists(#id)',
+      ExpressionAttributeNames: { '#id': 'id' },
+    });
+    expect(ddb.commandCalls(PutItemCommand)[0]!.args[0].input.Item).not.toHaveProperty('item');
+    expect(order).toEqual([`PutObject ${key}`, 'PutItem itemObject']);
+    expect(s3).not.toHaveReceivedCommand(DeleteObjectCommand);
+    expect(metrics).toMatchObject({ ItemsCreated: 1, RecordsDeadLettered: 0 });
+  });
+
+  it('goes to the bucket when DynamoDB refuses the inline row for its size although the estimate let it through', async () => {
+    const order = recordWrites((call) =>
+      call === 1
+        ? new DynamoDBServiceException({
+            name: 'ValidationException',
+            $fault: 'client',
+            $metadata: { httpStatusCode: 400 },
+            message: 'Item size has exceeded the maximum allowed size',
+          })
+        : {},
+    );
+    const value = item('mid', 1);
+    const { result, metrics } = await run(build(new ScriptedProvider().on('mid', value)), ['mid']);
+
+    const { key } = objectOf(value, 'mid', '1');
+    expect(result.batchItemFailures).toEqual([]);
+    expect(order).toEqual(['PutItem item', `PutObject ${key}`, 'PutItem itemObject']);
+    expect(metrics).toMatchObject({ ItemsCreated: 1, RecordsDeadLettered: 0 });
+  });
+
+  it('deletes its new object when the row write lost a race and the row points elsewhere', async () => {
+    ddb
+      .on(BatchGetItemCommand)
+      .resolvesOnce({ Responses: { [TABLE]: [] } })
+      // The row read back after the lost write: another writer's.
+      .resolvesOnce({ Responses: { [TABLE]: [{ id: { S: 'race' }, revision: { S: '2' }, itemObject: { M: { key: { S: OLD_KEY } } } }] } })
+      .resolves({ Responses: { [TABLE]: [{ id: { S: 'race' }, revision: { S: '2' } }] } });
+    const order = recordWrites((call) => (call === 1 ? conditionFailed() : {}));
+    const big = largeItem('race', 2);
+    const { result, metrics, logs } = await run(build(new ScriptedProvider().on('race', big)), ['race']);
+
+    const { key } = objectOf(big, 'race', '2');
+    expect(result.batchItemFailures).toEqual([]);
+    expect(ddb).toHaveReceivedNthCommandWith(BatchGetItemCommand, 2, {
+      RequestItems: {
+        [TABLE]: {
+          Keys: [{ id: { S: 'race' } }],
+          ProjectionExpression: '#id, #revision, #deleted, #itemObject',
+          ExpressionAttributeNames: { '#id': 'id', '#revision': 'revision', '#deleted': 'deleted', '#itemObject': 'itemObject' },
+          ConsistentRead: true,
+        },
+      },
+    });
+    expect(order).toEqual([`PutObject ${key}`, 'PutItem itemObject', `DeleteObject ${key}`]);
+    expect(s3).toReceiveCommandExactlyOnceWith(DeleteObjectCommand, { Bucket: BUCKET, Key: key });
+    // Then as any lost race: read again, fetch again, the same revision is stored: nothing more to write.
+    expect(metrics).toMatchObject({ ItemsUnchanged: 1, ItemsCreated: 0 });
+    expect(logs.find((line) => line['message'] === 'item object deleted')).toMatchObject({
+      itemId: 'race',
+      objectKey: key,
+      reason: 'the row write lost a race; the row points elsewhere',
+    });
+  });
+
+  it('keeps its object when the lost write was its own (the row points to it: the answer was lost and the SDK sent it again)', async () => {
+    const big = largeItem('mine', 1);
+    const { key } = objectOf(big, 'mine', '1');
+    ddb
+      .on(BatchGetItemCommand)
+      .resolvesOnce({ Responses: { [TABLE]: [] } })
+      .resolvesOnce({ Responses: { [TABLE]: [{ id: { S: 'mine' }, revision: { S: '1' }, itemObject: { M: { key: { S: key } } } }] } })
+      .resolves({ Responses: { [TABLE]: [{ id: { S: 'mine' }, revision: { S: '1' } }] } });
+    const order = recordWrites((call) => (call === 1 ? conditionFailed() : {}));
+    const { result, metrics, logs } = await run(build(new ScriptedProvider().on('mine', big)), ['mine']);
+
+    expect(result.batchItemFailures).toEqual([]);
+    expect(order).toEqual([`PutObject ${key}`, 'PutItem itemObject']);
+    expect(s3).not.toHaveReceivedCommand(DeleteObjectCommand);
+    expect(metrics).toMatchObject({ ItemsUnchanged: 1 });
+    expect(logs.find((line) => String(line['message']).startsWith('item object kept'))).toMatchObject({ itemId: 'mine', objectKey: key });
+  });
+
+  it('keeps its object, and logs it, when the row write failed and the row is still the one expected (the write may yet land)', async () => {
+    ddb.on(BatchGetItemCommand).resolves({ Responses: { [TABLE]: [] } });
+    recordWrites(() => new ProvisionedThroughputExceededException({ message: 'Rate of requests exceeds the allowed throughput', $metadata: {} }));
+    const big = largeItem('busy', 1);
+    const { result, logs } = await run(build(new ScriptedProvider().on('busy', big)), ['busy']);
+
+    const { key } = objectOf(big, 'busy', '1');
+    expect(result.batchItemFailures).toEqual([{ itemIdentifier: 'm1' }]);
+    expect(s3).not.toHaveReceivedCommand(DeleteObjectCommand);
+    expect(logs.find((line) => line['message'] === 'item object left in the bucket')).toMatchObject({
+      itemId: 'busy',
+      objectKey: key,
+      reason: expect.stringMatching(/^the row write failed \(.*\), and the row is still the one the write expected/),
+    });
+  });
+
+  it('going back inline: writes the row with item, then deletes the object the replaced row pointed to', async () => {
+    stored([{ id: 'shrunk', revision: '1' }]);
+    const order = recordWrites(() => ({ Attributes: { id: { S: 'shrunk' }, revision: { S: '1' }, itemObject: { M: { key: { S: OLD_KEY } } } } }));
+    const { result, metrics } = await run(build(new ScriptedProvider().on('shrunk', item('shrunk', 2))), ['shrunk']);
+
+    expect(result.batchItemFailures).toEqual([]);
+    expect(ddb).toReceiveCommandExactlyOnceWith(PutItemCommand, {
+      Item: expect.objectContaining({ item: expect.anything(), revision: { S: '2' } }),
+      ConditionExpression: '#revision = :expected AND attribute_not_exists(#deleted)',
+      ReturnValues: 'ALL_OLD',
+    });
+    expect(ddb.commandCalls(PutItemCommand)[0]!.args[0].input.Item).not.toHaveProperty('itemObject');
+    expect(order).toEqual(['PutItem item', `DeleteObject ${OLD_KEY}`]);
+    expect(s3).toReceiveCommandExactlyOnceWith(DeleteObjectCommand, { Bucket: BUCKET, Key: OLD_KEY });
+    expect(s3).not.toHaveReceivedCommand(PutObjectCommand);
+    expect(metrics).toMatchObject({ ItemsUpdated: 1 });
+  });
+
+  it('a newer large revision: new object, row, then the replaced object deleted', async () => {
+    stored([{ id: 'grew', revision: '1' }]);
+    const order = recordWrites(() => ({ Attributes: { id: { S: 'grew' }, revision: { S: '1' }, itemObject: { M: { key: { S: OLD_KEY } } } } }));
+    const big = largeItem('grew', 2);
+    const { result } = await run(build(new ScriptedProvider().on('grew', big)), ['grew']);
+
+    const { key } = objectOf(big, 'grew', '2');
+    expect(result.batchItemFailures).toEqual([]);
+    expect(order).toEqual([`PutObject ${key}`, 'PutItem itemObject', `DeleteObject ${OLD_KEY}`]);
+    expect(ddb).toReceiveCommandWith(PutItemCommand, { ReturnValues: 'ALL_OLD', ExpressionAttributeValues: { ':expected': { S: '1' } } });
+  });
+
+  it('a tombstone keeps its object (the last copy is kept): no S3 request', async () => {
+    stored([{ id: 'gone', revision: '3' }]);
+    const { metrics } = await run(build(new ScriptedProvider().on('gone', providerError('not-found', 404))), ['gone']);
+
+    expect(metrics['ItemsDeleted']).toBe(1);
+    expect(s3.calls()).toHaveLength(0);
+  });
+
+  it('retries a record whose upload failed, with nothing written to the table and the key cleared', async () => {
+    s3.on(PutObjectCommand).rejects(
+      new S3ServiceException({ name: 'SlowDown', $fault: 'server', $metadata: { httpStatusCode: 503 }, message: 'Please reduce your request rate.' }),
+    );
+    const big = largeItem('slow', 1);
+    const { result, logs } = await run(build(new ScriptedProvider().on('slow', big)), ['slow']);
+
+    const { key } = objectOf(big, 'slow', '1');
+    expect(result.batchItemFailures).toEqual([{ itemIdentifier: 'm1' }]);
+    expect(ddb).not.toHaveReceivedCommand(PutItemCommand);
+    expect(s3).toReceiveCommandExactlyOnceWith(DeleteObjectCommand, { Bucket: BUCKET, Key: key });
+    expect(logs.find((line) => line['message'] === 'record will be retried')).toMatchObject({
+      itemId: 'slow',
+      reason: 'S3 PutObject failed (SlowDown: Please reduce your request rate.)',
+    });
+    expect(sqs).not.toHaveReceivedCommand(SendMessageBatchCommand);
+  });
+
+  it('a replaced object that cannot be deleted is left behind, logged with its key; the record is done', async () => {
+    stored([{ id: 'stuck', revision: '1' }]);
+    ddb.on(PutItemCommand).resolves({ Attributes: { id: { S: 'stuck' }, itemObject: { M: { key: { S: OLD_KEY } } } } });
+    s3.on(DeleteObjectCommand).rejects(new S3ServiceException({ name: 'AccessDenied', $fault: 'client', $metadata: { httpStatusCode: 403 }, message: 'Access Denied' }));
+    const { result, metrics, logs } = await run(build(new ScriptedProvider().on('stuck', item('stuck', 2))), ['stuck']);
+
+    expect(result.batchItemFailures).toEqual([]);
+    expect(metrics).toMatchObject({ ItemsUpdated: 1 });
+    expect(logs.find((line) => line['message'] === 'item object left in the bucket')).toMatchObject({
+      itemId: 'stuck',
+      objectKey: OLD_KEY,
+      reason: 'the row pointing to it was replaced, but deleting it failed (TransientError: S3 DeleteObject failed (AccessDenied: Access Denied))',
+    });
+  });
+});
+
 describe('dead letters', () => {
   const bad = [
     '',
@@ -447,7 +694,7 @@ describe('dead letters', () => {
     expect(metrics['RecordsDeadLettered']).toBe(1);
   });
 
-  it('dead-letters an item DynamoDB refuses as too large (ValidationException on the write)', async () => {
+  it('dead-letters an item DynamoDB refuses as too large even as a row pointing to its object (ValidationException on both writes)', async () => {
     ddb.on(PutItemCommand).rejects(
       new DynamoDBServiceException({
         name: 'ValidationException',
@@ -468,15 +715,11 @@ describe('dead letters', () => {
         }),
       ],
     });
-  });
-
-  it('dead-letters an item estimated over 400 KB without sending it to DynamoDB', async () => {
-    const provider = new ScriptedProvider().on('huge', item('huge', 1, { blob: 'é'.repeat(300 * 1024) }));
-    await run(build(provider), ['huge']);
-
-    expect(ddb).not.toHaveReceivedCommand(PutItemCommand);
-    const entry = sqs.commandCalls(SendMessageBatchCommand)[0]!.args[0].input.Entries![0]!;
-    expect(entry.MessageAttributes?.['error']?.StringValue).toMatch(/^item too large to store \((\d{6}) bytes; DynamoDB's limit is 400 KB\)$/);
+    // The inline row, then the row pointing to the object; the object, pointed to by nothing, is gone.
+    expect(ddb).toHaveReceivedCommandTimes(PutItemCommand, 2);
+    expect(s3).toHaveReceivedCommandTimes(PutObjectCommand, 1);
+    const key = s3.commandCalls(PutObjectCommand)[0]!.args[0].input.Key;
+    expect(s3).toReceiveCommandExactlyOnceWith(DeleteObjectCommand, { Bucket: BUCKET, Key: key });
   });
 
   it('retries (never drops) a record the DLQ did not accept', async () => {
@@ -867,5 +1110,195 @@ describe('observability', () => {
     });
     const { result } = await run(handler, ['a', 'b']);
     expect(result).toEqual({ batchItemFailures: [{ itemIdentifier: 'm1' }, { itemIdentifier: 'm2' }] });
+  });
+});
+
+/** The pace settings the handler runs with here (PROVIDER_REQUESTS_PER_SECOND=1000). */
+const PACE = { ...DEFAULT_PACE_SETTINGS, maxRate: 1000 };
+
+/** Runs a batch whose records all carry the given message attributes (Number), e.g. `reconcilePass`. */
+async function runWithAttributes(handler: ReturnType<typeof build>, bodies: string[], attributes: Record<string, string>, remainingMs = 60_000) {
+  const event = sqsEvent(bodies);
+  for (const record of event.Records) {
+    record.messageAttributes = Object.fromEntries(
+      Object.entries(attributes).map(([name, value]) => [name, { dataType: 'Number', stringValue: value, stringListValues: [], binaryListValues: [] }]),
+    );
+  }
+  const { result, error, output } = await captureOutput(() => handler(event, lambdaContext(remainingMs)));
+  if (error) throw error;
+  return { result: result!, metrics: metricsIn(output) };
+}
+
+/** A pace row at NOW with the given changes (the settings above; both buckets full unless changed). */
+async function paceRow(changes: Partial<PaceState> = {}): Promise<MemoryPaceStore> {
+  const paceStore = new MemoryPaceStore();
+  await paceStore.write({ ...initialPaceState(PACE, NOW.getTime()), ...changes }, 0);
+  return paceStore;
+}
+
+describe('the sweep (records the reconciler sent, message attribute reconcilePass)', () => {
+  it('asks the pace as the sweep: the lease is drawn from the sweep’s bucket as well as the shared one', async () => {
+    const sweepStore = new MemoryPaceStore();
+    const provider = new ScriptedProvider().on('a', item('a', 1));
+    const swept = await runWithAttributes(build(provider, { paceStore: sweepStore }), ['a'], { reconcilePass: '3' });
+    expect(swept.result).toEqual({ batchItemFailures: [] });
+    expect(swept.metrics).toMatchObject({ ItemsCreated: 1 });
+    // A full bucket at 1000/s holds 200; a lease is 10 (SYNC_FETCH_CONCURRENCY).
+    expect(sweepStore.state).toMatchObject({ tokens: 190, sweepTokens: 190 });
+
+    const userStore = new MemoryPaceStore();
+    await run(build(new ScriptedProvider().on('a', item('a', 1)), { paceStore: userStore }), ['a']);
+    expect(userStore.state).toMatchObject({ tokens: 190, sweepTokens: 200 });
+
+    // Pass 0 is a pass.
+    const firstPass = new MemoryPaceStore();
+    await runWithAttributes(build(new ScriptedProvider().on('a', item('a', 1)), { paceStore: firstPass }), ['a'], { reconcilePass: '0' });
+    expect(firstPass.state).toMatchObject({ tokens: 190, sweepTokens: 190 });
+  });
+
+  it('waits while users are in debt (never borrows), where users’ ids go into debt at once', async () => {
+    const sweepStore = await paceRow({ tokens: -50 });
+    const provider = new ScriptedProvider().on('a', item('a', 1));
+    await runWithAttributes(build(provider, { paceStore: sweepStore }), ['a'], { reconcilePass: '3' });
+    // 51 tokens at 1000/s are 51 ms; the sweep asks again no sooner than 100 ms later, and that wait is not written.
+    expect(sleeps).toEqual([100]);
+    expect(provider.calls).toHaveLength(1);
+    expect(sweepStore.writes).toBe(2);
+    expect(sweepStore.state).toMatchObject({ tokens: 40, sweepTokens: 190, at: NOW.getTime() + 100 });
+
+    sleeps = [];
+    clockMs = NOW.getTime();
+    const userStore = await paceRow({ tokens: -50 });
+    await run(build(new ScriptedProvider().on('a', item('a', 1)), { paceStore: userStore }), ['a']);
+    // A lease of 10 into debt (-60): its first token is due at +51 ms.
+    expect(sleeps).toEqual([51]);
+    expect(userStore.state).toMatchObject({ tokens: -60, sweepTokens: 200 });
+  });
+
+  it('sends a sweep record that gets no slot in this invocation again with postponements and reconcilePass', async () => {
+    // Users at the largest debt (500 tokens at 1000/s): the sweep's next try is after the invocation's last useful slot.
+    const paceStore = await paceRow({ tokens: -500 });
+    const provider = new ScriptedProvider().on('a', item('a', 1));
+    const { result, metrics } = await runWithAttributes(build(provider, { paceStore }), ['a'], { postponements: '1', reconcilePass: '4' }, 2_000);
+
+    expect(result).toEqual({ batchItemFailures: [] });
+    expect(provider.calls).toHaveLength(0);
+    expect(sqs.commandCalls(SendMessageBatchCommand).map((call) => call.args[0].input)).toEqual([
+      {
+        QueueUrl: QUEUE_URL,
+        Entries: [
+          {
+            Id: 'm0',
+            MessageBody: 'a',
+            DelaySeconds: 1,
+            MessageAttributes: {
+              postponements: { DataType: 'Number', StringValue: '2' },
+              reconcilePass: { DataType: 'Number', StringValue: '4' },
+            },
+          },
+        ],
+      },
+    ]);
+    expect(metrics).toMatchObject({ RecordsPostponed: 1, RecordsRetried: 0, ItemsCreated: 0 });
+  });
+
+  it.each([['abc'], ['-1'], ['1.5'], ['9007199254740993'], ['Infinity'], ['1e400']])(
+    'ignores a malformed reconcilePass (%s): the batch is users’ ids, and the attribute is not sent on',
+    async (value) => {
+      const paceStore = new MemoryPaceStore();
+      const provider = new ScriptedProvider().on('a', item('a', 1));
+      await runWithAttributes(build(provider, { paceStore }), ['a'], { reconcilePass: value });
+      expect(provider.calls).toHaveLength(1);
+      expect(paceStore.state).toMatchObject({ tokens: 190, sweepTokens: 200 });
+
+      // Postponed (the breaker opened meanwhile): sent again without reconcilePass.
+      const opened = await paceRow();
+      await opened.write(openBreaker(opened.state!, NOW.getTime(), 'provider', PACE), 1);
+      sqs.resetHistory();
+      await runWithAttributes(build(new ScriptedProvider(), { paceStore: opened }), ['b'], { reconcilePass: value });
+      expect(sqs.commandCalls(SendMessageBatchCommand).map((call) => call.args[0].input.Entries)).toEqual([
+        [{ Id: 'm0', MessageBody: 'b', DelaySeconds: 5, MessageAttributes: { postponements: { DataType: 'Number', StringValue: '1' } } }],
+      ]);
+    },
+  );
+});
+
+describe('an open breaker, no probe due in this container', () => {
+  it('postpones a batch without reading the items table or calling the provider; 2 s after its last read it reads the row again', async () => {
+    const paceStore = await paceRow();
+    await paceStore.write(openBreaker(paceStore.state!, NOW.getTime(), 'provider', PACE), 1);
+    const provider = new ScriptedProvider().on('a', item('a', 1)).on('b', item('b', 1));
+    const handler = build(provider, { paceStore });
+    const batchGets = () => ddb.commandCalls(BatchGetItemCommand).length;
+    const sent = () => sqs.commandCalls(SendMessageBatchCommand).map((call) => call.args[0].input);
+
+    // The first batch learns of the breaker from the row (after its read of the items table).
+    const first = await run(handler, ['a']);
+    expect(first.result).toEqual({ batchItemFailures: [] });
+    expect(batchGets()).toBe(1);
+    expect(provider.calls).toHaveLength(0);
+    expect(first.metrics).toMatchObject({ RecordsPostponed: 1, BreakerOpen: 1 });
+
+    // A second later: no read, no request; every record waits by the outage schedule (its third postponement: 20 s).
+    clockMs = NOW.getTime() + 1_000;
+    sqs.resetHistory();
+    const reads = paceStore.reads;
+    const second = await runWithAttributes(handler, ['a', 'b'], { postponements: '2', reconcilePass: '7' });
+    expect(second.result).toEqual({ batchItemFailures: [] });
+    expect(batchGets()).toBe(1);
+    expect(provider.calls).toHaveLength(0);
+    expect(paceStore.reads).toBe(reads);
+    const waiting = { postponements: { DataType: 'Number', StringValue: '3' }, reconcilePass: { DataType: 'Number', StringValue: '7' } };
+    expect(sent()).toEqual([
+      {
+        QueueUrl: QUEUE_URL,
+        Entries: [
+          { Id: 'm0', MessageBody: 'a', DelaySeconds: 20, MessageAttributes: waiting },
+          { Id: 'm1', MessageBody: 'b', DelaySeconds: 20, MessageAttributes: waiting },
+        ],
+      },
+    ]);
+    expect(second.metrics).toMatchObject({ RecordsPostponed: 2, RecordsRetried: 0, BreakerOpen: 1, BreakerOpenSeconds: 1 });
+
+    // Another container's probe succeeds: the row is closed.
+    const row = (await paceStore.read())!;
+    await paceStore.write(closeBreaker(row.state as PaceState, NOW.getTime() + 1_500), row.version);
+
+    // Until 2 s after it read the row, this container still trusts what it knows.
+    clockMs = NOW.getTime() + 1_999;
+    sqs.resetHistory();
+    const third = await run(handler, ['a']);
+    expect(batchGets()).toBe(1);
+    expect(provider.calls).toHaveLength(0);
+    expect(sent()).toEqual([
+      {
+        QueueUrl: QUEUE_URL,
+        Entries: [{ Id: 'm0', MessageBody: 'a', DelaySeconds: 5, MessageAttributes: { postponements: { DataType: 'Number', StringValue: '1' } } }],
+      },
+    ]);
+    expect(third.metrics).toMatchObject({ RecordsPostponed: 1, BreakerOpen: 1 });
+
+    // Then it reads the row again, finds the breaker closed and syncs as usual.
+    clockMs = NOW.getTime() + 2_000;
+    sqs.resetHistory();
+    const fourth = await run(handler, ['a', 'b']);
+    expect(fourth.result).toEqual({ batchItemFailures: [] });
+    expect(batchGets()).toBe(2);
+    expect(provider.calls.map((call) => call.id)).toEqual(['a', 'b']);
+    expect(ddb).toHaveReceivedCommandTimes(PutItemCommand, 2);
+    expect(sent()).toEqual([]);
+    expect(fourth.metrics).toMatchObject({ ItemsCreated: 2, RecordsPostponed: 0, BreakerOpen: 0 });
+  });
+
+  it('still reads and calls the provider when this container’s probe is due', async () => {
+    const paceStore = await paceRow();
+    await paceStore.write(openBreaker(paceStore.state!, NOW.getTime() - 20_000, 'provider', PACE), 1);
+    const provider = new ScriptedProvider().on('a', item('a', 1));
+    const { result, metrics } = await run(build(provider, { paceStore }), ['a']);
+    expect(result).toEqual({ batchItemFailures: [] });
+    expect(ddb).toHaveReceivedCommandTimes(BatchGetItemCommand, 1);
+    expect(provider.calls).toHaveLength(1);
+    expect(paceStore.state?.breaker).toEqual({ open: false });
+    expect(metrics).toMatchObject({ ItemsCreated: 1, BreakerOpen: 0 });
   });
 });

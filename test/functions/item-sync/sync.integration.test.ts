@@ -1,6 +1,6 @@
 /**
- * The real item sync handler (real HTTP provider client, real DynamoDB adapter) against the provider
- * simulator and dynalite, with Secrets Manager and SQS mocked (aws-sdk-client-mock), so the exact
+ * The real item sync handler (real HTTP provider client, real DynamoDB and S3 adapters) against the
+ * provider simulator, dynalite and s3rver, with Secrets Manager and SQS mocked (aws-sdk-client-mock), so the exact
  * dead-letter and visibility commands can be asserted (the local run uses the HTTP emulator in
  * dev/fakes/aws-emulator.ts instead, the bench and the soak the same SQS and Secrets Manager models in
  * process). Every
@@ -20,6 +20,7 @@ import { HttpProviderClient } from '../../../functions/shared/provider-client.js
 import type { ProviderClient } from '../../../functions/shared/ports.js';
 import { captureOutput } from '../../../dev/fakes/capture-output.js';
 import { startDynalite, type LocalDynamo } from '../../../dev/fakes/dynalite.js';
+import { itemObjectOf, readItemObject, startS3, type LocalS3 } from '../../../dev/fakes/s3.js';
 import { generateItemTree } from '../../../dev/simulator/item-tree.js';
 import { ProviderSimulator, type SimulatorItem } from '../../../dev/simulator/provider-simulator.js';
 import { DLQ_URL, QUEUE_URL, lambdaContext, metricsIn, sqsEvent } from './helpers.js';
@@ -30,6 +31,7 @@ const sqs = mockClient(SQSClient);
 const secrets = mockClient(SecretsManagerClient);
 
 let dynamo: LocalDynamo;
+let s3: LocalS3;
 let tableCounter = 0;
 const simulators: ProviderSimulator[] = [];
 /** Every access token handed out and everything printed or sent: checked together at the end. */
@@ -42,6 +44,10 @@ let secretToken = '';
 interface Env {
   sim: ProviderSimulator;
   table: string;
+  /** The items bucket of this table. */
+  bucket: string;
+  /** Every key in the bucket, with its size. */
+  objects(): Promise<Map<string, number>>;
   /** A fresh handler: a new "container" (own token cache), same table. */
   handler(overrides?: Partial<SyncHandlerDeps>, env?: Record<string, string>): ReturnType<typeof createSyncHandler>;
   run(bodies: string[], options?: { handler?: ReturnType<typeof createSyncHandler>; remainingMs?: number }): Promise<Run>;
@@ -93,7 +99,9 @@ async function setup(options: { items?: SimulatorItem[]; revisionField?: string 
   });
   simulators.push(sim);
   const table = `items-${++tableCounter}`;
+  const bucket = `items-bucket-${tableCounter}`;
   await dynamo.createItemsTable(table);
+  await s3.createBucket(bucket);
   const client = dynamo.client();
 
   const rotateToken = (): string => {
@@ -109,6 +117,7 @@ async function setup(options: { items?: SimulatorItem[]; revisionField?: string 
         PROVIDER_BASE_URL: sim.baseUrl,
         ACCESS_TOKEN_SECRET_ID: TOKEN_SECRET,
         ITEMS_TABLE_NAME: table,
+        ITEMS_BUCKET_NAME: bucket,
         REVISION_FIELD: options.revisionField ?? 'revision',
         DEAD_LETTER_QUEUE_URL: DLQ_URL,
         PROVIDER_TIMEOUT_MS: '5000',
@@ -120,6 +129,7 @@ async function setup(options: { items?: SimulatorItem[]; revisionField?: string 
       dynamodb: client,
       sqs: new SQSClient({ region: 'eu-west-1' }),
       secrets: new SecretsManagerClient({ region: 'eu-west-1' }),
+      s3: s3Client,
       // Real waits, only shorter: the backoff logic runs as in production.
       sleep: (ms) => new Promise((resolve) => setTimeout(resolve, Math.min(ms, 5))),
       ...overrides,
@@ -129,6 +139,8 @@ async function setup(options: { items?: SimulatorItem[]; revisionField?: string 
   return {
     sim,
     table,
+    bucket,
+    objects: () => s3.listObjects(bucket),
     handler,
     rotateToken,
     async run(bodies, runOptions = {}) {
@@ -153,8 +165,12 @@ async function setup(options: { items?: SimulatorItem[]; revisionField?: string 
 const writes = (operations: string[]) => operations.filter((op) => op === 'PutItem' || op === 'UpdateItem');
 const failed = (result: SQSBatchResponse) => result.batchItemFailures.map((failure) => failure.itemIdentifier);
 
+let s3Client: ReturnType<LocalS3['client']>;
+
 beforeAll(async () => {
   dynamo = await startDynalite();
+  s3 = await startS3();
+  s3Client = s3.client();
 });
 
 beforeEach(() => {
@@ -178,6 +194,8 @@ afterEach(() => {
 afterAll(async () => {
   await Promise.all(simulators.map((sim) => sim.close()));
   await dynamo?.close();
+  s3Client?.destroy();
+  await s3?.close();
 });
 
 /** An item with every kind of JSON value the provider may send. */
@@ -425,7 +443,7 @@ describe('item sync against the provider simulator and dynalite', () => {
     expect(await env.rows()).toHaveLength(1);
   });
 
-  it('dead-letters an id mismatch, a missing revision, an unknown type, an HTML 200, a 400 and a 600 KB item', async () => {
+  it('dead-letters an id mismatch, a missing revision, an unknown type, an HTML 200 and a 400; stores a 600 KB item (in the items bucket)', async () => {
     const env = await setup();
     env.sim.setItem({ id: 'other', type: 'file', revision: 1 }, 'mismatch');
     env.sim.setItem({ id: 'norev', type: 'file' });
@@ -440,7 +458,8 @@ describe('item sync against the provider simulator and dynalite', () => {
     const { result, metrics } = await env.run(ids);
 
     expect(result).toEqual({ batchItemFailures: [] });
-    expect((await env.rows()).map((row) => row['id'])).toEqual(['fine']);
+    expect((await env.rows()).map((row) => row['id'])).toEqual(['fine', 'huge']);
+    expect((await env.row('huge'))?.['itemObject']).toBeDefined();
     const reasons = Object.fromEntries(deadLetters().map((letter) => [letter.body, letter.error]));
     expect(reasons).toEqual({
       mismatch: 'the provider answered with another item (id "other") than the one asked for',
@@ -448,10 +467,8 @@ describe('item sync against the provider simulator and dynalite', () => {
       weird: 'the provider\'s item has type "symlink"; expected "file" or "folder"',
       html: expect.stringMatching(/^the provider's answer is not an item \(getItem: the 200 body is not JSON; HTTP 200\)$/),
       bad: expect.stringMatching(/^the provider cannot serve this item as asked \(.*HTTP 400.*\)$/),
-      huge: expect.stringMatching(/^item too large to store \(\d{6} bytes; DynamoDB's limit is 400 KB\)$/),
     });
-    expect(Number(/\((\d+) bytes/.exec(reasons['huge']!)![1])).toBeGreaterThan(600 * 1024);
-    expect(metrics).toMatchObject({ RecordsDeadLettered: 6, ItemsCreated: 1, RecordsRetried: 0 });
+    expect(metrics).toMatchObject({ RecordsDeadLettered: 5, ItemsCreated: 2, RecordsRetried: 0 });
     // Each was asked once: none of these is worth a retry.
     expect(env.sim.requests).toHaveLength(7);
   });
@@ -558,13 +575,62 @@ describe('item sync against the provider simulator and dynalite', () => {
   });
 });
 
-describe('a row DynamoDB itself refuses', () => {
-  it('is dead-lettered as too large when DynamoDB answers ValidationException on the write', async () => {
+/** The object a row points to, read back from the bucket and checked against the pointer (size and SHA-256). */
+async function objectOf(env: Env, row: Record<string, unknown> | undefined) {
+  const pointer = row ? itemObjectOf(row) : undefined;
+  if (!pointer) throw new Error(`the row ${JSON.stringify(row?.['id'])} has no itemObject`);
+  return { pointer, read: await readItemObject(s3Client, env.bucket, pointer) };
+}
+
+/** Every row's object exists, and the bucket holds no other: no pointer to nothing, no orphan. */
+async function expectObjectsAgreeWithRows(env: Env): Promise<string[]> {
+  const keys = [...(await env.objects()).keys()].sort();
+  const pointed = (await env.rows()).map((row) => itemObjectOf(row)?.key).filter((key): key is string => key !== undefined).sort();
+  expect(keys).toEqual(pointed);
+  return keys;
+}
+
+describe('items too large for a row, against s3rver', () => {
+  it('a 600 KB item is stored whole in the bucket and its row points to it; a newer large revision replaces the object; a small one goes back inline and the object is gone', async () => {
+    const big = (revision: number, size: number): SimulatorItem => ({ id: 'big', type: 'file', revision, content: 'x'.repeat(size), meta: { n: 12345678901234567891n.toString() } });
+    const env = await setup({ items: [big(1, 600 * 1024)] });
+
+    const first = await env.run(['big']);
+    expect(first.result).toEqual({ batchItemFailures: [] });
+    expect(first.metrics).toMatchObject({ ItemsCreated: 1, RecordsDeadLettered: 0 });
+    const row1 = await env.row('big');
+    expect(row1).toMatchObject({ id: 'big', type: 'file', revision: '1', syncedAt: expect.any(String) });
+    expect(row1).not.toHaveProperty('item');
+    const { pointer: p1, read: r1 } = await objectOf(env, row1);
+    expect(r1).toEqual({ kind: 'found', item: env.sim.getItem('big') });
+    expect(p1.size).toBeGreaterThan(600 * 1024);
+    expect(p1.sha256).toMatch(/^[0-9a-f]{64}$/);
+    expect(await env.objects()).toEqual(new Map([[p1.key, p1.size]]));
+    // The object first, then the row: one PutItem, nothing before it in the table but the read.
+    expect(first.operations).toEqual(['BatchGetItem', 'PutItem']);
+
+    env.sim.setItem(big(2, 700 * 1024));
+    expect((await env.run(['big'])).metrics).toMatchObject({ ItemsUpdated: 1 });
+    const { pointer: p2, read: r2 } = await objectOf(env, await env.row('big'));
+    expect(r2).toEqual({ kind: 'found', item: env.sim.getItem('big') });
+    expect(p2.key).not.toBe(p1.key);
+    expect(await env.objects()).toEqual(new Map([[p2.key, p2.size]]));
+
+    env.sim.setItem({ id: 'big', type: 'file', revision: 3, content: 'small again' });
+    expect((await env.run(['big'])).metrics).toMatchObject({ ItemsUpdated: 1 });
+    const row3 = await env.row('big');
+    expect(row3).toMatchObject({ revision: '3', item: { id: 'big', type: 'file', revision: 3, content: 'small again' } });
+    expect(row3).not.toHaveProperty('itemObject');
+    expect(await env.objects()).toEqual(new Map());
+  });
+
+  it('a row DynamoDB refuses for its size although the estimate let it through goes to the bucket', async () => {
     const small = await startDynalite({ maxItemSizeKb: 64 });
     try {
       const sim = await ProviderSimulator.start({ items: [{ id: 'mid', type: 'file', revision: 1, content: 'y'.repeat(100 * 1024) }] });
       simulators.push(sim);
       await small.createItemsTable('items-small');
+      await s3.createBucket('items-small-bucket');
       secretToken = sim.issueAccessToken();
       tokens.add(secretToken);
       const handler = createSyncHandler({
@@ -572,6 +638,7 @@ describe('a row DynamoDB itself refuses', () => {
           PROVIDER_BASE_URL: sim.baseUrl,
           ACCESS_TOKEN_SECRET_ID: TOKEN_SECRET,
           ITEMS_TABLE_NAME: 'items-small',
+          ITEMS_BUCKET_NAME: 'items-small-bucket',
           REVISION_FIELD: 'revision',
           DEAD_LETTER_QUEUE_URL: DLQ_URL,
           CONTROL_TABLE_NAME: 'control',
@@ -581,18 +648,107 @@ describe('a row DynamoDB itself refuses', () => {
         dynamodb: small.client(),
         sqs: new SQSClient({ region: 'eu-west-1' }),
         secrets: new SecretsManagerClient({ region: 'eu-west-1' }),
+        s3: s3Client,
       });
       const { result, output } = await captureOutput(() => handler(sqsEvent(['mid']), lambdaContext()));
       everything.push(output);
 
       expect(result).toEqual({ batchItemFailures: [] });
-      expect(small.operations).toContain('PutItem');
-      expect(deadLetters().map((letter) => letter.error)).toEqual([
-        expect.stringMatching(/^item too large to store \(\d+ bytes; DynamoDB's limit is 400 KB\)$/),
-      ]);
+      // The inline row (refused by DynamoDB), then the row pointing to the object.
+      expect(small.operations.filter((op) => op === 'PutItem')).toHaveLength(2);
+      expect(deadLetters()).toEqual([]);
+      const row = toRow((await small.getRow('items-small', 'mid'))!);
+      const pointer = itemObjectOf(row)!;
+      expect(await readItemObject(s3Client, 'items-small-bucket', pointer)).toEqual({ kind: 'found', item: sim.getItem('mid') });
+      expect([...(await s3.listObjects('items-small-bucket')).keys()]).toEqual([pointer.key]);
     } finally {
       await small.close();
     }
+  });
+
+  it('two handler instances racing on a large item leave the newest revision, no orphan and no pointer to nothing', async () => {
+    const large = (revision: number): SimulatorItem => ({ id: 'race', type: 'file', revision, body: `v${revision}`, content: 'z'.repeat(500 * 1024) });
+    const env = await setup({ items: [large(1)] });
+    await env.run(['race']);
+
+    // Container A fetches revision 2 but is slow to write it (held after the fetch)...
+    env.sim.setItem(large(2));
+    const real = new HttpProviderClient({ baseUrl: env.sim.baseUrl, timeoutMs: 5000, maxResponseBytes: 1 << 22 });
+    let release!: () => void;
+    const gate = new Promise<void>((resolve) => (release = resolve));
+    let fetched!: () => void;
+    const fetchedOnce = new Promise<void>((resolve) => (fetched = resolve));
+    let held = false;
+    const slow: ProviderClient = {
+      getToken: (credentials) => real.getToken(credentials),
+      async getItem(id, token, options) {
+        const body = await real.getItem(id, token, options);
+        if (!held) {
+          held = true;
+          fetched();
+          await gate;
+        }
+        return body;
+      },
+    };
+    const a = env.run(['race'], { handler: env.handler({ provider: slow }) });
+    await fetchedOnce;
+
+    // ...while container B fetches revision 3 and stores it (its object replaces revision 1's).
+    env.sim.setItem(large(3));
+    expect((await env.run(['race'], { handler: env.handler() })).metrics).toMatchObject({ ItemsUpdated: 1 });
+
+    // A's object is written, its row write loses: A deletes its object, reads again, finds 3 stored.
+    release();
+    const resultA = await a;
+    expect(resultA.result).toEqual({ batchItemFailures: [] });
+    expect(resultA.metrics).toMatchObject({ ItemsFetched: 2, ItemsUnchanged: 1, ItemsUpdated: 0 });
+    expect(resultA.output).toContain('"message":"item object deleted"');
+    const { read } = await objectOf(env, await env.row('race'));
+    expect(read).toEqual({ kind: 'found', item: large(3) });
+    expect(await expectObjectsAgreeWithRows(env)).toHaveLength(1);
+  });
+
+  it('two containers creating the same new large items at once: each row points to an object, and no other object is left', async () => {
+    const items = Array.from({ length: 4 }, (_, n): SimulatorItem => ({ id: `L${n}`, type: 'file', revision: 1, content: `${n}`.repeat(450 * 1024) }));
+    const env = await setup({ items });
+    const ids = items.map((i) => i.id);
+    const [one, two] = [env.handler(), env.handler()];
+    const { result, output } = await captureOutput(() =>
+      Promise.all([one(sqsEvent(ids), lambdaContext()), two(sqsEvent(ids), lambdaContext())]),
+    );
+    everything.push(output);
+
+    expect(result).toEqual([{ batchItemFailures: [] }, { batchItemFailures: [] }]);
+    const total = metricsIn(output);
+    expect(total['ItemsCreated']).toBe(4);
+    expect((total['ItemsCreated'] ?? 0) + (total['ItemsUnchanged'] ?? 0)).toBe(8);
+    for (const id of ids) expect((await objectOf(env, await env.row(id))).read).toEqual({ kind: 'found', item: env.sim.getItem(id) });
+    expect(await expectObjectsAgreeWithRows(env)).toHaveLength(4);
+    expect(output).not.toContain('item object left in the bucket');
+    // Both read "no row", both wrote an object: each loser deleted its own.
+    const count = (message: string) => output.split(`"message":"${message}"`).length - 1;
+    expect(count('item object deleted')).toBeGreaterThan(0);
+    expect(count('item too large for a row; storing it in the items bucket') - count('item object deleted')).toBe(4);
+  });
+
+  it('dead-letters an item larger than PROVIDER_MAX_RESPONSE_BYTES with a reason, storing nothing', async () => {
+    const env = await setup({ items: [{ id: 'vast', type: 'file', revision: 1, content: 'v'.repeat(1536 * 1024) }, { id: 'ok', type: 'file', revision: 1 }] });
+    const handler = env.handler({}, { PROVIDER_MAX_RESPONSE_BYTES: String(1024 * 1024) });
+
+    const { result, metrics } = await env.run(['vast', 'ok'], { handler });
+
+    expect(result).toEqual({ batchItemFailures: [] });
+    expect(deadLetters()).toEqual([
+      {
+        body: 'vast',
+        error: 'the provider cannot serve this item as asked (getItem: the response body exceeds 1048576 bytes; HTTP 200)',
+        sourceMessageId: 'm1',
+      },
+    ]);
+    expect(metrics).toMatchObject({ RecordsDeadLettered: 1, ItemsCreated: 1 });
+    expect((await env.rows()).map((row) => row['id'])).toEqual(['ok']);
+    expect(await env.objects()).toEqual(new Map());
   });
 });
 

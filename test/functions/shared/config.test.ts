@@ -13,6 +13,7 @@ const syncEnv = {
   PROVIDER_BASE_URL: 'https://provider.example.com/api/v2',
   ACCESS_TOKEN_SECRET_ID: 'token-secret',
   ITEMS_TABLE_NAME: 'items',
+  ITEMS_BUCKET_NAME: 'items-bucket',
   REVISION_FIELD: 'meta.rev',
   DEAD_LETTER_QUEUE_URL: 'https://sqs.eu-west-1.amazonaws.com/123456789012/dlq',
   CONTROL_TABLE_NAME: 'control',
@@ -54,9 +55,11 @@ describe('loadRefresherConfig', () => {
 describe('loadSyncConfig', () => {
   it('reads the contract variables with documented tunable defaults', () => {
     expect(loadSyncConfig(syncEnv)).toEqual({
-      provider: { baseUrl: syncEnv.PROVIDER_BASE_URL, timeoutMs: 10_000, maxResponseBytes: 4 * 1024 * 1024 },
+      // The largest item stored: 16 MiB (larger than a row allows: those go to the items bucket).
+      provider: { baseUrl: syncEnv.PROVIDER_BASE_URL, timeoutMs: 10_000, maxResponseBytes: 16 * 1024 * 1024 },
       accessTokenSecretId: 'token-secret',
       itemsTableName: 'items',
+      itemsBucketName: 'items-bucket',
       revisionField: 'meta.rev',
       deadLetterQueueUrl: syncEnv.DEAD_LETTER_QUEUE_URL,
       fetchConcurrency: 10,
@@ -70,7 +73,7 @@ describe('loadSyncConfig', () => {
     });
   });
 
-  it.each(['PROVIDER_BASE_URL', 'ACCESS_TOKEN_SECRET_ID', 'ITEMS_TABLE_NAME', 'REVISION_FIELD', 'DEAD_LETTER_QUEUE_URL', 'CONTROL_TABLE_NAME'])(
+  it.each(['PROVIDER_BASE_URL', 'ACCESS_TOKEN_SECRET_ID', 'ITEMS_TABLE_NAME', 'ITEMS_BUCKET_NAME', 'REVISION_FIELD', 'DEAD_LETTER_QUEUE_URL', 'CONTROL_TABLE_NAME'])(
     'names %s when it is missing: no default hides it',
     (key) => {
       expect(errorOf(() => loadSyncConfig({ ...syncEnv, [key]: undefined })).message).toBe(
