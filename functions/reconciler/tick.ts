@@ -18,7 +18,7 @@
  * small table is not checked more often than the target asks.
  *
  * Fan-out: segments are spread over `workers` invocations (segment s belongs to worker
- * s mod workers), each with its share of the high-water mark. Advances of different segments never
+ * s mod workers), each filling its share (1/workers) of what the queue lacks below the high-water mark. Advances of different segments never
  * conflict (each is conditional on its own version), so workers only meet at the pass's start
  * and end, both conditional writes as well.
  */
@@ -122,7 +122,6 @@ export async function runTick(deps: TickDeps, settings: TickSettings, deadline: 
   const pass = cursor.pass;
   const segments: SegmentCursor[] = cursor.segments.map((segment) => ({ ...segment }));
   const mine = segments.map((_, index) => index).filter((index) => index % settings.workers === settings.worker);
-  const share = Math.max(1, Math.floor(settings.highWater / settings.workers));
   let enqueued = 0;
   let refused = 0;
   let pages = 0;
@@ -189,7 +188,8 @@ export async function runTick(deps: TickDeps, settings: TickSettings, deadline: 
     const seenAt = now();
     // Ids the sync took off the queue per ms since the last look (none known at the tick's first look).
     const drainPerMs = previous === undefined ? undefined : Math.max(0, previous.backlog - backlog) / Math.max(1, seenAt - previous.at);
-    const room = share - backlog;
+    // This worker's share of what the queue lacks: together the workers fill it to the mark.
+    const room = Math.floor((settings.highWater - backlog) / settings.workers);
     const sent = room > 0 ? await fill(open, room) : 0;
     if (failure !== undefined) throw failure.error;
     previous = { at: now(), backlog: backlog + sent };

@@ -236,13 +236,19 @@ describe('the high-water mark', () => {
     expect(w.queue.maxBacklog).toBe(25);
   });
 
-  it('workers share it', async () => {
+  it('workers share it: each fills its part of what the queue lacks', async () => {
     const ids = idList(300);
     const w = world(ids);
     const [zero, one] = await Promise.all([tick(w, { highWater: 100, workers: 2, worker: 0 }), tick(w, { highWater: 100, workers: 2, worker: 1 })]);
     expect(zero.enqueued).toBeLessThanOrEqual(50);
     expect(one.enqueued).toBeLessThanOrEqual(50);
     expect(zero.enqueued + one.enqueued).toBe(100);
+    // The sync takes 60: each fills half of what the queue lacks, together back to the mark.
+    w.queue.take(60);
+    w.clock.advance(TICK);
+    const again = await Promise.all([tick(w, { highWater: 100, workers: 2, worker: 0 }), tick(w, { highWater: 100, workers: 2, worker: 1 })]);
+    expect(again.map((report) => report.enqueued)).toEqual([30, 30]);
+    expect(w.queue.maxBacklog).toBe(100);
   });
 
   it('no page is started after the deadline', async () => {
