@@ -243,7 +243,10 @@ export class ProviderPace {
    * container's probe closed it (records that came meanwhile would otherwise wait another period).
    */
   private outageKnownUntil(): number {
-    return this.outage ? Math.min(this.outage.nextProbeAt, this.outageReadAt + OUTAGE_RECHECK_MS) : 0;
+    if (!this.outage) return 0;
+    // On the local pace the row is not read: the local probe schedule alone decides (one a probeIntervalMs).
+    if (this.now() < this.fallbackUntil) return this.outage.nextProbeAt;
+    return Math.min(this.outage.nextProbeAt, this.outageReadAt + OUTAGE_RECHECK_MS);
   }
 
   private learnOutage(breaker: Extract<PaceState['breaker'], { open: true }>): void {
@@ -300,7 +303,8 @@ export class ProviderPace {
         const changed = result.state !== state && result.draw.kind !== 'wait';
         if (changed && (await this.store.write(result.state, version)) === 'conflict') continue;
         if (changed) this.okSinceDraw = false;
-        this.sharedFailures = result.state.failures;
+        // The count as the row holds it: a draw that was not written reset nothing there.
+        this.sharedFailures = (changed ? result.state : state).failures;
         this.lastRate = result.state.rate;
         return this.applyDraw(result.draw, result.state, now);
       }

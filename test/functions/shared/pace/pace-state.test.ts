@@ -380,3 +380,150 @@ describe('a stored row', () => {
     expect(isPaceState(value)).toBe(false);
   });
 });
+
+describe('the sweep (the reconciler’s ids)', () => {
+  /** At maxRate already: a draw never grows the rate, whatever the bucket holds. */
+  const AT_MAX: PaceSettings = CAPPED;
+
+  it('takes min(want, tokens, sweepTokens), whole tokens only, never into debt', () => {
+    const fewTokens = draw(state({ tokens: 7, sweepTokens: 20 }), T, 10, AT_MAX, false, true);
+    expect(fewTokens.draw).toEqual({ kind: 'granted', tokens: 7, startAt: T, intervalMs: 10, probe: false });
+    expect(fewTokens.state).toMatchObject({ tokens: 0, sweepTokens: 13, at: T, rate: 100 });
+
+    const fewSweep = draw(state({ tokens: 20, sweepTokens: 4.5 }), T, 10, AT_MAX, false, true);
+    expect(fewSweep.draw).toEqual({ kind: 'granted', tokens: 4, startAt: T, intervalMs: 10, probe: false });
+    expect(fewSweep.state).toMatchObject({ tokens: 16, sweepTokens: 0.5 });
+
+    const plenty = draw(state({ tokens: 20, sweepTokens: 20 }), T, 10, AT_MAX, false, true);
+    expect(plenty.draw).toEqual({ kind: 'granted', tokens: 10, startAt: T, intervalMs: 10, probe: false });
+    expect(plenty.state).toMatchObject({ tokens: 10, sweepTokens: 10 });
+
+    // A row written before the sweep existed has no sweepTokens: full.
+    const old = draw(state({ tokens: 20 }), T, 10, AT_MAX, false, true);
+    expect(old.draw).toMatchObject({ kind: 'granted', tokens: 10 });
+    expect(old.state).toMatchObject({ tokens: 10, sweepTokens: 10 });
+
+    // Less than one token: nothing, and no debt; it asks again at least 100 ms later.
+    const under = draw(state({ tokens: 0.5, sweepTokens: 20 }), T, 10, AT_MAX, false, true);
+    expect(under.draw).toEqual({ kind: 'wait', retryAt: T + 100, why: 'pace' });
+    expect(under.state).toMatchObject({ tokens: 0.5, sweepTokens: 20 });
+  });
+
+  it('waits while users are in debt (tokens < 1), even with its own bucket full, until the debt is paid', () => {
+    const inDebt = state({ tokens: -30, sweepTokens: 20 });
+    const waiting = draw(inDebt, T, 10, AT_MAX, false, true);
+    // 31 tokens at 100/s: the bucket holds one again at T + 310.
+    expect(waiting.draw).toEqual({ kind: 'wait', retryAt: T + 310, why: 'pace' });
+    expect(waiting.state).toMatchObject({ tokens: -30, sweepTokens: 20 });
+    expect(draw(inDebt, T + 309, 10, AT_MAX, false, true).draw).toMatchObject({ kind: 'wait', why: 'pace' });
+
+    const paid = draw(inDebt, T + 310, 10, AT_MAX, false, true);
+    expect(paid.draw).toEqual({ kind: 'granted', tokens: 1, startAt: T + 310, intervalMs: 10, probe: false });
+    expect(paid.state.tokens).toBeCloseTo(0, 10);
+    expect(paid.state.sweepTokens).toBe(19);
+
+    // The same state lets users borrow (up to maxDebtSeconds of the rate).
+    const user = draw(inDebt, T, 10, AT_MAX);
+    expect(user.draw).toEqual({ kind: 'granted', tokens: 10, startAt: T + 310, intervalMs: 10, probe: false });
+    expect(user.state).toMatchObject({ tokens: -40, sweepTokens: 20 });
+  });
+
+  it('has its own bucket refilled at (1 − userShare) of the rate, capped at the burst', () => {
+    // 50 ms at 100/s: 5 tokens for everyone, 4 of them for the sweep.
+    const refilled = draw(state({ tokens: 20, sweepTokens: 0 }), T + 50, 10, AT_MAX, false, true);
+    expect(refilled.draw).toEqual({ kind: 'granted', tokens: 4, startAt: T + 50, intervalMs: 10, probe: false });
+    expect(refilled.state).toMatchObject({ tokens: 16, sweepTokens: 0, at: T + 50 });
+
+    // userShare 0.5: half the rate.
+    const half = draw(state({ tokens: 20, sweepTokens: 0 }), T + 100, 10, { ...AT_MAX, userShare: 0.5 }, false, true);
+    expect(half.draw).toMatchObject({ kind: 'granted', tokens: 5 });
+    expect(half.state).toMatchObject({ tokens: 15, sweepTokens: 0 });
+
+    // Ten seconds would be 800 tokens; the bucket keeps a burst (20).
+    const capped = draw(state({ tokens: 20, sweepTokens: 0 }), T + 10_000, 15, AT_MAX, false, true);
+    expect(capped.draw).toMatchObject({ kind: 'granted', tokens: 15 });
+    expect(capped.state).toMatchObject({ tokens: 5, sweepTokens: 5 });
+
+    // 5 ms: 0.4 more, 0.8 in all: not a whole token; nothing is taken.
+    const short = draw(state({ tokens: 20, sweepTokens: 0.4 }), T + 5, 10, AT_MAX, false, true);
+    expect(short.draw).toEqual({ kind: 'wait', retryAt: T + 105, why: 'pace' });
+    expect(short.state.sweepTokens).toBeCloseTo(0.8, 10);
+    expect(short.state.tokens).toBe(20);
+  });
+
+  it('is not touched by a user draw, which only brings it up to date', () => {
+    const full = draw(state({ tokens: 20, sweepTokens: 3 }), T, 10, AT_MAX);
+    expect(full.state).toMatchObject({ tokens: 10, sweepTokens: 3 });
+    const debt = draw(state({ tokens: 0, sweepTokens: 3 }), T, 10, AT_MAX);
+    expect(debt.state).toMatchObject({ tokens: -10, sweepTokens: 3 });
+    // 50 ms later: 5 tokens for everyone (then 10 drawn), 4 more in the sweep's bucket (none drawn).
+    const later = draw(state({ tokens: 0, sweepTokens: 3 }), T + 50, 10, AT_MAX);
+    expect(later.state).toMatchObject({ tokens: -5, sweepTokens: 7, at: T + 50 });
+  });
+
+  it('waits for a Retry-After and for the breaker like users; a due probe may be the sweep’s', () => {
+    const blocked = rateLimited(state({ tokens: 20, sweepTokens: 20 }), T, 5_000, AT_MAX);
+    const during = draw(blocked, T + 1_000, 10, AT_MAX, false, true);
+    expect(during.draw).toEqual({ kind: 'wait', retryAt: T + 5_000, why: 'retry-after' });
+    expect(during.state).toBe(blocked);
+
+    const open = openBreaker(state({ tokens: 20 }), T, 'provider', AT_MAX);
+    expect(draw(open, T + 19_999, 10, AT_MAX, false, true).draw).toEqual({ kind: 'outage', reason: 'provider', since: T, nextProbeAt: T + 20_000 });
+    const probe = draw(open, T + 20_000, 10, AT_MAX, false, true);
+    expect(probe.draw).toEqual({ kind: 'granted', tokens: 1, startAt: T + 20_000, intervalMs: 0, probe: true });
+    expect(probe.state.breaker).toMatchObject({ nextProbeAt: T + 40_000 });
+  });
+
+  it('over a minute with users idle, gets at most (1 − userShare) of the rate (± one burst)', () => {
+    let current = initialPaceState(AT_MAX, T);
+    let swept = 0;
+    let waits = 0;
+    for (let ms = 0; ms <= 60_000; ms += 10) {
+      const result = draw(current, T + ms, 10, AT_MAX, false, true);
+      current = result.state;
+      if (result.draw.kind === 'granted') swept += result.draw.tokens;
+      else waits += 1;
+    }
+    // 80/s for 60 s, and the bucket it started with (one burst, 20).
+    expect(swept).toBeGreaterThanOrEqual(4_800 - 20);
+    expect(swept).toBeLessThanOrEqual(4_800 + 20);
+    expect(waits).toBeGreaterThan(0);
+    // What users may take was never touched: their bucket is (nearly) full.
+    expect(current.tokens).toBeGreaterThanOrEqual(19);
+    expect(current.rate).toBe(100);
+  });
+
+  it('gets nothing while users draw the whole rate, whichever draws first', () => {
+    let current = initialPaceState(AT_MAX, T);
+    let users = 0;
+    let swept = 0;
+    const usersDraw = (now: number): void => {
+      // As many leases as the pace grants now (into debt, up to maxDebtSeconds).
+      for (;;) {
+        const result = draw(current, now, 10, AT_MAX);
+        current = result.state;
+        if (result.draw.kind !== 'granted') return;
+        users += result.draw.tokens;
+      }
+    };
+    const sweepDraws = (now: number): void => {
+      const result = draw(current, now, 10, AT_MAX, false, true);
+      current = result.state;
+      if (result.draw.kind === 'granted') swept += result.draw.tokens;
+    };
+    usersDraw(T);
+    for (let ms = 0; ms <= 60_000; ms += 10) {
+      if (ms % 20 === 0) {
+        sweepDraws(T + ms);
+        usersDraw(T + ms);
+      } else {
+        usersDraw(T + ms);
+        sweepDraws(T + ms);
+      }
+    }
+    expect(swept).toBe(0);
+    // The users had the whole rate: 100/s for 60 s, the burst and the debt (20 + 50).
+    expect(users).toBeGreaterThanOrEqual(6_000);
+    expect(users).toBeLessThanOrEqual(6_000 + 20 + 50 + 10);
+  });
+});

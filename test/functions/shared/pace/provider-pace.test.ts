@@ -604,3 +604,249 @@ class ConflictingStore implements PaceStore {
     return 'conflict';
   }
 }
+
+describe('the sweep (the reconciler’s ids)', () => {
+  const SWEEP = { sweep: true } as const;
+
+  it('has a lease of its own in a container: switching class drops the other class’s lease', async () => {
+    const pace = container();
+    expect(await pace.acquire()).toEqual(GO);
+    expect(store.state).toMatchObject({ tokens: 10, sweepTokens: 20 });
+
+    // The users' lease holds 9 more; the sweep does not spend them, it draws its own (from both buckets),
+    // its tokens spaced at the rate.
+    expect(await pace.acquire(SWEEP)).toEqual(GO);
+    expect(store.reads).toBe(2);
+    expect(store.writes).toBe(2);
+    expect(store.state).toMatchObject({ tokens: 0, sweepTokens: 10 });
+    expect(await pace.acquire(SWEEP)).toEqual({ kind: 'wait', until: T0 + 10, why: 'pace' });
+    clock.set(T0 + 10);
+    expect(await pace.acquire(SWEEP)).toEqual(GO);
+    expect(store.reads).toBe(2);
+
+    // Users again: their old lease is gone, the sweep's is dropped; a new users' lease, into debt.
+    expect(await pace.acquire()).toEqual(GO);
+    expect(store.reads).toBe(3);
+    expect(store.writes).toBe(3);
+    expect(store.state?.tokens).toBe(-9);
+    expect(store.state?.sweepTokens).toBeCloseTo(10.8, 10);
+
+    // The sweep never borrows: users are in debt, so it waits until the bucket holds a token (100 ms).
+    expect(await pace.acquire(SWEEP)).toEqual({ kind: 'wait', until: T0 + 110, why: 'pace' });
+    expect(store.reads).toBe(4);
+    expect(store.writes).toBe(3);
+    expect(await pace.acquire(SWEEP)).toEqual({ kind: 'wait', until: T0 + 110, why: 'pace' });
+    expect(store.reads).toBe(4);
+
+    // Users are not held back by the sweep's wait; their lease from before is gone (dropped at the switch).
+    expect(await pace.acquire()).toEqual({ kind: 'wait', until: T0 + 110, why: 'pace' });
+    expect(store.reads).toBe(5);
+    expect(store.writes).toBe(4);
+    expect(store.state?.tokens).toBe(-19);
+    clock.set(T0 + 110);
+    expect(await pace.acquire()).toEqual(GO);
+    expect(store.reads).toBe(5);
+  });
+
+  it('writes nothing for a draw that answers wait, and keeps a success seen for the next draw that is written', async () => {
+    const seeded: PaceState = { ...initialPaceState(SETTINGS, T0), tokens: -30, failures: 2 };
+    await store.write(seeded, 0);
+    const pace = container();
+    await pace.report({ kind: 'ok' }, GO); // no failures known here yet: nothing written
+    expect(store.writes).toBe(1);
+
+    expect(await pace.acquire(SWEEP)).toEqual({ kind: 'wait', until: T0 + 310, why: 'pace' });
+    expect(store.reads).toBe(1);
+    expect(store.writes).toBe(1);
+    expect(store.state).toEqual(seeded);
+
+    // The bucket holds one token at T0 + 310: the sweep takes it, and the draw starts the count again.
+    clock.set(T0 + 310);
+    expect(await pace.acquire(SWEEP)).toEqual(GO);
+    expect(store.writes).toBe(2);
+    expect(store.state).toMatchObject({ sweepTokens: 19, failures: 0, at: T0 + 310 });
+    expect(store.state?.tokens).toBeCloseTo(0, 10);
+    // One token: the next one is another draw.
+    expect(await pace.acquire(SWEEP)).toMatchObject({ kind: 'wait', why: 'pace' });
+    expect(store.reads).toBe(3);
+  });
+
+  it('writes nothing for a users’ draw that answers wait either (deeper in debt than maxDebtSeconds)', async () => {
+    const seeded: PaceState = { ...initialPaceState(SETTINGS, T0), tokens: -45 };
+    await store.write(seeded, 0);
+    const pace = container();
+    expect(await pace.acquire()).toEqual({ kind: 'wait', until: T0 + 50, why: 'pace' });
+    expect(store.writes).toBe(1);
+    expect(store.state).toEqual(seeded);
+  });
+
+  it('keeps the failure count the row holds after a wait draw: a success is then written at once', async () => {
+    await store.write({ ...initialPaceState(SETTINGS, T0), tokens: -30, failures: 2 }, 0);
+    const pace = container();
+    await pace.report({ kind: 'ok' }, GO);
+    expect(await pace.acquire(SWEEP)).toMatchObject({ kind: 'wait', why: 'pace' });
+    expect(store.state?.failures).toBe(2);
+
+    // A request of an earlier lease succeeds: the row still counts 2 failures, so the reset is written.
+    await pace.report({ kind: 'ok' }, GO);
+    expect(store.state?.failures).toBe(0);
+    // Two failures elsewhere then do not open the breaker (they would have, on top of the 2).
+    const other = container();
+    await other.report({ kind: 'failed' }, GO);
+    await other.report({ kind: 'failed' }, GO);
+    expect(store.state).toMatchObject({ failures: 2, breaker: { open: false } });
+  });
+
+  it('in another container gets nothing while users draw into debt, and resumes within its share once they stop', async () => {
+    const users = container();
+    const sweeper = container();
+    let usersWent = 0;
+    let swept = 0;
+    for (let ms = 0; ms < 1000; ms += 1) {
+      clock.set(T0 + ms);
+      usersWent += (await drain(users)).went;
+      for (;;) {
+        const grant = await sweeper.acquire(SWEEP);
+        if (grant.kind !== 'go') break;
+        swept += 1;
+      }
+    }
+    expect(swept).toBe(0);
+    // The full bucket (20), a second at 100/s and the debt of the lease drawn last.
+    expect(usersWent).toBeGreaterThanOrEqual(110);
+    expect(usersWent).toBeLessThanOrEqual(121);
+    expect(store.state?.tokens).toBeLessThan(1);
+    // Its waits were never written: its bucket is as full as it started.
+    expect(store.state?.sweepTokens).toBe(20);
+
+    // Users stop: the sweep gets tokens once the debt is paid, at most 80/s (+ one burst) after that.
+    let firstGrantAt: number | undefined;
+    for (let ms = 1000; ms < 3000; ms += 1) {
+      clock.set(T0 + ms);
+      for (;;) {
+        const grant = await sweeper.acquire(SWEEP);
+        if (grant.kind !== 'go') break;
+        firstGrantAt ??= ms;
+        swept += 1;
+      }
+    }
+    expect(firstGrantAt).toBeDefined();
+    expect(firstGrantAt!).toBeGreaterThan(1000);
+    expect(swept).toBeGreaterThan(0);
+    expect(swept).toBeLessThanOrEqual(Math.ceil(((3000 - firstGrantAt!) / 1000) * 80) + 20);
+  });
+});
+
+describe('an open breaker known in the container', () => {
+  it('is trusted without reading the row until the next probe or 2 s after it was read, then read again', async () => {
+    const a = container();
+    expect(a.waitingForProbe()).toBe(false);
+    await a.report({ kind: 'token-refused' }, GO);
+    expect(store.state?.breaker).toEqual({ open: true, reason: 'token', since: T0, nextProbeAt: T0 + 20_000 });
+    expect(a.waitingForProbe()).toBe(true);
+    const reads = store.reads;
+
+    clock.set(T0 + 1_999);
+    expect(a.waitingForProbe()).toBe(true);
+    expect(await a.acquire()).toEqual({ kind: 'outage', reason: 'token', since: T0 });
+    expect(store.reads).toBe(reads);
+
+    clock.set(T0 + 2_000);
+    expect(a.waitingForProbe()).toBe(false);
+    expect(await a.acquire()).toEqual({ kind: 'outage', reason: 'token', since: T0 });
+    expect(store.reads).toBe(reads + 1);
+    expect(a.waitingForProbe()).toBe(true);
+
+    // Read again at T0 + 19 s: the probe is due at T0 + 20 s, sooner than 2 s after that read.
+    clock.set(T0 + 19_000);
+    expect(await a.acquire()).toEqual({ kind: 'outage', reason: 'token', since: T0 });
+    expect(store.reads).toBe(reads + 2);
+    clock.set(T0 + 20_000);
+    expect(a.waitingForProbe()).toBe(false);
+    expect(await a.acquire()).toEqual({ kind: 'go', probe: true, reason: 'token' });
+  });
+
+  it('is trusted for 2 s too when learned from the row at a failure report (opened by the failures of two containers)', async () => {
+    const a = container();
+    const b = container();
+    await a.report({ kind: 'failed' }, GO);
+    await a.report({ kind: 'failed' }, GO);
+    await a.report({ kind: 'failed' }, GO);
+    clock.set(T0 + 100);
+    await b.report({ kind: 'failed' }, GO);
+    expect(store.state?.breaker).toEqual({ open: true, reason: 'provider', since: T0 + 100, nextProbeAt: T0 + 20_100 });
+    // a learns it at its next failure report.
+    clock.set(T0 + 500);
+    await a.report({ kind: 'failed' }, GO);
+    expect(a.waitingForProbe()).toBe(true);
+    const reads = store.reads;
+    clock.set(T0 + 2_499);
+    expect(await a.acquire()).toEqual({ kind: 'outage', reason: 'provider', since: T0 + 100 });
+    expect(store.reads).toBe(reads);
+    clock.set(T0 + 2_500);
+    expect(a.waitingForProbe()).toBe(false);
+    expect(await a.acquire()).toEqual({ kind: 'outage', reason: 'provider', since: T0 + 100 });
+    expect(store.reads).toBe(reads + 1);
+  });
+
+  it("is seen closed within 2 s of another container's probe succeeding, not a probe interval later", async () => {
+    const a = container();
+    const prober = container();
+    await a.report({ kind: 'token-refused' }, GO);
+
+    clock.set(T0 + 20_000);
+    const probe = await prober.acquire();
+    expect(probe).toEqual({ kind: 'go', probe: true, reason: 'token' });
+    clock.set(T0 + 20_001);
+    // a reads the row: still open, the next probe at T0 + 40 s.
+    expect(await a.acquire()).toEqual({ kind: 'outage', reason: 'token', since: T0 });
+    expect(store.state?.breaker).toMatchObject({ open: true, nextProbeAt: T0 + 40_000 });
+
+    clock.set(T0 + 20_300);
+    await prober.report({ kind: 'ok' }, probe);
+    expect(store.state?.breaker).toEqual({ open: false });
+
+    const reads = store.reads;
+    clock.set(T0 + 22_000);
+    expect(a.waitingForProbe()).toBe(true);
+    expect(await a.acquire()).toEqual({ kind: 'outage', reason: 'token', since: T0 });
+    expect(store.reads).toBe(reads);
+
+    clock.set(T0 + 22_001);
+    expect(a.waitingForProbe()).toBe(false);
+    expect(await a.acquire()).toEqual(GO);
+    expect(store.reads).toBe(reads + 1);
+    expect(a.outageKnown()).toBeUndefined();
+    expect(a.waitingForProbe()).toBe(false);
+  });
+
+  it('on the local pace (store unusable) lets one local probe through per probeIntervalMs, not one per request after 2 s', async () => {
+    const a = container({ fallbackMs: 120_000, outageFailures: 1 });
+    store.failing = true;
+    await a.report({ kind: 'failed' }, GO);
+    expect(a.outageKnown()).toEqual({ reason: 'provider', since: T0 });
+    expect(a.snapshot().fallback).toBe(true);
+    // The row cannot be read: a batch is not short-cut here, its requests are answered by the local breaker.
+    expect(a.waitingForProbe()).toBe(false);
+    const outage: Grant = { kind: 'outage', reason: 'provider', since: T0 };
+
+    const grantsBetween = async (from: number, to: number): Promise<Grant[]> => {
+      const probes: Grant[] = [];
+      for (let ms = from; ms < to; ms += 250) {
+        clock.set(ms);
+        for (let n = 0; n < 3; n++) {
+          const grant = await a.acquire();
+          if (grant.kind === 'go') {
+            probes.push(grant);
+            await a.report({ kind: 'failed' }, grant); // a probe that fails keeps it open
+          } else expect(grant).toEqual(outage);
+        }
+      }
+      return probes;
+    };
+    expect(await grantsBetween(T0, T0 + 20_000)).toEqual([]);
+    expect(await grantsBetween(T0 + 20_000, T0 + 40_000)).toEqual([{ kind: 'go', probe: true, reason: 'provider' }]);
+    expect(await grantsBetween(T0 + 40_000, T0 + 60_000)).toEqual([{ kind: 'go', probe: true, reason: 'provider' }]);
+    expect(store.writes).toBe(0);
+  });
+});
