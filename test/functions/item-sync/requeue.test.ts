@@ -12,7 +12,7 @@ import {
   SQSClient,
   type SendMessageBatchCommandInput,
 } from '@aws-sdk/client-sqs';
-import { POSTPONEMENTS_ATTRIBUTE, QueueUrls, SqsMessageRequeue } from '../../../functions/item-sync/adapters/sqs.js';
+import { POSTPONEMENTS_ATTRIBUTE, QueueUrls, RECONCILE_PASS_ATTRIBUTE, SqsMessageRequeue } from '../../../functions/item-sync/adapters/sqs.js';
 import type { RequeueRequest } from '../../../functions/item-sync/ports.js';
 import { QUEUE_ARN, QUEUE_URL } from './helpers.js';
 
@@ -209,5 +209,51 @@ describe('SqsMessageRequeue', () => {
       },
     ]);
     expect(sentBodies()).toEqual([['{"id":"item-2"}']]);
+  });
+});
+
+describe('SqsMessageRequeue, a sweep record (reconcilePass)', () => {
+  it('sends reconcilePass (Number) on next to postponements, pass 0 included; a record without it gets none', async () => {
+    answer(() => undefined);
+
+    const failed = await requeue().requeue([
+      request(1, { reconcilePass: 7, postponements: 3, delaySeconds: 20 }),
+      request(2),
+      request(3, { reconcilePass: 0 }),
+    ]);
+
+    expect(failed).toEqual([]);
+    expect(RECONCILE_PASS_ATTRIBUTE).toBe('reconcilePass');
+    expect(sqs.commandCalls(SendMessageBatchCommand).map((call) => call.args[0].input)).toEqual([
+      {
+        QueueUrl: QUEUE_URL,
+        Entries: [
+          {
+            Id: 'm0',
+            MessageBody: '{"id":"item-1"}',
+            DelaySeconds: 20,
+            MessageAttributes: {
+              postponements: { DataType: 'Number', StringValue: '3' },
+              reconcilePass: { DataType: 'Number', StringValue: '7' },
+            },
+          },
+          {
+            Id: 'm1',
+            MessageBody: '{"id":"item-2"}',
+            DelaySeconds: 15,
+            MessageAttributes: { postponements: { DataType: 'Number', StringValue: '1' } },
+          },
+          {
+            Id: 'm2',
+            MessageBody: '{"id":"item-3"}',
+            DelaySeconds: 15,
+            MessageAttributes: {
+              postponements: { DataType: 'Number', StringValue: '1' },
+              reconcilePass: { DataType: 'Number', StringValue: '0' },
+            },
+          },
+        ],
+      },
+    ]);
   });
 });
