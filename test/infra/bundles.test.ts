@@ -2,15 +2,17 @@
  * The one in-process synth with real esbuild bundles: every function's asset exists in the cloud
  * assembly as minified ESM with a source map and the AWS SDK inside (but for the credential sources
  * Lambda never loads, imported lazily), under the 400 KB goal, and each loads in Node and exports
- * `handler` (which proves the createRequire banner and the bundling of every dependency).
+ * `handler` (which proves the createRequire banner and the bundling of every dependency). The item
+ * sync's S3 client is a module of its own next to its index.mjs, loaded when needed: checked too.
  */
 import { spawnSync } from 'node:child_process';
 import { existsSync, readFileSync, statSync } from 'node:fs';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { CHANGE_EVENTS_ENV } from '../../functions/change-events/config.js';
 import { ENV } from '../../functions/shared/config.js';
+import { ITEM_SYNC_LAZY_MODULES, S3_ITEM_OBJECT_STORE_MODULE } from '../../functions/item-sync/lazy-modules.js';
 import { LAMBDA_UNUSED_CREDENTIAL_SOURCES } from '../../infra/constructs/content-sync-function.js';
 import { buildApp, resource } from './helpers.js';
 import { Template } from 'aws-cdk-lib/assertions';
@@ -40,6 +42,7 @@ const ENVIRONMENT: Record<string, string> = {
   [ENV.credentialsSecretId]: 'arn:aws:secretsmanager:eu-west-1:123456789012:secret:credentials-AbCdEf',
   [ENV.accessTokenSecretId]: 'arn:aws:secretsmanager:eu-west-1:123456789012:secret:token-AbCdEf',
   [ENV.itemsTableName]: 'items-table',
+  [ENV.itemsBucketName]: 'items-bucket',
   [ENV.revisionField]: 'revision',
   [ENV.deadLetterQueueUrl]: 'https://sqs.eu-west-1.amazonaws.com/123456789012/dlq',
   [ENV.controlTableName]: 'control-table',
@@ -90,5 +93,52 @@ describe.each(Object.keys(SDK_CALLS))('%s bundle', (prefix) => {
     expect(result.stderr).toBe('');
     expect(result.status).toBe(0);
     expect(result.stdout.trim()).toBe('function');
+  });
+});
+
+describe('the item sync lazy module (its S3 client, loaded when the first item too large for a row comes)', () => {
+  const dir = () => bundles['ItemSyncFunction']!;
+  const chunk = () => join(dir(), S3_ITEM_OBJECT_STORE_MODULE);
+
+  it('is left out of index.mjs, which imports it by its path when needed and holds no S3 client', () => {
+    expect(ITEM_SYNC_LAZY_MODULES).toEqual(['./adapters/s3-item-object-store.js']);
+    const code = readFileSync(join(dir(), 'index.mjs'), 'utf8');
+    expect(code).toContain(`import("${S3_ITEM_OBJECT_STORE_MODULE}")`);
+    expect(code).not.toContain('com.amazonaws.s3');
+    expect(code).not.toContain('PutObject');
+  });
+
+  it('is a minified ES module next to it (with a source map and the banner), the SDK inside but for the credential sources, under 400 KB', () => {
+    const code = readFileSync(chunk(), 'utf8');
+    expect(JSON.parse(readFileSync(join(dirname(chunk()), 'package.json'), 'utf8'))).toEqual({ type: 'module' });
+    expect(existsSync(`${chunk()}.map`)).toBe(true);
+    expect(code.startsWith("import { createRequire as __contentSyncCreateRequire } from 'node:module';")).toBe(true);
+    expect(code.split('\n').length).toBeLessThan(200);
+    expect(code).toContain('com.amazonaws.s3');
+    const packages = /["']((?:@aws-sdk|@smithy|@aws-lambda-powertools)\/[^"']+)/.source;
+    for (const match of code.matchAll(new RegExp(`import\\(\\s*${packages}["']\\s*\\)`, 'g'))) {
+      expect(LAMBDA_UNUSED_CREDENTIAL_SOURCES.some((source) => match[1] === source || match[1]!.startsWith(`${source}/`)), match[1]).toBe(true);
+    }
+    const signerAdvice = /\[require\((["'])@aws-sdk\/signature-v4(?:-crt|a)\1\);\] or an ESM equivalent such as \[import (["'])@aws-sdk\/signature-v4(?:-crt|a)\2;\]/g;
+    const staticImport = new RegExp(`(?:from|import)\\s*${packages}["']|require\\(\\s*${packages}`);
+    expect(staticImport.exec(code.replace(signerAdvice, ''))?.[0]).toBeUndefined();
+    expect(statSync(chunk()).size).toBeLessThan(400_000);
+  });
+
+  it('loads in Node after index.mjs and makes the items bucket store', () => {
+    const script = [
+      `const m = await import(${JSON.stringify(pathToFileURL(join(dir(), 'index.mjs')).href)});`,
+      `const s = await import(${JSON.stringify(pathToFileURL(chunk()).href)});`,
+      "const store = s.createS3ItemObjectStore('items-bucket');",
+      'console.log(typeof m.handler, store.bucketName, typeof store.put, typeof store.delete);',
+    ].join(' ');
+    const result = spawnSync(process.execPath, ['--enable-source-maps', '--input-type=module', '-e', script], {
+      env: { PATH: process.env.PATH, AWS_REGION: 'eu-west-1', AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED: 'true', ...ENVIRONMENT },
+      encoding: 'utf8',
+      timeout: 30_000,
+    });
+    expect(result.stderr).toBe('');
+    expect(result.status).toBe(0);
+    expect(result.stdout.trim()).toBe('function items-bucket function function');
   });
 });

@@ -148,6 +148,9 @@ describe('stateful stack', () => {
         'CredentialsSecretName',
         'DeadLetterQueueArn',
         'DeadLetterQueueUrl',
+        // The items bucket (test/infra/items-bucket.test.ts): its name, and its ARN as a named export.
+        'ExportContentSyncStatefulItemsBucketArn',
+        'ItemsBucketName',
         'ItemsTableName',
         'ItemsTableStreamArn',
         'QueueArn',
@@ -184,6 +187,9 @@ describe('stateful stack', () => {
         'AWS::SQS::QueuePolicy',
         'AWS::SecretsManager::Secret',
         'AWS::SecretsManager::Secret',
+        // The items bucket (test/infra/items-bucket.test.ts) with its TLS-only policy.
+        'AWS::S3::Bucket',
+        'AWS::S3::BucketPolicy',
         // Change events (test/infra/change-events.test.ts): the bus and the failure queue with its TLS policy.
         'AWS::Events::EventBus',
         'AWS::SQS::Queue',

@@ -57,6 +57,7 @@ beforeAll(() => {
   imports.queueArn = importOf(f, arn('AWS::SQS::Queue', 'SyncQueue'));
   imports.dlqUrl = importOf(f, ref('AWS::SQS::Queue', 'DeadLetterQueue'));
   imports.dlqArn = importOf(f, arn('AWS::SQS::Queue', 'DeadLetterQueue'));
+  imports.bucketName = importOf(f, ref('AWS::S3::Bucket', 'ItemsBucket'));
   imports.reconcileQueueArn = importOf(f, arn('AWS::SQS::Queue', 'ReconcileQueue'));
 });
 
@@ -259,6 +260,7 @@ describe('stateless stack', () => {
         [ENV.baseUrl]: 'https://provider.example.com/api/v2',
         [ENV.accessTokenSecretId]: imports.accessTokenSecret,
         [ENV.itemsTableName]: imports.tableName,
+        [ENV.itemsBucketName]: imports.bucketName,
         [ENV.revisionField]: 'revision',
         [ENV.deadLetterQueueUrl]: imports.dlqUrl,
         [ENV.controlTableName]: imports.controlTableName,
@@ -282,6 +284,7 @@ describe('stateless stack', () => {
           ENV.baseUrl,
           ENV.accessTokenSecretId,
           ENV.itemsTableName,
+          ENV.itemsBucketName,
           ENV.revisionField,
           ENV.deadLetterQueueUrl,
           ENV.controlTableName,
@@ -318,6 +321,13 @@ describe('stateless stack', () => {
         // Waiting records go back to the sync queue with a delay (SendMessageBatch is authorised by sqs:SendMessage).
         { Sid: 'Requeue', Effect: 'Allow', Action: 'sqs:SendMessage', Resource: imports.queueArn },
         { Sid: 'DeadLetter', Effect: 'Allow', Action: 'sqs:SendMessage', Resource: imports.dlqArn },
+        // Items too large for a row (test/infra/items-bucket.test.ts): put and delete under items/ only.
+        {
+          Sid: 'ItemObjects',
+          Effect: 'Allow',
+          Action: ['s3:PutObject', 's3:DeleteObject'],
+          Resource: { 'Fn::Join': ['', [{ 'Fn::ImportValue': 'ContentSyncStateful:ItemsBucketArn' }, '/items/*']] },
+        },
         // The SQS event source's grant; ChangeMessageVisibility is also how the function honours Retry-After.
         {
           Effect: 'Allow',
