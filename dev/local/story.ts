@@ -492,6 +492,8 @@ export interface StoryResult {
   /** Items at the provider at the end, and rows in the table. */
   providerItems: number;
   tableRows: number;
+  /** What the provider saw of each pass: requests, 429s, time. */
+  providerLoad: ProviderLoad[];
 }
 
 export const DEFAULT_ITEM_COUNT = 300;
@@ -514,7 +516,7 @@ interface StoryFindings {
 }
 
 /** The provider's side of a pass: item requests, how many it refused with 429, how fast they came. */
-interface ProviderLoad {
+export interface ProviderLoad {
   name: string;
   requests: number;
   rateLimited: number;
@@ -546,7 +548,8 @@ export async function runLocalStory(options: LocalStoryOptions = {}): Promise<St
     inMemory: options.inMemory,
     fresh: true,
     revisionField,
-    visibilityTimeoutSeconds: 3,
+    // Longer than an invocation may wait for the pace (the function's 60 s), as deployed: no copy is delivered twice.
+    visibilityTimeoutSeconds: 60,
     // The story shows one 429 with Retry-After: 1; the deployed minute-long floor would stall it.
     tunables: { [ENV.rateLimitMinDelaySeconds]: '1' },
     output: options.output,
