@@ -17,6 +17,7 @@ import { GetQueueAttributesCommand, SendMessageBatchCommand, SQSClient, type Sen
 import { DynamoDbCursorStore, fromRow, RECONCILE_CURSOR_KEY, toRow } from '../../../functions/reconciler/adapters/dynamodb-cursor-store.js';
 import { DynamoDbItemIds } from '../../../functions/reconciler/adapters/dynamodb-item-ids.js';
 import { RECONCILE_PASS_ATTRIBUTE, SqsReconcileQueue } from '../../../functions/reconciler/adapters/sqs-reconcile-queue.js';
+import { RECONCILE_PASS_ATTRIBUTE as SYNC_READS_RECONCILE_PASS } from '../../../functions/item-sync/adapters/sqs.js';
 import type { Cursor } from '../../../functions/reconciler/ports.js';
 import { TransientError } from '../../../functions/shared/errors.js';
 
@@ -222,7 +223,9 @@ describe('SqsReconcileQueue', () => {
   });
 
   it('sends {"id"} bodies with the Number attribute reconcilePass, ten to a SendMessageBatch', async () => {
+    // The attribute the item sync reads to tell a sweep record from a user's id.
     expect(RECONCILE_PASS_ATTRIBUTE).toBe('reconcilePass');
+    expect(SYNC_READS_RECONCILE_PASS).toBe(RECONCILE_PASS_ATTRIBUTE);
     sqs.on(SendMessageBatchCommand).callsFake(ok);
     const ids = Array.from({ length: 23 }, (_, index) => `id-${index}`);
     ids[5] = 'fld "quoted" é/..\\';
