@@ -43,12 +43,18 @@ export class DynamoMeter {
   readonly requests: Record<string, number> = {};
   readonly conditionalFailures: Record<string, number> = {};
   readonly writes: RecordedWrite[] = [];
+  /**
+   * The `itemObject` keys of rows replaced by a write whose answer was lost: the writer never learns
+   * them, so their objects stay in the items bucket (the soak's checks expect exactly these).
+   */
+  readonly lostAckReplacedObjectKeys: string[] = [];
   readonly injected = { throttled: 0, unprocessedResponses: 0, unprocessedKeys: 0, lostAcks: 0 };
 
   reset(): void {
     for (const key of Object.keys(this.requests)) delete this.requests[key];
     for (const key of Object.keys(this.conditionalFailures)) delete this.conditionalFailures[key];
     this.writes.length = 0;
+    this.lostAckReplacedObjectKeys.length = 0;
     this.injected.throttled = 0;
     this.injected.unprocessedResponses = 0;
     this.injected.unprocessedKeys = 0;
@@ -99,6 +105,9 @@ export function instrumentDynamo(client: DynamoDBClient, meter: DynamoMeter, cha
       if (write) meter.writes.push(write);
       if (chaos && chaos.lostAckRate > 0 && chaos.random() < chaos.lostAckRate) {
         meter.injected.lostAcks += 1;
+        // A PutItem's Attributes are the row it replaced (ReturnValues ALL_OLD); an UpdateItem's, the row as written.
+        const replaced = operation === 'PutItem' ? (result.output['Attributes'] as Record<string, AttributeValue> | undefined)?.['itemObject']?.M?.['key']?.S : undefined;
+        if (replaced !== undefined) meter.lostAckReplacedObjectKeys.push(replaced);
         const error = new Error('socket hang up after the write (injected: the answer was lost)') as Error & { code: string; $metadata: object };
         error.name = 'TimeoutError';
         error.code = 'ECONNRESET';

@@ -105,7 +105,7 @@ function bundlesSection(report: BenchReport): string[] {
       ['function', 'bundle', 'source map', 'cold import()', 'process start + import'],
       report.bundles.map((b) => [
         b.name,
-        `${(b.bytes / 1024).toFixed(0)} KiB`,
+        `${(b.bytes / 1024).toFixed(0)} KiB${b.lazyModules.map((m) => ` (+ ${(m.bytes / 1024).toFixed(0)} KiB ${m.module}, loaded when needed)`).join('')}`,
         `${(b.sourceMapBytes / 1024).toFixed(0)} KiB`,
         formatSummary(b.importMs, 0, ' ms'),
         formatSummary(b.processMs, 0, ' ms'),

@@ -1,6 +1,7 @@
 /**
  * The bench's world: the provider simulator (latency L) with enough items for every run, dynalite
- * with the items table, Secrets Manager and SQS in process (in-process-aws.ts: the sync reads the
+ * with the items table, s3rver with the items bucket (the generated items fit in a row: the sync
+ * never loads its S3 adapter here), Secrets Manager and SQS in process (in-process-aws.ts: the sync reads the
  * token once per container per ACCESS_TOKEN_CACHE_SECONDS, and calls SQS only for dead letters and
  * waiting records, which a bench batch does not produce), and two warm containers of the real sync
  * handler: in-batch concurrency C, and C = 1 (the sequential baseline).
@@ -16,6 +17,7 @@ import { attachSecrets, attachSqs, InProcessEventSource, type CallCounts } from 
 import { createContext, functionEnv, sqsEvent } from '../../fakes/lambda.js';
 import { LOCAL_CREDENTIALS, LOCAL_REGION } from '../../fakes/local-aws.js';
 import { MemoryPaceStore } from '../../fakes/memory-pace-store.js';
+import { startS3, type LocalS3 } from '../../fakes/s3.js';
 import { SecretStore } from '../../fakes/secrets-model.js';
 import { SqsModel } from '../../fakes/sqs-model.js';
 import { generateItemTree } from '../../simulator/item-tree.js';
@@ -24,6 +26,7 @@ import type { BenchOptions } from './options.js';
 
 export const NAMES = {
   table: 'content-sync-bench-items',
+  bucket: 'content-sync-bench-items',
   controlTable: 'content-sync-bench-control',
   queue: 'content-sync-sync-queue',
   deadLetterQueue: 'content-sync-dead-letters',
@@ -65,21 +68,25 @@ export async function setUpBench(o: BenchOptions): Promise<BenchWorld> {
   const clients: Array<{ destroy(): void }> = [];
   const capture = new OutputCapture();
   let dynalite: Dynalite | undefined;
+  let s3: LocalS3 | undefined;
   const close = async (): Promise<void> => {
     capture.stop();
     for (const client of clients) client.destroy();
     await sim.close();
     await dynalite?.close();
+    await s3?.close();
   };
   try {
     dynalite = await startDynalite({ where: o.dynalite, proxy: false });
     await dynalite.createItemsTable(NAMES.table);
+    s3 = await startS3();
+    await s3.createBucket(NAMES.bucket);
     const secrets = new SecretStore({ region: LOCAL_REGION });
     secrets.set(NAMES.accessTokenSecret, JSON.stringify({ accessToken: sim.issueAccessToken(), refreshedAt: new Date().toISOString() }));
     const sqs = new SqsModel({ region: LOCAL_REGION });
     sqs.createQueue(NAMES.deadLetterQueue);
     sqs.createQueue(NAMES.queue);
-    const { meter, ...containers } = containersOf(o, { sim, dynalite, secrets, sqs }, clients);
+    const { meter, ...containers } = containersOf(o, { sim, dynalite, s3, secrets, sqs }, clients);
     const queue = new InProcessEventSource(sqs, NAMES.queue, 0);
     const freshIds = tree.map((item) => item.id);
     let nextFresh = 0;
@@ -116,7 +123,7 @@ export async function setUpBench(o: BenchOptions): Promise<BenchWorld> {
 /** The two handlers, each a container of its own (clients, token cache), sharing the DynamoDB meter. */
 function containersOf(
   o: BenchOptions,
-  aws: { sim: ProviderSimulator; dynalite: Dynalite; secrets: SecretStore; sqs: SqsModel },
+  aws: { sim: ProviderSimulator; dynalite: Dynalite; s3: LocalS3; secrets: SecretStore; sqs: SqsModel },
   clients: Array<{ destroy(): void }>,
 ): Pick<BenchWorld, 'handlers' | 'tokenCacheSeconds' | 'secretsCalls'> & { meter: DynamoMeter } {
   const meter = new DynamoMeter();
@@ -125,6 +132,7 @@ function containersOf(
     baseUrl: aws.sim.baseUrl,
     accessTokenSecretId: NAMES.accessTokenSecret,
     itemsTableName: NAMES.table,
+    itemsBucketName: NAMES.bucket,
     controlTableName: NAMES.controlTable,
     revisionField: 'revision',
     deadLetterQueueUrl: aws.sqs.queue(NAMES.deadLetterQueue).url,
@@ -136,8 +144,9 @@ function containersOf(
     const dynamodb = instrumentDynamo(aws.dynalite.client(), meter);
     const sqs = attachSqs(new SQSClient({ region: LOCAL_REGION, credentials: LOCAL_CREDENTIALS }), aws.sqs);
     const secrets = attachSecrets(new SecretsManagerClient({ region: LOCAL_REGION, credentials: LOCAL_CREDENTIALS }), aws.secrets, secretsCalls);
-    clients.push(dynamodb, sqs, secrets);
-    return createSyncHandler({ config: loadSyncConfig({ ...env, ...functionEnv({ fetchConcurrency: String(concurrency) }) }), dynamodb, sqs, secrets, paceStore });
+    const s3 = aws.s3.client();
+    clients.push(dynamodb, sqs, secrets, s3);
+    return createSyncHandler({ config: loadSyncConfig({ ...env, ...functionEnv({ fetchConcurrency: String(concurrency) }) }), dynamodb, sqs, secrets, s3, paceStore });
   };
   return {
     handlers: { concurrent: makeHandler(o.concurrency), sequential: makeHandler(1) },

@@ -15,6 +15,9 @@ function escapeRegExp(text: string): string {
   return text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
 }
 
+/** The soak's PROVIDER_MAX_RESPONSE_BYTES: smaller than the default, so that an item over it stays cheap to serve. */
+export const SOAK_MAX_RESPONSE_BYTES = 2 * 1024 * 1024;
+
 /** The deliberately bad messages of a soak, and the dead-letter reason each must get. */
 export function badMessages(revisionField: string): BadMessage[] {
   const field = escapeRegExp(revisionField);
@@ -59,6 +62,12 @@ export function badMessages(revisionField: string): BadMessage[] {
       body: '  bad-other-id  ',
       expected: /answered with another item/,
       setup: (sim) => sim.setItem(withRevision(itemWithout('someone-else', {}), revisionField, 3), 'bad-other-id'),
+    },
+    {
+      what: 'item: larger than PROVIDER_MAX_RESPONSE_BYTES',
+      body: '{"id": "bad-too-large"}',
+      expected: new RegExp(`^the provider cannot serve this item as asked \\(getItem: the response body exceeds ${SOAK_MAX_RESPONSE_BYTES} bytes; HTTP 200\\)$`),
+      setup: (sim) => sim.setItem(withRevision(itemWithout('bad-too-large', { content: 'x'.repeat(SOAK_MAX_RESPONSE_BYTES + 1024) }), revisionField, 1)),
     },
     {
       what: 'item: unknown type',

@@ -1,7 +1,7 @@
 /**
  * The soak's verdict after quiescence. The checks are pure functions of what the run left behind
- * (the provider's final items, the table's rows, the writes the table took, the dead letters and
- * the output), so that they are tested themselves (test/dev/bench/soak/checks.test.ts): each must
+ * (the provider's final items, the table's rows, the objects in the items bucket, the writes the
+ * table took, the dead letters and the output), so that they are tested themselves (test/dev/bench/soak/checks.test.ts): each must
  * catch the failure it is there for. `judge` applies them to a run.
  */
 import { mkdirSync, writeFileSync } from 'node:fs';
@@ -11,9 +11,11 @@ import type { AttributeValue } from '@aws-sdk/client-dynamodb';
 import { revisionText } from '../../../functions/item-sync/item.js';
 import { fromAttributeValue } from '../../../functions/item-sync/adapters/dynamodb-item-store.js';
 import { getPath } from '../../../functions/shared/json.js';
-import { occurrences } from '../../fakes/capture-output.js';
+import { ITEM_OBJECT_PREFIX } from '../../../functions/item-sync/item-writer.js';
+import { jsonLines, occurrences } from '../../fakes/capture-output.js';
 import type { RecordedWrite } from '../../fakes/dynamo-meter.js';
 import { sumEmfMetrics } from '../../fakes/emf.js';
+import { itemObjectOf, listObjects, readItemObject, type ItemObjectRead } from '../../fakes/s3.js';
 import type { StoredMessage } from '../../fakes/sqs-model.js';
 import type { Feed } from './feed.js';
 import type { RunResult } from './run.js';
@@ -56,7 +58,7 @@ export interface StateCheck {
   itemsLost: number;
   /** Rows at another revision than the provider's, live rows for deleted items, tombstones for live ones. */
   itemsStale: number;
-  /** Rows at the right revision whose `item` is not the provider's item. */
+  /** Rows at the right revision whose item (inline, or read from the items bucket) is not the provider's item. */
   contentMismatches: number;
   /** Rows for ids that were never sent as good messages. */
   unexpectedRows: number;
@@ -65,13 +67,16 @@ export interface StateCheck {
 
 /**
  * `goodIds`: every id sent in a well-formed message; `providerItem(id)`: the item the provider
- * serves now (undefined once deleted); `rows`: the table after quiescence.
+ * serves now (undefined once deleted); `rows`: the table after quiescence; `objects`: the object of
+ * each row that points to the items bucket, read back (a row whose object was not found there is
+ * left to checkObjects, which counts it).
  */
 export function checkState(
   goodIds: Iterable<string>,
   providerItem: (id: string) => Record<string, unknown> | undefined,
   rows: ReadonlyMap<string, Row>,
   revisionField: string,
+  objects: ReadonlyMap<string, ItemObjectRead> = new Map(),
 ): StateCheck {
   const result: StateCheck = { itemsLost: 0, itemsStale: 0, contentMismatches: 0, unexpectedRows: 0, details: [] };
   const note = (line: string): void => {
@@ -92,9 +97,17 @@ export function checkState(
       if (deleted || row['revision']?.S !== latest) {
         result.itemsStale += 1;
         note(`stale: ${id} stored ${row['revision']?.S}${deleted ? ' (deleted)' : ''}, provider ${latest}`);
-      } else if (!isDeepStrictEqual(fromAttributeValue(row['item'] ?? { NULL: true }), item)) {
-        result.contentMismatches += 1;
-        note(`content differs: ${id}`);
+      } else if (row['itemObject'] === undefined) {
+        if (!isDeepStrictEqual(fromAttributeValue(row['item'] ?? { NULL: true }), item)) {
+          result.contentMismatches += 1;
+          note(`content differs: ${id}`);
+        }
+      } else {
+        const read = objects.get(id);
+        if (read?.kind === 'found' && !isDeepStrictEqual(read.item, item)) {
+          result.contentMismatches += 1;
+          note(`content differs: ${id} (its object in the items bucket)`);
+        }
       }
     } else if (row && !deleted) {
       // Deleted at the provider: a row must be a tombstone (no row: it was never stored, also right).
@@ -109,6 +122,95 @@ export function checkState(
     }
   }
   return result;
+}
+
+export interface ObjectCheck {
+  /** Rows (live or tombstones) whose item is in the items bucket. */
+  rowsWithObject: number;
+  /** Rows whose itemObject points to no object. */
+  pointersToNothing: number;
+  /** Objects that are not what their row says (size, SHA-256, not a JSON object), or a malformed itemObject. */
+  objectMismatches: number;
+  /** Objects no row points to that nothing explains. */
+  orphanedObjects: number;
+  /**
+   * Objects no row points to that the run explains: the sync logged each one it left
+   * ("item object left in the bucket", e.g. a failed delete), or it belonged to a row replaced by
+   * a write whose answer was lost (the writer never learns that row).
+   */
+  orphansExplained: number;
+  /** Rows whose object could not be read, plus 1 when the bucket could not be listed: what the check could not look at. */
+  objectsUnchecked: number;
+  details: string[];
+}
+
+/**
+ * The items bucket against the table: every row's object is there and is what the row says, and
+ * every object under items/ is pointed to by a row, unless the run explains it (`explained`).
+ * `reads`: each itemObject row's object read back (readItemObject), by id; `listing`: the keys
+ * under items/ with their sizes, or why the bucket could not be listed.
+ */
+export function checkObjects(
+  rows: ReadonlyMap<string, Row>,
+  reads: ReadonlyMap<string, ItemObjectRead>,
+  listing: ReadonlyMap<string, number> | { error: string },
+  explained: ReadonlySet<string>,
+): ObjectCheck {
+  const result: ObjectCheck = { rowsWithObject: 0, pointersToNothing: 0, objectMismatches: 0, orphanedObjects: 0, orphansExplained: 0, objectsUnchecked: 0, details: [] };
+  const note = (line: string): void => {
+    if (result.details.length < 20) result.details.push(line);
+  };
+  const pointed = new Set<string>();
+  for (const [id, row] of rows) {
+    if (row['itemObject'] === undefined) continue;
+    result.rowsWithObject += 1;
+    const key = itemObjectOf(fromAttributeValue({ M: row }) as Record<string, unknown>)?.key;
+    if (key !== undefined) pointed.add(key);
+    const read = reads.get(id);
+    switch (read?.kind) {
+      case 'found':
+        break;
+      case 'missing':
+        result.pointersToNothing += 1;
+        note(`pointer to nothing: ${id} -> ${key}`);
+        break;
+      case 'mismatch':
+        result.objectMismatches += 1;
+        note(`object not what its row says: ${id} (${read.why})`);
+        break;
+      case 'unreadable':
+        result.objectsUnchecked += 1;
+        note(`object not read: ${id} (${read.error})`);
+        break;
+      default:
+        result.objectsUnchecked += 1;
+        note(`object not read: ${id}`);
+    }
+  }
+  if ('error' in listing) {
+    result.objectsUnchecked += 1;
+    note(`the items bucket could not be listed (${listing.error}): objects no row points to were not looked for`);
+    return result;
+  }
+  for (const key of listing.keys()) {
+    if (pointed.has(key)) continue;
+    if (explained.has(key)) {
+      result.orphansExplained += 1;
+    } else {
+      result.orphanedObjects += 1;
+      note(`object no row points to: ${key}`);
+    }
+  }
+  return result;
+}
+
+/** The keys the sync logged as "item object left in the bucket". */
+export function objectsLeftInLogs(output: string): string[] {
+  const keys: string[] = [];
+  for (const line of jsonLines(output)) {
+    if (typeof line !== 'string' && line['message'] === 'item object left in the bucket' && typeof line['objectKey'] === 'string') keys.push(line['objectKey']);
+  }
+  return keys;
 }
 
 export interface WriteCheck {
@@ -247,6 +349,14 @@ export interface SoakFigures {
   contentMismatches: number;
   /** Rows for ids never sent as good messages (a bad id stored). */
   unexpectedRows: number;
+  /** Rows whose itemObject points to no object in the items bucket. */
+  pointersToNothing: number;
+  /** Objects that are not what their row says (size, SHA-256, content). */
+  objectMismatches: number;
+  /** Objects in the items bucket no row points to, that no log line or lost answer explains. */
+  orphanedObjects: number;
+  /** Rows whose object could not be read, or 1 when the bucket could not be listed. */
+  objectsUnchecked: number;
   /** Successful writes that stored an (id, revision|deleted) state the table had already held. */
   excessWrites: number;
   /** Distinct bad messages dead-lettered with the expected reason. */
@@ -275,6 +385,9 @@ export interface Verdict {
   problems: string[];
   rows: ReadonlyMap<string, Row>;
   writes: WriteCheck;
+  objects: ObjectCheck;
+  /** What the sync logged about item objects: written, deleted, kept after a lost answer, left behind. */
+  objectLog: { written: number; deleted: number; kept: number; left: number };
   deadLetters: DeadLetterCheck;
   /** Sums of the handlers' own EMF metrics. */
   handlerMetrics: Record<string, number>;
@@ -285,7 +398,8 @@ export interface Verdict {
 export async function judge(world: SoakWorld, feed: Feed, run: RunResult): Promise<Verdict> {
   const { o } = world;
   const rows = new Map((await world.dynalite.scan(NAMES.table)).map((row) => [row['id']!.S!, row]));
-  const state = checkState(feed.ledger.goodIds, (id) => world.sim.getItem(id), rows, o.revisionField);
+  const { reads, listing } = await readBucket(world, rows);
+  const state = checkState(feed.ledger.goodIds, (id) => world.sim.getItem(id), rows, o.revisionField, reads);
   const writes = checkWrites(world.meter.writes);
   // A bad message the sync sent again before it died carries the id of the copy: the original's id counts.
   const dead = deadLetterEntries(world.sqs.peek(NAMES.deadLetterQueue)).map((entry) => ({
@@ -296,6 +410,7 @@ export async function judge(world: SoakWorld, feed: Feed, run: RunResult): Promi
 
   // Tokens: every token issued or stored, searched in the output, the dead letters and the answers.
   const output = world.capture.text();
+  const objects = checkObjects(rows, reads, listing, new Set([...objectsLeftInLogs(output), ...world.meter.lostAckReplacedObjectKeys]));
   for (const token of tokensInSecrets(world.secrets.history.map((entry) => entry.value))) world.tokens.add(token);
   const texts = [output, ...dead.map((entry) => `${entry.body}\n${JSON.stringify(entry.attributes)}`), ...run.answers];
   if (o.logFile) {
@@ -307,6 +422,10 @@ export async function judge(world: SoakWorld, feed: Feed, run: RunResult): Promi
     itemsStale: state.itemsStale,
     contentMismatches: state.contentMismatches,
     unexpectedRows: state.unexpectedRows,
+    pointersToNothing: objects.pointersToNothing,
+    objectMismatches: objects.objectMismatches,
+    orphanedObjects: objects.orphanedObjects,
+    objectsUnchecked: objects.objectsUnchecked,
     excessWrites: writes.excessWrites,
     deadLetteredExpected: deadCheck.expected,
     badMessages: deadCheck.bad,
@@ -319,8 +438,14 @@ export async function judge(world: SoakWorld, feed: Feed, run: RunResult): Promi
     deliveredBeforeRetryAfter: world.sqs.queue(NAMES.queue).stats.deliveredBeforeRetryAfter,
   };
   const problems = problemsOf(figures, run.timedOut ? o.maxDurationMs : undefined);
-  problems.push(...[...state.details, ...writes.details, ...deadCheck.details].map((line) => `  ${line}`));
-  return { figures, problems, rows, writes, deadLetters: deadCheck, handlerMetrics: sumEmfMetrics(output), outputBytes: output.length };
+  problems.push(...[...state.details, ...objects.details, ...writes.details, ...deadCheck.details].map((line) => `  ${line}`));
+  const objectLog = {
+    written: occurrences(output, '"message":"item too large for a row; storing it in the items bucket"'),
+    deleted: occurrences(output, '"message":"item object deleted"'),
+    kept: occurrences(output, '"message":"item object kept: its row was written after all'),
+    left: occurrences(output, '"message":"item object left in the bucket"'),
+  };
+  return { figures, problems, rows, writes, objects, objectLog, deadLetters: deadCheck, handlerMetrics: sumEmfMetrics(output), outputBytes: output.length };
 }
 
 const EXPECT_ZERO: Array<[keyof SoakFigures, string]> = [
@@ -328,6 +453,10 @@ const EXPECT_ZERO: Array<[keyof SoakFigures, string]> = [
   ['itemsStale', 'items stale'],
   ['contentMismatches', 'rows whose item differs from the provider'],
   ['unexpectedRows', 'rows for ids never sent as good messages'],
+  ['pointersToNothing', 'rows pointing to no object in the items bucket'],
+  ['objectMismatches', 'objects not what their row says'],
+  ['orphanedObjects', 'objects no row points to (unexplained)'],
+  ['objectsUnchecked', 'objects the check could not read (or list)'],
   ['excessWrites', 'writes minus real changes'],
   ['deadLetteredUnexpected', 'unexpected dead letters'],
   ['deadLetteredWrongReason', 'bad messages dead-lettered for the wrong reason'],
@@ -348,4 +477,29 @@ function problemsOf(figures: SoakFigures, timedOutAfterMs: number | undefined): 
     problems.push(`bad messages dead-lettered with their reason: ${figures.deadLetteredExpected} of ${figures.badMessages}`);
   }
   return problems;
+}
+
+/** Each itemObject row's object read back, and the keys under items/ (or why they could not be listed). */
+async function readBucket(
+  world: SoakWorld,
+  rows: ReadonlyMap<string, Row>,
+): Promise<{ reads: Map<string, ItemObjectRead>; listing: Map<string, number> | { error: string } }> {
+  const s3 = world.s3.client();
+  try {
+    const reads = new Map<string, ItemObjectRead>();
+    for (const [id, row] of rows) {
+      if (row['itemObject'] === undefined) continue;
+      const pointer = itemObjectOf(fromAttributeValue({ M: row }) as Record<string, unknown>);
+      reads.set(id, pointer ? await readItemObject(s3, NAMES.bucket, pointer) : { kind: 'mismatch', why: 'itemObject is not {key, size, sha256}' });
+    }
+    let listing: Map<string, number> | { error: string };
+    try {
+      listing = await listObjects(s3, NAMES.bucket, ITEM_OBJECT_PREFIX);
+    } catch (error) {
+      listing = { error: `${(error as Error).name}: ${(error as Error).message}` };
+    }
+    return { reads, listing };
+  } finally {
+    s3.destroy();
+  }
 }

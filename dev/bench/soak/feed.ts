@@ -3,8 +3,10 @@
  *
  * - the initial feed: every id once, shuffled, with the bad messages at random places, some
  *   messages delivered twice (SQS's at-least-once delivery);
- * - the change feed, while the sync runs: revision bumps (often of items in flight right then),
- *   deletions, creations and re-creations, each followed by a change notification for the id;
+ * - the change feed, while the sync runs: revision bumps (often of items in flight right then; a
+ *   share of them make an item cross DynamoDB's row limit: a large one shrinks back, a small file
+ *   grows past it), deletions, creations and re-creations, each followed by a change notification
+ *   for the id;
  * - token rotations at fixed points of the first deliveries: every access token is revoked, then
  *   the refresher runs (containers holding a cached token meet 401s in between).
  *
@@ -15,7 +17,7 @@ import type { StoredMessage } from '../../fakes/sqs-model.js';
 import { mulberry32 } from '../../simulator/item-tree.js';
 import type { SimulatorItem } from '../../simulator/provider-simulator.js';
 import { withRevision, type BadMessage } from './bad-messages.js';
-import { NAMES, type SoakWorld } from './setup.js';
+import { LARGE_FIELD, largeText, NAMES, type SoakWorld } from './setup.js';
 
 export type ChangeKind = 'bump' | 'delete' | 'create' | 'resurrect';
 
@@ -135,6 +137,9 @@ function decrement(counts: Map<string, number>, key: string): void {
 export interface FeedStats {
   bumped: number;
   bumpedWhileInFlight: number;
+  /** Bumps that made a file too large for a row, and bumps that made a large one fit again. */
+  grown: number;
+  shrunk: number;
   deleted: number;
   created: number;
   resurrected: number;
@@ -142,7 +147,7 @@ export interface FeedStats {
 
 export class Feed {
   readonly ledger = new Ledger();
-  readonly stats: FeedStats = { bumped: 0, bumpedWhileInFlight: 0, deleted: 0, created: 0, resurrected: 0 };
+  readonly stats: FeedStats = { bumped: 0, bumpedWhileInFlight: 0, grown: 0, shrunk: 0, deleted: 0, created: 0, resurrected: 0 };
   /** Date.now() of the last change or rotation. */
   lastEventAt = Date.now();
   /** Items live at the provider, and deleted ones with their last state. */
@@ -253,6 +258,14 @@ export class Feed {
   }
 
   private bump(): string {
+    if (this.runRandom() < this.world.o.resizeShare) {
+      const resized = this.resize();
+      if (resized !== undefined) {
+        this.world.sim.bumpRevision(resized);
+        this.stats.bumped += 1;
+        return resized;
+      }
+    }
     const inFlight = [...this.ledger.inFlightItems.keys()].filter((id) => this.liveIndex.has(id));
     const whileInFlight = inFlight.length > 0 && this.runRandom() < 0.5;
     const id = whileInFlight ? this.pick(inFlight) : this.pick(this.liveIds);
@@ -262,10 +275,41 @@ export class Feed {
     return id;
   }
 
+  /** A large file fits in a row again, or a small file outgrows its row (half and half while there are large ones). */
+  private resize(): string | undefined {
+    const { large, sim, o } = this.world;
+    const liveLarge = [...large].filter((id) => this.liveIndex.has(id));
+    if (liveLarge.length > 0 && this.runRandom() < 0.5) {
+      const id = this.pick(liveLarge);
+      const { [LARGE_FIELD]: _dropped, ...small } = sim.getItem(id)!;
+      sim.setItem(small as SimulatorItem);
+      large.delete(id);
+      this.stats.shrunk += 1;
+      return id;
+    }
+    for (let attempt = 0; attempt < 20; attempt += 1) {
+      const id = this.pick(this.liveIds);
+      const item = sim.getItem(id);
+      if (item?.type !== 'file' || large.has(id)) continue;
+      sim.setItem({ ...item, [LARGE_FIELD]: largeText(o.seed) });
+      large.add(id);
+      this.stats.grown += 1;
+      return id;
+    }
+    return undefined;
+  }
+
+  /** Whether the item now carries the large field (after a re-creation or a copy). */
+  private trackSize(id: string): void {
+    if (this.world.sim.getItem(id)?.[LARGE_FIELD] !== undefined) this.world.large.add(id);
+    else this.world.large.delete(id);
+  }
+
   private delete(): string {
     const id = this.pick(this.liveIds);
     this.deletedItems.set(id, this.world.sim.getItem(id)!);
     this.world.sim.deleteItem(id);
+    this.world.large.delete(id);
     this.removeLive(id);
     this.stats.deleted += 1;
     return id;
@@ -275,6 +319,7 @@ export class Feed {
     const id = this.pick([...this.deletedItems.keys()]);
     this.world.sim.setItem(this.deletedItems.get(id)!);
     this.world.sim.bumpRevision(id); // a revision never goes back: the item returns with a newer one
+    this.trackSize(id);
     this.deletedItems.delete(id);
     this.addLive(id);
     this.stats.resurrected += 1;
@@ -286,6 +331,7 @@ export class Feed {
     const template = this.world.sim.getItem(this.pick(this.liveIds))!;
     const id = `new-${this.world.o.seed}-${String(this.created).padStart(5, '0')}`;
     this.world.sim.setItem(withRevision({ ...template, id, name: `created while syncing ${this.created}` }, this.world.o.revisionField, 1));
+    this.trackSize(id);
     this.addLive(id);
     this.stats.created += 1;
     return id;

@@ -47,6 +47,12 @@ export interface SoakOptions {
   lostAckRate: number;
   /** Secrets Manager GetSecretValue failures. */
   secretsFailureRate: number;
+  /** Share of the tree's files too large for a DynamoDB row (stored whole in the items bucket); at least 3 such files. */
+  largeItemShare: number;
+  /** Share of revision bumps that make an item cross the row limit (a large one shrinks, a small one grows). */
+  resizeShare: number;
+  /** Share of the handlers' S3 PutObject and DeleteObject calls that fail (injected, above the SDK's retries). */
+  s3FailureRate: number;
   /** SQS faults on the handler's calls. */
   deadLetterSendFailureRate: number;
   visibilityFailureRate: number;
@@ -87,6 +93,9 @@ export const SOAK_DEFAULTS: Omit<SoakOptions, 'logFile' | 'progress'> = {
   unprocessedRate: 0.1,
   lostAckRate: 0.01,
   secretsFailureRate: 0.05,
+  largeItemShare: 0.01,
+  resizeShare: 0.2,
+  s3FailureRate: 0.05,
   deadLetterSendFailureRate: 0.3,
   visibilityFailureRate: 0.1,
   dynalite: 'child',

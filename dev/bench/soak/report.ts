@@ -6,7 +6,7 @@ import type { Feed, FeedStats } from './feed.js';
 import type { SoakOptions } from './options.js';
 import type { ProviderFigures } from './provider-tally.js';
 import type { RunResult } from './run.js';
-import { NAMES, type SoakWorld } from './setup.js';
+import { LARGE_FIELD, NAMES, type SoakWorld } from './setup.js';
 
 export interface SoakReport {
   ok: boolean;
@@ -53,6 +53,18 @@ export interface SoakReport {
       lostAcksInjected: number;
     };
     secrets: { getSecretValue: number; putSecretValue: number; failuresInjected: number };
+    /** The items bucket: rows pointing there at the end, what the sync did with objects, the faults injected. */
+    objects: {
+      rowsWithObject: number;
+      largeAtStart: number;
+      written: number;
+      deleted: number;
+      keptAfterLostAnswer: number;
+      leftBehind: number;
+      orphansExplained: number;
+      putFailuresInjected: number;
+      deleteFailuresInjected: number;
+    };
     sqs: CallCounts;
     /** Sums of the handlers' own EMF metrics. */
     handlerMetrics: Record<string, number>;
@@ -88,6 +100,17 @@ export function buildReport(world: SoakWorld, feed: Feed, run: RunResult, verdic
         unprocessedResponsesInjected: world.meter.injected.unprocessedResponses,
         unprocessedKeysInjected: world.meter.injected.unprocessedKeys,
         lostAcksInjected: world.meter.injected.lostAcks,
+      },
+      objects: {
+        rowsWithObject: verdict.objects.rowsWithObject,
+        largeAtStart: world.tree.filter((item) => item[LARGE_FIELD] !== undefined).length,
+        written: verdict.objectLog.written,
+        deleted: verdict.objectLog.deleted,
+        keptAfterLostAnswer: verdict.objectLog.kept,
+        leftBehind: verdict.objectLog.left,
+        orphansExplained: verdict.objects.orphansExplained,
+        putFailuresInjected: world.injected.s3PutFailures,
+        deleteFailuresInjected: world.injected.s3DeleteFailures,
       },
       secrets: {
         getSecretValue: world.calls.secrets['GetSecretValue'] ?? 0,
@@ -158,6 +181,10 @@ function checksTable(f: SoakFigures): string {
     ['items stale after quiescence (revision or tombstone)', n(f.itemsStale), '0'],
     ['rows whose item differs from the provider', n(f.contentMismatches), '0'],
     ['rows for ids never sent as good messages', n(f.unexpectedRows), '0'],
+    ['rows pointing to no object in the items bucket', n(f.pointersToNothing), '0'],
+    ['objects not what their row says (size, SHA-256, content)', n(f.objectMismatches), '0'],
+    ['objects no row points to, unexplained', n(f.orphanedObjects), '0'],
+    ['objects the check could not read or list', n(f.objectsUnchecked), '0'],
     ['writes minus real changes', n(f.excessWrites), '0'],
     ['dead-lettered: deliberately bad, right reason', `${n(f.deadLetteredExpected)} of ${n(f.badMessages)}`, `${n(f.badMessages)} of ${n(f.badMessages)}`],
     ['dead-lettered: anything else', n(f.deadLetteredUnexpected), '0'],
@@ -190,6 +217,10 @@ function faultLines(report: SoakReport): string[] {
       `${n(d.throttlesInjected)} throttled, ${n(d.unprocessedResponsesInjected)} BatchGetItem answers with ${n(d.unprocessedKeysInjected)} unprocessed keys, ` +
       `${n(d.lostAcksInjected)} write acknowledgements lost; ${n(d.writes)} writes, ` +
       `${Object.entries(d.conditionalFailures).map(([op, count]) => `${n(count)} ${op}`).join(', ') || 'no'} conditional failures`,
+    `  items bucket: ${n(a.objects.largeAtStart)} files too large for a row at the start, ${n(a.changeFeed.grown)} grew past the limit and ${n(a.changeFeed.shrunk)} shrank back; ` +
+      `${n(a.objects.written)} objects written, ${n(a.objects.deleted)} deleted, ${n(a.objects.keptAfterLostAnswer)} kept after a lost answer, ` +
+      `${n(a.objects.leftBehind)} left behind (logged; ${n(a.objects.orphansExplained)} explained objects without a row at the end); ` +
+      `injected: ${a.objects.putFailuresInjected} PutObject and ${a.objects.deleteFailuresInjected} DeleteObject failures; ${n(a.objects.rowsWithObject)} rows point to the bucket at the end`,
     `  Secrets Manager: ${n(a.secrets.getSecretValue)} GetSecretValue (${a.secrets.failuresInjected} failed, injected; ` +
       `${((a.secrets.getSecretValue * 1000) / Math.max(1, m.deliveries)).toFixed(1)} per 1,000 deliveries, refresher included), ${n(a.secrets.putSecretValue)} PutSecretValue`,
     `  handlers' metrics: ${Object.entries(a.handlerMetrics).map(([name, value]) => `${name} ${n(value)}`).join(', ')}`,

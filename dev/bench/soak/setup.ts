@@ -1,10 +1,12 @@
 /**
- * The soak's world before the first message: the provider simulator with its tree, its faults and
- * the deliberately bad items; dynalite with the items table; the SQS and Secrets Manager models in
+ * The soak's world before the first message: the provider simulator with its tree (a few files too
+ * large for a row), its faults and the deliberately bad items; dynalite with the items table;
+ * s3rver with the items bucket (a share of the handlers' S3 calls fail, injected); the SQS and Secrets Manager models in
  * process with their injected faults; one sync handler per instance (each its own container: its
  * own clients, token cache and random source) and the token refresher, which runs once as the
  * deployment would.
  */
+import { S3ServiceException, type S3Client } from '@aws-sdk/client-s3';
 import { SecretsManagerClient } from '@aws-sdk/client-secrets-manager';
 import { SQSClient } from '@aws-sdk/client-sqs';
 import { createSyncHandler, type SyncHandler } from '../../../functions/item-sync/app.js';
@@ -18,17 +20,19 @@ import { attachSecrets, attachSqs, type CallCounts } from '../../fakes/in-proces
 import { functionEnv } from '../../fakes/lambda.js';
 import { LOCAL_CREDENTIALS, LOCAL_REGION } from '../../fakes/local-aws.js';
 import { MemoryPaceStore } from '../../fakes/memory-pace-store.js';
+import { startS3, type LocalS3 } from '../../fakes/s3.js';
 import { SecretStore } from '../../fakes/secrets-model.js';
 import { ServiceError } from '../../fakes/service-error.js';
 import { SqsModel } from '../../fakes/sqs-model.js';
 import { generateItemTree, mulberry32 } from '../../simulator/item-tree.js';
 import { ProviderSimulator, type Fault, type FaultRule, type SimulatorItem } from '../../simulator/provider-simulator.js';
-import { badMessages, type BadMessage } from './bad-messages.js';
+import { badMessages, SOAK_MAX_RESPONSE_BYTES, type BadMessage } from './bad-messages.js';
 import type { SoakOptions } from './options.js';
 import { ProviderTally } from './provider-tally.js';
 
 export const NAMES = {
   table: 'content-sync-items',
+  bucket: 'content-sync-items',
   controlTable: 'content-sync-control',
   queue: 'content-sync-sync-queue',
   deadLetterQueue: 'content-sync-dead-letters',
@@ -41,6 +45,8 @@ interface InjectedFaults {
   deadLetterSendFailures: number;
   visibilityChangeFailures: number;
   secretsFailures: number;
+  s3PutFailures: number;
+  s3DeleteFailures: number;
 }
 
 interface TokenStats {
@@ -64,6 +70,10 @@ export interface SoakWorld {
   /** A progress line, around the capture. */
   say(line: string): void;
   dynalite: Dynalite;
+  /** s3rver with the items bucket; `s3.client()` makes clients that reach it. */
+  s3: LocalS3;
+  /** Files that carry the large field now (the change feed makes some cross the row limit). */
+  large: Set<string>;
   secrets: SecretStore;
   sqs: SqsModel;
   queueUrl: string;
@@ -82,19 +92,23 @@ export interface SoakWorld {
 export async function setUpSoak(o: SoakOptions): Promise<SoakWorld> {
   const startedAt = new Date();
   const t0 = Date.now();
-  const { tree, sim, bad, tokens } = await startProvider(o);
+  const { tree, sim, bad, tokens, large } = await startProvider(o);
   const capture = new OutputCapture();
   const clients: Array<{ destroy(): void }> = [];
   let dynalite: Dynalite | undefined;
+  let s3: LocalS3 | undefined;
   const close = async (): Promise<void> => {
     capture.stop();
     for (const client of clients) client.destroy();
     await sim.close();
     await dynalite?.close();
+    await s3?.close();
   };
   try {
     dynalite = await startDynalite({ where: o.dynalite, proxy: false });
     await dynalite.createItemsTable(NAMES.table);
+    s3 = await startS3();
+    await s3.createBucket(NAMES.bucket);
     const aws = awsModels(o, sim);
     const world: SoakWorld = {
       o,
@@ -108,6 +122,8 @@ export async function setUpSoak(o: SoakOptions): Promise<SoakWorld> {
       capture,
       say: (line) => capture.released(() => o.progress?.(line)),
       dynalite,
+      s3,
+      large,
       ...aws,
       calls: { sqs: {}, secrets: {} },
       meter: new DynamoMeter(),
@@ -128,8 +144,11 @@ export async function setUpSoak(o: SoakOptions): Promise<SoakWorld> {
 }
 
 /** The provider: the tree, the bad items and faults (specific rules first: the first match wins), and every token it issues. */
-async function startProvider(o: SoakOptions): Promise<{ tree: SimulatorItem[]; sim: ProviderSimulator; bad: BadMessage[]; tokens: Set<string> }> {
+async function startProvider(
+  o: SoakOptions,
+): Promise<{ tree: SimulatorItem[]; sim: ProviderSimulator; bad: BadMessage[]; tokens: Set<string>; large: Set<string> }> {
   const tree = generateItemTree({ count: o.ids, seed: o.seed, revisionField: o.revisionField });
+  const large = makeLarge(tree, o);
   const sim = await ProviderSimulator.start({ latencyMs: o.latencyMs, rotateRefreshToken: true, revisionField: o.revisionField, items: tree, seed: o.seed });
   const bad = badMessages(o.revisionField);
   for (const message of bad) message.setup?.(sim);
@@ -142,7 +161,25 @@ async function startProvider(o: SoakOptions): Promise<{ tree: SimulatorItem[]; s
     tokens.add(token);
     return token;
   };
-  return { tree, sim, bad, tokens };
+  return { tree, sim, bad, tokens, large };
+}
+
+/** The field that makes an item too large for a row: about 450 KB of text (over DynamoDB's 400 KB). */
+export const LARGE_FIELD = 'transcript';
+
+export function largeText(seed: number): string {
+  return `transcript ${seed}: `.padEnd(450 * 1024, 'All work and no play. ');
+}
+
+/** Gives a share of the tree's files (at least 3) the large field; their ids. */
+function makeLarge(tree: SimulatorItem[], o: SoakOptions): Set<string> {
+  const files = tree.filter((item) => item.type === 'file');
+  const random = mulberry32((o.seed ^ 0x1a26e) >>> 0);
+  const count = Math.min(files.length, Math.max(3, Math.round(files.length * o.largeItemShare)));
+  const large = new Set<string>();
+  while (large.size < count) large.add(files[Math.floor(random() * files.length)]!.id);
+  for (const item of files) if (large.has(item.id)) item[LARGE_FIELD] = largeText(o.seed);
+  return large;
 }
 
 /** Rules with effective shares: the simulator tries rules in order, each with its own draw. */
@@ -183,7 +220,7 @@ function providerFaults(o: SoakOptions): Array<[number, Fault]> {
  * both refuse a share of the handlers' calls.
  */
 function awsModels(o: SoakOptions, sim: ProviderSimulator): Pick<SoakWorld, 'secrets' | 'sqs' | 'queueUrl' | 'deadLetterQueueUrl' | 'injected'> {
-  const injected: InjectedFaults = { deadLetterSendFailures: 0, visibilityChangeFailures: 0, secretsFailures: 0 };
+  const injected: InjectedFaults = { deadLetterSendFailures: 0, visibilityChangeFailures: 0, secretsFailures: 0, s3PutFailures: 0, s3DeleteFailures: 0 };
   const secrets = new SecretStore({ region: LOCAL_REGION });
   const secretsRandom = mulberry32(o.seed ^ 0x5ec2e75);
   secrets.getFault = () => {
@@ -225,10 +262,12 @@ function createInstances(world: SoakWorld, clients: Array<{ destroy(): void }>):
       baseUrl: world.sim.baseUrl,
       accessTokenSecretId: NAMES.accessTokenSecret,
       itemsTableName: NAMES.table,
+      itemsBucketName: NAMES.bucket,
       controlTableName: NAMES.controlTable,
       revisionField: o.revisionField,
       deadLetterQueueUrl: world.deadLetterQueueUrl,
       timeoutMs: String(o.providerTimeoutMs),
+      maxResponseBytes: String(SOAK_MAX_RESPONSE_BYTES),
       providerRequestsPerSecond: '100000',
     }),
   );
@@ -244,12 +283,14 @@ function createInstances(world: SoakWorld, clients: Array<{ destroy(): void }>):
     });
     const sqs = attachSqs(new SQSClient({ region: LOCAL_REGION, credentials: LOCAL_CREDENTIALS }), world.sqs, world.calls.sqs);
     const secrets = attachSecrets(new SecretsManagerClient({ region: LOCAL_REGION, credentials: LOCAL_CREDENTIALS }), world.secrets, world.calls.secrets);
-    clients.push(dynamodb, sqs, secrets);
+    const s3 = failingS3(world.s3.client(), mulberry32(o.seed * 7_703 + index), o.s3FailureRate, world.injected);
+    clients.push(dynamodb, sqs, secrets, s3);
     return createSyncHandler({
       config,
       dynamodb,
       sqs,
       secrets,
+      s3,
       paceStore,
       // SQS time runs faster than the handlers' here, so a record postponed by an open breaker (a token
       // rotation's revoked token) is back in milliseconds: the breaker probes as often, not every 20 s.
@@ -282,4 +323,29 @@ function refresherOf(world: SoakWorld, clients: Array<{ destroy(): void }>): (tr
       }
     }
   };
+}
+
+type S3Middleware = (next: (args: unknown) => Promise<unknown>, context: { commandName?: string }) => (args: unknown) => Promise<unknown>;
+
+/**
+ * A share of PutObject and DeleteObject calls fail before they are sent, above the SDK's retries
+ * (the adapter sees the failure): an upload that fails leaves the record to be retried, a delete
+ * that fails leaves an object behind, which the sync logs with its key.
+ */
+function failingS3(client: S3Client, random: () => number, rate: number, injected: InjectedFaults): S3Client {
+  const middleware: S3Middleware = (next, context) => async (args) => {
+    const operation = (context.commandName ?? '').replace(/Command$/, '');
+    if ((operation === 'PutObject' || operation === 'DeleteObject') && rate > 0 && random() < rate) {
+      if (operation === 'PutObject') injected.s3PutFailures += 1;
+      else injected.s3DeleteFailures += 1;
+      throw new S3ServiceException({ name: 'SlowDown', $fault: 'server', $metadata: { httpStatusCode: 503 }, message: 'Please reduce your request rate. (injected)' });
+    }
+    return next(args);
+  };
+  (client.middlewareStack as unknown as { add(m: S3Middleware, o: { step: string; name: string; priority: string }): void }).add(middleware, {
+    step: 'initialize',
+    name: 'soakS3Faults',
+    priority: 'high',
+  });
+  return client;
 }

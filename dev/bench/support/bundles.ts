@@ -6,7 +6,10 @@
  * --outfile=index.mjs --minify --sourcemap --sources-content=false --banner:js=<ESM_REQUIRE_BANNER>
  * --main-fields=module,main --external:<each of LAMBDA_UNUSED_CREDENTIAL_SOURCES>` (the SDK is bundled
  * but for the credential sources Lambda never loads). The same options are given to esbuild's JS API
- * here; the banner and the externals are imported from the construct so they cannot drift.
+ * here; the banner and the externals are imported from the construct so they cannot drift. A
+ * function's lazy modules (the item sync's S3 client: ITEM_SYNC_LAZY_MODULES) are left out of its
+ * index.mjs and bundled on their own next to it, as the construct does; their sizes are reported
+ * (the cold import does not load them).
  *
  * Cold import: a fresh `node` process (NODE_OPTIONS=--enable-source-maps, as the construct sets)
  * with the function's environment imports the bundle; the time of the import() itself is measured
@@ -15,10 +18,11 @@
  */
 import { spawn } from 'node:child_process';
 import { mkdirSync, statSync } from 'node:fs';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { build } from 'esbuild';
 import { CHANGE_EVENTS_ENV } from '../../../functions/change-events/config.js';
+import { ITEM_SYNC_LAZY_MODULES } from '../../../functions/item-sync/lazy-modules.js';
 import { functionEnv } from '../../fakes/lambda.js';
 import { REPO_ROOT } from './machine.js';
 import { summarize, type Summary } from './stats.js';
@@ -29,6 +33,8 @@ interface BundleSpec {
   entry: string;
   /** Environment the module needs to load (its configuration is read at import). */
   env: Record<string, string>;
+  /** Modules it imports only when needed, as written in its entry's folder (the construct's lazyModules). */
+  lazyModules?: readonly string[];
 }
 
 const BUNDLES: BundleSpec[] = [
@@ -52,12 +58,14 @@ const BUNDLES: BundleSpec[] = [
         baseUrl: 'https://provider.example.com/api/v2',
         accessTokenSecretId: 'content-sync/provider-access-token',
         itemsTableName: 'content-sync-items',
+        itemsBucketName: 'content-sync-items-bucket',
         controlTableName: 'content-sync-control',
         revisionField: 'revision',
         deadLetterQueueUrl: 'https://sqs.eu-west-1.amazonaws.com/000000000000/content-sync-dead-letters',
       }),
       POWERTOOLS_SERVICE_NAME: 'item-sync',
     },
+    lazyModules: ITEM_SYNC_LAZY_MODULES,
   },
   {
     name: 'change-events',
@@ -87,6 +95,8 @@ export interface BundleResult {
   file: string;
   bytes: number;
   sourceMapBytes: number;
+  /** Each lazy module bundled next to index.mjs, and its size. */
+  lazyModules: Array<{ module: string; bytes: number }>;
   /** import() of the bundle inside a fresh process, ms. */
   importMs: Summary;
   /** The fresh process from spawn to exit (Node.js start-up + import), ms. */
@@ -112,27 +122,43 @@ interface ConstructBundling {
   external: string[];
 }
 
-async function buildBundle(spec: BundleSpec, outDir: string, bundling: ConstructBundling): Promise<{ file: string; bytes: number; sourceMapBytes: number }> {
+async function buildBundle(
+  spec: BundleSpec,
+  outDir: string,
+  bundling: ConstructBundling,
+): Promise<{ file: string; bytes: number; sourceMapBytes: number; lazyModules: Array<{ module: string; bytes: number }> }> {
   const dir = join(outDir, spec.name);
   mkdirSync(dir, { recursive: true });
   const file = join(dir, 'index.mjs');
+  const lazy = spec.lazyModules ?? [];
+  await bundle(join(REPO_ROOT, spec.entry), file, bundling, lazy);
+  const lazyModules: Array<{ module: string; bytes: number }> = [];
+  for (const module of lazy) {
+    // As the construct builds it: its own bundle at that path next to index.mjs.
+    const out = join(dir, module);
+    await bundle(join(REPO_ROOT, dirname(spec.entry), module.replace(/\.js$/, '.ts')), out, bundling, []);
+    lazyModules.push({ module, bytes: statSync(out).size });
+  }
+  return { file, bytes: statSync(file).size, sourceMapBytes: statSync(`${file}.map`).size, lazyModules };
+}
+
+async function bundle(entry: string, outfile: string, bundling: ConstructBundling, lazy: readonly string[]): Promise<void> {
   await build({
-    entryPoints: [join(REPO_ROOT, spec.entry)],
+    entryPoints: [entry],
     absWorkingDir: REPO_ROOT,
     bundle: true,
     target: 'node22',
     platform: 'node',
     format: 'esm',
-    outfile: file,
+    outfile,
     minify: true,
     sourcemap: true,
     sourcesContent: false,
-    external: bundling.external,
+    external: [...bundling.external, ...lazy],
     banner: { js: bundling.banner },
     mainFields: ['module', 'main'],
     logLevel: 'silent',
   });
-  return { file, bytes: statSync(file).size, sourceMapBytes: statSync(`${file}.map`).size };
 }
 
 /** One cold import in a fresh process. */
@@ -181,7 +207,8 @@ export async function measureBundles(outDir: string, runs: number, progress?: (l
       imports.push(importMs);
       processes.push(processMs);
     }
-    progress?.(`  bundle ${spec.name}: ${built.bytes} bytes, cold import ${summarize(imports).median.toFixed(0)} ms`);
+    const lazy = built.lazyModules.map((m) => `; ${m.module} ${m.bytes} bytes, loaded when needed`).join('');
+    progress?.(`  bundle ${spec.name}: ${built.bytes} bytes${lazy}, cold import ${summarize(imports).median.toFixed(0)} ms`);
     results.push({ name: spec.name, entry: spec.entry, ...built, importMs: summarize(imports), processMs: summarize(processes) });
   }
   return results;

@@ -5,7 +5,17 @@
  */
 import { describe, expect, it } from 'vitest';
 import { toAttributeValue } from '../../../../functions/item-sync/adapters/dynamodb-item-store.js';
-import { checkDeadLetters, checkState, checkWrites, countTokens, tokensInSecrets, type DeadLetterEntry, type Row } from '../../../../dev/bench/soak/checks.js';
+import {
+  checkDeadLetters,
+  checkObjects,
+  checkState,
+  checkWrites,
+  countTokens,
+  objectsLeftInLogs,
+  tokensInSecrets,
+  type DeadLetterEntry,
+  type Row,
+} from '../../../../dev/bench/soak/checks.js';
 
 const item = (id: string, revision: number, extra: Record<string, unknown> = {}) => ({ id, type: 'file', name: `${id}.txt`, revision, ...extra });
 
@@ -74,6 +84,89 @@ describe('checkState', () => {
       ['bad-no-revision', row(item('bad-no-revision', 1))],
     ]);
     expect(checkState(['a'], lookup, rows, 'revision').unexpectedRows).toBe(1);
+  });
+});
+
+describe('items in the bucket', () => {
+  const big = item('big', 4, { blob: 'x'.repeat(10) });
+  /** A row pointing to the items bucket (its item elsewhere). */
+  function objectRow(id: string, revision: string, key: string, options: { deleted?: boolean } = {}): Row {
+    return {
+      id: { S: id },
+      type: { S: 'file' },
+      revision: { S: revision },
+      itemObject: { M: { key: { S: key }, size: { N: '100' }, sha256: { S: 'ab'.repeat(32) } } },
+      syncedAt: { S: '2026-11-21T10:00:00.000Z' },
+      ...(options.deleted ? { deleted: { BOOL: true } } : {}),
+    };
+  }
+  const lookup = (id: string) => (id === 'big' ? big : undefined);
+
+  it('checkState compares a row in the bucket by its object, read back', () => {
+    const rows = new Map<string, Row>([['big', objectRow('big', '4', 'items/k1')]]);
+    const same = checkState(['big'], lookup, rows, 'revision', new Map([['big', { kind: 'found', item: big }]]));
+    const other = checkState(['big'], lookup, rows, 'revision', new Map([['big', { kind: 'found', item: { ...big, blob: 'y' } }]]));
+    expect(same).toEqual({ itemsLost: 0, itemsStale: 0, contentMismatches: 0, unexpectedRows: 0, details: [] });
+    expect(other.contentMismatches).toBe(1);
+    expect(other.details).toEqual(['content differs: big (its object in the items bucket)']);
+  });
+
+  it('passes when every row\'s object is there and the bucket holds only those and the explained ones', () => {
+    const rows = new Map<string, Row>([
+      ['big', objectRow('big', '4', 'items/k1')],
+      ['gone', objectRow('gone', '2', 'items/k2', { deleted: true })],
+      ['a', row(item('a', 3))],
+    ]);
+    const reads = new Map([
+      ['big', { kind: 'found' as const, item: big }],
+      ['gone', { kind: 'found' as const, item: item('gone', 2) }],
+    ]);
+    const listing = new Map([['items/k1', 100], ['items/k2', 100], ['items/left', 7]]);
+    expect(checkObjects(rows, reads, listing, new Set(['items/left']))).toEqual({
+      rowsWithObject: 2,
+      pointersToNothing: 0,
+      objectMismatches: 0,
+      orphanedObjects: 0,
+      orphansExplained: 1,
+      objectsUnchecked: 0,
+      details: [],
+    });
+  });
+
+  it('counts a pointer to nothing, an object not what its row says, an unexplained object and an object it could not read', () => {
+    const rows = new Map<string, Row>([
+      ['p', objectRow('p', '1', 'items/p')],
+      ['m', objectRow('m', '1', 'items/m')],
+      ['u', objectRow('u', '1', 'items/u')],
+    ]);
+    const reads = new Map([
+      ['p', { kind: 'missing' as const }],
+      ['m', { kind: 'mismatch' as const, why: '99 bytes, the row says 100' }],
+      ['u', { kind: 'unreadable' as const, error: 'ECONNREFUSED' }],
+    ]);
+    const result = checkObjects(rows, reads, new Map([['items/m', 99], ['items/u', 100], ['items/stray', 5]]), new Set());
+    expect(result).toMatchObject({ rowsWithObject: 3, pointersToNothing: 1, objectMismatches: 1, orphanedObjects: 1, objectsUnchecked: 1 });
+    expect(result.details).toEqual([
+      'pointer to nothing: p -> items/p',
+      'object not what its row says: m (99 bytes, the row says 100)',
+      'object not read: u (ECONNREFUSED)',
+      'object no row points to: items/stray',
+    ]);
+  });
+
+  it('says so when the bucket cannot be listed (never passes silently)', () => {
+    const result = checkObjects(new Map(), new Map(), { error: 'NoSuchBucket: gone' }, new Set());
+    expect(result.objectsUnchecked).toBe(1);
+    expect(result.details).toEqual(['the items bucket could not be listed (NoSuchBucket: gone): objects no row points to were not looked for']);
+  });
+
+  it('reads the keys the sync logged as left in the bucket', () => {
+    const output = [
+      JSON.stringify({ level: 'WARN', message: 'item object left in the bucket', itemId: 'a', objectKey: 'items/a1' }),
+      JSON.stringify({ level: 'INFO', message: 'item object deleted', itemId: 'b', objectKey: 'items/b1' }),
+      'not json',
+    ].join('\n');
+    expect(objectsLeftInLogs(output)).toEqual(['items/a1']);
   });
 });
 
