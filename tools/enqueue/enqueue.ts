@@ -295,7 +295,10 @@ export interface ScanOptions {
   pageSize?: number;
 }
 
-/** Every `id` in the table (deleted rows included), with pagination and a projection on `id` only. */
+/**
+ * Every `id` in the table, whatever the row holds (its item inline, or `itemObject` for an item in
+ * the items bucket; deleted rows included), with pagination and a projection on `id` only.
+ */
 export async function scanTableIds(dynamodb: DynamoDBClient, tableName: string, options: ScanOptions = {}): Promise<string[]> {
   const ids: string[] = [];
   let startKey: Record<string, import('@aws-sdk/client-dynamodb').AttributeValue> | undefined;
