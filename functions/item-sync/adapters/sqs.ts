@@ -9,6 +9,7 @@
  */
 import { ChangeMessageVisibilityBatchCommand, GetQueueUrlCommand, type SendMessageBatchRequestEntry, type SQSClient } from '@aws-sdk/client-sqs';
 import { sendMessageBatch, type EntryFailure } from '../../shared/adapters/sqs-batch.js';
+import { RECONCILE_PASS_ATTRIBUTE } from '../../shared/sync-queue.js';
 import type { DeadLetter, DeadLetterSink, MessageRequeue, MessageVisibility, PostponeRequest, RequeueRequest } from '../ports.js';
 
 /** Entries per SendMessageBatch / ChangeMessageVisibilityBatch call (SQS's limit). */
@@ -188,8 +189,8 @@ export class SqsMessageRequeue implements MessageRequeue {
 
 /** The message attribute that counts a message's postponements (the outage schedule grows with it). */
 export const POSTPONEMENTS_ATTRIBUTE = 'postponements';
-/** The message attribute the reconciler sets: the pass that sent the id (the sweep). */
-export const RECONCILE_PASS_ATTRIBUTE = 'reconcilePass';
+/** The message attribute the reconciler sets: the pass that sent the id (the sweep). One definition, shared with the reconciler. */
+export { RECONCILE_PASS_ATTRIBUTE };
 
 export class SqsMessageVisibility implements MessageVisibility {
   constructor(

@@ -12,10 +12,11 @@
 import { GetQueueAttributesCommand, type SQSClient } from '@aws-sdk/client-sqs';
 import { sendMessageBatch, type EntryFailure } from '../../shared/adapters/sqs-batch.js';
 import { TransientError } from '../../shared/errors.js';
+import { RECONCILE_PASS_ATTRIBUTE } from '../../shared/sync-queue.js';
 import type { ReconcileQueue, SendResult } from '../ports.js';
 
-/** The message attribute that carries the pass number (Number). */
-export const RECONCILE_PASS_ATTRIBUTE = 'reconcilePass';
+/** The message attribute that carries the pass number (Number): the one the item sync reads. */
+export { RECONCILE_PASS_ATTRIBUTE };
 
 /** SQS's limit of entries per SendMessageBatch. */
 const BATCH_ENTRIES = 10;
