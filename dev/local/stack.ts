@@ -2,8 +2,9 @@
  * The AWS side of a local run, on 127.0.0.1: DynamoDB (dynalite, its LevelDB files in a folder under
  * `.local/`) with the items and control tables, S3 (s3rver, its files next to dynalite's, or in a
  * temporary folder when DynamoDB is in memory) with the items bucket, SQS and Secrets Manager (the
- * local emulator) with the sync queue and its dead-letter queue. Hands out clients for them and the
- * functions' environment (the deployed variable names); nothing is set in process.env.
+ * local emulator) with the sync queue, the reconcile queue and their dead-letter queues. Hands out
+ * clients for them and the functions' environment (the deployed variable names, the reconciler's
+ * included); nothing is set in process.env.
  */
 import { rmSync } from 'node:fs';
 import { ListTablesCommand, type DynamoDBClient } from '@aws-sdk/client-dynamodb';
@@ -23,6 +24,8 @@ const NAMES = {
   controlTable: 'content-sync-control-local',
   queue: 'content-sync-items-local',
   deadLetterQueue: 'content-sync-items-local-dlq',
+  reconcileQueue: 'content-sync-reconcile-local',
+  reconcileDeadLetterQueue: 'content-sync-reconcile-local-dlq',
   credentialsSecret: 'content-sync/local/credentials',
   accessTokenSecret: 'content-sync/local/access-token',
 } as const;
@@ -36,9 +39,16 @@ export interface LocalStackOptions {
   fresh?: boolean;
   providerBaseUrl: string;
   revisionField: string;
-  /** The sync queue's visibility time-out in seconds: how long a retried record waits. */
+  /** The sync queue's visibility time-out in seconds: how long a retried record waits (the reconcile queue's too). */
   visibilityTimeoutSeconds: number;
 }
+
+/**
+ * The reconciler's target pass length locally: 0, "the next pass starts as soon as one ends"
+ * (docs/reconciler.md), so a run's ticks never wait for a day to pass. A run stops ticking once
+ * its pass has ended.
+ */
+export const LOCAL_FRESHNESS_HOURS = 0;
 
 export interface LocalStack {
   emulator: AwsEmulator;
@@ -53,6 +63,10 @@ export interface LocalStack {
   queueUrl: string;
   queueArn: string;
   deadLetterQueueUrl: string;
+  /** The reconcile queue (the sync's second event source) and its own dead-letter queue. */
+  reconcileQueueUrl: string;
+  reconcileQueueArn: string;
+  reconcileDeadLetterQueueUrl: string;
   credentialsSecretId: string;
   accessTokenSecretId: string;
   dynamodb: DynamoDBClient;
@@ -126,6 +140,8 @@ export async function startLocalStack(options: LocalStackOptions): Promise<Local
         controlTableName: NAMES.controlTable,
         revisionField: options.revisionField,
         deadLetterQueueUrl: queues.deadLetterQueueUrl,
+        reconcileQueueUrl: queues.reconcileQueueUrl,
+        freshnessHours: String(LOCAL_FRESHNESS_HOURS),
       }),
       close,
     };
@@ -152,12 +168,32 @@ async function startDynamoDb(path: string | undefined): Promise<{ dynalite: Dyna
   return { dynalite: await startDynalite({ proxy: false }), storage: 'memory' };
 }
 
-/** The sync queue with the deployed redrive policy, and its dead-letter queue (14 days' retention, as deployed). */
-function createQueues(emulator: AwsEmulator, visibilityTimeoutSeconds: number): Pick<LocalStack, 'queueUrl' | 'queueArn' | 'deadLetterQueueUrl'> {
-  const deadLetterQueueUrl = emulator.sqs.createQueue(NAMES.deadLetterQueue, { MessageRetentionPeriod: String(14 * 86_400) });
-  const queueUrl = emulator.sqs.createQueue(NAMES.queue, {
-    VisibilityTimeout: String(visibilityTimeoutSeconds),
-    RedrivePolicy: JSON.stringify({ deadLetterTargetArn: emulator.sqs.queue(NAMES.deadLetterQueue).arn, maxReceiveCount: MAX_RECEIVE_COUNT }),
-  });
-  return { queueUrl, queueArn: emulator.sqs.queue(NAMES.queue).arn, deadLetterQueueUrl };
+type Queues = Pick<
+  LocalStack,
+  'queueUrl' | 'queueArn' | 'deadLetterQueueUrl' | 'reconcileQueueUrl' | 'reconcileQueueArn' | 'reconcileDeadLetterQueueUrl'
+>;
+
+/**
+ * The sync queue and the reconcile queue, each with the deployed redrive policy (MAX_RECEIVE_COUNT
+ * receives) to its own dead-letter queue (14 days' retention, as deployed), and the same visibility.
+ */
+function createQueues(emulator: AwsEmulator, visibilityTimeoutSeconds: number): Queues {
+  const pair = (name: string, deadLetterName: string): { url: string; arn: string; deadLetterUrl: string } => {
+    const deadLetterUrl = emulator.sqs.createQueue(deadLetterName, { MessageRetentionPeriod: String(14 * 86_400) });
+    const url = emulator.sqs.createQueue(name, {
+      VisibilityTimeout: String(visibilityTimeoutSeconds),
+      RedrivePolicy: JSON.stringify({ deadLetterTargetArn: emulator.sqs.queue(deadLetterName).arn, maxReceiveCount: MAX_RECEIVE_COUNT }),
+    });
+    return { url, arn: emulator.sqs.queue(name).arn, deadLetterUrl };
+  };
+  const sync = pair(NAMES.queue, NAMES.deadLetterQueue);
+  const reconcile = pair(NAMES.reconcileQueue, NAMES.reconcileDeadLetterQueue);
+  return {
+    queueUrl: sync.url,
+    queueArn: sync.arn,
+    deadLetterQueueUrl: sync.deadLetterUrl,
+    reconcileQueueUrl: reconcile.url,
+    reconcileQueueArn: reconcile.arn,
+    reconcileDeadLetterQueueUrl: reconcile.deadLetterUrl,
+  };
 }

@@ -9,9 +9,12 @@
  *   SQS / Secrets Manager (local emulator) on 127.0.0.1, and the deployed handlers through a whole
  *   story: refresh the token, sync every id, change items at the provider (new revisions, one
  *   large item shrinking back into its row and one growing past the row limit, deletions, a new
- *   item), refresh again, sync again, then check that the table equals the provider, by the sync's
- *   own reading of an item (from the items bucket for a row that points there), and that the
- *   bucket holds exactly the objects rows point to.
+ *   item), refresh again, sync again; then change the provider again (new revisions, a deletion, a
+ *   deleted item restored) without sending any id, and let the reconciler's ticks send every id
+ *   the table knows to the reconcile queue, which the sync drains as its second event source;
+ *   then check that the table equals the provider, by the sync's own reading of an item (from the
+ *   items bucket for a row that points there), and that the bucket holds exactly the objects rows
+ *   point to.
  * - runAgainstProvider: the same local AWS side against a real provider (PROVIDER_BASE_URL), for
  *   the ids given, so a user can try their credentials before deploying.
  *
@@ -25,12 +28,14 @@ import { Writable } from 'node:stream';
 import { isDeepStrictEqual } from 'node:util';
 import { CreateSecretCommand, GetSecretValueCommand } from '@aws-sdk/client-secrets-manager';
 import { createSyncHandler, type SyncHandler } from '../../functions/item-sync/app.js';
+import { createReconcilerHandler, type ReconcilerHandler } from '../../functions/reconciler/app.js';
+import type { TickReport } from '../../functions/reconciler/tick.js';
 import { validateItem, type ValidItem } from '../../functions/item-sync/item.js';
 import type { SyncCounts } from '../../functions/item-sync/sync.js';
-import { ENV, loadRefresherConfig, loadSyncConfig, type Env } from '../../functions/shared/config.js';
+import { ENV, loadReconcilerConfig, loadRefresherConfig, loadSyncConfig, type Env } from '../../functions/shared/config.js';
 import { DynamoDbPaceStore } from '../../functions/shared/adapters/dynamodb-pace-store.js';
 import { parseJson } from '../../functions/shared/json.js';
-import { REFRESHER_SERVICE, SYNC_SERVICE } from '../../functions/shared/metric-names.js';
+import { RECONCILER_SERVICE, REFRESHER_SERVICE, SYNC_SERVICE } from '../../functions/shared/metric-names.js';
 import { createLogger, createMetrics } from '../../functions/shared/observability.js';
 import type { Credentials } from '../../functions/shared/ports.js';
 import { createRefresherHandler } from '../../functions/token-refresher/app.js';
@@ -39,7 +44,7 @@ import { enqueueIds, scanTableIds } from '../../tools/enqueue/enqueue.js';
 import { createProgress, formatDuration, type Progress } from '../../tools/enqueue/progress.js';
 import { diffTables, readTable, type ItemRow } from '../fakes/items-table.js';
 import { itemObjectOf, listObjects, readItemObject, type ItemObjectRead } from '../fakes/s3.js';
-import { createContext, drainQueue } from '../fakes/lambda.js';
+import { createContext, drainQueue, type DrainResult } from '../fakes/lambda.js';
 import { generateItemTree, mulberry32 } from '../simulator/item-tree.js';
 import { ProviderSimulator, type SimulatorItem } from '../simulator/provider-simulator.js';
 import { startLocalStack, type LocalStack } from './stack.js';
@@ -108,6 +113,7 @@ function openLog(file: string): { stream: Writable; close(): void } {
 interface Handlers {
   refresher: ReturnType<typeof createRefresherHandler>;
   sync: SyncHandler;
+  reconciler: ReconcilerHandler;
 }
 
 /** The provider a run talks to, the credentials it puts in the credentials secret, and how to stop it. */
@@ -218,7 +224,14 @@ function buildHandlers(stack: LocalStack, log: Writable, tunables: Env): Handler
     logger: createLogger(SYNC_SERVICE, { output: log }),
     metrics: createMetrics(SYNC_SERVICE, { output: log }),
   });
-  return { refresher, sync };
+  const reconciler = createReconcilerHandler({
+    config: loadReconcilerConfig(env),
+    dynamodb: stack.dynamodb,
+    sqs: stack.sqs,
+    logger: createLogger(RECONCILER_SERVICE, { output: log }),
+    metrics: createMetrics(RECONCILER_SERVICE, { output: log }),
+  });
+  return { refresher, sync, reconciler };
 }
 
 async function createSecret(stack: LocalStack, name: string, value?: Credentials): Promise<void> {
@@ -266,16 +279,53 @@ interface PassLimits {
   concurrency: number;
 }
 
+/** The dead-letter queues: the sync's (ids that can never succeed, with their reason) and the reconcile queue's (its redrive policy). */
+function deadLetterQueues(stack: LocalStack): string[] {
+  return [stack.deadLetterQueueUrl, stack.reconcileDeadLetterQueueUrl];
+}
+
 function deadLetterCount(stack: LocalStack): number {
-  return stack.emulator.sqs.counts(stack.deadLetterQueueUrl).total;
+  return deadLetterQueues(stack).reduce((sum, url) => sum + stack.emulator.sqs.counts(url).total, 0);
+}
+
+/** The table and the dead-letter queues before a pass, to count what the pass did. */
+interface PassStart {
+  started: number;
+  before: ReadonlyMap<string, ItemRow>;
+  deadBefore: number;
+}
+
+async function startPass(stack: LocalStack): Promise<PassStart> {
+  return { started: Date.now(), before: await readTable(stack.dynamodb, stack.tableName), deadBefore: deadLetterCount(stack) };
+}
+
+/** What a drained pass of `total` distinct ids did, from what landed in the table and the dead-letter queues. */
+async function countPass(run: LocalRun, name: string, start: PassStart, total: number, drain: DrainResult): Promise<PassSummary> {
+  const { stack } = run;
+  const changes = diffTables(start.before, await readTable(stack.dynamodb, stack.tableName));
+  const deadLettered = deadLetterCount(stack) - start.deadBefore;
+  const changed = changes.created.length + changes.updated.length + changes.deleted.length;
+  return {
+    name,
+    ids: total,
+    created: changes.created.length,
+    updated: changes.updated.length,
+    deleted: changes.deleted.length,
+    unchanged: Math.max(0, total - changed - deadLettered - drain.remaining),
+    retried: drain.retried,
+    deadLettered,
+    invocations: drain.invocations,
+    elapsedMs: Date.now() - start.started,
+    drained: drain.drained,
+    remaining: drain.remaining,
+  };
 }
 
 /** Enqueues the ids with the enqueue tool's functions, drains the queue through the sync handler, counts. */
 async function syncPass(run: LocalRun, name: string, ids: readonly string[], limits: PassLimits): Promise<PassSummary> {
   const { stack, screen } = run;
-  const started = Date.now();
-  const before = await readTable(stack.dynamodb, stack.tableName);
-  const deadBefore = deadLetterCount(stack);
+  const start = await startPass(stack);
+  const { started, deadBefore } = start;
 
   const sent = await enqueueIds(stack.sqs, stack.queueUrl, ids, {
     onProgress: (p) => screen.progress.update(`${name}: enqueuing ${p.sent}/${p.total}`),
@@ -301,24 +351,129 @@ async function syncPass(run: LocalRun, name: string, ids: readonly string[], lim
     },
   });
   screen.progress.clear();
+  return countPass(run, name, start, total, drain);
+}
 
-  const changes = diffTables(before, await readTable(stack.dynamodb, stack.tableName));
-  const deadLettered = deadLetterCount(stack) - deadBefore;
-  const changed = changes.created.length + changes.updated.length + changes.deleted.length;
-  return {
-    name,
-    ids: total,
-    created: changes.created.length,
-    updated: changes.updated.length,
-    deleted: changes.deleted.length,
-    unchanged: Math.max(0, total - changed - deadLettered - drain.remaining),
-    retried: drain.retried,
-    deadLettered,
-    invocations: drain.invocations,
-    elapsedMs: Date.now() - started,
-    drained: drain.drained,
-    remaining: drain.remaining,
+// ---- reconciliation -----------------------------------------------------------------------------
+
+/** The pass table's row for the reconciler's pass. */
+export const RECONCILIATION = 'reconciliation';
+
+/** The reconciler's side of a pass. */
+export interface ReconcilerRun {
+  /** The pass number (1 on a fresh table). */
+  pass: number;
+  /** Ticks (invocations, as the schedule would make them) until one ended the pass. */
+  ticks: number;
+  /** Ids the ticks sent to the reconcile queue: every id the table knows, tombstones included. */
+  idsSent: number;
+  /** The pass's length by its cursor: from its start to the tick that sent its last page, seconds. */
+  passSeconds: number;
+  /** Tombstones the sweep brought back (counted among the updated rows too). */
+  restored: number;
+  /** From the first tick until the sync had checked the last id, ms. */
+  elapsedMs: number;
+}
+
+const RECONCILER_FUNCTION = 'content-sync-reconciler-local';
+/** Ticks a pass may take before the run gives up on it (each sends up to the high-water mark). */
+const MAX_TICKS = 100;
+
+/**
+ * One reconciliation pass, as deployed but with the schedule's ticks back to back: the reconciler
+ * handler (its config from the stack's environment, FRESHNESS_HOURS 0) is invoked until a tick
+ * ends the pass, while the reconcile queue is drained through the sync handler, its second event
+ * source (the records carry `reconcilePass`, so the sync takes them as the sweep). Nothing is
+ * enqueued by hand. Counted as syncPass counts.
+ */
+async function reconciliationPass(run: LocalRun, name: string, limits: PassLimits): Promise<{ pass: PassSummary; reconciler: ReconcilerRun }> {
+  const { stack, screen } = run;
+  const start = await startPass(stack);
+  const reports: TickReport[] = [];
+  const idsSent = (): number => reports.reduce((sum, report) => sum + report.enqueued, 0);
+  const tick = async (): Promise<TickReport> => {
+    const report = await run.handlers.reconciler({ trigger: 'schedule', worker: 0, workers: 1 }, createContext(RECONCILER_FUNCTION, stack.region, 60_000));
+    reports.push(report);
+    return report;
   };
+  const untilEnded = async (last: TickReport): Promise<TickReport> => {
+    for (let report = last; ; report = await tick()) {
+      if (report.state === 'ended') return report;
+      if (report.state === 'waiting') throw new Error(`${name}: the reconciler is waiting for the next pass instead of running one (FRESHNESS_HOURS is not 0?)`);
+      if (reports.length >= MAX_TICKS) throw new Error(`${name}: the pass did not end in ${MAX_TICKS} ticks`);
+    }
+  };
+
+  // The first tick before the event source, so that it finds the queue filled; further ticks (a
+  // table larger than the high-water mark) run while the sync drains, as the schedule's would.
+  const first = await tick();
+  let ticking = first.state === 'running' || first.state === 'lost';
+  const schedule = untilEnded(first).then(
+    (report) => {
+      ticking = false;
+      return { report };
+    },
+    (error: unknown) => {
+      ticking = false;
+      return { error };
+    },
+  );
+
+  const deadline = start.started + limits.timeLimitMs;
+  const total: DrainResult = { done: 0, retried: 0, invocations: 0, failedInvocations: 0, remaining: 0, drained: false, elapsedMs: 0 };
+  // The event source ends a round when the queue is empty; while ticks may still send, another round follows.
+  for (;;) {
+    const before = { ...total };
+    const sendsMore = ticking;
+    const round = await drainQueue({
+      sqs: stack.sqs,
+      queueUrl: stack.reconcileQueueUrl,
+      queueArn: stack.reconcileQueueArn,
+      region: stack.region,
+      handler: run.handlers.sync,
+      concurrency: limits.concurrency,
+      timeLimitMs: Math.max(1, deadline - Date.now()),
+      onInvocationError: (error) => run.invocationErrors.push(describe(error)),
+      onProgress: (p) => {
+        const dead = deadLetterCount(stack) - start.deadBefore;
+        screen.progress.update(
+          `${name}: ${reports.length} tick${reports.length === 1 ? '' : 's'}, ${idsSent()} ids sent · ${before.done + p.done} synced · ${before.retried + p.retried} retried · ${dead} dead-lettered · ${before.invocations + p.invocations} invocations · ${formatDuration(Date.now() - start.started)}`,
+        );
+      },
+    });
+    Object.assign(total, {
+      done: before.done + round.done,
+      retried: before.retried + round.retried,
+      invocations: before.invocations + round.invocations,
+      failedInvocations: before.failedInvocations + round.failedInvocations,
+      remaining: round.remaining,
+      drained: round.drained,
+    });
+    if ((!sendsMore && round.drained) || Date.now() >= deadline) break;
+  }
+  screen.progress.clear();
+  const ended = await schedule;
+  if ('error' in ended) throw ended.error;
+
+  const pass = await countPass(run, name, start, idsSent(), total);
+  const after = await readTable(stack.dynamodb, stack.tableName);
+  const restored = [...after.values()].filter((row) => !row.deleted && start.before.get(row.id)?.deleted === true).length;
+  return {
+    pass,
+    reconciler: {
+      pass: ended.report.pass,
+      ticks: reports.length,
+      idsSent: idsSent(),
+      passSeconds: ended.report.passLengthSeconds ?? ended.report.passAgeSeconds,
+      restored,
+      elapsedMs: pass.elapsedMs,
+    },
+  };
+}
+
+/** The reconciler's pass in one line. */
+function reconcilerLine(run: ReconcilerRun): string {
+  return `Reconciler: pass ${run.pass}, ${run.idsSent} ids sent in ${run.ticks} tick${run.ticks === 1 ? '' : 's'} (the pass took ${run.passSeconds.toFixed(1)} s); the sync checked them all in ${formatDuration(run.elapsedMs)}, ${run.restored} deleted item${run.restored === 1 ? '' : 's'} restored`;
 }
 
 const COLUMNS: Array<[keyof PassCounts | 'ids', string]> = [
@@ -359,8 +514,8 @@ function printPass(screen: Screen, pass: PassSummary): void {
 
 /** Dead-lettered messages with the reason the sync gave (the `error` attribute), for the screen. */
 function deadLetterReasons(stack: LocalStack, limit = 10): string[] {
-  return stack.emulator.sqs
-    .peek(stack.deadLetterQueueUrl)
+  return deadLetterQueues(stack)
+    .flatMap((url) => stack.emulator.sqs.peek(url))
     .slice(0, limit)
     .map((m) => {
       const reason = m.messageAttributes.error?.StringValue ?? `received ${m.receiveCount} times without success (moved by the redrive policy)`;
@@ -494,6 +649,8 @@ export interface StoryResult {
   tableRows: number;
   /** What the provider saw of each pass: requests, 429s, time. */
   providerLoad: ProviderLoad[];
+  /** The reconciler's pass (step 5); absent when the story stopped before it. */
+  reconciler?: ReconcilerRun;
 }
 
 export const DEFAULT_ITEM_COUNT = 300;
@@ -508,6 +665,8 @@ interface StorySettings {
 
 /** What the story found, filled in as it goes (a failed step leaves the rest as it was). */
 interface StoryFindings {
+  /** The reconciler's pass (step 5), once it ran. */
+  reconciler?: ReconcilerRun;
   passes: PassSummary[];
   providerItems: number;
   tableRows: number;
@@ -607,7 +766,8 @@ function printStoryHeader(run: LocalRun, simulator: ProviderSimulator, seed: num
   screen.line(`                          rate limit ${LOCAL_PROVIDER_LIMIT} requests/s (429 beyond it): the run is not told, the pace finds it`);
   screen.line(`   DynamoDB (dynalite)    ${stack.dynamodbEndpoint}, table ${stack.tableName}, ${storage}`);
   screen.line(`   S3 (s3rver)            ${stack.s3Endpoint}, items bucket ${stack.bucketName} (items too large for a row)`);
-  screen.line(`   SQS, Secrets Manager   ${stack.emulator.endpoint} (local emulator)`);
+  screen.line(`   SQS, Secrets Manager   ${stack.emulator.endpoint} (local emulator): the sync queue, the reconcile queue, their dead-letter queues`);
+  screen.line(`   reconciler             ${ENV.freshnessHours}=${stack.env[ENV.freshnessHours]} (each pass right after the last; the run ticks until its pass ends)`);
   screen.line(`   handler logs           ${display(run.logFile)} (JSON lines, as in CloudWatch)`);
   screen.line();
 }
@@ -652,8 +812,33 @@ async function playStory(run: LocalRun, simulator: ProviderSimulator, settings: 
 
   await expectInBucket(run, [change.grown], 'after changes');
 
-  // 5. The table against the provider.
-  await checkTable(run, simulator, change.deletedIds, settings.revisionField, findings);
+  // 5. The provider changes and nobody sends an id: the reconciler's pass finds the changes.
+  const quiet = changeProviderQuietly(simulator, change, limitedId, rand);
+  screen.line(
+    `5. Change the provider again and send no id: ${quiet.bumped.length} new revisions (${quiet.bumped.join(', ')}), 1 deletion (${quiet.deletedId}), 1 deleted item restored (${quiet.restoredId}); the reconciler's ticks send every id the table knows to the reconcile queue, and the sync takes them from there`,
+  );
+  const rowsBefore = (await readTable(run.stack.dynamodb, run.stack.tableName)).size;
+  const reconciled = await measured(simulator, findings, RECONCILIATION, () => reconciliationPass(run, RECONCILIATION, settings.limits));
+  findings.passes.push(reconciled.pass);
+  findings.reconciler = reconciled.reconciler;
+  printPass(screen, reconciled.pass);
+  screen.line(`   ${reconcilerLine(reconciled.reconciler)}`);
+  expectCounts(problems, reconciled.pass, {
+    created: 0,
+    updated: quiet.bumped.length + 1,
+    deleted: 1,
+    unchanged: rowsBefore - quiet.bumped.length - 2,
+    deadLettered: 0,
+  });
+  // Every id the table knows, tombstones included, once.
+  if (reconciled.reconciler.idsSent !== rowsBefore) {
+    problems.push(`${RECONCILIATION}: the reconciler sent ${reconciled.reconciler.idsSent} ids, the table holds ${rowsBefore} rows`);
+  }
+  if (reconciled.reconciler.restored !== 1) problems.push(`${RECONCILIATION}: expected 1 restored row, found ${reconciled.reconciler.restored}`);
+
+  // 6. The table against the provider.
+  const deletedIds = [...change.deletedIds.filter((id) => id !== quiet.restoredId), quiet.deletedId];
+  await checkTable(run, simulator, deletedIds, settings.revisionField, findings);
 }
 
 /** Runs a pass and records what the provider saw of it. */
@@ -699,6 +884,33 @@ function expectCounts(problems: string[], pass: PassSummary, expected: Omit<Pass
   }
 }
 
+/**
+ * The provider changes while nobody sends an id: new revisions for about 1% of the items (two at
+ * least), one more deletion, and the first item the earlier changes deleted comes back as it was.
+ * Only files whose item fits in a row, and none the story already singled out.
+ */
+function changeProviderQuietly(
+  simulator: ProviderSimulator,
+  change: ReturnType<typeof changeProvider>,
+  limitedId: string,
+  rand: () => number,
+): { bumped: string[]; deletedId: string; restoredId: string } {
+  const singled = new Set([limitedId, change.shrunk, change.grown, change.newItem.id, ...change.bumped]);
+  const files = simulator.itemIds().filter((id) => {
+    const item = simulator.getItem(id)!;
+    return item.type === 'file' && item[LARGE_FIELD] === undefined && !singled.has(id);
+  });
+  const shuffled = shuffle(files, rand);
+  const bumpCount = Math.max(2, Math.round(simulator.itemIds().length * 0.01));
+  const bumped = shuffled.slice(0, bumpCount);
+  const deletedId = shuffled[bumpCount]!;
+  for (const id of bumped) simulator.bumpRevision(id);
+  simulator.deleteItem(deletedId);
+  const restored = change.deletedItems[0]!;
+  simulator.setItem(restored);
+  return { bumped, deletedId, restoredId: restored.id };
+}
+
 /** New revisions for about 5% of the items (a folder among them), two files deleted, one new file. */
 function changeProvider(
   simulator: ProviderSimulator,
@@ -706,7 +918,7 @@ function changeProvider(
   limitedId: string,
   rand: () => number,
   revisionField: string,
-): { bumped: string[]; deletedIds: string[]; newItem: SimulatorItem; shrunk: string; grown: string } {
+): { bumped: string[]; deletedIds: string[]; deletedItems: SimulatorItem[]; newItem: SimulatorItem; shrunk: string; grown: string } {
   const shrunk = largeFileOf(ids.map((id) => simulator.getItem(id)!))!;
   const files = ids.filter((id) => simulator.getItem(id)?.type === 'file' && id !== limitedId && id !== shrunk);
   const shuffled = shuffle(files, rand);
@@ -720,10 +932,11 @@ function changeProvider(
   simulator.setItem(small as SimulatorItem);
   simulator.setItem({ ...simulator.getItem(grown)!, [LARGE_FIELD]: LARGE_TEXT });
   for (const id of bumped) simulator.bumpRevision(id);
+  const deletedItems = deletedIds.map((id) => simulator.getItem(id)!);
   for (const id of deletedIds) simulator.deleteItem(id);
   const newItem = newFileLike(simulator.getItem(shuffled[bumpCount] ?? shuffled[0]!)!, ids, revisionField);
   simulator.setItem(newItem);
-  return { bumped, deletedIds, newItem, shrunk, grown };
+  return { bumped, deletedIds, deletedItems, newItem, shrunk, grown };
 }
 
 /** The rows that point to the items bucket must be exactly these ids' (the story's large items). */
@@ -762,6 +975,7 @@ async function checkTable(
 
   screen.line();
   for (const line of formatPassTable(findings.passes)) screen.line(line);
+  if (findings.reconciler) screen.line(reconcilerLine(findings.reconciler));
   screen.line();
   for (const line of await paceLines(run, findings.providerLoad)) screen.line(line);
   screen.line();

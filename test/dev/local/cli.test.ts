@@ -53,6 +53,9 @@ describe('npm start', () => {
     expect(result.stdout).toContain('1. Refresh the access token');
     expect(result.stdout).toMatch(/initial sync +20 +20 +0 +0 +0 +\d+ +0 /);
     expect(result.stdout).toMatch(/after changes +21 +1 +3 +15 +2 +0 +0 /);
+    // No id sent: the reconciler's pass finds 2 new revisions, 1 restored item and 1 deletion among the 21 rows.
+    expect(result.stdout).toMatch(/reconciliation +21 +0 +3 +17 +1 +0 +0 /);
+    expect(result.stdout).toMatch(/Reconciler: pass 1, 21 ids sent in 1 tick/);
     expect(result.stdout).toContain('OK: the table matches the provider');
     // No handler log line reaches the screen; they are in the log file.
     expect(result.stdout).not.toContain('"level"');

@@ -1,7 +1,8 @@
 /**
  * The local run, in process: the deployed handlers against the provider simulator, dynalite, s3rver
  * and the local AWS emulator. The whole story completes and the table ends equal to the provider
- * (the large items through the items bucket); a story that goes wrong says so; the real-provider
+ * (the large items through the items bucket), the last changes found by the reconciler's pass
+ * alone; a story that goes wrong says so; the real-provider
  * mode syncs the ids it is given. No token is ever printed.
  */
 import { createHash } from 'node:crypto';
@@ -66,14 +67,23 @@ describe('runLocalStory', () => {
     expect(result.dynamodbStorage).toBe('disk');
     expect(existsSync(join(dataDir, 'dynamodb'))).toBe(true);
 
-    // Counts per pass: 60 created; then 3 new revisions, 2 deletions and 1 new item among 61 ids.
-    expect(result.passes).toHaveLength(2);
+    // Counts per pass: 60 created; then 3 new revisions, 2 deletions and 1 new item among 61 ids;
+    // then, with no id sent, the reconciler's pass over the 61 rows: 2 new revisions and 1 restored
+    // item (updated), 1 deletion.
+    expect(result.passes).toHaveLength(3);
     expect(result.passes[0]).toMatchObject({ name: 'initial sync', ids: 60, created: 60, updated: 0, unchanged: 0, deleted: 0, deadLettered: 0, drained: true });
     // The 429 with Retry-After is waited out within the invocation (the provider pace), not retried.
     expect(result.passes[0]!.retried).toBe(0);
     expect(result.providerLoad[0]!.rateLimited).toBeGreaterThanOrEqual(1);
-    expect(result.providerLoad.map((load) => load.name)).toEqual(['initial sync', 'after changes']);
+    expect(result.providerLoad.map((load) => load.name)).toEqual(['initial sync', 'after changes', 'reconciliation']);
     expect(result.passes[1]).toMatchObject({ name: 'after changes', ids: 61, created: 1, updated: 3, unchanged: 55, deleted: 2, deadLettered: 0, drained: true });
+    expect(result.passes[2]).toMatchObject({ name: 'reconciliation', ids: 61, created: 0, updated: 3, unchanged: 57, deleted: 1, deadLettered: 0, drained: true });
+    // One tick sends every row's id (tombstones included: the restored item was one) and ends pass 1.
+    expect(result.reconciler).toMatchObject({ pass: 1, ticks: 1, idsSent: 61, restored: 1 });
+    expect(result.reconciler!.passSeconds).toBeGreaterThanOrEqual(0);
+    expect(result.reconciler!.elapsedMs).toBe(result.passes[2]!.elapsedMs);
+    // The provider saw one request per row in the pass, nothing more.
+    expect(result.providerLoad[2]!.requests - result.providerLoad[2]!.rateLimited).toBe(61);
     expect(result.providerItems).toBe(59);
     expect(result.tableRows).toBe(61);
 
@@ -117,6 +127,10 @@ describe('runLocalStory', () => {
     expect(printed).toMatch(/pass +ids +created +updated +unchanged +deleted +retried +dead-lettered +time/);
     expect(printed).toMatch(/initial sync +60 +60 +0 +0 +0 +\d+ +0 /);
     expect(printed).toMatch(/after changes +61 +1 +3 +55 +2 +0 +0 /);
+    expect(printed).toMatch(/5\. Change the provider again and send no id: 2 new revisions \(fil-\d+, fil-\d+\), 1 deletion \(fil-\d+\), 1 deleted item restored \(fil-\d+\)/);
+    expect(printed).toMatch(/reconciliation +61 +0 +3 +57 +1 +0 +0 /);
+    expect(printed).toMatch(/\nReconciler: pass 1, 61 ids sent in 1 tick \(the pass took [\d.]+ s\); the sync checked them all in [\d.]+ m?s, 1 deleted item restored\n/);
+    expect(printed).toMatch(/reconciliation: 61 provider requests, [\d.]+\/s, \d+ answered 429/);
     expect(printed).toMatch(/Provider pace: [\d.]+ requests\/s now; /);
     expect(printed).toMatch(/initial sync: \d+ provider requests, [\d.]+\/s, \d+ answered 429/);
     expect(printed).toContain('OK: the table matches the provider');
@@ -124,6 +138,13 @@ describe('runLocalStory', () => {
     const log = readFileSync(result.logFile, 'utf8');
     expect(log).toContain('"service":"item-sync"');
     expect(log).toContain('"service":"token-refresher"');
+    // The reconciler ran as deployed: its tick's report and its metrics (EMF) are in the log.
+    const ticks = log
+      .split('\n')
+      .filter((line) => line.includes('"service":"reconciler"') && line.includes('"message":"tick done"'))
+      .map((line) => JSON.parse(line) as { state: string; enqueued: number; pass: number; passIds: number });
+    expect(ticks).toEqual([expect.objectContaining({ state: 'ended', enqueued: 61, pass: 1, passIds: 61 })]);
+    expect(log).toContain('"IdsEnqueued"');
     const tokens = tokensSeen(simulator!, initialRefreshToken);
     expect(tokens.length).toBeGreaterThanOrEqual(4); // two refresh tokens rotated, two access tokens
     for (const token of tokens) {
