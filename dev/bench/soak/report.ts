@@ -211,7 +211,7 @@ function faultLines(report: SoakReport): string[] {
       `${n(a.changeFeed.deleted)} deleted, ${n(a.changeFeed.created)} created, ${n(a.changeFeed.resurrected)} re-created`,
     `  SQS: ${n(m.sent)} messages (${n(m.initial)} initial incl. ${m.bad} bad, ${n(m.changeNotifications)} change notifications, ${n(m.sentAgain)} sent again by the sync), ` +
       `${n(m.duplicatesInjected)} duplicate copies (${n(m.concurrentDuplicates)} delivered while another copy was in flight), ` +
-      `${n(m.deliveries)} deliveries in ${n(m.invocations)} invocations, ${n(m.redeliveries)} redeliveries, ${n(m.postponed)} postponed by Retry-After, ` +
+      `${n(m.deliveries)} deliveries in ${n(m.invocations)} invocations, ${n(m.redeliveries)} redeliveries, ${n(m.postponed)} visibility delays (waiting records that could not be sent again), ` +
       `${n(m.redriven)} redriven; injected: ${m.deadLetterSendFailuresInjected} dead-letter send failures, ${m.visibilityChangeFailuresInjected} visibility-change failures`,
     `  DynamoDB: ${Object.entries(d.requests).map(([op, count]) => `${n(count)} ${op}`).join(', ')}; ` +
       `${n(d.throttlesInjected)} throttled, ${n(d.unprocessedResponsesInjected)} BatchGetItem answers with ${n(d.unprocessedKeysInjected)} unprocessed keys, ` +

@@ -152,6 +152,10 @@ async function startProvider(
   const sim = await ProviderSimulator.start({ latencyMs: o.latencyMs, rotateRefreshToken: true, revisionField: o.revisionField, items: tree, seed: o.seed });
   const bad = badMessages(o.revisionField);
   for (const message of bad) message.setup?.(sim);
+  // A few 429s for certain (the first item requests after the deploy-time refresh), then the random ones.
+  if (o.rateLimitRate > 0) {
+    sim.addFault({ endpoint: 'items', times: SURE_RATE_LIMITS, fault: { kind: 'status', status: 429, headers: { 'Retry-After': '1' } } });
+  }
   addFaults(sim, 'items', providerFaults(o));
   addFaults(sim, 'token', [[o.tokenFailureRate, { kind: 'status', status: 503 }]]);
   const tokens = new Set<string>([sim.refreshToken]);
@@ -250,6 +254,9 @@ function awsModels(o: SoakOptions, sim: ProviderSimulator): Pick<SoakWorld, 'sec
   };
   return { secrets, sqs, queueUrl, deadLetterQueueUrl, injected };
 }
+
+/** 429s answered for certain, whatever the draws (each stops every instance for a second). */
+const SURE_RATE_LIMITS = 2;
 
 /** The breaker's probe interval in the soak (real time). */
 const PROBE_INTERVAL_MS = 200;

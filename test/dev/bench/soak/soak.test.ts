@@ -58,7 +58,9 @@ describe(`chaos soak: ${IDS} ids, 5 instances at once`, () => {
   it('writes only real changes', () => {
     expect(report.figures.excessWrites).toBe(0);
     expect(report.activity.dynamodb.writes).toBe(report.activity.dynamodb.distinctStates);
-    expect(report.activity.dynamodb.writes).toBeGreaterThanOrEqual(IDS);
+    // Every row at the end was written at least once (an id made too large to fetch never is).
+    expect(report.activity.dynamodb.writes).toBeGreaterThanOrEqual(report.activity.items.rowsAtEnd);
+    expect(report.activity.items.rowsAtEnd).toBeGreaterThan(IDS * 0.95);
     // Duplicates, redeliveries and unchanged items were processed without writing.
     expect(report.activity.handlerMetrics['ItemsUnchanged']).toBeGreaterThan(0);
   });
@@ -98,12 +100,14 @@ describe(`chaos soak: ${IDS} ids, 5 instances at once`, () => {
     expect(transient / provider.itemRequests).toBeGreaterThan(0.1);
   });
 
-  it('saw at-least-once delivery: duplicates (some at the same time in two instances), redeliveries and Retry-After', () => {
+  it('saw at-least-once delivery: duplicates (some at the same time in two instances), redeliveries, and waiting records sent again', () => {
     const messages = report.activity.messages;
     expect(messages.duplicatesInjected).toBeGreaterThan(0);
     expect(messages.concurrentDuplicates).toBeGreaterThan(0);
     expect(messages.redeliveries).toBeGreaterThan(0);
-    expect(messages.postponed).toBeGreaterThan(0);
+    // Records that had to wait (a Retry-After outlasting the invocation, the breaker open while the
+    // token rotated) were sent again by the sync, not failed; none came back before its delay.
+    expect(messages.sentAgain).toBeGreaterThan(0);
     expect(report.figures.deliveredBeforeRetryAfter).toBe(0);
     expect(messages.invocations).toBeGreaterThan(IDS / 10);
   });
