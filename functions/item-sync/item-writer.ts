@@ -27,12 +27,14 @@
  *   an item going back inline, or a newer large revision; a tombstone keeps its object (the last
  *   copy is kept).
  *
- * What can be left behind (an object no row points to; it costs storage, never correctness), each
- * logged as "item object left in the bucket" with its key, but for the last:
- * - the process ends between the object write and the row write (time-out, crash);
- * - a delete fails, or the row cannot be read back after a failed write;
+ * What can be left behind: an object no row points to. It costs storage, never correctness, and is
+ * found by comparing the keys under items/ with the rows' itemObject keys (infra/items-bucket.ts).
+ * - the process ends between the object write and the row write (time-out, crash): nothing logs it;
+ * - a delete fails, the row cannot be read back after a failed write, or a failed row write might
+ *   still be applied: logged as "item object left in the bucket" with the key;
  * - the answer to a replacing row write is lost and the SDK's second send finds the row already
- *   written: the row it replaced is not known, so neither is its object (logged without a key).
+ *   written: the row it replaced is not known, so neither is its object (logged as "item object
+ *   kept", without that key).
  */
 import { createHash, randomBytes } from 'node:crypto';
 import { stringify } from 'lossless-json';
