@@ -687,6 +687,8 @@ export interface ProviderLoad {
  * beyond it). The run is not told: the shared pace has to find it, as it would a real provider's.
  */
 export const LOCAL_PROVIDER_LIMIT = 40;
+/** The bucket's size: how many requests beyond the rate a quiet spell lets through at once. */
+const LOCAL_PROVIDER_BURST = 10;
 
 export async function runLocalStory(options: LocalStoryOptions = {}): Promise<StoryResult> {
   const itemCount = Math.max(10, Math.floor(options.itemCount ?? DEFAULT_ITEM_COUNT));
@@ -735,7 +737,7 @@ async function startSimulator({ itemCount, seed, revisionField }: StorySettings)
     revisionField,
     rotateRefreshToken: true,
     prefix: '/api/v2',
-    rateLimit: { requestsPerSecond: LOCAL_PROVIDER_LIMIT, retryAfterSeconds: 1 },
+    rateLimit: { requestsPerSecond: LOCAL_PROVIDER_LIMIT, burst: LOCAL_PROVIDER_BURST, retryAfterSeconds: 1 },
   });
 }
 
@@ -862,7 +864,7 @@ async function paceLines(run: LocalRun, load: readonly ProviderLoad[]): Promise<
   const state = stored?.state as { rate?: number; ceiling?: number } | undefined;
   const found = state?.ceiling ?? state?.rate;
   const lines = [
-    `Provider pace: ${state?.rate?.toFixed(1) ?? '?'} requests/s now; ${found === undefined ? 'no 429 met yet' : `last cut at ${found.toFixed(1)}/s, where a 429 came`} (the simulator's unpublished limit: ${LOCAL_PROVIDER_LIMIT}/s, bursts of ${LOCAL_PROVIDER_LIMIT} let through)`,
+    `Provider pace: ${state?.rate?.toFixed(1) ?? '?'} requests/s now; ${found === undefined ? 'no 429 met yet' : `last cut at ${found.toFixed(1)}/s, where a 429 came`} (the simulator's unpublished limit: ${LOCAL_PROVIDER_LIMIT}/s, bursts of ${LOCAL_PROVIDER_BURST} let through)`,
   ];
   for (const pass of load) {
     const rate = pass.requests / Math.max(pass.seconds, 0.001);
