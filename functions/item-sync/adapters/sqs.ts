@@ -8,7 +8,7 @@
  * runs, for FIPS, dual-stack and VPC endpoints and for partitions other than aws.
  */
 import { ChangeMessageVisibilityBatchCommand, GetQueueUrlCommand, type SendMessageBatchRequestEntry, type SQSClient } from '@aws-sdk/client-sqs';
-import { sendMessageBatch, type EntryFailure } from '../../shared/adapters/sqs-batch.js';
+import { resendPolicy, sendMessageBatch, type EntryFailure, type ResendOptions, type ResendPolicy } from '../../shared/adapters/sqs-batch.js';
 import { RECONCILE_PASS_ATTRIBUTE } from '../../shared/sync-queue.js';
 import type { DeadLetter, DeadLetterSink, MessageRequeue, MessageVisibility, PostponeRequest, RequeueRequest } from '../ports.js';
 
@@ -19,29 +19,20 @@ const BATCH_BYTES = 256 * 1024;
 /** The `error` attribute is a sentence; keep it readable in the console. */
 const MAX_REASON_CHARS = 1_000;
 
-export interface SqsDeadLetterSinkOptions {
-  /** Sends per entry that SQS refuses for a reason that may pass (SenderFault false); default 3. */
-  attempts?: number;
-  /** Wait before the first re-send, doubled for each further one; default 100 ms. */
-  backoffMs?: number;
-  sleep?: (ms: number) => Promise<void>;
-}
+/** Sends per entry that SQS refuses for a reason that may pass (SenderFault false), and the waits between. */
+export type SqsDeadLetterSinkOptions = ResendOptions;
 
 type Failure = { sourceMessageId: string; error: string };
 
 export class SqsDeadLetterSink implements DeadLetterSink {
-  private readonly attempts: number;
-  private readonly backoffMs: number;
-  private readonly sleep: (ms: number) => Promise<void>;
+  private readonly resend: ResendPolicy;
 
   constructor(
     private readonly client: SQSClient,
     readonly queueUrl: string,
     options: SqsDeadLetterSinkOptions = {},
   ) {
-    this.attempts = Math.max(1, options.attempts ?? 3);
-    this.backoffMs = options.backoffMs ?? 100;
-    this.sleep = options.sleep ?? ((ms) => new Promise((resolve) => setTimeout(resolve, ms)));
+    this.resend = resendPolicy(options);
   }
 
   /**
@@ -54,9 +45,7 @@ export class SqsDeadLetterSink implements DeadLetterSink {
     for (const chunk of chunkLetters(letters)) {
       await sendMessageBatch(this.client, this.queueUrl, chunk, {
         entry: (letter, position) => deadLetterEntry(letter, `m${position}`),
-        attempts: this.attempts,
-        delayMs: (attempt) => this.backoffMs * 2 ** (attempt - 1),
-        sleep: this.sleep,
+        ...this.resend,
         onCallError: () => 'give-up',
         onSent: () => undefined,
         onFailed: (letter, failure) => void failed.push({ sourceMessageId: letter.sourceMessageId, error: failureText(failure) }),
@@ -144,18 +133,14 @@ async function byQueue<T extends { queueArn: string; messageId: string }>(
  * up maxReceiveCount. Entries SQS refuses for a reason that may pass are sent again (bounded).
  */
 export class SqsMessageRequeue implements MessageRequeue {
-  private readonly attempts: number;
-  private readonly backoffMs: number;
-  private readonly sleep: (ms: number) => Promise<void>;
+  private readonly resend: ResendPolicy;
 
   constructor(
     private readonly client: SQSClient,
     private readonly urls: QueueUrls,
     options: SqsDeadLetterSinkOptions = {},
   ) {
-    this.attempts = Math.max(1, options.attempts ?? 3);
-    this.backoffMs = options.backoffMs ?? 100;
-    this.sleep = options.sleep ?? ((ms) => new Promise((resolve) => setTimeout(resolve, ms)));
+    this.resend = resendPolicy(options);
   }
 
   async requeue(requests: readonly RequeueRequest[]): Promise<Array<{ messageId: string; error: string }>> {
@@ -174,9 +159,7 @@ export class SqsMessageRequeue implements MessageRequeue {
                 : {}),
             },
           }),
-          attempts: this.attempts,
-          delayMs: (attempt) => this.backoffMs * 2 ** (attempt - 1),
-          sleep: this.sleep,
+          ...this.resend,
           onCallError: () => 'give-up',
           onSent: () => undefined,
           onFailed: (request, failure) => void failed.push({ messageId: request.messageId, error: failureText(failure) }),

@@ -10,7 +10,7 @@
  * returned as refused, and the page is advanced past it (the core logs it).
  */
 import { GetQueueAttributesCommand, type SQSClient } from '@aws-sdk/client-sqs';
-import { sendMessageBatch, type EntryFailure } from '../../shared/adapters/sqs-batch.js';
+import { resendPolicy, sendMessageBatch, type EntryFailure, type ResendOptions, type ResendPolicy } from '../../shared/adapters/sqs-batch.js';
 import { TransientError } from '../../shared/errors.js';
 import { RECONCILE_PASS_ATTRIBUTE } from '../../shared/sync-queue.js';
 import type { ReconcileQueue, SendResult } from '../ports.js';
@@ -27,21 +27,14 @@ export const BACKLOG_ATTRIBUTES = [
   'ApproximateNumberOfMessagesDelayed',
 ] as const;
 
-export interface SqsReconcileQueueOptions {
+export interface SqsReconcileQueueOptions extends ResendOptions {
   /** SendMessageBatch calls in flight at once; default 10. */
   concurrency?: number;
-  /** Calls per entry that SQS refuses for a reason that may pass; default 3. */
-  attempts?: number;
-  /** Wait before the first re-send, doubled for each further one; default 100 ms. */
-  backoffMs?: number;
-  sleep?: (ms: number) => Promise<void>;
 }
 
 export class SqsReconcileQueue implements ReconcileQueue {
   private readonly concurrency: number;
-  private readonly attempts: number;
-  private readonly backoffMs: number;
-  private readonly sleep: (ms: number) => Promise<void>;
+  private readonly resend: ResendPolicy;
 
   constructor(
     private readonly client: SQSClient,
@@ -49,9 +42,7 @@ export class SqsReconcileQueue implements ReconcileQueue {
     options: SqsReconcileQueueOptions = {},
   ) {
     this.concurrency = Math.max(1, options.concurrency ?? 10);
-    this.attempts = Math.max(1, options.attempts ?? 3);
-    this.backoffMs = options.backoffMs ?? 100;
-    this.sleep = options.sleep ?? ((ms) => new Promise((resolve) => setTimeout(resolve, ms)));
+    this.resend = resendPolicy(options);
   }
 
   async backlog(): Promise<number> {
@@ -79,9 +70,7 @@ export class SqsReconcileQueue implements ReconcileQueue {
             MessageBody: JSON.stringify({ id }),
             MessageAttributes: { [RECONCILE_PASS_ATTRIBUTE]: { DataType: 'Number', StringValue: String(pass) } },
           }),
-          attempts: this.attempts,
-          delayMs: (attempt) => this.backoffMs * 2 ** (attempt - 1),
-          sleep: this.sleep,
+          ...this.resend,
           onCallError: () => 'retry',
           onSent: () => undefined,
           onFailed: (id, failure) => {

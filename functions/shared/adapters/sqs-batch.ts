@@ -120,3 +120,24 @@ async function sendOnce<T>(
   });
   return retry;
 }
+
+/** How entries refused for a reason that may pass are sent again. */
+export interface ResendOptions {
+  /** Calls per entry, the first included; default 3. */
+  attempts?: number;
+  /** Wait before the first re-send, doubled for each further one; default 100 ms. */
+  backoffMs?: number;
+  sleep?: (ms: number) => Promise<void>;
+}
+
+export type ResendPolicy = Pick<BatchSendOptions<unknown>, 'attempts' | 'delayMs' | 'sleep'>;
+
+/** The re-send part of BatchSendOptions, from ResendOptions and their defaults. */
+export function resendPolicy(options: ResendOptions = {}): ResendPolicy {
+  const backoffMs = options.backoffMs ?? 100;
+  return {
+    attempts: Math.max(1, options.attempts ?? 3),
+    delayMs: (attempt) => backoffMs * 2 ** (attempt - 1),
+    sleep: options.sleep ?? ((ms) => new Promise((resolve) => setTimeout(resolve, ms))),
+  };
+}
