@@ -136,20 +136,7 @@ export async function syncBatch(records: readonly SyncRecord[], deps: SyncDeps, 
     rateLimited: 0,
   };
   const outcomes = new Map<string, Outcome>();
-  const itemIds = new Map<string, string>();
-  const byId = new Map<string, SyncRecord[]>();
-
-  for (const record of records) {
-    try {
-      const id = parseMessageBody(record.body);
-      itemIds.set(record.messageId, id);
-      const group = byId.get(id);
-      if (group) group.push(record);
-      else byId.set(id, [record]);
-    } catch (error) {
-      outcomes.set(record.messageId, outcomeOf(error, deps));
-    }
-  }
+  const { itemIds, byId } = groupById(records, outcomes, deps);
 
   const now = (): number => deps.clock.now().getTime();
   const controller = new AbortController();
@@ -158,34 +145,8 @@ export async function syncBatch(records: readonly SyncRecord[], deps: SyncDeps, 
   // A batch comes from one queue: the reconciler's sweep, or users' ids.
   const sweep = records.some((record) => record.reconcilePass !== undefined);
   const run = new ItemRun(deps, counts, options.deadline, controller.signal, now, sweep);
-
   try {
-    const ids = [...byId.keys()];
-    const idOutcomes = new Map<string, Outcome>();
-    let stored = new Map<string, StoredRevision>();
-    let readFailure: Outcome | undefined;
-    // The breaker is open and no probe is due here: every record waits, without a read or a request.
-    const outage = deps.pace.waitingForProbe() ? deps.pace.outageKnown() : undefined;
-    const outageFirst: Outcome | undefined = outage
-      ? outcomeOf(run.outage(outage.reason), deps)
-      : undefined;
-    if (ids.length > 0 && !outageFirst) {
-      try {
-        run.checkTime();
-        stored = await deps.store.getRevisions(ids);
-      } catch (error) {
-        readFailure = outcomeOf(error, deps);
-      }
-    }
-    if (readFailure) {
-      for (const id of ids) idOutcomes.set(id, readFailure);
-    } else if (outageFirst) {
-      for (const id of ids) idOutcomes.set(id, outageFirst);
-    } else {
-      await forEachLimited(ids, deps.fetchConcurrency, async (id) => {
-        idOutcomes.set(id, await run.syncItem(id, stored.get(id)));
-      });
-    }
+    const idOutcomes = await syncIds([...byId.keys()], run, deps);
     for (const [id, group] of byId) {
       const outcome = idOutcomes.get(id) ?? outcomeOf(new Error('no outcome was recorded for this item'), deps);
       for (const record of group) outcomes.set(record.messageId, outcome);
@@ -197,7 +158,69 @@ export async function syncBatch(records: readonly SyncRecord[], deps: SyncDeps, 
   await sendDeadLetters(records, outcomes, deps);
   await requeueWaiting(records, outcomes, deps);
   await postpone(records, outcomes, deps);
+  const failures = settle(records, outcomes, itemIds, counts, deps);
+  return { failures, counts, outcomes };
+}
 
+/** Parses every body (a bad one is dead at once) and groups the records by item id. */
+function groupById(
+  records: readonly SyncRecord[],
+  outcomes: Map<string, Outcome>,
+  deps: SyncDeps,
+): { itemIds: Map<string, string>; byId: Map<string, SyncRecord[]> } {
+  const itemIds = new Map<string, string>();
+  const byId = new Map<string, SyncRecord[]>();
+  for (const record of records) {
+    try {
+      const id = parseMessageBody(record.body);
+      itemIds.set(record.messageId, id);
+      const group = byId.get(id);
+      if (group) group.push(record);
+      else byId.set(id, [record]);
+    } catch (error) {
+      outcomes.set(record.messageId, outcomeOf(error, deps));
+    }
+  }
+  return { itemIds, byId };
+}
+
+/**
+ * The outcome of every id: the stored revisions read at once, then each id synced with bounded
+ * concurrency. While the breaker is open and no probe is due here, every id waits, without a read
+ * or a request.
+ */
+async function syncIds(ids: readonly string[], run: ItemRun, deps: SyncDeps): Promise<Map<string, Outcome>> {
+  const idOutcomes = new Map<string, Outcome>();
+  if (ids.length === 0) return idOutcomes;
+  const outage = deps.pace.waitingForProbe() ? deps.pace.outageKnown() : undefined;
+  if (outage) {
+    const waiting = outcomeOf(run.outage(outage.reason), deps);
+    for (const id of ids) idOutcomes.set(id, waiting);
+    return idOutcomes;
+  }
+  let stored: Map<string, StoredRevision>;
+  try {
+    run.checkTime();
+    stored = await deps.store.getRevisions(ids);
+  } catch (error) {
+    const failure = outcomeOf(error, deps);
+    for (const id of ids) idOutcomes.set(id, failure);
+    return idOutcomes;
+  }
+  await forEachLimited(ids, deps.fetchConcurrency, async (id) => {
+    idOutcomes.set(id, await run.syncItem(id, stored.get(id)));
+  });
+  return idOutcomes;
+}
+
+/** Logs and counts how each record ended; returns the message ids to report in batchItemFailures. */
+function settle(
+  records: readonly SyncRecord[],
+  outcomes: ReadonlyMap<string, Outcome>,
+  itemIds: ReadonlyMap<string, string>,
+  counts: SyncCounts,
+  deps: SyncDeps,
+): string[] {
   const failures: string[] = [];
   for (const record of records) {
     const outcome = outcomes.get(record.messageId)!;
@@ -226,7 +249,7 @@ export async function syncBatch(records: readonly SyncRecord[], deps: SyncDeps, 
         break;
     }
   }
-  return { failures, counts, outcomes };
+  return failures;
 }
 
 /** Per-id work of one batch: fetch with retries, decide, conditional write, re-decide on a lost race. */
