@@ -111,11 +111,11 @@ function useOf(requests: readonly RecordedRequest[], from: number, to: number, l
   return share(served / ((to - from) / 1000), limit);
 }
 
-function check(what: string, value: number | string, ok: boolean): Check {
+export function check(what: string, value: number | string, ok: boolean): Check {
   return { what, value: String(value), ok };
 }
 
-async function timed(name: string, fn: () => Promise<Omit<ScenarioResult, 'name' | 'realMs'>>): Promise<ScenarioResult> {
+export async function timed(name: string, fn: () => Promise<Omit<ScenarioResult, 'name' | 'realMs'>>): Promise<ScenarioResult> {
   const started = Date.now();
   const result = await fn();
   return { name, ...result, realMs: Date.now() - started };

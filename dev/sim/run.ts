@@ -1,20 +1,47 @@
 /**
- * `npm run sim`: the provider pace's scenarios in virtual time (pace-scenarios.ts), at full scale
- * (2,000 ids, L = 50/s, 5 containers, 6-hour outages) or `--short` (what `npm test` runs). Prints each
- * scenario's figures and checks, writes them to .bench/sim-latest.json, exits 1 when a check fails.
+ * `npm run sim [-- [--short] [scenario...]]`: simulations in virtual time.
+ *
+ * - `unknown`, `known`, `outage`, `token` (the default set): the provider pace's scenarios
+ *   (pace-scenarios.ts), at full scale (2,000 ids, L = 50/s, 5 containers, 6-hour outages) or
+ *   `--short` (what `npm test` runs).
+ * - `reconcile` (named only): a reconciliation pass (reconcile-scenario.ts), at full scale
+ *   (1,000,000 ids, L = 200/s, freshnessHours 24; about 2 ms of real time an id, so give it
+ *   `--max-old-space-size=8192` and time) or `--short`. `--ids N` sets the number of ids and
+ *   `--unknown-limit` keeps L from the system (the pace has to find it). Progress lines go to
+ *   standard error.
+ *
+ * Prints each scenario's figures and checks, writes them to .bench/sim-latest.json (or
+ * .bench/sim-reconcile-latest.json when `reconcile` ran), exits 1 when a check fails.
  */
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { BENCH_DIR, machineInfo } from '../bench/support/machine.js';
-import { FULL_SCALE, knownLimit, outage, SHORT_SCALE, unknownLimit, type ScenarioResult, type Scale } from './pace-scenarios.js';
+import { FULL_SCALE, knownLimit, outage, SHORT_SCALE, unknownLimit, type ScenarioResult } from './pace-scenarios.js';
+import { RECONCILE_FULL, RECONCILE_SHORT, reconcilePass, type ReconcileScale } from './reconcile-scenario.js';
 
-const SCENARIOS: Record<string, (scale: Scale) => Promise<ScenarioResult>> = {
-  unknown: unknownLimit,
-  known: knownLimit,
-  outage: (scale) => outage(scale, 'provider'),
-  token: (scale) => outage(scale, 'token'),
+interface RunOptions {
+  short: boolean;
+  ids: number | undefined;
+  unknownLimit: boolean;
+}
+
+const PACE_SCENARIOS: Record<string, (options: RunOptions) => Promise<ScenarioResult>> = {
+  unknown: (o) => unknownLimit(o.short ? SHORT_SCALE : FULL_SCALE),
+  known: (o) => knownLimit(o.short ? SHORT_SCALE : FULL_SCALE),
+  outage: (o) => outage(o.short ? SHORT_SCALE : FULL_SCALE, 'provider'),
+  token: (o) => outage(o.short ? SHORT_SCALE : FULL_SCALE, 'token'),
 };
+
+const SCENARIOS: Record<string, (options: RunOptions) => Promise<ScenarioResult>> = {
+  ...PACE_SCENARIOS,
+  reconcile: (o) => reconcilePass(reconcileScale(o), (line) => process.stderr.write(`  … ${line}\n`)),
+};
+
+export function reconcileScale(options: RunOptions): ReconcileScale {
+  const base = options.short ? RECONCILE_SHORT : RECONCILE_FULL;
+  return { ...base, ...(options.ids !== undefined ? { ids: options.ids } : {}), ...(options.unknownLimit ? { knownLimit: false } : {}) };
+}
 
 export function formatScenario(result: ScenarioResult): string {
   const lines = [`${result.name} (${(result.virtualMs / 3_600_000).toFixed(2)} h virtual, ${(result.realMs / 1000).toFixed(1)} s real)`];
@@ -24,24 +51,42 @@ export function formatScenario(result: ScenarioResult): string {
 }
 
 async function main(argv: string[]): Promise<number> {
-  const { values, positionals } = parseArgs({ args: argv, allowPositionals: true, options: { short: { type: 'boolean', default: false } } });
-  const scale = values.short ? SHORT_SCALE : FULL_SCALE;
-  const names = positionals.length > 0 ? positionals : Object.keys(SCENARIOS);
+  const { values, positionals } = parseArgs({
+    args: argv,
+    allowPositionals: true,
+    options: {
+      short: { type: 'boolean', default: false },
+      ids: { type: 'string' },
+      'unknown-limit': { type: 'boolean', default: false },
+    },
+  });
+  const ids = values.ids === undefined ? undefined : Number(values.ids);
+  if (ids !== undefined && !(Number.isSafeInteger(ids) && ids >= 100)) {
+    process.stderr.write(`--ids must be a whole number of at least 100, got ${values.ids}\n`);
+    return 2;
+  }
+  const options: RunOptions = { short: values.short, ids, unknownLimit: values['unknown-limit'] };
+  const names = positionals.length > 0 ? positionals : Object.keys(PACE_SCENARIOS);
   const unknown = names.filter((name) => !(name in SCENARIOS));
   if (unknown.length > 0) {
     process.stderr.write(`unknown scenario ${unknown.join(', ')}; choose from ${Object.keys(SCENARIOS).join(', ')}\n`);
     return 2;
   }
   const machine = machineInfo();
-  process.stdout.write(`provider pace simulation, ${values.short ? 'short' : 'full'} scale: ${JSON.stringify(scale)}\n${JSON.stringify(machine)}\n\n`);
+  const scales = {
+    ...(names.some((name) => name in PACE_SCENARIOS) ? { pace: values.short ? SHORT_SCALE : FULL_SCALE } : {}),
+    ...(names.includes('reconcile') ? { reconcile: reconcileScale(options) } : {}),
+  };
+  process.stdout.write(`simulation, ${values.short ? 'short' : 'full'} scale: ${JSON.stringify(scales)}\n${JSON.stringify(machine)}\n\n`);
   const results: ScenarioResult[] = [];
   for (const name of names) {
-    const result = await SCENARIOS[name]!(scale);
+    const result = await SCENARIOS[name]!(options);
     results.push(result);
     process.stdout.write(`${formatScenario(result)}\n\n`);
   }
   mkdirSync(BENCH_DIR, { recursive: true });
-  writeFileSync(join(BENCH_DIR, 'sim-latest.json'), `${JSON.stringify({ machine, scale, results }, null, 2)}\n`);
+  const file = names.includes('reconcile') ? 'sim-reconcile-latest.json' : 'sim-latest.json';
+  writeFileSync(join(BENCH_DIR, file), `${JSON.stringify({ machine, scales, results }, null, 2)}\n`);
   return results.every((result) => result.checks.every((check) => check.ok)) ? 0 : 1;
 }
 

@@ -1,0 +1,61 @@
+/**
+ * A reconciliation pass in virtual time, short (dev/sim/reconcile-scenario.ts RECONCILE_SHORT: 2,400
+ * ids, L = 50/s): the real reconciler on its one-minute schedule, the sync's two event sources, the
+ * real pace, provider client and DynamoDB adapters on dynalite. `npm run sim reconcile` runs it at
+ * full scale, where the cost goal is judged.
+ */
+import { describe, expect, it } from 'vitest';
+import { NUMBER_RULES } from '../../../infra/context.js';
+import { RECONCILE_SCHEDULE_MINUTES, RECONCILER_TIMEOUT } from '../../../infra/reconciler/reconciler.js';
+import { RECONCILE_FULL, RECONCILE_SHORT, reconcilePass } from '../../../dev/sim/reconcile-scenario.js';
+import { RECONCILE_SCHEDULE_MS, RECONCILER_TIMEOUT_MS } from '../../../dev/sim/system.js';
+
+const COST_CHECK = 'cost of a pass per million unchanged ids ≤ $1';
+
+/** The request count a `cost: …` figure starts with. */
+function requests(figure: number | string | undefined): number {
+  const match = /^([\d,]+) requests/.exec(String(figure));
+  if (!match) throw new Error(`not a cost figure: ${String(figure)}`);
+  return Number(match[1]!.replace(/,/g, ''));
+}
+
+describe('a reconciliation pass in virtual time (short)', () => {
+  it('checks every id once, brings the changed rows back in line, projects its length, leaves users their time, and counts its requests', async () => {
+    const result = await reconcilePass(RECONCILE_SHORT);
+    // The cost per million ids is judged at full scale (at L = 50/s the pace's draws are smaller).
+    const failed = result.checks.filter((check) => !check.ok && check.what !== COST_CHECK).map((check) => `${check.what}: ${check.value}`);
+    expect(failed).toEqual([]);
+    expect(result.checks.map((check) => check.what)).toContain(COST_CHECK);
+    expect(result.checks).toHaveLength(7);
+
+    const f = result.figures;
+    expect(f['ids sent by the reconciler']).toBe(RECONCILE_SHORT.ids);
+    expect(f['ids sent twice by the reconciler']).toBe(0);
+    expect(f['failed ticks']).toBe(0);
+    expect(f['dead-lettered']).toBe(0);
+    // The changes came during the pass: some before their id's check (in line now), some after.
+    expect(f['… before their check in the pass']).toBeGreaterThan(0);
+    expect(f['rows not matching the provider at the end']).toBe(f['… after their check (left for the next pass)']);
+
+    // Every request of the sweep is counted: ids in batches of 10, and per sync invocation on the
+    // reconcile queue one DeleteMessageBatch of its records and a BatchGetItem of its rows (one more
+    // for an id whose conditional write lost a race).
+    const invocations = requests(f['cost: Lambda sync on the reconcile queue (512 MB, Arm)']);
+    expect(invocations).toBeGreaterThanOrEqual(RECONCILE_SHORT.ids / 10);
+    expect(requests(f['cost: SQS SendMessageBatch (reconciler)'])).toBeGreaterThanOrEqual(RECONCILE_SHORT.ids / 10);
+    expect(requests(f['cost: SQS DeleteMessageBatch (event source on the reconcile queue)'])).toBe(invocations);
+    expect(requests(f['cost: DynamoDB BatchGetItem items (sync on the reconcile queue)'])).toBeGreaterThanOrEqual(invocations);
+    expect(requests(f['cost: DynamoDB Scan items (reconciler)'])).toBeGreaterThan(0);
+    expect(Number(f['cost of the pass (USD)'])).toBeGreaterThan(0);
+  }, 120_000);
+
+  it('runs with the settings the stacks deploy', () => {
+    expect(RECONCILE_SCHEDULE_MS).toBe(RECONCILE_SCHEDULE_MINUTES * 60_000);
+    expect(RECONCILER_TIMEOUT_MS).toBe(RECONCILER_TIMEOUT.toMilliseconds());
+    // Both event sources at syncMaxConcurrency (infra/reconciler/reconciler.ts addReconcileEventSource).
+    expect(RECONCILE_FULL.containers).toBe(NUMBER_RULES.syncMaxConcurrency.fallback);
+    expect(RECONCILE_FULL.reconcileContainers).toBe(NUMBER_RULES.syncMaxConcurrency.fallback);
+    expect(RECONCILE_FULL.freshnessHours).toBe(NUMBER_RULES.freshnessHours.fallback);
+    expect(RECONCILE_FULL.highWater).toBeUndefined(); // the function's default, as the stack leaves it
+  });
+});
