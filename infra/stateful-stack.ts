@@ -3,25 +3,20 @@
  * secrets and both queues. Every resource is retained when the stack is deleted; nothing has a
  * hard-coded physical name.
  */
-import { CfnOutput, Duration, RemovalPolicy, SecretValue, Stack, type StackProps, Validations } from 'aws-cdk-lib';
+import { CfnOutput, RemovalPolicy, SecretValue, Stack, type StackProps, Validations } from 'aws-cdk-lib';
 import * as dynamodb from 'aws-cdk-lib/aws-dynamodb';
 import * as secretsmanager from 'aws-cdk-lib/aws-secretsmanager';
 import type * as s3 from 'aws-cdk-lib/aws-s3';
 import * as sqs from 'aws-cdk-lib/aws-sqs';
 import type { Construct } from 'constructs';
 import { CREDENTIALS_PLACEHOLDER } from '../functions/shared/secrets.js';
-import { MAX_RECEIVE_COUNT } from '../functions/shared/sync-queue.js';
 import { addChangeEventResources, type ChangeEventResources } from './change-events/change-event-resources.js';
 import type { ContentSyncConfig } from './context.js';
+import { addWorkQueues } from './constructs/queues.js';
 import { addReconcileQueues } from './reconciler/reconcile-queues.js';
 import { addItemsBucket } from './items-bucket.js';
 
-/** SQS's maximum; the dead-letter queue is where an operator looks after an incident. */
-export const DEAD_LETTER_RETENTION = Duration.days(14);
-/** SQS's default, stated: ids older than this are dropped by SQS, which the age alarm reports long before. */
-export const QUEUE_RETENTION = Duration.days(4);
-/** AWS's guidance for Lambda event sources: visibility time-out at least 6× the function time-out. */
-export const VISIBILITY_FACTOR = 6;
+export { DEAD_LETTER_RETENTION, QUEUE_RETENTION, VISIBILITY_FACTOR } from './constructs/queues.js';
 
 /**
  * The control table's partition key (string): the item sync's pace store reads and writes one row
@@ -105,21 +100,9 @@ export class StatefulStack extends Stack {
       });
     }
 
-    this.deadLetterQueue = new sqs.Queue(this, 'DeadLetterQueue', {
-      encryption: sqs.QueueEncryption.SQS_MANAGED,
-      enforceSSL: true,
-      retentionPeriod: DEAD_LETTER_RETENTION,
-      removalPolicy: RemovalPolicy.RETAIN,
-    });
-
-    this.queue = new sqs.Queue(this, 'SyncQueue', {
-      encryption: sqs.QueueEncryption.SQS_MANAGED,
-      enforceSSL: true,
-      visibilityTimeout: Duration.seconds(config.syncTimeoutSeconds * VISIBILITY_FACTOR),
-      retentionPeriod: QUEUE_RETENTION,
-      deadLetterQueue: { queue: this.deadLetterQueue, maxReceiveCount: MAX_RECEIVE_COUNT },
-      removalPolicy: RemovalPolicy.RETAIN,
-    });
+    const sync = addWorkQueues(this, { queue: 'SyncQueue', deadLetterQueue: 'DeadLetterQueue' }, config.syncTimeoutSeconds);
+    this.deadLetterQueue = sync.deadLetterQueue;
+    this.queue = sync.queue;
 
     // ---- the items bucket: items too large for a row (infra/items-bucket.ts) ----
     this.itemsBucket = addItemsBucket(this);

@@ -8,12 +8,13 @@
  * Added to the given stack (the stateful stack) under their own ids, so their logical ids do not
  * depend on where this code lives.
  */
-import { Aws, CfnOutput, Duration, RemovalPolicy, Validations, type Stack } from 'aws-cdk-lib';
+import { Aws, CfnOutput, RemovalPolicy, Validations, type Stack } from 'aws-cdk-lib';
 import * as events from 'aws-cdk-lib/aws-events';
-import * as sqs from 'aws-cdk-lib/aws-sqs';
+import type * as sqs from 'aws-cdk-lib/aws-sqs';
+import { addRetainedQueue, DEAD_LETTER_RETENTION } from '../constructs/queues.js';
 
 /** SQS's maximum: the failure queue is read after an incident, like the dead-letter queue. */
-export const CHANGE_EVENTS_FAILURE_RETENTION = Duration.days(14);
+export const CHANGE_EVENTS_FAILURE_RETENTION = DEAD_LETTER_RETENTION;
 
 export interface ChangeEventResources {
   readonly bus: events.EventBus;
@@ -29,12 +30,7 @@ export function addChangeEventResources(stack: Stack): ChangeEventResources {
   });
   bus.applyRemovalPolicy(RemovalPolicy.RETAIN);
 
-  const failureQueue = new sqs.Queue(stack, 'ChangeEventsFailureQueue', {
-    encryption: sqs.QueueEncryption.SQS_MANAGED,
-    enforceSSL: true,
-    retentionPeriod: CHANGE_EVENTS_FAILURE_RETENTION,
-    removalPolicy: RemovalPolicy.RETAIN,
-  });
+  const failureQueue = addRetainedQueue(stack, 'ChangeEventsFailureQueue', { retentionPeriod: CHANGE_EVENTS_FAILURE_RETENTION });
   Validations.of(failureQueue).acknowledge({
     id: 'AwsSolutions-SQS3',
     reason:

@@ -10,38 +10,18 @@
  * Added to the given stack (the stateful stack) under their own ids, so their logical ids do not
  * depend on where this code lives.
  */
-import { CfnOutput, Duration, RemovalPolicy, type Stack } from 'aws-cdk-lib';
-import * as sqs from 'aws-cdk-lib/aws-sqs';
-import { MAX_RECEIVE_COUNT } from '../../functions/shared/sync-queue.js';
+import { CfnOutput, type Stack } from 'aws-cdk-lib';
+import { addWorkQueues, type WorkQueues } from '../constructs/queues.js';
 import type { ContentSyncConfig } from '../context.js';
 
-/** As the sync queue's (infra/stateful-stack.ts): SQS's default, stated. */
-export const RECONCILE_QUEUE_RETENTION = Duration.days(4);
-/** As the sync dead-letter queue's: SQS's maximum. */
-export const RECONCILE_DEAD_LETTER_RETENTION = Duration.days(14);
-/** AWS's guidance for Lambda event sources, as for the sync queue: visibility at least 6× the function's time-out. */
-const VISIBILITY_FACTOR = 6;
-
-export interface ReconcileQueues {
-  readonly queue: sqs.Queue;
-  readonly deadLetterQueue: sqs.Queue;
-}
+export type ReconcileQueues = WorkQueues;
 
 export function addReconcileQueues(stack: Stack, config: ContentSyncConfig): ReconcileQueues {
-  const deadLetterQueue = new sqs.Queue(stack, 'ReconcileDeadLetterQueue', {
-    encryption: sqs.QueueEncryption.SQS_MANAGED,
-    enforceSSL: true,
-    retentionPeriod: RECONCILE_DEAD_LETTER_RETENTION,
-    removalPolicy: RemovalPolicy.RETAIN,
-  });
-  const queue = new sqs.Queue(stack, 'ReconcileQueue', {
-    encryption: sqs.QueueEncryption.SQS_MANAGED,
-    enforceSSL: true,
-    visibilityTimeout: Duration.seconds(config.syncTimeoutSeconds * VISIBILITY_FACTOR),
-    retentionPeriod: RECONCILE_QUEUE_RETENTION,
-    deadLetterQueue: { queue: deadLetterQueue, maxReceiveCount: MAX_RECEIVE_COUNT },
-    removalPolicy: RemovalPolicy.RETAIN,
-  });
+  const { queue, deadLetterQueue } = addWorkQueues(
+    stack,
+    { queue: 'ReconcileQueue', deadLetterQueue: 'ReconcileDeadLetterQueue' },
+    config.syncTimeoutSeconds,
+  );
 
   new CfnOutput(stack, 'ReconcileQueueUrl', {
     description: 'Reconcile queue: the reconciler sends every known id here once per pass ({"id": "<item id>"}, attribute reconcilePass); the item sync takes them',

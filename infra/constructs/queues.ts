@@ -1,0 +1,56 @@
+/**
+ * How every content-sync queue is made: SQS-managed encryption, TLS only, a stated retention,
+ * retained when the stack is deleted, no physical name. A work queue (the sync queue, the
+ * reconcile queue) comes with its own dead-letter queue: redrive after MAX_RECEIVE_COUNT receives,
+ * visibility 6× the sync's time-out.
+ */
+import { Duration, RemovalPolicy } from 'aws-cdk-lib';
+import * as sqs from 'aws-cdk-lib/aws-sqs';
+import type { Construct } from 'constructs';
+import { MAX_RECEIVE_COUNT } from '../../functions/shared/sync-queue.js';
+
+/** SQS's maximum; a dead-letter (or failure) queue is where an operator looks after an incident. */
+export const DEAD_LETTER_RETENTION = Duration.days(14);
+/** SQS's default, stated: ids older than this are dropped by SQS, which the age alarm reports long before. */
+export const QUEUE_RETENTION = Duration.days(4);
+/** AWS's guidance for Lambda event sources: visibility time-out at least 6× the function time-out. */
+export const VISIBILITY_FACTOR = 6;
+
+export interface RetainedQueueProps {
+  readonly retentionPeriod: Duration;
+  readonly visibilityTimeout?: Duration;
+  readonly deadLetterQueue?: sqs.DeadLetterQueue;
+}
+
+/** One queue: SQS-managed encryption, TLS only, retained on stack deletion. */
+export function addRetainedQueue(scope: Construct, id: string, props: RetainedQueueProps): sqs.Queue {
+  return new sqs.Queue(scope, id, {
+    encryption: sqs.QueueEncryption.SQS_MANAGED,
+    enforceSSL: true,
+    removalPolicy: RemovalPolicy.RETAIN,
+    ...props,
+  });
+}
+
+export interface WorkQueues {
+  readonly queue: sqs.Queue;
+  readonly deadLetterQueue: sqs.Queue;
+}
+
+/**
+ * A queue the item sync consumes (visibility 6× `syncTimeoutSeconds`, QUEUE_RETENTION) and its
+ * dead-letter queue (DEAD_LETTER_RETENTION), under the given construct ids.
+ */
+export function addWorkQueues(
+  scope: Construct,
+  ids: { readonly queue: string; readonly deadLetterQueue: string },
+  syncTimeoutSeconds: number,
+): WorkQueues {
+  const deadLetterQueue = addRetainedQueue(scope, ids.deadLetterQueue, { retentionPeriod: DEAD_LETTER_RETENTION });
+  const queue = addRetainedQueue(scope, ids.queue, {
+    visibilityTimeout: Duration.seconds(syncTimeoutSeconds * VISIBILITY_FACTOR),
+    retentionPeriod: QUEUE_RETENTION,
+    deadLetterQueue: { queue: deadLetterQueue, maxReceiveCount: MAX_RECEIVE_COUNT },
+  });
+  return { queue, deadLetterQueue };
+}
