@@ -80,7 +80,7 @@ export const DEFAULT_PACE_SETTINGS: PaceSettings = {
   cutCooldownMs: 2_000,
   defaultRetryAfterMs: 1_000,
   probeIntervalMs: 20_000,
-  outageFailures: 4,
+  outageFailures: 8,
   userShare: 0.2,
 };
 

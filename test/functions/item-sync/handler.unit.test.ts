@@ -793,7 +793,8 @@ describe('retry later', () => {
       .on('b', providerError('transient', 503))
       .on('c', providerError('transient', 503))
       .on('d', providerError('transient', 503));
-    const { result, metrics } = await run(build(provider, { paceStore }), ['a', 'b', 'c', 'd']);
+    // The breaker's threshold at 4 (the default is 8), so that four records show it.
+    const { result, metrics } = await run(build(provider, { paceStore, paceSettings: { outageFailures: 4 } }), ['a', 'b', 'c', 'd']);
 
     // a, b and c failed and backed off (150 ms each on this clock) and went again before d's failure,
     // the fourth counted, opened the breaker at +450 ms. Their second failures are not counted; then

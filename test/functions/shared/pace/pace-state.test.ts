@@ -287,15 +287,17 @@ describe('the breaker', () => {
 
 describe('the failure count', () => {
   it('counts failed requests; at outageFailures the breaker opens with reason `provider`', () => {
-    const one = requestFailed(state(), T, OPEN);
+    expect(DEFAULT_PACE_SETTINGS.outageFailures).toBe(8);
+    const FOUR: PaceSettings = { ...OPEN, outageFailures: 4 };
+    const one = requestFailed(state(), T, FOUR);
     expect(one).toEqual({ ...state(), failures: 1 });
-    const three = requestFailed(requestFailed(one, T + 1, OPEN), T + 2, OPEN);
+    const three = requestFailed(requestFailed(one, T + 1, FOUR), T + 2, FOUR);
     expect(three).toEqual({ ...state(), failures: 3 });
-    const four = requestFailed(three, T + 3, OPEN);
+    const four = requestFailed(three, T + 3, FOUR);
     expect(four).toEqual({ ...state(), failures: 4, breaker: { open: true, reason: 'provider', since: T + 3, nextProbeAt: T + 20_003 } });
 
     // Counted on while open; the breaker it opened stays as it is.
-    const five = requestFailed(four, T + 4, OPEN);
+    const five = requestFailed(four, T + 4, FOUR);
     expect(five).toEqual({ ...four, failures: 5 });
   });
 

@@ -16,7 +16,8 @@ import { ProviderPace, type Grant, type PaceStore, type ProviderPaceOptions } fr
 import type { Clock, Log } from '../../../../functions/shared/ports.js';
 
 const T0 = Date.UTC(2026, 0, 1, 12);
-const SETTINGS: PaceSettings = { ...DEFAULT_PACE_SETTINGS, maxRate: 100 };
+/** The breaker's threshold set low (4; the default is 8) so that its mechanics take few requests to show. */
+const SETTINGS: PaceSettings = { ...DEFAULT_PACE_SETTINGS, maxRate: 100, outageFailures: 4 };
 
 /** A clock only the test moves. */
 class ManualClock implements Clock {
