@@ -10,8 +10,6 @@
 import { CfnOutput, Duration, Stack, type StackProps, Validations } from 'aws-cdk-lib';
 import type * as cloudwatch from 'aws-cdk-lib/aws-cloudwatch';
 import type * as dynamodb from 'aws-cdk-lib/aws-dynamodb';
-import * as iam from 'aws-cdk-lib/aws-iam';
-import type * as lambda from 'aws-cdk-lib/aws-lambda';
 import { SqsEventSource } from 'aws-cdk-lib/aws-lambda-event-sources';
 import * as scheduler from 'aws-cdk-lib/aws-scheduler';
 import * as schedulerTargets from 'aws-cdk-lib/aws-scheduler-targets';
@@ -24,7 +22,7 @@ import { ENV } from '../functions/shared/config.js';
 import { ITEM_SYNC_LAZY_MODULES } from '../functions/item-sync/lazy-modules.js';
 import { REFRESHER_SERVICE, SYNC_SERVICE } from '../functions/shared/metric-names.js';
 import type { ContentSyncConfig } from './context.js';
-import { ContentSyncFunction } from './constructs/content-sync-function.js';
+import { addSchedulerInvokeRole, ContentSyncFunction } from './constructs/content-sync-function.js';
 import { addChangeEvents, addChangeEventsAlarms, addChangeEventsWidgets, type ChangeEventsStateful } from './change-events/change-events.js';
 import { addDeployRun } from './deploy-run/deploy-run.js';
 import { grantItemObjects } from './items-bucket.js';
@@ -132,37 +130,23 @@ export class StatelessStack extends Stack {
         [ENV.accessTokenSecretId]: stateful.accessTokenSecret.secretArn,
       },
     });
-    refresher.role.addToPolicy(
-      new iam.PolicyStatement({
-        sid: 'ReadCredentials',
-        actions: ['secretsmanager:GetSecretValue'],
-        resources: [stateful.credentialsSecret.secretArn],
-      }),
-    );
-    refresher.role.addToPolicy(
-      new iam.PolicyStatement({
-        sid: 'WriteTokens',
-        actions: ['secretsmanager:PutSecretValue'],
-        resources: [stateful.credentialsSecret.secretArn, stateful.accessTokenSecret.secretArn],
-      }),
-    );
+    refresher.allow({
+      sid: 'ReadCredentials',
+      actions: ['secretsmanager:GetSecretValue'],
+      resources: [stateful.credentialsSecret.secretArn],
+    });
+    refresher.allow({
+      sid: 'WriteTokens',
+      actions: ['secretsmanager:PutSecretValue'],
+      resources: [stateful.credentialsSecret.secretArn, stateful.accessTokenSecret.secretArn],
+    });
     return refresher;
   }
 
   /** EventBridge Scheduler runs the refresher every `tokenRefreshMinutes` with {"trigger":"schedule"}. */
   private refreshSchedule(refresher: ContentSyncFunction, tokenRefreshMinutes: number): void {
     // Our own role for the schedule, so its one finding can be acknowledged on it.
-    const scheduleRole = new iam.Role(this, 'TokenRefreshScheduleRole', {
-      assumedBy: new iam.ServicePrincipal('scheduler.amazonaws.com', {
-        conditions: { StringEquals: { 'aws:SourceAccount': this.account } },
-      }),
-      description: 'Lets EventBridge Scheduler invoke the token refresher',
-    });
-    const refresherLogicalId = this.getLogicalId(refresher.function.node.defaultChild as lambda.CfnFunction);
-    Validations.of(scheduleRole).acknowledge({
-      id: `AwsSolutions-IAM5[Resource::<${refresherLogicalId}.Arn>:*]`,
-      reason: "LambdaInvoke's grant: lambda:InvokeFunction on the token refresher and its versions/aliases (ARN:*), that one function only.",
-    });
+    const scheduleRole = addSchedulerInvokeRole(this, 'TokenRefreshScheduleRole', refresher, 'token refresher');
     new scheduler.Schedule(this, 'TokenRefreshSchedule', {
       description: `content-sync: refresh the provider access token every ${tokenRefreshMinutes} min`,
       schedule: scheduler.ScheduleExpression.rate(Duration.minutes(tokenRefreshMinutes)),
@@ -204,44 +188,34 @@ export class StatelessStack extends Stack {
           : { [ENV.providerRequestsPerSecond]: String(config.providerRequestsPerSecond) }),
       },
     });
-    sync.role.addToPolicy(
-      new iam.PolicyStatement({
-        sid: 'ReadAccessToken',
-        actions: ['secretsmanager:GetSecretValue'],
-        resources: [stateful.accessTokenSecret.secretArn],
-      }),
-    );
-    sync.role.addToPolicy(
-      new iam.PolicyStatement({
-        sid: 'ReadWriteItems',
-        actions: ['dynamodb:BatchGetItem', 'dynamodb:PutItem', 'dynamodb:UpdateItem'],
-        resources: [stateful.table.tableArn],
-      }),
-    );
-    sync.role.addToPolicy(
-      new iam.PolicyStatement({
-        sid: 'ProviderPace',
-        actions: ['dynamodb:GetItem', 'dynamodb:PutItem'],
-        resources: [stateful.controlTable.tableArn],
-      }),
-    );
+    sync.allow({
+      sid: 'ReadAccessToken',
+      actions: ['secretsmanager:GetSecretValue'],
+      resources: [stateful.accessTokenSecret.secretArn],
+    });
+    sync.allow({
+      sid: 'ReadWriteItems',
+      actions: ['dynamodb:BatchGetItem', 'dynamodb:PutItem', 'dynamodb:UpdateItem'],
+      resources: [stateful.table.tableArn],
+    });
+    sync.allow({
+      sid: 'ProviderPace',
+      actions: ['dynamodb:GetItem', 'dynamodb:PutItem'],
+      resources: [stateful.controlTable.tableArn],
+    });
     // Records that must wait (pace, provider outage) are sent again, delayed, to the queue they came
     // from (SendMessageBatch is authorised by sqs:SendMessage). The queue is SQS-managed encrypted:
     // no KMS permission is needed.
-    sync.role.addToPolicy(
-      new iam.PolicyStatement({
-        sid: 'Requeue',
-        actions: ['sqs:SendMessage'],
-        resources: [stateful.queue.queueArn],
-      }),
-    );
-    sync.role.addToPolicy(
-      new iam.PolicyStatement({
-        sid: 'DeadLetter',
-        actions: ['sqs:SendMessage'],
-        resources: [stateful.deadLetterQueue.queueArn],
-      }),
-    );
+    sync.allow({
+      sid: 'Requeue',
+      actions: ['sqs:SendMessage'],
+      resources: [stateful.queue.queueArn],
+    });
+    sync.allow({
+      sid: 'DeadLetter',
+      actions: ['sqs:SendMessage'],
+      resources: [stateful.deadLetterQueue.queueArn],
+    });
     return sync;
   }
 

@@ -20,18 +20,17 @@
  */
 import { Duration, Validations } from 'aws-cdk-lib';
 import * as cloudwatch from 'aws-cdk-lib/aws-cloudwatch';
-import * as cwActions from 'aws-cdk-lib/aws-cloudwatch-actions';
 import type * as dynamodb from 'aws-cdk-lib/aws-dynamodb';
 import type * as events from 'aws-cdk-lib/aws-events';
-import * as iam from 'aws-cdk-lib/aws-iam';
 import * as lambda from 'aws-cdk-lib/aws-lambda';
 import { DynamoEventSource, SqsDlq } from 'aws-cdk-lib/aws-lambda-event-sources';
 import type * as sns from 'aws-cdk-lib/aws-sns';
 import type * as sqs from 'aws-cdk-lib/aws-sqs';
 import type { Construct } from 'constructs';
 import { CHANGE_EVENTS_ENV } from '../../functions/change-events/config.js';
-import { CHANGE_EVENTS_METRIC_NAMES, CHANGE_EVENTS_SERVICE, METRICS_NAMESPACE } from '../../functions/shared/metric-names.js';
+import { CHANGE_EVENTS_METRIC_NAMES, CHANGE_EVENTS_SERVICE } from '../../functions/shared/metric-names.js';
 import { ContentSyncFunction } from '../constructs/content-sync-function.js';
+import { notifyOnAlarmAndRecovery, serviceMetric } from '../operations/notify.js';
 
 export const CHANGE_EVENTS_TIMEOUT = Duration.seconds(30);
 /** Stream records per invocation: Lambda's default for DynamoDB streams (at most ten PutEvents calls). */
@@ -61,13 +60,11 @@ export function addChangeEvents(scope: Construct, props: ChangeEventsProps): Con
     timeout: CHANGE_EVENTS_TIMEOUT,
     environment: { [CHANGE_EVENTS_ENV.eventBusName]: props.bus.eventBusArn },
   });
-  fn.role.addToPolicy(
-    new iam.PolicyStatement({
-      sid: 'PublishChangeEvents',
-      actions: ['events:PutEvents'],
-      resources: [props.bus.eventBusArn],
-    }),
-  );
+  fn.allow({
+    sid: 'PublishChangeEvents',
+    actions: ['events:PutEvents'],
+    resources: [props.bus.eventBusArn],
+  });
   // The event source grants the stream read (and ListStreams) and, for the on-failure destination,
   // sqs:SendMessage on the failure queue (SQS-managed encryption: no KMS permission is needed).
   fn.function.addEventSource(
@@ -129,10 +126,7 @@ export function addChangeEventsAlarms(scope: Construct, props: ChangeEventsOpera
       metric: props.failureQueue.metricApproximateNumberOfMessagesVisible({ period: fiveMinutes, statistic: 'Maximum' }),
     }),
   ];
-  for (const alarm of alarms) {
-    alarm.addAlarmAction(new cwActions.SnsAction(props.topic));
-    alarm.addOkAction(new cwActions.SnsAction(props.topic));
-  }
+  notifyOnAlarmAndRecovery(alarms, props.topic);
   return alarms;
 }
 
@@ -167,11 +161,5 @@ export function addChangeEventsWidgets(dashboard: cloudwatch.Dashboard, props: O
 }
 
 function changeEventsMetric(metricName: string, statistic: string, period: Duration): cloudwatch.Metric {
-  return new cloudwatch.Metric({
-    namespace: METRICS_NAMESPACE,
-    metricName,
-    dimensionsMap: { service: CHANGE_EVENTS_SERVICE },
-    statistic,
-    period,
-  });
+  return serviceMetric(CHANGE_EVENTS_SERVICE, metricName, statistic, period);
 }

@@ -7,7 +7,7 @@
  */
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { Duration, RemovalPolicy } from 'aws-cdk-lib';
+import { Duration, RemovalPolicy, Validations, type Stack } from 'aws-cdk-lib';
 import * as iam from 'aws-cdk-lib/aws-iam';
 import * as lambda from 'aws-cdk-lib/aws-lambda';
 import { LogLevel, NodejsFunction, OutputFormat } from 'aws-cdk-lib/aws-lambda-nodejs';
@@ -136,6 +136,11 @@ export class ContentSyncFunction extends Construct {
       },
     });
   }
+
+  /** Adds one statement (its own sid) to the function's role. */
+  allow(statement: iam.PolicyStatementProps): void {
+    this.role.addToPolicy(new iam.PolicyStatement(statement));
+  }
 }
 
 /**
@@ -175,4 +180,24 @@ export function lazyModuleCommands(inputDir: string, outputDir: string, entryDir
 
 function shellQuote(text: string): string {
   return `'${text.replace(/'/g, `'\\''`)}'`;
+}
+
+/**
+ * A role of the stack's own that lets EventBridge Scheduler (of this account only) invoke `target`,
+ * with cdk-nag's one finding on it (LambdaInvoke's grant on the function's ARN:*) acknowledged.
+ * `name` says which function, as in "the token refresher".
+ */
+export function addSchedulerInvokeRole(stack: Stack, id: string, target: ContentSyncFunction, name: string): iam.Role {
+  const role = new iam.Role(stack, id, {
+    assumedBy: new iam.ServicePrincipal('scheduler.amazonaws.com', {
+      conditions: { StringEquals: { 'aws:SourceAccount': stack.account } },
+    }),
+    description: `Lets EventBridge Scheduler invoke the ${name}`,
+  });
+  const functionLogicalId = stack.getLogicalId(target.function.node.defaultChild as lambda.CfnFunction);
+  Validations.of(role).acknowledge({
+    id: `AwsSolutions-IAM5[Resource::<${functionLogicalId}.Arn>:*]`,
+    reason: `LambdaInvoke's grant: lambda:InvokeFunction on the ${name} and its versions/aliases (ARN:*), that one function only.`,
+  });
+  return role;
 }

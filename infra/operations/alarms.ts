@@ -9,13 +9,13 @@
  */
 import { Duration } from 'aws-cdk-lib';
 import * as cloudwatch from 'aws-cdk-lib/aws-cloudwatch';
-import * as cwActions from 'aws-cdk-lib/aws-cloudwatch-actions';
 import type * as lambda from 'aws-cdk-lib/aws-lambda';
 import * as sns from 'aws-cdk-lib/aws-sns';
 import * as subscriptions from 'aws-cdk-lib/aws-sns-subscriptions';
 import type * as sqs from 'aws-cdk-lib/aws-sqs';
 import type { Construct } from 'constructs';
-import { METRICS_NAMESPACE, PACE_METRIC_NAMES, SYNC_SERVICE } from '../../functions/shared/metric-names.js';
+import { PACE_METRIC_NAMES, SYNC_SERVICE } from '../../functions/shared/metric-names.js';
+import { notifyOnAlarmAndRecovery, serviceMetric } from './notify.js';
 
 /** Alarm when the oldest sync message has waited this long. */
 export const OLDEST_MESSAGE_ALARM_SECONDS = 3600;
@@ -43,8 +43,7 @@ export function addAlarms(scope: Construct, props: AlarmsProps): Alarms {
   const alarms: cloudwatch.Alarm[] = [];
   const alarm = (id: string, alarmProps: cloudwatch.AlarmProps) => {
     const created = new cloudwatch.Alarm(scope, id, alarmProps);
-    created.addAlarmAction(new cwActions.SnsAction(topic));
-    created.addOkAction(new cwActions.SnsAction(topic));
+    notifyOnAlarmAndRecovery([created], topic);
     alarms.push(created);
   };
   const fiveMinutes = Duration.minutes(5);
@@ -103,13 +102,7 @@ export function addAlarms(scope: Construct, props: AlarmsProps): Alarms {
       'records wait on the sync queue and are sent again with a delay. Either the provider is down (check its status and the item sync logs) ' +
       'or it refuses the access token and the token refresher cannot get a new one (check the token refresher alarm and its logs: credentials set? refresh token still valid?). ' +
       'The sync resumes by itself once a probe succeeds.',
-    metric: new cloudwatch.Metric({
-      namespace: METRICS_NAMESPACE,
-      metricName: PACE_METRIC_NAMES.breakerOpenSeconds,
-      dimensionsMap: { service: SYNC_SERVICE },
-      period: fiveMinutes,
-      statistic: 'Maximum',
-    }),
+    metric: serviceMetric(SYNC_SERVICE, PACE_METRIC_NAMES.breakerOpenSeconds, 'Maximum', fiveMinutes),
     threshold: BREAKER_OPEN_ALARM_SECONDS,
     evaluationPeriods: 1,
   });

@@ -12,13 +12,13 @@ import type * as lambda from 'aws-cdk-lib/aws-lambda';
 import type * as sqs from 'aws-cdk-lib/aws-sqs';
 import type { Construct } from 'constructs';
 import {
-  METRICS_NAMESPACE,
   PACE_METRIC_NAMES,
   REFRESHER_METRIC_NAMES,
   REFRESHER_SERVICE,
   SYNC_METRIC_NAMES,
   SYNC_SERVICE,
 } from '../../functions/shared/metric-names.js';
+import { serviceMetric } from './notify.js';
 
 const ITEM_SYNC_METRICS = Object.values(SYNC_METRIC_NAMES);
 const REFRESHER_METRICS = Object.values(REFRESHER_METRIC_NAMES);
@@ -34,14 +34,7 @@ export interface DashboardProps {
 export function addDashboard(scope: Construct, props: DashboardProps): cloudwatch.Dashboard {
   const period = Duration.minutes(5);
   const custom = (service: string, metricName: string, statistic = 'Sum', label?: string) =>
-    new cloudwatch.Metric({
-      namespace: METRICS_NAMESPACE,
-      metricName,
-      dimensionsMap: { service },
-      statistic,
-      period,
-      ...(label === undefined ? {} : { label }),
-    });
+    serviceMetric(service, metricName, statistic, period, label);
   const syncMetric = (metricName: string, statistic?: string, label?: string) => custom(SYNC_SERVICE, metricName, statistic, label);
   const { sync, queue } = props;
   const dashboard = new cloudwatch.Dashboard(scope, 'Dashboard', { defaultInterval: Duration.hours(6) });

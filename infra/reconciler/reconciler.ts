@@ -12,9 +12,7 @@
  */
 import { Duration, Validations, type Stack } from 'aws-cdk-lib';
 import * as cloudwatch from 'aws-cdk-lib/aws-cloudwatch';
-import * as cwActions from 'aws-cdk-lib/aws-cloudwatch-actions';
 import type * as dynamodb from 'aws-cdk-lib/aws-dynamodb';
-import * as iam from 'aws-cdk-lib/aws-iam';
 import type * as lambda from 'aws-cdk-lib/aws-lambda';
 import { SqsEventSource } from 'aws-cdk-lib/aws-lambda-event-sources';
 import * as scheduler from 'aws-cdk-lib/aws-scheduler';
@@ -22,8 +20,9 @@ import * as schedulerTargets from 'aws-cdk-lib/aws-scheduler-targets';
 import type * as sns from 'aws-cdk-lib/aws-sns';
 import type * as sqs from 'aws-cdk-lib/aws-sqs';
 import { DEFAULTS, ENV } from '../../functions/shared/config.js';
-import { METRICS_NAMESPACE, RECONCILER_METRIC_NAMES, RECONCILER_SERVICE } from '../../functions/shared/metric-names.js';
-import { ContentSyncFunction } from '../constructs/content-sync-function.js';
+import { RECONCILER_METRIC_NAMES, RECONCILER_SERVICE } from '../../functions/shared/metric-names.js';
+import { addSchedulerInvokeRole, ContentSyncFunction } from '../constructs/content-sync-function.js';
+import { notifyOnAlarmAndRecovery, serviceMetric } from '../operations/notify.js';
 import type { ContentSyncConfig } from '../context.js';
 
 /** Invocations that share a pass's segments (one schedule each). */
@@ -55,13 +54,11 @@ export interface ReconcileEventSourceProps {
  */
 export function addReconcileEventSource(props: ReconcileEventSourceProps): void {
   const { sync, reconcileQueue, config } = props;
-  sync.role.addToPolicy(
-    new iam.PolicyStatement({
-      sid: 'RequeueReconcile',
-      actions: ['sqs:SendMessage'],
-      resources: [reconcileQueue.queueArn],
-    }),
-  );
+  sync.allow({
+    sid: 'RequeueReconcile',
+    actions: ['sqs:SendMessage'],
+    resources: [reconcileQueue.queueArn],
+  });
   // The event source grants receive/delete/attributes and ChangeMessageVisibility on the reconcile queue.
   sync.function.addEventSource(
     new SqsEventSource(reconcileQueue, {
@@ -107,29 +104,23 @@ export function addReconciler(stack: Stack, props: ReconcilerProps): ContentSync
       // RECONCILE_SEGMENTS and RECONCILE_HIGH_WATER keep the function's defaults.
     },
   });
-  fn.role.addToPolicy(
-    new iam.PolicyStatement({
-      sid: 'ScanItemIds',
-      actions: ['dynamodb:Scan', 'dynamodb:DescribeTable'],
-      resources: [props.table.tableArn],
-    }),
-  );
-  fn.role.addToPolicy(
-    new iam.PolicyStatement({
-      sid: 'ReconcileCursor',
-      actions: ['dynamodb:GetItem', 'dynamodb:PutItem', 'dynamodb:UpdateItem'],
-      resources: [props.controlTable.tableArn],
-      conditions: { 'ForAllValues:StringEquals': { 'dynamodb:LeadingKeys': [RECONCILE_CURSOR_ROW] } },
-    }),
-  );
+  fn.allow({
+    sid: 'ScanItemIds',
+    actions: ['dynamodb:Scan', 'dynamodb:DescribeTable'],
+    resources: [props.table.tableArn],
+  });
+  fn.allow({
+    sid: 'ReconcileCursor',
+    actions: ['dynamodb:GetItem', 'dynamodb:PutItem', 'dynamodb:UpdateItem'],
+    resources: [props.controlTable.tableArn],
+    conditions: { 'ForAllValues:StringEquals': { 'dynamodb:LeadingKeys': [RECONCILE_CURSOR_ROW] } },
+  });
   // SendMessageBatch is authorised by sqs:SendMessage; SQS-managed encryption needs no KMS permission.
-  fn.role.addToPolicy(
-    new iam.PolicyStatement({
-      sid: 'FeedReconcileQueue',
-      actions: ['sqs:SendMessage', 'sqs:GetQueueAttributes'],
-      resources: [props.reconcileQueue.queueArn],
-    }),
-  );
+  fn.allow({
+    sid: 'FeedReconcileQueue',
+    actions: ['sqs:SendMessage', 'sqs:GetQueueAttributes'],
+    resources: [props.reconcileQueue.queueArn],
+  });
   Validations.of(fn.function).acknowledge({
     id: 'AwsSolutions-L1',
     reason: 'Node.js 22 is the runtime the project targets and tests for; moving to a newer runtime is a deliberate, tested change.',
@@ -140,17 +131,7 @@ export function addReconciler(stack: Stack, props: ReconcilerProps): ContentSync
   });
 
   // Our own role for the schedules, so its one finding can be acknowledged on it.
-  const scheduleRole = new iam.Role(stack, 'ReconcileScheduleRole', {
-    assumedBy: new iam.ServicePrincipal('scheduler.amazonaws.com', {
-      conditions: { StringEquals: { 'aws:SourceAccount': stack.account } },
-    }),
-    description: 'Lets EventBridge Scheduler invoke the reconciler',
-  });
-  const functionLogicalId = stack.getLogicalId(fn.function.node.defaultChild as lambda.CfnFunction);
-  Validations.of(scheduleRole).acknowledge({
-    id: `AwsSolutions-IAM5[Resource::<${functionLogicalId}.Arn>:*]`,
-    reason: "LambdaInvoke's grant: lambda:InvokeFunction on the reconciler and its versions/aliases (ARN:*), that one function only.",
-  });
+  const scheduleRole = addSchedulerInvokeRole(stack, 'ReconcileScheduleRole', fn, 'reconciler');
   for (let worker = 0; worker < workers; worker += 1) {
     new scheduler.Schedule(stack, worker === 0 ? 'ReconcileSchedule' : `ReconcileScheduleWorker${worker}`, {
       description: `content-sync: a reconciler tick every minute${workers > 1 ? ` (worker ${worker} of ${workers})` : ''}`,
@@ -229,10 +210,7 @@ export function addReconcilerAlarms(scope: Stack, props: ReconcilerOperationsPro
       }),
     );
   }
-  for (const alarm of alarms) {
-    alarm.addAlarmAction(new cwActions.SnsAction(props.topic));
-    alarm.addOkAction(new cwActions.SnsAction(props.topic));
-  }
+  notifyOnAlarmAndRecovery(alarms, props.topic);
   return alarms;
 }
 
@@ -291,12 +269,5 @@ export function addReconcilerWidgets(dashboard: cloudwatch.Dashboard, props: Rec
 }
 
 function reconcilerMetric(metricName: string, statistic: string, period: Duration, label?: string): cloudwatch.Metric {
-  return new cloudwatch.Metric({
-    namespace: METRICS_NAMESPACE,
-    metricName,
-    dimensionsMap: { service: RECONCILER_SERVICE },
-    statistic,
-    period,
-    ...(label === undefined ? {} : { label }),
-  });
+  return serviceMetric(RECONCILER_SERVICE, metricName, statistic, period, label);
 }
