@@ -10,6 +10,7 @@ import { runBench } from './bench/index.js';
 import { BENCH_DEFAULTS } from './bench/options.js';
 import { formatBenchReport } from './bench/report.js';
 import { BENCH_DIR, machineInfo, timestampForFile } from './support/machine.js';
+import { intOption, progressLog } from './support/cli.js';
 
 const { values } = parseArgs({
   options: {
@@ -36,26 +37,15 @@ if (values.help) {
   process.exit(0);
 }
 
-function int(name: string, raw: string | undefined, fallback: number, min: number, max: number): number {
-  if (raw === undefined) return fallback;
-  const value = Number(raw);
-  if (!Number.isInteger(value) || value < min || value > max) {
-    process.stderr.write(`--${name} must be a whole number from ${min} to ${max}, got "${raw}"\n`);
-    process.exit(2);
-  }
-  return value;
-}
 
 const machine = machineInfo();
-const log = (line: string): void => {
-  if (!values.json) process.stdout.write(`${line}\n`);
-};
+const log = progressLog(values.json);
 log(`bench: ${machine.summary}`);
 const report = await runBench({
-  latencyMs: int('latency', values.latency, BENCH_DEFAULTS.latencyMs, 0, 10_000),
-  runs: int('runs', values.runs, BENCH_DEFAULTS.runs, 1, 100),
-  concurrency: int('concurrency', values.concurrency, BENCH_DEFAULTS.concurrency, 1, 100),
-  seed: int('seed', values.seed, BENCH_DEFAULTS.seed, 0, 2 ** 31),
+  latencyMs: intOption('latency', values.latency, BENCH_DEFAULTS.latencyMs, 0, 10_000),
+  runs: intOption('runs', values.runs, BENCH_DEFAULTS.runs, 1, 100),
+  concurrency: intOption('concurrency', values.concurrency, BENCH_DEFAULTS.concurrency, 1, 100),
+  seed: intOption('seed', values.seed, BENCH_DEFAULTS.seed, 0, 2 ** 31),
   bundles: !values['no-bundles'],
   progress: log,
 });

@@ -9,6 +9,7 @@ import { parseArgs } from 'node:util';
 import { RECONCILER_BENCH_DEFAULTS, runReconcilerBench } from './reconciler/index.js';
 import { n, table } from './support/format.js';
 import { BENCH_DIR, machineInfo, timestampForFile } from './support/machine.js';
+import { intOption, progressLog } from './support/cli.js';
 
 const { values } = parseArgs({
   options: {
@@ -35,27 +36,16 @@ if (values.help) {
   process.exit(0);
 }
 
-function int(name: string, raw: string | undefined, fallback: number, min: number, max: number): number {
-  if (raw === undefined) return fallback;
-  const value = Number(raw);
-  if (!Number.isInteger(value) || value < min || value > max) {
-    process.stderr.write(`--${name} must be a whole number from ${min} to ${max}, got "${raw}"\n`);
-    process.exit(2);
-  }
-  return value;
-}
 
 const machine = machineInfo();
-const log = (line: string): void => {
-  if (!values.json) process.stdout.write(`${line}\n`);
-};
+const log = progressLog(values.json);
 log(`bench:reconciler: ${machine.summary}`);
 const report = await runReconcilerBench({
-  ids: int('ids', values.ids, d.ids, 100, 2_000_000),
-  segments: int('segments', values.segments, d.segments, 1, 100),
-  pageSize: int('page-size', values['page-size'], d.pageSize, 10, 10_000),
-  sendConcurrency: int('send-concurrency', values['send-concurrency'], d.sendConcurrency, 1, 100),
-  rowBytes: int('row-bytes', values['row-bytes'], d.rowBytes, 150, 300_000),
+  ids: intOption('ids', values.ids, d.ids, 100, 2_000_000),
+  segments: intOption('segments', values.segments, d.segments, 1, 100),
+  pageSize: intOption('page-size', values['page-size'], d.pageSize, 10, 10_000),
+  sendConcurrency: intOption('send-concurrency', values['send-concurrency'], d.sendConcurrency, 1, 100),
+  rowBytes: intOption('row-bytes', values['row-bytes'], d.rowBytes, 150, 300_000),
   progress: log,
 });
 

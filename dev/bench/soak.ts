@@ -11,6 +11,7 @@ import { runSoak } from './soak/index.js';
 import { SOAK_DEFAULTS } from './soak/options.js';
 import { formatSoakReport } from './soak/report.js';
 import { BENCH_DIR, machineInfo, timestampForFile } from './support/machine.js';
+import { intOption } from './support/cli.js';
 
 const { values } = parseArgs({
   options: {
@@ -41,27 +42,18 @@ if (values.help) {
   process.exit(0);
 }
 
-function int(name: string, raw: string | undefined, fallback: number, min: number): number {
-  if (raw === undefined) return fallback;
-  const value = Number(raw);
-  if (!Number.isInteger(value) || value < min) {
-    process.stderr.write(`--${name} must be a whole number ≥ ${min}, got "${raw}"\n`);
-    process.exit(2);
-  }
-  return value;
-}
 
 const started = new Date();
 const stamp = timestampForFile(started);
 const logFile = join(BENCH_DIR, 'soak-latest.log');
 const report = await runSoak({
-  ids: int('ids', values.ids, SOAK_DEFAULTS.ids, 1),
-  seed: int('seed', values.seed, SOAK_DEFAULTS.seed, 0),
-  instances: int('instances', values.instances, SOAK_DEFAULTS.instances, 1),
-  latencyMs: int('latency', values.latency, SOAK_DEFAULTS.latencyMs, 0),
-  batchSize: int('batch-size', values['batch-size'], SOAK_DEFAULTS.batchSize, 1),
-  rotations: int('rotations', values.rotations, SOAK_DEFAULTS.rotations, 0),
-  maxReceiveCount: int('max-receive-count', values['max-receive-count'], SOAK_DEFAULTS.maxReceiveCount, 1),
+  ids: intOption('ids', values.ids, SOAK_DEFAULTS.ids, 1),
+  seed: intOption('seed', values.seed, SOAK_DEFAULTS.seed, 0),
+  instances: intOption('instances', values.instances, SOAK_DEFAULTS.instances, 1),
+  latencyMs: intOption('latency', values.latency, SOAK_DEFAULTS.latencyMs, 0),
+  batchSize: intOption('batch-size', values['batch-size'], SOAK_DEFAULTS.batchSize, 1),
+  rotations: intOption('rotations', values.rotations, SOAK_DEFAULTS.rotations, 0),
+  maxReceiveCount: intOption('max-receive-count', values['max-receive-count'], SOAK_DEFAULTS.maxReceiveCount, 1),
   logFile,
   progress: values.json ? undefined : (line) => process.stdout.write(`${line}\n`),
 });
