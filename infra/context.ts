@@ -20,6 +20,7 @@ export const CONTEXT_KEYS = {
   alarmEmail: 'alarmEmail',
   providerRequestsPerSecond: 'providerRequestsPerSecond',
   freshnessHours: 'freshnessHours',
+  usersReservedPercent: 'usersReservedPercent',
 } as const;
 
 /** Allowed range and default of each numeric key. */
@@ -29,6 +30,8 @@ export const NUMBER_RULES = {
   syncMaxConcurrency: { min: 2, max: 1000, fallback: 5 },
   // Target length of a reconciliation pass; 0 turns reconciliation off (one year at most).
   freshnessHours: { min: 0, max: 8760, fallback: 24 },
+  // Percent of the provider pace the reconciliation sweep may never take: kept for users' ids.
+  usersReservedPercent: { min: 0, max: 90, fallback: 20 },
 } as const;
 
 /** Allowed range of the optional numeric keys (no default: unset means "not given"). */
@@ -61,6 +64,11 @@ export interface ContentSyncConfig {
    */
   readonly freshnessHours: number;
   /**
+   * Percent of the provider pace reserved for users' ids: the reconciliation sweep never takes more
+   * than the rest; users' ids may use all of it.
+   */
+  readonly usersReservedPercent: number;
+  /**
    * Derived: time-out of the sync function in seconds. 60 s covers the default batch of 10 (one
    * wave of provider requests with their re-tries); larger batches get 6 s per 10 records, capped
    * at Lambda's 900 s. The sync queue's visibility time-out is 6× this value.
@@ -89,6 +97,7 @@ export function readContentSyncConfig(source: ContextSource): ContentSyncConfig 
     alarmEmail: alarmEmail(source),
     providerRequestsPerSecond: optionalInteger(source, 'providerRequestsPerSecond'),
     freshnessHours: integer(source, 'freshnessHours'),
+    usersReservedPercent: integer(source, 'usersReservedPercent'),
     syncTimeoutSeconds: syncTimeoutSeconds(syncBatchSize),
   });
 }

@@ -181,6 +181,7 @@ export class StatelessStack extends Stack {
         [ENV.revisionField]: config.revisionField,
         [ENV.deadLetterQueueUrl]: stateful.deadLetterQueue.queueUrl,
         [ENV.controlTableName]: stateful.controlTable.tableName,
+        [ENV.usersReservedPercent]: String(config.usersReservedPercent),
         // Only when the operator knows the provider's limit; PACE_FALLBACK_REQUESTS_PER_SECOND and
         // SYNC_POSTPONE_MAX_SECONDS keep the function's defaults.
         ...(config.providerRequestsPerSecond === undefined

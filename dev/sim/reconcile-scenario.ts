@@ -17,6 +17,7 @@
  * AWS requests of the pass and their cost at public us-east-1 prices.
  */
 import { revisionText } from '../../functions/item-sync/item.js';
+import { DEFAULTS } from '../../functions/shared/config.js';
 import { ScanCommand, type AttributeValue } from '@aws-sdk/client-dynamodb';
 import { mulberry32 } from '../simulator/item-tree.js';
 import { check, timed, type Check, type ScenarioResult } from './pace-scenarios.js';
@@ -229,7 +230,8 @@ export function reconcilePass(scale: ReconcileScale, progress: (line: string) =>
       const order = shuffled(n, random);
       const changedCount = Math.round(n * scale.changedShare);
       const changed = new Map<number, number>();
-      const expectedPassMs = (n / (scale.limit * 0.8)) * 1000;
+      // The sweep's share of L: what PROVIDER_USERS_RESERVED_PERCENT (here its default) leaves it.
+      const expectedPassMs = (n / (scale.limit * (1 - DEFAULTS.usersReservedPercent / 100))) * 1000;
       for (const i of order.subarray(0, changedCount)) {
         const at = firstTickAt + Math.floor(random() * 0.9 * expectedPassMs);
         changed.set(i, at);

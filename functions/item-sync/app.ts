@@ -79,6 +79,7 @@ export function createSyncHandler(deps: SyncHandlerDeps): SyncHandler {
     settings: {
       ...DEFAULT_PACE_SETTINGS,
       ...(config.providerRequestsPerSecond !== undefined ? { maxRate: config.providerRequestsPerSecond } : {}),
+      userShare: config.usersReservedPercent / 100,
       ...deps.paceSettings,
     },
     fallbackRate: config.paceFallbackRate,

@@ -48,6 +48,11 @@ export interface SyncConfig {
   paceFallbackRate: number;
   /** Longest delay, in seconds, of the postponement schedule during an outage. */
   postponeMaxSeconds: number;
+  /**
+   * Percent of the provider pace reserved for users' ids (0–90): the reconciliation sweep never
+   * takes more than the rest; users' ids may use all of it.
+   */
+  usersReservedPercent: number;
 }
 
 /** The reconciler's configuration (functions/reconciler). */
@@ -86,6 +91,7 @@ export const ENV = {
   providerRequestsPerSecond: 'PROVIDER_REQUESTS_PER_SECOND',
   paceFallbackRate: 'PACE_FALLBACK_REQUESTS_PER_SECOND',
   postponeMaxSeconds: 'SYNC_POSTPONE_MAX_SECONDS',
+  usersReservedPercent: 'PROVIDER_USERS_RESERVED_PERCENT',
   // The reconciler (functions/reconciler); it also reads itemsTableName and controlTableName.
   reconcileQueueUrl: 'RECONCILE_QUEUE_URL',
   freshnessHours: 'FRESHNESS_HOURS',
@@ -104,6 +110,7 @@ export const DEFAULTS = {
   rateLimitMinDelaySeconds: 60,
   paceFallbackRate: 1,
   postponeMaxSeconds: 30,
+  usersReservedPercent: 20,
   freshnessHours: 24,
   reconcileSegments: 8,
   // About 15 s of the sweep at 1,157 ids/s (100M ids a day): the queue never runs dry between ticks.
@@ -201,6 +208,7 @@ export function loadSyncConfig(env: Env = process.env): SyncConfig {
     providerRequestsPerSecond: optionalInteger(env, ENV.providerRequestsPerSecond, 1, 100_000),
     paceFallbackRate: integer(env, ENV.paceFallbackRate, DEFAULTS.paceFallbackRate, 1, 1_000),
     postponeMaxSeconds: integer(env, ENV.postponeMaxSeconds, DEFAULTS.postponeMaxSeconds, 15, 900),
+    usersReservedPercent: integer(env, ENV.usersReservedPercent, DEFAULTS.usersReservedPercent, 0, 90),
   };
 }
 

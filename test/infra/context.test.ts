@@ -38,6 +38,7 @@ describe('context defaults', () => {
       alarmEmail: undefined,
       providerRequestsPerSecond: undefined,
       freshnessHours: 24,
+      usersReservedPercent: 20,
       syncTimeoutSeconds: 60,
     });
   });
@@ -49,6 +50,7 @@ describe('context defaults', () => {
       syncBatchSize: 10,
       syncMaxConcurrency: 5,
       freshnessHours: 24,
+      usersReservedPercent: 20,
       'cli-telemetry': false,
     });
     expect(CDK_JSON_CONTEXT).not.toHaveProperty('baseUrl');
@@ -84,6 +86,14 @@ describe('context defaults', () => {
     ['100000', 100_000],
   ])('providerRequestsPerSecond %j (cdk.json number or -c string) is %i', (value, expected) => {
     expect(read({ ...base, providerRequestsPerSecond: value }).providerRequestsPerSecond).toBe(expected);
+  });
+
+  it.each([
+    [0, 0],
+    ['35', 35],
+    [' 90 ', 90],
+  ])('usersReservedPercent %j (cdk.json number or -c string) is %i', (value, expected) => {
+    expect(read({ ...base, usersReservedPercent: value }).usersReservedPercent).toBe(expected);
   });
 
   it('accepts plain http:// only for loopback hosts (local runs)', () => {
@@ -143,6 +153,12 @@ describe('context errors name the key', () => {
     ['freshnessHours', 'abc'],
     ['freshnessHours', '24h'],
     ['freshnessHours', 1.5],
+    ['usersReservedPercent', -1],
+    ['usersReservedPercent', 91],
+    ['usersReservedPercent', '95'],
+    ['usersReservedPercent', 'abc'],
+    ['usersReservedPercent', '20%'],
+    ['usersReservedPercent', 0.2],
   ])('%s = %j is out of range', (key, value) => {
     expect(errorFor({ ...base, [key]: value }, key)).toMatch(/must be a whole number from \d+ to \d+/);
   });
@@ -159,6 +175,15 @@ describe('context errors name the key', () => {
     errorFor({ ...base, syncBatchSize: [10] }, 'syncBatchSize');
     errorFor({ ...base, providerRequestsPerSecond: { rate: 5 } }, 'providerRequestsPerSecond');
     errorFor({ ...base, providerRequestsPerSecond: true }, 'providerRequestsPerSecond');
+  });
+
+  it('usersReservedPercent: the message gives the range and the value', () => {
+    expect(errorFor({ ...base, usersReservedPercent: '95' }, 'usersReservedPercent')).toBe(
+      'usersReservedPercent: must be a whole number from 0 to 90, got "95"',
+    );
+    expect(errorFor({ ...base, usersReservedPercent: 'abc' }, 'usersReservedPercent')).toBe(
+      'usersReservedPercent: must be a whole number from 0 to 90, got "abc"',
+    );
   });
 
   it('providerRequestsPerSecond: the message gives the range and the value', () => {
@@ -190,6 +215,16 @@ describe('the app validates the context once, before creating anything', () => {
 
   it('a valid providerRequestsPerSecond builds', () => {
     expect(buildApp({ providerRequestsPerSecond: '50' }).config.providerRequestsPerSecond).toBe(50);
+  });
+
+  it('a bad usersReservedPercent fails the build naming usersReservedPercent', () => {
+    expect(() => buildApp({ usersReservedPercent: '95' })).toThrow(/^usersReservedPercent: must be a whole number from 0 to 90, got "95"/);
+    expect(() => buildApp({ usersReservedPercent: 'abc' })).toThrow(/^usersReservedPercent: must be a whole number from 0 to 90, got "abc"/);
+  });
+
+  it('usersReservedPercent: 20 unless given', () => {
+    expect(buildApp({ usersReservedPercent: undefined }).config.usersReservedPercent).toBe(20);
+    expect(buildApp({ usersReservedPercent: '40' }).config.usersReservedPercent).toBe(40);
   });
 
   it('a bad alarmEmail fails the build naming alarmEmail', () => {

@@ -47,7 +47,7 @@ afterEach(() => {
 describe('cdk-nag AwsSolutions', () => {
   it.each([
     ['defaults', {}],
-    ['every option set', { alarmEmail: 'ops@example.com', syncBatchSize: '500', syncMaxConcurrency: '50', tokenRefreshMinutes: '5', revisionField: 'meta.rev', providerRequestsPerSecond: '50', freshnessHours: '12' }],
+    ['every option set', { alarmEmail: 'ops@example.com', syncBatchSize: '500', syncMaxConcurrency: '50', tokenRefreshMinutes: '5', revisionField: 'meta.rev', providerRequestsPerSecond: '50', freshnessHours: '12', usersReservedPercent: '30' }],
     ['reconciliation off', { freshnessHours: '0' }],
   ])('no unacknowledged findings (%s)', (_name, overrides) => {
     expect(violations(overrides)).toEqual([]);

@@ -264,6 +264,8 @@ describe('stateless stack', () => {
         [ENV.revisionField]: 'revision',
         [ENV.deadLetterQueueUrl]: imports.dlqUrl,
         [ENV.controlTableName]: imports.controlTableName,
+        // usersReservedPercent's default: always set.
+        [ENV.usersReservedPercent]: '20',
         POWERTOOLS_SERVICE_NAME: 'item-sync',
         POWERTOOLS_LOG_LEVEL: 'INFO',
         NODE_OPTIONS: '--enable-source-maps',
@@ -288,6 +290,7 @@ describe('stateless stack', () => {
           ENV.revisionField,
           ENV.deadLetterQueueUrl,
           ENV.controlTableName,
+          ENV.usersReservedPercent,
           ENV.providerRequestsPerSecond,
           'POWERTOOLS_SERVICE_NAME',
           'POWERTOOLS_LOG_LEVEL',
@@ -296,6 +299,24 @@ describe('stateless stack', () => {
       );
       const refresher = resource(other.statelessTemplate, 'AWS::Lambda::Function', 'TokenRefresherFunction');
       expect(refresher.Properties['Environment'].Variables).not.toHaveProperty(ENV.providerRequestsPerSecond);
+    });
+
+    it.each([
+      ['0', '0'],
+      [35, '35'],
+      [' 90 ', '90'],
+    ])('usersReservedPercent=%j sets PROVIDER_USERS_RESERVED_PERCENT=%s on the item sync only', (value, expected) => {
+      const other = synthTemplates({ usersReservedPercent: value });
+      const sync = resource(other.statelessTemplate, 'AWS::Lambda::Function', 'ItemSyncFunction');
+      expect(sync.Properties['Environment'].Variables[ENV.usersReservedPercent]).toBe(expected);
+      const refresher = resource(other.statelessTemplate, 'AWS::Lambda::Function', 'TokenRefresherFunction');
+      expect(refresher.Properties['Environment'].Variables).not.toHaveProperty(ENV.usersReservedPercent);
+    });
+
+    it('PROVIDER_USERS_RESERVED_PERCENT is 20 when usersReservedPercent is not in the context at all', () => {
+      const other = synthTemplates({ usersReservedPercent: undefined });
+      const sync = resource(other.statelessTemplate, 'AWS::Lambda::Function', 'ItemSyncFunction');
+      expect(sync.Properties['Environment'].Variables[ENV.usersReservedPercent]).toBe('20');
     });
 
     it('REVISION_FIELD follows revisionField', () => {

@@ -1157,6 +1157,26 @@ describe('the sweep (records the reconciler sent, message attribute reconcilePas
     expect(firstPass.state).toMatchObject({ tokens: 190, sweepTokens: 190 });
   });
 
+  it.each([
+    // 100 ms at 1000/s refill the users' bucket to full (200) and the sweep's by the rest of the rate; a lease is 10.
+    ['unset (20)', {}, 70],
+    ['0', { PROVIDER_USERS_RESERVED_PERCENT: '0' }, 90],
+    ['50', { PROVIDER_USERS_RESERVED_PERCENT: '50' }, 40],
+    ['75', { PROVIDER_USERS_RESERVED_PERCENT: '75' }, 15],
+  ])('PROVIDER_USERS_RESERVED_PERCENT %s: the sweep’s bucket refills at the rest of the rate, users’ ids draw as before', async (_name, env, sweepTokens) => {
+    const sweepStore = await paceRow({ sweepTokens: 0, at: NOW.getTime() - 100 });
+    await runWithAttributes(build(new ScriptedProvider().on('a', item('a', 1)), { paceStore: sweepStore, env }), ['a'], { reconcilePass: '1' });
+    expect(sweepStore.state!.tokens).toBe(190);
+    expect(sweepStore.state!.sweepTokens).toBeCloseTo(sweepTokens, 9);
+
+    // Users' ids take from the shared bucket only, whatever the sweep's share.
+    const userStore = await paceRow({ sweepTokens: 0 });
+    const provider = new ScriptedProvider().on('a', item('a', 1));
+    await run(build(provider, { paceStore: userStore, env }), ['a']);
+    expect(provider.calls).toHaveLength(1);
+    expect(userStore.state).toMatchObject({ tokens: 190, sweepTokens: 0 });
+  });
+
   it('waits while users are in debt (never borrows), where users’ ids go into debt at once', async () => {
     const sweepStore = await paceRow({ tokens: -50 });
     const provider = new ScriptedProvider().on('a', item('a', 1));

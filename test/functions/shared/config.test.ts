@@ -70,6 +70,7 @@ describe('loadSyncConfig', () => {
       providerRequestsPerSecond: undefined,
       paceFallbackRate: 1,
       postponeMaxSeconds: 30,
+      usersReservedPercent: 20,
     });
   });
 
@@ -99,6 +100,10 @@ describe('loadSyncConfig', () => {
     ['PACE_FALLBACK_REQUESTS_PER_SECOND', '0'],
     ['SYNC_POSTPONE_MAX_SECONDS', '14'],
     ['SYNC_POSTPONE_MAX_SECONDS', '901'],
+    ['PROVIDER_USERS_RESERVED_PERCENT', '91'],
+    ['PROVIDER_USERS_RESERVED_PERCENT', '-1'],
+    ['PROVIDER_USERS_RESERVED_PERCENT', '20.5'],
+    ['PROVIDER_USERS_RESERVED_PERCENT', 'abc'],
   ])('rejects %s=%s naming the variable', (key, value) => {
     const error = errorOf(() => loadSyncConfig({ ...syncEnv, [key]: value }));
     expect(error.key).toBe(key);
@@ -117,17 +122,44 @@ describe('loadSyncConfig', () => {
       PROVIDER_REQUESTS_PER_SECOND: '200',
       PACE_FALLBACK_REQUESTS_PER_SECOND: '3',
       SYNC_POSTPONE_MAX_SECONDS: '300',
+      PROVIDER_USERS_RESERVED_PERCENT: '35',
     });
     expect(config).toMatchObject({
       providerRequestsPerSecond: 200,
       paceFallbackRate: 3,
       postponeMaxSeconds: 300,
+      usersReservedPercent: 35,
       fetchConcurrency: 4,
       tokenCacheSeconds: 0,
       fetchAttempts: 5,
       rateLimitMinDelaySeconds: 5,
       provider: { timeoutMs: 2500, maxResponseBytes: 2048 },
     });
+  });
+});
+
+describe('PROVIDER_USERS_RESERVED_PERCENT (share of the pace kept for users’ ids)', () => {
+  it('defaults to 20 when unset or blank', () => {
+    expect(DEFAULTS.usersReservedPercent).toBe(20);
+    expect(loadSyncConfig(syncEnv).usersReservedPercent).toBe(20);
+    expect(loadSyncConfig({ ...syncEnv, PROVIDER_USERS_RESERVED_PERCENT: ' ' }).usersReservedPercent).toBe(20);
+  });
+
+  it.each([
+    ['0', 0],
+    ['50', 50],
+    [' 90 ', 90],
+  ])('%j is %i', (value, expected) => {
+    expect(loadSyncConfig({ ...syncEnv, PROVIDER_USERS_RESERVED_PERCENT: value }).usersReservedPercent).toBe(expected);
+  });
+
+  it.each([
+    ['95', 'PROVIDER_USERS_RESERVED_PERCENT: must be a whole number from 0 to 90, got 95'],
+    ['abc', 'PROVIDER_USERS_RESERVED_PERCENT: must be a whole number from 0 to 90, got "abc"'],
+  ])('rejects %j naming the variable', (value, message) => {
+    const error = errorOf(() => loadSyncConfig({ ...syncEnv, PROVIDER_USERS_RESERVED_PERCENT: value }));
+    expect(error.key).toBe('PROVIDER_USERS_RESERVED_PERCENT');
+    expect(error.message).toBe(message);
   });
 });
 
