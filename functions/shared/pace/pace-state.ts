@@ -95,6 +95,9 @@ const NEAR_GROWTH = 0.004;
 /** Growth above 110% of the ceiling (the limit rose?) and in slow start: ×(1 + PROBE) per second. */
 const PROBE_GROWTH = 0.05;
 const SLOW_START_GROWTH = 0.5;
+/** The sweep asks again no sooner than this after a wait, and no later than MAX_SWEEP_WAIT_MS. */
+const SWEEP_MIN_WAIT_MS = 10;
+const MAX_SWEEP_WAIT_MS = 1_000;
 /** Growth is applied over at most this much time at once (a long idle gap is not growth). */
 const MAX_GROWTH_STEP_MS = 1_000;
 
@@ -193,7 +196,7 @@ export function draw(
     next.rate = grownRate(next, now - next.grownAt, settings);
   }
   next.grownAt = Math.max(next.grownAt, now);
-  if (sweep) return drawSweep(next, now, want);
+  if (sweep) return drawSweep(next, now, want, settings);
   const intervalMs = 1000 / next.rate;
   const after = next.tokens - want;
   const maxDebt = Math.max(want, next.rate * settings.maxDebtSeconds);
@@ -214,20 +217,24 @@ export function draw(
 
 /**
  * The sweep's draw: only tokens that are there now, never into debt (users' ids may borrow, the sweep
- * may not: whenever users are in debt, the sweep waits), and within its own share of the rate.
+ * may not: whenever users are in debt, the sweep waits), within its own share of the rate, and a
+ * whole lease at a time: a draw that found a token or two would cost one write of the shared row
+ * per request or two (with several containers polling the bucket, it never fills otherwise).
  */
-function drawSweep(next: PaceState, now: number, want: number): { state: PaceState; draw: Draw } {
+function drawSweep(next: PaceState, now: number, want: number, settings: PaceSettings): { state: PaceState; draw: Draw } {
   const sweepTokens = next.sweepTokens ?? 0;
-  const have = Math.min(next.tokens, sweepTokens);
-  const granted = Math.floor(Math.min(want, have));
-  if (granted < 1) {
-    // Whichever bucket is shorter decides when the sweep may try again (at least a lease's time).
-    const waitMs = Math.max(100, Math.ceil(((1 - have) / next.rate) * 1000));
+  const need = Math.max(1, Math.min(want, Math.floor(burst(next.rate, settings))));
+  if (next.tokens < need || sweepTokens < need) {
+    // When both buckets will hold the lease (at least SWEEP_MIN_WAIT_MS: no tight polling).
+    const sweepRate = next.rate * (1 - settings.userShare);
+    const usersMs = ((need - next.tokens) / next.rate) * 1000;
+    const sweepMs = sweepRate > 0 ? ((need - sweepTokens) / sweepRate) * 1000 : MAX_SWEEP_WAIT_MS;
+    const waitMs = Math.min(MAX_SWEEP_WAIT_MS, Math.max(SWEEP_MIN_WAIT_MS, Math.ceil(Math.max(usersMs, sweepMs))));
     return { state: next, draw: { kind: 'wait', retryAt: now + waitMs, why: 'pace' } };
   }
-  next.tokens -= granted;
-  next.sweepTokens = sweepTokens - granted;
-  return { state: next, draw: { kind: 'granted', tokens: granted, startAt: now, intervalMs: 1000 / next.rate, probe: false } };
+  next.tokens -= need;
+  next.sweepTokens = sweepTokens - need;
+  return { state: next, draw: { kind: 'granted', tokens: need, startAt: now, intervalMs: 1000 / next.rate, probe: false } };
 }
 
 /**

@@ -97,6 +97,8 @@ const DEFAULT_FALLBACK_MS = 30_000;
 /** While the breaker is open, a container reads the row again at least this often. */
 const OUTAGE_RECHECK_MS = 2_000;
 const DEFAULT_WRITE_ATTEMPTS = 8;
+/** A sweep container that waits for the bucket asks again up to this much later than it has to. */
+const SWEEP_JITTER_MS = 20;
 
 export class ProviderPace {
   private readonly settings: PaceSettings;
@@ -331,11 +333,18 @@ export class ProviderPace {
         this.lease = { tokens: d.tokens, nextAt: d.startAt, intervalMs: d.intervalMs, expiresAt: lastAt + leaseMs };
         return this.fromLease(now) ?? { kind: 'wait', until: d.startAt, why: 'pace' };
       }
-      case 'wait':
+      case 'wait': {
         if (this.outage) this.outage = undefined;
-        if (d.why === 'retry-after') this.localBlockedUntil = Math.max(this.localBlockedUntil, d.retryAt);
-        else this.drawNotBefore = d.retryAt;
-        return { kind: 'wait', until: d.retryAt, why: d.why };
+        if (d.why === 'retry-after') {
+          this.localBlockedUntil = Math.max(this.localBlockedUntil, d.retryAt);
+          return { kind: 'wait', until: d.retryAt, why: d.why };
+        }
+        // Every sweep container that found the bucket short computes the same time: spread them, so
+        // that one takes the lease and the others read, rather than all writing and all but one conflicting.
+        const until = this.leaseIsSweep ? d.retryAt + Math.floor(this.random() * SWEEP_JITTER_MS) : d.retryAt;
+        this.drawNotBefore = until;
+        return { kind: 'wait', until, why: d.why };
+      }
       case 'outage':
         this.outage = { reason: d.reason, since: d.since, nextProbeAt: d.nextProbeAt };
         this.outageReadAt = now;

@@ -2,7 +2,7 @@
  * The item sync handler with every AWS client mocked (aws-sdk-client-mock) and a scripted provider:
  * one test per outcome the README names ("How each message ends"), asserting the exact commands sent.
  */
-import { beforeEach, describe, expect, it } from 'vitest';
+import { beforeEach, describe, expect, it, vi } from 'vitest';
 import { mockClient } from 'aws-sdk-client-mock';
 import {
   BatchGetItemCommand,
@@ -1180,12 +1180,18 @@ describe('the sweep (records the reconciler sent, message attribute reconcilePas
   it('waits while users are in debt (never borrows), where users’ ids go into debt at once', async () => {
     const sweepStore = await paceRow({ tokens: -50 });
     const provider = new ScriptedProvider().on('a', item('a', 1));
-    await runWithAttributes(build(provider, { paceStore: sweepStore }), ['a'], { reconcilePass: '3' });
-    // 51 tokens at 1000/s are 51 ms; the sweep asks again no sooner than 100 ms later, and that wait is not written.
-    expect(sleeps).toEqual([100]);
+    // The jitter that spreads sweep containers (0–20 ms): half of it here.
+    const random = vi.spyOn(Math, 'random').mockReturnValue(0.5);
+    try {
+      await runWithAttributes(build(provider, { paceStore: sweepStore }), ['a'], { reconcilePass: '3' });
+    } finally {
+      random.mockRestore();
+    }
+    // A lease (10) needs 60 tokens at 1000/s: 60 ms, and 10 ms of jitter; that wait is not written.
+    expect(sleeps).toEqual([70]);
     expect(provider.calls).toHaveLength(1);
     expect(sweepStore.writes).toBe(2);
-    expect(sweepStore.state).toMatchObject({ tokens: 40, sweepTokens: 190, at: NOW.getTime() + 100 });
+    expect(sweepStore.state).toMatchObject({ tokens: 10, sweepTokens: 190, at: NOW.getTime() + 70 });
 
     sleeps = [];
     clockMs = NOW.getTime();

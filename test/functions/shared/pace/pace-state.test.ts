@@ -387,42 +387,48 @@ describe('the sweep (the reconciler’s ids)', () => {
   /** At maxRate already: a draw never grows the rate, whatever the bucket holds. */
   const AT_MAX: PaceSettings = CAPPED;
 
-  it('takes min(want, tokens, sweepTokens), whole tokens only, never into debt', () => {
-    const fewTokens = draw(state({ tokens: 7, sweepTokens: 20 }), T, 10, AT_MAX, false, true);
-    expect(fewTokens.draw).toEqual({ kind: 'granted', tokens: 7, startAt: T, intervalMs: 10, probe: false });
-    expect(fewTokens.state).toMatchObject({ tokens: 0, sweepTokens: 13, at: T, rate: 100 });
-
-    const fewSweep = draw(state({ tokens: 20, sweepTokens: 4.5 }), T, 10, AT_MAX, false, true);
-    expect(fewSweep.draw).toEqual({ kind: 'granted', tokens: 4, startAt: T, intervalMs: 10, probe: false });
-    expect(fewSweep.state).toMatchObject({ tokens: 16, sweepTokens: 0.5 });
-
+  it('takes a whole lease (want, at most a burst) once both buckets hold it, never into debt', () => {
     const plenty = draw(state({ tokens: 20, sweepTokens: 20 }), T, 10, AT_MAX, false, true);
     expect(plenty.draw).toEqual({ kind: 'granted', tokens: 10, startAt: T, intervalMs: 10, probe: false });
-    expect(plenty.state).toMatchObject({ tokens: 10, sweepTokens: 10 });
+    expect(plenty.state).toMatchObject({ tokens: 10, sweepTokens: 10, at: T, rate: 100 });
 
     // A row written before the sweep existed has no sweepTokens: full.
     const old = draw(state({ tokens: 20 }), T, 10, AT_MAX, false, true);
     expect(old.draw).toMatchObject({ kind: 'granted', tokens: 10 });
     expect(old.state).toMatchObject({ tokens: 10, sweepTokens: 10 });
 
-    // Less than one token: nothing, and no debt; it asks again at least 100 ms later.
-    const under = draw(state({ tokens: 0.5, sweepTokens: 20 }), T, 10, AT_MAX, false, true);
-    expect(under.draw).toEqual({ kind: 'wait', retryAt: T + 100, why: 'pace' });
-    expect(under.state).toMatchObject({ tokens: 0.5, sweepTokens: 20 });
+    // More than a burst is never there: a burst (20 at 100/s) is the most one draw takes.
+    const big = draw(state({ tokens: 20, sweepTokens: 20 }), T, 30, AT_MAX, false, true);
+    expect(big.draw).toMatchObject({ kind: 'granted', tokens: 20 });
+    expect(big.state).toMatchObject({ tokens: 0, sweepTokens: 0 });
+
+    // 7 of 10 for everyone: nothing taken; the 3 missing come in 30 ms at 100/s.
+    const fewTokens = draw(state({ tokens: 7, sweepTokens: 20 }), T, 10, AT_MAX, false, true);
+    expect(fewTokens.draw).toEqual({ kind: 'wait', retryAt: T + 30, why: 'pace' });
+    expect(fewTokens.state).toMatchObject({ tokens: 7, sweepTokens: 20 });
+
+    // 4.5 of 10 in the sweep's own bucket: the 5.5 missing come in 68.75 ms at 80/s.
+    const fewSweep = draw(state({ tokens: 20, sweepTokens: 4.5 }), T, 10, AT_MAX, false, true);
+    expect(fewSweep.draw).toEqual({ kind: 'wait', retryAt: T + 69, why: 'pace' });
+    expect(fewSweep.state).toMatchObject({ tokens: 20, sweepTokens: 4.5 });
+
+    // Nearly there: it asks again no sooner than 10 ms later.
+    const nearly = draw(state({ tokens: 9.99, sweepTokens: 20 }), T, 10, AT_MAX, false, true);
+    expect(nearly.draw).toEqual({ kind: 'wait', retryAt: T + 10, why: 'pace' });
   });
 
-  it('waits while users are in debt (tokens < 1), even with its own bucket full, until the debt is paid', () => {
+  it('waits while users are in debt, even with its own bucket full, until the debt is paid and a lease is there', () => {
     const inDebt = state({ tokens: -30, sweepTokens: 20 });
     const waiting = draw(inDebt, T, 10, AT_MAX, false, true);
-    // 31 tokens at 100/s: the bucket holds one again at T + 310.
-    expect(waiting.draw).toEqual({ kind: 'wait', retryAt: T + 310, why: 'pace' });
+    // 40 tokens at 100/s: the bucket holds a lease again at T + 400.
+    expect(waiting.draw).toEqual({ kind: 'wait', retryAt: T + 400, why: 'pace' });
     expect(waiting.state).toMatchObject({ tokens: -30, sweepTokens: 20 });
-    expect(draw(inDebt, T + 309, 10, AT_MAX, false, true).draw).toMatchObject({ kind: 'wait', why: 'pace' });
+    expect(draw(inDebt, T + 399, 10, AT_MAX, false, true).draw).toMatchObject({ kind: 'wait', why: 'pace' });
 
-    const paid = draw(inDebt, T + 310, 10, AT_MAX, false, true);
-    expect(paid.draw).toEqual({ kind: 'granted', tokens: 1, startAt: T + 310, intervalMs: 10, probe: false });
+    const paid = draw(inDebt, T + 400, 10, AT_MAX, false, true);
+    expect(paid.draw).toEqual({ kind: 'granted', tokens: 10, startAt: T + 400, intervalMs: 10, probe: false });
     expect(paid.state.tokens).toBeCloseTo(0, 10);
-    expect(paid.state.sweepTokens).toBe(19);
+    expect(paid.state.sweepTokens).toBe(10);
 
     // The same state lets users borrow (up to maxDebtSeconds of the rate).
     const user = draw(inDebt, T, 10, AT_MAX);
@@ -431,26 +437,25 @@ describe('the sweep (the reconciler’s ids)', () => {
   });
 
   it('has its own bucket refilled at (1 − userShare) of the rate, capped at the burst', () => {
-    // 50 ms at 100/s: 5 tokens for everyone, 4 of them for the sweep.
-    const refilled = draw(state({ tokens: 20, sweepTokens: 0 }), T + 50, 10, AT_MAX, false, true);
-    expect(refilled.draw).toEqual({ kind: 'granted', tokens: 4, startAt: T + 50, intervalMs: 10, probe: false });
-    expect(refilled.state).toMatchObject({ tokens: 16, sweepTokens: 0, at: T + 50 });
+    // 50 ms at 100/s: 5 tokens for everyone, 4 of them for the sweep: not a lease yet (6 more at 80/s: 75 ms).
+    const early = draw(state({ tokens: 20, sweepTokens: 0 }), T + 50, 10, AT_MAX, false, true);
+    expect(early.draw).toEqual({ kind: 'wait', retryAt: T + 125, why: 'pace' });
+    expect(early.state.sweepTokens).toBeCloseTo(4, 10);
+    const refilled = draw(state({ tokens: 20, sweepTokens: 0 }), T + 125, 10, AT_MAX, false, true);
+    expect(refilled.draw).toEqual({ kind: 'granted', tokens: 10, startAt: T + 125, intervalMs: 10, probe: false });
+    expect(refilled.state.tokens).toBe(10);
+    expect(refilled.state.sweepTokens).toBeCloseTo(0, 10);
 
-    // userShare 0.5: half the rate.
-    const half = draw(state({ tokens: 20, sweepTokens: 0 }), T + 100, 10, { ...AT_MAX, userShare: 0.5 }, false, true);
-    expect(half.draw).toMatchObject({ kind: 'granted', tokens: 5 });
-    expect(half.state).toMatchObject({ tokens: 15, sweepTokens: 0 });
+    // userShare 0.5: half the rate, so a lease after 200 ms, not 125.
+    const half = { ...AT_MAX, userShare: 0.5 };
+    expect(draw(state({ tokens: 20, sweepTokens: 0 }), T + 125, 10, half, false, true).draw).toMatchObject({ kind: 'wait' });
+    const halfLater = draw(state({ tokens: 20, sweepTokens: 0 }), T + 200, 10, half, false, true);
+    expect(halfLater.draw).toMatchObject({ kind: 'granted', tokens: 10 });
 
     // Ten seconds would be 800 tokens; the bucket keeps a burst (20).
     const capped = draw(state({ tokens: 20, sweepTokens: 0 }), T + 10_000, 15, AT_MAX, false, true);
     expect(capped.draw).toMatchObject({ kind: 'granted', tokens: 15 });
     expect(capped.state).toMatchObject({ tokens: 5, sweepTokens: 5 });
-
-    // 5 ms: 0.4 more, 0.8 in all: not a whole token; nothing is taken.
-    const short = draw(state({ tokens: 20, sweepTokens: 0.4 }), T + 5, 10, AT_MAX, false, true);
-    expect(short.draw).toEqual({ kind: 'wait', retryAt: T + 105, why: 'pace' });
-    expect(short.state.sweepTokens).toBeCloseTo(0.8, 10);
-    expect(short.state.tokens).toBe(20);
   });
 
   it('is not touched by a user draw, which only brings it up to date', () => {
@@ -490,8 +495,9 @@ describe('the sweep (the reconciler’s ids)', () => {
     expect(swept).toBeGreaterThanOrEqual(4_800 - 20);
     expect(swept).toBeLessThanOrEqual(4_800 + 20);
     expect(waits).toBeGreaterThan(0);
-    // What users may take was never touched: their bucket is (nearly) full.
-    expect(current.tokens).toBeGreaterThanOrEqual(19);
+    // What users may take was never touched: the sweep's bucket (80/s) is the shorter one, so after a
+    // lease (10) users' bucket (100/s, at most 20) still holds half its burst or more.
+    expect(current.tokens).toBeGreaterThanOrEqual(10 - 1e-9);
     expect(current.rate).toBe(100);
   });
 

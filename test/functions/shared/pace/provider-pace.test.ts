@@ -62,7 +62,7 @@ beforeEach(() => {
 });
 
 function container(options: Partial<ProviderPaceOptions> = {}, over: PaceStore = store): ProviderPace {
-  return new ProviderPace(over, clock, log, { settings: SETTINGS, fallbackRate: 2, concurrency: 10, ...options });
+  return new ProviderPace(over, clock, log, { settings: SETTINGS, fallbackRate: 2, concurrency: 10, random: () => 0, ...options });
 }
 
 /** Calls acquire() until it answers something other than go; returns how many went. */
@@ -632,11 +632,11 @@ describe('the sweep (the reconciler’s ids)', () => {
     expect(store.state?.tokens).toBe(-9);
     expect(store.state?.sweepTokens).toBeCloseTo(10.8, 10);
 
-    // The sweep never borrows: users are in debt, so it waits until the bucket holds a token (100 ms).
-    expect(await pace.acquire(SWEEP)).toEqual({ kind: 'wait', until: T0 + 110, why: 'pace' });
+    // The sweep never borrows: users are in debt, so it waits until the bucket holds a lease (19 tokens: 190 ms).
+    expect(await pace.acquire(SWEEP)).toEqual({ kind: 'wait', until: T0 + 200, why: 'pace' });
     expect(store.reads).toBe(4);
     expect(store.writes).toBe(3);
-    expect(await pace.acquire(SWEEP)).toEqual({ kind: 'wait', until: T0 + 110, why: 'pace' });
+    expect(await pace.acquire(SWEEP)).toEqual({ kind: 'wait', until: T0 + 200, why: 'pace' });
     expect(store.reads).toBe(4);
 
     // Users are not held back by the sweep's wait; their lease from before is gone (dropped at the switch).
@@ -656,26 +656,41 @@ describe('the sweep (the reconciler’s ids)', () => {
     await pace.report({ kind: 'ok' }, GO); // no failures known here yet: nothing written
     expect(store.writes).toBe(1);
 
-    expect(await pace.acquire(SWEEP)).toEqual({ kind: 'wait', until: T0 + 310, why: 'pace' });
+    expect(await pace.acquire(SWEEP)).toEqual({ kind: 'wait', until: T0 + 400, why: 'pace' });
     expect(store.reads).toBe(1);
     expect(store.writes).toBe(1);
     expect(store.state).toEqual(seeded);
 
-    // The bucket holds one token at T0 + 310: the sweep takes it, and the draw starts the count again.
-    clock.set(T0 + 310);
+    // The bucket holds a lease (10) at T0 + 400: the sweep takes it, and the draw starts the count again.
+    clock.set(T0 + 400);
     expect(await pace.acquire(SWEEP)).toEqual(GO);
     expect(store.writes).toBe(2);
-    expect(store.state).toMatchObject({ sweepTokens: 19, failures: 0, at: T0 + 310 });
+    expect(store.state).toMatchObject({ sweepTokens: 10, failures: 0, at: T0 + 400 });
     expect(store.state?.tokens).toBeCloseTo(0, 10);
-    // One token: the next one is another draw.
-    expect(await pace.acquire(SWEEP)).toMatchObject({ kind: 'wait', why: 'pace' });
+    // The lease's next token is due one interval later, without a read of the row.
+    expect(await pace.acquire(SWEEP)).toEqual({ kind: 'wait', until: T0 + 410, why: 'pace' });
+    expect(store.reads).toBe(2);
+  });
+
+  it('spreads the sweep containers that found the bucket short over the next 20 ms; users wait exactly', async () => {
+    const seeded: PaceState = { ...initialPaceState(SETTINGS, T0), tokens: -30 };
+    await store.write(seeded, 0);
+    // The bucket holds a lease at T0 + 400 (as above); each sweep container asks again a little later.
+    expect(await container({ random: () => 0.5 }).acquire(SWEEP)).toEqual({ kind: 'wait', until: T0 + 410, why: 'pace' });
+    expect(await container({ random: () => 0.999 }).acquire(SWEEP)).toEqual({ kind: 'wait', until: T0 + 419, why: 'pace' });
+    const sweeper = container({ random: () => 0.25 });
+    expect(await sweeper.acquire(SWEEP)).toEqual({ kind: 'wait', until: T0 + 405, why: 'pace' });
+    // Its callers meanwhile do not read the row again.
+    expect(await sweeper.acquire(SWEEP)).toEqual({ kind: 'wait', until: T0 + 405, why: 'pace' });
     expect(store.reads).toBe(3);
+    expect(store.writes).toBe(1);
   });
 
   it('writes nothing for a users’ draw that answers wait either (deeper in debt than maxDebtSeconds)', async () => {
     const seeded: PaceState = { ...initialPaceState(SETTINGS, T0), tokens: -45 };
     await store.write(seeded, 0);
-    const pace = container();
+    // No jitter for users' ids, whatever the random source says.
+    const pace = container({ random: () => 0.999 });
     expect(await pace.acquire()).toEqual({ kind: 'wait', until: T0 + 50, why: 'pace' });
     expect(store.writes).toBe(1);
     expect(store.state).toEqual(seeded);
