@@ -23,7 +23,7 @@
  * and end, both conditional writes as well.
  */
 import type { Clock, Log } from '../shared/ports.js';
-import type { Cursor, CursorStore, ItemIds, PassRecord, ReconcileQueue, SegmentCursor } from './ports.js';
+import type { Cursor, CursorStore, ItemIds, Page, PassRecord, ReconcileQueue, SegmentCursor, SendResult } from './ports.js';
 
 const HOUR_MS = 3_600_000;
 
@@ -98,128 +98,204 @@ export interface TickReport {
 /** Runs one tick until `deadline` (epoch ms: no page is started after it). */
 export async function runTick(deps: TickDeps, settings: TickSettings, deadline: number): Promise<TickReport> {
   checkSettings(settings);
-  const { clock } = deps;
-  const now = (): number => clock.now().getTime();
-  const tickStart = now();
+  const tickStart = nowMs(deps.clock);
   const current = await currentPass(deps, settings);
-  let cursor = current.cursor;
-  let passLengthMs = current.passLengthMs;
-
-  if (cursor.endedAt !== undefined) {
-    // Waiting for the next pass: nothing to send.
-    return report(deps, settings, {
-      state: passLengthMs !== undefined ? 'ended' : 'waiting',
-      cursor,
-      startedPass: false,
-      enqueued: 0,
-      refused: 0,
-      pages: 0,
-      backlog: undefined,
-      passLengthMs,
-    });
+  if (current.cursor.endedAt !== undefined) {
+    // The pass has ended (this tick may have recorded its end): nothing to send until the next starts.
+    const state: TickState = current.passLengthMs !== undefined ? 'ended' : 'waiting';
+    return report(deps, settings, { state, cursor: current.cursor, passLengthMs: current.passLengthMs, startedPass: false, ...NOTHING_SENT });
   }
+  const work = startWork(current.cursor, settings, deadline);
+  await fillToHighWater(deps, settings, work, tickStart);
+  const left = await leavePass(deps, work, current);
+  const { enqueued, refused, pages, backlog } = work;
+  return report(deps, settings, { ...left, startedPass: current.startedPass, enqueued, refused, pages, backlog });
+}
 
-  const pass = cursor.pass;
+const NOTHING_SENT = { enqueued: 0, refused: 0, pages: 0, backlog: undefined } as const;
+
+/** What a tick works on and what it has done so far. */
+interface Work {
+  readonly pass: number;
+  /** The pass's segments as this tick knows them (its own copy, updated as it advances them). */
+  readonly segments: SegmentCursor[];
+  /** This worker's segments: s mod workers = worker. */
+  readonly mine: number[];
+  /** Epoch ms: no page is started after it. */
+  readonly deadline: number;
+  enqueued: number;
+  refused: number;
+  pages: number;
+  /** Another tick advanced a segment this tick was working on: this tick stops. */
+  lost: boolean;
+  /** The first error of a segment's pages: every segment stops at its next page, then the tick throws it. */
+  failure: { error: unknown } | undefined;
+  /** The reconcile queue's backlog last seen, plus what this tick sent since (undefined until it looks). */
+  backlog: number | undefined;
+}
+
+function startWork(cursor: Cursor, settings: TickSettings, deadline: number): Work {
   const segments: SegmentCursor[] = cursor.segments.map((segment) => ({ ...segment }));
-  const mine = segments.map((_, index) => index).filter((index) => index % settings.workers === settings.worker);
-  let enqueued = 0;
-  let refused = 0;
-  let pages = 0;
-  let lost = false;
-  let failure: { error: unknown } | undefined;
-  let backlog: number | undefined;
-  let previous: { at: number; backlog: number } | undefined;
-
-  /** Sends pages of the open segments, together, until `room` ids were claimed or nothing is left. */
-  const fill = async (open: number[], room: number): Promise<number> => {
-    let budget = room;
-    let sent = 0;
-    const walk = async (index: number): Promise<void> => {
-      while (!lost && failure === undefined && budget > 0 && now() < deadline) {
-        const segment = segments[index]!;
-        if (segment.done) return;
-        const limit = Math.min(settings.pageSize, budget);
-        budget -= limit;
-        const page = await deps.ids.page({
-          segment: index,
-          totalSegments: segments.length,
-          ...(segment.after !== undefined ? { after: segment.after } : {}),
-          limit,
-        });
-        budget += limit - Math.min(limit, page.ids.length);
-        const result = page.ids.length > 0 ? await deps.queue.send(page.ids, pass) : { refused: [] };
-        for (const { id, reason } of result.refused) {
-          deps.log.error('the reconcile queue refused an id; it is passed over in this pass', { id, reason, pass, segment: index });
-        }
-        const accepted = page.ids.length - result.refused.length;
-        enqueued += accepted;
-        refused += result.refused.length;
-        sent += accepted;
-        const next: SegmentCursor = {
-          ...(page.after !== undefined ? { after: page.after } : {}),
-          done: page.after === undefined,
-          version: segment.version + 1,
-          ids: segment.ids + accepted,
-        };
-        if ((await deps.cursor.advance(pass, index, next, segment.version)) === 'conflict') {
-          deps.log.info('another tick advanced this segment; this tick stops', { pass, segment: index });
-          lost = true;
-          return;
-        }
-        segments[index] = next;
-        pages += 1;
-      }
-    };
-    // The first failure stops every segment at its next page; the tick throws it once all have stopped.
-    await Promise.all(
-      open.map((index) =>
-        walk(index).catch((error: unknown) => {
-          failure ??= { error };
-        }),
-      ),
-    );
-    return sent;
+  return {
+    pass: cursor.pass,
+    segments,
+    mine: segments.map((_, index) => index).filter((index) => index % settings.workers === settings.worker),
+    deadline,
+    enqueued: 0,
+    refused: 0,
+    pages: 0,
+    lost: false,
+    failure: undefined,
+    backlog: undefined,
   };
+}
 
+function mineDone(work: Work): boolean {
+  return work.mine.every((index) => work.segments[index]!.done);
+}
+
+/**
+ * Keeps the reconcile queue at the high-water mark: looks at its backlog, sends this worker's share
+ * of what it lacks, then waits and looks again, until this worker's segments are done, another tick
+ * takes over, the deadline comes, or the backlog would last until the next tick.
+ */
+async function fillToHighWater(deps: TickDeps, settings: TickSettings, work: Work, tickStart: number): Promise<void> {
+  let previous: BacklogSeen | undefined;
   for (;;) {
-    const open = mine.filter((index) => !segments[index]!.done);
-    if (open.length === 0 || lost || now() >= deadline) break;
-    backlog = await deps.queue.backlog();
-    const seenAt = now();
-    // Ids the sync took off the queue per ms since the last look (none known at the tick's first look).
-    const drainPerMs = previous === undefined ? undefined : Math.max(0, previous.backlog - backlog) / Math.max(1, seenAt - previous.at);
+    const open = work.mine.filter((index) => !work.segments[index]!.done);
+    if (open.length === 0 || work.lost || nowMs(deps.clock) >= work.deadline) return;
+    const backlog = await deps.queue.backlog();
+    work.backlog = backlog;
+    const drain = drainPerMs(previous, backlog, nowMs(deps.clock));
     // This worker's share of what the queue lacks: together the workers fill it to the mark.
     const room = Math.floor((settings.highWater - backlog) / settings.workers);
-    const sent = room > 0 ? await fill(open, room) : 0;
-    if (failure !== undefined) throw failure.error;
-    previous = { at: now(), backlog: backlog + sent };
-    backlog = previous.backlog;
-    if (lost || mine.every((index) => segments[index]!.done) || now() >= deadline) break;
-    // Stay only while the backlog would run dry before the next tick comes.
-    const untilNextTick = tickStart + settings.tickIntervalMs - now();
-    if (drainPerMs !== undefined && previous.backlog > drainPerMs * untilNextTick) break;
-    if (now() + settings.refillWaitMs >= deadline) break;
+    const sent = room > 0 ? await fill(deps, settings, work, open, room) : 0;
+    if (work.failure !== undefined) throw work.failure.error;
+    previous = { at: nowMs(deps.clock), backlog: backlog + sent };
+    work.backlog = previous.backlog;
+    if (!looksAgain(deps, settings, work, tickStart, previous.backlog, drain)) return;
     await deps.sleep(settings.refillWaitMs);
   }
+}
 
-  let state: TickState = lost ? 'lost' : 'running';
-  cursor = { ...cursor, segments };
-  if (!lost && mine.every((index) => segments[index]!.done)) {
-    // This worker is through; the pass ends with the last worker's last page.
-    const fresh = await deps.cursor.read();
-    if (fresh !== undefined && fresh.pass === pass) {
-      cursor = fresh;
-      if (fresh.endedAt === undefined && allDone(fresh)) {
-        const endedAt = now();
-        if ((await deps.cursor.endPass(pass, endedAt)) === 'written') {
-          cursor = { ...fresh, endedAt };
-          passLengthMs = endedAt - fresh.startedAt;
-          state = 'ended';
-        }
-      }
+/** The reconcile queue's backlog as seen at `at` (epoch ms), counting what the tick sent then. */
+interface BacklogSeen {
+  at: number;
+  backlog: number;
+}
+
+/** Ids the sync took off the queue per ms since the last look (none known at the tick's first look). */
+function drainPerMs(previous: BacklogSeen | undefined, backlog: number, seenAt: number): number | undefined {
+  return previous === undefined ? undefined : Math.max(0, previous.backlog - backlog) / Math.max(1, seenAt - previous.at);
+}
+
+/** After a top-up: whether the tick waits `refillWaitMs` and tops up again. */
+function looksAgain(deps: TickDeps, settings: TickSettings, work: Work, tickStart: number, backlog: number, drain: number | undefined): boolean {
+  const now = (): number => nowMs(deps.clock);
+  if (work.lost || mineDone(work) || now() >= work.deadline) return false;
+  // Stay only while the backlog would run dry before the next tick comes.
+  const untilNextTick = tickStart + settings.tickIntervalMs - now();
+  if (drain !== undefined && backlog > drain * untilNextTick) return false;
+  return now() + settings.refillWaitMs < work.deadline;
+}
+
+/** One top-up: ids it may still claim, ids the queue accepted. */
+interface TopUp {
+  budget: number;
+  sent: number;
+}
+
+/** Sends pages of the open segments, together, until `room` ids were claimed or nothing is left; returns the ids accepted. */
+async function fill(deps: TickDeps, settings: TickSettings, work: Work, open: number[], room: number): Promise<number> {
+  const topUp: TopUp = { budget: room, sent: 0 };
+  // The first failure stops every segment at its next page; the tick throws it once all have stopped.
+  await Promise.all(
+    open.map((index) =>
+      sendPages(deps, settings, work, topUp, index).catch((error: unknown) => {
+        work.failure ??= { error };
+      }),
+    ),
+  );
+  return topUp.sent;
+}
+
+/**
+ * Sends segment `index`'s pages one after another, each sent first and the segment advanced past
+ * it after (on the version read), while the top-up's budget and the deadline allow.
+ */
+async function sendPages(deps: TickDeps, settings: TickSettings, work: Work, topUp: TopUp, index: number): Promise<void> {
+  const { pass, segments } = work;
+  while (!work.lost && work.failure === undefined && topUp.budget > 0 && nowMs(deps.clock) < work.deadline) {
+    const segment = segments[index]!;
+    if (segment.done) return;
+    const limit = Math.min(settings.pageSize, topUp.budget);
+    topUp.budget -= limit;
+    const page = await deps.ids.page({
+      segment: index,
+      totalSegments: segments.length,
+      ...(segment.after !== undefined ? { after: segment.after } : {}),
+      limit,
+    });
+    topUp.budget += limit - Math.min(limit, page.ids.length);
+    const result = page.ids.length > 0 ? await deps.queue.send(page.ids, pass) : { refused: [] };
+    const accepted = countSent(deps, work, topUp, index, page.ids.length, result.refused);
+    const next = advancedPast(segment, page, accepted);
+    if ((await deps.cursor.advance(pass, index, next, segment.version)) === 'conflict') {
+      deps.log.info('another tick advanced this segment; this tick stops', { pass, segment: index });
+      work.lost = true;
+      return;
     }
+    segments[index] = next;
+    work.pages += 1;
   }
-  return report(deps, settings, { state, cursor, startedPass: current.startedPass, enqueued, refused, pages, backlog, passLengthMs });
+}
+
+/** Counts a page sent (`ids` ids, `refused` of them refused, each logged); returns the ids accepted. */
+function countSent(deps: TickDeps, work: Work, topUp: TopUp, segment: number, ids: number, refused: SendResult['refused']): number {
+  for (const { id, reason } of refused) {
+    deps.log.error('the reconcile queue refused an id; it is passed over in this pass', { id, reason, pass: work.pass, segment });
+  }
+  const accepted = ids - refused.length;
+  work.enqueued += accepted;
+  work.refused += refused.length;
+  topUp.sent += accepted;
+  return accepted;
+}
+
+/** The segment once past `page`: done when the page was its last, `accepted` more ids, the next version. */
+function advancedPast(segment: SegmentCursor, page: Page, accepted: number): SegmentCursor {
+  return {
+    ...(page.after !== undefined ? { after: page.after } : {}),
+    done: page.after === undefined,
+    version: segment.version + 1,
+    ids: segment.ids + accepted,
+  };
+}
+
+/** Where the tick leaves the pass: the report's state, cursor and (when a pass ended) its length. */
+type PassLeft = Pick<Outcome, 'state' | 'cursor' | 'passLengthMs'>;
+
+/**
+ * How the tick leaves the pass. A worker through with its segments reads the cursor again: the
+ * pass ends with the last worker's last page, when every segment is done.
+ */
+async function leavePass(deps: TickDeps, work: Work, current: CurrentPass): Promise<PassLeft> {
+  const left: PassLeft = {
+    state: work.lost ? 'lost' : 'running',
+    cursor: { ...current.cursor, segments: work.segments },
+    passLengthMs: current.passLengthMs,
+  };
+  if (work.lost || !mineDone(work)) return left;
+  const fresh = await deps.cursor.read();
+  if (fresh === undefined || fresh.pass !== work.pass) return left;
+  if (fresh.endedAt !== undefined || !allDone(fresh)) return { ...left, cursor: fresh };
+  const endedAt = nowMs(deps.clock);
+  if ((await deps.cursor.endPass(work.pass, endedAt)) !== 'written') return { ...left, cursor: fresh };
+  return { state: 'ended', cursor: { ...fresh, endedAt }, passLengthMs: endedAt - fresh.startedAt };
+}
+
+function nowMs(clock: Clock): number {
+  return clock.now().getTime();
 }
 
 /** Ids sent so far in the pass the cursor holds. */
@@ -246,13 +322,21 @@ export function nextPassAt(cursor: Cursor, freshnessHours: number): number {
   return cursor.startedAt + freshnessHours * HOUR_MS;
 }
 
+interface CurrentPass {
+  cursor: Cursor;
+  /** This tick started the pass. */
+  startedPass: boolean;
+  /** Set when this tick ended the stored pass (before starting the next): its length. */
+  passLengthMs: number | undefined;
+}
+
 /**
  * The pass to work on: the stored one, the first one when there is none, or the next one when the
  * stored pass has ended and the freshness target allows. Ends a pass whose segments are all done
  * but whose end was not recorded (its last tick stopped in between). Every write is conditional:
  * a tick that loses reads the row again.
  */
-async function currentPass(deps: TickDeps, settings: TickSettings): Promise<{ cursor: Cursor; startedPass: boolean; passLengthMs: number | undefined }> {
+async function currentPass(deps: TickDeps, settings: TickSettings): Promise<CurrentPass> {
   let passLengthMs: number | undefined;
   for (let attempt = 0; attempt < 5; attempt += 1) {
     const now = deps.clock.now().getTime();
