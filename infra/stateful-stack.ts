@@ -12,7 +12,7 @@ import type { Construct } from 'constructs';
 import { CREDENTIALS_PLACEHOLDER } from '../functions/shared/secrets.js';
 import { addChangeEventResources, type ChangeEventResources } from './change-events/change-event-resources.js';
 import type { ContentSyncConfig } from './context.js';
-import { addWorkQueues } from './constructs/queues.js';
+import { addWorkQueueOutputs, addWorkQueues } from './constructs/queues.js';
 import { addReconcileQueues } from './reconciler/reconcile-queues.js';
 import { addItemsBucket } from './items-bucket.js';
 
@@ -111,21 +111,12 @@ export class StatefulStack extends Stack {
       value: this.itemsBucket.bucketName,
     });
 
-    new CfnOutput(this, 'QueueUrl', {
-      description: 'Sync queue: send {"id": "<item id>"} messages here (npm run enqueue -- --queue-url <QueueUrl> id ...)',
-      value: this.queue.queueUrl,
-    });
-    new CfnOutput(this, 'QueueArn', {
-      description: 'Sync queue ARN, for aws sqs start-message-move-task --destination-arn',
-      value: this.queue.queueArn,
-    });
-    new CfnOutput(this, 'DeadLetterQueueUrl', {
-      description: 'Dead-letter queue: records that can never succeed, with message attributes error and sourceMessageId',
-      value: this.deadLetterQueue.queueUrl,
-    });
-    new CfnOutput(this, 'DeadLetterQueueArn', {
-      description: 'Dead-letter queue ARN, for aws sqs start-message-move-task --source-arn',
-      value: this.deadLetterQueue.queueArn,
+    addWorkQueueOutputs(this, sync, {
+      idPrefix: '',
+      queueName: 'Sync queue',
+      deadLetterQueueName: 'Dead-letter queue',
+      queueUrlDescription: 'Sync queue: send {"id": "<item id>"} messages here (npm run enqueue -- --queue-url <QueueUrl> id ...)',
+      deadLetterQueueUrlDescription: 'Dead-letter queue: records that can never succeed, with message attributes error and sourceMessageId',
     });
     // ---- reconciliation: the reconcile queue and its dead-letter queue (infra/reconciler) ----
     const reconcile = addReconcileQueues(this, config);

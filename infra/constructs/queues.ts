@@ -2,9 +2,9 @@
  * How every content-sync queue is made: SQS-managed encryption, TLS only, a stated retention,
  * retained when the stack is deleted, no physical name. A work queue (the sync queue, the
  * reconcile queue) comes with its own dead-letter queue: redrive after MAX_RECEIVE_COUNT receives,
- * visibility 6× the sync's time-out.
+ * visibility 6× the sync's time-out, and its outputs (both queues' URLs and ARNs).
  */
-import { Duration, RemovalPolicy } from 'aws-cdk-lib';
+import { CfnOutput, Duration, RemovalPolicy } from 'aws-cdk-lib';
 import * as sqs from 'aws-cdk-lib/aws-sqs';
 import type { Construct } from 'constructs';
 import { MAX_RECEIVE_COUNT } from '../../functions/shared/sync-queue.js';
@@ -53,4 +53,38 @@ export function addWorkQueues(
     deadLetterQueue: { queue: deadLetterQueue, maxReceiveCount: MAX_RECEIVE_COUNT },
   });
   return { queue, deadLetterQueue };
+}
+
+/** What a work queue's outputs are called and say. */
+export interface WorkQueueOutputs {
+  /**
+   * Prefix of the output ids: `${prefix}QueueUrl`, `${prefix}QueueArn`, `${prefix}DeadLetterQueueUrl`
+   * and `${prefix}DeadLetterQueueArn`.
+   */
+  readonly idPrefix: string;
+  /** The queues as the ARN outputs name them ("Sync queue", "Dead-letter queue"). */
+  readonly queueName: string;
+  readonly deadLetterQueueName: string;
+  /** The URL outputs' descriptions: what is sent to the queue, what its dead-letter queue holds. */
+  readonly queueUrlDescription: string;
+  readonly deadLetterQueueUrlDescription: string;
+}
+
+/**
+ * A work queue's outputs: each queue's URL, and each queue's ARN for a redrive (aws sqs
+ * start-message-move-task moves messages from the dead-letter queue, its source, to the queue, its
+ * destination).
+ */
+export function addWorkQueueOutputs(scope: Construct, queues: WorkQueues, outputs: WorkQueueOutputs): void {
+  const { idPrefix, queueName, deadLetterQueueName } = outputs;
+  new CfnOutput(scope, `${idPrefix}QueueUrl`, { description: outputs.queueUrlDescription, value: queues.queue.queueUrl });
+  new CfnOutput(scope, `${idPrefix}QueueArn`, {
+    description: `${queueName} ARN, for aws sqs start-message-move-task --destination-arn`,
+    value: queues.queue.queueArn,
+  });
+  new CfnOutput(scope, `${idPrefix}DeadLetterQueueUrl`, { description: outputs.deadLetterQueueUrlDescription, value: queues.deadLetterQueue.queueUrl });
+  new CfnOutput(scope, `${idPrefix}DeadLetterQueueArn`, {
+    description: `${deadLetterQueueName} ARN, for aws sqs start-message-move-task --source-arn`,
+    value: queues.deadLetterQueue.queueArn,
+  });
 }

@@ -8,7 +8,7 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { App } from 'aws-cdk-lib';
 import { Template } from 'aws-cdk-lib/assertions';
-import { afterAll } from 'vitest';
+import { afterAll, expect } from 'vitest';
 import { buildContentSyncApp, type ContentSyncApp } from '../../infra/content-sync-app.js';
 
 export const ROOT = resolve(import.meta.dirname, '../..');
@@ -97,4 +97,31 @@ export function roleStatements(template: Template, roleId: string): unknown[] {
   );
   if (policies.length !== 1) throw new Error(`expected one policy for role ${roleId}, found ${policies.length}`);
   return (policies[0]!.Properties!['PolicyDocument'] as { Statement: unknown[] }).Statement;
+}
+
+/** `Fn::GetAtt` of the ARN of the resource with logical id `id`. */
+export function fnArn(id: string): { 'Fn::GetAtt': [string, 'Arn'] } {
+  return { 'Fn::GetAtt': [id, 'Arn'] };
+}
+
+/**
+ * Expects the role `roleId` to be assumed by EventBridge Scheduler (on this account's behalf only)
+ * and to allow invoking the function `functionId` (and its versions) only.
+ */
+export function expectSchedulerInvokeRole(template: Template, roleId: string, functionId: string): void {
+  const role = resource(template, 'AWS::IAM::Role', roleId);
+  expect(role.Properties['AssumeRolePolicyDocument']).toEqual({
+    Statement: [
+      {
+        Action: 'sts:AssumeRole',
+        Effect: 'Allow',
+        Principal: { Service: 'scheduler.amazonaws.com' },
+        Condition: { StringEquals: { 'aws:SourceAccount': { Ref: 'AWS::AccountId' } } },
+      },
+    ],
+    Version: '2012-10-17',
+  });
+  expect(roleStatements(template, roleId)).toEqual([
+    { Effect: 'Allow', Action: 'lambda:InvokeFunction', Resource: [fnArn(functionId), { 'Fn::Join': ['', [fnArn(functionId), ':*']] }] },
+  ]);
 }

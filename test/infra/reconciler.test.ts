@@ -15,7 +15,7 @@ import { ENV } from '../../functions/shared/config.js';
 import { ConfigError } from '../../functions/shared/errors.js';
 import { readContentSyncConfig } from '../../infra/context.js';
 import { addReconciler, projectedPassDescription, RECONCILE_CURSOR_ROW } from '../../infra/reconciler/reconciler.js';
-import { buildApp, importOf, logicalId, resource, roleStatements, synthTemplates, type Templates } from './helpers.js';
+import { buildApp, expectSchedulerInvokeRole, fnArn, importOf, logicalId, resource, roleStatements, synthTemplates, type Templates } from './helpers.js';
 
 let t: Templates;
 const ids: Record<string, string> = {};
@@ -43,7 +43,6 @@ beforeAll(() => {
   imports.controlName = importOf(f, { Ref: logicalId(f, 'AWS::DynamoDB::Table', 'ControlTable') });
 });
 
-const fnArn = (id: string) => ({ 'Fn::GetAtt': [id, 'Arn'] });
 const actions = () => ({ AlarmActions: [{ Ref: ids.topic }], OKActions: [{ Ref: ids.topic }] });
 
 describe('the reconcile queue (stateful)', () => {
@@ -198,21 +197,7 @@ describe('the reconciler function', () => {
   });
 
   it('the schedule role may invoke the reconciler (and its versions) only', () => {
-    const role = resource(t.statelessTemplate, 'AWS::IAM::Role', ids.scheduleRole!);
-    expect(role.Properties['AssumeRolePolicyDocument']).toEqual({
-      Statement: [
-        {
-          Action: 'sts:AssumeRole',
-          Effect: 'Allow',
-          Principal: { Service: 'scheduler.amazonaws.com' },
-          Condition: { StringEquals: { 'aws:SourceAccount': { Ref: 'AWS::AccountId' } } },
-        },
-      ],
-      Version: '2012-10-17',
-    });
-    expect(roleStatements(t.statelessTemplate, ids.scheduleRole!)).toEqual([
-      { Effect: 'Allow', Action: 'lambda:InvokeFunction', Resource: [fnArn(ids.reconciler!), { 'Fn::Join': ['', [fnArn(ids.reconciler!), ':*']] }] },
-    ]);
+    expectSchedulerInvokeRole(t.statelessTemplate, ids.scheduleRole!, ids.reconciler!);
   });
 
   it('output: its name', () => {

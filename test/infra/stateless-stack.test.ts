@@ -23,7 +23,7 @@ const ITEM_SYNC_METRICS = [
 ];
 const PACE_METRICS = ['ProviderPace', 'BreakerOpen', 'BreakerOpenSeconds', 'PaceFallback'];
 const REFRESHER_METRICS = ['TokenRefreshed', 'RefreshTokenRotated', 'TokenRefreshFailed'];
-import { importOf, logicalId, resource, roleStatements, synthTemplates, type Templates } from './helpers.js';
+import { expectSchedulerInvokeRole, fnArn, importOf, logicalId, resource, roleStatements, synthTemplates, type Templates } from './helpers.js';
 
 let t: Templates;
 /** Logical ids in the stateless template. */
@@ -61,7 +61,6 @@ beforeAll(() => {
   imports.reconcileQueueArn = importOf(f, arn('AWS::SQS::Queue', 'ReconcileQueue'));
 });
 
-const fnArn = (id: string) => ({ 'Fn::GetAtt': [id, 'Arn'] });
 const logsStatement = (logGroupId: string) => ({
   Sid: 'WriteOwnLogs',
   Effect: 'Allow',
@@ -185,25 +184,7 @@ describe('stateless stack', () => {
     });
 
     it('the schedule role may invoke the refresher (and its versions) only', () => {
-      const role = resource(t.statelessTemplate, 'AWS::IAM::Role', ids.scheduleRole!);
-      expect(role.Properties['AssumeRolePolicyDocument']).toEqual({
-        Statement: [
-          {
-            Action: 'sts:AssumeRole',
-            Effect: 'Allow',
-            Principal: { Service: 'scheduler.amazonaws.com' },
-            Condition: { StringEquals: { 'aws:SourceAccount': { Ref: 'AWS::AccountId' } } },
-          },
-        ],
-        Version: '2012-10-17',
-      });
-      expect(roleStatements(t.statelessTemplate, ids.scheduleRole!)).toEqual([
-        {
-          Effect: 'Allow',
-          Action: 'lambda:InvokeFunction',
-          Resource: [fnArn(ids.refresher!), { 'Fn::Join': ['', [fnArn(ids.refresher!), ':*']] }],
-        },
-      ]);
+      expectSchedulerInvokeRole(t.statelessTemplate, ids.scheduleRole!, ids.refresher!);
     });
   });
 

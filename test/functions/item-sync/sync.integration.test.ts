@@ -165,6 +165,32 @@ async function setup(options: { items?: SimulatorItem[]; revisionField?: string 
 const writes = (operations: string[]) => operations.filter((op) => op === 'PutItem' || op === 'UpdateItem');
 const failed = (result: SQSBatchResponse) => result.batchItemFailures.map((failure) => failure.itemIdentifier);
 
+/**
+ * A provider client over the simulator at `baseUrl` whose first getItem, once fetched, is held
+ * until `release()` (a container slow to write what it fetched); `fetchedOnce` resolves then.
+ */
+function heldAfterFirstFetch(baseUrl: string, maxResponseBytes: number): { provider: ProviderClient; fetchedOnce: Promise<void>; release: () => void } {
+  const real = new HttpProviderClient({ baseUrl, timeoutMs: 5000, maxResponseBytes });
+  let release!: () => void;
+  const gate = new Promise<void>((resolve) => (release = resolve));
+  let fetched!: () => void;
+  const fetchedOnce = new Promise<void>((resolve) => (fetched = resolve));
+  let held = false;
+  const provider: ProviderClient = {
+    getToken: (credentials) => real.getToken(credentials),
+    async getItem(id, token, options) {
+      const body = await real.getItem(id, token, options);
+      if (!held) {
+        held = true;
+        fetched();
+        await gate;
+      }
+      return body;
+    },
+  };
+  return { provider, fetchedOnce, release };
+}
+
 let s3Client: ReturnType<LocalS3['client']>;
 
 beforeAll(async () => {
@@ -479,26 +505,9 @@ describe('item sync against the provider simulator and dynalite', () => {
 
     // Container A fetches revision 2 but is slow to write it (held after the fetch)...
     env.sim.setItem({ id: 'race', type: 'file', revision: 2, body: 'v2' });
-    const real = new HttpProviderClient({ baseUrl: env.sim.baseUrl, timeoutMs: 5000, maxResponseBytes: 1 << 20 });
-    let release!: () => void;
-    const gate = new Promise<void>((resolve) => (release = resolve));
-    let fetched!: () => void;
-    const fetchedOnce = new Promise<void>((resolve) => (fetched = resolve));
-    let held = false;
-    const slow: ProviderClient = {
-      getToken: (credentials) => real.getToken(credentials),
-      async getItem(id, token, options) {
-        const body = await real.getItem(id, token, options);
-        if (!held) {
-          held = true;
-          fetched();
-          await gate;
-        }
-        return body;
-      },
-    };
-    const a = env.run(['race'], { handler: env.handler({ provider: slow }) });
-    await fetchedOnce;
+    const slow = heldAfterFirstFetch(env.sim.baseUrl, 1 << 20);
+    const a = env.run(['race'], { handler: env.handler({ provider: slow.provider }) });
+    await slow.fetchedOnce;
 
     // ...while container B fetches revision 3 and stores it.
     env.sim.setItem({ id: 'race', type: 'file', revision: 3, body: 'v3' });
@@ -507,7 +516,7 @@ describe('item sync against the provider simulator and dynalite', () => {
     expect((await env.row('race'))?.['revision']).toBe('3');
 
     // A's write of revision 2 must lose: it reads the row again, fetches again, finds 3 stored.
-    release();
+    slow.release();
     const resultA = await a;
     expect(resultA.result).toEqual({ batchItemFailures: [] });
     expect(resultA.metrics).toMatchObject({ ItemsFetched: 2, ItemsUnchanged: 1, ItemsUpdated: 0 });
@@ -673,33 +682,16 @@ describe('items too large for a row, against s3rver', () => {
 
     // Container A fetches revision 2 but is slow to write it (held after the fetch)...
     env.sim.setItem(large(2));
-    const real = new HttpProviderClient({ baseUrl: env.sim.baseUrl, timeoutMs: 5000, maxResponseBytes: 1 << 22 });
-    let release!: () => void;
-    const gate = new Promise<void>((resolve) => (release = resolve));
-    let fetched!: () => void;
-    const fetchedOnce = new Promise<void>((resolve) => (fetched = resolve));
-    let held = false;
-    const slow: ProviderClient = {
-      getToken: (credentials) => real.getToken(credentials),
-      async getItem(id, token, options) {
-        const body = await real.getItem(id, token, options);
-        if (!held) {
-          held = true;
-          fetched();
-          await gate;
-        }
-        return body;
-      },
-    };
-    const a = env.run(['race'], { handler: env.handler({ provider: slow }) });
-    await fetchedOnce;
+    const slow = heldAfterFirstFetch(env.sim.baseUrl, 1 << 22);
+    const a = env.run(['race'], { handler: env.handler({ provider: slow.provider }) });
+    await slow.fetchedOnce;
 
     // ...while container B fetches revision 3 and stores it (its object replaces revision 1's).
     env.sim.setItem(large(3));
     expect((await env.run(['race'], { handler: env.handler() })).metrics).toMatchObject({ ItemsUpdated: 1 });
 
     // A's object is written, its row write loses: A deletes its object, reads again, finds 3 stored.
-    release();
+    slow.release();
     const resultA = await a;
     expect(resultA.result).toEqual({ batchItemFailures: [] });
     expect(resultA.metrics).toMatchObject({ ItemsFetched: 2, ItemsUnchanged: 1, ItemsUpdated: 0 });
