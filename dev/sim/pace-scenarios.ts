@@ -211,76 +211,99 @@ export function outage(scale: Scale, kind: OutageKind): Promise<ScenarioResult> 
       enqueueAll(system);
       const start = t0 + 2 * MINUTE;
       const stop = start + scale.outageMinutes * MINUTE;
-      let clear: () => void = () => undefined;
-      system.clock.at(start, () => {
-        if (kind === 'provider') {
-          clear = system.provider.addFault({ endpoint: 'any', fault: { kind: 'status', status: 503 } });
-        } else {
-          system.provider.revokeAccessTokens();
-          clear = system.provider.addFault({ endpoint: 'token', fault: { kind: 'status', status: 401 } });
-        }
-      });
-      system.clock.at(start + MINUTE, () => {
-        for (const id of system.ids.filter((_, n) => n % 10 === 0)) system.provider.bumpRevision(id);
-        enqueueAll(system);
-      });
-      system.clock.at(stop, () => clear());
-      const settleBy = stop + 60 * MINUTE;
-      let emptySince: number | undefined;
-      await system.pollUntil(() => {
-        const now = system.clock.ms();
-        if (now < stop) return false;
-        if (system.sqs.size(system.queueUrl) > 0) emptySince = undefined;
-        else emptySince ??= now;
-        return (emptySince !== undefined && now - emptySince > MINUTE) || now >= settleBy;
-      });
+      scheduleOutage(system, kind, start, stop);
+      const emptySince = await runUntilDrained(system, stop);
       const end = system.clock.ms();
-      const during = system.provider.requests.filter((r) => (r.receivedAt ?? 0) >= start && (r.receivedAt ?? 0) < stop);
-      // The minute of the first failure is the detection; the outage proper comes after it.
-      const detectedAt = during.find((r) => r.status >= 400 && r.status !== 404 && r.status !== 429)?.receivedAt ?? start;
-      const minutes = perMinute(during, detectedAt, stop);
-      const firstMinute = minutes[0] ?? 0;
-      const laterMinutes = Math.max(0, ...minutes.slice(1));
-      const drained = emptySince ?? end;
-      const recovered = system.provider.requests.filter((r) => (r.receivedAt ?? 0) >= stop && r.status === 200 && r.endpoint === 'items');
-      const firstOk = recovered[0]?.receivedAt ?? stop;
-      const served = recovered.length;
-      const drainSeconds = Math.max(1, (drained - firstOk) / 1000);
-      // From the first success on, the backlog comes back within one postponement period (the delay
-      // its records were last given, SYNC_POSTPONE_MAX_SECONDS + 20% jitter) and is served at the pace:
-      // drained within that period plus the backlog at 85% of L.
-      const drainBound = Math.round(1.2 * POSTPONE_MAX_SECONDS + scale.ids / (0.85 * scale.limit));
-      const drainTook = Math.round((drained - firstOk) / 1000);
-      const dead = system.sqs.size(system.dlqUrl);
-      const stale = await staleIds(system);
-      const figures = {
-        'provider requests during the outage': during.length,
-        'requests in the minute of detection': firstMinute,
-        'most requests in any later minute': laterMinutes,
-        'dead-lettered': dead,
-        'ids lost or stale at the end': stale.length,
-        'first success after recovery (s)': Math.round((firstOk - stop) / 1000),
-        'backlog drained after (s)': Math.round((drained - stop) / 1000),
-        'items served during the drain': served,
-        'drain rate (req/s)': Math.round((served / drainSeconds) * 10) / 10,
-        'drain: seconds from the first success': drainTook,
-        'drain: bound (one postponement period + backlog at 85% of L)': drainBound,
-        'records postponed (re-sent) in all': system.sqs.queue(system.queueUrl).stats.sent - 2 * scale.ids,
-      };
-      return {
-        virtualMs: end - t0,
-        figures,
-        checks: [
-          check('no id dead-lettered', dead, dead === 0),
-          check('no id lost or stale', stale.length, stale.length === 0),
-          check('at most 10 provider requests a minute during the outage (after the minute of detection)', laterMinutes, laterMinutes <= 10),
-          check('after recovery the backlog drains within one postponement period plus the backlog at 85% of L', `${drainTook} s ≤ ${drainBound} s`, drainTook <= drainBound),
-        ],
-      };
+      const { figures, checks } = await outageFigures(system, scale, { start, stop, drained: emptySince ?? end });
+      return { virtualMs: end - t0, figures, checks };
     } finally {
       await system.close();
     }
   });
+}
+
+/** The outage from `start` to `stop`; a minute in, 10% of the items change and users send every id again. */
+function scheduleOutage(system: SimSystem, kind: OutageKind, start: number, stop: number): void {
+  let clear: () => void = () => undefined;
+  system.clock.at(start, () => {
+    if (kind === 'provider') {
+      clear = system.provider.addFault({ endpoint: 'any', fault: { kind: 'status', status: 503 } });
+    } else {
+      system.provider.revokeAccessTokens();
+      clear = system.provider.addFault({ endpoint: 'token', fault: { kind: 'status', status: 401 } });
+    }
+  });
+  system.clock.at(start + MINUTE, () => {
+    for (const id of system.ids.filter((_, n) => n % 10 === 0)) system.provider.bumpRevision(id);
+    enqueueAll(system);
+  });
+  system.clock.at(stop, () => clear());
+}
+
+/**
+ * Runs the system until, after `stop`, the sync queue has been empty for a minute (or an hour after
+ * `stop`). Returns when it last became empty, if it was empty at the end.
+ */
+async function runUntilDrained(system: SimSystem, stop: number): Promise<number | undefined> {
+  const settleBy = stop + 60 * MINUTE;
+  let emptySince: number | undefined;
+  await system.pollUntil(() => {
+    const now = system.clock.ms();
+    if (now < stop) return false;
+    if (system.sqs.size(system.queueUrl) > 0) emptySince = undefined;
+    else emptySince ??= now;
+    return (emptySince !== undefined && now - emptySince > MINUTE) || now >= settleBy;
+  });
+  return emptySince;
+}
+
+/** Requests during the outage, the drain after it, and the rows at the end, with their checks. */
+async function outageFigures(
+  system: SimSystem,
+  scale: Scale,
+  times: { start: number; stop: number; drained: number },
+): Promise<Omit<ScenarioResult, 'name' | 'realMs' | 'virtualMs'>> {
+  const { start, stop, drained } = times;
+  const during = system.provider.requests.filter((r) => (r.receivedAt ?? 0) >= start && (r.receivedAt ?? 0) < stop);
+  // The minute of the first failure is the detection; the outage proper comes after it.
+  const detectedAt = during.find((r) => r.status >= 400 && r.status !== 404 && r.status !== 429)?.receivedAt ?? start;
+  const minutes = perMinute(during, detectedAt, stop);
+  const firstMinute = minutes[0] ?? 0;
+  const laterMinutes = Math.max(0, ...minutes.slice(1));
+  const recovered = system.provider.requests.filter((r) => (r.receivedAt ?? 0) >= stop && r.status === 200 && r.endpoint === 'items');
+  const firstOk = recovered[0]?.receivedAt ?? stop;
+  const served = recovered.length;
+  const drainSeconds = Math.max(1, (drained - firstOk) / 1000);
+  // From the first success on, the backlog comes back within one postponement period (the delay
+  // its records were last given, SYNC_POSTPONE_MAX_SECONDS + 20% jitter) and is served at the pace:
+  // drained within that period plus the backlog at 85% of L.
+  const drainBound = Math.round(1.2 * POSTPONE_MAX_SECONDS + scale.ids / (0.85 * scale.limit));
+  const drainTook = Math.round((drained - firstOk) / 1000);
+  const dead = system.sqs.size(system.dlqUrl);
+  const stale = await staleIds(system);
+  const figures = {
+    'provider requests during the outage': during.length,
+    'requests in the minute of detection': firstMinute,
+    'most requests in any later minute': laterMinutes,
+    'dead-lettered': dead,
+    'ids lost or stale at the end': stale.length,
+    'first success after recovery (s)': Math.round((firstOk - stop) / 1000),
+    'backlog drained after (s)': Math.round((drained - stop) / 1000),
+    'items served during the drain': served,
+    'drain rate (req/s)': Math.round((served / drainSeconds) * 10) / 10,
+    'drain: seconds from the first success': drainTook,
+    'drain: bound (one postponement period + backlog at 85% of L)': drainBound,
+    'records postponed (re-sent) in all': system.sqs.queue(system.queueUrl).stats.sent - 2 * scale.ids,
+  };
+  return {
+    figures,
+    checks: [
+      check('no id dead-lettered', dead, dead === 0),
+      check('no id lost or stale', stale.length, stale.length === 0),
+      check('at most 10 provider requests a minute during the outage (after the minute of detection)', laterMinutes, laterMinutes <= 10),
+      check('after recovery the backlog drains within one postponement period plus the backlog at 85% of L', `${drainTook} s ≤ ${drainBound} s`, drainTook <= drainBound),
+    ],
+  };
 }
 
 function parse(percent: string): number {

@@ -209,8 +209,109 @@ const REVISION_FIELD = 'revision';
 /** The event source mapping's long poll. */
 const LONG_POLL_SECONDS = 20;
 
+/**
+ * The system's assembly: the provider model, the queues, the secrets, the tables, the functions'
+ * clients (one set per source), the sync's containers and the token refresher, the event sources,
+ * the schedules (the refresher's and, with `reconcile`, the reconciler's).
+ */
 export async function startSystem(options: SystemOptions): Promise<SimSystem> {
   const clock = new VirtualClock();
+  const { provider, ids } = startProvider(options, clock);
+  const queues = createQueues(clock, options.reconcile !== undefined);
+  const secretStore = createSecrets(clock, provider);
+  const meter = emptyMeter();
+  const tables = await startTables(options, clock, meter);
+  const wiring = wire({ options, clock, meter, fetch: modelFetch(provider, clock), queues, secretStore, tables });
+
+  const { reconcile } = options;
+  const syncContainers = syncContainerFactory(wiring);
+  const handlers = syncContainers('sync', options.containers);
+  const sweepHandlers = reconcile ? syncContainers('reconcile', reconcile.containers) : undefined;
+  const client = tables.clientFor('sync');
+  const refresher = createRefresher(wiring);
+  const sources = eventSources(wiring, queues.sqs, handlers, sweepHandlers);
+
+  const state: RunState = { running: true, ticking: true };
+  scheduleRefresh(clock, refresher, options.tokenRefreshMinutes, state);
+  const ticks: TickRecord[] = [];
+  if (reconcile) scheduleTicks(wiring, createReconciler(wiring, reconcile), reconcile.firstTickAfterMs ?? RECONCILE_SCHEDULE_MS, state, ticks);
+
+  return {
+    clock,
+    provider,
+    sqs: queues.sqs,
+    secrets: secretStore,
+    dynamo: tables.dynamo,
+    client,
+    ids,
+    queueUrl: queues.queueUrl,
+    dlqUrl: queues.dlqUrl,
+    reconcileQueueUrl: queues.reconcileQueueUrl,
+    reconcileDlqUrl: queues.reconcileDlqUrl,
+    handlers,
+    ticks,
+    meter,
+    pollUntil: (stop) => pollEventSources(clock, queues.sqs, sources, stop, state),
+    refresh: () => refresher({ trigger: 'schedule' }),
+    preloadItems: () => preloadItems(provider, ids, clock, tables),
+    async close() {
+      state.running = false;
+      await tables.dynamo.close();
+    },
+  };
+}
+
+type Refresher = ReturnType<typeof createRefresherHandler>;
+
+/** What the schedules check before they go on. */
+interface RunState {
+  /** Until close(): the refresher's and the reconciler's schedules. */
+  running: boolean;
+  /** Until pollUntil's `stop` says so: the reconciler's schedule. */
+  ticking: boolean;
+}
+
+interface Queues {
+  sqs: SqsModel;
+  queueUrl: string;
+  dlqUrl: string;
+  reconcileQueueUrl: string | undefined;
+  reconcileDlqUrl: string | undefined;
+}
+
+interface Tables {
+  dynamo: Dynalite;
+  /** The items table's ItemCount once preloadItems wrote it (DescribeTable answers it). */
+  itemCount: number | undefined;
+  /** A new metered DynamoDB client in virtual time for `source`. */
+  clientFor(source: MeterSource): DynamoDBClient;
+}
+
+/** What every simulated function is made from: the clock, the environment, and its source's own clients. */
+interface Wiring {
+  options: SystemOptions;
+  clock: VirtualClock;
+  meter: SimMeter;
+  env: Record<string, string>;
+  /** The provider model's fetch. */
+  fetch: typeof globalThis.fetch;
+  /** One Secrets Manager client, shared by every function. */
+  secrets: SecretsManagerClient;
+  dynamoFor(source: MeterSource): DynamoDBClient;
+  /** A new SQS client for `source`; `watch` sees it before the model's middleware is added. */
+  sqsFor(source: MeterSource, watch?: (client: SQSClient) => void): SQSClient;
+  /** Logger and metrics of one function instance of `source`. */
+  observability(source: MeterSource): { logger: never; metrics: never };
+}
+
+interface EventSource {
+  name: EventSourceName;
+  queue: EventSourceQueue;
+  handlers: SyncHandlerFn[];
+}
+
+/** The provider model over the generated item tree; `ids` in the tree's order. */
+function startProvider(options: SystemOptions, clock: VirtualClock): { provider: ProviderModel; ids: string[] } {
   const items = generateItemTree({ count: options.ids, seed: options.seed });
   const ids = items.map((item) => item.id);
   const provider = new ProviderModel({
@@ -222,29 +323,47 @@ export async function startSystem(options: SystemOptions): Promise<SimSystem> {
   });
   items.length = 0; // the model holds its own copies
   if (options.recordedRequests !== undefined) provider.limitRecordedRequests(options.recordedRequests);
-  const fetch = modelFetch(provider, clock);
+  return { provider, ids };
+}
+
+/** The sync queue and its dead-letter queue; with reconciliation, the reconcile queue and its own. */
+function createQueues(clock: VirtualClock, withReconcile: boolean): Queues {
   const sqs = new SqsModel({ clock: clock.asFakeClock() });
   const redrive = (dlq: string): string => JSON.stringify({ deadLetterTargetArn: sqs.queue(dlq).arn, maxReceiveCount: MAX_RECEIVE_COUNT });
   const dlqUrl = sqs.createQueue(DLQ);
   const queueUrl = sqs.createQueue(QUEUE, { VisibilityTimeout: String(VISIBILITY_TIMEOUT_SECONDS), RedrivePolicy: redrive(DLQ) });
-  const { reconcile } = options;
-  const reconcileDlqUrl = reconcile ? sqs.createQueue(RECONCILE_DLQ) : undefined;
-  const reconcileQueueUrl = reconcile
+  const reconcileDlqUrl = withReconcile ? sqs.createQueue(RECONCILE_DLQ) : undefined;
+  const reconcileQueueUrl = withReconcile
     ? sqs.createQueue(RECONCILE_QUEUE, { VisibilityTimeout: String(VISIBILITY_TIMEOUT_SECONDS), RedrivePolicy: redrive(RECONCILE_DLQ) })
     : undefined;
+  return { sqs, queueUrl, dlqUrl, reconcileQueueUrl, reconcileDlqUrl };
+}
+
+/** The provider's credentials and a valid access token, as after a deployment's first refresh. */
+function createSecrets(clock: VirtualClock, provider: ProviderModel): SecretStore {
   const secrets = new SecretStore({ clock: clock.asFakeClock() });
   secrets.set(CREDENTIALS_SECRET, JSON.stringify({ clientId: provider.clientId, refreshToken: provider.refreshToken }));
   secrets.set(TOKEN_SECRET, JSON.stringify({ accessToken: provider.issueAccessToken(), refreshedAt: clock.now().toISOString() }));
+  return secrets;
+}
 
-  const meter = emptyMeter();
+/** dynalite with the items table and the control table (created before virtual time runs: a plain client). */
+async function startTables(options: SystemOptions, clock: VirtualClock, meter: SimMeter): Promise<Tables> {
   const dynamo = await startDynalite({ proxy: false, where: options.dynalite ?? 'in-process' });
-  let itemCount: number | undefined;
-  const dynamoFor = (source: MeterSource): DynamoDBClient =>
-    trackedDynamo(dynamo, clock, options.dynamoRoundTripMs, meter.dynamo[source], () => itemCount);
+  const tables: Tables = {
+    dynamo,
+    itemCount: undefined,
+    clientFor: (source) => trackedDynamo(dynamo, clock, options.dynamoRoundTripMs, meter.dynamo[source], () => tables.itemCount),
+  };
   await dynamo.createItemsTable(ITEMS_TABLE);
-  await createControlTable(dynamo.client()); // before virtual time runs: a plain client
+  await createControlTable(dynamo.client());
+  return tables;
+}
 
-  const env = functionEnv({
+/** The functions' environment, as the stacks set it. */
+function functionEnvironment(options: SystemOptions, queues: Queues): Record<string, string> {
+  const { reconcile } = options;
+  return functionEnv({
     baseUrl: 'http://127.0.0.1:1/api/v2',
     accessTokenSecretId: TOKEN_SECRET,
     credentialsSecretId: CREDENTIALS_SECRET,
@@ -252,171 +371,201 @@ export async function startSystem(options: SystemOptions): Promise<SimSystem> {
     // Items here are small: the sync never loads its S3 adapter (none is given a client).
     itemsBucketName: 'items-bucket',
     revisionField: REVISION_FIELD,
-    deadLetterQueueUrl: dlqUrl,
+    deadLetterQueueUrl: queues.dlqUrl,
     controlTableName: CONTROL_TABLE,
     ...(options.knownLimit !== undefined ? { providerRequestsPerSecond: String(options.knownLimit) } : {}),
     ...(reconcile
       ? {
-          reconcileQueueUrl,
+          reconcileQueueUrl: queues.reconcileQueueUrl,
           freshnessHours: String(reconcile.freshnessHours),
           ...(reconcile.segments !== undefined ? { reconcileSegments: String(reconcile.segments) } : {}),
           ...(reconcile.highWater !== undefined ? { reconcileHighWater: String(reconcile.highWater) } : {}),
         }
       : {}),
   });
+}
+
+function wire(parts: {
+  options: SystemOptions;
+  clock: VirtualClock;
+  meter: SimMeter;
+  fetch: typeof globalThis.fetch;
+  queues: Queues;
+  secretStore: SecretStore;
+  tables: Tables;
+}): Wiring {
+  const { options, clock, meter, queues } = parts;
   const credentials = { accessKeyId: 'sim', secretAccessKey: 'sim' };
-  const sqsFor = (source: MeterSource, watch?: (client: SQSClient) => void): SQSClient => {
-    const made = new SQSClient({ region: LOCAL_REGION, credentials });
-    watch?.(made); // before the model answers (same step and priority: the first added runs first)
-    return attachSqs(made, sqs, meter.sqs[source]);
+  return {
+    options,
+    clock,
+    meter,
+    env: functionEnvironment(options, queues),
+    fetch: parts.fetch,
+    secrets: attachSecrets(new SecretsManagerClient({ region: LOCAL_REGION, credentials }), parts.secretStore),
+    dynamoFor: parts.tables.clientFor,
+    sqsFor(source, watch) {
+      const made = new SQSClient({ region: LOCAL_REGION, credentials });
+      watch?.(made); // before the model answers (same step and priority: the first added runs first)
+      return attachSqs(made, queues.sqs, meter.sqs[source]);
+    },
+    observability(source) {
+      const service = source === 'reconciler' ? RECONCILER_SERVICE : SYNC_SERVICE;
+      const made = options.meterLogs ? countingObservability(service, meter.logs[source]) : quietLogger();
+      if (source !== 'reconciler' && options.observe?.itemLog) watchItemLogs(made.logger, source, clock, options.observe.itemLog);
+      return made;
+    },
   };
-  const secretsClient = attachSecrets(new SecretsManagerClient({ region: LOCAL_REGION, credentials }), secrets);
-  const observability = (source: MeterSource): { logger: never; metrics: never } => {
-    const service = source === 'reconciler' ? RECONCILER_SERVICE : SYNC_SERVICE;
-    const made = options.meterLogs ? countingObservability(service, meter.logs[source]) : quietLogger();
-    if (source !== 'reconciler' && options.observe?.itemLog) watchItemLogs(made.logger, source, clock, options.observe.itemLog);
-    return made;
-  };
-  const syncConfig = loadSyncConfig(env);
-  const syncHandlers = (source: EventSourceName, count: number): SyncHandler[] => {
-    const dynamodb = dynamoFor(source);
-    const sqsClient = sqsFor(source);
-    const observed = observedFetch(fetch, source, clock, options.observe?.providerAnswer);
+}
+
+/**
+ * Makes the sync's containers of one event source: real sync handlers sharing that source's
+ * DynamoDB and SQS clients, each with its own provider client (and so its own token cache).
+ */
+function syncContainerFactory(wiring: Wiring): (source: EventSourceName, count: number) => SyncHandler[] {
+  const { clock, options } = wiring;
+  const config = loadSyncConfig(wiring.env);
+  return (source, count) => {
+    const dynamodb = wiring.dynamoFor(source);
+    const sqs = wiring.sqsFor(source);
+    const observed = observedFetch(wiring.fetch, source, clock, options.observe?.providerAnswer);
     return Array.from({ length: count }, () =>
       createSyncHandler({
-        config: syncConfig,
+        config,
         dynamodb,
-        sqs: sqsClient,
-        secrets: secretsClient,
-        provider: new HttpProviderClient({ ...syncConfig.provider, fetch: observed }),
+        sqs,
+        secrets: wiring.secrets,
+        provider: new HttpProviderClient({ ...config.provider, fetch: observed }),
         clock,
         sleep: clock.sleep,
-        ...observability(source),
+        ...wiring.observability(source),
       }),
     );
   };
-  const handlers = syncHandlers('sync', options.containers);
-  const sweepHandlers = reconcile ? syncHandlers('reconcile', reconcile.containers) : [];
-  const client = dynamoFor('sync');
+}
+
+/** The real token refresher (not metered: its logs are kept nowhere). */
+function createRefresher(wiring: Wiring): Refresher {
   const quiet = quietLogger();
-  const refresher = createRefresherHandler({
-    config: loadRefresherConfig(env),
-    secrets: secretsClient,
-    provider: new HttpProviderClient({ ...loadRefresherConfig(env).provider, fetch }),
-    clock,
+  const config = loadRefresherConfig(wiring.env);
+  return createRefresherHandler({
+    config,
+    secrets: wiring.secrets,
+    provider: new HttpProviderClient({ ...config.provider, fetch: wiring.fetch }),
+    clock: wiring.clock,
     logger: quiet.logger,
     metrics: quiet.metrics,
   });
+}
 
+/** The sync's event sources: the sync queue, and the reconcile queue when there are sweep containers; both metered. */
+function eventSources(wiring: Wiring, sqs: SqsModel, handlers: readonly SyncHandler[], sweepHandlers: readonly SyncHandler[] | undefined): EventSource[] {
+  const { clock, meter } = wiring;
+  const sources: EventSource[] = [
+    { name: 'sync', queue: meteredQueue(new InProcessEventSource(sqs, QUEUE, LONG_POLL_SECONDS), meter.eventSource.sync), handlers: timed(handlers, clock, meter.lambda.sync) },
+  ];
+  if (sweepHandlers) {
+    const queue = new InProcessEventSource(sqs, RECONCILE_QUEUE, LONG_POLL_SECONDS);
+    sources.push({ name: 'reconcile', queue: meteredQueue(queue, meter.eventSource.reconcile), handlers: timed(sweepHandlers, clock, meter.lambda.reconcile) });
+  }
+  return sources;
+}
+
+/** The refresher's schedule: every `minutes`, until close(). */
+function scheduleRefresh(clock: VirtualClock, refresher: Refresher, minutes: number, state: RunState): void {
+  const schedule = (): void => {
+    clock.at(clock.ms() + minutes * 60_000, () => {
+      if (!state.running) return;
+      void refresher({ trigger: 'schedule' }).catch(() => undefined);
+      schedule();
+    });
+  };
+  schedule();
+}
+
+/** The real reconciler handler with its own metered clients; the reconcile queue's sends told to `observe.reconcileSent`. */
+function createReconciler(wiring: Wiring, reconcile: ReconcileOptions): ReconcilerHandler {
+  const { clock } = wiring;
+  const sent = wiring.options.observe?.reconcileSent;
+  const sqs = wiring.sqsFor('reconciler', sent ? (made) => watchReconcileSends(made, clock, sent) : undefined);
+  return createReconcilerHandler({
+    config: loadReconcilerConfig(wiring.env),
+    dynamodb: wiring.dynamoFor('reconciler'),
+    sqs,
+    clock,
+    sleep: clock.sleep,
+    ...(reconcile.tuning ? { tuning: reconcile.tuning } : {}),
+    ...wiring.observability('reconciler'),
+  });
+}
+
+/**
+ * The reconciler's schedule: the first tick `firstTickAfterMs` from now, then one every
+ * RECONCILE_SCHEDULE_MS, each recorded in `ticks` and metered, until close() or pollUntil's stop.
+ */
+function scheduleTicks(wiring: Wiring, reconciler: ReconcilerHandler, firstTickAfterMs: number, state: RunState, ticks: TickRecord[]): void {
+  const { clock, meter } = wiring;
+  const tick = (): void => {
+    if (!state.running || !state.ticking) return;
+    const startedAt = clock.ms();
+    const deadline = startedAt + RECONCILER_TIMEOUT_MS;
+    const context = createContext('content-sync-reconciler', LOCAL_REGION, RECONCILER_TIMEOUT_MS, { remainingMs: () => deadline - clock.ms() });
+    const record: TickRecord = { startedAt, endedAt: startedAt };
+    ticks.push(record);
+    meter.lambda.reconciler.invocations += 1;
+    // As EventBridge Scheduler: every interval, whether or not the last tick is still running.
+    void reconciler({ trigger: 'schedule', worker: 0, workers: 1 }, context).then(
+      (report) => void (record.report = report),
+      (error: unknown) => void (record.error = String(error)),
+    ).finally(() => {
+      record.endedAt = clock.ms();
+      meter.lambda.reconciler.durationMs += record.endedAt - record.startedAt;
+    });
+    clock.at(startedAt + RECONCILE_SCHEDULE_MS, tick);
+  };
+  clock.at(clock.ms() + firstTickAfterMs, tick);
+}
+
+/**
+ * Runs every event source in virtual time until `stop()` (which also stops the reconciler's
+ * ticks), then closes the model's long polls and lets the invocations end. The sync queue's result.
+ */
+async function pollEventSources(clock: VirtualClock, sqs: SqsModel, sources: readonly EventSource[], stop: () => boolean, state: RunState): Promise<DrainResult> {
   const syncContext = (): Context => {
     const deadline = clock.ms() + FUNCTION_TIMEOUT_MS;
     return createContext('content-sync-item-sync', LOCAL_REGION, FUNCTION_TIMEOUT_MS, { remainingMs: () => deadline - clock.ms() });
   };
-  const sources: Array<{ name: EventSourceName; queue: EventSourceQueue; handlers: SyncHandlerFn[] }> = [
-    { name: 'sync', queue: meteredQueue(new InProcessEventSource(sqs, QUEUE, LONG_POLL_SECONDS), meter.eventSource.sync), handlers: timed(handlers, clock, meter.lambda.sync) },
-  ];
-  if (reconcile) {
-    const queue = new InProcessEventSource(sqs, RECONCILE_QUEUE, LONG_POLL_SECONDS);
-    sources.push({ name: 'reconcile', queue: meteredQueue(queue, meter.eventSource.reconcile), handlers: timed(sweepHandlers, clock, meter.lambda.reconcile) });
-  }
-
-  let running = true;
-  const scheduleRefresh = (): void => {
-    clock.at(clock.ms() + options.tokenRefreshMinutes * 60_000, () => {
-      if (!running) return;
-      void refresher({ trigger: 'schedule' }).catch(() => undefined);
-      scheduleRefresh();
-    });
+  const stopping = (): boolean => {
+    if (!stop()) return false;
+    state.ticking = false;
+    return true;
   };
-  scheduleRefresh();
+  const results: Array<DrainResult | undefined> = sources.map(() => undefined);
+  const runs = sources.map((source, index) =>
+    runEventSource({
+      queue: source.queue,
+      handlers: source.handlers,
+      context: syncContext,
+      now: () => clock.ms(),
+      timeLimitMs: Number.MAX_SAFE_INTEGER / 2,
+      stop: stopping,
+      finished: () => false,
+    }).then((result) => (results[index] = result)),
+  );
+  const ended = (): boolean => results.every((result) => result !== undefined);
+  await clock.run(Number.MAX_SAFE_INTEGER, () => ended() || stopping());
+  sqs.close(); // ends the long polls
+  await clock.run(clock.ms() + 60_000, ended);
+  await Promise.all(runs);
+  return results[0]!;
+}
 
-  const ticks: TickRecord[] = [];
-  let ticking = true;
-  if (reconcile) {
-    const sent = options.observe?.reconcileSent;
-    const reconcilerSqs = sqsFor('reconciler', sent ? (made) => watchReconcileSends(made, clock, sent) : undefined);
-    const reconciler: ReconcilerHandler = createReconcilerHandler({
-      config: loadReconcilerConfig(env),
-      dynamodb: dynamoFor('reconciler'),
-      sqs: reconcilerSqs,
-      clock,
-      sleep: clock.sleep,
-      ...(reconcile.tuning ? { tuning: reconcile.tuning } : {}),
-      ...observability('reconciler'),
-    });
-    const tick = (): void => {
-      if (!running || !ticking) return;
-      const startedAt = clock.ms();
-      const deadline = startedAt + RECONCILER_TIMEOUT_MS;
-      const context = createContext('content-sync-reconciler', LOCAL_REGION, RECONCILER_TIMEOUT_MS, { remainingMs: () => deadline - clock.ms() });
-      const record: TickRecord = { startedAt, endedAt: startedAt };
-      ticks.push(record);
-      meter.lambda.reconciler.invocations += 1;
-      // As EventBridge Scheduler: every interval, whether or not the last tick is still running.
-      void reconciler({ trigger: 'schedule', worker: 0, workers: 1 }, context).then(
-        (report) => void (record.report = report),
-        (error: unknown) => void (record.error = String(error)),
-      ).finally(() => {
-        record.endedAt = clock.ms();
-        meter.lambda.reconciler.durationMs += record.endedAt - record.startedAt;
-      });
-      clock.at(startedAt + RECONCILE_SCHEDULE_MS, tick);
-    };
-    clock.at(clock.ms() + (reconcile.firstTickAfterMs ?? RECONCILE_SCHEDULE_MS), tick);
-  }
-
-  return {
-    clock,
-    provider,
-    sqs,
-    secrets,
-    dynamo,
-    client,
-    ids,
-    queueUrl,
-    dlqUrl,
-    reconcileQueueUrl,
-    reconcileDlqUrl,
-    handlers,
-    ticks,
-    meter,
-    async pollUntil(stop) {
-      const stopping = (): boolean => {
-        if (!stop()) return false;
-        ticking = false;
-        return true;
-      };
-      const results: Array<DrainResult | undefined> = sources.map(() => undefined);
-      const runs = sources.map((source, index) =>
-        runEventSource({
-          queue: source.queue,
-          handlers: source.handlers,
-          context: syncContext,
-          now: () => clock.ms(),
-          timeLimitMs: Number.MAX_SAFE_INTEGER / 2,
-          stop: stopping,
-          finished: () => false,
-        }).then((result) => (results[index] = result)),
-      );
-      const ended = (): boolean => results.every((result) => result !== undefined);
-      await clock.run(Number.MAX_SAFE_INTEGER, () => ended() || stopping());
-      sqs.close(); // ends the long polls
-      await clock.run(clock.ms() + 60_000, ended);
-      await Promise.all(runs);
-      return results[0]!;
-    },
-    refresh: () => refresher({ trigger: 'schedule' }),
-    async preloadItems() {
-      const rows = await itemRows(provider, ids, clock.now().toISOString());
-      await batchWrite(dynamo.client(), ITEMS_TABLE, rows);
-      itemCount = rows.length;
-      return rows.length;
-    },
-    async close() {
-      running = false;
-      await dynamo.close();
-    },
-  };
+/** SimSystem.preloadItems: every provider item's row written as after a first sync; the table's ItemCount set. */
+async function preloadItems(provider: ProviderModel, ids: readonly string[], clock: VirtualClock, tables: Tables): Promise<number> {
+  const rows = await itemRows(provider, ids, clock.now().toISOString());
+  await batchWrite(tables.dynamo.client(), ITEMS_TABLE, rows);
+  tables.itemCount = rows.length;
+  return rows.length;
 }
 
 function emptyMeter(): SimMeter {
