@@ -44,7 +44,7 @@ import { enqueueIds, scanTableIds } from '../../tools/enqueue/enqueue.js';
 import { createProgress, formatDuration, type Progress } from '../../tools/enqueue/progress.js';
 import { diffTables, readTable, type ItemRow } from '../fakes/items-table.js';
 import { itemObjectOf, listObjects, readItemObject, type ItemObjectRead } from '../fakes/s3.js';
-import { createContext, drainQueue, type DrainResult } from '../fakes/lambda.js';
+import { createContext, drainQueue, type DrainProgress, type DrainResult } from '../fakes/lambda.js';
 import { generateItemTree, mulberry32 } from '../simulator/item-tree.js';
 import { ProviderSimulator, type SimulatorItem } from '../simulator/provider-simulator.js';
 import { startLocalStack, type LocalStack } from './stack.js';
@@ -209,28 +209,18 @@ async function runStory(plan: StoryPlan): Promise<RunOutcome> {
  */
 function buildHandlers(stack: LocalStack, log: Writable, tunables: Env): Handlers {
   const env: Env = { ...stack.env, ...tunables };
-  const refresher = createRefresherHandler({
-    config: loadRefresherConfig(env),
-    secrets: stack.secrets,
-    logger: createLogger(REFRESHER_SERVICE, { output: log }),
-    metrics: createMetrics(REFRESHER_SERVICE, { output: log }),
-  });
+  /** The function's logger and metrics, both written to `log`. */
+  const observability = (service: string) => ({ logger: createLogger(service, { output: log }), metrics: createMetrics(service, { output: log }) });
+  const refresher = createRefresherHandler({ config: loadRefresherConfig(env), secrets: stack.secrets, ...observability(REFRESHER_SERVICE) });
   const sync = createSyncHandler({
     config: loadSyncConfig(env),
     dynamodb: stack.dynamodb,
     sqs: stack.sqs,
     secrets: stack.secrets,
     s3: stack.s3,
-    logger: createLogger(SYNC_SERVICE, { output: log }),
-    metrics: createMetrics(SYNC_SERVICE, { output: log }),
+    ...observability(SYNC_SERVICE),
   });
-  const reconciler = createReconcilerHandler({
-    config: loadReconcilerConfig(env),
-    dynamodb: stack.dynamodb,
-    sqs: stack.sqs,
-    logger: createLogger(RECONCILER_SERVICE, { output: log }),
-    metrics: createMetrics(RECONCILER_SERVICE, { output: log }),
-  });
+  const reconciler = createReconcilerHandler({ config: loadReconcilerConfig(env), dynamodb: stack.dynamodb, sqs: stack.sqs, ...observability(RECONCILER_SERVICE) });
   return { refresher, sync, reconciler };
 }
 
@@ -334,24 +324,38 @@ async function syncPass(run: LocalRun, name: string, ids: readonly string[], lim
     throw new Error(`${name}: ${sent.failed.length} ids could not be enqueued (${sent.failed[0]!.code}: ${sent.failed[0]!.message})`);
   }
   const total = sent.sent.length;
-  const drain = await drainQueue({
+  const queue = { url: stack.queueUrl, arn: stack.queueArn };
+  const drain = await drainThroughSync(run, queue, limits, deadBefore, (p, dead) =>
+    `${name}: ${p.done}/${total} synced · ${p.retried} retried · ${dead} dead-lettered · ${p.invocations} invocations · ${formatDuration(Date.now() - started)}`,
+  );
+  screen.progress.clear();
+  return countPass(run, name, start, total, drain);
+}
+
+/**
+ * Drains a queue through the sync handler, as its event source does: invocation errors kept in the
+ * run, the progress line `progress` writes (given the drain's progress and the ids dead-lettered
+ * since `deadBefore`) on the screen.
+ */
+function drainThroughSync(
+  run: LocalRun,
+  queue: { url: string; arn: string },
+  limits: PassLimits,
+  deadBefore: number,
+  progress: (p: DrainProgress, dead: number) => string,
+): Promise<DrainResult> {
+  const { stack, screen } = run;
+  return drainQueue({
     sqs: stack.sqs,
-    queueUrl: stack.queueUrl,
-    queueArn: stack.queueArn,
+    queueUrl: queue.url,
+    queueArn: queue.arn,
     region: stack.region,
     handler: run.handlers.sync,
     concurrency: limits.concurrency,
     timeLimitMs: limits.timeLimitMs,
     onInvocationError: (error) => run.invocationErrors.push(describe(error)),
-    onProgress: (p) => {
-      const dead = deadLetterCount(stack) - deadBefore;
-      screen.progress.update(
-        `${name}: ${p.done}/${total} synced · ${p.retried} retried · ${dead} dead-lettered · ${p.invocations} invocations · ${formatDuration(Date.now() - started)}`,
-      );
-    },
+    onProgress: (p) => screen.progress.update(progress(p, deadLetterCount(stack) - deadBefore)),
   });
-  screen.progress.clear();
-  return countPass(run, name, start, total, drain);
 }
 
 // ---- reconciliation -----------------------------------------------------------------------------
@@ -387,12 +391,50 @@ const MAX_TICKS = 100;
  * enqueued by hand. Counted as syncPass counts.
  */
 async function reconciliationPass(run: LocalRun, name: string, limits: PassLimits): Promise<{ pass: PassSummary; reconciler: ReconcilerRun }> {
-  const { stack, screen } = run;
+  const { stack } = run;
   const start = await startPass(stack);
+  const ticks = await startTicks(run, name);
+  const drain = await drainSweep(run, name, start, limits, ticks);
+  const ended = await ticks.ended;
+  if ('error' in ended) throw ended.error;
+
+  const pass = await countPass(run, name, start, ticks.idsSent(), drain);
+  const after = await readTable(stack.dynamodb, stack.tableName);
+  const restored = [...after.values()].filter((row) => !row.deleted && start.before.get(row.id)?.deleted === true).length;
+  return {
+    pass,
+    reconciler: {
+      pass: ended.report.pass,
+      ticks: ticks.reports.length,
+      idsSent: ticks.idsSent(),
+      passSeconds: ended.report.passLengthSeconds ?? ended.report.passAgeSeconds,
+      restored,
+      elapsedMs: pass.elapsedMs,
+    },
+  };
+}
+
+/** The reconciler's ticks of one pass, back to back. */
+interface PassTicks {
+  /** Every tick's report so far. */
+  reports: TickReport[];
+  /** Ids the ticks sent to the reconcile queue so far. */
+  idsSent(): number;
+  /** Whether ticks may still send. */
+  sending(): boolean;
+  /** The tick that ended the pass, or why none did. */
+  ended: Promise<{ report: TickReport } | { error: unknown }>;
+}
+
+/**
+ * The first tick, before the event source, so that it finds the queue filled; further ticks (a
+ * table larger than the high-water mark) then run until one ends the pass, while the sync drains,
+ * as the schedule's would.
+ */
+async function startTicks(run: LocalRun, name: string): Promise<PassTicks> {
   const reports: TickReport[] = [];
-  const idsSent = (): number => reports.reduce((sum, report) => sum + report.enqueued, 0);
   const tick = async (): Promise<TickReport> => {
-    const report = await run.handlers.reconciler({ trigger: 'schedule', worker: 0, workers: 1 }, createContext(RECONCILER_FUNCTION, stack.region, 60_000));
+    const report = await run.handlers.reconciler({ trigger: 'schedule', worker: 0, workers: 1 }, createContext(RECONCILER_FUNCTION, run.stack.region, 60_000));
     reports.push(report);
     return report;
   };
@@ -404,11 +446,9 @@ async function reconciliationPass(run: LocalRun, name: string, limits: PassLimit
     }
   };
 
-  // The first tick before the event source, so that it finds the queue filled; further ticks (a
-  // table larger than the high-water mark) run while the sync drains, as the schedule's would.
   const first = await tick();
   let ticking = first.state === 'running' || first.state === 'lost';
-  const schedule = untilEnded(first).then(
+  const ended = untilEnded(first).then(
     (report) => {
       ticking = false;
       return { report };
@@ -418,29 +458,25 @@ async function reconciliationPass(run: LocalRun, name: string, limits: PassLimit
       return { error };
     },
   );
+  return { reports, idsSent: () => reports.reduce((sum, report) => sum + report.enqueued, 0), sending: () => ticking, ended };
+}
 
+/**
+ * Drains the reconcile queue through the sync handler (its second event source) until the ticks
+ * have stopped sending and it is empty, or the pass's time limit: the rounds' sums. The event
+ * source ends a round when the queue is empty; while ticks may still send, another round follows.
+ */
+async function drainSweep(run: LocalRun, name: string, start: PassStart, limits: PassLimits, ticks: PassTicks): Promise<DrainResult> {
+  const { stack } = run;
+  const queue = { url: stack.reconcileQueueUrl, arn: stack.reconcileQueueArn };
   const deadline = start.started + limits.timeLimitMs;
   const total: DrainResult = { done: 0, retried: 0, invocations: 0, failedInvocations: 0, remaining: 0, drained: false, elapsedMs: 0 };
-  // The event source ends a round when the queue is empty; while ticks may still send, another round follows.
   for (;;) {
     const before = { ...total };
-    const sendsMore = ticking;
-    const round = await drainQueue({
-      sqs: stack.sqs,
-      queueUrl: stack.reconcileQueueUrl,
-      queueArn: stack.reconcileQueueArn,
-      region: stack.region,
-      handler: run.handlers.sync,
-      concurrency: limits.concurrency,
-      timeLimitMs: Math.max(1, deadline - Date.now()),
-      onInvocationError: (error) => run.invocationErrors.push(describe(error)),
-      onProgress: (p) => {
-        const dead = deadLetterCount(stack) - start.deadBefore;
-        screen.progress.update(
-          `${name}: ${reports.length} tick${reports.length === 1 ? '' : 's'}, ${idsSent()} ids sent · ${before.done + p.done} synced · ${before.retried + p.retried} retried · ${dead} dead-lettered · ${before.invocations + p.invocations} invocations · ${formatDuration(Date.now() - start.started)}`,
-        );
-      },
-    });
+    const sendsMore = ticks.sending();
+    const round = await drainThroughSync(run, queue, { concurrency: limits.concurrency, timeLimitMs: Math.max(1, deadline - Date.now()) }, start.deadBefore, (p, dead) =>
+      `${name}: ${ticks.reports.length} tick${ticks.reports.length === 1 ? '' : 's'}, ${ticks.idsSent()} ids sent · ${before.done + p.done} synced · ${before.retried + p.retried} retried · ${dead} dead-lettered · ${before.invocations + p.invocations} invocations · ${formatDuration(Date.now() - start.started)}`,
+    );
     Object.assign(total, {
       done: before.done + round.done,
       retried: before.retried + round.retried,
@@ -451,24 +487,8 @@ async function reconciliationPass(run: LocalRun, name: string, limits: PassLimit
     });
     if ((!sendsMore && round.drained) || Date.now() >= deadline) break;
   }
-  screen.progress.clear();
-  const ended = await schedule;
-  if ('error' in ended) throw ended.error;
-
-  const pass = await countPass(run, name, start, idsSent(), total);
-  const after = await readTable(stack.dynamodb, stack.tableName);
-  const restored = [...after.values()].filter((row) => !row.deleted && start.before.get(row.id)?.deleted === true).length;
-  return {
-    pass,
-    reconciler: {
-      pass: ended.report.pass,
-      ticks: reports.length,
-      idsSent: idsSent(),
-      passSeconds: ended.report.passLengthSeconds ?? ended.report.passAgeSeconds,
-      restored,
-      elapsedMs: pass.elapsedMs,
-    },
-  };
+  run.screen.progress.clear();
+  return total;
 }
 
 /** The reconciler's pass in one line. */
