@@ -12,16 +12,17 @@ import { createSyncHandler, type SyncHandler } from '../../../functions/item-syn
 import { loadSyncConfig } from '../../../functions/shared/config.js';
 import { OutputCapture } from '../../fakes/capture-output.js';
 import { DynamoMeter, instrumentDynamo } from '../../fakes/dynamo-meter.js';
-import { startDynalite, type Dynalite } from '../../fakes/dynalite.js';
+import type { Dynalite } from '../../fakes/dynalite.js';
 import { attachSecrets, attachSqs, InProcessEventSource, type CallCounts } from '../../fakes/in-process-aws.js';
 import { createContext, functionEnv, sqsEvent } from '../../fakes/lambda.js';
 import { LOCAL_CREDENTIALS, LOCAL_REGION } from '../../fakes/local-aws.js';
 import { MemoryPaceStore } from '../../fakes/memory-pace-store.js';
-import { startS3, type LocalS3 } from '../../fakes/s3.js';
+import type { LocalS3 } from '../../fakes/s3.js';
 import { SecretStore } from '../../fakes/secrets-model.js';
 import { SqsModel } from '../../fakes/sqs-model.js';
 import { generateItemTree } from '../../simulator/item-tree.js';
 import { ProviderSimulator } from '../../simulator/provider-simulator.js';
+import { startStorage } from '../support/storage.js';
 import type { BenchOptions } from './options.js';
 
 export const NAMES = {
@@ -67,20 +68,8 @@ export async function setUpBench(o: BenchOptions): Promise<BenchWorld> {
   const sim = await ProviderSimulator.start({ latencyMs: o.latencyMs, items: tree, seed: o.seed });
   const clients: Array<{ destroy(): void }> = [];
   const capture = new OutputCapture();
-  let dynalite: Dynalite | undefined;
-  let s3: LocalS3 | undefined;
-  const close = async (): Promise<void> => {
-    capture.stop();
-    for (const client of clients) client.destroy();
-    await sim.close();
-    await dynalite?.close();
-    await s3?.close();
-  };
+  const { dynalite, s3, close } = await startStorage({ sim, capture, clients }, { where: o.dynalite, table: NAMES.table, bucket: NAMES.bucket });
   try {
-    dynalite = await startDynalite({ where: o.dynalite, proxy: false });
-    await dynalite.createItemsTable(NAMES.table);
-    s3 = await startS3();
-    await s3.createBucket(NAMES.bucket);
     const secrets = new SecretStore({ region: LOCAL_REGION });
     secrets.set(NAMES.accessTokenSecret, JSON.stringify({ accessToken: sim.issueAccessToken(), refreshedAt: new Date().toISOString() }));
     const sqs = new SqsModel({ region: LOCAL_REGION });

@@ -15,17 +15,18 @@ import { createRefresherHandler } from '../../../functions/token-refresher/app.j
 import { OutputCapture } from '../../fakes/capture-output.js';
 import { scaledClock } from '../../fakes/clock.js';
 import { DynamoMeter, instrumentDynamo } from '../../fakes/dynamo-meter.js';
-import { startDynalite, type Dynalite } from '../../fakes/dynalite.js';
+import type { Dynalite } from '../../fakes/dynalite.js';
 import { attachSecrets, attachSqs, type CallCounts } from '../../fakes/in-process-aws.js';
 import { functionEnv } from '../../fakes/lambda.js';
 import { LOCAL_CREDENTIALS, LOCAL_REGION } from '../../fakes/local-aws.js';
 import { MemoryPaceStore } from '../../fakes/memory-pace-store.js';
-import { startS3, type LocalS3 } from '../../fakes/s3.js';
+import type { LocalS3 } from '../../fakes/s3.js';
 import { SecretStore } from '../../fakes/secrets-model.js';
 import { ServiceError } from '../../fakes/service-error.js';
 import { SqsModel } from '../../fakes/sqs-model.js';
 import { generateItemTree, mulberry32 } from '../../simulator/item-tree.js';
 import { ProviderSimulator, type Fault, type FaultRule, type SimulatorItem } from '../../simulator/provider-simulator.js';
+import { startStorage } from '../support/storage.js';
 import { badMessages, SOAK_MAX_RESPONSE_BYTES, type BadMessage } from './bad-messages.js';
 import type { SoakOptions } from './options.js';
 import { ProviderTally } from './provider-tally.js';
@@ -95,20 +96,8 @@ export async function setUpSoak(o: SoakOptions): Promise<SoakWorld> {
   const { tree, sim, bad, tokens, large } = await startProvider(o);
   const capture = new OutputCapture();
   const clients: Array<{ destroy(): void }> = [];
-  let dynalite: Dynalite | undefined;
-  let s3: LocalS3 | undefined;
-  const close = async (): Promise<void> => {
-    capture.stop();
-    for (const client of clients) client.destroy();
-    await sim.close();
-    await dynalite?.close();
-    await s3?.close();
-  };
+  const { dynalite, s3, close } = await startStorage({ sim, capture, clients }, { where: o.dynalite, table: NAMES.table, bucket: NAMES.bucket });
   try {
-    dynalite = await startDynalite({ where: o.dynalite, proxy: false });
-    await dynalite.createItemsTable(NAMES.table);
-    s3 = await startS3();
-    await s3.createBucket(NAMES.bucket);
     const aws = awsModels(o, sim);
     const world: SoakWorld = {
       o,
