@@ -7,7 +7,7 @@
  * numbers are accepted in both forms; anything else (fractions, `12abc`, booleans) is rejected.
  */
 import { normalizeBaseUrl } from '../functions/shared/base-url.js';
-import { REVISION_FIELD_PATTERN } from '../functions/shared/config.js';
+import { DEFAULTS, REVISION_FIELD_PATTERN } from '../functions/shared/config.js';
 import { ConfigError } from '../functions/shared/errors.js';
 
 /** The context keys, as operators type them. Part of the product interface: keep them exactly. */
@@ -29,9 +29,9 @@ export const NUMBER_RULES = {
   syncBatchSize: { min: 1, max: 10_000, fallback: 10 },
   syncMaxConcurrency: { min: 2, max: 1000, fallback: 5 },
   // Target length of a reconciliation pass; 0 turns reconciliation off (one year at most).
-  freshnessHours: { min: 0, max: 8760, fallback: 24 },
+  freshnessHours: { min: 0, max: 8760, fallback: DEFAULTS.freshnessHours },
   // Percent of the provider pace the reconciliation sweep may never take: kept for users' ids.
-  usersReservedPercent: { min: 0, max: 90, fallback: 20 },
+  usersReservedPercent: { min: 0, max: 90, fallback: DEFAULTS.usersReservedPercent },
 } as const;
 
 /** Allowed range of the optional numeric keys (no default: unset means "not given"). */
