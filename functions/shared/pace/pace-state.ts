@@ -188,10 +188,15 @@ export function draw(
   const elapsed = Math.max(0, now - from);
   next.tokens = Math.min(cap, next.tokens + (next.rate * elapsed) / 1000);
   const sweepRate = next.rate * (1 - settings.userShare);
-  next.sweepTokens = Math.min(cap, (next.sweepTokens ?? cap) + (sweepRate * elapsed) / 1000);
+  const sweepRefilled = (next.sweepTokens ?? cap) + (sweepRate * elapsed) / 1000;
+  next.sweepTokens = Math.min(cap, sweepRefilled);
   // Never back (containers' clocks differ by a little): time already counted is not counted again.
   next.at = Math.max(next.at, now);
-  const demandLimited = next.tokens < want;
+  // Demand meets the rate, so the rate grows: users' ids found fewer tokens than a lease; the sweep
+  // (which takes a lease as soon as one is there) found that its bucket did not overflow since the
+  // last draw, give or take half a lease (a container's jitter). A sweep that asks for less than
+  // its share lets the bucket fill and spill over.
+  const demandLimited = sweep ? sweepRefilled < cap + sweepLease(next.rate, want, settings) / 2 : next.tokens < want;
   if (demandLimited && now - next.cutAt >= settings.cutCooldownMs) {
     next.rate = grownRate(next, now - next.grownAt, settings);
   }
@@ -215,6 +220,11 @@ export function draw(
   return { state: next, draw: { kind: 'granted', tokens: want, startAt: Math.round(startAt), intervalMs, probe: false } };
 }
 
+/** The lease the sweep takes at once: what it wants, at most what the bucket can hold. */
+function sweepLease(rate: number, want: number, settings: PaceSettings): number {
+  return Math.max(1, Math.min(want, Math.floor(burst(rate, settings))));
+}
+
 /**
  * The sweep's draw: only tokens that are there now, never into debt (users' ids may borrow, the sweep
  * may not: whenever users are in debt, the sweep waits), within its own share of the rate, and a
@@ -223,7 +233,7 @@ export function draw(
  */
 function drawSweep(next: PaceState, now: number, want: number, settings: PaceSettings): { state: PaceState; draw: Draw } {
   const sweepTokens = next.sweepTokens ?? 0;
-  const need = Math.max(1, Math.min(want, Math.floor(burst(next.rate, settings))));
+  const need = sweepLease(next.rate, want, settings);
   if (next.tokens < need || sweepTokens < need) {
     // When both buckets will hold the lease (at least SWEEP_MIN_WAIT_MS: no tight polling).
     const sweepRate = next.rate * (1 - settings.userShare);

@@ -308,7 +308,7 @@ export class ProviderPace {
         // The count as the row holds it: a draw that was not written reset nothing there.
         this.sharedFailures = (changed ? result.state : state).failures;
         this.lastRate = result.state.rate;
-        return this.applyDraw(result.draw, result.state, now);
+        return this.applyDraw(result.draw, result.state, now, sweep);
       }
       // Busy, not broken: every other container drew meanwhile. Ask again in a moment (every caller
       // in this container: those that waited for this draw must not start their own at once).
@@ -320,7 +320,7 @@ export class ProviderPace {
     }
   }
 
-  private applyDraw(d: ReturnType<typeof draw>['draw'], state: PaceState, now: number): Grant {
+  private applyDraw(d: ReturnType<typeof draw>['draw'], state: PaceState, now: number, sweep: boolean): Grant {
     switch (d.kind) {
       case 'granted': {
         if (d.probe) {
@@ -341,7 +341,7 @@ export class ProviderPace {
         }
         // Every sweep container that found the bucket short computes the same time: spread them, so
         // that one takes the lease and the others read, rather than all writing and all but one conflicting.
-        const until = this.leaseIsSweep ? d.retryAt + Math.floor(this.random() * SWEEP_JITTER_MS) : d.retryAt;
+        const until = sweep ? d.retryAt + Math.floor(this.random() * SWEEP_JITTER_MS) : d.retryAt;
         this.drawNotBefore = until;
         return { kind: 'wait', until, why: d.why };
       }

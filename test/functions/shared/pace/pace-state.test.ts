@@ -481,24 +481,63 @@ describe('the sweep (the reconciler’s ids)', () => {
     expect(probe.state.breaker).toMatchObject({ nextProbeAt: T + 40_000 });
   });
 
-  it('over a minute with users idle, gets at most (1 − userShare) of the rate (± one burst)', () => {
-    let current = initialPaceState(AT_MAX, T);
+  /**
+   * A sweep container as provider-pace.ts runs it: draws, keeps the state only when granted (a wait
+   * is not written), comes back at the wait's retryAt, or `afterGrantMs` after a grant.
+   */
+  function sweepAlone(settings: PaceSettings, ms: number, afterGrantMs: number, want: (rate: number) => number) {
+    let current = initialPaceState(settings, T);
+    let now = T;
     let swept = 0;
+    let grants = 0;
     let waits = 0;
-    for (let ms = 0; ms <= 60_000; ms += 10) {
-      const result = draw(current, T + ms, 10, AT_MAX, false, true);
-      current = result.state;
-      if (result.draw.kind === 'granted') swept += result.draw.tokens;
-      else waits += 1;
+    while (now <= T + ms) {
+      const result = draw(current, now, want(current.rate), settings, false, true);
+      if (result.draw.kind === 'granted') {
+        current = result.state;
+        swept += result.draw.tokens;
+        grants += 1;
+        now += afterGrantMs;
+      } else if (result.draw.kind === 'wait') {
+        waits += 1;
+        expect(result.draw.retryAt).toBeGreaterThanOrEqual(now + 10);
+        expect(result.draw.retryAt).toBeLessThanOrEqual(now + 1_000);
+        now = result.draw.retryAt;
+      } else {
+        throw new Error(`unexpected ${result.draw.kind}`);
+      }
     }
+    return { current, swept, grants, waits };
+  }
+
+  it('over a minute with users idle, gets (1 − userShare) of the rate (± one burst), one lease a draw', () => {
+    const { current, swept, grants, waits } = sweepAlone(AT_MAX, 60_000, 1, () => 10);
     // 80/s for 60 s, and the bucket it started with (one burst, 20).
     expect(swept).toBeGreaterThanOrEqual(4_800 - 20);
     expect(swept).toBeLessThanOrEqual(4_800 + 20);
+    // Whole leases only: one written draw per 10 requests.
+    expect(grants * 10).toBe(swept);
     expect(waits).toBeGreaterThan(0);
     // What users may take was never touched: the sweep's bucket (80/s) is the shorter one, so after a
     // lease (10) users' bucket (100/s, at most 20) still holds half its burst or more.
     expect(current.tokens).toBeGreaterThanOrEqual(10 - 1e-9);
     expect(current.rate).toBe(100);
+  });
+
+  it('grows the rate when it alone keeps up with it (users idle, limit unknown), not when it asks for less', () => {
+    const lease = (rate: number): number => Math.min(leaseSize(rate, OPEN), 10);
+    // Coming back at once after each lease: the rate is what holds it back, so the rate grows.
+    const busy = sweepAlone(OPEN, 10_000, 1, lease);
+    expect(busy.current.rate).toBeGreaterThan(50);
+    // One lease a second: the buckets are full at every draw; the rate stays where it started.
+    const idle = sweepAlone(OPEN, 10_000, 1_000, lease);
+    expect(idle.current.rate).toBe(OPEN.initialRate);
+  });
+
+  it('asks again at most a second later, however slow its share (userShare 0.9 at 5/s: a token in 2 s)', () => {
+    const slow: PaceSettings = { ...OPEN, maxRate: 5, userShare: 0.9 };
+    const result = draw(state({ rate: 5, tokens: 1, sweepTokens: 0 }), T, 1, slow, false, true);
+    expect(result.draw).toEqual({ kind: 'wait', retryAt: T + 1_000, why: 'pace' });
   });
 
   it('gets nothing while users draw the whole rate, whichever draws first', () => {
