@@ -91,6 +91,16 @@ function deadLetters(): Array<{ body: string; error: string; sourceMessageId: st
   });
 }
 
+/** Two fresh containers sync the same ids at once, under one capture (captures nest, never interleave). */
+async function twoContainersAtOnce(env: Env, ids: string[]) {
+  const [one, two] = [env.handler(), env.handler()];
+  const { result, output } = await captureOutput(() =>
+    Promise.all([one(sqsEvent(ids), lambdaContext()), two(sqsEvent(ids), lambdaContext())]),
+  );
+  everything.push(output);
+  return { result, output, total: metricsIn(output) };
+}
+
 async function setup(options: { items?: SimulatorItem[]; revisionField?: string } = {}): Promise<Env> {
   const sim = await ProviderSimulator.start({
     items: options.items ?? [],
@@ -528,15 +538,9 @@ describe('item sync against the provider simulator and dynalite', () => {
     const items = Array.from({ length: 6 }, (_, n) => ({ id: `p${n}`, type: 'file' as const, revision: 1 }));
     const env = await setup({ items });
     const ids = items.map((i) => i.id);
-    const [one, two] = [env.handler(), env.handler()];
-    // One capture around both: captures must nest, not interleave.
-    const { result, output } = await captureOutput(() =>
-      Promise.all([one(sqsEvent(ids), lambdaContext()), two(sqsEvent(ids), lambdaContext())]),
-    );
-    everything.push(output);
+    const { result, total } = await twoContainersAtOnce(env, ids);
 
     expect(result).toEqual([{ batchItemFailures: [] }, { batchItemFailures: [] }]);
-    const total = metricsIn(output);
     expect(total['ItemsCreated']).toBe(6); // the loser of each race re-read, re-fetched and found it unchanged
     expect((total['ItemsCreated'] ?? 0) + (total['ItemsUnchanged'] ?? 0)).toBe(12);
     expect((await env.rows()).map((row) => row['id'])).toEqual(ids);
@@ -705,14 +709,9 @@ describe('items too large for a row, against s3rver', () => {
     const items = Array.from({ length: 4 }, (_, n): SimulatorItem => ({ id: `L${n}`, type: 'file', revision: 1, content: `${n}`.repeat(450 * 1024) }));
     const env = await setup({ items });
     const ids = items.map((i) => i.id);
-    const [one, two] = [env.handler(), env.handler()];
-    const { result, output } = await captureOutput(() =>
-      Promise.all([one(sqsEvent(ids), lambdaContext()), two(sqsEvent(ids), lambdaContext())]),
-    );
-    everything.push(output);
+    const { result, output, total } = await twoContainersAtOnce(env, ids);
 
     expect(result).toEqual([{ batchItemFailures: [] }, { batchItemFailures: [] }]);
-    const total = metricsIn(output);
     expect(total['ItemsCreated']).toBe(4);
     expect((total['ItemsCreated'] ?? 0) + (total['ItemsUnchanged'] ?? 0)).toBe(8);
     for (const id of ids) expect((await objectOf(env, await env.row(id))).read).toEqual({ kind: 'found', item: env.sim.getItem(id) });
