@@ -12,7 +12,7 @@ import { CHANGE_EVENTS_METRIC_NAMES, CHANGE_EVENTS_SERVICE } from '../shared/met
 import { createLogger, createMetrics, describeError } from '../shared/observability.js';
 import { systemClock, type Clock } from '../shared/ports.js';
 import { EventBridgePublisher } from './adapters/eventbridge.js';
-import type { ChangeEventsConfig } from './config.js';
+import type { ChangeEventsConfig } from '../shared/config.js';
 import type { EventPublisher, StreamRecord } from './ports.js';
 import { announceBatch, type BatchCounts } from './publish.js';
 

@@ -73,6 +73,11 @@ export interface ReconcilerConfig {
   highWater: number;
 }
 
+/** The change-events function's configuration (functions/change-events). */
+export interface ChangeEventsConfig {
+  eventBusName: string;
+}
+
 export const ENV = {
   baseUrl: 'PROVIDER_BASE_URL',
   credentialsSecretId: 'CREDENTIALS_SECRET_ID',
@@ -97,6 +102,9 @@ export const ENV = {
   freshnessHours: 'FRESHNESS_HOURS',
   reconcileSegments: 'RECONCILE_SEGMENTS',
   reconcileHighWater: 'RECONCILE_HIGH_WATER',
+  // The change-events function (functions/change-events): the bus the events go to, its name or ARN
+  // (the stack sets the ARN).
+  eventBusName: 'EVENT_BUS_NAME',
 } as const;
 
 export const DEFAULTS = {
@@ -226,4 +234,8 @@ export function loadReconcilerConfig(env: Env = process.env): ReconcilerConfig {
     segments: integer(env, ENV.reconcileSegments, DEFAULTS.reconcileSegments, 1, 100),
     highWater: integer(env, ENV.reconcileHighWater, DEFAULTS.reconcileHighWater, 10, 100_000),
   };
+}
+
+export function loadChangeEventsConfig(env: Env = process.env): ChangeEventsConfig {
+  return { eventBusName: required(env, ENV.eventBusName) };
 }

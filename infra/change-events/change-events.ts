@@ -27,7 +27,7 @@ import { DynamoEventSource, SqsDlq } from 'aws-cdk-lib/aws-lambda-event-sources'
 import type * as sns from 'aws-cdk-lib/aws-sns';
 import type * as sqs from 'aws-cdk-lib/aws-sqs';
 import type { Construct } from 'constructs';
-import { CHANGE_EVENTS_ENV } from '../../functions/change-events/config.js';
+import { ENV } from '../../functions/shared/config.js';
 import { CHANGE_EVENTS_METRIC_NAMES, CHANGE_EVENTS_SERVICE } from '../../functions/shared/metric-names.js';
 import { ContentSyncFunction } from '../constructs/content-sync-function.js';
 import { notifyOnAlarmAndRecovery, serviceMetric } from '../operations/notify.js';
@@ -58,7 +58,7 @@ export function addChangeEvents(scope: Construct, props: ChangeEventsProps): Con
     description: 'content-sync: announces every real change of an items-table row on the change-event bus',
     memorySize: 256,
     timeout: CHANGE_EVENTS_TIMEOUT,
-    environment: { [CHANGE_EVENTS_ENV.eventBusName]: props.bus.eventBusArn },
+    environment: { [ENV.eventBusName]: props.bus.eventBusArn },
   });
   fn.allow({
     sid: 'PublishChangeEvents',

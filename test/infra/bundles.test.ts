@@ -10,7 +10,6 @@ import { existsSync, readFileSync, statSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { CHANGE_EVENTS_ENV } from '../../functions/change-events/config.js';
 import { ENV } from '../../functions/shared/config.js';
 import { ITEM_SYNC_LAZY_MODULES, S3_ITEM_OBJECT_STORE_MODULE } from '../../functions/item-sync/lazy-modules.js';
 import { LAMBDA_UNUSED_CREDENTIAL_SOURCES } from '../../infra/constructs/content-sync-function.js';
@@ -47,7 +46,7 @@ const ENVIRONMENT: Record<string, string> = {
   [ENV.deadLetterQueueUrl]: 'https://sqs.eu-west-1.amazonaws.com/123456789012/dlq',
   [ENV.controlTableName]: 'control-table',
   [ENV.reconcileQueueUrl]: 'https://sqs.eu-west-1.amazonaws.com/123456789012/reconcile',
-  [CHANGE_EVENTS_ENV.eventBusName]: 'arn:aws:events:eu-west-1:123456789012:event-bus/change-events',
+  [ENV.eventBusName]: 'arn:aws:events:eu-west-1:123456789012:event-bus/change-events',
 };
 
 describe.each(Object.keys(SDK_CALLS))('%s bundle', (prefix) => {

@@ -7,7 +7,7 @@
  */
 import type { Template } from 'aws-cdk-lib/assertions';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { CHANGE_EVENTS_ENV } from '../../functions/change-events/config.js';
+import { ENV } from '../../functions/shared/config.js';
 import { importOf, logicalId, resource, roleStatements, synthTemplates, type Templates } from './helpers.js';
 
 let t: Templates;
@@ -102,7 +102,7 @@ describe('change events: the function', () => {
   it('environment: EVENT_BUS_NAME is the bus ARN, nothing else but the construct defaults', () => {
     const fn = resource(t.statelessTemplate, 'AWS::Lambda::Function', ids.fn!);
     expect(fn.Properties['Environment'].Variables).toEqual({
-      [CHANGE_EVENTS_ENV.eventBusName]: imports.busArn,
+      [ENV.eventBusName]: imports.busArn,
       POWERTOOLS_SERVICE_NAME: 'change-events',
       POWERTOOLS_LOG_LEVEL: 'INFO',
       NODE_OPTIONS: '--enable-source-maps',

@@ -21,7 +21,7 @@ import { mkdirSync, statSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { build } from 'esbuild';
-import { CHANGE_EVENTS_ENV } from '../../../functions/change-events/config.js';
+import { ENV as CONFIG_ENV } from '../../../functions/shared/config.js';
 import { ITEM_SYNC_LAZY_MODULES } from '../../../functions/item-sync/lazy-modules.js';
 import { functionEnv } from '../../fakes/lambda.js';
 import { REPO_ROOT } from './machine.js';
@@ -71,7 +71,7 @@ const BUNDLES: BundleSpec[] = [
     name: 'change-events',
     entry: 'functions/change-events/handler.ts',
     env: {
-      [CHANGE_EVENTS_ENV.eventBusName]: 'arn:aws:events:eu-west-1:000000000000:event-bus/content-sync-change-events',
+      [CONFIG_ENV.eventBusName]: 'arn:aws:events:eu-west-1:000000000000:event-bus/content-sync-change-events',
       POWERTOOLS_SERVICE_NAME: 'change-events',
     },
   },

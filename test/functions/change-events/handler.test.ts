@@ -10,7 +10,7 @@ import { mockClient } from 'aws-sdk-client-mock';
 import { beforeEach, describe, expect, it } from 'vitest';
 import { EventBridgePublisher } from '../../../functions/change-events/adapters/eventbridge.js';
 import { createChangeEventsHandler } from '../../../functions/change-events/app.js';
-import { CHANGE_EVENTS_ENV, loadChangeEventsConfig } from '../../../functions/change-events/config.js';
+import { ENV, loadChangeEventsConfig } from '../../../functions/shared/config.js';
 import { ConfigError } from '../../../functions/shared/errors.js';
 import { CHANGE_EVENTS_SERVICE } from '../../../functions/shared/metric-names.js';
 import { createLogger, createMetrics } from '../../../functions/shared/observability.js';
@@ -52,7 +52,7 @@ function setup(options: { remainingMs?: number } = {}) {
   output.on('data', (chunk: Buffer) => (text += chunk.toString('utf8')));
   const sleeps: number[] = [];
   const handler = createChangeEventsHandler({
-    config: loadChangeEventsConfig({ [CHANGE_EVENTS_ENV.eventBusName]: BUS_ARN }),
+    config: loadChangeEventsConfig({ [ENV.eventBusName]: BUS_ARN }),
     eventbridge: new EventBridgeClient({ region: 'eu-west-1' }),
     clock: { now: () => NOW },
     logger: createLogger(CHANGE_EVENTS_SERVICE, { output }),
@@ -211,7 +211,7 @@ describe('EventBridgePublisher', () => {
 
 describe('configuration', () => {
   it('EVENT_BUS_NAME is required (name or ARN)', () => {
-    expect(CHANGE_EVENTS_ENV.eventBusName).toBe('EVENT_BUS_NAME');
+    expect(ENV.eventBusName).toBe('EVENT_BUS_NAME');
     expect(loadChangeEventsConfig({ EVENT_BUS_NAME: ` ${BUS_ARN} ` })).toEqual({ eventBusName: BUS_ARN });
     expect(() => loadChangeEventsConfig({})).toThrow(ConfigError);
     expect(() => loadChangeEventsConfig({ EVENT_BUS_NAME: ' ' })).toThrow('EVENT_BUS_NAME: is required but not set');
