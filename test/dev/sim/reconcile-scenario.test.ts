@@ -5,6 +5,7 @@
  * full scale, where the cost goal is judged.
  */
 import { describe, expect, it } from 'vitest';
+import { DEFAULT_PACE_SETTINGS, leaseSize } from '../../../functions/shared/pace/pace-state.js';
 import { NUMBER_RULES } from '../../../infra/context.js';
 import { RECONCILE_SCHEDULE_MINUTES, RECONCILER_TIMEOUT } from '../../../infra/reconciler/reconciler.js';
 import { RECONCILE_FULL, RECONCILE_SHORT, reconcilePass } from '../../../dev/sim/reconcile-scenario.js';
@@ -47,6 +48,15 @@ describe('a reconciliation pass in virtual time (short)', () => {
     expect(requests(f['cost: DynamoDB BatchGetItem items (sync on the reconcile queue)'])).toBeGreaterThanOrEqual(invocations);
     expect(requests(f['cost: DynamoDB Scan items (reconciler)'])).toBeGreaterThan(0);
     expect(Number(f['cost of the pass (USD)'])).toBeGreaterThan(0);
+
+    // The sweep draws the pace a whole lease at a time (5 requests at L = 50/s): one written draw
+    // per lease, and the draws its containers lose to each other on top, well under one per id
+    // (drawing the token or two that happened to be there cost more than two writes per id).
+    const draws = String(f['cost: DynamoDB PutItem control (sync on the reconcile queue)']);
+    const refused = Number(/\(([\d,]+) refused by their condition\)/.exec(draws)?.[1]?.replace(/,/g, '') ?? '0');
+    const lease = leaseSize(RECONCILE_SHORT.limit, DEFAULT_PACE_SETTINGS);
+    expect(requests(draws) - refused).toBeLessThanOrEqual(Math.ceil((RECONCILE_SHORT.ids / lease) * 1.05));
+    expect(requests(draws)).toBeLessThan(RECONCILE_SHORT.ids * 0.75);
   }, 120_000);
 
   it('runs with the settings the stacks deploy', () => {
