@@ -100,7 +100,7 @@ export class StatefulStack extends Stack {
       });
     }
 
-    const sync = addWorkQueues(this, { queue: 'SyncQueue', deadLetterQueue: 'DeadLetterQueue' }, config.syncTimeoutSeconds);
+    const sync = addWorkQueues(this, { queue: 'SyncQueue', deadLetterQueue: 'DeadLetterQueue' }, config);
     this.deadLetterQueue = sync.deadLetterQueue;
     this.queue = sync.queue;
 

@@ -18,11 +18,11 @@ import type * as s3 from 'aws-cdk-lib/aws-s3';
 import type * as sns from 'aws-cdk-lib/aws-sns';
 import type * as sqs from 'aws-cdk-lib/aws-sqs';
 import type { Construct } from 'constructs';
-import { ENV } from '../functions/shared/config.js';
 import { ITEM_SYNC_LAZY_MODULES } from '../functions/item-sync/lazy-modules.js';
 import { REFRESHER_SERVICE, SYNC_SERVICE } from '../functions/shared/metric-names.js';
 import type { ContentSyncConfig } from './context.js';
-import { addSchedulerInvokeRole, ContentSyncFunction } from './constructs/content-sync-function.js';
+import { addSchedulerInvokeRole, ContentSyncFunction, functionProps, sqsEventSourceProps } from './constructs/content-sync-function.js';
+import { REFRESHER_TIMEOUT_SECONDS, refresherDeployment, syncDeployment, syncEventSourceDeployment, type ResourceNames } from './deployment.js';
 import { addChangeEvents, addChangeEventsAlarms, addChangeEventsWidgets, type ChangeEventsStateful } from './change-events/change-events.js';
 import { addDeployRun } from './deploy-run/deploy-run.js';
 import { grantItemObjects } from './items-bucket.js';
@@ -30,7 +30,7 @@ import { addAlarms } from './operations/alarms.js';
 import { addDashboard } from './operations/dashboard.js';
 import { addReconcileEventSource, addReconciler, addReconcilerAlarms, addReconcilerWidgets } from './reconciler/reconciler.js';
 
-export const REFRESHER_TIMEOUT = Duration.seconds(30);
+export const REFRESHER_TIMEOUT = Duration.seconds(REFRESHER_TIMEOUT_SECONDS);
 
 /** The stateful resources this stack uses. */
 export interface StatefulResources {
@@ -48,6 +48,20 @@ export interface StatefulResources {
   readonly itemsBucket: s3.IBucket;
   /** The change-event bus and the stream event source's failure queue. */
   readonly changeEvents: ChangeEventsStateful;
+}
+
+/** The names each function's environment gives the stateful resources (infra/deployment.ts). */
+export function resourceNames(stateful: StatefulResources): ResourceNames {
+  return {
+    itemsTableName: stateful.table.tableName,
+    itemsBucketName: stateful.itemsBucket.bucketName,
+    controlTableName: stateful.controlTable.tableName,
+    deadLetterQueueUrl: stateful.deadLetterQueue.queueUrl,
+    reconcileQueueUrl: stateful.reconcileQueue.queueUrl,
+    credentialsSecretId: stateful.credentialsSecret.secretArn,
+    accessTokenSecretId: stateful.accessTokenSecret.secretArn,
+    eventBusName: stateful.changeEvents.bus.eventBusArn,
+  };
 }
 
 export interface StatelessStackProps extends StackProps {
@@ -122,13 +136,7 @@ export class StatelessStack extends Stack {
       entry: 'functions/token-refresher/handler.ts',
       serviceName: REFRESHER_SERVICE,
       description: 'content-sync: exchanges the refresh token for a fresh access token',
-      memorySize: 256,
-      timeout: REFRESHER_TIMEOUT,
-      environment: {
-        [ENV.baseUrl]: config.baseUrl,
-        [ENV.credentialsSecretId]: stateful.credentialsSecret.secretArn,
-        [ENV.accessTokenSecretId]: stateful.accessTokenSecret.secretArn,
-      },
+      ...functionProps(refresherDeployment(config, resourceNames(stateful))),
     });
     refresher.allow({
       sid: 'ReadCredentials',
@@ -171,23 +179,7 @@ export class StatelessStack extends Stack {
       lazyModules: ITEM_SYNC_LAZY_MODULES,
       serviceName: SYNC_SERVICE,
       description: 'content-sync: fetches queued item ids from the provider into the items table',
-      memorySize: 512,
-      timeout: Duration.seconds(config.syncTimeoutSeconds),
-      environment: {
-        [ENV.baseUrl]: config.baseUrl,
-        [ENV.accessTokenSecretId]: stateful.accessTokenSecret.secretArn,
-        [ENV.itemsTableName]: stateful.table.tableName,
-        [ENV.itemsBucketName]: stateful.itemsBucket.bucketName,
-        [ENV.revisionField]: config.revisionField,
-        [ENV.deadLetterQueueUrl]: stateful.deadLetterQueue.queueUrl,
-        [ENV.controlTableName]: stateful.controlTable.tableName,
-        [ENV.usersReservedPercent]: String(config.usersReservedPercent),
-        // Only when the operator knows the provider's limit; PACE_FALLBACK_REQUESTS_PER_SECOND and
-        // SYNC_POSTPONE_MAX_SECONDS keep the function's defaults.
-        ...(config.providerRequestsPerSecond === undefined
-          ? {}
-          : { [ENV.providerRequestsPerSecond]: String(config.providerRequestsPerSecond) }),
-      },
+      ...functionProps(syncDeployment(config, resourceNames(stateful))),
     });
     sync.allow({
       sid: 'ReadAccessToken',
@@ -224,13 +216,7 @@ export class StatelessStack extends Stack {
   private syncEventSource(sync: ContentSyncFunction, queue: sqs.IQueue, config: ContentSyncConfig): void {
     // The event source grants receive/delete/attributes and ChangeMessageVisibility (Retry-After) on the sync queue.
     sync.function.addEventSource(
-      new SqsEventSource(queue, {
-        batchSize: config.syncBatchSize,
-        // SQS requires a batching window for batches over 10.
-        ...(config.syncBatchSize > 10 ? { maxBatchingWindow: Duration.seconds(1) } : {}),
-        reportBatchItemFailures: true,
-        maxConcurrency: config.syncMaxConcurrency,
-      }),
+      new SqsEventSource(queue, sqsEventSourceProps(syncEventSourceDeployment(config))),
     );
   }
 

@@ -27,16 +27,13 @@ import { DynamoEventSource, SqsDlq } from 'aws-cdk-lib/aws-lambda-event-sources'
 import type * as sns from 'aws-cdk-lib/aws-sns';
 import type * as sqs from 'aws-cdk-lib/aws-sqs';
 import type { Construct } from 'constructs';
-import { ENV } from '../../functions/shared/config.js';
 import { CHANGE_EVENTS_METRIC_NAMES, CHANGE_EVENTS_SERVICE } from '../../functions/shared/metric-names.js';
-import { ContentSyncFunction } from '../constructs/content-sync-function.js';
+import { ContentSyncFunction, functionProps } from '../constructs/content-sync-function.js';
+import { CHANGE_EVENTS_BATCH_SIZE, CHANGE_EVENTS_RETRY_ATTEMPTS, CHANGE_EVENTS_TIMEOUT_SECONDS, changeEventsDeployment } from '../deployment.js';
 import { notifyOnAlarmAndRecovery, serviceMetric } from '../operations/notify.js';
 
-export const CHANGE_EVENTS_TIMEOUT = Duration.seconds(30);
-/** Stream records per invocation: Lambda's default for DynamoDB streams (at most ten PutEvents calls). */
-export const CHANGE_EVENTS_BATCH_SIZE = 100;
-/** Retries of a failing batch (bisected) before its range goes to the failure queue. */
-export const CHANGE_EVENTS_RETRY_ATTEMPTS = 10;
+export { CHANGE_EVENTS_BATCH_SIZE, CHANGE_EVENTS_RETRY_ATTEMPTS } from '../deployment.js';
+export const CHANGE_EVENTS_TIMEOUT = Duration.seconds(CHANGE_EVENTS_TIMEOUT_SECONDS);
 
 /** What the stateful stack holds for the change events (infra/change-events/change-event-resources.ts). */
 export interface ChangeEventsStateful {
@@ -56,9 +53,7 @@ export function addChangeEvents(scope: Construct, props: ChangeEventsProps): Con
     entry: 'functions/change-events/handler.ts',
     serviceName: CHANGE_EVENTS_SERVICE,
     description: 'content-sync: announces every real change of an items-table row on the change-event bus',
-    memorySize: 256,
-    timeout: CHANGE_EVENTS_TIMEOUT,
-    environment: { [ENV.eventBusName]: props.bus.eventBusArn },
+    ...functionProps(changeEventsDeployment({ eventBusName: props.bus.eventBusArn })),
   });
   fn.allow({
     sid: 'PublishChangeEvents',

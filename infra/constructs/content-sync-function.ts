@@ -13,6 +13,8 @@ import * as lambda from 'aws-cdk-lib/aws-lambda';
 import { LogLevel, NodejsFunction, OutputFormat } from 'aws-cdk-lib/aws-lambda-nodejs';
 import * as logs from 'aws-cdk-lib/aws-logs';
 import { Construct } from 'constructs';
+import type { FunctionDeployment, SqsEventSourceDeployment } from '../deployment.js';
+import type { SqsEventSourceProps } from 'aws-cdk-lib/aws-lambda-event-sources';
 
 /** The repository root, for entry paths and the lock file (independent of the working directory). */
 export const REPO_ROOT = fileURLToPath(new URL('../../', import.meta.url));
@@ -59,6 +61,25 @@ export interface ContentSyncFunctionProps {
    * its own, with the same options, at that path next to it (see lazyModuleCommands).
    */
   readonly lazyModules?: readonly string[];
+}
+
+/** A function's deployed memory, time-out and environment (infra/deployment.ts) as ContentSyncFunction props. */
+export function functionProps(deployment: FunctionDeployment): Pick<ContentSyncFunctionProps, 'memorySize' | 'timeout' | 'environment'> {
+  return {
+    memorySize: deployment.memoryMb,
+    timeout: Duration.seconds(deployment.timeoutSeconds),
+    environment: { ...deployment.environment },
+  };
+}
+
+/** A work queue's event source as deployed (infra/deployment.ts) as SqsEventSource props. */
+export function sqsEventSourceProps(deployment: SqsEventSourceDeployment): SqsEventSourceProps {
+  return {
+    batchSize: deployment.batchSize,
+    ...(deployment.maxBatchingWindowSeconds === undefined ? {} : { maxBatchingWindow: Duration.seconds(deployment.maxBatchingWindowSeconds) }),
+    reportBatchItemFailures: deployment.reportBatchItemFailures,
+    maxConcurrency: deployment.maxConcurrency,
+  };
 }
 
 export class ContentSyncFunction extends Construct {

@@ -7,14 +7,14 @@
 import { CfnOutput, Duration, RemovalPolicy } from 'aws-cdk-lib';
 import * as sqs from 'aws-cdk-lib/aws-sqs';
 import type { Construct } from 'constructs';
-import { MAX_RECEIVE_COUNT } from '../../functions/shared/sync-queue.js';
+import type { ContentSyncConfig } from '../context.js';
+import { DEAD_LETTER_RETENTION_DAYS, QUEUE_RETENTION_DAYS, workQueueDeployment } from '../deployment.js';
 
-/** SQS's maximum; a dead-letter (or failure) queue is where an operator looks after an incident. */
-export const DEAD_LETTER_RETENTION = Duration.days(14);
-/** SQS's default, stated: ids older than this are dropped by SQS, which the age alarm reports long before. */
-export const QUEUE_RETENTION = Duration.days(4);
-/** AWS's guidance for Lambda event sources: visibility time-out at least 6× the function time-out. */
-export const VISIBILITY_FACTOR = 6;
+export { VISIBILITY_FACTOR } from '../deployment.js';
+/** infra/deployment.ts, DEAD_LETTER_RETENTION_DAYS. */
+export const DEAD_LETTER_RETENTION = Duration.days(DEAD_LETTER_RETENTION_DAYS);
+/** infra/deployment.ts, QUEUE_RETENTION_DAYS. */
+export const QUEUE_RETENTION = Duration.days(QUEUE_RETENTION_DAYS);
 
 export interface RetainedQueueProps {
   readonly retentionPeriod: Duration;
@@ -38,19 +38,21 @@ export interface WorkQueues {
 }
 
 /**
- * A queue the item sync consumes (visibility 6× `syncTimeoutSeconds`, QUEUE_RETENTION) and its
- * dead-letter queue (DEAD_LETTER_RETENTION), under the given construct ids.
+ * A queue the item sync consumes and its dead-letter queue, as deployed (infra/deployment.ts,
+ * workQueueDeployment: visibility 6× the sync's time-out, QUEUE_RETENTION, redrive after
+ * MAX_RECEIVE_COUNT receives, DEAD_LETTER_RETENTION), under the given construct ids.
  */
 export function addWorkQueues(
   scope: Construct,
   ids: { readonly queue: string; readonly deadLetterQueue: string },
-  syncTimeoutSeconds: number,
+  config: ContentSyncConfig,
 ): WorkQueues {
-  const deadLetterQueue = addRetainedQueue(scope, ids.deadLetterQueue, { retentionPeriod: DEAD_LETTER_RETENTION });
+  const deployed = workQueueDeployment(config);
+  const deadLetterQueue = addRetainedQueue(scope, ids.deadLetterQueue, { retentionPeriod: Duration.days(deployed.deadLetterRetentionDays) });
   const queue = addRetainedQueue(scope, ids.queue, {
-    visibilityTimeout: Duration.seconds(syncTimeoutSeconds * VISIBILITY_FACTOR),
-    retentionPeriod: QUEUE_RETENTION,
-    deadLetterQueue: { queue: deadLetterQueue, maxReceiveCount: MAX_RECEIVE_COUNT },
+    visibilityTimeout: Duration.seconds(deployed.visibilityTimeoutSeconds),
+    retentionPeriod: Duration.days(deployed.retentionDays),
+    deadLetterQueue: { queue: deadLetterQueue, maxReceiveCount: deployed.maxReceiveCount },
   });
   return { queue, deadLetterQueue };
 }

@@ -18,7 +18,7 @@ import type { ContentSyncConfig } from '../context.js';
 export type ReconcileQueues = WorkQueues;
 
 export function addReconcileQueues(stack: Stack, config: ContentSyncConfig): ReconcileQueues {
-  const queues = addWorkQueues(stack, { queue: 'ReconcileQueue', deadLetterQueue: 'ReconcileDeadLetterQueue' }, config.syncTimeoutSeconds);
+  const queues = addWorkQueues(stack, { queue: 'ReconcileQueue', deadLetterQueue: 'ReconcileDeadLetterQueue' }, config);
   addWorkQueueOutputs(stack, queues, {
     idPrefix: 'Reconcile',
     queueName: 'Reconcile queue',

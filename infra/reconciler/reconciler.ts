@@ -19,17 +19,15 @@ import * as scheduler from 'aws-cdk-lib/aws-scheduler';
 import * as schedulerTargets from 'aws-cdk-lib/aws-scheduler-targets';
 import type * as sns from 'aws-cdk-lib/aws-sns';
 import type * as sqs from 'aws-cdk-lib/aws-sqs';
-import { DEFAULTS, ENV } from '../../functions/shared/config.js';
+import { DEFAULTS } from '../../functions/shared/config.js';
 import { RECONCILER_METRIC_NAMES, RECONCILER_SERVICE } from '../../functions/shared/metric-names.js';
-import { addSchedulerInvokeRole, ContentSyncFunction } from '../constructs/content-sync-function.js';
+import { addSchedulerInvokeRole, ContentSyncFunction, functionProps, sqsEventSourceProps } from '../constructs/content-sync-function.js';
+import { RECONCILE_SCHEDULE_MINUTES, RECONCILER_TIMEOUT_SECONDS, RECONCILER_WORKERS, reconcilerDeployment, syncEventSourceDeployment } from '../deployment.js';
 import { notifyOnAlarmAndRecovery, serviceMetric } from '../operations/notify.js';
 import type { ContentSyncConfig } from '../context.js';
 
-/** Invocations that share a pass's segments (one schedule each). */
-export const RECONCILER_WORKERS = 1;
-/** A tick runs up to 50 s (functions/reconciler/app.ts, DEFAULT_TUNING) of a schedule interval of one minute. */
-export const RECONCILER_TIMEOUT = Duration.seconds(60);
-export const RECONCILE_SCHEDULE_MINUTES = 1;
+export { RECONCILE_SCHEDULE_MINUTES, RECONCILER_WORKERS } from '../deployment.js';
+export const RECONCILER_TIMEOUT = Duration.seconds(RECONCILER_TIMEOUT_SECONDS);
 /**
  * The cursor's row key in the control table (functions/reconciler/adapters/dynamodb-cursor-store.ts,
  * RECONCILE_CURSOR_KEY; the infra tests check both agree): the reconciler may touch that row only.
@@ -61,12 +59,7 @@ export function addReconcileEventSource(props: ReconcileEventSourceProps): void 
   });
   // The event source grants receive/delete/attributes and ChangeMessageVisibility on the reconcile queue.
   sync.function.addEventSource(
-    new SqsEventSource(reconcileQueue, {
-      batchSize: config.syncBatchSize,
-      ...(config.syncBatchSize > 10 ? { maxBatchingWindow: Duration.seconds(1) } : {}),
-      reportBatchItemFailures: true,
-      maxConcurrency: config.syncMaxConcurrency,
-    }),
+    new SqsEventSource(reconcileQueue, sqsEventSourceProps(syncEventSourceDeployment(config))),
   );
 }
 
@@ -82,7 +75,12 @@ export interface ReconcilerProps {
 /** The reconciler function, its permissions and its schedules (none of it when freshnessHours is 0). */
 export function addReconciler(stack: Stack, props: ReconcilerProps): ContentSyncFunction | undefined {
   const { config } = props;
-  if (config.freshnessHours === 0) return undefined;
+  const deployment = reconcilerDeployment(config, {
+    itemsTableName: props.table.tableName,
+    controlTableName: props.controlTable.tableName,
+    reconcileQueueUrl: props.reconcileQueue.queueUrl,
+  });
+  if (deployment === undefined) return undefined;
   const workers = props.workers ?? RECONCILER_WORKERS;
   if (!Number.isSafeInteger(workers) || workers < 1 || workers > DEFAULTS.reconcileSegments) {
     throw new RangeError(`reconciler workers must be a whole number from 1 to ${DEFAULTS.reconcileSegments} (the Scan segments), got ${workers}`);
@@ -92,17 +90,7 @@ export function addReconciler(stack: Stack, props: ReconcilerProps): ContentSync
     entry: 'functions/reconciler/handler.ts',
     serviceName: RECONCILER_SERVICE,
     description: 'content-sync: sends every id the items table knows to the reconcile queue, once per freshnessHours',
-    // CPU comes with memory (one vCPU at 1,769 MB): 512 MB sends about 3,600 ids/s, three times
-    // what 100M ids a day need (docs/reconciler.md, "Scale").
-    memorySize: 512,
-    timeout: RECONCILER_TIMEOUT,
-    environment: {
-      [ENV.itemsTableName]: props.table.tableName,
-      [ENV.controlTableName]: props.controlTable.tableName,
-      [ENV.reconcileQueueUrl]: props.reconcileQueue.queueUrl,
-      [ENV.freshnessHours]: String(config.freshnessHours),
-      // RECONCILE_SEGMENTS and RECONCILE_HIGH_WATER keep the function's defaults.
-    },
+    ...functionProps(deployment),
   });
   fn.allow({
     sid: 'ScanItemIds',

@@ -1,0 +1,196 @@
+/**
+ * What every function is deployed with, as plain values: memory, time-out and environment, the
+ * queues' numbers, the event sources' and the schedules'. The stacks build their resources from it
+ * (infra/), and so does the local system (dev/system), so `npm start`, the bench, the soak and the
+ * simulations run what `cdk deploy` creates, with no number typed twice.
+ *
+ * No aws-cdk-lib import: the development harness loads it without the CDK. The resource names are
+ * whatever the caller has: CloudFormation tokens in the stacks, local names in dev/system.
+ */
+import { ENV } from '../functions/shared/config.js';
+import { MAX_RECEIVE_COUNT } from '../functions/shared/sync-queue.js';
+import type { ContentSyncConfig } from './context.js';
+
+/** Where the stateful resources are, as each function's environment names them. */
+export interface ResourceNames {
+  readonly itemsTableName: string;
+  readonly itemsBucketName: string;
+  readonly controlTableName: string;
+  readonly deadLetterQueueUrl: string;
+  readonly reconcileQueueUrl: string;
+  /** The secrets' ids (their ARNs when deployed). */
+  readonly credentialsSecretId: string;
+  readonly accessTokenSecretId: string;
+  /** The change-event bus (its ARN when deployed). */
+  readonly eventBusName: string;
+}
+
+/** One function as deployed. */
+export interface FunctionDeployment {
+  readonly memoryMb: number;
+  readonly timeoutSeconds: number;
+  /** The contract variables (ContentSyncFunction adds POWERTOOLS_* and NODE_OPTIONS). */
+  readonly environment: Readonly<Record<string, string>>;
+}
+
+export const REFRESHER_MEMORY_MB = 256;
+export const REFRESHER_TIMEOUT_SECONDS = 30;
+export const SYNC_MEMORY_MB = 512;
+/**
+ * CPU comes with memory (one vCPU at 1,769 MB): 512 MB sends about 3,600 ids/s, three times what
+ * 100M ids a day need (docs/reconciler.md, "Scale").
+ */
+export const RECONCILER_MEMORY_MB = 512;
+/** A tick runs up to 50 s (functions/reconciler/app.ts, DEFAULT_TUNING) of a schedule interval of one minute. */
+export const RECONCILER_TIMEOUT_SECONDS = 60;
+export const CHANGE_EVENTS_MEMORY_MB = 256;
+export const CHANGE_EVENTS_TIMEOUT_SECONDS = 30;
+
+/** The token refresher: reads the credentials, writes both secrets. */
+export function refresherDeployment(config: ContentSyncConfig, names: Pick<ResourceNames, 'credentialsSecretId' | 'accessTokenSecretId'>): FunctionDeployment {
+  return {
+    memoryMb: REFRESHER_MEMORY_MB,
+    timeoutSeconds: REFRESHER_TIMEOUT_SECONDS,
+    environment: {
+      [ENV.baseUrl]: config.baseUrl,
+      [ENV.credentialsSecretId]: names.credentialsSecretId,
+      [ENV.accessTokenSecretId]: names.accessTokenSecretId,
+    },
+  };
+}
+
+/** The item sync: its time-out follows the batch size (infra/context.ts, syncTimeoutSeconds). */
+export function syncDeployment(config: ContentSyncConfig, names: ResourceNames): FunctionDeployment {
+  return {
+    memoryMb: SYNC_MEMORY_MB,
+    timeoutSeconds: config.syncTimeoutSeconds,
+    environment: {
+      [ENV.baseUrl]: config.baseUrl,
+      [ENV.accessTokenSecretId]: names.accessTokenSecretId,
+      [ENV.itemsTableName]: names.itemsTableName,
+      [ENV.itemsBucketName]: names.itemsBucketName,
+      [ENV.revisionField]: config.revisionField,
+      [ENV.deadLetterQueueUrl]: names.deadLetterQueueUrl,
+      [ENV.controlTableName]: names.controlTableName,
+      [ENV.usersReservedPercent]: String(config.usersReservedPercent),
+      // Only when the operator knows the provider's limit; PACE_FALLBACK_REQUESTS_PER_SECOND and
+      // SYNC_POSTPONE_MAX_SECONDS keep the function's defaults.
+      ...(config.providerRequestsPerSecond === undefined ? {} : { [ENV.providerRequestsPerSecond]: String(config.providerRequestsPerSecond) }),
+    },
+  };
+}
+
+/** The reconciler; none when freshnessHours is 0. */
+export function reconcilerDeployment(
+  config: ContentSyncConfig,
+  names: Pick<ResourceNames, 'itemsTableName' | 'controlTableName' | 'reconcileQueueUrl'>,
+): FunctionDeployment | undefined {
+  if (config.freshnessHours === 0) return undefined;
+  return {
+    memoryMb: RECONCILER_MEMORY_MB,
+    timeoutSeconds: RECONCILER_TIMEOUT_SECONDS,
+    environment: {
+      [ENV.itemsTableName]: names.itemsTableName,
+      [ENV.controlTableName]: names.controlTableName,
+      [ENV.reconcileQueueUrl]: names.reconcileQueueUrl,
+      [ENV.freshnessHours]: String(config.freshnessHours),
+      // RECONCILE_SEGMENTS and RECONCILE_HIGH_WATER keep the function's defaults.
+    },
+  };
+}
+
+/** The change-events function. */
+export function changeEventsDeployment(names: Pick<ResourceNames, 'eventBusName'>): FunctionDeployment {
+  return {
+    memoryMb: CHANGE_EVENTS_MEMORY_MB,
+    timeoutSeconds: CHANGE_EVENTS_TIMEOUT_SECONDS,
+    environment: { [ENV.eventBusName]: names.eventBusName },
+  };
+}
+
+/** Every function of one deployment. */
+export interface FunctionDeployments {
+  readonly refresher: FunctionDeployment;
+  readonly sync: FunctionDeployment;
+  readonly reconciler: FunctionDeployment | undefined;
+  readonly changeEvents: FunctionDeployment;
+}
+
+export function functionDeployments(config: ContentSyncConfig, names: ResourceNames): FunctionDeployments {
+  return {
+    refresher: refresherDeployment(config, names),
+    sync: syncDeployment(config, names),
+    reconciler: reconcilerDeployment(config, names),
+    changeEvents: changeEventsDeployment(names),
+  };
+}
+
+// ---- queues ----------------------------------------------------------------------------------------
+
+/** SQS's maximum; a dead-letter (or failure) queue is where an operator looks after an incident. */
+export const DEAD_LETTER_RETENTION_DAYS = 14;
+/** SQS's default, stated: ids older than this are dropped by SQS, which the age alarm reports long before. */
+export const QUEUE_RETENTION_DAYS = 4;
+/** AWS's guidance for Lambda event sources: visibility time-out at least 6× the function time-out. */
+export const VISIBILITY_FACTOR = 6;
+
+/** A work queue (the sync queue, the reconcile queue) and its dead-letter queue. */
+export interface WorkQueueDeployment {
+  readonly visibilityTimeoutSeconds: number;
+  readonly retentionDays: number;
+  /** Receives before SQS moves a message to the dead-letter queue. */
+  readonly maxReceiveCount: number;
+  readonly deadLetterRetentionDays: number;
+}
+
+export function workQueueDeployment(config: ContentSyncConfig): WorkQueueDeployment {
+  return {
+    visibilityTimeoutSeconds: config.syncTimeoutSeconds * VISIBILITY_FACTOR,
+    retentionDays: QUEUE_RETENTION_DAYS,
+    maxReceiveCount: MAX_RECEIVE_COUNT,
+    deadLetterRetentionDays: DEAD_LETTER_RETENTION_DAYS,
+  };
+}
+
+// ---- event sources and schedules -------------------------------------------------------------------
+
+/** The item sync's event source on a work queue (the sync queue and the reconcile queue alike). */
+export interface SqsEventSourceDeployment {
+  readonly batchSize: number;
+  /** SQS requires a batching window for batches over 10. */
+  readonly maxBatchingWindowSeconds: number | undefined;
+  readonly maxConcurrency: number;
+  readonly reportBatchItemFailures: true;
+}
+
+export function syncEventSourceDeployment(config: ContentSyncConfig): SqsEventSourceDeployment {
+  return {
+    batchSize: config.syncBatchSize,
+    maxBatchingWindowSeconds: config.syncBatchSize > 10 ? 1 : undefined,
+    maxConcurrency: config.syncMaxConcurrency,
+    reportBatchItemFailures: true,
+  };
+}
+
+/** Stream records per invocation: Lambda's default for DynamoDB streams (at most ten PutEvents calls). */
+export const CHANGE_EVENTS_BATCH_SIZE = 100;
+/** Retries of a failing batch (bisected) before its range goes to the failure queue. */
+export const CHANGE_EVENTS_RETRY_ATTEMPTS = 10;
+
+/** Invocations that share a pass's segments (one schedule each). */
+export const RECONCILER_WORKERS = 1;
+export const RECONCILE_SCHEDULE_MINUTES = 1;
+
+/** The schedules: the refresher every tokenRefreshMinutes, the reconciler (when there is one) every minute. */
+export interface ScheduleDeployment {
+  readonly refresherEveryMinutes: number;
+  /** Undefined when freshnessHours is 0 (no reconciler). */
+  readonly reconciler: { readonly everyMinutes: number; readonly workers: number } | undefined;
+}
+
+export function scheduleDeployment(config: ContentSyncConfig): ScheduleDeployment {
+  return {
+    refresherEveryMinutes: config.tokenRefreshMinutes,
+    reconciler: config.freshnessHours === 0 ? undefined : { everyMinutes: RECONCILE_SCHEDULE_MINUTES, workers: RECONCILER_WORKERS },
+  };
+}
