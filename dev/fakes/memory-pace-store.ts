@@ -5,8 +5,8 @@
  * itself (functions/shared/adapters/dynamodb-pace-store.ts) is tested against dynalite. Faults:
  * `failing` makes every call throw, as a throttled or unreachable table does.
  */
-import type { PaceStore } from '../../functions/shared/pace/provider-pace.js';
-import type { PaceState } from '../../functions/shared/pace/pace-state.js';
+import type { PaceStore } from '../../functions/shared/provider/pace/provider-pace.js';
+import type { PaceState } from '../../functions/shared/provider/pace/pace-state.js';
 
 export interface MemoryPaceStoreOptions {
   /** Waits one round trip (a simulation's virtual sleep); default none. */

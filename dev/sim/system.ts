@@ -32,7 +32,7 @@ import { loadReconcilerConfig, loadRefresherConfig, loadSyncConfig } from '../..
 import { parseJson } from '../../functions/shared/json.js';
 import { RECONCILER_SERVICE, SYNC_SERVICE } from '../../functions/shared/metric-names.js';
 import { createLogger, createMetrics } from '../../functions/shared/observability.js';
-import { HttpProviderClient } from '../../functions/shared/provider-client.js';
+import { HttpProviderClient } from '../../functions/shared/provider/provider-client.js';
 import { createRefresherHandler } from '../../functions/token-refresher/app.js';
 import { startDynalite, type Dynalite } from '../fakes/dynalite.js';
 import { attachSecrets, attachSqs, InProcessEventSource, type CallCounts } from '../fakes/in-process-aws.js';

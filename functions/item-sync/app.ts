@@ -21,14 +21,14 @@ import { LazyItemObjectStore } from './adapters/lazy-item-object-store.js';
 import { SecretsManagerAccessTokenStore } from '../shared/adapters/secrets-manager.js';
 import { POSTPONEMENTS_ATTRIBUTE, QueueUrls, RECONCILE_PASS_ATTRIBUTE, SqsDeadLetterSink, SqsMessageRequeue, SqsMessageVisibility } from './adapters/sqs.js';
 import { DynamoDbPaceStore } from '../shared/adapters/dynamodb-pace-store.js';
-import { DEFAULT_PACE_SETTINGS, type PaceSettings } from '../shared/pace/pace-state.js';
-import { ProviderPace, type PaceSnapshot, type PaceStore } from '../shared/pace/provider-pace.js';
+import { DEFAULT_PACE_SETTINGS, type PaceSettings } from '../shared/provider/pace/pace-state.js';
+import { ProviderPace, type PaceSnapshot, type PaceStore } from '../shared/provider/pace/provider-pace.js';
 import type { SyncConfig } from '../shared/config.js';
 import { PACE_METRIC_NAMES, SYNC_METRIC_NAMES, SYNC_SERVICE } from '../shared/metric-names.js';
 import { createLogger, createMetrics, describeError } from '../shared/observability.js';
 import { systemClock, type Clock, type ProviderClient } from '../shared/ports.js';
-import { HttpProviderClient } from '../shared/provider-client.js';
-import { CachedAccessToken } from './access-token.js';
+import { HttpProviderClient } from '../shared/provider/provider-client.js';
+import { CachedAccessToken } from '../shared/provider/access-token.js';
 import { syncBatch, type SyncCounts, type SyncRecord } from './sync.js';
 
 /** Metric name per counter, published once per batch (zeros included, so alarms see every batch). */

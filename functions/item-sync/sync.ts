@@ -19,9 +19,9 @@
  * revision can never replace a newer one.
  */
 import { ProviderError, TransientError } from '../shared/errors.js';
-import type { Grant, PaceGate } from '../shared/pace/provider-pace.js';
+import type { Grant, PaceGate } from '../shared/provider/pace/provider-pace.js';
 import type { Clock, Log, ProviderClient } from '../shared/ports.js';
-import type { AccessTokenSource } from './access-token.js';
+import type { AccessTokenSource } from '../shared/provider/access-token.js';
 import { validateItem, type ValidItem } from './item.js';
 import { ItemWriter } from './item-writer.js';
 import { parseMessageBody } from './message.js';

@@ -2,7 +2,7 @@
  * Ports both functions use: the provider's API, the access-token secret (the refresher writes it,
  * the item sync reads it), the clock and logging. Each function's own ports are in its ports.ts
  * (functions/token-refresher/ports.ts, functions/item-sync/ports.ts). The core modules import these
- * types only; adapters implement them (HttpProviderClient in functions/shared/provider-client.ts,
+ * types only; adapters implement them (HttpProviderClient in functions/shared/provider/provider-client.ts,
  * the Secrets Manager access-token store in functions/shared/adapters/), tests with fakes.
  */
 

@@ -12,7 +12,7 @@ import type { RefresherConfig } from '../shared/config.js';
 import { CredentialsNotConfiguredError } from '../shared/errors.js';
 import { REFRESHER_METRIC_NAMES, REFRESHER_SERVICE } from '../shared/metric-names.js';
 import { createLogger, createMetrics, describeError } from '../shared/observability.js';
-import { HttpProviderClient } from '../shared/provider-client.js';
+import { HttpProviderClient } from '../shared/provider/provider-client.js';
 import { SecretsManagerAccessTokenStore } from '../shared/adapters/secrets-manager.js';
 import { SecretsManagerCredentialsStore } from './adapters/secrets-manager.js';
 import { systemClock, type Clock, type ProviderClient } from '../shared/ports.js';

@@ -6,8 +6,8 @@
  * local rate (provider-pace.ts).
  */
 import { ConditionalCheckFailedException, GetItemCommand, PutItemCommand, type DynamoDBClient } from '@aws-sdk/client-dynamodb';
-import type { PaceStore } from '../pace/provider-pace.js';
-import type { PaceState } from '../pace/pace-state.js';
+import type { PaceStore } from '../provider/pace/provider-pace.js';
+import type { PaceState } from '../provider/pace/pace-state.js';
 
 /** The control table's partition key, and the pace row's key value. */
 export const CONTROL_TABLE_KEY = 'pk';

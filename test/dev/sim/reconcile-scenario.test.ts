@@ -5,7 +5,7 @@
  * full scale, where the cost goal is judged.
  */
 import { describe, expect, it } from 'vitest';
-import { DEFAULT_PACE_SETTINGS, leaseSize } from '../../../functions/shared/pace/pace-state.js';
+import { DEFAULT_PACE_SETTINGS, leaseSize } from '../../../functions/shared/provider/pace/pace-state.js';
 import { NUMBER_RULES } from '../../../infra/context.js';
 import { RECONCILE_SCHEDULE_MINUTES, RECONCILER_TIMEOUT } from '../../../infra/reconciler/reconciler.js';
 import { RECONCILE_FULL, RECONCILE_SHORT, reconcilePass } from '../../../dev/sim/reconcile-scenario.js';

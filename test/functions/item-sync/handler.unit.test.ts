@@ -23,7 +23,7 @@ import { GetSecretValueCommand, SecretsManagerClient } from '@aws-sdk/client-sec
 import { DeleteObjectCommand, PutObjectCommand, S3Client, S3ServiceException } from '@aws-sdk/client-s3';
 import { createHash } from 'node:crypto';
 import { MemoryPaceStore } from '../../../dev/fakes/memory-pace-store.js';
-import { closeBreaker, DEFAULT_PACE_SETTINGS, initialPaceState, openBreaker, type PaceState } from '../../../functions/shared/pace/pace-state.js';
+import { closeBreaker, DEFAULT_PACE_SETTINGS, initialPaceState, openBreaker, type PaceState } from '../../../functions/shared/provider/pace/pace-state.js';
 import { createSyncHandler, type SyncHandlerDeps } from '../../../functions/item-sync/app.js';
 import { itemJson, itemObjectKey } from '../../../functions/item-sync/item-writer.js';
 import { parseJson } from '../../../functions/shared/json.js';

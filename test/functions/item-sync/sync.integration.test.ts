@@ -16,7 +16,7 @@ import { MemoryPaceStore } from '../../../dev/fakes/memory-pace-store.js';
 import { createSyncHandler, type SyncHandlerDeps } from '../../../functions/item-sync/app.js';
 import { fromAttributeValue } from '../../../functions/item-sync/adapters/dynamodb-item-store.js';
 import { loadSyncConfig } from '../../../functions/shared/config.js';
-import { HttpProviderClient } from '../../../functions/shared/provider-client.js';
+import { HttpProviderClient } from '../../../functions/shared/provider/provider-client.js';
 import type { ProviderClient } from '../../../functions/shared/ports.js';
 import { captureOutput } from '../../../dev/fakes/capture-output.js';
 import { startDynalite, type LocalDynamo } from '../../../dev/fakes/dynalite.js';

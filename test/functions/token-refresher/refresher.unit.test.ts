@@ -14,7 +14,7 @@ import {
   SecretFormatError,
 } from '../../../functions/shared/errors.js';
 import type { Credentials, ProviderClient, TokenGrant } from '../../../functions/shared/ports.js';
-import { HttpProviderClient } from '../../../functions/shared/provider-client.js';
+import { HttpProviderClient } from '../../../functions/shared/provider/provider-client.js';
 import type { RefresherConfig } from '../../../functions/shared/config.js';
 import { captureOutput, jsonLines } from '../../../dev/fakes/capture-output.js';
 

@@ -17,8 +17,8 @@ import {
 import { startDynalite, type LocalDynamo } from '../../../../dev/fakes/dynalite.js';
 import { MemoryPaceStore } from '../../../../dev/fakes/memory-pace-store.js';
 import { CONTROL_TABLE_KEY, DynamoDbPaceStore, PACE_ROW_KEY } from '../../../../functions/shared/adapters/dynamodb-pace-store.js';
-import { DEFAULT_PACE_SETTINGS, initialPaceState, openBreaker, type PaceState } from '../../../../functions/shared/pace/pace-state.js';
-import { ProviderPace } from '../../../../functions/shared/pace/provider-pace.js';
+import { DEFAULT_PACE_SETTINGS, initialPaceState, openBreaker, type PaceState } from '../../../../functions/shared/provider/pace/pace-state.js';
+import { ProviderPace } from '../../../../functions/shared/provider/pace/provider-pace.js';
 import type { Log } from '../../../../functions/shared/ports.js';
 
 const CONTROL_TABLE = 'content-sync-control';

@@ -1,8 +1,8 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { HttpProviderClient, parseRetryAfter } from '../../../functions/shared/provider-client.js';
-import { ProviderError } from '../../../functions/shared/errors.js';
-import { outcomeOf } from '../../../functions/item-sync/outcome.js';
-import { ProviderSimulator } from '../../../dev/simulator/provider-simulator.js';
+import { HttpProviderClient, parseRetryAfter } from '../../../../functions/shared/provider/provider-client.js';
+import { ProviderError } from '../../../../functions/shared/errors.js';
+import { outcomeOf } from '../../../../functions/item-sync/outcome.js';
+import { ProviderSimulator } from '../../../../dev/simulator/provider-simulator.js';
 
 let sim: ProviderSimulator;
 let client: HttpProviderClient;

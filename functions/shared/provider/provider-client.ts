@@ -6,10 +6,10 @@
  * the request (fetch would quote it in its error). getToken refuses, as malformed, an answer whose
  * tokens could never be sent in a header.
  */
-import { ProviderError, redact, type ProviderErrorKind } from './errors.js';
-import type { Credentials, ProviderClient, RequestOptions, TokenGrant } from './ports.js';
-import type { ProviderConfig } from './config.js';
-import { isObject, parseJson } from './json.js';
+import { ProviderError, redact, type ProviderErrorKind } from '../errors.js';
+import type { Credentials, ProviderClient, RequestOptions, TokenGrant } from '../ports.js';
+import type { ProviderConfig } from '../config.js';
+import { isObject, parseJson } from '../json.js';
 
 const MAX_REDIRECTS = 3;
 /** Error bodies are small; read at most this much of one to find the error object. */

@@ -1,5 +1,5 @@
 /**
- * The provider pace's arithmetic (functions/shared/pace/pace-state.ts): the token bucket, leases into
+ * The provider pace's arithmetic (functions/shared/provider/pace/pace-state.ts): the token bucket, leases into
  * debt, growth by zone, the cut on a 429, the Retry-After block, the system-wide failure count and the
  * breaker, each with exact numbers.
  */
@@ -19,7 +19,7 @@ import {
   requestSucceeded,
   type PaceSettings,
   type PaceState,
-} from '../../../../functions/shared/pace/pace-state.js';
+} from '../../../../../functions/shared/provider/pace/pace-state.js';
 
 const T = Date.UTC(2026, 0, 1, 12);
 /** No operator ceiling: growth is not capped by maxRate. */

@@ -9,7 +9,7 @@
  * container falls back to a conservative local pace (`fallbackRate` requests a second) for
  * `fallbackMs`, then tries the store again. It never fails a request because of the store.
  */
-import type { Clock, Log } from '../ports.js';
+import type { Clock, Log } from '../../ports.js';
 import {
   closeBreaker,
   draw,

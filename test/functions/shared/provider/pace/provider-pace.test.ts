@@ -1,19 +1,19 @@
 /**
- * One container's client of the shared pace (functions/shared/pace/provider-pace.ts) over the
+ * One container's client of the shared pace (functions/shared/provider/pace/provider-pace.ts) over the
  * port-level fake store, with a clock moved by hand: leases, one draw at a time, two containers on
  * one bucket, the 429 block, failures counted system-wide, the breaker and its probes, the local
  * fallback.
  */
 import { beforeEach, describe, expect, it } from 'vitest';
-import { MemoryPaceStore } from '../../../../dev/fakes/memory-pace-store.js';
+import { MemoryPaceStore } from '../../../../../dev/fakes/memory-pace-store.js';
 import {
   DEFAULT_PACE_SETTINGS,
   initialPaceState,
   type PaceSettings,
   type PaceState,
-} from '../../../../functions/shared/pace/pace-state.js';
-import { ProviderPace, type Grant, type PaceStore, type ProviderPaceOptions } from '../../../../functions/shared/pace/provider-pace.js';
-import type { Clock, Log } from '../../../../functions/shared/ports.js';
+} from '../../../../../functions/shared/provider/pace/pace-state.js';
+import { ProviderPace, type Grant, type PaceStore, type ProviderPaceOptions } from '../../../../../functions/shared/provider/pace/provider-pace.js';
+import type { Clock, Log } from '../../../../../functions/shared/ports.js';
 
 const T0 = Date.UTC(2026, 0, 1, 12);
 /** The breaker's threshold set low (4; the default is 8) so that its mechanics take few requests to show. */

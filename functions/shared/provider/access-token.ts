@@ -5,8 +5,8 @@
  * token (concurrent callers share one read; a caller whose token was already replaced gets the new
  * one without another read). Read failures are TransientErrors: the records are retried later.
  */
-import { TransientError } from '../shared/errors.js';
-import type { AccessTokenStore, Clock } from '../shared/ports.js';
+import { TransientError } from '../errors.js';
+import type { AccessTokenStore, Clock } from '../ports.js';
 
 export interface AccessTokenSource {
   get(): Promise<string>;
