@@ -1,5 +1,5 @@
 /**
- * Deploy-time configuration: the CDK context keys (README, "Deploy time (CDK context)"), read and validated
+ * Deploy-time configuration: the CDK context keys (docs/configuration.md, "Deploy time (CDK context)"), read and validated
  * ONCE into a typed, frozen object. Every problem throws a ConfigError whose message starts with
  * the key (`baseUrl: ...`), so `cdk synth` tells the operator exactly what to fix.
  *

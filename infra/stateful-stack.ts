@@ -25,7 +25,7 @@ export { DEAD_LETTER_RETENTION, QUEUE_RETENTION, VISIBILITY_FACTOR } from './con
  */
 export const CONTROL_TABLE_PARTITION_KEY = 'pk';
 
-/** What the deploy writes into the credentials secret; the operator replaces it (README, "Store the provider credentials"). */
+/** What the deploy writes into the credentials secret; the operator replaces it (README, "Deploy to AWS", step 4: "Store the provider credentials"). */
 export const CREDENTIALS_PLACEHOLDER_VALUE = JSON.stringify({
   clientId: CREDENTIALS_PLACEHOLDER,
   refreshToken: CREDENTIALS_PLACEHOLDER,

@@ -1,6 +1,6 @@
 /**
  * The mapping from one record of the items table's stream to the one change event it announces, if
- * any (README, "Change events"; docs/change-events.md). Pure: no AWS import, no clock, no I/O.
+ * any (docs/change-events.md). Pure: no AWS import, no clock, no I/O.
  *
  * A row is live when `deleted` is absent or false, a tombstone when `deleted` is true. The images
  * decide, not the record's eventName (but for REMOVE):

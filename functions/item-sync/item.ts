@@ -1,5 +1,5 @@
 /**
- * What a usable item is (README, "How each message ends", the dead ones): a JSON object whose `id` is the id
+ * What a usable item is (docs/item-sync.md, "How each message ends", the dead ones): a JSON object whose `id` is the id
  * asked for, whose `type` is `file` or `folder`, and which holds a revision at the configured dot
  * path, a number or a non-empty string. Anything else is a PermanentError (the record is dead).
  * Error messages name fields and types, never values taken from the body (but the id, shortened).

@@ -1,5 +1,5 @@
 /**
- * The sync queue's message body (README, "Messages"): `{"id": "<item id>"}`, or, when the
+ * The sync queue's message body (docs/item-sync.md, "Messages"): `{"id": "<item id>"}`, or, when the
  * body does not start with `{`, the bare id with surrounding whitespace trimmed. An id is 1 to 1,024
  * characters (Unicode code points) with no control characters. Every problem is a PermanentError
  * whose message is the dead-letter reason; it never quotes the body (which may hold anything).

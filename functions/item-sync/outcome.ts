@@ -1,5 +1,5 @@
 /**
- * The one place that decides how a record ends (README, "How each message ends"): done, retry later, or
+ * The one place that decides how a record ends (docs/item-sync.md, "How each message ends"): done, retry later, or
  * dead. Every error the sync meets is mapped here; an error nobody anticipated is retried (SQS's own
  * redrive policy moves a message that keeps failing to the dead-letter queue in the end).
  */

@@ -36,7 +36,7 @@ interface RowFields {
 }
 
 /**
- * A row as the README describes it ("The items table"; `deleted` is never part of a put: a put makes
+ * A row as docs/configuration.md describes it ("The items table"; `deleted` is never part of a put: a put makes
  * the row live): the item itself in `item`, or, for an item too large for a row, `itemObject` in its
  * place.
  */

@@ -1,7 +1,7 @@
 /**
  * Run-time configuration: read and validated once, when a function's module loads. Every problem
  * throws a ConfigError naming the environment variable. Required values have no default; the few
- * tunables that do are documented in the README.
+ * tunables that do are documented in docs/configuration.md.
  */
 import { normalizeBaseUrl } from './base-url.js';
 import { ConfigError } from './errors.js';

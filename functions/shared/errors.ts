@@ -93,7 +93,7 @@ export class TransientError extends Error {
   readonly retryAfterSeconds: number | undefined;
 }
 
-/** A secret exists but does not hold the JSON the README describes ("Secrets"). Names the secret, never its value. */
+/** A secret exists but does not hold the JSON docs/configuration.md describes ("Secrets"). Names the secret, never its value. */
 export class SecretFormatError extends Error {
   override readonly name = 'SecretFormatError';
   constructor(

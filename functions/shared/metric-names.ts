@@ -1,6 +1,6 @@
 /**
  * Service and metric names: what the functions publish (namespace ContentSync, dimension `service`)
- * and what the dashboard and alarms read. Product interface, listed in the README. No imports, so
+ * and what the dashboard and alarms read. Product interface, listed in docs/operations.md. No imports, so
  * the CDK app can use them without loading the functions.
  */
 export const METRICS_NAMESPACE = 'ContentSync';
@@ -40,7 +40,7 @@ export const PACE_METRIC_NAMES = {
   fallback: 'PaceFallback',
 } as const;
 
-/** The change-events function: it announces every real change of an items-table row (README, "Change events"). */
+/** The change-events function: it announces every real change of an items-table row (docs/change-events.md). */
 export const CHANGE_EVENTS_SERVICE = 'change-events';
 
 /** Per stream batch, zeros included. */

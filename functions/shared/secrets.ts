@@ -1,4 +1,4 @@
-/** Formats of the two secrets (README, "Secrets"), parsed and checked without any AWS import. */
+/** Formats of the two secrets (docs/configuration.md, "Secrets"), parsed and checked without any AWS import. */
 import { CredentialsNotConfiguredError, SecretFormatError } from './errors.js';
 import { isObject } from './json.js';
 import type { AccessToken, Credentials } from './ports.js';

@@ -1,5 +1,5 @@
 /**
- * The stateful half of the change events (README, "Change events"; docs/change-events.md): the bus
+ * The stateful half of the change events (docs/change-events.md): the bus
  * every real change of an items-table row is announced on, and the queue where the stream's event
  * source puts what it could not hand to the change-events function after its bounded retries. Both
  * are retained when the stack is deleted: consumers' rules and archives hang on the bus, and the

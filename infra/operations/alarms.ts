@@ -1,5 +1,5 @@
 /**
- * The alarm topic and the five alarms (README, "Alarms and dashboard"): records in the dead-letter
+ * The alarm topic and the five alarms (docs/operations.md, "Alarms" and "Runbook"): records in the dead-letter
  * queue, the token refresher failing, the item sync failing whole invocations, the sync queue's
  * oldest message waiting too long, and the provider breaker staying open. Every alarm notifies the
  * topic on alarm and on recovery.

@@ -1,5 +1,5 @@
 /**
- * The CloudWatch dashboard (README, "Alarms and dashboard"): every item-sync, provider-pace and
+ * The CloudWatch dashboard (docs/operations.md, "Dashboard"): every item-sync, provider-pace and
  * token-refresher metric (namespace ContentSync, dimension `service`), the sync queue, the item sync
  * function and the state of every alarm.
  *

@@ -4,7 +4,7 @@
  * Scheduler schedule (every minute), its permissions, its three alarms and its dashboard row.
  *
  * Fan-out: RECONCILER_WORKERS schedules each invoke the function with `{"worker": i, "workers": n}`;
- * worker i walks the Scan segments s with s mod n = i (docs/reconciler.md, "Scale"). One is enough
+ * worker i walks the Scan segments s with s mod n = i (docs/reconciler.md, "Fan-out"). One is enough
  * up to well past 100M ids a day; more is this one constant.
  *
  * Added to the given scope (the stateless stack) under their own ids, so their logical ids do not
@@ -47,7 +47,7 @@ export interface ReconcileEventSourceProps {
  * sweep's lane must not cap the sweep below the rate a pass needs. One invocation fetches at most
  * SYNC_FETCH_CONCURRENCY (10) ids at a time, so the lane takes at most
  * syncMaxConcurrency × 10 ÷ provider latency ids a second (5 × 10 ÷ 0.2 s = 250 by default), where
- * a lane of 2 would stop at 100: 10M ids need 116 a second in a day (docs/reconciler.md, "Scale").
+ * a lane of 2 would stop at 100: 10M ids need 116 a second in a day (docs/reconciler.md, "The sweep lane").
  * Sweep records that must wait are sent again to the queue they came from: sqs:SendMessage on it.
  */
 export function addReconcileEventSource(props: ReconcileEventSourceProps): void {

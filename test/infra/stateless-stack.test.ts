@@ -9,7 +9,7 @@ import { ENV } from '../../functions/shared/config.js';
 import { STACK_NAMES } from '../../infra/content-sync-app.js';
 import { DEPLOY_RUN_CODE } from '../../infra/deploy-run/deploy-run.js';
 
-/** The published metric names (README, "Logs and metrics"): written out, so a rename in the code fails here. */
+/** The published metric names (docs/operations.md, "Logs and metrics"): written out, so a rename in the code fails here. */
 const ITEM_SYNC_METRICS = [
   'ItemsFetched',
   'ItemsCreated',

@@ -1,5 +1,5 @@
 /**
- * The items table (README, "The items table") as the ItemStore port, over @aws-sdk/client-dynamodb.
+ * The items table (docs/configuration.md, "The items table") as the ItemStore port, over @aws-sdk/client-dynamodb.
  *
  * Marshalling is done here rather than with @aws-sdk/util-dynamodb (not a dependency): JSON values
  * only need NULL, BOOL, N, S, L and M. A number is stored as N with its JSON text, so it reads back

@@ -1,5 +1,5 @@
 /**
- * The items table's ids (README, "The items table"), walked by parallel Scan segments: projection
+ * The items table's ids (docs/configuration.md, "The items table"), walked by parallel Scan segments: projection
  * `id` only, eventually consistent reads, `Limit` rows per page. The table's key is `id` alone, so a
  * page's LastEvaluatedKey is `{"id": {"S": <the page's last id>}}` and the core keeps just the id.
  * The item count comes from DescribeTable (DynamoDB refreshes it about every six hours).

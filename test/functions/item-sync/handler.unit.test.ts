@@ -1,6 +1,6 @@
 /**
  * The item sync handler with every AWS client mocked (aws-sdk-client-mock) and a scripted provider:
- * one test per outcome the README names ("How each message ends"), asserting the exact commands sent.
+ * one test per outcome docs/item-sync.md names ("How each message ends"), asserting the exact commands sent.
  */
 import { beforeEach, describe, expect, it, vi } from 'vitest';
 import { mockClient } from 'aws-sdk-client-mock';
