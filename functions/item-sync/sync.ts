@@ -18,6 +18,7 @@
  * written since the row was read, and the fetch it writes came after that read, so an older
  * revision can never replace a newer one.
  */
+import { backoffDelayMs } from '../shared/backoff.js';
 import { ProviderError, TransientError } from '../shared/errors.js';
 import type { Grant, PaceGate } from '../shared/provider/pace/provider-pace.js';
 import type { Clock, Log, ProviderClient } from '../shared/ports.js';
@@ -447,8 +448,7 @@ class ItemRun {
 
   /** Exponential backoff with "equal jitter": half the step fixed, half random. */
   private backoff(attempt: number): number {
-    const step = Math.min(this.backoffMaxMs, this.backoffBaseMs * 2 ** (attempt - 1));
-    return Math.round(step / 2 + this.deps.random() * (step / 2));
+    return backoffDelayMs(attempt, { baseMs: this.backoffBaseMs, capMs: this.backoffMaxMs, jitter: 'equal' }, this.deps.random);
   }
 }
 

@@ -22,6 +22,7 @@ import {
   type AttributeValue,
   type DynamoDBClient,
 } from '@aws-sdk/client-dynamodb';
+import { backoffDelayMs, sleepMs } from '../../shared/backoff.js';
 import { PermanentError, TransientError } from '../../shared/errors.js';
 import { isLosslessNumber, jsonNumber } from '../../shared/json.js';
 import type { ExpectedRow, ItemRow, ItemStore, PutResult, RowState, StoredRevision, WriteResult } from '../ports.js';
@@ -54,7 +55,7 @@ export class DynamoDbItemStore implements ItemStore {
   ) {
     this.unprocessedRounds = options.unprocessedRounds ?? 8;
     this.backoffBaseMs = options.backoffBaseMs ?? 50;
-    this.sleep = options.sleep ?? ((ms) => new Promise((resolve) => setTimeout(resolve, ms)));
+    this.sleep = options.sleep ?? sleepMs;
     this.random = options.random ?? Math.random;
   }
 
@@ -72,8 +73,8 @@ export class DynamoDbItemStore implements ItemStore {
               `DynamoDB left ${keys.length} keys unprocessed after ${round} BatchGetItem calls (throttled)`,
             );
           }
-          const step = Math.min(1_000, this.backoffBaseMs * 2 ** round);
-          await this.sleep(Math.round(step / 2 + this.random() * (step / 2)));
+          // The step of round r is base × 2^r (attempt r + 1 of the helper), equal jitter.
+          await this.sleep(backoffDelayMs(round + 1, { baseMs: this.backoffBaseMs, capMs: 1_000, jitter: 'equal' }, this.random));
         }
         let output;
         try {

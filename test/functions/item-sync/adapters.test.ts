@@ -71,6 +71,25 @@ describe('DynamoDbItemStore', () => {
     await expect(store.put(row, { exists: false })).rejects.toThrow(TransientError);
   });
 
+  it('reads UnprocessedKeys again after base × 2^round (capped at 1 s, equal jitter), and gives up after the last round', async () => {
+    const unprocessed = { Responses: { items: [] }, UnprocessedKeys: { items: { Keys: [{ id: { S: 'a' } }] } } };
+    const chain = ddb.on(BatchGetItemCommand);
+    for (let i = 0; i < 7; i++) chain.resolvesOnce(unprocessed);
+    chain.resolves({ Responses: { items: [{ id: { S: 'a' }, revision: { S: '4' } }] } });
+    const waits: number[] = [];
+    const options = { sleep: async (ms: number) => void waits.push(ms), random: () => 0.5 };
+    const store = new DynamoDbItemStore(new DynamoDBClient({ region: 'eu-west-1' }), 'items', options);
+    expect(await store.getRevisions(['a'])).toEqual(new Map([['a', { revision: '4', deleted: false }]]));
+    expect(waits).toEqual([75, 150, 300, 600, 750, 750, 750]);
+
+    ddb.reset();
+    ddb.on(BatchGetItemCommand).resolves(unprocessed);
+    waits.length = 0;
+    const lowest = new DynamoDbItemStore(new DynamoDBClient({ region: 'eu-west-1' }), 'items', { ...options, random: () => 0, unprocessedRounds: 4 });
+    await expect(lowest.getRevisions(['a'])).rejects.toThrow(TransientError);
+    expect(waits).toEqual([50, 100, 200]);
+  });
+
   it('keeps a ValidationException about its own expressions retryable (a bug must not dead-letter everything)', async () => {
     ddb.on(PutItemCommand).rejects(
       new DynamoDBServiceException({
