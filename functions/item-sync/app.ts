@@ -1,7 +1,7 @@
 /**
  * The item sync's handler, built from its dependencies (handler.ts builds it once per container from
  * the environment). Fed by the sync queue (SQS event source with ReportBatchItemFailures). Thin:
- * build the adapters once per container, hand the batch to the core
+ * build the adapters (the core's ports) and its settings once per container, hand the batch to the core
  * with a deadline taken from the invocation's remaining time, publish the batch's metrics and answer
  * `{"batchItemFailures": [{"itemIdentifier": "<messageId>"}, ...]}`.
  *
@@ -29,7 +29,15 @@ import { createLogger, createMetrics, describeError } from '../shared/observabil
 import { systemClock, type Clock, type ProviderClient } from '../shared/ports.js';
 import { HttpProviderClient } from '../shared/provider/provider-client.js';
 import { CachedAccessToken } from '../shared/provider/access-token.js';
-import { syncBatch, type SyncCounts, type SyncRecord } from './sync.js';
+import {
+  DEFAULT_FETCH_BACKOFF,
+  DEFAULT_WRITE_ROUNDS,
+  syncBatch,
+  type SyncCounts,
+  type SyncPorts,
+  type SyncRecord,
+  type SyncSettings,
+} from './sync.js';
 
 /** Metric name per counter, published once per batch (zeros included, so alarms see every batch). */
 const METRIC_NAMES: Readonly<Record<keyof SyncCounts, string>> = SYNC_METRIC_NAMES;
@@ -86,7 +94,7 @@ export function createSyncHandler(deps: SyncHandlerDeps): SyncHandler {
     concurrency: config.fetchConcurrency,
     random,
   });
-  const core = {
+  const ports: SyncPorts = {
     provider: deps.provider ?? new HttpProviderClient(config.provider),
     tokens: new CachedAccessToken(
       new SecretsManagerAccessTokenStore(deps.secrets, config.accessTokenSecretId),
@@ -108,11 +116,15 @@ export function createSyncHandler(deps: SyncHandlerDeps): SyncHandler {
     log: logger,
     random,
     sleep,
+  };
+  const settings: SyncSettings = {
     revisionField: config.revisionField,
     fetchConcurrency: config.fetchConcurrency,
     fetchAttempts: config.fetchAttempts,
     rateLimitMinDelaySeconds: config.rateLimitMinDelaySeconds,
     postponeMaxSeconds: config.postponeMaxSeconds,
+    writeRounds: DEFAULT_WRITE_ROUNDS,
+    backoff: DEFAULT_FETCH_BACKOFF,
   };
 
   return async function handler(event: SQSEvent, context: Context): Promise<SQSBatchResponse> {
@@ -129,7 +141,7 @@ export function createSyncHandler(deps: SyncHandlerDeps): SyncHandler {
       const remaining = context.getRemainingTimeInMillis();
       const margin = deps.safetyMarginMs ?? Math.min(DEFAULT_SAFETY_MARGIN_MS, Math.floor(remaining / 4));
       const deadline = clock.now().getTime() + remaining - margin;
-      const report = await syncBatch(records, core, { deadline });
+      const report = await syncBatch(records, ports, settings, { deadline });
       for (const [counter, name] of Object.entries(METRIC_NAMES) as Array<[keyof SyncCounts, string]>) {
         metrics.addMetric(name, MetricUnit.Count, report.counts[counter]);
       }
