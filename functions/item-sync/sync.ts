@@ -254,15 +254,15 @@ class ItemRun {
     if (fetched === 'not-found') {
       if (current === undefined) return 'absent';
       if (current.deleted) return 'unchanged';
-      const written = await this.ports.store.markDeleted(id, current.revision, syncedAt);
-      return written === 'written' ? 'deleted' : 'conflict';
+      return (await this.writer.tombstone(id, current, syncedAt)) === 'written' ? 'deleted' : 'conflict';
     }
     const row = { id, type: fetched.type, revision: fetched.revision, item: fetched.item, syncedAt };
     if (current === undefined) {
       return (await this.writer.write(row, { exists: false })) === 'written' ? 'created' : 'conflict';
     }
     if (!current.deleted && current.revision === fetched.revision) return 'unchanged';
-    const written = await this.writer.write(row, { exists: true, revision: current.revision, deleted: current.deleted });
+    const { revision, deleted, objectKey } = current;
+    const written = await this.writer.write(row, { exists: true, revision, deleted, ...(objectKey !== undefined ? { objectKey } : {}) });
     return written === 'written' ? 'updated' : 'conflict';
   }
 

@@ -83,8 +83,8 @@ export class DynamoDbItemStore implements ItemStore {
               RequestItems: {
                 [this.tableName]: {
                   Keys: keys,
-                  ProjectionExpression: '#id, #revision, #deleted',
-                  ExpressionAttributeNames: { '#id': 'id', '#revision': 'revision', '#deleted': 'deleted' },
+                  ProjectionExpression: '#id, #revision, #deleted, #itemObject',
+                  ExpressionAttributeNames: { '#id': 'id', '#revision': 'revision', '#deleted': 'deleted', '#itemObject': 'itemObject' },
                   ...(options.consistent ? { ConsistentRead: true } : {}),
                 },
               },
@@ -98,7 +98,8 @@ export class DynamoDbItemStore implements ItemStore {
           const revision = row['revision']?.S;
           if (id === undefined) continue;
           // A row without a text revision (written by hand?) compares as different from any revision.
-          result.set(id, { revision: revision ?? '', deleted: row['deleted']?.BOOL === true });
+          const objectKey = row['itemObject']?.M?.['key']?.S;
+          result.set(id, { revision: revision ?? '', deleted: row['deleted']?.BOOL === true, ...(objectKey !== undefined ? { objectKey } : {}) });
         }
         keys = output.UnprocessedKeys?.[this.tableName]?.Keys ?? [];
       }
@@ -186,8 +187,14 @@ export class DynamoDbItemStore implements ItemStore {
           RequestItems: {
             [this.tableName]: {
               Keys: [{ id: { S: id } }],
-              ProjectionExpression: '#id, #revision, #deleted, #itemObject',
-              ExpressionAttributeNames: { '#id': 'id', '#revision': 'revision', '#deleted': 'deleted', '#itemObject': 'itemObject' },
+              ProjectionExpression: '#id, #revision, #deleted, #itemObject, #syncedAt',
+              ExpressionAttributeNames: {
+                '#id': 'id',
+                '#revision': 'revision',
+                '#deleted': 'deleted',
+                '#itemObject': 'itemObject',
+                '#syncedAt': 'syncedAt',
+              },
               ConsistentRead: true,
             },
           },
@@ -202,10 +209,12 @@ export class DynamoDbItemStore implements ItemStore {
     const row = output.Responses?.[this.tableName]?.[0];
     if (row === undefined) return undefined;
     const objectKey = row['itemObject']?.M?.['key']?.S;
+    const syncedAt = row['syncedAt']?.S;
     return {
       revision: row['revision']?.S ?? '',
       deleted: row['deleted']?.BOOL === true,
       ...(objectKey !== undefined ? { objectKey } : {}),
+      ...(syncedAt !== undefined ? { syncedAt } : {}),
     };
   }
 }

@@ -156,17 +156,27 @@ describe('DynamoDbItemStore: the two row shapes', () => {
     expect(ddb.commandCalls(PutItemCommand)[0]!.args[0].input).not.toHaveProperty('ReturnValues');
   });
 
-  it('reads a row state strongly consistently, object key included', async () => {
+  it('reads a row state strongly consistently, object key and syncedAt included', async () => {
     ddb.on(BatchGetItemCommand).resolves({
-      Responses: { items: [{ id: { S: 'a' }, revision: { S: '2' }, deleted: { BOOL: true }, itemObject: { M: { key: { S: 'items/k.json' } } } }] },
+      Responses: {
+        items: [
+          {
+            id: { S: 'a' },
+            revision: { S: '2' },
+            deleted: { BOOL: true },
+            itemObject: { M: { key: { S: 'items/k.json' } } },
+            syncedAt: { S: '2026-11-21T10:00:00.000Z' },
+          },
+        ],
+      },
     });
-    expect(await store().rowState('a')).toEqual({ revision: '2', deleted: true, objectKey: 'items/k.json' });
+    expect(await store().rowState('a')).toEqual({ revision: '2', deleted: true, objectKey: 'items/k.json', syncedAt: '2026-11-21T10:00:00.000Z' });
     expect(ddb).toReceiveCommandWith(BatchGetItemCommand, {
       RequestItems: {
         items: {
           Keys: [{ id: { S: 'a' } }],
-          ProjectionExpression: '#id, #revision, #deleted, #itemObject',
-          ExpressionAttributeNames: { '#id': 'id', '#revision': 'revision', '#deleted': 'deleted', '#itemObject': 'itemObject' },
+          ProjectionExpression: '#id, #revision, #deleted, #itemObject, #syncedAt',
+          ExpressionAttributeNames: { '#id': 'id', '#revision': 'revision', '#deleted': 'deleted', '#itemObject': 'itemObject', '#syncedAt': 'syncedAt' },
           ConsistentRead: true,
         },
       },
