@@ -24,6 +24,7 @@ import { DynamoDbPaceStore } from '../shared/adapters/dynamodb-pace-store.js';
 import { DEFAULT_PACE_SETTINGS, type PaceSettings } from '../shared/provider/pace/pace-state.js';
 import { ProviderPace, type PaceSnapshot, type PaceStore } from '../shared/provider/pace/provider-pace.js';
 import type { SyncConfig } from '../shared/config.js';
+import { ConfigError } from '../shared/errors.js';
 import { PACE_METRIC_NAMES, SYNC_METRIC_NAMES, SYNC_SERVICE } from '../shared/metric-names.js';
 import { createLogger, createMetrics, describeError } from '../shared/observability.js';
 import { systemClock, type Clock, type ProviderClient } from '../shared/ports.js';
@@ -105,7 +106,7 @@ export function createSyncHandler(deps: SyncHandlerDeps): SyncHandler {
     objects: new LazyItemObjectStore(async () => {
       // The literal is S3_ITEM_OBJECT_STORE_MODULE (lazy-modules.ts): the bundle keeps this import.
       const { createS3ItemObjectStore } = await import('./adapters/s3-item-object-store.js');
-      return createS3ItemObjectStore(config.itemsBucketName, deps.s3);
+      return createS3ItemObjectStore(config.itemsBucketName, deps.s3, config.s3Endpoint);
     }),
     ...(deps.objectKeySuffix ? { objectKeySuffix: deps.objectKeySuffix } : {}),
     deadLetters: new SqsDeadLetterSink(deps.sqs, config.deadLetterQueueUrl, { sleep }),
@@ -149,6 +150,14 @@ export function createSyncHandler(deps: SyncHandlerDeps): SyncHandler {
       logger.info('batch done', { records: records.length, ...report.counts });
       return { batchItemFailures: report.failures.map((itemIdentifier) => ({ itemIdentifier })) };
     } catch (error) {
+      if (error instanceof ConfigError) {
+        // Nothing can succeed as configured: fail the invocation (the function's Errors alarm), with the reason.
+        logger.error('batch failed: the configuration is wrong; the invocation fails and every record will be retried', {
+          error: describeError(error),
+        });
+        metrics.addMetric(METRIC_NAMES.retried, MetricUnit.Count, records.length);
+        throw error;
+      }
       // The core decides every record itself; this is the last resort: hand the whole batch back.
       logger.error('batch failed unexpectedly; every record will be retried', { error: describeError(error) });
       metrics.addMetric(METRIC_NAMES.retried, MetricUnit.Count, records.length);

@@ -39,11 +39,13 @@
  * found by comparing the keys under items/ with the rows' itemObject keys (infra/items-bucket.ts).
  * - the process ends between the object write and the row write (time-out, crash): nothing logs it;
  * - a delete fails, the row cannot be read back after a failed write, or a failed row write might
- *   still be applied: logged as "item object left in the bucket" with the key.
+ *   still be applied: logged as "item object left in the bucket" with the key;
+ * - an upload fails and so does the delete that follows it (whatever of it may have arrived):
+ *   logged as "item object upload failed" with the key (there may be no object at all).
  */
 import { createHash, randomBytes } from 'node:crypto';
 import { stringify } from 'lossless-json';
-import { PermanentError } from '../shared/errors.js';
+import { ConfigError, PermanentError } from '../shared/errors.js';
 import type { Log } from '../shared/ports.js';
 import type { ExpectedRow, ItemObjectRef, ItemObjectStore, ItemRow, ItemStore, PutResult, RowState, StoredRevision, WriteResult } from './ports.js';
 
@@ -137,12 +139,28 @@ export class ItemWriter {
     }
   }
 
-  /** Stores the object; when that fails, removes whatever may have arrived (nothing points to the key, no other write uses it). */
+  /**
+   * Stores the object. When that fails, whatever may have arrived is removed (nothing points to the
+   * key, no other write uses it); a store that cannot be reached as configured (ConfigError) took
+   * nothing, and is not asked again.
+   */
   private async putObject(id: string, key: string, body: Uint8Array, sha256: string): Promise<void> {
     try {
       await this.deps.objects.put(key, body, sha256);
     } catch (error) {
-      await this.deleteObject(id, key, `its upload failed (${describe(error)})`);
+      if (error instanceof ConfigError) throw error;
+      const why = `its upload failed (${describe(error)})`;
+      try {
+        await this.deps.objects.delete(key);
+        this.deps.log.info('item object deleted', { itemId: id, objectKey: key, reason: why });
+      } catch (deleteError) {
+        // Not "left in the bucket": the upload did not succeed, so there may well be nothing there.
+        this.deps.log.warn('item object upload failed', {
+          itemId: id,
+          objectKey: key,
+          reason: `${why}, and deleting whatever of it may have arrived failed too (${describe(deleteError)})`,
+        });
+      }
       throw error;
     }
   }

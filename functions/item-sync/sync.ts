@@ -19,7 +19,7 @@
  * revision can never replace a newer one.
  */
 import type { Backoff } from '../shared/backoff.js';
-import { ProviderError, TransientError } from '../shared/errors.js';
+import { ConfigError, ProviderError, TransientError } from '../shared/errors.js';
 import type { ProviderClient } from '../shared/ports.js';
 import { outageError, PacedCaller, type PacedCallPorts } from '../shared/provider/paced-call.js';
 import { validateItem, type ValidItem } from './item.js';
@@ -105,6 +105,11 @@ export interface BatchOptions {
 
 type Fetched = ValidItem | 'not-found';
 
+/**
+ * Syncs the batch and carries out every record's outcome. Throws only a ConfigError: a request that
+ * can never succeed as configured (e.g. an endpoint that does not resolve), before anything is
+ * carried out.
+ */
 export async function syncBatch(
   records: readonly SyncRecord[],
   ports: SyncPorts,
@@ -145,6 +150,8 @@ export async function syncBatch(
   } finally {
     clearTimeout(timer);
   }
+  // Nothing can succeed as configured: the invocation fails, and every record comes back.
+  if (run.fatal) throw run.fatal;
 
   const failures = await carryOut(records, outcomes, itemIds, counts, ports, settings);
   return { failures, counts, outcomes };
@@ -204,6 +211,8 @@ async function syncIds(ids: readonly string[], run: ItemRun, ports: SyncPorts, s
 /** Per-id work of one batch: fetch (the paced provider call), decide, conditional write, re-decide on a lost race. */
 class ItemRun {
   private readonly writer: ItemWriter;
+  /** The configuration error an id met, if any: no further id is started, and the batch fails with it. */
+  fatal: ConfigError | undefined;
 
   constructor(
     private readonly ports: SyncPorts,
@@ -221,6 +230,7 @@ class ItemRun {
   }
 
   async syncItem(id: string, stored: StoredRevision | undefined): Promise<Outcome> {
+    if (this.fatal) return outcomeOf(this.fatal, this.settings);
     try {
       let current = stored;
       for (let round = 1; ; round += 1) {
@@ -241,6 +251,7 @@ class ItemRun {
         current = (await this.ports.store.getRevisions([id], { consistent: true })).get(id);
       }
     } catch (error) {
+      if (error instanceof ConfigError) this.fatal ??= error;
       return outcomeOf(error, this.settings);
     }
   }

@@ -16,10 +16,10 @@ import {
   toAttributeValue,
 } from '../../../functions/item-sync/adapters/dynamodb-item-store.js';
 import { SqsDeadLetterSink, SqsMessageVisibility, attributeText, parseQueueArn } from '../../../functions/item-sync/adapters/sqs.js';
-import { createS3ItemObjectStore, S3ItemObjectStore } from '../../../functions/item-sync/adapters/s3-item-object-store.js';
+import { createS3ItemObjectStore, S3ItemObjectStore, s3ClientConfig } from '../../../functions/item-sync/adapters/s3-item-object-store.js';
 import { LazyItemObjectStore } from '../../../functions/item-sync/adapters/lazy-item-object-store.js';
 import type { ItemObjectStore } from '../../../functions/item-sync/ports.js';
-import { PermanentError, TransientError } from '../../../functions/shared/errors.js';
+import { ConfigError, PermanentError, TransientError } from '../../../functions/shared/errors.js';
 
 const sqs = mockClient(SQSClient);
 const ddb = mockClient(DynamoDBClient);
@@ -222,6 +222,34 @@ describe('S3ItemObjectStore', () => {
     const client = new S3Client({ region: 'eu-west-1' });
     expect(createS3ItemObjectStore('b', client)).toMatchObject({ bucketName: 'b', client });
     expect(createS3ItemObjectStore('b')).toMatchObject({ bucketName: 'b', client: expect.any(S3Client) });
+  });
+
+  it('addresses a configured endpoint path-style (a local endpoint serves no <bucket>.<host> names); AWS itself as the SDK does', async () => {
+    const clientOf = (store: S3ItemObjectStore) => (store as unknown as { client: S3Client }).client;
+    const local = clientOf(createS3ItemObjectStore('b', undefined, { url: 'http://localhost:4566', variable: 'AWS_ENDPOINT_URL_S3' }));
+    expect(local.config.forcePathStyle).toBe(true);
+    expect(await local.config.endpoint!()).toMatchObject({ protocol: 'http:', hostname: 'localhost', port: 4566 });
+    expect(clientOf(createS3ItemObjectStore('b')).config.forcePathStyle).toBe(false);
+    expect(s3ClientConfig(undefined)).toEqual({});
+  });
+
+  it('a configured endpoint whose host does not resolve (ENOTFOUND) is a ConfigError naming its variable; without one, a TransientError', async () => {
+    const notFound = () => Object.assign(new Error('getaddrinfo ENOTFOUND nowhere.localhost'), { code: 'ENOTFOUND', $metadata: { attempts: 3 } });
+    s3.on(PutObjectCommand).callsFake(() => Promise.reject(notFound()));
+    s3.on(DeleteObjectCommand).callsFake(() => Promise.reject(Object.assign(new Error('wrapped'), { cause: notFound() })));
+    const endpoint = { url: 'http://nowhere.localhost:4566/', variable: 'AWS_ENDPOINT_URL_S3' };
+    const configured = new S3ItemObjectStore(new S3Client({ region: 'eu-west-1' }), 'bucket-1', endpoint);
+    const putError = await configured.put('k', Buffer.from('x'), '00').catch((e: unknown) => e);
+    expect(putError).toBeInstanceOf(ConfigError);
+    expect(putError).toMatchObject({
+      key: 'AWS_ENDPOINT_URL_S3',
+      message:
+        'AWS_ENDPOINT_URL_S3: the items bucket cannot be reached at http://nowhere.localhost:4566: S3 PutObject failed (Error: getaddrinfo ENOTFOUND nowhere.localhost); check the endpoint',
+    });
+    await expect(configured.delete('k')).rejects.toBeInstanceOf(ConfigError);
+    await expect(objects().put('k', Buffer.from('x'), '00')).rejects.toThrow(
+      new TransientError('S3 PutObject failed (Error: getaddrinfo ENOTFOUND nowhere.localhost)'),
+    );
   });
 });
 

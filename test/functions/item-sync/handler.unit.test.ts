@@ -28,6 +28,7 @@ import { createSyncHandler, type SyncHandlerDeps } from '../../../functions/item
 import { itemJson, itemObjectKey } from '../../../functions/item-sync/item-writer.js';
 import { parseJson } from '../../../functions/shared/json.js';
 import { loadSyncConfig, type SyncConfig } from '../../../functions/shared/config.js';
+import { ConfigError } from '../../../functions/shared/errors.js';
 import { captureOutput } from '../../../dev/fakes/capture-output.js';
 import {
   DLQ_URL,
@@ -599,6 +600,52 @@ describe('items too large for a row', () => {
       reason: 'S3 PutObject failed (SlowDown: Please reduce your request rate.)',
     });
     expect(sqs).not.toHaveReceivedCommand(SendMessageBatchCommand);
+  });
+
+  it('an upload that failed, whose clean-up delete failed too, is logged as such, never as an object left in the bucket', async () => {
+    s3.on(PutObjectCommand).rejects(
+      new S3ServiceException({ name: 'SlowDown', $fault: 'server', $metadata: { httpStatusCode: 503 }, message: 'Please reduce your request rate.' }),
+    );
+    s3.on(DeleteObjectCommand).rejects(new S3ServiceException({ name: 'AccessDenied', $fault: 'client', $metadata: { httpStatusCode: 403 }, message: 'Access Denied' }));
+    const big = largeItem('slow', 1);
+    const { result, logs } = await run(build(new ScriptedProvider().on('slow', big)), ['slow']);
+
+    const { key } = objectOf(big, 'slow', '1');
+    expect(result.batchItemFailures).toEqual([{ itemIdentifier: 'm1' }]);
+    expect(logs.find((line) => line['message'] === 'item object left in the bucket')).toBeUndefined();
+    expect(logs.find((line) => line['message'] === 'item object upload failed')).toMatchObject({
+      level: 'WARN',
+      itemId: 'slow',
+      objectKey: key,
+      reason:
+        'its upload failed (TransientError: S3 PutObject failed (SlowDown: Please reduce your request rate.)), and deleting whatever of it may have arrived failed too (TransientError: S3 DeleteObject failed (AccessDenied: Access Denied))',
+    });
+  });
+
+  it('an S3 endpoint that does not resolve (ENOTFOUND) fails the invocation with the reason: no delete, no object "left", nothing carried out', async () => {
+    s3.on(PutObjectCommand).callsFake(() =>
+      Promise.reject(Object.assign(new Error(`getaddrinfo ENOTFOUND ${BUCKET}.localhost`), { code: 'ENOTFOUND', $metadata: { attempts: 3 } })),
+    );
+    const provider = new ScriptedProvider().on('far', largeItem('far', 1)).on('near', item('near', 1));
+    const handler = build(provider, { env: { AWS_ENDPOINT_URL_S3: 'http://localhost:4566' } });
+    const { result, error, output } = await captureOutput(() => handler(sqsEvent(['far', 'near', '']), lambdaContext()));
+
+    const reason = `AWS_ENDPOINT_URL_S3: the items bucket cannot be reached at http://localhost:4566: S3 PutObject failed (Error: getaddrinfo ENOTFOUND ${BUCKET}.localhost); check the endpoint`;
+    expect(result).toBeUndefined();
+    expect(error).toBeInstanceOf(ConfigError);
+    expect((error as Error).message).toBe(reason);
+    expect(s3).toHaveReceivedCommandTimes(PutObjectCommand, 1);
+    expect(s3).not.toHaveReceivedCommand(DeleteObjectCommand);
+    expect(ddb.commandCalls(PutItemCommand).filter((call) => 'itemObject' in call.args[0].input.Item!)).toEqual([]);
+    // Every record comes back with the failed invocation: not even the bad body is dead-lettered.
+    expect(sqs).not.toHaveReceivedCommand(SendMessageBatchCommand);
+    const logs = logLines(output);
+    expect(logs.find((line) => line['message'] === 'item object left in the bucket')).toBeUndefined();
+    expect(logs.find((line) => line['level'] === 'ERROR')).toMatchObject({
+      message: 'batch failed: the configuration is wrong; the invocation fails and every record will be retried',
+      error: { name: 'ConfigError', message: reason },
+    });
+    expect(metricsIn(output)).toMatchObject({ RecordsRetried: 3 });
   });
 
   it('a replaced object that cannot be deleted is left behind, logged with its key; the record is done', async () => {

@@ -6,7 +6,7 @@
  * process). Every
  * run's output and every DLQ message is kept, and checked at the end for the tokens handed out.
  */
-import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it, vi } from 'vitest';
 import { mockClient } from 'aws-sdk-client-mock';
 import { SQSClient, SendMessageBatchCommand, GetQueueUrlCommand, ChangeMessageVisibilityBatchCommand } from '@aws-sdk/client-sqs';
 import { GetSecretValueCommand, SecretsManagerClient } from '@aws-sdk/client-secrets-manager';
@@ -20,7 +20,7 @@ import { HttpProviderClient } from '../../../functions/shared/provider/provider-
 import type { ProviderClient } from '../../../functions/shared/ports.js';
 import { captureOutput } from '../../../dev/fakes/capture-output.js';
 import { startDynalite, type LocalDynamo } from '../../../dev/fakes/dynalite.js';
-import { itemObjectOf, readItemObject, startS3, type LocalS3 } from '../../../dev/fakes/s3.js';
+import { itemObjectOf, readItemObject, S3_LOCAL_CREDENTIALS, startS3, type LocalS3 } from '../../../dev/fakes/s3.js';
 import { generateItemTree } from '../../../dev/simulator/item-tree.js';
 import { ProviderSimulator, type SimulatorItem } from '../../../dev/simulator/provider-simulator.js';
 import { DLQ_URL, QUEUE_URL, lambdaContext, logLines, metricsIn, sqsEvent } from './helpers.js';
@@ -655,6 +655,29 @@ describe('items too large for a row, against s3rver', () => {
     expect(row3).toMatchObject({ revision: '3', item: { id: 'big', type: 'file', revision: 3, content: 'small again' } });
     expect(row3).not.toHaveProperty('itemObject');
     expect(await env.objects()).toEqual(new Map());
+  });
+
+  it('with AWS_ENDPOINT_URL_S3=http://localhost:PORT and no client given, a large item is stored (the bucket addressed path-style)', async () => {
+    const env = await setup({ items: [{ id: 'far', type: 'file', revision: 1, content: 'f'.repeat(600 * 1024) }] });
+    const endpoint = s3.endpoint.replace('//127.0.0.1:', '//localhost:');
+    expect(endpoint).toMatch(/^http:\/\/localhost:\d+$/);
+    // The adapter's own client: region and credentials from the environment, as in Lambda (s3rver knows one key).
+    vi.stubEnv('AWS_ACCESS_KEY_ID', S3_LOCAL_CREDENTIALS.accessKeyId);
+    vi.stubEnv('AWS_SECRET_ACCESS_KEY', S3_LOCAL_CREDENTIALS.secretAccessKey);
+    try {
+      const handler = env.handler({ s3: undefined }, { AWS_ENDPOINT_URL_S3: endpoint });
+      const { result, metrics, output } = await env.run(['far'], { handler });
+
+      expect(result).toEqual({ batchItemFailures: [] });
+      expect(metrics).toMatchObject({ ItemsCreated: 1, RecordsRetried: 0 });
+      const { read } = await objectOf(env, await env.row('far'));
+      expect(read).toEqual({ kind: 'found', item: env.sim.getItem('far') });
+      expect(await expectObjectsAgreeWithRows(env)).toHaveLength(1);
+      expect(output).not.toContain('ENOTFOUND');
+      expect(output).not.toContain('item object left in the bucket');
+    } finally {
+      vi.unstubAllEnvs();
+    }
   });
 
   it('a row DynamoDB refuses for its size although the estimate let it through goes to the bucket', async () => {
