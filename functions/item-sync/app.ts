@@ -1,9 +1,10 @@
 /**
  * The item sync's handler, built from its dependencies (handler.ts builds it once per container from
  * the environment). Fed by the sync queue (SQS event source with ReportBatchItemFailures). Thin:
- * build the adapters (the core's ports) and its settings once per container, hand the batch to the core
- * with a deadline taken from the invocation's remaining time, publish the batch's metrics and answer
- * `{"batchItemFailures": [{"itemIdentifier": "<messageId>"}, ...]}`.
+ * build the adapters (the core's ports) and its settings once per container, hand the batch to the
+ * core with a deadline taken from the invocation's remaining time, publish the batch's metrics and
+ * answer `{"batchItemFailures": [{"itemIdentifier": "<messageId>"}, ...]}`. The one exception: a
+ * configuration that no request can succeed with (ConfigError) fails the invocation, with the reason.
  *
  * Powertools' BatchProcessor is not used: it processes records one by one, while this batch needs
  * whole-batch work (duplicate ids share one fetch, one BatchGetItem for all stored revisions, one
@@ -53,8 +54,9 @@ export interface SyncHandlerDeps {
   secrets: SecretsManagerClient;
   /**
    * The items bucket's client (ITEMS_BUCKET_NAME: items too large for a row); default one of the
-   * S3 adapter's own with the SDK's standard configuration. Either is made when the first large
-   * item comes (the adapter module is loaded then: lazy-modules.ts).
+   * S3 adapter's own with the SDK's standard configuration (path-style at a configured endpoint:
+   * SyncConfig.s3Endpoint). Either is made when the first large item comes (the adapter module is
+   * loaded then: lazy-modules.ts).
    */
   s3?: S3Client;
   /** The random part of an item object's key; default from the system's random source. */

@@ -6,11 +6,12 @@
  *   1. parse every body (a bad body or id is dead at once) and group records by item id, so that
  *      several records for one id cost one fetch;
  *   2. read the stored revisions of the whole batch at once;
- *   3. per id, with bounded concurrency: fetch (the paced provider call, shared/provider/paced-call.ts:
- *      the pace, the token, retries of transient failures), validate, compare and write only what
- *      changed, conditionally on the stored row being the one compared (an item too large for a
- *      row goes whole to the items bucket first: item-writer.ts); a lost race re-reads the row,
- *      fetches again and re-decides, a bounded number of times;
+ *   3. per id, with bounded concurrency (item-run.ts): fetch (the paced provider call,
+ *      shared/provider/paced-call.ts: the pace, the token, retries of transient failures),
+ *      validate, compare and write only what changed, conditionally on the stored row being the
+ *      one compared (an item too large for a row goes whole to the items bucket first:
+ *      item-writer.ts); a lost race re-reads the row, fetches again and re-decides, a bounded
+ *      number of times;
  *   4. every result or error becomes done / later / retry / dead in one place (outcome/decide.ts),
  *      and is carried out beside it (outcome/carry-out.ts): dead letters, re-sends, postponements.
  *
@@ -19,14 +20,12 @@
  * revision can never replace a newer one.
  */
 import type { Backoff } from '../shared/backoff.js';
-import { ConfigError, ProviderError, TransientError } from '../shared/errors.js';
 import type { ProviderClient } from '../shared/ports.js';
 import { outageError, PacedCaller, type PacedCallPorts } from '../shared/provider/paced-call.js';
-import { validateItem, type ValidItem } from './item.js';
-import { ItemWriter } from './item-writer.js';
+import { ItemRun } from './item-run.js';
 import { parseMessageBody } from './message.js';
 import { carryOut, type CarryOutPorts } from './outcome/carry-out.js';
-import { outcomeOf, type DoneResult, type Outcome, type OutcomePolicy, type PostponePolicy } from './outcome/decide.js';
+import { outcomeOf, type Outcome, type OutcomePolicy, type PostponePolicy } from './outcome/decide.js';
 import type { ItemObjectStore, ItemStore, StoredRevision } from './ports.js';
 
 /** The part of an SQS record the core needs. */
@@ -102,8 +101,6 @@ export interface BatchOptions {
   /** Epoch milliseconds: no provider work starts after it and requests in flight are aborted at it. */
   deadline: number;
 }
-
-type Fetched = ValidItem | 'not-found';
 
 /**
  * Syncs the batch and carries out every record's outcome. Throws only a ConfigError: a request that
@@ -206,88 +203,6 @@ async function syncIds(ids: readonly string[], run: ItemRun, ports: SyncPorts, s
     idOutcomes.set(id, await run.syncItem(id, stored.get(id)));
   });
   return idOutcomes;
-}
-
-/** Per-id work of one batch: fetch (the paced provider call), decide, conditional write, re-decide on a lost race. */
-class ItemRun {
-  private readonly writer: ItemWriter;
-  /** The configuration error an id met, if any: no further id is started, and the batch fails with it. */
-  fatal: ConfigError | undefined;
-
-  constructor(
-    private readonly ports: SyncPorts,
-    private readonly settings: SyncSettings,
-    private readonly caller: PacedCaller,
-    private readonly counts: SyncCounts,
-  ) {
-    const { store, objects, log, objectKeySuffix } = ports;
-    // Inline, or whole in the items bucket when the row would be too large (item-writer.ts).
-    this.writer = new ItemWriter({ store, objects, log, ...(objectKeySuffix ? { uniqueSuffix: objectKeySuffix } : {}) });
-  }
-
-  checkTime(): void {
-    this.caller.checkTime();
-  }
-
-  async syncItem(id: string, stored: StoredRevision | undefined): Promise<Outcome> {
-    if (this.fatal) return outcomeOf(this.fatal, this.settings);
-    try {
-      let current = stored;
-      for (let round = 1; ; round += 1) {
-        const fetched = await this.fetch(id);
-        const result = await this.decideAndWrite(id, current, fetched);
-        if (result !== 'conflict') {
-          if (result !== 'absent') this.counts[result] += 1;
-          return { kind: 'done', result };
-        }
-        if (round >= Math.max(1, this.settings.writeRounds)) {
-          throw new TransientError(
-            `another invocation kept writing this item: the conditional write lost ${round} times in a row`,
-          );
-        }
-        this.ports.log.info('write race lost; reading the row and fetching again', { itemId: id, round });
-        this.checkTime();
-        // The row first, then the fetch: the fetch must not be older than the row it is compared with.
-        current = (await this.ports.store.getRevisions([id], { consistent: true })).get(id);
-      }
-    } catch (error) {
-      if (error instanceof ConfigError) this.fatal ??= error;
-      return outcomeOf(error, this.settings);
-    }
-  }
-
-  private async decideAndWrite(
-    id: string,
-    current: StoredRevision | undefined,
-    fetched: Fetched,
-  ): Promise<DoneResult | 'conflict'> {
-    const syncedAt = this.ports.clock.now().toISOString();
-    if (fetched === 'not-found') {
-      if (current === undefined) return 'absent';
-      if (current.deleted) return 'unchanged';
-      return (await this.writer.tombstone(id, current, syncedAt)) === 'written' ? 'deleted' : 'conflict';
-    }
-    const row = { id, type: fetched.type, revision: fetched.revision, item: fetched.item, syncedAt };
-    if (current === undefined) {
-      return (await this.writer.write(row, { exists: false })) === 'written' ? 'created' : 'conflict';
-    }
-    if (!current.deleted && current.revision === fetched.revision) return 'unchanged';
-    const { revision, deleted, objectKey } = current;
-    const written = await this.writer.write(row, { exists: true, revision, deleted, ...(objectKey !== undefined ? { objectKey } : {}) });
-    return written === 'written' ? 'updated' : 'conflict';
-  }
-
-  /** One item from the provider (the paced call: shared/provider/paced-call.ts): the valid item, or 'not-found' for a 404. */
-  private async fetch(id: string): Promise<Fetched> {
-    let body: unknown;
-    try {
-      body = await this.caller.call((token, signal) => this.ports.provider.getItem(id, token, { signal }), { itemId: id });
-    } catch (error) {
-      if (error instanceof ProviderError && error.kind === 'not-found') return 'not-found';
-      throw error;
-    }
-    return validateItem(body, id, this.settings.revisionField);
-  }
 }
 
 /** Runs `fn` over `items` with at most `limit` at once. `fn` must not throw. */

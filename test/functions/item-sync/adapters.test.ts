@@ -8,13 +8,8 @@ import { ChangeMessageVisibilityBatchCommand, GetQueueUrlCommand, SendMessageBat
 import { BatchGetItemCommand, DynamoDBClient, PutItemCommand, DynamoDBServiceException } from '@aws-sdk/client-dynamodb';
 import { DeleteObjectCommand, PutObjectCommand, S3Client, S3ServiceException } from '@aws-sdk/client-s3';
 import { createHash } from 'node:crypto';
-import {
-  DynamoDbItemStore,
-  MAX_ITEM_BYTES,
-  estimateItemSize,
-  fromAttributeValue,
-  toAttributeValue,
-} from '../../../functions/item-sync/adapters/dynamodb-item-store.js';
+import { DynamoDbItemStore, MAX_ITEM_BYTES } from '../../../functions/item-sync/adapters/dynamodb-item-store.js';
+import { estimateItemSize, fromAttributeValue, toAttributeValue } from '../../../functions/item-sync/adapters/attribute-values.js';
 import { SqsDeadLetterSink, SqsMessageVisibility, attributeText, parseQueueArn } from '../../../functions/item-sync/adapters/sqs.js';
 import { createS3ItemObjectStore, S3ItemObjectStore, s3ClientConfig } from '../../../functions/item-sync/adapters/s3-item-object-store.js';
 import { LazyItemObjectStore } from '../../../functions/item-sync/adapters/lazy-item-object-store.js';
