@@ -1,9 +1,10 @@
 /**
  * The item sync's handler, built from its dependencies (handler.ts builds it once per container from
  * the environment). Fed by the sync queue (SQS event source with ReportBatchItemFailures). Thin:
- * build the adapters once per container, hand the batch to the core
- * with a deadline taken from the invocation's remaining time, publish the batch's metrics and answer
- * `{"batchItemFailures": [{"itemIdentifier": "<messageId>"}, ...]}`.
+ * build the adapters (the core's ports) and its settings once per container, hand the batch to the
+ * core with a deadline taken from the invocation's remaining time, publish the batch's metrics and
+ * answer `{"batchItemFailures": [{"itemIdentifier": "<messageId>"}, ...]}`. The one exception: a
+ * configuration that no request can succeed with (ConfigError) fails the invocation, with the reason.
  *
  * Powertools' BatchProcessor is not used: it processes records one by one, while this batch needs
  * whole-batch work (duplicate ids share one fetch, one BatchGetItem for all stored revisions, one
@@ -24,12 +25,21 @@ import { DynamoDbPaceStore } from '../shared/adapters/dynamodb-pace-store.js';
 import { DEFAULT_PACE_SETTINGS, type PaceSettings } from '../shared/provider/pace/pace-state.js';
 import { ProviderPace, type PaceSnapshot, type PaceStore } from '../shared/provider/pace/provider-pace.js';
 import type { SyncConfig } from '../shared/config.js';
+import { ConfigError } from '../shared/errors.js';
 import { PACE_METRIC_NAMES, SYNC_METRIC_NAMES, SYNC_SERVICE } from '../shared/metric-names.js';
 import { createLogger, createMetrics, describeError } from '../shared/observability.js';
 import { systemClock, type Clock, type ProviderClient } from '../shared/ports.js';
 import { HttpProviderClient } from '../shared/provider/provider-client.js';
 import { CachedAccessToken } from '../shared/provider/access-token.js';
-import { syncBatch, type SyncCounts, type SyncRecord } from './sync.js';
+import {
+  DEFAULT_FETCH_BACKOFF,
+  DEFAULT_WRITE_ROUNDS,
+  syncBatch,
+  type SyncCounts,
+  type SyncPorts,
+  type SyncRecord,
+  type SyncSettings,
+} from './sync.js';
 
 /** Metric name per counter, published once per batch (zeros included, so alarms see every batch). */
 const METRIC_NAMES: Readonly<Record<keyof SyncCounts, string>> = SYNC_METRIC_NAMES;
@@ -44,8 +54,9 @@ export interface SyncHandlerDeps {
   secrets: SecretsManagerClient;
   /**
    * The items bucket's client (ITEMS_BUCKET_NAME: items too large for a row); default one of the
-   * S3 adapter's own with the SDK's standard configuration. Either is made when the first large
-   * item comes (the adapter module is loaded then: lazy-modules.ts).
+   * S3 adapter's own with the SDK's standard configuration (path-style at a configured endpoint:
+   * SyncConfig.s3Endpoint). Either is made when the first large item comes (the adapter module is
+   * loaded then: lazy-modules.ts).
    */
   s3?: S3Client;
   /** The random part of an item object's key; default from the system's random source. */
@@ -86,7 +97,7 @@ export function createSyncHandler(deps: SyncHandlerDeps): SyncHandler {
     concurrency: config.fetchConcurrency,
     random,
   });
-  const core = {
+  const ports: SyncPorts = {
     provider: deps.provider ?? new HttpProviderClient(config.provider),
     tokens: new CachedAccessToken(
       new SecretsManagerAccessTokenStore(deps.secrets, config.accessTokenSecretId),
@@ -97,7 +108,7 @@ export function createSyncHandler(deps: SyncHandlerDeps): SyncHandler {
     objects: new LazyItemObjectStore(async () => {
       // The literal is S3_ITEM_OBJECT_STORE_MODULE (lazy-modules.ts): the bundle keeps this import.
       const { createS3ItemObjectStore } = await import('./adapters/s3-item-object-store.js');
-      return createS3ItemObjectStore(config.itemsBucketName, deps.s3);
+      return createS3ItemObjectStore(config.itemsBucketName, deps.s3, config.s3Endpoint);
     }),
     ...(deps.objectKeySuffix ? { objectKeySuffix: deps.objectKeySuffix } : {}),
     deadLetters: new SqsDeadLetterSink(deps.sqs, config.deadLetterQueueUrl, { sleep }),
@@ -108,11 +119,15 @@ export function createSyncHandler(deps: SyncHandlerDeps): SyncHandler {
     log: logger,
     random,
     sleep,
+  };
+  const settings: SyncSettings = {
     revisionField: config.revisionField,
     fetchConcurrency: config.fetchConcurrency,
     fetchAttempts: config.fetchAttempts,
     rateLimitMinDelaySeconds: config.rateLimitMinDelaySeconds,
     postponeMaxSeconds: config.postponeMaxSeconds,
+    writeRounds: DEFAULT_WRITE_ROUNDS,
+    backoff: DEFAULT_FETCH_BACKOFF,
   };
 
   return async function handler(event: SQSEvent, context: Context): Promise<SQSBatchResponse> {
@@ -129,7 +144,7 @@ export function createSyncHandler(deps: SyncHandlerDeps): SyncHandler {
       const remaining = context.getRemainingTimeInMillis();
       const margin = deps.safetyMarginMs ?? Math.min(DEFAULT_SAFETY_MARGIN_MS, Math.floor(remaining / 4));
       const deadline = clock.now().getTime() + remaining - margin;
-      const report = await syncBatch(records, core, { deadline });
+      const report = await syncBatch(records, ports, settings, { deadline });
       for (const [counter, name] of Object.entries(METRIC_NAMES) as Array<[keyof SyncCounts, string]>) {
         metrics.addMetric(name, MetricUnit.Count, report.counts[counter]);
       }
@@ -137,6 +152,14 @@ export function createSyncHandler(deps: SyncHandlerDeps): SyncHandler {
       logger.info('batch done', { records: records.length, ...report.counts });
       return { batchItemFailures: report.failures.map((itemIdentifier) => ({ itemIdentifier })) };
     } catch (error) {
+      if (error instanceof ConfigError) {
+        // Nothing can succeed as configured: fail the invocation (the function's Errors alarm), with the reason.
+        logger.error('batch failed: the configuration is wrong; the invocation fails and every record will be retried', {
+          error: describeError(error),
+        });
+        metrics.addMetric(METRIC_NAMES.retried, MetricUnit.Count, records.length);
+        throw error;
+      }
       // The core decides every record itself; this is the last resort: hand the whole batch back.
       logger.error('batch failed unexpectedly; every record will be retried', { error: describeError(error) });
       metrics.addMetric(METRIC_NAMES.retried, MetricUnit.Count, records.length);

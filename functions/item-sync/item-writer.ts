@@ -27,20 +27,27 @@
  *   an item going back inline, or a newer large revision; a tombstone keeps its object (the last
  *   copy is kept).
  *
+ * A write whose answer was lost: DynamoDB applied it, then the caller saw a failure (the SDK's
+ * second send then meets the condition its own first send broke, or the failure outlasts the SDK's
+ * retries). Every write that does not answer `written` (row or tombstone) is therefore followed by
+ * a strongly consistent read of the row: a row that is this write's own (its object key; or its
+ * revision, liveness and `syncedAt`) means the write was applied and is counted as what it did. The
+ * row it replaced is the one the write was conditional on, read before it: its object (the
+ * expected row's `objectKey`) is deleted, as after any replacing write.
+ *
  * What can be left behind: an object no row points to. It costs storage, never correctness, and is
  * found by comparing the keys under items/ with the rows' itemObject keys (infra/items-bucket.ts).
  * - the process ends between the object write and the row write (time-out, crash): nothing logs it;
  * - a delete fails, the row cannot be read back after a failed write, or a failed row write might
  *   still be applied: logged as "item object left in the bucket" with the key;
- * - the answer to a replacing row write is lost and the SDK's second send finds the row already
- *   written: the row it replaced is not known, so neither is its object (logged as "item object
- *   kept", without that key).
+ * - an upload fails and so does the delete that follows it (whatever of it may have arrived):
+ *   logged as "item object upload failed" with the key (there may be no object at all).
  */
 import { createHash, randomBytes } from 'node:crypto';
 import { stringify } from 'lossless-json';
-import { PermanentError } from '../shared/errors.js';
+import { ConfigError, PermanentError } from '../shared/errors.js';
 import type { Log } from '../shared/ports.js';
-import type { ExpectedRow, ItemObjectRef, ItemObjectStore, ItemRow, ItemStore, RowState, WriteResult } from './ports.js';
+import type { ExpectedRow, ItemObjectRef, ItemObjectStore, ItemRow, ItemStore, PutResult, RowState, StoredRevision, WriteResult } from './ports.js';
 
 /** Every item object's key starts with this. */
 export const ITEM_OBJECT_PREFIX = 'items/';
@@ -65,16 +72,35 @@ export class ItemWriter {
 
   /** Writes the row on condition that the stored one is `expected`: inline, or through an object. */
   async write(row: InlineRow, expected: ExpectedRow): Promise<WriteResult> {
-    const inline = await this.deps.store.put(row, expected);
+    let inline: PutResult;
+    try {
+      inline = await this.deps.store.put(row, expected);
+    } catch (error) {
+      if (!(error instanceof PermanentError) && (await this.ownRowAfterAll(row, expected))) return 'written';
+      throw error;
+    }
     switch (inline.result) {
       case 'written':
         await this.dropReplaced(row.id, inline.replacedObjectKey);
         return 'written';
       case 'conflict':
-        return 'conflict';
+        return (await this.ownRowAfterAll(row, expected)) ? 'written' : 'conflict';
       case 'too-large':
         return this.writeThroughObject(row, expected, inline.bytes);
     }
+  }
+
+  /** Marks the row `expected` deleted (it keeps its copy, and its object), on condition that it still is. */
+  async tombstone(id: string, expected: StoredRevision, syncedAt: string): Promise<WriteResult> {
+    let written: WriteResult;
+    try {
+      written = await this.deps.store.markDeleted(id, expected.revision, syncedAt);
+    } catch (error) {
+      if (!(error instanceof PermanentError) && (await this.ownTombstoneAfterAll(id, expected.revision, syncedAt))) return 'written';
+      throw error;
+    }
+    if (written === 'written') return written;
+    return (await this.ownTombstoneAfterAll(id, expected.revision, syncedAt)) ? 'written' : 'conflict';
   }
 
   private async writeThroughObject(row: InlineRow, expected: ExpectedRow, rowBytes: number): Promise<WriteResult> {
@@ -87,13 +113,7 @@ export class ItemWriter {
       objectKey: ref.key,
       objectBytes: ref.size,
     });
-    try {
-      await this.deps.objects.put(ref.key, body, ref.sha256);
-    } catch (error) {
-      // Nothing points to this key, and no other write uses it: remove whatever may have arrived.
-      await this.deleteObject(row.id, ref.key, `its upload failed (${describe(error)})`);
-      throw error;
-    }
+    await this.putObject(row.id, ref.key, body, ref.sha256);
     const { item: _item, ...fields } = row;
     let written;
     try {
@@ -102,8 +122,8 @@ export class ItemWriter {
       if (error instanceof PermanentError) {
         // DynamoDB refused the row: it was not written, and never will be.
         await this.deleteObject(row.id, ref.key, `its row was refused (${describe(error)})`);
-      } else {
-        await this.settle(row.id, ref.key, expected, `the row write failed (${describe(error)})`);
+      } else if ((await this.settle(row.id, ref.key, expected, `the row write failed (${describe(error)})`)) === 'written') {
+        return 'written';
       }
       throw error;
     }
@@ -112,8 +132,7 @@ export class ItemWriter {
         await this.dropReplaced(row.id, written.replacedObjectKey, ref.key);
         return 'written';
       case 'conflict':
-        await this.settle(row.id, ref.key, expected, 'the row write lost a race');
-        return 'conflict';
+        return this.settle(row.id, ref.key, expected, 'the row write lost a race');
       case 'too-large':
         await this.deleteObject(row.id, ref.key, 'its row was refused');
         throw new PermanentError(`item too large to store: even the row pointing to its object is ${written.bytes} bytes, over DynamoDB's 400 KB`);
@@ -121,37 +140,92 @@ export class ItemWriter {
   }
 
   /**
-   * After a row write that did not succeed: the object stays if the row points to it after all, or
-   * if the row is still the one the write expected (the write may yet be applied); otherwise it
-   * can never be pointed to and is deleted.
+   * Stores the object. When that fails, whatever may have arrived is removed (nothing points to the
+   * key, no other write uses it); a store that cannot be reached as configured (ConfigError) took
+   * nothing, and is not asked again.
    */
-  private async settle(id: string, key: string, expected: ExpectedRow, why: string): Promise<void> {
+  private async putObject(id: string, key: string, body: Uint8Array, sha256: string): Promise<void> {
+    try {
+      await this.deps.objects.put(key, body, sha256);
+    } catch (error) {
+      if (error instanceof ConfigError) throw error;
+      const why = `its upload failed (${describe(error)})`;
+      try {
+        await this.deps.objects.delete(key);
+        this.deps.log.info('item object deleted', { itemId: id, objectKey: key, reason: why });
+      } catch (deleteError) {
+        // Not "left in the bucket": the upload did not succeed, so there may well be nothing there.
+        this.deps.log.warn('item object upload failed', {
+          itemId: id,
+          objectKey: key,
+          reason: `${why}, and deleting whatever of it may have arrived failed too (${describe(deleteError)})`,
+        });
+      }
+      throw error;
+    }
+  }
+
+  /**
+   * After a row write through an object that did not answer `written`: a row pointing to the object
+   * is this write's own (`written`: its answer was lost); otherwise the object stays if the row is
+   * still the one the write expected (the write may yet be applied), and is deleted if not (nothing
+   * can ever point to it).
+   */
+  private async settle(id: string, key: string, expected: ExpectedRow, why: string): Promise<WriteResult> {
     let state: RowState | undefined;
     try {
       state = await this.deps.store.rowState(id);
     } catch (error) {
       this.left(id, key, `${why}, and reading the row back failed (${describe(error)})`);
-      return;
+      return 'conflict';
     }
     if (state?.objectKey === key) {
-      this.deps.log.warn('item object kept: its row was written after all (the answer to the write was lost)', {
-        itemId: id,
-        objectKey: key,
-        note: "the object of the row this write replaced, if it had one, is not known and is left in the bucket",
-      });
-      return;
+      this.deps.log.warn('item object kept: its row was written after all (the answer to the write was lost)', { itemId: id, objectKey: key });
+      await this.dropReplaced(id, expectedObjectKey(expected), key, LOST_ANSWER);
+      return 'written';
     }
     if (isExpected(state, expected)) {
       this.left(id, key, `${why}, and the row is still the one the write expected (the write may yet be applied)`);
-      return;
+      return 'conflict';
     }
     await this.deleteObject(id, key, `${why}; the row points elsewhere`);
+    return 'conflict';
+  }
+
+  /**
+   * After an inline row write that did not answer `written`: whether the row now is its own (this
+   * revision, live, no object, this `syncedAt`), i.e. it was applied and its answer lost. Then the
+   * object of the row it replaced is deleted. A row that cannot be read counts as not written.
+   */
+  private async ownRowAfterAll(row: InlineRow, expected: ExpectedRow): Promise<boolean> {
+    const state = await this.rowStateOrUndefined(row.id);
+    const own = state !== undefined && !state.deleted && state.objectKey === undefined && state.revision === row.revision && state.syncedAt === row.syncedAt;
+    if (!own) return false;
+    this.deps.log.warn('row written after all (the answer to the write was lost)', { itemId: row.id, revision: row.revision });
+    await this.dropReplaced(row.id, expectedObjectKey(expected), undefined, LOST_ANSWER);
+    return true;
+  }
+
+  /** The same for a tombstone: the row is deleted at the expected revision with this `syncedAt`. */
+  private async ownTombstoneAfterAll(id: string, revision: string, syncedAt: string): Promise<boolean> {
+    const state = await this.rowStateOrUndefined(id);
+    const own = state !== undefined && state.deleted && state.revision === revision && state.syncedAt === syncedAt;
+    if (own) this.deps.log.warn('row written after all (the answer to the write was lost)', { itemId: id, revision, deleted: true });
+    return own;
+  }
+
+  private async rowStateOrUndefined(id: string): Promise<RowState | undefined> {
+    try {
+      return await this.deps.store.rowState(id);
+    } catch {
+      return undefined;
+    }
   }
 
   /** The object of the row a write replaced, unless the new row points to the same one. */
-  private async dropReplaced(id: string, replacedKey: string | undefined, newKey?: string): Promise<void> {
+  private async dropReplaced(id: string, replacedKey: string | undefined, newKey?: string, note = ''): Promise<void> {
     if (replacedKey === undefined || replacedKey === newKey) return;
-    await this.deleteObject(id, replacedKey, 'the row pointing to it was replaced');
+    await this.deleteObject(id, replacedKey, `the row pointing to it was replaced${note}`);
   }
 
   /** Best effort: a failure leaves the object behind, logged. */
@@ -189,6 +263,13 @@ export function itemObjectKey(id: string, revision: string, sha256: string, suff
 
 function sha256Hex(text: string): string {
   return createHash('sha256').update(text, 'utf8').digest('hex');
+}
+
+/** Said of a replaced object when the write that replaced its row lost its answer. */
+const LOST_ANSWER = ' (the answer to that write was lost)';
+
+function expectedObjectKey(expected: ExpectedRow): string | undefined {
+  return expected.exists ? expected.objectKey : undefined;
 }
 
 function isExpected(state: RowState | undefined, expected: ExpectedRow): boolean {

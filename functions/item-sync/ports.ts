@@ -12,6 +12,11 @@ export interface StoredRevision {
   revision: string;
   /** True when the row is a tombstone (`deleted` is true). */
   deleted: boolean;
+  /**
+   * The `itemObject` key, when the row holds one: the object a write replacing this row leaves
+   * behind, to delete once the row no longer points to it (also when the write's answer was lost).
+   */
+  objectKey?: string;
 }
 
 /**
@@ -48,8 +53,11 @@ export type ItemRow =
     })
   | (RowFields & { itemObject: ItemObjectRef; item?: never });
 
-/** The state a conditional write expects to find: the one the decision was made on. */
-export type ExpectedRow = { exists: false } | { exists: true; revision: string; deleted: boolean };
+/**
+ * The state a conditional write expects to find: the one the decision was made on (the condition is
+ * on `revision` and `deleted`; `objectKey` is what the row held besides, as it was read).
+ */
+export type ExpectedRow = { exists: false } | { exists: true; revision: string; deleted: boolean; objectKey?: string };
 
 /** `conflict`: the stored row no longer is the one the decision was made on (the condition failed). */
 export type WriteResult = 'written' | 'conflict';
@@ -66,18 +74,19 @@ export type PutResult =
    */
   | { result: 'too-large'; bytes: number };
 
-/** A row as it is now, as far as deciding about an object a write may have left behind needs it. */
-export interface RowState {
-  revision: string;
-  deleted: boolean;
-  /** The `itemObject` key, when the row holds one. */
-  objectKey?: string;
+/**
+ * A row as it is now, as far as telling what a write that did not answer `written` did needs it: the
+ * write's own row (its answer was lost), or another's.
+ */
+export interface RowState extends StoredRevision {
+  /** The `syncedAt` attribute: with the revision, what tells a write's own row from another's. */
+  syncedAt?: string;
 }
 
 export interface ItemStore {
   /**
-   * The stored revision of every id that has a row (ids without a row are absent from the map).
-   * `consistent` asks for a strongly consistent read (used after a lost write race).
+   * The stored revision (and object key) of every id that has a row (ids without a row are absent
+   * from the map). `consistent` asks for a strongly consistent read (used after a lost write race).
    * Throws TransientError when DynamoDB keeps failing or throttling.
    */
   getRevisions(ids: readonly string[], options?: { consistent?: boolean }): Promise<Map<string, StoredRevision>>;

@@ -53,6 +53,18 @@ export interface SyncConfig {
    * takes more than the rest; users' ids may use all of it.
    */
   usersReservedPercent: number;
+  /**
+   * The S3 endpoint the SDK's standard configuration sets (AWS_ENDPOINT_URL_S3, else
+   * AWS_ENDPOINT_URL), when one is set: the items bucket is then reached there, path-style.
+   */
+  s3Endpoint: ConfiguredEndpoint | undefined;
+}
+
+/** An endpoint set by one of the SDK's standard `AWS_ENDPOINT_URL*` variables. */
+export interface ConfiguredEndpoint {
+  url: string;
+  /** The variable that set it (named in the errors of a request that cannot reach it). */
+  variable: string;
 }
 
 /** The reconciler's configuration (functions/reconciler). */
@@ -105,6 +117,10 @@ export const ENV = {
   // The change-events function (functions/change-events): the bus the events go to, its name or ARN
   // (the stack sets the ARN).
   eventBusName: 'EVENT_BUS_NAME',
+  // The AWS SDK's standard endpoint variables (local endpoints), as the item sync's S3 client needs them.
+  s3EndpointUrl: 'AWS_ENDPOINT_URL_S3',
+  endpointUrl: 'AWS_ENDPOINT_URL',
+  ignoreConfiguredEndpointUrls: 'AWS_IGNORE_CONFIGURED_ENDPOINT_URLS',
 } as const;
 
 export const DEFAULTS = {
@@ -184,6 +200,27 @@ function queueUrl(env: Env, key: string): string {
   return raw;
 }
 
+/**
+ * The S3 endpoint as the SDK takes it from the environment: AWS_ENDPOINT_URL_S3, else
+ * AWS_ENDPOINT_URL; none when AWS_IGNORE_CONFIGURED_ENDPOINT_URLS is true. An http(s) URL.
+ */
+function s3Endpoint(env: Env): ConfiguredEndpoint | undefined {
+  if (env[ENV.ignoreConfiguredEndpointUrls]?.trim().toLowerCase() === 'true') return undefined;
+  for (const variable of [ENV.s3EndpointUrl, ENV.endpointUrl]) {
+    const raw = env[variable]?.trim();
+    if (!raw) continue;
+    let url: URL;
+    try {
+      url = new URL(raw);
+    } catch {
+      throw new ConfigError(variable, `must be an http(s) URL, got "${raw}"`);
+    }
+    if (url.protocol !== 'https:' && url.protocol !== 'http:') throw new ConfigError(variable, `must be an http(s) URL, got "${raw}"`);
+    return { url: raw, variable };
+  }
+  return undefined;
+}
+
 export function loadProviderConfig(env: Env): ProviderConfig {
   return {
     baseUrl: baseUrl(env),
@@ -217,6 +254,7 @@ export function loadSyncConfig(env: Env = process.env): SyncConfig {
     paceFallbackRate: integer(env, ENV.paceFallbackRate, DEFAULTS.paceFallbackRate, 1, 1_000),
     postponeMaxSeconds: integer(env, ENV.postponeMaxSeconds, DEFAULTS.postponeMaxSeconds, 15, 900),
     usersReservedPercent: integer(env, ENV.usersReservedPercent, DEFAULTS.usersReservedPercent, 0, 90),
+    s3Endpoint: s3Endpoint(env),
   };
 }
 

@@ -17,7 +17,7 @@ export class ConfigError extends Error {
 
 /**
  * How a provider call ended when it did not return a usable 200 (what the item sync then does with
- * a record is decided in functions/item-sync/outcome.ts alone):
+ * a record is decided in functions/item-sync/outcome/decide.ts alone):
  * - unauthorized: 401 (the token is wrong or expired)
  * - not-found: 404
  * - rate-limited: 429 (retryAfterSeconds when the provider sent Retry-After)

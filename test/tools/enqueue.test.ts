@@ -167,6 +167,19 @@ describe('enqueueIds', () => {
     expect(result.failed).toEqual([{ id: 'b', code: 'InternalError', message: 'boom (gave up after 4 attempts)', senderFault: false }]);
   });
 
+  it('waits base × 2^(n-1), capped at 5 s, with full jitter (anywhere from nothing to the step)', async () => {
+    sqsMock.on(SendMessageBatchCommand).resolves({ Failed: [{ Id: '0', SenderFault: false, Code: 'InternalError', Message: 'boom' }] });
+    for (const [backoffMs, random, expected] of [
+      [100, 0.5, [50, 100, 200]],
+      [2_000, 0.5, [1000, 2000, 2500]],
+      [2_000, 0, [0, 0, 0]],
+    ] as const) {
+      const sleeps: number[] = [];
+      await enqueueIds(new SQSClient({}), QUEUE_URL, ['a'], { maxAttempts: 4, backoffMs, random: () => random, sleep: async (ms) => void sleeps.push(ms) });
+      expect(sleeps).toEqual(expected);
+    }
+  });
+
   it('re-sends a whole batch after a call that failed in a way that may pass', async () => {
     const networkError = Object.assign(new Error('socket hang up'), { name: 'TimeoutError' });
     sqsMock

@@ -21,6 +21,7 @@ import { DynamoDBClient, ScanCommand } from '@aws-sdk/client-dynamodb';
 import { SQSClient } from '@aws-sdk/client-sqs';
 import { validateItemId } from '../../functions/item-sync/message.js';
 import { sendMessageBatch, type EntryFailure } from '../../functions/shared/adapters/sqs-batch.js';
+import { backoffDelayMs, sleepMs, type Backoff } from '../../functions/shared/backoff.js';
 import { createProgress, formatDuration, type Progress } from './progress.js';
 
 const MAX_BATCH_ENTRIES = 10;
@@ -123,6 +124,8 @@ export interface EnqueueOptions {
   /** Skips duplicate ids (the first occurrence is sent); default true. */
   dedupe?: boolean;
   sleep?: (ms: number) => Promise<void>;
+  /** [0, 1), for the backoff jitter; default Math.random. */
+  random?: () => number;
 }
 
 export interface EnqueueResult {
@@ -137,8 +140,6 @@ export interface EnqueueResult {
   /** True when sending stopped early on an error no other call could get past (no such queue, access denied). */
   aborted: boolean;
 }
-
-const sleepMs = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
 
 /** Errors after which every further call would fail the same way: stop instead of repeating them. */
 function isFatal(error: unknown): boolean {
@@ -198,8 +199,9 @@ async function inParallel<T>(tasks: readonly T[], concurrency: number, fn: (task
 class EnqueueRun {
   readonly result: EnqueueResult;
   private readonly maxAttempts: number;
-  private readonly backoffMs: number;
+  private readonly backoff: Backoff;
   private readonly sleep: (ms: number) => Promise<void>;
+  private readonly random: () => number;
   /** Batches in a row that were given up entirely (the queue unreachable, say): after a few, stop. */
   private givenUpInARow = 0;
 
@@ -211,8 +213,9 @@ class EnqueueRun {
     duplicates: number,
   ) {
     this.maxAttempts = Math.max(1, options.maxAttempts ?? DEFAULT_MAX_ATTEMPTS);
-    this.backoffMs = options.backoffMs ?? 200;
+    this.backoff = { baseMs: options.backoffMs ?? 200, capMs: 5_000, jitter: 'full' };
     this.sleep = options.sleep ?? sleepMs;
+    this.random = options.random ?? Math.random;
     this.result = { sent: [], failed: [], resent: 0, calls: 0, duplicates, aborted: false };
   }
 
@@ -235,7 +238,7 @@ class EnqueueRun {
       // The entry Id is the id's position in the input: unique within a call, and maps back to the id.
       entry: (index) => ({ Id: String(index), MessageBody: messageBody(this.ids[index]!) }),
       attempts: this.maxAttempts,
-      delayMs: (attempt) => Math.random() * Math.min(5000, this.backoffMs * 2 ** (attempt - 1)),
+      delayMs: (attempt) => backoffDelayMs(attempt, this.backoff, this.random),
       sleep: this.sleep,
       onCallError: (error) => {
         if (!isFatal(error)) return 'retry';

@@ -7,6 +7,7 @@
  * What is still not published then is reported failed, with the last error.
  */
 import { PutEventsCommand, type EventBridgeClient, type PutEventsRequestEntry } from '@aws-sdk/client-eventbridge';
+import { backoffDelayMs, sleepMs } from '../../shared/backoff.js';
 import { EVENT_SOURCE } from '../change.js';
 import type { ChangeEvent, EventPublisher, PublishOutcome } from '../ports.js';
 
@@ -36,7 +37,7 @@ export class EventBridgePublisher implements EventPublisher {
   ) {
     this.attempts = Math.max(1, options.attempts ?? DEFAULT_PUT_ATTEMPTS);
     this.retryBaseMs = options.retryBaseMs ?? DEFAULT_RETRY_BASE_MS;
-    this.sleep = options.sleep ?? ((ms) => new Promise((resolve) => setTimeout(resolve, ms)));
+    this.sleep = options.sleep ?? sleepMs;
     this.random = options.random ?? Math.random;
   }
 
@@ -82,7 +83,8 @@ export class EventBridgePublisher implements EventPublisher {
     return outcomes;
   }
 
+  /** base × 2^(attempt-1), no cap, equal jitter (50-100 % of the step). */
   private delayMs(attempt: number): number {
-    return Math.round(this.retryBaseMs * 2 ** (attempt - 1) * (0.5 + this.random() / 2));
+    return backoffDelayMs(attempt, { baseMs: this.retryBaseMs, jitter: 'equal' }, this.random);
   }
 }

@@ -1,9 +1,10 @@
 /**
  * The items table (docs/configuration.md, "The items table") as the ItemStore port, over @aws-sdk/client-dynamodb.
  *
- * Marshalling is done here rather than with @aws-sdk/util-dynamodb (not a dependency): JSON values
- * only need NULL, BOOL, N, S, L and M. A number is stored as N with its JSON text, so it reads back
- * as the same number; empty strings are stored as they are (DynamoDB accepts them outside keys).
+ * Marshalling (attribute-values.ts) is done here rather than with @aws-sdk/util-dynamodb (not a
+ * dependency): JSON values only need NULL, BOOL, N, S, L and M. A number is stored as N with its
+ * JSON text, so it reads back as the same number; empty strings are stored as they are (DynamoDB
+ * accepts them outside keys).
  *
  * A row holds the item in `item`, or, for an item too large for a row, `itemObject` ({key, size,
  * sha256}) in its place (item-writer.ts decides, on this store's answer).
@@ -22,14 +23,16 @@ import {
   type AttributeValue,
   type DynamoDBClient,
 } from '@aws-sdk/client-dynamodb';
+import { backoffDelayMs, sleepMs } from '../../shared/backoff.js';
 import { PermanentError, TransientError } from '../../shared/errors.js';
-import { isLosslessNumber, jsonNumber } from '../../shared/json.js';
+import { estimateItemSize, toAttributeValue } from './attribute-values.js';
 import type { ExpectedRow, ItemRow, ItemStore, PutResult, RowState, StoredRevision, WriteResult } from '../ports.js';
+
+// The marshalling (attribute-values.ts), kept importable from here.
+export { estimateItemSize, fromAttributeValue, MAX_NESTING, toAttributeValue } from './attribute-values.js';
 
 /** DynamoDB's item size limit, 400 KB. */
 export const MAX_ITEM_BYTES = 400 * 1024;
-/** DynamoDB's limit of nested levels in a map or list. */
-export const MAX_NESTING = 32;
 const BATCH_GET_LIMIT = 100;
 
 export interface DynamoDbItemStoreOptions {
@@ -54,7 +57,7 @@ export class DynamoDbItemStore implements ItemStore {
   ) {
     this.unprocessedRounds = options.unprocessedRounds ?? 8;
     this.backoffBaseMs = options.backoffBaseMs ?? 50;
-    this.sleep = options.sleep ?? ((ms) => new Promise((resolve) => setTimeout(resolve, ms)));
+    this.sleep = options.sleep ?? sleepMs;
     this.random = options.random ?? Math.random;
   }
 
@@ -72,8 +75,8 @@ export class DynamoDbItemStore implements ItemStore {
               `DynamoDB left ${keys.length} keys unprocessed after ${round} BatchGetItem calls (throttled)`,
             );
           }
-          const step = Math.min(1_000, this.backoffBaseMs * 2 ** round);
-          await this.sleep(Math.round(step / 2 + this.random() * (step / 2)));
+          // The step of round r is base × 2^r (attempt r + 1 of the helper), equal jitter.
+          await this.sleep(backoffDelayMs(round + 1, { baseMs: this.backoffBaseMs, capMs: 1_000, jitter: 'equal' }, this.random));
         }
         let output;
         try {
@@ -82,8 +85,8 @@ export class DynamoDbItemStore implements ItemStore {
               RequestItems: {
                 [this.tableName]: {
                   Keys: keys,
-                  ProjectionExpression: '#id, #revision, #deleted',
-                  ExpressionAttributeNames: { '#id': 'id', '#revision': 'revision', '#deleted': 'deleted' },
+                  ProjectionExpression: '#id, #revision, #deleted, #itemObject',
+                  ExpressionAttributeNames: { '#id': 'id', '#revision': 'revision', '#deleted': 'deleted', '#itemObject': 'itemObject' },
                   ...(options.consistent ? { ConsistentRead: true } : {}),
                 },
               },
@@ -97,7 +100,8 @@ export class DynamoDbItemStore implements ItemStore {
           const revision = row['revision']?.S;
           if (id === undefined) continue;
           // A row without a text revision (written by hand?) compares as different from any revision.
-          result.set(id, { revision: revision ?? '', deleted: row['deleted']?.BOOL === true });
+          const objectKey = row['itemObject']?.M?.['key']?.S;
+          result.set(id, { revision: revision ?? '', deleted: row['deleted']?.BOOL === true, ...(objectKey !== undefined ? { objectKey } : {}) });
         }
         keys = output.UnprocessedKeys?.[this.tableName]?.Keys ?? [];
       }
@@ -185,8 +189,14 @@ export class DynamoDbItemStore implements ItemStore {
           RequestItems: {
             [this.tableName]: {
               Keys: [{ id: { S: id } }],
-              ProjectionExpression: '#id, #revision, #deleted, #itemObject',
-              ExpressionAttributeNames: { '#id': 'id', '#revision': 'revision', '#deleted': 'deleted', '#itemObject': 'itemObject' },
+              ProjectionExpression: '#id, #revision, #deleted, #itemObject, #syncedAt',
+              ExpressionAttributeNames: {
+                '#id': 'id',
+                '#revision': 'revision',
+                '#deleted': 'deleted',
+                '#itemObject': 'itemObject',
+                '#syncedAt': 'syncedAt',
+              },
               ConsistentRead: true,
             },
           },
@@ -201,80 +211,14 @@ export class DynamoDbItemStore implements ItemStore {
     const row = output.Responses?.[this.tableName]?.[0];
     if (row === undefined) return undefined;
     const objectKey = row['itemObject']?.M?.['key']?.S;
+    const syncedAt = row['syncedAt']?.S;
     return {
       revision: row['revision']?.S ?? '',
       deleted: row['deleted']?.BOOL === true,
       ...(objectKey !== undefined ? { objectKey } : {}),
+      ...(syncedAt !== undefined ? { syncedAt } : {}),
     };
   }
-}
-
-/** A JSON value as a DynamoDB AttributeValue. Throws a PermanentError for what JSON cannot hold. */
-export function toAttributeValue(value: unknown, depth = 0): AttributeValue {
-  if (value === null) return { NULL: true };
-  switch (typeof value) {
-    case 'string':
-      return { S: value };
-    case 'boolean':
-      return { BOOL: value };
-    case 'number':
-      if (!Number.isFinite(value)) throw new PermanentError(`the item holds a number DynamoDB cannot store (${value})`);
-      return { N: JSON.stringify(value) };
-    case 'object': {
-      if (isLosslessNumber(value)) return { N: value.toString() };
-      if (depth >= MAX_NESTING) {
-        throw new PermanentError(`the item is nested more than ${MAX_NESTING} levels deep; DynamoDB cannot store it`);
-      }
-      if (Array.isArray(value)) return { L: value.map((element) => toAttributeValue(element, depth + 1)) };
-      const map: Record<string, AttributeValue> = {};
-      for (const [key, element] of Object.entries(value as Record<string, unknown>)) {
-        map[key] = toAttributeValue(element, depth + 1);
-      }
-      return { M: map };
-    }
-    default:
-      throw new PermanentError(`the item holds a ${typeof value}, which is not a JSON value`);
-  }
-}
-
-/** The JSON value an AttributeValue written by toAttributeValue stands for (N back to a number, exactly: see jsonNumber). */
-export function fromAttributeValue(value: AttributeValue): unknown {
-  if (value.NULL) return null;
-  if (value.S !== undefined) return value.S;
-  if (value.N !== undefined) return jsonNumber(value.N);
-  if (value.BOOL !== undefined) return value.BOOL;
-  if (value.L !== undefined) return value.L.map(fromAttributeValue);
-  if (value.M !== undefined) {
-    const out: Record<string, unknown> = {};
-    for (const [key, element] of Object.entries(value.M)) out[key] = fromAttributeValue(element);
-    return out;
-  }
-  throw new TypeError(`unsupported attribute value type ${Object.keys(value).join(',')}`);
-}
-
-/**
- * The size DynamoDB counts for an item (its documented rules): attribute names and strings in UTF-8
- * bytes, numbers about one byte per two significant digits plus one, 1 byte for BOOL and NULL,
- * 3 bytes per map or list plus 1 byte per element.
- */
-export function estimateItemSize(item: Record<string, AttributeValue>): number {
-  let size = 0;
-  for (const [name, value] of Object.entries(item)) size += Buffer.byteLength(name, 'utf8') + valueSize(value);
-  return size;
-}
-
-function valueSize(value: AttributeValue): number {
-  if (value.S !== undefined) return Buffer.byteLength(value.S, 'utf8');
-  if (value.N !== undefined) {
-    const digits = value.N.replace(/^-/, '').replace(/e.*$/i, '').replace('.', '').replace(/^0+/, '').replace(/0+$/, '');
-    return Math.ceil(Math.max(1, digits.length) / 2) + 1 + (value.N.startsWith('-') ? 1 : 0);
-  }
-  if (value.BOOL !== undefined || value.NULL !== undefined) return 1;
-  if (value.L !== undefined) return 3 + value.L.reduce((sum, element) => sum + 1 + valueSize(element), 0);
-  if (value.M !== undefined) {
-    return 3 + Object.entries(value.M).reduce((sum, [key, element]) => sum + 1 + Buffer.byteLength(key, 'utf8') + valueSize(element), 0);
-  }
-  return 0;
 }
 
 /** `itemObject` as the contract has it: `{"key": S, "size": N, "sha256": S}`. */

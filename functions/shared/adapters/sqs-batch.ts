@@ -12,6 +12,7 @@ import {
   type SendMessageBatchRequestEntry,
   type SQSClient,
 } from '@aws-sdk/client-sqs';
+import { backoffDelayMs, sleepMs, type Backoff } from '../backoff.js';
 
 /** Why an entry was not sent (by the last call that tried it). */
 export type EntryFailure =
@@ -134,10 +135,11 @@ export type ResendPolicy = Pick<BatchSendOptions<unknown>, 'attempts' | 'delayMs
 
 /** The re-send part of BatchSendOptions, from ResendOptions and their defaults. */
 export function resendPolicy(options: ResendOptions = {}): ResendPolicy {
-  const backoffMs = options.backoffMs ?? 100;
+  // No jitter: base × 2^(attempt-1), uncapped (the attempts are few).
+  const backoff: Backoff = { baseMs: options.backoffMs ?? 100, jitter: 'none' };
   return {
     attempts: Math.max(1, options.attempts ?? 3),
-    delayMs: (attempt) => backoffMs * 2 ** (attempt - 1),
-    sleep: options.sleep ?? ((ms) => new Promise((resolve) => setTimeout(resolve, ms))),
+    delayMs: (attempt) => backoffDelayMs(attempt, backoff, Math.random),
+    sleep: options.sleep ?? sleepMs,
   };
 }

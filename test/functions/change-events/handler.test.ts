@@ -191,6 +191,24 @@ describe('change-events handler', () => {
 });
 
 describe('EventBridgePublisher', () => {
+  it('waits base × 2^(n-1) between calls, no cap, equal jitter (half the step fixed, half random)', async () => {
+    eventbridge.on(PutEventsCommand).resolves({ FailedEntryCount: 1, Entries: [{ ErrorCode: 'InternalFailure', ErrorMessage: 'Internal failure' }] });
+    const event = { detailType: 'ItemCreated' as const, detail: { id: 'a', type: 'file', revision: '1', previousRevision: null, syncedAt: T0 } };
+    for (const [random, expected] of [
+      [0, [50, 100, 200, 400]],
+      [0.5, [75, 150, 300, 600]],
+    ] as const) {
+      const sleeps: number[] = [];
+      const publisher = new EventBridgePublisher(new EventBridgeClient({ region: 'eu-west-1' }), 'bus', {
+        attempts: 5,
+        sleep: async (ms) => void sleeps.push(ms),
+        random: () => random,
+      });
+      expect(await publisher.publish([event])).toEqual([{ published: false, error: 'InternalFailure: Internal failure' }]);
+      expect(sleeps).toEqual(expected);
+    }
+  });
+
   it('one outcome per event, in order; attempts are bounded by the option', async () => {
     eventbridge.on(PutEventsCommand).resolves({ FailedEntryCount: 1, Entries: [{ EventId: 'e1' }, { ErrorCode: 'MalformedDetail', ErrorMessage: 'Detail is malformed.' }] });
     const publisher = new EventBridgePublisher(new EventBridgeClient({ region: 'eu-west-1' }), 'bus', { attempts: 1, sleep: async () => undefined });

@@ -8,18 +8,13 @@ import { ChangeMessageVisibilityBatchCommand, GetQueueUrlCommand, SendMessageBat
 import { BatchGetItemCommand, DynamoDBClient, PutItemCommand, DynamoDBServiceException } from '@aws-sdk/client-dynamodb';
 import { DeleteObjectCommand, PutObjectCommand, S3Client, S3ServiceException } from '@aws-sdk/client-s3';
 import { createHash } from 'node:crypto';
-import {
-  DynamoDbItemStore,
-  MAX_ITEM_BYTES,
-  estimateItemSize,
-  fromAttributeValue,
-  toAttributeValue,
-} from '../../../functions/item-sync/adapters/dynamodb-item-store.js';
+import { DynamoDbItemStore, MAX_ITEM_BYTES } from '../../../functions/item-sync/adapters/dynamodb-item-store.js';
+import { estimateItemSize, fromAttributeValue, toAttributeValue } from '../../../functions/item-sync/adapters/attribute-values.js';
 import { SqsDeadLetterSink, SqsMessageVisibility, attributeText, parseQueueArn } from '../../../functions/item-sync/adapters/sqs.js';
-import { createS3ItemObjectStore, S3ItemObjectStore } from '../../../functions/item-sync/adapters/s3-item-object-store.js';
+import { createS3ItemObjectStore, S3ItemObjectStore, s3ClientConfig } from '../../../functions/item-sync/adapters/s3-item-object-store.js';
 import { LazyItemObjectStore } from '../../../functions/item-sync/adapters/lazy-item-object-store.js';
 import type { ItemObjectStore } from '../../../functions/item-sync/ports.js';
-import { PermanentError, TransientError } from '../../../functions/shared/errors.js';
+import { ConfigError, PermanentError, TransientError } from '../../../functions/shared/errors.js';
 
 const sqs = mockClient(SQSClient);
 const ddb = mockClient(DynamoDBClient);
@@ -69,6 +64,25 @@ describe('DynamoDbItemStore', () => {
     const store = new DynamoDbItemStore(new DynamoDBClient({ region: 'eu-west-1' }), 'items');
     const row = { id: 'a', type: 'file' as const, revision: '1', item: { id: 'a' }, syncedAt: 'now' };
     await expect(store.put(row, { exists: false })).rejects.toThrow(TransientError);
+  });
+
+  it('reads UnprocessedKeys again after base × 2^round (capped at 1 s, equal jitter), and gives up after the last round', async () => {
+    const unprocessed = { Responses: { items: [] }, UnprocessedKeys: { items: { Keys: [{ id: { S: 'a' } }] } } };
+    const chain = ddb.on(BatchGetItemCommand);
+    for (let i = 0; i < 7; i++) chain.resolvesOnce(unprocessed);
+    chain.resolves({ Responses: { items: [{ id: { S: 'a' }, revision: { S: '4' } }] } });
+    const waits: number[] = [];
+    const options = { sleep: async (ms: number) => void waits.push(ms), random: () => 0.5 };
+    const store = new DynamoDbItemStore(new DynamoDBClient({ region: 'eu-west-1' }), 'items', options);
+    expect(await store.getRevisions(['a'])).toEqual(new Map([['a', { revision: '4', deleted: false }]]));
+    expect(waits).toEqual([75, 150, 300, 600, 750, 750, 750]);
+
+    ddb.reset();
+    ddb.on(BatchGetItemCommand).resolves(unprocessed);
+    waits.length = 0;
+    const lowest = new DynamoDbItemStore(new DynamoDBClient({ region: 'eu-west-1' }), 'items', { ...options, random: () => 0, unprocessedRounds: 4 });
+    await expect(lowest.getRevisions(['a'])).rejects.toThrow(TransientError);
+    expect(waits).toEqual([50, 100, 200]);
   });
 
   it('keeps a ValidationException about its own expressions retryable (a bug must not dead-letter everything)', async () => {
@@ -137,17 +151,27 @@ describe('DynamoDbItemStore: the two row shapes', () => {
     expect(ddb.commandCalls(PutItemCommand)[0]!.args[0].input).not.toHaveProperty('ReturnValues');
   });
 
-  it('reads a row state strongly consistently, object key included', async () => {
+  it('reads a row state strongly consistently, object key and syncedAt included', async () => {
     ddb.on(BatchGetItemCommand).resolves({
-      Responses: { items: [{ id: { S: 'a' }, revision: { S: '2' }, deleted: { BOOL: true }, itemObject: { M: { key: { S: 'items/k.json' } } } }] },
+      Responses: {
+        items: [
+          {
+            id: { S: 'a' },
+            revision: { S: '2' },
+            deleted: { BOOL: true },
+            itemObject: { M: { key: { S: 'items/k.json' } } },
+            syncedAt: { S: '2026-11-21T10:00:00.000Z' },
+          },
+        ],
+      },
     });
-    expect(await store().rowState('a')).toEqual({ revision: '2', deleted: true, objectKey: 'items/k.json' });
+    expect(await store().rowState('a')).toEqual({ revision: '2', deleted: true, objectKey: 'items/k.json', syncedAt: '2026-11-21T10:00:00.000Z' });
     expect(ddb).toReceiveCommandWith(BatchGetItemCommand, {
       RequestItems: {
         items: {
           Keys: [{ id: { S: 'a' } }],
-          ProjectionExpression: '#id, #revision, #deleted, #itemObject',
-          ExpressionAttributeNames: { '#id': 'id', '#revision': 'revision', '#deleted': 'deleted', '#itemObject': 'itemObject' },
+          ProjectionExpression: '#id, #revision, #deleted, #itemObject, #syncedAt',
+          ExpressionAttributeNames: { '#id': 'id', '#revision': 'revision', '#deleted': 'deleted', '#itemObject': 'itemObject', '#syncedAt': 'syncedAt' },
           ConsistentRead: true,
         },
       },
@@ -193,6 +217,34 @@ describe('S3ItemObjectStore', () => {
     const client = new S3Client({ region: 'eu-west-1' });
     expect(createS3ItemObjectStore('b', client)).toMatchObject({ bucketName: 'b', client });
     expect(createS3ItemObjectStore('b')).toMatchObject({ bucketName: 'b', client: expect.any(S3Client) });
+  });
+
+  it('addresses a configured endpoint path-style (a local endpoint serves no <bucket>.<host> names); AWS itself as the SDK does', async () => {
+    const clientOf = (store: S3ItemObjectStore) => (store as unknown as { client: S3Client }).client;
+    const local = clientOf(createS3ItemObjectStore('b', undefined, { url: 'http://localhost:4566', variable: 'AWS_ENDPOINT_URL_S3' }));
+    expect(local.config.forcePathStyle).toBe(true);
+    expect(await local.config.endpoint!()).toMatchObject({ protocol: 'http:', hostname: 'localhost', port: 4566 });
+    expect(clientOf(createS3ItemObjectStore('b')).config.forcePathStyle).toBe(false);
+    expect(s3ClientConfig(undefined)).toEqual({});
+  });
+
+  it('a configured endpoint whose host does not resolve (ENOTFOUND) is a ConfigError naming its variable; without one, a TransientError', async () => {
+    const notFound = () => Object.assign(new Error('getaddrinfo ENOTFOUND nowhere.localhost'), { code: 'ENOTFOUND', $metadata: { attempts: 3 } });
+    s3.on(PutObjectCommand).callsFake(() => Promise.reject(notFound()));
+    s3.on(DeleteObjectCommand).callsFake(() => Promise.reject(Object.assign(new Error('wrapped'), { cause: notFound() })));
+    const endpoint = { url: 'http://nowhere.localhost:4566/', variable: 'AWS_ENDPOINT_URL_S3' };
+    const configured = new S3ItemObjectStore(new S3Client({ region: 'eu-west-1' }), 'bucket-1', endpoint);
+    const putError = await configured.put('k', Buffer.from('x'), '00').catch((e: unknown) => e);
+    expect(putError).toBeInstanceOf(ConfigError);
+    expect(putError).toMatchObject({
+      key: 'AWS_ENDPOINT_URL_S3',
+      message:
+        'AWS_ENDPOINT_URL_S3: the items bucket cannot be reached at http://nowhere.localhost:4566: S3 PutObject failed (Error: getaddrinfo ENOTFOUND nowhere.localhost); check the endpoint',
+    });
+    await expect(configured.delete('k')).rejects.toBeInstanceOf(ConfigError);
+    await expect(objects().put('k', Buffer.from('x'), '00')).rejects.toThrow(
+      new TransientError('S3 PutObject failed (Error: getaddrinfo ENOTFOUND nowhere.localhost)'),
+    );
   });
 });
 

@@ -28,6 +28,7 @@ import { createSyncHandler, type SyncHandlerDeps } from '../../../functions/item
 import { itemJson, itemObjectKey } from '../../../functions/item-sync/item-writer.js';
 import { parseJson } from '../../../functions/shared/json.js';
 import { loadSyncConfig, type SyncConfig } from '../../../functions/shared/config.js';
+import { ConfigError } from '../../../functions/shared/errors.js';
 import { captureOutput } from '../../../dev/fakes/capture-output.js';
 import {
   DLQ_URL,
@@ -78,14 +79,15 @@ function tokenSecret(...tokens: string[]) {
   chain.resolves({ SecretString: JSON.stringify({ accessToken: tokens.at(-1), refreshedAt: NOW.toISOString() }) });
 }
 
-/** Stored rows as BatchGetItem answers them (projection: id, revision, deleted). */
-function stored(rows: Array<{ id: string; revision: string; deleted?: boolean }>) {
+/** Stored rows as BatchGetItem answers them (projection: id, revision, deleted, itemObject). */
+function stored(rows: Array<{ id: string; revision: string; deleted?: boolean; objectKey?: string }>) {
   ddb.on(BatchGetItemCommand).resolves({
     Responses: {
       [TABLE]: rows.map((row) => ({
         id: { S: row.id },
         revision: { S: row.revision },
         ...(row.deleted ? { deleted: { BOOL: true } } : {}),
+        ...(row.objectKey !== undefined ? { itemObject: { M: { key: { S: row.objectKey } } } } : {}),
       })),
     },
   });
@@ -165,8 +167,9 @@ describe('parsing and the stored revisions', () => {
       RequestItems: {
         [TABLE]: {
           Keys: [{ id: { S: 'a' } }, { id: { S: 'b' } }],
-          ProjectionExpression: '#id, #revision, #deleted',
-          ExpressionAttributeNames: { '#id': 'id', '#revision': 'revision', '#deleted': 'deleted' },
+          // The object key too: a write replacing the row deletes it (also when its answer is lost).
+          ProjectionExpression: '#id, #revision, #deleted, #itemObject',
+          ExpressionAttributeNames: { '#id': 'id', '#revision': 'revision', '#deleted': 'deleted', '#itemObject': 'itemObject' },
         },
       },
     });
@@ -490,8 +493,8 @@ describe('items too large for a row', () => {
       RequestItems: {
         [TABLE]: {
           Keys: [{ id: { S: 'race' } }],
-          ProjectionExpression: '#id, #revision, #deleted, #itemObject',
-          ExpressionAttributeNames: { '#id': 'id', '#revision': 'revision', '#deleted': 'deleted', '#itemObject': 'itemObject' },
+          ProjectionExpression: '#id, #revision, #deleted, #itemObject, #syncedAt',
+          ExpressionAttributeNames: { '#id': 'id', '#revision': 'revision', '#deleted': 'deleted', '#itemObject': 'itemObject', '#syncedAt': 'syncedAt' },
           ConsistentRead: true,
         },
       },
@@ -521,7 +524,9 @@ describe('items too large for a row', () => {
     expect(result.batchItemFailures).toEqual([]);
     expect(order).toEqual([`PutObject ${key}`, 'PutItem itemObject']);
     expect(s3).not.toHaveReceivedCommand(DeleteObjectCommand);
-    expect(metrics).toMatchObject({ ItemsUnchanged: 1 });
+    // Counted as what happened: the row was created (no second round: no further read or fetch).
+    expect(metrics).toMatchObject({ ItemsCreated: 1, ItemsUnchanged: 0 });
+    expect(ddb).toHaveReceivedCommandTimes(BatchGetItemCommand, 2);
     expect(logs.find((line) => String(line['message']).startsWith('item object kept'))).toMatchObject({ itemId: 'mine', objectKey: key });
   });
 
@@ -597,6 +602,52 @@ describe('items too large for a row', () => {
     expect(sqs).not.toHaveReceivedCommand(SendMessageBatchCommand);
   });
 
+  it('an upload that failed, whose clean-up delete failed too, is logged as such, never as an object left in the bucket', async () => {
+    s3.on(PutObjectCommand).rejects(
+      new S3ServiceException({ name: 'SlowDown', $fault: 'server', $metadata: { httpStatusCode: 503 }, message: 'Please reduce your request rate.' }),
+    );
+    s3.on(DeleteObjectCommand).rejects(new S3ServiceException({ name: 'AccessDenied', $fault: 'client', $metadata: { httpStatusCode: 403 }, message: 'Access Denied' }));
+    const big = largeItem('slow', 1);
+    const { result, logs } = await run(build(new ScriptedProvider().on('slow', big)), ['slow']);
+
+    const { key } = objectOf(big, 'slow', '1');
+    expect(result.batchItemFailures).toEqual([{ itemIdentifier: 'm1' }]);
+    expect(logs.find((line) => line['message'] === 'item object left in the bucket')).toBeUndefined();
+    expect(logs.find((line) => line['message'] === 'item object upload failed')).toMatchObject({
+      level: 'WARN',
+      itemId: 'slow',
+      objectKey: key,
+      reason:
+        'its upload failed (TransientError: S3 PutObject failed (SlowDown: Please reduce your request rate.)), and deleting whatever of it may have arrived failed too (TransientError: S3 DeleteObject failed (AccessDenied: Access Denied))',
+    });
+  });
+
+  it('an S3 endpoint that does not resolve (ENOTFOUND) fails the invocation with the reason: no delete, no object "left", nothing carried out', async () => {
+    s3.on(PutObjectCommand).callsFake(() =>
+      Promise.reject(Object.assign(new Error(`getaddrinfo ENOTFOUND ${BUCKET}.localhost`), { code: 'ENOTFOUND', $metadata: { attempts: 3 } })),
+    );
+    const provider = new ScriptedProvider().on('far', largeItem('far', 1)).on('near', item('near', 1));
+    const handler = build(provider, { env: { AWS_ENDPOINT_URL_S3: 'http://localhost:4566' } });
+    const { result, error, output } = await captureOutput(() => handler(sqsEvent(['far', 'near', '']), lambdaContext()));
+
+    const reason = `AWS_ENDPOINT_URL_S3: the items bucket cannot be reached at http://localhost:4566: S3 PutObject failed (Error: getaddrinfo ENOTFOUND ${BUCKET}.localhost); check the endpoint`;
+    expect(result).toBeUndefined();
+    expect(error).toBeInstanceOf(ConfigError);
+    expect((error as Error).message).toBe(reason);
+    expect(s3).toHaveReceivedCommandTimes(PutObjectCommand, 1);
+    expect(s3).not.toHaveReceivedCommand(DeleteObjectCommand);
+    expect(ddb.commandCalls(PutItemCommand).filter((call) => 'itemObject' in call.args[0].input.Item!)).toEqual([]);
+    // Every record comes back with the failed invocation: not even the bad body is dead-lettered.
+    expect(sqs).not.toHaveReceivedCommand(SendMessageBatchCommand);
+    const logs = logLines(output);
+    expect(logs.find((line) => line['message'] === 'item object left in the bucket')).toBeUndefined();
+    expect(logs.find((line) => line['level'] === 'ERROR')).toMatchObject({
+      message: 'batch failed: the configuration is wrong; the invocation fails and every record will be retried',
+      error: { name: 'ConfigError', message: reason },
+    });
+    expect(metricsIn(output)).toMatchObject({ RecordsRetried: 3 });
+  });
+
   it('a replaced object that cannot be deleted is left behind, logged with its key; the record is done', async () => {
     stored([{ id: 'stuck', revision: '1' }]);
     ddb.on(PutItemCommand).resolves({ Attributes: { id: { S: 'stuck' }, itemObject: { M: { key: { S: OLD_KEY } } } } });
@@ -609,6 +660,99 @@ describe('items too large for a row', () => {
       itemId: 'stuck',
       objectKey: OLD_KEY,
       reason: 'the row pointing to it was replaced, but deleting it failed (TransientError: S3 DeleteObject failed (AccessDenied: Access Denied))',
+    });
+  });
+
+  describe('a write DynamoDB applied whose answer was lost (the SDK sent it again and met its own write)', () => {
+    /** The row as the lost write left it: what the strongly consistent read after the failed write finds. */
+    const rowAsWritten = (id: string, revision: string, extra: Record<string, unknown> = {}) => ({
+      Responses: { [TABLE]: [{ id: { S: id }, revision: { S: revision }, syncedAt: { S: NOW.toISOString() }, ...extra }] },
+    });
+    const networkError = () => Object.assign(new Error('socket hang up'), { name: 'TimeoutError', code: 'ECONNRESET', $metadata: { attempts: 3 } });
+
+    it('going back inline: the replaced row’s object (known from the row read before) is deleted, and the record counts as updated', async () => {
+      ddb
+        .on(BatchGetItemCommand)
+        .resolvesOnce({ Responses: { [TABLE]: [{ id: { S: 'lost' }, revision: { S: '1' }, itemObject: { M: { key: { S: OLD_KEY } } } }] } })
+        .resolves(rowAsWritten('lost', '2'));
+      // The SDK's second send meets the condition its own first send broke.
+      const order = recordWrites(() => conditionFailed());
+      const { result, metrics, logs } = await run(build(new ScriptedProvider().on('lost', item('lost', 2))), ['lost']);
+
+      expect(result.batchItemFailures).toEqual([]);
+      expect(order).toEqual(['PutItem item', `DeleteObject ${OLD_KEY}`]);
+      expect(s3).toReceiveCommandExactlyOnceWith(DeleteObjectCommand, { Bucket: BUCKET, Key: OLD_KEY });
+      expect(ddb).toHaveReceivedNthCommandWith(BatchGetItemCommand, 2, {
+        RequestItems: { [TABLE]: expect.objectContaining({ Keys: [{ id: { S: 'lost' } }], ConsistentRead: true }) },
+      });
+      // No second round: the row is this write's own, done.
+      expect(ddb).toHaveReceivedCommandTimes(BatchGetItemCommand, 2);
+      expect(metrics).toMatchObject({ ItemsFetched: 1, ItemsUpdated: 1, ItemsUnchanged: 0, RecordsRetried: 0 });
+      expect(logs.find((line) => line['message'] === 'row written after all (the answer to the write was lost)')).toMatchObject({ itemId: 'lost', revision: '2' });
+      expect(logs.find((line) => line['message'] === 'item object deleted')).toMatchObject({
+        itemId: 'lost',
+        objectKey: OLD_KEY,
+        reason: 'the row pointing to it was replaced (the answer to that write was lost)',
+      });
+      expect(logs.find((line) => line['message'] === 'record done')).toMatchObject({ itemId: 'lost', result: 'updated' });
+    });
+
+    it('also when the failure outlasted the SDK’s retries: the row tells, the record is done, not retried', async () => {
+      ddb
+        .on(BatchGetItemCommand)
+        .resolvesOnce({ Responses: { [TABLE]: [{ id: { S: 'lost' }, revision: { S: '1' }, itemObject: { M: { key: { S: OLD_KEY } } } }] } })
+        .resolves(rowAsWritten('lost', '2'));
+      recordWrites(() => networkError());
+      const { result, metrics } = await run(build(new ScriptedProvider().on('lost', item('lost', 2))), ['lost']);
+
+      expect(result.batchItemFailures).toEqual([]);
+      expect(s3).toReceiveCommandExactlyOnceWith(DeleteObjectCommand, { Bucket: BUCKET, Key: OLD_KEY });
+      expect(metrics).toMatchObject({ ItemsUpdated: 1, RecordsRetried: 0 });
+    });
+
+    it('a newer large revision: its own object is kept, the replaced one deleted, the record counts as updated', async () => {
+      const big = largeItem('grew', 2);
+      const { key } = objectOf(big, 'grew', '2');
+      ddb
+        .on(BatchGetItemCommand)
+        .resolvesOnce({ Responses: { [TABLE]: [{ id: { S: 'grew' }, revision: { S: '1' }, itemObject: { M: { key: { S: OLD_KEY } } } }] } })
+        .resolves(rowAsWritten('grew', '2', { itemObject: { M: { key: { S: key } } } }));
+      const order = recordWrites(() => conditionFailed());
+      const { result, metrics, logs } = await run(build(new ScriptedProvider().on('grew', big)), ['grew']);
+
+      expect(result.batchItemFailures).toEqual([]);
+      expect(order).toEqual([`PutObject ${key}`, 'PutItem itemObject', `DeleteObject ${OLD_KEY}`]);
+      expect(s3).toReceiveCommandExactlyOnceWith(DeleteObjectCommand, { Bucket: BUCKET, Key: OLD_KEY });
+      expect(metrics).toMatchObject({ ItemsUpdated: 1, ItemsUnchanged: 0 });
+      expect(logs.find((line) => String(line['message']).startsWith('item object kept'))).toMatchObject({ itemId: 'grew', objectKey: key });
+    });
+
+    it('a tombstone: counted as deleted; its object stays (the last copy is kept)', async () => {
+      ddb
+        .on(BatchGetItemCommand)
+        .resolvesOnce({ Responses: { [TABLE]: [{ id: { S: 'gone' }, revision: { S: '9' }, itemObject: { M: { key: { S: OLD_KEY } } } }] } })
+        .resolves(rowAsWritten('gone', '9', { deleted: { BOOL: true }, itemObject: { M: { key: { S: OLD_KEY } } } }));
+      ddb.on(UpdateItemCommand).rejects(conditionFailed());
+      const { result, metrics } = await run(build(new ScriptedProvider().on('gone', providerError('not-found', 404))), ['gone']);
+
+      expect(result.batchItemFailures).toEqual([]);
+      expect(ddb).toHaveReceivedCommandTimes(UpdateItemCommand, 1);
+      expect(metrics).toMatchObject({ ItemsDeleted: 1, ItemsUnchanged: 0 });
+      expect(s3.calls()).toHaveLength(0);
+    });
+
+    it('a row another invocation wrote (same revision, its own syncedAt) is not taken for this write’s: a lost race, re-decided', async () => {
+      ddb
+        .on(BatchGetItemCommand)
+        .resolvesOnce({ Responses: { [TABLE]: [{ id: { S: 'twin' }, revision: { S: '1' }, itemObject: { M: { key: { S: OLD_KEY } } } }] } })
+        .resolves({ Responses: { [TABLE]: [{ id: { S: 'twin' }, revision: { S: '2' }, syncedAt: { S: '2026-11-21T09:59:59.999Z' } }] } });
+      recordWrites(() => conditionFailed());
+      const { result, metrics } = await run(build(new ScriptedProvider().on('twin', item('twin', 2))), ['twin']);
+
+      expect(result.batchItemFailures).toEqual([]);
+      // The other writer replaced the row, and deletes the object it replaced itself.
+      expect(s3).not.toHaveReceivedCommand(DeleteObjectCommand);
+      expect(metrics).toMatchObject({ ItemsUnchanged: 1, ItemsUpdated: 0 });
     });
   });
 });

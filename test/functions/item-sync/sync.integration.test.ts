@@ -6,11 +6,11 @@
  * process). Every
  * run's output and every DLQ message is kept, and checked at the end for the tokens handed out.
  */
-import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it, vi } from 'vitest';
 import { mockClient } from 'aws-sdk-client-mock';
 import { SQSClient, SendMessageBatchCommand, GetQueueUrlCommand, ChangeMessageVisibilityBatchCommand } from '@aws-sdk/client-sqs';
 import { GetSecretValueCommand, SecretsManagerClient } from '@aws-sdk/client-secrets-manager';
-import type { AttributeValue } from '@aws-sdk/client-dynamodb';
+import type { AttributeValue, DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import type { SQSBatchResponse } from 'aws-lambda';
 import { MemoryPaceStore } from '../../../dev/fakes/memory-pace-store.js';
 import { createSyncHandler, type SyncHandlerDeps } from '../../../functions/item-sync/app.js';
@@ -20,10 +20,10 @@ import { HttpProviderClient } from '../../../functions/shared/provider/provider-
 import type { ProviderClient } from '../../../functions/shared/ports.js';
 import { captureOutput } from '../../../dev/fakes/capture-output.js';
 import { startDynalite, type LocalDynamo } from '../../../dev/fakes/dynalite.js';
-import { itemObjectOf, readItemObject, startS3, type LocalS3 } from '../../../dev/fakes/s3.js';
+import { itemObjectOf, readItemObject, S3_LOCAL_CREDENTIALS, startS3, type LocalS3 } from '../../../dev/fakes/s3.js';
 import { generateItemTree } from '../../../dev/simulator/item-tree.js';
 import { ProviderSimulator, type SimulatorItem } from '../../../dev/simulator/provider-simulator.js';
-import { DLQ_URL, QUEUE_URL, lambdaContext, metricsIn, sqsEvent } from './helpers.js';
+import { DLQ_URL, QUEUE_URL, lambdaContext, logLines, metricsIn, sqsEvent } from './helpers.js';
 
 const TOKEN_SECRET = 'content-sync/access-token';
 
@@ -199,6 +199,26 @@ function heldAfterFirstFetch(baseUrl: string, maxResponseBytes: number): { provi
     },
   };
   return { provider, fetchedOnce, release };
+}
+
+/**
+ * The client with the answer to its first `operation` lost: DynamoDB applies the write, then the
+ * client sees a dropped connection (below the SDK's retry middleware, which sends it again).
+ */
+function losingFirstAnswer(client: DynamoDBClient, operation: 'PutItem' | 'UpdateItem'): DynamoDBClient {
+  let lost = false;
+  client.middlewareStack.add(
+    (next, context) => async (args) => {
+      const result = await next(args);
+      if (!lost && context.commandName === `${operation}Command`) {
+        lost = true;
+        throw Object.assign(new Error('socket hang up (the answer was lost)'), { name: 'TimeoutError', code: 'ECONNRESET', $metadata: {} });
+      }
+      return result;
+    },
+    { step: 'deserialize', priority: 'high', name: 'loseFirstAnswer' },
+  );
+  return client;
 }
 
 let s3Client: ReturnType<LocalS3['client']>;
@@ -637,6 +657,29 @@ describe('items too large for a row, against s3rver', () => {
     expect(await env.objects()).toEqual(new Map());
   });
 
+  it('with AWS_ENDPOINT_URL_S3=http://localhost:PORT and no client given, a large item is stored (the bucket addressed path-style)', async () => {
+    const env = await setup({ items: [{ id: 'far', type: 'file', revision: 1, content: 'f'.repeat(600 * 1024) }] });
+    const endpoint = s3.endpoint.replace('//127.0.0.1:', '//localhost:');
+    expect(endpoint).toMatch(/^http:\/\/localhost:\d+$/);
+    // The adapter's own client: region and credentials from the environment, as in Lambda (s3rver knows one key).
+    vi.stubEnv('AWS_ACCESS_KEY_ID', S3_LOCAL_CREDENTIALS.accessKeyId);
+    vi.stubEnv('AWS_SECRET_ACCESS_KEY', S3_LOCAL_CREDENTIALS.secretAccessKey);
+    try {
+      const handler = env.handler({ s3: undefined }, { AWS_ENDPOINT_URL_S3: endpoint });
+      const { result, metrics, output } = await env.run(['far'], { handler });
+
+      expect(result).toEqual({ batchItemFailures: [] });
+      expect(metrics).toMatchObject({ ItemsCreated: 1, RecordsRetried: 0 });
+      const { read } = await objectOf(env, await env.row('far'));
+      expect(read).toEqual({ kind: 'found', item: env.sim.getItem('far') });
+      expect(await expectObjectsAgreeWithRows(env)).toHaveLength(1);
+      expect(output).not.toContain('ENOTFOUND');
+      expect(output).not.toContain('item object left in the bucket');
+    } finally {
+      vi.unstubAllEnvs();
+    }
+  });
+
   it('a row DynamoDB refuses for its size although the estimate let it through goes to the bucket', async () => {
     const small = await startDynalite({ maxItemSizeKb: 64 });
     try {
@@ -721,6 +764,29 @@ describe('items too large for a row, against s3rver', () => {
     const count = (message: string) => output.split(`"message":"${message}"`).length - 1;
     expect(count('item object deleted')).toBeGreaterThan(0);
     expect(count('item too large for a row; storing it in the items bucket') - count('item object deleted')).toBe(4);
+  });
+
+  it('a write DynamoDB applied whose answer was lost (the SDK sends it again and meets its own write): the replaced object is deleted, the record counts as the change', async () => {
+    const env = await setup({ items: [{ id: 'lost', type: 'file', revision: 1, content: 'q'.repeat(600 * 1024) }] });
+    expect((await env.run(['lost'])).metrics).toMatchObject({ ItemsCreated: 1 });
+    const { pointer: replaced } = await objectOf(env, await env.row('lost'));
+
+    // Going back inline: the PutItem is applied, its answer lost; the SDK's second send fails its condition.
+    env.sim.setItem({ id: 'lost', type: 'file', revision: 2, content: 'small again' });
+    const put = await env.run(['lost'], { handler: env.handler({ dynamodb: losingFirstAnswer(dynamo.client(), 'PutItem') }) });
+    expect(put.result).toEqual({ batchItemFailures: [] });
+    expect(put.operations).toEqual(['BatchGetItem', 'PutItem', 'PutItem', 'BatchGetItem']);
+    expect(put.metrics).toMatchObject({ ItemsFetched: 1, ItemsUpdated: 1, ItemsUnchanged: 0, RecordsRetried: 0 });
+    expect(await env.row('lost')).toMatchObject({ revision: '2', item: { content: 'small again' } });
+    expect(logLines(put.output).find((line) => line['message'] === 'item object deleted')).toMatchObject({ itemId: 'lost', objectKey: replaced.key });
+    expect(await env.objects()).toEqual(new Map());
+
+    // A tombstone whose answer is lost the same way: counted as deleted.
+    env.sim.deleteItem('lost');
+    const tombstone = await env.run(['lost'], { handler: env.handler({ dynamodb: losingFirstAnswer(dynamo.client(), 'UpdateItem') }) });
+    expect(tombstone.operations).toEqual(['BatchGetItem', 'UpdateItem', 'UpdateItem', 'BatchGetItem']);
+    expect(tombstone.metrics).toMatchObject({ ItemsDeleted: 1, ItemsUnchanged: 0, RecordsRetried: 0 });
+    expect(await env.row('lost')).toMatchObject({ revision: '2', deleted: true });
   });
 
   it('dead-letters an item larger than PROVIDER_MAX_RESPONSE_BYTES with a reason, storing nothing', async () => {

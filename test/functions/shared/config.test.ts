@@ -184,4 +184,27 @@ describe('normalizeBaseUrl', () => {
   ])('rejects %s', (input, message) => {
     expect(() => normalizeBaseUrl(input)).toThrow(message);
   });
+
+  it('takes the S3 endpoint the SDK would (AWS_ENDPOINT_URL_S3, else AWS_ENDPOINT_URL), naming the variable; none when configured endpoints are ignored', () => {
+    expect(loadSyncConfig(syncEnv).s3Endpoint).toBeUndefined();
+    expect(loadSyncConfig({ ...syncEnv, AWS_ENDPOINT_URL: 'http://localhost:4566' }).s3Endpoint).toEqual({
+      url: 'http://localhost:4566',
+      variable: 'AWS_ENDPOINT_URL',
+    });
+    const both = { ...syncEnv, AWS_ENDPOINT_URL: 'http://localhost:4566', AWS_ENDPOINT_URL_S3: ' http://127.0.0.1:9000 ' };
+    expect(loadSyncConfig(both).s3Endpoint).toEqual({ url: 'http://127.0.0.1:9000', variable: 'AWS_ENDPOINT_URL_S3' });
+    expect(loadSyncConfig({ ...both, AWS_ENDPOINT_URL_S3: ' ' }).s3Endpoint).toEqual({ url: 'http://localhost:4566', variable: 'AWS_ENDPOINT_URL' });
+    expect(loadSyncConfig({ ...both, AWS_IGNORE_CONFIGURED_ENDPOINT_URLS: 'true' }).s3Endpoint).toBeUndefined();
+    expect(loadSyncConfig({ ...both, AWS_IGNORE_CONFIGURED_ENDPOINT_URLS: 'false' }).s3Endpoint?.variable).toBe('AWS_ENDPOINT_URL_S3');
+  });
+
+  it.each([
+    ['AWS_ENDPOINT_URL_S3', 'localhost:4566'],
+    ['AWS_ENDPOINT_URL_S3', 'ftp://localhost:21'],
+    ['AWS_ENDPOINT_URL', 'not a url'],
+  ])('rejects %s=%s naming the variable', (key, value) => {
+    const error = errorOf(() => loadSyncConfig({ ...syncEnv, [key]: value }));
+    expect(error.key).toBe(key);
+    expect(error.message).toBe(`${key}: must be an http(s) URL, got "${value}"`);
+  });
 });

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { HttpProviderClient, parseRetryAfter } from '../../../../functions/shared/provider/provider-client.js';
 import { ProviderError } from '../../../../functions/shared/errors.js';
-import { outcomeOf } from '../../../../functions/item-sync/outcome.js';
+import { outcomeOf } from '../../../../functions/item-sync/outcome/decide.js';
 import { ProviderSimulator } from '../../../../dev/simulator/provider-simulator.js';
 
 let sim: ProviderSimulator;

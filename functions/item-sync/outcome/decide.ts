@@ -1,14 +1,16 @@
 /**
- * The one place that decides how a record ends (docs/item-sync.md, "How each message ends"): done, retry later, or
- * dead. Every error the sync meets is mapped here; an error nobody anticipated is retried (SQS's own
- * redrive policy moves a message that keeps failing to the dead-letter queue in the end).
+ * The one place that decides how a record ends (docs/item-sync.md, "How each message ends"): done, later, retry,
+ * or dead; carry-out.ts, beside it, does what each decision asks. Every error the sync meets is
+ * mapped here; an error nobody anticipated is retried (SQS's own redrive policy moves a message that
+ * keeps failing to the dead-letter queue in the end).
  */
-import { PermanentError, ProviderError, TransientError } from '../shared/errors.js';
+import { PermanentError, ProviderError, TransientError } from '../../shared/errors.js';
+import { OutOfTimeError, WaitError, type Wait } from '../../shared/provider/paced-call.js';
+
+// Why a record waits, and the errors that say so, are the paced provider call's (shared/provider/paced-call.ts).
+export { OutOfTimeError, WaitError, type Wait };
 
 export type DoneResult = 'created' | 'updated' | 'unchanged' | 'deleted' | 'absent';
-
-/** Why a record waits: the pace had no slot in time, or the provider is in an outage (breaker open). */
-export type Wait = { kind: 'pace'; seconds: number; retryAfter: boolean } | { kind: 'outage'; reason: string };
 
 export type Outcome =
   | { kind: 'done'; result: DoneResult }
@@ -21,22 +23,6 @@ export type Outcome =
   /** `delaySeconds`: the provider's Retry-After, applied to the message's visibility. */
   | { kind: 'retry'; reason: string; delaySeconds?: number }
   | { kind: 'dead'; reason: string };
-
-/** The record must wait (for the pace, or for an outage to pass): it is postponed, not failed. */
-export class WaitError extends Error {
-  override readonly name = 'WaitError';
-  constructor(
-    message: string,
-    readonly wait: Wait,
-  ) {
-    super(message);
-  }
-}
-
-/** The invocation is running out of time: the record is handed back for a later delivery. */
-export class OutOfTimeError extends Error {
-  override readonly name = 'OutOfTimeError';
-}
 
 /** Longest visibility timeout SQS accepts (12 hours). */
 export const MAX_DELAY_SECONDS = 43_200;

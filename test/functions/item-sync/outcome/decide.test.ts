@@ -1,5 +1,5 @@
 /**
- * The delay of a waiting record (postponeDelaySeconds in functions/item-sync/outcome.ts): the outage
+ * The delay of a waiting record (postponeDelaySeconds in functions/item-sync/outcome/decide.ts): the outage
  * schedule with its jitter, the pace's wait, a Retry-After's minimum, and SQS's 900 s ceiling.
  */
 import { describe, expect, it } from 'vitest';
@@ -9,8 +9,8 @@ import {
   postponeDelaySeconds,
   type PostponePolicy,
   type Wait,
-} from '../../../functions/item-sync/outcome.js';
-import { DEFAULTS } from '../../../functions/shared/config.js';
+} from '../../../../functions/item-sync/outcome/decide.js';
+import { DEFAULTS } from '../../../../functions/shared/config.js';
 
 const POLICY: PostponePolicy = { rateLimitMinDelaySeconds: 60, postponeMaxSeconds: 300 };
 const OUTAGE: Wait = { kind: 'outage', reason: 'the provider looks down' };

@@ -1,0 +1,98 @@
+/**
+ * One id of a batch (sync.ts): fetch it (the paced provider call, shared/provider/paced-call.ts),
+ * validate it, compare it with the stored row and write only what changed, conditionally on the
+ * row being the one compared (item-writer.ts); a lost race re-reads the row, fetches again and
+ * re-decides, a bounded number of times (SyncSettings.writeRounds). Every error ends as the id's
+ * outcome (outcome/decide.ts), except a configuration error, which the batch fails with.
+ */
+import { ConfigError, ProviderError, TransientError } from '../shared/errors.js';
+import type { PacedCaller } from '../shared/provider/paced-call.js';
+import { validateItem, type ValidItem } from './item.js';
+import { ItemWriter } from './item-writer.js';
+import { outcomeOf, type DoneResult, type Outcome } from './outcome/decide.js';
+import type { StoredRevision } from './ports.js';
+import type { SyncCounts, SyncPorts, SyncSettings } from './sync.js';
+
+type Fetched = ValidItem | 'not-found';
+
+/** Per-id work of one batch: fetch (the paced provider call), decide, conditional write, re-decide on a lost race. */
+export class ItemRun {
+  private readonly writer: ItemWriter;
+  /** The configuration error an id met, if any: no further id is started, and the batch fails with it. */
+  fatal: ConfigError | undefined;
+
+  constructor(
+    private readonly ports: SyncPorts,
+    private readonly settings: SyncSettings,
+    private readonly caller: PacedCaller,
+    private readonly counts: SyncCounts,
+  ) {
+    const { store, objects, log, objectKeySuffix } = ports;
+    // Inline, or whole in the items bucket when the row would be too large (item-writer.ts).
+    this.writer = new ItemWriter({ store, objects, log, ...(objectKeySuffix ? { uniqueSuffix: objectKeySuffix } : {}) });
+  }
+
+  checkTime(): void {
+    this.caller.checkTime();
+  }
+
+  async syncItem(id: string, stored: StoredRevision | undefined): Promise<Outcome> {
+    if (this.fatal) return outcomeOf(this.fatal, this.settings);
+    try {
+      let current = stored;
+      for (let round = 1; ; round += 1) {
+        const fetched = await this.fetch(id);
+        const result = await this.decideAndWrite(id, current, fetched);
+        if (result !== 'conflict') {
+          if (result !== 'absent') this.counts[result] += 1;
+          return { kind: 'done', result };
+        }
+        if (round >= Math.max(1, this.settings.writeRounds)) {
+          throw new TransientError(
+            `another invocation kept writing this item: the conditional write lost ${round} times in a row`,
+          );
+        }
+        this.ports.log.info('write race lost; reading the row and fetching again', { itemId: id, round });
+        this.checkTime();
+        // The row first, then the fetch: the fetch must not be older than the row it is compared with.
+        current = (await this.ports.store.getRevisions([id], { consistent: true })).get(id);
+      }
+    } catch (error) {
+      if (error instanceof ConfigError) this.fatal ??= error;
+      return outcomeOf(error, this.settings);
+    }
+  }
+
+  private async decideAndWrite(
+    id: string,
+    current: StoredRevision | undefined,
+    fetched: Fetched,
+  ): Promise<DoneResult | 'conflict'> {
+    const syncedAt = this.ports.clock.now().toISOString();
+    if (fetched === 'not-found') {
+      if (current === undefined) return 'absent';
+      if (current.deleted) return 'unchanged';
+      return (await this.writer.tombstone(id, current, syncedAt)) === 'written' ? 'deleted' : 'conflict';
+    }
+    const row = { id, type: fetched.type, revision: fetched.revision, item: fetched.item, syncedAt };
+    if (current === undefined) {
+      return (await this.writer.write(row, { exists: false })) === 'written' ? 'created' : 'conflict';
+    }
+    if (!current.deleted && current.revision === fetched.revision) return 'unchanged';
+    const { revision, deleted, objectKey } = current;
+    const written = await this.writer.write(row, { exists: true, revision, deleted, ...(objectKey !== undefined ? { objectKey } : {}) });
+    return written === 'written' ? 'updated' : 'conflict';
+  }
+
+  /** One item from the provider (the paced call: shared/provider/paced-call.ts): the valid item, or 'not-found' for a 404. */
+  private async fetch(id: string): Promise<Fetched> {
+    let body: unknown;
+    try {
+      body = await this.caller.call((token, signal) => this.ports.provider.getItem(id, token, { signal }), { itemId: id });
+    } catch (error) {
+      if (error instanceof ProviderError && error.kind === 'not-found') return 'not-found';
+      throw error;
+    }
+    return validateItem(body, id, this.settings.revisionField);
+  }
+}

@@ -1,0 +1,150 @@
+/**
+ * Carrying out the outcomes decide.ts gave a batch's records, once every id is done: the dead go to
+ * the dead-letter queue, the waiting are sent again with a delay, a rate-limited retry gets the
+ * provider's Retry-After as its visibility; then every record is logged and counted as it ended.
+ * Nothing is ever dropped: a record that could not be dead-lettered or sent again is retried.
+ */
+import type { DeadLetter, DeadLetterSink, MessageRequeue, MessageVisibility, PostponeRequest, RequeueRequest } from '../ports.js';
+import type { Log } from '../../shared/ports.js';
+import type { SyncCounts, SyncRecord } from '../sync.js';
+import { postponeDelaySeconds, type Outcome, type PostponePolicy } from './decide.js';
+
+export interface CarryOutPorts {
+  deadLetters: DeadLetterSink;
+  /** Sends a waiting record again, delayed (its delivery is then done). */
+  requeue: MessageRequeue;
+  visibility: MessageVisibility;
+  log: Log;
+  /** [0, 1), for the jitter of the outage postponements. */
+  random: () => number;
+}
+
+/**
+ * Carries out every record's outcome (an outcome changes to `retry` when carrying it out failed);
+ * returns the message ids to report in batchItemFailures, in the order of the batch.
+ */
+export async function carryOut(
+  records: readonly SyncRecord[],
+  outcomes: Map<string, Outcome>,
+  itemIds: ReadonlyMap<string, string>,
+  counts: SyncCounts,
+  ports: CarryOutPorts,
+  policy: PostponePolicy,
+): Promise<string[]> {
+  await sendDeadLetters(records, outcomes, ports);
+  await requeueWaiting(records, outcomes, ports, policy);
+  await postpone(records, outcomes, ports);
+  return settle(records, outcomes, itemIds, counts, ports.log);
+}
+
+async function sendDeadLetters(records: readonly SyncRecord[], outcomes: Map<string, Outcome>, ports: CarryOutPorts): Promise<void> {
+  const letters: DeadLetter[] = [];
+  for (const record of records) {
+    const outcome = outcomes.get(record.messageId);
+    if (outcome?.kind === 'dead') {
+      letters.push({ body: record.body, reason: outcome.reason, sourceMessageId: record.messageId });
+    }
+  }
+  if (letters.length === 0) return;
+  for (const failed of await ports.deadLetters.send(letters)) {
+    // Never dropped: a record that could not be dead-lettered is retried (and dead-lettered next time).
+    outcomes.set(failed.sourceMessageId, {
+      kind: 'retry',
+      reason: `sending it to the dead-letter queue failed (${failed.error})`,
+    });
+  }
+}
+
+/** Sends every waiting record again, delayed; one that cannot be sent is retried instead (never dropped). */
+async function requeueWaiting(
+  records: readonly SyncRecord[],
+  outcomes: Map<string, Outcome>,
+  ports: CarryOutPorts,
+  policy: PostponePolicy,
+): Promise<void> {
+  const requests: RequeueRequest[] = [];
+  for (const record of records) {
+    const outcome = outcomes.get(record.messageId);
+    if (outcome?.kind !== 'later') continue;
+    const postponements = record.postponements ?? 0;
+    requests.push({
+      messageId: record.messageId,
+      body: record.body,
+      queueArn: record.queueArn,
+      delaySeconds: postponeDelaySeconds(outcome.wait, postponements, policy, ports.random),
+      postponements: postponements + 1,
+      ...(record.reconcilePass !== undefined ? { reconcilePass: record.reconcilePass } : {}),
+    });
+  }
+  if (requests.length === 0) return;
+  for (const failed of await ports.requeue.requeue(requests)) {
+    const request = requests.find((r) => r.messageId === failed.messageId);
+    outcomes.set(failed.messageId, {
+      kind: 'retry',
+      reason: `it waits, but sending it again failed (${failed.error})`,
+      ...(request ? { delaySeconds: request.delaySeconds } : {}),
+    });
+  }
+}
+
+/** A retry with a delay (Retry-After, or a waiting record that could not be sent again) gets it as its visibility. */
+async function postpone(records: readonly SyncRecord[], outcomes: Map<string, Outcome>, ports: CarryOutPorts): Promise<void> {
+  const requests: PostponeRequest[] = [];
+  for (const record of records) {
+    const outcome = outcomes.get(record.messageId);
+    if (outcome?.kind === 'retry' && outcome.delaySeconds !== undefined) {
+      requests.push({
+        messageId: record.messageId,
+        receiptHandle: record.receiptHandle,
+        queueArn: record.queueArn,
+        delaySeconds: outcome.delaySeconds,
+      });
+    }
+  }
+  if (requests.length === 0) return;
+  for (const failed of await ports.visibility.postpone(requests)) {
+    ports.log.warn('could not delay the next delivery of a rate-limited record', {
+      messageId: failed.messageId,
+      error: failed.error,
+    });
+  }
+}
+
+/** Logs and counts how each record ended; returns the message ids to report in batchItemFailures. */
+function settle(
+  records: readonly SyncRecord[],
+  outcomes: ReadonlyMap<string, Outcome>,
+  itemIds: ReadonlyMap<string, string>,
+  counts: SyncCounts,
+  log: Log,
+): string[] {
+  const failures: string[] = [];
+  for (const record of records) {
+    const outcome = outcomes.get(record.messageId)!;
+    const itemId = itemIds.get(record.messageId);
+    const where = { messageId: record.messageId, ...(itemId !== undefined ? { itemId } : {}) };
+    switch (outcome.kind) {
+      case 'done':
+        log.info('record done', { ...where, result: outcome.result });
+        break;
+      case 'later':
+        counts.postponed += 1;
+        log.info('record postponed', { ...where, reason: outcome.reason });
+        break;
+      case 'retry':
+        failures.push(record.messageId);
+        counts.retried += 1;
+        log.warn('record will be retried', {
+          ...where,
+          reason: outcome.reason,
+          ...(outcome.delaySeconds !== undefined ? { delaySeconds: outcome.delaySeconds } : {}),
+        });
+        break;
+      case 'dead':
+        counts.deadLettered += 1;
+        log.error('record dead-lettered', { ...where, reason: outcome.reason, bodyLength: record.body.length });
+        break;
+    }
+  }
+  return failures;
+}
