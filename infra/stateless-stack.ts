@@ -22,7 +22,16 @@ import { ITEM_SYNC_LAZY_MODULES } from '../functions/item-sync/lazy-modules.js';
 import { REFRESHER_SERVICE, SYNC_SERVICE } from '../functions/shared/metric-names.js';
 import type { ContentSyncConfig } from './context.js';
 import { addSchedulerInvokeRole, ContentSyncFunction, functionProps, sqsEventSourceProps } from './constructs/content-sync-function.js';
-import { REFRESHER_TIMEOUT_SECONDS, refresherDeployment, syncDeployment, syncEventSourceDeployment, type ResourceNames } from './deployment.js';
+import {
+  deployRunDeployment,
+  REFRESHER_TIMEOUT_SECONDS,
+  refresherDeployment,
+  scheduleDeliveryDeployment,
+  scheduleDeployment,
+  syncDeployment,
+  syncEventSourceDeployment,
+  type ResourceNames,
+} from './deployment.js';
 import { addChangeEvents, addChangeEventsAlarms, addChangeEventsWidgets, type ChangeEventsStateful } from './change-events/change-events.js';
 import { addDeployRun } from './deploy-run/deploy-run.js';
 import { grantItemObjects } from './items-bucket.js';
@@ -84,8 +93,11 @@ export class StatelessStack extends Stack {
     const { config, stateful } = props;
 
     this.refresher = this.tokenRefresher(config, stateful);
-    this.refreshSchedule(this.refresher, config.tokenRefreshMinutes);
-    addDeployRun(this, { refresher: this.refresher, refresherTimeout: REFRESHER_TIMEOUT, baseUrl: config.baseUrl });
+    this.refreshSchedule(this.refresher, config);
+    addDeployRun(this, {
+      refresher: this.refresher,
+      deployment: deployRunDeployment(config, { refresherFunctionName: this.refresher.function.functionName }),
+    });
 
     this.sync = this.itemSync(config, stateful);
     // ---- the items bucket: put and delete item objects (infra/items-bucket.ts) ----
@@ -152,7 +164,9 @@ export class StatelessStack extends Stack {
   }
 
   /** EventBridge Scheduler runs the refresher every `tokenRefreshMinutes` with {"trigger":"schedule"}. */
-  private refreshSchedule(refresher: ContentSyncFunction, tokenRefreshMinutes: number): void {
+  private refreshSchedule(refresher: ContentSyncFunction, config: ContentSyncConfig): void {
+    const tokenRefreshMinutes = scheduleDeployment(config).refresherEveryMinutes;
+    const delivery = scheduleDeliveryDeployment(config).refresher;
     // Our own role for the schedule, so its one finding can be acknowledged on it.
     const scheduleRole = addSchedulerInvokeRole(this, 'TokenRefreshScheduleRole', refresher, 'token refresher');
     new scheduler.Schedule(this, 'TokenRefreshSchedule', {
@@ -161,8 +175,8 @@ export class StatelessStack extends Stack {
       target: new schedulerTargets.LambdaInvoke(refresher.function, {
         input: scheduler.ScheduleTargetInput.fromObject({ trigger: 'schedule' }),
         // A run the next one supersedes is not worth delivering late.
-        maxEventAge: Duration.minutes(Math.max(1, Math.min(tokenRefreshMinutes, 1440))),
-        retryAttempts: 2,
+        maxEventAge: Duration.minutes(delivery.maxEventAgeMinutes),
+        retryAttempts: delivery.retryAttempts,
         role: scheduleRole,
       }),
     });

@@ -29,7 +29,7 @@ import type * as sqs from 'aws-cdk-lib/aws-sqs';
 import type { Construct } from 'constructs';
 import { CHANGE_EVENTS_METRIC_NAMES, CHANGE_EVENTS_SERVICE } from '../../functions/shared/metric-names.js';
 import { ContentSyncFunction, functionProps } from '../constructs/content-sync-function.js';
-import { CHANGE_EVENTS_BATCH_SIZE, CHANGE_EVENTS_RETRY_ATTEMPTS, CHANGE_EVENTS_TIMEOUT_SECONDS, changeEventsDeployment } from '../deployment.js';
+import { CHANGE_EVENTS_TIMEOUT_SECONDS, changeEventSourceDeployment, changeEventsDeployment } from '../deployment.js';
 import { notifyOnAlarmAndRecovery, serviceMetric } from '../operations/notify.js';
 
 export { CHANGE_EVENTS_BATCH_SIZE, CHANGE_EVENTS_RETRY_ATTEMPTS } from '../deployment.js';
@@ -62,14 +62,15 @@ export function addChangeEvents(scope: Construct, props: ChangeEventsProps): Con
   });
   // The event source grants the stream read (and ListStreams) and, for the on-failure destination,
   // sqs:SendMessage on the failure queue (SQS-managed encryption: no KMS permission is needed).
+  const source = changeEventSourceDeployment();
   fn.function.addEventSource(
     new DynamoEventSource(props.table, {
-      startingPosition: lambda.StartingPosition.TRIM_HORIZON,
-      batchSize: CHANGE_EVENTS_BATCH_SIZE,
-      parallelizationFactor: 1,
-      reportBatchItemFailures: true,
-      bisectBatchOnError: true,
-      retryAttempts: CHANGE_EVENTS_RETRY_ATTEMPTS,
+      startingPosition: lambda.StartingPosition[source.startingPosition],
+      batchSize: source.batchSize,
+      parallelizationFactor: source.parallelizationFactor,
+      reportBatchItemFailures: source.reportBatchItemFailures,
+      bisectBatchOnError: source.bisectBatchOnError,
+      retryAttempts: source.retryAttempts,
       onFailure: new SqsDlq(props.failureQueue),
     }),
   );

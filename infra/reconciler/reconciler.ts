@@ -22,7 +22,13 @@ import type * as sqs from 'aws-cdk-lib/aws-sqs';
 import { DEFAULTS } from '../../functions/shared/config.js';
 import { RECONCILER_METRIC_NAMES, RECONCILER_SERVICE } from '../../functions/shared/metric-names.js';
 import { addSchedulerInvokeRole, ContentSyncFunction, functionProps, sqsEventSourceProps } from '../constructs/content-sync-function.js';
-import { RECONCILE_SCHEDULE_MINUTES, RECONCILER_TIMEOUT_SECONDS, RECONCILER_WORKERS, reconcilerDeployment, syncEventSourceDeployment } from '../deployment.js';
+import {
+  RECONCILER_TIMEOUT_SECONDS,
+  reconcilerDeployment,
+  scheduleDeliveryDeployment,
+  scheduleDeployment,
+  syncEventSourceDeployment,
+} from '../deployment.js';
 import { notifyOnAlarmAndRecovery, serviceMetric } from '../operations/notify.js';
 import type { ContentSyncConfig } from '../context.js';
 
@@ -68,7 +74,7 @@ export interface ReconcilerProps {
   readonly table: dynamodb.ITable;
   readonly controlTable: dynamodb.ITable;
   readonly reconcileQueue: sqs.IQueue;
-  /** Schedules sharing the segments; default RECONCILER_WORKERS. */
+  /** Schedules sharing the segments; default as deployed (scheduleDeployment: RECONCILER_WORKERS). */
   readonly workers?: number;
 }
 
@@ -80,8 +86,9 @@ export function addReconciler(stack: Stack, props: ReconcilerProps): ContentSync
     controlTableName: props.controlTable.tableName,
     reconcileQueueUrl: props.reconcileQueue.queueUrl,
   });
-  if (deployment === undefined) return undefined;
-  const workers = props.workers ?? RECONCILER_WORKERS;
+  const schedule = scheduleDeployment(config).reconciler;
+  if (deployment === undefined || schedule === undefined) return undefined;
+  const workers = props.workers ?? schedule.workers;
   if (!Number.isSafeInteger(workers) || workers < 1 || workers > DEFAULTS.reconcileSegments) {
     throw new RangeError(`reconciler workers must be a whole number from 1 to ${DEFAULTS.reconcileSegments} (the Scan segments), got ${workers}`);
   }
@@ -120,15 +127,17 @@ export function addReconciler(stack: Stack, props: ReconcilerProps): ContentSync
 
   // Our own role for the schedules, so its one finding can be acknowledged on it.
   const scheduleRole = addSchedulerInvokeRole(stack, 'ReconcileScheduleRole', fn, 'reconciler');
+  const delivery = scheduleDeliveryDeployment(config).reconciler;
+  const every = schedule.everyMinutes === 1 ? 'minute' : `${schedule.everyMinutes} minutes`;
   for (let worker = 0; worker < workers; worker += 1) {
     new scheduler.Schedule(stack, worker === 0 ? 'ReconcileSchedule' : `ReconcileScheduleWorker${worker}`, {
-      description: `content-sync: a reconciler tick every minute${workers > 1 ? ` (worker ${worker} of ${workers})` : ''}`,
-      schedule: scheduler.ScheduleExpression.rate(Duration.minutes(RECONCILE_SCHEDULE_MINUTES)),
+      description: `content-sync: a reconciler tick every ${every}${workers > 1 ? ` (worker ${worker} of ${workers})` : ''}`,
+      schedule: scheduler.ScheduleExpression.rate(Duration.minutes(schedule.everyMinutes)),
       target: new schedulerTargets.LambdaInvoke(fn.function, {
         input: scheduler.ScheduleTargetInput.fromObject({ trigger: 'schedule', worker, workers }),
         // A tick the next one supersedes is not worth delivering late, nor again (ticks would overlap).
-        maxEventAge: Duration.minutes(1),
-        retryAttempts: 0,
+        maxEventAge: Duration.minutes(delivery.maxEventAgeMinutes),
+        retryAttempts: delivery.retryAttempts,
         role: scheduleRole,
       }),
     });
