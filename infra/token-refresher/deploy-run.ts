@@ -1,5 +1,5 @@
 /**
- * The deploy-time run of the token refresher: a small function (code in ./handler.ts) that a CDK
+ * The deploy-time run of the token refresher: a small function (code in ./deploy-run-handler.ts) that a CDK
  * trigger runs during every deploy that changes it, after the refresher, its role and its policy
  * exist. A new provider address changes the function (see its environment), so the deploy that
  * changes it fetches a token from the new address at once.
@@ -18,10 +18,10 @@ import { transformSync } from 'esbuild';
 import { LOG_RETENTION, type ContentSyncFunction } from '../constructs/content-sync-function.js';
 import type { FunctionDeployment } from '../deployment.js';
 
-const HANDLER_FILE = new URL('./handler.ts', import.meta.url);
+const HANDLER_FILE = new URL('./deploy-run-handler.ts', import.meta.url);
 
 /**
- * ./handler.ts compiled to CommonJS, deployed inline as `index.js`. Not bundled: it uses the SDK of
+ * ./deploy-run-handler.ts compiled to CommonJS, deployed inline as `index.js`. Not bundled: it uses the SDK of
  * the Node.js runtime. Type-checked with the rest of the repository; compiled without minifying, so
  * the code in the template reads like the source.
  */
@@ -30,6 +30,8 @@ export const DEPLOY_RUN_CODE = transformSync(readFileSync(HANDLER_FILE, 'utf8'),
   format: 'cjs',
   platform: 'node',
   target: 'node22',
+  // esbuild names the module's export object after it (handler_exports): kept as first deployed,
+  // so that moving the file changes neither the code nor the function's version.
   sourcefile: 'handler.ts',
 }).code;
 
