@@ -1,8 +1,9 @@
 /**
  * Everything that holds data or state, as a list of features: the shared storage (items table,
  * items bucket, control table), the token refresher's secrets, the item sync's queues, the
- * reconciler's queues and the change events' bus. Each feature module adds its stateful half (and
- * its outputs) here; its stateless half goes into the stateless stack (infra/stateless-stack.ts).
+ * reconciler's queues, the change events' bus and failure queue. Each feature module adds its
+ * stateful half (and its outputs) here; its stateless half goes into the stateless stack
+ * (infra/stateless-stack.ts).
  * Every resource is retained when the stack is deleted; nothing has a hard-coded physical name.
  *
  * Layout: infra/storage (shared), infra/token-refresher/token-secrets.ts,

@@ -78,20 +78,21 @@ export class StatelessStack extends Stack {
     const names = resourceNames(stateful);
     const { storage, tokens } = stateful;
 
+    // ---- the features: each with its functions, grants, event sources, schedules and outputs ----
     const refresher = addTokenRefresher(this, { config, names, secrets: tokens });
     const sync = addItemSync(this, { config, names, storage, accessTokenSecret: tokens.accessTokenSecret, queues: stateful.syncQueues });
     const reconciliation = addReconciliation(this, { config, storage, queues: stateful.reconcileQueues, sync: sync.fn });
     const changeEvents = addChangeEvents(this, { table: storage.table, ...stateful.changeEvents });
 
     // ---- operations (infra/operations): every feature's alarms on one topic, its rows on one dashboard ----
+    // Both orders are the dashboard as deployed: the alarm-status widget lists the sync's dead
+    // letters first, then feature by feature; the refresher's graph shares a row with it.
     const operations = addAlarms(this, {
       alarmEmail: config.alarmEmail,
-      // The order of the alarm-status widget: the sync's dead letters first, then feature by feature.
       alarms: [sync.deadLetterAlarm, ...refresher.alarms, ...sync.alarms, ...reconciliation.alarms, ...changeEvents.alarms],
     });
     addDashboard(this, [
       ...sync.rows,
-      // The alarm status beside the refresher's graph.
       [refresher.graph, alarmStatusWidget(operations.alarms)],
       ...reconciliation.rows,
       ...changeEvents.rows,
