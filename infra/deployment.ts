@@ -38,7 +38,7 @@ export const REFRESHER_TIMEOUT_SECONDS = 30;
 export const SYNC_MEMORY_MB = 512;
 /**
  * CPU comes with memory (one vCPU at 1,769 MB): 512 MB sends about 3,600 ids/s, three times what
- * 100M ids a day need (docs/reconciler.md, "Scale").
+ * 100M ids a day need (docs/measurements.md, "One reconciler invocation").
  */
 export const RECONCILER_MEMORY_MB = 512;
 /** A tick runs up to 50 s (functions/reconciler/app.ts, DEFAULT_TUNING) of a schedule interval of one minute. */
