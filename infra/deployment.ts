@@ -108,6 +108,31 @@ export function changeEventsDeployment(names: Pick<ResourceNames, 'eventBusName'
   };
 }
 
+/**
+ * The deploy-time run of the token refresher (infra/token-refresher/deploy-run.ts): it waits for
+ * the refresher's answer, so its time-out is the refresher's and a margin. Not part of
+ * FunctionDeployments: it runs during a deploy only, never in the local system.
+ */
+export const DEPLOY_RUN_MEMORY_MB = 128;
+export const DEPLOY_RUN_MARGIN_SECONDS = 30;
+/** The variable the deploy-time run reads the refresher's name from (infra/token-refresher/deploy-run-handler.ts). */
+export const DEPLOY_RUN_REFRESHER_VARIABLE = 'REFRESHER_FUNCTION_NAME';
+
+/**
+ * PROVIDER_BASE_URL is not read by its code: a new provider address changes the function, and the
+ * deploy that changes it runs it.
+ */
+export function deployRunDeployment(config: ContentSyncConfig, names: { readonly refresherFunctionName: string }): FunctionDeployment {
+  return {
+    memoryMb: DEPLOY_RUN_MEMORY_MB,
+    timeoutSeconds: REFRESHER_TIMEOUT_SECONDS + DEPLOY_RUN_MARGIN_SECONDS,
+    environment: {
+      [DEPLOY_RUN_REFRESHER_VARIABLE]: names.refresherFunctionName,
+      [ENV.baseUrl]: config.baseUrl,
+    },
+  };
+}
+
 /** Every function of one deployment. */
 export interface FunctionDeployments {
   readonly refresher: FunctionDeployment;
@@ -176,6 +201,31 @@ export function syncEventSourceDeployment(config: ContentSyncConfig): SqsEventSo
 export const CHANGE_EVENTS_BATCH_SIZE = 100;
 /** Retries of a failing batch (bisected) before its range goes to the failure queue. */
 export const CHANGE_EVENTS_RETRY_ATTEMPTS = 10;
+/** One batch per shard at a time (infra/change-events/change-events.ts says why). */
+export const CHANGE_EVENTS_PARALLELIZATION_FACTOR = 1;
+
+/** The change-events function's event source on the items table's stream. */
+export interface StreamEventSourceDeployment {
+  /** Where a new mapping starts: the oldest record the stream holds. */
+  readonly startingPosition: 'TRIM_HORIZON';
+  readonly batchSize: number;
+  readonly parallelizationFactor: number;
+  readonly reportBatchItemFailures: true;
+  readonly bisectBatchOnError: true;
+  /** Retries before the batch's shard and sequence range go to the failure queue. */
+  readonly retryAttempts: number;
+}
+
+export function changeEventSourceDeployment(): StreamEventSourceDeployment {
+  return {
+    startingPosition: 'TRIM_HORIZON',
+    batchSize: CHANGE_EVENTS_BATCH_SIZE,
+    parallelizationFactor: CHANGE_EVENTS_PARALLELIZATION_FACTOR,
+    reportBatchItemFailures: true,
+    bisectBatchOnError: true,
+    retryAttempts: CHANGE_EVENTS_RETRY_ATTEMPTS,
+  };
+}
 
 /** Invocations that share a pass's segments (one schedule each). */
 export const RECONCILER_WORKERS = 1;
@@ -192,5 +242,25 @@ export function scheduleDeployment(config: ContentSyncConfig): ScheduleDeploymen
   return {
     refresherEveryMinutes: config.tokenRefreshMinutes,
     reconciler: config.freshnessHours === 0 ? undefined : { everyMinutes: RECONCILE_SCHEDULE_MINUTES, workers: RECONCILER_WORKERS },
+  };
+}
+
+/** How EventBridge Scheduler delivers one schedule's invocations. */
+export interface ScheduleDelivery {
+  /** An invocation not delivered within this is dropped: the next run supersedes it. */
+  readonly maxEventAgeMinutes: number;
+  readonly retryAttempts: number;
+}
+
+/** The schedules' delivery: the refresher's retried, the reconciler's ticks never (they would overlap). */
+export interface ScheduleDeliveryDeployment {
+  readonly refresher: ScheduleDelivery;
+  readonly reconciler: ScheduleDelivery;
+}
+
+export function scheduleDeliveryDeployment(config: ContentSyncConfig): ScheduleDeliveryDeployment {
+  return {
+    refresher: { maxEventAgeMinutes: Math.max(1, Math.min(config.tokenRefreshMinutes, 1440)), retryAttempts: 2 },
+    reconciler: { maxEventAgeMinutes: RECONCILE_SCHEDULE_MINUTES, retryAttempts: 0 },
   };
 }

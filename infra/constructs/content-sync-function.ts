@@ -164,6 +164,22 @@ export class ContentSyncFunction extends Construct {
   }
 }
 
+/** Why a content-sync function's role holds a wildcard resource: X-Ray's two actions have no other. */
+export const XRAY_WILDCARD_REASON =
+  'X-Ray tracing: xray:PutTraceSegments and xray:PutTelemetryRecords support no resource-level permissions.';
+
+/**
+ * The two cdk-nag findings every content-sync function has, acknowledged: its runtime (AwsSolutions-L1)
+ * and its role's wildcard resource (AwsSolutions-IAM5, X-Ray's unless `wildcardReason` says more).
+ */
+export function acknowledgeFunctionFindings(fn: ContentSyncFunction, wildcardReason = XRAY_WILDCARD_REASON): void {
+  Validations.of(fn.function).acknowledge({
+    id: 'AwsSolutions-L1',
+    reason: 'Node.js 22 is the runtime the project targets and tests for; moving to a newer runtime is a deliberate, tested change.',
+  });
+  Validations.of(fn.role).acknowledge({ id: 'AwsSolutions-IAM5[Resource::*]', reason: wildcardReason });
+}
+
 /**
  * The shell commands that bundle one lazily loaded module next to index.mjs: esbuild with the
  * options the function's own bundle gets (ESM, node22, minified, source map without sources, the

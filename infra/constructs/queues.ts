@@ -32,7 +32,13 @@ export function addRetainedQueue(scope: Construct, id: string, props: RetainedQu
   });
 }
 
-export interface WorkQueues {
+/** A work queue and its dead-letter queue, as the functions' stack uses them. */
+export interface WorkQueueResources {
+  readonly queue: sqs.IQueue;
+  readonly deadLetterQueue: sqs.IQueue;
+}
+
+export interface WorkQueues extends WorkQueueResources {
   readonly queue: sqs.Queue;
   readonly deadLetterQueue: sqs.Queue;
 }

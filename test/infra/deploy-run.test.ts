@@ -1,11 +1,11 @@
 /**
- * The deploy-time run's code as it is deployed: infra/deploy-run/handler.ts compiled to the inline
+ * The deploy-time run's code as it is deployed: infra/token-refresher/deploy-run-handler.ts compiled to the inline
  * CommonJS of the template (it uses the Lambda runtime's SDK, so it is run here with a stand-in
  * LambdaClient): it invokes the refresher synchronously with {"trigger":"deploy"}, passes a
  * `skipped` or `refreshed` answer, and throws (failing the deploy) when the refresher fails.
  */
 import { describe, expect, it } from 'vitest';
-import { DEPLOY_RUN_CODE } from '../../infra/deploy-run/deploy-run.js';
+import { DEPLOY_RUN_CODE } from '../../infra/token-refresher/deploy-run.js';
 
 interface Invocation {
   FunctionName: string;

@@ -1,5 +1,5 @@
 /**
- * The items bucket (infra/items-bucket.ts): retained, SSE-S3, TLS only, every public access blocked,
+ * The items bucket (infra/storage/items-bucket.ts): retained, SSE-S3, TLS only, every public access blocked,
  * ACLs off, versioned with deleted versions expired, no physical name; its ARN exported under a
  * fixed name; the item sync's grant (put and delete under items/ only) and ITEMS_BUCKET_NAME; the
  * lazy module of the item sync's bundle.
@@ -9,7 +9,7 @@ import { ENV } from '../../functions/shared/config.js';
 import { ITEM_OBJECT_PREFIX } from '../../functions/item-sync/item-writer.js';
 import { ITEM_SYNC_LAZY_MODULES } from '../../functions/item-sync/lazy-modules.js';
 import { lazyModuleCommands } from '../../infra/constructs/content-sync-function.js';
-import { ITEM_OBJECTS_PREFIX, NONCURRENT_DAYS, itemsBucketArnExport } from '../../infra/items-bucket.js';
+import { ITEM_OBJECTS_PREFIX, NONCURRENT_DAYS, itemsBucketArnExport } from '../../infra/storage/items-bucket.js';
 import { importOf, logicalId, resource, roleStatements, synthTemplates, type Templates } from './helpers.js';
 
 let t: Templates;

@@ -67,7 +67,7 @@ describe('cdk-nag AwsSolutions', () => {
         'ContentSyncStateless/ChangeEvents/Function AwsSolutions-L1',
         'ContentSyncStateless/ChangeEvents/Role AwsSolutions-IAM5[Resource::*]',
         'ContentSyncStateful/CredentialsSecret AwsSolutions-SMG4',
-        // The items bucket (infra/items-bucket.ts): no server access logs; the sync's grant on items/* only.
+        // The items bucket (infra/storage/items-bucket.ts): no server access logs; the sync's grant on items/* only.
         'ContentSyncStateful/ItemsBucket AwsSolutions-S1',
         'ContentSyncStateless/ItemSync/Role AwsSolutions-IAM5[Resource::ContentSyncStateful:ItemsBucketArn/items/*]',
         'ContentSyncStateless/DeployRunFunction AwsSolutions-L1',

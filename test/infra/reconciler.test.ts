@@ -14,7 +14,8 @@ import { DEFAULT_TUNING } from '../../functions/reconciler/app.js';
 import { ENV } from '../../functions/shared/config.js';
 import { ConfigError } from '../../functions/shared/errors.js';
 import { readContentSyncConfig } from '../../infra/context.js';
-import { addReconciler, projectedPassDescription, RECONCILE_CURSOR_ROW } from '../../infra/reconciler/reconciler.js';
+import { projectedPassDescription } from '../../infra/reconciler/operations.js';
+import { addReconciler, RECONCILE_CURSOR_ROW } from '../../infra/reconciler/reconciler.js';
 import { buildApp, expectSchedulerInvokeRole, fnArn, importOf, logicalId, resource, roleStatements, synthTemplates, type Templates } from './helpers.js';
 
 let t: Templates;

@@ -7,7 +7,7 @@ import { Capture, Match, type Template } from 'aws-cdk-lib/assertions';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { ENV } from '../../functions/shared/config.js';
 import { STACK_NAMES } from '../../infra/content-sync-app.js';
-import { DEPLOY_RUN_CODE } from '../../infra/deploy-run/deploy-run.js';
+import { DEPLOY_RUN_CODE } from '../../infra/token-refresher/deploy-run.js';
 
 /** The published metric names (docs/operations.md, "Logs and metrics"): written out, so a rename in the code fails here. */
 const ITEM_SYNC_METRICS = [

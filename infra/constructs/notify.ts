@@ -1,7 +1,7 @@
 /**
  * What every alarm and dashboard of content-sync builds on: a metric the functions publish
- * (namespace METRICS_NAMESPACE, dimension `service`), and alarms that notify the topic on alarm
- * and on recovery.
+ * (namespace METRICS_NAMESPACE, dimension `service`), used by every feature's alarms and dashboard
+ * rows; and alarms that notify the topic on alarm and on recovery (infra/operations/alarms.ts).
  */
 import type { Duration } from 'aws-cdk-lib';
 import * as cloudwatch from 'aws-cdk-lib/aws-cloudwatch';

@@ -1,5 +1,5 @@
 /**
- * The deploy-time run of the token refresher: a small function (code in ./handler.ts) that a CDK
+ * The deploy-time run of the token refresher: a small function (code in ./deploy-run-handler.ts) that a CDK
  * trigger runs during every deploy that changes it, after the refresher, its role and its policy
  * exist. A new provider address changes the function (see its environment), so the deploy that
  * changes it fetches a token from the new address at once.
@@ -15,13 +15,13 @@ import * as logs from 'aws-cdk-lib/aws-logs';
 import * as triggers from 'aws-cdk-lib/triggers';
 import type { Construct } from 'constructs';
 import { transformSync } from 'esbuild';
-import { ENV } from '../../functions/shared/config.js';
 import { LOG_RETENTION, type ContentSyncFunction } from '../constructs/content-sync-function.js';
+import type { FunctionDeployment } from '../deployment.js';
 
-const HANDLER_FILE = new URL('./handler.ts', import.meta.url);
+const HANDLER_FILE = new URL('./deploy-run-handler.ts', import.meta.url);
 
 /**
- * ./handler.ts compiled to CommonJS, deployed inline as `index.js`. Not bundled: it uses the SDK of
+ * ./deploy-run-handler.ts compiled to CommonJS, deployed inline as `index.js`. Not bundled: it uses the SDK of
  * the Node.js runtime. Type-checked with the rest of the repository; compiled without minifying, so
  * the code in the template reads like the source.
  */
@@ -30,21 +30,25 @@ export const DEPLOY_RUN_CODE = transformSync(readFileSync(HANDLER_FILE, 'utf8'),
   format: 'cjs',
   platform: 'node',
   target: 'node22',
+  // esbuild names the module's export object after it (handler_exports): kept as first deployed,
+  // so that moving the file changes neither the code nor the function's version.
   sourcefile: 'handler.ts',
 }).code;
 
 export interface DeployRunProps {
   /** The function the deploy runs. */
   readonly refresher: ContentSyncFunction;
-  /** The refresher's time-out: the run waits that long for its answer, plus a margin. */
-  readonly refresherTimeout: Duration;
-  /** PROVIDER_BASE_URL: not read by the code; a new address makes a new version, which runs. */
-  readonly baseUrl: string;
+  /**
+   * Its memory, time-out (the refresher's and a margin: it waits for the answer) and environment
+   * (infra/deployment.ts, deployRunDeployment).
+   */
+  readonly deployment: FunctionDeployment;
 }
 
 /** Adds the deploy-run function, its log group and role, and the trigger that runs it; returns the trigger. */
 export function addDeployRun(scope: Construct, props: DeployRunProps): triggers.Trigger {
-  const timeout = props.refresherTimeout.plus(Duration.seconds(30));
+  const { deployment } = props;
+  const timeout = Duration.seconds(deployment.timeoutSeconds);
   const logGroup = new logs.LogGroup(scope, 'DeployRunLogGroup', { retention: LOG_RETENTION, removalPolicy: RemovalPolicy.DESTROY });
   const role = new iam.Role(scope, 'DeployRunRole', {
     assumedBy: new iam.ServicePrincipal('lambda.amazonaws.com'),
@@ -70,14 +74,11 @@ export function addDeployRun(scope: Construct, props: DeployRunProps): triggers.
     architecture: lambda.Architecture.ARM_64,
     code: lambda.Code.fromInline(DEPLOY_RUN_CODE),
     handler: 'index.handler',
-    memorySize: 128,
+    memorySize: deployment.memoryMb,
     timeout,
     role,
     logGroup,
-    environment: {
-      REFRESHER_FUNCTION_NAME: props.refresher.function.functionName,
-      [ENV.baseUrl]: props.baseUrl,
-    },
+    environment: { ...deployment.environment },
   });
   Validations.of(fn).acknowledge({
     id: 'AwsSolutions-L1',

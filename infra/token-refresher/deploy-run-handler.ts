@@ -6,7 +6,7 @@
  *
  * Shipped as inline code (see ./deploy-run.ts): compiled to CommonJS without bundling, so
  * `@aws-sdk/client-lambda` is the Node.js runtime's own SDK (a devDependency here for its types).
- * Reads REFRESHER_FUNCTION_NAME from its environment.
+ * Reads REFRESHER_FUNCTION_NAME from its environment (infra/deployment.ts, deployRunDeployment).
  */
 import { InvokeCommand, LambdaClient } from '@aws-sdk/client-lambda';
 

@@ -1,0 +1,78 @@
+/**
+ * The storage every feature shares: the items table (one row per item; its stream feeds the change
+ * events), the items bucket (an item too large for a row, whole; ./items-bucket.ts) and the control
+ * table (the item sync's provider pace row and the reconciler's cursor row). What downstream
+ * consumers read is here: a row's `item`, or the object its `itemObject.key` names.
+ *
+ * Retained when the stack is deleted; no hard-coded physical name. Added to the given stack (the
+ * stateful stack) under their own ids, so their logical ids do not depend on where this code lives.
+ */
+import { CfnOutput, RemovalPolicy, type Stack } from 'aws-cdk-lib';
+import * as dynamodb from 'aws-cdk-lib/aws-dynamodb';
+import type * as s3 from 'aws-cdk-lib/aws-s3';
+import { addItemsBucket } from './items-bucket.js';
+
+/**
+ * The control table's partition key (string): the item sync's pace store reads and writes one row
+ * there (functions/shared/adapters/dynamodb-pace-store.ts, CONTROL_TABLE_KEY; the infra tests check
+ * that both agree). Written out here so the CDK app does not load the functions' AWS SDK adapters.
+ */
+export const CONTROL_TABLE_PARTITION_KEY = 'pk';
+
+/** The storage as the functions' stack uses it. */
+export interface StorageResources {
+  readonly table: dynamodb.ITable;
+  /** The item sync's pace row and the reconciler's cursor row. */
+  readonly controlTable: dynamodb.ITable;
+  /** Items too large for a row (./items-bucket.ts). */
+  readonly itemsBucket: s3.IBucket;
+}
+
+export interface Storage extends StorageResources {
+  readonly table: dynamodb.Table;
+  readonly controlTable: dynamodb.Table;
+  readonly itemsBucket: s3.Bucket;
+}
+
+/** The items table, the items bucket and the control table, with their outputs. */
+export function addStorage(stack: Stack): Storage {
+  const table = new dynamodb.Table(stack, 'ItemsTable', {
+    partitionKey: { name: 'id', type: dynamodb.AttributeType.STRING },
+    billingMode: dynamodb.BillingMode.PAY_PER_REQUEST,
+    pointInTimeRecoverySpecification: { pointInTimeRecoveryEnabled: true },
+    stream: dynamodb.StreamViewType.NEW_AND_OLD_IMAGES,
+    // The AWS-managed key (aws/dynamodb): key use shows in CloudTrail; no KMS grants needed.
+    encryption: dynamodb.TableEncryption.AWS_MANAGED,
+    deletionProtection: true,
+    removalPolicy: RemovalPolicy.RETAIN,
+  });
+  new CfnOutput(stack, 'ItemsTableName', { description: 'DynamoDB table of synced items', value: table.tableName });
+  new CfnOutput(stack, 'ItemsTableStreamArn', {
+    description: 'Stream of the items table (new and old images) for downstream consumers',
+    value: table.tableStreamArn ?? '',
+  });
+
+  const itemsBucket = addItemsBucket(stack);
+  new CfnOutput(stack, 'ItemsBucketName', {
+    description: 'S3 bucket of items too large for a row: a row\'s itemObject.key is the key of its item here',
+    value: itemsBucket.bucketName,
+  });
+
+  // The item sync's shared state: one row holds the provider pace every sync container draws
+  // from (rate, 429 history, breaker). Small and hot: on demand, strongly consistent reads and
+  // conditional writes. Point-in-time recovery as for the items table (cdk-nag DDB3).
+  const controlTable = new dynamodb.Table(stack, 'ControlTable', {
+    partitionKey: { name: CONTROL_TABLE_PARTITION_KEY, type: dynamodb.AttributeType.STRING },
+    billingMode: dynamodb.BillingMode.PAY_PER_REQUEST,
+    pointInTimeRecoverySpecification: { pointInTimeRecoveryEnabled: true },
+    encryption: dynamodb.TableEncryption.AWS_MANAGED,
+    deletionProtection: true,
+    removalPolicy: RemovalPolicy.RETAIN,
+  });
+  new CfnOutput(stack, 'ControlTableName', {
+    description: 'DynamoDB table of the item sync shared state (the one provider pace row every sync container draws from)',
+    value: controlTable.tableName,
+  });
+
+  return { table, controlTable, itemsBucket };
+}
