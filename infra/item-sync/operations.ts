@@ -44,7 +44,7 @@ export function itemSyncOperations(props: ItemSyncOperationsProps): ItemSyncOper
     id: 'DeadLetterQueueAlarm',
     props: {
       ...common,
-      alarmDescription: 'Records are waiting in the content-sync dead-letter queue: read their "error" attribute, fix, then redrive (README).',
+      alarmDescription: 'Records are waiting in the content-sync dead-letter queue: read their "error" attribute, fix, then redrive (docs/operations.md, "Runbook").',
       metric: queues.deadLetterQueue.metricApproximateNumberOfMessagesVisible({ period: fiveMinutes, statistic: 'Maximum' }),
       threshold: 1,
       evaluationPeriods: 1,
