@@ -36,6 +36,8 @@ export interface ContextOptions {
   logStreamName?: string;
   /** The remaining time, instead of `timeoutMs` counted down from the context's creation. */
   remainingMs?: () => number;
+  /** The function's memory; default 512. */
+  memoryMb?: number;
 }
 
 /** A Lambda context whose remaining time counts down from `timeoutMs` at creation. */
@@ -48,7 +50,7 @@ export function createContext(functionName: string, region = LOCAL_REGION, timeo
     functionName,
     functionVersion: '$LATEST',
     invokedFunctionArn: `arn:aws:lambda:${region}:${options.accountId ?? LOCAL_ACCOUNT_ID}:function:${functionName}`,
-    memoryLimitInMB: '512',
+    memoryLimitInMB: String(options.memoryMb ?? 512),
     awsRequestId,
     logGroupName: `/aws/lambda/${functionName}`,
     logStreamName: options.logStreamName ?? `local/[$LATEST]${awsRequestId.replace(/-/g, '')}`,
@@ -106,7 +108,7 @@ export interface EventSourceQueue {
 }
 
 /** A queue reached through an SQS client (the local emulator, or SQS itself). */
-function sqsClientQueue(sqs: SQSClient, queueUrl: string, queueArn: string): EventSourceQueue {
+export function sqsClientQueue(sqs: SQSClient, queueUrl: string, queueArn: string): EventSourceQueue {
   return {
     arn: queueArn,
     async receive(max) {

@@ -17,8 +17,9 @@ import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { BENCH_DIR, machineInfo } from '../bench/support/machine.js';
-import { FULL_SCALE, knownLimit, outage, SHORT_SCALE, unknownLimit, type ScenarioResult } from './pace-scenarios.js';
+import { FULL_SCALE, knownLimit, outage, SHORT_SCALE, unknownLimit } from './pace-scenarios.js';
 import { RECONCILE_FULL, RECONCILE_SHORT, reconcilePass, type ReconcileScale } from './reconcile-scenario.js';
+import type { ScenarioResult } from './scenario.js';
 
 interface RunOptions {
   short: boolean;

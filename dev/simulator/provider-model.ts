@@ -13,7 +13,7 @@
  * Imports node built-ins (and the seeded PRNG of item-tree.ts) only, so it can be loaded from tests,
  * tsx scripts and benchmarks alike.
  */
-import { mulberry32 } from './item-tree.js';
+import { mulberry32 } from './random.js';
 
 export interface SimulatorItem {
   id: string;
