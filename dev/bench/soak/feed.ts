@@ -17,7 +17,7 @@ import type { StoredMessage } from '../../fakes/sqs-model.js';
 import { mulberry32 } from '../../simulator/item-tree.js';
 import type { SimulatorItem } from '../../simulator/provider-simulator.js';
 import { withRevision, type BadMessage } from './bad-messages.js';
-import { LARGE_FIELD, largeText, NAMES, type SoakWorld } from './setup.js';
+import { LARGE_FIELD, largeText, NAMES, type SoakWorld } from './world.js';
 
 export type ChangeKind = 'bump' | 'delete' | 'create' | 'resurrect';
 
@@ -227,7 +227,7 @@ export class Feed {
   }
 
   private send(body: string): StoredMessage {
-    return this.world.sqs.send(NAMES.queue, { body });
+    return this.world.sqs.send(NAMES.syncQueue, { body });
   }
 
   private sendGood(id: string, initial: boolean): void {
@@ -244,8 +244,8 @@ export class Feed {
   private maybeDuplicate(message: StoredMessage, random: () => number): void {
     const { o } = this.world;
     if (random() >= o.duplicateRate) return;
-    if (random() < 0.7) this.world.sqs.duplicate(NAMES.queue, message, 1 + Math.floor(random() * o.batchSize * o.instances));
-    else this.world.sqs.duplicate(NAMES.queue, message, Math.floor(random() * 100), 1 + Math.floor(random() * 60));
+    if (random() < 0.7) this.world.sqs.duplicate(NAMES.syncQueue, message, 1 + Math.floor(random() * o.batchSize * o.instances));
+    else this.world.sqs.duplicate(NAMES.syncQueue, message, Math.floor(random() * 100), 1 + Math.floor(random() * 60));
   }
 
   private mutate(planned: ChangeKind): void {
