@@ -211,6 +211,7 @@ function createInstances(world: SoakWorld, clients: Array<{ destroy(): void }>):
   const { o, system } = world;
   // The control table's pace row, shared by every container.
   const paceStore = new MemoryPaceStore();
+  const sureS3: SureS3Faults = { uploadsToFail: SURE_S3_UPLOAD_FAILURES, sparedDeletes: new Set() };
   const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, Math.max(0, ms * o.backoffScale)));
   return Array.from({ length: o.instances }, (_, index) => {
     const dynamodb = instrumentDynamo(world.dynalite.client(), world.meter, {
@@ -219,7 +220,7 @@ function createInstances(world: SoakWorld, clients: Array<{ destroy(): void }>):
       unprocessedRate: o.unprocessedRate,
       lostAckRate: o.lostAckRate,
     });
-    const s3 = failingS3(world.s3.client(), mulberry32(o.seed * 7_703 + index), o.s3FailureRate, world.injected);
+    const s3 = failingS3(world.s3.client(), mulberry32(o.seed * 7_703 + index), o.s3FailureRate, world.injected, sureS3);
     clients.push(dynamodb, s3);
     return system.syncContainer({
       dynamodb,
@@ -259,11 +260,22 @@ type S3Middleware = (next: (args: unknown) => Promise<unknown>, context: { comma
  * A share of PutObject and DeleteObject calls fail before they are sent, above the SDK's retries
  * (the adapter sees the failure): an upload that fails leaves the record to be retried, a delete
  * that fails leaves an object behind, which the sync logs with its key.
+ *
+ * Whatever the draws, the first upload of the run fails (`sure`, shared by every instance) and the
+ * delete the sync then makes of its key goes through: every run meets a failed upload, the
+ * redelivery of its record and the deletion of an object, however its instances interleave.
  */
-function failingS3(client: S3Client, random: () => number, rate: number, injected: InjectedFaults): S3Client {
+function failingS3(client: S3Client, random: () => number, rate: number, injected: InjectedFaults, sure: SureS3Faults): S3Client {
   const middleware: S3Middleware = (next, context) => async (args) => {
     const operation = (context.commandName ?? '').replace(/Command$/, '');
-    if ((operation === 'PutObject' || operation === 'DeleteObject') && rate > 0 && random() < rate) {
+    const key = String((args as { input?: { Key?: unknown } }).input?.Key ?? '');
+    const spared = operation === 'DeleteObject' && sure.sparedDeletes.delete(key);
+    const sureFailure = operation === 'PutObject' && rate > 0 && sure.uploadsToFail > 0;
+    if (sureFailure) {
+      sure.uploadsToFail -= 1;
+      sure.sparedDeletes.add(key);
+    }
+    if (sureFailure || (!spared && (operation === 'PutObject' || operation === 'DeleteObject') && rate > 0 && random() < rate)) {
       if (operation === 'PutObject') injected.s3PutFailures += 1;
       else injected.s3DeleteFailures += 1;
       throw new S3ServiceException({ name: 'SlowDown', $fault: 'server', $metadata: { httpStatusCode: 503 }, message: 'Please reduce your request rate. (injected)' });
@@ -277,3 +289,12 @@ function failingS3(client: S3Client, random: () => number, rate: number, injecte
   });
   return client;
 }
+
+/** The S3 faults every run meets (failingS3): uploads still to fail for certain, and the keys whose delete is spared. */
+interface SureS3Faults {
+  uploadsToFail: number;
+  sparedDeletes: Set<string>;
+}
+
+/** Uploads that fail for certain (the first ones of the run). */
+const SURE_S3_UPLOAD_FAILURES = 1;
