@@ -6,7 +6,7 @@
  *
  * The same options always give the same tree (no clock, no Math.random).
  */
-import type { SimulatorItem } from './provider-model.js';
+import type { SimulatorItem } from './provider-types.js';
 import { mulberry32 } from './random.js';
 
 export { mulberry32 };
