@@ -3,6 +3,7 @@
  * ids sent per second by one reconciler invocation (see reconciler/index.ts). Prints a table and
  * writes the results to .bench/reconciler-<time>.json and .bench/reconciler-latest.json. Not a test.
  */
+import '../system/sdk-notice.js';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';

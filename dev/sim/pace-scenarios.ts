@@ -12,6 +12,7 @@
  */
 import { validateItem } from '../../functions/item-sync/item.js';
 import { loadSyncConfig } from '../../functions/shared/config.js';
+import { systemConfig } from '../system/config.js';
 import { parseJson } from '../../functions/shared/json.js';
 import type { RecordedRequest } from '../simulator/provider-model.js';
 import { check, timed, type ScenarioResult } from './scenario.js';
@@ -33,7 +34,8 @@ export interface Scale {
   seed: number;
 }
 
-export const FULL_SCALE: Scale = { limit: 50, ids: 2_000, containers: 5, phaseMinutes: [5, 5, 5, 10], outageMinutes: 360, seed: 11 };
+/** L = 50/s, 2,000 ids, the deployed syncMaxConcurrency, 6-hour outages. */
+export const FULL_SCALE: Scale = { limit: 50, ids: 2_000, containers: systemConfig().syncMaxConcurrency, phaseMinutes: [5, 5, 5, 10], outageMinutes: 360, seed: 11 };
 /** What `npm test` runs: the same scenarios, shorter and smaller. */
 export const SHORT_SCALE: Scale = { limit: 20, ids: 200, containers: 3, phaseMinutes: [2, 2, 2, 4], outageMinutes: 20, seed: 5 };
 
