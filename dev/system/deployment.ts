@@ -20,9 +20,13 @@ import {
 import type { LocalNames } from './names.js';
 import { tuned, type Tuning } from './tuning.js';
 
-/** The variables each function reads beyond the deployed ones (functions/shared/config.ts loaders). */
+/**
+ * The tunable variables each function takes (of those its loader reads: functions/shared/config.ts).
+ * The token refresher takes none: a scenario tunes the sync's provider requests (a soak's short
+ * time-out for hanging item requests), not the refresh, which keeps the deployed defaults.
+ */
 const READS = {
-  provider: new Set<string>([ENV.timeoutMs, ENV.maxResponseBytes]),
+  refresher: new Set<string>(),
   sync: new Set<string>([
     ENV.timeoutMs,
     ENV.maxResponseBytes,
@@ -77,7 +81,7 @@ export function localDeployment(config: ContentSyncConfig, resources: ResourceNa
   });
   return {
     config,
-    refresher: withTuning(functions.refresher, READS.provider),
+    refresher: withTuning(functions.refresher, READS.refresher),
     sync: withTuning(functions.sync, READS.sync),
     reconciler: functions.reconciler && withTuning(functions.reconciler, READS.reconciler),
     changeEvents: functions.changeEvents,

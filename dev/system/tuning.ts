@@ -26,7 +26,7 @@ export const TUNABLE = {
 
 export type Tuning = Partial<Record<keyof typeof TUNABLE, number>>;
 
-/** `environment` with the tuning's variables set, for the variables the function reads (the others left out). */
+/** `environment` with the tuning's variables set, for the variables the function takes (the others left out). */
 export function tuned(environment: Readonly<Record<string, string>>, tuning: Tuning, reads: ReadonlySet<string>): Record<string, string> {
   const out: Record<string, string> = { ...environment };
   for (const [key, value] of Object.entries(tuning) as Array<[keyof typeof TUNABLE, number | undefined]>) {
