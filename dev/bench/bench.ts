@@ -3,6 +3,7 @@
  * bench/index.ts). Prints the tables and writes the results to .bench/results-<time>.json and
  * .bench/latest.json, so that runs can be compared. Not a test: it asserts nothing about time.
  */
+import '../system/sdk-notice.js';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';

@@ -3,6 +3,7 @@
  * ids sent per second by one reconciler invocation (see reconciler/index.ts). Prints a table and
  * writes the results to .bench/reconciler-<time>.json and .bench/reconciler-latest.json. Not a test.
  */
+import '../system/sdk-notice.js';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
@@ -67,7 +68,7 @@ if (values.json) {
       ),
       '',
       `CPU of the invocation: ${report.lambdaEstimate.cpuMsPer1000Ids} ms per 1,000 ids = ${n(report.lambdaEstimate.idsPerCpuSecond)} ids per CPU second;` +
-        ` CPU-bound on Lambda: about ${n(report.lambdaEstimate.at512Mb)} ids/s at 512 MB (as deployed), ${n(report.lambdaEstimate.at1769Mb)} at 1,769 MB (one vCPU).`,
+        ` CPU-bound on Lambda: about ${n(report.lambdaEstimate.atDeployedMemory)} ids/s at ${n(report.lambdaEstimate.deployedMemoryMb)} MB (as deployed), ${n(report.lambdaEstimate.at1769Mb)} at 1,769 MB (one vCPU).`,
       `100M ids a day need ${n(report.neededFor100MPerDay)} ids/s from the reconciler (and as many provider requests a second from the sync).`,
       `table filled in ${report.seedSeconds} s; ${machine.summary}`,
       `results: ${file} (and .bench/reconciler-latest.json)`,

@@ -4,6 +4,7 @@
  * and .bench/soak-latest.json and the captured function output to .bench/soak-latest.log; exits 1
  * when any figure is off.
  */
+import '../system/sdk-notice.js';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';

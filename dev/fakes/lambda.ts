@@ -1,6 +1,6 @@
 /**
- * What Lambda does around the handlers, for the local run, the bench, the soak and the tests: the
- * function's environment, real-shaped contexts and SQS events, and an SQS event source mapping
+ * What Lambda does around the handlers, for the local run, the bench, the soak and the tests:
+ * real-shaped contexts and SQS events, and an SQS event source mapping
  * with ReportBatchItemFailures (receive batches, invoke a handler, delete what succeeded, leave the
  * `batchItemFailures` to come back after their visibility time-out) over any queue: SQS through an
  * SDK client (sqsClientQueue) or the SQS model in process (in-process-aws.ts).
@@ -14,19 +14,9 @@ import {
   type SQSClient,
 } from '@aws-sdk/client-sqs';
 import type { Context, SQSBatchResponse, SQSEvent, SQSMessageAttributes, SQSRecord } from 'aws-lambda';
-import { ENV } from '../../functions/shared/config.js';
 import { LOCAL_ACCOUNT_ID, LOCAL_REGION } from './local-aws.js';
 
 export type SyncHandlerFn = (event: SQSEvent, context: Context) => Promise<SQSBatchResponse | void>;
-
-/** The functions' environment variables (names from ENV), from their configuration fields. */
-export function functionEnv(values: { [K in keyof typeof ENV]?: string }): Record<string, string> {
-  const env: Record<string, string> = {};
-  for (const [key, value] of Object.entries(values)) {
-    if (value !== undefined) env[ENV[key as keyof typeof ENV]] = value;
-  }
-  return env;
-}
 
 // ---- context and event ---------------------------------------------------------------------------
 
@@ -36,6 +26,8 @@ export interface ContextOptions {
   logStreamName?: string;
   /** The remaining time, instead of `timeoutMs` counted down from the context's creation. */
   remainingMs?: () => number;
+  /** The function's memory; default 512. */
+  memoryMb?: number;
 }
 
 /** A Lambda context whose remaining time counts down from `timeoutMs` at creation. */
@@ -48,7 +40,7 @@ export function createContext(functionName: string, region = LOCAL_REGION, timeo
     functionName,
     functionVersion: '$LATEST',
     invokedFunctionArn: `arn:aws:lambda:${region}:${options.accountId ?? LOCAL_ACCOUNT_ID}:function:${functionName}`,
-    memoryLimitInMB: '512',
+    memoryLimitInMB: String(options.memoryMb ?? 512),
     awsRequestId,
     logGroupName: `/aws/lambda/${functionName}`,
     logStreamName: options.logStreamName ?? `local/[$LATEST]${awsRequestId.replace(/-/g, '')}`,
@@ -106,7 +98,7 @@ export interface EventSourceQueue {
 }
 
 /** A queue reached through an SQS client (the local emulator, or SQS itself). */
-function sqsClientQueue(sqs: SQSClient, queueUrl: string, queueArn: string): EventSourceQueue {
+export function sqsClientQueue(sqs: SQSClient, queueUrl: string, queueArn: string): EventSourceQueue {
   return {
     arn: queueArn,
     async receive(max) {
@@ -252,40 +244,4 @@ async function invoke(handler: SyncHandlerFn, worker: number, messages: readonly
   } catch (error) {
     return { worker, messages, error, failed: all, failedAsWhole: true };
   }
-}
-
-export interface DrainOptions {
-  sqs: SQSClient;
-  queueUrl: string;
-  queueArn: string;
-  region: string;
-  handler: SyncHandlerFn;
-  /** Records per invocation (1..10); default 10. */
-  batchSize?: number;
-  /** Invocations at once (the event source's maximum concurrency); default 5. */
-  concurrency?: number;
-  /** The function's time-out, for the context; default 60 s (the deployed one for batches of 10). */
-  functionTimeoutMs?: number;
-  functionName?: string;
-  /** Gives up when the queue is not empty by then; default 120 s. */
-  timeLimitMs?: number;
-  onProgress?: (progress: DrainProgress) => void;
-  /** Invocations that threw, with their errors (the whole batch goes back to the queue). */
-  onInvocationError?: (error: unknown) => void;
-}
-
-/** Drains a queue reached through an SQS client into one handler, `concurrency` invocations at once. */
-export function drainQueue(options: DrainOptions): Promise<DrainResult> {
-  const functionName = options.functionName ?? 'content-sync-item-sync-local';
-  return runEventSource({
-    queue: sqsClientQueue(options.sqs, options.queueUrl, options.queueArn),
-    handlers: Array.from({ length: Math.max(1, options.concurrency ?? 5) }, () => options.handler),
-    ...(options.batchSize !== undefined ? { batchSize: options.batchSize } : {}),
-    ...(options.timeLimitMs !== undefined ? { timeLimitMs: options.timeLimitMs } : {}),
-    context: () => createContext(functionName, options.region, options.functionTimeoutMs ?? 60_000),
-    onOutcome: (outcome) => {
-      if (outcome.error !== undefined) options.onInvocationError?.(outcome.error);
-    },
-    ...(options.onProgress ? { onProgress: options.onProgress } : {}),
-  });
 }

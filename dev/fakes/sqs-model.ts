@@ -15,70 +15,26 @@
  * holder deletes or releases them, however long that takes. The soak's event source holds what it
  * hands to a handler, since its handlers run in real time while its SQS time is scaled.
  */
-import { createHash, randomBytes, randomUUID } from 'node:crypto';
+import { randomBytes, randomUUID } from 'node:crypto';
 import { systemClock, type Clock } from './clock.js';
 import { LOCAL_ACCOUNT_ID, LOCAL_REGION } from './local-aws.js';
-import { isObject, ServiceError } from './service-error.js';
+import { ServiceError } from './service-error.js';
+import {
+  checkHandle,
+  checkMessage,
+  MAX_MESSAGE_BYTES,
+  MAX_VISIBILITY_SECONDS,
+  md5Hex,
+  md5OfMessageAttributes,
+  type MessageAttributeValue,
+  type StoredMessage,
+} from './sqs-messages.js';
 
-/** SQS's largest message (1 MiB since August 2025; the SDK does not check). */
-export const MAX_MESSAGE_BYTES = 1024 * 1024;
-/** SQS's longest visibility time-out, in seconds. */
-export const MAX_VISIBILITY_SECONDS = 43_200;
+import { parseRedrivePolicy, publicCopy, QueueState, SETTABLE_QUEUE_ATTRIBUTES, type Entry, type Queue, type QueueCounts } from './sqs-queue.js';
 
-export interface MessageAttributeValue {
-  DataType: string;
-  StringValue?: string;
-  /** Base64, as the JSON protocol carries it. */
-  BinaryValue?: string;
-}
+export type { Queue, QueueCounts, QueueStats } from './sqs-queue.js';
+export { MAX_MESSAGE_BYTES, MAX_VISIBILITY_SECONDS, md5Hex, md5OfMessageAttributes, systemAttributes, type MessageAttributeValue, type StoredMessage } from './sqs-messages.js';
 
-export interface StoredMessage {
-  messageId: string;
-  body: string;
-  md5OfBody: string;
-  messageAttributes: Record<string, MessageAttributeValue>;
-  md5OfMessageAttributes?: string;
-  sentAt: number;
-  /** Time from which the message can be received (delay, visibility time-out). */
-  visibleAt: number;
-  receiveCount: number;
-  firstReceivedAt?: number;
-  /** The receipt handle of the latest receive; only it can delete the message or change its visibility. */
-  receiptHandle?: string;
-  /** Set when the redrive policy moved the message here: the queue it came from. */
-  deadLetterQueueSourceArn?: string;
-}
-
-export interface QueueStats {
-  /** Messages sent to the queue (duplicate copies and redriven messages not included). */
-  sent: number;
-  duplicatesInjected: number;
-  receives: number;
-  /** Deliveries of a message that had been received before. */
-  redeliveries: number;
-  deleted: number;
-  /** Messages moved to the dead-letter queue by the redrive policy. */
-  redriven: number;
-  visibilityChanges: number;
-  /** Messages delivered again before the visibility a ChangeMessageVisibility gave them ran out (stays 0). */
-  deliveredBeforeRetryAfter: number;
-}
-
-export interface Queue {
-  readonly name: string;
-  readonly url: string;
-  readonly arn: string;
-  readonly attributes: Readonly<Record<string, string>>;
-  readonly createdAt: number;
-  readonly stats: Readonly<QueueStats>;
-}
-
-export interface QueueCounts {
-  visible: number;
-  inFlight: number;
-  delayed: number;
-  total: number;
-}
 
 export interface Fault {
   code: string;
@@ -111,95 +67,6 @@ export interface ReceiveOptions {
   visibilityTimeoutSeconds?: number;
   /** Keep the messages in flight until deleted or released (see above). */
   hold?: boolean;
-}
-
-const QUEUE_DEFAULTS: Record<string, string> = {
-  VisibilityTimeout: '30',
-  DelaySeconds: '0',
-  MaximumMessageSize: String(MAX_MESSAGE_BYTES),
-  MessageRetentionPeriod: '345600',
-  ReceiveMessageWaitTimeSeconds: '0',
-};
-
-const SETTABLE_QUEUE_ATTRIBUTES = new Set([
-  ...Object.keys(QUEUE_DEFAULTS),
-  'RedrivePolicy',
-  'RedriveAllowPolicy',
-  'Policy',
-  'SqsManagedSseEnabled',
-  'KmsMasterKeyId',
-  'KmsDataKeyReusePeriodSeconds',
-]);
-
-/** Characters SQS accepts in a message: #x9 #xA #xD #x20-#xD7FF #xE000-#xFFFD #x10000-#x10FFFF. */
-const INVALID_MESSAGE_CHARACTER = /[^\t\n\r\u0020-\uD7FF\uE000-\uFFFD\u{10000}-\u{10FFFF}]/u;
-
-export function md5Hex(data: string | Buffer): string {
-  return createHash('md5').update(data).digest('hex');
-}
-
-/** SQS's digest of message attributes: names sorted, each as length-prefixed name, type, transport byte, value. */
-export function md5OfMessageAttributes(attributes: Record<string, MessageAttributeValue>): string | undefined {
-  const names = Object.keys(attributes).sort();
-  if (names.length === 0) return undefined;
-  const parts: Buffer[] = [];
-  const lengthPrefixed = (data: Buffer): void => {
-    const length = Buffer.alloc(4);
-    length.writeUInt32BE(data.length);
-    parts.push(length, data);
-  };
-  for (const name of names) {
-    const value = attributes[name]!;
-    lengthPrefixed(Buffer.from(name, 'utf8'));
-    lengthPrefixed(Buffer.from(value.DataType, 'utf8'));
-    if (value.BinaryValue !== undefined) {
-      parts.push(Buffer.from([2]));
-      lengthPrefixed(Buffer.from(value.BinaryValue, 'base64'));
-    } else {
-      parts.push(Buffer.from([1]));
-      lengthPrefixed(Buffer.from(value.StringValue ?? '', 'utf8'));
-    }
-  }
-  return md5Hex(Buffer.concat(parts));
-}
-
-/** A message as stored: its place in the queue and whether it is still there, besides what SQS shows. */
-interface Entry extends StoredMessage {
-  /** Lower is delivered first among visible messages; a duplicate copy goes between two sends. */
-  order: number;
-  held: boolean;
-  gone: boolean;
-  /** End of the visibility a ChangeMessageVisibility gave during the latest receive. */
-  postponedUntil?: number;
-}
-
-class QueueState implements Queue {
-  readonly attributes: Record<string, string> = { ...QUEUE_DEFAULTS };
-  readonly stats: QueueStats = {
-    sent: 0,
-    duplicatesInjected: 0,
-    receives: 0,
-    redeliveries: 0,
-    deleted: 0,
-    redriven: 0,
-    visibilityChanges: 0,
-    deliveredBeforeRetryAfter: 0,
-  };
-  redrive: { targetArn: string; maxReceiveCount: number } | undefined;
-  /** Sorted by order; entries that left (deleted, redriven) are dropped now and then (`removed`). */
-  entries: Entry[] = [];
-  live = 0;
-  removed = 0;
-  nextOrder = 1;
-  readonly byHandle = new Map<string, Entry>();
-  readonly waiters = new Set<() => void>();
-
-  constructor(
-    readonly name: string,
-    readonly url: string,
-    readonly arn: string,
-    readonly createdAt: number,
-  ) {}
 }
 
 export class SqsModel {
@@ -315,7 +182,7 @@ export class SqsModel {
   send(queueRef: string | Queue, input: SendInput): StoredMessage {
     const queue = this.state(queueRef);
     const attributes = input.attributes ?? {};
-    checkMessage(queue, input.body, attributes);
+    checkMessage(input.body, attributes, Number(queue.attributes.MaximumMessageSize ?? MAX_MESSAGE_BYTES));
     const now = this.clock.now();
     const delay = input.delaySeconds ?? Number(queue.attributes.DelaySeconds ?? 0);
     const md5OfAttributes = md5OfMessageAttributes(attributes);
@@ -549,68 +416,3 @@ export class SqsModel {
   }
 }
 
-function publicCopy(message: StoredMessage): StoredMessage {
-  const { order: _order, held: _held, gone: _gone, postponedUntil: _postponed, ...rest } = message as Entry;
-  return structuredClone(rest);
-}
-
-function parseRedrivePolicy(value: string): { targetArn: string; maxReceiveCount: number } {
-  let policy: unknown;
-  try {
-    policy = JSON.parse(value);
-  } catch {
-    throw new ServiceError('InvalidAttributeValue', 'Invalid value for the parameter RedrivePolicy.', 400, 'InvalidAttributeValue');
-  }
-  const max = isObject(policy) ? Number(policy.maxReceiveCount) : NaN;
-  if (!isObject(policy) || typeof policy.deadLetterTargetArn !== 'string' || !(max >= 1 && max <= 1000)) {
-    throw new ServiceError(
-      'InvalidAttributeValue',
-      'Value for parameter RedrivePolicy is invalid. Reason: Redrive policy is not a valid JSON map with deadLetterTargetArn and maxReceiveCount (1 to 1000).',
-      400,
-      'InvalidAttributeValue',
-    );
-  }
-  return { targetArn: policy.deadLetterTargetArn, maxReceiveCount: max };
-}
-
-function checkMessage(queue: QueueState, body: string, attributes: Record<string, MessageAttributeValue>): void {
-  if (body.length === 0) {
-    throw new ServiceError('MissingParameter', 'The request must contain the parameter MessageBody.', 400, 'MissingParameter');
-  }
-  if (INVALID_MESSAGE_CHARACTER.test(body)) {
-    throw new ServiceError(
-      'InvalidMessageContents',
-      'Invalid characters found. Valid unicode characters are #x9 | #xA | #xD | #x20 to #xD7FF | #xE000 to #xFFFD | #x10000 to #x10FFFF',
-      400,
-      'InvalidMessageContents',
-    );
-  }
-  const size =
-    Buffer.byteLength(body, 'utf8') +
-    Object.entries(attributes).reduce(
-      (sum, [name, value]) => sum + Buffer.byteLength(name) + Buffer.byteLength(value.DataType) + Buffer.byteLength(value.StringValue ?? value.BinaryValue ?? ''),
-      0,
-    );
-  const limit = Number(queue.attributes.MaximumMessageSize ?? MAX_MESSAGE_BYTES);
-  if (size > limit) {
-    throw new ServiceError('InvalidParameterValue', `One or more parameters are invalid. Reason: Message must be shorter than ${limit} bytes.`, 400, 'InvalidParameterValue');
-  }
-}
-
-function checkHandle(receiptHandle: string): void {
-  const parts = Buffer.from(receiptHandle, 'base64url').toString('utf8').split(':');
-  if (parts.length !== 4 || parts.some((part) => part === '')) {
-    throw new ServiceError('ReceiptHandleIsInvalid', `The input receipt handle "${receiptHandle}" is not a valid receipt handle.`, 400, 'ReceiptHandleIsInvalid');
-  }
-}
-
-/** SQS's system attributes of a message, by name. */
-export function systemAttributes(message: StoredMessage, accountId: string): Record<string, string> {
-  return {
-    SenderId: accountId,
-    SentTimestamp: String(message.sentAt),
-    ApproximateReceiveCount: String(message.receiveCount),
-    ApproximateFirstReceiveTimestamp: String(message.firstReceivedAt ?? message.sentAt),
-    ...(message.deadLetterQueueSourceArn ? { DeadLetterQueueSourceArn: message.deadLetterQueueSourceArn } : {}),
-  };
-}

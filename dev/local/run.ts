@@ -10,6 +10,7 @@
  * `.local/credentials.json` ({"clientId": "...", "refreshToken": "..."}; git ignores `.local/`).
  * Exit status: 0 when the run behaved as expected, 1 otherwise, 2 on a usage error.
  */
+import '../system/sdk-notice.js';
 import { chmodSync, existsSync, mkdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { parseArgs } from 'node:util';

@@ -11,31 +11,21 @@
  * Every figure is virtual time; `checks` compares them with the goals.
  */
 import { validateItem } from '../../functions/item-sync/item.js';
-import { DEFAULTS } from '../../functions/shared/config.js';
+import { loadSyncConfig } from '../../functions/shared/config.js';
+import { systemConfig } from '../system/config.js';
 import { parseJson } from '../../functions/shared/json.js';
 import type { RecordedRequest } from '../simulator/provider-model.js';
-import { startSystem, ITEMS_TABLE, type SimSystem, type SystemOptions } from './system.js';
+import { check, timed, type ScenarioResult } from './scenario.js';
 
-export interface Check {
-  what: string;
-  value: string;
-  ok: boolean;
-}
+export type { Check, ScenarioResult } from './scenario.js';
+import { startSystem, type SimSystem, type SystemOptions } from './system.js';
 
-export interface ScenarioResult {
-  name: string;
-  /** Virtual duration simulated. */
-  virtualMs: number;
-  /** Real time it took. */
-  realMs: number;
-  figures: Record<string, number | string>;
-  checks: Check[];
-}
 
 export interface Scale {
   /** The provider's limit L, requests a second. */
   limit: number;
   ids: number;
+  /** Sync invocations at once (the context key syncMaxConcurrency). */
   containers: number;
   /** Phase lengths of the unknown-limit scenario, minutes: warm-up, steady, after halving, after doubling. */
   phaseMinutes: [number, number, number, number];
@@ -44,13 +34,12 @@ export interface Scale {
   seed: number;
 }
 
-export const FULL_SCALE: Scale = { limit: 50, ids: 2_000, containers: 5, phaseMinutes: [5, 5, 5, 10], outageMinutes: 360, seed: 11 };
+/** L = 50/s, 2,000 ids, the deployed syncMaxConcurrency, 6-hour outages. */
+export const FULL_SCALE: Scale = { limit: 50, ids: 2_000, containers: systemConfig().syncMaxConcurrency, phaseMinutes: [5, 5, 5, 10], outageMinutes: 360, seed: 11 };
 /** What `npm test` runs: the same scenarios, shorter and smaller. */
 export const SHORT_SCALE: Scale = { limit: 20, ids: 200, containers: 3, phaseMinutes: [2, 2, 2, 4], outageMinutes: 20, seed: 5 };
 
 const MINUTE = 60_000;
-/** The sync's default SYNC_POSTPONE_MAX_SECONDS (the simulated system runs with the defaults). */
-const POSTPONE_MAX_SECONDS = DEFAULTS.postponeMaxSeconds;
 const RETRY_AFTER_SECONDS = 1;
 
 function systemOptions(scale: Scale, extra: Partial<SystemOptions> = {}): SystemOptions {
@@ -58,10 +47,9 @@ function systemOptions(scale: Scale, extra: Partial<SystemOptions> = {}): System
     ids: scale.ids,
     seed: scale.seed,
     rateLimit: { requestsPerSecond: scale.limit, retryAfterSeconds: RETRY_AFTER_SECONDS },
-    containers: scale.containers,
+    syncMaxConcurrency: scale.containers,
     providerLatencyMs: 50,
     dynamoRoundTripMs: 5,
-    tokenRefreshMinutes: 30,
     ...extra,
   };
 }
@@ -111,15 +99,6 @@ function useOf(requests: readonly RecordedRequest[], from: number, to: number, l
   return share(served / ((to - from) / 1000), limit);
 }
 
-export function check(what: string, value: number | string, ok: boolean): Check {
-  return { what, value: String(value), ok };
-}
-
-export async function timed(name: string, fn: () => Promise<Omit<ScenarioResult, 'name' | 'realMs'>>): Promise<ScenarioResult> {
-  const started = Date.now();
-  const result = await fn();
-  return { name, ...result, realMs: Date.now() - started };
-}
 
 /** The unknown limit: found, kept, followed down and up. */
 export function unknownLimit(scale: Scale): Promise<ScenarioResult> {
@@ -277,7 +256,8 @@ async function outageFigures(
   // From the first success on, the backlog comes back within one postponement period (the delay
   // its records were last given, SYNC_POSTPONE_MAX_SECONDS + 20% jitter) and is served at the pace:
   // drained within that period plus the backlog at 85% of L.
-  const drainBound = Math.round(1.2 * POSTPONE_MAX_SECONDS + scale.ids / (0.85 * scale.limit));
+  const postponeMaxSeconds = loadSyncConfig(system.functions.sync[0]!.environment).postponeMaxSeconds;
+  const drainBound = Math.round(1.2 * postponeMaxSeconds + scale.ids / (0.85 * scale.limit));
   const drainTook = Math.round((drained - firstOk) / 1000);
   const dead = system.sqs.size(system.dlqUrl);
   const stale = await staleIds(system);
@@ -346,12 +326,12 @@ function secondsToReach(requests: readonly RecordedRequest[], from: number, rate
 
 /** Ids whose row is missing or does not hold the provider's revision (checked with the sync's own validation). */
 async function staleIds(system: SimSystem): Promise<string[]> {
-  const rows = new Map((await system.dynamo.scan(ITEMS_TABLE)).map((row) => [row['id']?.S ?? '', row]));
+  const rows = new Map((await system.dynamo.scan(system.local.names.itemsTable)).map((row) => [row['id']?.S ?? '', row]));
   const stale: string[] = [];
   for (const id of system.ids) {
     const item = system.provider.getItem(id);
     if (!item) continue;
-    const expected = validateItem(parseJson(JSON.stringify(item)), id, 'revision').revision;
+    const expected = validateItem(parseJson(JSON.stringify(item)), id, system.local.config.revisionField).revision;
     if (rows.get(id)?.['revision']?.S !== expected) stale.push(id);
   }
   return stale;

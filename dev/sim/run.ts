@@ -1,7 +1,7 @@
 /**
  * `npm run sim [-- [--short] [scenario...]]`: simulations in virtual time.
  *
- * - `unknown`, `known`, `outage`, `token` (the default set): the provider pace's scenarios
+ * - `unknown`, `known`, `outage`, `token` (`pace`, the default set): the provider pace's scenarios
  *   (pace-scenarios.ts), at full scale (2,000 ids, L = 50/s, 5 containers, 6-hour outages) or
  *   `--short` (what `npm test` runs).
  * - `reconcile` (named only): a reconciliation pass (reconcile-scenario.ts), at full scale
@@ -13,12 +13,14 @@
  * Prints each scenario's figures and checks, writes them to .bench/sim-latest.json (or
  * .bench/sim-reconcile-latest.json when `reconcile` ran), exits 1 when a check fails.
  */
+import '../system/sdk-notice.js';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { BENCH_DIR, machineInfo } from '../bench/support/machine.js';
-import { FULL_SCALE, knownLimit, outage, SHORT_SCALE, unknownLimit, type ScenarioResult } from './pace-scenarios.js';
+import { FULL_SCALE, knownLimit, outage, SHORT_SCALE, unknownLimit } from './pace-scenarios.js';
 import { RECONCILE_FULL, RECONCILE_SHORT, reconcilePass, type ReconcileScale } from './reconcile-scenario.js';
+import type { ScenarioResult } from './scenario.js';
 
 interface RunOptions {
   short: boolean;
@@ -66,10 +68,11 @@ async function main(argv: string[]): Promise<number> {
     return 2;
   }
   const options: RunOptions = { short: values.short, ids, unknownLimit: values['unknown-limit'] };
-  const names = positionals.length > 0 ? positionals : Object.keys(PACE_SCENARIOS);
+  // `pace` names the provider pace's scenarios together (the default set).
+  const names = (positionals.length > 0 ? positionals : ['pace']).flatMap((name) => (name === 'pace' ? Object.keys(PACE_SCENARIOS) : [name]));
   const unknown = names.filter((name) => !(name in SCENARIOS));
   if (unknown.length > 0) {
-    process.stderr.write(`unknown scenario ${unknown.join(', ')}; choose from ${Object.keys(SCENARIOS).join(', ')}\n`);
+    process.stderr.write(`unknown scenario ${unknown.join(', ')}; choose from pace, ${Object.keys(SCENARIOS).join(', ')}\n`);
     return 2;
   }
   const machine = machineInfo();

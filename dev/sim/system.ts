@@ -1,77 +1,65 @@
 /**
- * The whole sync system in virtual time, for scenarios hours long: the real item-sync handlers
- * (createSyncHandler, one per container, each with its own pace client and token cache), the real
- * token refresher on its schedule, the real provider client over the provider model (rate limit,
- * outages), the real DynamoDB adapters on dynalite (items table and control table), and the
- * harness's SQS and Secrets Manager models behind real SDK clients. Lambda's event source mapping
- * polls the sync queue (runEventSource) with the deployed batch size, time-out and concurrency.
+ * The whole sync system in virtual time, for scenarios hours long: the local system (dev/system)
+ * as deployed, with the deployment's numbers from infra/deployment.ts, on a virtual clock. The real
+ * item-sync handlers (one per container, each with its own provider client and so its own token
+ * cache), the real token refresher on its schedule, the real provider client over the provider
+ * model (rate limit, outages), the real DynamoDB adapters on dynalite (items table and control
+ * table), and the SQS and Secrets Manager models behind real SDK clients. Lambda's event source
+ * mapping polls the sync queue with the deployed batch size, time-out and maximum concurrency.
  *
- * With `reconcile`, reconciliation as deployed (infra/reconciler): the reconcile queue and its
- * dead-letter queue (the sync queue's redrive policy), the sync's second event source on it (its own
- * containers, `reconcile.containers` of them: its maxConcurrency), and the real reconciler
- * handler (createReconcilerHandler) invoked by its schedule, a virtual timer every minute.
+ * With `reconcile`, reconciliation as deployed (freshnessHours above 0): the reconcile queue and its
+ * dead-letter queue, the sync's second event source on it (its own containers, as many as on the
+ * sync queue), and the real reconciler invoked by its schedule, a virtual timer every minute.
+ * Without it, the deployment of freshnessHours 0: no reconciler, no reconcile queue.
  *
- * Every simulated function has its own SDK clients, so `meter` counts what each does: DynamoDB
- * requests and the capacity units dynalite computes for them (ReturnConsumedCapacity is added to
- * every read and write), SQS calls, the event sources' receives and deletes, invocations and their
- * virtual durations, and, with `meterLogs`, the bytes of the JSON log lines and EMF metrics the real
- * Powertools logger and metrics write.
+ * Every source has its own SDK clients, so `meter` (meters.ts) counts what each does.
  */
-import { BatchWriteItemCommand, CreateTableCommand, type DynamoDBClient, type PutItemCommand, type AttributeValue } from '@aws-sdk/client-dynamodb';
-import { SecretsManagerClient } from '@aws-sdk/client-secrets-manager';
-import { SQSClient } from '@aws-sdk/client-sqs';
-import type { Context } from 'aws-lambda';
-import { Writable } from 'node:stream';
-import { DynamoDbItemStore } from '../../functions/item-sync/adapters/dynamodb-item-store.js';
-import { createSyncHandler, type SyncHandler } from '../../functions/item-sync/app.js';
-import { validateItem } from '../../functions/item-sync/item.js';
-import { createReconcilerHandler, type ReconcilerHandler, type ReconcilerTuning } from '../../functions/reconciler/app.js';
+import type { DynamoDBClient } from '@aws-sdk/client-dynamodb';
+import type { SyncHandler } from '../../functions/item-sync/app.js';
+import type { ReconcilerHandler, ReconcilerTuning } from '../../functions/reconciler/app.js';
 import type { TickReport } from '../../functions/reconciler/tick.js';
-import { CONTROL_TABLE_KEY } from '../../functions/shared/adapters/dynamodb-pace-store.js';
-import { loadReconcilerConfig, loadRefresherConfig, loadSyncConfig } from '../../functions/shared/config.js';
-import { parseJson } from '../../functions/shared/json.js';
 import { RECONCILER_SERVICE, SYNC_SERVICE } from '../../functions/shared/metric-names.js';
-import { createLogger, createMetrics } from '../../functions/shared/observability.js';
-import { HttpProviderClient } from '../../functions/shared/provider/provider-client.js';
-import { createRefresherHandler } from '../../functions/token-refresher/app.js';
-import { startDynalite, type Dynalite } from '../fakes/dynalite.js';
-import { attachSecrets, attachSqs, InProcessEventSource, type CallCounts } from '../fakes/in-process-aws.js';
-import { createContext, functionEnv, runEventSource, type DrainResult, type EventSourceQueue, type SyncHandlerFn } from '../fakes/lambda.js';
-import { LOCAL_REGION } from '../fakes/local-aws.js';
-import { SecretStore } from '../fakes/secrets-model.js';
-import { SqsModel } from '../fakes/sqs-model.js';
+import type { Dynalite } from '../fakes/dynalite.js';
+import { runEventSource, type DrainResult } from '../fakes/lambda.js';
+import type { SecretStore } from '../fakes/secrets-model.js';
+import type { SqsModel } from '../fakes/sqs-model.js';
 import { generateItemTree } from '../simulator/item-tree.js';
 import { ProviderModel, type RateLimit } from '../simulator/provider-model.js';
+import { inProcessAws } from '../system/aws.js';
+import { batchSizeOf, eventSourceQueue } from '../system/event-sources.js';
+import type { BuiltFunction, RefresherHandler } from '../system/functions.js';
+import { localNames } from '../system/names.js';
+import { countingObservability, quietObservability, type Observability } from '../system/observability.js';
+import { every } from '../system/schedules.js';
+import { startStorage } from '../system/storage.js';
+import { buildSystem, type LocalSystem } from '../system/system.js';
+import type { Tuning } from '../system/tuning.js';
+import {
+  emptyMeter,
+  meteredQueue,
+  observedFetch,
+  timed,
+  trackedDynamo,
+  watchItemLogs,
+  watchReconcileSends,
+  type EventSourceName,
+  type MeterSource,
+  type SimMeter,
+} from './meters.js';
 import { modelFetch } from './model-fetch.js';
+import { batchWrite, itemRows } from './preload.js';
 import { VirtualClock } from './virtual-clock.js';
 
-/** As deployed (infra): maxReceiveCount of the sync queue, its visibility time-out, the function's time-out. */
-export const MAX_RECEIVE_COUNT = 5;
-export const FUNCTION_TIMEOUT_MS = 60_000;
-export const VISIBILITY_TIMEOUT_SECONDS = 6 * 60;
-/** As deployed (infra/stateless-stack.ts): the sync's memory. */
-export const SYNC_MEMORY_MB = 512;
-/**
- * As deployed (infra/reconciler/reconciler.ts): the schedule, the reconciler's time-out and memory.
- * The sync's event source on the reconcile queue has the sync queue's maximum concurrency.
- */
-export const RECONCILE_SCHEDULE_MS = 60_000;
-export const RECONCILER_TIMEOUT_MS = 60_000;
-export const RECONCILER_MEMORY_MB = 512;
-
-/** The sync's two event sources: users' ids (the sync queue) and the sweep (the reconcile queue). */
-export type EventSourceName = 'sync' | 'reconcile';
+export type { DynamoCount, EventSourceName, InvocationCount, MeterSource, SimMeter } from './meters.js';
 
 export interface ReconcileOptions {
-  /** FRESHNESS_HOURS (the context key freshnessHours). */
+  /** The context key freshnessHours (above 0: a reconciler is deployed). */
   freshnessHours: number;
-  /** Sync invocations on the reconcile queue at once (the event source's maxConcurrency). */
-  containers: number;
   /** The schedule's first tick this long after the start; default one interval. */
   firstTickAfterMs?: number;
-  /** RECONCILE_SEGMENTS; default the function's. */
+  /** RECONCILE_SEGMENTS; default the function's (as the stack leaves it). */
   segments?: number;
-  /** RECONCILE_HIGH_WATER; default the function's. */
+  /** RECONCILE_HIGH_WATER; default the function's (as the stack leaves it). */
   highWater?: number;
   /** Overrides of the reconciler's tuning (app.ts DEFAULT_TUNING). */
   tuning?: Partial<ReconcilerTuning>;
@@ -97,12 +85,13 @@ export interface SystemOptions {
   rateLimit?: RateLimit;
   /** The operator's providerRequestsPerSecond. */
   knownLimit?: number;
-  /** Sync invocations on the sync queue at once (the event source's maxConcurrency). */
-  containers: number;
+  /** The context key syncMaxConcurrency (sync invocations on each queue at once); default the deployed one. */
+  syncMaxConcurrency?: number;
   providerLatencyMs: number;
   /** Virtual round trip of a DynamoDB call (pace draws and the items table). */
   dynamoRoundTripMs: number;
-  tokenRefreshMinutes: number;
+  /** The context key tokenRefreshMinutes; default the deployed one. */
+  tokenRefreshMinutes?: number;
   /** Reconciliation as deployed; none when undefined. */
   reconcile?: ReconcileOptions;
   /** dynalite in this process (default) or in a child process (large tables: their memory and DynamoDB's CPU apart). */
@@ -112,50 +101,6 @@ export interface SystemOptions {
   meterLogs?: boolean;
   /** Keep only this many of the provider model's recorded requests (long runs); default all. */
   recordedRequests?: number;
-}
-
-/** DynamoDB requests of one operation on one table. */
-export interface DynamoCount {
-  requests: number;
-  /** Capacity units as dynalite computes them (read units for reads, write units for writes). */
-  capacityUnits: number;
-  /** Conditional writes refused (DynamoDB charges them as writes). */
-  conditionFailures: number;
-}
-
-/** The event source mapping's own SQS calls on one queue. */
-export interface EventSourceCount {
-  /** ReceiveMessage calls (long polls that came back empty included). */
-  receives: number;
-  emptyReceives: number;
-  /** DeleteMessageBatch calls (one per invocation with a record done). */
-  deleteBatches: number;
-}
-
-export interface InvocationCount {
-  invocations: number;
-  /** Summed virtual durations, ms. */
-  durationMs: number;
-  memoryMb: number;
-}
-
-export interface LogCount {
-  lines: number;
-  bytes: number;
-}
-
-/** Who did what: `sync` and `reconcile` are the sync's containers of each event source, `reconciler` the reconciler. */
-export type MeterSource = EventSourceName | 'reconciler';
-
-export interface SimMeter {
-  /** By source, then by `<Operation> <table>`. */
-  dynamo: Record<MeterSource, Record<string, DynamoCount>>;
-  /** SDK calls of the functions' SQS clients, by source and operation. */
-  sqs: Record<MeterSource, CallCounts>;
-  eventSource: Record<EventSourceName, EventSourceCount>;
-  lambda: Record<MeterSource, InvocationCount>;
-  /** Log lines and EMF metric documents written (only with `meterLogs`), by source, then by message (`EMF metrics` for those). */
-  logs: Record<MeterSource, Record<string, LogCount>>;
 }
 
 /** One reconciler invocation, as its schedule made it. */
@@ -169,6 +114,8 @@ export interface TickRecord {
 export interface SimSystem {
   clock: VirtualClock;
   provider: ProviderModel;
+  /** The local system it runs: its configuration, its deployment, its queues. */
+  local: LocalSystem;
   sqs: SqsModel;
   secrets: SecretStore;
   dynamo: Dynalite;
@@ -180,6 +127,13 @@ export interface SimSystem {
   /** With `reconcile`: the reconcile queue and its dead-letter queue. */
   reconcileQueueUrl: string | undefined;
   reconcileDlqUrl: string | undefined;
+  /** The functions as built: the sync's containers on each queue, the reconciler (with `reconcile`), the refresher. */
+  functions: {
+    sync: Array<BuiltFunction<SyncHandler>>;
+    sweep: Array<BuiltFunction<SyncHandler>>;
+    reconciler: BuiltFunction<ReconcilerHandler> | undefined;
+    refresher: BuiltFunction<RefresherHandler>;
+  };
   handlers: SyncHandler[];
   /** The reconciler's ticks so far (with `reconcile`). */
   ticks: TickRecord[];
@@ -189,125 +143,134 @@ export interface SimSystem {
   /** Runs the token refresher once (as its schedule does). */
   refresh(): Promise<unknown>;
   /**
-   * Writes a row for every provider item, as the sync writes it (the real item store's PutItem rows,
-   * sent with BatchWriteItem), before virtual time runs: the table as after a first sync. Sets the
-   * table's ItemCount. Returns the rows written.
+   * Writes a row for every provider item, as the sync writes it, before virtual time runs: the table
+   * as after a first sync. Sets the table's ItemCount. Returns the rows written.
    */
   preloadItems(): Promise<number>;
   close(): Promise<void>;
 }
 
-export const ITEMS_TABLE = 'items';
-export const CONTROL_TABLE = 'control';
-const QUEUE = 'sync-queue';
-const DLQ = 'sync-dlq';
-const RECONCILE_QUEUE = 'reconcile-queue';
-const RECONCILE_DLQ = 'reconcile-dlq';
-const TOKEN_SECRET = 'access-token';
-const CREDENTIALS_SECRET = 'credentials';
-const REVISION_FIELD = 'revision';
-/** The event source mapping's long poll. */
-const LONG_POLL_SECONDS = 20;
+/** The tables by their plain names: the cost figures name them (`DynamoDB Scan items`, `PutItem control`). */
+const NAMES = { ...localNames('sim'), itemsTable: 'items', controlTable: 'control' };
+
+/** The context and tuning a simulation's options make (what differs from cdk.json's deployment). */
+export function simDeploymentInput(options: SystemOptions): { context: Record<string, number>; tuning: Tuning } {
+  const { reconcile } = options;
+  return {
+    context: {
+      freshnessHours: reconcile ? reconcile.freshnessHours : 0,
+      ...(options.syncMaxConcurrency !== undefined ? { syncMaxConcurrency: options.syncMaxConcurrency } : {}),
+      ...(options.tokenRefreshMinutes !== undefined ? { tokenRefreshMinutes: options.tokenRefreshMinutes } : {}),
+      ...(options.knownLimit !== undefined ? { providerRequestsPerSecond: options.knownLimit } : {}),
+    },
+    tuning: {
+      ...(reconcile?.segments !== undefined ? { reconcileSegments: reconcile.segments } : {}),
+      ...(reconcile?.highWater !== undefined ? { reconcileHighWater: reconcile.highWater } : {}),
+    },
+  };
+}
 
 /**
- * The system's assembly: the provider model, the queues, the secrets, the tables, the functions'
- * clients (one set per source), the sync's containers and the token refresher, the event sources,
+ * The provider model, the local system on the virtual clock (queues, secrets as after a deployment's
+ * first refresh, tables), the functions with their sources' metered clients, the event sources and
  * the schedules (the refresher's and, with `reconcile`, the reconciler's).
  */
 export async function startSystem(options: SystemOptions): Promise<SimSystem> {
   const clock = new VirtualClock();
   const { provider, ids } = startProvider(options, clock);
-  const queues = createQueues(clock, options.reconcile !== undefined);
-  const secretStore = createSecrets(clock, provider);
-  const meter = emptyMeter();
-  const tables = await startTables(options, clock, meter);
-  const wiring = wire({ options, clock, meter, fetch: modelFetch(provider, clock), queues, secretStore, tables });
+  const aws = inProcessAws({ sqsClock: clock.asFakeClock(), secretsClock: clock.asFakeClock() });
+  const storage = await startStorage(NAMES, { where: options.dynalite ?? 'in-process', noBucket: true });
+  const input = simDeploymentInput(options);
+  const local = buildSystem({
+    names: NAMES,
+    context: input.context,
+    tuning: input.tuning,
+    aws,
+    storage,
+    secrets: {
+      credentials: { clientId: provider.clientId, refreshToken: provider.refreshToken },
+      accessTokenValue: JSON.stringify({ accessToken: provider.issueAccessToken(), refreshedAt: clock.now().toISOString() }),
+    },
+    now: () => clock.ms(),
+  });
+  const deployment = local.deployment;
+  const meter = emptyMeter({ sync: deployment.sync.memoryMb, reconcile: deployment.sync.memoryMb, reconciler: deployment.reconciler?.memoryMb ?? 0 });
+  let itemCount: number | undefined;
+  const dynamoFor = (source: MeterSource): DynamoDBClient =>
+    trackedDynamo(storage.dynamo, { clock, roundTripMs: options.dynamoRoundTripMs, counts: meter.dynamo[source], itemsTable: NAMES.itemsTable, itemCount: () => itemCount });
+  const fetch = modelFetch(provider, clock);
+  // One Secrets Manager client, shared by every function.
+  const secrets = aws.secretsClient();
+  const observability = (source: MeterSource): Observability => {
+    const service = source === 'reconciler' ? RECONCILER_SERVICE : SYNC_SERVICE;
+    const made = options.meterLogs ? countingObservability(service, meter.logs[source]) : quietObservability();
+    const itemLog = options.observe?.itemLog;
+    if (source !== 'reconciler' && itemLog) watchItemLogs(made.logger, clock, (message, itemId, at) => itemLog(source, message, itemId, at));
+    return made;
+  };
 
-  const { reconcile } = options;
-  const syncContainers = syncContainerFactory(wiring);
-  const handlers = syncContainers('sync', options.containers);
-  const sweepHandlers = reconcile ? syncContainers('reconcile', reconcile.containers) : undefined;
-  const client = tables.clientFor('sync');
-  const refresher = createRefresher(wiring);
-  const sources = eventSources(wiring, queues.sqs, handlers, sweepHandlers);
+  /** The sync's containers of one event source: its source's DynamoDB and SQS clients, each container its own provider client. */
+  const containers = (source: EventSourceName): Array<BuiltFunction<SyncHandler>> => {
+    const dynamodb = dynamoFor(source);
+    const sqs = aws.sqsClient({ calls: meter.sqs[source] });
+    const answer = options.observe?.providerAnswer;
+    const observed = observedFetch(fetch, clock, answer && ((itemId, status, at) => answer(source, itemId, status, at)));
+    return Array.from({ length: deployment.syncEventSource.maxConcurrency }, () =>
+      local.syncContainer({ dynamodb, sqs, secrets, fetch: observed, clock, sleep: clock.sleep, ...observability(source) }),
+    );
+  };
+  const sync = containers('sync');
+  const sweep = options.reconcile ? containers('reconcile') : [];
+  const quiet = quietObservability();
+  const refresher = local.refresher({ secrets, fetch, clock, ...quiet });
+  const reconciler = options.reconcile ? createReconciler(local, options, dynamoFor('reconciler'), meter, clock, observability('reconciler')) : undefined;
 
-  const state: RunState = { running: true, ticking: true };
-  scheduleRefresh(clock, refresher, options.tokenRefreshMinutes, state);
+  const refreshing = every(clock.asFakeClock(), deployment.schedule.refresherEveryMinutes * 60_000, () => void refresher.handler({ trigger: 'schedule' }).catch(() => undefined));
   const ticks: TickRecord[] = [];
-  if (reconcile) scheduleTicks(wiring, createReconciler(wiring, reconcile), reconcile.firstTickAfterMs ?? RECONCILE_SCHEDULE_MS, state, ticks);
+  const ticking = reconciler ? scheduleTicks(local, reconciler, clock, meter, ticks, options.reconcile?.firstTickAfterMs) : undefined;
 
+  const sources = [
+    { name: 'sync' as const, functions: sync },
+    ...(sweep.length > 0 ? [{ name: 'reconcile' as const, functions: sweep }] : []),
+  ];
   return {
     clock,
     provider,
-    sqs: queues.sqs,
-    secrets: secretStore,
-    dynamo: tables.dynamo,
-    client,
+    local,
+    sqs: aws.sqs,
+    secrets: aws.secrets,
+    dynamo: storage.dynamo,
+    client: dynamoFor('sync'),
     ids,
-    queueUrl: queues.queueUrl,
-    dlqUrl: queues.dlqUrl,
-    reconcileQueueUrl: queues.reconcileQueueUrl,
-    reconcileDlqUrl: queues.reconcileDlqUrl,
-    handlers,
+    queueUrl: local.queues.sync.url,
+    dlqUrl: local.queues.sync.deadLetterUrl,
+    reconcileQueueUrl: local.queues.reconcile?.url,
+    reconcileDlqUrl: local.queues.reconcile?.deadLetterUrl,
+    functions: { sync, sweep, reconciler, refresher },
+    handlers: sync.map((fn) => fn.handler),
     ticks,
     meter,
-    pollUntil: (stop) => pollEventSources(clock, queues.sqs, sources, stop, state),
-    refresh: () => refresher({ trigger: 'schedule' }),
-    preloadItems: () => preloadItems(provider, ids, clock, tables),
+    pollUntil: (stop) =>
+      pollEventSources(local, clock, meter, sources, () => {
+        if (!stop()) return false;
+        ticking?.stop();
+        return true;
+      }),
+    refresh: () => refresher.handler({ trigger: 'schedule' }),
+    async preloadItems() {
+      const rows = await itemRows(provider, ids, clock.now().toISOString(), NAMES.itemsTable, local.config.revisionField);
+      const client = storage.dynamo.client();
+      await batchWrite(client, NAMES.itemsTable, rows);
+      client.destroy();
+      itemCount = rows.length;
+      return rows.length;
+    },
     async close() {
-      state.running = false;
-      await tables.dynamo.close();
+      refreshing.stop();
+      ticking?.stop();
+      await local.close();
     },
   };
-}
-
-type Refresher = ReturnType<typeof createRefresherHandler>;
-
-/** What the schedules check before they go on. */
-interface RunState {
-  /** Until close(): the refresher's and the reconciler's schedules. */
-  running: boolean;
-  /** Until pollUntil's `stop` says so: the reconciler's schedule. */
-  ticking: boolean;
-}
-
-interface Queues {
-  sqs: SqsModel;
-  queueUrl: string;
-  dlqUrl: string;
-  reconcileQueueUrl: string | undefined;
-  reconcileDlqUrl: string | undefined;
-}
-
-interface Tables {
-  dynamo: Dynalite;
-  /** The items table's ItemCount once preloadItems wrote it (DescribeTable answers it). */
-  itemCount: number | undefined;
-  /** A new metered DynamoDB client in virtual time for `source`. */
-  clientFor(source: MeterSource): DynamoDBClient;
-}
-
-/** What every simulated function is made from: the clock, the environment, and its source's own clients. */
-interface Wiring {
-  options: SystemOptions;
-  clock: VirtualClock;
-  meter: SimMeter;
-  env: Record<string, string>;
-  /** The provider model's fetch. */
-  fetch: typeof globalThis.fetch;
-  /** One Secrets Manager client, shared by every function. */
-  secrets: SecretsManagerClient;
-  dynamoFor(source: MeterSource): DynamoDBClient;
-  /** A new SQS client for `source`; `watch` sees it before the model's middleware is added. */
-  sqsFor(source: MeterSource, watch?: (client: SQSClient) => void): SQSClient;
-  /** Logger and metrics of one function instance of `source`. */
-  observability(source: MeterSource): { logger: never; metrics: never };
-}
-
-interface EventSource {
-  name: EventSourceName;
-  queue: EventSourceQueue;
-  handlers: SyncHandlerFn[];
 }
 
 /** The provider model over the generated item tree; `ids` in the tree's order. */
@@ -326,471 +289,87 @@ function startProvider(options: SystemOptions, clock: VirtualClock): { provider:
   return { provider, ids };
 }
 
-/** The sync queue and its dead-letter queue; with reconciliation, the reconcile queue and its own. */
-function createQueues(clock: VirtualClock, withReconcile: boolean): Queues {
-  const sqs = new SqsModel({ clock: clock.asFakeClock() });
-  const redrive = (dlq: string): string => JSON.stringify({ deadLetterTargetArn: sqs.queue(dlq).arn, maxReceiveCount: MAX_RECEIVE_COUNT });
-  const dlqUrl = sqs.createQueue(DLQ);
-  const queueUrl = sqs.createQueue(QUEUE, { VisibilityTimeout: String(VISIBILITY_TIMEOUT_SECONDS), RedrivePolicy: redrive(DLQ) });
-  const reconcileDlqUrl = withReconcile ? sqs.createQueue(RECONCILE_DLQ) : undefined;
-  const reconcileQueueUrl = withReconcile
-    ? sqs.createQueue(RECONCILE_QUEUE, { VisibilityTimeout: String(VISIBILITY_TIMEOUT_SECONDS), RedrivePolicy: redrive(RECONCILE_DLQ) })
-    : undefined;
-  return { sqs, queueUrl, dlqUrl, reconcileQueueUrl, reconcileDlqUrl };
+/** The real reconciler with its own metered clients; the reconcile queue's sends told to `observe.reconcileSent`. */
+function createReconciler(
+  local: LocalSystem,
+  options: SystemOptions,
+  dynamodb: DynamoDBClient,
+  meter: SimMeter,
+  clock: VirtualClock,
+  observability: Observability,
+): BuiltFunction<ReconcilerHandler> {
+  const sent = options.observe?.reconcileSent;
+  const sqs = local.aws.sqsClient({ calls: meter.sqs.reconciler, ...(sent ? { watch: (made) => watchReconcileSends(made, clock, sent) } : {}) });
+  const tuning = options.reconcile?.tuning;
+  return local.reconciler({ dynamodb, sqs, clock, sleep: clock.sleep, ...(tuning ? { tuning } : {}), ...observability });
 }
 
-/** The provider's credentials and a valid access token, as after a deployment's first refresh. */
-function createSecrets(clock: VirtualClock, provider: ProviderModel): SecretStore {
-  const secrets = new SecretStore({ clock: clock.asFakeClock() });
-  secrets.set(CREDENTIALS_SECRET, JSON.stringify({ clientId: provider.clientId, refreshToken: provider.refreshToken }));
-  secrets.set(TOKEN_SECRET, JSON.stringify({ accessToken: provider.issueAccessToken(), refreshedAt: clock.now().toISOString() }));
-  return secrets;
-}
-
-/** dynalite with the items table and the control table (created before virtual time runs: a plain client). */
-async function startTables(options: SystemOptions, clock: VirtualClock, meter: SimMeter): Promise<Tables> {
-  const dynamo = await startDynalite({ proxy: false, where: options.dynalite ?? 'in-process' });
-  const tables: Tables = {
-    dynamo,
-    itemCount: undefined,
-    clientFor: (source) => trackedDynamo(dynamo, clock, options.dynamoRoundTripMs, meter.dynamo[source], () => tables.itemCount),
-  };
-  await dynamo.createItemsTable(ITEMS_TABLE);
-  await createControlTable(dynamo.client());
-  return tables;
-}
-
-/** The functions' environment, as the stacks set it. */
-function functionEnvironment(options: SystemOptions, queues: Queues): Record<string, string> {
-  const { reconcile } = options;
-  return functionEnv({
-    baseUrl: 'http://127.0.0.1:1/api/v2',
-    accessTokenSecretId: TOKEN_SECRET,
-    credentialsSecretId: CREDENTIALS_SECRET,
-    itemsTableName: ITEMS_TABLE,
-    // Items here are small: the sync never loads its S3 adapter (none is given a client).
-    itemsBucketName: 'items-bucket',
-    revisionField: REVISION_FIELD,
-    deadLetterQueueUrl: queues.dlqUrl,
-    controlTableName: CONTROL_TABLE,
-    ...(options.knownLimit !== undefined ? { providerRequestsPerSecond: String(options.knownLimit) } : {}),
-    ...(reconcile
-      ? {
-          reconcileQueueUrl: queues.reconcileQueueUrl,
-          freshnessHours: String(reconcile.freshnessHours),
-          ...(reconcile.segments !== undefined ? { reconcileSegments: String(reconcile.segments) } : {}),
-          ...(reconcile.highWater !== undefined ? { reconcileHighWater: String(reconcile.highWater) } : {}),
-        }
-      : {}),
-  });
-}
-
-function wire(parts: {
-  options: SystemOptions;
-  clock: VirtualClock;
-  meter: SimMeter;
-  fetch: typeof globalThis.fetch;
-  queues: Queues;
-  secretStore: SecretStore;
-  tables: Tables;
-}): Wiring {
-  const { options, clock, meter, queues } = parts;
-  const credentials = { accessKeyId: 'sim', secretAccessKey: 'sim' };
-  return {
-    options,
-    clock,
-    meter,
-    env: functionEnvironment(options, queues),
-    fetch: parts.fetch,
-    secrets: attachSecrets(new SecretsManagerClient({ region: LOCAL_REGION, credentials }), parts.secretStore),
-    dynamoFor: parts.tables.clientFor,
-    sqsFor(source, watch) {
-      const made = new SQSClient({ region: LOCAL_REGION, credentials });
-      watch?.(made); // before the model answers (same step and priority: the first added runs first)
-      return attachSqs(made, queues.sqs, meter.sqs[source]);
+/**
+ * The reconciler's schedule: the first tick `firstTickAfterMs` from now (default one interval), then
+ * one every interval, as EventBridge Scheduler (whether or not the last tick still runs), each
+ * recorded in `ticks` and metered.
+ */
+function scheduleTicks(
+  local: LocalSystem,
+  reconciler: BuiltFunction<ReconcilerHandler>,
+  clock: VirtualClock,
+  meter: SimMeter,
+  ticks: TickRecord[],
+  firstTickAfterMs: number | undefined,
+): { stop(): void } {
+  const schedule = local.deployment.schedule.reconciler!;
+  const everyMs = schedule.everyMinutes * 60_000;
+  return every(
+    clock.asFakeClock(),
+    everyMs,
+    () => {
+      const startedAt = clock.ms();
+      const record: TickRecord = { startedAt, endedAt: startedAt };
+      ticks.push(record);
+      meter.lambda.reconciler.invocations += 1;
+      void reconciler
+        .handler({ trigger: 'schedule', worker: 0, workers: schedule.workers }, local.context(reconciler))
+        .then(
+          (report) => void (record.report = report),
+          (error: unknown) => void (record.error = String(error)),
+        )
+        .finally(() => {
+          record.endedAt = clock.ms();
+          meter.lambda.reconciler.durationMs += record.endedAt - record.startedAt;
+        });
     },
-    observability(source) {
-      const service = source === 'reconciler' ? RECONCILER_SERVICE : SYNC_SERVICE;
-      const made = options.meterLogs ? countingObservability(service, meter.logs[source]) : quietLogger();
-      if (source !== 'reconciler' && options.observe?.itemLog) watchItemLogs(made.logger, source, clock, options.observe.itemLog);
-      return made;
-    },
-  };
+    firstTickAfterMs ?? everyMs,
+  );
 }
 
 /**
- * Makes the sync's containers of one event source: real sync handlers sharing that source's
- * DynamoDB and SQS clients, each with its own provider client (and so its own token cache).
+ * Runs every event source in virtual time until `stop()`, then closes the model's long polls and
+ * lets the invocations end. The sync queue's result.
  */
-function syncContainerFactory(wiring: Wiring): (source: EventSourceName, count: number) => SyncHandler[] {
-  const { clock, options } = wiring;
-  const config = loadSyncConfig(wiring.env);
-  return (source, count) => {
-    const dynamodb = wiring.dynamoFor(source);
-    const sqs = wiring.sqsFor(source);
-    const observed = observedFetch(wiring.fetch, source, clock, options.observe?.providerAnswer);
-    return Array.from({ length: count }, () =>
-      createSyncHandler({
-        config,
-        dynamodb,
-        sqs,
-        secrets: wiring.secrets,
-        provider: new HttpProviderClient({ ...config.provider, fetch: observed }),
-        clock,
-        sleep: clock.sleep,
-        ...wiring.observability(source),
-      }),
-    );
-  };
-}
-
-/** The real token refresher (not metered: its logs are kept nowhere). */
-function createRefresher(wiring: Wiring): Refresher {
-  const quiet = quietLogger();
-  const config = loadRefresherConfig(wiring.env);
-  return createRefresherHandler({
-    config,
-    secrets: wiring.secrets,
-    provider: new HttpProviderClient({ ...config.provider, fetch: wiring.fetch }),
-    clock: wiring.clock,
-    logger: quiet.logger,
-    metrics: quiet.metrics,
-  });
-}
-
-/** The sync's event sources: the sync queue, and the reconcile queue when there are sweep containers; both metered. */
-function eventSources(wiring: Wiring, sqs: SqsModel, handlers: readonly SyncHandler[], sweepHandlers: readonly SyncHandler[] | undefined): EventSource[] {
-  const { clock, meter } = wiring;
-  const sources: EventSource[] = [
-    { name: 'sync', queue: meteredQueue(new InProcessEventSource(sqs, QUEUE, LONG_POLL_SECONDS), meter.eventSource.sync), handlers: timed(handlers, clock, meter.lambda.sync) },
-  ];
-  if (sweepHandlers) {
-    const queue = new InProcessEventSource(sqs, RECONCILE_QUEUE, LONG_POLL_SECONDS);
-    sources.push({ name: 'reconcile', queue: meteredQueue(queue, meter.eventSource.reconcile), handlers: timed(sweepHandlers, clock, meter.lambda.reconcile) });
-  }
-  return sources;
-}
-
-/** The refresher's schedule: every `minutes`, until close(). */
-function scheduleRefresh(clock: VirtualClock, refresher: Refresher, minutes: number, state: RunState): void {
-  const schedule = (): void => {
-    clock.at(clock.ms() + minutes * 60_000, () => {
-      if (!state.running) return;
-      void refresher({ trigger: 'schedule' }).catch(() => undefined);
-      schedule();
-    });
-  };
-  schedule();
-}
-
-/** The real reconciler handler with its own metered clients; the reconcile queue's sends told to `observe.reconcileSent`. */
-function createReconciler(wiring: Wiring, reconcile: ReconcileOptions): ReconcilerHandler {
-  const { clock } = wiring;
-  const sent = wiring.options.observe?.reconcileSent;
-  const sqs = wiring.sqsFor('reconciler', sent ? (made) => watchReconcileSends(made, clock, sent) : undefined);
-  return createReconcilerHandler({
-    config: loadReconcilerConfig(wiring.env),
-    dynamodb: wiring.dynamoFor('reconciler'),
-    sqs,
-    clock,
-    sleep: clock.sleep,
-    ...(reconcile.tuning ? { tuning: reconcile.tuning } : {}),
-    ...wiring.observability('reconciler'),
-  });
-}
-
-/**
- * The reconciler's schedule: the first tick `firstTickAfterMs` from now, then one every
- * RECONCILE_SCHEDULE_MS, each recorded in `ticks` and metered, until close() or pollUntil's stop.
- */
-function scheduleTicks(wiring: Wiring, reconciler: ReconcilerHandler, firstTickAfterMs: number, state: RunState, ticks: TickRecord[]): void {
-  const { clock, meter } = wiring;
-  const tick = (): void => {
-    if (!state.running || !state.ticking) return;
-    const startedAt = clock.ms();
-    const deadline = startedAt + RECONCILER_TIMEOUT_MS;
-    const context = createContext('content-sync-reconciler', LOCAL_REGION, RECONCILER_TIMEOUT_MS, { remainingMs: () => deadline - clock.ms() });
-    const record: TickRecord = { startedAt, endedAt: startedAt };
-    ticks.push(record);
-    meter.lambda.reconciler.invocations += 1;
-    // As EventBridge Scheduler: every interval, whether or not the last tick is still running.
-    void reconciler({ trigger: 'schedule', worker: 0, workers: 1 }, context).then(
-      (report) => void (record.report = report),
-      (error: unknown) => void (record.error = String(error)),
-    ).finally(() => {
-      record.endedAt = clock.ms();
-      meter.lambda.reconciler.durationMs += record.endedAt - record.startedAt;
-    });
-    clock.at(startedAt + RECONCILE_SCHEDULE_MS, tick);
-  };
-  clock.at(clock.ms() + firstTickAfterMs, tick);
-}
-
-/**
- * Runs every event source in virtual time until `stop()` (which also stops the reconciler's
- * ticks), then closes the model's long polls and lets the invocations end. The sync queue's result.
- */
-async function pollEventSources(clock: VirtualClock, sqs: SqsModel, sources: readonly EventSource[], stop: () => boolean, state: RunState): Promise<DrainResult> {
-  const syncContext = (): Context => {
-    const deadline = clock.ms() + FUNCTION_TIMEOUT_MS;
-    return createContext('content-sync-item-sync', LOCAL_REGION, FUNCTION_TIMEOUT_MS, { remainingMs: () => deadline - clock.ms() });
-  };
-  const stopping = (): boolean => {
-    if (!stop()) return false;
-    state.ticking = false;
-    return true;
-  };
+async function pollEventSources(
+  local: LocalSystem,
+  clock: VirtualClock,
+  meter: SimMeter,
+  sources: ReadonlyArray<{ name: EventSourceName; functions: ReadonlyArray<BuiltFunction<SyncHandler>> }>,
+  stop: () => boolean,
+): Promise<DrainResult> {
   const results: Array<DrainResult | undefined> = sources.map(() => undefined);
   const runs = sources.map((source, index) =>
     runEventSource({
-      queue: source.queue,
-      handlers: source.handlers,
-      context: syncContext,
+      queue: meteredQueue(eventSourceQueue(local, source.name), meter.eventSource[source.name]),
+      handlers: source.functions.map((fn) => timed(fn.handler, clock, meter.lambda[source.name])),
+      batchSize: batchSizeOf(local),
+      context: () => local.context(source.functions[0]!),
       now: () => clock.ms(),
       timeLimitMs: Number.MAX_SAFE_INTEGER / 2,
-      stop: stopping,
+      stop,
       finished: () => false,
     }).then((result) => (results[index] = result)),
   );
   const ended = (): boolean => results.every((result) => result !== undefined);
-  await clock.run(Number.MAX_SAFE_INTEGER, () => ended() || stopping());
-  sqs.close(); // ends the long polls
+  await clock.run(Number.MAX_SAFE_INTEGER, () => ended() || stop());
+  local.aws.sqs.close(); // ends the long polls
   await clock.run(clock.ms() + 60_000, ended);
   await Promise.all(runs);
   return results[0]!;
-}
-
-/** SimSystem.preloadItems: every provider item's row written as after a first sync; the table's ItemCount set. */
-async function preloadItems(provider: ProviderModel, ids: readonly string[], clock: VirtualClock, tables: Tables): Promise<number> {
-  const rows = await itemRows(provider, ids, clock.now().toISOString());
-  await batchWrite(tables.dynamo.client(), ITEMS_TABLE, rows);
-  tables.itemCount = rows.length;
-  return rows.length;
-}
-
-function emptyMeter(): SimMeter {
-  const bySource = <T>(make: () => T): Record<MeterSource, T> => ({ sync: make(), reconcile: make(), reconciler: make() });
-  const eventSource = (): EventSourceCount => ({ receives: 0, emptyReceives: 0, deleteBatches: 0 });
-  return {
-    dynamo: bySource(() => ({})),
-    sqs: bySource(() => ({})),
-    eventSource: { sync: eventSource(), reconcile: eventSource() },
-    lambda: {
-      sync: { invocations: 0, durationMs: 0, memoryMb: SYNC_MEMORY_MB },
-      reconcile: { invocations: 0, durationMs: 0, memoryMb: SYNC_MEMORY_MB },
-      reconciler: { invocations: 0, durationMs: 0, memoryMb: RECONCILER_MEMORY_MB },
-    },
-    logs: bySource(() => ({})),
-  };
-}
-
-/**
- * The rows the sync writes for these items (created, as after a first sync at `syncedAt`): the
- * real item store's PutItem `Item`s, taken from a client that only keeps them (no SDK stack: a
- * million rows are made in seconds).
- */
-async function itemRows(provider: ProviderModel, ids: readonly string[], syncedAt: string): Promise<Array<Record<string, AttributeValue>>> {
-  const rows: Array<Record<string, AttributeValue>> = [];
-  const capture = {
-    send: async (command: PutItemCommand) => {
-      rows.push(command.input.Item!);
-      return {};
-    },
-  } as unknown as DynamoDBClient;
-  const store = new DynamoDbItemStore(capture, ITEMS_TABLE);
-  for (const id of ids) {
-    // As the provider client hands it over (parseJson), validated as the sync does.
-    const valid = validateItem(parseJson(JSON.stringify(provider.getItem(id))), id, REVISION_FIELD);
-    await store.put({ id, type: valid.type, revision: valid.revision, item: valid.item, syncedAt }, { exists: false });
-  }
-  return rows;
-}
-
-/** BatchWriteItem, 25 rows a call, 16 calls in flight, unprocessed items sent again. */
-async function batchWrite(client: DynamoDBClient, table: string, rows: ReadonlyArray<Record<string, AttributeValue>>): Promise<void> {
-  let next = 0;
-  const worker = async (): Promise<void> => {
-    while (next < rows.length) {
-      const chunk = rows.slice(next, next + 25);
-      next += 25;
-      let requests = chunk.map((Item) => ({ PutRequest: { Item } }));
-      while (requests.length > 0) {
-        const output = await client.send(new BatchWriteItemCommand({ RequestItems: { [table]: requests } }));
-        requests = (output.UnprocessedItems?.[table] ?? []) as typeof requests;
-      }
-    }
-  };
-  await Promise.all(Array.from({ length: 16 }, worker));
-}
-
-async function createControlTable(client: DynamoDBClient): Promise<void> {
-  await client.send(
-    new CreateTableCommand({
-      TableName: CONTROL_TABLE,
-      AttributeDefinitions: [{ AttributeName: CONTROL_TABLE_KEY, AttributeType: 'S' }],
-      KeySchema: [{ AttributeName: CONTROL_TABLE_KEY, KeyType: 'HASH' }],
-      BillingMode: 'PAY_PER_REQUEST',
-    }),
-  );
-}
-
-type AnyInput = Record<string, unknown>;
-type Next = (args: { input: AnyInput }) => Promise<{ output: AnyInput; response: unknown }>;
-
-/** Operations that take ReturnConsumedCapacity. */
-const METERED = new Set(['GetItem', 'PutItem', 'UpdateItem', 'DeleteItem', 'BatchGetItem', 'BatchWriteItem', 'Scan', 'Query']);
-
-/**
- * A DynamoDB client whose calls hold virtual time still while dynalite answers, then take
- * `roundTripMs` of it; each call counted into `counts` with the capacity dynalite computed for it.
- * DescribeTable answers `itemCount()` as the table's ItemCount when it is known: DynamoDB refreshes
- * it about every six hours, dynalite never (always 0).
- */
-function trackedDynamo(
-  dynamo: Dynalite,
-  clock: VirtualClock,
-  roundTripMs: number,
-  counts: Record<string, DynamoCount>,
-  itemCount: () => number | undefined,
-): DynamoDBClient {
-  const client = dynamo.client();
-  client.middlewareStack.add(
-    ((next: Next, context: { commandName?: string }) => async (args: { input: AnyInput }) => {
-      const operation = (context.commandName ?? '').replace(/Command$/, '');
-      const input = METERED.has(operation) ? { ...args.input, ReturnConsumedCapacity: 'TOTAL' } : args.input;
-      const table = typeof input['TableName'] === 'string' ? input['TableName'] : Object.keys((input['RequestItems'] as AnyInput | undefined) ?? {}).join(',');
-      const count = (counts[`${operation} ${table}`] ??= { requests: 0, capacityUnits: 0, conditionFailures: 0 });
-      count.requests += 1;
-      try {
-        const result = await clock.track(next({ ...args, input }));
-        count.capacityUnits += consumed(result.output['ConsumedCapacity']);
-        if (operation === 'DescribeTable' && itemCount() !== undefined) {
-          const described = result.output['Table'] as AnyInput | undefined;
-          if (described && described['TableName'] === ITEMS_TABLE) described['ItemCount'] = itemCount();
-        }
-        return result;
-      } catch (error) {
-        if ((error as { name?: string }).name === 'ConditionalCheckFailedException') count.conditionFailures += 1;
-        throw error;
-      } finally {
-        if (roundTripMs > 0) await clock.sleep(roundTripMs);
-      }
-    }) as never,
-    { step: 'initialize', priority: 'high', name: 'virtualTime' },
-  );
-  return client;
-}
-
-function consumed(capacity: unknown): number {
-  const list = Array.isArray(capacity) ? capacity : capacity === undefined ? [] : [capacity];
-  return list.reduce((sum: number, entry) => sum + (Number((entry as { CapacityUnits?: number }).CapacityUnits) || 0), 0);
-}
-
-/** The provider's answers, told to `observe` with the id asked for (the model's fetch for one event source's containers). */
-function observedFetch(
-  fetch: typeof globalThis.fetch,
-  source: EventSourceName,
-  clock: VirtualClock,
-  observe: SystemObserver['providerAnswer'],
-): typeof globalThis.fetch {
-  if (!observe) return fetch;
-  return async (input, init) => {
-    const response = await fetch(input, init);
-    const url = typeof input === 'string' ? input : input instanceof URL ? input.href : input.url;
-    const marker = url.indexOf('/items/');
-    if (marker >= 0) observe(source, decodeURIComponent(url.slice(marker + 7).split('?')[0]!), response.status, clock.ms());
-    return response;
-  };
-}
-
-/** The event source's ReceiveMessage and DeleteMessageBatch calls, counted. */
-function meteredQueue(queue: EventSourceQueue, count: EventSourceCount): EventSourceQueue {
-  return {
-    arn: queue.arn,
-    async receive(max) {
-      count.receives += 1;
-      const messages = await queue.receive(max);
-      if (messages.length === 0) count.emptyReceives += 1;
-      return messages;
-    },
-    async settle(succeeded, failed) {
-      // Lambda deletes what succeeded with one DeleteMessageBatch (a batch holds at most 10 records).
-      if (succeeded.length > 0) count.deleteBatches += Math.ceil(succeeded.length / 10);
-      await queue.settle(succeeded, failed);
-    },
-    remaining: () => queue.remaining(),
-  };
-}
-
-/** Each handler's invocations and virtual durations, counted. */
-function timed(handlers: readonly SyncHandler[], clock: VirtualClock, count: InvocationCount): SyncHandlerFn[] {
-  return handlers.map((handler) => async (event, context) => {
-    const started = clock.ms();
-    count.invocations += 1;
-    try {
-      return await handler(event, context);
-    } finally {
-      count.durationMs += clock.ms() - started;
-    }
-  });
-}
-
-/** The ids of every SendMessageBatch entry SQS accepted, told to `observe`. */
-function watchReconcileSends(client: SQSClient, clock: VirtualClock, observe: NonNullable<SystemObserver['reconcileSent']>): void {
-  client.middlewareStack.add(
-    ((next: Next, context: { commandName?: string }) => async (args: { input: AnyInput }) => {
-      const result = await next(args);
-      if (context.commandName === 'SendMessageBatchCommand') {
-        const entries = (args.input['Entries'] ?? []) as Array<{ Id: string; MessageBody: string }>;
-        const accepted = new Set(((result.output['Successful'] ?? []) as Array<{ Id: string }>).map((entry) => entry.Id));
-        const sent = entries.filter((entry) => accepted.has(entry.Id)).map((entry) => (JSON.parse(entry.MessageBody) as { id: string }).id);
-        observe(sent, clock.ms());
-      }
-      return result;
-    }) as never,
-    // Added before attachSqs's middleware (same step and priority): it runs first and sees the model's answer.
-    { step: 'initialize', priority: 'high', name: 'watchReconcileSends' },
-  );
-}
-
-/** Tells `observe` of every line the sync logs about an item (its fields hold `itemId`). */
-function watchItemLogs(logger: unknown, source: EventSourceName, clock: VirtualClock, observe: NonNullable<SystemObserver['itemLog']>): void {
-  const target = logger as Record<'info' | 'warn' | 'error', (message: string, ...rest: unknown[]) => void>;
-  for (const level of ['info', 'warn', 'error'] as const) {
-    const original = target[level].bind(target);
-    target[level] = (message: string, ...rest: unknown[]) => {
-      const itemId = (rest[0] as { itemId?: unknown } | undefined)?.itemId;
-      if (typeof itemId === 'string') observe(source, message, itemId, clock.ms());
-      original(message, ...rest);
-    };
-  }
-}
-
-/**
- * The real Powertools logger and metrics of `service`, writing to counters instead of standard
- * output: lines and bytes by log message (EMF metric documents as `EMF metrics`).
- */
-function countingObservability(service: string, counts: Record<string, LogCount>): { logger: never; metrics: never } {
-  const output = new Writable({
-    write(chunk: Buffer | string, _encoding, callback) {
-      const text = typeof chunk === 'string' ? chunk : chunk.toString('utf8');
-      for (const line of text.split('\n')) {
-        if (line === '') continue;
-        const key = line.includes('"_aws"') ? 'EMF metrics' : (/"message":"((?:[^"\\]|\\.)*)"/.exec(line)?.[1] ?? 'other');
-        const count = (counts[key] ??= { lines: 0, bytes: 0 });
-        count.lines += 1;
-        count.bytes += Buffer.byteLength(line) + 1;
-      }
-      callback();
-    },
-  });
-  return { logger: createLogger(service, { output }) as never, metrics: createMetrics(service, { output }) as never };
-}
-
-/** Logger and metrics that keep nothing: a simulation counts what happens itself. */
-function quietLogger(): { logger: never; metrics: never } {
-  const noop = (): void => undefined;
-  const logger = { debug: noop, info: noop, warn: noop, error: noop, addContext: noop, appendKeys: noop } as unknown as never;
-  const metrics = { addMetric: noop, publishStoredMetrics: noop, addDimension: noop } as unknown as never;
-  return { logger, metrics };
 }

@@ -6,19 +6,10 @@
  *
  * The same options always give the same tree (no clock, no Math.random).
  */
-import type { SimulatorItem } from './provider-model.js';
+import type { SimulatorItem } from './provider-types.js';
+import { mulberry32 } from './random.js';
 
-/** The mulberry32 PRNG: a fast 32-bit seeded generator returning floats in [0, 1). */
-export function mulberry32(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+export { mulberry32 };
 
 export interface ItemTreeOptions {
   /** Total number of items, root included (at least 1). */

@@ -10,217 +10,38 @@
  * Routing works on the raw request target (req.url, never normalised): `/items/..%2FgetToken` is the
  * item `../getToken`, and `/items/../getToken` (two raw segments) is no route at all.
  *
- * Imports node built-ins (and the seeded PRNG of item-tree.ts) only, so it can be loaded from tests,
+ * Imports node built-ins (and the seeded PRNG of random.ts) only, so it can be loaded from tests,
  * tsx scripts and benchmarks alike.
  */
-import { mulberry32 } from './item-tree.js';
+import { mulberry32 } from './random.js';
+import { bearer, defaultMessage, errorBody, isRecord, JSON_TYPE, nextStringRevision, normalizePrefix, response, splitPath, validateFault } from './provider-answers.js';
+import type {
+  Fault,
+  FaultRule,
+  IncomingRequest,
+  Pending,
+  ProviderAnswer,
+  ProviderModelOptions,
+  RateLimit,
+  RecordedRequest,
+  Route,
+  SimulatorItem,
+  StoredItem,
+} from './provider-types.js';
 
-export interface SimulatorItem {
-  id: string;
-  type: 'file' | 'folder';
-  [field: string]: unknown;
-}
-
-export type Fault =
-  /** Respond with this status. Default body `{"error":{"code":status,"message":"..."}}`; `body` is
-   *  sent as JSON, `rawBody` verbatim; `headers` are added last (they may override Content-Type). */
-  | { kind: 'status'; status: number; body?: unknown; rawBody?: string; headers?: Record<string, string> }
-  /** Wait `ms`, then answer normally (auth and lookup are evaluated after the wait). */
-  | { kind: 'delay'; ms: number }
-  /** Respond (200 by default) with this raw body; Content-Type defaults to application/json. */
-  | { kind: 'body'; rawBody: string; status?: number; contentType?: string }
-  /** Destroy the socket without writing anything. */
-  | { kind: 'drop' }
-  /** Never answer; the socket stays open until the client gives up or the simulator closes. */
-  | { kind: 'hang' };
-
-export interface FaultRule {
-  /** Default 'any' (every request, including ones that match no route). */
-  endpoint?: 'token' | 'items' | 'any';
-  /** Only requests for this (decoded) item id. */
-  itemId?: string;
-  /** How many requests the rule applies to; default unlimited. The rule is removed when used up. */
-  times?: number;
-  /** 0..1, drawn from the simulator's seeded PRNG; default 1. */
-  probability?: number;
-  fault: Fault;
-}
-
-export interface RecordedRequest {
-  method: string;
-  /** req.url exactly as received. */
-  rawUrl: string;
-  /** The raw path: rawUrl up to the first `?` or `#`. */
-  path: string;
-  endpoint: 'token' | 'items' | 'other';
-  /** The decoded item id (items endpoint with a well-formed segment only). */
-  itemId?: string;
-  /** The Authorization header as received. */
-  authorization?: string;
-  /** The status written; 0 while unanswered and for requests never answered (drop, hang, client gone). */
-  status: number;
-  /** The kind of the fault applied to this request, if any (extension). */
-  fault?: Fault['kind'];
-  /** Date.now() when the request arrived (extension). */
-  receivedAt?: number;
-  /** Date.now() when the response was written (extension). */
-  respondedAt?: number;
-}
-
-export interface SimulatorOptions {
-  /** Path prefix of the base URL, default '/api/v2'; '' or '/' for none. */
-  prefix?: string;
-  /** Default 'test-client'. */
-  clientId?: string;
-  /** Initial valid refresh token, default 'rt-initial-<random from the seed>'. */
-  refreshToken?: string;
-  /** When true every successful getToken returns a new refresh_token and the old one stops working. */
-  rotateRefreshToken?: boolean;
-  /** Added to every response, default 0. */
-  latencyMs?: number;
-  /** Dot path of the revision inside an item ('revision', 'meta.rev'); default 'revision'. */
-  revisionField?: string;
-  items?: SimulatorItem[];
-  /** PRNG seed for probability faults and generated tokens; default 1. */
-  seed?: number;
-}
-
-const JSON_TYPE = 'application/json; charset=utf-8';
-
-function normalizePrefix(prefix: string): string {
-  let p = prefix.trim().replace(/\/+$/, '');
-  if (p !== '' && !p.startsWith('/')) p = `/${p}`;
-  return p;
-}
-
-function bearer(header: string | undefined): string | undefined {
-  if (header === undefined) return undefined;
-  const m = /^\s*bearer\s+(\S+)\s*$/i.exec(header);
-  return m?.[1];
-}
-
-function errorBody(code: number, message: string): string {
-  return JSON.stringify({ error: { code, message } });
-}
-
-function defaultMessage(status: number): string {
-  switch (status) {
-    case 400: return 'bad request';
-    case 401: return 'unauthorized';
-    case 403: return 'forbidden';
-    case 404: return 'not found';
-    case 408: return 'request timeout';
-    case 429: return 'too many requests';
-    case 500: return 'internal server error';
-    case 502: return 'bad gateway';
-    case 503: return 'service unavailable';
-    case 504: return 'gateway timeout';
-    default: return `simulated status ${status}`;
-  }
-}
-
-function splitPath(path: string): string[] {
-  const parts = path.split('.');
-  if (parts.some((p) => p === '')) throw new Error(`invalid revision field path "${path}"`);
-  return parts;
-}
-
-function isRecord(value: unknown): value is Record<string, unknown> {
-  return typeof value === 'object' && value !== null && !Array.isArray(value);
-}
-
-function nextStringRevision(value: string): string {
-  const m = /^(.*?)(\d+)$/.exec(value);
-  if (!m) return `${value}-1`;
-  const digits = m[2]!;
-  const next = (BigInt(digits) + 1n).toString().padStart(digits.length, '0');
-  return `${m[1]}${next}`;
-}
-
-function validateFault(fault: Fault): void {
-  switch (fault.kind) {
-    case 'status':
-      if (!Number.isInteger(fault.status) || fault.status < 200 || fault.status > 999) {
-        throw new RangeError(`fault status must be an integer 200..999, got ${fault.status}`);
-      }
-      return;
-    case 'body':
-      if (fault.status !== undefined && (!Number.isInteger(fault.status) || fault.status < 200 || fault.status > 999)) {
-        throw new RangeError(`fault status must be an integer 200..999, got ${fault.status}`);
-      }
-      return;
-    case 'delay':
-      if (!Number.isFinite(fault.ms) || fault.ms < 0) throw new RangeError(`delay ms must be >= 0, got ${fault.ms}`);
-      return;
-    case 'drop':
-    case 'hang':
-      return;
-    default:
-      throw new RangeError(`unknown fault kind ${(fault as { kind: unknown }).kind as string}`);
-  }
-}
-
-export interface Route {
-  endpoint: RecordedRequest['endpoint'];
-  path: string;
-  query: string;
-  itemId?: string;
-  badSegment?: boolean;
-}
-
-interface StoredItem {
-  item: SimulatorItem;
-  /** Serialised body, cached until the item changes. */
-  json?: Buffer;
-}
-
-
-function response(
-  status: number,
-  body: string | Buffer,
-  contentType: string = JSON_TYPE,
-  headers: Record<string, string> = {},
-): ProviderAnswer {
-  return { kind: 'response', status, body, contentType, headers };
-}
-
-/** What the provider answers one request with; `drop` closes the connection, `hang` never answers. */
-export type ProviderAnswer =
-  | { kind: 'response'; status: number; body: string | Buffer; contentType: string; headers: Record<string, string> }
-  | { kind: 'drop' }
-  | { kind: 'hang' };
-
-/** The provider's rate limit: a token bucket of `requestsPerSecond`, holding at most `burst` tokens. */
-export interface RateLimit {
-  requestsPerSecond: number;
-  /** Default: one second's worth. */
-  burst?: number;
-  /** Sent as Retry-After (seconds) with each 429; default 1. */
-  retryAfterSeconds?: number;
-}
-
-/** A request as received: what the model needs of it. */
-export interface IncomingRequest {
-  method: string;
-  rawUrl: string;
-  authorization?: string;
-}
-
-/** A received request on its way to its answer (see `receive` and `respond`). */
-export interface Pending {
-  route: Route;
-  record: RecordedRequest;
-  fault: Fault | undefined;
-  authorization: string | undefined;
-  /** How long to wait before `respond` (latency and delay faults). */
-  waitMs: number;
-}
-
-export interface ProviderModelOptions extends SimulatorOptions {
-  /** Epoch ms; default Date.now (simulations pass their virtual clock). */
-  now?: () => number;
-  rateLimit?: RateLimit;
-}
+export type {
+  Fault,
+  FaultRule,
+  IncomingRequest,
+  Pending,
+  ProviderAnswer,
+  ProviderModelOptions,
+  RateLimit,
+  RecordedRequest,
+  Route,
+  SimulatorItem,
+  SimulatorOptions,
+} from './provider-types.js';
 
 export class ProviderModel {
   clientId: string;

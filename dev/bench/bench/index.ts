@@ -49,7 +49,7 @@ async function measure(world: BenchWorld, t0: number): Promise<Pick<BenchReport,
   capture.start();
   const print = (line: string): void => capture.released(() => o.progress?.(line));
   const rttClient = world.dynalite.client();
-  const dynamodbRttMs = await measureDynamoRtt(rttClient, NAMES.table, o.batchSizes, o.concurrency);
+  const dynamodbRttMs = await measureDynamoRtt(rttClient, NAMES.itemsTable, o.batchSizes, o.concurrency);
   rttClient.destroy();
   const providerRttMs = await measureProviderRtt(world.sim);
   print(

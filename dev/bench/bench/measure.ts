@@ -3,6 +3,8 @@
  * of new items, the same items again (unchanged) and once more after a revision bump at the
  * provider (changed); then the medians and the ideal time of each batch.
  */
+import { syncEventSourceDeployment } from '../../../infra/deployment.js';
+import { systemConfig } from '../../system/config.js';
 import { median, round, summarize, type Summary } from '../support/stats.js';
 import { SCENARIOS, type Scenario } from './options.js';
 import type { DynamoRtt } from './round-trips.js';
@@ -29,9 +31,9 @@ export interface BatchResult {
   perItem: { requests: Record<string, number>; totalRequests: number; writes: number };
 }
 
-/** The batching window the SQS event source needs for a batch size (as the stateless stack sets it). */
+/** The batching window the SQS event source needs for a batch size (as deployed with that syncBatchSize). */
 export function batchingWindowSeconds(batchSize: number): number {
-  return batchSize > 10 ? 1 : 0;
+  return syncEventSourceDeployment(systemConfig({ syncBatchSize: batchSize })).maxBatchingWindowSeconds ?? 0;
 }
 
 /**

@@ -1,38 +1,31 @@
 /**
- * The bench's world: the provider simulator (latency L) with enough items for every run, dynalite
- * with the items table, s3rver with the items bucket (the generated items fit in a row: the sync
- * never loads its S3 adapter here), Secrets Manager and SQS in process (in-process-aws.ts: the sync reads the
- * token once per container per ACCESS_TOKEN_CACHE_SECONDS, and calls SQS only for dead letters and
- * waiting records, which a bench batch does not produce), and two warm containers of the real sync
- * handler: in-batch concurrency C, and C = 1 (the sequential baseline).
+ * The bench's world: the local system (dev/system) as deployed for the provider simulator (latency
+ * L) with enough items for every run: dynalite with the items table, s3rver with the items bucket
+ * (the generated items fit in a row: the sync never loads its S3 adapter here), SQS and Secrets
+ * Manager in process (the sync reads the token once per container per ACCESS_TOKEN_CACHE_SECONDS,
+ * and calls SQS only for dead letters and waiting records, which a bench batch does not produce),
+ * and two warm containers of the real sync: in-batch concurrency C, and C = 1 (the sequential
+ * baseline, SYNC_FETCH_CONCURRENCY tuned to 1).
  */
-import { SecretsManagerClient } from '@aws-sdk/client-secrets-manager';
-import { SQSClient } from '@aws-sdk/client-sqs';
-import { createSyncHandler, type SyncHandler } from '../../../functions/item-sync/app.js';
+import type { SyncHandler } from '../../../functions/item-sync/app.js';
 import { loadSyncConfig } from '../../../functions/shared/config.js';
 import { OutputCapture } from '../../fakes/capture-output.js';
 import { DynamoMeter, instrumentDynamo } from '../../fakes/dynamo-meter.js';
 import type { Dynalite } from '../../fakes/dynalite.js';
-import { attachSecrets, attachSqs, InProcessEventSource, type CallCounts } from '../../fakes/in-process-aws.js';
-import { createContext, functionEnv, sqsEvent } from '../../fakes/lambda.js';
-import { LOCAL_CREDENTIALS, LOCAL_REGION } from '../../fakes/local-aws.js';
+import type { CallCounts } from '../../fakes/in-process-aws.js';
+import { sqsEvent, type EventSourceQueue } from '../../fakes/lambda.js';
 import { MemoryPaceStore } from '../../fakes/memory-pace-store.js';
-import type { LocalS3 } from '../../fakes/s3.js';
-import { SecretStore } from '../../fakes/secrets-model.js';
-import { SqsModel } from '../../fakes/sqs-model.js';
 import { generateItemTree } from '../../simulator/item-tree.js';
 import { ProviderSimulator } from '../../simulator/provider-simulator.js';
-import { startStorage } from '../support/storage.js';
+import { inProcessAws } from '../../system/aws.js';
+import { eventSourceQueue } from '../../system/event-sources.js';
+import type { BuiltFunction } from '../../system/functions.js';
+import { localNames } from '../../system/names.js';
+import { startStorage } from '../../system/storage.js';
+import { buildSystem, type LocalSystem } from '../../system/system.js';
 import type { BenchOptions } from './options.js';
 
-export const NAMES = {
-  table: 'content-sync-bench-items',
-  bucket: 'content-sync-bench-items',
-  controlTable: 'content-sync-bench-control',
-  queue: 'content-sync-sync-queue',
-  deadLetterQueue: 'content-sync-dead-letters',
-  accessTokenSecret: 'content-sync/provider-access-token',
-} as const;
+export const NAMES = localNames('content-sync-bench');
 
 export interface Invocation {
   wallMs: number;
@@ -45,7 +38,7 @@ export interface BenchWorld {
   o: BenchOptions;
   sim: ProviderSimulator;
   dynalite: Dynalite;
-  handlers: { concurrent: SyncHandler; sequential: SyncHandler };
+  handlers: { concurrent: BuiltFunction<SyncHandler>; sequential: BuiltFunction<SyncHandler> };
   tokenCacheSeconds: number;
   secretsCalls: CallCounts;
   capture: OutputCapture;
@@ -55,8 +48,8 @@ export interface BenchWorld {
   records: number;
   /** Item ids no run has used yet ("new" items). */
   takeIds(count: number): string[];
-  /** One invocation of `handler` with a batch of these ids, timed. */
-  invoke(handler: SyncHandler, ids: readonly string[], what: string): Promise<Invocation>;
+  /** One invocation of `fn` with a batch of these ids, timed. */
+  invoke(fn: BuiltFunction<SyncHandler>, ids: readonly string[], what: string): Promise<Invocation>;
   deadLetters(): number;
   close(): Promise<void>;
 }
@@ -66,23 +59,34 @@ export async function setUpBench(o: BenchOptions): Promise<BenchWorld> {
   const perRun = o.batchSizes.reduce((sum, size) => sum + size, 0) * 2;
   const tree = generateItemTree({ count: perRun * o.runs + Math.max(...o.batchSizes) * 2, seed: o.seed });
   const sim = await ProviderSimulator.start({ latencyMs: o.latencyMs, items: tree, seed: o.seed });
-  const clients: Array<{ destroy(): void }> = [];
   const capture = new OutputCapture();
-  const { dynalite, s3, close } = await startStorage({ sim, capture, clients }, { where: o.dynalite, table: NAMES.table, bucket: NAMES.bucket });
+  const clients: Array<{ destroy(): void }> = [];
+  let system: LocalSystem | undefined;
+  const close = async (): Promise<void> => {
+    capture.stop();
+    for (const client of clients) client.destroy();
+    await sim.close();
+    await system?.close();
+  };
   try {
-    const secrets = new SecretStore({ region: LOCAL_REGION });
-    secrets.set(NAMES.accessTokenSecret, JSON.stringify({ accessToken: sim.issueAccessToken(), refreshedAt: new Date().toISOString() }));
-    const sqs = new SqsModel({ region: LOCAL_REGION });
-    sqs.createQueue(NAMES.deadLetterQueue);
-    sqs.createQueue(NAMES.queue);
-    const { meter, ...containers } = containersOf(o, { sim, dynalite, s3, secrets, sqs }, clients);
-    const queue = new InProcessEventSource(sqs, NAMES.queue, 0);
+    const storage = await startStorage(NAMES, { where: o.dynalite });
+    system = buildSystem({
+      names: NAMES,
+      // A ceiling above anything a batch asks for: the pace never holds a request back here.
+      context: { baseUrl: sim.baseUrl, providerRequestsPerSecond: 100_000 },
+      aws: inProcessAws(),
+      storage,
+      secrets: { accessTokenValue: JSON.stringify({ accessToken: sim.issueAccessToken(), refreshedAt: new Date().toISOString() }) },
+    });
+    const { meter, ...containers } = containersOf(o, system, clients);
+    const queue = eventSourceQueue(system, 'sync', 0);
     const freshIds = tree.map((item) => item.id);
     let nextFresh = 0;
+    const local = system;
     const world: BenchWorld = {
       o,
       sim,
-      dynalite,
+      dynalite: storage.dynamo,
       capture,
       warnings: [],
       records: 0,
@@ -93,13 +97,13 @@ export async function setUpBench(o: BenchOptions): Promise<BenchWorld> {
         if (ids.length < count) throw new Error('bench: ran out of item ids');
         return ids;
       },
-      async invoke(handler, ids, what) {
-        const result = await invokeWith(sqs, queue, meter, handler, ids);
+      async invoke(fn, ids, what) {
+        const result = await invokeWith(local, queue, meter, fn, ids);
         world.records += ids.length;
         if (result.notDone > 0) world.warnings.push(`${what}: ${result.notDone} records not done`);
         return result;
       },
-      deadLetters: () => sqs.size(NAMES.deadLetterQueue),
+      deadLetters: () => local.aws.sqs.size(local.queues.sync.deadLetterUrl),
       close,
     };
     return world;
@@ -109,37 +113,25 @@ export async function setUpBench(o: BenchOptions): Promise<BenchWorld> {
   }
 }
 
-/** The two handlers, each a container of its own (clients, token cache), sharing the DynamoDB meter. */
+/** The two containers, each with its own clients and token cache, sharing the DynamoDB meter and the pace. */
 function containersOf(
   o: BenchOptions,
-  aws: { sim: ProviderSimulator; dynalite: Dynalite; s3: LocalS3; secrets: SecretStore; sqs: SqsModel },
+  system: LocalSystem,
   clients: Array<{ destroy(): void }>,
 ): Pick<BenchWorld, 'handlers' | 'tokenCacheSeconds' | 'secretsCalls'> & { meter: DynamoMeter } {
   const meter = new DynamoMeter();
   const secretsCalls: CallCounts = {};
-  const env = functionEnv({
-    baseUrl: aws.sim.baseUrl,
-    accessTokenSecretId: NAMES.accessTokenSecret,
-    itemsTableName: NAMES.table,
-    itemsBucketName: NAMES.bucket,
-    controlTableName: NAMES.controlTable,
-    revisionField: 'revision',
-    deadLetterQueueUrl: aws.sqs.queue(NAMES.deadLetterQueue).url,
-    // A ceiling above anything a batch asks for: the pace never holds a request back here.
-    providerRequestsPerSecond: '100000',
-  });
+  // The control table's pace row, in memory here (a bench batch does not measure the pace).
   const paceStore = new MemoryPaceStore();
-  const makeHandler = (concurrency: number): SyncHandler => {
-    const dynamodb = instrumentDynamo(aws.dynalite.client(), meter);
-    const sqs = attachSqs(new SQSClient({ region: LOCAL_REGION, credentials: LOCAL_CREDENTIALS }), aws.sqs);
-    const secrets = attachSecrets(new SecretsManagerClient({ region: LOCAL_REGION, credentials: LOCAL_CREDENTIALS }), aws.secrets, secretsCalls);
-    const s3 = aws.s3.client();
-    clients.push(dynamodb, sqs, secrets, s3);
-    return createSyncHandler({ config: loadSyncConfig({ ...env, ...functionEnv({ fetchConcurrency: String(concurrency) }) }), dynamodb, sqs, secrets, s3, paceStore });
+  const container = (concurrency: number): BuiltFunction<SyncHandler> => {
+    const dynamodb = instrumentDynamo(system.storage.dynamo.client(), meter);
+    clients.push(dynamodb);
+    return system.syncContainer({ dynamodb, secrets: system.aws.secretsClient(secretsCalls), paceStore, tuning: { fetchConcurrency: concurrency } });
   };
+  const concurrent = container(o.concurrency);
   return {
-    handlers: { concurrent: makeHandler(o.concurrency), sequential: makeHandler(1) },
-    tokenCacheSeconds: loadSyncConfig(env).tokenCacheSeconds,
+    handlers: { concurrent, sequential: container(1) },
+    tokenCacheSeconds: loadSyncConfig(concurrent.environment).tokenCacheSeconds,
     secretsCalls,
     meter,
   };
@@ -147,20 +139,22 @@ function containersOf(
 
 /** One invocation with a batch received from the sync queue, as the event source hands it over; timed around the handler only. */
 async function invokeWith(
-  sqs: SqsModel,
-  queue: InProcessEventSource,
+  system: LocalSystem,
+  queue: EventSourceQueue,
   meter: DynamoMeter,
-  handler: SyncHandler,
+  fn: BuiltFunction<SyncHandler>,
   ids: readonly string[],
 ): Promise<Invocation & { notDone: number }> {
-  for (const id of ids) sqs.send(NAMES.queue, { body: JSON.stringify({ id }) });
+  const { sqs } = system.aws;
+  const queueName = system.queues.sync.name;
+  for (const id of ids) sqs.send(queueName, { body: JSON.stringify({ id }) });
   const messages = await queue.receive(ids.length);
   meter.reset();
   const event = sqsEvent(messages, queue.arn);
   const started = performance.now();
-  const answer = await handler(event, createContext('content-sync-item-sync', LOCAL_REGION, 60_000, { logStreamName: 'bench' }));
+  const answer = await fn.handler(event, system.context(fn, { logStreamName: 'bench' }));
   const wallMs = performance.now() - started;
   await queue.settle(messages, []);
-  sqs.purge(NAMES.queue);
+  sqs.purge(queueName);
   return { wallMs, requests: { ...meter.requests }, writes: meter.writes.length, notDone: answer.batchItemFailures.length };
 }

@@ -18,12 +18,16 @@ import { SQSClient } from '@aws-sdk/client-sqs';
 import { DynamoDbItemIds } from '../../../functions/reconciler/adapters/dynamodb-item-ids.js';
 import { RECONCILE_CURSOR_KEY } from '../../../functions/reconciler/adapters/dynamodb-cursor-store.js';
 import { SqsReconcileQueue } from '../../../functions/reconciler/adapters/sqs-reconcile-queue.js';
-import { createReconcilerHandler, DEFAULT_TUNING } from '../../../functions/reconciler/app.js';
+import { DEFAULT_TUNING } from '../../../functions/reconciler/app.js';
+import { DEFAULTS } from '../../../functions/shared/config.js';
 import type { TickReport } from '../../../functions/reconciler/tick.js';
 import { OutputCapture } from '../../fakes/capture-output.js';
 import { startDynalite, type Dynalite } from '../../fakes/dynalite.js';
-import { createContext } from '../../fakes/lambda.js';
 import { LOCAL_CREDENTIALS, LOCAL_REGION } from '../../fakes/local-aws.js';
+import { systemConfig } from '../../system/config.js';
+import { localDeployment, resourceNames } from '../../system/deployment.js';
+import { buildReconciler, invocationContext } from '../../system/functions.js';
+import { localNames } from '../../system/names.js';
 import { round } from '../support/stats.js';
 
 export interface ReconcilerBenchOptions {
@@ -37,7 +41,7 @@ export interface ReconcilerBenchOptions {
 
 export const RECONCILER_BENCH_DEFAULTS: Omit<ReconcilerBenchOptions, 'progress'> = {
   ids: 100_000,
-  segments: 8,
+  segments: DEFAULTS.reconcileSegments,
   pageSize: DEFAULT_TUNING.pageSize,
   sendConcurrency: DEFAULT_TUNING.sendConcurrency,
   rowBytes: 400,
@@ -59,12 +63,13 @@ export interface ReconcilerBenchReport {
   phases: Phase[];
   /** What one invocation needs to send for 100M ids in a day. */
   neededFor100MPerDay: number;
-  /** The invocation's CPU cost, and the rate it allows on Lambda (CPU share in proportion to memory). */
-  lambdaEstimate: { cpuMsPer1000Ids: number; idsPerCpuSecond: number; at512Mb: number; at1769Mb: number };
+  /** The invocation's CPU cost, and the rate it allows on Lambda (CPU share in proportion to memory) at the deployed memory and at one vCPU. */
+  lambdaEstimate: { cpuMsPer1000Ids: number; idsPerCpuSecond: number; deployedMemoryMb: number; atDeployedMemory: number; at1769Mb: number };
 }
 
-const ITEMS = 'bench-reconcile-items';
-const CONTROL = 'bench-reconcile-control';
+const NAMES = localNames('bench-reconcile');
+const ITEMS = NAMES.itemsTable;
+const CONTROL = NAMES.controlTable;
 
 export async function runReconcilerBench(input: Partial<ReconcilerBenchOptions> = {}): Promise<ReconcilerBenchReport> {
   const o: ReconcilerBenchOptions = { ...RECONCILER_BENCH_DEFAULTS, ...input };
@@ -87,6 +92,7 @@ export async function runReconcilerBench(input: Partial<ReconcilerBenchOptions> 
       o.progress?.(line(phases.at(-1)!));
     }
     const invocation = phases.at(-1)!;
+    const deployedMemoryMb = reconcilerOf(client, sqs, emulator.queueUrl, o).memoryMb;
     const { progress: _progress, ...options } = o;
     return {
       options,
@@ -94,7 +100,7 @@ export async function runReconcilerBench(input: Partial<ReconcilerBenchOptions> 
       seedSeconds,
       phases,
       neededFor100MPerDay: round(100_000_000 / 86_400, 0),
-      lambdaEstimate: lambdaEstimate(invocation),
+      lambdaEstimate: lambdaEstimate(invocation, deployedMemoryMb),
     };
   } finally {
     sqs.destroy();
@@ -110,15 +116,38 @@ export async function runReconcilerBench(input: Partial<ReconcilerBenchOptions> 
  * one full core times memoryMb / 1,769. An upper bound on the CPU cost: this machine's core may be
  * slower or faster than Lambda's, and network round trips (not CPU) are overlapped by the calls in flight.
  */
-function lambdaEstimate(invocation: Phase): { cpuMsPer1000Ids: number; idsPerCpuSecond: number; at512Mb: number; at1769Mb: number } {
+function lambdaEstimate(invocation: Phase, deployedMemoryMb: number): ReconcilerBenchReport['lambdaEstimate'] {
   const idsPerCpuSecond = invocation.ids / (invocation.cpuMs / 1000);
   return {
     cpuMsPer1000Ids: round((invocation.cpuMs / invocation.ids) * 1000, 1),
     idsPerCpuSecond: round(idsPerCpuSecond, 0),
-    at512Mb: round((idsPerCpuSecond * 512) / 1769, 0),
+    deployedMemoryMb,
+    atDeployedMemory: round((idsPerCpuSecond * deployedMemoryMb) / 1769, 0),
     at1769Mb: round(idsPerCpuSecond, 0),
   };
 }
+
+/**
+ * The reconciler as deployed (dev/system: its environment from the deployment of cdk.json, with
+ * `segments` as RECONCILE_SEGMENTS) but for a bench's whole pass in one invocation: a high-water
+ * mark above the table (beyond what its variable allows: the tick is bounded by its own speed, not
+ * by the backlog) and a tick budget of 15 minutes.
+ */
+function reconcilerOf(client: ReturnType<Dynalite['client']>, sqs: SQSClient, queueUrl: string, o: ReconcilerBenchOptions) {
+  const config = systemConfig();
+  const deployment = localDeployment(config, resourceNames(NAMES, { syncDeadLetterQueueUrl: '', reconcileQueueUrl: queueUrl }), { reconcileSegments: o.segments });
+  if (!deployment.reconciler) throw new Error('cdk.json deploys no reconciler (freshnessHours 0)');
+  return buildReconciler(deployment.reconciler, {
+    dynamodb: client,
+    sqs,
+    tuning: { pageSize: o.pageSize, sendConcurrency: o.sendConcurrency, tickBudgetMs: TICK_BUDGET_MS },
+    beyondEnvironment: { highWater: o.ids * 10 },
+  });
+}
+
+/** A whole pass in one invocation: its budget, and the time-out it runs under. */
+const TICK_BUDGET_MS = 15 * 60_000;
+const INVOCATION_TIMEOUT_MS = 16 * 60_000;
 
 /** The emulator in a child process (emulator-child.ts), its queue emptied every 200 ms there. */
 async function startEmulatorChild(): Promise<{ endpoint: string; queueUrl: string; close(): Promise<void> }> {
@@ -220,26 +249,13 @@ async function sendAlone(sqs: SQSClient, queueUrl: string, o: ReconcilerBenchOpt
 
 async function oneInvocation(client: ReturnType<Dynalite['client']>, sqs: SQSClient, queueUrl: string, o: ReconcilerBenchOptions): Promise<Phase> {
   const capture = new OutputCapture();
-  const handler = createReconcilerHandler({
-    config: {
-      itemsTableName: ITEMS,
-      controlTableName: CONTROL,
-      reconcileQueueUrl: queueUrl,
-      freshnessHours: 24,
-      segments: o.segments,
-      // Above the table: the tick is bounded by its own speed, not by the backlog.
-      highWater: o.ids * 10,
-    },
-    dynamodb: client,
-    sqs,
-    tuning: { pageSize: o.pageSize, sendConcurrency: o.sendConcurrency, tickBudgetMs: 15 * 60_000 },
-  });
+  const reconciler = reconcilerOf(client, sqs, queueUrl, o);
   await resetCursor(client);
   const start = clockStart();
   capture.start();
   let report: TickReport;
   try {
-    report = await handler({ trigger: 'bench' }, createContext('content-sync-reconciler', LOCAL_REGION, 16 * 60_000));
+    report = await reconciler.handler({ trigger: 'bench' }, invocationContext(reconciler, LOCAL_REGION, { timeoutMs: INVOCATION_TIMEOUT_MS }));
   } finally {
     capture.stop();
   }

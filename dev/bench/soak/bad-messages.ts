@@ -4,7 +4,13 @@
  */
 import { setAtPath } from '../../simulator/item-tree.js';
 import type { ProviderSimulator, SimulatorItem } from '../../simulator/provider-simulator.js';
-import type { ExpectedDeadLetter } from './checks.js';
+
+export interface ExpectedDeadLetter {
+  /** What the message is, for the report. */
+  what: string;
+  /** The dead-letter reason (the `error` attribute) it must carry. */
+  expected: RegExp;
+}
 
 export interface BadMessage extends ExpectedDeadLetter {
   body: string;

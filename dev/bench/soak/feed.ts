@@ -17,9 +17,12 @@ import type { StoredMessage } from '../../fakes/sqs-model.js';
 import { mulberry32 } from '../../simulator/item-tree.js';
 import type { SimulatorItem } from '../../simulator/provider-simulator.js';
 import { withRevision, type BadMessage } from './bad-messages.js';
-import { LARGE_FIELD, largeText, NAMES, type SoakWorld } from './setup.js';
+import { LARGE_FIELD, largeText, NAMES, type SoakWorld } from './world.js';
 
 export type ChangeKind = 'bump' | 'delete' | 'create' | 'resurrect';
+
+/** Longest a rotation's 401 window waits for a container to meet the revoked token. */
+const ROTATION_WINDOW_LIMIT_MS = 10_000;
 
 /**
  * The kinds of the change-feed events, drawn up front so that a seed always gives the same mix:
@@ -196,7 +199,10 @@ export class Feed {
         this.ledger.initialMessageIds.add(sent.messageId);
         this.maybeDuplicate(sent, this.random);
       }
-      this.sendGood(id, true);
+      const sent = this.sendGood(id, true);
+      // Whatever the draws, the first id's copy comes right behind it: in the same batch, delivered
+      // while the original is in flight.
+      if (position === 0) this.world.sqs.duplicate(NAMES.syncQueue, sent, 0);
     });
   }
 
@@ -227,10 +233,10 @@ export class Feed {
   }
 
   private send(body: string): StoredMessage {
-    return this.world.sqs.send(NAMES.queue, { body });
+    return this.world.sqs.send(NAMES.syncQueue, { body });
   }
 
-  private sendGood(id: string, initial: boolean): void {
+  private sendGood(id: string, initial: boolean): StoredMessage {
     const random = initial ? this.random : this.runRandom;
     const roll = random();
     const sent = this.send(roll < 0.08 ? id : roll < 0.1 ? `  ${id}\n` : JSON.stringify({ id }));
@@ -238,14 +244,15 @@ export class Feed {
     if (initial) this.ledger.initialMessageIds.add(sent.messageId);
     else this.ledger.changeNotifications += 1;
     this.maybeDuplicate(sent, random);
+    return sent;
   }
 
   /** At-least-once: a second copy, mostly a few batches later (often in another instance at the same time). */
   private maybeDuplicate(message: StoredMessage, random: () => number): void {
     const { o } = this.world;
     if (random() >= o.duplicateRate) return;
-    if (random() < 0.7) this.world.sqs.duplicate(NAMES.queue, message, 1 + Math.floor(random() * o.batchSize * o.instances));
-    else this.world.sqs.duplicate(NAMES.queue, message, Math.floor(random() * 100), 1 + Math.floor(random() * 60));
+    if (random() < 0.7) this.world.sqs.duplicate(NAMES.syncQueue, message, 1 + Math.floor(random() * o.batchSize * o.instances));
+    else this.world.sqs.duplicate(NAMES.syncQueue, message, Math.floor(random() * 100), 1 + Math.floor(random() * 60));
   }
 
   private mutate(planned: ChangeKind): void {
@@ -267,7 +274,8 @@ export class Feed {
       }
     }
     const inFlight = [...this.ledger.inFlightItems.keys()].filter((id) => this.liveIndex.has(id));
-    const whileInFlight = inFlight.length > 0 && this.runRandom() < 0.5;
+    // Half the bumps, and for certain the first that finds an item in flight, change an item in flight.
+    const whileInFlight = inFlight.length > 0 && (this.runRandom() < 0.5 || this.stats.bumpedWhileInFlight === 0);
     const id = whileInFlight ? this.pick(inFlight) : this.pick(this.liveIds);
     this.world.sim.bumpRevision(id);
     this.stats.bumped += 1;
@@ -337,13 +345,35 @@ export class Feed {
     return id;
   }
 
+  /**
+   * Revokes every access token, then runs the refresher once the window has lasted `rotationGapMs`
+   * and a container met a 401 in it and, finding the same token in the secret, sent a record again
+   * to wait (or after ROTATION_WINDOW_LIMIT_MS): every rotation is met with the revoked token,
+   * however the instances' requests fall around it.
+   */
   private async rotate(): Promise<void> {
+    const unauthorizedBefore = this.unauthorized();
+    const sentAgainBefore = this.sentAgain();
     this.world.sim.revokeAccessTokens();
     this.world.tokenStats.revocations += 1;
-    await new Promise((resolve) => setTimeout(resolve, this.world.o.rotationGapMs));
+    const started = Date.now();
+    const met = (): boolean => this.unauthorized() > unauthorizedBefore && this.sentAgain() > sentAgainBefore;
+    while (Date.now() - started < this.world.o.rotationGapMs || (!met() && Date.now() - started < ROTATION_WINDOW_LIMIT_MS)) {
+      await new Promise((resolve) => setTimeout(resolve, 5));
+    }
     await this.world.refresh('schedule');
     this.world.tokenStats.rotations += 1;
     this.lastEventAt = Date.now();
+  }
+
+  /** 401s the provider answered so far (tallied, and not yet tallied). */
+  private unauthorized(): number {
+    return this.world.tally.figures.unauthorized + this.world.sim.requests.filter((request) => request.status === 401).length;
+  }
+
+  /** Messages the sync sent to the queue itself so far (records sent again to wait). */
+  private sentAgain(): number {
+    return this.world.sqs.queue(NAMES.syncQueue).stats.sent - this.ledger.initialMessageIds.size - this.ledger.changeNotifications;
   }
 
   private pick<T>(list: readonly T[]): T {

@@ -27,10 +27,11 @@
  * interleaving of concurrent instances depends on timing, so counts of faults met vary a little from
  * run to run; the checks must hold on every run.
  *
- * Phases: setup.ts (the world), feed.ts (what goes into the queue and changes at the provider),
- * run.ts (the instances drain the queue), checks.ts (the verdict), report.ts.
+ * Phases: setup.ts (the world, world.ts its shape), feed.ts (what goes into the queue and changes at
+ * the provider), run.ts (the instances drain the queue), verdict.ts (the checks of checks.ts applied),
+ * report.ts.
  */
-import { judge } from './checks.js';
+import { judge } from './verdict.js';
 import { Feed } from './feed.js';
 import { SOAK_DEFAULTS, type SoakOptions } from './options.js';
 import { buildReport, type SoakReport } from './report.js';

@@ -1,5 +1,13 @@
-/** The soak's knobs and their defaults (`npm run soak` takes a few of them from the command line). */
-import { MAX_RECEIVE_COUNT } from '../../../functions/shared/sync-queue.js';
+/**
+ * The soak's knobs and their defaults (`npm run soak` takes a few of them from the command line).
+ * What the stacks deploy comes from the deployment of cdk.json (dev/system): instances, batch size,
+ * the function's time-out, the queue's visibility time-out and maxReceiveCount.
+ */
+import { workQueueDeployment } from '../../../infra/deployment.js';
+import { systemConfig } from '../../system/config.js';
+
+const DEPLOYED = systemConfig();
+const DEPLOYED_QUEUE = workQueueDeployment(DEPLOYED);
 
 export interface SoakOptions {
   /** Item ids fed to the queue at the start (the provider's tree has as many items). */
@@ -15,11 +23,11 @@ export interface SoakOptions {
   revisionField: string;
   /** SQS redrive policy; default the deployed one. */
   maxReceiveCount: number;
-  /** SQS visibility time-out, in (scaled) seconds: 6 × the 60 s function time-out in the stack. */
+  /** SQS visibility time-out, in (scaled) seconds; default the deployed one. */
   visibilityTimeoutSeconds: number;
   /** Real milliseconds per SQS second (visibility time-outs, Retry-After delays). */
   msPerSecond: number;
-  /** Lambda time-out of one invocation, real ms (the handler's deadline comes from it). */
+  /** Lambda time-out of one invocation, real ms (the handler's deadline comes from it); default the deployed one. */
   invocationTimeoutMs: number;
   /** Scale applied to the handler's own backoff sleeps (fetch re-tries, unprocessed keys). */
   backoffScale: number;
@@ -69,14 +77,14 @@ export interface SoakOptions {
 export const SOAK_DEFAULTS: Omit<SoakOptions, 'logFile' | 'progress'> = {
   ids: 10_000,
   seed: 1,
-  instances: 5,
-  batchSize: 10,
+  instances: DEPLOYED.syncMaxConcurrency,
+  batchSize: DEPLOYED.syncBatchSize,
   latencyMs: 2,
   revisionField: 'revision',
-  maxReceiveCount: MAX_RECEIVE_COUNT,
-  visibilityTimeoutSeconds: 360,
+  maxReceiveCount: DEPLOYED_QUEUE.maxReceiveCount,
+  visibilityTimeoutSeconds: DEPLOYED_QUEUE.visibilityTimeoutSeconds,
   msPerSecond: 1,
-  invocationTimeoutMs: 60_000,
+  invocationTimeoutMs: DEPLOYED.syncTimeoutSeconds * 1000,
   backoffScale: 0.1,
   duplicateRate: 0.05,
   mutationRate: 0.1,

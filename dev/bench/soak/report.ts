@@ -1,12 +1,13 @@
 /** The soak's report: the verdict's figures and everything the run did, as data and as text. */
 import type { CallCounts } from '../../fakes/in-process-aws.js';
 import { n, table } from '../support/format.js';
-import type { DeadLetterSummary, SoakFigures, Verdict } from './checks.js';
+import type { DeadLetterSummary } from './checks.js';
+import type { SoakFigures, Verdict } from './verdict.js';
 import type { Feed, FeedStats } from './feed.js';
 import type { SoakOptions } from './options.js';
 import type { ProviderFigures } from './provider-tally.js';
 import type { RunResult } from './run.js';
-import { LARGE_FIELD, NAMES, type SoakWorld } from './setup.js';
+import { LARGE_FIELD, NAMES, type SoakWorld } from './world.js';
 
 export interface SoakReport {
   ok: boolean;
@@ -126,7 +127,7 @@ export function buildReport(world: SoakWorld, feed: Feed, run: RunResult, verdic
 }
 
 function messageActivity(world: SoakWorld, feed: Feed, run: RunResult): SoakReport['activity']['messages'] {
-  const stats = world.sqs.queue(NAMES.queue).stats;
+  const stats = world.sqs.queue(NAMES.syncQueue).stats;
   return {
     initial: feed.ledger.initialMessageIds.size,
     bad: feed.ledger.badByMessageId.size,

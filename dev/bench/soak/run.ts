@@ -1,12 +1,12 @@
 /**
- * The soak's run: the event source mapping (lambda.ts) hands batches of the sync queue to the
- * instances, one poller each, while the change feed goes on, until the queue is empty and the feed
+ * The soak's run: the sync queue's event source as deployed (dev/system/event-sources.ts) hands
+ * batches to the instances, one poller each, while the change feed goes on, until the queue is empty and the feed
  * is over (quiescence) or the time limit passes.
  */
-import { InProcessEventSource } from '../../fakes/in-process-aws.js';
-import { createContext, runEventSource, type InvocationOutcome } from '../../fakes/lambda.js';
+import type { InvocationOutcome } from '../../fakes/lambda.js';
+import { runSyncEventSource } from '../../system/event-sources.js';
 import type { Feed } from './feed.js';
-import { NAMES, type SoakWorld } from './setup.js';
+import { NAMES, type SoakWorld } from './world.js';
 
 export interface RunResult {
   invocations: number;
@@ -30,15 +30,15 @@ export async function runInstances(world: SoakWorld, feed: Feed): Promise<RunRes
   );
   const answers: string[] = [];
   let lastProgress = Date.now();
-  const result = await runEventSource({
-    queue: new InProcessEventSource(world.sqs, NAMES.queue, POLL_MS / o.msPerSecond),
-    handlers: world.instances,
-    batchSize: o.batchSize,
+  const result = await runSyncEventSource(world.system, 'sync', {
+    containers: world.instances,
+    waitSeconds: POLL_MS / o.msPerSecond,
     timeLimitMs: o.maxDurationMs - (Date.now() - world.t0),
     context: (instance, invocation) =>
-      createContext('content-sync-item-sync', world.sqs.region, o.invocationTimeoutMs, {
+      world.system.context(world.instances[instance]!, {
         awsRequestId: `soak-${instance}-${invocation}`,
         logStreamName: `soak/instance-${instance}`,
+        timeoutMs: o.invocationTimeoutMs,
       }),
     beforeReceive: () => feed.tick(),
     finished: () => feed.done(),
@@ -53,7 +53,7 @@ export async function runInstances(world: SoakWorld, feed: Feed): Promise<RunRes
       lastProgress = Date.now();
       world.say(
         `  ${((Date.now() - world.t0) / 1000).toFixed(0).padStart(4)} s: ${feed.ledger.deliveredInitial.size}/${feed.ledger.initialMessageIds.size} first deliveries, ` +
-          `${world.sqs.size(NAMES.queue)} messages outstanding, ${progress.invocations} invocations, ${feed.mutationsDone}/${feed.mutationsPlanned} changes, ` +
+          `${world.sqs.size(NAMES.syncQueue)} messages outstanding, ${progress.invocations} invocations, ${feed.mutationsDone}/${feed.mutationsPlanned} changes, ` +
           `${world.tokenStats.rotations}/${o.rotations} rotations`,
       );
     },

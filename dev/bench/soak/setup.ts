@@ -1,94 +1,30 @@
 /**
  * The soak's world before the first message: the provider simulator with its tree (a few files too
- * large for a row), its faults and the deliberately bad items; dynalite with the items table;
- * s3rver with the items bucket (a share of the handlers' S3 calls fail, injected); the SQS and Secrets Manager models in
- * process with their injected faults; one sync handler per instance (each its own container: its
- * own clients, token cache and random source) and the token refresher, which runs once as the
+ * large for a row), its faults and the deliberately bad items; the local system as deployed
+ * (dev/system: dynalite with the items table, s3rver with the items bucket, the SQS and Secrets
+ * Manager models in process, SQS on a scaled clock) with its injected faults (a share of the
+ * handlers' S3, SQS and Secrets Manager calls fail); one sync container per instance (its own
+ * clients, token cache and random source) and the token refresher, which runs once as the
  * deployment would.
  */
 import { S3ServiceException, type S3Client } from '@aws-sdk/client-s3';
-import { SecretsManagerClient } from '@aws-sdk/client-secrets-manager';
-import { SQSClient } from '@aws-sdk/client-sqs';
-import { createSyncHandler, type SyncHandler } from '../../../functions/item-sync/app.js';
-import { loadRefresherConfig, loadSyncConfig } from '../../../functions/shared/config.js';
-import { createRefresherHandler } from '../../../functions/token-refresher/app.js';
+import type { SyncHandler } from '../../../functions/item-sync/app.js';
 import { OutputCapture } from '../../fakes/capture-output.js';
 import { scaledClock } from '../../fakes/clock.js';
 import { DynamoMeter, instrumentDynamo } from '../../fakes/dynamo-meter.js';
-import type { Dynalite } from '../../fakes/dynalite.js';
-import { attachSecrets, attachSqs, type CallCounts } from '../../fakes/in-process-aws.js';
-import { functionEnv } from '../../fakes/lambda.js';
-import { LOCAL_CREDENTIALS, LOCAL_REGION } from '../../fakes/local-aws.js';
 import { MemoryPaceStore } from '../../fakes/memory-pace-store.js';
-import type { LocalS3 } from '../../fakes/s3.js';
-import { SecretStore } from '../../fakes/secrets-model.js';
 import { ServiceError } from '../../fakes/service-error.js';
-import { SqsModel } from '../../fakes/sqs-model.js';
-import { generateItemTree, mulberry32 } from '../../simulator/item-tree.js';
+import { generateItemTree } from '../../simulator/item-tree.js';
 import { ProviderSimulator, type Fault, type FaultRule, type SimulatorItem } from '../../simulator/provider-simulator.js';
-import { startStorage } from '../support/storage.js';
+import { mulberry32 } from '../../simulator/random.js';
+import { inProcessAws } from '../../system/aws.js';
+import type { BuiltFunction } from '../../system/functions.js';
+import { startStorage } from '../../system/storage.js';
+import { buildSystem, type LocalSystem } from '../../system/system.js';
 import { badMessages, SOAK_MAX_RESPONSE_BYTES, type BadMessage } from './bad-messages.js';
 import type { SoakOptions } from './options.js';
 import { ProviderTally } from './provider-tally.js';
-
-export const NAMES = {
-  table: 'content-sync-items',
-  bucket: 'content-sync-items',
-  controlTable: 'content-sync-control',
-  queue: 'content-sync-sync-queue',
-  deadLetterQueue: 'content-sync-dead-letters',
-  credentialsSecret: 'content-sync/provider-credentials',
-  accessTokenSecret: 'content-sync/provider-access-token',
-} as const;
-
-/** Faults injected into the handlers' AWS calls, as counted when they happen. */
-interface InjectedFaults {
-  deadLetterSendFailures: number;
-  visibilityChangeFailures: number;
-  secretsFailures: number;
-  s3PutFailures: number;
-  s3DeleteFailures: number;
-}
-
-interface TokenStats {
-  rotations: number;
-  refresherFailures: number;
-  revocations: number;
-}
-
-export interface SoakWorld {
-  o: SoakOptions;
-  startedAt: Date;
-  /** Date.now() when the soak began. */
-  t0: number;
-  tree: SimulatorItem[];
-  sim: ProviderSimulator;
-  bad: BadMessage[];
-  /** Every token the provider issued (refresh tokens included). */
-  tokens: Set<string>;
-  tally: ProviderTally;
-  capture: OutputCapture;
-  /** A progress line, around the capture. */
-  say(line: string): void;
-  dynalite: Dynalite;
-  /** s3rver with the items bucket; `s3.client()` makes clients that reach it. */
-  s3: LocalS3;
-  /** Files that carry the large field now (the change feed makes some cross the row limit). */
-  large: Set<string>;
-  secrets: SecretStore;
-  sqs: SqsModel;
-  queueUrl: string;
-  deadLetterQueueUrl: string;
-  injected: InjectedFaults;
-  calls: { sqs: CallCounts; secrets: CallCounts };
-  meter: DynamoMeter;
-  /** One handler per instance (container). */
-  instances: SyncHandler[];
-  tokenStats: TokenStats;
-  /** Runs the refresher until it succeeds (the scheduler would run it again; here at once). */
-  refresh(trigger: string): Promise<void>;
-  close(): Promise<void>;
-}
+import { LARGE_FIELD, largeText, NAMES, type InjectedFaults, type SoakWorld } from './world.js';
 
 export async function setUpSoak(o: SoakOptions): Promise<SoakWorld> {
   const startedAt = new Date();
@@ -96,9 +32,16 @@ export async function setUpSoak(o: SoakOptions): Promise<SoakWorld> {
   const { tree, sim, bad, tokens, large } = await startProvider(o);
   const capture = new OutputCapture();
   const clients: Array<{ destroy(): void }> = [];
-  const { dynalite, s3, close } = await startStorage({ sim, capture, clients }, { where: o.dynalite, table: NAMES.table, bucket: NAMES.bucket });
+  let system: LocalSystem | undefined;
+  const close = async (): Promise<void> => {
+    capture.stop();
+    for (const client of clients) client.destroy();
+    await sim.close();
+    await system?.close();
+  };
   try {
-    const aws = awsModels(o, sim);
+    system = await startSystem(o, sim);
+    const faults = injectFaults(o, system);
     const world: SoakWorld = {
       o,
       startedAt,
@@ -110,10 +53,15 @@ export async function setUpSoak(o: SoakOptions): Promise<SoakWorld> {
       tally: new ProviderTally(sim),
       capture,
       say: (line) => capture.released(() => o.progress?.(line)),
-      dynalite,
-      s3,
+      system,
+      dynalite: system.storage.dynamo,
+      s3: system.storage.s3!,
       large,
-      ...aws,
+      secrets: system.aws.secrets,
+      sqs: system.aws.sqs,
+      queueUrl: system.queues.sync.url,
+      deadLetterQueueUrl: system.queues.sync.deadLetterUrl,
+      injected: faults,
       calls: { sqs: {}, secrets: {} },
       meter: new DynamoMeter(),
       instances: [],
@@ -123,13 +71,40 @@ export async function setUpSoak(o: SoakOptions): Promise<SoakWorld> {
     };
     capture.start();
     world.instances = createInstances(world, clients);
-    world.refresh = refresherOf(world, clients);
+    world.refresh = refresherOf(world);
     await world.refresh('deploy');
     return world;
   } catch (error) {
     await close();
     throw error;
   }
+}
+
+/**
+ * The local system as deployed for the simulator: dynalite and s3rver, SQS in process on a clock
+ * where an SQS second lasts `msPerSecond` real milliseconds (the queues' visibility time-out and
+ * maxReceiveCount the soak's options, by default the deployed ones), the credentials secret.
+ */
+async function startSystem(o: SoakOptions, sim: ProviderSimulator): Promise<LocalSystem> {
+  const storage = await startStorage(NAMES, { where: o.dynalite });
+  return buildSystem({
+    names: NAMES,
+    context: {
+      baseUrl: sim.baseUrl,
+      revisionField: o.revisionField,
+      syncBatchSize: o.batchSize,
+      // A ceiling above anything the instances ask for: the pace never holds a request back here.
+      providerRequestsPerSecond: 100_000,
+    },
+    tuning: { providerTimeoutMs: o.providerTimeoutMs, maxResponseBytes: SOAK_MAX_RESPONSE_BYTES },
+    aws: inProcessAws({ sqsClock: scaledClock(1000 / o.msPerSecond) }),
+    storage,
+    queues: { visibilityTimeoutSeconds: o.visibilityTimeoutSeconds, maxReceiveCount: o.maxReceiveCount },
+    secrets: {
+      credentials: { clientId: sim.clientId, refreshToken: sim.refreshToken },
+      accessTokenValue: JSON.stringify({ accessToken: '', refreshedAt: '' }),
+    },
+  });
 }
 
 /** The provider: the tree, the bad items and faults (specific rules first: the first match wins), and every token it issues. */
@@ -155,13 +130,6 @@ async function startProvider(
     return token;
   };
   return { tree, sim, bad, tokens, large };
-}
-
-/** The field that makes an item too large for a row: about 450 KB of text (over DynamoDB's 400 KB). */
-export const LARGE_FIELD = 'transcript';
-
-export function largeText(seed: number): string {
-  return `transcript ${seed}: `.padEnd(450 * 1024, 'All work and no play. ');
 }
 
 /** Gives a share of the tree's files (at least 3) the large field; their ids. */
@@ -207,32 +175,20 @@ function providerFaults(o: SoakOptions): Array<[number, Fault]> {
   ];
 }
 
-/**
- * Secrets Manager with the provider's credentials, and SQS with the sync queue (its redrive policy)
- * and the dead-letter queue, on a clock where an SQS second lasts `msPerSecond` real milliseconds;
- * both refuse a share of the handlers' calls.
- */
-function awsModels(o: SoakOptions, sim: ProviderSimulator): Pick<SoakWorld, 'secrets' | 'sqs' | 'queueUrl' | 'deadLetterQueueUrl' | 'injected'> {
+/** Secrets Manager and SQS refuse a share of the handlers' calls. */
+function injectFaults(o: SoakOptions, system: LocalSystem): InjectedFaults {
   const injected: InjectedFaults = { deadLetterSendFailures: 0, visibilityChangeFailures: 0, secretsFailures: 0, s3PutFailures: 0, s3DeleteFailures: 0 };
-  const secrets = new SecretStore({ region: LOCAL_REGION });
+  const { secrets, sqs } = system.aws;
   const secretsRandom = mulberry32(o.seed ^ 0x5ec2e75);
   secrets.getFault = () => {
     if (!(o.secretsFailureRate > 0 && secretsRandom() < o.secretsFailureRate)) return undefined;
     injected.secretsFailures += 1;
     return new ServiceError('ThrottlingException', 'Rate exceeded (injected)');
   };
-  secrets.set(NAMES.credentialsSecret, JSON.stringify({ clientId: sim.clientId, refreshToken: sim.refreshToken }));
-  secrets.set(NAMES.accessTokenSecret, JSON.stringify({ accessToken: '', refreshedAt: '' }));
-
-  const sqs = new SqsModel({ region: LOCAL_REGION, clock: scaledClock(1000 / o.msPerSecond) });
-  const deadLetterQueueUrl = sqs.createQueue(NAMES.deadLetterQueue);
-  const queueUrl = sqs.createQueue(NAMES.queue, {
-    VisibilityTimeout: String(o.visibilityTimeoutSeconds),
-    RedrivePolicy: JSON.stringify({ deadLetterTargetArn: sqs.queue(NAMES.deadLetterQueue).arn, maxReceiveCount: o.maxReceiveCount }),
-  });
+  const deadLetterQueue = system.queues.sync.deadLetterName;
   const sqsRandom = mulberry32(o.seed ^ 0x5a5);
   sqs.sendFault = ({ queueName }) => {
-    if (queueName !== NAMES.deadLetterQueue || !(o.deadLetterSendFailureRate > 0 && sqsRandom() < o.deadLetterSendFailureRate)) return undefined;
+    if (queueName !== deadLetterQueue || !(o.deadLetterSendFailureRate > 0 && sqsRandom() < o.deadLetterSendFailureRate)) return undefined;
     injected.deadLetterSendFailures += 1;
     return { code: 'InternalError', message: 'We encountered an internal error. Please try again. (injected)', senderFault: false };
   };
@@ -241,7 +197,7 @@ function awsModels(o: SoakOptions, sim: ProviderSimulator): Pick<SoakWorld, 'sec
     injected.visibilityChangeFailures += 1;
     return { code: 'InternalError', message: 'We encountered an internal error. (injected)', senderFault: false };
   };
-  return { secrets, sqs, queueUrl, deadLetterQueueUrl, injected };
+  return injected;
 }
 
 /** 429s answered for certain, whatever the draws (each stops every instance for a second). */
@@ -250,25 +206,12 @@ const SURE_RATE_LIMITS = 2;
 /** The breaker's probe interval in the soak (real time). */
 const PROBE_INTERVAL_MS = 200;
 
-/** One sync handler per instance, each with its own clients (DynamoDB with its own chaos draws) and random source. */
-function createInstances(world: SoakWorld, clients: Array<{ destroy(): void }>): SyncHandler[] {
-  const { o } = world;
-  const config = loadSyncConfig(
-    functionEnv({
-      baseUrl: world.sim.baseUrl,
-      accessTokenSecretId: NAMES.accessTokenSecret,
-      itemsTableName: NAMES.table,
-      itemsBucketName: NAMES.bucket,
-      controlTableName: NAMES.controlTable,
-      revisionField: o.revisionField,
-      deadLetterQueueUrl: world.deadLetterQueueUrl,
-      timeoutMs: String(o.providerTimeoutMs),
-      maxResponseBytes: String(SOAK_MAX_RESPONSE_BYTES),
-      providerRequestsPerSecond: '100000',
-    }),
-  );
+/** One sync container per instance, each with its own clients (DynamoDB with its own chaos draws) and random source. */
+function createInstances(world: SoakWorld, clients: Array<{ destroy(): void }>): Array<BuiltFunction<SyncHandler>> {
+  const { o, system } = world;
   // The control table's pace row, shared by every container.
   const paceStore = new MemoryPaceStore();
+  const sureS3: SureS3Faults = { uploadsToFail: SURE_S3_UPLOAD_FAILURES, sparedDeletes: new Set() };
   const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, Math.max(0, ms * o.backoffScale)));
   return Array.from({ length: o.instances }, (_, index) => {
     const dynamodb = instrumentDynamo(world.dynalite.client(), world.meter, {
@@ -277,15 +220,12 @@ function createInstances(world: SoakWorld, clients: Array<{ destroy(): void }>):
       unprocessedRate: o.unprocessedRate,
       lostAckRate: o.lostAckRate,
     });
-    const sqs = attachSqs(new SQSClient({ region: LOCAL_REGION, credentials: LOCAL_CREDENTIALS }), world.sqs, world.calls.sqs);
-    const secrets = attachSecrets(new SecretsManagerClient({ region: LOCAL_REGION, credentials: LOCAL_CREDENTIALS }), world.secrets, world.calls.secrets);
-    const s3 = failingS3(world.s3.client(), mulberry32(o.seed * 7_703 + index), o.s3FailureRate, world.injected);
-    clients.push(dynamodb, sqs, secrets, s3);
-    return createSyncHandler({
-      config,
+    const s3 = failingS3(world.s3.client(), mulberry32(o.seed * 7_703 + index), o.s3FailureRate, world.injected, sureS3);
+    clients.push(dynamodb, s3);
+    return system.syncContainer({
       dynamodb,
-      sqs,
-      secrets,
+      sqs: system.aws.sqsClient({ calls: world.calls.sqs }),
+      secrets: system.aws.secretsClient(world.calls.secrets),
       s3,
       paceStore,
       // SQS time runs faster than the handlers' here, so a record postponed by an open breaker (a token
@@ -297,19 +237,12 @@ function createInstances(world: SoakWorld, clients: Array<{ destroy(): void }>):
   });
 }
 
-function refresherOf(world: SoakWorld, clients: Array<{ destroy(): void }>): (trigger: string) => Promise<void> {
-  const secrets = attachSecrets(new SecretsManagerClient({ region: LOCAL_REGION, credentials: LOCAL_CREDENTIALS }), world.secrets, world.calls.secrets);
-  clients.push(secrets);
-  const refresher = createRefresherHandler({
-    config: loadRefresherConfig(
-      functionEnv({ baseUrl: world.sim.baseUrl, credentialsSecretId: NAMES.credentialsSecret, accessTokenSecretId: NAMES.accessTokenSecret }),
-    ),
-    secrets,
-  });
+function refresherOf(world: SoakWorld): (trigger: string) => Promise<void> {
+  const refresher = world.system.refresher({ secrets: world.system.aws.secretsClient(world.calls.secrets) });
   return async (trigger) => {
     for (let attempt = 1; ; attempt += 1) {
       try {
-        await refresher({ trigger });
+        await refresher.handler({ trigger });
         world.tokens.add(world.sim.refreshToken);
         return;
       } catch {
@@ -327,11 +260,22 @@ type S3Middleware = (next: (args: unknown) => Promise<unknown>, context: { comma
  * A share of PutObject and DeleteObject calls fail before they are sent, above the SDK's retries
  * (the adapter sees the failure): an upload that fails leaves the record to be retried, a delete
  * that fails leaves an object behind, which the sync logs with its key.
+ *
+ * Whatever the draws, the first upload of the run fails (`sure`, shared by every instance) and the
+ * delete the sync then makes of its key goes through: every run meets a failed upload, the
+ * redelivery of its record and the deletion of an object, however its instances interleave.
  */
-function failingS3(client: S3Client, random: () => number, rate: number, injected: InjectedFaults): S3Client {
+function failingS3(client: S3Client, random: () => number, rate: number, injected: InjectedFaults, sure: SureS3Faults): S3Client {
   const middleware: S3Middleware = (next, context) => async (args) => {
     const operation = (context.commandName ?? '').replace(/Command$/, '');
-    if ((operation === 'PutObject' || operation === 'DeleteObject') && rate > 0 && random() < rate) {
+    const key = String((args as { input?: { Key?: unknown } }).input?.Key ?? '');
+    const spared = operation === 'DeleteObject' && sure.sparedDeletes.delete(key);
+    const sureFailure = operation === 'PutObject' && rate > 0 && sure.uploadsToFail > 0;
+    if (sureFailure) {
+      sure.uploadsToFail -= 1;
+      sure.sparedDeletes.add(key);
+    }
+    if (sureFailure || (!spared && (operation === 'PutObject' || operation === 'DeleteObject') && rate > 0 && random() < rate)) {
       if (operation === 'PutObject') injected.s3PutFailures += 1;
       else injected.s3DeleteFailures += 1;
       throw new S3ServiceException({ name: 'SlowDown', $fault: 'server', $metadata: { httpStatusCode: 503 }, message: 'Please reduce your request rate. (injected)' });
@@ -345,3 +289,12 @@ function failingS3(client: S3Client, random: () => number, rate: number, injecte
   });
   return client;
 }
+
+/** The S3 faults every run meets (failingS3): uploads still to fail for certain, and the keys whose delete is spared. */
+interface SureS3Faults {
+  uploadsToFail: number;
+  sparedDeletes: Set<string>;
+}
+
+/** Uploads that fail for certain (the first ones of the run). */
+const SURE_S3_UPLOAD_FAILURES = 1;

@@ -12,7 +12,7 @@
  * (the cold import does not load them).
  *
  * Cold import: a fresh `node` process (NODE_OPTIONS=--enable-source-maps, as the construct sets)
- * with the function's environment imports the bundle; the time of the import() itself is measured
+ * with the function's deployed environment (infra/deployment.ts) imports the bundle; the time of the import() itself is measured
  * inside the child (module parse, evaluation, configuration, SDK client construction), plus the
  * child's whole wall time. The machine's Node.js runs it (Lambda runs Node.js 22).
  */
@@ -21,9 +21,9 @@ import { mkdirSync, statSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { build } from 'esbuild';
-import { ENV as CONFIG_ENV } from '../../../functions/shared/config.js';
 import { ITEM_SYNC_LAZY_MODULES } from '../../../functions/item-sync/lazy-modules.js';
-import { functionEnv } from '../../fakes/lambda.js';
+import { functionDeployments, type ResourceNames } from '../../../infra/deployment.js';
+import { systemConfig } from '../../system/config.js';
 import { REPO_ROOT } from './machine.js';
 import { summarize, type Summary } from './stats.js';
 
@@ -37,57 +37,38 @@ interface BundleSpec {
   lazyModules?: readonly string[];
 }
 
-const BUNDLES: BundleSpec[] = [
-  {
-    name: 'token-refresher',
-    entry: 'functions/token-refresher/handler.ts',
-    env: {
-      ...functionEnv({
-        baseUrl: 'https://provider.example.com/api/v2',
-        credentialsSecretId: 'content-sync/provider-credentials',
-        accessTokenSecretId: 'content-sync/provider-access-token',
-      }),
-      POWERTOOLS_SERVICE_NAME: 'token-refresher',
+/** Where a deployment's resources would be (the environments name them; nothing is reached). */
+const EXAMPLE_RESOURCES: ResourceNames = {
+  itemsTableName: 'content-sync-items',
+  itemsBucketName: 'content-sync-items-bucket',
+  controlTableName: 'content-sync-control',
+  deadLetterQueueUrl: 'https://sqs.eu-west-1.amazonaws.com/000000000000/content-sync-dead-letters',
+  reconcileQueueUrl: 'https://sqs.eu-west-1.amazonaws.com/000000000000/content-sync-reconcile',
+  credentialsSecretId: 'content-sync/provider-credentials',
+  accessTokenSecretId: 'content-sync/provider-access-token',
+  eventBusName: 'arn:aws:events:eu-west-1:000000000000:event-bus/content-sync-change-events',
+};
+
+/** Each function's environment as the stacks deploy it (infra/deployment.ts) for cdk.json's context and a provider. */
+function bundles(): BundleSpec[] {
+  const deployed = functionDeployments(systemConfig({ baseUrl: 'https://provider.example.com/api/v2' }), EXAMPLE_RESOURCES);
+  if (!deployed.reconciler) throw new Error('cdk.json deploys no reconciler (freshnessHours 0)');
+  const withService = (environment: Readonly<Record<string, string>>, service: string): Record<string, string> => ({
+    ...environment,
+    POWERTOOLS_SERVICE_NAME: service,
+  });
+  return [
+    { name: 'token-refresher', entry: 'functions/token-refresher/handler.ts', env: withService(deployed.refresher.environment, 'token-refresher') },
+    {
+      name: 'item-sync',
+      entry: 'functions/item-sync/handler.ts',
+      env: withService(deployed.sync.environment, 'item-sync'),
+      lazyModules: ITEM_SYNC_LAZY_MODULES,
     },
-  },
-  {
-    name: 'item-sync',
-    entry: 'functions/item-sync/handler.ts',
-    env: {
-      ...functionEnv({
-        baseUrl: 'https://provider.example.com/api/v2',
-        accessTokenSecretId: 'content-sync/provider-access-token',
-        itemsTableName: 'content-sync-items',
-        itemsBucketName: 'content-sync-items-bucket',
-        controlTableName: 'content-sync-control',
-        revisionField: 'revision',
-        deadLetterQueueUrl: 'https://sqs.eu-west-1.amazonaws.com/000000000000/content-sync-dead-letters',
-      }),
-      POWERTOOLS_SERVICE_NAME: 'item-sync',
-    },
-    lazyModules: ITEM_SYNC_LAZY_MODULES,
-  },
-  {
-    name: 'change-events',
-    entry: 'functions/change-events/handler.ts',
-    env: {
-      [CONFIG_ENV.eventBusName]: 'arn:aws:events:eu-west-1:000000000000:event-bus/content-sync-change-events',
-      POWERTOOLS_SERVICE_NAME: 'change-events',
-    },
-  },
-  {
-    name: 'reconciler',
-    entry: 'functions/reconciler/handler.ts',
-    env: {
-      ...functionEnv({
-        itemsTableName: 'content-sync-items',
-        controlTableName: 'content-sync-control',
-        reconcileQueueUrl: 'https://sqs.eu-west-1.amazonaws.com/000000000000/content-sync-reconcile',
-      }),
-      POWERTOOLS_SERVICE_NAME: 'reconciler',
-    },
-  },
-];
+    { name: 'change-events', entry: 'functions/change-events/handler.ts', env: withService(deployed.changeEvents.environment, 'change-events') },
+    { name: 'reconciler', entry: 'functions/reconciler/handler.ts', env: withService(deployed.reconciler.environment, 'reconciler') },
+  ];
+}
 
 export interface BundleResult {
   name: string;
@@ -197,7 +178,7 @@ async function coldImport(file: string, env: Record<string, string>): Promise<{ 
 export async function measureBundles(outDir: string, runs: number, progress?: (line: string) => void): Promise<BundleResult[]> {
   const bundling = await constructBundling();
   const results: BundleResult[] = [];
-  for (const spec of BUNDLES) {
+  for (const spec of bundles()) {
     const built = await buildBundle(spec, outDir, bundling);
     const imports: number[] = [];
     const processes: number[] = [];

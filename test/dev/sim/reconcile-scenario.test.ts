@@ -6,10 +6,11 @@
  */
 import { describe, expect, it } from 'vitest';
 import { DEFAULT_PACE_SETTINGS, leaseSize } from '../../../functions/shared/provider/pace/pace-state.js';
+import { ENV } from '../../../functions/shared/config.js';
 import { NUMBER_RULES } from '../../../infra/context.js';
-import { RECONCILE_SCHEDULE_MINUTES, RECONCILER_TIMEOUT } from '../../../infra/reconciler/reconciler.js';
-import { RECONCILE_FULL, RECONCILE_SHORT, reconcilePass } from '../../../dev/sim/reconcile-scenario.js';
-import { RECONCILE_SCHEDULE_MS, RECONCILER_TIMEOUT_MS } from '../../../dev/sim/system.js';
+import { RECONCILE_SCHEDULE_MINUTES, RECONCILER_MEMORY_MB, RECONCILER_TIMEOUT_SECONDS, SYNC_MEMORY_MB } from '../../../infra/deployment.js';
+import { RECONCILE_FULL, RECONCILE_SHORT, reconcilePass, reconcileSystemOptions } from '../../../dev/sim/reconcile-scenario.js';
+import { startSystem } from '../../../dev/sim/system.js';
 
 const COST_CHECK = 'cost of a pass per million unchanged ids ≤ $1';
 
@@ -59,13 +60,29 @@ describe('a reconciliation pass in virtual time (short)', () => {
     expect(requests(draws)).toBeLessThan(RECONCILE_SHORT.ids * 0.75);
   }, 120_000);
 
-  it('runs with the settings the stacks deploy', () => {
-    expect(RECONCILE_SCHEDULE_MS).toBe(RECONCILE_SCHEDULE_MINUTES * 60_000);
-    expect(RECONCILER_TIMEOUT_MS).toBe(RECONCILER_TIMEOUT.toMilliseconds());
-    // Both event sources at syncMaxConcurrency (infra/reconciler/reconciler.ts addReconcileEventSource).
-    expect(RECONCILE_FULL.containers).toBe(NUMBER_RULES.syncMaxConcurrency.fallback);
-    expect(RECONCILE_FULL.reconcileContainers).toBe(NUMBER_RULES.syncMaxConcurrency.fallback);
-    expect(RECONCILE_FULL.freshnessHours).toBe(NUMBER_RULES.freshnessHours.fallback);
-    expect(RECONCILE_FULL.highWater).toBeUndefined(); // the function's default, as the stack leaves it
-  });
+  it('runs with the settings the stacks deploy', async () => {
+    // The full scale's system (fewer ids: the deployed settings do not depend on them).
+    const idleMinutes = 1;
+    const system = await startSystem(reconcileSystemOptions({ ...RECONCILE_FULL, ids: 100, dynalite: 'in-process', idleMinutes }, {}));
+    try {
+      const { reconciler, sync, sweep } = system.functions;
+      // The reconciler's schedule, time-out and memory; the sync's memory.
+      expect(reconciler?.timeoutMs).toBe(RECONCILER_TIMEOUT_SECONDS * 1000);
+      expect(reconciler?.memoryMb).toBe(RECONCILER_MEMORY_MB);
+      expect(sync[0]?.memoryMb).toBe(SYNC_MEMORY_MB);
+      const t0 = system.clock.ms();
+      const interval = RECONCILE_SCHEDULE_MINUTES * 60_000;
+      const first = idleMinutes * 60_000;
+      await system.pollUntil(() => system.clock.ms() >= t0 + first + 2.5 * interval);
+      expect(system.ticks.map((tick) => tick.startedAt - t0)).toEqual([first, first + interval, first + 2 * interval]);
+      // Both event sources at syncMaxConcurrency (infra/reconciler/reconciler.ts addReconcileEventSource).
+      expect(sync).toHaveLength(NUMBER_RULES.syncMaxConcurrency.fallback);
+      expect(sweep).toHaveLength(NUMBER_RULES.syncMaxConcurrency.fallback);
+      expect(reconciler?.environment[ENV.freshnessHours]).toBe(String(NUMBER_RULES.freshnessHours.fallback));
+      // The function's default high-water mark, as the stack leaves it.
+      expect(reconciler?.environment[ENV.reconcileHighWater]).toBeUndefined();
+    } finally {
+      await system.close();
+    }
+  }, 60_000);
 });

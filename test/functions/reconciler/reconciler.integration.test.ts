@@ -12,13 +12,13 @@ import { AwsEmulator } from '../../../dev/fakes/aws-emulator.js';
 import { captureOutput, jsonLines } from '../../../dev/fakes/capture-output.js';
 import { startDynalite, type LocalDynamo } from '../../../dev/fakes/dynalite.js';
 import { sumEmfMetrics } from '../../../dev/fakes/emf.js';
-import { createContext, functionEnv } from '../../../dev/fakes/lambda.js';
+import { createContext } from '../../../dev/fakes/lambda.js';
 import { LOCAL_CREDENTIALS, LOCAL_REGION } from '../../../dev/fakes/local-aws.js';
 import { DynamoDbCursorStore, RECONCILE_CURSOR_KEY } from '../../../functions/reconciler/adapters/dynamodb-cursor-store.js';
 import { DynamoDbItemIds } from '../../../functions/reconciler/adapters/dynamodb-item-ids.js';
 import { createReconcilerHandler } from '../../../functions/reconciler/app.js';
 import { newPass } from '../../../functions/reconciler/tick.js';
-import { loadReconcilerConfig } from '../../../functions/shared/config.js';
+import { ENV, loadReconcilerConfig } from '../../../functions/shared/config.js';
 
 const ITEMS = 'reconcile-items';
 const CONTROL = 'reconcile-control';
@@ -131,7 +131,9 @@ describe('the cursor row on dynalite', () => {
 
 describe('the reconciler handler on dynalite and the SQS emulator', () => {
   const env = (overrides: Record<string, string> = {}) => ({
-    ...functionEnv({ itemsTableName: ITEMS, controlTableName: CONTROL, reconcileQueueUrl: 'http://placeholder.invalid/q' }),
+    [ENV.itemsTableName]: ITEMS,
+    [ENV.controlTableName]: CONTROL,
+    [ENV.reconcileQueueUrl]: 'http://placeholder.invalid/q',
     ...overrides,
   });
   const build = (extra: Record<string, string> = {}) =>

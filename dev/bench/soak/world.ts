@@ -1,0 +1,80 @@
+/**
+ * The soak's world as its phases see it (setup.ts builds it): the provider simulator and what the
+ * soak does to it, the local system as deployed (dev/system) with its queues, secrets, tables and
+ * bucket, the sync's instances and the refresher, and what the run counts.
+ */
+import type { SyncHandler } from '../../../functions/item-sync/app.js';
+import type { OutputCapture } from '../../fakes/capture-output.js';
+import type { DynamoMeter } from '../../fakes/dynamo-meter.js';
+import type { Dynalite } from '../../fakes/dynalite.js';
+import type { CallCounts } from '../../fakes/in-process-aws.js';
+import type { LocalS3 } from '../../fakes/s3.js';
+import type { SecretStore } from '../../fakes/secrets-model.js';
+import type { SqsModel } from '../../fakes/sqs-model.js';
+import type { ProviderSimulator, SimulatorItem } from '../../simulator/provider-simulator.js';
+import type { BuiltFunction } from '../../system/functions.js';
+import { localNames } from '../../system/names.js';
+import type { LocalSystem } from '../../system/system.js';
+import type { BadMessage } from './bad-messages.js';
+import type { SoakOptions } from './options.js';
+import type { ProviderTally } from './provider-tally.js';
+
+export const NAMES = localNames('content-sync-soak');
+
+/** The field that makes an item too large for a row: about 450 KB of text (over DynamoDB's 400 KB). */
+export const LARGE_FIELD = 'transcript';
+
+export function largeText(seed: number): string {
+  return `transcript ${seed}: `.padEnd(450 * 1024, 'All work and no play. ');
+}
+
+/** Faults injected into the handlers' AWS calls, as counted when they happen. */
+export interface InjectedFaults {
+  deadLetterSendFailures: number;
+  visibilityChangeFailures: number;
+  secretsFailures: number;
+  s3PutFailures: number;
+  s3DeleteFailures: number;
+}
+
+export interface TokenStats {
+  rotations: number;
+  refresherFailures: number;
+  revocations: number;
+}
+
+export interface SoakWorld {
+  o: SoakOptions;
+  startedAt: Date;
+  /** Date.now() when the soak began. */
+  t0: number;
+  tree: SimulatorItem[];
+  sim: ProviderSimulator;
+  bad: BadMessage[];
+  /** Every token the provider issued (refresh tokens included). */
+  tokens: Set<string>;
+  tally: ProviderTally;
+  capture: OutputCapture;
+  /** A progress line, around the capture. */
+  say(line: string): void;
+  dynalite: Dynalite;
+  /** s3rver with the items bucket; `s3.client()` makes clients that reach it. */
+  s3: LocalS3;
+  /** Files that carry the large field now (the change feed makes some cross the row limit). */
+  large: Set<string>;
+  secrets: SecretStore;
+  sqs: SqsModel;
+  queueUrl: string;
+  deadLetterQueueUrl: string;
+  injected: InjectedFaults;
+  calls: { sqs: CallCounts; secrets: CallCounts };
+  meter: DynamoMeter;
+  /** The local system the soak runs. */
+  system: LocalSystem;
+  /** One sync container per instance. */
+  instances: Array<BuiltFunction<SyncHandler>>;
+  tokenStats: TokenStats;
+  /** Runs the refresher until it succeeds (the scheduler would run it again; here at once). */
+  refresh(trigger: string): Promise<void>;
+  close(): Promise<void>;
+}

@@ -1,0 +1,135 @@
+/**
+ * The local run against a real provider (PROVIDER_BASE_URL): the local system as deployed, for the
+ * ids given, so a user can try their credentials before deploying. The table is kept between runs.
+ */
+import { join } from 'node:path';
+import { GetSecretValueCommand } from '@aws-sdk/client-secrets-manager';
+import type { Credentials } from '../../functions/shared/ports.js';
+import type { ItemRow } from '../fakes/items-table.js';
+import { itemObjectOf } from '../fakes/s3.js';
+import { refresh, runStory, writeSnapshot, type LocalRun } from './local-run.js';
+import { deadLetterReasons, formatPassTable, printPass, readRows, syncPass, type PassSummary } from './passes.js';
+import { display, type Screen, type Writer } from './screen.js';
+
+export interface ProviderRunOptions {
+  baseUrl: string;
+  credentials: Credentials;
+  ids: readonly string[];
+  revisionField: string;
+  /** Default `.local/provider`. The table is kept between runs. */
+  dataDir?: string;
+  inMemory?: boolean;
+  output?: Writer;
+  quiet?: boolean;
+  timeLimitMs?: number;
+  /**
+   * Called with the new refresh token when the provider rotates it: the caller stores it (never
+   * print it). A returned sentence is printed.
+   */
+  onRefreshTokenRotated?: (refreshToken: string) => string | void | Promise<string | void>;
+}
+
+type StoredRow = { id: string; revision?: string; type?: string; deleted?: boolean };
+
+export interface ProviderRunResult {
+  ok: boolean;
+  problems: string[];
+  pass?: PassSummary;
+  rows: StoredRow[];
+  logFile: string;
+  snapshotFile: string;
+  dynamodbStorage: 'disk' | 'memory';
+  rotated: boolean;
+}
+
+export async function runAgainstProvider(options: ProviderRunOptions): Promise<ProviderRunResult> {
+  const found: { pass?: PassSummary; rows: StoredRow[]; rotated: boolean } = { rows: [], rotated: false };
+  const outcome = await runStory({
+    dataDir: options.dataDir ?? join(process.cwd(), '.local', 'provider'),
+    inMemory: options.inMemory,
+    fresh: false,
+    revisionField: options.revisionField,
+    // Longer than one invocation can take against a real provider, so a record is never delivered twice at once.
+    visibilityTimeoutSeconds: 30,
+    output: options.output,
+    quiet: options.quiet,
+    provider: async () => ({ baseUrl: options.baseUrl, credentials: options.credentials, close: async () => undefined }),
+    header: (run) => printProviderHeader(run, options),
+    play: (run) => playAgainstProvider(run, options, found),
+  });
+  return { ok: outcome.problems.length === 0, ...outcome, ...(found.pass ? { pass: found.pass } : {}), rows: found.rows, rotated: found.rotated };
+}
+
+function printProviderHeader(run: LocalRun, options: ProviderRunOptions): void {
+  const { screen, system } = run;
+  const storage = system.storage.dynamodbStorage === 'disk' ? `data kept in ${display(join(run.dataDir, 'dynamodb'))}` : 'in memory';
+  screen.line(`content-sync, local run against ${options.baseUrl}`);
+  screen.line(`   revision field         ${options.revisionField}`);
+  screen.line(`   DynamoDB (dynalite)    table ${system.names.itemsTable}, ${storage}`);
+  screen.line(`   S3 (s3rver)            items bucket ${system.names.itemsBucket}`);
+  screen.line(`   handler logs           ${display(run.logFile)}`);
+  screen.line();
+}
+
+async function playAgainstProvider(
+  run: LocalRun,
+  options: ProviderRunOptions,
+  found: { pass?: PassSummary; rows: StoredRow[]; rotated: boolean },
+): Promise<void> {
+  const { screen, problems } = run;
+  screen.line('1. Refresh the access token (token refresher)');
+  ({ rotated: found.rotated } = await refresh(run, 'refresh'));
+  if (found.rotated) await handBackRotatedToken(run, options);
+
+  screen.line(`2. Sync ${new Set(options.ids).size} id${options.ids.length === 1 ? '' : 's'}`);
+  const pass = await syncPass(run, 'sync', options.ids, { timeLimitMs: options.timeLimitMs ?? 600_000 });
+  found.pass = pass;
+  printPass(screen, pass);
+
+  const rows = await readRows(run);
+  writeSnapshot(run.snapshotFile, rows);
+  screen.line();
+  for (const line of formatPassTable([pass])) screen.line(line);
+  screen.line();
+  found.rows.push(...printStoredRows(screen, rows, options.ids));
+  const dead = deadLetterReasons(run, 20);
+  if (dead.length > 0) {
+    screen.line('Dead-lettered (these can never succeed as sent):');
+    for (const reason of dead) screen.line(`   ${reason}`);
+    problems.push(`${pass.deadLettered} id(s) dead-lettered`);
+  }
+  for (const error of run.invocationErrors.slice(0, 5)) problems.push(`an invocation of the sync handler failed: ${error}`);
+  if (!pass.drained) problems.push(`${pass.remaining} messages were still being retried at the time limit`);
+  screen.line(`Table snapshot: ${display(run.snapshotFile)}   Handler logs: ${display(run.logFile)}`);
+  if (problems.length > 0) {
+    screen.line('FAILED:');
+    for (const problem of problems) screen.line(`   - ${problem}`);
+  }
+}
+
+/** The provider rotated the refresh token: the refresher stored the new one; the caller keeps it too. */
+async function handBackRotatedToken(run: LocalRun, options: ProviderRunOptions): Promise<void> {
+  const stored = await run.clients.secrets.send(new GetSecretValueCommand({ SecretId: run.system.names.credentialsSecret }));
+  const value = JSON.parse(stored.SecretString ?? '{}') as { refreshToken?: string };
+  const note = value.refreshToken ? await options.onRefreshTokenRotated?.(value.refreshToken) : undefined;
+  if (note) run.screen.line(`   ${note}`);
+}
+
+/** The stored row of each id given, printed; the rows found. */
+function printStoredRows(screen: Screen, rows: ReadonlyMap<string, ItemRow>, ids: readonly string[]): StoredRow[] {
+  const found: StoredRow[] = [];
+  screen.line('Stored rows for these ids:');
+  for (const id of new Set(ids)) {
+    const row = rows.get(id);
+    if (!row) {
+      screen.line(`   ${JSON.stringify(id)}: no row`);
+      continue;
+    }
+    found.push({ id, ...(row.revision !== undefined ? { revision: row.revision } : {}), ...(row.type !== undefined ? { type: row.type } : {}), ...(row.deleted ? { deleted: true } : {}) });
+    const pointer = itemObjectOf(row);
+    const where = pointer ? `, in the items bucket (${pointer.size} bytes, ${pointer.key})` : '';
+    screen.line(`   ${JSON.stringify(id)}: ${row.type ?? '?'}, revision ${row.revision ?? '?'}${where}${row.deleted ? ', deleted at the provider' : ''}, synced ${row.syncedAt ?? '?'}`);
+  }
+  return found;
+}
+

@@ -1,0 +1,197 @@
+/**
+ * The skeleton both local stories share (story.ts, against-provider.ts): files under the data
+ * folder, the provider, the local system (dev/system) on the HTTP emulator, dynalite and s3rver,
+ * its functions with their logs and metrics written to the log file, then the story's own steps.
+ * Whatever throws ends the run as one problem; everything started is stopped.
+ */
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import type { DynamoDBClient } from '@aws-sdk/client-dynamodb';
+import type { S3Client } from '@aws-sdk/client-s3';
+import type { SecretsManagerClient } from '@aws-sdk/client-secrets-manager';
+import type { SQSClient } from '@aws-sdk/client-sqs';
+import type { SyncHandler } from '../../functions/item-sync/app.js';
+import type { ReconcilerHandler } from '../../functions/reconciler/app.js';
+import { RECONCILER_SERVICE, REFRESHER_SERVICE, SYNC_SERVICE } from '../../functions/shared/metric-names.js';
+import type { Credentials } from '../../functions/shared/ports.js';
+import type { ItemRow } from '../fakes/items-table.js';
+import type { SqsModel } from '../fakes/sqs-model.js';
+import { emulatorAws } from '../system/aws.js';
+import type { ContextOverrides } from '../system/config.js';
+import type { BuiltFunction, RefresherHandler } from '../system/functions.js';
+import type { LocalNames } from '../system/names.js';
+import { streamObservability } from '../system/observability.js';
+import { startStorage } from '../system/storage.js';
+import { buildSystem, type LocalSystem } from '../system/system.js';
+import type { Tuning } from '../system/tuning.js';
+import { display, openLog, screenFor, terminal, type Screen, type Writer } from './screen.js';
+
+/** The local resources' names (what the stacks name with CloudFormation). */
+export const LOCAL_NAMES: LocalNames = {
+  itemsTable: 'content-sync-items-local',
+  itemsBucket: 'content-sync-items-local',
+  controlTable: 'content-sync-control-local',
+  syncQueue: 'content-sync-items-local',
+  syncDeadLetterQueue: 'content-sync-items-local-dlq',
+  reconcileQueue: 'content-sync-reconcile-local',
+  reconcileDeadLetterQueue: 'content-sync-reconcile-local-dlq',
+  credentialsSecret: 'content-sync/local/credentials',
+  accessTokenSecret: 'content-sync/local/access-token',
+  eventBus: 'content-sync-change-events-local',
+};
+
+/** The functions as the local run invokes them. */
+export interface Handlers {
+  refresher: BuiltFunction<RefresherHandler>;
+  sync: BuiltFunction<SyncHandler>;
+  reconciler: BuiltFunction<ReconcilerHandler>;
+}
+
+/** The provider a run talks to, the credentials it puts in the credentials secret, and how to stop it. */
+export interface ProviderSide {
+  baseUrl: string;
+  credentials: Credentials;
+  close(): Promise<void>;
+}
+
+export interface StoryPlan {
+  dataDir: string;
+  inMemory: boolean | undefined;
+  /** Starts with an empty table (the table is kept between runs otherwise). */
+  fresh: boolean;
+  revisionField: string;
+  /** The work queues' visibility time-out in seconds: how long a retried record waits. */
+  visibilityTimeoutSeconds: number;
+  /** The functions' tunables beyond the deployed environment. */
+  tuning?: Tuning;
+  output: Writer | undefined;
+  quiet: boolean | undefined;
+  /** Starts the provider (the simulator) or names it (a real one). */
+  provider(): Promise<ProviderSide>;
+  /** The lines that open the run, once the local system is up. */
+  header(run: LocalRun): void;
+  /** The story's own steps. Problems go to `run.problems`. */
+  play(run: LocalRun): Promise<void>;
+}
+
+/** The run's own clients (reading the table, sending ids, reading secrets and objects). */
+export interface RunClients {
+  dynamodb: DynamoDBClient;
+  sqs: SQSClient;
+  secrets: SecretsManagerClient;
+  s3: S3Client;
+}
+
+export interface LocalRun {
+  dataDir: string;
+  logFile: string;
+  snapshotFile: string;
+  screen: Screen;
+  problems: string[];
+  system: LocalSystem;
+  clients: RunClients;
+  /** The queues' messages, as the emulator holds them. */
+  sqsModel: SqsModel;
+  handlers: Handlers;
+  /** Failures of a sync invocation as a whole (it threw instead of answering). */
+  invocationErrors: string[];
+}
+
+export interface RunOutcome {
+  problems: string[];
+  logFile: string;
+  snapshotFile: string;
+  dynamodbStorage: 'disk' | 'memory';
+}
+
+/**
+ * The reconciler's target pass length locally: 0, "the next pass starts as soon as one ends"
+ * (docs/reconciler.md), so a run's ticks never wait for a day to pass. A run stops ticking once its
+ * pass has ended. The reconciler's FRESHNESS_HOURS only: the deployment is the default one.
+ */
+export const LOCAL_FRESHNESS_HOURS = 0;
+
+export async function runStory(plan: StoryPlan): Promise<RunOutcome> {
+  mkdirSync(plan.dataDir, { recursive: true });
+  const logFile = join(plan.dataDir, 'handlers.log');
+  const snapshotFile = join(plan.dataDir, 'items.json');
+  const log = openLog(logFile);
+  const screen = screenFor(plan.quiet ? undefined : (plan.output ?? terminal));
+  const problems: string[] = [];
+  let provider: ProviderSide | undefined;
+  let system: LocalSystem | undefined;
+  let dynamodbStorage: 'disk' | 'memory' = 'memory';
+  try {
+    provider = await plan.provider();
+    system = await startLocalSystem(plan, provider);
+    dynamodbStorage = system.storage.dynamodbStorage;
+    const observability = (service: string) => streamObservability(service, log.stream);
+    const handlers: Handlers = {
+      refresher: system.refresher(observability(REFRESHER_SERVICE)),
+      sync: system.syncContainer(observability(SYNC_SERVICE)),
+      reconciler: system.reconciler(observability(RECONCILER_SERVICE)),
+    };
+    const run: LocalRun = { dataDir: plan.dataDir, logFile, snapshotFile, screen, problems, system, clients: runClients(system), sqsModel: system.aws.sqs, handlers, invocationErrors: [] };
+    plan.header(run);
+    await plan.play(run);
+  } catch (error) {
+    screen.progress.clear();
+    problems.push(describe(error));
+    screen.line(`FAILED: ${problems[problems.length - 1]}`);
+    screen.line(`Handler logs: ${display(logFile)}`);
+  } finally {
+    await system?.close().catch(() => undefined);
+    await provider?.close().catch(() => undefined);
+    log.close();
+  }
+  return { problems, logFile, snapshotFile, dynamodbStorage };
+}
+
+/** The local system: dynalite (on disk unless `inMemory`) and s3rver under the data folder, the HTTP emulator, the deployment of cdk.json for this provider. */
+async function startLocalSystem(plan: StoryPlan, provider: ProviderSide): Promise<LocalSystem> {
+  const storage = await startStorage(LOCAL_NAMES, {
+    ...(plan.inMemory ? {} : { dynamodbPath: join(plan.dataDir, 'dynamodb'), s3Path: join(plan.dataDir, 's3') }),
+    fresh: plan.fresh,
+  });
+  try {
+    const aws = await emulatorAws();
+    const context: ContextOverrides = { baseUrl: provider.baseUrl, revisionField: plan.revisionField };
+    return buildSystem({
+      names: LOCAL_NAMES,
+      context,
+      tuning: { reconcilerFreshnessHours: LOCAL_FRESHNESS_HOURS, ...plan.tuning },
+      aws,
+      storage,
+      queues: { visibilityTimeoutSeconds: plan.visibilityTimeoutSeconds },
+      secrets: { credentials: provider.credentials },
+      functionNameSuffix: '-local',
+    });
+  } catch (error) {
+    await storage.close();
+    throw error;
+  }
+}
+
+function runClients(system: LocalSystem): RunClients {
+  return { dynamodb: system.storage.dynamo.client(), sqs: system.aws.sqsClient(), secrets: system.aws.secretsClient(), s3: system.storage.s3!.client() };
+}
+
+export function describe(error: unknown): string {
+  const e = error as Error;
+  return `${e?.name ?? 'Error'}: ${e?.message ?? String(error)}`;
+}
+
+export async function refresh(run: LocalRun, label: string): Promise<{ rotated: boolean }> {
+  const { refresher } = run.handlers;
+  const result = await refresher.handler({}, run.system.context(refresher));
+  if (result.status !== 'refreshed') throw new Error(`${label}: the token refresher skipped: ${result.reason}`);
+  run.screen.line(
+    `   access token refreshed at ${result.refreshedAt}${result.rotated ? '; the provider rotated the refresh token and the new one was stored' : ''}`,
+  );
+  return { rotated: result.rotated };
+}
+
+export function writeSnapshot(file: string, rows: ReadonlyMap<string, ItemRow>): void {
+  const sorted = [...rows.values()].sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
+  writeFileSync(file, `${JSON.stringify(sorted, null, 2)}\n`);
+}

@@ -1,0 +1,103 @@
+/**
+ * The local run's last check: the table against what the provider holds, each item as the sync reads
+ * it (through the provider client's parse and the sync's validation), a row's item read back from
+ * the items bucket when the row points there, and the bucket holding no object no row points to.
+ */
+import { isDeepStrictEqual } from 'node:util';
+import { ITEM_OBJECT_PREFIX } from '../../functions/item-sync/item-writer.js';
+import { validateItem, type ValidItem } from '../../functions/item-sync/item.js';
+import { parseJson } from '../../functions/shared/json.js';
+import type { ItemRow } from '../fakes/items-table.js';
+import { itemObjectOf, listObjects, readItemObject, type ItemObjectRead } from '../fakes/s3.js';
+import type { SimulatorItem } from '../simulator/provider-simulator.js';
+import { describe, type LocalRun } from './local-run.js';
+
+/**
+ * A provider item as the sync reads it: the JSON text the simulator serves for it (JSON.stringify of
+ * the item), through the provider client's parse (numbers kept exact) and the sync's validation
+ * (revision text at the dot path). A string says why the sync would refuse it.
+ */
+function asTheSyncReadsIt(item: SimulatorItem, revisionField: string): ValidItem | string {
+  try {
+    return validateItem(parseJson(JSON.stringify(item)), item.id, revisionField);
+  } catch (error) {
+    return (error as Error).message;
+  }
+}
+
+/** The object of every row that points to the items bucket, read back and checked against its pointer. */
+export async function readObjects(run: LocalRun, rows: ReadonlyMap<string, ItemRow>): Promise<Map<string, ItemObjectRead>> {
+  const reads = new Map<string, ItemObjectRead>();
+  for (const [id, row] of rows) {
+    if (row.itemObject === undefined) continue;
+    const pointer = itemObjectOf(row);
+    reads.set(id, pointer ? await readItemObject(run.clients.s3, run.system.names.itemsBucket, pointer) : { kind: 'mismatch', why: 'itemObject is not {key, size, sha256}' });
+  }
+  return reads;
+}
+
+/** The item a row holds: inline, or read from the items bucket; or why it cannot be compared. */
+function storedItem(id: string, row: ItemRow, read: ItemObjectRead | undefined): { item: unknown } | { problem: string } {
+  if (row.itemObject === undefined) return { item: row.item };
+  if (row.item !== undefined) return { problem: `${id}: the row holds both item and itemObject` };
+  switch (read?.kind) {
+    case 'found':
+      return { item: read.item };
+    case 'missing':
+      return { problem: `${id}: its row points to an object that is not in the items bucket` };
+    case 'mismatch':
+      return { problem: `${id}: its object in the items bucket is not what the row says (${read.why})` };
+    case 'unreadable':
+      return { problem: `${id}: its object in the items bucket could not be read (${read.error}); not compared` };
+    default:
+      return { problem: `${id}: its object was not read` };
+  }
+}
+
+/** Objects in the items bucket no row points to (or that the bucket could not be listed: then it says so). */
+export async function checkBucket(run: LocalRun, rows: ReadonlyMap<string, ItemRow>): Promise<string[]> {
+  let keys: Map<string, number>;
+  try {
+    keys = await listObjects(run.clients.s3, run.system.names.itemsBucket, ITEM_OBJECT_PREFIX);
+  } catch (error) {
+    return [`the items bucket could not be listed (${describe(error)}): objects no row points to were not looked for`];
+  }
+  const referenced = new Set([...rows.values()].map((row) => itemObjectOf(row)?.key).filter((key) => key !== undefined));
+  return [...keys.keys()].filter((key) => !referenced.has(key)).map((key) => `${key}: in the items bucket, but no row points to it`);
+}
+
+/** Differences between the table and what the provider holds (empty when they agree). */
+export function compareWithProvider(
+  rows: ReadonlyMap<string, ItemRow>,
+  objects: ReadonlyMap<string, ItemObjectRead>,
+  providerItems: readonly SimulatorItem[],
+  deletedIds: readonly string[],
+  revisionField: string,
+): string[] {
+  const problems: string[] = [];
+  const expected = new Set<string>();
+  for (const item of providerItems) {
+    expected.add(item.id);
+    const row = rows.get(item.id);
+    const read = asTheSyncReadsIt(item, revisionField);
+    if (!row) problems.push(`${item.id}: not in the table`);
+    else if (row.deleted) problems.push(`${item.id}: marked deleted, but the provider has it`);
+    else if (typeof read === 'string') problems.push(`${item.id}: in the table, but the sync refuses the provider's item: ${read}`);
+    else if (row.revision !== read.revision) problems.push(`${item.id}: revision ${row.revision ?? '(none)'} in the table, ${read.revision} at the provider`);
+    else if (row.type !== read.type) problems.push(`${item.id}: type ${String(row.type)} in the table, ${read.type} at the provider`);
+    else {
+      const stored = storedItem(item.id, row, objects.get(item.id));
+      if ('problem' in stored) problems.push(stored.problem);
+      else if (!isDeepStrictEqual(stored.item, read.item)) problems.push(`${item.id}: the stored item differs from the provider's`);
+    }
+  }
+  for (const id of deletedIds) {
+    expected.add(id);
+    const row = rows.get(id);
+    if (!row) problems.push(`${id}: deleted at the provider, but its row is gone`);
+    else if (row.deleted !== true) problems.push(`${id}: deleted at the provider, not marked deleted in the table`);
+  }
+  for (const id of rows.keys()) if (!expected.has(id)) problems.push(`${id}: in the table, unknown to the provider`);
+  return problems;
+}
+

@@ -1,0 +1,105 @@
+/**
+ * What a reconciliation pass costs: the requests the sweep made (the reconciler and the sync's
+ * containers on the reconcile queue), as the simulation's meter counted them, at public prices.
+ */
+import type { InvocationCount, MeterSource, SimMeter, DynamoCount } from './meters.js';
+
+/**
+ * Public us-east-1 prices (USD) the cost uses: DynamoDB on-demand request units, SQS standard
+ * requests (each 64 KB of payload is one request), Lambda on Arm (the functions' architecture),
+ * CloudWatch Logs ingestion (standard class), X-Ray traces recorded, EventBridge Scheduler
+ * invocations. Free tiers left out.
+ */
+export const PRICES = {
+  dynamoReadRequestUnitPerMillion: 0.125,
+  dynamoWriteRequestUnitPerMillion: 0.625,
+  sqsRequestPerMillion: 0.4,
+  lambdaRequestPerMillion: 0.2,
+  lambdaArmGbSecond: 0.0000133334,
+  logsIngestedPerGb: 0.5,
+  xrayTracePerMillion: 5,
+  schedulerInvocationPerMillion: 1,
+} as const;
+
+/** X-Ray's default sampling: the first request each second and 5% of the others. */
+const XRAY_RESERVOIR_PER_SECOND = 1;
+const XRAY_FIXED_RATE = 0.05;
+
+const READS = new Set(['GetItem', 'BatchGetItem', 'Scan', 'Query']);
+const WRITES = new Set(['PutItem', 'UpdateItem', 'DeleteItem', 'BatchWriteItem']);
+
+export interface CostLine {
+  what: string;
+  requests: number;
+  units: string;
+  usd: number;
+}
+
+/** The cost of the sweep (the reconciler and the sync's containers on the reconcile queue) at PRICES. */
+export function passCost(meter: SimMeter, passSeconds: number, logsMetered: boolean, itemsTable: string): { lines: CostLine[]; total: number; changedWrites: number } {
+  const lines: CostLine[] = [];
+  const sweep: MeterSource[] = ['reconciler', 'reconcile'];
+  let changedWrites = 0;
+  for (const source of sweep) {
+    for (const [key, count] of Object.entries(meter.dynamo[source]) as Array<[string, DynamoCount]>) {
+      const [operation = '', table = ''] = key.split(' ');
+      const read = READS.has(operation);
+      const write = WRITES.has(operation);
+      if (!read && !write) {
+        lines.push({ what: `DynamoDB ${key} (${who(source)})`, requests: count.requests, units: 'no request units', usd: 0 });
+        continue;
+      }
+      // A refused conditional write is charged as a write (at least one unit).
+      const units = count.capacityUnits + (write ? count.conditionFailures : 0);
+      const usd = (units / 1e6) * (read ? PRICES.dynamoReadRequestUnitPerMillion : PRICES.dynamoWriteRequestUnitPerMillion);
+      const refused = write && count.conditionFailures > 0 ? ` (${count.conditionFailures.toLocaleString('en-US')} refused by their condition)` : '';
+      lines.push({ what: `DynamoDB ${key} (${who(source)})`, requests: count.requests, units: `${round(units, 1)} ${read ? 'RRU' : 'WRU'}${refused}`, usd });
+      if (source === 'reconcile' && table === itemsTable && write) changedWrites += usd;
+    }
+  }
+  for (const source of sweep) {
+    for (const [operation, calls] of Object.entries(meter.sqs[source])) {
+      lines.push({ what: `SQS ${operation} (${who(source)})`, requests: calls, units: `${calls} requests`, usd: (calls / 1e6) * PRICES.sqsRequestPerMillion });
+    }
+  }
+  const events = meter.eventSource.reconcile;
+  for (const [what, calls] of [
+    ['ReceiveMessage', events.receives],
+    ['DeleteMessageBatch', events.deleteBatches],
+  ] as const) {
+    lines.push({ what: `SQS ${what} (event source on the reconcile queue)`, requests: calls, units: `${calls} requests`, usd: (calls / 1e6) * PRICES.sqsRequestPerMillion });
+  }
+  for (const source of sweep) {
+    const lambda: InvocationCount = meter.lambda[source];
+    const gbSeconds = (lambda.durationMs / 1000) * (lambda.memoryMb / 1024);
+    lines.push({
+      what: `Lambda ${who(source)} (${lambda.memoryMb} MB, Arm)`,
+      requests: lambda.invocations,
+      units: `${round(gbSeconds, 1)} GB-s`,
+      usd: (lambda.invocations / 1e6) * PRICES.lambdaRequestPerMillion + gbSeconds * PRICES.lambdaArmGbSecond,
+    });
+    const traces = Math.min(lambda.invocations, XRAY_RESERVOIR_PER_SECOND * passSeconds);
+    const traced = traces + XRAY_FIXED_RATE * Math.max(0, lambda.invocations - traces);
+    lines.push({ what: `X-Ray traces ${who(source)} (default sampling, estimated)`, requests: Math.round(traced), units: `${Math.round(traced)} traces`, usd: (traced / 1e6) * PRICES.xrayTracePerMillion });
+  }
+  lines.push({
+    what: 'EventBridge Scheduler (reconciler ticks)',
+    requests: meter.lambda.reconciler.invocations,
+    units: `${meter.lambda.reconciler.invocations} invocations`,
+    usd: (meter.lambda.reconciler.invocations / 1e6) * PRICES.schedulerInvocationPerMillion,
+  });
+  if (logsMetered) {
+    const bytes = sweep.reduce((sum, source) => sum + Object.values(meter.logs[source]).reduce((total, count) => total + count.bytes, 0), 0);
+    lines.push({ what: 'CloudWatch Logs ingestion (log lines and EMF metrics of both)', requests: 0, units: `${round(bytes / 1e6, 1)} MB`, usd: (bytes / 2 ** 30) * PRICES.logsIngestedPerGb });
+  }
+  return { lines, total: lines.reduce((sum, line) => sum + line.usd, 0), changedWrites };
+}
+
+function who(source: MeterSource): string {
+  return source === 'reconciler' ? 'reconciler' : source === 'reconcile' ? 'sync on the reconcile queue' : 'sync on the sync queue';
+}
+
+function round(value: number, digits: number): number {
+  const f = 10 ** digits;
+  return Math.round(value * f) / f;
+}

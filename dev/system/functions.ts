@@ -1,0 +1,138 @@
+/**
+ * The functions of the local system, each built as its handler.ts builds it (the app's factory,
+ * its configuration read by the function's own loader from its environment) but from the local
+ * deployment's environment and with the clients, clock and logs a scenario gives it. Each comes
+ * with its deployed name, memory and time-out, which its invocations' contexts carry.
+ */
+import type { DynamoDBClient } from '@aws-sdk/client-dynamodb';
+import type { S3Client } from '@aws-sdk/client-s3';
+import type { SecretsManagerClient } from '@aws-sdk/client-secrets-manager';
+import type { SQSClient } from '@aws-sdk/client-sqs';
+import type { Context } from 'aws-lambda';
+import { createSyncHandler, type SyncHandler, type SyncHandlerDeps } from '../../functions/item-sync/app.js';
+import { createReconcilerHandler, type ReconcilerHandler, type ReconcilerTuning } from '../../functions/reconciler/app.js';
+import { loadReconcilerConfig, loadRefresherConfig, loadSyncConfig, type ReconcilerConfig } from '../../functions/shared/config.js';
+import type { Clock } from '../../functions/shared/ports.js';
+import { HttpProviderClient } from '../../functions/shared/provider/provider-client.js';
+import { createRefresherHandler } from '../../functions/token-refresher/app.js';
+import type { FunctionDeployment } from '../../infra/deployment.js';
+import { createContext } from '../fakes/lambda.js';
+import type { Observability } from './observability.js';
+
+export type RefresherHandler = ReturnType<typeof createRefresherHandler>;
+
+/** A function as built: its handler and what it is deployed with. */
+export interface BuiltFunction<H> {
+  readonly name: string;
+  readonly handler: H;
+  readonly memoryMb: number;
+  readonly timeoutMs: number;
+  readonly environment: Readonly<Record<string, string>>;
+}
+
+export const FUNCTION_NAMES = {
+  refresher: 'content-sync-token-refresher',
+  sync: 'content-sync-item-sync',
+  reconciler: 'content-sync-reconciler',
+} as const;
+
+/** What every function may be given instead of its defaults. */
+interface CommonParts extends Partial<Observability> {
+  clock?: Clock;
+  sleep?: (ms: number) => Promise<void>;
+}
+
+export interface RefresherParts extends CommonParts {
+  secrets: SecretsManagerClient;
+  /** The provider reached through this fetch (a model in process); default the global fetch. */
+  fetch?: typeof globalThis.fetch;
+}
+
+export interface SyncParts extends CommonParts, Pick<SyncHandlerDeps, 'paceStore' | 'paceSettings' | 'random'> {
+  dynamodb: DynamoDBClient;
+  sqs: SQSClient;
+  secrets: SecretsManagerClient;
+  s3?: S3Client;
+  fetch?: typeof globalThis.fetch;
+}
+
+export interface ReconcilerParts extends CommonParts {
+  dynamodb: DynamoDBClient;
+  sqs: SQSClient;
+  /** Overrides of the reconciler's tuning (functions/reconciler/app.ts DEFAULT_TUNING). */
+  tuning?: Partial<ReconcilerTuning>;
+  /** Settings beyond what its variables allow (a bench's high-water mark above any table); default none. */
+  beyondEnvironment?: Partial<ReconcilerConfig>;
+}
+
+function built<H>(name: string, deployment: FunctionDeployment, handler: H): BuiltFunction<H> {
+  return { name, handler, memoryMb: deployment.memoryMb, timeoutMs: deployment.timeoutSeconds * 1000, environment: deployment.environment };
+}
+
+function common(parts: CommonParts): CommonParts {
+  const { clock, sleep, logger, metrics } = parts;
+  return { ...(clock ? { clock } : {}), ...(sleep ? { sleep } : {}), ...(logger ? { logger } : {}), ...(metrics ? { metrics } : {}) };
+}
+
+export function buildRefresher(deployment: FunctionDeployment, parts: RefresherParts, name: string = FUNCTION_NAMES.refresher): BuiltFunction<RefresherHandler> {
+  const config = loadRefresherConfig(deployment.environment);
+  const { sleep: _sleep, ...rest } = common(parts);
+  const handler = createRefresherHandler({
+    config,
+    secrets: parts.secrets,
+    ...(parts.fetch ? { provider: new HttpProviderClient({ ...config.provider, fetch: parts.fetch }) } : {}),
+    ...rest,
+  });
+  return built(name, deployment, handler);
+}
+
+export function buildSyncContainer(deployment: FunctionDeployment, parts: SyncParts, name: string = FUNCTION_NAMES.sync): BuiltFunction<SyncHandler> {
+  const config = loadSyncConfig(deployment.environment);
+  const handler = createSyncHandler({
+    config,
+    dynamodb: parts.dynamodb,
+    sqs: parts.sqs,
+    secrets: parts.secrets,
+    ...(parts.s3 ? { s3: parts.s3 } : {}),
+    ...(parts.fetch ? { provider: new HttpProviderClient({ ...config.provider, fetch: parts.fetch }) } : {}),
+    ...(parts.paceStore ? { paceStore: parts.paceStore } : {}),
+    ...(parts.paceSettings ? { paceSettings: parts.paceSettings } : {}),
+    ...(parts.random ? { random: parts.random } : {}),
+    ...common(parts),
+  });
+  return built(name, deployment, handler);
+}
+
+export function buildReconciler(deployment: FunctionDeployment, parts: ReconcilerParts, name: string = FUNCTION_NAMES.reconciler): BuiltFunction<ReconcilerHandler> {
+  const config = { ...loadReconcilerConfig(deployment.environment), ...parts.beyondEnvironment };
+  const handler = createReconcilerHandler({
+    config,
+    dynamodb: parts.dynamodb,
+    sqs: parts.sqs,
+    ...(parts.tuning ? { tuning: parts.tuning } : {}),
+    ...common(parts),
+  });
+  return built(name, deployment, handler);
+}
+
+export interface InvocationOptions {
+  /** The time the remaining time counts down in (a simulation's clock); default Date.now. */
+  now?: () => number;
+  awsRequestId?: string;
+  logStreamName?: string;
+  /** Another time-out than the deployed one (a bench's whole pass in one invocation). */
+  timeoutMs?: number;
+}
+
+/** The context of one invocation of `fn`, its remaining time counting down from its time-out. */
+export function invocationContext(fn: BuiltFunction<unknown>, region: string, options: InvocationOptions = {}): Context {
+  const now = options.now ?? Date.now;
+  const timeoutMs = options.timeoutMs ?? fn.timeoutMs;
+  const deadline = now() + timeoutMs;
+  return createContext(fn.name, region, timeoutMs, {
+    remainingMs: () => deadline - now(),
+    memoryMb: fn.memoryMb,
+    ...(options.awsRequestId !== undefined ? { awsRequestId: options.awsRequestId } : {}),
+    ...(options.logStreamName !== undefined ? { logStreamName: options.logStreamName } : {}),
+  });
+}

@@ -1,0 +1,32 @@
+/**
+ * The local resources' names: what the stacks name with CloudFormation, a run names itself. The
+ * queues' URLs and ARNs come from the SQS backend once the queues exist (queues.ts).
+ */
+export interface LocalNames {
+  readonly itemsTable: string;
+  readonly itemsBucket: string;
+  readonly controlTable: string;
+  readonly syncQueue: string;
+  readonly syncDeadLetterQueue: string;
+  readonly reconcileQueue: string;
+  readonly reconcileDeadLetterQueue: string;
+  readonly credentialsSecret: string;
+  readonly accessTokenSecret: string;
+  readonly eventBus: string;
+}
+
+/** Every name from one prefix (`content-sync-bench` → `content-sync-bench-items`...). */
+export function localNames(prefix: string): LocalNames {
+  return {
+    itemsTable: `${prefix}-items`,
+    itemsBucket: `${prefix}-items`,
+    controlTable: `${prefix}-control`,
+    syncQueue: `${prefix}-sync-queue`,
+    syncDeadLetterQueue: `${prefix}-sync-dlq`,
+    reconcileQueue: `${prefix}-reconcile-queue`,
+    reconcileDeadLetterQueue: `${prefix}-reconcile-dlq`,
+    credentialsSecret: `${prefix}/credentials`,
+    accessTokenSecret: `${prefix}/access-token`,
+    eventBus: `${prefix}-change-events`,
+  };
+}

@@ -1,0 +1,139 @@
+/**
+ * The local system, built in one place: the configuration (cdk.json with a scenario's overrides,
+ * read by the stacks' own reader), the deployment infra/deployment.ts makes of it (every function's
+ * memory, time-out and environment, the queues', event sources' and schedules' numbers), the work
+ * queues and the secrets in the AWS backend, and the functions, built on demand with the backend's
+ * clients unless a scenario gives its own (metered, faulty, in virtual time).
+ *
+ * What differs from scenario to scenario is an option: the AWS backend (aws.ts: in process, on any
+ * clock, or the HTTP emulator), the storage (storage.ts: dynalite in process or in a child, in
+ * memory or on disk; s3rver), the provider (its base URL, or a fetch that reaches a model), the
+ * context overrides, the tuning, and the clients, clock and logs each function gets.
+ */
+import type { Context } from 'aws-lambda';
+import type { SyncHandler } from '../../functions/item-sync/app.js';
+import type { ReconcilerHandler } from '../../functions/reconciler/app.js';
+import type { Credentials } from '../../functions/shared/ports.js';
+import type { ContentSyncConfig } from '../../infra/context.js';
+import type { WorkQueueDeployment } from '../../infra/deployment.js';
+import type { AwsBackend } from './aws.js';
+import { systemConfig, type ContextOverrides } from './config.js';
+import { localDeployment, resourceNames, retuned, type LocalDeployment } from './deployment.js';
+import {
+  buildReconciler,
+  buildRefresher,
+  buildSyncContainer,
+  FUNCTION_NAMES,
+  invocationContext,
+  type BuiltFunction,
+  type InvocationOptions,
+  type ReconcilerParts,
+  type RefresherHandler,
+  type RefresherParts,
+  type SyncParts,
+} from './functions.js';
+import type { LocalNames } from './names.js';
+import { createWorkQueues, type WorkQueues } from './queues.js';
+import type { Storage } from './storage.js';
+import type { Tuning } from './tuning.js';
+
+export interface SystemOptions {
+  names: LocalNames;
+  /** Context values over cdk.json's (baseUrl: the provider's address). */
+  context?: ContextOverrides;
+  /** The functions' tunables beyond the deployed environment (tuning.ts). */
+  tuning?: Tuning;
+  aws: AwsBackend;
+  storage: Storage;
+  /**
+   * Departures from the deployed work queues: a scenario whose SQS time runs faster than its
+   * handlers' (the soak), or a local run that retries sooner than a deployment would.
+   */
+  queues?: Partial<Pick<WorkQueueDeployment, 'visibilityTimeoutSeconds' | 'maxReceiveCount'>>;
+  /** The secrets as after a deployment: the credentials, and the access token's value (none yet when undefined). */
+  secrets?: { credentials?: Credentials; accessTokenValue?: string };
+  /** Appended to the functions' names (`-local`). */
+  functionNameSuffix?: string;
+  /** The time invocations' remaining time counts down in; default Date.now. */
+  now?: () => number;
+}
+
+export interface LocalSystem {
+  readonly config: ContentSyncConfig;
+  readonly deployment: LocalDeployment;
+  readonly names: LocalNames;
+  readonly queues: WorkQueues;
+  readonly aws: AwsBackend;
+  readonly storage: Storage;
+  /** The token refresher, with a new Secrets Manager client unless given one. */
+  refresher(parts?: Partial<RefresherParts>): BuiltFunction<RefresherHandler>;
+  /** One container of the item sync (its own clients unless given), with more tuning if asked (the bench's sequential baseline). */
+  syncContainer(parts?: Partial<SyncParts> & { tuning?: Tuning }): BuiltFunction<SyncHandler>;
+  /** The reconciler; throws when freshnessHours is 0 (none deployed). */
+  reconciler(parts?: Partial<ReconcilerParts>): BuiltFunction<ReconcilerHandler>;
+  /** The context of one invocation of `fn` (its deployed time-out and memory, counting down in the system's time). */
+  context(fn: BuiltFunction<unknown>, options?: InvocationOptions): Context;
+  /** Stops the AWS backend and the storage. */
+  close(): Promise<void>;
+}
+
+export function buildSystem(options: SystemOptions): LocalSystem {
+  const { names, aws, storage } = options;
+  const config = systemConfig(options.context);
+  const withReconcile = config.freshnessHours !== 0;
+  const placeholder = localDeployment(config, resourceNames(names, { syncDeadLetterQueueUrl: '', reconcileQueueUrl: '' }));
+  const queues = createWorkQueues(aws.sqs, names, { ...placeholder.workQueues, ...options.queues }, withReconcile);
+  const deployment = localDeployment(
+    config,
+    resourceNames(names, { syncDeadLetterQueueUrl: queues.sync.deadLetterUrl, reconcileQueueUrl: queues.reconcile?.url ?? '' }),
+    options.tuning,
+  );
+  const workQueues = { ...deployment.workQueues, ...options.queues };
+  const secrets = options.secrets ?? {};
+  if (secrets.credentials) aws.secrets.set(names.credentialsSecret, JSON.stringify(secrets.credentials));
+  if (secrets.accessTokenValue !== undefined) aws.secrets.set(names.accessTokenSecret, secrets.accessTokenValue);
+  else aws.secrets.create(names.accessTokenSecret);
+  const suffix = options.functionNameSuffix ?? '';
+  const now = options.now ?? Date.now;
+  const clients: Array<{ destroy(): void }> = [];
+  const kept = <T extends { destroy(): void }>(client: T): T => {
+    clients.push(client);
+    return client;
+  };
+
+  return {
+    config,
+    deployment: { ...deployment, workQueues },
+    names,
+    queues,
+    aws,
+    storage,
+    refresher: (parts = {}) => buildRefresher(deployment.refresher, { ...parts, secrets: parts.secrets ?? aws.secretsClient() }, FUNCTION_NAMES.refresher + suffix),
+    syncContainer({ tuning, ...parts } = {}) {
+      const fn = tuning ? retuned(deployment.sync, tuning) : deployment.sync;
+      const s3 = parts.s3 ?? (storage.s3 ? kept(storage.s3.client()) : undefined);
+      return buildSyncContainer(
+        fn,
+        {
+          dynamodb: parts.dynamodb ?? kept(storage.dynamo.client()),
+          sqs: parts.sqs ?? aws.sqsClient(),
+          secrets: parts.secrets ?? aws.secretsClient(),
+          ...parts,
+          ...(s3 ? { s3 } : {}),
+        },
+        FUNCTION_NAMES.sync + suffix,
+      );
+    },
+    reconciler(parts = {}) {
+      if (!deployment.reconciler) throw new Error('no reconciler: freshnessHours is 0');
+      const dynamodb = parts.dynamodb ?? kept(storage.dynamo.client());
+      return buildReconciler(deployment.reconciler, { sqs: parts.sqs ?? aws.sqsClient(), ...parts, dynamodb }, FUNCTION_NAMES.reconciler + suffix);
+    },
+    context: (fn, invocation = {}) => invocationContext(fn, aws.region, { now, ...invocation }),
+    async close() {
+      for (const client of clients) client.destroy();
+      await aws.close();
+      await storage.close();
+    },
+  };
+}
