@@ -44,8 +44,8 @@ export class DynamoMeter {
   readonly conditionalFailures: Record<string, number> = {};
   readonly writes: RecordedWrite[] = [];
   /**
-   * The `itemObject` keys of rows replaced by a write whose answer was lost: the writer never learns
-   * them, so their objects stay in the items bucket (the soak's checks expect exactly these).
+   * The `itemObject` keys of rows replaced by a write whose answer was lost (the soak reports how
+   * many; the writer knows them from the row it read, and deletes their objects as after any write).
    */
   readonly lostAckReplacedObjectKeys: string[] = [];
   readonly injected = { throttled: 0, unprocessedResponses: 0, unprocessedKeys: 0, lostAcks: 0 };

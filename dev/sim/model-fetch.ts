@@ -1,6 +1,6 @@
 /**
  * A `fetch` that reaches the provider model in process, in virtual time: the real provider client
- * (functions/shared/provider-client.ts) runs unchanged over it. Latency and delay faults are virtual
+ * (functions/shared/provider/provider-client.ts) runs unchanged over it. Latency and delay faults are virtual
  * timers; a dropped connection rejects as undici does ("fetch failed"); a hang waits until the
  * request is aborted.
  */

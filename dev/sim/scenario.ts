@@ -4,6 +4,8 @@ export interface Check {
   what: string;
   value: string;
   ok: boolean;
+  /** A goal judged at full scale only: a short run reports it without failing on it. */
+  fullScaleOnly?: boolean;
 }
 
 export interface ScenarioResult {
@@ -16,8 +18,13 @@ export interface ScenarioResult {
   checks: Check[];
 }
 
-export function check(what: string, value: number | string, ok: boolean): Check {
-  return { what, value: String(value), ok };
+export function check(what: string, value: number | string, ok: boolean, options: { fullScaleOnly?: boolean } = {}): Check {
+  return { what, value: String(value), ok, ...(options.fullScaleOnly ? { fullScaleOnly: true } : {}) };
+}
+
+/** Whether a run fails on this check: every check at full scale; a short run passes over the full-scale-only goals. */
+export function judged(check: Check, short: boolean): boolean {
+  return !(short && check.fullScaleOnly === true);
 }
 
 export async function timed(name: string, fn: () => Promise<Omit<ScenarioResult, 'name' | 'realMs'>>): Promise<ScenarioResult> {

@@ -36,7 +36,7 @@
  * expected row's `objectKey`) is deleted, as after any replacing write.
  *
  * What can be left behind: an object no row points to. It costs storage, never correctness, and is
- * found by comparing the keys under items/ with the rows' itemObject keys (infra/items-bucket.ts).
+ * found by comparing the keys under items/ with the rows' itemObject keys (infra/storage/items-bucket.ts).
  * - the process ends between the object write and the row write (time-out, crash): nothing logs it;
  * - a delete fails, the row cannot be read back after a failed write, or a failed row write might
  *   still be applied: logged as "item object left in the bucket" with the key;

@@ -52,6 +52,8 @@ export interface SoakReport {
       unprocessedResponsesInjected: number;
       unprocessedKeysInjected: number;
       lostAcksInjected: number;
+      /** Lost answers to writes that replaced a row pointing to an object (that object must be gone or logged as left). */
+      lostAcksReplacingObjects: number;
     };
     secrets: { getSecretValue: number; putSecretValue: number; failuresInjected: number };
     /** The items bucket: rows pointing there at the end, what the sync did with objects, the faults injected. */
@@ -101,6 +103,7 @@ export function buildReport(world: SoakWorld, feed: Feed, run: RunResult, verdic
         unprocessedResponsesInjected: world.meter.injected.unprocessedResponses,
         unprocessedKeysInjected: world.meter.injected.unprocessedKeys,
         lostAcksInjected: world.meter.injected.lostAcks,
+        lostAcksReplacingObjects: world.meter.lostAckReplacedObjectKeys.length,
       },
       objects: {
         rowsWithObject: verdict.objects.rowsWithObject,
@@ -216,7 +219,7 @@ function faultLines(report: SoakReport): string[] {
       `${n(m.redriven)} redriven; injected: ${m.deadLetterSendFailuresInjected} dead-letter send failures, ${m.visibilityChangeFailuresInjected} visibility-change failures`,
     `  DynamoDB: ${Object.entries(d.requests).map(([op, count]) => `${n(count)} ${op}`).join(', ')}; ` +
       `${n(d.throttlesInjected)} throttled, ${n(d.unprocessedResponsesInjected)} BatchGetItem answers with ${n(d.unprocessedKeysInjected)} unprocessed keys, ` +
-      `${n(d.lostAcksInjected)} write acknowledgements lost; ${n(d.writes)} writes, ` +
+      `${n(d.lostAcksInjected)} write acknowledgements lost (${n(d.lostAcksReplacingObjects)} of writes that replaced an object); ${n(d.writes)} writes, ` +
       `${Object.entries(d.conditionalFailures).map(([op, count]) => `${n(count)} ${op}`).join(', ') || 'no'} conditional failures`,
     `  items bucket: ${n(a.objects.largeAtStart)} files too large for a row at the start, ${n(a.changeFeed.grown)} grew past the limit and ${n(a.changeFeed.shrunk)} shrank back; ` +
       `${n(a.objects.written)} objects written, ${n(a.objects.deleted)} deleted, ${n(a.objects.keptAfterLostAnswer)} kept after a lost answer, ` +

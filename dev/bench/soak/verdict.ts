@@ -37,7 +37,7 @@ export interface SoakFigures {
   pointersToNothing: number;
   /** Objects that are not what their row says (size, SHA-256, content). */
   objectMismatches: number;
-  /** Objects in the items bucket no row points to, that no log line or lost answer explains. */
+  /** Objects in the items bucket no row points to, that no `item object left in the bucket` line explains. */
   orphanedObjects: number;
   /** Rows whose object could not be read, or 1 when the bucket could not be listed. */
   objectsUnchecked: number;
@@ -94,7 +94,9 @@ export async function judge(world: SoakWorld, feed: Feed, run: RunResult): Promi
 
   // Tokens: every token issued or stored, searched in the output, the dead letters and the answers.
   const output = world.capture.text();
-  const objects = checkObjects(rows, reads, listing, new Set([...objectsLeftInLogs(output), ...world.meter.lostAckReplacedObjectKeys]));
+  // A write whose answer was lost deletes the object of the row it replaced like any other write (or
+  // logs it as left): only the log explains an object no row points to.
+  const objects = checkObjects(rows, reads, listing, new Set(objectsLeftInLogs(output)));
   for (const token of tokensInSecrets(world.secrets.history.map((entry) => entry.value))) world.tokens.add(token);
   const texts = [output, ...dead.map((entry) => `${entry.body}\n${JSON.stringify(entry.attributes)}`), ...run.answers];
   if (o.logFile) {
