@@ -2,7 +2,7 @@
  * One id of a batch (sync.ts): fetch it (the paced provider call, shared/provider/paced-call.ts),
  * validate it, compare it with the stored row and write only what changed, conditionally on the
  * row being the one compared (item-writer.ts); a lost race re-reads the row, fetches again and
- * re-decides, a bounded number of times (SyncSettings.writeRounds). Every error ends as the id's
+ * re-decides, a bounded number of times (ItemRunSettings.writeRounds). Every error ends as the id's
  * outcome (outcome/decide.ts), except a configuration error, which the batch fails with.
  */
 import { ConfigError, ProviderError, TransientError } from '../shared/errors.js';
@@ -10,8 +10,29 @@ import type { PacedCaller } from '../shared/provider/paced-call.js';
 import { validateItem, type ValidItem } from './item.js';
 import { ItemWriter } from './item-writer.js';
 import { outcomeOf, type DoneResult, type Outcome } from './outcome/decide.js';
-import type { StoredRevision } from './ports.js';
-import type { SyncCounts, SyncPorts, SyncSettings } from './sync.js';
+import type { SyncCounts } from './batch.js';
+import type { Clock, Log, ProviderClient } from '../shared/ports.js';
+import type { OutcomePolicy } from './outcome/decide.js';
+import type { ItemObjectStore, ItemStore, StoredRevision } from './ports.js';
+
+/** What one id's run talks to (part of the batch's SyncPorts). */
+export interface ItemRunPorts {
+  provider: ProviderClient;
+  store: ItemStore;
+  /** The items bucket: items too large for a row. */
+  objects: ItemObjectStore;
+  /** The random part of an item object's key (item-writer.ts); default from the system's random source. */
+  objectKeySuffix?: () => string;
+  clock: Clock;
+  log: Log;
+}
+
+/** How one id's run works (part of the batch's SyncSettings). */
+export interface ItemRunSettings extends OutcomePolicy {
+  revisionField: string;
+  /** Rounds of fetch-decide-write per id before a lost race is given up as retry-later (DEFAULT_WRITE_ROUNDS). */
+  writeRounds: number;
+}
 
 type Fetched = ValidItem | 'not-found';
 
@@ -22,8 +43,8 @@ export class ItemRun {
   fatal: ConfigError | undefined;
 
   constructor(
-    private readonly ports: SyncPorts,
-    private readonly settings: SyncSettings,
+    private readonly ports: ItemRunPorts,
+    private readonly settings: ItemRunSettings,
     private readonly caller: PacedCaller,
     private readonly counts: SyncCounts,
   ) {

@@ -20,52 +20,28 @@
  * revision can never replace a newer one.
  */
 import type { Backoff } from '../shared/backoff.js';
-import type { ProviderClient } from '../shared/ports.js';
 import { outageError, PacedCaller, type PacedCallPorts } from '../shared/provider/paced-call.js';
-import { ItemRun } from './item-run.js';
+import type { BatchOptions, BatchReport, SyncCounts, SyncRecord } from './batch.js';
+import { ItemRun, type ItemRunPorts, type ItemRunSettings } from './item-run.js';
 import { parseMessageBody } from './message.js';
 import { carryOut, type CarryOutPorts } from './outcome/carry-out.js';
 import { outcomeOf, type Outcome, type OutcomePolicy, type PostponePolicy } from './outcome/decide.js';
-import type { ItemObjectStore, ItemStore, StoredRevision } from './ports.js';
+import type { StoredRevision } from './ports.js';
 
-/** The part of an SQS record the core needs. */
-export interface SyncRecord {
-  messageId: string;
-  body: string;
-  receiptHandle: string;
-  /** The source queue's ARN (eventSourceARN). */
-  queueArn: string;
-  /** Times this message was postponed before (message attribute `postponements`); default 0. */
-  postponements?: number;
-  /**
-   * Set when the reconciler sent this id (message attribute `reconcilePass`): the sweep, whose
-   * requests yield to users' ids in the pace.
-   */
-  reconcilePass?: number;
-}
+export type { BatchOptions, BatchReport, SyncCounts, SyncRecord } from './batch.js';
 
 /**
  * What the batch talks to: the provider call's ports (pace, tokens, clock, log, random, sleep: see
  * shared/provider/paced-call.ts), the provider itself, the items table and bucket, the queues.
  */
-export interface SyncPorts extends PacedCallPorts, CarryOutPorts {
-  provider: ProviderClient;
-  store: ItemStore;
-  /** The items bucket: items too large for a row. */
-  objects: ItemObjectStore;
-  /** The random part of an item object's key (item-writer.ts); default from the system's random source. */
-  objectKeySuffix?: () => string;
-}
+export interface SyncPorts extends PacedCallPorts, CarryOutPorts, ItemRunPorts {}
 
 /** How the batch works: the configuration's values (SyncConfig) and the core's own constants. */
-export interface SyncSettings extends PostponePolicy {
-  revisionField: string;
+export interface SyncSettings extends PostponePolicy, ItemRunSettings {
   /** Most provider requests in flight at once. */
   fetchConcurrency: number;
   /** Requests per fetch for transient provider failures. */
   fetchAttempts: number;
-  /** Rounds of fetch-decide-write per id before a lost race is given up as retry-later (DEFAULT_WRITE_ROUNDS). */
-  writeRounds: number;
   /** Backoff between fetch attempts (DEFAULT_FETCH_BACKOFF). */
   backoff: Backoff;
 }
@@ -74,33 +50,6 @@ export const DEFAULT_WRITE_ROUNDS = 3;
 
 /** 200 ms, doubling up to 2 s, half fixed and half random. */
 export const DEFAULT_FETCH_BACKOFF: Backoff = { baseMs: 200, capMs: 2_000, jitter: 'equal' };
-
-export interface SyncCounts {
-  fetched: number;
-  created: number;
-  updated: number;
-  unchanged: number;
-  deleted: number;
-  retried: number;
-  deadLettered: number;
-  /** Records sent again with a delay: they wait for the pace or for an outage to pass. */
-  postponed: number;
-  /** Provider answers 429 met by this batch. */
-  rateLimited: number;
-}
-
-export interface BatchReport {
-  /** Message ids to report in batchItemFailures, in the order of the batch. */
-  failures: string[];
-  counts: SyncCounts;
-  /** The final outcome of every record, by message id. */
-  outcomes: Map<string, Outcome>;
-}
-
-export interface BatchOptions {
-  /** Epoch milliseconds: no provider work starts after it and requests in flight are aborted at it. */
-  deadline: number;
-}
 
 /**
  * Syncs the batch and carries out every record's outcome. Throws only a ConfigError: a request that

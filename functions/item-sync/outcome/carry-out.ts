@@ -6,7 +6,7 @@
  */
 import type { DeadLetter, DeadLetterSink, MessageRequeue, MessageVisibility, PostponeRequest, RequeueRequest } from '../ports.js';
 import type { Log } from '../../shared/ports.js';
-import type { SyncCounts, SyncRecord } from '../sync.js';
+import type { SyncCounts, SyncRecord } from '../batch.js';
 import { postponeDelaySeconds, type Outcome, type PostponePolicy } from './decide.js';
 
 export interface CarryOutPorts {

@@ -1,0 +1,315 @@
+/**
+ * Sending item ids to the sync queue, what `npm run enqueue` (enqueue.ts) and the local run use:
+ * every id validated before anything is sent (a bad id is an error naming it, and nothing is sent);
+ * messages `{"id":"…"}` sent with SendMessageBatch, at most 10 a call; entries the queue refuses for a
+ * reason that may pass re-sent (bounded, with backoff); refusals that are the sender's fault
+ * reported, not re-sent. Also the ids of a file or standard input, one per line, and the ids an items
+ * table holds (--resync-table).
+ */
+import { ScanCommand, type DynamoDBClient } from '@aws-sdk/client-dynamodb';
+import type { SQSClient } from '@aws-sdk/client-sqs';
+import { validateItemId } from '../../functions/item-sync/message.js';
+import { sendMessageBatch, type EntryFailure } from '../../functions/shared/adapters/sqs-batch.js';
+import { backoffDelayMs, sleepMs, type Backoff } from '../../functions/shared/backoff.js';
+
+const MAX_BATCH_ENTRIES = 10;
+export const DEFAULT_MAX_ATTEMPTS = 5;
+const DEFAULT_CONCURRENCY = 4;
+/** Whole batches given up in a row after which the rest is not tried (every call is failing). */
+const ABORT_AFTER_GIVEN_UP_BATCHES = 3;
+
+// ---- validation ---------------------------------------------------------------------------------
+
+/** Characters SQS cannot carry in a message that the id rules (contract) do not already exclude. */
+const NOT_SENDABLE = /[\uFFFE\uFFFF]/;
+
+/**
+ * The reason an id is not a valid item id (contract: 1 to 1,024 characters, no control characters,
+ * well-formed Unicode, and nothing SQS cannot carry), or undefined when it is valid.
+ */
+export function validateId(id: string): string | undefined {
+  try {
+    validateItemId(id);
+  } catch (error) {
+    return (error as Error).message;
+  }
+  const bad = NOT_SENDABLE.exec(id);
+  if (bad) {
+    return `the item id contains U+${bad[0].charCodeAt(0).toString(16).toUpperCase()} at position ${bad.index}, which SQS cannot carry`;
+  }
+  return undefined;
+}
+
+export interface InvalidId {
+  /** Position in the input, from 0. */
+  index: number;
+  id: string;
+  reason: string;
+}
+
+/** One or more ids are invalid; nothing was sent. */
+export class InvalidIdsError extends Error {
+  override readonly name = 'InvalidIdsError';
+  constructor(readonly invalid: InvalidId[]) {
+    const shown = invalid.slice(0, 10).map((bad) => `  #${bad.index + 1} ${quoteId(bad.id)}: ${bad.reason}`);
+    const more = invalid.length > shown.length ? [`  ... and ${invalid.length - shown.length} more`] : [];
+    super(`${invalid.length} invalid id${invalid.length === 1 ? '' : 's'}, nothing sent:\n${[...shown, ...more].join('\n')}`);
+  }
+}
+
+/** An id for display: JSON-quoted (so spaces and odd characters are visible), cut at 120 characters. */
+export function quoteId(id: string): string {
+  const chars = [...id];
+  return chars.length > 120 ? `${JSON.stringify(chars.slice(0, 120).join(''))}… (${chars.length} characters)` : JSON.stringify(id);
+}
+
+export function findInvalidIds(ids: readonly string[]): InvalidId[] {
+  const invalid: InvalidId[] = [];
+  ids.forEach((id, index) => {
+    const reason = typeof id === 'string' ? validateId(id) : 'not a string';
+    if (reason !== undefined) invalid.push({ index, id, reason });
+  });
+  return invalid;
+}
+
+/** The message body for an id: exactly `{"id":"…"}`. */
+export function messageBody(id: string): string {
+  return JSON.stringify({ id });
+}
+
+// ---- sending ------------------------------------------------------------------------------------
+
+export interface SentId {
+  id: string;
+  messageId: string;
+}
+
+export interface FailedId {
+  id: string;
+  /** The queue's error code (`InvalidMessageContents`, `InternalError`...) or the thrown error's name. */
+  code: string;
+  message: string;
+  /** True when the queue said the request was at fault (not re-sent). */
+  senderFault: boolean;
+}
+
+export interface EnqueueProgress {
+  total: number;
+  sent: number;
+  failed: number;
+  /** Entries being re-sent after a refusal, so far. */
+  resent: number;
+}
+
+export interface EnqueueOptions {
+  onProgress?: (progress: EnqueueProgress) => void;
+  /** Attempts per entry (first send included) for refusals that may pass; default 5. */
+  maxAttempts?: number;
+  /** Base of the exponential backoff between attempts, in ms; default 200 (capped at 5 s, full jitter). */
+  backoffMs?: number;
+  /** SendMessageBatch calls in flight at once; default 4. */
+  concurrency?: number;
+  /** Skips duplicate ids (the first occurrence is sent); default true. */
+  dedupe?: boolean;
+  sleep?: (ms: number) => Promise<void>;
+  /** [0, 1), for the backoff jitter; default Math.random. */
+  random?: () => number;
+}
+
+export interface EnqueueResult {
+  sent: SentId[];
+  failed: FailedId[];
+  /** Entries re-sent after a refusal that may pass. */
+  resent: number;
+  /** SendMessageBatch calls made. */
+  calls: number;
+  /** Duplicate ids skipped. */
+  duplicates: number;
+  /** True when sending stopped early on an error no other call could get past (no such queue, access denied). */
+  aborted: boolean;
+}
+
+/** Errors after which every further call would fail the same way: stop instead of repeating them. */
+function isFatal(error: unknown): boolean {
+  const e = error as { name?: string; $fault?: string; $metadata?: { httpStatusCode?: number } };
+  if (e?.name === 'CredentialsProviderError' || e?.name === 'TokenProviderError') return true;
+  if (typeof e?.name === 'string' && /Region is missing/i.test(String((error as Error).message))) return true;
+  if (e?.$fault === 'client') {
+    // Throttling is the client's "fault" too, but it passes.
+    return !/Throttl|RequestThrottled|TooManyRequests|OverLimit/i.test(e.name ?? '');
+  }
+  return false;
+}
+
+/**
+ * Sends `{"id": …}` for every id to the queue with SendMessageBatch (at most 10 entries a call).
+ * Validates every id first and throws InvalidIdsError, sending nothing, if any is invalid. Entries
+ * refused with `SenderFault: false` (or in a call that failed in a way that may pass) are re-sent up
+ * to `maxAttempts` times with backoff; the rest end in `failed`.
+ */
+export async function enqueueIds(
+  sqs: SQSClient,
+  queueUrl: string,
+  ids: readonly string[],
+  options: EnqueueOptions = {},
+): Promise<EnqueueResult> {
+  const invalid = findInvalidIds(ids);
+  if (invalid.length > 0) throw new InvalidIdsError(invalid);
+
+  const unique = options.dedupe === false ? [...ids] : [...new Set(ids)];
+  const run = new EnqueueRun(sqs, queueUrl, unique, options, ids.length - unique.length);
+  const concurrency = Math.max(1, options.concurrency ?? DEFAULT_CONCURRENCY);
+  await inParallel(batchesOf(unique.length, MAX_BATCH_ENTRIES), concurrency, (batch) => run.sendBatch(batch));
+  run.report();
+  return run.result;
+}
+
+/** Positions 0..count-1 in groups of at most `size`. */
+function batchesOf(count: number, size: number): number[][] {
+  const batches: number[][] = [];
+  for (let start = 0; start < count; start += size) {
+    batches.push(Array.from({ length: Math.min(size, count - start) }, (_, i) => start + i));
+  }
+  return batches;
+}
+
+/** Runs `fn` on every task, at most `concurrency` at once, in order of the list. */
+async function inParallel<T>(tasks: readonly T[], concurrency: number, fn: (task: T) => Promise<void>): Promise<void> {
+  let next = 0;
+  await Promise.all(
+    Array.from({ length: Math.min(concurrency, tasks.length) }, async () => {
+      while (next < tasks.length) await fn(tasks[next++]!);
+    }),
+  );
+}
+
+/** One enqueueIds call: the result so far, and the sending of one batch of ids (by position in `ids`). */
+class EnqueueRun {
+  readonly result: EnqueueResult;
+  private readonly maxAttempts: number;
+  private readonly backoff: Backoff;
+  private readonly sleep: (ms: number) => Promise<void>;
+  private readonly random: () => number;
+  /** Batches in a row that were given up entirely (the queue unreachable, say): after a few, stop. */
+  private givenUpInARow = 0;
+
+  constructor(
+    private readonly sqs: SQSClient,
+    private readonly queueUrl: string,
+    private readonly ids: readonly string[],
+    private readonly options: EnqueueOptions,
+    duplicates: number,
+  ) {
+    this.maxAttempts = Math.max(1, options.maxAttempts ?? DEFAULT_MAX_ATTEMPTS);
+    this.backoff = { baseMs: options.backoffMs ?? 200, capMs: 5_000, jitter: 'full' };
+    this.sleep = options.sleep ?? sleepMs;
+    this.random = options.random ?? Math.random;
+    this.result = { sent: [], failed: [], resent: 0, calls: 0, duplicates, aborted: false };
+  }
+
+  report(): void {
+    const { sent, failed, resent } = this.result;
+    this.options.onProgress?.({ total: this.ids.length, sent: sent.length, failed: failed.length, resent });
+  }
+
+  async sendBatch(indexes: number[]): Promise<void> {
+    const failedBefore = this.result.failed.length;
+    await this.send(indexes);
+    const givenUp = this.result.failed.length - failedBefore === indexes.length && !this.result.aborted;
+    this.givenUpInARow = givenUp ? this.givenUpInARow + 1 : 0;
+    if (this.givenUpInARow >= ABORT_AFTER_GIVEN_UP_BATCHES) this.result.aborted = true;
+  }
+
+  private async send(indexes: number[]): Promise<void> {
+    const { result } = this;
+    const { calls } = await sendMessageBatch(this.sqs, this.queueUrl, indexes, {
+      // The entry Id is the id's position in the input: unique within a call, and maps back to the id.
+      entry: (index) => ({ Id: String(index), MessageBody: messageBody(this.ids[index]!) }),
+      attempts: this.maxAttempts,
+      delayMs: (attempt) => backoffDelayMs(attempt, this.backoff, this.random),
+      sleep: this.sleep,
+      onCallError: (error) => {
+        if (!isFatal(error)) return 'retry';
+        result.aborted = true;
+        return 'give-up';
+      },
+      shouldStop: () => result.aborted,
+      onSent: (index, messageId) => void result.sent.push({ id: this.ids[index]!, messageId: messageId ?? '' }),
+      onFailed: (index, failure, gaveUpAfter) => void result.failed.push(this.failedId(index, failure, gaveUpAfter)),
+      onResend: (count) => {
+        result.resent += count;
+        this.report();
+      },
+      onAttemptDone: () => this.report(),
+    });
+    result.calls += calls;
+  }
+
+  private failedId(index: number, failure: EntryFailure, gaveUpAfter: number | undefined): FailedId {
+    const id = this.ids[index]!;
+    const gaveUp = gaveUpAfter === undefined ? '' : ` (gave up after ${gaveUpAfter} attempts)`;
+    switch (failure.kind) {
+      case 'refused':
+        return { id, code: failure.code ?? 'Unknown', message: `${failure.message ?? ''}${gaveUp}`, senderFault: failure.senderFault };
+      case 'unanswered':
+        return { id, code: 'NoResult', message: `the reply did not mention this entry${gaveUp}`, senderFault: false };
+      case 'call-failed': {
+        const error = failure.error as Error;
+        // A call is given up at once only when no other call could get past its error.
+        return { id, code: error?.name ?? 'Error', message: `${error?.message ?? String(failure.error)}${gaveUp}`, senderFault: gaveUpAfter === undefined };
+      }
+      case 'stopped':
+        return { id, code: 'NotSent', message: 'sending stopped after an earlier error', senderFault: false };
+    }
+  }
+}
+
+// ---- reading ids --------------------------------------------------------------------------------
+
+/**
+ * Ids from a text stream, one per line: surrounding whitespace (and a CR) trimmed, blank lines
+ * skipped. An id with leading or trailing spaces can still be given as an argument.
+ */
+export async function readIdLines(input: NodeJS.ReadableStream): Promise<string[]> {
+  const chunks: Buffer[] = [];
+  for await (const chunk of input) chunks.push(typeof chunk === 'string' ? Buffer.from(chunk, 'utf8') : Buffer.from(chunk));
+  return Buffer.concat(chunks)
+    .toString('utf8')
+    .split('\n')
+    .map((line) => line.trim())
+    .filter((line) => line !== '');
+}
+
+export interface ScanOptions {
+  onProgress?: (scanned: number) => void;
+  /** Items per Scan page (Limit); default none (1 MB pages). */
+  pageSize?: number;
+}
+
+/**
+ * Every `id` in the table, whatever the row holds (its item inline, or `itemObject` for an item in
+ * the items bucket; deleted rows included), with pagination and a projection on `id` only.
+ */
+export async function scanTableIds(dynamodb: DynamoDBClient, tableName: string, options: ScanOptions = {}): Promise<string[]> {
+  const ids: string[] = [];
+  let startKey: Record<string, import('@aws-sdk/client-dynamodb').AttributeValue> | undefined;
+  do {
+    const page = await dynamodb.send(
+      new ScanCommand({
+        TableName: tableName,
+        ProjectionExpression: '#id',
+        ExpressionAttributeNames: { '#id': 'id' },
+        ...(startKey ? { ExclusiveStartKey: startKey } : {}),
+        ...(options.pageSize ? { Limit: options.pageSize } : {}),
+      }),
+    );
+    for (const item of page.Items ?? []) {
+      const id = item.id?.S;
+      if (id !== undefined) ids.push(id);
+    }
+    options.onProgress?.(ids.length);
+    startKey = page.LastEvaluatedKey && Object.keys(page.LastEvaluatedKey).length > 0 ? page.LastEvaluatedKey : undefined;
+  } while (startKey);
+  return ids;
+}
+
