@@ -14,7 +14,12 @@ import {
   type SQSClient,
 } from '@aws-sdk/client-sqs';
 import type { Context, SQSBatchResponse, SQSEvent, SQSMessageAttributes, SQSRecord } from 'aws-lambda';
+import { NUMBER_RULES, syncTimeoutSeconds } from '../../infra/context.js';
+import { SYNC_MEMORY_MB } from '../../infra/deployment.js';
 import { LOCAL_ACCOUNT_ID, LOCAL_REGION } from './local-aws.js';
+
+/** An item-sync invocation as deployed with the default batch: the context a caller that gives none gets. */
+const DEFAULT_TIMEOUT_MS = syncTimeoutSeconds(NUMBER_RULES.syncBatchSize.fallback) * 1000;
 
 export type SyncHandlerFn = (event: SQSEvent, context: Context) => Promise<SQSBatchResponse | void>;
 
@@ -26,12 +31,12 @@ export interface ContextOptions {
   logStreamName?: string;
   /** The remaining time, instead of `timeoutMs` counted down from the context's creation. */
   remainingMs?: () => number;
-  /** The function's memory; default 512. */
+  /** The function's memory; default the item sync's (infra/deployment.ts). */
   memoryMb?: number;
 }
 
 /** A Lambda context whose remaining time counts down from `timeoutMs` at creation. */
-export function createContext(functionName: string, region = LOCAL_REGION, timeoutMs = 60_000, options: ContextOptions = {}): Context {
+export function createContext(functionName: string, region = LOCAL_REGION, timeoutMs = DEFAULT_TIMEOUT_MS, options: ContextOptions = {}): Context {
   const deadline = Date.now() + timeoutMs;
   const awsRequestId = options.awsRequestId ?? randomUUID();
   const remaining = options.remainingMs ?? (() => deadline - Date.now());
@@ -40,7 +45,7 @@ export function createContext(functionName: string, region = LOCAL_REGION, timeo
     functionName,
     functionVersion: '$LATEST',
     invokedFunctionArn: `arn:aws:lambda:${region}:${options.accountId ?? LOCAL_ACCOUNT_ID}:function:${functionName}`,
-    memoryLimitInMB: String(options.memoryMb ?? 512),
+    memoryLimitInMB: String(options.memoryMb ?? SYNC_MEMORY_MB),
     awsRequestId,
     logGroupName: `/aws/lambda/${functionName}`,
     logStreamName: options.logStreamName ?? `local/[$LATEST]${awsRequestId.replace(/-/g, '')}`,

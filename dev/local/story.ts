@@ -134,8 +134,8 @@ export async function runLocalStory(options: LocalStoryOptions = {}): Promise<St
     inMemory: options.inMemory,
     fresh: true,
     revisionField,
-    // Longer than an invocation may wait for the pace (the function's 60 s), so no copy is delivered
-    // twice, but shorter than the deployed 6 minutes, so a retried record comes back within the story.
+    // Longer than an invocation may wait for the pace (the sync's time-out), so no copy is delivered
+    // twice, but shorter than the deployed visibility (6 × that), so a retried record comes back within the story.
     visibilityTimeoutSeconds: 60,
     // The story shows one 429 with Retry-After: 1; the deployed minute-long floor would stall it.
     tuning: { rateLimitMinDelaySeconds: 1 },

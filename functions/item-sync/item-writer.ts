@@ -31,15 +31,21 @@
  * second send then meets the condition its own first send broke, or the failure outlasts the SDK's
  * retries). Every write that does not answer `written` (row or tombstone) is therefore followed by
  * a strongly consistent read of the row: a row that is this write's own (its object key; or its
- * revision, liveness and `syncedAt`) means the write was applied and is counted as what it did. The
- * row it replaced is the one the write was conditional on, read before it: its object (the
- * expected row's `objectKey`) is deleted, as after any replacing write.
+ * revision, liveness and `syncedAt`) means the write was applied and is counted as what it did.
+ *
+ * The object of the row the write expected to replace (the expected row's `objectKey`, read before
+ * the write) is that row version's own: once the row read back no longer points to it, no row ever
+ * will again, whoever replaced the row (this write, its answer lost, even if another writer has
+ * replaced this write's row since; or another writer, which deletes it too: a second delete is
+ * harmless). So it is deleted then; kept while the row still points to it; and logged as left when
+ * the row cannot be read back.
  *
  * What can be left behind: an object no row points to. It costs storage, never correctness, and is
  * found by comparing the keys under items/ with the rows' itemObject keys (infra/storage/items-bucket.ts).
  * - the process ends between the object write and the row write (time-out, crash): nothing logs it;
- * - a delete fails, the row cannot be read back after a failed write, or a failed row write might
- *   still be applied: logged as "item object left in the bucket" with the key;
+ * - a delete fails, the row cannot be read back after a failed write (this write's object, and the
+ *   object of the row it expected to replace), or a failed row write might still be applied: logged
+ *   as "item object left in the bucket" with the key;
  * - an upload fails and so does the delete that follows it (whatever of it may have arrived):
  *   logged as "item object upload failed" with the key (there may be no object at all).
  */
@@ -172,11 +178,10 @@ export class ItemWriter {
    * can ever point to it).
    */
   private async settle(id: string, key: string, expected: ExpectedRow, why: string): Promise<WriteResult> {
-    let state: RowState | undefined;
-    try {
-      state = await this.deps.store.rowState(id);
-    } catch (error) {
-      this.left(id, key, `${why}, and reading the row back failed (${describe(error)})`);
+    const state = await this.readBack(id);
+    if (isUnreadable(state)) {
+      this.left(id, key, `${why}, and reading the row back failed (${state.unreadable})`);
+      this.replacedUnknown(id, expected, state);
       return 'conflict';
     }
     if (state?.objectKey === key) {
@@ -186,9 +191,10 @@ export class ItemWriter {
     }
     if (isExpected(state, expected)) {
       this.left(id, key, `${why}, and the row is still the one the write expected (the write may yet be applied)`);
-      return 'conflict';
+    } else {
+      await this.deleteObject(id, key, `${why}; the row points elsewhere`);
     }
-    await this.deleteObject(id, key, `${why}; the row points elsewhere`);
+    await this.dropUnreferenced(id, expected, state);
     return 'conflict';
   }
 
@@ -198,28 +204,58 @@ export class ItemWriter {
    * object of the row it replaced is deleted. A row that cannot be read counts as not written.
    */
   private async ownRowAfterAll(row: InlineRow, expected: ExpectedRow): Promise<boolean> {
-    const state = await this.rowStateOrUndefined(row.id);
+    const state = await this.readBack(row.id);
+    if (isUnreadable(state)) {
+      this.replacedUnknown(row.id, expected, state);
+      return false;
+    }
     const own = state !== undefined && !state.deleted && state.objectKey === undefined && state.revision === row.revision && state.syncedAt === row.syncedAt;
-    if (!own) return false;
-    this.deps.log.warn('row written after all (the answer to the write was lost)', { itemId: row.id, revision: row.revision });
-    await this.dropReplaced(row.id, expectedObjectKey(expected), undefined, LOST_ANSWER);
-    return true;
+    if (own) {
+      this.deps.log.warn('row written after all (the answer to the write was lost)', { itemId: row.id, revision: row.revision });
+      await this.dropReplaced(row.id, expectedObjectKey(expected), undefined, LOST_ANSWER);
+    } else {
+      await this.dropUnreferenced(row.id, expected, state);
+    }
+    return own;
   }
 
-  /** The same for a tombstone: the row is deleted at the expected revision with this `syncedAt`. */
+  /** The same for a tombstone: the row is deleted at the expected revision with this `syncedAt` (a tombstone keeps its object). */
   private async ownTombstoneAfterAll(id: string, revision: string, syncedAt: string): Promise<boolean> {
-    const state = await this.rowStateOrUndefined(id);
-    const own = state !== undefined && state.deleted && state.revision === revision && state.syncedAt === syncedAt;
+    const state = await this.readBack(id);
+    const own = state !== undefined && !isUnreadable(state) && state.deleted && state.revision === revision && state.syncedAt === syncedAt;
     if (own) this.deps.log.warn('row written after all (the answer to the write was lost)', { itemId: id, revision, deleted: true });
     return own;
   }
 
-  private async rowStateOrUndefined(id: string): Promise<RowState | undefined> {
+  /** The row as it is now (strongly consistent), or why it could not be read. */
+  private async readBack(id: string): Promise<RowState | undefined | Unreadable> {
     try {
       return await this.deps.store.rowState(id);
-    } catch {
-      return undefined;
+    } catch (error) {
+      return { unreadable: describe(error) };
     }
+  }
+
+  /**
+   * After a write that did not answer `written`, the row read back: the object of the row the write
+   * expected to replace is deleted once the row no longer points to it (that key was that row
+   * version's own: nothing will point to it again, whoever replaced the row).
+   */
+  private async dropUnreferenced(id: string, expected: ExpectedRow, state: RowState | undefined): Promise<void> {
+    const key = expectedObjectKey(expected);
+    if (key === undefined || state?.objectKey === key) return;
+    await this.deleteObject(id, key, 'the row pointing to it was replaced');
+  }
+
+  /** The row could not be read back: the object of the row the write expected to replace may be left, its key logged. */
+  private replacedUnknown(id: string, expected: ExpectedRow, state: Unreadable): void {
+    const key = expectedObjectKey(expected);
+    if (key === undefined) return;
+    this.left(
+      id,
+      key,
+      `a write that may have replaced the row pointing to it did not answer, and reading the row back failed (${state.unreadable}); if the row no longer points to it, nothing will`,
+    );
   }
 
   /** The object of the row a write replaced, unless the new row points to the same one. */
@@ -263,6 +299,15 @@ export function itemObjectKey(id: string, revision: string, sha256: string, suff
 
 function sha256Hex(text: string): string {
   return createHash('sha256').update(text, 'utf8').digest('hex');
+}
+
+/** A row read back that failed, and why. */
+interface Unreadable {
+  readonly unreadable: string;
+}
+
+function isUnreadable(state: RowState | undefined | Unreadable): state is Unreadable {
+  return state !== undefined && 'unreadable' in state;
 }
 
 /** Said of a replaced object when the write that replaced its row lost its answer. */

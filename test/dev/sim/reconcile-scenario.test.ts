@@ -7,8 +7,8 @@
 import { describe, expect, it } from 'vitest';
 import { DEFAULT_PACE_SETTINGS, leaseSize } from '../../../functions/shared/provider/pace/pace-state.js';
 import { ENV } from '../../../functions/shared/config.js';
-import { NUMBER_RULES } from '../../../infra/context.js';
-import { RECONCILE_SCHEDULE_MINUTES, RECONCILER_MEMORY_MB, RECONCILER_TIMEOUT_SECONDS, SYNC_MEMORY_MB } from '../../../infra/deployment.js';
+import { RECONCILE_SCHEDULE_MINUTES, RECONCILER_MEMORY_MB, RECONCILER_TIMEOUT_SECONDS, SYNC_MEMORY_MB, syncEventSourceDeployment } from '../../../infra/deployment.js';
+import { systemConfig } from '../../../dev/system/config.js';
 import { RECONCILE_FULL, RECONCILE_SHORT, reconcilePass, reconcileSystemOptions } from '../../../dev/sim/reconcile-scenario.js';
 import { judged } from '../../../dev/sim/scenario.js';
 import { startSystem } from '../../../dev/sim/system.js';
@@ -80,9 +80,10 @@ describe('a reconciliation pass in virtual time (short)', () => {
       await system.pollUntil(() => system.clock.ms() >= t0 + first + 2.5 * interval);
       expect(system.ticks.map((tick) => tick.startedAt - t0)).toEqual([first, first + interval, first + 2 * interval]);
       // Both event sources at syncMaxConcurrency (infra/reconciler/reconciler.ts addReconcileEventSource).
-      expect(sync).toHaveLength(NUMBER_RULES.syncMaxConcurrency.fallback);
-      expect(sweep).toHaveLength(NUMBER_RULES.syncMaxConcurrency.fallback);
-      expect(reconciler?.environment[ENV.freshnessHours]).toBe(String(NUMBER_RULES.freshnessHours.fallback));
+      const deployed = systemConfig();
+      expect(sync).toHaveLength(syncEventSourceDeployment(deployed).maxConcurrency);
+      expect(sweep).toHaveLength(syncEventSourceDeployment(deployed).maxConcurrency);
+      expect(reconciler?.environment[ENV.freshnessHours]).toBe(String(deployed.freshnessHours));
       // The function's default high-water mark, as the stack leaves it.
       expect(reconciler?.environment[ENV.reconcileHighWater]).toBeUndefined();
     } finally {

@@ -750,9 +750,50 @@ describe('items too large for a row', () => {
       const { result, metrics } = await run(build(new ScriptedProvider().on('twin', item('twin', 2))), ['twin']);
 
       expect(result.batchItemFailures).toEqual([]);
-      // The other writer replaced the row, and deletes the object it replaced itself.
-      expect(s3).not.toHaveReceivedCommand(DeleteObjectCommand);
+      // The other writer replaced the row (and deletes the object it replaced itself): no row points
+      // to that object any more, so this writer's delete of it is a harmless second one.
+      expect(s3).toReceiveCommandExactlyOnceWith(DeleteObjectCommand, { Bucket: BUCKET, Key: OLD_KEY });
       expect(metrics).toMatchObject({ ItemsUnchanged: 1, ItemsUpdated: 0 });
+    });
+
+    it('this write applied, its answer lost, and its row replaced by another writer before the read-back: the object of the row it replaced is deleted', async () => {
+      ddb
+        .on(BatchGetItemCommand)
+        .resolvesOnce({ Responses: { [TABLE]: [{ id: { S: 'raced' }, revision: { S: '1' }, itemObject: { M: { key: { S: OLD_KEY } } } }] } })
+        // Another writer replaced this write's inline row (it read that row: it knows no object to delete).
+        .resolves({ Responses: { [TABLE]: [{ id: { S: 'raced' }, revision: { S: '3' }, syncedAt: { S: '2026-11-21T10:00:00.500Z' } }] } });
+      // The SDK's second send meets the condition: the row is no longer the one it expected.
+      recordWrites(() => conditionFailed());
+      const provider = new ScriptedProvider().on('raced', item('raced', 2), item('raced', 3));
+      const { result, metrics, logs } = await run(build(provider), ['raced']);
+
+      // A lost race as far as this write can tell: read again, fetch again, revision 3 is stored.
+      expect(result.batchItemFailures).toEqual([]);
+      expect(metrics).toMatchObject({ ItemsUnchanged: 1, ItemsUpdated: 0 });
+      expect(s3).toReceiveCommandExactlyOnceWith(DeleteObjectCommand, { Bucket: BUCKET, Key: OLD_KEY });
+      expect(logs.find((line) => line['message'] === 'item object deleted')).toMatchObject({
+        itemId: 'raced',
+        objectKey: OLD_KEY,
+        reason: 'the row pointing to it was replaced',
+      });
+    });
+
+    it('the row cannot be read back: the object of the row the write expected to replace is logged as left, with its key', async () => {
+      ddb
+        .on(BatchGetItemCommand)
+        .resolvesOnce({ Responses: { [TABLE]: [{ id: { S: 'dark' }, revision: { S: '1' }, itemObject: { M: { key: { S: OLD_KEY } } } }] } })
+        .rejects(Object.assign(new Error('Service unavailable'), { name: 'ServiceUnavailable', $metadata: { httpStatusCode: 503 } }));
+      recordWrites(() => networkError());
+      const { result, logs } = await run(build(new ScriptedProvider().on('dark', item('dark', 2))), ['dark']);
+
+      expect(result.batchItemFailures).toEqual([{ itemIdentifier: 'm1' }]);
+      expect(s3).not.toHaveReceivedCommand(DeleteObjectCommand);
+      expect(logs.find((line) => line['message'] === 'item object left in the bucket')).toMatchObject({
+        itemId: 'dark',
+        objectKey: OLD_KEY,
+        reason:
+          'a write that may have replaced the row pointing to it did not answer, and reading the row back failed (TransientError: DynamoDB BatchGetItem failed (ServiceUnavailable: Service unavailable)); if the row no longer points to it, nothing will',
+      });
     });
   });
 });
