@@ -37,8 +37,8 @@ export const REFRESHER_MEMORY_MB = 256;
 export const REFRESHER_TIMEOUT_SECONDS = 30;
 export const SYNC_MEMORY_MB = 512;
 /**
- * CPU comes with memory (one vCPU at 1,769 MB): at 512 MB one invocation sends about 4,700 ids/s,
- * four times what 100M ids a day need (docs/measurements.md, "One reconciler invocation").
+ * CPU comes with memory (one vCPU at 1,769 MB): at 512 MB one invocation sends about 4,350 to 4,700
+ * ids/s, nearly four times what 100M ids a day need (docs/measurements.md, "One reconciler invocation").
  */
 export const RECONCILER_MEMORY_MB = 512;
 /** A tick runs up to 50 s (functions/reconciler/app.ts, DEFAULT_TUNING) of a schedule interval of one minute. */
