@@ -29,19 +29,8 @@ import type {
   StoredItem,
 } from './provider-types.js';
 
-export type {
-  Fault,
-  FaultRule,
-  IncomingRequest,
-  Pending,
-  ProviderAnswer,
-  ProviderModelOptions,
-  RateLimit,
-  RecordedRequest,
-  Route,
-  SimulatorItem,
-  SimulatorOptions,
-} from './provider-types.js';
+// The provider's shapes, for those who use the model.
+export type * from './provider-types.js';
 
 export class ProviderModel {
   clientId: string;
