@@ -17,15 +17,36 @@ export interface ProviderConfig {
   maxResponseBytes: number;
 }
 
-export interface RefresherConfig {
-  provider: ProviderConfig;
-  credentialsSecretId: string;
-  accessTokenSecretId: string;
+/** Where the connections are (docs/connections.md) and how often their access tokens are refreshed. */
+export interface ConnectionsConfig {
+  /** The connections table: one row per connection, tokens included (encrypted with the stack's key). */
+  connectionsTableName: string;
+  /**
+   * The refresh interval, in minutes (context `tokenRefreshMinutes`): an access token older than
+   * this is refreshed before it is used, and a connection in use is refreshed by the refresher's
+   * run before its token reaches this age.
+   */
+  tokenRefreshMinutes: number;
 }
 
-export interface SyncConfig {
+export interface RefresherConfig extends ConnectionsConfig {
   provider: ProviderConfig;
-  accessTokenSecretId: string;
+  /** Connections refreshed at once by one run. */
+  refreshConcurrency: number;
+  /** An idle connection is refreshed when its token is this old (hours): its refresh token is kept alive. */
+  idleRefreshHours: number;
+}
+
+/** The provider pace's scope (context `paceScope`): one pace per client id, or one per connection. */
+export type PaceScope = 'client' | 'connection';
+export const PACE_SCOPES: readonly PaceScope[] = ['client', 'connection'];
+
+export interface SyncConfig extends ConnectionsConfig {
+  provider: ProviderConfig;
+  /** One provider pace per client id (`client`) or per connection (`connection`). */
+  paceScope: PaceScope;
+  /** How long the messages of a paused or failing connection wait before they are looked at again, in seconds. */
+  connectionWaitSeconds: number;
   itemsTableName: string;
   /** The items bucket: where an item too large for a row is stored whole (the row's `itemObject` points to it). */
   itemsBucketName: string;
@@ -88,12 +109,18 @@ export interface ReconcilerConfig {
 /** The change-events function's configuration (functions/change-events). */
 export interface ChangeEventsConfig {
   eventBusName: string;
+  /** The connections table: each connection's `idsKnown` and `lastWriteAt` are kept from the changes. */
+  connectionsTableName: string;
 }
 
 export const ENV = {
   baseUrl: 'PROVIDER_BASE_URL',
-  credentialsSecretId: 'CREDENTIALS_SECRET_ID',
-  accessTokenSecretId: 'ACCESS_TOKEN_SECRET_ID',
+  connectionsTableName: 'CONNECTIONS_TABLE_NAME',
+  tokenRefreshMinutes: 'TOKEN_REFRESH_MINUTES',
+  refreshConcurrency: 'REFRESH_CONCURRENCY',
+  idleRefreshHours: 'IDLE_REFRESH_HOURS',
+  paceScope: 'PACE_SCOPE',
+  connectionWaitSeconds: 'CONNECTION_WAIT_SECONDS',
   itemsTableName: 'ITEMS_TABLE_NAME',
   itemsBucketName: 'ITEMS_BUCKET_NAME',
   revisionField: 'REVISION_FIELD',
@@ -130,6 +157,11 @@ export const DEFAULTS = {
   maxResponseBytes: 16 * 1024 * 1024,
   fetchConcurrency: 10,
   tokenCacheSeconds: 60,
+  tokenRefreshMinutes: 30,
+  refreshConcurrency: 10,
+  idleRefreshHours: 24,
+  paceScope: 'client',
+  connectionWaitSeconds: 300,
   fetchAttempts: 3,
   rateLimitMinDelaySeconds: 60,
   paceFallbackRate: 1,
@@ -229,18 +261,37 @@ export function loadProviderConfig(env: Env): ProviderConfig {
   };
 }
 
+function paceScope(env: Env): PaceScope {
+  const raw = env[ENV.paceScope]?.trim();
+  if (raw === undefined || raw === '') return DEFAULTS.paceScope;
+  if (!(PACE_SCOPES as readonly string[]).includes(raw)) {
+    throw new ConfigError(ENV.paceScope, `must be one of ${PACE_SCOPES.join(', ')}, got "${raw}"`);
+  }
+  return raw as PaceScope;
+}
+
+export function loadConnectionsConfig(env: Env = process.env): ConnectionsConfig {
+  return {
+    connectionsTableName: required(env, ENV.connectionsTableName),
+    tokenRefreshMinutes: integer(env, ENV.tokenRefreshMinutes, DEFAULTS.tokenRefreshMinutes, 1, 1440),
+  };
+}
+
 export function loadRefresherConfig(env: Env = process.env): RefresherConfig {
   return {
     provider: loadProviderConfig(env),
-    credentialsSecretId: required(env, ENV.credentialsSecretId),
-    accessTokenSecretId: required(env, ENV.accessTokenSecretId),
+    ...loadConnectionsConfig(env),
+    refreshConcurrency: integer(env, ENV.refreshConcurrency, DEFAULTS.refreshConcurrency, 1, 100),
+    idleRefreshHours: integer(env, ENV.idleRefreshHours, DEFAULTS.idleRefreshHours, 1, 24),
   };
 }
 
 export function loadSyncConfig(env: Env = process.env): SyncConfig {
   return {
     provider: loadProviderConfig(env),
-    accessTokenSecretId: required(env, ENV.accessTokenSecretId),
+    ...loadConnectionsConfig(env),
+    paceScope: paceScope(env),
+    connectionWaitSeconds: integer(env, ENV.connectionWaitSeconds, DEFAULTS.connectionWaitSeconds, 1, 900),
     itemsTableName: required(env, ENV.itemsTableName),
     itemsBucketName: required(env, ENV.itemsBucketName),
     revisionField: revisionField(env),
@@ -275,5 +326,5 @@ export function loadReconcilerConfig(env: Env = process.env): ReconcilerConfig {
 }
 
 export function loadChangeEventsConfig(env: Env = process.env): ChangeEventsConfig {
-  return { eventBusName: required(env, ENV.eventBusName) };
+  return { eventBusName: required(env, ENV.eventBusName), connectionsTableName: required(env, ENV.connectionsTableName) };
 }

@@ -9,10 +9,24 @@ export const REFRESHER_SERVICE = 'token-refresher';
 export const SYNC_SERVICE = 'item-sync';
 export const RECONCILER_SERVICE = 'reconciler';
 
+/**
+ * Per refresher run (and per on-demand refresh in the item sync: refreshed, rotated, failed,
+ * refused). No metric has a connection dimension: 10,000 connections would be 10,000 metrics;
+ * per-connection health is in the connections table (`npm run connections -- list`).
+ */
 export const REFRESHER_METRIC_NAMES = {
+  /** Access tokens refreshed. */
   refreshed: 'TokenRefreshed',
+  /** Refresh tokens the provider rotated (stored). */
   rotated: 'RefreshTokenRotated',
+  /** Refreshes that failed in a way that may pass (5xx, time-out, network); the connection stays active. */
   failed: 'TokenRefreshFailed',
+  /** Refreshes the provider refused (401, 400, 403): the connection is now `failing`. */
+  refused: 'TokenRefreshRefused',
+  /** Connections by status, counted by every scheduled run (the alarm reads `ConnectionsFailing`). */
+  active: 'ConnectionsActive',
+  paused: 'ConnectionsPaused',
+  failing: 'ConnectionsFailing',
 } as const;
 
 /** Per sync batch, one per counter of the batch report. */

@@ -1,0 +1,74 @@
+/**
+ * A connection: one account's authorization of the client application (docs/connections.md). Its
+ * id, its status and its refresh health, as every function and the operator CLI see them. No
+ * imports beyond the shared errors: the CDK app and the tools load it too.
+ */
+import { PermanentError } from '../errors.js';
+
+/** The connection a message without `connection` belongs to. */
+export const DEFAULT_CONNECTION = 'default';
+
+/** 1–64 characters of `A–Z a–z 0–9 . _ -`. */
+export const CONNECTION_ID_PATTERN = /^[A-Za-z0-9._-]{1,64}$/;
+export const MAX_CONNECTION_ID_LENGTH = 64;
+
+/**
+ * `active`: synced; `paused`: the operator paused it (its messages wait); `failing`: the provider
+ * refused its refresh token (its messages wait until the operator replaces the credentials);
+ * `removed`: the operator removed it (its messages are dead-lettered).
+ */
+export type ConnectionStatus = 'active' | 'paused' | 'failing' | 'removed';
+export const CONNECTION_STATUSES: readonly ConnectionStatus[] = ['active', 'paused', 'failing', 'removed'];
+
+/** How the connection's token refreshes have gone. Times are ISO-8601 UTC. */
+export interface RefreshHealth {
+  lastSuccessAt?: string;
+  lastFailureAt?: string;
+  /** Why the last refresh failed (never a token). */
+  lastFailureReason?: string;
+  /** Failed refreshes since the last success. */
+  consecutiveFailures: number;
+}
+
+/** A connection as the connections table holds it, tokens included (only the roles that need them read those). */
+export interface ConnectionRecord {
+  connection: string;
+  clientId: string;
+  status: ConnectionStatus;
+  refreshToken: string;
+  /** Raised whenever the refresh token changes (the operator's `add`, a rotation): a refresh writes only over the one it used. */
+  credentialsVersion: number;
+  accessToken?: string;
+  /** When `accessToken` was issued (ISO-8601 UTC). */
+  refreshedAt?: string;
+  /** Last time the item sync used the connection (written at most a few times an hour). */
+  lastUsedAt?: string;
+  health: RefreshHealth;
+  /** A refresh in progress: until when (epoch ms) and by whom. */
+  refreshLease?: { owner: string; until: number };
+  createdAt: string;
+  updatedAt: string;
+  /** Ids the items table holds for it, and its last row write (kept by the change-events function). */
+  idsKnown?: number;
+  lastWriteAt?: string;
+}
+
+/** The reason a value is not a connection id, or undefined when it is one. */
+export function connectionIdProblem(value: unknown): string | undefined {
+  if (typeof value !== 'string') return `the connection is ${value === null ? 'null' : Array.isArray(value) ? 'an array' : typeof value}, not a string`;
+  if (value.length === 0) return 'the connection id is empty';
+  if (value.length > MAX_CONNECTION_ID_LENGTH) {
+    return `the connection id is ${value.length} characters long; the limit is ${MAX_CONNECTION_ID_LENGTH}`;
+  }
+  if (!CONNECTION_ID_PATTERN.test(value)) {
+    return 'the connection id may hold only the characters A-Z a-z 0-9 . _ -';
+  }
+  return undefined;
+}
+
+/** The id itself, or a PermanentError whose message is the reason (it never quotes the value). */
+export function validateConnectionId(value: unknown): string {
+  const problem = connectionIdProblem(value);
+  if (problem !== undefined) throw new PermanentError(problem);
+  return value as string;
+}

@@ -1,0 +1,77 @@
+/**
+ * Ports of the connections (docs/connections.md): the connections table as the refresher, the item
+ * sync and the operator CLI use it (ConnectionStore; the DynamoDB adapter is
+ * functions/shared/adapters/dynamodb-connection-store.ts), and what the item sync asks of a
+ * connection before it fetches one of its items (ConnectionAccess; access.ts).
+ */
+import type { ConnectionRecord, ConnectionStatus } from './connection.js';
+
+export interface ConnectionStore {
+  /** The connection's row, undefined when there is none. Throws TransientError when DynamoDB keeps failing. */
+  get(connection: string, options?: { consistent?: boolean }): Promise<ConnectionRecord | undefined>;
+  /** Every connection (a Scan), page by page. */
+  list(): AsyncIterable<ConnectionRecord>;
+  /**
+   * Creates the connection as `active`, or replaces the credentials of an existing one (status back
+   * to `active`, health reset, access token and any lease cleared, credentialsVersion raised).
+   */
+  putCredentials(input: { connection: string; clientId: string; refreshToken: string; at: string }): Promise<'created' | 'replaced'>;
+  /** Sets the status if the row exists and its status is one of `from`; `missing` / `conflict` otherwise. */
+  setStatus(connection: string, to: ConnectionStatus, from: readonly ConnectionStatus[], at: string): Promise<'written' | 'missing' | 'conflict'>;
+  /** Deletes the row (after `remove --purge` has deleted the connection's rows and objects). */
+  delete(connection: string): Promise<void>;
+  /**
+   * Takes the refresh lease: written only if the status is `active` (or `failing` when
+   * `includeFailing`) and no unexpired lease is held. Returns the row as it was, with its tokens;
+   * `held` when another holds the lease; `missing` / `not-refreshable` (with the status) otherwise.
+   */
+  takeRefreshLease(
+    connection: string,
+    lease: { owner: string; until: number; now: number; includeFailing?: boolean },
+  ): Promise<{ kind: 'taken'; record: ConnectionRecord } | { kind: 'held'; until: number } | { kind: 'missing' } | { kind: 'not-refreshable'; status: ConnectionStatus }>;
+  /**
+   * A successful refresh: the new access token (and the rotated refresh token, raising
+   * credentialsVersion), health reset, status `active`, lease released; written only while the
+   * stored credentialsVersion is still `credentialsVersion`.
+   */
+  completeRefresh(input: {
+    connection: string;
+    owner: string;
+    credentialsVersion: number;
+    accessToken: string;
+    refreshedAt: string;
+    rotatedRefreshToken?: string;
+  }): Promise<'written' | 'conflict'>;
+  /**
+   * A failed refresh: health updated; `refused` also sets the status `failing`; lease released.
+   * Written only while the stored credentialsVersion is still `credentialsVersion` (credentials the
+   * operator replaced meanwhile are not marked failing for the old ones' refusal).
+   */
+  failRefresh(input: { connection: string; owner: string; credentialsVersion: number; at: string; reason: string; refused: boolean }): Promise<'written' | 'conflict'>;
+  /** Records that the item sync used the connection (best effort). */
+  markUsed(connection: string, at: string): Promise<void>;
+}
+
+/** What the item sync may do with a connection's items now. */
+export type ConnectionGate =
+  /** Fetch: with this access token; `paceKey` names the provider pace the requests draw from. */
+  | { kind: 'ready'; connection: string; token: string; paceKey: string }
+  /** Dead-letter every message: the reason says why (unknown connection, removed). */
+  | { kind: 'dead'; reason: string }
+  /** The messages wait (paused, failing, a refresh in progress or failed for now) this long. */
+  | { kind: 'wait'; reason: string; seconds: number };
+
+export interface ConnectionAccess {
+  /**
+   * Whether and how the connection's items can be fetched now: read from the connections table (at
+   * most once per token-cache period per container), the access token refreshed first when there is
+   * none or it is older than the refresh interval (one refresh at a time per connection, across
+   * every container: the lease).
+   */
+  open(connection: string): Promise<ConnectionGate>;
+  /**
+   * The provider refused `rejected` (401): a different token (read afresh; else refreshed now, once
+   * for every caller that met the same token), or why the items must wait.
+   */
+  afterRefusal(connection: string, rejected: string): Promise<ConnectionGate>;
+}
