@@ -1,8 +1,8 @@
 /**
- * SQS and Secrets Manager on 127.0.0.1 (ephemeral port), for the local run and the tests: one HTTP
- * server that speaks the JSON protocols the SDK v3 clients use, over the harness's models of the
- * two services (sqs-model.ts, secrets-model.ts; the in-process clients of the bench and the soak
- * use the same models without HTTP, in-process-aws.ts). No npm package emulates them for SDK v3.
+ * SQS on 127.0.0.1 (ephemeral port), for the local run and the tests: one HTTP server that speaks
+ * the JSON protocol the SDK v3 client uses, over the harness's model of the service (sqs-model.ts;
+ * the in-process clients of the bench, the soak and the simulations use the same model without
+ * HTTP, in-process-aws.ts). No npm package emulates it for SDK v3.
  *
  * Requests are not authenticated (signatures are ignored). Errors use the `__type` form the SDK
  * parses (plus SQS's `x-amzn-query-error` header). Imports node built-ins and the models only.
@@ -10,7 +10,6 @@
 import { randomUUID } from 'node:crypto';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { listenOnLoopback } from './loopback.js';
-import { handleSecrets, SecretStore } from './secrets-model.js';
 import { isObject, ServiceError } from './service-error.js';
 import { handleSqs } from './sqs-api.js';
 import { SqsModel } from './sqs-model.js';
@@ -23,7 +22,7 @@ export interface EmulatorOptions {
 }
 
 export interface RecordedAwsRequest {
-  service: 'sqs' | 'secretsmanager' | 'unknown';
+  service: 'sqs' | 'unknown';
   operation: string;
   status: number;
 }
@@ -32,8 +31,7 @@ export class AwsEmulator {
   readonly endpoint: string;
   readonly region: string;
   readonly sqs: SqsModel;
-  readonly secrets: SecretStore;
-  /** Operation names and statuses, in arrival order (no payloads: they may hold secret values). */
+  /** Operation names and statuses, in arrival order (no payloads). */
   readonly requests: RecordedAwsRequest[] = [];
 
   private closing: Promise<void> | undefined;
@@ -46,7 +44,6 @@ export class AwsEmulator {
     this.endpoint = `http://127.0.0.1:${port}`;
     this.region = region;
     this.sqs = new SqsModel({ region, origin: () => this.endpoint });
-    this.secrets = new SecretStore({ region });
   }
 
   static async start(options: EmulatorOptions = {}): Promise<AwsEmulator> {
@@ -74,7 +71,7 @@ export class AwsEmulator {
     const dot = target.indexOf('.');
     const prefix = dot < 0 ? '' : target.slice(0, dot);
     const operation = dot < 0 ? '' : target.slice(dot + 1);
-    const service = prefix === 'AmazonSQS' ? 'sqs' : prefix === 'secretsmanager' ? 'secretsmanager' : 'unknown';
+    const service = prefix === 'AmazonSQS' ? 'sqs' : 'unknown';
     const contentType = service === 'sqs' ? 'application/x-amz-json-1.0' : 'application/x-amz-json-1.1';
     const record: RecordedAwsRequest = { service, operation, status: 0 };
     this.requests.push(record);
@@ -92,7 +89,6 @@ export class AwsEmulator {
       if (!isObject(input)) throw new ServiceError('SerializationException', 'The request body is not a JSON object.');
       let output: unknown;
       if (service === 'sqs') output = await handleSqs(this.sqs, operation, input);
-      else if (service === 'secretsmanager') output = handleSecrets(this.secrets, operation, input);
       else throw new ServiceError('UnknownOperationException', `Unknown X-Amz-Target "${target}".`);
       this.reply(res, record, 200, contentType, output);
     } catch (error) {

@@ -24,6 +24,7 @@ import {
 } from '@aws-sdk/client-dynamodb';
 import dynalite, { type DynaliteOptions } from 'dynalite';
 import { CONTROL_TABLE_KEY } from '../../functions/shared/adapters/dynamodb-pace-store.js';
+import { DEFAULT_CONNECTION } from '../../functions/shared/connections/connection.js';
 import { ensureItemsTable } from './items-table.js';
 import { LOCAL_CREDENTIALS, LOCAL_REGION } from './local-aws.js';
 import { listenOnLoopback } from './loopback.js';
@@ -54,11 +55,14 @@ export interface Dynalite {
   /** A client for this endpoint (region and dummy credentials set; the SDK's default retries). */
   client(config?: DynamoDBClientConfig): DynamoDBClient;
   createItemsTable(tableName: string): Promise<void>;
+  /** The connections table (partition key `connection`) as the stateful stack defines it, unless it exists. */
+  createConnectionsTable(tableName: string): Promise<void>;
   /** The control table (the provider pace's row) as the stateful stack defines it, unless it exists. */
   createControlTable(tableName: string): Promise<void>;
-  /** Every row of a table, raw AttributeValues, sorted by id. */
+  /** Every row of a table, raw AttributeValues, sorted by connection, then id (where the table has them). */
   scan(tableName: string): Promise<Array<Record<string, AttributeValue>>>;
-  getRow(tableName: string, id: string): Promise<Record<string, AttributeValue> | undefined>;
+  /** A row of the items table (key `connection`, `id`), strongly consistent. */
+  getRow(tableName: string, id: string, connection?: string): Promise<Record<string, AttributeValue> | undefined>;
   close(): Promise<void>;
 }
 
@@ -114,20 +118,8 @@ function withHelpers(endpoint: string, close: () => Promise<void>): Dynalite {
     endpoint,
     client,
     createItemsTable: async (tableName) => void (await ensureItemsTable(admin, tableName)),
-    async createControlTable(tableName) {
-      try {
-        await admin.send(
-          new CreateTableCommand({
-            TableName: tableName,
-            AttributeDefinitions: [{ AttributeName: CONTROL_TABLE_KEY, AttributeType: 'S' }],
-            KeySchema: [{ AttributeName: CONTROL_TABLE_KEY, KeyType: 'HASH' }],
-            BillingMode: 'PAY_PER_REQUEST',
-          }),
-        );
-      } catch (error) {
-        if (!(error instanceof ResourceInUseException)) throw error;
-      }
-    },
+    createControlTable: (tableName) => createKeyedTable(admin, tableName, CONTROL_TABLE_KEY),
+    createConnectionsTable: (tableName) => createKeyedTable(admin, tableName, 'connection'),
     async scan(tableName) {
       const rows: Array<Record<string, AttributeValue>> = [];
       let start: Record<string, AttributeValue> | undefined;
@@ -136,10 +128,13 @@ function withHelpers(endpoint: string, close: () => Promise<void>): Dynalite {
         rows.push(...(page.Items ?? []));
         start = page.LastEvaluatedKey;
       } while (start);
-      return rows.sort((a, b) => (a['id']!.S! < b['id']!.S! ? -1 : 1));
+      const order = (row: Record<string, AttributeValue>): string => `${row['connection']?.S ?? ''}\u0000${row['id']?.S ?? row[CONTROL_TABLE_KEY]?.S ?? ''}`;
+      return rows.sort((a, b) => (order(a) < order(b) ? -1 : 1));
     },
-    async getRow(tableName, id) {
-      const out = await admin.send(new GetItemCommand({ TableName: tableName, Key: { id: { S: id } }, ConsistentRead: true }));
+    async getRow(tableName, id, connection = DEFAULT_CONNECTION) {
+      const out = await admin.send(
+        new GetItemCommand({ TableName: tableName, Key: { connection: { S: connection }, id: { S: id } }, ConsistentRead: true }),
+      );
       return out.Item;
     },
     async close() {
@@ -147,6 +142,22 @@ function withHelpers(endpoint: string, close: () => Promise<void>): Dynalite {
       await close();
     },
   };
+}
+
+/** A table with one string partition key, unless it exists. */
+async function createKeyedTable(admin: DynamoDBClient, tableName: string, key: string): Promise<void> {
+  try {
+    await admin.send(
+      new CreateTableCommand({
+        TableName: tableName,
+        AttributeDefinitions: [{ AttributeName: key, AttributeType: 'S' }],
+        KeySchema: [{ AttributeName: key, KeyType: 'HASH' }],
+        BillingMode: 'PAY_PER_REQUEST',
+      }),
+    );
+  } catch (error) {
+    if (!(error instanceof ResourceInUseException)) throw error;
+  }
 }
 
 async function startInProcess(settings: DynaliteOptions): Promise<Server> {

@@ -1,20 +1,18 @@
 /**
- * The SQS and Secrets Manager models in process, for the bench and the soak (no HTTP, no ports):
+ * The SQS model in process, for the bench, the soak and the simulations (no HTTP, no ports):
  *
- * - attachSqs / attachSecrets plug a model into a real SDK v3 client: a middleware at the very start
+ * - attachSqs plugs the model into a real SDK v3 client: a middleware at the very start
  *   of the client's stack (the `initialize` step, highest priority) answers every command through
- *   the same operations as the HTTP emulator (sqs-api.ts, secrets-model.ts), so the handler code
- *   under test talks to a real `SQSClient` / `SecretsManagerClient`, but no request leaves the
+ *   the same operations as the HTTP emulator (sqs-api.ts), so the handler code
+ *   under test talks to a real `SQSClient`, but no request leaves the
  *   process. An error comes out as the SDK's own exception, above the SDK's retries: a fault injected
  *   in a model reaches the caller as if the SDK had given up.
  * - InProcessEventSource is the queue side of an event source mapping (lambda.ts) on the SQS model;
  *   it holds the messages it hands out until the invocation is over (see sqs-model.ts).
  */
-import * as secretsSdk from '@aws-sdk/client-secrets-manager';
 import * as sqsSdk from '@aws-sdk/client-sqs';
 import { randomUUID } from 'node:crypto';
 import type { EventSourceQueue } from './lambda.js';
-import { handleSecrets, type SecretStore } from './secrets-model.js';
 import { ServiceError } from './service-error.js';
 import { handleSqs, renderMessage } from './sqs-api.js';
 import type { SqsModel } from './sqs-model.js';
@@ -27,7 +25,7 @@ interface WithStack {
   middlewareStack: { add(middleware: Middleware, options: { step: string; priority?: string; name: string }): void };
 }
 
-/** Calls by operation name (`GetSecretValue`, `SendMessageBatch`...). */
+/** Calls by operation name (`ReceiveMessage`, `SendMessageBatch`...). */
 export type CallCounts = Record<string, number>;
 
 type ExceptionClass = new (...args: never[]) => Error;
@@ -36,13 +34,6 @@ type ExceptionOptions = { name?: string; $fault?: 'client' | 'server'; message: 
 /** Answers an SQSClient's commands from the model; counts them by operation into `calls`. */
 export function attachSqs(client: sqsSdk.SQSClient, model: SqsModel, calls: CallCounts = {}): sqsSdk.SQSClient {
   attach(client, 'inProcessSqs', (operation, input) => handleSqs(model, operation, input), sqsSdk, sqsSdk.SQSServiceException, calls);
-  return client;
-}
-
-/** Answers a SecretsManagerClient's commands from the store; counts them by operation into `calls`. */
-export function attachSecrets(client: secretsSdk.SecretsManagerClient, store: SecretStore, calls: CallCounts = {}): secretsSdk.SecretsManagerClient {
-  const handle = (operation: string, input: Input): unknown => withDates(handleSecrets(store, operation, input) as Input);
-  attach(client, 'inProcessSecretsManager', handle, secretsSdk, secretsSdk.SecretsManagerServiceException, calls);
   return client;
 }
 
@@ -76,15 +67,6 @@ function sdkException(error: ServiceError, sdk: Record<string, unknown>, base: E
   }
   const Base = base as unknown as new (options: ExceptionOptions) => Error;
   return new Base({ name: error.type, $fault: error.senderFault ? 'client' : 'server', message: error.message, $metadata });
-}
-
-/** The JSON protocol's dates are seconds since the epoch; the SDK hands them out as Dates. */
-function withDates(output: Input): Input {
-  const out = { ...output };
-  for (const key of ['CreatedDate', 'DeletionDate']) {
-    if (typeof out[key] === 'number') out[key] = new Date((out[key] as number) * 1000);
-  }
-  return out;
 }
 
 /** A queue of the model as an event source mapping sees it, long-polling up to `waitSeconds` of the model's time. */

@@ -1,4 +1,7 @@
-/** The items table as the local run needs it: create it, read every row back as plain JSON. */
+/**
+ * The items table as the local run needs it: create it (partition key `connection`, sort key `id`,
+ * as the stateful stack defines it), read every row back as plain JSON, keyed by rowKey.
+ */
 import {
   CreateTableCommand,
   DescribeTableCommand,
@@ -11,6 +14,7 @@ import { fromAttributeValue } from '../../functions/item-sync/adapters/dynamodb-
 
 /** One row of the items table (contract, "The items table"), unmarshalled. */
 export interface ItemRow {
+  connection: string;
   id: string;
   type?: string;
   revision?: string;
@@ -20,15 +24,29 @@ export interface ItemRow {
   [attribute: string]: unknown;
 }
 
-/** Creates the items table (partition key `id`, string) unless it exists; waits until it is ACTIVE. */
+/**
+ * A row's key as one string: `<connection>/<id>` (a connection id has no `/`, so the first one
+ * separates them).
+ */
+export function rowKey(connection: string, id: string): string {
+  return `${connection}/${id}`;
+}
+
+/** Creates the items table (partition key `connection`, sort key `id`, strings) unless it exists; waits until it is ACTIVE. */
 export async function ensureItemsTable(dynamodb: DynamoDBClient, tableName: string): Promise<'created' | 'existed'> {
   let result: 'created' | 'existed' = 'created';
   try {
     await dynamodb.send(
       new CreateTableCommand({
         TableName: tableName,
-        AttributeDefinitions: [{ AttributeName: 'id', AttributeType: 'S' }],
-        KeySchema: [{ AttributeName: 'id', KeyType: 'HASH' }],
+        AttributeDefinitions: [
+          { AttributeName: 'connection', AttributeType: 'S' },
+          { AttributeName: 'id', AttributeType: 'S' },
+        ],
+        KeySchema: [
+          { AttributeName: 'connection', KeyType: 'HASH' },
+          { AttributeName: 'id', KeyType: 'RANGE' },
+        ],
         BillingMode: 'PAY_PER_REQUEST',
       }),
     );
@@ -44,7 +62,7 @@ export async function ensureItemsTable(dynamodb: DynamoDBClient, tableName: stri
   throw new Error(`table ${tableName} did not become ACTIVE`);
 }
 
-/** Every row of the table, keyed by id (a consistent scan, all pages). */
+/** Every row of the table, keyed by rowKey (a consistent scan, all pages). */
 export async function readTable(dynamodb: DynamoDBClient, tableName: string): Promise<Map<string, ItemRow>> {
   const rows = new Map<string, ItemRow>();
   let startKey: Record<string, AttributeValue> | undefined;
@@ -54,7 +72,7 @@ export async function readTable(dynamodb: DynamoDBClient, tableName: string): Pr
     );
     for (const raw of page.Items ?? []) {
       const row = fromAttributeValue({ M: raw }) as ItemRow;
-      rows.set(row.id, row);
+      rows.set(rowKey(row.connection, row.id), row);
     }
     startKey = page.LastEvaluatedKey && Object.keys(page.LastEvaluatedKey).length > 0 ? page.LastEvaluatedKey : undefined;
   } while (startKey);
@@ -68,20 +86,20 @@ interface TableChanges {
 }
 
 /**
- * What a pass did to the table, from snapshots before and after: a row that appeared is created (or
+ * What a pass did to the table (row keys), from snapshots before and after: a row that appeared is created (or
  * deleted, if it appeared as a tombstone); a row whose `deleted` flag turned on is deleted; a row
  * whose revision changed (or that came back from deleted) is updated.
  */
 export function diffTables(before: ReadonlyMap<string, ItemRow>, after: ReadonlyMap<string, ItemRow>): TableChanges {
   const changes: TableChanges = { created: [], updated: [], deleted: [] };
-  for (const [id, row] of after) {
-    const old = before.get(id);
+  for (const [key, row] of after) {
+    const old = before.get(key);
     if (!old) {
-      (row.deleted ? changes.deleted : changes.created).push(id);
+      (row.deleted ? changes.deleted : changes.created).push(key);
     } else if (row.deleted && !old.deleted) {
-      changes.deleted.push(id);
+      changes.deleted.push(key);
     } else if (!row.deleted && (old.deleted || old.revision !== row.revision)) {
-      changes.updated.push(id);
+      changes.updated.push(key);
     }
   }
   return changes;

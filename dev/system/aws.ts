@@ -1,21 +1,19 @@
 /**
- * SQS and Secrets Manager for the local system, one model of each service (dev/fakes/sqs-model.ts,
- * secrets-model.ts) behind real SDK clients, reached one of two ways:
+ * SQS for the local system, the harness's one model of the service (dev/fakes/sqs-model.ts) behind
+ * real SDK clients, reached one of two ways:
  *
  * - inProcessAws: the clients answered in process (dev/fakes/in-process-aws.ts), each call
  *   counted when asked, on any clock (the soak's scaled one, a simulation's virtual one);
  * - emulatorAws: the HTTP emulator on 127.0.0.1 (dev/fakes/aws-emulator.ts), as `npm start` runs.
  *
- * Either way the queues and the secrets are the model's, so a scenario looks at them directly.
+ * Either way the queues are the model's, so a scenario looks at them directly.
  */
-import { SecretsManagerClient } from '@aws-sdk/client-secrets-manager';
 import { SQSClient } from '@aws-sdk/client-sqs';
 import { AwsEmulator } from '../fakes/aws-emulator.js';
 import type { Clock } from '../fakes/clock.js';
-import { attachSecrets, attachSqs, InProcessEventSource, type CallCounts } from '../fakes/in-process-aws.js';
+import { attachSqs, InProcessEventSource, type CallCounts } from '../fakes/in-process-aws.js';
 import { sqsClientQueue, type EventSourceQueue } from '../fakes/lambda.js';
 import { LOCAL_CREDENTIALS, LOCAL_REGION } from '../fakes/local-aws.js';
-import { SecretStore } from '../fakes/secrets-model.js';
 import { SqsModel } from '../fakes/sqs-model.js';
 
 export interface SqsClientOptions {
@@ -29,13 +27,10 @@ export interface AwsBackend {
   readonly kind: 'in-process' | 'emulator';
   readonly region: string;
   readonly sqs: SqsModel;
-  readonly secrets: SecretStore;
   /** The emulator's address (emulatorAws only). */
   readonly endpoint: string | undefined;
   /** A new SQS client reaching the model. */
   sqsClient(options?: SqsClientOptions): SQSClient;
-  /** A new Secrets Manager client reaching the store; calls counted into `calls`. */
-  secretsClient(calls?: CallCounts): SecretsManagerClient;
   /**
    * A queue as Lambda's event source mapping polls it: its long poll (`waitSeconds` of the model's
    * time, in process; through the emulator, SQS's one-second wait of the local run).
@@ -47,13 +42,10 @@ export interface AwsBackend {
 export interface InProcessOptions {
   /** The SQS model's clock (visibility time-outs, delays, long polls); default the wall clock. */
   sqsClock?: Clock;
-  /** The secret store's clock; default the wall clock. */
-  secretsClock?: Clock;
 }
 
 export function inProcessAws(options: InProcessOptions = {}): AwsBackend {
   const sqs = new SqsModel({ region: LOCAL_REGION, ...(options.sqsClock ? { clock: options.sqsClock } : {}) });
-  const secrets = new SecretStore({ region: LOCAL_REGION, ...(options.secretsClock ? { clock: options.secretsClock } : {}) });
   const clients: Array<{ destroy(): void }> = [];
   const made = <T extends { destroy(): void }>(client: T): T => {
     clients.push(client);
@@ -63,14 +55,12 @@ export function inProcessAws(options: InProcessOptions = {}): AwsBackend {
     kind: 'in-process',
     region: LOCAL_REGION,
     sqs,
-    secrets,
     endpoint: undefined,
     sqsClient(clientOptions = {}) {
       const client = made(new SQSClient({ region: LOCAL_REGION, credentials: LOCAL_CREDENTIALS }));
       clientOptions.watch?.(client);
       return attachSqs(client, sqs, clientOptions.calls);
     },
-    secretsClient: (calls) => attachSecrets(made(new SecretsManagerClient({ region: LOCAL_REGION, credentials: LOCAL_CREDENTIALS })), secrets, calls),
     eventSourceQueue: (queueName, waitSeconds) => new InProcessEventSource(sqs, queueName, waitSeconds),
     async close() {
       sqs.close();
@@ -90,17 +80,11 @@ export async function emulatorAws(): Promise<AwsBackend> {
     kind: 'emulator',
     region: LOCAL_REGION,
     sqs: emulator.sqs,
-    secrets: emulator.secrets,
     endpoint: emulator.endpoint,
     sqsClient(clientOptions = {}) {
       const client = new SQSClient(config);
       clients.push(client);
       clientOptions.watch?.(client);
-      return client;
-    },
-    secretsClient() {
-      const client = new SecretsManagerClient(config);
-      clients.push(client);
       return client;
     },
     eventSourceQueue(queueName) {

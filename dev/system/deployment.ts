@@ -22,11 +22,11 @@ import { tuned, type Tuning } from './tuning.js';
 
 /**
  * The tunable variables each function takes (of those its loader reads: functions/shared/config.ts).
- * The token refresher takes none: a scenario tunes the sync's provider requests (a soak's short
- * time-out for hanging item requests), not the refresh, which keeps the deployed defaults.
+ * The token refresher takes its concurrency and the idle connections' refresh age (a simulation of
+ * many connections); its provider requests keep the deployed defaults.
  */
 const READS = {
-  refresher: new Set<string>(),
+  refresher: new Set<string>([ENV.refreshConcurrency, ENV.idleRefreshHours]),
   sync: new Set<string>([
     ENV.timeoutMs,
     ENV.maxResponseBytes,
@@ -36,6 +36,7 @@ const READS = {
     ENV.rateLimitMinDelaySeconds,
     ENV.paceFallbackRate,
     ENV.postponeMaxSeconds,
+    ENV.connectionWaitSeconds,
   ]),
   reconciler: new Set<string>([ENV.freshnessHours, ENV.reconcileSegments, ENV.reconcileHighWater]),
 };
@@ -66,8 +67,7 @@ export function resourceNames(names: LocalNames, queues: QueueUrls): ResourceNam
     controlTableName: names.controlTable,
     deadLetterQueueUrl: queues.syncDeadLetterQueueUrl,
     reconcileQueueUrl: queues.reconcileQueueUrl,
-    credentialsSecretId: names.credentialsSecret,
-    accessTokenSecretId: names.accessTokenSecret,
+    connectionsTableName: names.connectionsTable,
     eventBusName: names.eventBus,
   };
 }

@@ -6,13 +6,15 @@
  */
 import type { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import type { S3Client } from '@aws-sdk/client-s3';
-import type { SecretsManagerClient } from '@aws-sdk/client-secrets-manager';
 import type { SQSClient } from '@aws-sdk/client-sqs';
 import type { Context } from 'aws-lambda';
 import { createSyncHandler, type SyncHandler, type SyncHandlerDeps } from '../../functions/item-sync/app.js';
 import { createReconcilerHandler, type ReconcilerHandler, type ReconcilerTuning } from '../../functions/reconciler/app.js';
-import { loadReconcilerConfig, loadRefresherConfig, loadSyncConfig, type ReconcilerConfig } from '../../functions/shared/config.js';
-import type { Clock } from '../../functions/shared/ports.js';
+import { createConnectionAccess } from '../../functions/shared/connections/access.js';
+import { loadReconcilerConfig, loadRefresherConfig, loadSyncConfig, type ProviderConfig, type ReconcilerConfig } from '../../functions/shared/config.js';
+import { SYNC_SERVICE } from '../../functions/shared/metric-names.js';
+import { createLogger } from '../../functions/shared/observability.js';
+import { systemClock, type Clock } from '../../functions/shared/ports.js';
 import { HttpProviderClient } from '../../functions/shared/provider/provider-client.js';
 import { createRefresherHandler } from '../../functions/token-refresher/app.js';
 import type { FunctionDeployment } from '../../infra/deployment.js';
@@ -43,7 +45,7 @@ interface CommonParts extends Partial<Observability> {
 }
 
 export interface RefresherParts extends CommonParts {
-  secrets: SecretsManagerClient;
+  dynamodb: DynamoDBClient;
   /** The provider reached through this fetch (a model in process); default the global fetch. */
   fetch?: typeof globalThis.fetch;
 }
@@ -51,7 +53,6 @@ export interface RefresherParts extends CommonParts {
 export interface SyncParts extends CommonParts, Pick<SyncHandlerDeps, 'paceStore' | 'paceSettings' | 'random'> {
   dynamodb: DynamoDBClient;
   sqs: SQSClient;
-  secrets: SecretsManagerClient;
   s3?: S3Client;
   fetch?: typeof globalThis.fetch;
 }
@@ -74,13 +75,18 @@ function common(parts: CommonParts): CommonParts {
   return { ...(clock ? { clock } : {}), ...(sleep ? { sleep } : {}), ...(logger ? { logger } : {}), ...(metrics ? { metrics } : {}) };
 }
 
+/** The provider's client as handler.ts makes it, reaching the provider through `fetch` when given (a model in process). */
+function providerClient(config: ProviderConfig, fetch: typeof globalThis.fetch | undefined): HttpProviderClient {
+  return new HttpProviderClient(fetch ? { ...config, fetch } : config);
+}
+
 export function buildRefresher(deployment: FunctionDeployment, parts: RefresherParts, name: string = FUNCTION_NAMES.refresher): BuiltFunction<RefresherHandler> {
   const config = loadRefresherConfig(deployment.environment);
   const { sleep: _sleep, ...rest } = common(parts);
   const handler = createRefresherHandler({
     config,
-    secrets: parts.secrets,
-    ...(parts.fetch ? { provider: new HttpProviderClient({ ...config.provider, fetch: parts.fetch }) } : {}),
+    dynamodb: parts.dynamodb,
+    provider: providerClient(config.provider, parts.fetch),
     ...rest,
   });
   return built(name, deployment, handler);
@@ -88,17 +94,22 @@ export function buildRefresher(deployment: FunctionDeployment, parts: RefresherP
 
 export function buildSyncContainer(deployment: FunctionDeployment, parts: SyncParts, name: string = FUNCTION_NAMES.sync): BuiltFunction<SyncHandler> {
   const config = loadSyncConfig(deployment.environment);
+  // As handler.ts: one provider client and one logger for the batch and the connections' access.
+  const provider = providerClient(config.provider, parts.fetch);
+  const logger = parts.logger ?? createLogger(SYNC_SERVICE);
+  const connections = createConnectionAccess({ config, dynamodb: parts.dynamodb, provider, clock: parts.clock ?? systemClock, logger });
   const handler = createSyncHandler({
     config,
     dynamodb: parts.dynamodb,
     sqs: parts.sqs,
-    secrets: parts.secrets,
+    connections,
+    provider,
     ...(parts.s3 ? { s3: parts.s3 } : {}),
-    ...(parts.fetch ? { provider: new HttpProviderClient({ ...config.provider, fetch: parts.fetch }) } : {}),
     ...(parts.paceStore ? { paceStore: parts.paceStore } : {}),
     ...(parts.paceSettings ? { paceSettings: parts.paceSettings } : {}),
     ...(parts.random ? { random: parts.random } : {}),
     ...common(parts),
+    logger,
   });
   return built(name, deployment, handler);
 }

@@ -10,8 +10,7 @@ export interface LocalNames {
   readonly syncDeadLetterQueue: string;
   readonly reconcileQueue: string;
   readonly reconcileDeadLetterQueue: string;
-  readonly credentialsSecret: string;
-  readonly accessTokenSecret: string;
+  readonly connectionsTable: string;
   readonly eventBus: string;
 }
 
@@ -25,8 +24,7 @@ export function localNames(prefix: string): LocalNames {
     syncDeadLetterQueue: `${prefix}-sync-dlq`,
     reconcileQueue: `${prefix}-reconcile-queue`,
     reconcileDeadLetterQueue: `${prefix}-reconcile-dlq`,
-    credentialsSecret: `${prefix}/credentials`,
-    accessTokenSecret: `${prefix}/access-token`,
+    connectionsTable: `${prefix}-connections`,
     eventBus: `${prefix}-change-events`,
   };
 }

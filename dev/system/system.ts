@@ -2,8 +2,9 @@
  * The local system, built in one place: the configuration (cdk.json with a scenario's overrides,
  * read by the stacks' own reader), the deployment infra/deployment.ts makes of it (every function's
  * memory, time-out and environment, the queues', event sources' and schedules' numbers), the work
- * queues and the secrets in the AWS backend, and the functions, built on demand with the backend's
- * clients unless a scenario gives its own (metered, faulty, in virtual time).
+ * queues in the AWS backend, the connections table's store (connections are added as the operator
+ * CLI adds them), and the functions, built on demand with the backend's and the storage's clients
+ * unless a scenario gives its own (metered, faulty, in virtual time).
  *
  * What differs from scenario to scenario is an option: the AWS backend (aws.ts: in process, on any
  * clock, or the HTTP emulator), the storage (storage.ts: dynalite in process or in a child, in
@@ -13,7 +14,8 @@
 import type { Context } from 'aws-lambda';
 import type { SyncHandler } from '../../functions/item-sync/app.js';
 import type { ReconcilerHandler } from '../../functions/reconciler/app.js';
-import type { Credentials } from '../../functions/shared/ports.js';
+import { DynamoDbConnectionStore } from '../../functions/shared/adapters/dynamodb-connection-store.js';
+import type { ConnectionStore } from '../../functions/shared/connections/ports.js';
 import type { ContentSyncConfig } from '../../infra/context.js';
 import type { WorkQueueDeployment } from '../../infra/deployment.js';
 import type { AwsBackend } from './aws.js';
@@ -50,8 +52,6 @@ export interface SystemOptions {
    * handlers' (the soak), or a local run that retries sooner than a deployment would.
    */
   queues?: Partial<Pick<WorkQueueDeployment, 'visibilityTimeoutSeconds' | 'maxReceiveCount'>>;
-  /** The secrets as after a deployment: the credentials, and the access token's value (none yet when undefined). */
-  secrets?: { credentials?: Credentials; accessTokenValue?: string };
   /** Appended to the functions' names (`-local`). */
   functionNameSuffix?: string;
   /** The time invocations' remaining time counts down in; default Date.now. */
@@ -65,7 +65,9 @@ export interface LocalSystem {
   readonly queues: WorkQueues;
   readonly aws: AwsBackend;
   readonly storage: Storage;
-  /** The token refresher, with a new Secrets Manager client unless given one. */
+  /** The connections table (what the operator CLI writes): add connections, read their state. */
+  readonly connections: ConnectionStore;
+  /** The token refresher, with its own DynamoDB client unless given one. */
   refresher(parts?: Partial<RefresherParts>): BuiltFunction<RefresherHandler>;
   /** One container of the item sync (its own clients unless given), with more tuning if asked (the bench's sequential baseline). */
   syncContainer(parts?: Partial<SyncParts> & { tuning?: Tuning }): BuiltFunction<SyncHandler>;
@@ -89,10 +91,6 @@ export function buildSystem(options: SystemOptions): LocalSystem {
     options.tuning,
   );
   const workQueues = { ...deployment.workQueues, ...options.queues };
-  const secrets = options.secrets ?? {};
-  if (secrets.credentials) aws.secrets.set(names.credentialsSecret, JSON.stringify(secrets.credentials));
-  if (secrets.accessTokenValue !== undefined) aws.secrets.set(names.accessTokenSecret, secrets.accessTokenValue);
-  else aws.secrets.create(names.accessTokenSecret);
   const suffix = options.functionNameSuffix ?? '';
   const now = options.now ?? Date.now;
   const clients: Array<{ destroy(): void }> = [];
@@ -108,7 +106,9 @@ export function buildSystem(options: SystemOptions): LocalSystem {
     queues,
     aws,
     storage,
-    refresher: (parts = {}) => buildRefresher(deployment.refresher, { ...parts, secrets: parts.secrets ?? aws.secretsClient() }, FUNCTION_NAMES.refresher + suffix),
+    connections: new DynamoDbConnectionStore(kept(storage.dynamo.client()), names.connectionsTable),
+    refresher: (parts = {}) =>
+      buildRefresher(deployment.refresher, { ...parts, dynamodb: parts.dynamodb ?? kept(storage.dynamo.client()) }, FUNCTION_NAMES.refresher + suffix),
     syncContainer({ tuning, ...parts } = {}) {
       const fn = tuning ? retuned(deployment.sync, tuning) : deployment.sync;
       const s3 = parts.s3 ?? (storage.s3 ? kept(storage.s3.client()) : undefined);
@@ -117,7 +117,6 @@ export function buildSystem(options: SystemOptions): LocalSystem {
         {
           dynamodb: parts.dynamodb ?? kept(storage.dynamo.client()),
           sqs: parts.sqs ?? aws.sqsClient(),
-          secrets: parts.secrets ?? aws.secretsClient(),
           ...parts,
           ...(s3 ? { s3 } : {}),
         },

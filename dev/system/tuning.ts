@@ -15,6 +15,9 @@ export const TUNABLE = {
   rateLimitMinDelaySeconds: ENV.rateLimitMinDelaySeconds,
   paceFallbackRate: ENV.paceFallbackRate,
   postponeMaxSeconds: ENV.postponeMaxSeconds,
+  connectionWaitSeconds: ENV.connectionWaitSeconds,
+  refreshConcurrency: ENV.refreshConcurrency,
+  idleRefreshHours: ENV.idleRefreshHours,
   reconcileSegments: ENV.reconcileSegments,
   reconcileHighWater: ENV.reconcileHighWater,
   /**

@@ -1,16 +1,7 @@
 /**
  * The local AWS emulator, driven by the real SDK v3 clients (their MD5 checks on): SQS send,
- * receive, delete, visibility, redrive; Secrets Manager create, get, put and errors; and the
- * functions' own Secrets Manager adapters and the enqueue tool against it.
+ * receive, delete, visibility, redrive; and the enqueue tool against it.
  */
-import {
-  CreateSecretCommand,
-  GetSecretValueCommand,
-  PutSecretValueCommand,
-  ResourceExistsException,
-  ResourceNotFoundException,
-  SecretsManagerClient,
-} from '@aws-sdk/client-secrets-manager';
 import {
   ChangeMessageVisibilityBatchCommand,
   ChangeMessageVisibilityCommand,
@@ -29,15 +20,12 @@ import {
   BatchEntryIdsNotDistinct,
 } from '@aws-sdk/client-sqs';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { SecretsManagerAccessTokenStore } from '../../../functions/shared/adapters/secrets-manager.js';
-import { SecretsManagerCredentialsStore } from '../../../functions/token-refresher/adapters/secrets-manager.js';
 import { AwsEmulator } from '../../../dev/fakes/aws-emulator.js';
 import { md5Hex, md5OfMessageAttributes } from '../../../dev/fakes/sqs-model.js';
 import { enqueueIds } from '../../../tools/enqueue/enqueue.js';
 
 let emulator: AwsEmulator;
 let sqs: SQSClient;
-let secrets: SecretsManagerClient;
 let queueUrl: string;
 let dlqUrl: string;
 let n = 0;
@@ -46,12 +34,10 @@ beforeAll(async () => {
   emulator = await AwsEmulator.start({ region: 'eu-west-1' });
   const config = { endpoint: emulator.endpoint, region: 'eu-west-1', credentials: { accessKeyId: 'test', secretAccessKey: 'test' } };
   sqs = new SQSClient(config);
-  secrets = new SecretsManagerClient(config);
 });
 
 afterAll(async () => {
   sqs.destroy();
-  secrets.destroy();
   await emulator.close();
 });
 
@@ -240,48 +226,6 @@ describe('SQS', () => {
   });
 });
 
-describe('Secrets Manager', () => {
-  it('creates, reads and replaces secret values', async () => {
-    const created = await secrets.send(new CreateSecretCommand({ Name: 'app/creds', SecretString: '{"v":1}' }));
-    expect(created.ARN).toMatch(/^arn:aws:secretsmanager:eu-west-1:000000000000:secret:app\/creds-[0-9a-f]{6}$/);
-    expect((await secrets.send(new GetSecretValueCommand({ SecretId: 'app/creds' }))).SecretString).toBe('{"v":1}');
-
-    const put = await secrets.send(new PutSecretValueCommand({ SecretId: created.ARN!, SecretString: '{"v":2}' }));
-    expect(put.VersionStages).toEqual(['AWSCURRENT']);
-    const current = await secrets.send(new GetSecretValueCommand({ SecretId: 'app/creds' }));
-    expect(current).toMatchObject({ SecretString: '{"v":2}', VersionId: put.VersionId, Name: 'app/creds' });
-    expect(current.CreatedDate).toBeInstanceOf(Date);
-    const previous = await secrets.send(new GetSecretValueCommand({ SecretId: 'app/creds', VersionStage: 'AWSPREVIOUS' }));
-    expect(previous.SecretString).toBe('{"v":1}');
-
-    await expect(secrets.send(new CreateSecretCommand({ Name: 'app/creds', SecretString: 'x' }))).rejects.toBeInstanceOf(ResourceExistsException);
-  });
-
-  it('answers ResourceNotFoundException for a missing secret or a secret with no value yet', async () => {
-    const missing = await secrets.send(new GetSecretValueCommand({ SecretId: 'does/not/exist' })).catch((e: unknown) => e);
-    expect(missing).toBeInstanceOf(ResourceNotFoundException);
-    expect((missing as Error).message).toBe("Secrets Manager can't find the specified secret.");
-    await secrets.send(new CreateSecretCommand({ Name: 'empty/one' }));
-    await expect(secrets.send(new GetSecretValueCommand({ SecretId: 'empty/one' }))).rejects.toBeInstanceOf(ResourceNotFoundException);
-    await expect(secrets.send(new PutSecretValueCommand({ SecretId: 'does/not/exist', SecretString: 'x' }))).rejects.toBeInstanceOf(
-      ResourceNotFoundException,
-    );
-  });
-
-  it('serves the functions\' own Secrets Manager adapters', async () => {
-    await secrets.send(new CreateSecretCommand({ Name: 'cs/credentials', SecretString: JSON.stringify({ clientId: 'c', refreshToken: 'r1' }) }));
-    await secrets.send(new CreateSecretCommand({ Name: 'cs/access-token' }));
-    const credentials = new SecretsManagerCredentialsStore(secrets, 'cs/credentials');
-    const tokens = new SecretsManagerAccessTokenStore(secrets, 'cs/access-token');
-    expect(await credentials.read()).toEqual({ clientId: 'c', refreshToken: 'r1' });
-    await credentials.write({ clientId: 'c', refreshToken: 'r2' });
-    expect(await credentials.read()).toEqual({ clientId: 'c', refreshToken: 'r2' });
-    await tokens.write({ accessToken: 'a1', refreshedAt: '2026-11-21T10:00:00.000Z' });
-    expect(await tokens.read()).toEqual({ accessToken: 'a1', refreshedAt: '2026-11-21T10:00:00.000Z' });
-    expect(emulator.secrets.current('cs/access-token')).toBe('{"accessToken":"a1","refreshedAt":"2026-11-21T10:00:00.000Z"}');
-  });
-});
-
 describe('requests', () => {
   it('records operations without payloads, and rejects unknown targets', async () => {
     const response = await fetch(emulator.endpoint, {
@@ -292,6 +236,5 @@ describe('requests', () => {
     expect(response.status).toBe(400);
     expect(await response.json()).toMatchObject({ __type: 'UnknownOperationException' });
     expect(emulator.requests.some((r) => r.service === 'sqs' && r.operation === 'SendMessageBatch' && r.status === 200)).toBe(true);
-    expect(JSON.stringify(emulator.requests)).not.toContain('refreshToken');
   });
 });
