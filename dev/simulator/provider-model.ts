@@ -1,11 +1,17 @@
 /**
- * The content provider as a model, without transport: its items, tokens, programmable faults and an
- * optional rate limit (a token bucket answering 429 with Retry-After). The HTTP simulator
- * (provider-simulator.ts) serves it on 127.0.0.1; simulations in virtual time call it in process
- * through a `fetch` (dev/sim). One model of the provider for both.
+ * The content provider as a model, without transport: its accounts (each with its own grants and
+ * items, provider-accounts.ts), programmable faults and an optional rate limit (a token bucket
+ * answering 429 with Retry-After). The HTTP simulator (provider-simulator.ts) serves it on
+ * 127.0.0.1; simulations in virtual time call it in process through a `fetch` (dev/sim). One model
+ * of the provider for both.
  *
  *   GET {prefix}/getToken?client_id=<id>   Authorization: bearer <refresh token>
  *   GET {prefix}/items/<one percent-encoded segment>   Authorization: Bearer <access token>
+ *
+ * A refresh token names its account (and must come with that account's client id); the access token
+ * getToken gives reaches that account's items only: another account's id answers 404. The account
+ * `default` is made of the options' clientId, refreshToken and items, and the methods without an
+ * account (setItem, getItem, issueAccessToken, ...) act on it, so a one-account setup reads as before.
  *
  * Routing works on the raw request target (req.url, never normalised): `/items/..%2FgetToken` is the
  * item `../getToken`, and `/items/../getToken` (two raw segments) is no route at all.
@@ -14,8 +20,11 @@
  * tsx scripts and benchmarks alike.
  */
 import { mulberry32 } from './random.js';
-import { bearer, defaultMessage, errorBody, isRecord, JSON_TYPE, nextStringRevision, normalizePrefix, response, splitPath, validateFault } from './provider-answers.js';
+import { AccountRegistry, DEFAULT_ACCOUNT, ProviderAccount, type Bucket } from './provider-accounts.js';
+import { bearer, defaultMessage, errorBody, JSON_TYPE, normalizePrefix, response, splitPath, validateFault } from './provider-answers.js';
 import type {
+  AccountCounters,
+  AccountOptions,
   Fault,
   FaultRule,
   IncomingRequest,
@@ -23,34 +32,29 @@ import type {
   ProviderAnswer,
   ProviderModelOptions,
   RateLimit,
+  ReauthorizeOptions,
   RecordedRequest,
   Route,
   SimulatorItem,
-  StoredItem,
 } from './provider-types.js';
 
 // The provider's shapes, for those who use the model.
 export type * from './provider-types.js';
+export { DEFAULT_ACCOUNT, ProviderAccount };
 
 export class ProviderModel {
-  clientId: string;
-  refreshToken: string;
   readonly requests: RecordedRequest[] = [];
   /** Requests answered 429 by the rate limit. */
   rateLimited = 0;
 
   protected readonly prefix: string;
   protected readonly now: () => number;
-  private readonly rotate: boolean;
   private readonly latencyMs: number;
-  private readonly revisionPath: string[];
   private readonly faultRng: () => number;
   private readonly tokenRng: () => number;
-  private readonly items = new Map<string, StoredItem>();
-  private readonly accessTokens = new Set<string>();
+  private readonly registry: AccountRegistry;
   private faults: FaultRule[] = [];
-  private tokenCounter = 0;
-  private limit: { rate: number; burst: number; retryAfterSeconds: number; tokens: number; at: number } | undefined;
+  private limit: { rate: number; burst: number; retryAfterSeconds: number; perAccount: boolean; shared: Bucket } | undefined;
   /** Keep only this many recorded requests (oldest dropped); default all. */
   private recordLimit = Infinity;
 
@@ -60,71 +64,116 @@ export class ProviderModel {
     const seed = options.seed ?? 1;
     this.faultRng = mulberry32(seed);
     this.tokenRng = mulberry32((seed ^ 0x9e3779b9) >>> 0);
-    this.clientId = options.clientId ?? 'test-client';
-    this.refreshToken = options.refreshToken ?? `rt-initial-${this.randomHex(16)}`;
-    this.rotate = options.rotateRefreshToken ?? false;
     this.latencyMs = Math.max(0, options.latencyMs ?? 0);
-    this.revisionPath = splitPath(options.revisionField ?? 'revision');
-    for (const item of options.items ?? []) this.setItem(item);
+    this.registry = new AccountRegistry(
+      {
+        clientId: options.clientId ?? 'test-client',
+        rotate: options.rotateRefreshToken ?? false,
+        revokeOnReplay: options.revokeOnReplay ?? true,
+        revisionPath: splitPath(options.revisionField ?? 'revision'),
+        now: this.now,
+      },
+      (chars) => this.randomHex(chars),
+    );
+    const initial = { id: DEFAULT_ACCOUNT, ...(options.refreshToken !== undefined ? { refreshToken: options.refreshToken } : {}), items: options.items ?? [] };
+    this.registry.add(initial, () => `rt-initial-${this.randomHex(16)}`);
+    for (const account of options.accounts ?? []) this.addAccount(account);
     if (options.rateLimit) this.setRateLimit(options.rateLimit);
   }
 
-  // ---- state ----------------------------------------------------------------------------------
+  // ---- accounts -------------------------------------------------------------------------------
 
-  /** Stores a deep copy under `storeAs` (default item.id); a different key lets a test serve an item
-   *  whose body names another id. */
+  /** The account `default`'s client id. */
+  get clientId(): string {
+    return this.defaultAccount().clientId;
+  }
+
+  /** The account `default`'s refresh token (its newest grant's). */
+  get refreshToken(): string {
+    return this.defaultAccount().refreshToken;
+  }
+
+  /** A new account, authorized (one grant, its refresh token in `.refreshToken`), with its items. */
+  addAccount(options: AccountOptions): ProviderAccount {
+    return this.registry.add(options);
+  }
+
+  /** The account with this id (throws when there is none). */
+  account(id: string): ProviderAccount {
+    return this.registry.get(id);
+  }
+
+  hasAccount(id: string): boolean {
+    return this.registry.accounts.has(id);
+  }
+
+  /** Every account's id, `default` first, then in the order they were added. */
+  accountIds(): string[] {
+    return [...this.registry.accounts.keys()];
+  }
+
+  /** The account's refresh and access tokens answer 401 from now on, until `reauthorizeAccount`. */
+  revokeAccount(id: string): void {
+    this.registry.get(id).revoke();
+  }
+
+  /** The account authorizes the application again: the new refresh token (for the system's operator). */
+  reauthorizeAccount(id: string, options?: ReauthorizeOptions): string {
+    return this.registry.get(id).reauthorize(options);
+  }
+
+  /** A copy of one account's counters. */
+  accountCounters(id: string): AccountCounters {
+    return this.registry.get(id).counters();
+  }
+
+  /** Every account's counters start again from 0. */
+  resetCounters(): void {
+    for (const account of this.registry.accounts.values()) account.resetCounters();
+  }
+
+  private defaultAccount(): ProviderAccount {
+    return this.registry.get(DEFAULT_ACCOUNT);
+  }
+
+  // ---- the account `default`'s items and tokens -----------------------------------------------
+
+  /** Stores a deep copy under `storeAs` (default item.id) in the account `default`; a different key
+   *  lets a test serve an item whose body names another id. */
   setItem(item: SimulatorItem, storeAs: string = item.id): void {
-    if (typeof storeAs !== 'string') throw new TypeError('item id must be a string');
-    this.items.set(storeAs, { item: structuredClone(item) });
+    this.defaultAccount().setItem(item, storeAs);
   }
 
   getItem(id: string): SimulatorItem | undefined {
-    const stored = this.items.get(id);
-    return stored ? structuredClone(stored.item) : undefined;
+    return this.defaultAccount().getItem(id);
   }
 
   deleteItem(id: string): void {
-    this.items.delete(id);
+    this.defaultAccount().deleteItem(id);
   }
 
   /** number -> +1; string -> trailing digits incremented (width kept) or '-1' appended; missing -> 1. */
   bumpRevision(id: string): void {
-    const stored = this.items.get(id);
-    if (!stored) throw new Error(`no item ${JSON.stringify(id)}`);
-    let holder: Record<string, unknown> = stored.item;
-    const path = this.revisionPath;
-    for (const key of path.slice(0, -1)) {
-      const next = holder[key];
-      if (next === undefined) {
-        holder[key] = {};
-      } else if (!isRecord(next)) {
-        throw new TypeError(`cannot bump revision of ${id}: "${key}" is not an object`);
-      }
-      holder = holder[key] as Record<string, unknown>;
-    }
-    const last = path[path.length - 1]!;
-    const current = holder[last];
-    if (current === undefined) holder[last] = 1;
-    else if (typeof current === 'number') holder[last] = current + 1;
-    else if (typeof current === 'string') holder[last] = nextStringRevision(current);
-    else throw new TypeError(`cannot bump revision of ${id}: value is a ${typeof current}`);
-    stored.json = undefined;
+    this.defaultAccount().bumpRevision(id);
   }
 
   itemIds(): string[] {
-    return [...this.items.keys()];
+    return this.defaultAccount().itemIds();
   }
 
-  issueAccessToken(): string {
-    this.tokenCounter += 1;
-    const token = `at-${this.randomHex(16)}-${this.tokenCounter.toString(36)}`;
-    this.accessTokens.add(token);
-    return token;
+  /** An access token as getToken gives, for the account (default `default`): bound to the grant of
+   *  `refreshToken` when given, else to its newest live grant. getToken issues through this method. */
+  issueAccessToken(accountId: string = DEFAULT_ACCOUNT, refreshToken?: string): string {
+    return this.registry.get(accountId).issueAccessToken(refreshToken);
   }
 
-  revokeAccessTokens(): void {
-    this.accessTokens.clear();
+  /** Every access token issued so far to the account, or to every account, stops working. */
+  revokeAccessTokens(accountId?: string): void {
+    if (accountId !== undefined) this.registry.get(accountId).revokeAccessTokens();
+    else for (const account of this.registry.accounts.values()) account.revokeAccessTokens();
   }
+
+  // ---- faults ---------------------------------------------------------------------------------
 
   addFault(rule: FaultRule): () => void {
     validateFault(rule.fault);
@@ -151,22 +200,29 @@ export class ProviderModel {
 
   // ---- request handling -----------------------------------------------------------------------
 
-  /** Takes a request in: records it, picks its fault or rate-limit answer, and says how long to wait. */
+  /** Takes a request in: records it (with the account its token names), picks its fault or rate-limit
+   *  answer, and says how long to wait. */
   receive(request: IncomingRequest): Pending {
     const route = this.route(request.method, request.rawUrl);
+    const receivedAt = this.now();
     const record: RecordedRequest = {
       method: request.method,
       rawUrl: request.rawUrl,
       path: route.path,
       endpoint: route.endpoint,
       status: 0,
-      receivedAt: this.now(),
+      receivedAt,
     };
     if (route.itemId !== undefined) record.itemId = route.itemId;
     if (request.authorization !== undefined) record.authorization = request.authorization;
+    const account = this.accountOf(route, request.authorization);
+    if (account) {
+      record.account = account.id;
+      account.countRequest(route.endpoint as 'token' | 'items', receivedAt);
+    }
     this.requests.push(record);
     if (this.requests.length > this.recordLimit) this.requests.splice(0, this.requests.length - this.recordLimit);
-    const fault = this.pickFault(route) ?? this.rateLimitFault(route);
+    const fault = this.pickFault(route, account) ?? this.rateLimitFault(route, account);
     if (fault) record.fault = fault.kind;
     const waitMs = this.latencyMs + (fault?.kind === 'delay' ? fault.ms : 0);
     return { route, record, fault, authorization: request.authorization, waitMs };
@@ -180,13 +236,16 @@ export class ProviderModel {
     }
     if (!(limit.requestsPerSecond > 0)) throw new RangeError(`requestsPerSecond must be > 0, got ${limit.requestsPerSecond}`);
     const burst = limit.burst ?? limit.requestsPerSecond;
+    const now = this.now();
     this.limit = {
       rate: limit.requestsPerSecond,
       burst,
       retryAfterSeconds: limit.retryAfterSeconds ?? 1,
-      tokens: this.limit ? Math.min(this.limit.tokens, burst) : burst,
-      at: this.now(),
+      perAccount: limit.scope === 'account',
+      shared: { tokens: this.limit ? Math.min(this.limit.shared.tokens, burst) : burst, at: now },
     };
+    // The accounts' buckets start full under a new limit.
+    for (const account of this.registry.accounts.values()) account.bucket = undefined;
   }
 
   /** Keeps only the latest `count` recorded requests (long simulations). */
@@ -194,14 +253,24 @@ export class ProviderModel {
     this.recordLimit = count;
   }
 
-  private rateLimitFault(route: Route): Fault | undefined {
+  /** The account whose token the request presents (a refresh token to getToken, an access token to items). */
+  private accountOf(route: Route, authorization: string | undefined): ProviderAccount | undefined {
+    if (route.endpoint === 'other') return undefined;
+    const token = bearer(authorization);
+    if (token === undefined) return undefined;
+    return route.endpoint === 'token' ? this.registry.refreshGrant(token)?.account : this.registry.accessGeneration(token)?.grant.account;
+  }
+
+  private rateLimitFault(route: Route, account: ProviderAccount | undefined): Fault | undefined {
     const limit = this.limit;
     if (!limit || route.endpoint !== 'items') return undefined;
     const now = this.now();
-    limit.tokens = Math.min(limit.burst, limit.tokens + ((now - limit.at) * limit.rate) / 1000);
-    limit.at = now;
-    if (limit.tokens >= 1) {
-      limit.tokens -= 1;
+    let bucket = limit.shared;
+    if (limit.perAccount && account) bucket = account.bucket ??= { tokens: limit.burst, at: now };
+    bucket.tokens = Math.min(limit.burst, bucket.tokens + ((now - bucket.at) * limit.rate) / 1000);
+    bucket.at = now;
+    if (bucket.tokens >= 1) {
+      bucket.tokens -= 1;
       return undefined;
     }
     this.rateLimited += 1;
@@ -215,6 +284,7 @@ export class ProviderModel {
     if (answer.kind === 'response') {
       record.status = answer.status;
       record.respondedAt = this.now();
+      if (record.account !== undefined) this.registry.accounts.get(record.account)?.countAnswer(route.endpoint as 'token' | 'items', answer.status);
     }
     return answer;
   }
@@ -239,45 +309,59 @@ export class ProviderModel {
           break; // delay: answer normally
       }
     }
-
-    if (route.endpoint === 'token') {
-      const ids = new URLSearchParams(route.query).getAll('client_id');
-      if (ids.length !== 1 || ids[0] !== this.clientId) {
-        return response(400, errorBody(400, ids.length === 0 ? 'client_id is required' : 'unknown client_id'));
-      }
-      const presented = bearer(authorization);
-      if (presented === undefined || presented !== this.refreshToken) {
-        return response(401, errorBody(401, presented === undefined ? 'missing refresh token' : 'invalid refresh token'));
-      }
-      const grant: Record<string, unknown> = {
-        access_token: this.issueAccessToken(),
-        token_type: 'bearer',
-        expires_in: 3600,
-      };
-      if (this.rotate) {
-        this.refreshToken = `rt-${this.randomHex(24)}`;
-        grant.refresh_token = this.refreshToken;
-      }
-      return response(200, JSON.stringify(grant));
-    }
-
-    if (route.endpoint === 'items') {
-      if (route.badSegment) {
-        return response(400, errorBody(400, 'malformed percent-encoding in item id'));
-      }
-      const presented = bearer(authorization);
-      if (presented === undefined || !this.accessTokens.has(presented)) {
-        return response(401, errorBody(401, presented === undefined ? 'missing access token' : 'invalid or expired access token'));
-      }
-      const stored = this.items.get(route.itemId!);
-      if (!stored) {
-        return response(404, errorBody(404, 'item not found'));
-      }
-      stored.json ??= Buffer.from(JSON.stringify(stored.item), 'utf8');
-      return response(200, stored.json);
-    }
-
+    if (route.endpoint === 'token') return this.answerToken(route, authorization);
+    if (route.endpoint === 'items') return this.answerItem(route, authorization);
     return response(404, errorBody(404, 'no such endpoint'));
+  }
+
+  /** getToken: the refresh token names the account, which must be the client id's. */
+  private answerToken(route: Route, authorization: string | undefined): ProviderAnswer {
+    const ids = new URLSearchParams(route.query).getAll('client_id');
+    if (ids.length !== 1 || !this.registry.knowsClient(ids[0]!)) {
+      return response(400, errorBody(400, ids.length === 0 ? 'client_id is required' : 'unknown client_id'));
+    }
+    const presented = bearer(authorization);
+    const grant = presented === undefined ? undefined : this.registry.refreshGrant(presented);
+    if (!grant) {
+      return response(401, errorBody(401, presented === undefined ? 'missing refresh token' : 'invalid refresh token'));
+    }
+    const account = grant.account;
+    if (account.clientId !== ids[0]) {
+      return response(400, errorBody(400, 'client_id does not match the refresh token'));
+    }
+    if (grant.revoked) {
+      return response(401, errorBody(401, 'refresh token revoked'));
+    }
+    if (grant.refreshToken !== presented) {
+      // Rotated away and presented again: the whole grant ends (when so configured).
+      account.replayed(grant);
+      return response(401, errorBody(401, account.revokesOnReplay ? 'refresh token reused: grant revoked' : 'invalid refresh token'));
+    }
+    const body: Record<string, unknown> = {
+      access_token: this.issueAccessToken(account.id, presented),
+      token_type: 'bearer',
+      expires_in: 3600,
+    };
+    if (account.rotates) body.refresh_token = account.rotate(grant);
+    return response(200, JSON.stringify(body));
+  }
+
+  /** An item of the access token's account; never another account's. */
+  private answerItem(route: Route, authorization: string | undefined): ProviderAnswer {
+    if (route.badSegment) {
+      return response(400, errorBody(400, 'malformed percent-encoding in item id'));
+    }
+    const presented = bearer(authorization);
+    const generation = presented === undefined ? undefined : this.registry.accessGeneration(presented);
+    if (!generation?.valid || generation.grant.revoked) {
+      return response(401, errorBody(401, presented === undefined ? 'missing access token' : 'invalid or expired access token'));
+    }
+    const stored = generation.grant.account.stored(route.itemId!);
+    if (!stored) {
+      return response(404, errorBody(404, 'item not found'));
+    }
+    stored.json ??= Buffer.from(JSON.stringify(stored.item), 'utf8');
+    return response(200, stored.json);
   }
 
   private randomHex(chars: number): string {
@@ -313,11 +397,12 @@ export class ProviderModel {
     return { endpoint: 'other', path, query };
   }
 
-  private pickFault(route: Route): Fault | undefined {
+  private pickFault(route: Route, account: ProviderAccount | undefined): Fault | undefined {
     for (const rule of this.faults) {
       const endpoint = rule.endpoint ?? 'any';
       if (endpoint !== 'any' && endpoint !== route.endpoint) continue;
       if (rule.itemId !== undefined && (route.endpoint !== 'items' || rule.itemId !== route.itemId)) continue;
+      if (rule.account !== undefined && rule.account !== account?.id) continue;
       const p = rule.probability ?? 1;
       if (p < 1 && !(p > 0 && this.faultRng() < p)) continue;
       if (rule.times !== undefined) {

@@ -1,7 +1,10 @@
 /**
  * A stand-in for the content provider's HTTP API, served by a real node:http server on 127.0.0.1
- * with an ephemeral port: the provider model (provider-model.ts: items, tokens, programmable faults,
- * rate limit) behind HTTP. Used by the integration tests, the local run and the bench and soak.
+ * with an ephemeral port: the provider model (provider-model.ts: accounts with their own tokens and
+ * items, programmable faults, rate limit) behind HTTP. Used by the integration tests, the local run
+ * and the bench and soak. Its controls are the model's methods (addAccount, revokeAccount,
+ * reauthorizeAccount, account(id).setItem, addFault, ...), called in process; there is no control
+ * endpoint.
  *
  *   GET {prefix}/getToken?client_id=<id>   Authorization: bearer <refresh token>
  *   GET {prefix}/items/<one percent-encoded segment>   Authorization: Bearer <access token>
@@ -13,7 +16,18 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import { listenOnLoopback } from '../fakes/loopback.js';
 import { ProviderModel, type Pending, type ProviderAnswer, type ProviderModelOptions } from './provider-model.js';
 
-export type { Fault, FaultRule, RateLimit, RecordedRequest, SimulatorItem, SimulatorOptions } from './provider-model.js';
+export { DEFAULT_ACCOUNT, ProviderAccount } from './provider-model.js';
+export type {
+  AccountCounters,
+  AccountOptions,
+  Fault,
+  FaultRule,
+  RateLimit,
+  ReauthorizeOptions,
+  RecordedRequest,
+  SimulatorItem,
+  SimulatorOptions,
+} from './provider-model.js';
 
 export class ProviderSimulator extends ProviderModel {
   readonly baseUrl: string;

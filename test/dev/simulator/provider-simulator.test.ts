@@ -96,8 +96,8 @@ describe('getToken', () => {
     await expectError(await fetch(tokenUrl(sim), { headers: { authorization: `Basic ${sim.refreshToken}` } }), 401);
   });
 
-  it('rotates the refresh token and refuses the old one', async () => {
-    const sim = await startSim({ rotateRefreshToken: true, refreshToken: 'rt-old' });
+  it('rotates the refresh token and refuses the old one (revokeOnReplay off: the grant lives on)', async () => {
+    const sim = await startSim({ rotateRefreshToken: true, revokeOnReplay: false, refreshToken: 'rt-old' });
     const first = (await (await getToken(sim, 'rt-old')).json()) as Record<string, string>;
     expect(first.refresh_token).toMatch(/^rt-/);
     expect(first.refresh_token).not.toBe('rt-old');
