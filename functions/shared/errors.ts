@@ -93,28 +93,6 @@ export class TransientError extends Error {
   readonly retryAfterSeconds: number | undefined;
 }
 
-/** A secret exists but does not hold the JSON docs/configuration.md describes ("Secrets"). Names the secret, never its value. */
-export class SecretFormatError extends Error {
-  override readonly name = 'SecretFormatError';
-  constructor(
-    readonly secretId: string,
-    message: string,
-    options?: { cause?: unknown },
-  ) {
-    super(`secret ${secretId}: ${message}`, options);
-  }
-}
-
-/** The credentials secret still holds the placeholder written at deploy time. */
-export class CredentialsNotConfiguredError extends Error {
-  override readonly name = 'CredentialsNotConfiguredError';
-  constructor(readonly secretId: string) {
-    super(
-      `secret ${secretId} still holds the deploy-time placeholder: put {"clientId": "...", "refreshToken": "..."} in it`,
-    );
-  }
-}
-
 /** Replaces every occurrence of the given secrets in a text. Used on anything the provider echoes back. */
 export function redact(text: string, secrets: ReadonlyArray<string | undefined>): string {
   let out = text;

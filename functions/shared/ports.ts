@@ -1,21 +1,15 @@
 /**
- * Ports both functions use: the provider's API, the access-token secret (the refresher writes it,
- * the item sync reads it), the clock and logging. Each function's own ports are in its ports.ts
- * (functions/token-refresher/ports.ts, functions/item-sync/ports.ts). The core modules import these
- * types only; adapters implement them (HttpProviderClient in functions/shared/provider/provider-client.ts,
- * the Secrets Manager access-token store in functions/shared/adapters/), tests with fakes.
+ * Ports every function uses: the provider's API, the clock and logging. Each function's own ports
+ * are in its ports.ts (functions/item-sync/ports.ts...); the connections' ports (the connections
+ * table, a connection's access for the item sync) are in functions/shared/connections/ports.ts. The
+ * core modules import these types only; adapters implement them (HttpProviderClient in
+ * functions/shared/provider/provider-client.ts), tests with fakes.
  */
 
-/** `{"clientId": "...", "refreshToken": "..."}` in the secret named by CREDENTIALS_SECRET_ID. */
+/** What getToken sends: a connection's client id and refresh token (the connections table holds them). */
 export interface Credentials {
   clientId: string;
   refreshToken: string;
-}
-
-/** `{"accessToken": "...", "refreshedAt": "<ISO-8601 UTC>"}` in the secret named by ACCESS_TOKEN_SECRET_ID. */
-export interface AccessToken {
-  accessToken: string;
-  refreshedAt: string;
 }
 
 /** What a successful getToken call yields. `refreshToken` is set only when the provider rotated it. */
@@ -37,11 +31,6 @@ export interface ProviderClient {
   getToken(credentials: Credentials, options?: RequestOptions): Promise<TokenGrant>;
   /** Returns the parsed JSON body of a 200; the caller validates its shape. */
   getItem(id: string, accessToken: string, options?: RequestOptions): Promise<unknown>;
-}
-
-export interface AccessTokenStore {
-  read(): Promise<AccessToken>;
-  write(token: AccessToken): Promise<void>;
 }
 
 export interface Clock {

@@ -1,67 +1,88 @@
 /**
- * The token refresher's handler, built from its dependencies: scheduled by EventBridge Scheduler, and
- * run once at deploy time (event `{"trigger": "deploy"}`). Thin: wire the adapters, call the core,
- * map the result. A deploy-time run while the credentials still hold the placeholder returns
- * `skipped` instead of failing the deploy; every other failure fails the invocation.
- * handler.ts builds it once per container from the environment.
+ * The token refresher's handler, built from its dependencies: run by EventBridge Scheduler every
+ * `tokenRefreshMinutes`, and once at deploy time (event `{"trigger": "deploy"}`, treated as a
+ * scheduled run). Thin: wire the connections table and the provider, run the core (run.ts), publish
+ * the counts. Connections by status (`ConnectionsActive`, `ConnectionsPaused`, `ConnectionsFailing`)
+ * and refresh outcomes (`TokenRefreshed`, `RefreshTokenRotated`, `TokenRefreshFailed`,
+ * `TokenRefreshRefused`), zeros included, no dimension per connection. A connection's failure never
+ * fails the invocation; a scan that fails does. handler.ts builds it once per container.
  */
-import type { SecretsManagerClient } from '@aws-sdk/client-secrets-manager';
+import type { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { MetricUnit } from '@aws-lambda-powertools/metrics';
 import type { Context } from 'aws-lambda';
+import { DynamoDbConnectionStore } from '../shared/adapters/dynamodb-connection-store.js';
 import type { RefresherConfig } from '../shared/config.js';
-import { CredentialsNotConfiguredError } from '../shared/errors.js';
+import type { ConnectionStore } from '../shared/connections/ports.js';
 import { REFRESHER_METRIC_NAMES, REFRESHER_SERVICE } from '../shared/metric-names.js';
 import { createLogger, createMetrics, describeError } from '../shared/observability.js';
 import { HttpProviderClient } from '../shared/provider/provider-client.js';
-import { SecretsManagerAccessTokenStore } from '../shared/adapters/secrets-manager.js';
-import { SecretsManagerCredentialsStore } from './adapters/secrets-manager.js';
 import { systemClock, type Clock, type ProviderClient } from '../shared/ports.js';
-import { refreshAccessToken } from './refresh.js';
+import { runRefresher, type RunReport } from './run.js';
 
 export interface RefresherEvent {
   /** `deploy` when run by the deployment; anything else (or nothing) is a scheduled run. */
   trigger?: string;
 }
 
-export type RefresherResult =
-  | { status: 'refreshed'; refreshedAt: string; rotated: boolean }
-  | { status: 'skipped'; reason: string };
+export type RefresherResult = RunReport & { trigger: 'schedule' | 'deploy' };
+
+/** Kept back from the invocation's remaining time beyond one provider call's time-out: the lease and result writes. */
+export const MARGIN_BEYOND_TIMEOUT_MS = 10_000;
 
 export interface RefresherHandlerDeps {
   config: RefresherConfig;
-  secrets: SecretsManagerClient;
+  dynamodb: DynamoDBClient;
   provider?: ProviderClient;
   clock?: Clock;
   logger?: ReturnType<typeof createLogger>;
   metrics?: ReturnType<typeof createMetrics>;
+  /** The connections table; default the DynamoDB adapter over `dynamodb` (CONNECTIONS_TABLE_NAME). */
+  store?: ConnectionStore;
+  /** No refresh starts with less remaining time; default the provider time-out plus 10 s. */
+  marginMs?: number;
+  /** Lease owners' ids (tests); default a random UUID per refresh. */
+  newOwner?: () => string;
 }
 
-export function createRefresherHandler(deps: RefresherHandlerDeps) {
+export type RefresherHandler = (event: RefresherEvent | null | undefined, context?: Context) => Promise<RefresherResult>;
+
+export function createRefresherHandler(deps: RefresherHandlerDeps): RefresherHandler {
+  const { config } = deps;
   const logger = deps.logger ?? createLogger(REFRESHER_SERVICE);
   const metrics = deps.metrics ?? createMetrics(REFRESHER_SERVICE);
-  const core = {
-    provider: deps.provider ?? new HttpProviderClient(deps.config.provider),
-    credentials: new SecretsManagerCredentialsStore(deps.secrets, deps.config.credentialsSecretId),
-    accessTokens: new SecretsManagerAccessTokenStore(deps.secrets, deps.config.accessTokenSecretId),
-    clock: deps.clock ?? systemClock,
-    log: logger,
-  };
+  const store = deps.store ?? new DynamoDbConnectionStore(deps.dynamodb, config.connectionsTableName);
+  const provider = deps.provider ?? new HttpProviderClient(config.provider);
+  const clock = deps.clock ?? systemClock;
+  const marginMs = deps.marginMs ?? config.provider.timeoutMs + MARGIN_BEYOND_TIMEOUT_MS;
 
-  return async function handler(event: RefresherEvent | null | undefined, context?: Context): Promise<RefresherResult> {
+  return async function handler(event, context) {
     if (context) logger.addContext(context);
     const trigger = event?.trigger === 'deploy' ? 'deploy' : 'schedule';
     try {
-      const result = await refreshAccessToken(core);
-      metrics.addMetric(REFRESHER_METRIC_NAMES.refreshed, MetricUnit.Count, 1);
-      if (result.rotated) metrics.addMetric(REFRESHER_METRIC_NAMES.rotated, MetricUnit.Count, 1);
-      return { status: 'refreshed', ...result };
+      const report = await runRefresher(
+        {
+          store,
+          provider,
+          clock,
+          log: logger,
+          marginMs,
+          ...(context ? { remainingMs: () => context.getRemainingTimeInMillis() } : {}),
+          ...(deps.newOwner ? { newOwner: deps.newOwner } : {}),
+        },
+        { tokenRefreshMinutes: config.tokenRefreshMinutes, idleRefreshHours: config.idleRefreshHours, refreshConcurrency: config.refreshConcurrency },
+      );
+      const count = (name: string, value: number): void => void metrics.addMetric(name, MetricUnit.Count, value);
+      count(REFRESHER_METRIC_NAMES.active, report.connections.active);
+      count(REFRESHER_METRIC_NAMES.paused, report.connections.paused);
+      count(REFRESHER_METRIC_NAMES.failing, report.connections.failing);
+      count(REFRESHER_METRIC_NAMES.refreshed, report.refreshed);
+      count(REFRESHER_METRIC_NAMES.rotated, report.rotated);
+      count(REFRESHER_METRIC_NAMES.failed, report.failed);
+      count(REFRESHER_METRIC_NAMES.refused, report.refused);
+      logger.info('token refresher run', { trigger, ...report });
+      return { trigger, ...report };
     } catch (error) {
-      if (trigger === 'deploy' && error instanceof CredentialsNotConfiguredError) {
-        logger.warn('token refresh skipped at deploy: credentials not configured yet', { error: describeError(error) });
-        return { status: 'skipped', reason: error.message };
-      }
-      metrics.addMetric(REFRESHER_METRIC_NAMES.failed, MetricUnit.Count, 1);
-      logger.error('token refresh failed', { trigger, error: describeError(error) });
+      logger.error('token refresher run failed: the connections table could not be scanned', { trigger, error: describeError(error) });
       throw error;
     } finally {
       metrics.publishStoredMetrics();

@@ -20,6 +20,9 @@ export const MAX_CONNECTION_ID_LENGTH = 64;
 export type ConnectionStatus = 'active' | 'paused' | 'failing' | 'removed';
 export const CONNECTION_STATUSES: readonly ConnectionStatus[] = ['active', 'paused', 'failing', 'removed'];
 
+/** The connections table's partition key (docs/connections.md); a DynamoDB reserved word, so expressions alias it. */
+export const CONNECTIONS_TABLE_KEY = 'connection';
+
 /** How the connection's token refreshes have gone. Times are ISO-8601 UTC. */
 export interface RefreshHealth {
   lastSuccessAt?: string;
@@ -35,6 +38,7 @@ export interface ConnectionRecord {
   connection: string;
   clientId: string;
   status: ConnectionStatus;
+  /** The refresh token; empty once the connection is `removed` (removal deletes its tokens). */
   refreshToken: string;
   /** Raised whenever the refresh token changes (the operator's `add`, a rotation): a refresh writes only over the one it used. */
   credentialsVersion: number;
@@ -71,4 +75,36 @@ export function validateConnectionId(value: unknown): string {
   const problem = connectionIdProblem(value);
   if (problem !== undefined) throw new PermanentError(problem);
   return value as string;
+}
+
+/** Longest client id and refresh token accepted (a header and a query parameter must carry them). */
+export const MAX_CLIENT_ID_LENGTH = 256;
+export const MAX_REFRESH_TOKEN_LENGTH = 8192;
+
+/** The reason a client id cannot be used, or undefined. Never quotes the value. */
+export function clientIdProblem(value: string): string | undefined {
+  if (value.trim() === '') return 'the client id is empty';
+  if (value.length > MAX_CLIENT_ID_LENGTH) return `the client id is ${value.length} characters long; the limit is ${MAX_CLIENT_ID_LENGTH}`;
+  if (/[\u0000-\u001f\u007f-\u009f]/.test(value)) return 'the client id holds a control character';
+  return undefined;
+}
+
+/**
+ * The reason a refresh token cannot be used, or undefined: it goes in an Authorization header, so
+ * no whitespace, no control character and nothing beyond U+00FF. Never quotes the value.
+ */
+export function refreshTokenProblem(value: string): string | undefined {
+  if (value.length === 0) return 'the refresh token is empty';
+  if (value.length > MAX_REFRESH_TOKEN_LENGTH) return `the refresh token is ${value.length} characters long; the limit is ${MAX_REFRESH_TOKEN_LENGTH}`;
+  for (let i = 0; i < value.length; i++) {
+    const code = value.charCodeAt(i);
+    if (code <= 0x20 || (code >= 0x7f && code <= 0xa0)) return `the refresh token holds whitespace or a control character at position ${i + 1}`;
+    if (code > 0xff) return `the refresh token holds a character beyond U+00FF at position ${i + 1}, which an HTTP header cannot carry`;
+  }
+  return undefined;
+}
+
+/** The provider pace a connection's requests draw from: one per client id, or one per connection. */
+export function paceKeyOf(scope: 'client' | 'connection', connection: { connection: string; clientId: string }): string {
+  return scope === 'client' ? `client#${connection.clientId}` : `connection#${connection.connection}`;
 }

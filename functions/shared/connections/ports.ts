@@ -9,21 +9,26 @@ import type { ConnectionRecord, ConnectionStatus } from './connection.js';
 export interface ConnectionStore {
   /** The connection's row, undefined when there is none. Throws TransientError when DynamoDB keeps failing. */
   get(connection: string, options?: { consistent?: boolean }): Promise<ConnectionRecord | undefined>;
-  /** Every connection (a Scan), page by page. */
+  /** Every connection (a Scan), page by page; a row that is not a connection (no credentials ever added) is left out. */
   list(): AsyncIterable<ConnectionRecord>;
   /**
    * Creates the connection as `active`, or replaces the credentials of an existing one (status back
    * to `active`, health reset, access token and any lease cleared, credentialsVersion raised).
    */
   putCredentials(input: { connection: string; clientId: string; refreshToken: string; at: string }): Promise<'created' | 'replaced'>;
-  /** Sets the status if the row exists and its status is one of `from`; `missing` / `conflict` otherwise. */
+  /**
+   * Sets the status if the row exists and its status is one of `from`; `missing` / `conflict`
+   * otherwise. `removed` also deletes the tokens and raises credentialsVersion (a refresh still
+   * running cannot write them back).
+   */
   setStatus(connection: string, to: ConnectionStatus, from: readonly ConnectionStatus[], at: string): Promise<'written' | 'missing' | 'conflict'>;
   /** Deletes the row (after `remove --purge` has deleted the connection's rows and objects). */
   delete(connection: string): Promise<void>;
   /**
    * Takes the refresh lease: written only if the status is `active` (or `failing` when
-   * `includeFailing`) and no unexpired lease is held. Returns the row as it was, with its tokens;
-   * `held` when another holds the lease; `missing` / `not-refreshable` (with the status) otherwise.
+   * `includeFailing`) and no unexpired lease is held. Returns the row with the lease taken, tokens
+   * included; `held` when another holds the lease; `missing` / `not-refreshable` (with the status)
+   * otherwise.
    */
   takeRefreshLease(
     connection: string,
@@ -31,8 +36,9 @@ export interface ConnectionStore {
   ): Promise<{ kind: 'taken'; record: ConnectionRecord } | { kind: 'held'; until: number } | { kind: 'missing' } | { kind: 'not-refreshable'; status: ConnectionStatus }>;
   /**
    * A successful refresh: the new access token (and the rotated refresh token, raising
-   * credentialsVersion), health reset, status `active`, lease released; written only while the
-   * stored credentialsVersion is still `credentialsVersion`.
+   * credentialsVersion), consecutive failures reset, lastSuccessAt set, status `active` (a
+   * connection paused meanwhile stays paused), lease released; written only while the stored
+   * credentialsVersion is still `credentialsVersion`.
    */
   completeRefresh(input: {
     connection: string;
@@ -43,12 +49,13 @@ export interface ConnectionStore {
     rotatedRefreshToken?: string;
   }): Promise<'written' | 'conflict'>;
   /**
-   * A failed refresh: health updated; `refused` also sets the status `failing`; lease released.
+   * A failed refresh: health updated; `refused` also sets the status `failing` (unless the
+   * connection was paused meanwhile); lease released.
    * Written only while the stored credentialsVersion is still `credentialsVersion` (credentials the
    * operator replaced meanwhile are not marked failing for the old ones' refusal).
    */
   failRefresh(input: { connection: string; owner: string; credentialsVersion: number; at: string; reason: string; refused: boolean }): Promise<'written' | 'conflict'>;
-  /** Records that the item sync used the connection (best effort). */
+  /** Records that the item sync used the connection: `lastUsedAt`, written only over an older one (best effort). */
   markUsed(connection: string, at: string): Promise<void>;
 }
 
@@ -61,6 +68,11 @@ export type ConnectionGate =
   /** The messages wait (paused, failing, a refresh in progress or failed for now) this long. */
   | { kind: 'wait'; reason: string; seconds: number };
 
+/**
+ * Both methods throw a TransientError when the connections table cannot be read or written for now
+ * (the records are retried), and a ConfigError when it cannot be used as configured (no such table,
+ * access denied). A connection's refresh failing is no error: it is a `wait` gate.
+ */
 export interface ConnectionAccess {
   /**
    * Whether and how the connection's items can be fetched now: read from the connections table (at

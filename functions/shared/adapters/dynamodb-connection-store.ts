@@ -1,0 +1,329 @@
+/**
+ * The connections table (CONNECTIONS_TABLE_NAME) as the ConnectionStore port: one row per
+ * connection, partition key `connection` (S), the attributes docs/connections.md lists. Every write
+ * that must not cross another is conditional:
+ * - the refresh lease: the status is `active` (or `failing` when asked) and no unexpired lease;
+ * - a refresh's result: the credentialsVersion the refresh used is still stored (so credentials the
+ *   operator replaced meanwhile are never overwritten, and a rotated refresh token is written with
+ *   the access token in one write); the status is set only from `active`/`failing`, so a connection
+ *   the operator paused while a refresh ran stays paused;
+ * - a status change: from the statuses the caller allows.
+ * AWS failures are re-thrown without values: a TransientError for throttling, 5xx and network
+ * failures; a ConfigError naming the setting for a table that does not exist or may not be used;
+ * an Error naming the operation otherwise.
+ */
+import {
+  ConditionalCheckFailedException,
+  DeleteItemCommand,
+  GetItemCommand,
+  ScanCommand,
+  UpdateItemCommand,
+  type AttributeValue,
+  type DynamoDBClient,
+  type UpdateItemCommandInput,
+} from '@aws-sdk/client-dynamodb';
+import { CONNECTION_STATUSES, CONNECTIONS_TABLE_KEY, type ConnectionRecord, type ConnectionStatus } from '../connections/connection.js';
+import type { ConnectionStore } from '../connections/ports.js';
+import { ENV } from '../config.js';
+import { ConfigError, TransientError } from '../errors.js';
+
+type Row = Record<string, AttributeValue>;
+type Lease = Awaited<ReturnType<ConnectionStore['takeRefreshLease']>>;
+
+/** AWS error names that may pass on a later try. */
+const TRANSIENT_NAMES = new Set([
+  'ProvisionedThroughputExceededException',
+  'ThrottlingException',
+  'RequestLimitExceeded',
+  'InternalServerError',
+  'ServiceUnavailable',
+  'LimitExceededException',
+  'TransactionConflictException',
+  'TimeoutError',
+]);
+/** AWS error names that say the table cannot be used as configured. */
+const CONFIG_NAMES = new Set(['ResourceNotFoundException', 'AccessDeniedException', 'UnrecognizedClientException']);
+
+/** How often a status-dependent result write is tried again when the status changed under it. */
+const RESULT_WRITE_ROUNDS = 3;
+
+export interface DynamoDbConnectionStoreOptions {
+  /** What names the table in errors: the variable (default CONNECTIONS_TABLE_NAME) or the CLI's flag. */
+  setting?: string;
+}
+
+export class DynamoDbConnectionStore implements ConnectionStore {
+  private readonly setting: string;
+
+  constructor(
+    private readonly client: DynamoDBClient,
+    readonly tableName: string,
+    options: DynamoDbConnectionStoreOptions = {},
+  ) {
+    this.setting = options.setting ?? ENV.connectionsTableName;
+  }
+
+  async get(connection: string, options: { consistent?: boolean } = {}): Promise<ConnectionRecord | undefined> {
+    const row = await this.getRow(connection, options.consistent ?? false);
+    return row ? toRecord(row) : undefined;
+  }
+
+  async *list(): AsyncIterable<ConnectionRecord> {
+    let start: Row | undefined;
+    do {
+      const page = await this.send('Scan', () => this.client.send(new ScanCommand({ TableName: this.tableName, ExclusiveStartKey: start })));
+      for (const row of page.Items ?? []) {
+        const record = toRecord(row);
+        if (record) yield record;
+      }
+      start = page.LastEvaluatedKey;
+    } while (start);
+  }
+
+  async putCredentials(input: { connection: string; clientId: string; refreshToken: string; at: string }): Promise<'created' | 'replaced'> {
+    const output = await this.send('UpdateItem', () =>
+      this.client.send(
+        new UpdateItemCommand({
+          TableName: this.tableName,
+          Key: this.key(input.connection),
+          UpdateExpression:
+            'SET clientId = :clientId, #status = :active, refreshToken = :refreshToken, ' +
+            'credentialsVersion = if_not_exists(credentialsVersion, :zero) + :one, consecutiveFailures = :zero, ' +
+            'createdAt = if_not_exists(createdAt, :at), updatedAt = :at ' +
+            'REMOVE accessToken, refreshedAt, lastSuccessAt, lastFailureAt, lastFailureReason, leaseOwner, leaseUntil',
+          ExpressionAttributeNames: { '#status': 'status' },
+          ExpressionAttributeValues: {
+            ':clientId': { S: input.clientId },
+            ':active': { S: 'active' },
+            ':refreshToken': { S: input.refreshToken },
+            ':zero': { N: '0' },
+            ':one': { N: '1' },
+            ':at': { S: input.at },
+          },
+          ReturnValues: 'UPDATED_OLD',
+        }),
+      ),
+    );
+    // A row the change-events function made (ids known, no credentials) is not a connection yet.
+    return output.Attributes?.['status']?.S !== undefined ? 'replaced' : 'created';
+  }
+
+  async setStatus(connection: string, to: ConnectionStatus, from: readonly ConnectionStatus[], at: string): Promise<'written' | 'missing' | 'conflict'> {
+    const values: Row = { ':to': { S: to }, ':at': { S: at } };
+    from.forEach((status, i) => (values[`:from${i}`] = { S: status }));
+    // Removal deletes the tokens and raises credentialsVersion: a refresh still running cannot write them back.
+    const update =
+      to === 'removed'
+        ? 'SET #status = :to, updatedAt = :at, credentialsVersion = if_not_exists(credentialsVersion, :zero) + :one REMOVE refreshToken, accessToken, refreshedAt, leaseOwner, leaseUntil'
+        : 'SET #status = :to, updatedAt = :at';
+    if (to === 'removed') Object.assign(values, { ':zero': { N: '0' }, ':one': { N: '1' } });
+    if (from.length === 0) throw new Error('setStatus needs at least one status to change from');
+    const written = await this.conditional('UpdateItem', {
+      TableName: this.tableName,
+      Key: this.key(connection),
+      UpdateExpression: update,
+      ConditionExpression: `#status IN (${from.map((_, i) => `:from${i}`).join(', ')})`,
+      ExpressionAttributeNames: { '#status': 'status' },
+      ExpressionAttributeValues: values,
+    });
+    if (written) return 'written';
+    return (await this.get(connection, { consistent: true })) ? 'conflict' : 'missing';
+  }
+
+  async delete(connection: string): Promise<void> {
+    await this.send('DeleteItem', () => this.client.send(new DeleteItemCommand({ TableName: this.tableName, Key: this.key(connection) })));
+  }
+
+  async takeRefreshLease(connection: string, lease: { owner: string; until: number; now: number; includeFailing?: boolean }): Promise<Lease> {
+    const statuses = lease.includeFailing ? ['active', 'failing'] : ['active'];
+    for (let round = 1; ; round++) {
+      let taken: Row | undefined;
+      try {
+        const output = await this.client.send(
+          new UpdateItemCommand({
+            TableName: this.tableName,
+            Key: this.key(connection),
+            UpdateExpression: 'SET leaseOwner = :owner, leaseUntil = :until',
+            ConditionExpression: `#status IN (${statuses.map((_, i) => `:s${i}`).join(', ')}) AND (attribute_not_exists(leaseUntil) OR leaseUntil < :now)`,
+            ExpressionAttributeNames: { '#status': 'status' },
+            ExpressionAttributeValues: {
+              ':owner': { S: lease.owner },
+              ':until': { N: String(lease.until) },
+              ':now': { N: String(lease.now) },
+              ...Object.fromEntries(statuses.map((status, i) => [`:s${i}`, { S: status }])),
+            },
+            ReturnValues: 'ALL_NEW',
+          }),
+        );
+        taken = output.Attributes;
+      } catch (error) {
+        if (!(error instanceof ConditionalCheckFailedException)) throw this.failure('UpdateItem', error);
+      }
+      if (taken) {
+        const record = toRecord(taken);
+        if (!record) throw new Error(`the connections table's row of a connection lacks its credentials (UpdateItem)`);
+        return { kind: 'taken', record };
+      }
+      // Why not: read the row as it is now.
+      const record = await this.get(connection, { consistent: true });
+      if (!record) return { kind: 'missing' };
+      if (!statuses.includes(record.status)) return { kind: 'not-refreshable', status: record.status };
+      if (record.refreshLease && record.refreshLease.until >= lease.now) return { kind: 'held', until: record.refreshLease.until };
+      // The lease was released between the two requests: try again, a few times.
+      if (round >= RESULT_WRITE_ROUNDS) return { kind: 'held', until: lease.now };
+    }
+  }
+
+  async completeRefresh(input: {
+    connection: string;
+    owner: string;
+    credentialsVersion: number;
+    accessToken: string;
+    refreshedAt: string;
+    rotatedRefreshToken?: string;
+  }): Promise<'written' | 'conflict'> {
+    const set = ['accessToken = :accessToken', 'refreshedAt = :refreshedAt', 'lastSuccessAt = :refreshedAt', 'consecutiveFailures = :zero', 'updatedAt = :refreshedAt'];
+    const values: Row = { ':accessToken': { S: input.accessToken }, ':refreshedAt': { S: input.refreshedAt }, ':zero': { N: '0' } };
+    if (input.rotatedRefreshToken !== undefined) {
+      set.push('refreshToken = :refreshToken', 'credentialsVersion = credentialsVersion + :one');
+      values[':refreshToken'] = { S: input.rotatedRefreshToken };
+      values[':one'] = { N: '1' };
+    }
+    return this.writeResult(input.connection, input.credentialsVersion, set, values, 'active');
+  }
+
+  async failRefresh(input: { connection: string; owner: string; credentialsVersion: number; at: string; reason: string; refused: boolean }): Promise<'written' | 'conflict'> {
+    const set = ['lastFailureAt = :at', 'lastFailureReason = :reason', 'consecutiveFailures = if_not_exists(consecutiveFailures, :zero) + :one', 'updatedAt = :at'];
+    const values: Row = { ':at': { S: input.at }, ':reason': { S: input.reason.slice(0, 1000) || 'unknown' }, ':zero': { N: '0' }, ':one': { N: '1' } };
+    return this.writeResult(input.connection, input.credentialsVersion, set, values, input.refused ? 'failing' : undefined);
+  }
+
+  async markUsed(connection: string, at: string): Promise<void> {
+    await this.conditional('UpdateItem', {
+      TableName: this.tableName,
+      Key: this.key(connection),
+      UpdateExpression: 'SET lastUsedAt = :at',
+      ConditionExpression: 'attribute_exists(#status) AND (attribute_not_exists(lastUsedAt) OR lastUsedAt < :at)',
+      ExpressionAttributeNames: { '#status': 'status' },
+      ExpressionAttributeValues: { ':at': { S: at } },
+    });
+  }
+
+  /**
+   * A refresh's result, lease released, conditional on `credentialsVersion`. With `status`, the
+   * status is set too while it is `active` or `failing`; a connection in another status (paused
+   * while the refresh ran) gets the result and keeps its status.
+   */
+  private async writeResult(connection: string, version: number, set: string[], values: Row, status: ConnectionStatus | undefined): Promise<'written' | 'conflict'> {
+    const write = (condition: string, extraSet: string[], extraValues: Row): Promise<boolean> =>
+      this.conditional('UpdateItem', {
+        TableName: this.tableName,
+        Key: this.key(connection),
+        UpdateExpression: `SET ${[...set, ...extraSet].join(', ')} REMOVE leaseOwner, leaseUntil`,
+        ConditionExpression: condition,
+        ...(condition.includes('#status') ? { ExpressionAttributeNames: { '#status': 'status' } } : {}),
+        ExpressionAttributeValues: { ...values, ':version': { N: String(version) }, ...extraValues },
+      });
+    if (status === undefined) return (await write('credentialsVersion = :version', [], {})) ? 'written' : 'conflict';
+    let seen: ConnectionStatus = 'active';
+    for (let round = 1; round <= RESULT_WRITE_ROUNDS; round++) {
+      const written =
+        seen === 'active' || seen === 'failing'
+          ? await write('credentialsVersion = :version AND #status IN (:active, :failing)', ['#status = :status'], {
+              ':status': { S: status },
+              ':active': { S: 'active' },
+              ':failing': { S: 'failing' },
+            })
+          : await write('credentialsVersion = :version AND #status = :seen', [], { ':seen': { S: seen } });
+      if (written) return 'written';
+      const current = await this.get(connection, { consistent: true });
+      if (!current || current.credentialsVersion !== version) return 'conflict';
+      seen = current.status;
+    }
+    return 'conflict';
+  }
+
+  private async getRow(connection: string, consistent: boolean): Promise<Row | undefined> {
+    const output = await this.send('GetItem', () =>
+      this.client.send(new GetItemCommand({ TableName: this.tableName, Key: this.key(connection), ConsistentRead: consistent })),
+    );
+    return output.Item;
+  }
+
+  /** An UpdateItem whose condition may fail: true when written, false when the condition failed. */
+  private async conditional(operation: string, input: UpdateItemCommandInput): Promise<boolean> {
+    try {
+      await this.client.send(new UpdateItemCommand(input));
+      return true;
+    } catch (error) {
+      if (error instanceof ConditionalCheckFailedException) return false;
+      throw this.failure(operation, error);
+    }
+  }
+
+  private async send<T>(operation: string, call: () => Promise<T>): Promise<T> {
+    try {
+      return await call();
+    } catch (error) {
+      throw this.failure(operation, error);
+    }
+  }
+
+  private key(connection: string): Row {
+    return { [CONNECTIONS_TABLE_KEY]: { S: connection } };
+  }
+
+  /** The error to throw for an AWS failure: its name and status only, never the request's values. */
+  private failure(operation: string, error: unknown): Error {
+    const { name, $metadata, code } = (error ?? {}) as { name?: string; $metadata?: { httpStatusCode?: number }; code?: string };
+    const status = $metadata?.httpStatusCode;
+    const what = `${name ?? 'Error'}${code && code !== name ? ` ${code}` : ''}${status !== undefined ? `, HTTP ${status}` : ''}`;
+    const message = `DynamoDB ${operation} on the connections table ${this.tableName} failed (${what})`;
+    if (name !== undefined && CONFIG_NAMES.has(name)) {
+      return new ConfigError(this.setting, `${message}: check that the table exists and may be used`);
+    }
+    if ((name !== undefined && TRANSIENT_NAMES.has(name)) || status === undefined || status >= 500) return new TransientError(message);
+    return new Error(message);
+  }
+}
+
+/** The row as a ConnectionRecord; undefined for a row that is not a connection (no status or client id). */
+export function toRecord(row: Row): ConnectionRecord | undefined {
+  const connection = row[CONNECTIONS_TABLE_KEY]?.S;
+  const status = row['status']?.S as ConnectionStatus | undefined;
+  const clientId = row['clientId']?.S;
+  if (connection === undefined || clientId === undefined || status === undefined || !CONNECTION_STATUSES.includes(status)) return undefined;
+  const refreshToken = row['refreshToken']?.S;
+  if (refreshToken === undefined && status !== 'removed') return undefined;
+  const s = (name: string): string | undefined => row[name]?.S;
+  const n = (name: string): number | undefined => {
+    const text = row[name]?.N;
+    return text === undefined ? undefined : Number(text);
+  };
+  const leaseOwner = s('leaseOwner');
+  const leaseUntil = n('leaseUntil');
+  const record: ConnectionRecord = {
+    connection,
+    clientId,
+    status,
+    refreshToken: refreshToken ?? '',
+    credentialsVersion: n('credentialsVersion') ?? 0,
+    health: { consecutiveFailures: n('consecutiveFailures') ?? 0 },
+    createdAt: s('createdAt') ?? '',
+    updatedAt: s('updatedAt') ?? '',
+  };
+  const optional: Array<[keyof ConnectionRecord, string | number | undefined]> = [
+    ['accessToken', s('accessToken')],
+    ['refreshedAt', s('refreshedAt')],
+    ['lastUsedAt', s('lastUsedAt')],
+    ['idsKnown', n('idsKnown')],
+    ['lastWriteAt', s('lastWriteAt')],
+  ];
+  for (const [field, value] of optional) if (value !== undefined) (record as unknown as Record<string, unknown>)[field] = value;
+  const health = record.health;
+  if (s('lastSuccessAt') !== undefined) health.lastSuccessAt = s('lastSuccessAt');
+  if (s('lastFailureAt') !== undefined) health.lastFailureAt = s('lastFailureAt');
+  if (s('lastFailureReason') !== undefined) health.lastFailureReason = s('lastFailureReason');
+  if (leaseOwner !== undefined && leaseUntil !== undefined) record.refreshLease = { owner: leaseOwner, until: leaseUntil };
+  return record;
+}

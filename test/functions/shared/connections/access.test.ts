@@ -1,0 +1,229 @@
+/**
+ * The item sync's ConnectionAccess (functions/shared/connections/access.ts, connection-access.ts)
+ * over the in-memory store and a fake provider: the gate per status, the per-container cache, the
+ * refresh before use, the refresh after a 401 shared by every caller and across two containers,
+ * lastUsedAt, the cache's bound.
+ */
+import { describe, expect, it } from 'vitest';
+import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
+import { createConnectionAccess } from '../../../../functions/shared/connections/access.js';
+import { BUSY_WAIT_SECONDS, CachedConnectionAccess, FAILED_WAIT_SECONDS, FRESH_REFUSAL_SECONDS } from '../../../../functions/shared/connections/connection-access.js';
+import type { SyncConfig } from '../../../../functions/shared/config.js';
+import type { RefreshResult } from '../../../../functions/shared/connections/refresh.js';
+import { expectNoToken, FakeClock, FakeProvider, MemoryConnectionStore, MemoryLog, providerError, T0 } from './fakes.js';
+
+const MINUTE = 60_000;
+const config: Pick<SyncConfig, 'connectionsTableName' | 'tokenRefreshMinutes' | 'tokenCacheSeconds' | 'connectionWaitSeconds' | 'paceScope'> = {
+  connectionsTableName: 'connections',
+  tokenRefreshMinutes: 30,
+  tokenCacheSeconds: 60,
+  connectionWaitSeconds: 300,
+  paceScope: 'client',
+};
+const iso = (ms: number): string => new Date(ms).toISOString();
+
+function setup(overrides: Partial<typeof config> = {}, cacheSize?: number) {
+  const store = new MemoryConnectionStore();
+  const provider = new FakeProvider();
+  const clock = new FakeClock();
+  const log = new MemoryLog();
+  const refreshes: RefreshResult[] = [];
+  const build = () =>
+    createConnectionAccess({
+      config: { ...config, ...overrides },
+      dynamodb: new DynamoDBClient({}),
+      provider,
+      clock,
+      logger: log,
+      store,
+      onRefresh: (result) => void refreshes.push(result),
+      ...(cacheSize !== undefined ? { cacheSize } : {}),
+    });
+  return { store, provider, clock, log, refreshes, access: build(), build };
+}
+
+const gets = (store: MemoryConnectionStore): number => store.calls.filter((c) => c === 'get').length;
+
+describe('open', () => {
+  it('unknown and removed connections are dead; paused and failing ones wait; a bad id is dead', async () => {
+    const { store, access } = setup();
+    store.seed({ connection: 'gone', status: 'removed' });
+    store.seed({ connection: 'held', status: 'paused' });
+    store.seed({ connection: 'bad', status: 'failing', health: { consecutiveFailures: 2, lastFailureReason: 'getToken: HTTP 401' } });
+    expect(await access.open('nobody')).toEqual({ kind: 'dead', reason: 'unknown connection "nobody"' });
+    expect(await access.open('gone')).toEqual({ kind: 'dead', reason: 'connection "gone" was removed' });
+    expect(await access.open('held')).toEqual({ kind: 'wait', reason: 'connection "held" is paused', seconds: 300 });
+    expect(await access.open('bad')).toEqual({
+      kind: 'wait',
+      reason: 'connection "bad" is failing: the provider refused its refresh token (getToken: HTTP 401); add it again with new credentials',
+      seconds: 300,
+    });
+    expect(await access.open('a/b')).toEqual({ kind: 'dead', reason: 'the connection id may hold only the characters A-Z a-z 0-9 . _ -' });
+  });
+
+  it('an active connection with a young token is ready, with the pace key of its scope', async () => {
+    const { store, provider, access } = setup();
+    store.seed({ connection: 'acme', clientId: 'client-9', accessToken: 'at-young-secret', refreshedAt: iso(T0 - 10 * MINUTE), lastUsedAt: iso(T0) });
+    expect(await access.open('acme')).toEqual({ kind: 'ready', connection: 'acme', token: 'at-young-secret', paceKey: 'client#client-9' });
+    const { store: store2, access: byConnection } = setup({ paceScope: 'connection' });
+    store2.seed({ connection: 'acme', clientId: 'client-9', accessToken: 'at-young-secret', refreshedAt: iso(T0), lastUsedAt: iso(T0) });
+    expect(await byConnection.open('acme')).toMatchObject({ kind: 'ready', paceKey: 'connection#acme' });
+    expect(provider.calls).toHaveLength(0);
+  });
+
+  it('reads a row at most once per tokenCacheSeconds; concurrent opens share one read', async () => {
+    const { store, clock, access } = setup();
+    store.seed({ connection: 'acme', accessToken: 'at-young-secret', refreshedAt: iso(T0), lastUsedAt: iso(T0) });
+    await Promise.all([access.open('acme'), access.open('acme'), access.open('acme')]);
+    expect(gets(store)).toBe(1);
+    clock.advance(59_000);
+    await access.open('acme');
+    expect(gets(store)).toBe(1);
+    clock.advance(1_000);
+    await access.open('acme');
+    expect(gets(store)).toBe(2);
+  });
+
+  it('no token, or one older than tokenRefreshMinutes: refreshed now, once for concurrent callers', async () => {
+    const { store, provider, access, refreshes } = setup();
+    store.seed({ connection: 'new' });
+    store.seed({ connection: 'old', accessToken: 'at-old-secret', refreshedAt: iso(T0 - 30 * MINUTE) });
+    const gates = await Promise.all([access.open('new'), access.open('new'), access.open('old')]);
+    expect(gates.map((g) => g.kind)).toEqual(['ready', 'ready', 'ready']);
+    expect(gates[0]).toEqual(gates[1]);
+    expect(provider.calls.map((c) => c.refreshToken).sort()).toEqual(['rt-new-secret', 'rt-old-secret']);
+    expect(store.row('old')?.accessToken).not.toBe('at-old-secret');
+    expect(refreshes.map((r) => r.kind)).toEqual(['refreshed', 'refreshed']);
+  });
+
+  it('a refresh held by another container: wait 5 s; refused: wait connectionWaitSeconds; failed: wait 30 s', async () => {
+    const { store, provider, access, log } = setup();
+    store.seed({ connection: 'busy', refreshLease: { owner: 'other', until: T0 + MINUTE } });
+    store.seed({ connection: 'refused', refreshToken: 'rt-refused-secret' });
+    store.seed({ connection: 'down', refreshToken: 'rt-down-secret' });
+    provider.answers.set('rt-refused-secret', providerError('unauthorized', 401, 'bad token rt-refused-secret'));
+    provider.answers.set('rt-down-secret', providerError('transient', 503));
+    expect(await access.open('busy')).toEqual({ kind: 'wait', reason: 'connection "busy": its access token is being refreshed', seconds: BUSY_WAIT_SECONDS });
+    const refused = await access.open('refused');
+    expect(refused).toMatchObject({ kind: 'wait', seconds: 300 });
+    expect(store.row('refused')?.status).toBe('failing');
+    const down = await access.open('down');
+    expect(down).toMatchObject({ kind: 'wait', seconds: FAILED_WAIT_SECONDS });
+    expect(store.row('down')?.status).toBe('active');
+    // The refused connection now waits from the cache, without another getToken.
+    expect(await access.open('refused')).toMatchObject({ kind: 'wait', seconds: 300 });
+    expect(provider.calls.filter((c) => c.refreshToken === 'rt-refused-secret')).toHaveLength(1);
+    expect(log.lines.find((l) => l.message.startsWith('connection is now failing'))?.attributes).toMatchObject({ connection: 'refused' });
+    expectNoToken(JSON.stringify([refused, down]) + log.text(), ['rt-refused-secret', 'rt-down-secret']);
+  });
+
+  it('records lastUsedAt at most once per half refresh interval, and not over a recent one', async () => {
+    const { store, clock, access } = setup({ tokenCacheSeconds: 0 });
+    store.seed({ connection: 'acme', accessToken: 'at-secret', refreshedAt: iso(T0) });
+    store.seed({ connection: 'used', accessToken: 'at-secret', refreshedAt: iso(T0), lastUsedAt: iso(T0 - MINUTE) });
+    await access.open('acme');
+    await access.open('used');
+    expect(store.row('acme')?.lastUsedAt).toBe(iso(T0));
+    expect(store.row('used')?.lastUsedAt).toBe(iso(T0 - MINUTE));
+    clock.advance(14 * MINUTE);
+    await access.open('acme');
+    expect(store.calls.filter((c) => c === 'markUsed')).toHaveLength(1);
+    clock.advance(MINUTE);
+    await access.open('acme');
+    expect(store.calls.filter((c) => c === 'markUsed')).toHaveLength(2);
+    expect(store.row('acme')?.lastUsedAt).toBe(iso(T0 + 15 * MINUTE));
+  });
+
+  it('a failed lastUsedAt write changes nothing', async () => {
+    const { store, access } = setup();
+    store.seed({ connection: 'acme', accessToken: 'at-secret', refreshedAt: iso(T0) });
+    store.failing.set('markUsed', new Error('throttled'));
+    expect(await access.open('acme')).toMatchObject({ kind: 'ready' });
+  });
+
+  it('the cache holds at most cacheSize connections', async () => {
+    const { store, access } = setup({}, 2);
+    for (const id of ['a', 'b', 'c']) store.seed({ connection: id, accessToken: 'at-secret', refreshedAt: iso(T0), lastUsedAt: iso(T0) });
+    for (const id of ['a', 'b', 'c']) await access.open(id);
+    expect((access as CachedConnectionAccess).cached).toBe(2);
+    await access.open('c');
+    expect(gets(store)).toBe(3);
+    await access.open('a');
+    expect(gets(store)).toBe(4);
+  });
+});
+
+describe('afterRefusal', () => {
+  it('the row holds another token: that one, without getToken', async () => {
+    const { store, provider, access } = setup();
+    store.seed({ connection: 'acme', accessToken: 'at-1-secret', refreshedAt: iso(T0), lastUsedAt: iso(T0) });
+    expect(await access.open('acme')).toMatchObject({ token: 'at-1-secret' });
+    store.rows.get('acme')!.accessToken = 'at-2-secret';
+    expect(await access.afterRefusal('acme', 'at-1-secret')).toMatchObject({ kind: 'ready', token: 'at-2-secret' });
+    expect(provider.calls).toHaveLength(0);
+  });
+
+  it('the row holds the refused token: one refresh for every caller that met it; then the cache answers', async () => {
+    const { store, provider, clock, access } = setup();
+    store.seed({ connection: 'acme', accessToken: 'at-1-secret', refreshedAt: iso(T0 - 5 * MINUTE), lastUsedAt: iso(T0) });
+    await access.open('acme');
+    const gates = await Promise.all(Array.from({ length: 10 }, () => access.afterRefusal('acme', 'at-1-secret')));
+    expect(provider.calls).toHaveLength(1);
+    const token = store.row('acme')!.accessToken!;
+    expect(gates.every((g) => g.kind === 'ready' && g.token === token)).toBe(true);
+    const reads = gets(store);
+    expect(await access.afterRefusal('acme', 'at-1-secret')).toMatchObject({ kind: 'ready', token });
+    expect(gets(store)).toBe(reads);
+    // The new token refused at once too: no second refresh within a minute.
+    expect(await access.afterRefusal('acme', token)).toEqual({
+      kind: 'wait',
+      reason: 'connection "acme": the provider refused an access token issued less than a minute ago',
+      seconds: FRESH_REFUSAL_SECONDS,
+    });
+    clock.advance(FRESH_REFUSAL_SECONDS * 1000);
+    expect(await access.afterRefusal('acme', token)).toMatchObject({ kind: 'ready' });
+    expect(provider.calls).toHaveLength(2);
+  });
+
+  it('a connection paused meanwhile: wait', async () => {
+    const { store, access } = setup();
+    store.seed({ connection: 'acme', accessToken: 'at-1-secret', refreshedAt: iso(T0), lastUsedAt: iso(T0) });
+    await access.open('acme');
+    store.rows.get('acme')!.status = 'paused';
+    expect(await access.afterRefusal('acme', 'at-1-secret')).toMatchObject({ kind: 'wait', reason: 'connection "acme" is paused' });
+  });
+
+  it('two containers over one store, a 401 in both at once: one getToken; the other waits, then reads the new token', async () => {
+    const { store, provider, clock, build } = setup();
+    const first = build();
+    const second = build();
+    store.seed({ connection: 'acme', accessToken: 'at-1-secret', refreshedAt: iso(T0 - 5 * MINUTE), lastUsedAt: iso(T0) });
+    await Promise.all([first.open('acme'), second.open('acme')]);
+    provider.hold();
+    const one = first.afterRefusal('acme', 'at-1-secret');
+    const two = second.afterRefusal('acme', 'at-1-secret');
+    // Let both take their turn at the lease before the provider answers.
+    for (let i = 0; i < 20 && store.calls.filter((c) => c === 'takeRefreshLease').length < 2; i++) await new Promise((r) => setImmediate(r));
+    provider.release();
+    const gates = await Promise.all([one, two]);
+    expect(provider.calls).toHaveLength(1);
+    const token = store.row('acme')!.accessToken!;
+    expect(gates.map((g) => g.kind).sort()).toEqual(['ready', 'wait']);
+    expect(gates.find((g) => g.kind === 'wait')).toMatchObject({ seconds: BUSY_WAIT_SECONDS });
+    clock.advance(BUSY_WAIT_SECONDS * 1000);
+    const waited = gates[0]!.kind === 'wait' ? first : second;
+    expect(await waited.open('acme')).toMatchObject({ kind: 'ready', token });
+    expect(provider.calls).toHaveLength(1);
+  });
+});
+
+describe('CachedConnectionAccess errors', () => {
+  it('a store that cannot be read: open throws, and the next open reads again', async () => {
+    const { store, access } = setup();
+    store.seed({ connection: 'acme', accessToken: 'at-secret', refreshedAt: iso(T0) });
+    store.failing.set('get', new Error('DynamoDB GetItem failed (ThrottlingException)'));
+    await expect(access.open('acme')).rejects.toThrow(/ThrottlingException/);
+    store.failing.delete('get');
+    expect(await access.open('acme')).toMatchObject({ kind: 'ready' });
+  });
+});

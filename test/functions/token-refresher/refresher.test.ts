@@ -1,0 +1,222 @@
+/**
+ * The token refresher (functions/token-refresher: run.ts and app.ts) over the in-memory store and a
+ * fake provider: which connections are due (each rule), one connection's refusal beside the others'
+ * refreshes, the concurrency bound, the remaining-time margin, the metrics, no token in any output.
+ */
+import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
+import type { Context } from 'aws-lambda';
+import { describe, expect, it } from 'vitest';
+import { captureOutput, jsonLines } from '../../../dev/fakes/capture-output.js';
+import { sumEmfMetrics } from '../../../dev/fakes/emf.js';
+import type { RefresherConfig } from '../../../functions/shared/config.js';
+import type { ConnectionRecord } from '../../../functions/shared/connections/connection.js';
+import { createRefresherHandler } from '../../../functions/token-refresher/app.js';
+import { dueReason, FAILING_RETRY_MS, type RunSettings } from '../../../functions/token-refresher/run.js';
+import { expectNoToken, FakeClock, FakeProvider, MemoryConnectionStore, providerError, T0 } from '../shared/connections/fakes.js';
+
+const MINUTE = 60_000;
+const HOUR = 60 * MINUTE;
+const iso = (ms: number): string => new Date(ms).toISOString();
+const settings: RunSettings = { tokenRefreshMinutes: 30, idleRefreshHours: 24, refreshConcurrency: 3 };
+const config: RefresherConfig = {
+  provider: { baseUrl: 'https://provider.example.com/api', timeoutMs: 1000, maxResponseBytes: 1024 },
+  connectionsTableName: 'connections',
+  tokenRefreshMinutes: 30,
+  refreshConcurrency: 3,
+  idleRefreshHours: 24,
+};
+
+function record(overrides: Partial<ConnectionRecord>): ConnectionRecord {
+  return {
+    connection: 'acme',
+    clientId: 'client-1',
+    status: 'active',
+    refreshToken: 'rt-secret',
+    credentialsVersion: 1,
+    health: { consecutiveFailures: 0 },
+    createdAt: iso(T0),
+    updatedAt: iso(T0),
+    ...overrides,
+  };
+}
+
+function context(remainingMs: () => number): Context {
+  return {
+    functionName: 'token-refresher',
+    functionVersion: '$LATEST',
+    invokedFunctionArn: 'arn:aws:lambda:eu-west-1:123456789012:function:token-refresher',
+    memoryLimitInMB: '256',
+    awsRequestId: 'req-1',
+    logGroupName: '/aws/lambda/token-refresher',
+    logStreamName: 'stream',
+    callbackWaitsForEmptyEventLoop: true,
+    getRemainingTimeInMillis: remainingMs,
+    done: () => undefined,
+    fail: () => undefined,
+    succeed: () => undefined,
+  };
+}
+
+function setup(configOverrides: Partial<RefresherConfig> = {}) {
+  const store = new MemoryConnectionStore();
+  const provider = new FakeProvider();
+  const clock = new FakeClock();
+  const handler = createRefresherHandler({ config: { ...config, ...configOverrides }, dynamodb: new DynamoDBClient({}), store, provider, clock });
+  const run = (event: unknown = {}, ctx?: Context) => captureOutput(() => handler(event as { trigger?: string }, ctx));
+  return { store, provider, clock, run };
+}
+
+function logs(output: string): Array<Record<string, unknown>> {
+  return jsonLines(output).filter((line): line is Record<string, unknown> => typeof line !== 'string' && !line['_aws']);
+}
+
+describe('dueReason', () => {
+  const now = T0;
+  it('active without an access token', () => {
+    expect(dueReason(record({}), now, settings)).toBe('no-token');
+  });
+
+  it('in use (used within two intervals): every run, so its token never reaches the refresh age', () => {
+    const inUse = { accessToken: 'at', lastUsedAt: iso(now - 59 * MINUTE) };
+    expect(dueReason(record({ ...inUse, refreshedAt: iso(now - 29 * MINUTE) }), now, settings)).toBe('in-use');
+    expect(dueReason(record({ ...inUse, refreshedAt: iso(now - MINUTE) }), now, settings)).toBe('in-use');
+    // With runs 10 minutes apart, a token 14 minutes old would still be young at the next run (plus 5 minutes' margin).
+    expect(dueReason(record({ ...inUse, refreshedAt: iso(now - 14 * MINUTE) }), now, { ...settings, intervalMinutes: 10 })).toBeUndefined();
+    expect(dueReason(record({ ...inUse, refreshedAt: iso(now - 15 * MINUTE) }), now, { ...settings, intervalMinutes: 10 })).toBe('in-use');
+  });
+
+  it('idle (last used more than two intervals ago, or never): only once its token is idleRefreshHours old', () => {
+    const idle = { accessToken: 'at', lastUsedAt: iso(now - 61 * MINUTE) };
+    expect(dueReason(record({ ...idle, refreshedAt: iso(now - 23 * HOUR) }), now, settings)).toBeUndefined();
+    expect(dueReason(record({ ...idle, refreshedAt: iso(now - 24 * HOUR) }), now, settings)).toBe('idle');
+    expect(dueReason(record({ accessToken: 'at', refreshedAt: iso(now - 2 * HOUR) }), now, settings)).toBeUndefined();
+  });
+
+  it('failing: once its last failure is an hour old; paused and removed never', () => {
+    const failing = (ago: number) => record({ status: 'failing', health: { consecutiveFailures: 3, lastFailureAt: iso(now - ago) } });
+    expect(dueReason(failing(FAILING_RETRY_MS - 1), now, settings)).toBeUndefined();
+    expect(dueReason(failing(FAILING_RETRY_MS), now, settings)).toBe('failing-retry');
+    expect(dueReason(record({ status: 'paused' }), now, settings)).toBeUndefined();
+    expect(dueReason(record({ status: 'removed' }), now, settings)).toBeUndefined();
+  });
+});
+
+describe('the token refresher run', () => {
+  it('refreshes the due connections only, counts them by status and publishes the metrics', async () => {
+    const { store, provider, run } = setup();
+    store.seed({ connection: 'new', refreshToken: 'rt-new-secret' });
+    store.seed({ connection: 'busy', refreshToken: 'rt-busy-secret', accessToken: 'at-busy-secret', refreshedAt: iso(T0 - 29 * MINUTE), lastUsedAt: iso(T0 - MINUTE) });
+    store.seed({ connection: 'quiet', refreshToken: 'rt-quiet-secret', accessToken: 'at-quiet-secret', refreshedAt: iso(T0 - HOUR) });
+    store.seed({ connection: 'paused', status: 'paused', refreshToken: 'rt-paused-secret' });
+    store.seed({ connection: 'broken', status: 'failing', refreshToken: 'rt-broken-secret', health: { consecutiveFailures: 1, lastFailureAt: iso(T0 - 2 * HOUR) } });
+    store.seed({ connection: 'gone', status: 'removed', refreshToken: '' });
+    provider.answers.set('rt-new-secret', { accessToken: 'at-new-secret', refreshToken: 'rt-new-rotated-secret' });
+    provider.answers.set('rt-broken-secret', providerError('unauthorized', 401, 'still refused: rt-broken-secret'));
+
+    const { result, error, output } = await run({});
+    expect(error).toBeUndefined();
+    expect(result).toEqual({
+      trigger: 'schedule',
+      connections: { active: 3, paused: 1, failing: 1, removed: 1 },
+      due: 3,
+      refreshed: 2,
+      rotated: 1,
+      refused: 1,
+      failed: 0,
+      skipped: 0,
+      left: 0,
+    });
+    expect(provider.calls.map((c) => c.refreshToken).sort()).toEqual(['rt-broken-secret', 'rt-busy-secret', 'rt-new-secret']);
+    expect(store.row('new')).toMatchObject({ accessToken: 'at-new-secret', refreshToken: 'rt-new-rotated-secret' });
+    expect(store.row('broken')).toMatchObject({ status: 'failing', health: { consecutiveFailures: 2 } });
+    expect(sumEmfMetrics(output)).toEqual({
+      ConnectionsActive: 3,
+      ConnectionsPaused: 1,
+      ConnectionsFailing: 1,
+      TokenRefreshed: 2,
+      RefreshTokenRotated: 1,
+      TokenRefreshFailed: 0,
+      TokenRefreshRefused: 1,
+    });
+    expect(output).not.toMatch(/"connection":"[^"]*"[^\n]*"_aws"/); // no metric carries a connection
+    const lines = logs(output).filter((l) => l['message'] === 'token refresh');
+    expect(lines.map((l) => [l['connection'], l['outcome']]).sort()).toEqual([
+      ['broken', 'refused'],
+      ['busy', 'refreshed'],
+      ['new', 'refreshed'],
+    ]);
+    // Already failing: no status change, so no "now failing" line.
+    expect(logs(output).filter((l) => String(l['message']).startsWith('connection is now failing'))).toHaveLength(0);
+    expectNoToken(output + JSON.stringify(result), [...store.rows.values()].flatMap((r) => [r.refreshToken, r.accessToken ?? '']).concat(['rt-broken-secret', 'at-busy-secret']));
+  });
+
+  it("one connection's refusal or failure never stops the others; the status change is logged once", async () => {
+    const { store, provider, run } = setup();
+    for (const id of ['a', 'b', 'c', 'd', 'e']) store.seed({ connection: id, refreshToken: `rt-${id}-secret` });
+    provider.answers.set('rt-b-secret', providerError('permanent', 400, 'invalid_grant'));
+    provider.answers.set('rt-d-secret', providerError('transient', 503));
+    store.rows.get('e')!.refreshLease = { owner: 'other', until: T0 + MINUTE };
+    const { result, output } = await run({});
+    expect(result).toMatchObject({ due: 5, refreshed: 2, refused: 1, failed: 1, skipped: 1 });
+    expect(store.row('a')?.accessToken).toBeDefined();
+    expect(store.row('c')?.accessToken).toBeDefined();
+    expect(store.row('b')?.status).toBe('failing');
+    expect(store.row('d')).toMatchObject({ status: 'active', health: { consecutiveFailures: 1 } });
+    const failing = logs(output).filter((l) => String(l['message']).startsWith('connection is now failing'));
+    expect(failing.map((l) => l['connection'])).toEqual(['b']);
+    expect(sumEmfMetrics(output)).toMatchObject({ TokenRefreshed: 2, TokenRefreshRefused: 1, TokenRefreshFailed: 1 });
+  });
+
+  it('a store failure for one connection counts as failed; the run goes on', async () => {
+    const { store, run } = setup();
+    store.seed({ connection: 'a' });
+    const take = store.takeRefreshLease.bind(store);
+    store.takeRefreshLease = async (connection, lease) => {
+      if (connection === 'a') throw new Error('DynamoDB UpdateItem failed (InternalServerError)');
+      return take(connection, lease);
+    };
+    store.seed({ connection: 'b' });
+    const { result, error } = await run({});
+    expect(error).toBeUndefined();
+    expect(result).toMatchObject({ refreshed: 1, failed: 1 });
+  });
+
+  it(`refreshes at most refreshConcurrency connections at once`, async () => {
+    const { store, provider, run } = setup({ refreshConcurrency: 3 });
+    for (let i = 0; i < 12; i++) store.seed({ connection: `c${i}` });
+    const { result } = await run({});
+    expect(result).toMatchObject({ due: 12, refreshed: 12 });
+    expect(provider.maxInFlight).toBe(3);
+  });
+
+  it('starts no refresh once the remaining time is under the margin, and logs how many are left', async () => {
+    const { store, provider, run } = setup({ refreshConcurrency: 1 });
+    for (let i = 0; i < 5; i++) store.seed({ connection: `c${i}` });
+    let remaining = 60_000;
+    const ctx = context(() => {
+      const now = remaining;
+      remaining -= 20_000; // each look at the clock costs 20 s of the invocation (margin: 1 s time-out + 10 s)
+      return now;
+    });
+    const { result, output } = await run({}, ctx);
+    expect(provider.calls).toHaveLength(3);
+    expect(result).toMatchObject({ due: 5, refreshed: 3, left: 2 });
+    expect(logs(output).find((l) => String(l['message']).startsWith('time ran short'))).toMatchObject({ left: 2, due: 5 });
+  });
+
+  it('the deploy-time run is a run like any other; no connection at all is fine', async () => {
+    const { run } = setup();
+    const { result, error, output } = await run({ trigger: 'deploy' });
+    expect(error).toBeUndefined();
+    expect(result).toMatchObject({ trigger: 'deploy', due: 0, connections: { active: 0, paused: 0, failing: 0, removed: 0 } });
+    expect(sumEmfMetrics(output)).toMatchObject({ ConnectionsActive: 0, TokenRefreshed: 0 });
+  });
+
+  it('a scan that fails fails the invocation, with the reason logged', async () => {
+    const { store, run } = setup();
+    store.failing.set('list', new Error('DynamoDB Scan on the connections table failed (AccessDeniedException)'));
+    const { error, output } = await run(null);
+    expect(String(error)).toMatch(/AccessDeniedException/);
+    expect(logs(output).find((l) => l['level'] === 'ERROR')).toMatchObject({ message: 'token refresher run failed: the connections table could not be scanned' });
+  });
+});

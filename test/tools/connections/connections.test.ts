@@ -1,0 +1,364 @@
+/**
+ * The connections CLI (tools/connections) run through runCli against dynalite and s3rver on
+ * 127.0.0.1: every command, the deployment's settings from flags or variables, the refresh token
+ * from standard input (never printed), bad ids, empty tokens, unknown connections, the purge's
+ * confirmation, the upgrade's import.
+ */
+import { PassThrough, Readable, Writable } from 'node:stream';
+import { CreateTableCommand, GetItemCommand, PutItemCommand, QueryCommand, type AttributeValue, type DynamoDBClient } from '@aws-sdk/client-dynamodb';
+import { PutObjectCommand, type S3Client } from '@aws-sdk/client-s3';
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { startDynalite, type Dynalite } from '../../../dev/fakes/dynalite.js';
+import { startS3, type LocalS3 } from '../../../dev/fakes/s3.js';
+import { DynamoDbConnectionStore } from '../../../functions/shared/adapters/dynamodb-connection-store.js';
+import { PURGE_SETTLE_SECONDS, runCli, s3ClientConfig, USAGE } from '../../../tools/connections/connections.js';
+
+const RT = 'rt-cli-secret-0001';
+const BUCKET = 'content-sync-items';
+const NOW = Date.parse('2026-11-24T10:00:00.000Z');
+
+let dynamo: Dynalite;
+let db: DynamoDBClient;
+let s3: LocalS3;
+let s3Client: S3Client;
+let n = 0;
+let connectionsTable: string;
+let itemsTable: string;
+let sleeps: number[];
+/** Everything any run printed, checked for tokens at the end. */
+const printed: string[] = [];
+
+beforeAll(async () => {
+  dynamo = await startDynalite({ proxy: false });
+  db = dynamo.client();
+  s3 = await startS3();
+  s3Client = s3.client();
+  await s3.createBucket(BUCKET);
+});
+
+afterAll(async () => {
+  for (const text of printed) expect(text).not.toMatch(/rt-[a-z-]*secret/);
+  db?.destroy();
+  s3Client?.destroy();
+  await dynamo?.close();
+  await s3?.close();
+});
+
+beforeEach(async () => {
+  n += 1;
+  connectionsTable = `connections-${n}`;
+  itemsTable = `items-${n}`;
+  sleeps = [];
+  await db.send(
+    new CreateTableCommand({
+      TableName: connectionsTable,
+      AttributeDefinitions: [{ AttributeName: 'connection', AttributeType: 'S' }],
+      KeySchema: [{ AttributeName: 'connection', KeyType: 'HASH' }],
+      BillingMode: 'PAY_PER_REQUEST',
+    }),
+  );
+  await db.send(
+    new CreateTableCommand({
+      TableName: itemsTable,
+      AttributeDefinitions: [
+        { AttributeName: 'connection', AttributeType: 'S' },
+        { AttributeName: 'id', AttributeType: 'S' },
+      ],
+      KeySchema: [
+        { AttributeName: 'connection', KeyType: 'HASH' },
+        { AttributeName: 'id', KeyType: 'RANGE' },
+      ],
+      BillingMode: 'PAY_PER_REQUEST',
+    }),
+  );
+});
+
+interface Run {
+  status: number;
+  out: string;
+  err: string;
+}
+
+async function cli(argv: string[], options: { stdin?: string | NodeJS.ReadableStream; env?: NodeJS.ProcessEnv; now?: number } = {}): Promise<Run> {
+  let out = '';
+  let err = '';
+  const stdin = typeof options.stdin === 'object' ? options.stdin : Readable.from(options.stdin === undefined ? [] : [Buffer.from(options.stdin, 'utf8')]);
+  const io = {
+    stdin,
+    stdout: new Writable({ write: (chunk, _enc, cb) => ((out += String(chunk)), cb()) }),
+    stderr: new Writable({ write: (chunk, _enc, cb) => ((err += String(chunk)), cb()) }),
+  };
+  const env = options.env ?? { CONNECTIONS_TABLE_NAME: connectionsTable, ITEMS_TABLE_NAME: itemsTable, ITEMS_BUCKET_NAME: BUCKET };
+  const status = await runCli(argv, io, {
+    dynamodb: db,
+    s3: s3Client,
+    env,
+    clock: { now: () => new Date(options.now ?? NOW) },
+    sleep: async (ms) => void sleeps.push(ms),
+  });
+  printed.push(out, err);
+  return { status, out, err };
+}
+
+/** The connection's rows in the items table (`connection` is a DynamoDB reserved word: aliased). */
+async function itemsOf(connection: string) {
+  return db.send(
+    new QueryCommand({
+      TableName: itemsTable,
+      KeyConditionExpression: '#c = :c',
+      ExpressionAttributeNames: { '#c': 'connection' },
+      ExpressionAttributeValues: { ':c': { S: connection } },
+      ConsistentRead: true,
+    }),
+  );
+}
+
+const store = (): DynamoDbConnectionStore => new DynamoDbConnectionStore(db, connectionsTable);
+
+async function itemRow(connection: string, id: string, extra: Record<string, AttributeValue> = {}): Promise<void> {
+  await db.send(new PutItemCommand({ TableName: itemsTable, Item: { connection: { S: connection }, id: { S: id }, type: { S: 'file' }, revision: { S: '1' }, ...extra } }));
+}
+
+describe('add', () => {
+  it('adds a connection from the refresh token on standard input (trimmed), then replaces its credentials', async () => {
+    const added = await cli(['add', 'acme', '--client-id', 'client-1'], { stdin: `  ${RT}\n` });
+    expect(added).toMatchObject({ status: 0, err: '' });
+    expect(added.out).toMatch(/^connection "acme" added \(client id "client-1"\): active/);
+    expect(await store().get('acme', { consistent: true })).toMatchObject({ clientId: 'client-1', refreshToken: RT, status: 'active', credentialsVersion: 1 });
+
+    const replaced = await cli(['add', 'acme', '--client-id', 'client-2'], { stdin: 'rt-cli-secret-0002' });
+    expect(replaced.status).toBe(0);
+    expect(replaced.out).toMatch(/credentials replaced \(client id "client-2"\); active, refresh health reset/);
+    expect(await store().get('acme', { consistent: true })).toMatchObject({ clientId: 'client-2', refreshToken: 'rt-cli-secret-0002', credentialsVersion: 2 });
+  });
+
+  it('an empty token, a token that cannot go in a header, a bad id, no --client-id: usage errors (2), nothing written, no token printed', async () => {
+    for (const stdin of ['', '  \n\t ']) {
+      const run = await cli(['add', 'acme', '--client-id', 'client-1'], { stdin });
+      expect(run.status).toBe(2);
+      expect(run.err).toMatch(/^connections: no refresh token on standard input/);
+    }
+    const spaced = await cli(['add', 'acme', '--client-id', 'client-1'], { stdin: 'rt-cli secret-x' });
+    expect(spaced.status).toBe(2);
+    expect(spaced.err).toMatch(/the refresh token holds whitespace or a control character at position 7 \(it is not shown\)/);
+    expect(spaced.err).not.toContain('secret-x');
+    const badId = await cli(['add', 'a/b', '--client-id', 'client-1'], { stdin: RT });
+    expect(badId).toMatchObject({ status: 2, err: 'connections: bad connection id: the connection id may hold only the characters A-Z a-z 0-9 . _ -\nRun with --help for usage.\n' });
+    expect((await cli(['add', 'x'.repeat(65), '--client-id', 'c'], { stdin: RT })).err).toMatch(/65 characters long; the limit is 64/);
+    expect((await cli(['add', 'acme'], { stdin: RT })).err).toMatch(/add needs --client-id/);
+    expect((await cli(['add', 'acme', '--client-id', ' '], { stdin: RT })).err).toMatch(/--client-id: the client id is empty/);
+    expect(await store().get('acme', { consistent: true })).toBeUndefined();
+  });
+
+  it('at a terminal: the token is typed without echo (raw mode), Backspace erases, Enter ends it', async () => {
+    const modes: boolean[] = [];
+    const terminal = Object.assign(new PassThrough(), { isTTY: true, setRawMode: (mode: boolean) => void modes.push(mode) });
+    const running = cli(['add', 'acme', '--client-id', 'client-1'], { stdin: terminal });
+    for (const key of ['rt-typed-secreX', '\u007f', 't', '\r']) terminal.write(key);
+    const run = await running;
+    expect(run.status).toBe(0);
+    expect(modes).toEqual([true, false]);
+    expect(run.err).toBe('Refresh token of connection "acme" (not shown): \n');
+    expect((await store().get('acme'))?.refreshToken).toBe('rt-typed-secret');
+  });
+
+  it('the connections table from --connections-table, else CONNECTIONS_TABLE_NAME; neither: an error naming both', async () => {
+    const none = await cli(['add', 'acme', '--client-id', 'c'], { stdin: RT, env: {} });
+    expect(none).toMatchObject({ status: 2 });
+    expect(none.err).toMatch(/the connections table is not known: give --connections-table or set CONNECTIONS_TABLE_NAME/);
+    expect((await cli(['add', 'acme', '--client-id', 'c', '--connections-table', connectionsTable], { stdin: RT, env: {} })).status).toBe(0);
+    expect((await store().get('acme'))?.clientId).toBe('c');
+  });
+
+  it('a table that does not exist: a failure (1) that says so', async () => {
+    const run = await cli(['add', 'acme', '--client-id', 'c', '--connections-table', 'no-such-table'], { stdin: RT, env: {} });
+    expect(run.status).toBe(1);
+    expect(run.err).toMatch(/ConfigError: --connections-table or CONNECTIONS_TABLE_NAME: DynamoDB UpdateItem on the connections table no-such-table failed \(ResourceNotFoundException/);
+  });
+});
+
+describe('list', () => {
+  it('prints status, refresh health, ids known and last write; --json the same without any token', async () => {
+    expect(await cli(['list'])).toMatchObject({ status: 0, out: '', err: expect.stringMatching(/^no connections/) });
+    await cli(['add', 'beta', '--client-id', 'client-1'], { stdin: 'rt-beta-secret' });
+    await cli(['add', 'acme', '--client-id', 'client-1'], { stdin: RT });
+    const s = store();
+    await s.takeRefreshLease('acme', { owner: 'o', until: NOW + 1000, now: NOW });
+    await s.completeRefresh({ connection: 'acme', owner: 'o', credentialsVersion: 1, accessToken: 'at-acme-secret', refreshedAt: '2026-11-24T09:00:00.000Z' });
+    await s.takeRefreshLease('beta', { owner: 'o', until: NOW + 1000, now: NOW });
+    await s.failRefresh({ connection: 'beta', owner: 'o', credentialsVersion: 1, at: '2026-11-24T09:30:00.000Z', reason: 'getToken: the provider refused the credentials; HTTP 401', refused: true });
+    await db.send(new PutItemCommand({ TableName: connectionsTable, Item: { ...(await rawRow('acme')), idsKnown: { N: '1234' }, lastWriteAt: { S: '2026-11-24T09:45:00.000Z' } } }));
+
+    const table = await cli(['list']);
+    expect(table.status).toBe(0);
+    expect(table.out.split('\n')).toEqual([
+      'CONNECTION  STATUS   LAST SUCCESS              LAST FAILURE                                                                       FAILURES  IDS KNOWN  LAST WRITE',
+      'acme        active   2026-11-24T09:00:00.000Z  -                                                                                  0         1234       2026-11-24T09:45:00.000Z',
+      'beta        failing  -                         2026-11-24T09:30:00.000Z getToken: the provider refused the credentials; HTTP 401  1         -          -',
+      '',
+    ]);
+    const json = await cli(['list', '--json']);
+    const parsed = JSON.parse(json.out) as Array<Record<string, unknown>>;
+    expect(parsed.map((c) => c['connection'])).toEqual(['acme', 'beta']);
+    expect(parsed[0]).toEqual({
+      connection: 'acme',
+      clientId: 'client-1',
+      status: 'active',
+      health: { consecutiveFailures: 0, lastSuccessAt: '2026-11-24T09:00:00.000Z' },
+      refreshedAt: '2026-11-24T09:00:00.000Z',
+      idsKnown: 1234,
+      lastWriteAt: '2026-11-24T09:45:00.000Z',
+      createdAt: new Date(NOW).toISOString(),
+      updatedAt: '2026-11-24T09:00:00.000Z',
+    });
+    expect(json.out).not.toContain('at-acme-secret');
+    expect(table.out + json.out).not.toMatch(/secret/);
+  });
+});
+
+async function rawRow(connection: string): Promise<Record<string, AttributeValue>> {
+  return (await db.send(new GetItemCommand({ TableName: connectionsTable, Key: { connection: { S: connection } }, ConsistentRead: true }))).Item!;
+}
+
+describe('pause and resume', () => {
+  it('pause, pause again, resume, resume again; unknown connections fail', async () => {
+    await cli(['add', 'acme', '--client-id', 'c'], { stdin: RT });
+    expect(await cli(['pause', 'acme'])).toMatchObject({ status: 0, out: 'connection "acme" paused: its messages wait (nothing is lost) until it is resumed\n' });
+    expect((await store().get('acme'))?.status).toBe('paused');
+    expect(await cli(['pause', 'acme'])).toMatchObject({ status: 0, out: 'connection "acme" is already paused\n' });
+    expect(await cli(['resume', 'acme'])).toMatchObject({ status: 0, out: 'connection "acme" resumed: active\n' });
+    expect(await cli(['resume', 'acme'])).toMatchObject({ status: 0, out: 'connection "acme" is already active\n' });
+    for (const command of ['pause', 'resume', 'remove']) {
+      expect(await cli([command, 'nobody'])).toMatchObject({ status: 1, err: 'connections: unknown connection "nobody": npm run connections -- list shows the connections\n' });
+    }
+  });
+
+  it('resume of a failing connection: an error that says to add it again with new credentials', async () => {
+    await cli(['add', 'acme', '--client-id', 'client-7'], { stdin: RT });
+    const s = store();
+    await s.takeRefreshLease('acme', { owner: 'o', until: NOW + 1000, now: NOW });
+    await s.failRefresh({ connection: 'acme', owner: 'o', credentialsVersion: 1, at: new Date(NOW).toISOString(), reason: 'getToken: HTTP 401', refused: true });
+    const run = await cli(['resume', 'acme']);
+    expect(run.status).toBe(1);
+    expect(run.err).toContain('connection "acme" is failing, not paused: the provider refused its refresh token (getToken: HTTP 401). resume does not apply; add it again with new credentials');
+    expect(run.err).toContain('npm run connections -- add acme --client-id client-7');
+  });
+});
+
+describe('remove', () => {
+  it('without --purge: removed, tokens deleted, rows kept; a removed connection cannot be resumed', async () => {
+    await cli(['add', 'acme', '--client-id', 'c'], { stdin: RT });
+    await itemRow('acme', 'fil-1');
+    const run = await cli(['remove', 'acme']);
+    expect(run).toMatchObject({ status: 0, out: expect.stringMatching(/^connection "acme" removed: its messages are dead-lettered from now on; its tokens are deleted/) });
+    expect(JSON.stringify(await rawRow('acme'))).not.toContain(RT);
+    expect((await store().get('acme'))?.status).toBe('removed');
+    expect((await itemsOf('acme')).Count).toBe(1);
+    expect((await cli(['resume', 'acme'])).err).toMatch(/was removed: it cannot be resumed/);
+  });
+
+  it('--purge asks first: a wrong answer changes nothing', async () => {
+    await cli(['add', 'acme', '--client-id', 'c'], { stdin: RT });
+    await itemRow('acme', 'fil-1');
+    const run = await cli(['remove', 'acme', '--purge'], { stdin: 'acm\n' });
+    expect(run.status).toBe(1);
+    expect(run.err).toMatch(/Type the connection id to confirm: connections: not confirmed \(the answer was not "acme"\): nothing was changed/);
+    expect((await store().get('acme'))?.status).toBe('active');
+    expect(await cli(['remove', 'acme', '--purge'], { stdin: '' })).toMatchObject({ status: 1 });
+  });
+
+  it("--purge: deletes the connection's rows, its objects (and those its rows point to), then its row; others' are kept", async () => {
+    await cli(['add', 'acme', '--client-id', 'c'], { stdin: RT });
+    await cli(['add', 'other', '--client-id', 'c'], { stdin: 'rt-other-secret' });
+    for (let i = 0; i < 30; i++) await itemRow('acme', `fil-${i}`);
+    await itemRow('acme', 'imported', { itemObject: { M: { key: { S: 'items/old-layout/imported.json' }, size: { N: '2' }, sha256: { S: 'x' } } } });
+    await itemRow('other', 'fil-1');
+    for (const key of ['items/acme/a.json', 'items/acme/b/c.json', 'items/old-layout/imported.json', 'items/other/a.json', 'items/acme-2/a.json']) {
+      await s3Client.send(new PutObjectCommand({ Bucket: BUCKET, Key: key, Body: '{}' }));
+    }
+
+    const run = await cli(['remove', 'acme', '--purge'], { stdin: 'acme\n' });
+    expect(run.status).toBe(0);
+    expect(run.out).toBe(
+      'connection "acme" removed: its messages are dead-lettered from now on; its tokens are deleted (add it again with a refresh token to use it)\n' +
+        `connection "acme" purged: 31 rows deleted from ${itemsTable}, 3 objects from ${BUCKET}, and its row from ${connectionsTable}\n`,
+    );
+    expect(sleeps).toEqual([PURGE_SETTLE_SECONDS * 1000]);
+    expect(run.err).toContain(`waiting ${PURGE_SETTLE_SECONDS} s, until no item sync container still uses the connection`);
+    const left = await itemsOf('acme');
+    expect(left.Count).toBe(0);
+    const others = await itemsOf('other');
+    expect(others.Count).toBe(1);
+    expect([...(await s3.listObjects(BUCKET)).keys()].sort()).toEqual(['items/acme-2/a.json', 'items/other/a.json']);
+    expect(await store().get('acme', { consistent: true })).toBeUndefined();
+    expect((await store().get('other'))?.status).toBe('active');
+  });
+
+  it('--purge --yes of a connection removed long ago: no question, no wait', async () => {
+    await cli(['add', 'acme', '--client-id', 'c'], { stdin: RT });
+    await cli(['remove', 'acme']);
+    const run = await cli(['remove', 'acme', '--purge', '--yes'], { now: NOW + 10 * 60_000 });
+    expect(run.status).toBe(0);
+    expect(run.out).toMatch(/^connection "acme" was already removed\nconnection "acme" purged: 0 rows deleted/);
+    expect(run.err).not.toMatch(/confirm|waiting/);
+    expect(sleeps).toEqual([]);
+  });
+
+  it('--purge needs the items table and bucket: an error naming the flag and the variable', async () => {
+    await cli(['add', 'acme', '--client-id', 'c'], { stdin: RT });
+    const run = await cli(['remove', 'acme', '--purge', '--yes'], { env: { CONNECTIONS_TABLE_NAME: connectionsTable, ITEMS_TABLE_NAME: itemsTable } });
+    expect(run).toMatchObject({ status: 2, err: expect.stringMatching(/the items bucket is not known: give --items-bucket or set ITEMS_BUCKET_NAME/) });
+    expect((await store().get('acme'))?.status).toBe('active');
+  });
+});
+
+describe('import-items', () => {
+  it('copies every row of the old table as the connection default, keeping rows already written', async () => {
+    const oldTable = `old-items-${n}`;
+    await db.send(
+      new CreateTableCommand({
+        TableName: oldTable,
+        AttributeDefinitions: [{ AttributeName: 'id', AttributeType: 'S' }],
+        KeySchema: [{ AttributeName: 'id', KeyType: 'HASH' }],
+        BillingMode: 'PAY_PER_REQUEST',
+      }),
+    );
+    for (let i = 0; i < 40; i++) {
+      await db.send(new PutItemCommand({ TableName: oldTable, Item: { id: { S: `fil-${i}` }, type: { S: 'file' }, revision: { S: '1' }, item: { M: { id: { S: `fil-${i}` } } } } }));
+    }
+    await itemRow('default', 'fil-3', { revision: { S: '9' } });
+    const run = await cli(['import-items', '--from-table', oldTable]);
+    expect(run.status).toBe(0);
+    expect(run.out).toBe(`imported ${oldTable} into ${itemsTable} as connection "default": 40 rows read, 39 copied, 1 kept (already written by this deployment), 0 skipped (no string id), 0 failed\n`);
+    const rows = await itemsOf('default');
+    expect(rows.Count).toBe(40);
+    expect(rows.Items?.find((r) => r['id']?.S === 'fil-3')?.['revision']).toEqual({ S: '9' });
+    expect(rows.Items?.find((r) => r['id']?.S === 'fil-4')).toEqual({ connection: { S: 'default' }, id: { S: 'fil-4' }, type: { S: 'file' }, revision: { S: '1' }, item: { M: { id: { S: 'fil-4' } } } });
+    // Again: everything kept.
+    expect((await cli(['import-items', '--from-table', oldTable])).out).toMatch(/0 copied, 40 kept/);
+  });
+
+  it('--from-table is required and may not be the items table itself', async () => {
+    expect(await cli(['import-items'])).toMatchObject({ status: 2, err: expect.stringMatching(/import-items needs --from-table/) });
+    expect(await cli(['import-items', '--from-table', itemsTable])).toMatchObject({ status: 2, err: expect.stringMatching(/names the items table itself/) });
+  });
+});
+
+describe('the command line', () => {
+  it('--help prints the usage; no command, an unknown command or option, or an option of another command: usage errors', async () => {
+    expect(await cli(['--help'])).toMatchObject({ status: 0, out: `${USAGE}\n` });
+    expect(await cli([])).toMatchObject({ status: 2, err: `${USAGE}\n` });
+    expect((await cli(['frobnicate'])).err).toMatch(/unknown command "frobnicate"; the commands are add, list, pause, resume, remove, import-items/);
+    expect(await cli(['list', '--purge'])).toMatchObject({ status: 2, err: expect.stringMatching(/list takes no --purge/) });
+    expect(await cli(['list', '--nope'])).toMatchObject({ status: 2, err: expect.stringMatching(/Unknown option '--nope'/) });
+    expect(await cli(['pause'])).toMatchObject({ status: 2, err: expect.stringMatching(/pause takes one connection id/) });
+    expect(await cli(['remove', 'acme', '--yes'])).toMatchObject({ status: 2, err: expect.stringMatching(/--yes goes with --purge/) });
+  });
+
+  it('the S3 client addresses a configured endpoint path-style', () => {
+    expect(s3ClientConfig({})).toEqual({});
+    expect(s3ClientConfig({ AWS_ENDPOINT_URL_S3: 'http://localhost:4569' })).toEqual({ endpoint: 'http://localhost:4569', forcePathStyle: true });
+    expect(s3ClientConfig({ AWS_ENDPOINT_URL: 'http://127.0.0.1:4566' })).toEqual({ endpoint: 'http://127.0.0.1:4566', forcePathStyle: true });
+    expect(s3ClientConfig({ AWS_ENDPOINT_URL: 'http://127.0.0.1:4566', AWS_IGNORE_CONFIGURED_ENDPOINT_URLS: 'true' })).toEqual({});
+  });
+});

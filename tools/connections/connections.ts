@@ -1,0 +1,241 @@
+/**
+ * `npm run connections`: the operator's CLI for a deployment's connections (docs/connections.md).
+ *
+ *   <refresh token> | npm run connections -- add <id> --client-id <client id>
+ *   npm run connections -- list [--json]
+ *   npm run connections -- pause <id> | resume <id>
+ *   npm run connections -- remove <id> [--purge] [--yes]
+ *   npm run connections -- import-items --from-table <old items table>
+ *
+ * The deployment's tables and bucket come from the flags, else from the variables the functions
+ * read (CONNECTIONS_TABLE_NAME, ITEMS_TABLE_NAME, ITEMS_BUCKET_NAME). AWS clients use the SDK's
+ * standard configuration; the S3 client addresses the bucket path-style when an endpoint is set
+ * (AWS_ENDPOINT_URL_S3 or AWS_ENDPOINT_URL), as a local endpoint needs. Exit status: 0 done, 1
+ * failed, 2 usage error. The commands are in commands.ts; `runCli` is exported for the tests.
+ */
+import { realpathSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+import { parseArgs } from 'node:util';
+import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
+import { S3Client, type S3ClientConfig } from '@aws-sdk/client-s3';
+import { DynamoDbConnectionStore } from '../../functions/shared/adapters/dynamodb-connection-store.js';
+import { ENV } from '../../functions/shared/config.js';
+import { connectionIdProblem } from '../../functions/shared/connections/connection.js';
+import type { ConnectionStore } from '../../functions/shared/connections/ports.js';
+import { systemClock, type Clock } from '../../functions/shared/ports.js';
+import {
+  addConnection,
+  CliFailure,
+  importOldItems,
+  listConnections,
+  pauseConnection,
+  removeConnection,
+  resumeConnection,
+  UsageError,
+  type CliIo,
+  type CommandContext,
+} from './commands.js';
+
+export { PURGE_SETTLE_SECONDS, publicView, type CliIo } from './commands.js';
+
+export const USAGE = `Usage:
+  <refresh token> | npm run connections -- add <id> --client-id <client id>
+  npm run connections -- list [--json]
+  npm run connections -- pause <id>
+  npm run connections -- resume <id>
+  npm run connections -- remove <id> [--purge] [--yes]
+  npm run connections -- import-items --from-table <old items table>
+
+Manages the connections of a deployment: one per account that authorized the client application.
+
+Commands:
+  add <id> --client-id <client id>
+        Add a connection, or replace its credentials (status back to active, refresh health
+        reset: that is how a failing connection recovers). The refresh token is read from
+        standard input (surrounding whitespace trimmed); at a terminal it is typed, not shown.
+  list [--json]
+        Every connection: status, refresh health (last success, last failure and its reason,
+        consecutive failures), ids known, last write. --json: the same as JSON (never a token).
+  pause <id>
+        Its messages wait (nothing is lost) until it is resumed.
+  resume <id>
+        A paused connection is synced again. A failing one is not paused: add it again with new
+        credentials.
+  remove <id> [--purge] [--yes]
+        Its messages are dead-lettered from now on; its tokens are deleted. --purge also deletes
+        its rows in the items table, its objects in the items bucket and then its row in the
+        connections table, after you type the connection id to confirm (--yes: without asking).
+  import-items --from-table <old items table>
+        Upgrade from a one-account deployment: copy every row of the old items table (key id)
+        into the items table as the connection "default"; a row already written is kept.
+
+Where the deployment is (a flag, else the variable):
+  --connections-table <name>   ${ENV.connectionsTableName}
+  --items-table <name>         ${ENV.itemsTableName}   (remove --purge, import-items)
+  --items-bucket <name>        ${ENV.itemsBucketName}  (remove --purge)
+The stateful stack's outputs name them:
+  aws cloudformation describe-stacks --stack-name ContentSyncStateful --query 'Stacks[0].Outputs'
+
+A connection id is 1-64 characters of A-Z a-z 0-9 . _ -
+AWS region, credentials and endpoints come from the SDK's standard configuration (AWS_REGION,
+AWS_PROFILE, AWS_ENDPOINT_URL_DYNAMODB, AWS_ENDPOINT_URL_S3...). Nothing printed holds a token.
+Exit status: 0 done, 1 failed (an unknown connection, an AWS error...), 2 usage error.`;
+
+export interface CliDeps {
+  dynamodb?: DynamoDBClient;
+  s3?: S3Client;
+  /** The connections table; default the DynamoDB adapter over `dynamodb`. */
+  store?: ConnectionStore;
+  /** Where the variables are read; default process.env. */
+  env?: NodeJS.ProcessEnv;
+  clock?: Clock;
+  sleep?: (ms: number) => Promise<void>;
+}
+
+const OPTIONS = {
+  'client-id': { type: 'string' },
+  json: { type: 'boolean' },
+  purge: { type: 'boolean' },
+  yes: { type: 'boolean', short: 'y' },
+  'from-table': { type: 'string' },
+  'connections-table': { type: 'string' },
+  'items-table': { type: 'string' },
+  'items-bucket': { type: 'string' },
+  help: { type: 'boolean', short: 'h' },
+} as const;
+
+type Option = keyof typeof OPTIONS;
+type Values = Partial<Record<Option, string | boolean>>;
+
+/** The options each command takes, beyond the deployment's and --help. */
+const COMMANDS: Record<string, { id: boolean; options: Option[] }> = {
+  add: { id: true, options: ['client-id', 'connections-table'] },
+  list: { id: false, options: ['json', 'connections-table'] },
+  pause: { id: true, options: ['connections-table'] },
+  resume: { id: true, options: ['connections-table'] },
+  remove: { id: true, options: ['purge', 'yes', 'connections-table', 'items-table', 'items-bucket'] },
+  'import-items': { id: false, options: ['from-table', 'items-table'] },
+};
+
+/** Runs the CLI; returns the exit status. */
+export async function runCli(argv: string[], io: CliIo = process, deps: CliDeps = {}): Promise<number> {
+  try {
+    const parsed = parseArgs({ args: argv, options: OPTIONS, allowPositionals: true, strict: true });
+    const values = parsed.values as Values;
+    if (values.help || parsed.positionals.length === 0) {
+      io[values.help ? 'stdout' : 'stderr'].write(`${USAGE}\n`);
+      return values.help ? 0 : 2;
+    }
+    const [command, ...rest] = parsed.positionals;
+    await dispatch(command!, rest, values, io, deps);
+    return 0;
+  } catch (error) {
+    const e = error as Error;
+    if (e instanceof UsageError || (e as { code?: string }).code?.startsWith('ERR_PARSE_ARGS')) {
+      io.stderr.write(`connections: ${e.message}\nRun with --help for usage.\n`);
+      return 2;
+    }
+    io.stderr.write(`connections: ${e instanceof CliFailure ? '' : `${e.name}: `}${e.message}\n`);
+    return 1;
+  }
+}
+
+async function dispatch(command: string, args: string[], values: Values, io: CliIo, deps: CliDeps): Promise<void> {
+  const spec = COMMANDS[command];
+  if (!spec) throw new UsageError(`unknown command "${command}"; the commands are ${Object.keys(COMMANDS).join(', ')}`);
+  for (const option of Object.keys(values) as Option[]) {
+    if (option !== 'help' && !spec.options.includes(option)) throw new UsageError(`${command} takes no --${option}`);
+  }
+  if (args.length !== (spec.id ? 1 : 0)) throw new UsageError(spec.id ? `${command} takes one connection id` : `${command} takes no arguments`);
+  const id = args[0];
+  if (id !== undefined) {
+    const problem = connectionIdProblem(id);
+    if (problem !== undefined) throw new UsageError(`bad connection id: ${problem}`);
+  }
+  const env = deps.env ?? process.env;
+  const setting = (flag: Option, variable: string, what: string): string => {
+    const value = (values[flag] as string | undefined)?.trim() || env[variable]?.trim();
+    if (!value) throw new UsageError(`${what} is not known: give --${flag} or set ${variable}`);
+    return value;
+  };
+  let dynamodb: DynamoDBClient | undefined = deps.dynamodb;
+  const dynamoClient = (): DynamoDBClient => (dynamodb ??= new DynamoDBClient({}));
+  let s3: S3Client | undefined = deps.s3;
+  const context: CommandContext = {
+    io,
+    store: () => deps.store ?? new DynamoDbConnectionStore(dynamoClient(), connectionsTable(), { setting: `--connections-table or ${ENV.connectionsTableName}` }),
+    dynamodb: dynamoClient,
+    s3: () => (s3 ??= new S3Client(s3ClientConfig(env))),
+    clock: deps.clock ?? systemClock,
+    sleep: deps.sleep ?? ((ms) => new Promise((resolve) => setTimeout(resolve, ms))),
+  };
+  const connectionsTable = (): string => setting('connections-table', ENV.connectionsTableName, 'the connections table');
+  // Settings are checked before anything is read or written.
+  if (command !== 'import-items' && !deps.store) connectionsTable();
+
+  switch (command) {
+    case 'add': {
+      const clientId = values['client-id'] as string | undefined;
+      if (clientId === undefined) throw new UsageError('add needs --client-id <client id>');
+      return addConnection(context, id!, clientId);
+    }
+    case 'list':
+      return listConnections(context, values.json === true);
+    case 'pause':
+      return pauseConnection(context, id!);
+    case 'resume':
+      return resumeConnection(context, id!);
+    case 'remove': {
+      if (values.yes && !values.purge) throw new UsageError('--yes goes with --purge');
+      const purge = values.purge
+        ? {
+            itemsTable: setting('items-table', ENV.itemsTableName, 'the items table'),
+            itemsBucket: setting('items-bucket', ENV.itemsBucketName, 'the items bucket'),
+            connectionsTable: deps.store ? 'the connections table' : connectionsTable(),
+          }
+        : undefined;
+      return removeConnection(context, id!, { ...(purge ? { purge } : {}), yes: values.yes === true });
+    }
+    case 'import-items': {
+      const fromTable = (values['from-table'] as string | undefined)?.trim();
+      if (!fromTable) throw new UsageError('import-items needs --from-table <old items table>');
+      const itemsTable = setting('items-table', ENV.itemsTableName, 'the items table');
+      if (fromTable === itemsTable) throw new UsageError('--from-table names the items table itself: give the old one-account table');
+      return importOldItems(context, fromTable, itemsTable);
+    }
+  }
+}
+
+/**
+ * The S3 client's settings: with an endpoint set by the SDK's standard variables (AWS_ENDPOINT_URL_S3,
+ * else AWS_ENDPOINT_URL; unless AWS_IGNORE_CONFIGURED_ENDPOINT_URLS), that endpoint, path-style.
+ */
+export function s3ClientConfig(env: NodeJS.ProcessEnv): S3ClientConfig {
+  if (env[ENV.ignoreConfiguredEndpointUrls]?.trim().toLowerCase() === 'true') return {};
+  const endpoint = env[ENV.s3EndpointUrl]?.trim() || env[ENV.endpointUrl]?.trim();
+  return endpoint ? { endpoint, forcePathStyle: true } : {};
+}
+
+/** True when this module is the program being run (not imported). */
+function isMain(): boolean {
+  const script = process.argv[1];
+  if (!script) return false;
+  try {
+    return realpathSync(script) === realpathSync(fileURLToPath(import.meta.url));
+  } catch {
+    return false;
+  }
+}
+
+if (isMain()) {
+  process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED ??= 'true';
+  runCli(process.argv.slice(2)).then(
+    (status) => {
+      process.exitCode = status;
+    },
+    (error: unknown) => {
+      process.stderr.write(`connections: ${String(error)}\n`);
+      process.exitCode = 1;
+    },
+  );
+}
