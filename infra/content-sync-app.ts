@@ -25,7 +25,7 @@ export function buildContentSyncApp(app: App): ContentSyncApp {
   const config = readContentSyncConfig(app.node);
   const description = 'content-sync: mirrors a content provider into Amazon DynamoDB';
   const stateful = new StatefulStack(app, STACK_NAMES.stateful, {
-    description: `${description} (stateful: tables, secrets, queues; retained on deletion)`,
+    description: `${description} (stateful: tables, connections key, bucket, queues, bus; retained on deletion)`,
     config,
   });
   const stateless = new StatelessStack(app, STACK_NAMES.stateless, {
@@ -33,7 +33,7 @@ export function buildContentSyncApp(app: App): ContentSyncApp {
     config,
     stateful: {
       storage: stateful.storage,
-      tokens: stateful.tokens,
+      connections: stateful.connections,
       syncQueues: stateful.syncQueues,
       reconcileQueues: stateful.reconcileQueues,
       changeEvents: stateful.changeEvents,

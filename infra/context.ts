@@ -7,7 +7,7 @@
  * numbers are accepted in both forms; anything else (fractions, `12abc`, booleans) is rejected.
  */
 import { normalizeBaseUrl } from '../functions/shared/base-url.js';
-import { DEFAULTS, REVISION_FIELD_PATTERN } from '../functions/shared/config.js';
+import { DEFAULTS, PACE_SCOPES, REVISION_FIELD_PATTERN, type PaceScope } from '../functions/shared/config.js';
 import { ConfigError } from '../functions/shared/errors.js';
 
 /** The context keys, as operators type them. Part of the product interface: keep them exactly. */
@@ -21,6 +21,7 @@ export const CONTEXT_KEYS = {
   providerRequestsPerSecond: 'providerRequestsPerSecond',
   freshnessHours: 'freshnessHours',
   usersReservedPercent: 'usersReservedPercent',
+  paceScope: 'paceScope',
 } as const;
 
 /** Allowed range and default of each numeric key. */
@@ -69,6 +70,11 @@ export interface ContentSyncConfig {
    */
   readonly usersReservedPercent: number;
   /**
+   * The provider pace's scope: `client`, one pace for every connection with the same client id;
+   * `connection`, one pace per connection (docs/connections.md, "The provider pace's scope").
+   */
+  readonly paceScope: PaceScope;
+  /**
    * Derived: time-out of the sync function in seconds. 60 s covers the default batch of 10 (one
    * wave of provider requests with their re-tries); larger batches get 6 s per 10 records, capped
    * at Lambda's 900 s. The sync queue's visibility time-out is 6× this value.
@@ -98,6 +104,7 @@ export function readContentSyncConfig(source: ContextSource): ContentSyncConfig 
     providerRequestsPerSecond: optionalInteger(source, 'providerRequestsPerSecond'),
     freshnessHours: integer(source, 'freshnessHours'),
     usersReservedPercent: integer(source, 'usersReservedPercent'),
+    paceScope: paceScope(source),
     syncTimeoutSeconds: syncTimeoutSeconds(syncBatchSize),
   });
 }
@@ -153,6 +160,16 @@ function revisionField(source: ContextSource): string {
     throw new ConfigError(key, `must be a dot path such as "revision" or "meta.rev", got "${raw}"`);
   }
   return raw;
+}
+
+function paceScope(source: ContextSource): PaceScope {
+  const key = CONTEXT_KEYS.paceScope;
+  const raw = text(source, key);
+  if (raw === undefined) return DEFAULTS.paceScope;
+  if (!(PACE_SCOPES as readonly string[]).includes(raw)) {
+    throw new ConfigError(key, `must be one of ${PACE_SCOPES.join(', ')}, got "${raw}"`);
+  }
+  return raw as PaceScope;
 }
 
 function alarmEmail(source: ContextSource): string | undefined {

@@ -18,9 +18,8 @@ export interface ResourceNames {
   readonly controlTableName: string;
   readonly deadLetterQueueUrl: string;
   readonly reconcileQueueUrl: string;
-  /** The secrets' ids (their ARNs when deployed). */
-  readonly credentialsSecretId: string;
-  readonly accessTokenSecretId: string;
+  /** The connections table: every connection's credentials and tokens (docs/connections.md). */
+  readonly connectionsTableName: string;
   /** The change-event bus (its ARN when deployed). */
   readonly eventBusName: string;
 }
@@ -46,15 +45,18 @@ export const RECONCILER_TIMEOUT_SECONDS = 60;
 export const CHANGE_EVENTS_MEMORY_MB = 256;
 export const CHANGE_EVENTS_TIMEOUT_SECONDS = 30;
 
-/** The token refresher: reads the credentials, writes both secrets. */
-export function refresherDeployment(config: ContentSyncConfig, names: Pick<ResourceNames, 'credentialsSecretId' | 'accessTokenSecretId'>): FunctionDeployment {
+/**
+ * The token refresher: refreshes the connections' access tokens in the connections table every
+ * tokenRefreshMinutes (REFRESH_CONCURRENCY and IDLE_REFRESH_HOURS keep the function's defaults).
+ */
+export function refresherDeployment(config: ContentSyncConfig, names: Pick<ResourceNames, 'connectionsTableName'>): FunctionDeployment {
   return {
     memoryMb: REFRESHER_MEMORY_MB,
     timeoutSeconds: REFRESHER_TIMEOUT_SECONDS,
     environment: {
       [ENV.baseUrl]: config.baseUrl,
-      [ENV.credentialsSecretId]: names.credentialsSecretId,
-      [ENV.accessTokenSecretId]: names.accessTokenSecretId,
+      [ENV.connectionsTableName]: names.connectionsTableName,
+      [ENV.tokenRefreshMinutes]: String(config.tokenRefreshMinutes),
     },
   };
 }
@@ -66,7 +68,10 @@ export function syncDeployment(config: ContentSyncConfig, names: ResourceNames):
     timeoutSeconds: config.syncTimeoutSeconds,
     environment: {
       [ENV.baseUrl]: config.baseUrl,
-      [ENV.accessTokenSecretId]: names.accessTokenSecretId,
+      // It refreshes a connection's token on demand (CONNECTION_WAIT_SECONDS keeps the function's default).
+      [ENV.connectionsTableName]: names.connectionsTableName,
+      [ENV.tokenRefreshMinutes]: String(config.tokenRefreshMinutes),
+      [ENV.paceScope]: config.paceScope,
       [ENV.itemsTableName]: names.itemsTableName,
       [ENV.itemsBucketName]: names.itemsBucketName,
       [ENV.revisionField]: config.revisionField,
@@ -99,37 +104,12 @@ export function reconcilerDeployment(
   };
 }
 
-/** The change-events function. */
-export function changeEventsDeployment(names: Pick<ResourceNames, 'eventBusName'>): FunctionDeployment {
+/** The change-events function: it also keeps each connection's `idsKnown` and `lastWriteAt`. */
+export function changeEventsDeployment(names: Pick<ResourceNames, 'eventBusName' | 'connectionsTableName'>): FunctionDeployment {
   return {
     memoryMb: CHANGE_EVENTS_MEMORY_MB,
     timeoutSeconds: CHANGE_EVENTS_TIMEOUT_SECONDS,
-    environment: { [ENV.eventBusName]: names.eventBusName },
-  };
-}
-
-/**
- * The deploy-time run of the token refresher (infra/token-refresher/deploy-run.ts): it waits for
- * the refresher's answer, so its time-out is the refresher's and a margin. Not part of
- * FunctionDeployments: it runs during a deploy only, never in the local system.
- */
-export const DEPLOY_RUN_MEMORY_MB = 128;
-export const DEPLOY_RUN_MARGIN_SECONDS = 30;
-/** The variable the deploy-time run reads the refresher's name from (infra/token-refresher/deploy-run-handler.ts). */
-export const DEPLOY_RUN_REFRESHER_VARIABLE = 'REFRESHER_FUNCTION_NAME';
-
-/**
- * PROVIDER_BASE_URL is not read by its code: a new provider address changes the function, and the
- * deploy that changes it runs it.
- */
-export function deployRunDeployment(config: ContentSyncConfig, names: { readonly refresherFunctionName: string }): FunctionDeployment {
-  return {
-    memoryMb: DEPLOY_RUN_MEMORY_MB,
-    timeoutSeconds: REFRESHER_TIMEOUT_SECONDS + DEPLOY_RUN_MARGIN_SECONDS,
-    environment: {
-      [DEPLOY_RUN_REFRESHER_VARIABLE]: names.refresherFunctionName,
-      [ENV.baseUrl]: config.baseUrl,
-    },
+    environment: { [ENV.eventBusName]: names.eventBusName, [ENV.connectionsTableName]: names.connectionsTableName },
   };
 }
 

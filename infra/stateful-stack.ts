@@ -1,12 +1,12 @@
 /**
  * Everything that holds data or state, as a list of features: the shared storage (items table,
- * items bucket, control table), the token refresher's secrets, the item sync's queues, the
+ * items bucket, control table), the connections table and its key, the item sync's queues, the
  * reconciler's queues, the change events' bus and failure queue. Each feature module adds its
  * stateful half (and its outputs) here; its stateless half goes into the stateless stack
  * (infra/stateless-stack.ts).
  * Every resource is retained when the stack is deleted; nothing has a hard-coded physical name.
  *
- * Layout: infra/storage (shared), infra/token-refresher/token-secrets.ts,
+ * Layout: infra/storage (shared), infra/connections/connections-table.ts,
  * infra/item-sync/sync-queues.ts, infra/reconciler/reconcile-queues.ts,
  * infra/change-events/change-event-resources.ts. Each adds its resources to this stack under
  * their own ids, so logical ids do not depend on where the code lives.
@@ -14,15 +14,15 @@
 import { Stack, type StackProps } from 'aws-cdk-lib';
 import type { Construct } from 'constructs';
 import { addChangeEventResources, type ChangeEventResources } from './change-events/change-event-resources.js';
+import { addConnectionsTable, type Connections } from './connections/connections-table.js';
 import type { ContentSyncConfig } from './context.js';
 import { addSyncQueues, type SyncQueues } from './item-sync/sync-queues.js';
 import { addReconcileQueues, type ReconcileQueues } from './reconciler/reconcile-queues.js';
 import { addStorage, type Storage } from './storage/storage.js';
-import { addTokenSecrets, type TokenSecrets } from './token-refresher/token-secrets.js';
 
 export { DEAD_LETTER_RETENTION, QUEUE_RETENTION, VISIBILITY_FACTOR } from './constructs/queues.js';
 export { CONTROL_TABLE_PARTITION_KEY } from './storage/storage.js';
-export { ACCESS_TOKEN_INITIAL_VALUE, CREDENTIALS_PLACEHOLDER_VALUE } from './token-refresher/token-secrets.js';
+export { CONNECTIONS_TABLE_PARTITION_KEY } from './connections/connections-table.js';
 
 export interface StatefulStackProps extends StackProps {
   readonly config: ContentSyncConfig;
@@ -31,8 +31,8 @@ export interface StatefulStackProps extends StackProps {
 export class StatefulStack extends Stack {
   /** The items table, the items bucket and the control table (infra/storage). */
   readonly storage: Storage;
-  /** The credentials and access-token secrets (infra/token-refresher). */
-  readonly tokens: TokenSecrets;
+  /** The connections table and its customer-managed key (infra/connections). */
+  readonly connections: Connections;
   /** The sync queue and its dead-letter queue (infra/item-sync). */
   readonly syncQueues: SyncQueues;
   /** The reconciler's queue of known ids, taken by the item sync, and its dead-letter queue (infra/reconciler). */
@@ -45,7 +45,7 @@ export class StatefulStack extends Stack {
     const { config } = props;
 
     this.storage = addStorage(this);
-    this.tokens = addTokenSecrets(this);
+    this.connections = addConnectionsTable(this);
     this.syncQueues = addSyncQueues(this, config);
     this.reconcileQueues = addReconcileQueues(this, config);
     this.changeEvents = addChangeEventResources(this);

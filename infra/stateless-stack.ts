@@ -5,16 +5,18 @@
  * alarm topic and its rows on one dashboard. The stateful resources come in through typed props
  * (infra/stateful-stack.ts holds each feature's stateful half).
  *
- * Layout: infra/token-refresher (with its deploy-time run), infra/item-sync, infra/reconciler,
- * infra/change-events; each feature's alarms and widgets in its own operations.ts; the alarm
- * topic, the dashboard frame and the alarm-status widget in infra/operations. Every part adds its
- * resources to this stack under their own ids, so logical ids do not depend on where the code lives.
+ * Layout: infra/token-refresher, infra/item-sync, infra/reconciler, infra/change-events (each
+ * granted its own access to the connections table: infra/connections/grants.ts); each feature's
+ * alarms and widgets in its own operations.ts; the alarm topic, the dashboard frame and the
+ * alarm-status widget in infra/operations. Every part adds its resources to this stack under their
+ * own ids, so logical ids do not depend on where the code lives.
  */
 import { Stack, type StackProps } from 'aws-cdk-lib';
 import type * as cloudwatch from 'aws-cdk-lib/aws-cloudwatch';
 import type * as sns from 'aws-cdk-lib/aws-sns';
 import type { Construct } from 'constructs';
 import { addChangeEvents, type ChangeEventsStateful } from './change-events/change-events.js';
+import type { ConnectionsResources } from './connections/connections-table.js';
 import type { ContentSyncFunction } from './constructs/content-sync-function.js';
 import type { WorkQueueResources } from './constructs/queues.js';
 import type { ContentSyncConfig } from './context.js';
@@ -25,7 +27,6 @@ import { addDashboard, alarmStatusWidget } from './operations/dashboard.js';
 import { addReconciliation } from './reconciler/reconciler.js';
 import type { StorageResources } from './storage/storage.js';
 import { addTokenRefresher } from './token-refresher/token-refresher.js';
-import type { TokenSecretsResources } from './token-refresher/token-secrets.js';
 
 export { REFRESHER_TIMEOUT } from './token-refresher/token-refresher.js';
 
@@ -33,8 +34,8 @@ export { REFRESHER_TIMEOUT } from './token-refresher/token-refresher.js';
 export interface StatefulResources {
   /** The items table, the items bucket and the control table (infra/storage). */
   readonly storage: StorageResources;
-  /** The credentials and access-token secrets (infra/token-refresher). */
-  readonly tokens: TokenSecretsResources;
+  /** The connections table and its customer-managed key (infra/connections). */
+  readonly connections: ConnectionsResources;
   /** The sync queue and its dead-letter queue (infra/item-sync). */
   readonly syncQueues: WorkQueueResources;
   /** The reconcile queue (the sync's second event source) and its dead-letter queue (infra/reconciler). */
@@ -51,8 +52,7 @@ export function resourceNames(stateful: StatefulResources): ResourceNames {
     controlTableName: stateful.storage.controlTable.tableName,
     deadLetterQueueUrl: stateful.syncQueues.deadLetterQueue.queueUrl,
     reconcileQueueUrl: stateful.reconcileQueues.queue.queueUrl,
-    credentialsSecretId: stateful.tokens.credentialsSecret.secretArn,
-    accessTokenSecretId: stateful.tokens.accessTokenSecret.secretArn,
+    connectionsTableName: stateful.connections.table.tableName,
     eventBusName: stateful.changeEvents.bus.eventBusArn,
   };
 }
@@ -76,24 +76,24 @@ export class StatelessStack extends Stack {
     super(scope, id, props);
     const { config, stateful } = props;
     const names = resourceNames(stateful);
-    const { storage, tokens } = stateful;
+    const { storage, connections } = stateful;
 
     // ---- the features: each with its functions, grants, event sources, schedules and outputs ----
-    const refresher = addTokenRefresher(this, { config, names, secrets: tokens });
-    const sync = addItemSync(this, { config, names, storage, accessTokenSecret: tokens.accessTokenSecret, queues: stateful.syncQueues });
+    const refresher = addTokenRefresher(this, { config, names, connections });
+    const sync = addItemSync(this, { config, names, storage, connections, queues: stateful.syncQueues });
     const reconciliation = addReconciliation(this, { config, storage, queues: stateful.reconcileQueues, sync: sync.fn });
-    const changeEvents = addChangeEvents(this, { table: storage.table, ...stateful.changeEvents });
+    const changeEvents = addChangeEvents(this, { table: storage.table, connections, ...stateful.changeEvents });
 
     // ---- operations (infra/operations): every feature's alarms on one topic, its rows on one dashboard ----
     // Both orders are the dashboard as deployed: the alarm-status widget lists the sync's dead
-    // letters first, then feature by feature; the refresher's graph shares a row with it.
+    // letters first, then feature by feature; the refresher's two graphs share a row with it.
     const operations = addAlarms(this, {
       alarmEmail: config.alarmEmail,
       alarms: [sync.deadLetterAlarm, ...refresher.alarms, ...sync.alarms, ...reconciliation.alarms, ...changeEvents.alarms],
     });
     addDashboard(this, [
       ...sync.rows,
-      [refresher.graph, alarmStatusWidget(operations.alarms)],
+      [...refresher.graphs, alarmStatusWidget(operations.alarms, 8)],
       ...reconciliation.rows,
       ...changeEvents.rows,
     ]);

@@ -1,9 +1,10 @@
 /**
  * The stateless half of the change events (docs/change-events.md; the bus and the failure queue,
  * the stateful half: ./change-event-resources.ts): the change-events function fed by the items
- * table's stream, its permissions and its output; its two alarms and its dashboard row
- * (./operations.ts). Memory, time-out, environment and the stream event source's numbers come from
- * infra/deployment.ts.
+ * table's stream, its permissions (publish on the bus; on the connections table, update each
+ * connection's `idsKnown` and `lastWriteAt` and nothing else) and its output; its two alarms and
+ * its dashboard row (./operations.ts). Memory, time-out, environment and the stream event source's
+ * numbers come from infra/deployment.ts.
  *
  * The stream event source:
  * - TRIM_HORIZON: a mapping that is created (first deploy) or re-created starts at the oldest
@@ -28,12 +29,33 @@ import * as lambda from 'aws-cdk-lib/aws-lambda';
 import { DynamoEventSource, SqsDlq } from 'aws-cdk-lib/aws-lambda-event-sources';
 import type * as sqs from 'aws-cdk-lib/aws-sqs';
 import { CHANGE_EVENTS_SERVICE } from '../../functions/shared/metric-names.js';
+import type { ConnectionsResources } from '../connections/connections-table.js';
+import { grantConnections, type ConnectionsAccess } from '../connections/grants.js';
 import { acknowledgeFunctionFindings, ContentSyncFunction, functionProps } from '../constructs/content-sync-function.js';
 import { CHANGE_EVENTS_TIMEOUT_SECONDS, changeEventSourceDeployment, changeEventsDeployment } from '../deployment.js';
 import { changeEventsOperations, type ChangeEventsOperations } from './operations.js';
 
 export { CHANGE_EVENTS_BATCH_SIZE, CHANGE_EVENTS_RETRY_ATTEMPTS } from '../deployment.js';
 export const CHANGE_EVENTS_TIMEOUT = Duration.seconds(CHANGE_EVENTS_TIMEOUT_SECONDS);
+
+/**
+ * The attributes of a connection's row the change-events function may name: the key, and the two
+ * it keeps (docs/connections.md, "Where credentials live"). Tokens and status are out of its reach.
+ */
+export const CHANGE_EVENTS_CONNECTION_ATTRIBUTES: readonly string[] = ['connection', 'idsKnown', 'lastWriteAt'];
+
+/**
+ * UpdateItem only, naming no top-level attribute but CHANGE_EVENTS_CONNECTION_ATTRIBUTES (its key,
+ * its update and its condition alike) and returning nothing (ReturnValues NONE or absent), so it
+ * can neither touch nor read back a token or a status.
+ */
+export const CHANGE_EVENTS_CONNECTIONS_ACCESS: ConnectionsAccess = {
+  actions: ['dynamodb:UpdateItem'],
+  conditions: {
+    'ForAllValues:StringEquals': { 'dynamodb:Attributes': [...CHANGE_EVENTS_CONNECTION_ATTRIBUTES] },
+    StringEqualsIfExists: { 'dynamodb:ReturnValues': 'NONE' },
+  },
+};
 
 /** What the stateful stack holds for the change events (infra/change-events/change-event-resources.ts). */
 export interface ChangeEventsStateful {
@@ -45,6 +67,8 @@ export interface ChangeEventsStateful {
 export interface ChangeEventsProps extends ChangeEventsStateful {
   /** The items table; its stream (NEW_AND_OLD_IMAGES) feeds the function. */
   readonly table: dynamodb.ITable;
+  /** The connections table and its key (infra/connections). */
+  readonly connections: ConnectionsResources;
 }
 
 export interface ChangeEvents extends ChangeEventsOperations {
@@ -57,13 +81,14 @@ export function addChangeEvents(stack: Stack, props: ChangeEventsProps): ChangeE
     entry: 'functions/change-events/handler.ts',
     serviceName: CHANGE_EVENTS_SERVICE,
     description: 'content-sync: announces every real change of an items-table row on the change-event bus',
-    ...functionProps(changeEventsDeployment({ eventBusName: props.bus.eventBusArn })),
+    ...functionProps(changeEventsDeployment({ eventBusName: props.bus.eventBusArn, connectionsTableName: props.connections.table.tableName })),
   });
   fn.allow({
     sid: 'PublishChangeEvents',
     actions: ['events:PutEvents'],
     resources: [props.bus.eventBusArn],
   });
+  grantConnections(fn, props.connections, CHANGE_EVENTS_CONNECTIONS_ACCESS);
   // The event source grants the stream read (and ListStreams) and, for the on-failure destination,
   // sqs:SendMessage on the failure queue (SQS-managed encryption: no KMS permission is needed).
   const source = changeEventSourceDeployment();

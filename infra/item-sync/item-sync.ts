@@ -1,21 +1,22 @@
 /**
  * The item sync (its queues, the stateful half: ./sync-queues.ts): the function that fetches queued
- * item ids from the provider into the items table; its permissions (read the access token, read
- * and write items, put and delete item objects in the items bucket, draw on the provider pace in
- * the control table, send waiting records back to the sync queue and dead ones to the dead-letter
- * queue); the sync queue as its event source; its output; its alarms and dashboard rows
- * (./operations.ts). Memory, time-out, environment and the event source's numbers come from
- * infra/deployment.ts. The reconcile queue, its second event source, is the reconciler's
- * (infra/reconciler).
+ * item ids of every connection from the provider into the items table; its permissions (read a
+ * connection's tokens and refresh them on demand in the connections table, read and write items,
+ * put and delete item objects in the items bucket, draw on the provider pace in the control table,
+ * send waiting records back to the sync queue and dead ones to the dead-letter queue); the sync
+ * queue as its event source; its output; its alarms and dashboard rows (./operations.ts). Memory,
+ * time-out, environment and the event source's numbers come from infra/deployment.ts. The
+ * reconcile queue, its second event source, is the reconciler's (infra/reconciler).
  *
  * Added to the given stack (the stateless stack) under their own ids, so their logical ids do not
  * depend on where this code lives.
  */
 import { CfnOutput, type Stack } from 'aws-cdk-lib';
 import { SqsEventSource } from 'aws-cdk-lib/aws-lambda-event-sources';
-import type * as secretsmanager from 'aws-cdk-lib/aws-secretsmanager';
 import { ITEM_SYNC_LAZY_MODULES } from '../../functions/item-sync/lazy-modules.js';
 import { SYNC_SERVICE } from '../../functions/shared/metric-names.js';
+import type { ConnectionsResources } from '../connections/connections-table.js';
+import { grantConnections, type ConnectionsAccess } from '../connections/grants.js';
 import { acknowledgeFunctionFindings, ContentSyncFunction, functionProps, sqsEventSourceProps } from '../constructs/content-sync-function.js';
 import type { WorkQueueResources } from '../constructs/queues.js';
 import type { ContentSyncConfig } from '../context.js';
@@ -24,12 +25,21 @@ import { grantItemObjects } from '../storage/items-bucket.js';
 import type { StorageResources } from '../storage/storage.js';
 import { itemSyncOperations, type ItemSyncOperations } from './operations.js';
 
+/**
+ * The item sync on the connections table: GetItem (a connection's status and tokens) and UpdateItem
+ * (an on-demand refresh's lease, tokens and health; `lastUsedAt`). No Scan, PutItem or DeleteItem.
+ */
+export const SYNC_CONNECTIONS_ACCESS: ConnectionsAccess = {
+  actions: ['dynamodb:GetItem', 'dynamodb:UpdateItem'],
+};
+
 export interface ItemSyncProps {
   readonly config: ContentSyncConfig;
   /** What its environment names (infra/deployment.ts, syncDeployment). */
   readonly names: ResourceNames;
   readonly storage: StorageResources;
-  readonly accessTokenSecret: secretsmanager.ISecret;
+  /** The connections table and its key (infra/connections). */
+  readonly connections: ConnectionsResources;
   /** The sync queue and its dead-letter queue (./sync-queues.ts). */
   readonly queues: WorkQueueResources;
 }
@@ -47,11 +57,6 @@ export function addItemSync(stack: Stack, props: ItemSyncProps): ItemSync {
     serviceName: SYNC_SERVICE,
     description: 'content-sync: fetches queued item ids from the provider into the items table',
     ...functionProps(syncDeployment(props.config, props.names)),
-  });
-  sync.allow({
-    sid: 'ReadAccessToken',
-    actions: ['secretsmanager:GetSecretValue'],
-    resources: [props.accessTokenSecret.secretArn],
   });
   sync.allow({
     sid: 'ReadWriteItems',
@@ -78,6 +83,7 @@ export function addItemSync(stack: Stack, props: ItemSyncProps): ItemSync {
   });
   // Items too large for a row: put and delete item objects (infra/storage/items-bucket.ts).
   grantItemObjects(sync.role, storage.itemsBucket);
+  grantConnections(sync, props.connections, SYNC_CONNECTIONS_ACCESS);
   // The sync queue feeds the item sync (partial batch failures reported). The event source grants
   // receive/delete/attributes and ChangeMessageVisibility (Retry-After) on the sync queue.
   sync.function.addEventSource(new SqsEventSource(queues.queue, sqsEventSourceProps(syncEventSourceDeployment(props.config))));

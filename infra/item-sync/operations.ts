@@ -80,8 +80,8 @@ export function itemSyncOperations(props: ItemSyncOperationsProps): ItemSyncOper
         ...common,
         alarmDescription:
           `The item sync's provider breaker has been open for ${BREAKER_OPEN_ALARM_SECONDS / 60} min or more: no item is fetched (one probe at a time), ` +
-          'records wait on the sync queue and are sent again with a delay. Either the provider is down (check its status and the item sync logs) ' +
-          'or it refuses the access token and the token refresher cannot get a new one (check the token refresher alarm and its logs: credentials set? refresh token still valid?). ' +
+          'records wait on the sync queue and are sent again with a delay. The provider is down or cannot be reached: check its status and the item sync logs ' +
+          '(a refused token never opens the breaker: it stops only its own connection, see ConnectionsFailingAlarm). ' +
           'The sync resumes by itself once a probe succeeds.',
         metric: serviceMetric(SYNC_SERVICE, PACE_METRIC_NAMES.breakerOpenSeconds, 'Maximum', fiveMinutes),
         threshold: BREAKER_OPEN_ALARM_SECONDS,

@@ -1,6 +1,6 @@
 /**
- * The stateful half of the item sync: the sync queue, where `{"id": "<item id>"}` messages are sent
- * for the item sync to fetch, and its dead-letter queue, where records that can never succeed end
+ * The stateful half of the item sync: the sync queue, where `{"connection": "<connection id>", "id":
+ * "<item id>"}` messages are sent for the item sync to fetch, and its dead-letter queue, where records that can never succeed end
  * (sent there by the sync with message attributes `error` and `sourceMessageId`, or by SQS after
  * MAX_RECEIVE_COUNT receives). Made as every work queue is (infra/constructs/queues.ts, from
  * infra/deployment.ts workQueueDeployment), with their outputs: URLs, and ARNs for a redrive.
@@ -20,7 +20,7 @@ export function addSyncQueues(stack: Stack, config: ContentSyncConfig): SyncQueu
     idPrefix: '',
     queueName: 'Sync queue',
     deadLetterQueueName: 'Dead-letter queue',
-    queueUrlDescription: 'Sync queue: send {"id": "<item id>"} messages here (npm run enqueue -- --queue-url <QueueUrl> id ...)',
+    queueUrlDescription: 'Sync queue: send {"connection": "<connection id>", "id": "<item id>"} messages here ({"id"} alone: the connection default)',
     deadLetterQueueUrlDescription: 'Dead-letter queue: records that can never succeed, with message attributes error and sourceMessageId',
   });
   return queues;

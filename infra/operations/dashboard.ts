@@ -13,9 +13,9 @@ import * as cloudwatch from 'aws-cdk-lib/aws-cloudwatch';
 /** One row of widgets, left to right (24 units wide). */
 export type DashboardRow = readonly cloudwatch.IWidget[];
 
-/** The state of every alarm given, in that order (12 units wide). */
-export function alarmStatusWidget(alarms: readonly cloudwatch.IAlarm[]): cloudwatch.AlarmStatusWidget {
-  return new cloudwatch.AlarmStatusWidget({ title: 'Alarms', width: 12, alarms: [...alarms] });
+/** The state of every alarm given, in that order (`width` units wide, 12 unless given). */
+export function alarmStatusWidget(alarms: readonly cloudwatch.IAlarm[], width = 12): cloudwatch.AlarmStatusWidget {
+  return new cloudwatch.AlarmStatusWidget({ title: 'Alarms', width, alarms: [...alarms] });
 }
 
 /** The dashboard, its rows top to bottom, and its output. */

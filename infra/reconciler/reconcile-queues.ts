@@ -1,9 +1,9 @@
 /**
  * The stateful half of reconciliation (docs/reconciler.md): the reconcile queue, where the
- * reconciler sends `{"id": "<id>"}` for every id the items table knows, once per pass, and the
- * item sync takes them at the provider's pace; and its own dead-letter queue. Both are made as
- * the sync queue and its dead-letter queue are (SQS-managed encryption, TLS only, the same
- * retention, redrive after MAX_RECEIVE_COUNT receives, visibility 6× the sync's time-out, the
+ * reconciler sends a message (connection and id) for every id the items table knows, once per
+ * pass, and the item sync takes them at the provider's pace; and its own dead-letter queue. Both
+ * are made as the sync queue and its dead-letter queue are (SQS-managed encryption, TLS only, the
+ * same retention, redrive after MAX_RECEIVE_COUNT receives, visibility 6× the sync's time-out, the
  * same outputs: URLs, and ARNs for a redrive) and retained when the stack is deleted. They exist
  * whatever freshnessHours is: with reconciliation off, what is still queued is taken by the sync
  * all the same.
@@ -24,7 +24,7 @@ export function addReconcileQueues(stack: Stack, config: ContentSyncConfig): Rec
     queueName: 'Reconcile queue',
     deadLetterQueueName: 'Reconcile dead-letter queue',
     queueUrlDescription:
-      'Reconcile queue: the reconciler sends every known id here once per pass ({"id": "<item id>"}, attribute reconcilePass); the item sync takes them',
+      'Reconcile queue: the reconciler sends every known id here once per pass (its connection and id, attribute reconcilePass); the item sync takes them',
     deadLetterQueueUrlDescription: 'Dead-letter queue of the reconcile queue: ids the sync was handed 5 times without finishing them',
   });
   return queues;

@@ -1,8 +1,8 @@
 /**
- * The storage every feature shares: the items table (one row per item; its stream feeds the change
- * events), the items bucket (an item too large for a row, whole; ./items-bucket.ts) and the control
- * table (the item sync's provider pace row and the reconciler's cursor row). What downstream
- * consumers read is here: a row's `item`, or the object its `itemObject.key` names.
+ * The storage every feature shares: the items table (one row per item per connection; its stream
+ * feeds the change events), the items bucket (an item too large for a row, whole; ./items-bucket.ts)
+ * and the control table (the item sync's provider pace rows and the reconciler's cursor row). What
+ * downstream consumers read is here: a row's `item`, or the object its `itemObject.key` names.
  *
  * Retained when the stack is deleted; no hard-coded physical name. Added to the given stack (the
  * stateful stack) under their own ids, so their logical ids do not depend on where this code lives.
@@ -19,10 +19,14 @@ import { addItemsBucket } from './items-bucket.js';
  */
 export const CONTROL_TABLE_PARTITION_KEY = 'pk';
 
+/** The items table's key: partition key the connection id, sort key the item id (both strings). */
+export const ITEMS_TABLE_PARTITION_KEY = 'connection';
+export const ITEMS_TABLE_SORT_KEY = 'id';
+
 /** The storage as the functions' stack uses it. */
 export interface StorageResources {
   readonly table: dynamodb.ITable;
-  /** The item sync's pace row and the reconciler's cursor row. */
+  /** The item sync's pace rows and the reconciler's cursor row. */
   readonly controlTable: dynamodb.ITable;
   /** Items too large for a row (./items-bucket.ts). */
   readonly itemsBucket: s3.IBucket;
@@ -36,8 +40,13 @@ export interface Storage extends StorageResources {
 
 /** The items table, the items bucket and the control table, with their outputs. */
 export function addStorage(stack: Stack): Storage {
+  // One row per item per connection: two connections may hold the same item id, and one
+  // connection's rows are one item collection. The key changed from `id` alone: CloudFormation
+  // replaces the table under the same logical id and RemovalPolicy.RETAIN keeps the old one, the
+  // upgrade path of docs/connections.md ("Upgrading a one-account deployment").
   const table = new dynamodb.Table(stack, 'ItemsTable', {
-    partitionKey: { name: 'id', type: dynamodb.AttributeType.STRING },
+    partitionKey: { name: ITEMS_TABLE_PARTITION_KEY, type: dynamodb.AttributeType.STRING },
+    sortKey: { name: ITEMS_TABLE_SORT_KEY, type: dynamodb.AttributeType.STRING },
     billingMode: dynamodb.BillingMode.PAY_PER_REQUEST,
     pointInTimeRecoverySpecification: { pointInTimeRecoveryEnabled: true },
     stream: dynamodb.StreamViewType.NEW_AND_OLD_IMAGES,
@@ -58,9 +67,10 @@ export function addStorage(stack: Stack): Storage {
     value: itemsBucket.bucketName,
   });
 
-  // The item sync's shared state: one row holds the provider pace every sync container draws
-  // from (rate, 429 history, breaker). Small and hot: on demand, strongly consistent reads and
-  // conditional writes. Point-in-time recovery as for the items table (cdk-nag DDB3).
+  // The item sync's shared state: a row holds a provider pace the sync containers draw from (rate,
+  // 429 history, breaker), one per client id or one per connection (paceScope). Small and hot: on
+  // demand, strongly consistent reads and conditional writes. Point-in-time recovery as for the
+  // items table (cdk-nag DDB3).
   const controlTable = new dynamodb.Table(stack, 'ControlTable', {
     partitionKey: { name: CONTROL_TABLE_PARTITION_KEY, type: dynamodb.AttributeType.STRING },
     billingMode: dynamodb.BillingMode.PAY_PER_REQUEST,
@@ -70,7 +80,7 @@ export function addStorage(stack: Stack): Storage {
     removalPolicy: RemovalPolicy.RETAIN,
   });
   new CfnOutput(stack, 'ControlTableName', {
-    description: 'DynamoDB table of the item sync shared state (the one provider pace row every sync container draws from)',
+    description: 'DynamoDB table of the item sync shared state (the provider pace rows the sync containers draw from) and the reconciler cursor',
     value: controlTable.tableName,
   });
 

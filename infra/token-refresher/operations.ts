@@ -1,8 +1,10 @@
 /**
- * The token refresher's operations (docs/operations.md): its alarm, on failures in consecutive
- * refresh intervals, and its dashboard graph, its metrics (namespace ContentSync, service
- * token-refresher) and its errors. The alarm is made on the alarm topic by infra/operations; the
- * dashboard puts the graph beside the alarm status (infra/stateless-stack.ts).
+ * The token refresher's operations (docs/operations.md): two alarms, the refresher failing in
+ * consecutive refresh intervals and a connection failing (the provider refused its refresh token);
+ * and two dashboard graphs, the refresher's counters (namespace ContentSync, service
+ * token-refresher) with its errors, and the connections by status as each run counts them. The
+ * alarms are made on the alarm topic by infra/operations; the dashboard puts the graphs beside the
+ * alarm status (infra/stateless-stack.ts).
  */
 import { Duration } from 'aws-cdk-lib';
 import * as cloudwatch from 'aws-cdk-lib/aws-cloudwatch';
@@ -13,43 +15,82 @@ import type { ContentSyncConfig } from '../context.js';
 import { scheduleDeployment } from '../deployment.js';
 import type { AlarmDefinition } from '../operations/alarms.js';
 
+/** Counted once per refresh (by the refresher's runs): summed per period on the dashboard. */
+const REFRESH_COUNTERS = [
+  REFRESHER_METRIC_NAMES.refreshed,
+  REFRESHER_METRIC_NAMES.rotated,
+  REFRESHER_METRIC_NAMES.failed,
+  REFRESHER_METRIC_NAMES.refused,
+] as const;
+
+/** Connections by status, counted by every scheduled run: gauges, shown at their highest per run. */
+const CONNECTION_GAUGES = [REFRESHER_METRIC_NAMES.active, REFRESHER_METRIC_NAMES.paused, REFRESHER_METRIC_NAMES.failing] as const;
+
 export interface TokenRefresherOperations {
   readonly alarms: AlarmDefinition[];
-  /** Its one dashboard graph (12 units wide). */
-  readonly graph: cloudwatch.IWidget;
+  /** Its two dashboard graphs (8 units wide each). */
+  readonly graphs: cloudwatch.IWidget[];
 }
 
 export function tokenRefresherOperations(refresher: lambda.IFunction, config: ContentSyncConfig): TokenRefresherOperations {
-  // The schedule's interval: the alarm's period follows it.
+  // The schedule's interval: the alarms' periods follow it.
   const tokenRefreshMinutes = scheduleDeployment(config).refresherEveryMinutes;
+  const onePeriod = Duration.minutes(tokenRefreshMinutes);
   // One period per scheduled run: alarm when two runs in a row failed (a single failure that the
   // next run repairs does not page). Intervals over 12 h: one run per day, alarm on the first.
   const twoRuns = tokenRefreshMinutes <= 720;
   const periods = twoRuns ? 2 : 1;
+  const common = {
+    comparisonOperator: cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+    treatMissingData: cloudwatch.TreatMissingData.NOT_BREACHING,
+    threshold: 1,
+  };
   const errorsAlarm: AlarmDefinition = {
     id: 'TokenRefresherErrorsAlarm',
     props: {
-      comparisonOperator: cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
-      treatMissingData: cloudwatch.TreatMissingData.NOT_BREACHING,
-      alarmDescription: `The token refresher failed ${twoRuns ? 'in two refresh intervals in a row' : 'today'}: check its logs (credentials set? provider reachable?).`,
+      ...common,
+      alarmDescription:
+        `The token refresher failed ${twoRuns ? 'in two refresh intervals in a row' : 'today'}. A run fails only when it cannot read the connections table ` +
+        '(a connection whose refresh fails or is refused does not fail the run: see ConnectionsFailingAlarm). ' +
+        'Check its logs: does the connections table exist, may the refresher\'s role read it, is the connections KMS key enabled?',
       metric: refresher.metricErrors({
-        period: Duration.minutes(twoRuns ? tokenRefreshMinutes : 1440),
+        period: twoRuns ? onePeriod : Duration.minutes(1440),
         statistic: 'Sum',
       }),
-      threshold: 1,
       evaluationPeriods: periods,
       datapointsToAlarm: periods,
     },
   };
+  // Every scheduled run counts the failing connections; one or more in a run's period alarms.
+  const failingAlarm: AlarmDefinition = {
+    id: 'ConnectionsFailingAlarm',
+    props: {
+      ...common,
+      alarmDescription:
+        'A connection is failing: the provider refused its refresh token, and its messages wait until its credentials are replaced. ' +
+        'Find it with npm run connections -- list (status failing, last failure reason); then replace its credentials with ' +
+        'npm run connections -- add <id> --client-id <client id> (refresh token on standard input), or remove it with npm run connections -- remove <id> ' +
+        '(docs/operations.md, "Runbook").',
+      metric: serviceMetric(REFRESHER_SERVICE, REFRESHER_METRIC_NAMES.failing, 'Maximum', onePeriod),
+      evaluationPeriods: 1,
+    },
+  };
 
   const period = Duration.minutes(5);
-  const graph = new cloudwatch.GraphWidget({
+  const refresherGraph = new cloudwatch.GraphWidget({
     title: 'Token refresher',
-    width: 12,
+    width: 8,
     left: [
-      ...Object.values(REFRESHER_METRIC_NAMES).map((name) => serviceMetric(REFRESHER_SERVICE, name, 'Sum', period)),
+      ...REFRESH_COUNTERS.map((name) => serviceMetric(REFRESHER_SERVICE, name, 'Sum', period)),
       refresher.metricErrors({ period, statistic: 'Sum' }),
     ],
+    leftYAxis: { min: 0 },
   });
-  return { alarms: [errorsAlarm], graph };
+  const connectionsGraph = new cloudwatch.GraphWidget({
+    title: 'Connections by status',
+    width: 8,
+    left: CONNECTION_GAUGES.map((name) => serviceMetric(REFRESHER_SERVICE, name, 'Maximum', onePeriod)),
+    leftYAxis: { min: 0 },
+  });
+  return { alarms: [errorsAlarm, failingAlarm], graphs: [refresherGraph, connectionsGraph] };
 }

@@ -1,10 +1,14 @@
 /**
- * The token refresher (its secrets, the stateful half: ./token-secrets.ts): the function that
- * exchanges the refresh token for a fresh access token, reading the credentials and writing both
- * secrets; its EventBridge Scheduler schedule (every tokenRefreshMinutes, {"trigger":"schedule"});
- * its run at deploy time (./deploy-run.ts); its output; its alarm and its dashboard graph
- * (./operations.ts). Memory, time-out, environment and the schedule's numbers come from
- * infra/deployment.ts.
+ * The token refresher (docs/connections.md, "Refresh"): the function that keeps the connections'
+ * access tokens fresh in the connections table (infra/connections, the stateful half), scanning it
+ * and refreshing, a few at a time, the connections whose token is due; its permissions on that
+ * table and its key; its EventBridge Scheduler schedule (every tokenRefreshMinutes,
+ * {"trigger":"schedule"}); its output; its alarms and its dashboard graphs (./operations.ts).
+ * Memory, time-out, environment and the schedule's numbers come from infra/deployment.ts.
+ *
+ * Nothing runs at deploy time: connections are added with the operator CLI after the deploy
+ * (`npm run connections -- add`), and the first scheduled run, or the item sync on demand,
+ * refreshes them.
  *
  * Added to the given stack (the stateless stack) under their own ids, so their logical ids do not
  * depend on where this code lives.
@@ -13,28 +17,37 @@ import { CfnOutput, Duration, type Stack } from 'aws-cdk-lib';
 import * as scheduler from 'aws-cdk-lib/aws-scheduler';
 import * as schedulerTargets from 'aws-cdk-lib/aws-scheduler-targets';
 import { REFRESHER_SERVICE } from '../../functions/shared/metric-names.js';
+import type { ConnectionsResources } from '../connections/connections-table.js';
+import { grantConnections, type ConnectionsAccess } from '../connections/grants.js';
 import { acknowledgeFunctionFindings, addSchedulerInvokeRole, ContentSyncFunction, functionProps } from '../constructs/content-sync-function.js';
 import type { ContentSyncConfig } from '../context.js';
 import {
-  deployRunDeployment,
   REFRESHER_TIMEOUT_SECONDS,
   refresherDeployment,
   scheduleDeliveryDeployment,
   scheduleDeployment,
   type ResourceNames,
 } from '../deployment.js';
-import { addDeployRun } from './deploy-run.js';
 import { tokenRefresherOperations, type TokenRefresherOperations } from './operations.js';
-import type { TokenSecretsResources } from './token-secrets.js';
 
 /** infra/deployment.ts, REFRESHER_TIMEOUT_SECONDS. */
 export const REFRESHER_TIMEOUT = Duration.seconds(REFRESHER_TIMEOUT_SECONDS);
+
+/**
+ * The refresher on the connections table: Scan (every connection, each run), GetItem (one row read
+ * again), UpdateItem (the lease, the new tokens and the health, each a conditional update). No
+ * PutItem or DeleteItem: connections are created and removed by the operator CLI only.
+ */
+export const REFRESHER_CONNECTIONS_ACCESS: ConnectionsAccess = {
+  actions: ['dynamodb:GetItem', 'dynamodb:Scan', 'dynamodb:UpdateItem'],
+};
 
 export interface TokenRefresherProps {
   readonly config: ContentSyncConfig;
   /** What its environment names (infra/deployment.ts, refresherDeployment). */
   readonly names: ResourceNames;
-  readonly secrets: TokenSecretsResources;
+  /** The connections table and its key (infra/connections). */
+  readonly connections: ConnectionsResources;
 }
 
 export interface TokenRefresher extends TokenRefresherOperations {
@@ -42,33 +55,20 @@ export interface TokenRefresher extends TokenRefresherOperations {
 }
 
 export function addTokenRefresher(stack: Stack, props: TokenRefresherProps): TokenRefresher {
-  const { config, secrets } = props;
+  const { config } = props;
   const refresher = new ContentSyncFunction(stack, 'TokenRefresher', {
     entry: 'functions/token-refresher/handler.ts',
     serviceName: REFRESHER_SERVICE,
-    description: 'content-sync: exchanges the refresh token for a fresh access token',
+    description: 'content-sync: refreshes the access tokens of the connections in the connections table',
     ...functionProps(refresherDeployment(config, props.names)),
   });
-  refresher.allow({
-    sid: 'ReadCredentials',
-    actions: ['secretsmanager:GetSecretValue'],
-    resources: [secrets.credentialsSecret.secretArn],
-  });
-  refresher.allow({
-    sid: 'WriteTokens',
-    actions: ['secretsmanager:PutSecretValue'],
-    resources: [secrets.credentialsSecret.secretArn, secrets.accessTokenSecret.secretArn],
-  });
+  grantConnections(refresher, props.connections, REFRESHER_CONNECTIONS_ACCESS);
   acknowledgeFunctionFindings(refresher);
 
   addRefreshSchedule(stack, refresher, config);
-  addDeployRun(stack, {
-    refresher,
-    deployment: deployRunDeployment(config, { refresherFunctionName: refresher.function.functionName }),
-  });
 
   new CfnOutput(stack, 'TokenRefresherFunctionName', {
-    description: 'Run it after setting the credentials: aws lambda invoke --function-name <this> --payload \'{"trigger":"manual"}\'',
+    description: 'Refreshes the connections\' access tokens every tokenRefreshMinutes; its logs show each run',
     value: refresher.function.functionName,
   });
   return { fn: refresher, ...tokenRefresherOperations(refresher.function, config) };
@@ -81,7 +81,7 @@ function addRefreshSchedule(stack: Stack, refresher: ContentSyncFunction, config
   // Our own role for the schedule, so its one finding can be acknowledged on it.
   const scheduleRole = addSchedulerInvokeRole(stack, 'TokenRefreshScheduleRole', refresher, 'token refresher');
   new scheduler.Schedule(stack, 'TokenRefreshSchedule', {
-    description: `content-sync: refresh the provider access token every ${tokenRefreshMinutes} min`,
+    description: `content-sync: refresh the connections' access tokens every ${tokenRefreshMinutes} min`,
     schedule: scheduler.ScheduleExpression.rate(Duration.minutes(tokenRefreshMinutes)),
     target: new schedulerTargets.LambdaInvoke(refresher.function, {
       input: scheduler.ScheduleTargetInput.fromObject({ trigger: 'schedule' }),

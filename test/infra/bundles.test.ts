@@ -20,8 +20,8 @@ const bundles: Record<string, string> = {};
 
 /** Each bundle, and an AWS API name its bundled SDK client holds. */
 const SDK_CALLS: Record<string, string> = {
-  TokenRefresherFunction: 'secretsmanager',
-  ItemSyncFunction: 'secretsmanager',
+  TokenRefresherFunction: 'DynamoDB_20120810',
+  ItemSyncFunction: 'DynamoDB_20120810',
   ChangeEventsFunction: 'PutEvents',
   ReconcilerFunction: 'SendMessageBatch',
 };
@@ -38,8 +38,9 @@ beforeAll(() => {
 
 const ENVIRONMENT: Record<string, string> = {
   [ENV.baseUrl]: 'https://example.com/api',
-  [ENV.credentialsSecretId]: 'arn:aws:secretsmanager:eu-west-1:123456789012:secret:credentials-AbCdEf',
-  [ENV.accessTokenSecretId]: 'arn:aws:secretsmanager:eu-west-1:123456789012:secret:token-AbCdEf',
+  [ENV.connectionsTableName]: 'connections-table',
+  [ENV.tokenRefreshMinutes]: '30',
+  [ENV.paceScope]: 'client',
   [ENV.itemsTableName]: 'items-table',
   [ENV.itemsBucketName]: 'items-bucket',
   [ENV.revisionField]: 'revision',

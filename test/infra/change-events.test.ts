@@ -2,8 +2,8 @@
  * The change events in both templates (docs/change-events.md): the bus and the failure queue in the
  * stateful stack (retained, encrypted, TLS-only, no literal names, outputs), the change-events
  * function, its items-stream event source (TRIM_HORIZON, ReportBatchItemFailures, bisect, bounded
- * retries, on-failure destination, parallelization factor 1), its exact IAM statements, its two
- * alarms and its dashboard row.
+ * retries, on-failure destination, parallelization factor 1), its exact IAM statements (the
+ * connections table's two attributes among them), its two alarms and its dashboard row.
  */
 import type { Template } from 'aws-cdk-lib/assertions';
 import { beforeAll, describe, expect, it } from 'vitest';
@@ -29,6 +29,9 @@ beforeAll(() => {
   imports.failureQueueArn = importOf(f, { 'Fn::GetAtt': [ids.failureQueue, 'Arn'] });
   imports.failureQueueName = importOf(f, { 'Fn::GetAtt': [ids.failureQueue, 'QueueName'] });
   imports.streamArn = importOf(f, { 'Fn::GetAtt': [ids.table, 'StreamArn'] });
+  imports.connectionsTableName = importOf(f, { Ref: logicalId(f, 'AWS::DynamoDB::Table', 'ConnectionsTable') });
+  imports.connectionsTableArn = importOf(f, { 'Fn::GetAtt': [logicalId(f, 'AWS::DynamoDB::Table', 'ConnectionsTable'), 'Arn'] });
+  imports.connectionsKeyArn = importOf(f, { 'Fn::GetAtt': [logicalId(f, 'AWS::KMS::Key', 'ConnectionsKey'), 'Arn'] });
 });
 
 describe('change events: stateful resources', () => {
@@ -99,21 +102,42 @@ describe('change events: the function', () => {
     expect(role.Properties).not.toHaveProperty('ManagedPolicyArns');
   });
 
-  it('environment: EVENT_BUS_NAME is the bus ARN, nothing else but the construct defaults', () => {
+  it('environment: EVENT_BUS_NAME is the bus ARN, CONNECTIONS_TABLE_NAME the connections table, nothing else but the construct defaults', () => {
     const fn = resource(t.statelessTemplate, 'AWS::Lambda::Function', ids.fn!);
     expect(fn.Properties['Environment'].Variables).toEqual({
       [ENV.eventBusName]: imports.busArn,
+      [ENV.connectionsTableName]: imports.connectionsTableName,
       POWERTOOLS_SERVICE_NAME: 'change-events',
       POWERTOOLS_LOG_LEVEL: 'INFO',
       NODE_OPTIONS: '--enable-source-maps',
     });
   });
 
-  it('IAM: own logs, X-Ray, PutEvents on the bus only, send to the failure queue, read the items stream; nothing else', () => {
+  it('IAM: own logs, X-Ray, PutEvents on the bus only, two attributes of a connection, send to the failure queue, read the items stream; nothing else', () => {
     expect(roleStatements(t.statelessTemplate, ids.role!)).toEqual([
       { Sid: 'WriteOwnLogs', Effect: 'Allow', Action: ['logs:CreateLogStream', 'logs:PutLogEvents'], Resource: { 'Fn::GetAtt': [ids.logs, 'Arn'] } },
       { Effect: 'Allow', Action: ['xray:PutTraceSegments', 'xray:PutTelemetryRecords'], Resource: '*' },
       { Sid: 'PublishChangeEvents', Effect: 'Allow', Action: 'events:PutEvents', Resource: imports.busArn },
+      // Each connection's idsKnown and lastWriteAt (test/infra/connections.test.ts): nothing else of its row, never a value back.
+      {
+        Sid: 'Connections',
+        Effect: 'Allow',
+        Action: 'dynamodb:UpdateItem',
+        Resource: imports.connectionsTableArn,
+        Condition: {
+          'ForAllValues:StringEquals': { 'dynamodb:Attributes': ['connection', 'idsKnown', 'lastWriteAt'] },
+          StringEqualsIfExists: { 'dynamodb:ReturnValues': 'NONE' },
+        },
+      },
+      {
+        Sid: 'ConnectionsKey',
+        Effect: 'Allow',
+        Action: ['kms:Decrypt', 'kms:Encrypt', 'kms:GenerateDataKey'],
+        Resource: imports.connectionsKeyArn,
+        Condition: {
+          StringEquals: { 'kms:ViaService': { 'Fn::Join': ['', ['dynamodb.', { Ref: 'AWS::Region' }, '.', { Ref: 'AWS::URLSuffix' }]] } },
+        },
+      },
       // The on-failure destination's grant.
       { Effect: 'Allow', Action: ['sqs:SendMessage', 'sqs:GetQueueAttributes', 'sqs:GetQueueUrl'], Resource: imports.failureQueueArn },
       // The stream event source's grant: ListStreams has no resource-level permissions.

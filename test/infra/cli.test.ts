@@ -1,7 +1,7 @@
 /**
  * The CDK CLI as an operator runs it: `cdk synth` works offline without AWS credentials or Docker,
  * prints no notices, version or feature-flag messages, and a missing or invalid key (`baseUrl`,
- * `providerRequestsPerSecond`, `freshnessHours`) fails the synth with one line naming it.
+ * `providerRequestsPerSecond`, `freshnessHours`, `paceScope`) fails the synth with one line naming it.
  */
 import { existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -74,6 +74,13 @@ describe('cdk CLI', () => {
     const run = await cdk(['synth', '-c', 'baseUrl=https://example.com/api', '-c', 'freshnessHours=abc', '--quiet', '-o', join(dir, 'bad-freshness')]);
     expect(run.status).toBe(1);
     expect(run.stderr).toContain('content-sync: invalid CDK context: freshnessHours: must be a whole number from 0 to 8760, got "abc"');
+    expect(run.stderr).not.toMatch(/\n\s+at /);
+  }, 60_000);
+
+  it('synth with a paceScope other than client or connection exits 1 with one line naming the key', async () => {
+    const run = await cdk(['synth', '-c', 'baseUrl=https://example.com/api', '-c', 'paceScope=account', '--quiet', '-o', join(dir, 'bad-pace-scope')]);
+    expect(run.status).toBe(1);
+    expect(run.stderr).toContain('content-sync: invalid CDK context: paceScope: must be one of client, connection, got "account"');
     expect(run.stderr).not.toMatch(/\n\s+at /);
   }, 60_000);
 });

@@ -3,6 +3,7 @@
  * through readContentSyncConfig and through the app (what `cdk synth` runs).
  */
 import { describe, expect, it } from 'vitest';
+import { DEFAULTS, PACE_SCOPES } from '../../functions/shared/config.js';
 import { ConfigError } from '../../functions/shared/errors.js';
 import { readContentSyncConfig, syncTimeoutSeconds } from '../../infra/context.js';
 import { buildApp, CDK_JSON_CONTEXT } from './helpers.js';
@@ -39,6 +40,7 @@ describe('context defaults', () => {
       providerRequestsPerSecond: undefined,
       freshnessHours: 24,
       usersReservedPercent: 20,
+      paceScope: 'client',
       syncTimeoutSeconds: 60,
     });
   });
@@ -51,6 +53,7 @@ describe('context defaults', () => {
       syncMaxConcurrency: 5,
       freshnessHours: 24,
       usersReservedPercent: 20,
+      paceScope: 'client',
       'cli-telemetry': false,
     });
     expect(CDK_JSON_CONTEXT).not.toHaveProperty('baseUrl');
@@ -94,6 +97,21 @@ describe('context defaults', () => {
     [' 90 ', 90],
   ])('usersReservedPercent %j (cdk.json number or -c string) is %i', (value, expected) => {
     expect(read({ ...base, usersReservedPercent: value }).usersReservedPercent).toBe(expected);
+  });
+
+  it.each([
+    ['client', 'client'],
+    ['connection', 'connection'],
+    [' connection ', 'connection'],
+    ['', 'client'],
+    [null, 'client'],
+  ])('paceScope %j is %s', (value, expected) => {
+    expect(read({ ...base, paceScope: value }).paceScope).toBe(expected);
+  });
+
+  it('paceScope takes the run-time default and the run-time choices', () => {
+    expect(read(base).paceScope).toBe(DEFAULTS.paceScope);
+    expect(PACE_SCOPES).toEqual(['client', 'connection']);
   });
 
   it('accepts plain http:// only for loopback hosts (local runs)', () => {
@@ -186,6 +204,14 @@ describe('context errors name the key', () => {
     );
   });
 
+  it.each([['Client'], ['account'], ['connections'], [1], ['client,connection']])('paceScope %j is not client or connection', (value) => {
+    expect(errorFor({ ...base, paceScope: value }, 'paceScope')).toBe(`paceScope: must be one of client, connection, got "${value}"`);
+  });
+
+  it('paceScope: a non-scalar value is rejected naming the key', () => {
+    errorFor({ ...base, paceScope: ['client'] }, 'paceScope');
+  });
+
   it('providerRequestsPerSecond: the message gives the range and the value', () => {
     expect(errorFor({ ...base, providerRequestsPerSecond: 'abc' }, 'providerRequestsPerSecond')).toBe(
       'providerRequestsPerSecond: must be a whole number from 1 to 100000, got "abc"',
@@ -225,6 +251,12 @@ describe('the app validates the context once, before creating anything', () => {
   it('usersReservedPercent: 20 unless given', () => {
     expect(buildApp({ usersReservedPercent: undefined }).config.usersReservedPercent).toBe(20);
     expect(buildApp({ usersReservedPercent: '40' }).config.usersReservedPercent).toBe(40);
+  });
+
+  it('a bad paceScope fails the build naming paceScope; a good one builds', () => {
+    expect(() => buildApp({ paceScope: 'account' })).toThrow(/^paceScope: must be one of client, connection, got "account"/);
+    expect(buildApp({ paceScope: 'connection' }).config.paceScope).toBe('connection');
+    expect(buildApp({ paceScope: undefined }).config.paceScope).toBe('client');
   });
 
   it('a bad alarmEmail fails the build naming alarmEmail', () => {

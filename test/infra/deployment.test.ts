@@ -34,7 +34,6 @@ vi.mock('../../infra/deployment.js', async (importOriginal) => {
     syncDeployment: (...args: Parameters<typeof real.syncDeployment>) => fn(real.syncDeployment(...args)),
     reconcilerDeployment: (...args: Parameters<typeof real.reconcilerDeployment>) => maybe(real.reconcilerDeployment(...args)),
     changeEventsDeployment: (...args: Parameters<typeof real.changeEventsDeployment>) => fn(real.changeEventsDeployment(...args)),
-    deployRunDeployment: (...args: Parameters<typeof real.deployRunDeployment>) => fn(real.deployRunDeployment(...args)),
     functionDeployments: (...args: Parameters<typeof real.functionDeployments>): Deployment.FunctionDeployments => {
       const deployments = real.functionDeployments(...args);
       return {
@@ -111,8 +110,7 @@ function resourceNames(t: Templates): Deployment.ResourceNames {
     controlTableName: ref('AWS::DynamoDB::Table', 'ControlTable'),
     deadLetterQueueUrl: ref('AWS::SQS::Queue', 'DeadLetterQueue'),
     reconcileQueueUrl: ref('AWS::SQS::Queue', 'ReconcileQueue'),
-    credentialsSecretId: ref('AWS::SecretsManager::Secret', 'CredentialsSecret'),
-    accessTokenSecretId: ref('AWS::SecretsManager::Secret', 'AccessTokenSecret'),
+    connectionsTableName: ref('AWS::DynamoDB::Table', 'ConnectionsTable'),
     eventBusName: arn('AWS::Events::EventBus', 'ChangeEventBus'),
   };
   // Tokens where the module has strings: compared as template values.
@@ -148,8 +146,9 @@ function expectTemplatesFollowTheModule(t: Templates): void {
   expectFunction(s, 'ChangeEventsFunction', functions.changeEvents);
   if (functions.reconciler) expectFunction(s, 'ReconcilerFunction', functions.reconciler);
   else expect(Object.keys(s.findResources('AWS::Lambda::Function')).filter((id) => id.startsWith('Reconciler'))).toEqual([]);
+  // No other function: nothing runs at deploy time.
+  expect(Object.keys(s.findResources('AWS::Lambda::Function'))).toHaveLength(functions.reconciler ? 4 : 3);
   const refresherId = logicalId(s, 'AWS::Lambda::Function', 'TokenRefresherFunction');
-  expectFunction(s, 'DeployRunFunction', deployment.deployRunDeployment(config, { refresherFunctionName: { Ref: refresherId } as unknown as string }));
 
   // Work queues: visibility, retention, redrive; their dead-letter queues' retention.
   const queues = deployment.workQueueDeployment(config);
@@ -235,6 +234,7 @@ const CONTEXTS: Array<[string, Record<string, unknown>]> = [
       syncMaxConcurrency: 7,
       providerRequestsPerSecond: 40,
       usersReservedPercent: 30,
+      paceScope: 'connection',
       freshnessHours: 12,
       revisionField: 'meta.rev',
     },
@@ -278,7 +278,7 @@ describe('the stacks read the module, never a number of their own', () => {
       const queue = (prefix: string) => resource(f, 'AWS::SQS::Queue', prefix).Properties;
       const schedules = Object.values(s.findResources('AWS::Scheduler::Schedule')) as Array<{ Properties: Record<string, any> }>;
       return {
-        functions: ['TokenRefresherFunction', 'ItemSyncFunction', 'ReconcilerFunction', 'ChangeEventsFunction', 'DeployRunFunction'].map((prefix) => [
+        functions: ['TokenRefresherFunction', 'ItemSyncFunction', 'ReconcilerFunction', 'ChangeEventsFunction'].map((prefix) => [
           fn(prefix)['MemorySize'],
           fn(prefix)['Timeout'],
           fn(prefix)['Environment'].Variables['DEPLOYMENT_PROBE'],

@@ -81,7 +81,7 @@ export function logicalId(template: Template, type: string, prefix: string): str
 
 /**
  * How the stateless stack refers to a value the stateful stack exports: `{ "Fn::ImportValue": name }`
- * for the export whose value is `value` (e.g. `{ Ref: <secret> }`).
+ * for the export whose value is `value` (e.g. `{ Ref: <table> }`).
  */
 export function importOf(statefulTemplate: Template, value: unknown): { 'Fn::ImportValue': string } {
   const outputs = statefulTemplate.toJSON().Outputs as Record<string, { Value: unknown; Export?: { Name: string } }>;

@@ -47,7 +47,7 @@ afterEach(() => {
 describe('cdk-nag AwsSolutions', () => {
   it.each([
     ['defaults', {}],
-    ['every option set', { alarmEmail: 'ops@example.com', syncBatchSize: '500', syncMaxConcurrency: '50', tokenRefreshMinutes: '5', revisionField: 'meta.rev', providerRequestsPerSecond: '50', freshnessHours: '12', usersReservedPercent: '30' }],
+    ['every option set', { alarmEmail: 'ops@example.com', syncBatchSize: '500', syncMaxConcurrency: '50', tokenRefreshMinutes: '5', revisionField: 'meta.rev', providerRequestsPerSecond: '50', freshnessHours: '12', usersReservedPercent: '30', paceScope: 'connection' }],
     ['reconciliation off', { freshnessHours: '0' }],
   ])('no unacknowledged findings (%s)', (_name, overrides) => {
     expect(violations(overrides)).toEqual([]);
@@ -62,15 +62,12 @@ describe('cdk-nag AwsSolutions', () => {
     }
     expect(found.map((ack) => `${ack.path} ${ack.id.replace(/<[^>]+>/, '<function>')}`).sort()).toEqual(
       [
-        'ContentSyncStateful/AccessTokenSecret AwsSolutions-SMG4',
         'ContentSyncStateful/ChangeEventsFailureQueue AwsSolutions-SQS3',
         'ContentSyncStateless/ChangeEvents/Function AwsSolutions-L1',
         'ContentSyncStateless/ChangeEvents/Role AwsSolutions-IAM5[Resource::*]',
-        'ContentSyncStateful/CredentialsSecret AwsSolutions-SMG4',
         // The items bucket (infra/storage/items-bucket.ts): no server access logs; the sync's grant on items/* only.
         'ContentSyncStateful/ItemsBucket AwsSolutions-S1',
         'ContentSyncStateless/ItemSync/Role AwsSolutions-IAM5[Resource::ContentSyncStateful:ItemsBucketArn/items/*]',
-        'ContentSyncStateless/DeployRunFunction AwsSolutions-L1',
         'ContentSyncStateless/ItemSync/Function AwsSolutions-L1',
         'ContentSyncStateless/ItemSync/Role AwsSolutions-IAM5[Resource::*]',
         'ContentSyncStateless/Reconciler/Function AwsSolutions-L1',

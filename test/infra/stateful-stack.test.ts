@@ -1,14 +1,14 @@
 /**
- * The stateful stack's template: items table, control table, both secrets, the sync queue and its
- * DLQ, outputs, retention on deletion and the absence of physical names.
+ * The stateful stack's template: items table, control table, no secret (the connections table and
+ * its key: test/infra/connections.test.ts), the sync queue and its DLQ, outputs, retention on
+ * deletion and the absence of physical names.
  */
 import { Capture, Match } from 'aws-cdk-lib/assertions';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { CONTROL_TABLE_KEY } from '../../functions/shared/adapters/dynamodb-pace-store.js';
-import { CredentialsNotConfiguredError } from '../../functions/shared/errors.js';
-import { CREDENTIALS_PLACEHOLDER, parseCredentials } from '../../functions/shared/secrets.js';
 import { STACK_NAMES } from '../../infra/content-sync-app.js';
 import { CONTROL_TABLE_PARTITION_KEY } from '../../infra/stateful-stack.js';
+import { ITEMS_TABLE_PARTITION_KEY, ITEMS_TABLE_SORT_KEY } from '../../infra/storage/storage.js';
 import { logicalId, resource, synthTemplates, type Templates } from './helpers.js';
 
 let t: Templates;
@@ -22,13 +22,20 @@ describe('stateful stack', () => {
     expect(STACK_NAMES.stateful).toBe('ContentSyncStateful');
   });
 
-  it('items table: partition key id (string) only, on demand, PITR, new-and-old-image stream, retained', () => {
-    // The items table and the control table.
-    t.statefulTemplate.resourceCountIs('AWS::DynamoDB::Table', 2);
+  it('items table: partition key connection, sort key id (both strings), on demand, PITR, new-and-old-image stream, retained', () => {
+    // The items table, the control table and the connections table (test/infra/connections.test.ts).
+    t.statefulTemplate.resourceCountIs('AWS::DynamoDB::Table', 3);
+    const itemsTableId = logicalId(t.statefulTemplate, 'AWS::DynamoDB::Table', 'ItemsTable');
     t.statefulTemplate.hasResource('AWS::DynamoDB::Table', {
       Properties: {
-        KeySchema: [{ AttributeName: 'id', KeyType: 'HASH' }],
-        AttributeDefinitions: [{ AttributeName: 'id', AttributeType: 'S' }],
+        KeySchema: [
+          { AttributeName: 'connection', KeyType: 'HASH' },
+          { AttributeName: 'id', KeyType: 'RANGE' },
+        ],
+        AttributeDefinitions: [
+          { AttributeName: 'connection', AttributeType: 'S' },
+          { AttributeName: 'id', AttributeType: 'S' },
+        ],
         BillingMode: 'PAY_PER_REQUEST',
         PointInTimeRecoverySpecification: { PointInTimeRecoveryEnabled: true },
         StreamSpecification: { StreamViewType: 'NEW_AND_OLD_IMAGES' },
@@ -41,6 +48,12 @@ describe('stateful stack', () => {
       DeletionPolicy: 'Retain',
       UpdateReplacePolicy: 'Retain',
     });
+    // That table is the items table, under its logical id of old (CloudFormation replaces it; the old one is retained).
+    expect(itemsTableId).toMatch(/^ItemsTable[0-9A-F]{8}$/);
+    expect(resource(t.statefulTemplate, 'AWS::DynamoDB::Table', 'ItemsTable').Properties['KeySchema']).toEqual([
+      { AttributeName: ITEMS_TABLE_PARTITION_KEY, KeyType: 'HASH' },
+      { AttributeName: ITEMS_TABLE_SORT_KEY, KeyType: 'RANGE' },
+    ]);
   });
 
   it('control table: partition key pk (string) only, as the pace store uses it; on demand, PITR, no stream, retained', () => {
@@ -58,26 +71,13 @@ describe('stateful stack', () => {
     expect(table.UpdateReplacePolicy).toBe('Retain');
   });
 
-  it('credentials secret: created with the placeholder the refresher recognizes, AWS-managed key, retained', () => {
-    const secret = resource(t.statefulTemplate, 'AWS::SecretsManager::Secret', 'CredentialsSecret');
-    expect(JSON.parse(secret.Properties['SecretString'])).toEqual({ clientId: CREDENTIALS_PLACEHOLDER, refreshToken: CREDENTIALS_PLACEHOLDER });
-    // The deploy-time run of the refresher skips (instead of failing) exactly on this value.
-    expect(() => parseCredentials('x', secret.Properties['SecretString'])).toThrow(CredentialsNotConfiguredError);
-    expect(secret.Properties).not.toHaveProperty('KmsKeyId');
-    expect(secret.Properties).not.toHaveProperty('Name');
-    expect(secret.Properties).not.toHaveProperty('GenerateSecretString');
-    expect(secret.DeletionPolicy).toBe('Retain');
-    expect(secret.UpdateReplacePolicy).toBe('Retain');
-  });
-
-  it('access-token secret: created empty (the sync function reports "has the token refresher run?"), retained', () => {
-    const secret = resource(t.statefulTemplate, 'AWS::SecretsManager::Secret', 'AccessTokenSecret');
-    expect(JSON.parse(secret.Properties['SecretString'])).toEqual({ accessToken: '', refreshedAt: '' });
-    expect(secret.Properties).not.toHaveProperty('KmsKeyId');
-    expect(secret.Properties).not.toHaveProperty('Name');
-    expect(secret.DeletionPolicy).toBe('Retain');
-    t.statefulTemplate.resourceCountIs('AWS::SecretsManager::Secret', 2);
+  it('holds no secret: credentials and tokens live in the connections table', () => {
+    t.statefulTemplate.resourceCountIs('AWS::SecretsManager::Secret', 0);
     t.statefulTemplate.resourceCountIs('AWS::SecretsManager::RotationSchedule', 0);
+    t.statelessTemplate.resourceCountIs('AWS::SecretsManager::Secret', 0);
+    for (const template of [t.statefulTemplate, t.statelessTemplate]) {
+      expect(JSON.stringify(template.toJSON())).not.toMatch(/secretsmanager|SecretName|SECRET_ID/i);
+    }
   });
 
   it('dead-letter queue: SQS-managed encryption, 14 days, retained', () => {
@@ -135,17 +135,18 @@ describe('stateful stack', () => {
     }
   });
 
-  it('outputs: queue URL and ARN, DLQ URL and ARN, table name and stream, control table name, both secret names', () => {
+  it('outputs: queue URL and ARN, DLQ URL and ARN, table name and stream, control table name, connections table name and key ARN', () => {
     const outputs = t.statefulTemplate.toJSON().Outputs as Record<string, { Value: unknown }>;
     const named = Object.keys(outputs).filter((id) => !id.startsWith('ExportsOutput'));
     expect(named.sort()).toEqual(
       [
-        'AccessTokenSecretName',
         'ChangeEventBusArn',
         'ChangeEventBusName',
         'ChangeEventsFailureQueueUrl',
         'ControlTableName',
-        'CredentialsSecretName',
+        // The connections (test/infra/connections.test.ts).
+        'ConnectionsKeyArn',
+        'ConnectionsTableName',
         'DeadLetterQueueArn',
         'DeadLetterQueueUrl',
         // The items bucket (test/infra/items-bucket.test.ts): its name, and its ARN as a named export.
@@ -170,9 +171,6 @@ describe('stateful stack', () => {
     expect(outputs['ItemsTableName']!.Value).toEqual({ Ref: id('AWS::DynamoDB::Table', 'ItemsTable') });
     expect(outputs['ItemsTableStreamArn']!.Value).toEqual({ 'Fn::GetAtt': [id('AWS::DynamoDB::Table', 'ItemsTable'), 'StreamArn'] });
     expect(outputs['ControlTableName']!.Value).toEqual({ Ref: id('AWS::DynamoDB::Table', 'ControlTable') });
-    // The secret name is derived from the secret's ARN (CloudFormation generates the name).
-    expect(JSON.stringify(outputs['CredentialsSecretName']!.Value)).toContain(JSON.stringify({ Ref: id('AWS::SecretsManager::Secret', 'CredentialsSecret') }));
-    expect(JSON.stringify(outputs['AccessTokenSecretName']!.Value)).toContain(JSON.stringify({ Ref: id('AWS::SecretsManager::Secret', 'AccessTokenSecret') }));
   });
 
   it('holds only the stateful resources', () => {
@@ -185,8 +183,9 @@ describe('stateful stack', () => {
         'AWS::SQS::Queue',
         'AWS::SQS::QueuePolicy',
         'AWS::SQS::QueuePolicy',
-        'AWS::SecretsManager::Secret',
-        'AWS::SecretsManager::Secret',
+        // The connections table and its key (test/infra/connections.test.ts).
+        'AWS::DynamoDB::Table',
+        'AWS::KMS::Key',
         // The items bucket (test/infra/items-bucket.test.ts) with its TLS-only policy.
         'AWS::S3::Bucket',
         'AWS::S3::BucketPolicy',

@@ -1,0 +1,155 @@
+/**
+ * The connections in both templates (docs/connections.md, "Where credentials live"): the
+ * connections table (key schema, on demand, PITR, deletion protection, retained) under the
+ * customer-managed key (rotation on, retained, SSE with its ARN), their outputs; each function's
+ * exact statements on the table and the key (the refresher reads and updates, the item sync gets
+ * and updates, the change-events function updates two attributes only, the reconciler nothing);
+ * the environment that names the table.
+ */
+import { beforeAll, describe, expect, it } from 'vitest';
+import { ENV } from '../../functions/shared/config.js';
+import { CONNECTIONS_TABLE_PARTITION_KEY } from '../../infra/connections/connections-table.js';
+import { CHANGE_EVENTS_CONNECTION_ATTRIBUTES } from '../../infra/change-events/change-events.js';
+import { fnArn, importOf, logicalId, resource, roleStatements, synthTemplates, type Templates } from './helpers.js';
+
+let t: Templates;
+const ids: Record<string, string> = {};
+const imports: Record<string, { 'Fn::ImportValue': string }> = {};
+
+beforeAll(() => {
+  t = synthTemplates();
+  const f = t.statefulTemplate;
+  ids.table = logicalId(f, 'AWS::DynamoDB::Table', 'ConnectionsTable');
+  ids.key = logicalId(f, 'AWS::KMS::Key', 'ConnectionsKey');
+  imports.tableName = importOf(f, { Ref: ids.table });
+  imports.tableArn = importOf(f, fnArn(ids.table));
+  imports.keyArn = importOf(f, fnArn(ids.key));
+});
+
+/** The key statement every role that may use the table gets: through DynamoDB of the stack's region only. */
+const keyStatement = () => ({
+  Sid: 'ConnectionsKey',
+  Effect: 'Allow',
+  Action: ['kms:Decrypt', 'kms:Encrypt', 'kms:GenerateDataKey'],
+  Resource: imports.keyArn,
+  Condition: {
+    StringEquals: { 'kms:ViaService': { 'Fn::Join': ['', ['dynamodb.', { Ref: 'AWS::Region' }, '.', { Ref: 'AWS::URLSuffix' }]] } },
+  },
+});
+
+/** The statements of `rolePrefix`'s policy that name the connections table or its key. */
+function connectionStatements(rolePrefix: string): unknown[] {
+  const roleId = logicalId(t.statelessTemplate, 'AWS::IAM::Role', rolePrefix);
+  return roleStatements(t.statelessTemplate, roleId).filter((statement) => {
+    const text = JSON.stringify(statement);
+    return text.includes(imports.tableArn!['Fn::ImportValue']) || text.includes(imports.keyArn!['Fn::ImportValue']);
+  });
+}
+
+describe('the connections table and its key (stateful)', () => {
+  it('the table: partition key connection (string) only, on demand, PITR, deletion protection, no stream, retained, no name', () => {
+    const table = resource(t.statefulTemplate, 'AWS::DynamoDB::Table', 'ConnectionsTable');
+    expect(CONNECTIONS_TABLE_PARTITION_KEY).toBe('connection');
+    expect(table.Properties).toEqual({
+      KeySchema: [{ AttributeName: 'connection', KeyType: 'HASH' }],
+      AttributeDefinitions: [{ AttributeName: 'connection', AttributeType: 'S' }],
+      BillingMode: 'PAY_PER_REQUEST',
+      PointInTimeRecoverySpecification: { PointInTimeRecoveryEnabled: true },
+      SSESpecification: { SSEEnabled: true, SSEType: 'KMS', KMSMasterKeyId: fnArn(ids.key!) },
+      DeletionProtectionEnabled: true,
+    });
+    expect(table.DeletionPolicy).toBe('Retain');
+    expect(table.UpdateReplacePolicy).toBe('Retain');
+  });
+
+  it('the key: customer-managed, symmetric, rotation on, described, retained; its policy leaves access to IAM in the account', () => {
+    t.statefulTemplate.resourceCountIs('AWS::KMS::Key', 1);
+    t.statefulTemplate.resourceCountIs('AWS::KMS::Alias', 0);
+    const key = resource(t.statefulTemplate, 'AWS::KMS::Key', 'ConnectionsKey');
+    expect(key.Properties['EnableKeyRotation']).toBe(true);
+    expect(key.Properties['Description']).toMatch(/connections table/);
+    expect(key.Properties).not.toHaveProperty('KeySpec');
+    expect(key.Properties).not.toHaveProperty('PendingWindowInDays');
+    expect(key.DeletionPolicy).toBe('Retain');
+    expect(key.UpdateReplacePolicy).toBe('Retain');
+    expect(key.Properties['KeyPolicy']).toEqual({
+      Version: '2012-10-17',
+      Statement: [
+        {
+          Effect: 'Allow',
+          Action: 'kms:*',
+          Principal: { AWS: { 'Fn::Join': ['', ['arn:', { Ref: 'AWS::Partition' }, ':iam::', { Ref: 'AWS::AccountId' }, ':root']] } },
+          Resource: '*',
+        },
+      ],
+    });
+  });
+
+  it('outputs: ConnectionsTableName and ConnectionsKeyArn', () => {
+    const outputs = t.statefulTemplate.toJSON().Outputs as Record<string, { Value: unknown; Description?: string }>;
+    expect(outputs['ConnectionsTableName']!.Value).toEqual({ Ref: ids.table });
+    expect(outputs['ConnectionsKeyArn']!.Value).toEqual(fnArn(ids.key!));
+  });
+});
+
+describe('who may do what on the connections table (stateless)', () => {
+  it('token refresher: GetItem, Scan and UpdateItem on the table; the key through DynamoDB', () => {
+    expect(connectionStatements('TokenRefresherRole')).toEqual([
+      { Sid: 'Connections', Effect: 'Allow', Action: ['dynamodb:GetItem', 'dynamodb:Scan', 'dynamodb:UpdateItem'], Resource: imports.tableArn },
+      keyStatement(),
+    ]);
+  });
+
+  it('item sync: GetItem and UpdateItem on the table (tokens on demand, lastUsedAt); the key through DynamoDB', () => {
+    expect(connectionStatements('ItemSyncRole')).toEqual([
+      { Sid: 'Connections', Effect: 'Allow', Action: ['dynamodb:GetItem', 'dynamodb:UpdateItem'], Resource: imports.tableArn },
+      keyStatement(),
+    ]);
+  });
+
+  it('change events: UpdateItem of connection, idsKnown and lastWriteAt only, returning nothing; the key through DynamoDB', () => {
+    expect(CHANGE_EVENTS_CONNECTION_ATTRIBUTES).toEqual(['connection', 'idsKnown', 'lastWriteAt']);
+    expect(connectionStatements('ChangeEventsRole')).toEqual([
+      {
+        Sid: 'Connections',
+        Effect: 'Allow',
+        Action: 'dynamodb:UpdateItem',
+        Resource: imports.tableArn,
+        Condition: {
+          'ForAllValues:StringEquals': { 'dynamodb:Attributes': ['connection', 'idsKnown', 'lastWriteAt'] },
+          StringEqualsIfExists: { 'dynamodb:ReturnValues': 'NONE' },
+        },
+      },
+      keyStatement(),
+    ]);
+  });
+
+  it('reconciler: nothing on the table or the key', () => {
+    expect(connectionStatements('ReconcilerRole')).toEqual([]);
+  });
+
+  it('no other role and no resource policy names the table or the key', () => {
+    const template = t.statelessTemplate.toJSON();
+    const naming = Object.entries(template.Resources as Record<string, { Type: string; Properties: unknown }>)
+      .filter(([, body]) => body.Type === 'AWS::IAM::Policy' || body.Type === 'AWS::IAM::Role')
+      .filter(([, body]) => {
+        const text = JSON.stringify(body.Properties);
+        return text.includes(imports.tableArn!['Fn::ImportValue']) || text.includes(imports.keyArn!['Fn::ImportValue']);
+      })
+      .map(([id]) => id.replace(/[0-9A-F]{8}$/, ''));
+    expect(naming.sort()).toEqual(['ChangeEventsRoleDefaultPolicy', 'ItemSyncRoleDefaultPolicy', 'TokenRefresherRoleDefaultPolicy']);
+    // The key's policy is the stateful stack's own and names no role: access is granted in IAM.
+    const keyPolicy = JSON.stringify(resource(t.statefulTemplate, 'AWS::KMS::Key', 'ConnectionsKey').Properties['KeyPolicy']);
+    expect(keyPolicy).not.toMatch(/Role/);
+  });
+});
+
+describe('the environment that names the connections table', () => {
+  it('CONNECTIONS_TABLE_NAME is the table name on the refresher, the item sync and the change-events function; not on the reconciler', () => {
+    const variables = (prefix: string) => resource(t.statelessTemplate, 'AWS::Lambda::Function', prefix).Properties['Environment'].Variables as Record<string, unknown>;
+    for (const prefix of ['TokenRefresherFunction', 'ItemSyncFunction', 'ChangeEventsFunction']) {
+      expect(variables(prefix)[ENV.connectionsTableName], prefix).toEqual(imports.tableName);
+    }
+    expect(variables('ReconcilerFunction')).not.toHaveProperty(ENV.connectionsTableName);
+  });
+});
