@@ -1,8 +1,10 @@
 /**
- * What the local story changes at the simulated provider between its passes: the large file that
- * starts too large for a row, new revisions, deletions, a new item, a deleted item restored.
+ * What the local story changes at the simulated provider between its passes: in the account
+ * `default` (the simulator's methods without an account), the large file that starts too large for
+ * a row, new revisions, deletions, a new item, a deleted item restored; in any account, new
+ * revisions of a few files.
  */
-import type { ProviderSimulator, SimulatorItem } from '../simulator/provider-simulator.js';
+import type { ProviderAccount, ProviderSimulator, SimulatorItem } from '../simulator/provider-simulator.js';
 
 /** A field that makes an item too large for a DynamoDB row (over 400 KB): the sync stores it in the items bucket. */
 export const LARGE_FIELD = 'transcript';
@@ -92,4 +94,18 @@ function newFileLike(template: SimulatorItem, existing: readonly string[], revis
   }
   holder[keys[keys.length - 1]!] = 1;
   return item;
+}
+
+/**
+ * New revisions for `count` files of an account that fit in a row, none of `exclude`, picked with
+ * `rand`; the ids bumped.
+ */
+export function bumpFiles(account: ProviderAccount, count: number, rand: () => number, exclude: ReadonlySet<string> = new Set()): string[] {
+  const files = account.itemIds().filter((id) => {
+    const item = account.getItem(id)!;
+    return item.type === 'file' && item[LARGE_FIELD] === undefined && !exclude.has(id);
+  });
+  const bumped = shuffle(files, rand).slice(0, count);
+  for (const id of bumped) account.bumpRevision(id);
+  return bumped;
 }
