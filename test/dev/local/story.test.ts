@@ -67,7 +67,7 @@ describe('runLocalStory', () => {
     const endpointBefore = process.env.AWS_ENDPOINT_URL_SQS;
 
     const result = await runLocalStory({
-      itemCount: 30,
+      itemCount: 10,
       seed: 7,
       dataDir,
       output,
@@ -84,12 +84,12 @@ describe('runLocalStory', () => {
     expect(existsSync(join(dataDir, 'dynamodb'))).toBe(true);
     expect(sim.accountIds().sort()).toEqual(['acme', 'default', 'globex']);
 
-    // Counts per pass and connection. default: 30 items; acme and globex: 8 each.
+    // Counts per pass and connection. default: 10 items; acme and globex: 8 each.
     expect(result.passes.map((pass) => pass.name)).toEqual(['initial sync', 'after changes', 'globex failing', 'globex re-added', 'reconciliation']);
     const [initial, afterChanges, failing, readded, reconciliation] = result.passes;
     expect(initial!.byConnection).toEqual({
       acme: { ids: 8, created: 8, updated: 0, unchanged: 0, deleted: 0, deadLettered: 0, waiting: 0 },
-      default: { ids: 30, created: 30, updated: 0, unchanged: 0, deleted: 0, deadLettered: 0, waiting: 0 },
+      default: { ids: 10, created: 10, updated: 0, unchanged: 0, deleted: 0, deadLettered: 0, waiting: 0 },
       globex: { ids: 8, created: 8, updated: 0, unchanged: 0, deleted: 0, deadLettered: 0, waiting: 0 },
     });
     // The 429 with Retry-After is waited out within the invocation (the provider pace), not retried.
@@ -98,13 +98,13 @@ describe('runLocalStory', () => {
     // default: 3 new revisions, 2 deletions, 1 new item; acme: 1 new revision of an id globex holds too; globex: nothing.
     expect(afterChanges!.byConnection).toEqual({
       acme: { ids: 8, created: 0, updated: 1, unchanged: 7, deleted: 0, deadLettered: 0, waiting: 0 },
-      default: { ids: 31, created: 1, updated: 3, unchanged: 25, deleted: 2, deadLettered: 0, waiting: 0 },
+      default: { ids: 11, created: 1, updated: 3, unchanged: 5, deleted: 2, deadLettered: 0, waiting: 0 },
       globex: { ids: 8, created: 0, updated: 0, unchanged: 8, deleted: 0, deadLettered: 0, waiting: 0 },
     });
     // globex revoked: default's and acme's ids sync as before (2 new revisions each); globex's 8 wait, none dead-lettered.
     expect(failing!.byConnection).toEqual({
       acme: { ids: 8, created: 0, updated: 2, unchanged: 6, deleted: 0, deadLettered: 0, waiting: 0 },
-      default: { ids: 31, created: 0, updated: 2, unchanged: 29, deleted: 0, deadLettered: 0, waiting: 0 },
+      default: { ids: 11, created: 0, updated: 2, unchanged: 9, deleted: 0, deadLettered: 0, waiting: 0 },
       globex: { ids: 8, created: 0, updated: 0, unchanged: 0, deleted: 0, deadLettered: 0, waiting: 8 },
     });
     expect(failing).toMatchObject({ drained: false, remaining: 8, deadLettered: 0, waitingExpected: true });
@@ -114,11 +114,11 @@ describe('runLocalStory', () => {
     // No id sent: the reconciler's pass over every connection's rows finds default's 2 new revisions, 1 restored item and 1 deletion, and 1 new revision each in acme and globex.
     expect(reconciliation!.byConnection).toEqual({
       acme: { ids: 8, created: 0, updated: 1, unchanged: 7, deleted: 0, deadLettered: 0, waiting: 0 },
-      default: { ids: 31, created: 0, updated: 3, unchanged: 27, deleted: 1, deadLettered: 0, waiting: 0 },
+      default: { ids: 11, created: 0, updated: 3, unchanged: 7, deleted: 1, deadLettered: 0, waiting: 0 },
       globex: { ids: 8, created: 0, updated: 1, unchanged: 7, deleted: 0, deadLettered: 0, waiting: 0 },
     });
-    expect(result.reconciler).toMatchObject({ pass: 1, ticks: 1, idsSent: 47, restored: 1 });
-    expect(result.providerLoad.at(-1)!.requests - result.providerLoad.at(-1)!.rateLimited).toBe(47);
+    expect(result.reconciler).toMatchObject({ pass: 1, ticks: 1, idsSent: 27, restored: 1 });
+    expect(result.providerLoad.at(-1)!.requests - result.providerLoad.at(-1)!.rateLimited).toBe(27);
 
     // The revocation, from the story's result and independently from the simulator and the logs.
     const revocation = result.revocation!;
@@ -145,7 +145,7 @@ describe('runLocalStory', () => {
     const rows = JSON.parse(readFileSync(result.snapshotFile, 'utf8')) as ItemRow[];
     const rowOf = new Map(rows.map((row) => [`${row.connection}/${row.id}`, row]));
     expect(result.connections).toEqual([
-      { connection: 'default', providerItems: 29, rows: 31, deleted: 2 },
+      { connection: 'default', providerItems: 9, rows: 11, deleted: 2 },
       { connection: 'acme', providerItems: 8, rows: 8, deleted: 0 },
       { connection: 'globex', providerItems: 8, rows: 8, deleted: 0 },
     ]);
@@ -202,20 +202,20 @@ describe('runLocalStory', () => {
     expect(printed).toContain('CONNECTION_WAIT_SECONDS=2 (deployed 300)');
     expect(printed).toContain('ACCESS_TOKEN_CACHE_SECONDS=0 (deployed 60)');
     expect(printed).toMatch(/pass +ids +created +updated +unchanged +deleted +retried +dead-lettered +waiting +time/);
-    expect(printed).toMatch(/initial sync +46 +46 +0 +0 +0 +\d+ +0 +0 /);
-    expect(printed).toMatch(/after changes +47 +1 +4 +40 +2 +0 +0 +0 /);
-    expect(printed).toMatch(/globex failing +47 +0 +4 +35 +0 +\d+ +0 +8 /);
+    expect(printed).toMatch(/initial sync +26 +26 +0 +0 +0 +\d+ +0 +0 /);
+    expect(printed).toMatch(/after changes +27 +1 +4 +20 +2 +0 +0 +0 /);
+    expect(printed).toMatch(/globex failing +27 +0 +4 +15 +0 +\d+ +0 +8 /);
     expect(printed).toMatch(/globex re-added +8 +0 +2 +6 +0 +\d+ +0 +0 /);
-    expect(printed).toMatch(/reconciliation +47 +0 +5 +41 +1 +0 +0 +0 /);
+    expect(printed).toMatch(/reconciliation +27 +0 +5 +21 +1 +0 +0 +0 /);
     expect(printed).toMatch(/\n {6}globex +8 ids: 0 created, 0 updated, 0 unchanged, 0 deleted, 0 dead-lettered, 8 waiting\n/);
-    expect(printed).toMatch(/\nReconciler: pass 1, 47 ids sent in 1 tick \(the pass took [\d.]+ s\); the sync checked them all in [\d.]+ m?s, 1 deleted item restored\n/);
+    expect(printed).toMatch(/\nReconciler: pass 1, 27 ids sent in 1 tick \(the pass took [\d.]+ s\); the sync checked them all in [\d.]+ m?s, 1 deleted item restored\n/);
     expect(printed).toMatch(/Provider pace \(client#[^)]+\): [\d.]+ requests\/s now; /);
-    expect(printed).toContain('OK: the table matches the provider, connection by connection: 45 items');
+    expect(printed).toContain('OK: the table matches the provider, connection by connection: 25 items');
     expect(printed).toContain('handlers.log');
     expect(log).toContain('"service":"item-sync"');
     expect(log).toContain('"service":"token-refresher"');
     // The reconciler ran as deployed: its tick's report and its metrics (EMF) are in the log.
-    expect(logLines(log, 'tick done')).toEqual([expect.objectContaining({ state: 'ended', enqueued: 47, pass: 1, passIds: 47 })]);
+    expect(logLines(log, 'tick done')).toEqual([expect.objectContaining({ state: 'ended', enqueued: 27, pass: 1, passIds: 27 })]);
     expect(log).toContain('"IdsEnqueued"');
 
     // No token of any account anywhere: the screen, the log file, the snapshot.
