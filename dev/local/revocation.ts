@@ -83,7 +83,7 @@ export async function revokeAndRecover(run: LocalRun, simulator: ProviderSimulat
   const account = simulator.account(connection);
 
   screen.line(`${step}. ${connection} withdraws its authorization: the provider revokes its grant (its refresh and access tokens answer 401 from now on)`);
-  const atRevocation = account.counters();
+  const atRevocation = simulator.accountCounters(connection);
   simulator.revokeAccount(connection);
   screen.line(`   meanwhile at the provider: ${plan.changes()}`);
   screen.line('   the token refresher\'s next run, as its schedule would start it:');
@@ -92,7 +92,7 @@ export async function revokeAndRecover(run: LocalRun, simulator: ProviderSimulat
   const record = await run.system.connections.get(connection, { consistent: true });
   if (record?.status !== 'failing') problems.push(`after the revocation: ${connection} is ${record?.status ?? 'missing'}, expected failing`);
   screen.line(`   ${connection} is failing: ${record?.health.lastFailureReason ?? '(no reason recorded)'}`);
-  const atFailing = account.counters();
+  const atFailing = simulator.accountCounters(connection);
   const failingSince = Date.now();
 
   const wait = run.handlers.sync.environment[ENV.connectionWaitSeconds];
@@ -119,7 +119,7 @@ export async function revokeAndRecover(run: LocalRun, simulator: ProviderSimulat
   await listConnections(run);
   const listedRecord = (await listedConnections(run)).find((c) => c.connection === connection);
   const listed = { status: listedRecord?.status ?? 'missing', ...(listedRecord?.health.lastFailureReason !== undefined ? { reason: listedRecord.health.lastFailureReason } : {}) };
-  const beforeAdd = account.counters();
+  const beforeAdd = simulator.accountCounters(connection);
   const failingSeconds = (Date.now() - failingSince) / 1000;
   const requestsUntilFailing = requestsBetween(atRevocation, atFailing);
   const requestsWhileFailing = requestsBetween(atFailing, beforeAdd);
