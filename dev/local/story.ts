@@ -34,7 +34,7 @@ import { mulberry32 } from '../simulator/random.js';
 import { accountItems, CONNECTIONS, idsInCommon, LOCAL_PROVIDER_BURST, LOCAL_PROVIDER_LIMIT, REVOKED, smallAccountSize, startSimulator } from './accounts.js';
 import { runStory, refresh, type LocalRun } from './local-run.js';
 import { addConnection, listConnections } from './operator.js';
-import { idsByConnection, printPass, readRows, syncPass, type ConnectionCounts, type PassLimits, type PassSummary } from './passes.js';
+import { idsByConnection, printPass, readRows, syncPass, type ConnectionCounts, type ConnectionIds, type PassLimits, type PassSummary } from './passes.js';
 import { RECONCILIATION, reconcilerLine, reconciliationPass } from './reconciliation.js';
 import { revokeAndRecover } from './revocation.js';
 import { display, type Writer } from './screen.js';
@@ -179,7 +179,7 @@ async function playStory(run: LocalRun, simulator: ProviderSimulator, settings: 
     findings.passes.push(pass);
     return pass;
   };
-  const passOf = async (name: string, sends: Parameters<typeof syncPass>[2]): Promise<PassSummary> => {
+  const passOf = async (name: string, sends: readonly ConnectionIds[]): Promise<PassSummary> => {
     const pass = record(await measured(simulator, findings, name, () => syncPass(run, name, sends, settings.limits)));
     printPass(screen, pass);
     return pass;
