@@ -157,6 +157,8 @@ describe('add', () => {
     expect(spaced.err).not.toContain('secret-x');
     const badId = await cli(['add', 'a/b', '--client-id', 'client-1'], { stdin: RT });
     expect(badId).toMatchObject({ status: 2, err: 'connections: bad connection id: the connection id may hold only the characters A-Z a-z 0-9 . _ -\nRun with --help for usage.\n' });
+    const dots = await cli(['add', '..', '--client-id', 'client-1'], { stdin: RT });
+    expect(dots).toMatchObject({ status: 2, err: 'connections: bad connection id: the connection id may not be made of dots only\nRun with --help for usage.\n' });
     expect((await cli(['add', 'x'.repeat(65), '--client-id', 'c'], { stdin: RT })).err).toMatch(/65 characters long; the limit is 64/);
     expect((await cli(['add', 'acme'], { stdin: RT })).err).toMatch(/add needs --client-id/);
     expect((await cli(['add', 'acme', '--client-id', ' '], { stdin: RT })).err).toMatch(/--client-id: the client id is empty/);

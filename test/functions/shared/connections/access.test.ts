@@ -59,6 +59,7 @@ describe('open', () => {
       seconds: 300,
     });
     expect(await access.open('a/b')).toEqual({ kind: 'dead', reason: 'the connection id may hold only the characters A-Z a-z 0-9 . _ -' });
+    expect(await access.open('..')).toEqual({ kind: 'dead', reason: 'the connection id may not be made of dots only' });
   });
 
   it('an active connection with a young token is ready, with the pace key of its scope', async () => {
