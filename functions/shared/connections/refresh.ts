@@ -8,9 +8,10 @@
  *   returns `busy` with the lease's end and calls nothing.
  * - Success: the access token, and the refresh token when the provider returned a different one
  *   (rotation), in one write conditional on the credentialsVersion used; health reset.
- * - Refused (ProviderError `unauthorized` or `permanent`: 401, 400, 403): the connection becomes
- *   `failing` with the reason. Anything else (5xx, time-out, 429, a malformed answer): `failed`, the
- *   connection stays as it is and its health counts the failure.
+ * - Refused (isRefusal: 401, 400 or 403 from getToken): the connection becomes `failing` with the
+ *   reason. Anything else (5xx, time-out, 429, a malformed or oversized answer, a redirect, another
+ *   4xx such as 405, 410 or 422): `failed`, the connection stays as it is and its health counts the
+ *   failure: those say nothing about the refresh token.
  * - Credentials the operator replaced (or removed) while the refresh ran win: the result is not
  *   written (`superseded`).
  * No result, log line or error ever holds a token but the `refreshed` result's access token.
@@ -88,7 +89,7 @@ export async function refreshConnection(ports: RefreshPorts, connection: string,
     accessToken = grant.accessToken;
     returnedRefreshToken = grant.refreshToken;
   } catch (error) {
-    const refused = error instanceof ProviderError && (error.kind === 'unauthorized' || error.kind === 'permanent');
+    const refused = isRefusal(error);
     const reason = reasonOf(error, secrets);
     const at = ports.clock.now().toISOString();
     let written: 'written' | 'conflict';
@@ -141,6 +142,16 @@ export async function refreshConnection(ports: RefreshPorts, connection: string,
       await sleep(200 * 2 ** (attempt - 1));
     }
   }
+}
+
+/**
+ * Whether a getToken failure is the provider refusing the refresh token: a 401, or a 400 (e.g.
+ * `invalid_grant`) or 403. Other permanent answers (a redirect, an oversized body, 405, 410, 422...)
+ * are the provider's or our configuration's matter, not the connection's: they do not make it failing.
+ */
+export function isRefusal(error: unknown): boolean {
+  if (!(error instanceof ProviderError)) return false;
+  return error.kind === 'unauthorized' || (error.kind === 'permanent' && (error.status === 400 || error.status === 403));
 }
 
 /** A failure's reason for the connection's health and the logs: name and message, tokens redacted, bounded. */

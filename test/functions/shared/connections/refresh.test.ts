@@ -6,7 +6,7 @@
 import { describe, expect, it } from 'vitest';
 import { refreshConnection, REFRESH_LEASE_MS, type RefreshPorts } from '../../../../functions/shared/connections/refresh.js';
 import { expectNoToken, FakeClock, FakeProvider, MemoryConnectionStore, MemoryLog, providerError, T0 } from './fakes.js';
-import { TransientError } from '../../../../functions/shared/errors.js';
+import { ProviderError, TransientError } from '../../../../functions/shared/errors.js';
 
 const RT = 'rt-acme-secret';
 
@@ -75,6 +75,12 @@ describe('refreshConnection', () => {
     ['429', providerError('rate-limited', 429)],
     ['a malformed answer', providerError('malformed', 200)],
     ['a network failure', new TypeError('fetch failed')],
+    ['405', providerError('permanent', 405)],
+    ['410', providerError('permanent', 410)],
+    ['422', providerError('permanent', 422)],
+    ['a redirect to another origin', new ProviderError('refused a redirect to another origin (https://elsewhere.example) that would carry credentials', { kind: 'permanent', operation: 'getToken', status: 302 })],
+    ['an oversized body', new ProviderError('the response body exceeds 1024 bytes', { kind: 'permanent', operation: 'getToken', status: 200 })],
+    ['a 404', providerError('not-found', 404)],
   ])('failed (%s): the connection stays active, its health counts the failure', async (_what, error) => {
     const { store, provider, ports } = setup();
     provider.answers.set(RT, error);
