@@ -50,7 +50,7 @@ export interface RefresherParts extends CommonParts {
   fetch?: typeof globalThis.fetch;
 }
 
-export interface SyncParts extends CommonParts, Pick<SyncHandlerDeps, 'paceStore' | 'paceSettings' | 'random'> {
+export interface SyncParts extends CommonParts, Pick<SyncHandlerDeps, 'paceStoreFor' | 'paceSettings' | 'random'> {
   dynamodb: DynamoDBClient;
   sqs: SQSClient;
   s3?: S3Client;
@@ -105,7 +105,7 @@ export function buildSyncContainer(deployment: FunctionDeployment, parts: SyncPa
     connections,
     provider,
     ...(parts.s3 ? { s3: parts.s3 } : {}),
-    ...(parts.paceStore ? { paceStore: parts.paceStore } : {}),
+    ...(parts.paceStoreFor ? { paceStoreFor: parts.paceStoreFor } : {}),
     ...(parts.paceSettings ? { paceSettings: parts.paceSettings } : {}),
     ...(parts.random ? { random: parts.random } : {}),
     ...common(parts),

@@ -2,19 +2,23 @@
  * The change-events handler, built from its dependencies (handler.ts builds it once per container
  * from the environment). Fed by the items table's stream (DynamoDB event source with
  * ReportBatchItemFailures, bisect on error, bounded retries and an on-failure destination). Thin:
- * hand the batch to the core with a deadline taken from the invocation's remaining time, publish
- * the batch's metrics and answer `{"batchItemFailures": [{"itemIdentifier": "<sequence number>"}, ...]}`.
+ * hand the batch to the core with a deadline taken from the invocation's remaining time, then the
+ * connections' counters of the records it is done with (best effort: stats.ts), publish the
+ * batch's metrics and answer `{"batchItemFailures": [{"itemIdentifier": "<sequence number>"}, ...]}`.
  */
+import type { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import type { EventBridgeClient } from '@aws-sdk/client-eventbridge';
 import { MetricUnit } from '@aws-lambda-powertools/metrics';
 import type { Context, DynamoDBBatchResponse, DynamoDBStreamEvent } from 'aws-lambda';
 import { CHANGE_EVENTS_METRIC_NAMES, CHANGE_EVENTS_SERVICE } from '../shared/metric-names.js';
 import { createLogger, createMetrics, describeError } from '../shared/observability.js';
 import { systemClock, type Clock } from '../shared/ports.js';
+import { DynamoDbConnectionStats } from './adapters/dynamodb-connection-stats.js';
 import { EventBridgePublisher } from './adapters/eventbridge.js';
 import type { ChangeEventsConfig } from '../shared/config.js';
-import type { EventPublisher, StreamRecord } from './ports.js';
+import type { ConnectionStats, EventPublisher, StreamRecord } from './ports.js';
 import { announceBatch, type BatchCounts } from './publish.js';
+import { keepConnectionStats } from './stats.js';
 
 /** Time kept back from the invocation's remaining time: no PutEvents call starts within it. */
 export const DEFAULT_SAFETY_MARGIN_MS = 5_000;
@@ -22,8 +26,12 @@ export const DEFAULT_SAFETY_MARGIN_MS = 5_000;
 export interface ChangeEventsHandlerDeps {
   config: ChangeEventsConfig;
   eventbridge: EventBridgeClient;
+  /** The connections table's client (each connection's `idsKnown` and `lastWriteAt`). */
+  dynamodb: DynamoDBClient;
   /** Default: PutEvents on config.eventBusName through `eventbridge`. */
   publisher?: EventPublisher;
+  /** Default: UpdateItem on config.connectionsTableName through `dynamodb`. */
+  connectionStats?: ConnectionStats;
   clock?: Clock;
   logger?: ReturnType<typeof createLogger>;
   metrics?: ReturnType<typeof createMetrics>;
@@ -45,6 +53,7 @@ export function createChangeEventsHandler(deps: ChangeEventsHandlerDeps): Change
       ...(deps.sleep ? { sleep: deps.sleep } : {}),
       ...(deps.random ? { random: deps.random } : {}),
     });
+  const connectionStats = deps.connectionStats ?? new DynamoDbConnectionStats(deps.dynamodb, deps.config.connectionsTableName);
 
   return async function handler(event: DynamoDBStreamEvent, context: Context): Promise<DynamoDBBatchResponse> {
     logger.addContext(context);
@@ -54,8 +63,10 @@ export function createChangeEventsHandler(deps: ChangeEventsHandlerDeps): Change
       const margin = deps.safetyMarginMs ?? Math.min(DEFAULT_SAFETY_MARGIN_MS, Math.floor(remaining / 4));
       const deadline = clock.now().getTime() + remaining - margin;
       const report = await announceBatch(records, { publisher, log: logger, now: () => clock.now().getTime(), deadline });
+      // Only the records the batch is done with: the others come again.
+      const stats = await keepConnectionStats(records.slice(0, report.done), { stats: connectionStats, log: logger });
       publishCounts(metrics, report.counts);
-      logger.info('batch done', { records: records.length, ...report.counts });
+      logger.info('batch done', { records: records.length, ...report.counts, connectionStats: stats });
       return { batchItemFailures: report.failures.map((itemIdentifier) => ({ itemIdentifier })) };
     } catch (error) {
       // The core decides every record itself; this is the last resort: hand the whole batch back.

@@ -21,9 +21,9 @@
  * restore into a new table), not a change of the mirrored item, so it announces nothing; the
  * function logs and counts it (StreamRecordsIgnored).
  *
- * `detail` is built from the new image: `id`, `type`, `revision` and `syncedAt` (required: a row
- * the sync writes always has them), `previousRevision` from the old image (null without one), and
- * `itemObject` when the new row has one. Revisions are compared, and published, as text: a revision
+ * `detail` is built from the new image: `connection`, `id`, `type`, `revision` and `syncedAt`
+ * (required: a row the sync writes always has them), `previousRevision` from the old image (null
+ * without one), and `itemObject` when the new row has one. Revisions are compared, and published, as text: a revision
  * stored as a number (N) is its text. A record that cannot be mapped (a MODIFY without its old
  * image, a new image without a required attribute, a malformed itemObject) throws MappingError: the
  * caller hands it back to the event source rather than dropping it.
@@ -33,13 +33,14 @@ import type { AttributeValue, ChangeEvent, ItemObject, StreamImage, StreamRecord
 /** Every event's `source`. */
 export const EVENT_SOURCE = 'content-sync';
 
-/** A stream record that cannot be turned into its event (the message says why; it holds no item data but the id). */
+/** A stream record that cannot be turned into its event (the message says why; it holds no item data but the key). */
 export class MappingError extends Error {
   override readonly name = 'MappingError';
 }
 
 /** The row as far as the events need it. */
 interface RowState {
+  connection: string | undefined;
   id: string | undefined;
   type: string | undefined;
   revision: string | undefined;
@@ -67,13 +68,14 @@ export function changeOf(record: StreamRecord): ChangeEvent | undefined {
   const detailType = transition(before, after);
   if (detailType === undefined) return undefined;
 
-  const id = requireText(after.id, 'id', after.id);
+  const where = rowName(after);
   const detail: ChangeEvent['detail'] = {
-    id,
-    type: requireText(after.type, 'type', id),
-    revision: requireText(after.revision, 'revision', id),
+    connection: requireText(after.connection, 'connection', where),
+    id: requireText(after.id, 'id', where),
+    type: requireText(after.type, 'type', where),
+    revision: requireText(after.revision, 'revision', where),
     previousRevision: before?.revision ?? null,
-    syncedAt: requireText(after.syncedAt, 'syncedAt', id),
+    syncedAt: requireText(after.syncedAt, 'syncedAt', where),
   };
   if (after.itemObject) detail.itemObject = after.itemObject;
   return { detailType, detail };
@@ -87,15 +89,23 @@ function transition(before: RowState | undefined, after: RowState): ChangeEvent[
 }
 
 function rowOf(image: StreamImage): RowState {
+  const connection = text(image['connection']);
   const id = text(image['id']);
   return {
+    connection,
     id,
     type: text(image['type']),
     revision: text(image['revision']),
     syncedAt: text(image['syncedAt']),
     deleted: image['deleted']?.BOOL === true,
-    itemObject: image['itemObject'] === undefined ? undefined : itemObjectOf(image['itemObject'], id),
+    itemObject: image['itemObject'] === undefined ? undefined : itemObjectOf(image['itemObject'], rowName({ connection, id })),
   };
+}
+
+/** How a message names a row: `row "<id>" of connection "<connection>"`, as far as they are known. */
+function rowName(row: Pick<RowState, 'connection' | 'id'>): string {
+  if (row.id === undefined) return row.connection === undefined ? 'a row' : `a row of connection ${JSON.stringify(row.connection)}`;
+  return `row ${JSON.stringify(row.id)}${row.connection === undefined ? '' : ` of connection ${JSON.stringify(row.connection)}`}`;
 }
 
 /** A string attribute as is, a number attribute as its text; anything else is no text. */
@@ -105,16 +115,13 @@ function text(value: AttributeValue | undefined): string | undefined {
   return undefined;
 }
 
-function requireText(value: string | undefined, attribute: string, id: string | undefined): string {
-  if (value === undefined) {
-    throw new MappingError(`${id === undefined ? 'a row' : `row ${JSON.stringify(id)}`} has no text attribute "${attribute}"`);
-  }
+function requireText(value: string | undefined, attribute: string, where: string): string {
+  if (value === undefined) throw new MappingError(`${where} has no text attribute "${attribute}"`);
   return value;
 }
 
 /** `{"key": S, "size": N, "sha256": S}`; `size` becomes a JSON number. */
-function itemObjectOf(value: AttributeValue, id: string | undefined): ItemObject {
-  const where = id === undefined ? 'a row' : `row ${JSON.stringify(id)}`;
+function itemObjectOf(value: AttributeValue, where: string): ItemObject {
   const map = value.M;
   if (!map) throw new MappingError(`${where}: itemObject is not a map`);
   const key = map['key']?.S;

@@ -1,4 +1,5 @@
-/** Lambda entry point of the change-events function: configuration and the EventBridge client once per container. */
+/** Lambda entry point of the change-events function: configuration, the EventBridge and DynamoDB clients once per container. */
+import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { EventBridgeClient } from '@aws-sdk/client-eventbridge';
 import { createChangeEventsHandler } from './app.js';
 import { loadChangeEventsConfig } from '../shared/config.js';
@@ -6,5 +7,6 @@ import { loadChangeEventsConfig } from '../shared/config.js';
 const config = loadChangeEventsConfig();
 // Created once per container and reused across invocations.
 const eventbridgeClient = new EventBridgeClient({});
+const dynamodbClient = new DynamoDBClient({});
 
-export const handler = createChangeEventsHandler({ config, eventbridge: eventbridgeClient });
+export const handler = createChangeEventsHandler({ config, eventbridge: eventbridgeClient, dynamodb: dynamodbClient });

@@ -1,8 +1,9 @@
 /**
  * Ports of the change-events core. The core (change.ts: the mapping of one stream record to its
- * event; publish.ts: a batch in stream order) imports these types only; the adapter in ./adapters
- * implements EventPublisher with the AWS SDK (eventbridge.ts), the tests with fakes or with the real
- * adapter over a mocked client.
+ * event; publish.ts: a batch in stream order; stats.ts: each connection's counters) imports these
+ * types only; the adapters in ./adapters implement EventPublisher (eventbridge.ts) and
+ * ConnectionStats (dynamodb-connection-stats.ts) with the AWS SDK, the tests with fakes or with the
+ * real adapters over mocked clients.
  *
  * The stream types are the shape Lambda hands a DynamoDB-stream-fed function (the `aws-lambda`
  * package's DynamoDBRecord is assignable to StreamRecord), written out so the core needs no import.
@@ -49,6 +50,8 @@ export type ChangeDetailType = 'ItemCreated' | 'ItemUpdated' | 'ItemDeleted' | '
 
 /** The event's `detail` (contract, "Change events"); `itemObject` only when the row has one. */
 export interface ChangeDetail {
+  /** The connection the row belongs to. */
+  connection: string;
   id: string;
   type: string;
   revision: string;
@@ -74,4 +77,25 @@ export interface EventPublisher {
    * outcome per event, in the order given.
    */
   publish(events: readonly ChangeEvent[]): Promise<PublishOutcome[]>;
+}
+
+/** What one stream batch changes of a connection's counters in the connections table. */
+export interface ConnectionStatsUpdate {
+  connection: string;
+  /** Rows created (ItemCreated events): added to `idsKnown`. */
+  created: number;
+  /** The latest `syncedAt` of the connection's row writes in the batch: `lastWriteAt`, if newer than the stored one. */
+  lastWriteAt?: string;
+}
+
+/**
+ * The connections table's `idsKnown` and `lastWriteAt` (docs/connections.md), kept from the items
+ * table's stream. A connection without a row (removed and deleted) is never created again.
+ */
+export interface ConnectionStats {
+  /**
+   * Applies the update: `written` when something was written, `unchanged` when nothing was (the
+   * connection has no row, or nothing newer to write). Throws on any other failure.
+   */
+  record(update: ConnectionStatsUpdate): Promise<'written' | 'unchanged'>;
 }

@@ -3,8 +3,9 @@
  * the bus in calls of at most MAX_EVENTS_PER_CALL events and MAX_CALL_BYTES, and the answer Lambda
  * needs to resume at the right record. No AWS import.
  *
- * Order: the records of one item come in stream order, and an item's event is never put before the
- * event of its earlier record is accepted. A call never holds two events of one id, and after a call
+ * Order: the records of one item (one connection's id) come in stream order, and an item's event is
+ * never put before the event of its earlier record is accepted. A call never holds two events of one
+ * item, and after a call
  * with an event that stays refused no later call is made: the first record not announced and every
  * record after it are reported in batchItemFailures, so Lambda starts the next try at that record
  * (events of later records that went out in the same call go out again then: delivery is
@@ -29,6 +30,8 @@ export interface BatchCounts {
 
 export interface BatchReport {
   counts: BatchCounts;
+  /** The batch's first `done` records are done with (announced, or announcing nothing); the rest are handed back. */
+  done: number;
   /** The sequence numbers to report in batchItemFailures: the first record not announced and every one after it. */
   failures: string[];
 }
@@ -73,6 +76,7 @@ export async function announceBatch(records: readonly StreamRecord[], deps: Batc
       failed += 1;
       firstRefused = Math.min(firstRefused ?? entry.index, entry.index);
       deps.log.error('change event not published: the record is handed back', {
+        connection: entry.event.detail.connection,
         id: entry.event.detail.id,
         detailType: entry.event.detailType,
         sequenceNumber: records[entry.index]?.dynamodb?.SequenceNumber,
@@ -88,6 +92,7 @@ export async function announceBatch(records: readonly StreamRecord[], deps: Batc
   const announced = planned.filter((entry) => entry.index < stopAt).length;
   return {
     counts: { published, failed, ignored: stopAt - announced, retried: handedBack.length },
+    done: stopAt,
     failures: handedBack.map((record) => record.dynamodb?.SequenceNumber ?? ''),
   };
 }
@@ -116,24 +121,25 @@ function plan(records: readonly StreamRecord[], log: Log): { planned: Planned[];
 
 /**
  * The planned events cut into calls, in order: a new call when the current one is full (count or
- * bytes) or already holds an event of the same id.
+ * bytes) or already holds an event of the same item (connection and id).
  */
 function calls(planned: readonly Planned[]): Planned[][] {
   const out: Planned[][] = [];
   let current: Planned[] = [];
   let bytes = 0;
-  const ids = new Set<string>();
+  const items = new Set<string>();
   for (const entry of planned) {
-    const full = current.length >= MAX_EVENTS_PER_CALL || bytes + entry.bytes > MAX_CALL_BYTES || ids.has(entry.event.detail.id);
+    const item = JSON.stringify([entry.event.detail.connection, entry.event.detail.id]);
+    const full = current.length >= MAX_EVENTS_PER_CALL || bytes + entry.bytes > MAX_CALL_BYTES || items.has(item);
     if (current.length > 0 && full) {
       out.push(current);
       current = [];
       bytes = 0;
-      ids.clear();
+      items.clear();
     }
     current.push(entry);
     bytes += entry.bytes;
-    ids.add(entry.event.detail.id);
+    items.add(item);
   }
   if (current.length > 0) out.push(current);
   return out;

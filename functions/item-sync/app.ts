@@ -7,30 +7,28 @@
  * configuration that no request can succeed with (ConfigError) fails the invocation, with the reason.
  *
  * Powertools' BatchProcessor is not used: it processes records one by one, while this batch needs
- * whole-batch work (duplicate ids share one fetch, one BatchGetItem for all stored revisions, one
- * SendMessageBatch for the dead), and it would throw on a batch where every record failed instead of
- * answering with the partial-failure response.
+ * whole-batch work (duplicate ids share one fetch, one gate per connection, one BatchGetItem for
+ * all stored revisions, one SendMessageBatch for the dead), and it would throw on a batch where
+ * every record failed instead of answering with the partial-failure response.
  */
 import type { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import type { S3Client } from '@aws-sdk/client-s3';
-import type { SecretsManagerClient } from '@aws-sdk/client-secrets-manager';
 import type { SQSClient } from '@aws-sdk/client-sqs';
 import { MetricUnit } from '@aws-lambda-powertools/metrics';
 import type { Context, SQSBatchResponse, SQSEvent } from 'aws-lambda';
 import { DynamoDbItemStore } from './adapters/dynamodb-item-store.js';
 import { LazyItemObjectStore } from './adapters/lazy-item-object-store.js';
-import { SecretsManagerAccessTokenStore } from '../shared/adapters/secrets-manager.js';
 import { POSTPONEMENTS_ATTRIBUTE, QueueUrls, RECONCILE_PASS_ATTRIBUTE, SqsDeadLetterSink, SqsMessageRequeue, SqsMessageVisibility } from './adapters/sqs.js';
 import { DynamoDbPaceStore } from '../shared/adapters/dynamodb-pace-store.js';
 import { DEFAULT_PACE_SETTINGS, type PaceSettings } from '../shared/provider/pace/pace-state.js';
 import { ProviderPace, type PaceSnapshot, type PaceStore } from '../shared/provider/pace/provider-pace.js';
 import type { SyncConfig } from '../shared/config.js';
+import type { ConnectionAccess } from '../shared/connections/ports.js';
 import { ConfigError } from '../shared/errors.js';
 import { PACE_METRIC_NAMES, SYNC_METRIC_NAMES, SYNC_SERVICE } from '../shared/metric-names.js';
 import { createLogger, createMetrics, describeError } from '../shared/observability.js';
 import { systemClock, type Clock, type ProviderClient } from '../shared/ports.js';
 import { HttpProviderClient } from '../shared/provider/provider-client.js';
-import { CachedAccessToken } from '../shared/provider/access-token.js';
 import {
   DEFAULT_FETCH_BACKOFF,
   DEFAULT_WRITE_ROUNDS,
@@ -47,11 +45,18 @@ const METRIC_NAMES: Readonly<Record<keyof SyncCounts, string>> = SYNC_METRIC_NAM
 /** Time kept back from the invocation's remaining time for writes, dead-lettering and the answer. */
 export const DEFAULT_SAFETY_MARGIN_MS = 5_000;
 
+/** Most provider paces a container keeps (one per pace key it met); the least recently used goes first. */
+export const MAX_PACES_PER_CONTAINER = 1_000;
+
 export interface SyncHandlerDeps {
   config: SyncConfig;
   dynamodb: DynamoDBClient;
   sqs: SQSClient;
-  secrets: SecretsManagerClient;
+  /**
+   * The connections' access layer (functions/shared/connections/access.ts): each connection's gate
+   * (its token and its pace key, or why its records wait or are dead) and what to do after a 401.
+   */
+  connections: ConnectionAccess;
   /**
    * The items bucket's client (ITEMS_BUCKET_NAME: items too large for a row); default one of the
    * S3 adapter's own with the SDK's standard configuration (path-style at a configured endpoint:
@@ -62,8 +67,8 @@ export interface SyncHandlerDeps {
   /** The random part of an item object's key; default from the system's random source. */
   objectKeySuffix?: () => string;
   provider?: ProviderClient;
-  /** The pace's shared state; default the control table (CONTROL_TABLE_NAME). */
-  paceStore?: PaceStore;
+  /** The shared state of a pace key's pace; default its row of the control table (CONTROL_TABLE_NAME, `provider-pace#<pace key>`). */
+  paceStoreFor?: (paceKey: string) => PaceStore;
   /** Overrides of the pace's settings (a harness whose time runs faster than the wall clock). */
   paceSettings?: Partial<PaceSettings>;
   clock?: Clock;
@@ -84,26 +89,26 @@ export function createSyncHandler(deps: SyncHandlerDeps): SyncHandler {
   const random = deps.random ?? Math.random;
   const sleep = deps.sleep ?? ((ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms)));
   const { config } = deps;
-  // Per container: the token cache, the queue-URL cache and the pace's lease live as long as the handler.
+  // Per container: the queue-URL cache and the paces (their leases, what they know of their
+  // breakers) live as long as the handler; the connections' token cache is the access layer's.
   const queueUrls = new QueueUrls(deps.sqs);
-  const pace = new ProviderPace(deps.paceStore ?? new DynamoDbPaceStore(deps.dynamodb, config.controlTableName), clock, logger, {
-    settings: {
-      ...DEFAULT_PACE_SETTINGS,
-      ...(config.providerRequestsPerSecond !== undefined ? { maxRate: config.providerRequestsPerSecond } : {}),
-      userShare: config.usersReservedPercent / 100,
-      ...deps.paceSettings,
-    },
-    fallbackRate: config.paceFallbackRate,
-    concurrency: config.fetchConcurrency,
-    random,
-  });
+  const paces = new PaceMap((paceKey) =>
+    new ProviderPace(deps.paceStoreFor?.(paceKey) ?? new DynamoDbPaceStore(deps.dynamodb, config.controlTableName, paceKey), clock, logger, {
+      settings: {
+        ...DEFAULT_PACE_SETTINGS,
+        ...(config.providerRequestsPerSecond !== undefined ? { maxRate: config.providerRequestsPerSecond } : {}),
+        userShare: config.usersReservedPercent / 100,
+        ...deps.paceSettings,
+      },
+      fallbackRate: config.paceFallbackRate,
+      concurrency: config.fetchConcurrency,
+      random,
+    }),
+  );
   const ports: SyncPorts = {
+    connections: deps.connections,
+    paceFor: (paceKey) => paces.get(paceKey),
     provider: deps.provider ?? new HttpProviderClient(config.provider),
-    tokens: new CachedAccessToken(
-      new SecretsManagerAccessTokenStore(deps.secrets, config.accessTokenSecretId),
-      config.tokenCacheSeconds,
-      clock,
-    ),
     store: new DynamoDbItemStore(deps.dynamodb, config.itemsTableName, { sleep, random }),
     objects: new LazyItemObjectStore(async () => {
       // The literal is S3_ITEM_OBJECT_STORE_MODULE (lazy-modules.ts): the bundle keeps this import.
@@ -114,7 +119,6 @@ export function createSyncHandler(deps: SyncHandlerDeps): SyncHandler {
     deadLetters: new SqsDeadLetterSink(deps.sqs, config.deadLetterQueueUrl, { sleep }),
     visibility: new SqsMessageVisibility(deps.sqs, queueUrls),
     requeue: new SqsMessageRequeue(deps.sqs, queueUrls, { sleep }),
-    pace,
     clock,
     log: logger,
     random,
@@ -148,7 +152,7 @@ export function createSyncHandler(deps: SyncHandlerDeps): SyncHandler {
       for (const [counter, name] of Object.entries(METRIC_NAMES) as Array<[keyof SyncCounts, string]>) {
         metrics.addMetric(name, MetricUnit.Count, report.counts[counter]);
       }
-      publishPace(metrics, pace.snapshot(), clock.now().getTime());
+      publishPace(metrics, paces.snapshots(), clock.now().getTime());
       logger.info('batch done', { records: records.length, ...report.counts });
       return { batchItemFailures: report.failures.map((itemIdentifier) => ({ itemIdentifier })) };
     } catch (error) {
@@ -183,15 +187,55 @@ function reconcilePassOf(record: SQSEvent['Records'][number]): { reconcilePass?:
   return raw !== undefined && Number.isSafeInteger(value) && value >= 0 ? { reconcilePass: value } : {};
 }
 
-/** The pace as this container sees it after the batch: its rate, the breaker, the fallback. */
-function publishPace(metrics: ReturnType<typeof createMetrics>, snapshot: PaceSnapshot, now: number): void {
-  metrics.addMetric(PACE_METRIC_NAMES.rate, MetricUnit.CountPerSecond, Math.round(snapshot.rate * 100) / 100);
-  const open = snapshot.breakerOpenSince !== undefined;
-  metrics.addMetric(PACE_METRIC_NAMES.breakerOpen, MetricUnit.Count, open ? 1 : 0);
+/**
+ * The provider paces of one container, one per pace key, made on first use. At most
+ * MAX_PACES_PER_CONTAINER are kept (PACE_SCOPE=connection with many connections): the one used
+ * least recently is dropped first (its lease's few tokens expire; its row stays, and is read again
+ * when the key comes back).
+ */
+export class PaceMap {
+  private readonly paces = new Map<string, ProviderPace>();
+
+  constructor(
+    private readonly create: (paceKey: string) => ProviderPace,
+    private readonly max = MAX_PACES_PER_CONTAINER,
+  ) {}
+
+  get(paceKey: string): ProviderPace {
+    let pace = this.paces.get(paceKey);
+    if (pace) {
+      // Most recently used last (a Map keeps insertion order).
+      this.paces.delete(paceKey);
+    } else {
+      pace = this.create(paceKey);
+      if (this.paces.size >= this.max) this.paces.delete(this.paces.keys().next().value!);
+    }
+    this.paces.set(paceKey, pace);
+    return pace;
+  }
+
+  /** The snapshot of every pace the container holds. */
+  snapshots(): PaceSnapshot[] {
+    return [...this.paces.values()].map((pace) => pace.snapshot());
+  }
+}
+
+/**
+ * The paces as this container sees them after the batch, together (no dimension per pace key): the
+ * sum of their rates, the breaker open when any is open (for as long as the longest), the fallback
+ * when any runs on it. Before the container has used a pace: no rate, the breaker closed, no fallback.
+ */
+function publishPace(metrics: ReturnType<typeof createMetrics>, snapshots: readonly PaceSnapshot[], now: number): void {
+  if (snapshots.length > 0) {
+    const rate = snapshots.reduce((sum, snapshot) => sum + snapshot.rate, 0);
+    metrics.addMetric(PACE_METRIC_NAMES.rate, MetricUnit.CountPerSecond, Math.round(rate * 100) / 100);
+  }
+  const openSince = snapshots.flatMap((snapshot) => (snapshot.breakerOpenSince !== undefined ? [snapshot.breakerOpenSince] : []));
+  metrics.addMetric(PACE_METRIC_NAMES.breakerOpen, MetricUnit.Count, openSince.length > 0 ? 1 : 0);
   metrics.addMetric(
     PACE_METRIC_NAMES.breakerOpenSeconds,
     MetricUnit.Seconds,
-    open ? Math.max(0, Math.round((now - snapshot.breakerOpenSince!) / 1000)) : 0,
+    openSince.length > 0 ? Math.max(0, Math.round((now - Math.min(...openSince)) / 1000)) : 0,
   );
-  metrics.addMetric(PACE_METRIC_NAMES.fallback, MetricUnit.Count, snapshot.fallback ? 1 : 0);
+  metrics.addMetric(PACE_METRIC_NAMES.fallback, MetricUnit.Count, snapshots.some((snapshot) => snapshot.fallback) ? 1 : 0);
 }

@@ -1,14 +1,24 @@
-/** Lambda entry point of the item sync: configuration and AWS clients once per container. */
+/**
+ * Lambda entry point of the item sync: configuration, AWS clients, the provider client and the
+ * connections' access layer once per container.
+ */
 import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
-import { SecretsManagerClient } from '@aws-sdk/client-secrets-manager';
 import { SQSClient } from '@aws-sdk/client-sqs';
 import { loadSyncConfig } from '../shared/config.js';
+import { createConnectionAccess } from '../shared/connections/access.js';
+import { SYNC_SERVICE } from '../shared/metric-names.js';
+import { createLogger } from '../shared/observability.js';
+import { systemClock } from '../shared/ports.js';
+import { HttpProviderClient } from '../shared/provider/provider-client.js';
 import { createSyncHandler } from './app.js';
 
 const config = loadSyncConfig();
 // Created once per container and reused across invocations.
 const dynamodbClient = new DynamoDBClient({});
 const sqsClient = new SQSClient({});
-const secretsClient = new SecretsManagerClient({});
+const provider = new HttpProviderClient(config.provider);
+const logger = createLogger(SYNC_SERVICE);
+// Each connection's gate and token (its cache, refresh on demand and after a 401): the connections table.
+const connections = createConnectionAccess({ config, dynamodb: dynamodbClient, provider, clock: systemClock, logger });
 
-export const handler = createSyncHandler({ config, dynamodb: dynamodbClient, sqs: sqsClient, secrets: secretsClient });
+export const handler = createSyncHandler({ config, dynamodb: dynamodbClient, sqs: sqsClient, connections, provider, logger });

@@ -1,19 +1,19 @@
 /**
- * One id of a batch (sync.ts): fetch it (the paced provider call, shared/provider/paced-call.ts),
- * validate it, compare it with the stored row and write only what changed, conditionally on the
+ * One item of one connection in a batch (sync.ts): fetch it with the connection's token and pace
+ * (the paced provider call, shared/provider/paced-call.ts), validate it, compare it with the stored row and write only what changed, conditionally on the
  * row being the one compared (item-writer.ts); a lost race re-reads the row, fetches again and
  * re-decides, a bounded number of times (ItemRunSettings.writeRounds). Every error ends as the id's
  * outcome (outcome/decide.ts), except a configuration error, which the batch fails with.
  */
 import { ConfigError, ProviderError, TransientError } from '../shared/errors.js';
-import type { PacedCaller } from '../shared/provider/paced-call.js';
+import type { ConnectionSession, PacedCaller } from '../shared/provider/paced-call.js';
 import { validateItem, type ValidItem } from './item.js';
 import { ItemWriter } from './item-writer.js';
 import { outcomeOf, type DoneResult, type Outcome } from './outcome/decide.js';
 import type { SyncCounts } from './batch.js';
 import type { Clock, Log, ProviderClient } from '../shared/ports.js';
 import type { OutcomePolicy } from './outcome/decide.js';
-import type { ItemObjectStore, ItemStore, StoredRevision } from './ports.js';
+import type { ItemKey, ItemObjectStore, ItemStore, StoredRevision } from './ports.js';
 
 /** What one id's run talks to (part of the batch's SyncPorts). */
 export interface ItemRunPorts {
@@ -36,7 +36,7 @@ export interface ItemRunSettings extends OutcomePolicy {
 
 type Fetched = ValidItem | 'not-found';
 
-/** Per-id work of one batch: fetch (the paced provider call), decide, conditional write, re-decide on a lost race. */
+/** Per-item work of one batch: fetch (the paced provider call), decide, conditional write, re-decide on a lost race. */
 export class ItemRun {
   private readonly writer: ItemWriter;
   /** The configuration error an id met, if any: no further id is started, and the batch fails with it. */
@@ -57,13 +57,14 @@ export class ItemRun {
     this.caller.checkTime();
   }
 
-  async syncItem(id: string, stored: StoredRevision | undefined): Promise<Outcome> {
+  /** The outcome of `key`, fetched with `session` (the key's connection's token and pace), compared with `stored`. */
+  async syncItem(key: ItemKey, stored: StoredRevision | undefined, session: ConnectionSession): Promise<Outcome> {
     if (this.fatal) return outcomeOf(this.fatal, this.settings);
     try {
       let current = stored;
       for (let round = 1; ; round += 1) {
-        const fetched = await this.fetch(id);
-        const result = await this.decideAndWrite(id, current, fetched);
+        const fetched = await this.fetch(key, session);
+        const result = await this.decideAndWrite(key, current, fetched);
         if (result !== 'conflict') {
           if (result !== 'absent') this.counts[result] += 1;
           return { kind: 'done', result };
@@ -73,10 +74,11 @@ export class ItemRun {
             `another invocation kept writing this item: the conditional write lost ${round} times in a row`,
           );
         }
-        this.ports.log.info('write race lost; reading the row and fetching again', { itemId: id, round });
+        this.ports.log.info('write race lost; reading the row and fetching again', { connection: key.connection, itemId: key.id, round });
         this.checkTime();
         // The row first, then the fetch: the fetch must not be older than the row it is compared with.
-        current = (await this.ports.store.getRevisions([id], { consistent: true })).get(id);
+        const again = await this.ports.store.getRevisions([{ connection: key.connection, id: key.id }], { consistent: true });
+        current = again.get(key.connection)?.get(key.id);
       }
     } catch (error) {
       if (error instanceof ConfigError) this.fatal ??= error;
@@ -85,17 +87,18 @@ export class ItemRun {
   }
 
   private async decideAndWrite(
-    id: string,
+    key: ItemKey,
     current: StoredRevision | undefined,
     fetched: Fetched,
   ): Promise<DoneResult | 'conflict'> {
     const syncedAt = this.ports.clock.now().toISOString();
+    const { connection, id } = key;
     if (fetched === 'not-found') {
       if (current === undefined) return 'absent';
       if (current.deleted) return 'unchanged';
-      return (await this.writer.tombstone(id, current, syncedAt)) === 'written' ? 'deleted' : 'conflict';
+      return (await this.writer.tombstone({ connection, id }, current, syncedAt)) === 'written' ? 'deleted' : 'conflict';
     }
-    const row = { id, type: fetched.type, revision: fetched.revision, item: fetched.item, syncedAt };
+    const row = { connection, id, type: fetched.type, revision: fetched.revision, item: fetched.item, syncedAt };
     if (current === undefined) {
       return (await this.writer.write(row, { exists: false })) === 'written' ? 'created' : 'conflict';
     }
@@ -106,10 +109,11 @@ export class ItemRun {
   }
 
   /** One item from the provider (the paced call: shared/provider/paced-call.ts): the valid item, or 'not-found' for a 404. */
-  private async fetch(id: string): Promise<Fetched> {
+  private async fetch(key: ItemKey, session: ConnectionSession): Promise<Fetched> {
+    const { connection, id } = key;
     let body: unknown;
     try {
-      body = await this.caller.call((token, signal) => this.ports.provider.getItem(id, token, { signal }), { itemId: id });
+      body = await this.caller.call(session, (token, signal) => this.ports.provider.getItem(id, token, { signal }), { connection, itemId: id });
     } catch (error) {
       if (error instanceof ProviderError && error.kind === 'not-found') return 'not-found';
       throw error;

@@ -15,8 +15,8 @@
  * SHA-256 and the size are those of the object's bytes.
  *
  * Objects and rows, and why no row ever points to nothing:
- * - every write uses a key of its own: `items/<SHA-256 of the id>/<revision>/<SHA-256 of the
- *   object>-<random>.json`, so racing writers never write the same key, and deleting a key only
+ * - every write uses a key of its own: `items/<connection>/<SHA-256 of the id>/<revision>/<SHA-256
+ *   of the object>-<random>.json`, so racing writers never write the same key, and deleting a key only
  *   ever removes the object of the write that chose it;
  * - the object is written before the row; a row DynamoDB refused (validation) means the object is
  *   deleted; a row write that lost (condition failed) or failed otherwise is followed by a strongly
@@ -53,7 +53,7 @@ import { createHash, randomBytes } from 'node:crypto';
 import { stringify } from 'lossless-json';
 import { ConfigError, PermanentError } from '../shared/errors.js';
 import type { Log } from '../shared/ports.js';
-import type { ExpectedRow, ItemObjectRef, ItemObjectStore, ItemRow, ItemStore, PutResult, RowState, StoredRevision, WriteResult } from './ports.js';
+import type { ExpectedRow, ItemKey, ItemObjectRef, ItemObjectStore, ItemRow, ItemStore, PutResult, RowState, StoredRevision, WriteResult } from './ports.js';
 
 /** Every item object's key starts with this. */
 export const ITEM_OBJECT_PREFIX = 'items/';
@@ -87,7 +87,7 @@ export class ItemWriter {
     }
     switch (inline.result) {
       case 'written':
-        await this.dropReplaced(row.id, inline.replacedObjectKey);
+        await this.dropReplaced(row, inline.replacedObjectKey);
         return 'written';
       case 'conflict':
         return (await this.ownRowAfterAll(row, expected)) ? 'written' : 'conflict';
@@ -97,29 +97,30 @@ export class ItemWriter {
   }
 
   /** Marks the row `expected` deleted (it keeps its copy, and its object), on condition that it still is. */
-  async tombstone(id: string, expected: StoredRevision, syncedAt: string): Promise<WriteResult> {
+  async tombstone(item: ItemKey, expected: StoredRevision, syncedAt: string): Promise<WriteResult> {
     let written: WriteResult;
     try {
-      written = await this.deps.store.markDeleted(id, expected.revision, syncedAt);
+      written = await this.deps.store.markDeleted(item, expected.revision, syncedAt);
     } catch (error) {
-      if (!(error instanceof PermanentError) && (await this.ownTombstoneAfterAll(id, expected.revision, syncedAt))) return 'written';
+      if (!(error instanceof PermanentError) && (await this.ownTombstoneAfterAll(item, expected.revision, syncedAt))) return 'written';
       throw error;
     }
     if (written === 'written') return written;
-    return (await this.ownTombstoneAfterAll(id, expected.revision, syncedAt)) ? 'written' : 'conflict';
+    return (await this.ownTombstoneAfterAll(item, expected.revision, syncedAt)) ? 'written' : 'conflict';
   }
 
   private async writeThroughObject(row: InlineRow, expected: ExpectedRow, rowBytes: number): Promise<WriteResult> {
     const body = Buffer.from(itemJson(row.item), 'utf8');
     const sha256 = createHash('sha256').update(body).digest('hex');
-    const ref: ItemObjectRef = { key: itemObjectKey(row.id, row.revision, sha256, this.uniqueSuffix()), size: body.byteLength, sha256 };
+    const key = itemObjectKey(row.connection, row.id, row.revision, sha256, this.uniqueSuffix());
+    const ref: ItemObjectRef = { key, size: body.byteLength, sha256 };
     this.deps.log.info('item too large for a row; storing it in the items bucket', {
-      itemId: row.id,
+      ...logKey(row),
       rowBytes,
       objectKey: ref.key,
       objectBytes: ref.size,
     });
-    await this.putObject(row.id, ref.key, body, ref.sha256);
+    await this.putObject(row, ref.key, body, ref.sha256);
     const { item: _item, ...fields } = row;
     let written;
     try {
@@ -127,20 +128,20 @@ export class ItemWriter {
     } catch (error) {
       if (error instanceof PermanentError) {
         // DynamoDB refused the row: it was not written, and never will be.
-        await this.deleteObject(row.id, ref.key, `its row was refused (${describe(error)})`);
-      } else if ((await this.settle(row.id, ref.key, expected, `the row write failed (${describe(error)})`)) === 'written') {
+        await this.deleteObject(row, ref.key, `its row was refused (${describe(error)})`);
+      } else if ((await this.settle(row, ref.key, expected, `the row write failed (${describe(error)})`)) === 'written') {
         return 'written';
       }
       throw error;
     }
     switch (written.result) {
       case 'written':
-        await this.dropReplaced(row.id, written.replacedObjectKey, ref.key);
+        await this.dropReplaced(row, written.replacedObjectKey, ref.key);
         return 'written';
       case 'conflict':
-        return this.settle(row.id, ref.key, expected, 'the row write lost a race');
+        return this.settle(row, ref.key, expected, 'the row write lost a race');
       case 'too-large':
-        await this.deleteObject(row.id, ref.key, 'its row was refused');
+        await this.deleteObject(row, ref.key, 'its row was refused');
         throw new PermanentError(`item too large to store: even the row pointing to its object is ${written.bytes} bytes, over DynamoDB's 400 KB`);
     }
   }
@@ -150,7 +151,7 @@ export class ItemWriter {
    * key, no other write uses it); a store that cannot be reached as configured (ConfigError) took
    * nothing, and is not asked again.
    */
-  private async putObject(id: string, key: string, body: Uint8Array, sha256: string): Promise<void> {
+  private async putObject(item: ItemKey, key: string, body: Uint8Array, sha256: string): Promise<void> {
     try {
       await this.deps.objects.put(key, body, sha256);
     } catch (error) {
@@ -158,11 +159,11 @@ export class ItemWriter {
       const why = `its upload failed (${describe(error)})`;
       try {
         await this.deps.objects.delete(key);
-        this.deps.log.info('item object deleted', { itemId: id, objectKey: key, reason: why });
+        this.deps.log.info('item object deleted', { ...logKey(item), objectKey: key, reason: why });
       } catch (deleteError) {
         // Not "left in the bucket": the upload did not succeed, so there may well be nothing there.
         this.deps.log.warn('item object upload failed', {
-          itemId: id,
+          ...logKey(item),
           objectKey: key,
           reason: `${why}, and deleting whatever of it may have arrived failed too (${describe(deleteError)})`,
         });
@@ -177,24 +178,24 @@ export class ItemWriter {
    * still the one the write expected (the write may yet be applied), and is deleted if not (nothing
    * can ever point to it).
    */
-  private async settle(id: string, key: string, expected: ExpectedRow, why: string): Promise<WriteResult> {
-    const state = await this.readBack(id);
+  private async settle(item: ItemKey, key: string, expected: ExpectedRow, why: string): Promise<WriteResult> {
+    const state = await this.readBack(item);
     if (isUnreadable(state)) {
-      this.left(id, key, `${why}, and reading the row back failed (${state.unreadable})`);
-      this.replacedUnknown(id, expected, state);
+      this.left(item, key, `${why}, and reading the row back failed (${state.unreadable})`);
+      this.replacedUnknown(item, expected, state);
       return 'conflict';
     }
     if (state?.objectKey === key) {
-      this.deps.log.warn('item object kept: its row was written after all (the answer to the write was lost)', { itemId: id, objectKey: key });
-      await this.dropReplaced(id, expectedObjectKey(expected), key, LOST_ANSWER);
+      this.deps.log.warn('item object kept: its row was written after all (the answer to the write was lost)', { ...logKey(item), objectKey: key });
+      await this.dropReplaced(item, expectedObjectKey(expected), key, LOST_ANSWER);
       return 'written';
     }
     if (isExpected(state, expected)) {
-      this.left(id, key, `${why}, and the row is still the one the write expected (the write may yet be applied)`);
+      this.left(item, key, `${why}, and the row is still the one the write expected (the write may yet be applied)`);
     } else {
-      await this.deleteObject(id, key, `${why}; the row points elsewhere`);
+      await this.deleteObject(item, key, `${why}; the row points elsewhere`);
     }
-    await this.dropUnreferenced(id, expected, state);
+    await this.dropUnreferenced(item, expected, state);
     return 'conflict';
   }
 
@@ -204,33 +205,33 @@ export class ItemWriter {
    * object of the row it replaced is deleted. A row that cannot be read counts as not written.
    */
   private async ownRowAfterAll(row: InlineRow, expected: ExpectedRow): Promise<boolean> {
-    const state = await this.readBack(row.id);
+    const state = await this.readBack(row);
     if (isUnreadable(state)) {
-      this.replacedUnknown(row.id, expected, state);
+      this.replacedUnknown(row, expected, state);
       return false;
     }
     const own = state !== undefined && !state.deleted && state.objectKey === undefined && state.revision === row.revision && state.syncedAt === row.syncedAt;
     if (own) {
-      this.deps.log.warn('row written after all (the answer to the write was lost)', { itemId: row.id, revision: row.revision });
-      await this.dropReplaced(row.id, expectedObjectKey(expected), undefined, LOST_ANSWER);
+      this.deps.log.warn('row written after all (the answer to the write was lost)', { ...logKey(row), revision: row.revision });
+      await this.dropReplaced(row, expectedObjectKey(expected), undefined, LOST_ANSWER);
     } else {
-      await this.dropUnreferenced(row.id, expected, state);
+      await this.dropUnreferenced(row, expected, state);
     }
     return own;
   }
 
   /** The same for a tombstone: the row is deleted at the expected revision with this `syncedAt` (a tombstone keeps its object). */
-  private async ownTombstoneAfterAll(id: string, revision: string, syncedAt: string): Promise<boolean> {
-    const state = await this.readBack(id);
+  private async ownTombstoneAfterAll(item: ItemKey, revision: string, syncedAt: string): Promise<boolean> {
+    const state = await this.readBack(item);
     const own = state !== undefined && !isUnreadable(state) && state.deleted && state.revision === revision && state.syncedAt === syncedAt;
-    if (own) this.deps.log.warn('row written after all (the answer to the write was lost)', { itemId: id, revision, deleted: true });
+    if (own) this.deps.log.warn('row written after all (the answer to the write was lost)', { ...logKey(item), revision, deleted: true });
     return own;
   }
 
   /** The row as it is now (strongly consistent), or why it could not be read. */
-  private async readBack(id: string): Promise<RowState | undefined | Unreadable> {
+  private async readBack(item: ItemKey): Promise<RowState | undefined | Unreadable> {
     try {
-      return await this.deps.store.rowState(id);
+      return await this.deps.store.rowState(item);
     } catch (error) {
       return { unreadable: describe(error) };
     }
@@ -241,41 +242,41 @@ export class ItemWriter {
    * expected to replace is deleted once the row no longer points to it (that key was that row
    * version's own: nothing will point to it again, whoever replaced the row).
    */
-  private async dropUnreferenced(id: string, expected: ExpectedRow, state: RowState | undefined): Promise<void> {
+  private async dropUnreferenced(item: ItemKey, expected: ExpectedRow, state: RowState | undefined): Promise<void> {
     const key = expectedObjectKey(expected);
     if (key === undefined || state?.objectKey === key) return;
-    await this.deleteObject(id, key, 'the row pointing to it was replaced');
+    await this.deleteObject(item, key, 'the row pointing to it was replaced');
   }
 
   /** The row could not be read back: the object of the row the write expected to replace may be left, its key logged. */
-  private replacedUnknown(id: string, expected: ExpectedRow, state: Unreadable): void {
+  private replacedUnknown(item: ItemKey, expected: ExpectedRow, state: Unreadable): void {
     const key = expectedObjectKey(expected);
     if (key === undefined) return;
     this.left(
-      id,
+      item,
       key,
       `a write that may have replaced the row pointing to it did not answer, and reading the row back failed (${state.unreadable}); if the row no longer points to it, nothing will`,
     );
   }
 
   /** The object of the row a write replaced, unless the new row points to the same one. */
-  private async dropReplaced(id: string, replacedKey: string | undefined, newKey?: string, note = ''): Promise<void> {
+  private async dropReplaced(item: ItemKey, replacedKey: string | undefined, newKey?: string, note = ''): Promise<void> {
     if (replacedKey === undefined || replacedKey === newKey) return;
-    await this.deleteObject(id, replacedKey, `the row pointing to it was replaced${note}`);
+    await this.deleteObject(item, replacedKey, `the row pointing to it was replaced${note}`);
   }
 
   /** Best effort: a failure leaves the object behind, logged. */
-  private async deleteObject(id: string, key: string, why: string): Promise<void> {
+  private async deleteObject(item: ItemKey, key: string, why: string): Promise<void> {
     try {
       await this.deps.objects.delete(key);
-      this.deps.log.info('item object deleted', { itemId: id, objectKey: key, reason: why });
+      this.deps.log.info('item object deleted', { ...logKey(item), objectKey: key, reason: why });
     } catch (error) {
-      this.left(id, key, `${why}, but deleting it failed (${describe(error)})`);
+      this.left(item, key, `${why}, but deleting it failed (${describe(error)})`);
     }
   }
 
-  private left(id: string, key: string, why: string): void {
-    this.deps.log.warn('item object left in the bucket', { itemId: id, objectKey: key, reason: why });
+  private left(item: ItemKey, key: string, why: string): void {
+    this.deps.log.warn('item object left in the bucket', { ...logKey(item), objectKey: key, reason: why });
   }
 }
 
@@ -287,14 +288,25 @@ export function itemJson(item: Record<string, unknown>): string {
 }
 
 /**
- * `items/<SHA-256 of the id>/<revision>/<SHA-256 of the object>-<suffix>.json`: the revision as it is
- * when it is short and plain (letters, digits, `.`, `_`, `-`), else `h` and the start of its SHA-256.
- * The suffix makes the key one write's own.
+ * `items/<connection>/<SHA-256 of the id>/<revision>/<SHA-256 of the object>-<suffix>.json`: the
+ * connection id as it is (its characters are plain: connection.ts); the revision as it is when it
+ * is short and plain (letters, digits, `.`, `_`, `-`), else `h` and the start of its SHA-256. The
+ * suffix makes the key one write's own.
  */
-export function itemObjectKey(id: string, revision: string, sha256: string, suffix: string): string {
+export function itemObjectKey(connection: string, id: string, revision: string, sha256: string, suffix: string): string {
   const plain = /^[A-Za-z0-9._-]{1,64}$/.test(revision) && revision !== '.' && revision !== '..';
   const revisionPart = plain ? revision : `h${sha256Hex(revision).slice(0, 32)}`;
-  return `${ITEM_OBJECT_PREFIX}${sha256Hex(id)}/${revisionPart}/${sha256}-${suffix}.json`;
+  return `${itemObjectPrefix(connection)}${sha256Hex(id)}/${revisionPart}/${sha256}-${suffix}.json`;
+}
+
+/** `items/<connection>/`: every object of the connection's items is under it (what a purge deletes). */
+export function itemObjectPrefix(connection: string): string {
+  return `${ITEM_OBJECT_PREFIX}${connection}/`;
+}
+
+/** The fields a log line names an item by: its connection beside its id. */
+function logKey(item: ItemKey): { connection: string; itemId: string } {
+  return { connection: item.connection, itemId: item.id };
 }
 
 function sha256Hex(text: string): string {

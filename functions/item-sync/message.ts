@@ -1,11 +1,20 @@
 /**
- * The sync queue's message body (docs/item-sync.md, "Messages"): `{"id": "<item id>"}`, or, when the
- * body does not start with `{`, the bare id with surrounding whitespace trimmed. An id is 1 to 1,024
- * characters (Unicode code points) with no control characters. Every problem is a PermanentError
- * whose message is the dead-letter reason; it never quotes the body (which may hold anything).
+ * The sync queue's message body (docs/item-sync.md, "Messages"): `{"connection": "<connection id>",
+ * "id": "<item id>"}`; without `connection` (`{"id": "<item id>"}`), or when the body does not start
+ * with `{` (the bare id, surrounding whitespace trimmed), it belongs to the connection `default`. An
+ * id is 1 to 1,024 characters (Unicode code points) with no control characters; a connection id is
+ * what functions/shared/connections/connection.ts says. Every problem is a PermanentError whose
+ * message is the dead-letter reason; it never quotes the body (which may hold anything).
  */
+import { DEFAULT_CONNECTION, validateConnectionId } from '../shared/connections/connection.js';
 import { PermanentError } from '../shared/errors.js';
 import { isObject, jsonType } from '../shared/json.js';
+
+/** What a message asks for: one item of one connection. */
+export interface SyncMessage {
+  connection: string;
+  id: string;
+}
 
 export const MAX_ID_LENGTH = 1024;
 
@@ -14,9 +23,9 @@ const CONTROL_CHARACTER = /[\u0000-\u001f\u007f-\u009f]/;
 /** A lone UTF-16 surrogate (JSON can carry one as `\ud800`); it cannot be percent-encoded. */
 const LONE_SURROGATE = /\p{Cs}/u;
 
-export function parseMessageBody(body: string): string {
+export function parseMessageBody(body: string): SyncMessage {
   const trimmed = body.trim();
-  if (!trimmed.startsWith('{')) return validateItemId(trimmed);
+  if (!trimmed.startsWith('{')) return { connection: DEFAULT_CONNECTION, id: validateItemId(trimmed) };
 
   let parsed: unknown;
   try {
@@ -27,6 +36,8 @@ export function parseMessageBody(body: string): string {
   if (!isObject(parsed)) {
     throw new PermanentError('the message body is not a JSON object; expected {"id": "<item id>"}');
   }
+  // A connection named but not valid is dead with its own reason (connection.ts): never taken for `default`.
+  const connection = Object.hasOwn(parsed, 'connection') ? validateConnectionId(parsed['connection']) : DEFAULT_CONNECTION;
   if (!Object.hasOwn(parsed, 'id')) {
     throw new PermanentError('the message body has no "id"; expected {"id": "<item id>"}');
   }
@@ -34,7 +45,7 @@ export function parseMessageBody(body: string): string {
   if (typeof id !== 'string') {
     throw new PermanentError(`the message body's "id" is ${jsonType(id)}, not a string`);
   }
-  return validateItemId(id);
+  return { connection, id: validateItemId(id) };
 }
 
 export function validateItemId(id: string): string {

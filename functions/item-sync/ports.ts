@@ -6,7 +6,19 @@
  * adapters over mocked clients.
  */
 
-/** What the items table holds about an id, as far as the sync decision needs it. */
+/**
+ * A row's key in the items table: partition key `connection`, sort key `id` (two connections may
+ * hold the same item id; each has its own row).
+ */
+export interface ItemKey {
+  connection: string;
+  id: string;
+}
+
+/** Stored revisions by connection, then by item id. */
+export type StoredRevisions = Map<string, Map<string, StoredRevision>>;
+
+/** What the items table holds about an item of a connection, as far as the sync decision needs it. */
 export interface StoredRevision {
   /** The `revision` attribute: the revision as text. */
   revision: string;
@@ -33,6 +45,9 @@ export interface ItemObjectRef {
 }
 
 interface RowFields {
+  /** The connection the row belongs to (partition key). */
+  connection: string;
+  /** The item id (sort key). */
   id: string;
   type: 'file' | 'folder';
   revision: string;
@@ -85,11 +100,12 @@ export interface RowState extends StoredRevision {
 
 export interface ItemStore {
   /**
-   * The stored revision (and object key) of every id that has a row (ids without a row are absent
-   * from the map). `consistent` asks for a strongly consistent read (used after a lost write race).
-   * Throws TransientError when DynamoDB keeps failing or throttling.
+   * The stored revision (and object key) of every key that has a row, by connection then id (keys
+   * without a row are absent); the keys may mix connections. `consistent` asks for a strongly
+   * consistent read (used after a lost write race). Throws TransientError when DynamoDB keeps
+   * failing or throttling.
    */
-  getRevisions(ids: readonly string[], options?: { consistent?: boolean }): Promise<Map<string, StoredRevision>>;
+  getRevisions(keys: readonly ItemKey[], options?: { consistent?: boolean }): Promise<StoredRevisions>;
   /**
    * Writes the whole row (live: no `deleted`), on condition that the stored row is `expected`.
    * Throws PermanentError when the row can never be stored (rejected by validation; a row holding
@@ -101,9 +117,9 @@ export interface ItemStore {
    * Marks the live row `deleted` (keeping its last copy, `item` or `itemObject`) and sets
    * `syncedAt`, on condition that it still holds `expectedRevision` and is not deleted yet.
    */
-  markDeleted(id: string, expectedRevision: string, syncedAt: string): Promise<WriteResult>;
-  /** The row of `id` now (strongly consistent), undefined when there is none. Throws TransientError. */
-  rowState(id: string): Promise<RowState | undefined>;
+  markDeleted(key: ItemKey, expectedRevision: string, syncedAt: string): Promise<WriteResult>;
+  /** The row of `key` now (strongly consistent), undefined when there is none. Throws TransientError. */
+  rowState(key: ItemKey): Promise<RowState | undefined>;
 }
 
 /**

@@ -1,18 +1,23 @@
 /**
  * Item sync, the core: one SQS batch in, one outcome per record out. No AWS import: it talks to the
- * provider, the items table, the items bucket, the dead-letter queue and the source queue through
- * ports (SyncPorts), and works by its settings (SyncSettings).
+ * connections' access layer, the provider, the items table, the items bucket, the dead-letter queue
+ * and the source queue through ports (SyncPorts), and works by its settings (SyncSettings).
  *
- *   1. parse every body (a bad body or id is dead at once) and group records by item id, so that
- *      several records for one id cost one fetch;
- *   2. read the stored revisions of the whole batch at once;
- *   3. per id, with bounded concurrency (item-run.ts): fetch (the paced provider call,
- *      shared/provider/paced-call.ts: the pace, the token, retries of transient failures),
- *      validate, compare and write only what changed, conditionally on the stored row being the
- *      one compared (an item too large for a row goes whole to the items bucket first:
+ *   1. parse every body (a bad body, id or connection is dead at once) and group records by
+ *      connection and item id, so that several records for one item cost one fetch;
+ *   2. ask each connection of the batch once whether its items can be fetched now (its gate,
+ *      ConnectionAccess.open): `dead` (unknown, removed) dead-letters its records with the gate's
+ *      reason; `wait` (paused, failing, a refresh in progress) sends them again after the gate's
+ *      seconds; `ready` gives the token and the provider pace (`paceKey`) its items are fetched
+ *      with. One connection's gate never touches another's records;
+ *   3. read the stored revisions of every ready item at once;
+ *   4. per item, with bounded concurrency (item-run.ts): fetch (the paced provider call,
+ *      shared/provider/paced-call.ts: the connection's pace and token, retries of transient
+ *      failures), validate, compare and write only what changed, conditionally on the stored row
+ *      being the one compared (an item too large for a row goes whole to the items bucket first:
  *      item-writer.ts); a lost race re-reads the row, fetches again and re-decides, a bounded
  *      number of times;
- *   4. every result or error becomes done / later / retry / dead in one place (outcome/decide.ts),
+ *   5. every result or error becomes done / later / retry / dead in one place (outcome/decide.ts),
  *      and is carried out beside it (outcome/carry-out.ts): dead letters, re-sends, postponements.
  *
  * Stored row first, fetch second, conditional write last: a write succeeds only if nothing was
@@ -20,21 +25,36 @@
  * revision can never replace a newer one.
  */
 import type { Backoff } from '../shared/backoff.js';
-import { outageError, PacedCaller, type PacedCallPorts } from '../shared/provider/paced-call.js';
+import type { ConnectionAccess } from '../shared/connections/ports.js';
+import { ConfigError } from '../shared/errors.js';
+import type { PaceGate } from '../shared/provider/pace/provider-pace.js';
+import {
+  connectionWaitError,
+  outageError,
+  PacedCaller,
+  type ConnectionSession,
+  type PacedCallPorts,
+} from '../shared/provider/paced-call.js';
 import type { BatchOptions, BatchReport, SyncCounts, SyncRecord } from './batch.js';
 import { ItemRun, type ItemRunPorts, type ItemRunSettings } from './item-run.js';
-import { parseMessageBody } from './message.js';
+import { parseMessageBody, type SyncMessage } from './message.js';
 import { carryOut, type CarryOutPorts } from './outcome/carry-out.js';
 import { outcomeOf, type Outcome, type OutcomePolicy, type PostponePolicy } from './outcome/decide.js';
-import type { StoredRevision } from './ports.js';
+import type { ItemKey, StoredRevisions } from './ports.js';
 
 export type { BatchOptions, BatchReport, SyncCounts, SyncRecord } from './batch.js';
 
 /**
- * What the batch talks to: the provider call's ports (pace, tokens, clock, log, random, sleep: see
- * shared/provider/paced-call.ts), the provider itself, the items table and bucket, the queues.
+ * What the batch talks to: the connections' access layer, the provider paces, the provider call's
+ * ports (clock, log, random, sleep: see shared/provider/paced-call.ts), the provider itself, the
+ * items table and bucket, the queues.
  */
-export interface SyncPorts extends PacedCallPorts, CarryOutPorts, ItemRunPorts {}
+export interface SyncPorts extends PacedCallPorts, CarryOutPorts, ItemRunPorts {
+  /** Asked once per connection of a batch (open) and after a 401 (afterRefusal). */
+  connections: ConnectionAccess;
+  /** The provider pace of a pace key (a ready gate's `paceKey`): one per key, shared by the batches of a container. */
+  paceFor(paceKey: string): PaceGate;
+}
 
 /** How the batch works: the configuration's values (SyncConfig) and the core's own constants. */
 export interface SyncSettings extends PostponePolicy, ItemRunSettings {
@@ -50,6 +70,24 @@ export const DEFAULT_WRITE_ROUNDS = 3;
 
 /** 200 ms, doubling up to 2 s, half fixed and half random. */
 export const DEFAULT_FETCH_BACKOFF: Backoff = { baseMs: 200, capMs: 2_000, jitter: 'equal' };
+
+/** The records of a batch by connection, then by item id. */
+type Grouped = Map<string, Map<string, SyncRecord[]>>;
+
+/** Outcomes by connection, then by item id. */
+class ItemOutcomes {
+  private readonly byConnection = new Map<string, Map<string, Outcome>>();
+
+  get(key: ItemKey): Outcome | undefined {
+    return this.byConnection.get(key.connection)?.get(key.id);
+  }
+
+  set(key: ItemKey, outcome: Outcome): void {
+    let items = this.byConnection.get(key.connection);
+    if (!items) this.byConnection.set(key.connection, (items = new Map()));
+    items.set(key.id, outcome);
+  }
+}
 
 /**
  * Syncs the batch and carries out every record's outcome. Throws only a ConfigError: a request that
@@ -74,7 +112,7 @@ export async function syncBatch(
     rateLimited: 0,
   };
   const outcomes = new Map<string, Outcome>();
-  const { itemIds, byId } = groupById(records, outcomes, settings);
+  const { messages, grouped } = group(records, outcomes, settings);
 
   const controller = new AbortController();
   const timer = setTimeout(() => controller.abort(), Math.max(0, options.deadline - ports.clock.now().getTime()));
@@ -88,10 +126,12 @@ export async function syncBatch(
   );
   const run = new ItemRun(ports, settings, caller, counts);
   try {
-    const idOutcomes = await syncIds([...byId.keys()], run, ports, settings);
-    for (const [id, group] of byId) {
-      const outcome = idOutcomes.get(id) ?? outcomeOf(new Error('no outcome was recorded for this item'), settings);
-      for (const record of group) outcomes.set(record.messageId, outcome);
+    const itemOutcomes = await syncConnections(grouped, run, ports, settings);
+    for (const [connection, items] of grouped) {
+      for (const [id, itemRecords] of items) {
+        const outcome = itemOutcomes.get({ connection, id }) ?? outcomeOf(new Error('no outcome was recorded for this item'), settings);
+        for (const record of itemRecords) outcomes.set(record.messageId, outcome);
+      }
     }
   } finally {
     clearTimeout(timer);
@@ -99,59 +139,99 @@ export async function syncBatch(
   // Nothing can succeed as configured: the invocation fails, and every record comes back.
   if (run.fatal) throw run.fatal;
 
-  const failures = await carryOut(records, outcomes, itemIds, counts, ports, settings);
+  const failures = await carryOut(records, outcomes, messages, counts, ports, settings);
   return { failures, counts, outcomes };
 }
 
-/** Parses every body (a bad one is dead at once) and groups the records by item id. */
-function groupById(
+/** Parses every body (a bad one is dead at once) and groups the records by connection and item id. */
+function group(
   records: readonly SyncRecord[],
   outcomes: Map<string, Outcome>,
   policy: OutcomePolicy,
-): { itemIds: Map<string, string>; byId: Map<string, SyncRecord[]> } {
-  const itemIds = new Map<string, string>();
-  const byId = new Map<string, SyncRecord[]>();
+): { messages: Map<string, SyncMessage>; grouped: Grouped } {
+  const messages = new Map<string, SyncMessage>();
+  const grouped: Grouped = new Map();
   for (const record of records) {
+    let message: SyncMessage;
     try {
-      const id = parseMessageBody(record.body);
-      itemIds.set(record.messageId, id);
-      const group = byId.get(id);
-      if (group) group.push(record);
-      else byId.set(id, [record]);
+      message = parseMessageBody(record.body);
     } catch (error) {
       outcomes.set(record.messageId, outcomeOf(error, policy));
+      continue;
     }
+    messages.set(record.messageId, message);
+    let items = grouped.get(message.connection);
+    if (!items) grouped.set(message.connection, (items = new Map()));
+    const itemRecords = items.get(message.id);
+    if (itemRecords) itemRecords.push(record);
+    else items.set(message.id, [record]);
   }
-  return { itemIds, byId };
+  return { messages, grouped };
 }
 
 /**
- * The outcome of every id: the stored revisions read at once, then each id synced with bounded
- * concurrency. While the breaker is open and no probe is due here, every id waits, without a read
- * or a request.
+ * The outcome of every item: each connection's gate asked once (all at once), then the stored
+ * revisions of the ready connections' items read at once, then each item synced with bounded
+ * concurrency. A connection whose pace's breaker is open, with no probe due here, waits without a
+ * read or a request.
  */
-async function syncIds(ids: readonly string[], run: ItemRun, ports: SyncPorts, settings: SyncSettings): Promise<Map<string, Outcome>> {
-  const idOutcomes = new Map<string, Outcome>();
-  if (ids.length === 0) return idOutcomes;
-  const outage = ports.pace.waitingForProbe() ? ports.pace.outageKnown() : undefined;
-  if (outage) {
-    const waiting = outcomeOf(outageError(outage.reason), settings);
-    for (const id of ids) idOutcomes.set(id, waiting);
-    return idOutcomes;
-  }
-  let stored: Map<string, StoredRevision>;
+async function syncConnections(grouped: Grouped, run: ItemRun, ports: SyncPorts, settings: SyncSettings): Promise<ItemOutcomes> {
+  const outcomes = new ItemOutcomes();
+  const keysOf = (connection: string): ItemKey[] => [...(grouped.get(connection)?.keys() ?? [])].map((id) => ({ connection, id }));
+  const sessions = new Map<string, ConnectionSession>();
+  await Promise.all(
+    [...grouped.keys()].map(async (connection) => {
+      const session = await openConnection(connection, run, ports, settings);
+      if ('kind' in session) for (const key of keysOf(connection)) outcomes.set(key, session);
+      else sessions.set(connection, session);
+    }),
+  );
+  const keys = [...sessions.keys()].flatMap(keysOf);
+  if (keys.length === 0) return outcomes;
+  let stored: StoredRevisions;
   try {
     run.checkTime();
-    stored = await ports.store.getRevisions(ids);
+    stored = await ports.store.getRevisions(keys);
   } catch (error) {
     const failure = outcomeOf(error, settings);
-    for (const id of ids) idOutcomes.set(id, failure);
-    return idOutcomes;
+    for (const key of keys) outcomes.set(key, failure);
+    return outcomes;
   }
-  await forEachLimited(ids, settings.fetchConcurrency, async (id) => {
-    idOutcomes.set(id, await run.syncItem(id, stored.get(id)));
+  await forEachLimited(keys, settings.fetchConcurrency, async (key) => {
+    outcomes.set(key, await run.syncItem(key, stored.get(key.connection)?.get(key.id), sessions.get(key.connection)!));
   });
-  return idOutcomes;
+  return outcomes;
+}
+
+/**
+ * The connection's session (its token and its pace) when its gate is `ready` and its pace can be
+ * asked; otherwise the outcome of every one of its items: dead (the gate's reason), later (the
+ * gate's wait, or the pace's outage), or what a failure to ask maps to.
+ */
+async function openConnection(
+  connection: string,
+  run: ItemRun,
+  ports: SyncPorts,
+  settings: SyncSettings,
+): Promise<ConnectionSession | Exclude<Outcome, { kind: 'done' }>> {
+  try {
+    run.checkTime();
+    const gate = await ports.connections.open(connection);
+    switch (gate.kind) {
+      case 'dead':
+        return { kind: 'dead', reason: gate.reason };
+      case 'wait':
+        return outcomeOf(connectionWaitError(gate.reason, gate.seconds), settings);
+      case 'ready': {
+        const pace = ports.paceFor(gate.paceKey);
+        if (pace.waitingForProbe() && pace.outageKnown()) return outcomeOf(outageError(), settings);
+        return { connection, token: gate.token, pace };
+      }
+    }
+  } catch (error) {
+    if (error instanceof ConfigError) run.fatal ??= error;
+    return outcomeOf(error, settings);
+  }
 }
 
 /** Runs `fn` over `items` with at most `limit` at once. `fn` must not throw. */

@@ -5,10 +5,19 @@
  * fakes or with the real adapters over mocked clients and dynalite.
  */
 
+/**
+ * An items-table row's key: partition key `connection`, sort key `id` (contract, "The items
+ * table"). What the reconciler walks and sends.
+ */
+export interface ItemKey {
+  connection: string;
+  id: string;
+}
+
 /** One parallel-Scan segment's place in the current pass. */
 export interface SegmentCursor {
-  /** The last id of the last page sent (that page's LastEvaluatedKey); absent before the first page and once done. */
-  after?: string;
+  /** The last key of the last page sent (that page's LastEvaluatedKey); absent before the first page and once done. */
+  after?: ItemKey;
   /** The segment has been scanned to its end in this pass. */
   done: boolean;
   /** Raised by every advance: a tick advances the segment only if it still holds the version it read. */
@@ -59,19 +68,19 @@ export interface CursorStore {
 export interface PageRequest {
   segment: number;
   totalSegments: number;
-  /** Start after this id (the segment's last LastEvaluatedKey); undefined: from the segment's start. */
-  after?: string;
+  /** Start after this key (the segment's last LastEvaluatedKey); undefined: from the segment's start. */
+  after?: ItemKey;
   /** Most rows the page reads (Scan's Limit). */
   limit: number;
 }
 
 export interface Page {
-  ids: string[];
+  keys: ItemKey[];
   /** The page's LastEvaluatedKey; undefined when the segment has no more rows. */
-  after?: string;
+  after?: ItemKey;
 }
 
-/** The items table's ids, walked by parallel Scan segments. */
+/** The items table's keys (connection and id), walked by parallel Scan segments. */
 export interface ItemIds {
   page(request: PageRequest): Promise<Page>;
   /** The table's item count as DynamoDB last computed it (about every six hours); undefined when unknown. */
@@ -79,8 +88,8 @@ export interface ItemIds {
 }
 
 export interface SendResult {
-  /** Ids SQS refused as the sender's fault: they can never be sent (with why). */
-  refused: Array<{ id: string; reason: string }>;
+  /** Keys SQS refused as the sender's fault: they can never be sent (with why). */
+  refused: Array<ItemKey & { reason: string }>;
 }
 
 /** The reconcile queue. */
@@ -88,8 +97,9 @@ export interface ReconcileQueue {
   /** Messages on the queue: visible, in flight and delayed (SQS's approximate counts). */
   backlog(): Promise<number>;
   /**
-   * Sends `{"id": "<id>"}` for every id, with the message attribute `reconcilePass`. Throws when an
-   * id could not be sent for a reason that may pass (the page is then sent again by a later tick).
+   * Sends `{"connection": "<connection>", "id": "<id>"}` for every key, with the message attribute
+   * `reconcilePass`. Throws when a key could not be sent for a reason that may pass (the page is
+   * then sent again by a later tick).
    */
-  send(ids: readonly string[], pass: number): Promise<SendResult>;
+  send(keys: readonly ItemKey[], pass: number): Promise<SendResult>;
 }

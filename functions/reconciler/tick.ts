@@ -1,10 +1,11 @@
 /**
- * One reconciler tick, the core: no AWS imports. A pass checks every id the items table holds,
- * tombstones included, once: parallel Scan segments are walked page by page and every page's ids
- * are sent to the reconcile queue, whose backlog is kept at a high-water mark so that the item sync
- * takes them at the provider's pace.
+ * One reconciler tick, the core: no AWS imports. A pass checks every item the items table holds (a
+ * connection and an id: every connection's), tombstones included, once: parallel Scan segments are
+ * walked page by page and every page's keys are sent to the reconcile queue, whose backlog is kept
+ * at a high-water mark so that the item sync takes them at the provider's pace. "Ids" below are
+ * items: one row, one message.
  *
- * The cursor (CursorStore, one control-table row) holds the pass and, per segment, the last id sent
+ * The cursor (CursorStore, one control-table row) holds the pass and, per segment, the last key sent
  * and a version. A page is sent first and the segment advanced past it after, on condition that
  * the segment still holds the version read. So:
  * - a tick that fails or is stopped between the two leaves the segment where it was: the next tick
@@ -236,9 +237,9 @@ async function sendPages(deps: TickDeps, settings: TickSettings, work: Work, top
       ...(segment.after !== undefined ? { after: segment.after } : {}),
       limit,
     });
-    topUp.budget += limit - Math.min(limit, page.ids.length);
-    const result = page.ids.length > 0 ? await deps.queue.send(page.ids, pass) : { refused: [] };
-    const accepted = countSent(deps, work, topUp, index, page.ids.length, result.refused);
+    topUp.budget += limit - Math.min(limit, page.keys.length);
+    const result = page.keys.length > 0 ? await deps.queue.send(page.keys, pass) : { refused: [] };
+    const accepted = countSent(deps, work, topUp, index, page.keys.length, result.refused);
     const next = advancedPast(segment, page, accepted);
     if ((await deps.cursor.advance(pass, index, next, segment.version)) === 'conflict') {
       deps.log.info('another tick advanced this segment; this tick stops', { pass, segment: index });
@@ -252,8 +253,8 @@ async function sendPages(deps: TickDeps, settings: TickSettings, work: Work, top
 
 /** Counts a page sent (`ids` ids, `refused` of them refused, each logged); returns the ids accepted. */
 function countSent(deps: TickDeps, work: Work, topUp: TopUp, segment: number, ids: number, refused: SendResult['refused']): number {
-  for (const { id, reason } of refused) {
-    deps.log.error('the reconcile queue refused an id; it is passed over in this pass', { id, reason, pass: work.pass, segment });
+  for (const { connection, id, reason } of refused) {
+    deps.log.error('the reconcile queue refused an id; it is passed over in this pass', { connection, id, reason, pass: work.pass, segment });
   }
   const accepted = ids - refused.length;
   work.enqueued += accepted;

@@ -93,7 +93,7 @@ export interface ReconcilerConfig {
   itemsTableName: string;
   /** The control table: the reconciler's cursor row (`reconcile-cursor`). */
   controlTableName: string;
-  /** Where the reconciler sends `{"id": "<id>"}` messages for the item sync. */
+  /** Where the reconciler sends `{"connection": "<connection>", "id": "<id>"}` messages for the item sync. */
   reconcileQueueUrl: string;
   /**
    * Target length of a pass, in hours: a pass that ends sooner is followed by the next one only

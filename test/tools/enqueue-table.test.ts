@@ -1,40 +1,75 @@
 /**
- * The enqueue tool's table scan (`--resync-table`) against dynalite: it reads both row shapes of the
- * items table (the item inline, or itemObject for an item in the items bucket) and tombstones of
- * either, across pages.
+ * The enqueue tool's table read (`--resync-table`) against dynalite, on the items table keyed by
+ * connection and id: it reads both row shapes (the item inline, or itemObject for an item in the
+ * items bucket) and tombstones of either, across pages, with each row's connection; with a
+ * connection, that connection's rows only (a Query).
  */
-import { PutItemCommand, type AttributeValue } from '@aws-sdk/client-dynamodb';
+import { CreateTableCommand, PutItemCommand, type AttributeValue } from '@aws-sdk/client-dynamodb';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startDynalite, type Dynalite } from '../../dev/fakes/dynalite.js';
-import { scanTableIds } from '../../tools/enqueue/enqueue.js';
+import { scanTableKeys } from '../../tools/enqueue/enqueue.js';
 
+const TABLE = 'items-both-shapes';
 let dynamo: Dynalite;
 
 beforeAll(async () => {
   dynamo = await startDynalite({ proxy: false });
+  const client = dynamo.client();
+  await client.send(
+    new CreateTableCommand({
+      TableName: TABLE,
+      AttributeDefinitions: [
+        { AttributeName: 'connection', AttributeType: 'S' },
+        { AttributeName: 'id', AttributeType: 'S' },
+      ],
+      KeySchema: [
+        { AttributeName: 'connection', KeyType: 'HASH' },
+        { AttributeName: 'id', KeyType: 'RANGE' },
+      ],
+      BillingMode: 'PAY_PER_REQUEST',
+    }),
+  );
+  const base = (connection: string, id: string): Record<string, AttributeValue> => ({
+    connection: { S: connection },
+    id: { S: id },
+    type: { S: 'file' },
+    revision: { S: '1' },
+    syncedAt: { S: '2026-11-23T10:00:00.000Z' },
+  });
+  const pointer: AttributeValue = { M: { key: { S: 'items/acme/k.json' }, size: { N: '614400' }, sha256: { S: 'ab'.repeat(32) } } };
+  const rows: Array<Record<string, AttributeValue>> = [
+    { ...base('acme', 'inline'), item: { M: { id: { S: 'inline' }, type: { S: 'file' }, revision: { N: '1' } } } },
+    { ...base('acme', 'in-bucket'), itemObject: pointer },
+    { ...base('acme', 'gone-inline'), item: { M: { id: { S: 'gone-inline' } } }, deleted: { BOOL: true } },
+    { ...base('acme', 'gone-in-bucket'), itemObject: pointer, deleted: { BOOL: true } },
+    { ...base('default', 'inline'), item: { M: { id: { S: 'inline' } } } },
+    { ...base('globex', 'other'), item: { M: { id: { S: 'other' } } } },
+  ];
+  for (const row of rows) await client.send(new PutItemCommand({ TableName: TABLE, Item: row }));
+  client.destroy();
 });
 
 afterAll(async () => {
   await dynamo?.close();
 });
 
-describe('scanTableIds against the items table', () => {
-  it('returns the id of every row: inline, in the items bucket, and tombstones of both', async () => {
-    await dynamo.createItemsTable('items-both-shapes');
+const label = (key: { connection: string; id: string }) => `${key.connection}/${key.id}`;
+
+describe('scanTableKeys against the items table', () => {
+  it('returns the key of every row of every connection: inline, in the items bucket, and tombstones of both', async () => {
     const client = dynamo.client();
-    const base = (id: string): Record<string, AttributeValue> => ({ id: { S: id }, type: { S: 'file' }, revision: { S: '1' }, syncedAt: { S: '2026-11-23T10:00:00.000Z' } });
-    const pointer: AttributeValue = { M: { key: { S: 'items/k.json' }, size: { N: '614400' }, sha256: { S: 'ab'.repeat(32) } } };
-    const rows: Array<Record<string, AttributeValue>> = [
-      { ...base('inline'), item: { M: { id: { S: 'inline' }, type: { S: 'file' }, revision: { N: '1' } } } },
-      { ...base('in-bucket'), itemObject: pointer },
-      { ...base('gone-inline'), item: { M: { id: { S: 'gone-inline' } } }, deleted: { BOOL: true } },
-      { ...base('gone-in-bucket'), itemObject: pointer, deleted: { BOOL: true } },
-    ];
-    for (const row of rows) await client.send(new PutItemCommand({ TableName: 'items-both-shapes', Item: row }));
+    const keys = await scanTableKeys(client, TABLE, { pageSize: 1 });
+    expect(keys.map(label).sort()).toEqual(['acme/gone-in-bucket', 'acme/gone-inline', 'acme/in-bucket', 'acme/inline', 'default/inline', 'globex/other']);
+    client.destroy();
+  });
 
-    const ids = await scanTableIds(client, 'items-both-shapes', { pageSize: 1 });
-
-    expect(ids.sort()).toEqual(['gone-in-bucket', 'gone-inline', 'in-bucket', 'inline']);
+  it('with a connection, its rows only', async () => {
+    const client = dynamo.client();
+    const progress: number[] = [];
+    const keys = await scanTableKeys(client, TABLE, { connection: 'acme', pageSize: 3, onProgress: (n) => progress.push(n) });
+    expect(keys.map(label).sort()).toEqual(['acme/gone-in-bucket', 'acme/gone-inline', 'acme/in-bucket', 'acme/inline']);
+    expect(progress.at(-1)).toBe(4);
+    expect(await scanTableKeys(client, TABLE, { connection: 'nobody' })).toEqual([]);
     client.destroy();
   });
 });

@@ -1,19 +1,21 @@
 /**
  * The enqueue tool's functions and CLI, with the SQS and DynamoDB clients mocked: batching, exact
- * entries, re-sends, giving up, validation before anything is sent, standard input, table scans.
+ * entries, re-sends, giving up, validation before anything is sent, standard input, table scans and
+ * queries, the connection of the messages.
  */
 import { Readable, Writable } from 'node:stream';
-import { DynamoDBClient, ScanCommand } from '@aws-sdk/client-dynamodb';
+import { DynamoDBClient, QueryCommand, ScanCommand } from '@aws-sdk/client-dynamodb';
 import { QueueDoesNotExist, SendMessageBatchCommand, SQSClient, type SendMessageBatchCommandInput } from '@aws-sdk/client-sqs';
 import { mockClient } from 'aws-sdk-client-mock';
 import { beforeEach, describe, expect, it } from 'vitest';
 import {
   enqueueIds,
+  enqueueMessages,
   InvalidIdsError,
   main,
   messageBody,
   readIdLines,
-  scanTableIds,
+  scanTableKeys,
   validateId,
   type CliIo,
 } from '../../tools/enqueue/enqueue.js';
@@ -233,24 +235,97 @@ describe('readIdLines', () => {
   });
 });
 
-describe('scanTableIds', () => {
-  it('follows LastEvaluatedKey through every page, projecting only the id', async () => {
+describe('scanTableKeys', () => {
+  const key = (connection: string, id: string) => ({ connection: { S: connection }, id: { S: id } });
+  const names = { '#connection': 'connection', '#id': 'id' };
+
+  it('scans every row through every page, projecting only the key (connection and id)', async () => {
     dynamoMock
       .on(ScanCommand)
-      .resolvesOnce({ Items: [{ id: { S: 'a' } }, { id: { S: 'b' } }], LastEvaluatedKey: { id: { S: 'b' } } })
-      .resolvesOnce({ Items: [{ id: { S: 'c' } }], LastEvaluatedKey: { id: { S: 'c' } } })
-      .resolvesOnce({ Items: [{ id: { S: 'd' } }] });
+      .resolvesOnce({ Items: [key('acme', 'a'), key('acme', 'b')], LastEvaluatedKey: key('acme', 'b') })
+      .resolvesOnce({ Items: [key('default', 'a')], LastEvaluatedKey: key('default', 'a') })
+      .resolvesOnce({ Items: [key('globex', 'd')] });
     const progress: number[] = [];
-    const ids = await scanTableIds(new DynamoDBClient({}), 'items', { onProgress: (n) => progress.push(n) });
+    const keys = await scanTableKeys(new DynamoDBClient({}), 'items', { onProgress: (n) => progress.push(n) });
 
-    expect(ids).toEqual(['a', 'b', 'c', 'd']);
-    expect(progress).toEqual([2, 3, 4]);
-    const inputs = dynamoMock.commandCalls(ScanCommand).map((c) => c.args[0].input);
-    expect(inputs).toEqual([
-      { TableName: 'items', ProjectionExpression: '#id', ExpressionAttributeNames: { '#id': 'id' } },
-      { TableName: 'items', ProjectionExpression: '#id', ExpressionAttributeNames: { '#id': 'id' }, ExclusiveStartKey: { id: { S: 'b' } } },
-      { TableName: 'items', ProjectionExpression: '#id', ExpressionAttributeNames: { '#id': 'id' }, ExclusiveStartKey: { id: { S: 'c' } } },
+    expect(keys).toEqual([
+      { connection: 'acme', id: 'a' },
+      { connection: 'acme', id: 'b' },
+      { connection: 'default', id: 'a' },
+      { connection: 'globex', id: 'd' },
     ]);
+    expect(progress).toEqual([2, 3, 4]);
+    const scan = { TableName: 'items', ProjectionExpression: '#connection, #id', ExpressionAttributeNames: names };
+    expect(dynamoMock.commandCalls(ScanCommand).map((c) => c.args[0].input)).toEqual([
+      scan,
+      { ...scan, ExclusiveStartKey: key('acme', 'b') },
+      { ...scan, ExclusiveStartKey: key('default', 'a') },
+    ]);
+    expect(dynamoMock).not.toReceiveCommand(QueryCommand);
+  });
+
+  it('with a connection: a Query on the partition key, through every page', async () => {
+    dynamoMock
+      .on(QueryCommand)
+      .resolvesOnce({ Items: [key('acme', 'a')], LastEvaluatedKey: key('acme', 'a') })
+      .resolvesOnce({ Items: [key('acme', 'b')] });
+    const keys = await scanTableKeys(new DynamoDBClient({}), 'items', { connection: 'acme', pageSize: 1 });
+
+    expect(keys).toEqual([
+      { connection: 'acme', id: 'a' },
+      { connection: 'acme', id: 'b' },
+    ]);
+    const query = {
+      TableName: 'items',
+      ProjectionExpression: '#connection, #id',
+      Limit: 1,
+      KeyConditionExpression: '#connection = :connection',
+      ExpressionAttributeNames: names,
+      ExpressionAttributeValues: { ':connection': { S: 'acme' } },
+    };
+    expect(dynamoMock.commandCalls(QueryCommand).map((c) => c.args[0].input)).toEqual([query, { ...query, ExclusiveStartKey: key('acme', 'a') }]);
+    expect(dynamoMock).not.toReceiveCommand(ScanCommand);
+  });
+});
+
+describe('messages of a connection', () => {
+  it('with a connection, every body is exactly {"connection":"…","id":"…"}', async () => {
+    acceptAll();
+    const result = await enqueueIds(new SQSClient({}), QUEUE_URL, ['a', 'b "q"'], { connection: 'acme', sleep: noSleep });
+    expect(sentEntries()).toEqual([
+      [
+        { Id: '0', MessageBody: '{"connection":"acme","id":"a"}' },
+        { Id: '1', MessageBody: '{"connection":"acme","id":"b \\"q\\""}' },
+      ],
+    ]);
+    expect(result.sent).toEqual([
+      { connection: 'acme', id: 'a', messageId: 'msg-0' },
+      { connection: 'acme', id: 'b "q"', messageId: 'msg-1' },
+    ]);
+    expect(messageBody('x', 'acme')).toBe('{"connection":"acme","id":"x"}');
+  });
+
+  it('the same id of two connections is two messages; the same id of one connection, one', async () => {
+    acceptAll();
+    const result = await enqueueMessages(
+      new SQSClient({}),
+      QUEUE_URL,
+      [{ connection: 'acme', id: 'a' }, { connection: 'globex', id: 'a' }, { connection: 'acme', id: 'a' }, { id: 'a' }],
+      { sleep: noSleep },
+    );
+    expect(sentEntries()[0]!.map((entry) => entry.MessageBody)).toEqual(['{"connection":"acme","id":"a"}', '{"connection":"globex","id":"a"}', '{"id":"a"}']);
+    expect(result.duplicates).toBe(1);
+  });
+
+  it('validates the connection with the ids, before anything is sent', async () => {
+    acceptAll();
+    const error = await enqueueMessages(new SQSClient({}), QUEUE_URL, [{ connection: 'acme', id: 'a' }, { connection: 'bad one', id: 'b' }]).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(InvalidIdsError);
+    expect((error as InvalidIdsError).invalid).toEqual([
+      { index: 1, connection: 'bad one', id: 'b', reason: 'the connection id may hold only the characters A-Z a-z 0-9 . _ -' },
+    ]);
+    expect((error as Error).message).toContain('#2 bad one "b": the connection id may hold only');
+    expect(sqsMock).not.toReceiveCommand(SendMessageBatchCommand);
   });
 });
 
@@ -300,19 +375,72 @@ describe('the CLI', () => {
     expect(cli.err()).toContain('1 id was not sent');
   });
 
-  it('--resync-table scans the table and enqueues every id, with progress', async () => {
+  it('--resync-table scans the table and enqueues every row with its connection, with progress', async () => {
     acceptAll();
+    const row = (i: number) => ({ connection: { S: i % 2 ? 'acme' : 'default' }, id: { S: `id-${i}` } });
     dynamoMock
       .on(ScanCommand)
-      .resolvesOnce({ Items: Array.from({ length: 12 }, (_, i) => ({ id: { S: `id-${i}` } })), LastEvaluatedKey: { id: { S: 'id-11' } } })
-      .resolvesOnce({ Items: [{ id: { S: 'id-12' } }] });
+      .resolvesOnce({ Items: Array.from({ length: 12 }, (_, i) => row(i)), LastEvaluatedKey: row(11) })
+      .resolvesOnce({ Items: [row(12)] });
     const cli = io();
     expect(await main(['--queue-url', QUEUE_URL, '--resync-table', 'content-sync-items'], cli, deps)).toBe(0);
     expect(dynamoMock.commandCalls(ScanCommand)[0]!.args[0].input.TableName).toBe('content-sync-items');
     expect(sentEntries().map((e) => e!.length)).toEqual([10, 3]);
+    expect(sentEntries()[0]!.slice(0, 2)).toEqual([
+      { Id: '0', MessageBody: '{"connection":"default","id":"id-0"}' },
+      { Id: '1', MessageBody: '{"connection":"acme","id":"id-1"}' },
+    ]);
     expect(cli.out().trim().split('\n')).toHaveLength(13);
+    expect(cli.out()).toContain('sent acme "id-1" msg-1\n');
     expect(cli.err()).toContain('scanned content-sync-items: 13 ids');
     expect(cli.err()).toContain('Sent 13 of 13 ids from table content-sync-items');
+  });
+
+  it('--resync-table with --connection queries that connection\'s rows only', async () => {
+    acceptAll();
+    dynamoMock.on(QueryCommand).resolves({ Items: [{ connection: { S: 'acme' }, id: { S: 'a' } }, { connection: { S: 'acme' }, id: { S: 'b' } }] });
+    const cli = io();
+    expect(await main(['--queue-url', QUEUE_URL, '--resync-table', 'content-sync-items', '--connection', 'acme'], cli, deps)).toBe(0);
+    expect(dynamoMock).not.toReceiveCommand(ScanCommand);
+    expect(dynamoMock).toReceiveCommandWith(QueryCommand, {
+      TableName: 'content-sync-items',
+      KeyConditionExpression: '#connection = :connection',
+      ExpressionAttributeValues: { ':connection': { S: 'acme' } },
+    });
+    expect(sentEntries()).toEqual([
+      [
+        { Id: '0', MessageBody: '{"connection":"acme","id":"a"}' },
+        { Id: '1', MessageBody: '{"connection":"acme","id":"b"}' },
+      ],
+    ]);
+    expect(cli.err()).toContain('queried content-sync-items (connection acme): 2 ids');
+  });
+
+  it('--connection gives the ids of the arguments or of standard input that connection', async () => {
+    acceptAll();
+    const cli = io('x\n');
+    expect(await main(['--queue-url', QUEUE_URL, '--connection', 'acme'], cli, deps)).toBe(0);
+    expect(sentEntries()).toEqual([[{ Id: '0', MessageBody: '{"connection":"acme","id":"x"}' }]]);
+    expect(cli.out()).toBe('sent acme "x" msg-0\n');
+    expect(cli.err()).toContain('from standard input (connection acme)');
+
+    sqsMock.resetHistory();
+    expect(await main(['--queue-url', QUEUE_URL, '--connection', 'default', 'y'], io(), deps)).toBe(0);
+    expect(sentEntries()).toEqual([[{ Id: '0', MessageBody: '{"connection":"default","id":"y"}' }]]);
+  });
+
+  it('a bad --connection is a usage error (status 2) naming why, before anything is read or sent', async () => {
+    for (const [connection, reason] of [
+      ['acme corp', 'the connection id may hold only the characters A-Z a-z 0-9 . _ -'],
+      ['c'.repeat(65), 'the connection id is 65 characters long; the limit is 64'],
+      ['', 'the connection id is empty'],
+    ] as const) {
+      const cli = io('a\n');
+      expect(await main(['--queue-url', QUEUE_URL, '--connection', connection, '--resync-table', 't'], cli, deps)).toBe(2);
+      expect(cli.err()).toContain(`enqueue: --connection: ${reason}`);
+    }
+    expect(dynamoMock.calls()).toHaveLength(0);
+    expect(sqsMock).not.toReceiveCommand(SendMessageBatchCommand);
   });
 
   it('--dry-run validates without sending', async () => {
@@ -332,6 +460,7 @@ describe('the CLI', () => {
     const help = io();
     expect(await main(['--help'], help, deps)).toBe(0);
     expect(help.out()).toContain('--resync-table');
+    expect(help.out()).toContain('--connection <id>');
     expect(sqsMock).not.toReceiveCommand(SendMessageBatchCommand);
   });
 });

@@ -8,7 +8,8 @@
  *   npm run connections -- import-items --from-table <old items table>
  *
  * The deployment's tables and bucket come from the flags, else from the variables the functions
- * read (CONNECTIONS_TABLE_NAME, ITEMS_TABLE_NAME, ITEMS_BUCKET_NAME). AWS clients use the SDK's
+ * read (CONNECTIONS_TABLE_NAME, ITEMS_TABLE_NAME, ITEMS_BUCKET_NAME), else from the stateful stack's
+ * outputs (`--stack`, default ContentSyncStateful: stack-outputs.ts). AWS clients use the SDK's
  * standard configuration; the S3 client addresses the bucket path-style when an endpoint is set
  * (AWS_ENDPOINT_URL_S3 or AWS_ENDPOINT_URL), as a local endpoint needs. Exit status: 0 done, 1
  * failed, 2 usage error. The commands are in commands.ts; `runCli` is exported for the tests.
@@ -35,6 +36,7 @@ import {
   type CliIo,
   type CommandContext,
 } from './commands.js';
+import { DEFAULT_STACK, describeStackOutputs, OUTPUT_KEYS, type StackOutputs } from './stack-outputs.js';
 
 export { PURGE_SETTLE_SECONDS, publicView, type CliIo } from './commands.js';
 
@@ -69,12 +71,11 @@ Commands:
         Upgrade from a one-account deployment: copy every row of the old items table (key id)
         into the items table as the connection "default"; a row already written is kept.
 
-Where the deployment is (a flag, else the variable):
-  --connections-table <name>   ${ENV.connectionsTableName}
-  --items-table <name>         ${ENV.itemsTableName}   (remove --purge, import-items)
-  --items-bucket <name>        ${ENV.itemsBucketName}  (remove --purge)
-The stateful stack's outputs name them:
-  aws cloudformation describe-stacks --stack-name ContentSyncStateful --query 'Stacks[0].Outputs'
+Where the deployment is (a flag, else the variable, else the stack's output):
+  --connections-table <name>   ${ENV.connectionsTableName}   ${OUTPUT_KEYS.connectionsTable}
+  --items-table <name>         ${ENV.itemsTableName}   ${OUTPUT_KEYS.itemsTable}   (remove --purge, import-items)
+  --items-bucket <name>        ${ENV.itemsBucketName}  ${OUTPUT_KEYS.itemsBucket}  (remove --purge)
+  --stack <name>               the stateful stack whose outputs are read (default ${DEFAULT_STACK})
 
 A connection id is 1-64 characters of A-Z a-z 0-9 . _ -
 AWS region, credentials and endpoints come from the SDK's standard configuration (AWS_REGION,
@@ -88,6 +89,8 @@ export interface CliDeps {
   store?: ConnectionStore;
   /** Where the variables are read; default process.env. */
   env?: NodeJS.ProcessEnv;
+  /** The stateful stack's outputs; default CloudFormation DescribeStacks. */
+  stackOutputs?: StackOutputs;
   clock?: Clock;
   sleep?: (ms: number) => Promise<void>;
 }
@@ -101,6 +104,7 @@ const OPTIONS = {
   'connections-table': { type: 'string' },
   'items-table': { type: 'string' },
   'items-bucket': { type: 'string' },
+  stack: { type: 'string' },
   help: { type: 'boolean', short: 'h' },
 } as const;
 
@@ -144,7 +148,7 @@ async function dispatch(command: string, args: string[], values: Values, io: Cli
   const spec = COMMANDS[command];
   if (!spec) throw new UsageError(`unknown command "${command}"; the commands are ${Object.keys(COMMANDS).join(', ')}`);
   for (const option of Object.keys(values) as Option[]) {
-    if (option !== 'help' && !spec.options.includes(option)) throw new UsageError(`${command} takes no --${option}`);
+    if (option !== 'help' && option !== 'stack' && !spec.options.includes(option)) throw new UsageError(`${command} takes no --${option}`);
   }
   if (args.length !== (spec.id ? 1 : 0)) throw new UsageError(spec.id ? `${command} takes one connection id` : `${command} takes no arguments`);
   const id = args[0];
@@ -153,25 +157,37 @@ async function dispatch(command: string, args: string[], values: Values, io: Cli
     if (problem !== undefined) throw new UsageError(`bad connection id: ${problem}`);
   }
   const env = deps.env ?? process.env;
-  const setting = (flag: Option, variable: string, what: string): string => {
+  const stackName = (values.stack as string | undefined)?.trim() || DEFAULT_STACK;
+  let outputs: Promise<Record<string, string>> | undefined;
+  const readOutputs = (): Promise<Record<string, string>> => (outputs ??= (deps.stackOutputs ?? describeStackOutputs)(stackName));
+  const setting = async (flag: Option, variable: string, outputKey: string, what: string): Promise<string> => {
     const value = (values[flag] as string | undefined)?.trim() || env[variable]?.trim();
-    if (!value) throw new UsageError(`${what} is not known: give --${flag} or set ${variable}`);
-    return value;
+    if (value) return value;
+    let fromStack: string | undefined;
+    let why = `the stack has no output ${outputKey}`;
+    try {
+      fromStack = (await readOutputs())[outputKey]?.trim();
+    } catch (error) {
+      why = `reading the stack ${stackName} failed: ${(error as Error).name}`;
+    }
+    if (!fromStack) throw new UsageError(`${what} is not known: give --${flag}, set ${variable}, or name the stateful stack with --stack (${why})`);
+    return fromStack;
   };
   let dynamodb: DynamoDBClient | undefined = deps.dynamodb;
   const dynamoClient = (): DynamoDBClient => (dynamodb ??= new DynamoDBClient({}));
   let s3: S3Client | undefined = deps.s3;
+  // Settings are found before anything is read or written.
+  const connectionsTable = command !== 'import-items' && !deps.store
+    ? await setting('connections-table', ENV.connectionsTableName, OUTPUT_KEYS.connectionsTable, 'the connections table')
+    : 'the connections table';
   const context: CommandContext = {
     io,
-    store: () => deps.store ?? new DynamoDbConnectionStore(dynamoClient(), connectionsTable(), { setting: `--connections-table or ${ENV.connectionsTableName}` }),
+    store: () => deps.store ?? new DynamoDbConnectionStore(dynamoClient(), connectionsTable, { setting: `--connections-table or ${ENV.connectionsTableName}` }),
     dynamodb: dynamoClient,
     s3: () => (s3 ??= new S3Client(s3ClientConfig(env))),
     clock: deps.clock ?? systemClock,
     sleep: deps.sleep ?? ((ms) => new Promise((resolve) => setTimeout(resolve, ms))),
   };
-  const connectionsTable = (): string => setting('connections-table', ENV.connectionsTableName, 'the connections table');
-  // Settings are checked before anything is read or written.
-  if (command !== 'import-items' && !deps.store) connectionsTable();
 
   switch (command) {
     case 'add': {
@@ -189,9 +205,9 @@ async function dispatch(command: string, args: string[], values: Values, io: Cli
       if (values.yes && !values.purge) throw new UsageError('--yes goes with --purge');
       const purge = values.purge
         ? {
-            itemsTable: setting('items-table', ENV.itemsTableName, 'the items table'),
-            itemsBucket: setting('items-bucket', ENV.itemsBucketName, 'the items bucket'),
-            connectionsTable: deps.store ? 'the connections table' : connectionsTable(),
+            itemsTable: await setting('items-table', ENV.itemsTableName, OUTPUT_KEYS.itemsTable, 'the items table'),
+            itemsBucket: await setting('items-bucket', ENV.itemsBucketName, OUTPUT_KEYS.itemsBucket, 'the items bucket'),
+            connectionsTable,
           }
         : undefined;
       return removeConnection(context, id!, { ...(purge ? { purge } : {}), yes: values.yes === true });
@@ -199,7 +215,7 @@ async function dispatch(command: string, args: string[], values: Values, io: Cli
     case 'import-items': {
       const fromTable = (values['from-table'] as string | undefined)?.trim();
       if (!fromTable) throw new UsageError('import-items needs --from-table <old items table>');
-      const itemsTable = setting('items-table', ENV.itemsTableName, 'the items table');
+      const itemsTable = await setting('items-table', ENV.itemsTableName, OUTPUT_KEYS.itemsTable, 'the items table');
       if (fromTable === itemsTable) throw new UsageError('--from-table names the items table itself: give the old one-account table');
       return importOldItems(context, fromTable, itemsTable);
     }

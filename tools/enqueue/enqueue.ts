@@ -1,16 +1,18 @@
 /**
  * `npm run enqueue`: feed item ids to the sync queue.
  *
- *   npm run enqueue -- --queue-url <url> [id ...]          ids from the arguments
- *   some-command | npm run enqueue -- --queue-url <url>    one id per line from standard input
- *   npm run enqueue -- --queue-url <url> --resync-table <table>   every id the table holds
+ *   npm run enqueue -- --queue-url <url> [--connection <id>] [id ...]          ids from the arguments
+ *   some-command | npm run enqueue -- --queue-url <url> [--connection <id>]    one id per line from standard input
+ *   npm run enqueue -- --queue-url <url> --resync-table <table> [--connection <id>]   every row the table holds
  *
- * Every id is validated before anything is sent (a bad id is an error naming it, and nothing is
- * sent). Messages are `{"id":"…"}`, sent with SendMessageBatch, at most 10 a call; entries the queue
- * refuses for a reason that may pass are re-sent (bounded, with backoff); refusals that are the
- * sender's fault are reported, not re-sent. Exits 0 when every id was sent, 1 otherwise, 2 on a usage
- * error. The AWS clients use the SDK's standard configuration (AWS_REGION, AWS_PROFILE,
- * AWS_ENDPOINT_URL_SQS, AWS_ENDPOINT_URL_DYNAMODB...).
+ * Every id (and the connection) is validated before anything is sent (a bad one is an error naming
+ * it, and nothing is sent). Messages are `{"connection":"…","id":"…"}` with `--connection` and for
+ * every row of `--resync-table` (each row's own connection), `{"id":"…"}` otherwise (the connection
+ * `default`), sent with SendMessageBatch, at most 10 a call; entries the queue refuses for a reason
+ * that may pass are re-sent (bounded, with backoff); refusals that are the sender's fault are
+ * reported, not re-sent. Exits 0 when every id was sent, 1 otherwise, 2 on a usage error (a bad
+ * `--connection` among them). The AWS clients use the SDK's standard configuration (AWS_REGION,
+ * AWS_PROFILE, AWS_ENDPOINT_URL_SQS, AWS_ENDPOINT_URL_DYNAMODB...).
  *
  * The sending is send.ts, re-exported here for the local run and the tests.
  */
@@ -20,7 +22,19 @@ import { parseArgs } from 'node:util';
 import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { SQSClient } from '@aws-sdk/client-sqs';
 import { createProgress, formatDuration, type Progress } from './progress.js';
-import { DEFAULT_MAX_ATTEMPTS, enqueueIds, findInvalidIds, InvalidIdsError, quoteId, readIdLines, scanTableIds, type EnqueueOptions, type EnqueueResult } from './send.js';
+import { connectionIdProblem } from '../../functions/shared/connections/connection.js';
+import {
+  DEFAULT_MAX_ATTEMPTS,
+  enqueueMessages,
+  findInvalidMessages,
+  InvalidIdsError,
+  quoteMessage,
+  readIdLines,
+  scanTableKeys,
+  type EnqueueMessage,
+  type EnqueueOptions,
+  type EnqueueResult,
+} from './send.js';
 
 // The sending itself (send.ts), for the local run and the tests.
 export * from './send.js';
@@ -28,16 +42,20 @@ export * from './send.js';
 // ---- CLI ----------------------------------------------------------------------------------------
 
 const USAGE = `Usage:
-  npm run enqueue -- --queue-url <url> [id ...]
-  <ids, one per line> | npm run enqueue -- --queue-url <url>
-  npm run enqueue -- --queue-url <url> --resync-table <table name>
+  npm run enqueue -- --queue-url <url> [--connection <id>] [id ...]
+  <ids, one per line> | npm run enqueue -- --queue-url <url> [--connection <id>]
+  npm run enqueue -- --queue-url <url> --resync-table <table name> [--connection <id>]
 
-Sends {"id": "<id>"} messages to the sync queue (SendMessageBatch, at most 10 a call).
+Sends {"connection": "<connection>", "id": "<id>"} messages to the sync queue (SendMessageBatch,
+at most 10 a call); without --connection, ids given are sent as {"id": "<id>"} (the connection
+"default").
 
 Options:
   --queue-url <url>        the sync queue's URL (required)
-  --resync-table <name>    enqueue every id the items table holds (after an outage or a
-                           configuration change); no ids may be given with it
+  --connection <id>        the connection the ids belong to (1-64 characters of A-Z a-z 0-9 . _ -);
+                           with --resync-table: only that connection's rows
+  --resync-table <name>    enqueue every row the items table holds, each with its connection
+                           (after an outage or a configuration change); no ids may be given with it
   --dry-run                validate (and scan) but send nothing
   --max-attempts <n>       attempts per message for refusals that may pass (default ${DEFAULT_MAX_ATTEMPTS})
   -h, --help               this text
@@ -72,7 +90,14 @@ function createSqsClient(env: NodeJS.ProcessEnv): SQSClient {
   return new SQSClient(endpointConfigured ? { useQueueUrlAsEndpoint: false } : {});
 }
 
-type CliValues = { 'queue-url'?: string; 'resync-table'?: string; 'dry-run'?: boolean; 'max-attempts'?: string; help?: boolean };
+type CliValues = {
+  'queue-url'?: string;
+  connection?: string;
+  'resync-table'?: string;
+  'dry-run'?: boolean;
+  'max-attempts'?: string;
+  help?: boolean;
+};
 
 interface CliRequest {
   queueUrl: string;
@@ -110,6 +135,7 @@ function parseCommandLine(argv: string[]): CliRequest | 'help' {
     args: argv,
     options: {
       'queue-url': { type: 'string' },
+      connection: { type: 'string' },
       'resync-table': { type: 'string' },
       'dry-run': { type: 'boolean' },
       'max-attempts': { type: 'string' },
@@ -127,6 +153,10 @@ function parseCommandLine(argv: string[]): CliRequest | 'help' {
   if (values['resync-table'] !== undefined && positionals.length > 0) {
     throw new UsageError('give either ids or --resync-table, not both');
   }
+  if (values.connection !== undefined) {
+    const problem = connectionIdProblem(values.connection);
+    if (problem !== undefined) throw new UsageError(`--connection: ${problem}`);
+  }
   if (values['max-attempts'] !== undefined && !/^([1-9]|10)$/.test(values['max-attempts'])) {
     throw new UsageError('--max-attempts must be a whole number from 1 to 10');
   }
@@ -137,45 +167,62 @@ async function runCli(request: CliRequest, io: CliIo, deps: CliDeps, progress: P
   const { queueUrl, values } = request;
   const err = (line: string): void => void io.stderr.write(`${line}\n`);
   const started = Date.now();
-  const { ids, source } = await collectIds(request, io, deps, progress);
+  const { messages, source } = await collectMessages(request, io, deps, progress);
 
-  const invalid = findInvalidIds(ids);
+  const invalid = findInvalidMessages(messages);
   if (invalid.length > 0) {
     err(`enqueue: ${new InvalidIdsError(invalid).message}`);
     return 1;
   }
-  if (ids.length === 0) {
+  if (messages.length === 0) {
     err(`enqueue: no ids in ${source}; nothing to send`);
     return values['resync-table'] !== undefined ? 0 : 1;
   }
   if (values['dry-run']) {
-    err(`Dry run: ${new Set(ids).size} valid ids from ${source}; nothing sent to ${queueUrl}.`);
+    const distinct = new Set(messages.map((message) => JSON.stringify([message.connection, message.id]))).size;
+    err(`Dry run: ${distinct} valid ids from ${source}; nothing sent to ${queueUrl}.`);
     return 0;
   }
 
   const sqs = deps.sqs ?? createSqsClient(process.env);
-  const result = await enqueueIds(sqs, queueUrl, ids, {
+  const result = await enqueueMessages(sqs, queueUrl, messages, {
     ...deps.enqueue,
     ...(values['max-attempts'] ? { maxAttempts: Number(values['max-attempts']) } : {}),
     onProgress: (p) =>
       progress.update(`sending: ${p.sent}/${p.total} sent${p.failed ? `, ${p.failed} failed` : ''}${p.resent ? `, ${p.resent} re-sent` : ''}`),
   });
   progress.clear();
-  return printResult(result, { given: ids.length - result.duplicates, source, queueUrl, elapsedMs: Date.now() - started }, io);
+  return printResult(result, { given: messages.length - result.duplicates, source, queueUrl, elapsedMs: Date.now() - started }, io);
 }
 
-/** The ids to send and where they came from: the table (--resync-table), the arguments, or standard input. */
-async function collectIds(request: CliRequest, io: CliIo, deps: CliDeps, progress: Progress): Promise<{ ids: string[]; source: string }> {
+/**
+ * The messages to send and where they came from: the table's rows (--resync-table: each with its
+ * connection; with --connection a Query of that connection's rows), or the ids of the arguments or
+ * of standard input (with --connection, that connection's; else the connection `default`'s).
+ */
+async function collectMessages(
+  request: CliRequest,
+  io: CliIo,
+  deps: CliDeps,
+  progress: Progress,
+): Promise<{ messages: EnqueueMessage[]; source: string }> {
+  const { connection } = request.values;
   const table = request.values['resync-table'];
   if (table !== undefined) {
     const dynamodb = deps.dynamodb ?? new DynamoDBClient({});
-    const ids = await scanTableIds(dynamodb, table, { onProgress: (n) => progress.update(`scanning ${table}: ${n} ids`) });
-    progress.done(`scanned ${table}: ${ids.length} ids`);
-    return { ids, source: `table ${table}` };
+    const of = connection === undefined ? table : `${table} (connection ${connection})`;
+    const keys = await scanTableKeys(dynamodb, table, {
+      ...(connection !== undefined ? { connection } : {}),
+      onProgress: (n: number) => progress.update(`${connection === undefined ? 'scanning' : 'querying'} ${of}: ${n} ids`),
+    });
+    progress.done(`${connection === undefined ? 'scanned' : 'queried'} ${of}: ${keys.length} ids`);
+    return { messages: keys, source: `table ${of}` };
   }
-  if (request.positionals.length > 0) return { ids: request.positionals, source: 'arguments' };
+  const withConnection = (ids: string[]): EnqueueMessage[] => ids.map((id) => (connection === undefined ? { id } : { connection, id }));
+  const of = connection === undefined ? '' : ` (connection ${connection})`;
+  if (request.positionals.length > 0) return { messages: withConnection(request.positionals), source: `arguments${of}` };
   if (io.stdin.isTTY) io.stderr.write('Reading ids from standard input, one per line; end with Ctrl-D (Ctrl-Z on Windows).\n');
-  return { ids: await readIdLines(io.stdin), source: 'standard input' };
+  return { messages: withConnection(await readIdLines(io.stdin)), source: `standard input${of}` };
 }
 
 /** Each id sent (stdout) and not sent (stderr), the summary; the exit status. */
@@ -186,9 +233,9 @@ function printResult(
 ): number {
   const out = (line: string): void => void io.stdout.write(`${line}\n`);
   const err = (line: string): void => void io.stderr.write(`${line}\n`);
-  for (const sent of result.sent) out(`sent ${quoteId(sent.id)} ${sent.messageId}`);
+  for (const sent of result.sent) out(`sent ${quoteMessage(sent)} ${sent.messageId}`);
   for (const failed of result.failed) {
-    err(`not sent ${quoteId(failed.id)}: ${failed.code}${failed.message ? ` ${failed.message}` : ''}${failed.senderFault ? ' (refused, not re-sent)' : ''}`);
+    err(`not sent ${quoteMessage(failed)}: ${failed.code}${failed.message ? ` ${failed.message}` : ''}${failed.senderFault ? ' (refused, not re-sent)' : ''}`);
   }
   let summary =
     `Sent ${result.sent.length} of ${run.given} ids from ${run.source} to ${run.queueUrl} ` +

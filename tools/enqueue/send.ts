@@ -1,14 +1,17 @@
 /**
  * Sending item ids to the sync queue, what `npm run enqueue` (enqueue.ts) and the local run use:
- * every id validated before anything is sent (a bad id is an error naming it, and nothing is sent);
- * messages `{"id":"…"}` sent with SendMessageBatch, at most 10 a call; entries the queue refuses for a
- * reason that may pass re-sent (bounded, with backoff); refusals that are the sender's fault
- * reported, not re-sent. Also the ids of a file or standard input, one per line, and the ids an items
- * table holds (--resync-table).
+ * every id (and connection) validated before anything is sent (a bad one is an error naming it, and
+ * nothing is sent); messages `{"connection":"…","id":"…"}` for an id of a named connection,
+ * `{"id":"…"}` for an id of the connection `default` given without one, sent with SendMessageBatch,
+ * at most 10 a call; entries the queue refuses for a reason that may pass re-sent (bounded, with
+ * backoff); refusals that are the sender's fault reported, not re-sent. Also the ids of a file or
+ * standard input, one per line, and the keys (connection and id) an items table holds
+ * (--resync-table: every row, or one connection's rows).
  */
-import { ScanCommand, type DynamoDBClient } from '@aws-sdk/client-dynamodb';
+import { QueryCommand, ScanCommand, type AttributeValue, type DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import type { SQSClient } from '@aws-sdk/client-sqs';
 import { validateItemId } from '../../functions/item-sync/message.js';
+import { connectionIdProblem } from '../../functions/shared/connections/connection.js';
 import { sendMessageBatch, type EntryFailure } from '../../functions/shared/adapters/sqs-batch.js';
 import { backoffDelayMs, sleepMs, type Backoff } from '../../functions/shared/backoff.js';
 
@@ -40,10 +43,21 @@ export function validateId(id: string): string | undefined {
   return undefined;
 }
 
+/**
+ * One message to send: an item id, and the connection it belongs to. Without `connection` the body
+ * is `{"id"}` (the connection `default`); with it, `{"connection", "id"}`.
+ */
+export interface EnqueueMessage {
+  connection?: string;
+  id: string;
+}
+
 export interface InvalidId {
   /** Position in the input, from 0. */
   index: number;
   id: string;
+  /** The connection named with the id, when one was. */
+  connection?: string;
   reason: string;
 }
 
@@ -51,7 +65,7 @@ export interface InvalidId {
 export class InvalidIdsError extends Error {
   override readonly name = 'InvalidIdsError';
   constructor(readonly invalid: InvalidId[]) {
-    const shown = invalid.slice(0, 10).map((bad) => `  #${bad.index + 1} ${quoteId(bad.id)}: ${bad.reason}`);
+    const shown = invalid.slice(0, 10).map((bad) => `  #${bad.index + 1} ${quoteMessage(bad)}: ${bad.reason}`);
     const more = invalid.length > shown.length ? [`  ... and ${invalid.length - shown.length} more`] : [];
     super(`${invalid.length} invalid id${invalid.length === 1 ? '' : 's'}, nothing sent:\n${[...shown, ...more].join('\n')}`);
   }
@@ -63,29 +77,44 @@ export function quoteId(id: string): string {
   return chars.length > 120 ? `${JSON.stringify(chars.slice(0, 120).join(''))}… (${chars.length} characters)` : JSON.stringify(id);
 }
 
+/** A message for display: the quoted id, after its connection when it names one (`acme "fil-1"`). */
+export function quoteMessage(message: EnqueueMessage): string {
+  return message.connection === undefined ? quoteId(message.id) : `${message.connection} ${quoteId(message.id)}`;
+}
+
 export function findInvalidIds(ids: readonly string[]): InvalidId[] {
+  return findInvalidMessages(ids.map((id) => ({ id })));
+}
+
+/** The messages whose id, or connection, is not valid (the connection's reason first: connection.ts). */
+export function findInvalidMessages(messages: readonly EnqueueMessage[]): InvalidId[] {
   const invalid: InvalidId[] = [];
-  ids.forEach((id, index) => {
-    const reason = typeof id === 'string' ? validateId(id) : 'not a string';
-    if (reason !== undefined) invalid.push({ index, id, reason });
+  messages.forEach(({ connection, id }, index) => {
+    const reason =
+      (connection !== undefined ? connectionIdProblem(connection) : undefined) ?? (typeof id === 'string' ? validateId(id) : 'not a string');
+    if (reason !== undefined) invalid.push({ index, id, ...(connection !== undefined ? { connection } : {}), reason });
   });
   return invalid;
 }
 
-/** The message body for an id: exactly `{"id":"…"}`. */
-export function messageBody(id: string): string {
-  return JSON.stringify({ id });
+/** The message body: exactly `{"id":"…"}`, or `{"connection":"…","id":"…"}` when a connection is given. */
+export function messageBody(id: string, connection?: string): string {
+  return connection === undefined ? JSON.stringify({ id }) : JSON.stringify({ connection, id });
 }
 
 // ---- sending ------------------------------------------------------------------------------------
 
 export interface SentId {
   id: string;
+  /** The connection the message named, when it named one. */
+  connection?: string;
   messageId: string;
 }
 
 export interface FailedId {
   id: string;
+  /** The connection the message named, when it named one. */
+  connection?: string;
   /** The queue's error code (`InvalidMessageContents`, `InternalError`...) or the thrown error's name. */
   code: string;
   message: string;
@@ -109,7 +138,7 @@ export interface EnqueueOptions {
   backoffMs?: number;
   /** SendMessageBatch calls in flight at once; default 4. */
   concurrency?: number;
-  /** Skips duplicate ids (the first occurrence is sent); default true. */
+  /** Skips duplicate messages (the same id of the same connection; the first occurrence is sent); default true. */
   dedupe?: boolean;
   sleep?: (ms: number) => Promise<void>;
   /** [0, 1), for the backoff jitter; default Math.random. */
@@ -142,22 +171,36 @@ function isFatal(error: unknown): boolean {
 }
 
 /**
- * Sends `{"id": …}` for every id to the queue with SendMessageBatch (at most 10 entries a call).
- * Validates every id first and throws InvalidIdsError, sending nothing, if any is invalid. Entries
- * refused with `SenderFault: false` (or in a call that failed in a way that may pass) are re-sent up
- * to `maxAttempts` times with backoff; the rest end in `failed`.
+ * Sends `{"id": …}` for every id to the queue, or `{"connection": …, "id": …}` when `connection` is
+ * given (every id is then that connection's): enqueueMessages.
  */
 export async function enqueueIds(
   sqs: SQSClient,
   queueUrl: string,
   ids: readonly string[],
+  options: EnqueueOptions & { connection?: string } = {},
+): Promise<EnqueueResult> {
+  const { connection, ...rest } = options;
+  return enqueueMessages(sqs, queueUrl, ids.map((id) => (connection === undefined ? { id } : { connection, id })), rest);
+}
+
+/**
+ * Sends every message to the queue with SendMessageBatch (at most 10 entries a call). Validates
+ * every id and connection first and throws InvalidIdsError, sending nothing, if any is invalid.
+ * Entries refused with `SenderFault: false` (or in a call that failed in a way that may pass) are
+ * re-sent up to `maxAttempts` times with backoff; the rest end in `failed`.
+ */
+export async function enqueueMessages(
+  sqs: SQSClient,
+  queueUrl: string,
+  messages: readonly EnqueueMessage[],
   options: EnqueueOptions = {},
 ): Promise<EnqueueResult> {
-  const invalid = findInvalidIds(ids);
+  const invalid = findInvalidMessages(messages);
   if (invalid.length > 0) throw new InvalidIdsError(invalid);
 
-  const unique = options.dedupe === false ? [...ids] : [...new Set(ids)];
-  const run = new EnqueueRun(sqs, queueUrl, unique, options, ids.length - unique.length);
+  const unique = options.dedupe === false ? [...messages] : [...new Map(messages.map((m) => [messageBody(m.id, m.connection), m])).values()];
+  const run = new EnqueueRun(sqs, queueUrl, unique, options, messages.length - unique.length);
   const concurrency = Math.max(1, options.concurrency ?? DEFAULT_CONCURRENCY);
   await inParallel(batchesOf(unique.length, MAX_BATCH_ENTRIES), concurrency, (batch) => run.sendBatch(batch));
   run.report();
@@ -183,7 +226,7 @@ async function inParallel<T>(tasks: readonly T[], concurrency: number, fn: (task
   );
 }
 
-/** One enqueueIds call: the result so far, and the sending of one batch of ids (by position in `ids`). */
+/** One enqueueMessages call: the result so far, and the sending of one batch of messages (by position in `messages`). */
 class EnqueueRun {
   readonly result: EnqueueResult;
   private readonly maxAttempts: number;
@@ -196,7 +239,7 @@ class EnqueueRun {
   constructor(
     private readonly sqs: SQSClient,
     private readonly queueUrl: string,
-    private readonly ids: readonly string[],
+    private readonly messages: readonly EnqueueMessage[],
     private readonly options: EnqueueOptions,
     duplicates: number,
   ) {
@@ -209,7 +252,7 @@ class EnqueueRun {
 
   report(): void {
     const { sent, failed, resent } = this.result;
-    this.options.onProgress?.({ total: this.ids.length, sent: sent.length, failed: failed.length, resent });
+    this.options.onProgress?.({ total: this.messages.length, sent: sent.length, failed: failed.length, resent });
   }
 
   async sendBatch(indexes: number[]): Promise<void> {
@@ -223,8 +266,8 @@ class EnqueueRun {
   private async send(indexes: number[]): Promise<void> {
     const { result } = this;
     const { calls } = await sendMessageBatch(this.sqs, this.queueUrl, indexes, {
-      // The entry Id is the id's position in the input: unique within a call, and maps back to the id.
-      entry: (index) => ({ Id: String(index), MessageBody: messageBody(this.ids[index]!) }),
+      // The entry Id is the message's position in the input: unique within a call, and maps back to it.
+      entry: (index) => ({ Id: String(index), MessageBody: messageBody(this.messages[index]!.id, this.messages[index]!.connection) }),
       attempts: this.maxAttempts,
       delayMs: (attempt) => backoffDelayMs(attempt, this.backoff, this.random),
       sleep: this.sleep,
@@ -234,7 +277,7 @@ class EnqueueRun {
         return 'give-up';
       },
       shouldStop: () => result.aborted,
-      onSent: (index, messageId) => void result.sent.push({ id: this.ids[index]!, messageId: messageId ?? '' }),
+      onSent: (index, messageId) => void result.sent.push({ ...this.keyAt(index), messageId: messageId ?? '' }),
       onFailed: (index, failure, gaveUpAfter) => void result.failed.push(this.failedId(index, failure, gaveUpAfter)),
       onResend: (count) => {
         result.resent += count;
@@ -245,21 +288,27 @@ class EnqueueRun {
     result.calls += calls;
   }
 
+  /** The id (and connection, when the message names one) of the message at `index`. */
+  private keyAt(index: number): { id: string; connection?: string } {
+    const { id, connection } = this.messages[index]!;
+    return connection === undefined ? { id } : { id, connection };
+  }
+
   private failedId(index: number, failure: EntryFailure, gaveUpAfter: number | undefined): FailedId {
-    const id = this.ids[index]!;
+    const key = this.keyAt(index);
     const gaveUp = gaveUpAfter === undefined ? '' : ` (gave up after ${gaveUpAfter} attempts)`;
     switch (failure.kind) {
       case 'refused':
-        return { id, code: failure.code ?? 'Unknown', message: `${failure.message ?? ''}${gaveUp}`, senderFault: failure.senderFault };
+        return { ...key, code: failure.code ?? 'Unknown', message: `${failure.message ?? ''}${gaveUp}`, senderFault: failure.senderFault };
       case 'unanswered':
-        return { id, code: 'NoResult', message: `the reply did not mention this entry${gaveUp}`, senderFault: false };
+        return { ...key, code: 'NoResult', message: `the reply did not mention this entry${gaveUp}`, senderFault: false };
       case 'call-failed': {
         const error = failure.error as Error;
         // A call is given up at once only when no other call could get past its error.
-        return { id, code: error?.name ?? 'Error', message: `${error?.message ?? String(failure.error)}${gaveUp}`, senderFault: gaveUpAfter === undefined };
+        return { ...key, code: error?.name ?? 'Error', message: `${error?.message ?? String(failure.error)}${gaveUp}`, senderFault: gaveUpAfter === undefined };
       }
       case 'stopped':
-        return { id, code: 'NotSent', message: 'sending stopped after an earlier error', senderFault: false };
+        return { ...key, code: 'NotSent', message: 'sending stopped after an earlier error', senderFault: false };
     }
   }
 }
@@ -282,34 +331,53 @@ export async function readIdLines(input: NodeJS.ReadableStream): Promise<string[
 
 export interface ScanOptions {
   onProgress?: (scanned: number) => void;
-  /** Items per Scan page (Limit); default none (1 MB pages). */
+  /** Items per page (Limit); default none (1 MB pages). */
   pageSize?: number;
+  /** Only this connection's rows: a Query on the partition key instead of a Scan. */
+  connection?: string;
+}
+
+/** An items-table row's key: partition key `connection`, sort key `id`. */
+export interface TableKey {
+  connection: string;
+  id: string;
 }
 
 /**
- * Every `id` in the table, whatever the row holds (its item inline, or `itemObject` for an item in
- * the items bucket; deleted rows included), with pagination and a projection on `id` only.
+ * The key (connection and id) of every row in the table, whatever the row holds (its item inline,
+ * or `itemObject` for an item in the items bucket; deleted rows included), with pagination and a
+ * projection on the key only: a Scan, or with `connection` a Query on the partition key (that
+ * connection's rows only).
  */
-export async function scanTableIds(dynamodb: DynamoDBClient, tableName: string, options: ScanOptions = {}): Promise<string[]> {
-  const ids: string[] = [];
-  let startKey: Record<string, import('@aws-sdk/client-dynamodb').AttributeValue> | undefined;
+export async function scanTableKeys(dynamodb: DynamoDBClient, tableName: string, options: ScanOptions = {}): Promise<TableKey[]> {
+  const keys: TableKey[] = [];
+  let startKey: Record<string, AttributeValue> | undefined;
+  const read = {
+    TableName: tableName,
+    ProjectionExpression: '#connection, #id',
+    ...(options.pageSize ? { Limit: options.pageSize } : {}),
+  };
   do {
-    const page = await dynamodb.send(
-      new ScanCommand({
-        TableName: tableName,
-        ProjectionExpression: '#id',
-        ExpressionAttributeNames: { '#id': 'id' },
-        ...(startKey ? { ExclusiveStartKey: startKey } : {}),
-        ...(options.pageSize ? { Limit: options.pageSize } : {}),
-      }),
-    );
+    const exclusive = startKey ? { ExclusiveStartKey: startKey } : {};
+    const page =
+      options.connection === undefined
+        ? await dynamodb.send(new ScanCommand({ ...read, ExpressionAttributeNames: { '#connection': 'connection', '#id': 'id' }, ...exclusive }))
+        : await dynamodb.send(
+            new QueryCommand({
+              ...read,
+              KeyConditionExpression: '#connection = :connection',
+              ExpressionAttributeNames: { '#connection': 'connection', '#id': 'id' },
+              ExpressionAttributeValues: { ':connection': { S: options.connection } },
+              ...exclusive,
+            }),
+          );
     for (const item of page.Items ?? []) {
-      const id = item.id?.S;
-      if (id !== undefined) ids.push(id);
+      const connection = item['connection']?.S;
+      const id = item['id']?.S;
+      if (connection !== undefined && id !== undefined) keys.push({ connection, id });
     }
-    options.onProgress?.(ids.length);
+    options.onProgress?.(keys.length);
     startKey = page.LastEvaluatedKey && Object.keys(page.LastEvaluatedKey).length > 0 ? page.LastEvaluatedKey : undefined;
   } while (startKey);
-  return ids;
+  return keys;
 }
-

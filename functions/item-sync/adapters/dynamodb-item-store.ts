@@ -1,5 +1,6 @@
 /**
  * The items table (docs/configuration.md, "The items table") as the ItemStore port, over @aws-sdk/client-dynamodb.
+ * Its key: partition key `connection` (S), sort key `id` (S); every row carries both.
  *
  * Marshalling (attribute-values.ts) is done here rather than with @aws-sdk/util-dynamodb (not a
  * dependency): JSON values only need NULL, BOOL, N, S, L and M. A number is stored as N with its
@@ -26,7 +27,7 @@ import {
 import { backoffDelayMs, sleepMs } from '../../shared/backoff.js';
 import { PermanentError, TransientError } from '../../shared/errors.js';
 import { estimateItemSize, toAttributeValue } from './attribute-values.js';
-import type { ExpectedRow, ItemRow, ItemStore, PutResult, RowState, StoredRevision, WriteResult } from '../ports.js';
+import type { ExpectedRow, ItemKey, ItemRow, ItemStore, PutResult, RowState, StoredRevisions, WriteResult } from '../ports.js';
 
 // The marshalling (attribute-values.ts), kept importable from here.
 export { estimateItemSize, fromAttributeValue, MAX_NESTING, toAttributeValue } from './attribute-values.js';
@@ -61,13 +62,12 @@ export class DynamoDbItemStore implements ItemStore {
     this.random = options.random ?? Math.random;
   }
 
-  async getRevisions(ids: readonly string[], options: { consistent?: boolean } = {}): Promise<Map<string, StoredRevision>> {
-    const result = new Map<string, StoredRevision>();
-    const unique = [...new Set(ids)];
+  async getRevisions(itemKeys: readonly ItemKey[], options: { consistent?: boolean } = {}): Promise<StoredRevisions> {
+    const result: StoredRevisions = new Map();
+    // One key per item (BatchGetItem refuses a key given twice); the keys may mix connections.
+    const unique = [...new Map(itemKeys.map((key) => [JSON.stringify([key.connection, key.id]), key])).values()];
     for (let start = 0; start < unique.length; start += BATCH_GET_LIMIT) {
-      let keys: Array<Record<string, AttributeValue>> = unique
-        .slice(start, start + BATCH_GET_LIMIT)
-        .map((id) => ({ id: { S: id } }));
+      let keys: Array<Record<string, AttributeValue>> = unique.slice(start, start + BATCH_GET_LIMIT).map(keyAttributes);
       for (let round = 0; keys.length > 0; round += 1) {
         if (round > 0) {
           if (round >= this.unprocessedRounds) {
@@ -85,8 +85,14 @@ export class DynamoDbItemStore implements ItemStore {
               RequestItems: {
                 [this.tableName]: {
                   Keys: keys,
-                  ProjectionExpression: '#id, #revision, #deleted, #itemObject',
-                  ExpressionAttributeNames: { '#id': 'id', '#revision': 'revision', '#deleted': 'deleted', '#itemObject': 'itemObject' },
+                  ProjectionExpression: '#connection, #id, #revision, #deleted, #itemObject',
+                  ExpressionAttributeNames: {
+                    '#connection': 'connection',
+                    '#id': 'id',
+                    '#revision': 'revision',
+                    '#deleted': 'deleted',
+                    '#itemObject': 'itemObject',
+                  },
                   ...(options.consistent ? { ConsistentRead: true } : {}),
                 },
               },
@@ -96,12 +102,15 @@ export class DynamoDbItemStore implements ItemStore {
           throw awsFailure('BatchGetItem', cause);
         }
         for (const row of output.Responses?.[this.tableName] ?? []) {
+          const connection = row['connection']?.S;
           const id = row['id']?.S;
           const revision = row['revision']?.S;
-          if (id === undefined) continue;
+          if (connection === undefined || id === undefined) continue;
           // A row without a text revision (written by hand?) compares as different from any revision.
           const objectKey = row['itemObject']?.M?.['key']?.S;
-          result.set(id, { revision: revision ?? '', deleted: row['deleted']?.BOOL === true, ...(objectKey !== undefined ? { objectKey } : {}) });
+          let items = result.get(connection);
+          if (!items) result.set(connection, (items = new Map()));
+          items.set(id, { revision: revision ?? '', deleted: row['deleted']?.BOOL === true, ...(objectKey !== undefined ? { objectKey } : {}) });
         }
         keys = output.UnprocessedKeys?.[this.tableName]?.Keys ?? [];
       }
@@ -111,6 +120,7 @@ export class DynamoDbItemStore implements ItemStore {
 
   async put(row: ItemRow, expected: ExpectedRow): Promise<PutResult> {
     const item: Record<string, AttributeValue> = {
+      connection: { S: row.connection },
       id: { S: row.id },
       type: { S: row.type },
       revision: { S: row.revision },
@@ -158,12 +168,12 @@ export class DynamoDbItemStore implements ItemStore {
     }
   }
 
-  async markDeleted(id: string, expectedRevision: string, syncedAt: string): Promise<WriteResult> {
+  async markDeleted(key: ItemKey, expectedRevision: string, syncedAt: string): Promise<WriteResult> {
     try {
       await this.client.send(
         new UpdateItemCommand({
           TableName: this.tableName,
-          Key: { id: { S: id } },
+          Key: keyAttributes(key),
           UpdateExpression: 'SET #deleted = :true, #syncedAt = :syncedAt',
           ConditionExpression: '#revision = :expected AND attribute_not_exists(#deleted)',
           ExpressionAttributeNames: { '#revision': 'revision', '#deleted': 'deleted', '#syncedAt': 'syncedAt' },
@@ -181,14 +191,14 @@ export class DynamoDbItemStore implements ItemStore {
     }
   }
 
-  async rowState(id: string): Promise<RowState | undefined> {
+  async rowState(key: ItemKey): Promise<RowState | undefined> {
     let output;
     try {
       output = await this.client.send(
         new BatchGetItemCommand({
           RequestItems: {
             [this.tableName]: {
-              Keys: [{ id: { S: id } }],
+              Keys: [keyAttributes(key)],
               ProjectionExpression: '#id, #revision, #deleted, #itemObject, #syncedAt',
               ExpressionAttributeNames: {
                 '#id': 'id',
@@ -219,6 +229,11 @@ export class DynamoDbItemStore implements ItemStore {
       ...(syncedAt !== undefined ? { syncedAt } : {}),
     };
   }
+}
+
+/** A row's key: `connection` and `id`, both S (and nothing else the key object may carry). */
+function keyAttributes(key: ItemKey): Record<string, AttributeValue> {
+  return { connection: { S: key.connection }, id: { S: key.id } };
 }
 
 /** `itemObject` as the contract has it: `{"key": S, "size": N, "sha256": S}`. */

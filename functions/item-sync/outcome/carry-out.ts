@@ -7,6 +7,7 @@
 import type { DeadLetter, DeadLetterSink, MessageRequeue, MessageVisibility, PostponeRequest, RequeueRequest } from '../ports.js';
 import type { Log } from '../../shared/ports.js';
 import type { SyncCounts, SyncRecord } from '../batch.js';
+import type { SyncMessage } from '../message.js';
 import { postponeDelaySeconds, type Outcome, type PostponePolicy } from './decide.js';
 
 export interface CarryOutPorts {
@@ -26,7 +27,7 @@ export interface CarryOutPorts {
 export async function carryOut(
   records: readonly SyncRecord[],
   outcomes: Map<string, Outcome>,
-  itemIds: ReadonlyMap<string, string>,
+  messages: ReadonlyMap<string, SyncMessage>,
   counts: SyncCounts,
   ports: CarryOutPorts,
   policy: PostponePolicy,
@@ -34,7 +35,7 @@ export async function carryOut(
   await sendDeadLetters(records, outcomes, ports);
   await requeueWaiting(records, outcomes, ports, policy);
   await postpone(records, outcomes, ports);
-  return settle(records, outcomes, itemIds, counts, ports.log);
+  return settle(records, outcomes, messages, counts, ports.log);
 }
 
 async function sendDeadLetters(records: readonly SyncRecord[], outcomes: Map<string, Outcome>, ports: CarryOutPorts): Promise<void> {
@@ -110,19 +111,22 @@ async function postpone(records: readonly SyncRecord[], outcomes: Map<string, Ou
   }
 }
 
-/** Logs and counts how each record ended; returns the message ids to report in batchItemFailures. */
+/**
+ * Logs and counts how each record ended (its connection and item id beside its message id, when its
+ * body could be read); returns the message ids to report in batchItemFailures.
+ */
 function settle(
   records: readonly SyncRecord[],
   outcomes: ReadonlyMap<string, Outcome>,
-  itemIds: ReadonlyMap<string, string>,
+  messages: ReadonlyMap<string, SyncMessage>,
   counts: SyncCounts,
   log: Log,
 ): string[] {
   const failures: string[] = [];
   for (const record of records) {
     const outcome = outcomes.get(record.messageId)!;
-    const itemId = itemIds.get(record.messageId);
-    const where = { messageId: record.messageId, ...(itemId !== undefined ? { itemId } : {}) };
+    const message = messages.get(record.messageId);
+    const where = { messageId: record.messageId, ...(message !== undefined ? { connection: message.connection, itemId: message.id } : {}) };
     switch (outcome.kind) {
       case 'done':
         log.info('record done', { ...where, result: outcome.result });

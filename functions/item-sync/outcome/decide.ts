@@ -65,7 +65,7 @@ export function outcomeOf(error: unknown, policy: OutcomePolicy): Exclude<Outcom
       case 'unauthorized':
         return {
           kind: 'retry',
-          reason: `the provider refused the access token, also after reading it afresh (${error.message})`,
+          reason: `the provider refused the connection's access token, also the one given after the refusal (${error.message})`,
         };
       case 'transient':
         return { kind: 'retry', reason: `the provider failed in a way that may pass (${error.message})` };
@@ -98,8 +98,10 @@ export const OUTAGE_FIRST_DELAY_SECONDS = 5;
 /**
  * The delay of a waiting record. The pace: the wait it was told, at least a second (at least
  * `rateLimitMinDelaySeconds` when the wait is a Retry-After, to keep a rate limit from churning the
- * queue). An outage: a growing schedule from the record's earlier postponements, 5 s, 10 s, 20 s, …
- * up to `postponeMaxSeconds`, with ±20% jitter so that a backlog does not come back at once.
+ * queue). Its connection (paused, failing, a refresh in progress): the gate's seconds, at least a
+ * second. An outage: a growing schedule from the record's earlier postponements, 5 s, 10 s, 20 s, …
+ * up to `postponeMaxSeconds`, with ±20% jitter so that a backlog does not come back at once. Never
+ * more than SQS's 900 s.
  */
 export function postponeDelaySeconds(
   wait: Wait,
@@ -110,6 +112,8 @@ export function postponeDelaySeconds(
   let seconds: number;
   if (wait.kind === 'pace') {
     seconds = Math.max(1, Math.ceil(wait.seconds), wait.retryAfter ? policy.rateLimitMinDelaySeconds : 0);
+  } else if (wait.kind === 'connection') {
+    seconds = Math.max(1, Math.ceil(wait.seconds));
   } else {
     const step = OUTAGE_FIRST_DELAY_SECONDS * 2 ** Math.min(Math.max(0, postponements), 16);
     seconds = Math.min(policy.postponeMaxSeconds, step) * (0.8 + 0.4 * random());

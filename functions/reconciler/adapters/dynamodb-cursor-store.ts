@@ -1,12 +1,13 @@
 /**
  * The reconcile cursor in the control table: one item, partition key `pk` = `reconcile-cursor`
- * (the provider pace has its own row, `provider-pace`). Attributes, readable in the console:
+ * (the provider paces have rows of their own, `provider-pace#<pace key>`). Attributes, readable in
+ * the console:
  *
  * | attribute   | type | meaning |
  * |---|---|---|
  * | `pass`      | N | the pass number (1 for the first) |
  * | `startedAt` | S | ISO-8601 UTC start of the pass |
- * | `segments`  | M | per segment (`"0"`, `"1"`, …): `{"after": S, "done": BOOL, "version": N, "ids": N}` |
+ * | `segments`  | M | per segment (`"0"`, `"1"`, …): `{"after": M, "done": BOOL, "version": N, "ids": N}`; `after` is the items table's key `{"connection": S, "id": S}` |
  * | `endedAt`   | S | ISO-8601 UTC end of the pass, once every segment is done |
  * | `previous`  | M | the pass before: `{"pass": N, "startedAt": S, "endedAt": S, "ids": N}` |
  *
@@ -14,6 +15,10 @@
  * (or on there being no row), a segment's advance on the pass and the segment's own version (so
  * advances of different segments never conflict), the end of a pass on it not having ended. A
  * failed condition is `conflict`; anything else is thrown.
+ *
+ * A cursor written before the items table was keyed by connection holds `after` as the id alone
+ * (S): no key of today's table. Such a segment is read as not started (its ids are sent again in
+ * this pass, which is harmless: a check of an unchanged item writes nothing).
  */
 import {
   ConditionalCheckFailedException,
@@ -24,7 +29,7 @@ import {
   type DynamoDBClient,
 } from '@aws-sdk/client-dynamodb';
 import { CONTROL_TABLE_KEY } from '../../shared/adapters/dynamodb-pace-store.js';
-import type { Cursor, CursorStore, PassRecord, SegmentCursor, WriteResult } from '../ports.js';
+import type { Cursor, CursorStore, ItemKey, PassRecord, SegmentCursor, WriteResult } from '../ports.js';
 
 /** The cursor row's key value in the control table. */
 export const RECONCILE_CURSOR_KEY = 'reconcile-cursor';
@@ -123,7 +128,7 @@ export function fromRow(row: Record<string, AttributeValue>): Cursor {
   for (let index = 0; index < count; index += 1) {
     const value = segmentsMap[String(index)]?.M;
     if (value === undefined) throw malformed(`segments.${index}`);
-    const after = value['after']?.S;
+    const after = keyOf(value['after'], `segments.${index}.after`);
     segments.push({
       ...(after !== undefined ? { after } : {}),
       done: value['done']?.BOOL === true,
@@ -144,11 +149,23 @@ export function fromRow(row: Record<string, AttributeValue>): Cursor {
 
 function segmentValue(segment: SegmentCursor): Record<string, AttributeValue> {
   return {
-    ...(segment.after !== undefined ? { after: { S: segment.after } } : {}),
+    ...(segment.after !== undefined ? { after: { M: { connection: { S: segment.after.connection }, id: { S: segment.after.id } } } } : {}),
     done: { BOOL: segment.done },
     version: { N: String(segment.version) },
     ids: { N: String(segment.ids) },
   };
+}
+
+/**
+ * A segment's `after`: the key `{"connection": S, "id": S}`; undefined when absent, and when it is
+ * the id alone (S, a cursor of the items table before connections: the segment starts over).
+ */
+function keyOf(value: AttributeValue | undefined, name: string): ItemKey | undefined {
+  if (value === undefined || value.S !== undefined) return undefined;
+  const connection = value.M?.['connection']?.S;
+  const id = value.M?.['id']?.S;
+  if (connection === undefined || id === undefined) throw malformed(name);
+  return { connection, id };
 }
 
 function passValue(record: PassRecord): Record<string, AttributeValue> {

@@ -1,8 +1,9 @@
 /**
  * The reconcile queue (RECONCILE_QUEUE_URL) as the ReconcileQueue port: its backlog from
- * GetQueueAttributes (visible + in flight + delayed), and the ids of a page as SendMessageBatch
- * calls of 10, a few in flight at once. Each message is `{"id": "<id>"}` with the Number attribute
- * `reconcilePass`, which tells the item sync that the record is the sweep's.
+ * GetQueueAttributes (visible + in flight + delayed), and the keys of a page as SendMessageBatch
+ * calls of 10, a few in flight at once. Each message is `{"connection": "<connection>", "id":
+ * "<id>"}` (the item sync's message body) with the Number attribute `reconcilePass`, which tells
+ * the item sync that the record is the sweep's.
  *
  * An entry SQS refuses for a reason that may pass (or a call that fails) is sent again, a bounded
  * number of times; what still is not sent makes `send` throw, so the page is not advanced past and
@@ -13,7 +14,7 @@ import { GetQueueAttributesCommand, type SQSClient } from '@aws-sdk/client-sqs';
 import { resendPolicy, sendMessageBatch, type EntryFailure, type ResendOptions, type ResendPolicy } from '../../shared/adapters/sqs-batch.js';
 import { TransientError } from '../../shared/errors.js';
 import { RECONCILE_PASS_ATTRIBUTE } from '../../shared/sync-queue.js';
-import type { ReconcileQueue, SendResult } from '../ports.js';
+import type { ItemKey, ReconcileQueue, SendResult } from '../ports.js';
 
 /** The message attribute that carries the pass number (Number): the one the item sync reads. */
 export { RECONCILE_PASS_ATTRIBUTE };
@@ -55,34 +56,34 @@ export class SqsReconcileQueue implements ReconcileQueue {
     return total;
   }
 
-  async send(ids: readonly string[], pass: number): Promise<SendResult> {
+  async send(keys: readonly ItemKey[], pass: number): Promise<SendResult> {
     const refused: SendResult['refused'] = [];
-    const unsent: Array<{ id: string; reason: string }> = [];
-    const chunks: string[][] = [];
-    for (let start = 0; start < ids.length; start += BATCH_ENTRIES) chunks.push(ids.slice(start, start + BATCH_ENTRIES));
+    const unsent: Array<ItemKey & { reason: string }> = [];
+    const chunks: ItemKey[][] = [];
+    for (let start = 0; start < keys.length; start += BATCH_ENTRIES) chunks.push(keys.slice(start, start + BATCH_ENTRIES));
     let next = 0;
     const worker = async (): Promise<void> => {
       while (next < chunks.length) {
         const chunk = chunks[next++]!;
         await sendMessageBatch(this.client, this.queueUrl, chunk, {
-          entry: (id, position) => ({
+          entry: ({ connection, id }, position) => ({
             Id: `m${position}`,
-            MessageBody: JSON.stringify({ id }),
+            MessageBody: JSON.stringify({ connection, id }),
             MessageAttributes: { [RECONCILE_PASS_ATTRIBUTE]: { DataType: 'Number', StringValue: String(pass) } },
           }),
           ...this.resend,
           onCallError: () => 'retry',
           onSent: () => undefined,
-          onFailed: (id, failure) => {
-            if (failure.kind === 'refused' && failure.senderFault) refused.push({ id, reason: describe(failure) });
-            else unsent.push({ id, reason: describe(failure) });
+          onFailed: ({ connection, id }, failure) => {
+            if (failure.kind === 'refused' && failure.senderFault) refused.push({ connection, id, reason: describe(failure) });
+            else unsent.push({ connection, id, reason: describe(failure) });
           },
         });
       }
     };
     await Promise.all(Array.from({ length: Math.min(this.concurrency, chunks.length) }, worker));
     if (unsent.length > 0) {
-      throw new TransientError(`${unsent.length} of ${ids.length} ids could not be sent to the reconcile queue (${unsent[0]!.reason})`);
+      throw new TransientError(`${unsent.length} of ${keys.length} ids could not be sent to the reconcile queue (${unsent[0]!.reason})`);
     }
     return { refused };
   }

@@ -1,29 +1,42 @@
 /**
- * The provider pace's shared state in the control table: one item, partition key `pk` =
- * `provider-pace`, holding `state` (the pace state as JSON text) and `version` (a number raised by
- * every write). Reads are strongly consistent; a write is conditional on the version read, so that
- * containers never overwrite each other's draws. Failures are thrown: the pace then falls back to its
- * local rate (provider-pace.ts).
+ * A provider pace's shared state in the control table: one item per pace key, partition key `pk` =
+ * `provider-pace#<pace key>` (the key the connection's access layer names: `client#<client id>` or
+ * `connection#<connection id>`, PACE_SCOPE), holding `state` (the pace state as JSON text) and
+ * `version` (a number raised by every write). Reads are strongly consistent; a write is conditional
+ * on the version read, so that containers never overwrite each other's draws. Failures are thrown:
+ * the pace then falls back to its local rate (provider-pace.ts).
  */
 import { ConditionalCheckFailedException, GetItemCommand, PutItemCommand, type DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import type { PaceStore } from '../provider/pace/provider-pace.js';
 import type { PaceState } from '../provider/pace/pace-state.js';
 
-/** The control table's partition key, and the pace row's key value. */
+/** The control table's partition key. */
 export const CONTROL_TABLE_KEY = 'pk';
-export const PACE_ROW_KEY = 'provider-pace';
+/** Every pace row's key value starts with this; the pace key follows. */
+export const PACE_ROW_PREFIX = 'provider-pace#';
+
+/** The control table's key value of the pace row of `paceKey`. */
+export function paceRowKey(paceKey: string): string {
+  return `${PACE_ROW_PREFIX}${paceKey}`;
+}
 
 export class DynamoDbPaceStore implements PaceStore {
+  private readonly key: string;
+
   constructor(
     private readonly client: DynamoDBClient,
     private readonly tableName: string,
-  ) {}
+    /** The pace key (ConnectionGate.paceKey) whose row this is. */
+    readonly paceKey: string,
+  ) {
+    this.key = paceRowKey(paceKey);
+  }
 
   async read(): Promise<{ state: unknown; version: number } | undefined> {
     const output = await this.client.send(
       new GetItemCommand({
         TableName: this.tableName,
-        Key: { [CONTROL_TABLE_KEY]: { S: PACE_ROW_KEY } },
+        Key: { [CONTROL_TABLE_KEY]: { S: this.key } },
         ConsistentRead: true,
       }),
     );
@@ -46,7 +59,7 @@ export class DynamoDbPaceStore implements PaceStore {
         new PutItemCommand({
           TableName: this.tableName,
           Item: {
-            [CONTROL_TABLE_KEY]: { S: PACE_ROW_KEY },
+            [CONTROL_TABLE_KEY]: { S: this.key },
             state: { S: JSON.stringify(state) },
             version: { N: String(expectedVersion + 1) },
           },

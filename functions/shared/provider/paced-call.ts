@@ -1,14 +1,17 @@
 /**
  * One provider call as every caller makes it (the item sync's fetch today; any later call, a folder
- * listing or a token refresh per connection, the same way). No AWS import. Per request:
+ * listing, the same way), for one connection. No AWS import. Per request:
  *
- * - a slot of the one provider pace every container shares (pace/provider-pace.ts): asked before,
- *   told after how the request ended. A `wait` longer than the invocation has left ends the call
- *   with a WaitError (the caller postpones); an open breaker ends it with a WaitError (outage);
- * - the access token (access-token.ts): after a 401, the secret is read afresh once and the request
- *   made again with the new token; when the secret still holds the refused token, nothing can
- *   succeed until the refresher runs: the pace is told (token-refused) and the call waits (outage).
- *   The probe of a breaker opened for the token is made only with a token other than the refused one;
+ * - a slot of the connection's provider pace (pace/provider-pace.ts; the pace the connection's
+ *   gate names, shared by every container): asked before, told after how the request ended. A
+ *   `wait` longer than the invocation has left ends the call with a WaitError (the caller
+ *   postpones); an open breaker ends it with a WaitError (outage);
+ * - the connection's access token (the session's, from its gate: the connections' access layer,
+ *   functions/shared/connections): after a 401, the access layer is asked what now
+ *   (`afterRefusal(connection, token)`): another token → the request is made again with it, once;
+ *   wait (paused, failing, a refresh in progress) → the call waits (WaitError, kind `connection`);
+ *   dead (removed, unknown) → PermanentError with the reason. A 401 is told to the pace as `ok`
+ *   (the provider is up) and never opens the breaker: a refused token stops its connection alone;
  * - a 429 is not a failure: the pace stops every container until its Retry-After and the request
  *   is made again when the pace allows;
  * - a transient failure (network, time-out, 408, 5xx) is tried again, up to `attempts` requests,
@@ -17,18 +20,25 @@
  * - counting: `fetched` for every usable answer, `rateLimited` for every 429.
  *
  * Any other provider answer (404, 403, a malformed body...) is thrown as it is, after the pace was
- * told that the provider is up: what it means is the caller's to say.
+ * told that the provider is up: what it means is the caller's to say. No token ever goes into a log
+ * line or an error.
  */
 import { backoffDelayMs, type Backoff } from '../backoff.js';
-import { ProviderError } from '../errors.js';
+import type { ConnectionAccess } from '../connections/ports.js';
+import { PermanentError, ProviderError } from '../errors.js';
 import type { Clock, Log } from '../ports.js';
-import type { AccessTokenSource } from './access-token.js';
 import type { Grant, PaceGate } from './pace/provider-pace.js';
 
-/** Why a call waits: the pace had no slot in time, or the provider is in an outage (breaker open). */
-export type Wait = { kind: 'pace'; seconds: number; retryAfter: boolean } | { kind: 'outage'; reason: string };
+/**
+ * Why a call waits: the pace had no slot in time, the provider is in an outage (breaker open), or
+ * the connection cannot be used now (paused, failing, a refresh in progress: its gate's seconds).
+ */
+export type Wait =
+  | { kind: 'pace'; seconds: number; retryAfter: boolean }
+  | { kind: 'outage'; reason: string }
+  | { kind: 'connection'; reason: string; seconds: number };
 
-/** The call must wait (for the pace, or for an outage to pass): its work is postponed, not failed. */
+/** The call must wait (for the pace, an outage, or its connection): its work is postponed, not failed. */
 export class WaitError extends Error {
   override readonly name = 'WaitError';
   constructor(
@@ -45,14 +55,25 @@ export class OutOfTimeError extends Error {
 }
 
 export interface PacedCallPorts {
-  /** The one provider pace every container shares: asked before, told after, every request. */
-  pace: PaceGate;
-  tokens: AccessTokenSource;
+  /** Asked what now when the provider refused a connection's token (401). */
+  connections: Pick<ConnectionAccess, 'afterRefusal'>;
   clock: Clock;
   log: Log;
   /** [0, 1), for the backoff jitter. */
   random: () => number;
   sleep: (ms: number) => Promise<void>;
+}
+
+/**
+ * One connection's use of the provider within a scope (a batch): its access token and its pace.
+ * The token is replaced when the provider refused it and the access layer gave another, so that
+ * the connection's later calls in the scope send the new one.
+ */
+export interface ConnectionSession {
+  readonly connection: string;
+  token: string;
+  /** The pace the connection's gate names (`paceKey`). */
+  readonly pace: PaceGate;
 }
 
 export interface PacedCallSettings {
@@ -103,26 +124,19 @@ export class PacedCaller {
   }
 
   /**
-   * The request's answer, made within the pace, with the token, retried as the header says. `where`
-   * goes into every log line (e.g. `{ itemId }`). Throws WaitError, OutOfTimeError, or the
-   * ProviderError the caller has to decide about.
+   * The request's answer, made within the connection's pace, with its token, retried as the answer
+   * says. `where` goes into every log line (e.g. `{ connection, itemId }`). Throws WaitError,
+   * OutOfTimeError, PermanentError (the connection's token was refused and the connection is gone),
+   * or the ProviderError the caller has to decide about.
    */
-  async call<T>(request: ProviderRequest<T>, where: Record<string, unknown>): Promise<T> {
-    const { pace, tokens, log } = this.ports;
+  async call<T>(session: ConnectionSession, request: ProviderRequest<T>, where: Record<string, unknown>): Promise<T> {
+    const { log } = this.ports;
+    const { pace } = session;
     this.checkTime();
-    let token = await tokens.get();
-    let tokenReadAfresh = false;
+    let token = session.token;
+    let retriedAfterRefusal = false;
     for (let attempt = 1; ; ) {
-      const grant = await this.slot(attempt > 1);
-      if (grant.probe && grant.reason === 'token') {
-        // The breaker is open because the provider refused the token the secret held: probe only
-        // with another token, once the refresher has written one.
-        token = await tokens.refresh(token);
-        if (tokens.isRefused(token)) {
-          await pace.report({ kind: 'token-refused' }, grant);
-          throw outageError('token');
-        }
-      }
+      const grant = await this.slot(pace, attempt > 1);
       let answer: T;
       try {
         answer = await request(token, this.scope.signal);
@@ -138,25 +152,19 @@ export class PacedCaller {
             log.info('rate limited; waiting for the pace', { ...where, retryAfterSeconds: error.retryAfterSeconds });
             continue;
           case 'unauthorized': {
-            await pace.report({ kind: 'ok' }, grant); // the provider answered: it is up
-            if (!tokenReadAfresh) {
-              tokenReadAfresh = true;
-              const fresh = await tokens.refresh(token);
-              if (fresh !== token) {
-                log.info('access token refused; retrying with the token read afresh', where);
-                token = fresh;
-                continue;
-              }
-            }
-            // The secret still holds the refused token: nothing can succeed until the refresher runs.
-            tokens.markRefused(token);
-            await pace.report({ kind: 'token-refused' }, grant);
-            throw outageError('token', error);
+            // The provider answered: it is up. A refused token is its connection's matter alone.
+            await pace.report({ kind: 'ok' }, grant);
+            const next = await this.afterRefusal(session, token, error);
+            if (retriedAfterRefusal || next === token) throw error;
+            retriedAfterRefusal = true;
+            log.info('access token refused; retrying with the connection\'s other token', where);
+            token = next;
+            continue;
           }
           case 'transient': {
             if (this.scope.signal.aborted) throw error; // our own deadline, not the provider's failure
             await pace.report({ kind: 'failed', repeat: attempt > 1 }, grant);
-            if (pace.outageKnown()) throw outageError('provider', error);
+            if (pace.outageKnown()) throw outageError(error);
             if (attempt >= this.settings.attempts) throw error;
             const delay = backoffDelayMs(attempt, this.settings.backoff, this.ports.random);
             if (this.now() + delay >= this.scope.deadline) throw error; // no time left for another attempt
@@ -176,16 +184,33 @@ export class PacedCaller {
     }
   }
 
-  /** A slot of the shared pace: waits for it while the invocation has time, else the call waits. */
-  private async slot(afterFailure: boolean): Promise<Extract<Grant, { kind: 'go' }>> {
+  /**
+   * The token to send after the provider refused `refused`: the access layer's answer (the session
+   * keeps it for the connection's later calls). Its wait and its dead end the call.
+   */
+  private async afterRefusal(session: ConnectionSession, refused: string, error: ProviderError): Promise<string> {
+    const gate = await this.ports.connections.afterRefusal(session.connection, refused);
+    switch (gate.kind) {
+      case 'ready':
+        session.token = gate.token;
+        return gate.token;
+      case 'wait':
+        throw connectionWaitError(gate.reason, gate.seconds, error);
+      case 'dead':
+        throw new PermanentError(gate.reason);
+    }
+  }
+
+  /** A slot of the connection's pace: waits for it while the invocation has time, else the call waits. */
+  private async slot(pace: PaceGate, afterFailure: boolean): Promise<Extract<Grant, { kind: 'go' }>> {
     for (;;) {
       this.checkTime();
-      const grant = await this.ports.pace.acquire({ afterFailure, sweep: this.scope.sweep });
+      const grant = await pace.acquire({ afterFailure, sweep: this.scope.sweep });
       switch (grant.kind) {
         case 'go':
           return grant;
         case 'outage':
-          throw outageError(grant.reason);
+          throw outageError();
         case 'wait': {
           const now = this.now();
           // Keep back the time a request needs: a slot too close to the deadline is no use.
@@ -209,11 +234,18 @@ export class PacedCaller {
   }
 }
 
-/** The wait of a call while the breaker is open: for the token refresher, or for the provider to come back. */
-export function outageError(reason: 'provider' | 'token', cause?: Error): WaitError {
-  const what =
-    reason === 'token'
-      ? 'the provider refuses the access token the secret holds (waiting for the token refresher)'
-      : 'the provider fails every request (outage)';
-  return new WaitError(`${what}${cause ? `; last answer: ${cause.message}` : ''}`, { kind: 'outage', reason });
+/** The wait of a call while the breaker is open: for the provider to come back. */
+export function outageError(cause?: Error): WaitError {
+  return new WaitError(`the provider fails every request (outage)${cause ? `; last answer: ${cause.message}` : ''}`, {
+    kind: 'outage',
+    reason: 'provider',
+  });
+}
+
+/**
+ * The wait of a call whose connection cannot be used now (its gate's `wait`): `reason` is the
+ * gate's (it names the connection, never a token), `seconds` how long before it is looked at again.
+ */
+export function connectionWaitError(reason: string, seconds: number, cause?: Error): WaitError {
+  return new WaitError(`${reason}${cause ? `; last answer: ${cause.message}` : ''}`, { kind: 'connection', reason, seconds });
 }

@@ -20,28 +20,28 @@ describe('changeOf: one event per real change', () => {
   it('INSERT of a live row: ItemCreated, previousRevision null', () => {
     expect(changeOf(record(undefined, live('f1', '1', T0)))).toEqual({
       detailType: 'ItemCreated',
-      detail: { id: 'f1', type: 'file', revision: '1', previousRevision: null, syncedAt: T0 },
+      detail: { connection: 'default', id: 'f1', type: 'file', revision: '1', previousRevision: null, syncedAt: T0 },
     });
   });
 
   it('INSERT of a folder keeps its type', () => {
     expect(changeOf(record(undefined, { ...live('d1', 'r7', T0), type: 'folder' }))).toEqual({
       detailType: 'ItemCreated',
-      detail: { id: 'd1', type: 'folder', revision: 'r7', previousRevision: null, syncedAt: T0 },
+      detail: { connection: 'default', id: 'd1', type: 'folder', revision: 'r7', previousRevision: null, syncedAt: T0 },
     });
   });
 
   it('INSERT of a tombstone (a row that appears deleted): ItemDeleted, previousRevision null', () => {
     expect(changeOf(record(undefined, tombstone(live('f1', '4'), T1)))).toEqual({
       detailType: 'ItemDeleted',
-      detail: { id: 'f1', type: 'file', revision: '4', previousRevision: null, syncedAt: T1 },
+      detail: { connection: 'default', id: 'f1', type: 'file', revision: '4', previousRevision: null, syncedAt: T1 },
     });
   });
 
   it('live → live with another revision: ItemUpdated with both revisions', () => {
     expect(changeOf(record(live('f1', '1', T0), live('f1', '2', T1)))).toEqual({
       detailType: 'ItemUpdated',
-      detail: { id: 'f1', type: 'file', revision: '2', previousRevision: '1', syncedAt: T1 },
+      detail: { connection: 'default', id: 'f1', type: 'file', revision: '2', previousRevision: '1', syncedAt: T1 },
     });
   });
 
@@ -57,21 +57,21 @@ describe('changeOf: one event per real change', () => {
   it('live → tombstone: ItemDeleted, revision and previousRevision the kept one', () => {
     expect(changeOf(record(live('f1', '3', T0), tombstone(live('f1', '3', T0), T1)))).toEqual({
       detailType: 'ItemDeleted',
-      detail: { id: 'f1', type: 'file', revision: '3', previousRevision: '3', syncedAt: T1 },
+      detail: { connection: 'default', id: 'f1', type: 'file', revision: '3', previousRevision: '3', syncedAt: T1 },
     });
   });
 
   it('tombstone → live with another revision: ItemRestored', () => {
     expect(changeOf(record(tombstone(live('f1', '3'), T0), live('f1', '4', T1)))).toEqual({
       detailType: 'ItemRestored',
-      detail: { id: 'f1', type: 'file', revision: '4', previousRevision: '3', syncedAt: T1 },
+      detail: { connection: 'default', id: 'f1', type: 'file', revision: '4', previousRevision: '3', syncedAt: T1 },
     });
   });
 
   it('tombstone → live with the same revision (the provider has the item again, unchanged): ItemRestored', () => {
     expect(changeOf(record(tombstone(live('f1', '3'), T0), live('f1', '3', T1)))).toEqual({
       detailType: 'ItemRestored',
-      detail: { id: 'f1', type: 'file', revision: '3', previousRevision: '3', syncedAt: T1 },
+      detail: { connection: 'default', id: 'f1', type: 'file', revision: '3', previousRevision: '3', syncedAt: T1 },
     });
   });
 
@@ -95,11 +95,28 @@ describe('changeOf: one event per real change', () => {
   });
 });
 
+describe('changeOf: the connection', () => {
+  it('the detail names the row\'s connection (its `connection` attribute), first', () => {
+    const created = changeOf(record(undefined, live('f1', '1', T0, { connection: 'acme' })));
+    expect(created).toEqual({
+      detailType: 'ItemCreated',
+      detail: { connection: 'acme', id: 'f1', type: 'file', revision: '1', previousRevision: null, syncedAt: T0 },
+    });
+    expect(JSON.stringify(created!.detail).startsWith('{"connection":"acme","id":"f1",')).toBe(true);
+  });
+
+  it('two connections holding the same id: each its own event', () => {
+    const acme = changeOf(record(live('same', '1', T0, { connection: 'acme' }), live('same', '2', T1, { connection: 'acme' })));
+    const globex = changeOf(record(undefined, live('same', '7', T1, { connection: 'globex' })));
+    expect([acme?.detail.connection, acme?.detailType, globex?.detail.connection, globex?.detailType]).toEqual(['acme', 'ItemUpdated', 'globex', 'ItemCreated']);
+  });
+});
+
 describe('changeOf: values', () => {
   it('numbers as text: a revision stored as N is published as its text and compared as text', () => {
     expect(changeOf(record(undefined, live('f1', 42, T0)))).toEqual({
       detailType: 'ItemCreated',
-      detail: { id: 'f1', type: 'file', revision: '42', previousRevision: null, syncedAt: T0 },
+      detail: { connection: 'default', id: 'f1', type: 'file', revision: '42', previousRevision: null, syncedAt: T0 },
     });
     expect(changeOf(record(live('f1', 41, T0), live('f1', 42, T1)))?.detail).toMatchObject({ revision: '42', previousRevision: '41' });
     // N "42" and S "42" are the same text: no change.
@@ -109,34 +126,34 @@ describe('changeOf: values', () => {
   });
 
   it('a large item: itemObject {key, size, sha256} with size a JSON number, in place of item', () => {
-    const large: Row = { id: 'big', type: 'file', revision: '5', syncedAt: T1, itemObject: OBJECT };
+    const large: Row = { connection: 'default', id: 'big', type: 'file', revision: '5', syncedAt: T1, itemObject: OBJECT };
     const event = changeOf(record(live('big', '4', T0), large));
     expect(event).toEqual({
       detailType: 'ItemUpdated',
-      detail: { id: 'big', type: 'file', revision: '5', previousRevision: '4', syncedAt: T1, itemObject: OBJECT },
+      detail: { connection: 'default', id: 'big', type: 'file', revision: '5', previousRevision: '4', syncedAt: T1, itemObject: OBJECT },
     });
     expect(JSON.stringify(event!.detail)).toBe(
-      `{"id":"big","type":"file","revision":"5","previousRevision":"4","syncedAt":"${T1}","itemObject":{"key":"${OBJECT.key}","size":1048577,"sha256":"${OBJECT.sha256}"}}`,
+      `{"connection":"default","id":"big","type":"file","revision":"5","previousRevision":"4","syncedAt":"${T1}","itemObject":{"key":"${OBJECT.key}","size":1048577,"sha256":"${OBJECT.sha256}"}}`,
     );
   });
 
   it('itemObject on every kind of event the new row has it for; none when only the old row had one', () => {
-    const large: Row = { id: 'big', type: 'file', revision: '5', syncedAt: T0, itemObject: OBJECT };
+    const large: Row = { connection: 'default', id: 'big', type: 'file', revision: '5', syncedAt: T0, itemObject: OBJECT };
     expect(changeOf(record(undefined, large))?.detail.itemObject).toEqual(OBJECT);
     expect(changeOf(record(large, tombstone(large, T1)))).toEqual({
       detailType: 'ItemDeleted',
-      detail: { id: 'big', type: 'file', revision: '5', previousRevision: '5', syncedAt: T1, itemObject: OBJECT },
+      detail: { connection: 'default', id: 'big', type: 'file', revision: '5', previousRevision: '5', syncedAt: T1, itemObject: OBJECT },
     });
     expect(changeOf(record(tombstone(large), { ...large, revision: '6', syncedAt: T1 }))?.detailType).toBe('ItemRestored');
     // Back inline (a later, small revision): the object is gone from the row and from the event.
     const inline = changeOf(record(large, live('big', '6', T1)));
-    expect(inline).toEqual({ detailType: 'ItemUpdated', detail: { id: 'big', type: 'file', revision: '6', previousRevision: '5', syncedAt: T1 } });
+    expect(inline).toEqual({ detailType: 'ItemUpdated', detail: { connection: 'default', id: 'big', type: 'file', revision: '6', previousRevision: '5', syncedAt: T1 } });
     expect(inline!.detail).not.toHaveProperty('itemObject');
   });
 
   it('the detail holds the contract fields only, in the contract order (no item, no deleted flag)', () => {
     const event = changeOf(record(live('f1', '1', T0), tombstone(live('f1', '1'), T1)));
-    expect(Object.keys(event!.detail)).toEqual(['id', 'type', 'revision', 'previousRevision', 'syncedAt']);
+    expect(Object.keys(event!.detail)).toEqual(['connection', 'id', 'type', 'revision', 'previousRevision', 'syncedAt']);
   });
 
   it('an old row without a revision (an operator write) gives previousRevision null', () => {
@@ -146,12 +163,14 @@ describe('changeOf: values', () => {
 });
 
 describe('changeOf: records that cannot be mapped throw MappingError', () => {
-  it('a new row without type, revision or syncedAt', () => {
+  it('a new row without connection, type, revision or syncedAt', () => {
     for (const attribute of ['type', 'revision', 'syncedAt'] as const) {
-      const row: Row = { ...live('f1', '1', T0), [attribute]: undefined };
+      const row: Row = { ...live('f1', '1', T0, { connection: 'acme' }), [attribute]: undefined };
       expect(() => changeOf(record(undefined, row))).toThrow(MappingError);
-      expect(() => changeOf(record(undefined, row))).toThrow(`row "f1" has no text attribute "${attribute}"`);
+      expect(() => changeOf(record(undefined, row))).toThrow(`row "f1" of connection "acme" has no text attribute "${attribute}"`);
     }
+    const noConnection: Row = { ...live('f1', '1', T0), connection: undefined };
+    expect(() => changeOf(record(undefined, noConnection))).toThrow('row "f1" has no text attribute "connection"');
   });
 
   it('a malformed itemObject', () => {

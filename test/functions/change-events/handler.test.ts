@@ -2,9 +2,11 @@
  * The change-events handler and its PutEvents adapter over a mocked EventBridge client
  * (aws-sdk-client-mock): the exact PutEvents entries, refused entries (FailedEntryCount and
  * per-entry ErrorCode) sent again a bounded number of times and then reported, a call that throws,
- * the batchItemFailures answer by sequence number, the metrics and the configuration.
+ * the batchItemFailures answer by sequence number, the connections' counters (one UpdateItem per
+ * connection, mocked DynamoDB), the metrics and the configuration.
  */
 import { PassThrough } from 'node:stream';
+import { ConditionalCheckFailedException, DynamoDBClient, UpdateItemCommand } from '@aws-sdk/client-dynamodb';
 import { EventBridgeClient, EventBridgeServiceException, PutEventsCommand, type PutEventsCommandInput } from '@aws-sdk/client-eventbridge';
 import { mockClient } from 'aws-sdk-client-mock';
 import { beforeEach, describe, expect, it } from 'vitest';
@@ -24,10 +26,15 @@ const T0 = '2026-11-21T10:00:00.000Z';
 const T1 = '2026-11-21T10:05:00.000Z';
 const NOW = new Date('2026-11-21T10:05:01.000Z');
 
+const CONNECTIONS_TABLE = 'content-sync-connections';
+
 const eventbridge = mockClient(EventBridgeClient);
+const dynamodb = mockClient(DynamoDBClient);
 
 beforeEach(() => {
   eventbridge.reset();
+  dynamodb.reset();
+  dynamodb.on(UpdateItemCommand).resolves({});
 });
 
 /** Accepts every entry, with event ids e1, e2... */
@@ -52,8 +59,9 @@ function setup(options: { remainingMs?: number } = {}) {
   output.on('data', (chunk: Buffer) => (text += chunk.toString('utf8')));
   const sleeps: number[] = [];
   const handler = createChangeEventsHandler({
-    config: loadChangeEventsConfig({ [ENV.eventBusName]: BUS_ARN }),
+    config: loadChangeEventsConfig({ [ENV.eventBusName]: BUS_ARN, [ENV.connectionsTableName]: CONNECTIONS_TABLE }),
     eventbridge: new EventBridgeClient({ region: 'eu-west-1' }),
+    dynamodb: new DynamoDBClient({ region: 'eu-west-1' }),
     clock: { now: () => NOW },
     logger: createLogger(CHANGE_EVENTS_SERVICE, { output }),
     metrics: createMetrics(CHANGE_EVENTS_SERVICE, { output }),
@@ -69,7 +77,7 @@ describe('change-events handler', () => {
   it('puts one event per real change on the bus: source content-sync, the detail-type, the detail as JSON', async () => {
     acceptAll();
     const { handler, context, output } = setup();
-    const large = { id: 'big', type: 'file', revision: '8', syncedAt: T1, itemObject: { key: 'items/big/8', size: 500_000, sha256: 'f'.repeat(64) } };
+    const large = { connection: 'default', id: 'big', type: 'file', revision: '8', syncedAt: T1, itemObject: { key: 'items/default/big/8', size: 500_000, sha256: 'f'.repeat(64) } };
     const answer = await handler(
       streamEvent(
         record(undefined, live('f1', '1', T0)),
@@ -86,11 +94,11 @@ describe('change-events handler', () => {
     const entry = (detailType: string, detail: Record<string, unknown>) => ({ EventBusName: BUS_ARN, Source: 'content-sync', DetailType: detailType, Detail: detail });
     expect(sentCalls()).toEqual([
       [
-        entry('ItemCreated', { id: 'f1', type: 'file', revision: '1', previousRevision: null, syncedAt: T0 }),
-        entry('ItemUpdated', { id: 'f3', type: 'file', revision: '2', previousRevision: '1', syncedAt: T1 }),
-        entry('ItemDeleted', { id: 'f4', type: 'file', revision: '2', previousRevision: '2', syncedAt: T1 }),
-        entry('ItemRestored', { id: 'f5', type: 'file', revision: '3', previousRevision: '3', syncedAt: T1 }),
-        entry('ItemUpdated', { id: 'big', type: 'file', revision: '8', previousRevision: '7', syncedAt: T1, itemObject: large.itemObject }),
+        entry('ItemCreated', { connection: 'default', id: 'f1', type: 'file', revision: '1', previousRevision: null, syncedAt: T0 }),
+        entry('ItemUpdated', { connection: 'default', id: 'f3', type: 'file', revision: '2', previousRevision: '1', syncedAt: T1 }),
+        entry('ItemDeleted', { connection: 'default', id: 'f4', type: 'file', revision: '2', previousRevision: '2', syncedAt: T1 }),
+        entry('ItemRestored', { connection: 'default', id: 'f5', type: 'file', revision: '3', previousRevision: '3', syncedAt: T1 }),
+        entry('ItemUpdated', { connection: 'default', id: 'big', type: 'file', revision: '8', previousRevision: '7', syncedAt: T1, itemObject: large.itemObject }),
       ],
     ]);
     // Exactly these entry fields: no Time, Resources or TraceHeader.
@@ -190,10 +198,63 @@ describe('change-events handler', () => {
   });
 });
 
+describe('the handler keeps the counters of the records it is done with', () => {
+  const acme = { connection: 'acme' };
+  const globex = { connection: 'globex' };
+  const T2 = '2026-11-21T10:07:30.000Z';
+  const TABLE = CONNECTIONS_TABLE;
+
+  async function run(records: Parameters<typeof streamEvent>) {
+    const { handler, context, output } = setup();
+    dynamodb.resetHistory();
+    return { answer: await handler(streamEvent(...records), context), output };
+  }
+
+  it('one UpdateItem per connection, none for the records handed back', async () => {
+    eventbridge.on(PutEventsCommand).callsFake((input: PutEventsCommandInput) => ({
+      FailedEntryCount: 0,
+      Entries: input.Entries!.map((entry) => (JSON.parse(entry.Detail!).id === 'bad' ? { ErrorCode: 'InternalFailure', ErrorMessage: 'no' } : { EventId: 'e' })),
+    }));
+    dynamodb.on(UpdateItemCommand).resolves({});
+    const { answer } = await run([
+      record(undefined, live('a', '1', T0, acme), { sequenceNumber: '1' }),
+      record(undefined, live('g', '1', T1, globex), { sequenceNumber: '2' }),
+      record(undefined, live('b', '1', T1, acme), { sequenceNumber: '3' }),
+      record(undefined, live('bad', '1', T2, globex), { sequenceNumber: '4' }),
+      record(undefined, live('later', '1', T2, acme), { sequenceNumber: '5' }),
+    ]);
+
+    expect(answer).toEqual({ batchItemFailures: [{ itemIdentifier: '4' }, { itemIdentifier: '5' }] });
+    const sent = dynamodb.commandCalls(UpdateItemCommand).map((call) => call.args[0].input);
+    expect(sent.map((input) => [input.Key, input.UpdateExpression, input.ExpressionAttributeValues])).toEqual([
+      [{ connection: { S: 'acme' } }, 'SET #lastWriteAt = :lastWriteAt ADD #idsKnown :created', { ':lastWriteAt': { S: T1 }, ':created': { N: '2' } }],
+      [{ connection: { S: 'globex' } }, 'SET #lastWriteAt = :lastWriteAt ADD #idsKnown :created', { ':lastWriteAt': { S: T1 }, ':created': { N: '1' } }],
+    ]);
+    expect(sent.every((input) => input.TableName === TABLE && input.ReturnValues === undefined)).toBe(true);
+  });
+
+  it('a counter that cannot be written (throttled, or the connection gone) never fails the batch', async () => {
+    eventbridge.on(PutEventsCommand).callsFake((input: PutEventsCommandInput) => ({ FailedEntryCount: 0, Entries: input.Entries!.map(() => ({ EventId: 'e' })) }));
+    dynamodb
+      .on(UpdateItemCommand, { Key: { connection: { S: 'acme' } } })
+      .rejects(Object.assign(new Error('Rate of requests exceeds the allowed throughput'), { name: 'ThrottlingException' }))
+      .on(UpdateItemCommand, { Key: { connection: { S: 'globex' } } })
+      .rejects(new ConditionalCheckFailedException({ $metadata: {}, message: 'The conditional request failed' }));
+    const { answer, output } = await run([record(undefined, live('a', '1', T0, acme)), record(undefined, live('g', '1', T1, globex))]);
+
+    expect(answer).toEqual({ batchItemFailures: [] });
+    const lines = jsonLines(output()).filter((line): line is Record<string, unknown> => typeof line !== 'string' && !line['_aws']);
+    expect(lines.filter((line) => line['level'] === 'WARN').map((line) => [line['message'], line['connection']])).toEqual([
+      ["a connection's counters were not updated (idsKnown, lastWriteAt); the events are not affected", 'acme'],
+    ]);
+    expect(lines.find((line) => line['message'] === 'batch done')).toMatchObject({ connectionStats: { written: 0, unchanged: 1, failed: 1 } });
+  });
+});
+
 describe('EventBridgePublisher', () => {
   it('waits base × 2^(n-1) between calls, no cap, equal jitter (half the step fixed, half random)', async () => {
     eventbridge.on(PutEventsCommand).resolves({ FailedEntryCount: 1, Entries: [{ ErrorCode: 'InternalFailure', ErrorMessage: 'Internal failure' }] });
-    const event = { detailType: 'ItemCreated' as const, detail: { id: 'a', type: 'file', revision: '1', previousRevision: null, syncedAt: T0 } };
+    const event = { detailType: 'ItemCreated' as const, detail: { connection: 'default', id: 'a', type: 'file', revision: '1', previousRevision: null, syncedAt: T0 } };
     for (const [random, expected] of [
       [0, [50, 100, 200, 400]],
       [0.5, [75, 150, 300, 600]],
@@ -212,7 +273,10 @@ describe('EventBridgePublisher', () => {
   it('one outcome per event, in order; attempts are bounded by the option', async () => {
     eventbridge.on(PutEventsCommand).resolves({ FailedEntryCount: 1, Entries: [{ EventId: 'e1' }, { ErrorCode: 'MalformedDetail', ErrorMessage: 'Detail is malformed.' }] });
     const publisher = new EventBridgePublisher(new EventBridgeClient({ region: 'eu-west-1' }), 'bus', { attempts: 1, sleep: async () => undefined });
-    const event = (id: string) => ({ detailType: 'ItemCreated' as const, detail: { id, type: 'file', revision: '1', previousRevision: null, syncedAt: T0 } });
+    const event = (id: string) => ({
+      detailType: 'ItemCreated' as const,
+      detail: { connection: 'default', id, type: 'file', revision: '1', previousRevision: null, syncedAt: T0 },
+    });
     expect(await publisher.publish([event('a'), event('b')])).toEqual([
       { published: true },
       { published: false, error: 'MalformedDetail: Detail is malformed.' },
@@ -228,10 +292,15 @@ describe('EventBridgePublisher', () => {
 });
 
 describe('configuration', () => {
-  it('EVENT_BUS_NAME is required (name or ARN)', () => {
+  it('EVENT_BUS_NAME (name or ARN) and CONNECTIONS_TABLE_NAME are required', () => {
     expect(ENV.eventBusName).toBe('EVENT_BUS_NAME');
-    expect(loadChangeEventsConfig({ EVENT_BUS_NAME: ` ${BUS_ARN} ` })).toEqual({ eventBusName: BUS_ARN });
+    expect(ENV.connectionsTableName).toBe('CONNECTIONS_TABLE_NAME');
+    expect(loadChangeEventsConfig({ EVENT_BUS_NAME: ` ${BUS_ARN} `, CONNECTIONS_TABLE_NAME: CONNECTIONS_TABLE })).toEqual({
+      eventBusName: BUS_ARN,
+      connectionsTableName: CONNECTIONS_TABLE,
+    });
     expect(() => loadChangeEventsConfig({})).toThrow(ConfigError);
-    expect(() => loadChangeEventsConfig({ EVENT_BUS_NAME: ' ' })).toThrow('EVENT_BUS_NAME: is required but not set');
+    expect(() => loadChangeEventsConfig({ EVENT_BUS_NAME: ' ', CONNECTIONS_TABLE_NAME: CONNECTIONS_TABLE })).toThrow('EVENT_BUS_NAME: is required but not set');
+    expect(() => loadChangeEventsConfig({ EVENT_BUS_NAME: BUS_ARN })).toThrow('CONNECTIONS_TABLE_NAME: is required but not set');
   });
 });

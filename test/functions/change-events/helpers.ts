@@ -6,6 +6,7 @@ export const STREAM_ARN = 'arn:aws:dynamodb:eu-west-1:123456789012:table/items/s
 
 /** A row of the items table (contract, "The items table"); `revision` may be a number to store it as N. */
 export interface Row {
+  connection?: string;
   id: string;
   type?: string;
   revision?: string | number;
@@ -39,7 +40,7 @@ let sequence = 100;
 /** One stream record: INSERT without `before`, REMOVE without `after`, MODIFY with both. */
 export function record(before: Row | undefined, after: Row | undefined, options: { sequenceNumber?: string; eventID?: string } = {}): DynamoDBRecord {
   const eventName = before === undefined ? 'INSERT' : after === undefined ? 'REMOVE' : 'MODIFY';
-  const id = (after ?? before)!.id;
+  const { connection, id } = (after ?? before)!;
   sequence += 1;
   const sequenceNumber = options.sequenceNumber ?? `${sequence}000000000000000000001`;
   return {
@@ -51,7 +52,7 @@ export function record(before: Row | undefined, after: Row | undefined, options:
     eventSourceARN: STREAM_ARN,
     dynamodb: {
       ApproximateCreationDateTime: 1_795_000_000,
-      Keys: { id: { S: id } },
+      Keys: { ...(connection !== undefined ? { connection: { S: connection } } : {}), id: { S: id } },
       ...(before ? { OldImage: image(before) as never } : {}),
       ...(after ? { NewImage: image(after) as never } : {}),
       SequenceNumber: sequenceNumber,
@@ -65,9 +66,9 @@ export function streamEvent(...records: DynamoDBRecord[]): DynamoDBStreamEvent {
   return { Records: records };
 }
 
-/** A live file row at `revision`. */
+/** A live file row at `revision`, of the connection `default` unless `extra` names another. */
 export function live(id: string, revision: string | number, syncedAt = '2026-11-21T10:00:00.000Z', extra: Partial<Row> = {}): Row {
-  return { id, type: 'file', revision, item: { id, type: 'file', revision, name: `${id}.txt` }, syncedAt, ...extra };
+  return { connection: 'default', id, type: 'file', revision, item: { id, type: 'file', revision, name: `${id}.txt` }, syncedAt, ...extra };
 }
 
 /** The same row as a tombstone (the last copy kept, `syncedAt` moved on). */

@@ -49,7 +49,7 @@ const seq = (n: number) => `${n}`.padStart(21, '0');
 describe('announceBatch', () => {
   it('an empty batch makes no call and hands nothing back', async () => {
     const publisher = new ScriptedPublisher();
-    expect(await announceBatch([], deps(publisher))).toEqual({ counts: { published: 0, failed: 0, ignored: 0, retried: 0 }, failures: [] });
+    expect(await announceBatch([], deps(publisher))).toEqual({ counts: { published: 0, failed: 0, ignored: 0, retried: 0 }, done: 0, failures: [] });
     expect(publisher.calls).toEqual([]);
   });
 
@@ -65,7 +65,7 @@ describe('announceBatch', () => {
     ];
     const report = await announceBatch(records, deps(publisher));
     expect(publisher.summary()).toEqual([['ItemCreated a 1', 'ItemUpdated c 2', 'ItemDeleted e 1', 'ItemRestored f 1']]);
-    expect(report).toEqual({ counts: { published: 4, failed: 0, ignored: 2, retried: 0 }, failures: [] });
+    expect(report).toEqual({ counts: { published: 4, failed: 0, ignored: 2, retried: 0 }, done: 6, failures: [] });
   });
 
   it(`at most ${MAX_EVENTS_PER_CALL} events a call`, async () => {
@@ -106,7 +106,7 @@ describe('announceBatch', () => {
   });
 
   it('entryBytes: Source, DetailType and the Detail JSON in UTF-8 bytes', () => {
-    const event: ChangeEvent = { detailType: 'ItemCreated', detail: { id: 'é', type: 'file', revision: '1', previousRevision: null, syncedAt: T0 } };
+    const event: ChangeEvent = { detailType: 'ItemCreated', detail: { connection: 'default', id: 'é', type: 'file', revision: '1', previousRevision: null, syncedAt: T0 } };
     expect(entryBytes(event)).toBe('content-sync'.length + 'ItemCreated'.length + Buffer.byteLength(JSON.stringify(event.detail)));
     expect(Buffer.byteLength(JSON.stringify(event.detail))).toBe(JSON.stringify(event.detail).length + 1);
   });
@@ -124,8 +124,22 @@ describe('announceBatch', () => {
       {
         level: 'error',
         message: 'change event not published: the record is handed back',
-        attributes: { id: 'c', detailType: 'ItemCreated', sequenceNumber: seq(3), error: 'ThrottlingException: Rate exceeded' },
+        attributes: { connection: 'default', id: 'c', detailType: 'ItemCreated', sequenceNumber: seq(3), error: 'ThrottlingException: Rate exceeded' },
       },
+    ]);
+  });
+
+  it('the same id of two connections is two items: their events may share a call', async () => {
+    const publisher = new ScriptedPublisher();
+    const records = [
+      record(undefined, live('same', '1', T0, { connection: 'acme' })),
+      record(undefined, live('same', '1', T0, { connection: 'globex' })),
+      record(live('same', '1', T0, { connection: 'acme' }), live('same', '2', T1, { connection: 'acme' })),
+    ];
+    await announceBatch(records, deps(publisher));
+    expect(publisher.calls.map((call) => call.map((event) => `${event.detail.connection} ${event.detailType} ${event.detail.revision}`))).toEqual([
+      ['acme ItemCreated 1', 'globex ItemCreated 1'],
+      ['acme ItemUpdated 2'],
     ]);
   });
 
@@ -140,7 +154,7 @@ describe('announceBatch', () => {
   it('a missing outcome counts as refused', async () => {
     const publisher: EventPublisher = { publish: async () => [] };
     const report = await announceBatch([record(undefined, live('a', '1', T0), { sequenceNumber: seq(7) })], deps(publisher));
-    expect(report).toEqual({ counts: { published: 0, failed: 1, ignored: 0, retried: 1 }, failures: [seq(7)] });
+    expect(report).toEqual({ counts: { published: 0, failed: 1, ignored: 0, retried: 1 }, done: 0, failures: [seq(7)] });
   });
 
   it('a record that cannot be mapped: the records before it are announced, it and the rest handed back', async () => {
@@ -149,16 +163,16 @@ describe('announceBatch', () => {
     const records = [
       record(undefined, live('a', '1', T0), { sequenceNumber: seq(1) }),
       record(live('x', '1', T0), live('x', '1', T1), { sequenceNumber: seq(2) }),
-      record(undefined, { id: 'bad', type: 'file', syncedAt: T0 }, { sequenceNumber: seq(3), eventID: 'ev-bad' }),
+      record(undefined, { connection: 'default', id: 'bad', type: 'file', syncedAt: T0 }, { sequenceNumber: seq(3), eventID: 'ev-bad' }),
       record(undefined, live('b', '1', T0), { sequenceNumber: seq(4) }),
     ];
     const report = await announceBatch(records, deps(publisher, log));
     expect(publisher.summary()).toEqual([['ItemCreated a 1']]);
-    expect(report).toEqual({ counts: { published: 1, failed: 0, ignored: 1, retried: 2 }, failures: [seq(3), seq(4)] });
+    expect(report).toEqual({ counts: { published: 1, failed: 0, ignored: 1, retried: 2 }, done: 2, failures: [seq(3), seq(4)] });
     expect(log.lines.find((line) => line.level === 'error')).toEqual({
       level: 'error',
       message: 'stream record cannot be mapped to a change event: it and the records after it are handed back',
-      attributes: { eventID: 'ev-bad', eventName: 'INSERT', sequenceNumber: seq(3), error: 'row "bad" has no text attribute "revision"' },
+      attributes: { eventID: 'ev-bad', eventName: 'INSERT', sequenceNumber: seq(3), error: 'row "bad" of connection "default" has no text attribute "revision"' },
     });
   });
 

@@ -5,7 +5,14 @@
 import { beforeEach, describe, expect, it } from 'vitest';
 import { mockClient } from 'aws-sdk-client-mock';
 import { ChangeMessageVisibilityBatchCommand, GetQueueUrlCommand, SendMessageBatchCommand, SQSClient } from '@aws-sdk/client-sqs';
-import { BatchGetItemCommand, DynamoDBClient, PutItemCommand, DynamoDBServiceException } from '@aws-sdk/client-dynamodb';
+import {
+  BatchGetItemCommand,
+  ConditionalCheckFailedException,
+  DynamoDBClient,
+  DynamoDBServiceException,
+  PutItemCommand,
+  UpdateItemCommand,
+} from '@aws-sdk/client-dynamodb';
 import { DeleteObjectCommand, PutObjectCommand, S3Client, S3ServiceException } from '@aws-sdk/client-s3';
 import { createHash } from 'node:crypto';
 import { DynamoDbItemStore, MAX_ITEM_BYTES } from '../../../functions/item-sync/adapters/dynamodb-item-store.js';
@@ -62,26 +69,29 @@ describe('DynamoDbItemStore', () => {
       new DynamoDBServiceException({ name: 'ThrottlingException', $fault: 'client', $metadata: {}, message: 'slow down' }),
     );
     const store = new DynamoDbItemStore(new DynamoDBClient({ region: 'eu-west-1' }), 'items');
-    const row = { id: 'a', type: 'file' as const, revision: '1', item: { id: 'a' }, syncedAt: 'now' };
+    const row = { connection: 'acme', id: 'a', type: 'file' as const, revision: '1', item: { id: 'a' }, syncedAt: 'now' };
     await expect(store.put(row, { exists: false })).rejects.toThrow(TransientError);
   });
 
   it('reads UnprocessedKeys again after base × 2^round (capped at 1 s, equal jitter), and gives up after the last round', async () => {
-    const unprocessed = { Responses: { items: [] }, UnprocessedKeys: { items: { Keys: [{ id: { S: 'a' } }] } } };
+    const key = { connection: { S: 'acme' }, id: { S: 'a' } };
+    const unprocessed = { Responses: { items: [] }, UnprocessedKeys: { items: { Keys: [key] } } };
     const chain = ddb.on(BatchGetItemCommand);
     for (let i = 0; i < 7; i++) chain.resolvesOnce(unprocessed);
-    chain.resolves({ Responses: { items: [{ id: { S: 'a' }, revision: { S: '4' } }] } });
+    chain.resolves({ Responses: { items: [{ ...key, revision: { S: '4' } }] } });
     const waits: number[] = [];
     const options = { sleep: async (ms: number) => void waits.push(ms), random: () => 0.5 };
     const store = new DynamoDbItemStore(new DynamoDBClient({ region: 'eu-west-1' }), 'items', options);
-    expect(await store.getRevisions(['a'])).toEqual(new Map([['a', { revision: '4', deleted: false }]]));
+    expect(await store.getRevisions([{ connection: 'acme', id: 'a' }])).toEqual(new Map([['acme', new Map([['a', { revision: '4', deleted: false }]])]]));
+    // Every round asks for exactly the keys left unprocessed.
+    for (const call of ddb.commandCalls(BatchGetItemCommand)) expect(call.args[0].input.RequestItems!['items']!.Keys).toEqual([key]);
     expect(waits).toEqual([75, 150, 300, 600, 750, 750, 750]);
 
     ddb.reset();
     ddb.on(BatchGetItemCommand).resolves(unprocessed);
     waits.length = 0;
     const lowest = new DynamoDbItemStore(new DynamoDBClient({ region: 'eu-west-1' }), 'items', { ...options, random: () => 0, unprocessedRounds: 4 });
-    await expect(lowest.getRevisions(['a'])).rejects.toThrow(TransientError);
+    await expect(lowest.getRevisions([{ connection: 'acme', id: 'a' }])).rejects.toThrow(TransientError);
     expect(waits).toEqual([50, 100, 200]);
   });
 
@@ -95,14 +105,110 @@ describe('DynamoDbItemStore', () => {
       }),
     );
     const store = new DynamoDbItemStore(new DynamoDBClient({ region: 'eu-west-1' }), 'items');
-    const row = { id: 'a', type: 'file' as const, revision: '1', item: { id: 'a' }, syncedAt: 'now' };
+    const row = { connection: 'acme', id: 'a', type: 'file' as const, revision: '1', item: { id: 'a' }, syncedAt: 'now' };
     await expect(store.put(row, { exists: false })).rejects.toThrow(TransientError);
+  });
+});
+
+describe('DynamoDbItemStore: the key (connection, id)', () => {
+  const store = () => new DynamoDbItemStore(new DynamoDBClient({ region: 'eu-west-1' }), 'items');
+
+  it('reads the stored revisions of keys of several connections in one BatchGetItem, each key once, by connection then id', async () => {
+    ddb.on(BatchGetItemCommand).resolves({
+      Responses: {
+        items: [
+          { connection: { S: 'acme' }, id: { S: 'same' }, revision: { S: '1' } },
+          { connection: { S: 'globex' }, id: { S: 'same' }, revision: { S: '7' }, deleted: { BOOL: true } },
+          { connection: { S: 'globex' }, id: { S: 'big' }, revision: { S: '2' }, itemObject: { M: { key: { S: 'items/globex/k.json' } } } },
+        ],
+      },
+    });
+    const keys = [
+      { connection: 'acme', id: 'same' },
+      { connection: 'globex', id: 'same' },
+      { connection: 'acme', id: 'same' },
+      { connection: 'globex', id: 'big' },
+      { connection: 'acme', id: 'none' },
+    ];
+    expect(await store().getRevisions(keys)).toEqual(
+      new Map([
+        ['acme', new Map([['same', { revision: '1', deleted: false }]])],
+        [
+          'globex',
+          new Map([
+            ['same', { revision: '7', deleted: true }],
+            ['big', { revision: '2', deleted: false, objectKey: 'items/globex/k.json' }],
+          ]),
+        ],
+      ]),
+    );
+    expect(ddb.commandCalls(BatchGetItemCommand).map((call) => call.args[0].input)).toEqual([
+      {
+        RequestItems: {
+          items: {
+            Keys: [
+              { connection: { S: 'acme' }, id: { S: 'same' } },
+              { connection: { S: 'globex' }, id: { S: 'same' } },
+              { connection: { S: 'globex' }, id: { S: 'big' } },
+              { connection: { S: 'acme' }, id: { S: 'none' } },
+            ],
+            ProjectionExpression: '#connection, #id, #revision, #deleted, #itemObject',
+            ExpressionAttributeNames: { '#connection': 'connection', '#id': 'id', '#revision': 'revision', '#deleted': 'deleted', '#itemObject': 'itemObject' },
+          },
+        },
+      },
+    ]);
+  });
+
+  it('reads at most 100 keys a call', async () => {
+    ddb.on(BatchGetItemCommand).resolves({ Responses: { items: [] } });
+    const keys = Array.from({ length: 150 }, (_, i) => ({ connection: i % 2 ? 'acme' : 'globex', id: `id-${i}` }));
+    expect(await store().getRevisions(keys)).toEqual(new Map());
+    expect(ddb.commandCalls(BatchGetItemCommand).map((call) => call.args[0].input.RequestItems!['items']!.Keys!.length)).toEqual([100, 50]);
+  });
+
+  it('marks a row deleted by its key, on condition that it still holds the revision compared and is live', async () => {
+    ddb.on(UpdateItemCommand).resolves({});
+    expect(await store().markDeleted({ connection: 'acme', id: 'a' }, '3', '2026-11-21T10:00:00.000Z')).toBe('written');
+    expect(ddb.commandCalls(UpdateItemCommand).map((call) => call.args[0].input)).toEqual([
+      {
+        TableName: 'items',
+        Key: { connection: { S: 'acme' }, id: { S: 'a' } },
+        UpdateExpression: 'SET #deleted = :true, #syncedAt = :syncedAt',
+        ConditionExpression: '#revision = :expected AND attribute_not_exists(#deleted)',
+        ExpressionAttributeNames: { '#revision': 'revision', '#deleted': 'deleted', '#syncedAt': 'syncedAt' },
+        ExpressionAttributeValues: { ':expected': { S: '3' }, ':true': { BOOL: true }, ':syncedAt': { S: '2026-11-21T10:00:00.000Z' } },
+      },
+    ]);
+    ddb.on(UpdateItemCommand).rejects(new ConditionalCheckFailedException({ $metadata: {}, message: 'The conditional request failed' }));
+    expect(await store().markDeleted({ connection: 'acme', id: 'a' }, '3', '2026-11-21T10:00:00.000Z')).toBe('conflict');
+  });
+
+  it('writes a new row with both key attributes, on condition that there is none', async () => {
+    ddb.on(PutItemCommand).resolves({});
+    const row = { connection: 'globex', id: 'a', type: 'folder' as const, revision: '1', item: { id: 'a', n: 1 }, syncedAt: '2026-11-21T10:00:00.000Z' };
+    expect(await store().put(row, { exists: false })).toEqual({ result: 'written' });
+    expect(ddb.commandCalls(PutItemCommand).map((call) => call.args[0].input)).toEqual([
+      {
+        TableName: 'items',
+        Item: {
+          connection: { S: 'globex' },
+          id: { S: 'a' },
+          type: { S: 'folder' },
+          revision: { S: '1' },
+          item: { M: { id: { S: 'a' }, n: { N: '1' } } },
+          syncedAt: { S: '2026-11-21T10:00:00.000Z' },
+        },
+        ConditionExpression: 'attribute_not_exists(#id)',
+        ExpressionAttributeNames: { '#id': 'id' },
+      },
+    ]);
   });
 });
 
 describe('DynamoDbItemStore: the two row shapes', () => {
   const store = () => new DynamoDbItemStore(new DynamoDBClient({ region: 'eu-west-1' }), 'items');
-  const base = { id: 'a', type: 'file' as const, revision: '2', syncedAt: '2026-11-21T10:00:00.000Z' };
+  const base = { connection: 'acme', id: 'a', type: 'file' as const, revision: '2', syncedAt: '2026-11-21T10:00:00.000Z' };
   const pointer = { key: 'items/k.json', size: 614_400, sha256: 'ab'.repeat(32) };
 
   it('answers too-large for an inline row its estimate puts over 400 KB, without a request', async () => {
@@ -125,6 +231,7 @@ describe('DynamoDbItemStore: the two row shapes', () => {
     expect(ddb).toReceiveCommandWith(PutItemCommand, {
       TableName: 'items',
       Item: {
+        connection: { S: 'acme' },
         id: { S: 'a' },
         type: { S: 'file' },
         revision: { S: '2' },
@@ -156,6 +263,7 @@ describe('DynamoDbItemStore: the two row shapes', () => {
       Responses: {
         items: [
           {
+            connection: { S: 'acme' },
             id: { S: 'a' },
             revision: { S: '2' },
             deleted: { BOOL: true },
@@ -165,11 +273,12 @@ describe('DynamoDbItemStore: the two row shapes', () => {
         ],
       },
     });
-    expect(await store().rowState('a')).toEqual({ revision: '2', deleted: true, objectKey: 'items/k.json', syncedAt: '2026-11-21T10:00:00.000Z' });
+    const key = { connection: 'acme', id: 'a' };
+    expect(await store().rowState(key)).toEqual({ revision: '2', deleted: true, objectKey: 'items/k.json', syncedAt: '2026-11-21T10:00:00.000Z' });
     expect(ddb).toReceiveCommandWith(BatchGetItemCommand, {
       RequestItems: {
         items: {
-          Keys: [{ id: { S: 'a' } }],
+          Keys: [{ connection: { S: 'acme' }, id: { S: 'a' } }],
           ProjectionExpression: '#id, #revision, #deleted, #itemObject, #syncedAt',
           ExpressionAttributeNames: { '#id': 'id', '#revision': 'revision', '#deleted': 'deleted', '#itemObject': 'itemObject', '#syncedAt': 'syncedAt' },
           ConsistentRead: true,
@@ -177,9 +286,9 @@ describe('DynamoDbItemStore: the two row shapes', () => {
       },
     });
     ddb.on(BatchGetItemCommand).resolves({ Responses: { items: [] } });
-    expect(await store().rowState('a')).toBeUndefined();
-    ddb.on(BatchGetItemCommand).resolves({ Responses: { items: [] }, UnprocessedKeys: { items: { Keys: [{ id: { S: 'a' } }] } } });
-    await expect(store().rowState('a')).rejects.toThrow(TransientError);
+    expect(await store().rowState(key)).toBeUndefined();
+    ddb.on(BatchGetItemCommand).resolves({ Responses: { items: [] }, UnprocessedKeys: { items: { Keys: [{ connection: { S: 'acme' }, id: { S: 'a' } }] } } });
+    await expect(store().rowState(key)).rejects.toThrow(TransientError);
   });
 });
 

@@ -14,8 +14,35 @@ describe('message body', () => {
     ['"quoted"', '"quoted"'],
     ['../getToken', '../getToken'],
     ['日本語 🎉', '日本語 🎉'],
-  ])('%j is the id %j', (body, id) => {
-    expect(parseMessageBody(body)).toBe(id);
+  ])('%j is the id %j of the connection `default`', (body, id) => {
+    expect(parseMessageBody(body)).toEqual({ connection: 'default', id });
+  });
+
+  it.each([
+    ['{"connection":"acme","id":"abc"}', 'acme', 'abc'],
+    ['{"id":"abc","connection":"acme"}', 'acme', 'abc'],
+    ['  {"connection": "default", "id": " spaced "}  ', 'default', ' spaced '],
+    ['{"connection":"A.b_c-9","id":"../getToken"}', 'A.b_c-9', '../getToken'],
+    [`{"connection":"${'c'.repeat(64)}","id":"x"}`, 'c'.repeat(64), 'x'],
+  ])('%j names its connection', (body, connection, id) => {
+    expect(parseMessageBody(body)).toEqual({ connection, id });
+  });
+
+  it.each([
+    ['{"connection":7,"id":"a"}', 'the connection is number, not a string'],
+    ['{"connection":null,"id":"a"}', 'the connection is null, not a string'],
+    ['{"connection":["acme"],"id":"a"}', 'the connection is an array, not a string'],
+    ['{"connection":"","id":"a"}', 'the connection id is empty'],
+    [`{"connection":"${'c'.repeat(65)}","id":"a"}`, 'the connection id is 65 characters long; the limit is 64'],
+    ['{"connection":"acme corp","id":"a"}', 'the connection id may hold only the characters A-Z a-z 0-9 . _ -'],
+    ['{"connection":"a/b","id":"a"}', 'the connection id may hold only the characters A-Z a-z 0-9 . _ -'],
+  ])('%j is dead with the reason %j (never taken for `default`)', (body, reason) => {
+    expect(() => parseMessageBody(body)).toThrow(new PermanentError(reason));
+  });
+
+  it('checks the id of a message with a connection as of one without', () => {
+    expect(() => parseMessageBody('{"connection":"acme"}')).toThrow('the message body has no "id"');
+    expect(() => parseMessageBody('{"connection":"acme","id":""}')).toThrow('the item id is empty');
   });
 
   it.each(['', '   ', '{', '{"id":1}', '{"id":null}', '{"ID":"x"}', '{"id":""}', '{"id":"a\\u0085b"}', 'a\u007fb'])(

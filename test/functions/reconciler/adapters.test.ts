@@ -18,6 +18,7 @@ import { DynamoDbCursorStore, fromRow, RECONCILE_CURSOR_KEY, toRow } from '../..
 import { DynamoDbItemIds } from '../../../functions/reconciler/adapters/dynamodb-item-ids.js';
 import { RECONCILE_PASS_ATTRIBUTE, SqsReconcileQueue } from '../../../functions/reconciler/adapters/sqs-reconcile-queue.js';
 import { RECONCILE_PASS_ATTRIBUTE as SYNC_READS_RECONCILE_PASS } from '../../../functions/item-sync/adapters/sqs.js';
+import { parseMessageBody } from '../../../functions/item-sync/message.js';
 import type { Cursor } from '../../../functions/reconciler/ports.js';
 import { TransientError } from '../../../functions/shared/errors.js';
 
@@ -39,31 +40,36 @@ const conditionFailed = () => new ConditionalCheckFailedException({ $metadata: {
 describe('DynamoDbItemIds', () => {
   const ids = new DynamoDbItemIds(dynamodb, 'items');
 
-  it('reads a segment page by page: projection id only, eventually consistent, Limit, ExclusiveStartKey from the last id', async () => {
+  const key = (connection: string, id: string) => ({ connection: { S: connection }, id: { S: id } });
+
+  it('reads a segment page by page: projection connection and id, eventually consistent, Limit, ExclusiveStartKey the whole last key', async () => {
     ddb
       .on(ScanCommand)
-      .resolvesOnce({ Items: [{ id: { S: 'a' } }, { id: { S: 'b' } }], LastEvaluatedKey: { id: { S: 'b' } }, Count: 2, ScannedCount: 2 })
-      .resolvesOnce({ Items: [{ id: { S: 'c' } }], Count: 1, ScannedCount: 1 });
-    expect(await ids.page({ segment: 3, totalSegments: 8, limit: 2 })).toEqual({ ids: ['a', 'b'], after: 'b' });
-    expect(await ids.page({ segment: 3, totalSegments: 8, limit: 2, after: 'b' })).toEqual({ ids: ['c'] });
-    expect(ddb.commandCalls(ScanCommand).map((call) => call.args[0].input)).toEqual([
-      { TableName: 'items', Segment: 3, TotalSegments: 8, Limit: 2, ProjectionExpression: '#id', ExpressionAttributeNames: { '#id': 'id' } },
-      {
-        TableName: 'items',
-        Segment: 3,
-        TotalSegments: 8,
-        Limit: 2,
-        ProjectionExpression: '#id',
-        ExpressionAttributeNames: { '#id': 'id' },
-        ExclusiveStartKey: { id: { S: 'b' } },
-      },
-    ]);
+      .resolvesOnce({ Items: [key('acme', 'a'), key('acme', 'b')], LastEvaluatedKey: key('acme', 'b'), Count: 2, ScannedCount: 2 })
+      .resolvesOnce({ Items: [key('globex', 'a')], Count: 1, ScannedCount: 1 });
+    expect(await ids.page({ segment: 3, totalSegments: 8, limit: 2 })).toEqual({
+      keys: [
+        { connection: 'acme', id: 'a' },
+        { connection: 'acme', id: 'b' },
+      ],
+      after: { connection: 'acme', id: 'b' },
+    });
+    expect(await ids.page({ segment: 3, totalSegments: 8, limit: 2, after: { connection: 'acme', id: 'b' } })).toEqual({
+      keys: [{ connection: 'globex', id: 'a' }],
+    });
+    const scan = { TableName: 'items', Segment: 3, TotalSegments: 8, Limit: 2, ProjectionExpression: '#connection, #id', ExpressionAttributeNames: { '#connection': 'connection', '#id': 'id' } };
+    expect(ddb.commandCalls(ScanCommand).map((call) => call.args[0].input)).toEqual([scan, { ...scan, ExclusiveStartKey: key('acme', 'b') }]);
   });
 
-  it('an empty page with a LastEvaluatedKey goes on; one without a string id is an error', async () => {
-    ddb.on(ScanCommand).resolvesOnce({ Items: [], LastEvaluatedKey: { id: { S: 'q' } } }).resolvesOnce({ Items: [], LastEvaluatedKey: { id: { N: '1' } } });
-    expect(await ids.page({ segment: 0, totalSegments: 1, limit: 10 })).toEqual({ ids: [], after: 'q' });
-    await expect(ids.page({ segment: 0, totalSegments: 1, limit: 10 })).rejects.toThrow('LastEvaluatedKey without a string id');
+  it('an empty page with a LastEvaluatedKey goes on; one without a string connection and id is an error', async () => {
+    ddb
+      .on(ScanCommand)
+      .resolvesOnce({ Items: [], LastEvaluatedKey: key('acme', 'q') })
+      .resolvesOnce({ Items: [], LastEvaluatedKey: { id: { S: 'q' } } })
+      .resolvesOnce({ Items: [], LastEvaluatedKey: { connection: { S: 'acme' }, id: { N: '1' } } });
+    expect(await ids.page({ segment: 0, totalSegments: 1, limit: 10 })).toEqual({ keys: [], after: { connection: 'acme', id: 'q' } });
+    await expect(ids.page({ segment: 0, totalSegments: 1, limit: 10 })).rejects.toThrow('LastEvaluatedKey without a string connection and id');
+    await expect(ids.page({ segment: 0, totalSegments: 1, limit: 10 })).rejects.toThrow('LastEvaluatedKey without a string connection and id');
   });
 
   it('throws what DynamoDB throws (the tick fails before anything of the page was sent)', async () => {
@@ -87,7 +93,7 @@ describe('DynamoDbCursorStore', () => {
     pass: 4,
     startedAt: T,
     segments: [
-      { after: 'id-9', done: false, version: 3, ids: 30 },
+      { after: { connection: 'acme', id: 'id-9' }, done: false, version: 3, ids: 30 },
       { done: true, version: 7, ids: 61 },
     ],
     previous: { pass: 3, startedAt: T - 86_400_000, endedAt: T - 80_000_000, ids: 90 },
@@ -97,7 +103,7 @@ describe('DynamoDbCursorStore', () => {
     startedAt: { S: '2026-01-01T12:00:00.000Z' },
     segments: {
       M: {
-        '0': { M: { after: { S: 'id-9' }, done: { BOOL: false }, version: { N: '3' }, ids: { N: '30' } } },
+        '0': { M: { after: { M: { connection: { S: 'acme' }, id: { S: 'id-9' } } }, done: { BOOL: false }, version: { N: '3' }, ids: { N: '30' } } },
         '1': { M: { done: { BOOL: true }, version: { N: '7' }, ids: { N: '61' } } },
       },
     },
@@ -120,7 +126,16 @@ describe('DynamoDbCursorStore', () => {
     ]);
   });
 
+  it('a segment written before the items table was keyed by connection (after: the id alone) starts over', () => {
+    const legacy = { ...row, segments: { M: { ...row.segments.M, '0': { M: { ...row.segments.M['0'].M, after: { S: 'id-9' } } } } } };
+    expect(fromRow(legacy).segments[0]).toEqual({ done: false, version: 3, ids: 30 });
+    expect(fromRow(legacy).segments[1]).toEqual(cursor.segments[1]);
+  });
+
   it('a row that is not a cursor is an error that says what to do', () => {
+    expect(() => fromRow({ ...row, segments: { M: { ...row.segments.M, '0': { M: { ...row.segments.M['0'].M, after: { M: { id: { S: 'x' } } } } } } } })).toThrow(
+      '(attribute segments.0.after)',
+    );
     expect(() => fromRow({ ...row, pass: { S: 'x' } })).toThrow(
       "the control table's reconcile-cursor row is not a reconcile cursor (attribute pass); delete the row to start a new pass",
     );
@@ -147,7 +162,7 @@ describe('DynamoDbCursorStore', () => {
 
   it('advances one segment on condition of the pass and that segment’s version', async () => {
     ddb.on(UpdateItemCommand).resolves({});
-    expect(await store.advance(4, 1, { after: 'id-99', done: false, version: 8, ids: 71 }, 7)).toBe('written');
+    expect(await store.advance(4, 1, { after: { connection: 'acme', id: 'id-99' }, done: false, version: 8, ids: 71 }, 7)).toBe('written');
     expect(await store.advance(4, 0, { done: true, version: 4, ids: 35 }, 3)).toBe('written');
     expect(ddb.commandCalls(UpdateItemCommand).map((call) => call.args[0].input)).toEqual([
       {
@@ -157,7 +172,7 @@ describe('DynamoDbCursorStore', () => {
         ConditionExpression: '#pass = :pass AND #segments.#segment.#version = :expected',
         ExpressionAttributeNames: { '#segments': 'segments', '#segment': '1', '#pass': 'pass', '#version': 'version' },
         ExpressionAttributeValues: {
-          ':next': { M: { after: { S: 'id-99' }, done: { BOOL: false }, version: { N: '8' }, ids: { N: '71' } } },
+          ':next': { M: { after: { M: { connection: { S: 'acme' }, id: { S: 'id-99' } } }, done: { BOOL: false }, version: { N: '8' }, ids: { N: '71' } } },
           ':pass': { N: '4' },
           ':expected': { N: '7' },
         },
@@ -222,24 +237,25 @@ describe('SqsReconcileQueue', () => {
     ]);
   });
 
-  it('sends {"id"} bodies with the Number attribute reconcilePass, ten to a SendMessageBatch', async () => {
+  it('sends {"connection", "id"} bodies (the item sync reads them back) with the Number attribute reconcilePass, ten to a SendMessageBatch', async () => {
     // The attribute the item sync reads to tell a sweep record from a user's id.
     expect(RECONCILE_PASS_ATTRIBUTE).toBe('reconcilePass');
     expect(SYNC_READS_RECONCILE_PASS).toBe(RECONCILE_PASS_ATTRIBUTE);
     sqs.on(SendMessageBatchCommand).callsFake(ok);
-    const ids = Array.from({ length: 23 }, (_, index) => `id-${index}`);
-    ids[5] = 'fld "quoted" é/..\\';
+    const keys = Array.from({ length: 23 }, (_, index) => ({ connection: index % 2 ? 'acme' : 'default', id: `id-${index}` }));
+    keys[5] = { connection: 'acme', id: 'fld "quoted" é/..\\' };
     const queue = new SqsReconcileQueue(sqsClient, QUEUE_URL, { concurrency: 1, sleep: noSleep });
-    expect(await queue.send(ids, 12)).toEqual({ refused: [] });
+    expect(await queue.send(keys, 12)).toEqual({ refused: [] });
     expect(entries()).toEqual([0, 10, 20].map((start) => ({
       QueueUrl: QUEUE_URL,
-      Entries: ids.slice(start, start + 10).map((id, position) => ({
+      Entries: keys.slice(start, start + 10).map(({ connection, id }, position) => ({
         Id: `m${position}`,
-        MessageBody: JSON.stringify({ id }),
+        MessageBody: JSON.stringify({ connection, id }),
         MessageAttributes: { reconcilePass: { DataType: 'Number', StringValue: '12' } },
       })),
     })));
-    expect(JSON.parse(entries()[0]!.Entries![5]!.MessageBody!)).toEqual({ id: 'fld "quoted" é/..\\' });
+    expect(entries()[0]!.Entries![1]!.MessageBody).toBe('{"connection":"acme","id":"id-1"}');
+    expect(parseMessageBody(entries()[0]!.Entries![5]!.MessageBody!)).toEqual({ connection: 'acme', id: 'fld "quoted" é/..\\' });
   });
 
   it('keeps up to `concurrency` SendMessageBatch calls in flight', async () => {
@@ -252,8 +268,8 @@ describe('SqsReconcileQueue', () => {
       inFlight -= 1;
       return ok(input);
     });
-    const ids = Array.from({ length: 100 }, (_, index) => `id-${index}`);
-    await new SqsReconcileQueue(sqsClient, QUEUE_URL, { concurrency: 4, sleep: noSleep }).send(ids, 1);
+    const keys = Array.from({ length: 100 }, (_, index) => ({ connection: 'default', id: `id-${index}` }));
+    await new SqsReconcileQueue(sqsClient, QUEUE_URL, { concurrency: 4, sleep: noSleep }).send(keys, 1);
     expect(entries()).toHaveLength(10);
     expect(most).toBe(4);
   });
@@ -270,10 +286,11 @@ describe('SqsReconcileQueue', () => {
       })
       .callsFake(ok);
     const queue = new SqsReconcileQueue(sqsClient, QUEUE_URL, { sleep: noSleep });
-    expect(await queue.send(['a', 'b', 'c'], 2)).toEqual({ refused: [{ id: 'b', reason: 'InvalidMessageContents: bad characters' }] });
+    const keys = ['a', 'b', 'c'].map((id) => ({ connection: 'acme', id }));
+    expect(await queue.send(keys, 2)).toEqual({ refused: [{ connection: 'acme', id: 'b', reason: 'InvalidMessageContents: bad characters' }] });
     expect(entries().map((input) => input.Entries!.map((entry) => entry.MessageBody))).toEqual([
-      ['{"id":"a"}', '{"id":"b"}', '{"id":"c"}'],
-      ['{"id":"c"}'],
+      ['{"connection":"acme","id":"a"}', '{"connection":"acme","id":"b"}', '{"connection":"acme","id":"c"}'],
+      ['{"connection":"acme","id":"c"}'],
     ]);
   });
 
@@ -281,7 +298,7 @@ describe('SqsReconcileQueue', () => {
     sqs.on(SendMessageBatchCommand).rejects(Object.assign(new Error('socket hang up'), { name: 'TimeoutError' }));
     const sleeps: number[] = [];
     const queue = new SqsReconcileQueue(sqsClient, QUEUE_URL, { attempts: 3, backoffMs: 100, sleep: async (ms) => void sleeps.push(ms) });
-    const error = await queue.send(['a', 'b'], 1).catch((caught: unknown) => caught);
+    const error = await queue.send([{ connection: 'acme', id: 'a' }, { connection: 'acme', id: 'b' }], 1).catch((caught: unknown) => caught);
     expect(error).toBeInstanceOf(TransientError);
     expect((error as Error).message).toBe('2 of 2 ids could not be sent to the reconcile queue (SendMessageBatch failed: TimeoutError: socket hang up)');
     expect(entries()).toHaveLength(3);

@@ -1,12 +1,26 @@
 /**
  * Fakes of the reconciler's ports, with the adapters' semantics (the adapter tests check those
  * against dynalite and the SDK): a cursor store whose writes are conditional exactly as the
- * control-table row's, an items table walked by hash segments with DynamoDB's paging (a full page
- * carries a LastEvaluatedKey even when nothing follows), a queue that records what was sent and
- * lets the test take messages off it, and a clock the sleeps move.
+ * control-table row's, an items table (keys: connection and id) walked by hash segments with
+ * DynamoDB's paging (a full page carries a LastEvaluatedKey even when nothing follows), a queue that
+ * records what was sent and lets the test take messages off it, and a clock the sleeps move.
+ *
+ * An item is given as its key, or as a string: the id of the connection `default`. What was sent is
+ * counted by label: the id for `default`, `<connection>/<id>` for any other.
  */
 import { createHash } from 'node:crypto';
-import type { Cursor, CursorStore, ItemIds, Page, PageRequest, ReconcileQueue, SegmentCursor, SendResult, WriteResult } from '../../../functions/reconciler/ports.js';
+import type {
+  Cursor,
+  CursorStore,
+  ItemIds,
+  ItemKey,
+  Page,
+  PageRequest,
+  ReconcileQueue,
+  SegmentCursor,
+  SendResult,
+  WriteResult,
+} from '../../../functions/reconciler/ports.js';
 import type { TickDeps, TickSettings } from '../../../functions/reconciler/tick.js';
 import type { Log } from '../../../functions/shared/ports.js';
 
@@ -56,9 +70,30 @@ export class MemoryCursorStore implements CursorStore {
   }
 }
 
-/** The segment DynamoDB's parallel Scan would give an id: here a hash of it, so segments are uneven as they are there. */
-export function segmentOf(id: string, totalSegments: number): number {
-  return createHash('md5').update(id).digest().readUInt32BE(0) % totalSegments;
+/** An item given as its key, or as the id of the connection `default`. */
+export type Item = string | ItemKey;
+
+export function keyOf(item: Item): ItemKey {
+  return typeof item === 'string' ? { connection: 'default', id: item } : item;
+}
+
+/** How the fakes count an item: its id for the connection `default`, `<connection>/<id>` for any other. */
+export function label(item: Item): string {
+  const key = keyOf(item);
+  return key.connection === 'default' ? key.id : `${key.connection}/${key.id}`;
+}
+
+/** The order of keys in a segment (a Scan's): by connection, then by id. */
+export function compareKeys(a: ItemKey, b: ItemKey): number {
+  if (a.connection !== b.connection) return a.connection < b.connection ? -1 : 1;
+  return a.id < b.id ? -1 : a.id > b.id ? 1 : 0;
+}
+
+/** The segment DynamoDB's parallel Scan would give an item: here a hash of its key, so segments are uneven as they are there. */
+export function segmentOf(item: Item, totalSegments: number): number {
+  const key = keyOf(item);
+  const text = key.connection === 'default' ? key.id : `${key.connection}\u0000${key.id}`;
+  return createHash('md5').update(text).digest().readUInt32BE(0) % totalSegments;
 }
 
 export class FakeItemIds implements ItemIds {
@@ -68,9 +103,11 @@ export class FakeItemIds implements ItemIds {
   failNext: Error | undefined;
   /** Run before each page is answered (lets overlapping ticks interleave). */
   beforePage: ((request: PageRequest) => Promise<void> | void) | undefined;
+  keys: ItemKey[];
 
-  constructor(public ids: string[]) {
-    this.count = ids.length;
+  constructor(items: readonly Item[]) {
+    this.keys = items.map(keyOf);
+    this.count = items.length;
   }
 
   async page(request: PageRequest): Promise<Page> {
@@ -82,12 +119,12 @@ export class FakeItemIds implements ItemIds {
       this.failNext = undefined;
       throw error;
     }
-    const inSegment = this.ids.filter((id) => segmentOf(id, request.totalSegments) === request.segment).sort();
-    const start = request.after === undefined ? 0 : inSegment.findIndex((id) => id > request.after!);
+    const inSegment = this.keys.filter((key) => segmentOf(key, request.totalSegments) === request.segment).sort(compareKeys);
+    const start = request.after === undefined ? 0 : inSegment.findIndex((key) => compareKeys(key, request.after!) > 0);
     const rest = start < 0 ? [] : inSegment.slice(start);
-    const ids = rest.slice(0, request.limit);
+    const keys = rest.slice(0, request.limit).map((key) => ({ ...key }));
     // As DynamoDB: a page that reached the limit carries a LastEvaluatedKey, even when nothing follows.
-    return ids.length === request.limit ? { ids, after: ids[ids.length - 1]! } : { ids };
+    return keys.length === request.limit ? { keys, after: { ...keys[keys.length - 1]! } } : { keys };
   }
 
   async approximateCount(): Promise<number | undefined> {
@@ -97,10 +134,10 @@ export class FakeItemIds implements ItemIds {
 
 export class FakeQueue implements ReconcileQueue {
   /** Every message sent, in order. */
-  readonly sent: Array<{ id: string; pass: number }> = [];
+  readonly sent: Array<{ connection: string; id: string; pass: number }> = [];
   /** Messages the sync has taken (and finished) so far. */
   taken = 0;
-  /** Ids SQS refuses as the sender's fault. */
+  /** Items (by label) SQS refuses as the sender's fault. */
   refuse = new Set<string>();
   /** Thrown by the next send, once, after `sendBeforeFailing` of its ids went out. */
   failNext: { error: Error; sendBeforeFailing: number } | undefined;
@@ -113,15 +150,15 @@ export class FakeQueue implements ReconcileQueue {
     return this.sent.length - this.taken;
   }
 
-  async send(ids: readonly string[], pass: number): Promise<SendResult> {
+  async send(keys: readonly ItemKey[], pass: number): Promise<SendResult> {
     await Promise.resolve();
     const refused: SendResult['refused'] = [];
     const failure = this.failNext;
     this.failNext = undefined;
-    for (const [index, id] of ids.entries()) {
+    for (const [index, { connection, id }] of keys.entries()) {
       if (failure && index >= failure.sendBeforeFailing) throw failure.error;
-      if (this.refuse.has(id)) refused.push({ id, reason: 'InvalidMessageContents: refused' });
-      else this.sent.push({ id, pass });
+      if (this.refuse.has(label({ connection, id }))) refused.push({ connection, id, reason: 'InvalidMessageContents: refused' });
+      else this.sent.push({ connection, id, pass });
       this.maxBacklog = Math.max(this.maxBacklog, this.sent.length - this.taken);
     }
     return { refused };
@@ -132,10 +169,14 @@ export class FakeQueue implements ReconcileQueue {
     this.taken = Math.min(this.sent.length, this.taken + n);
   }
 
-  /** How often each id was sent (in `pass`, when given). */
+  /** How often each item was sent (in `pass`, when given), by label. */
   counts(pass?: number): Map<string, number> {
     const counts = new Map<string, number>();
-    for (const message of this.sent) if (pass === undefined || message.pass === pass) counts.set(message.id, (counts.get(message.id) ?? 0) + 1);
+    for (const message of this.sent) {
+      if (pass !== undefined && message.pass !== pass) continue;
+      const name = label(message);
+      counts.set(name, (counts.get(name) ?? 0) + 1);
+    }
     return counts;
   }
 }
@@ -176,7 +217,7 @@ export function idList(count: number, prefix = 'id'): string[] {
   return Array.from({ length: count }, (_, index) => `${prefix}-${String(index).padStart(5, '0')}`);
 }
 
-export function world(ids: string[]): World {
+export function world(ids: readonly Item[]): World {
   const cursor = new MemoryCursorStore();
   const items = new FakeItemIds(ids);
   const queue = new FakeQueue();

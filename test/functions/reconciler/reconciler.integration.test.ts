@@ -1,12 +1,20 @@
 /**
- * The reconciler against dynalite (items table and control table, on 127.0.0.1) and the HTTP SQS
- * emulator: parallel Scan segments really cover every id exactly once, tombstones and rows too big
- * for one Scan page included; the cursor row's conditional writes as DynamoDB evaluates them; and
- * the handler built as Lambda runs it, from its environment, sending every id once with
+ * The reconciler against dynalite (items table keyed by connection and id, and control table, on
+ * 127.0.0.1) and the HTTP SQS emulator: parallel Scan segments really cover every row of every
+ * connection exactly once, tombstones and rows too big for one Scan page included; the cursor row's
+ * conditional writes as DynamoDB evaluates them, its key round-tripped; and the handler built as
+ * Lambda runs it, from its environment, sending every row's `{"connection", "id"}` once with
  * `reconcilePass`, a write per page (none per id), and its metrics.
  */
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { BatchWriteItemCommand, DeleteItemCommand, GetItemCommand, type AttributeValue, type DynamoDBClient } from '@aws-sdk/client-dynamodb';
+import {
+  BatchWriteItemCommand,
+  CreateTableCommand,
+  DeleteItemCommand,
+  GetItemCommand,
+  type AttributeValue,
+  type DynamoDBClient,
+} from '@aws-sdk/client-dynamodb';
 import { SQSClient } from '@aws-sdk/client-sqs';
 import { AwsEmulator } from '../../../dev/fakes/aws-emulator.js';
 import { captureOutput, jsonLines } from '../../../dev/fakes/capture-output.js';
@@ -17,6 +25,7 @@ import { LOCAL_CREDENTIALS, LOCAL_REGION } from '../../../dev/fakes/local-aws.js
 import { DynamoDbCursorStore, RECONCILE_CURSOR_KEY } from '../../../functions/reconciler/adapters/dynamodb-cursor-store.js';
 import { DynamoDbItemIds } from '../../../functions/reconciler/adapters/dynamodb-item-ids.js';
 import { createReconcilerHandler } from '../../../functions/reconciler/app.js';
+import type { ItemKey } from '../../../functions/reconciler/ports.js';
 import { newPass } from '../../../functions/reconciler/tick.js';
 import { ENV, loadReconcilerConfig } from '../../../functions/shared/config.js';
 
@@ -30,13 +39,21 @@ let client: DynamoDBClient;
 let emulator: AwsEmulator;
 let sqs: SQSClient;
 let queueUrl: string;
+/** Every row as `<connection>/<id>`. */
 const ids: string[] = [];
+const CONNECTIONS = ['default', 'acme', 'globex'];
 
-/** Rows as the sync writes them: live ones, tombstones (every tenth), and a few of ~120 KB (a Scan page stops at 1 MB). */
+/**
+ * Rows as the sync writes them, of three connections (the ids of the first 30 rows are held by two
+ * connections): live ones, tombstones (every tenth), and a few of ~120 KB (a Scan page stops at 1 MB).
+ */
 function rowFor(index: number): Record<string, AttributeValue> {
-  const id = index % 97 === 0 ? `fld-${index}/Résumé 文件 ✓` : `fil-${String(index).padStart(6, '0')}`;
+  const connection = CONNECTIONS[index % 3]!;
+  const number = index < 60 ? index >> 1 : index;
+  const id = number % 97 === 0 ? `fld-${number}/Résumé 文件 ✓` : `fil-${String(number).padStart(6, '0')}`;
   const big = index % 50 === 1;
   return {
+    connection: { S: connection },
     id: { S: id },
     type: { S: id.startsWith('fld') ? 'folder' : 'file' },
     revision: { S: String(index) },
@@ -46,13 +63,33 @@ function rowFor(index: number): Record<string, AttributeValue> {
   };
 }
 
+/** A message body as `<connection>/<id>`. */
+function label(body: string): string {
+  const { connection, id } = JSON.parse(body) as ItemKey;
+  return `${connection}/${id}`;
+}
+
 beforeAll(async () => {
   dynamo = await startDynalite();
   client = dynamo.client();
-  await dynamo.createItemsTable(ITEMS);
+  await client.send(
+    new CreateTableCommand({
+      TableName: ITEMS,
+      AttributeDefinitions: [
+        { AttributeName: 'connection', AttributeType: 'S' },
+        { AttributeName: 'id', AttributeType: 'S' },
+      ],
+      KeySchema: [
+        { AttributeName: 'connection', KeyType: 'HASH' },
+        { AttributeName: 'id', KeyType: 'RANGE' },
+      ],
+      BillingMode: 'PAY_PER_REQUEST',
+    }),
+  );
   await dynamo.createControlTable(CONTROL);
   const rows = Array.from({ length: COUNT }, (_, index) => rowFor(index));
-  for (const row of rows) ids.push(row['id']!.S!);
+  for (const row of rows) ids.push(`${row['connection']!.S!}/${row['id']!.S!}`);
+  expect(new Set(ids).size).toBe(COUNT);
   for (let start = 0; start < rows.length; start += 25) {
     await client.send(new BatchWriteItemCommand({ RequestItems: { [ITEMS]: rows.slice(start, start + 25).map((Item) => ({ PutRequest: { Item } })) } }));
   }
@@ -74,15 +111,15 @@ beforeEach(async () => {
 });
 
 describe('parallel Scan segments on dynalite', () => {
-  it.each([1, 4, 7])('%i segment(s), pages of at most 64 rows, cover every id exactly once, tombstones included', async (segments) => {
+  it.each([1, 4, 7])('%i segment(s), pages of at most 64 rows, cover every row of every connection exactly once, tombstones included', async (segments) => {
     const items = new DynamoDbItemIds(client, ITEMS);
     const seen: string[] = [];
     for (let segment = 0; segment < segments; segment += 1) {
-      let after: string | undefined;
+      let after: ItemKey | undefined;
       do {
         const page = await items.page({ segment, totalSegments: segments, limit: 64, ...(after !== undefined ? { after } : {}) });
-        expect(page.ids.length).toBeLessThanOrEqual(64);
-        seen.push(...page.ids);
+        expect(page.keys.length).toBeLessThanOrEqual(64);
+        seen.push(...page.keys.map((key) => `${key.connection}/${key.id}`));
         after = page.after;
       } while (after !== undefined);
     }
@@ -100,11 +137,13 @@ describe('the cursor row on dynalite', () => {
     expect(await store.startPass(first, undefined)).toBe('conflict');
 
     const [a, b] = await Promise.all([
-      store.advance(1, 0, { after: 'fil-000010', done: false, version: 1, ids: 10 }, 0),
+      store.advance(1, 0, { after: { connection: 'acme', id: 'fil-000010' }, done: false, version: 1, ids: 10 }, 0),
       store.advance(1, 2, { done: true, version: 1, ids: 4 }, 0),
     ]);
     expect([a, b]).toEqual(['written', 'written']);
-    expect(await store.advance(1, 0, { after: 'fil-000020', done: false, version: 1, ids: 20 }, 0)).toBe('conflict');
+    // The key (connection and id) round-trips through the row.
+    expect((await store.read())?.segments[0]).toEqual({ after: { connection: 'acme', id: 'fil-000010' }, done: false, version: 1, ids: 10 });
+    expect(await store.advance(1, 0, { after: { connection: 'acme', id: 'fil-000020' }, done: false, version: 1, ids: 20 }, 0)).toBe('conflict');
     expect(await store.advance(2, 1, { done: true, version: 1, ids: 0 }, 0)).toBe('conflict');
     expect(await store.advance(1, 0, { done: true, version: 2, ids: 12 }, 1)).toBe('written');
     expect(await store.advance(1, 1, { done: true, version: 1, ids: 0 }, 0)).toBe('written');
@@ -154,7 +193,8 @@ describe('the reconciler handler on dynalite and the SQS emulator', () => {
     expect(result).toMatchObject({ state: 'ended', pass: 1, startedPass: true, enqueued: COUNT, passIds: COUNT, refused: 0 });
 
     const sent = messages();
-    expect(sent.map((message) => JSON.parse(message.body).id).sort()).toEqual([...ids].sort());
+    expect(sent.map((message) => label(message.body)).sort()).toEqual([...ids].sort());
+    for (const message of sent) expect(Object.keys(JSON.parse(message.body))).toEqual(['connection', 'id']);
     for (const message of sent) expect(message.messageAttributes).toEqual({ reconcilePass: { DataType: 'Number', StringValue: '1' } });
 
     const operations = dynamo.operations.slice(before);
@@ -190,14 +230,14 @@ describe('the reconciler handler on dynalite and the SQS emulator', () => {
     const received: string[] = [];
     for (let round = 0; round < 20; round += 1) {
       // The sync takes everything on the queue.
-      for (const message of messages()) received.push(JSON.parse(message.body).id);
+      for (const message of messages()) received.push(label(message.body));
       emulator.sqs.purge(queueUrl);
       const { result, error } = await captureOutput(() => handler(undefined, context()));
       expect(error).toBeUndefined();
       expect(messages().length).toBeLessThanOrEqual(250);
       if (result!.state === 'ended') break;
     }
-    for (const message of messages()) received.push(JSON.parse(message.body).id);
+    for (const message of messages()) received.push(label(message.body));
     expect(received.sort()).toEqual([...ids].sort());
   }, 30_000);
 

@@ -6,7 +6,8 @@
  */
 import { describe, expect, it } from 'vitest';
 import { newPass, runTick, type TickReport } from '../../../functions/reconciler/tick.js';
-import { HOUR, idList, segmentOf, settings, T0, world, FakeItemIds, type World } from './fakes.js';
+import type { ItemKey } from '../../../functions/reconciler/ports.js';
+import { HOUR, idList, keyOf, label, segmentOf, settings, T0, world, FakeItemIds, type World } from './fakes.js';
 
 const TICK = 60_000;
 
@@ -53,7 +54,7 @@ describe('a pass', () => {
       const inSegment = ids.filter((id) => segmentOf(id, 4) === segment).sort();
       const requests = w.ids.pages.filter((page) => page.segment === segment);
       expect(requests.every((page) => page.totalSegments === 4 && page.limit === 10)).toBe(true);
-      expect(requests.map((page) => page.after)).toEqual(
+      expect(requests.map((page) => page.after?.id)).toEqual(
         Array.from({ length: Math.floor(inSegment.length / 10) + 1 }, (_, page) => (page === 0 ? undefined : inSegment[page * 10 - 1])),
       );
       expect(w.cursor.row!.segments[segment]).toEqual({ done: true, version: requests.length, ids: inSegment.length });
@@ -88,7 +89,7 @@ describe('a tick that fails', () => {
     const ids = idList(100);
     const w = world(ids);
     let advances = 0;
-    let crashed: { segment: number; after: string | undefined } | undefined;
+    let crashed: { segment: number; after: ItemKey | undefined } | undefined;
     w.cursor.beforeWrite = (write) => {
       if (write.kind !== 'advance') return;
       advances += 1;
@@ -101,12 +102,12 @@ describe('a tick that fails', () => {
     w.cursor.beforeWrite = undefined;
     // The page that was sent but not advanced past.
     const page = await new FakeItemIds(ids).page({ segment: crashed!.segment, totalSegments: 2, limit: 10, ...(crashed!.after ? { after: crashed!.after } : {}) });
-    expect(page.ids).toHaveLength(10);
+    expect(page.keys).toHaveLength(10);
 
     w.clock.advance(TICK);
     expect((await tick(w, { segments: 2 })).state).toBe('ended');
     expect(new Set(w.queue.counts(1).keys())).toEqual(new Set(ids));
-    expect(duplicates(w)).toEqual([...page.ids].sort());
+    expect(duplicates(w)).toEqual(page.keys.map(label).sort());
   });
 
   it('in the middle of sending a page: the next tick sends the whole page again; nothing is skipped', async () => {
@@ -359,8 +360,33 @@ describe('ids SQS refuses', () => {
     expect(report).toMatchObject({ state: 'ended', enqueued: 49, refused: 1, passIds: 49 });
     expect(w.queue.counts().has(ids[7]!)).toBe(false);
     expect(w.log.lines.filter((line) => line.level === 'error')).toEqual([
-      expect.objectContaining({ message: 'the reconcile queue refused an id; it is passed over in this pass', attributes: expect.objectContaining({ id: ids[7], pass: 1 }) }),
+      expect.objectContaining({
+        message: 'the reconcile queue refused an id; it is passed over in this pass',
+        attributes: expect.objectContaining({ connection: 'default', id: ids[7], pass: 1 }),
+      }),
     ]);
+  });
+});
+
+describe('every connection', () => {
+  it('a pass sends every item of every connection once, the same id of two connections twice, each with its connection', async () => {
+    const items = [
+      ...idList(30).map((id) => ({ connection: 'acme', id })),
+      ...idList(25).map((id) => ({ connection: 'globex', id })),
+      ...idList(5),
+    ];
+    const w = world(items);
+    const report = await untilEnded(w);
+
+    expect(report.at(-1)).toMatchObject({ state: 'ended', passIds: 60 });
+    expectEveryIdOnce(w, items.map(label));
+    expect(w.queue.counts().get('acme/id-00000')).toBe(1);
+    expect(w.queue.counts().get('globex/id-00000')).toBe(1);
+    expect(w.queue.counts().get('id-00000')).toBe(1);
+    // The cursor keeps the whole key: each page starts after the key (connection and id) the one before ended on.
+    const after = w.ids.pages.flatMap((page) => (page.after ? [page.after] : []));
+    expect(after.length).toBeGreaterThan(0);
+    expect(after.every((key) => typeof key.connection === 'string' && typeof key.id === 'string')).toBe(true);
   });
 });
 
@@ -387,7 +413,7 @@ describe('the projection', () => {
     expect((await tick(w, { freshnessHours: 0 })).idsKnown).toBe(40);
     w.ids.count = undefined;
     w.clock.advance(TICK);
-    w.ids.ids = ids.slice(0, 10);
+    w.ids.keys = ids.slice(0, 10).map(keyOf);
     const second = await tick(w, { freshnessHours: 0 });
     expect(second).toMatchObject({ pass: 2, passIds: 10, idsKnown: 40 });
   });

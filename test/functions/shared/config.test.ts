@@ -1,17 +1,16 @@
 import { describe, expect, it } from 'vitest';
-import { DEFAULTS, loadRefresherConfig, loadSyncConfig } from '../../../functions/shared/config.js';
+import { DEFAULTS, loadChangeEventsConfig, loadRefresherConfig, loadSyncConfig } from '../../../functions/shared/config.js';
 import { ConfigError } from '../../../functions/shared/errors.js';
 import { normalizeBaseUrl } from '../../../functions/shared/base-url.js';
 
 const refresherEnv = {
   PROVIDER_BASE_URL: 'https://provider.example.com/api/v2/',
-  CREDENTIALS_SECRET_ID: 'arn:aws:secretsmanager:eu-west-1:123456789012:secret:creds',
-  ACCESS_TOKEN_SECRET_ID: 'arn:aws:secretsmanager:eu-west-1:123456789012:secret:token',
+  CONNECTIONS_TABLE_NAME: 'connections',
 };
 
 const syncEnv = {
   PROVIDER_BASE_URL: 'https://provider.example.com/api/v2',
-  ACCESS_TOKEN_SECRET_ID: 'token-secret',
+  CONNECTIONS_TABLE_NAME: 'connections',
   ITEMS_TABLE_NAME: 'items',
   ITEMS_BUCKET_NAME: 'items-bucket',
   REVISION_FIELD: 'meta.rev',
@@ -37,12 +36,28 @@ describe('loadRefresherConfig', () => {
         timeoutMs: DEFAULTS.timeoutMs,
         maxResponseBytes: DEFAULTS.maxResponseBytes,
       },
-      credentialsSecretId: refresherEnv.CREDENTIALS_SECRET_ID,
-      accessTokenSecretId: refresherEnv.ACCESS_TOKEN_SECRET_ID,
+      connectionsTableName: 'connections',
+      tokenRefreshMinutes: 30,
+      refreshConcurrency: 10,
+      idleRefreshHours: 24,
     });
   });
 
-  it.each(['PROVIDER_BASE_URL', 'CREDENTIALS_SECRET_ID', 'ACCESS_TOKEN_SECRET_ID'])(
+  it('takes its tunables from the environment, naming a bad one', () => {
+    expect(
+      loadRefresherConfig({ ...refresherEnv, TOKEN_REFRESH_MINUTES: '15', REFRESH_CONCURRENCY: '25', IDLE_REFRESH_HOURS: '12' }),
+    ).toMatchObject({ tokenRefreshMinutes: 15, refreshConcurrency: 25, idleRefreshHours: 12 });
+    for (const [key, value] of [
+      ['TOKEN_REFRESH_MINUTES', '0'],
+      ['TOKEN_REFRESH_MINUTES', '1441'],
+      ['REFRESH_CONCURRENCY', '101'],
+      ['IDLE_REFRESH_HOURS', '25'],
+    ] as const) {
+      expect(errorOf(() => loadRefresherConfig({ ...refresherEnv, [key]: value })).key).toBe(key);
+    }
+  });
+
+  it.each(['PROVIDER_BASE_URL', 'CONNECTIONS_TABLE_NAME'])(
     'names %s when it is missing or blank',
     (key) => {
       expect(errorOf(() => loadRefresherConfig({ ...refresherEnv, [key]: undefined })).key).toBe(key);
@@ -57,7 +72,10 @@ describe('loadSyncConfig', () => {
     expect(loadSyncConfig(syncEnv)).toEqual({
       // The largest item stored: 16 MiB (larger than a row allows: those go to the items bucket).
       provider: { baseUrl: syncEnv.PROVIDER_BASE_URL, timeoutMs: 10_000, maxResponseBytes: 16 * 1024 * 1024 },
-      accessTokenSecretId: 'token-secret',
+      connectionsTableName: 'connections',
+      tokenRefreshMinutes: 30,
+      paceScope: 'client',
+      connectionWaitSeconds: 300,
       itemsTableName: 'items',
       itemsBucketName: 'items-bucket',
       revisionField: 'meta.rev',
@@ -74,7 +92,7 @@ describe('loadSyncConfig', () => {
     });
   });
 
-  it.each(['PROVIDER_BASE_URL', 'ACCESS_TOKEN_SECRET_ID', 'ITEMS_TABLE_NAME', 'ITEMS_BUCKET_NAME', 'REVISION_FIELD', 'DEAD_LETTER_QUEUE_URL', 'CONTROL_TABLE_NAME'])(
+  it.each(['PROVIDER_BASE_URL', 'CONNECTIONS_TABLE_NAME', 'ITEMS_TABLE_NAME', 'ITEMS_BUCKET_NAME', 'REVISION_FIELD', 'DEAD_LETTER_QUEUE_URL', 'CONTROL_TABLE_NAME'])(
     'names %s when it is missing: no default hides it',
     (key) => {
       expect(errorOf(() => loadSyncConfig({ ...syncEnv, [key]: undefined })).message).toBe(
@@ -104,6 +122,10 @@ describe('loadSyncConfig', () => {
     ['PROVIDER_USERS_RESERVED_PERCENT', '-1'],
     ['PROVIDER_USERS_RESERVED_PERCENT', '20.5'],
     ['PROVIDER_USERS_RESERVED_PERCENT', 'abc'],
+    ['PACE_SCOPE', 'account'],
+    ['PACE_SCOPE', 'CLIENT'],
+    ['CONNECTION_WAIT_SECONDS', '0'],
+    ['CONNECTION_WAIT_SECONDS', '901'],
   ])('rejects %s=%s naming the variable', (key, value) => {
     const error = errorOf(() => loadSyncConfig({ ...syncEnv, [key]: value }));
     expect(error.key).toBe(key);
@@ -123,8 +145,12 @@ describe('loadSyncConfig', () => {
       PACE_FALLBACK_REQUESTS_PER_SECOND: '3',
       SYNC_POSTPONE_MAX_SECONDS: '300',
       PROVIDER_USERS_RESERVED_PERCENT: '35',
+      PACE_SCOPE: 'connection',
+      CONNECTION_WAIT_SECONDS: '20',
     });
     expect(config).toMatchObject({
+      paceScope: 'connection',
+      connectionWaitSeconds: 20,
       providerRequestsPerSecond: 200,
       paceFallbackRate: 3,
       postponeMaxSeconds: 300,
@@ -135,6 +161,16 @@ describe('loadSyncConfig', () => {
       rateLimitMinDelaySeconds: 5,
       provider: { timeoutMs: 2500, maxResponseBytes: 2048 },
     });
+  });
+});
+
+describe('loadChangeEventsConfig', () => {
+  it('reads the bus and the connections table, naming a missing one', () => {
+    expect(loadChangeEventsConfig({ EVENT_BUS_NAME: 'bus', CONNECTIONS_TABLE_NAME: 'connections' })).toEqual({
+      eventBusName: 'bus',
+      connectionsTableName: 'connections',
+    });
+    expect(errorOf(() => loadChangeEventsConfig({ EVENT_BUS_NAME: 'bus' })).message).toBe('CONNECTIONS_TABLE_NAME: is required but not set');
   });
 });
 

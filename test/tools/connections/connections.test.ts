@@ -79,7 +79,19 @@ interface Run {
   err: string;
 }
 
-async function cli(argv: string[], options: { stdin?: string | NodeJS.ReadableStream; env?: NodeJS.ProcessEnv; now?: number } = {}): Promise<Run> {
+/** The stacks DescribeStacks was asked for, in order. */
+const stacksRead: string[] = [];
+
+/** No stack deployed: DescribeStacks fails as CloudFormation does for an unknown stack. */
+async function noStack(stackName: string): Promise<Record<string, string>> {
+  stacksRead.push(stackName);
+  throw Object.assign(new Error(`Stack with id ${stackName} does not exist`), { name: 'ValidationError' });
+}
+
+async function cli(
+  argv: string[],
+  options: { stdin?: string | NodeJS.ReadableStream; env?: NodeJS.ProcessEnv; now?: number; stackOutputs?: (stackName: string) => Promise<Record<string, string>> } = {},
+): Promise<Run> {
   let out = '';
   let err = '';
   const stdin = typeof options.stdin === 'object' ? options.stdin : Readable.from(options.stdin === undefined ? [] : [Buffer.from(options.stdin, 'utf8')]);
@@ -93,6 +105,7 @@ async function cli(argv: string[], options: { stdin?: string | NodeJS.ReadableSt
     dynamodb: db,
     s3: s3Client,
     env,
+    stackOutputs: options.stackOutputs ?? noStack,
     clock: { now: () => new Date(options.now ?? NOW) },
     sleep: async (ms) => void sleeps.push(ms),
   });
@@ -162,12 +175,35 @@ describe('add', () => {
     expect((await store().get('acme'))?.refreshToken).toBe('rt-typed-secret');
   });
 
-  it('the connections table from --connections-table, else CONNECTIONS_TABLE_NAME; neither: an error naming both', async () => {
+  it('the connections table from --connections-table, else CONNECTIONS_TABLE_NAME, else the stack; none: an error naming all three', async () => {
+    stacksRead.length = 0;
     const none = await cli(['add', 'acme', '--client-id', 'c'], { stdin: RT, env: {} });
     expect(none).toMatchObject({ status: 2 });
-    expect(none.err).toMatch(/the connections table is not known: give --connections-table or set CONNECTIONS_TABLE_NAME/);
+    expect(none.err).toMatch(
+      /the connections table is not known: give --connections-table, set CONNECTIONS_TABLE_NAME, or name the stateful stack with --stack \(reading the stack ContentSyncStateful failed: ValidationError\)/,
+    );
+    expect(stacksRead).toEqual(['ContentSyncStateful']);
     expect((await cli(['add', 'acme', '--client-id', 'c', '--connections-table', connectionsTable], { stdin: RT, env: {} })).status).toBe(0);
     expect((await store().get('acme'))?.clientId).toBe('c');
+  });
+
+  it('with neither flag nor variable, the tables from the stateful stack\'s outputs (--stack names it)', async () => {
+    const asked: string[] = [];
+    const outputs = async (stackName: string) => {
+      asked.push(stackName);
+      return { ConnectionsTableName: connectionsTable, ItemsTableName: itemsTable, ItemsBucketName: BUCKET };
+    };
+    const added = await cli(['add', 'acme', '--client-id', 'from-stack', '--stack', 'MySync'], { stdin: RT, env: {}, stackOutputs: outputs });
+    expect(added.status).toBe(0);
+    expect((await store().get('acme'))?.clientId).toBe('from-stack');
+    expect(asked).toEqual(['MySync']);
+    // A flag wins over the stack, which is then not read at all.
+    asked.length = 0;
+    expect((await cli(['list', '--connections-table', connectionsTable], { env: {}, stackOutputs: outputs })).status).toBe(0);
+    expect(asked).toEqual([]);
+    // A stack without the output: the error says which output is missing.
+    const bare = await cli(['list'], { env: {}, stackOutputs: async () => ({}) });
+    expect(bare).toMatchObject({ status: 2, err: expect.stringMatching(/the stack has no output ConnectionsTableName/) });
   });
 
   it('a table that does not exist: a failure (1) that says so', async () => {
@@ -307,7 +343,7 @@ describe('remove', () => {
   it('--purge needs the items table and bucket: an error naming the flag and the variable', async () => {
     await cli(['add', 'acme', '--client-id', 'c'], { stdin: RT });
     const run = await cli(['remove', 'acme', '--purge', '--yes'], { env: { CONNECTIONS_TABLE_NAME: connectionsTable, ITEMS_TABLE_NAME: itemsTable } });
-    expect(run).toMatchObject({ status: 2, err: expect.stringMatching(/the items bucket is not known: give --items-bucket or set ITEMS_BUCKET_NAME/) });
+    expect(run).toMatchObject({ status: 2, err: expect.stringMatching(/the items bucket is not known: give --items-bucket, set ITEMS_BUCKET_NAME, or name the stateful stack/) });
     expect((await store().get('acme'))?.status).toBe('active');
   });
 });

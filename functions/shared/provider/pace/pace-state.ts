@@ -11,12 +11,18 @@
  *   below the rate of the last cut (`ceiling`, the best estimate of the limit), slow near it, and
  *   speeds up again well above it, so that a limit that rose is found in minutes.
  * - A 429's Retry-After blocks every container until then (`blockedUntil`).
- * - The breaker: when the provider fails every request, or refuses the access token the secret still
- *   holds, the breaker opens: no request goes out but one probe every `probeIntervalMs`, for the
- *   whole system. The first probe that succeeds closes it.
+ * - The breaker: when the provider fails every request (5xx, time-outs, refused connections), the
+ *   breaker opens: no request goes out but one probe every `probeIntervalMs`, for every container
+ *   drawing from this pace. The first probe that succeeds closes it. It is for outages only: a
+ *   provider that refuses a connection's token (401) is up, and that connection alone waits
+ *   (docs/connections.md).
+ *
+ * One state per pace key (`client#<client id>` or `connection#<connection id>`, PACE_SCOPE): each
+ * is its own row, and the rules below apply to each alone.
  */
 
-export type BreakerReason = 'provider' | 'token';
+/** Why the breaker is open: the provider fails every request (the only reason there is). */
+export type BreakerReason = 'provider';
 
 export type Breaker =
   | { open: false }
@@ -268,12 +274,9 @@ export function rateLimited(state: PaceState, now: number, retryAfterMs: number 
   return next;
 }
 
-/** The provider looks down (reason `provider`) or refuses the token the secret still holds (`token`). */
+/** The provider looks down: no request but the probes until one succeeds. Opening an open breaker changes nothing. */
 export function openBreaker(state: PaceState, now: number, reason: BreakerReason, settings: PaceSettings): PaceState {
-  if (state.breaker.open) {
-    // A token outage is the more specific diagnosis: keep it once known.
-    return reason === 'token' && state.breaker.reason !== 'token' ? { ...state, breaker: { ...state.breaker, reason } } : state;
-  }
+  if (state.breaker.open) return state;
   return { ...state, breaker: { open: true, reason, since: now, nextProbeAt: now + settings.probeIntervalMs } };
 }
 
@@ -307,7 +310,7 @@ export function isPaceState(value: unknown): value is PaceState {
   const breaker = v.breaker as Record<string, unknown> | undefined;
   if (typeof breaker !== 'object' || breaker === null || typeof breaker.open !== 'boolean') return false;
   if (breaker.open) {
-    return (breaker.reason === 'provider' || breaker.reason === 'token') && finite(breaker.since) && finite(breaker.nextProbeAt);
+    return breaker.reason === 'provider' && finite(breaker.since) && finite(breaker.nextProbeAt);
   }
   return true;
 }

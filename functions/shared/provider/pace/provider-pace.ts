@@ -5,6 +5,9 @@
  * over the lease; a 429, a breaker that opens or closes is written at once, so that every other
  * container sees it at its next draw (within a lease, `leaseSeconds`).
  *
+ * One instance per pace key and container (the item sync's `paceFor(paceKey)`): each key has its
+ * own row (dynamodb-pace-store.ts), its own bucket and its own breaker.
+ *
  * Failing safe: when the store cannot be read or written (throttled, unreachable, a bad row), the
  * container falls back to a conservative local pace (`fallbackRate` requests a second) for
  * `fallbackMs`, then tries the store again. It never fails a request because of the store.
@@ -53,9 +56,7 @@ export type RequestResult =
    * 5xx, time-out, refused or dropped connection. `repeat`: another attempt at a request that
    * already failed (a poison item failing again is not more evidence of an outage).
    */
-  | { kind: 'failed'; repeat?: boolean }
-  /** 401 for the token the secret still holds. */
-  | { kind: 'token-refused' };
+  | { kind: 'failed'; repeat?: boolean };
 
 /** What a provider caller needs of the pace. */
 export type PaceGate = Pick<ProviderPace, 'acquire' | 'report' | 'outageKnown' | 'waitingForProbe'>;
@@ -233,9 +234,6 @@ export class ProviderPace {
         else if (after === undefined && this.consecutiveFailures >= this.outageFailures) await this.open('provider', now);
         return;
       }
-      case 'token-refused':
-        await this.open('token', now);
-        return;
     }
   }
 
@@ -259,8 +257,8 @@ export class ProviderPace {
 
   private async open(reason: BreakerReason, now: number): Promise<void> {
     this.lease = undefined;
-    if (!this.outage || (reason === 'token' && this.outage.reason !== 'token')) {
-      this.outage = { reason, since: this.outage?.since ?? now, nextProbeAt: now + this.settings.probeIntervalMs };
+    if (!this.outage) {
+      this.outage = { reason, since: now, nextProbeAt: now + this.settings.probeIntervalMs };
       this.outageReadAt = now;
     }
     await this.change('breaker opened', (state) => openBreaker(state, now, reason, this.settings));

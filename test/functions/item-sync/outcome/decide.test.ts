@@ -1,6 +1,7 @@
 /**
  * The delay of a waiting record (postponeDelaySeconds in functions/item-sync/outcome/decide.ts): the outage
- * schedule with its jitter, the pace's wait, a Retry-After's minimum, and SQS's 900 s ceiling.
+ * schedule with its jitter, the pace's wait, a Retry-After's minimum, a connection's wait (its
+ * gate's seconds), and SQS's 900 s ceiling.
  */
 import { describe, expect, it } from 'vitest';
 import {
@@ -73,5 +74,14 @@ describe('postponeDelaySeconds', () => {
     expect(postponeDelaySeconds(pace(2, true), 0, { ...POLICY, rateLimitMinDelaySeconds: 5 }, MIDDLE)).toBe(5);
     // Not a Retry-After: no minimum.
     expect(postponeDelaySeconds(pace(2, false), 0, POLICY, MIDDLE)).toBe(2);
+  });
+
+  it('gives a connection’s wait its gate’s seconds rounded up, at least 1 s, at most 900 s, without jitter or schedule', () => {
+    const connection = (seconds: number): Wait => ({ kind: 'connection', reason: 'connection "acme" is paused', seconds });
+    for (const random of [LOWEST, MIDDLE, HIGHEST]) {
+      expect([0, 0.4, 5, 12.2, 300, 900, 3_600].map((s) => postponeDelaySeconds(connection(s), 0, POLICY, random))).toEqual([1, 1, 5, 13, 300, 900, 900]);
+    }
+    // Neither earlier postponements nor the outage maximum change it.
+    expect(postponeDelaySeconds(connection(300), 9, { ...POLICY, postponeMaxSeconds: 15 }, MIDDLE)).toBe(300);
   });
 });

@@ -16,7 +16,7 @@ import {
 } from '@aws-sdk/client-dynamodb';
 import { startDynalite, type LocalDynamo } from '../../../../dev/fakes/dynalite.js';
 import { MemoryPaceStore } from '../../../../dev/fakes/memory-pace-store.js';
-import { CONTROL_TABLE_KEY, DynamoDbPaceStore, PACE_ROW_KEY } from '../../../../functions/shared/adapters/dynamodb-pace-store.js';
+import { CONTROL_TABLE_KEY, DynamoDbPaceStore, paceRowKey } from '../../../../functions/shared/adapters/dynamodb-pace-store.js';
 import { DEFAULT_PACE_SETTINGS, initialPaceState, openBreaker, type PaceState } from '../../../../functions/shared/provider/pace/pace-state.js';
 import { ProviderPace } from '../../../../functions/shared/provider/pace/provider-pace.js';
 import type { Log } from '../../../../functions/shared/ports.js';
@@ -24,7 +24,8 @@ import type { Log } from '../../../../functions/shared/ports.js';
 const CONTROL_TABLE = 'content-sync-control';
 const T = Date.UTC(2026, 0, 1, 12);
 const SETTINGS = { ...DEFAULT_PACE_SETTINGS, maxRate: 50 };
-const KEY = { [CONTROL_TABLE_KEY]: { S: PACE_ROW_KEY } };
+const PACE_KEY = 'client#my-client-id';
+const KEY = { [CONTROL_TABLE_KEY]: { S: paceRowKey(PACE_KEY) } };
 
 describe('DynamoDbPaceStore against dynalite', () => {
   let dynamo: LocalDynamo;
@@ -42,7 +43,7 @@ describe('DynamoDbPaceStore against dynalite', () => {
         BillingMode: 'PAY_PER_REQUEST',
       }),
     );
-    store = new DynamoDbPaceStore(client, CONTROL_TABLE);
+    store = new DynamoDbPaceStore(client, CONTROL_TABLE, PACE_KEY);
   });
 
   afterAll(async () => {
@@ -66,17 +67,34 @@ describe('DynamoDbPaceStore against dynalite', () => {
     const state = initialPaceState(SETTINGS, T);
     expect(await store.write(state, 0)).toBe('written');
     expect(await row()).toEqual({
-      pk: { S: 'provider-pace' },
+      pk: { S: 'provider-pace#client#my-client-id' },
       state: { S: JSON.stringify(state) },
       version: { N: '1' },
     });
     expect(await store.read()).toEqual({ state, version: 1 });
   });
 
+  it('keeps one row per pace key: another key reads and writes its own', async () => {
+    const other = new DynamoDbPaceStore(client, CONTROL_TABLE, 'connection#acme');
+    await store.write(initialPaceState(SETTINGS, T), 0);
+    expect(await other.read()).toBeUndefined();
+    const otherState = { ...initialPaceState(SETTINGS, T), tokens: 1 };
+    expect(await other.write(otherState, 0)).toBe('written');
+    expect(await other.read()).toEqual({ state: otherState, version: 1 });
+    expect(await store.read()).toEqual({ state: initialPaceState(SETTINGS, T), version: 1 });
+    const otherKey = { pk: { S: 'provider-pace#connection#acme' } };
+    expect((await client.send(new GetItemCommand({ TableName: CONTROL_TABLE, Key: otherKey, ConsistentRead: true }))).Item).toEqual({
+      ...otherKey,
+      state: { S: JSON.stringify(otherState) },
+      version: { N: '1' },
+    });
+    await client.send(new DeleteItemCommand({ TableName: CONTROL_TABLE, Key: otherKey }));
+  });
+
   it('raises the version with every write and refuses a stale version as a conflict', async () => {
     const first = initialPaceState(SETTINGS, T);
     const second: PaceState = { ...first, tokens: 3, at: T + 100 };
-    const third = openBreaker(second, T + 200, 'token', SETTINGS);
+    const third = openBreaker(second, T + 200, 'provider', SETTINGS);
     expect(await store.write(first, 0)).toBe('written');
     expect(await store.write(second, 1)).toBe('written');
     expect(await store.write(third, 2)).toBe('written');
@@ -115,7 +133,7 @@ describe('DynamoDbPaceStore against dynalite', () => {
   });
 
   it('throws what is not a conflict (a missing table)', async () => {
-    const missing = new DynamoDbPaceStore(client, 'no-such-table');
+    const missing = new DynamoDbPaceStore(client, 'no-such-table', PACE_KEY);
     await expect(missing.read()).rejects.toMatchObject({ name: 'ResourceNotFoundException' });
     await expect(missing.write(initialPaceState(SETTINGS, T), 0)).rejects.toMatchObject({ name: 'ResourceNotFoundException' });
   });
@@ -136,7 +154,7 @@ describe('DynamoDbPaceStore against dynalite', () => {
 describe('DynamoDbPaceStore commands', () => {
   const client = new DynamoDBClient({ region: 'eu-west-1' });
   const mock = mockClient(client);
-  const store = new DynamoDbPaceStore(client, 'control');
+  const store = new DynamoDbPaceStore(client, 'control', 'client#my-client-id');
   const state = initialPaceState(SETTINGS, T);
 
   beforeEach(() => mock.reset());
@@ -145,7 +163,7 @@ describe('DynamoDbPaceStore commands', () => {
     mock.on(GetItemCommand).resolves({ Item: { ...KEY, state: { S: JSON.stringify(state) }, version: { N: '12' } } });
     expect(await store.read()).toEqual({ state, version: 12 });
     expect(mock.commandCalls(GetItemCommand).map((call) => call.args[0].input)).toEqual([
-      { TableName: 'control', Key: { pk: { S: 'provider-pace' } }, ConsistentRead: true },
+      { TableName: 'control', Key: { pk: { S: 'provider-pace#client#my-client-id' } }, ConsistentRead: true },
     ]);
   });
 
@@ -153,7 +171,7 @@ describe('DynamoDbPaceStore commands', () => {
     mock.on(PutItemCommand).resolves({});
     expect(await store.write(state, 0)).toBe('written');
     expect(await store.write(state, 4)).toBe('written');
-    const item = { pk: { S: 'provider-pace' }, state: { S: JSON.stringify(state) } };
+    const item = { pk: { S: 'provider-pace#client#my-client-id' }, state: { S: JSON.stringify(state) } };
     expect(mock.commandCalls(PutItemCommand).map((call) => call.args[0].input)).toEqual([
       {
         TableName: 'control',

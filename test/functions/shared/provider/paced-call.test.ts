@@ -1,18 +1,20 @@
 /**
  * The paced provider call on its own (functions/shared/provider/paced-call.ts), with a scripted pace
- * and token source: the slot asked before and the answer told after every request, the one fresh
- * token read after a 401, 429s waited out in the pace, transient failures retried with backoff
- * while there is time, and what is counted.
+ * and a scripted connections' access layer: the slot asked before and the answer told after every
+ * request, the access layer asked after a 401 (another token once; wait; dead) without the breaker
+ * ever hearing of it, 429s waited out in the pace, transient failures retried with backoff while
+ * there is time, and what is counted.
  */
 import { beforeEach, describe, expect, it } from 'vitest';
-import { ProviderError, type ProviderErrorKind } from '../../../../functions/shared/errors.js';
+import { PermanentError, ProviderError, type ProviderErrorKind } from '../../../../functions/shared/errors.js';
 import type { Log } from '../../../../functions/shared/ports.js';
-import type { AccessTokenSource } from '../../../../functions/shared/provider/access-token.js';
+import type { ConnectionAccess, ConnectionGate } from '../../../../functions/shared/connections/ports.js';
 import {
   OutOfTimeError,
   PacedCaller,
   SLOT_MARGIN_MS,
   WaitError,
+  type ConnectionSession,
   type PacedCallCounts,
   type PacedCallSettings,
 } from '../../../../functions/shared/provider/paced-call.js';
@@ -26,7 +28,7 @@ class ScriptedPace implements PaceGate {
   readonly grants: Grant[] = [];
   readonly asked: Array<{ afterFailure?: boolean; sweep?: boolean }> = [];
   readonly told: RequestResult[] = [];
-  outage: { reason: 'provider' | 'token'; since: number } | undefined;
+  outage: { reason: 'provider'; since: number } | undefined;
 
   async acquire(options: { afterFailure?: boolean; sweep?: boolean } = {}): Promise<Grant> {
     this.asked.push(options);
@@ -35,7 +37,7 @@ class ScriptedPace implements PaceGate {
   async report(result: RequestResult): Promise<void> {
     this.told.push(result);
   }
-  outageKnown(): { reason: 'provider' | 'token'; since: number } | undefined {
+  outageKnown(): { reason: 'provider'; since: number } | undefined {
     return this.outage;
   }
   waitingForProbe(): boolean {
@@ -43,29 +45,19 @@ class ScriptedPace implements PaceGate {
   }
 }
 
-/** The secret's tokens in the order the refresher writes them: a read takes the next (the last stays). */
-class ScriptedTokens implements AccessTokenSource {
-  reads = 0;
-  refused: string | undefined;
-  private current: string;
-  constructor(private readonly written: string[]) {
-    this.current = written[0]!;
-  }
-  async get(): Promise<string> {
-    return this.current;
-  }
-  async refresh(): Promise<string> {
-    this.reads += 1;
-    this.current = this.written[Math.min(this.reads, this.written.length - 1)]!;
-    return this.current;
-  }
-  markRefused(token: string): void {
-    this.refused = token;
-  }
-  isRefused(token: string): boolean {
-    return this.refused === token;
+/** The access layer after a refusal: answers what it is scripted to (the last answer repeats), and remembers every question. */
+class ScriptedAccess implements Pick<ConnectionAccess, 'afterRefusal'> {
+  readonly asked: Array<{ connection: string; rejected: string }> = [];
+  constructor(private readonly answers: ConnectionGate[]) {}
+  async afterRefusal(connection: string, rejected: string): Promise<ConnectionGate> {
+    this.asked.push({ connection, rejected });
+    const answer = this.answers.length > 1 ? this.answers.shift() : this.answers[0];
+    if (!answer) throw new Error('afterRefusal was not expected');
+    return answer;
   }
 }
+
+const ready = (token: string): ConnectionGate => ({ kind: 'ready', connection: 'acme', token, paceKey: 'client#my-client' });
 
 const fail = (kind: ProviderErrorKind, status?: number, retryAfterSeconds?: number): ProviderError =>
   new ProviderError(`simulated ${kind}`, {
@@ -79,7 +71,8 @@ let now: number;
 let sleeps: number[];
 let logs: Array<{ message: string; attributes: Record<string, unknown> }>;
 let pace: ScriptedPace;
-let tokens: ScriptedTokens;
+let access: ScriptedAccess;
+let session: ConnectionSession;
 let counts: PacedCallCounts;
 let controller: AbortController;
 
@@ -93,8 +86,7 @@ const log: Log = {
 function caller(options: { deadline?: number; sweep?: boolean; settings?: PacedCallSettings; random?: number } = {}): PacedCaller {
   return new PacedCaller(
     {
-      pace,
-      tokens,
+      connections: access,
       clock: { now: () => new Date(now) },
       log,
       random: () => options.random ?? 0.5,
@@ -125,7 +117,8 @@ beforeEach(() => {
   sleeps = [];
   logs = [];
   pace = new ScriptedPace();
-  tokens = new ScriptedTokens(['token-1', 'token-2']);
+  access = new ScriptedAccess([]);
+  session = { connection: 'acme', token: 'token-1', pace };
   counts = { fetched: 0, rateLimited: 0 };
   controller = new AbortController();
 });
@@ -133,7 +126,7 @@ beforeEach(() => {
 describe('PacedCaller: the pace and the answer', () => {
   it('asks the pace for a slot (as the sweep when it is one), sends the token, tells the pace ok and counts the answer', async () => {
     const { request, sent } = scripted({ id: 'a' });
-    expect(await caller({ sweep: true }).call(request, { itemId: 'a' })).toEqual({ id: 'a' });
+    expect(await caller({ sweep: true }).call(session, request, { itemId: 'a' })).toEqual({ id: 'a' });
     expect(pace.asked).toEqual([{ afterFailure: false, sweep: true }]);
     expect(pace.told).toEqual([{ kind: 'ok' }]);
     expect(sent).toEqual(['token-1']);
@@ -142,7 +135,7 @@ describe('PacedCaller: the pace and the answer', () => {
 
   it('throws a 404 or another 4xx as it is, after telling the pace the provider is up; nothing is counted', async () => {
     for (const error of [fail('not-found', 404), fail('permanent', 403), fail('malformed')]) {
-      await expect(caller().call(scripted(error).request, {})).rejects.toBe(error);
+      await expect(caller().call(session, scripted(error).request, {})).rejects.toBe(error);
     }
     expect(pace.told).toEqual([{ kind: 'ok' }, { kind: 'ok' }, { kind: 'ok' }]);
     expect(counts).toEqual({ fetched: 0, rateLimited: 0 });
@@ -150,13 +143,13 @@ describe('PacedCaller: the pace and the answer', () => {
 
   it('waits for a slot within the invocation, and waits (postponed) for one beyond it', async () => {
     pace.grants.push({ kind: 'wait', until: T0 + 1_500, why: 'pace' });
-    expect(await caller().call(scripted('x').request, {})).toBe('x');
+    expect(await caller().call(session, scripted('x').request, {})).toBe('x');
     expect(sleeps).toEqual([1_500]);
 
     now = T0;
     const deadline = T0 + 10_000;
     pace.grants.push({ kind: 'wait', until: deadline - SLOT_MARGIN_MS, why: 'retry-after' });
-    const error = await caller({ deadline }).call(scripted('x').request, {}).catch((e: unknown) => e);
+    const error = await caller({ deadline }).call(session, scripted('x').request, {}).catch((e: unknown) => e);
     expect(error).toBeInstanceOf(WaitError);
     expect(error).toMatchObject({
       message: "no slot of the provider pace before this invocation ends (the provider's Retry-After)",
@@ -167,7 +160,7 @@ describe('PacedCaller: the pace and the answer', () => {
   it('an open breaker: no request, the call waits (outage)', async () => {
     pace.grants.push({ kind: 'outage', reason: 'provider', since: T0 - 5_000 });
     const { request, sent } = scripted('x');
-    await expect(caller().call(request, {})).rejects.toMatchObject({
+    await expect(caller().call(session, request, {})).rejects.toMatchObject({
       name: 'WaitError',
       message: 'the provider fails every request (outage)',
       wait: { kind: 'outage', reason: 'provider' },
@@ -175,72 +168,102 @@ describe('PacedCaller: the pace and the answer', () => {
     expect(sent).toEqual([]);
   });
 
-  it('past the deadline: OutOfTimeError before the token is read or the pace asked', async () => {
-    const slow = new ScriptedTokens(['token-1']);
-    slow.get = async () => {
-      throw new Error('the token must not be read');
-    };
-    tokens = slow;
-    await expect(caller({ deadline: T0 }).call(scripted('x').request, {})).rejects.toBeInstanceOf(OutOfTimeError);
+  it('past the deadline: OutOfTimeError before the pace is asked or a request made', async () => {
+    const { request, sent } = scripted('x');
+    await expect(caller({ deadline: T0 }).call(session, request, {})).rejects.toBeInstanceOf(OutOfTimeError);
     expect(pace.asked).toEqual([]);
+    expect(sent).toEqual([]);
   });
 });
 
-describe('PacedCaller: the token', () => {
-  it('after a 401 reads the secret afresh once and sends the new token', async () => {
+describe('PacedCaller: a refused token (401)', () => {
+  it('asks the access layer for its connection alone and sends the other token it gives, once; the session keeps it', async () => {
+    access = new ScriptedAccess([ready('token-2')]);
     const { request, sent } = scripted(fail('unauthorized', 401), 'x');
-    expect(await caller().call(request, { itemId: 'a' })).toBe('x');
+    expect(await caller().call(session, request, { connection: 'acme', itemId: 'a' })).toBe('x');
     expect(sent).toEqual(['token-1', 'token-2']);
-    expect(tokens.reads).toBe(1);
+    expect(access.asked).toEqual([{ connection: 'acme', rejected: 'token-1' }]);
+    expect(session.token).toBe('token-2');
+    expect(counts).toEqual({ fetched: 1, rateLimited: 0 });
+    expect(logs).toEqual([
+      { message: "access token refused; retrying with the connection's other token", attributes: { connection: 'acme', itemId: 'a' } },
+    ]);
+  });
+
+  it('tells the pace `ok` (the provider is up): the breaker never hears of a refused token, however many', async () => {
+    access = new ScriptedAccess([ready('token-2'), ready('token-3')]);
+    const { request } = scripted(fail('unauthorized', 401));
+    await expect(caller().call(session, request, {})).rejects.toMatchObject({ kind: 'unauthorized' });
     expect(pace.told).toEqual([{ kind: 'ok' }, { kind: 'ok' }]);
-    expect(logs).toEqual([{ message: 'access token refused; retrying with the token read afresh', attributes: { itemId: 'a' } }]);
+    expect(pace.asked.map((a) => a.afterFailure)).toEqual([false, false]);
+    expect(sleeps).toEqual([]);
   });
 
-  it('a second 401 (the fresh token refused too): no further read; the token is marked refused and the call waits (outage: token)', async () => {
-    const { request, sent } = scripted(fail('unauthorized', 401));
-    const error = await caller().call(request, {}).catch((e: unknown) => e);
+  it('the other token refused too: the access layer hears of it, no third request, the 401 is thrown (retried)', async () => {
+    access = new ScriptedAccess([ready('token-2'), ready('token-3')]);
+    const refused = fail('unauthorized', 401);
+    const { request, sent } = scripted(refused);
+    await expect(caller().call(session, request, {})).rejects.toBe(refused);
     expect(sent).toEqual(['token-1', 'token-2']);
-    expect(tokens.reads).toBe(1);
-    expect(tokens.refused).toBe('token-2');
-    expect(pace.told).toEqual([{ kind: 'ok' }, { kind: 'ok' }, { kind: 'token-refused' }]);
-    expect(error).toMatchObject({
-      name: 'WaitError',
-      message: 'the provider refuses the access token the secret holds (waiting for the token refresher); last answer: getItem: simulated unauthorized; HTTP 401',
-      wait: { kind: 'outage', reason: 'token' },
-    });
+    expect(access.asked).toEqual([
+      { connection: 'acme', rejected: 'token-1' },
+      { connection: 'acme', rejected: 'token-2' },
+    ]);
+    // The connection's next calls send what the access layer gave last.
+    expect(session.token).toBe('token-3');
   });
 
-  it('the secret still holds the refused token: marked refused at once, the call waits', async () => {
-    tokens = new ScriptedTokens(['token-1']);
-    const { request, sent } = scripted(fail('unauthorized', 401));
-    await expect(caller().call(request, {})).rejects.toMatchObject({ wait: { kind: 'outage', reason: 'token' } });
+  it('the same token again (nothing newer): no second request, the 401 is thrown', async () => {
+    access = new ScriptedAccess([ready('token-1')]);
+    const refused = fail('unauthorized', 401);
+    const { request, sent } = scripted(refused);
+    await expect(caller().call(session, request, {})).rejects.toBe(refused);
     expect(sent).toEqual(['token-1']);
-    expect(tokens.refused).toBe('token-1');
-    expect(pace.told).toEqual([{ kind: 'ok' }, { kind: 'token-refused' }]);
   });
 
-  it('the probe of a breaker open for the token goes only with another token', async () => {
-    tokens = new ScriptedTokens(['token-1']);
-    tokens.markRefused('token-1');
-    pace.grants.push({ kind: 'go', probe: true, reason: 'token' });
-    const { request, sent } = scripted('x');
-    await expect(caller().call(request, {})).rejects.toMatchObject({ wait: { kind: 'outage', reason: 'token' } });
-    expect(sent).toEqual([]);
-    expect(pace.told).toEqual([{ kind: 'token-refused' }]);
+  it('the connection must wait (paused, failing, a refresh in progress): the call waits with the kind `connection` and its seconds', async () => {
+    access = new ScriptedAccess([{ kind: 'wait', reason: 'connection "acme" is failing: the provider refused its refresh token', seconds: 300 }]);
+    const { request, sent } = scripted(fail('unauthorized', 401), 'x');
+    const error = await caller().call(session, request, {}).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(WaitError);
+    expect(error).toMatchObject({
+      message: 'connection "acme" is failing: the provider refused its refresh token; last answer: getItem: simulated unauthorized; HTTP 401',
+      wait: { kind: 'connection', reason: 'connection "acme" is failing: the provider refused its refresh token', seconds: 300 },
+    });
+    expect(sent).toEqual(['token-1']);
+    expect(pace.told).toEqual([{ kind: 'ok' }]);
+  });
 
-    tokens = new ScriptedTokens(['token-1', 'token-2']);
-    tokens.markRefused('token-1');
-    pace.grants.push({ kind: 'go', probe: true, reason: 'token' });
-    const probe = scripted('x');
-    expect(await caller().call(probe.request, {})).toBe('x');
-    expect(probe.sent).toEqual(['token-2']);
+  it('the connection is gone (removed meanwhile): PermanentError with the access layer\'s reason', async () => {
+    access = new ScriptedAccess([{ kind: 'dead', reason: 'connection "acme" was removed' }]);
+    const { request, sent } = scripted(fail('unauthorized', 401), 'x');
+    const error = await caller().call(session, request, {}).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(PermanentError);
+    expect(error).toMatchObject({ message: 'connection "acme" was removed' });
+    expect(sent).toEqual(['token-1']);
+  });
+
+  it('a failure of the access layer (its table throttled) is thrown as it is', async () => {
+    const throttled = new Error('the connections table is throttled');
+    access = { asked: [], afterRefusal: async () => Promise.reject(throttled) } as unknown as ScriptedAccess;
+    await expect(caller().call(session, scripted(fail('unauthorized', 401)).request, {})).rejects.toBe(throttled);
+  });
+
+  it('never puts a token in an error or a log line', async () => {
+    access = new ScriptedAccess([ready('token-2'), { kind: 'wait', reason: 'connection "acme" is paused', seconds: 300 }]);
+    const error = await caller()
+      .call(session, scripted(fail('unauthorized', 401)).request, { connection: 'acme', itemId: 'a' })
+      .catch((e: unknown) => e);
+    const text = JSON.stringify({ message: (error as Error).message, wait: (error as WaitError).wait, logs });
+    expect(text).not.toContain('token-1');
+    expect(text).not.toContain('token-2');
   });
 });
 
 describe('PacedCaller: 429 and transient failures', () => {
   it('a 429 is counted, told to the pace with its Retry-After, and the request made again when the pace allows', async () => {
     const { request, sent } = scripted(fail('rate-limited', 429, 2), fail('rate-limited', 429), 'x');
-    expect(await caller().call(request, { itemId: 'a' })).toBe('x');
+    expect(await caller().call(session, request, { itemId: 'a' })).toBe('x');
     expect(sent).toHaveLength(3);
     expect(pace.told).toEqual([{ kind: 'rate-limited', retryAfterMs: 2_000 }, { kind: 'rate-limited' }, { kind: 'ok' }]);
     // Not a failure: every slot is asked for as a first attempt, and nothing is slept here (the pace waits).
@@ -252,7 +275,7 @@ describe('PacedCaller: 429 and transient failures', () => {
 
   it('retries transient failures after the backoff (200 ms doubling, equal jitter), telling the pace which are repeats', async () => {
     const { request, sent } = scripted(fail('transient', 503), fail('transient', 408), 'x');
-    expect(await caller().call(request, { itemId: 'a' })).toBe('x');
+    expect(await caller().call(session, request, { itemId: 'a' })).toBe('x');
     expect(sent).toHaveLength(3);
     expect(sleeps).toEqual([150, 300]);
     expect(pace.asked.map((a) => a.afterFailure)).toEqual([false, true, true]);
@@ -266,20 +289,20 @@ describe('PacedCaller: 429 and transient failures', () => {
   it('gives up after `attempts` requests and throws the last failure', async () => {
     const last = fail('transient', 500);
     const { request, sent } = scripted(fail('transient', 502), last);
-    await expect(caller({ settings: { ...SETTINGS, attempts: 2 } }).call(request, {})).rejects.toBe(last);
+    await expect(caller({ settings: { ...SETTINGS, attempts: 2 } }).call(session, request, {})).rejects.toBe(last);
     expect(sent).toHaveLength(2);
     expect(sleeps).toEqual([150]);
   });
 
   it('does not back off past the deadline: the failure is thrown instead', async () => {
     const error = fail('transient', 503);
-    await expect(caller({ deadline: T0 + 150, random: 0.5 }).call(scripted(error).request, {})).rejects.toBe(error);
+    await expect(caller({ deadline: T0 + 150, random: 0.5 }).call(session, scripted(error).request, {})).rejects.toBe(error);
     expect(sleeps).toEqual([]);
   });
 
   it('stops retrying once the breaker is open: the call waits (outage: provider)', async () => {
     const { request } = scripted(fail('transient', 503));
-    const call = caller().call(request, {});
+    const call = caller().call(session, request, {});
     pace.outage = { reason: 'provider', since: T0 };
     await expect(call).rejects.toMatchObject({
       message: 'the provider fails every request (outage); last answer: getItem: simulated transient; HTTP 503',
@@ -294,7 +317,7 @@ describe('PacedCaller: 429 and transient failures', () => {
       controller.abort();
       throw error;
     };
-    await expect(caller().call(request, {})).rejects.toBe(error);
+    await expect(caller().call(session, request, {})).rejects.toBe(error);
     expect(pace.told).toEqual([]);
     expect(sleeps).toEqual([]);
   });

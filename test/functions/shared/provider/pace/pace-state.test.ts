@@ -268,16 +268,13 @@ describe('the breaker', () => {
     expect(late.state.breaker).toMatchObject({ nextProbeAt: T + 65_000 });
   });
 
-  it('keeps the reason `token` once known; `provider` does not replace it; opening again changes nothing else', () => {
-    const provider = openBreaker(state(), T, 'provider', OPEN);
-    const token = openBreaker(provider, T + 3_000, 'token', OPEN);
-    expect(token.breaker).toEqual({ open: true, reason: 'token', since: T, nextProbeAt: T + 20_000 });
-    expect(openBreaker(token, T + 4_000, 'provider', OPEN)).toBe(token);
-    expect(openBreaker(provider, T + 4_000, 'provider', OPEN)).toBe(provider);
+  it('opening an open breaker changes nothing (its start and its probe schedule stay)', () => {
+    const open = openBreaker(state(), T, 'provider', OPEN);
+    expect(openBreaker(open, T + 4_000, 'provider', OPEN)).toBe(open);
   });
 
   it('closes with an empty bucket counted from now and no failures; closing a closed breaker changes nothing', () => {
-    const open = openBreaker(state({ tokens: 12, at: T, grownAt: T, failures: 5 }), T, 'token', OPEN);
+    const open = openBreaker(state({ tokens: 12, at: T, grownAt: T, failures: 5 }), T, 'provider', OPEN);
     const closed = closeBreaker(open, T + 30_000);
     expect(closed).toEqual({ ...open, breaker: { open: false }, failures: 0, tokens: 0, at: T + 30_000, grownAt: T + 30_000 });
     expect(closeBreaker(closed, T + 40_000)).toBe(closed);
@@ -301,12 +298,12 @@ describe('the failure count', () => {
     expect(five).toEqual({ ...four, failures: 5 });
   });
 
-  it('opens at the settings’ outageFailures, and never replaces the reason `token`', () => {
+  it('opens at the settings’ outageFailures; an open breaker stays as it opened', () => {
     const once: PaceSettings = { ...OPEN, outageFailures: 1 };
     expect(requestFailed(state(), T, once).breaker).toEqual({ open: true, reason: 'provider', since: T, nextProbeAt: T + 20_000 });
 
-    const token = openBreaker(state(), T, 'token', OPEN);
-    expect(requestFailed(token, T + 1, once)).toEqual({ ...token, failures: 1 });
+    const open = openBreaker(state(), T, 'provider', OPEN);
+    expect(requestFailed(open, T + 1, once)).toEqual({ ...open, failures: 1 });
   });
 
   it('starts again at a success; a success with no failures counted changes nothing', () => {
@@ -350,7 +347,7 @@ describe('a stored row', () => {
   it('is a pace state when every field has its type, also through JSON', () => {
     expect(isPaceState(initialPaceState(CAPPED, T))).toBe(true);
     expect(isPaceState(JSON.parse(JSON.stringify(initialPaceState(OPEN, T))))).toBe(true);
-    expect(isPaceState(openBreaker(state(), T, 'token', OPEN))).toBe(true);
+    expect(isPaceState(openBreaker(state(), T, 'provider', OPEN))).toBe(true);
     expect(isPaceState(JSON.parse(JSON.stringify(state({ failures: 3 }))))).toBe(true);
   });
 
@@ -376,7 +373,9 @@ describe('a stored row', () => {
     ['a breaker without open', { ...state(), breaker: {} }],
     ['a breaker open as text', { ...state(), breaker: { open: 'false' } }],
     ['an open breaker with another reason', { ...state(), breaker: { open: true, reason: 'other', since: T, nextProbeAt: T } }],
-    ['an open breaker without since', { ...state(), breaker: { open: true, reason: 'token', nextProbeAt: T } }],
+    ['an open breaker without since', { ...state(), breaker: { open: true, reason: 'provider', nextProbeAt: T } }],
+    // The token breaker is gone (a refused token stops only its connection): such a row is not a state.
+    ['an open breaker with the reason `token`', { ...state(), breaker: { open: true, reason: 'token', since: T, nextProbeAt: T } }],
     ['an open breaker without nextProbeAt', { ...state(), breaker: { open: true, reason: 'provider', since: T } }],
   ])('is not a pace state with %s', (_what, value) => {
     expect(isPaceState(value)).toBe(false);

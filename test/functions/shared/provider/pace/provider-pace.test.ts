@@ -75,6 +75,11 @@ async function drain(pace: ProviderPace): Promise<{ went: number; then: Grant }>
   }
 }
 
+/** Opens the breaker at the clock's time: outageFailures first attempts fail (reported by this container). */
+async function openByFailures(pace: ProviderPace): Promise<void> {
+  for (let i = 0; i < SETTINGS.outageFailures; i += 1) await pace.report({ kind: 'failed' }, GO);
+}
+
 describe('leases', () => {
   it('serve several acquire() calls from one store read and write', async () => {
     const pace = container();
@@ -376,29 +381,23 @@ describe('the breaker', () => {
     expect(b.outageKnown()).toEqual({ reason: 'provider', since: T0 + 5 });
   });
 
-  it('opens at once when the token the secret holds is refused, and `token` overrides `provider`', async () => {
-    const a = container({ settings: { ...SETTINGS, outageFailures: 1 } });
-    const grant = await a.acquire();
-    await a.report({ kind: 'failed' }, grant);
-    expect(store.state?.breaker).toMatchObject({ open: true, reason: 'provider', since: T0 });
-    clock.set(T0 + 1_000);
-    await a.report({ kind: 'token-refused' }, grant);
-    expect(store.state?.breaker).toEqual({ open: true, reason: 'token', since: T0, nextProbeAt: T0 + 20_000 });
-    expect(a.outageKnown()).toEqual({ reason: 'token', since: T0 });
-
-    const fresh = new MemoryPaceStore();
-    const c = container({}, fresh);
-    await c.report({ kind: 'token-refused' }, await c.acquire());
-    expect(fresh.state?.breaker).toEqual({ open: true, reason: 'token', since: T0 + 1_000, nextProbeAt: T0 + 21_000 });
-    expect(await c.acquire()).toEqual({ kind: 'outage', reason: 'token', since: T0 + 1_000 });
+  it("is the pace key's own: another key's pace (its own row) is not stopped by it", async () => {
+    const a = container();
+    const otherKey = new MemoryPaceStore();
+    const b = container({}, otherKey);
+    await openByFailures(a);
+    expect(store.state?.breaker).toEqual({ open: true, reason: 'provider', since: T0, nextProbeAt: T0 + 20_000 });
+    expect(await a.acquire()).toEqual({ kind: 'outage', reason: 'provider', since: T0 });
+    expect(await b.acquire()).toEqual(GO);
+    expect(otherKey.state?.breaker).toEqual({ open: false });
   });
 
   it('lets one probe through per probeIntervalMs across containers; a probe that fails keeps it open', async () => {
     const a = container();
     const b = container();
-    await a.report({ kind: 'token-refused' }, await a.acquire());
+    await openByFailures(a);
     clock.set(T0 + 1);
-    expect(await b.acquire()).toEqual({ kind: 'outage', reason: 'token', since: T0 });
+    expect(await b.acquire()).toEqual({ kind: 'outage', reason: 'provider', since: T0 });
 
     const probesBetween = async (from: number, to: number, step: number): Promise<Grant[]> => {
       const probes: Grant[] = [];
@@ -407,35 +406,35 @@ describe('the breaker', () => {
         for (const pace of [a, b, b, a]) {
           const grant = await pace.acquire();
           if (grant.kind === 'go') probes.push(grant);
-          else expect(grant).toEqual({ kind: 'outage', reason: 'token', since: T0 });
+          else expect(grant).toEqual({ kind: 'outage', reason: 'provider', since: T0 });
         }
       }
       return probes;
     };
 
     expect(await probesBetween(T0 + 1, T0 + 20_000, 500)).toEqual([]);
-    expect(await probesBetween(T0 + 20_000, T0 + 40_000, 500)).toEqual([{ kind: 'go', probe: true, reason: 'token' }]);
-    expect(store.state?.breaker).toEqual({ open: true, reason: 'token', since: T0, nextProbeAt: T0 + 40_000 });
+    expect(await probesBetween(T0 + 20_000, T0 + 40_000, 500)).toEqual([{ kind: 'go', probe: true, reason: 'provider' }]);
+    expect(store.state?.breaker).toEqual({ open: true, reason: 'provider', since: T0, nextProbeAt: T0 + 40_000 });
 
     clock.set(T0 + 40_000);
     const probe = await b.acquire();
-    expect(probe).toEqual({ kind: 'go', probe: true, reason: 'token' });
+    expect(probe).toEqual({ kind: 'go', probe: true, reason: 'provider' });
     await b.report({ kind: 'failed' }, probe);
-    expect(store.state?.breaker).toEqual({ open: true, reason: 'token', since: T0, nextProbeAt: T0 + 60_000 });
-    // A probe's failure is not counted: the breaker is open already.
-    expect(store.state?.failures).toBe(0);
-    expect(await a.acquire()).toEqual({ kind: 'outage', reason: 'token', since: T0 });
+    expect(store.state?.breaker).toEqual({ open: true, reason: 'provider', since: T0, nextProbeAt: T0 + 60_000 });
+    // A probe's failure is not counted: the breaker is open already (the count is the four that opened it).
+    expect(store.state?.failures).toBe(SETTINGS.outageFailures);
+    expect(await a.acquire()).toEqual({ kind: 'outage', reason: 'provider', since: T0 });
   });
 
   it("closes for everyone on a probe's ok", async () => {
     const a = container();
     const b = container();
-    await a.report({ kind: 'token-refused' }, await a.acquire());
-    expect(await b.acquire()).toEqual({ kind: 'outage', reason: 'token', since: T0 });
+    await openByFailures(a);
+    expect(await b.acquire()).toEqual({ kind: 'outage', reason: 'provider', since: T0 });
 
     clock.set(T0 + 20_000);
     const probe = await a.acquire();
-    expect(probe).toEqual({ kind: 'go', probe: true, reason: 'token' });
+    expect(probe).toEqual({ kind: 'go', probe: true, reason: 'provider' });
     clock.set(T0 + 20_300);
     await a.report({ kind: 'ok' }, probe);
     expect(store.state).toMatchObject({ breaker: { open: false }, tokens: 0, at: T0 + 20_300 });
@@ -472,7 +471,6 @@ describe('the store', () => {
     expect(await pace.acquire()).toEqual(GO);
     expect(await pace.acquire()).toEqual({ kind: 'wait', until: T0 + 1_000, why: 'pace' });
     await expect(pace.report({ kind: 'rate-limited', retryAfterMs: 2_000 }, GO)).resolves.toBeUndefined();
-    await expect(pace.report({ kind: 'token-refused' }, GO)).resolves.toBeUndefined();
     expect(store.reads).toBe(1);
     expect(store.writes).toBe(0);
     // The 429 still holds this container back.
@@ -540,12 +538,13 @@ describe('the store', () => {
   it('changing under every change of a report gives the change up after writeAttempts, with a warning, not the fallback', async () => {
     const busy = new ConflictingStore();
     const pace = container({ writeAttempts: 2 }, busy);
-    await pace.report({ kind: 'token-refused' }, GO);
+    await pace.report({ kind: 'rate-limited', retryAfterMs: 2_000 }, GO);
     expect(busy.writes).toBe(2);
-    // Still on the shared pace; the breaker is known here.
-    expect(pace.snapshot()).toEqual({ rate: 100, breakerOpenSince: T0, breakerReason: 'token', fallback: false });
+    // Still on the shared pace; the 429 holds this container back all the same.
+    expect(pace.snapshot()).toEqual({ rate: 100, fallback: false });
+    expect(await pace.acquire()).toEqual({ kind: 'wait', until: T0 + 2_000, why: 'retry-after' });
     expect(log.lines).toEqual([
-      { level: 'warn', message: 'provider pace: a change was given up after write conflicts', attributes: [{ change: 'breaker opened' }] },
+      { level: 'warn', message: 'provider pace: a change was given up after write conflicts', attributes: [{ change: 'rate limited' }] },
     ]);
   });
 
@@ -757,29 +756,29 @@ describe('an open breaker known in the container', () => {
   it('is trusted without reading the row until the next probe or 2 s after it was read, then read again', async () => {
     const a = container();
     expect(a.waitingForProbe()).toBe(false);
-    await a.report({ kind: 'token-refused' }, GO);
-    expect(store.state?.breaker).toEqual({ open: true, reason: 'token', since: T0, nextProbeAt: T0 + 20_000 });
+    await openByFailures(a);
+    expect(store.state?.breaker).toEqual({ open: true, reason: 'provider', since: T0, nextProbeAt: T0 + 20_000 });
     expect(a.waitingForProbe()).toBe(true);
     const reads = store.reads;
 
     clock.set(T0 + 1_999);
     expect(a.waitingForProbe()).toBe(true);
-    expect(await a.acquire()).toEqual({ kind: 'outage', reason: 'token', since: T0 });
+    expect(await a.acquire()).toEqual({ kind: 'outage', reason: 'provider', since: T0 });
     expect(store.reads).toBe(reads);
 
     clock.set(T0 + 2_000);
     expect(a.waitingForProbe()).toBe(false);
-    expect(await a.acquire()).toEqual({ kind: 'outage', reason: 'token', since: T0 });
+    expect(await a.acquire()).toEqual({ kind: 'outage', reason: 'provider', since: T0 });
     expect(store.reads).toBe(reads + 1);
     expect(a.waitingForProbe()).toBe(true);
 
     // Read again at T0 + 19 s: the probe is due at T0 + 20 s, sooner than 2 s after that read.
     clock.set(T0 + 19_000);
-    expect(await a.acquire()).toEqual({ kind: 'outage', reason: 'token', since: T0 });
+    expect(await a.acquire()).toEqual({ kind: 'outage', reason: 'provider', since: T0 });
     expect(store.reads).toBe(reads + 2);
     clock.set(T0 + 20_000);
     expect(a.waitingForProbe()).toBe(false);
-    expect(await a.acquire()).toEqual({ kind: 'go', probe: true, reason: 'token' });
+    expect(await a.acquire()).toEqual({ kind: 'go', probe: true, reason: 'provider' });
   });
 
   it('is trusted for 2 s too when learned from the row at a failure report (opened by the failures of two containers)', async () => {
@@ -808,14 +807,14 @@ describe('an open breaker known in the container', () => {
   it("is seen closed within 2 s of another container's probe succeeding, not a probe interval later", async () => {
     const a = container();
     const prober = container();
-    await a.report({ kind: 'token-refused' }, GO);
+    await openByFailures(a);
 
     clock.set(T0 + 20_000);
     const probe = await prober.acquire();
-    expect(probe).toEqual({ kind: 'go', probe: true, reason: 'token' });
+    expect(probe).toEqual({ kind: 'go', probe: true, reason: 'provider' });
     clock.set(T0 + 20_001);
     // a reads the row: still open, the next probe at T0 + 40 s.
-    expect(await a.acquire()).toEqual({ kind: 'outage', reason: 'token', since: T0 });
+    expect(await a.acquire()).toEqual({ kind: 'outage', reason: 'provider', since: T0 });
     expect(store.state?.breaker).toMatchObject({ open: true, nextProbeAt: T0 + 40_000 });
 
     clock.set(T0 + 20_300);
@@ -825,7 +824,7 @@ describe('an open breaker known in the container', () => {
     const reads = store.reads;
     clock.set(T0 + 22_000);
     expect(a.waitingForProbe()).toBe(true);
-    expect(await a.acquire()).toEqual({ kind: 'outage', reason: 'token', since: T0 });
+    expect(await a.acquire()).toEqual({ kind: 'outage', reason: 'provider', since: T0 });
     expect(store.reads).toBe(reads);
 
     clock.set(T0 + 22_001);

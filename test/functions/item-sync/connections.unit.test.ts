@@ -1,0 +1,323 @@
+/**
+ * The item sync handler, connection by connection (mocked clients, a scripted access layer:
+ * unit-harness.ts): each connection of a batch asked once; its gate `dead`, `wait` or `ready` giving
+ * its own records their outcome and nobody else's; its token and its pace key used for its items
+ * alone; a 401 asking the access layer for that connection only, never the breaker; two connections
+ * holding the same item id; and no token anywhere in what the function writes.
+ */
+import { describe, expect, it } from 'vitest';
+import { BatchGetItemCommand, GetItemCommand, PutItemCommand } from '@aws-sdk/client-dynamodb';
+import { PutObjectCommand } from '@aws-sdk/client-s3';
+import { MemoryPaceStore } from '../../../dev/fakes/memory-pace-store.js';
+import { TransientError } from '../../../functions/shared/errors.js';
+import { DEFAULT_PACE_SETTINGS, initialPaceState, openBreaker } from '../../../functions/shared/provider/pace/pace-state.js';
+import { DLQ_URL, QUEUE_URL, ScriptedProvider, item, providerError, type ItemCall } from './helpers.js';
+import {
+  NOW,
+  PACE_KEY,
+  PaceStores,
+  TABLE,
+  TOKEN_1,
+  TOKEN_2,
+  build,
+  ddb,
+  entriesTo,
+  harness,
+  k,
+  run,
+  s3,
+  stored,
+  useHarness,
+} from './unit-harness.js';
+
+useHarness();
+
+/** A provider that serves `id` only to the given token, 401 to any other. */
+function onlyWith(token: string, id: string, revision = 1) {
+  return (call: ItemCall) => (call.token === token ? item(id, revision) : providerError('unauthorized', 401));
+}
+
+const deadLetters = () =>
+  entriesTo(DLQ_URL).map((entry) => ({
+    body: entry.MessageBody,
+    error: (entry.MessageAttributes!['error'] as { StringValue: string }).StringValue,
+    sourceMessageId: (entry.MessageAttributes!['sourceMessageId'] as { StringValue: string }).StringValue,
+  }));
+
+describe('one gate per connection of a batch', () => {
+  it('gives each connection its own outcome: ready ones synced with their own token, a waiting one sent again after its seconds, dead ones dead-lettered with the gate’s reason', async () => {
+    harness.connections
+      .add('acme', { tokens: ['at-acme-1'] })
+      .add('paused-co', { gate: { kind: 'wait', reason: 'connection "paused-co" is paused', seconds: 300 } })
+      .add('gone-co', { gate: { kind: 'dead', reason: 'connection "gone-co" was removed' } });
+    const provider = new ScriptedProvider().on('a', onlyWith('at-acme-1', 'a')).on('d', onlyWith(TOKEN_1, 'd'));
+    const bodies = [
+      '{"connection":"acme","id":"a"}',
+      '{"connection":"paused-co","id":"p1"}',
+      '{"connection":"gone-co","id":"g"}',
+      '{"connection":"nobody","id":"n"}',
+      '{"connection":"paused-co","id":"p2"}',
+      'd',
+      '{"connection":"acme","id":"a"}',
+    ];
+    const { result, metrics, logs } = await run(build(provider), bodies);
+
+    expect(result).toEqual({ batchItemFailures: [] });
+    // Asked once per connection, however many of its records the batch holds.
+    expect(harness.connections.opened().sort()).toEqual(['acme', 'default', 'gone-co', 'nobody', 'paused-co']);
+    expect(harness.connections.refusals()).toEqual([]);
+    // Only the ready connections' items are read and fetched, each with its connection's token.
+    expect(ddb.commandCalls(BatchGetItemCommand).map((call) => call.args[0].input.RequestItems![TABLE]!.Keys)).toEqual([[k('a', 'acme'), k('d')]]);
+    expect(provider.calls.map((call) => [call.id, call.token])).toEqual([
+      ['a', 'at-acme-1'],
+      ['d', TOKEN_1],
+    ]);
+    expect(ddb.commandCalls(PutItemCommand).map((call) => [call.args[0].input.Item!['connection'], call.args[0].input.Item!['id']])).toEqual([
+      [{ S: 'acme' }, { S: 'a' }],
+      [{ S: 'default' }, { S: 'd' }],
+    ]);
+    expect(entriesTo(QUEUE_URL)).toEqual([
+      { Id: 'm0', MessageBody: bodies[1], DelaySeconds: 300, MessageAttributes: { postponements: { DataType: 'Number', StringValue: '1' } } },
+      { Id: 'm1', MessageBody: bodies[4], DelaySeconds: 300, MessageAttributes: { postponements: { DataType: 'Number', StringValue: '1' } } },
+    ]);
+    expect(deadLetters()).toEqual([
+      { body: bodies[2], error: 'connection "gone-co" was removed', sourceMessageId: 'm3' },
+      { body: bodies[3], error: 'unknown connection "nobody"', sourceMessageId: 'm4' },
+    ]);
+    expect(metrics).toMatchObject({ ItemsCreated: 2, ItemsFetched: 2, RecordsPostponed: 2, RecordsDeadLettered: 2, RecordsRetried: 0 });
+    expect(logs.find((line) => line['message'] === 'record postponed')).toMatchObject({
+      messageId: 'm2',
+      connection: 'paused-co',
+      itemId: 'p1',
+      reason: 'connection "paused-co" is paused',
+    });
+    expect(logs.find((line) => line['message'] === 'record dead-lettered')).toMatchObject({
+      messageId: 'm3',
+      connection: 'gone-co',
+      itemId: 'g',
+      reason: 'connection "gone-co" was removed',
+    });
+  });
+
+  it.each([
+    [0.2, 1],
+    [12.4, 13],
+    [3_600, 900],
+  ])('a wait of %s s is a delay of %s s (at least a second, at most SQS’s 15 minutes), whatever the postponements so far', async (seconds, delay) => {
+    harness.connections.add('slow', { gate: { kind: 'wait', reason: 'connection "slow": a refresh is in progress', seconds } });
+    await run(build(new ScriptedProvider()), ['{"connection":"slow","id":"x"}'], 60_000, { postponements: 6 });
+
+    expect(entriesTo(QUEUE_URL)).toEqual([
+      {
+        Id: 'm0',
+        MessageBody: '{"connection":"slow","id":"x"}',
+        DelaySeconds: delay,
+        MessageAttributes: { postponements: { DataType: 'Number', StringValue: '7' } },
+      },
+    ]);
+  });
+
+  it('a connection whose gate cannot be read (its table throttled) has its records retried; the others are synced', async () => {
+    harness.connections.add('busy', { gate: new TransientError('DynamoDB GetItem failed (ThrottlingException: slow down)') });
+    const provider = new ScriptedProvider().on('a', item('a', 1));
+    const { result, logs } = await run(build(provider), ['{"connection":"busy","id":"b"}', 'a']);
+
+    expect(result).toEqual({ batchItemFailures: [{ itemIdentifier: 'm1' }] });
+    expect(provider.calls.map((call) => call.id)).toEqual(['a']);
+    expect(logs.find((line) => line['message'] === 'record will be retried')).toMatchObject({
+      connection: 'busy',
+      itemId: 'b',
+      reason: 'DynamoDB GetItem failed (ThrottlingException: slow down)',
+    });
+  });
+
+  it('a body naming an invalid connection is dead with its own reason, and no gate is asked for it', async () => {
+    const bodies = ['{"connection":"acme corp","id":"a"}', '{"connection":42,"id":"a"}', '{"connection":"","id":"a"}'];
+    const { result } = await run(build(new ScriptedProvider()), bodies);
+
+    expect(result).toEqual({ batchItemFailures: [] });
+    expect(harness.connections.opened()).toEqual([]);
+    expect(deadLetters()).toEqual([
+      { body: bodies[0], error: 'the connection id may hold only the characters A-Z a-z 0-9 . _ -', sourceMessageId: 'm1' },
+      { body: bodies[1], error: 'the connection is number, not a string', sourceMessageId: 'm2' },
+      { body: bodies[2], error: 'the connection id is empty', sourceMessageId: 'm3' },
+    ]);
+  });
+});
+
+describe('two connections holding the same item id', () => {
+  it('fetches it once per connection, each with its own token, and writes two rows keyed by connection and id', async () => {
+    harness.connections.add('acme', { tokens: ['at-acme-1'] }).add('globex', { tokens: ['at-globex-1'] });
+    stored([{ connection: 'globex', id: 'same', revision: '1' }]);
+    const provider = new ScriptedProvider().on('same', (call: ItemCall) => item('same', call.token === 'at-acme-1' ? 5 : 2));
+    const { result, metrics } = await run(build(provider), ['{"connection":"acme","id":"same"}', '{"connection":"globex","id":"same"}']);
+
+    expect(result).toEqual({ batchItemFailures: [] });
+    expect(provider.calls.map((call) => call.token).sort()).toEqual(['at-acme-1', 'at-globex-1']);
+    expect(ddb.commandCalls(BatchGetItemCommand).map((call) => call.args[0].input.RequestItems![TABLE]!.Keys)).toEqual([
+      [k('same', 'acme'), k('same', 'globex')],
+    ]);
+    const puts = ddb.commandCalls(PutItemCommand).map((call) => call.args[0].input);
+    expect(puts.map((put) => [put.Item!['connection'], put.Item!['id'], put.Item!['revision'], put.ConditionExpression])).toEqual([
+      [{ S: 'acme' }, { S: 'same' }, { S: '5' }, 'attribute_not_exists(#id)'],
+      [{ S: 'globex' }, { S: 'same' }, { S: '2' }, '#revision = :expected AND attribute_not_exists(#deleted)'],
+    ]);
+    expect(metrics).toMatchObject({ ItemsCreated: 1, ItemsUpdated: 1 });
+  });
+
+  it('keeps each connection’s large items under items/<connection>/', async () => {
+    harness.connections.add('acme');
+    const big = (revision: number) => item('big', revision, { blob: 'é'.repeat(300 * 1024) });
+    const provider = new ScriptedProvider().on('big', big(1));
+    await run(build(provider), ['{"connection":"acme","id":"big"}', 'big']);
+
+    const keys = s3.commandCalls(PutObjectCommand).map((call) => call.args[0].input.Key!);
+    expect(keys.sort()).toEqual([
+      expect.stringMatching(/^items\/acme\/[0-9a-f]{64}\/1\/[0-9a-f]{64}-0123456789abcdef\.json$/),
+      expect.stringMatching(/^items\/default\/[0-9a-f]{64}\/1\/[0-9a-f]{64}-0123456789abcdef\.json$/),
+    ]);
+    // The same id: the same hash of it under both connections.
+    expect(keys[0]!.split('/')[2]).toBe(keys[1]!.split('/')[2]);
+  });
+});
+
+describe('a refused token (401)', () => {
+  it('asks the access layer for that connection and that token alone, sends the token it gives, and never touches the breaker', async () => {
+    harness.connections.add('acme', { tokens: ['at-acme-1', 'at-acme-2'] }).add('globex', { tokens: ['at-globex-1'] });
+    const paceStore = new MemoryPaceStore();
+    const provider = new ScriptedProvider()
+      .on('a1', onlyWith('at-acme-2', 'a1'))
+      .on('a2', onlyWith('at-acme-2', 'a2'))
+      .on('g', onlyWith('at-globex-1', 'g'));
+    const bodies = ['{"connection":"acme","id":"a1"}', '{"connection":"globex","id":"g"}', '{"connection":"acme","id":"a2"}'];
+    const { result, metrics } = await run(build(provider, { paceStore, env: { SYNC_FETCH_CONCURRENCY: '1' } }), bodies);
+
+    expect(result).toEqual({ batchItemFailures: [] });
+    // a1 met the refusal; a2, fetched after it, was sent the new token at once; globex kept its own.
+    expect(provider.calls.map((call) => [call.id, call.token])).toEqual([
+      ['a1', 'at-acme-1'],
+      ['a1', 'at-acme-2'],
+      ['a2', 'at-acme-2'],
+      ['g', 'at-globex-1'],
+    ]);
+    expect(harness.connections.refusals()).toEqual([{ connection: 'acme', rejected: 'at-acme-1' }]);
+    expect(paceStore.state).toMatchObject({ failures: 0, breaker: { open: false } });
+    expect(metrics).toMatchObject({ ItemsCreated: 3, BreakerOpen: 0, RecordsPostponed: 0 });
+  });
+
+  it('a connection that must wait after the refusal: its records wait the gate’s seconds, the other connection’s are synced, the breaker stays closed', async () => {
+    harness.connections
+      .add('acme', { afterRefusal: { kind: 'wait', reason: 'connection "acme" is failing: the provider refused its refresh token', seconds: 300 } })
+      .add('globex');
+    const paceStore = new MemoryPaceStore();
+    const provider = new ScriptedProvider().on('a', providerError('unauthorized', 401)).on('g', item('g', 1));
+    const { result, metrics, logs } = await run(build(provider, { paceStore }), ['{"connection":"acme","id":"a"}', '{"connection":"globex","id":"g"}']);
+
+    expect(result).toEqual({ batchItemFailures: [] });
+    expect(provider.callsFor('a')).toHaveLength(1);
+    expect(entriesTo(QUEUE_URL)).toEqual([
+      {
+        Id: 'm0',
+        MessageBody: '{"connection":"acme","id":"a"}',
+        DelaySeconds: 300,
+        MessageAttributes: { postponements: { DataType: 'Number', StringValue: '1' } },
+      },
+    ]);
+    expect(paceStore.state).toMatchObject({ failures: 0, breaker: { open: false } });
+    expect(metrics).toMatchObject({ ItemsCreated: 1, RecordsPostponed: 1, BreakerOpen: 0 });
+    expect(logs.find((line) => line['message'] === 'record postponed')).toMatchObject({
+      connection: 'acme',
+      reason: 'connection "acme" is failing: the provider refused its refresh token; last answer: getItem: simulated unauthorized; HTTP 401',
+    });
+  });
+
+  it('a connection removed meanwhile: its record is dead-lettered with the reason', async () => {
+    harness.connections.add('acme', { afterRefusal: { kind: 'dead', reason: 'connection "acme" was removed' } });
+    const provider = new ScriptedProvider().on('a', providerError('unauthorized', 401));
+    await run(build(provider), ['{"connection":"acme","id":"a"}']);
+
+    expect(deadLetters()).toEqual([{ body: '{"connection":"acme","id":"a"}', error: 'connection "acme" was removed', sourceMessageId: 'm1' }]);
+  });
+
+  it('the other token refused too: the record is retried (a failure), with a reason that says so', async () => {
+    const provider = new ScriptedProvider().on('a', providerError('unauthorized', 401));
+    const { result, logs } = await run(build(provider), ['a']);
+
+    expect(result).toEqual({ batchItemFailures: [{ itemIdentifier: 'm1' }] });
+    expect(provider.calls.map((call) => call.token)).toEqual([TOKEN_1, TOKEN_2]);
+    expect(harness.connections.refusals()).toEqual([
+      { connection: 'default', rejected: TOKEN_1 },
+      { connection: 'default', rejected: TOKEN_2 },
+    ]);
+    expect(logs.find((line) => line['message'] === 'record will be retried')).toMatchObject({
+      reason: "the provider refused the connection's access token, also the one given after the refusal (getItem: simulated unauthorized; HTTP 401)",
+    });
+  });
+});
+
+describe('the provider pace of each pace key', () => {
+  it('draws each connection’s requests from the pace its gate names; an open breaker of one key holds back that key’s connections only', async () => {
+    harness.connections.add('acme', { paceKey: 'connection#acme' }).add('globex', { paceKey: 'connection#globex' });
+    const stores = new PaceStores();
+    const PACE = { ...DEFAULT_PACE_SETTINGS, maxRate: 1000 };
+    const down = new MemoryPaceStore();
+    await down.write(openBreaker(initialPaceState(PACE, NOW.getTime()), NOW.getTime(), 'provider', PACE), 0);
+    stores.byKey.set('connection#acme', down);
+    const provider = new ScriptedProvider().on('a', item('a', 1)).on('g', item('g', 1));
+    const { result, metrics } = await run(build(provider, { paceStoreFor: stores.storeFor }), [
+      '{"connection":"acme","id":"a"}',
+      '{"connection":"globex","id":"g"}',
+    ]);
+
+    expect(result).toEqual({ batchItemFailures: [] });
+    expect([...new Set(stores.asked)].sort()).toEqual(['connection#acme', 'connection#globex']);
+    expect(provider.calls.map((call) => call.id)).toEqual(['g']);
+    expect(stores.byKey.get('connection#globex')!.state).toMatchObject({ tokens: 190, breaker: { open: false } });
+    expect(entriesTo(QUEUE_URL).map((entry) => [entry.MessageBody, entry.DelaySeconds])).toEqual([['{"connection":"acme","id":"a"}', 5]]);
+    // The container's paces together: their rates summed, the breaker open as one of them is.
+    expect(metrics).toMatchObject({ ItemsCreated: 1, RecordsPostponed: 1, ProviderPace: 2000, BreakerOpen: 1, BreakerOpenSeconds: 0 });
+  });
+
+  it('without paceStoreFor, each pace key has its own control-table row, provider-pace#<pace key>', async () => {
+    harness.connections.add('acme', { paceKey: 'connection#acme' });
+    ddb.on(GetItemCommand).resolves({});
+    const provider = new ScriptedProvider().on('a', item('a', 1)).on('d', item('d', 1));
+    const handler = build(provider, { paceStoreFor: undefined });
+    await run(handler, ['{"connection":"acme","id":"a"}', 'd']);
+
+    const rows = ddb.commandCalls(GetItemCommand).map((call) => call.args[0].input);
+    expect(rows).toEqual(
+      expect.arrayContaining([
+        { TableName: 'control', Key: { pk: { S: `provider-pace#${PACE_KEY}` } }, ConsistentRead: true },
+        { TableName: 'control', Key: { pk: { S: 'provider-pace#connection#acme' } }, ConsistentRead: true },
+      ]),
+    );
+    const paceWrites = ddb
+      .commandCalls(PutItemCommand)
+      .map((call) => call.args[0].input)
+      .filter((input) => input.TableName === 'control')
+      .map((input) => input.Item!['pk']);
+    expect(paceWrites).toEqual(expect.arrayContaining([{ S: `provider-pace#${PACE_KEY}` }, { S: 'provider-pace#connection#acme' }]));
+  });
+});
+
+describe('tokens', () => {
+  it('appear in no log line, metric, answer, dead letter or message sent again', async () => {
+    harness.connections
+      .add('acme', { tokens: ['at-acme-secret-1', 'at-acme-secret-2'], afterRefusal: { kind: 'wait', reason: 'connection "acme" is paused', seconds: 60 } })
+      .add('gone', { gate: { kind: 'dead', reason: 'connection "gone" was removed' } });
+    const provider = new ScriptedProvider()
+      .on('a', providerError('unauthorized', 401))
+      .on('d', providerError('unauthorized', 401))
+      .on('x', providerError('permanent', 403));
+    const { result, output } = await run(build(provider), ['{"connection":"acme","id":"a"}', 'd', 'x', '{"connection":"gone","id":"g"}']);
+
+    const written = JSON.stringify([output, result, s3.calls().map((call) => call.args[0].input), entriesTo(DLQ_URL), entriesTo(QUEUE_URL)]);
+    for (const token of [TOKEN_1, TOKEN_2, 'at-acme-secret-1', 'at-acme-secret-2']) expect(written).not.toContain(token);
+    expect(JSON.stringify(ddb.calls().map((call) => call.args[0].input))).not.toContain('secret');
+    // Every way out was taken: waiting, retried, dead (twice).
+    expect(result).toEqual({ batchItemFailures: [{ itemIdentifier: 'm2' }] });
+    expect(entriesTo(QUEUE_URL)).toHaveLength(1);
+    expect(entriesTo(DLQ_URL)).toHaveLength(2);
+  });
+});

@@ -1,0 +1,253 @@
+/**
+ * The item sync handler and the provider pace (mocked clients, port-level pace stores,
+ * unit-harness.ts): the sweep's share, an open breaker known in the container, and the container's
+ * paces, one per pace key.
+ */
+import { describe, expect, it, vi } from 'vitest';
+import { BatchGetItemCommand, PutItemCommand } from '@aws-sdk/client-dynamodb';
+import { SendMessageBatchCommand } from '@aws-sdk/client-sqs';
+import { MemoryPaceStore } from '../../../dev/fakes/memory-pace-store.js';
+import {
+  closeBreaker,
+  DEFAULT_PACE_SETTINGS,
+  initialPaceState,
+  openBreaker,
+  type PaceState,
+} from '../../../functions/shared/provider/pace/pace-state.js';
+import { PaceMap } from '../../../functions/item-sync/app.js';
+import { ProviderPace } from '../../../functions/shared/provider/pace/provider-pace.js';
+import { QUEUE_URL, ScriptedProvider, item } from './helpers.js';
+import { NOW, build, ddb, harness, run, sqs, useHarness } from './unit-harness.js';
+
+useHarness();
+
+/** Runs a batch whose records all carry the given message attributes (Number), e.g. `reconcilePass`. */
+function runWithAttributes(handler: ReturnType<typeof build>, bodies: string[], attributes: Record<string, string>, remainingMs = 60_000) {
+  return run(handler, bodies, remainingMs, attributes);
+}
+
+/** The pace settings the handler runs with here (PROVIDER_REQUESTS_PER_SECOND=1000). */
+const PACE = { ...DEFAULT_PACE_SETTINGS, maxRate: 1000 };
+
+/** A pace row at NOW with the given changes (the settings above; both buckets full unless changed). */
+async function paceRow(changes: Partial<PaceState> = {}): Promise<MemoryPaceStore> {
+  const paceStore = new MemoryPaceStore();
+  await paceStore.write({ ...initialPaceState(PACE, NOW.getTime()), ...changes }, 0);
+  return paceStore;
+}
+
+describe('the sweep (records the reconciler sent, message attribute reconcilePass)', () => {
+  it('asks the pace as the sweep: the lease is drawn from the sweep’s bucket as well as the shared one', async () => {
+    const sweepStore = new MemoryPaceStore();
+    const provider = new ScriptedProvider().on('a', item('a', 1));
+    const swept = await runWithAttributes(build(provider, { paceStore: sweepStore }), ['a'], { reconcilePass: '3' });
+    expect(swept.result).toEqual({ batchItemFailures: [] });
+    expect(swept.metrics).toMatchObject({ ItemsCreated: 1 });
+    // A full bucket at 1000/s holds 200; a lease is 10 (SYNC_FETCH_CONCURRENCY).
+    expect(sweepStore.state).toMatchObject({ tokens: 190, sweepTokens: 190 });
+
+    const userStore = new MemoryPaceStore();
+    await run(build(new ScriptedProvider().on('a', item('a', 1)), { paceStore: userStore }), ['a']);
+    expect(userStore.state).toMatchObject({ tokens: 190, sweepTokens: 200 });
+
+    // Pass 0 is a pass.
+    const firstPass = new MemoryPaceStore();
+    await runWithAttributes(build(new ScriptedProvider().on('a', item('a', 1)), { paceStore: firstPass }), ['a'], { reconcilePass: '0' });
+    expect(firstPass.state).toMatchObject({ tokens: 190, sweepTokens: 190 });
+  });
+
+  it.each([
+    // 100 ms at 1000/s refill the users' bucket to full (200) and the sweep's by the rest of the rate; a lease is 10.
+    ['unset (20)', {}, 70],
+    ['0', { PROVIDER_USERS_RESERVED_PERCENT: '0' }, 90],
+    ['50', { PROVIDER_USERS_RESERVED_PERCENT: '50' }, 40],
+    ['75', { PROVIDER_USERS_RESERVED_PERCENT: '75' }, 15],
+  ])('PROVIDER_USERS_RESERVED_PERCENT %s: the sweep’s bucket refills at the rest of the rate, users’ ids draw as before', async (_name, env, sweepTokens) => {
+    const sweepStore = await paceRow({ sweepTokens: 0, at: NOW.getTime() - 100 });
+    await runWithAttributes(build(new ScriptedProvider().on('a', item('a', 1)), { paceStore: sweepStore, env }), ['a'], { reconcilePass: '1' });
+    expect(sweepStore.state!.tokens).toBe(190);
+    expect(sweepStore.state!.sweepTokens).toBeCloseTo(sweepTokens, 9);
+
+    // Users' ids take from the shared bucket only, whatever the sweep's share.
+    const userStore = await paceRow({ sweepTokens: 0 });
+    const provider = new ScriptedProvider().on('a', item('a', 1));
+    await run(build(provider, { paceStore: userStore, env }), ['a']);
+    expect(provider.calls).toHaveLength(1);
+    expect(userStore.state).toMatchObject({ tokens: 190, sweepTokens: 0 });
+  });
+
+  it('waits while users are in debt (never borrows), where users’ ids go into debt at once', async () => {
+    const sweepStore = await paceRow({ tokens: -50 });
+    const provider = new ScriptedProvider().on('a', item('a', 1));
+    // The jitter that spreads sweep containers (0–20 ms): half of it here.
+    const random = vi.spyOn(Math, 'random').mockReturnValue(0.5);
+    try {
+      await runWithAttributes(build(provider, { paceStore: sweepStore }), ['a'], { reconcilePass: '3' });
+    } finally {
+      random.mockRestore();
+    }
+    // A lease (10) needs 60 tokens at 1000/s: 60 ms, and 10 ms of jitter; that wait is not written.
+    expect(harness.sleeps).toEqual([70]);
+    expect(provider.calls).toHaveLength(1);
+    expect(sweepStore.writes).toBe(2);
+    expect(sweepStore.state).toMatchObject({ tokens: 10, sweepTokens: 190, at: NOW.getTime() + 70 });
+
+    harness.sleeps = [];
+    harness.clockMs = NOW.getTime();
+    const userStore = await paceRow({ tokens: -50 });
+    await run(build(new ScriptedProvider().on('a', item('a', 1)), { paceStore: userStore }), ['a']);
+    // A lease of 10 into debt (-60): its first token is due at +51 ms.
+    expect(harness.sleeps).toEqual([51]);
+    expect(userStore.state).toMatchObject({ tokens: -60, sweepTokens: 200 });
+  });
+
+  it('sends a sweep record that gets no slot in this invocation again with postponements and reconcilePass', async () => {
+    // Users at the largest debt (500 tokens at 1000/s): the sweep's next try is after the invocation's last useful slot.
+    const paceStore = await paceRow({ tokens: -500 });
+    const provider = new ScriptedProvider().on('a', item('a', 1));
+    const { result, metrics } = await runWithAttributes(build(provider, { paceStore }), ['a'], { postponements: '1', reconcilePass: '4' }, 2_000);
+
+    expect(result).toEqual({ batchItemFailures: [] });
+    expect(provider.calls).toHaveLength(0);
+    expect(sqs.commandCalls(SendMessageBatchCommand).map((call) => call.args[0].input)).toEqual([
+      {
+        QueueUrl: QUEUE_URL,
+        Entries: [
+          {
+            Id: 'm0',
+            MessageBody: 'a',
+            DelaySeconds: 1,
+            MessageAttributes: {
+              postponements: { DataType: 'Number', StringValue: '2' },
+              reconcilePass: { DataType: 'Number', StringValue: '4' },
+            },
+          },
+        ],
+      },
+    ]);
+    expect(metrics).toMatchObject({ RecordsPostponed: 1, RecordsRetried: 0, ItemsCreated: 0 });
+  });
+
+  it.each([['abc'], ['-1'], ['1.5'], ['9007199254740993'], ['Infinity'], ['1e400']])(
+    'ignores a malformed reconcilePass (%s): the batch is users’ ids, and the attribute is not sent on',
+    async (value) => {
+      const paceStore = new MemoryPaceStore();
+      const provider = new ScriptedProvider().on('a', item('a', 1));
+      await runWithAttributes(build(provider, { paceStore }), ['a'], { reconcilePass: value });
+      expect(provider.calls).toHaveLength(1);
+      expect(paceStore.state).toMatchObject({ tokens: 190, sweepTokens: 200 });
+
+      // Postponed (the breaker opened meanwhile): sent again without reconcilePass.
+      const opened = await paceRow();
+      await opened.write(openBreaker(opened.state!, NOW.getTime(), 'provider', PACE), 1);
+      sqs.resetHistory();
+      await runWithAttributes(build(new ScriptedProvider(), { paceStore: opened }), ['b'], { reconcilePass: value });
+      expect(sqs.commandCalls(SendMessageBatchCommand).map((call) => call.args[0].input.Entries)).toEqual([
+        [{ Id: 'm0', MessageBody: 'b', DelaySeconds: 5, MessageAttributes: { postponements: { DataType: 'Number', StringValue: '1' } } }],
+      ]);
+    },
+  );
+});
+
+describe('an open breaker, no probe due in this container', () => {
+  it('postpones a batch without reading the items table or calling the provider; 2 s after its last read it reads the row again', async () => {
+    const paceStore = await paceRow();
+    await paceStore.write(openBreaker(paceStore.state!, NOW.getTime(), 'provider', PACE), 1);
+    const provider = new ScriptedProvider().on('a', item('a', 1)).on('b', item('b', 1));
+    const handler = build(provider, { paceStore });
+    const batchGets = () => ddb.commandCalls(BatchGetItemCommand).length;
+    const sent = () => sqs.commandCalls(SendMessageBatchCommand).map((call) => call.args[0].input);
+
+    // The first batch learns of the breaker from the row (after its read of the items table).
+    const first = await run(handler, ['a']);
+    expect(first.result).toEqual({ batchItemFailures: [] });
+    expect(batchGets()).toBe(1);
+    expect(provider.calls).toHaveLength(0);
+    expect(first.metrics).toMatchObject({ RecordsPostponed: 1, BreakerOpen: 1 });
+
+    // A second later: no read, no request; every record waits by the outage schedule (its third postponement: 20 s).
+    harness.clockMs = NOW.getTime() + 1_000;
+    sqs.resetHistory();
+    const reads = paceStore.reads;
+    const second = await runWithAttributes(handler, ['a', 'b'], { postponements: '2', reconcilePass: '7' });
+    expect(second.result).toEqual({ batchItemFailures: [] });
+    expect(batchGets()).toBe(1);
+    expect(provider.calls).toHaveLength(0);
+    expect(paceStore.reads).toBe(reads);
+    const waiting = { postponements: { DataType: 'Number', StringValue: '3' }, reconcilePass: { DataType: 'Number', StringValue: '7' } };
+    expect(sent()).toEqual([
+      {
+        QueueUrl: QUEUE_URL,
+        Entries: [
+          { Id: 'm0', MessageBody: 'a', DelaySeconds: 20, MessageAttributes: waiting },
+          { Id: 'm1', MessageBody: 'b', DelaySeconds: 20, MessageAttributes: waiting },
+        ],
+      },
+    ]);
+    expect(second.metrics).toMatchObject({ RecordsPostponed: 2, RecordsRetried: 0, BreakerOpen: 1, BreakerOpenSeconds: 1 });
+
+    // Another container's probe succeeds: the row is closed.
+    const row = (await paceStore.read())!;
+    await paceStore.write(closeBreaker(row.state as PaceState, NOW.getTime() + 1_500), row.version);
+
+    // Until 2 s after it read the row, this container still trusts what it knows.
+    harness.clockMs = NOW.getTime() + 1_999;
+    sqs.resetHistory();
+    const third = await run(handler, ['a']);
+    expect(batchGets()).toBe(1);
+    expect(provider.calls).toHaveLength(0);
+    expect(sent()).toEqual([
+      {
+        QueueUrl: QUEUE_URL,
+        Entries: [{ Id: 'm0', MessageBody: 'a', DelaySeconds: 5, MessageAttributes: { postponements: { DataType: 'Number', StringValue: '1' } } }],
+      },
+    ]);
+    expect(third.metrics).toMatchObject({ RecordsPostponed: 1, BreakerOpen: 1 });
+
+    // Then it reads the row again, finds the breaker closed and syncs as usual.
+    harness.clockMs = NOW.getTime() + 2_000;
+    sqs.resetHistory();
+    const fourth = await run(handler, ['a', 'b']);
+    expect(fourth.result).toEqual({ batchItemFailures: [] });
+    expect(batchGets()).toBe(2);
+    expect(provider.calls.map((call) => call.id)).toEqual(['a', 'b']);
+    expect(ddb).toHaveReceivedCommandTimes(PutItemCommand, 2);
+    expect(sent()).toEqual([]);
+    expect(fourth.metrics).toMatchObject({ ItemsCreated: 2, RecordsPostponed: 0, BreakerOpen: 0 });
+  });
+
+  it('still reads and calls the provider when this container’s probe is due', async () => {
+    const paceStore = await paceRow();
+    await paceStore.write(openBreaker(paceStore.state!, NOW.getTime() - 20_000, 'provider', PACE), 1);
+    const provider = new ScriptedProvider().on('a', item('a', 1));
+    const { result, metrics } = await run(build(provider, { paceStore }), ['a']);
+    expect(result).toEqual({ batchItemFailures: [] });
+    expect(ddb).toHaveReceivedCommandTimes(BatchGetItemCommand, 1);
+    expect(provider.calls).toHaveLength(1);
+    expect(paceStore.state?.breaker).toEqual({ open: false });
+    expect(metrics).toMatchObject({ ItemsCreated: 1, BreakerOpen: 0 });
+  });
+});
+
+describe('PaceMap: the paces of one container', () => {
+  it('makes one pace per key on first use and keeps at most its limit, dropping the least recently used', () => {
+    const made: string[] = [];
+    const paces = new PaceMap((key) => {
+      made.push(key);
+      return new ProviderPace(new MemoryPaceStore(), { now: () => NOW }, { debug() {}, info() {}, warn() {}, error() {} }, {
+        settings: PACE,
+        fallbackRate: 1,
+        concurrency: 10,
+      });
+    }, 2);
+    const a = paces.get('client#a');
+    expect(paces.get('client#a')).toBe(a);
+    paces.get('client#b');
+    paces.get('client#a'); // a is now the most recently used
+    paces.get('client#c'); // b goes
+    expect(paces.get('client#a')).toBe(a);
+    paces.get('client#b');
+    expect(made).toEqual(['client#a', 'client#b', 'client#c', 'client#b']);
+    expect(paces.snapshots()).toHaveLength(2);
+  });
+});
