@@ -248,6 +248,8 @@ function dayLines(figures: Record<string, number | string>, day: DayFigures, n: 
   figures[`${label}: sync queue deliveries`] = day.deliveries;
   if (day.deliveries > 0) figures[`${label}: item sync GetItem on the connections table per 1,000 records delivered`] = round((getItems * 1000) / day.deliveries, 1);
   figures[`${label}: Lambda token refresher`] = `${lambda.invocations} invocations, ${round(gbSeconds, 3)} GB-s (${round(gbSeconds / n, 6)} a connection)`;
+  const sync = day.usage.lambda.sync;
+  figures[`${label}: Lambda item sync (users' queue)`] = `${sync.invocations} invocations, ${round((sync.durationMs / 1000) * (sync.memoryMb / 1024), 1)} GB-s`;
   const cost = dayCost(day.usage, table);
   figures[`${label}: cost of the connections table and the refresher (USD)`] = `${cost.total.toFixed(5)} (${(cost.total / n).toFixed(7)} a connection)`;
 }
