@@ -9,7 +9,8 @@
  * per connection, and what does not (the refresher's invocations, the schedule, the KMS key and its
  * requests) shared.
  */
-import type { DynamoCount, InvocationCount, LogCount, MeterSource } from './meters.js';
+import type { CallCounts } from '../fakes/in-process-aws.js';
+import type { DynamoCount, EventSourceCount, InvocationCount, LogCount, MeterSource } from './meters.js';
 import { dynamoCost, HOURS_PER_MONTH, PRICES, who, type CostLine } from './reconcile-cost.js';
 
 /** One day's metered usage (the difference of two meter snapshots). */
@@ -17,11 +18,13 @@ export interface Usage {
   dynamo: Record<MeterSource, Record<string, DynamoCount>>;
   lambda: Record<MeterSource, InvocationCount>;
   logs: Record<MeterSource, Record<string, LogCount>>;
+  sqs: Record<MeterSource, CallCounts>;
+  eventSource: { sync: EventSourceCount };
 }
 
 /** The parts of the meter a day's usage is taken from. */
 export function snapshot(meter: Usage): Usage {
-  return structuredClone({ dynamo: meter.dynamo, lambda: meter.lambda, logs: meter.logs });
+  return structuredClone({ dynamo: meter.dynamo, lambda: meter.lambda, logs: meter.logs, sqs: meter.sqs, eventSource: { sync: meter.eventSource.sync } });
 }
 
 /** `later` minus `earlier`, count by count. */
@@ -43,8 +46,48 @@ export function usageBetween(earlier: Usage, later: Usage): Usage {
       count.lines -= before.lines;
       count.bytes -= before.bytes;
     }
+    for (const operation of Object.keys(out.sqs[source])) out.sqs[source][operation]! -= earlier.sqs[source][operation] ?? 0;
   }
+  const events = out.eventSource.sync;
+  events.receives -= earlier.eventSource.sync.receives;
+  events.emptyReceives -= earlier.eventSource.sync.emptyReceives;
+  events.deleteBatches -= earlier.eventSource.sync.deleteBatches;
   return out;
+}
+
+/**
+ * What the item sync's work on the users' queue costs that day: its SQS calls (sends of waiting
+ * records, dead letters), the event source's receives and deletes, its invocations and GB-seconds,
+ * its requests to the connections table. On an idle day, that is what a failing connection's
+ * waiting ids cost: they come back every CONNECTION_WAIT_SECONDS and are sent again.
+ */
+export function syncQueueCost(usage: Usage, table: string): { lines: CostLine[]; total: number } {
+  const lines: CostLine[] = [];
+  for (const [key, count] of Object.entries(usage.dynamo.sync)) {
+    if (!key.endsWith(` ${table}`) || count.requests === 0) continue;
+    const { table: _table, write: _write, ...line } = dynamoCost(key, count, 'item sync');
+    lines.push(line);
+  }
+  for (const [operation, calls] of Object.entries(usage.sqs.sync)) {
+    if (calls > 0) lines.push({ what: `SQS ${operation} (item sync)`, requests: calls, units: `${calls} requests`, usd: (calls / 1e6) * PRICES.sqsRequestPerMillion });
+  }
+  // The event source's empty long polls are the queue's, whatever waits in it: left out.
+  const events = usage.eventSource.sync;
+  for (const [what, calls] of [
+    ['ReceiveMessage with messages', events.receives - events.emptyReceives],
+    ['DeleteMessageBatch', events.deleteBatches],
+  ] as const) {
+    lines.push({ what: `SQS ${what} (event source)`, requests: calls, units: `${calls} requests`, usd: (calls / 1e6) * PRICES.sqsRequestPerMillion });
+  }
+  const lambda = usage.lambda.sync;
+  const gbSeconds = (lambda.durationMs / 1000) * (lambda.memoryMb / 1024);
+  lines.push({
+    what: `Lambda item sync (${lambda.memoryMb} MB, Arm)`,
+    requests: lambda.invocations,
+    units: `${round(gbSeconds, 1)} GB-s`,
+    usd: (lambda.invocations / 1e6) * PRICES.lambdaRequestPerMillion + gbSeconds * PRICES.lambdaArmGbSecond,
+  });
+  return { lines, total: lines.reduce((sum, line) => sum + line.usd, 0) };
 }
 
 /** Who uses the connections table: the item sync (users' event source) and the token refresher. */

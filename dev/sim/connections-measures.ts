@@ -103,6 +103,8 @@ export interface DayFigures {
   day: number;
   usage: Usage;
   refresherRuns: number;
+  /** Refreshes due but not started because a run's time ran short (left to the next run), summed over the day's runs. */
+  refreshesLeft: number;
   /** getToken calls the provider took that day: all, by the refresher's runs, on demand by the item sync. */
   getToken: { all: number; refresher: number; onDemand: number };
   /** Connections-table requests by operation and caller. */
@@ -126,6 +128,7 @@ export function dayFigures(system: SimSystem, t0: number, day: number, snapshots
     day,
     usage,
     refresherRuns: runs.length,
+    refreshesLeft: runs.reduce((sum, run) => sum + (run.result?.left ?? 0), 0),
     getToken: { all, refresher, onDemand: all - refresher },
     table: tableRequests(usage, system.local.names.connectionsTable),
     deliveries: deliveries[day + 1]! - deliveries[day]!,

@@ -17,7 +17,7 @@
  * caller, the refresher's invocations and GB-seconds, priced (connections-cost.ts).
  */
 import { mulberry32 } from '../simulator/random.js';
-import { dayCost, idleMonthlyCost, snapshot, type Usage } from './connections-cost.js';
+import { dayCost, idleMonthlyCost, snapshot, syncQueueCost, type Usage } from './connections-cost.js';
 import { connectionsAtEnd, dayFigures, revokedRequests, rowsAgainstAccounts, waitingIds, type DayFigures } from './connections-measures.js';
 import { check, round, timed, type Check, type ScenarioResult } from './scenario.js';
 import { startSystem, type SimSystem } from './system.js';
@@ -205,7 +205,7 @@ async function measure(system: SimSystem, scale: ConnectionsScale, facts: RunFac
     'connections at the end': Object.entries(state.byStatus).map(([status, count]) => `${count} ${status}`).join(', '),
     'connections table row (average)': `${Math.round(state.rowBytes)} bytes`,
   };
-  for (const day of days) dayLines(figures, day, n, system.local.names.connectionsTable);
+  for (const day of days) dayLines(figures, day, n, system.local.names.connectionsTable, waiting.ids.size);
   for (const [what, cost] of [
     [`idle connection a month at ${n.toLocaleString('en-US')} connections`, idleAtN],
     [`idle connection a month at ${COST_AT.toLocaleString('en-US')} connections`, idleAtGoal],
@@ -234,7 +234,7 @@ async function measure(system: SimSystem, scale: ConnectionsScale, facts: RunFac
  * One day's figures: per connection, and priced. On an idle day the item sync's requests are the
  * failing connection's waiting ids only (every CONNECTION_WAIT_SECONDS they come back and wait again).
  */
-function dayLines(figures: Record<string, number | string>, day: DayFigures, n: number, table: string): void {
+function dayLines(figures: Record<string, number | string>, day: DayFigures, n: number, table: string, waiting: number): void {
   const idle = day.day > 0;
   const label = `day ${day.day + 1}${idle ? ' (idle)' : ' (the sync)'}`;
   const per = (count: number, key = ''): string =>
@@ -242,6 +242,7 @@ function dayLines(figures: Record<string, number | string>, day: DayFigures, n: 
   const lambda = day.usage.lambda.refresher;
   const gbSeconds = (lambda.durationMs / 1000) * (lambda.memoryMb / 1024);
   figures[`${label}: refresher runs`] = day.refresherRuns;
+  figures[`${label}: refreshes left to a later run (a run's time ran short)`] = day.refreshesLeft;
   figures[`${label}: getToken calls`] = `${day.getToken.all} (${per(day.getToken.all)}): ${day.getToken.refresher} by the refresher (${per(day.getToken.refresher)}), ${day.getToken.onDemand} on demand by the item sync`;
   for (const [key, requests] of Object.entries(day.table)) figures[`${label}: DynamoDB ${key}`] = `${requests} (${per(requests, key)})`;
   const getItems = day.table[`GetItem ${table} (sync on the sync queue)`] ?? 0;
@@ -252,4 +253,9 @@ function dayLines(figures: Record<string, number | string>, day: DayFigures, n: 
   figures[`${label}: Lambda item sync (users' queue)`] = `${sync.invocations} invocations, ${round((sync.durationMs / 1000) * (sync.memoryMb / 1024), 1)} GB-s`;
   const cost = dayCost(day.usage, table);
   figures[`${label}: cost of the connections table and the refresher (USD)`] = `${cost.total.toFixed(5)} (${(cost.total / n).toFixed(7)} a connection)`;
+  if (idle && waiting > 0) {
+    const queue = syncQueueCost(day.usage, table);
+    figures[`${label}: the failing connection's ${waiting} waiting ids`] =
+      `${queue.lines.map((line) => `${line.requests} ${line.what}`).join(', ')}: $${queue.total.toFixed(4)} a day ($${(queue.total / waiting).toFixed(6)} a waiting id)`;
+  }
 }
