@@ -1,13 +1,16 @@
 /**
- * The local run against a real provider (PROVIDER_BASE_URL): the local system as deployed, for the
- * ids given, so a user can try their credentials before deploying. The table is kept between runs.
+ * The local run against a real provider (PROVIDER_BASE_URL): the local system as deployed, the
+ * user's credentials added as the connection `default` with the operator CLI (as after a deploy),
+ * for the ids given, so a user can try their credentials before deploying. The table is kept
+ * between runs; the connection's credentials are added again at every run.
  */
 import { join } from 'node:path';
-import { GetSecretValueCommand } from '@aws-sdk/client-secrets-manager';
+import { DEFAULT_CONNECTION } from '../../functions/shared/connections/connection.js';
 import type { Credentials } from '../../functions/shared/ports.js';
-import type { ItemRow } from '../fakes/items-table.js';
+import { rowKey, type ItemRow } from '../fakes/items-table.js';
 import { itemObjectOf } from '../fakes/s3.js';
 import { refresh, runStory, writeSnapshot, type LocalRun } from './local-run.js';
+import { addConnection } from './operator.js';
 import { deadLetterReasons, formatPassTable, printPass, readRows, syncPass, type PassSummary } from './passes.js';
 import { display, type Screen, type Writer } from './screen.js';
 
@@ -53,7 +56,7 @@ export async function runAgainstProvider(options: ProviderRunOptions): Promise<P
     visibilityTimeoutSeconds: 30,
     output: options.output,
     quiet: options.quiet,
-    provider: async () => ({ baseUrl: options.baseUrl, credentials: options.credentials, close: async () => undefined }),
+    provider: async () => ({ baseUrl: options.baseUrl, close: async () => undefined }),
     header: (run) => printProviderHeader(run, options),
     play: (run) => playAgainstProvider(run, options, found),
   });
@@ -65,7 +68,7 @@ function printProviderHeader(run: LocalRun, options: ProviderRunOptions): void {
   const storage = system.storage.dynamodbStorage === 'disk' ? `data kept in ${display(join(run.dataDir, 'dynamodb'))}` : 'in memory';
   screen.line(`content-sync, local run against ${options.baseUrl}`);
   screen.line(`   revision field         ${options.revisionField}`);
-  screen.line(`   DynamoDB (dynalite)    table ${system.names.itemsTable}, ${storage}`);
+  screen.line(`   DynamoDB (dynalite)    items table ${system.names.itemsTable}, connections table ${system.names.connectionsTable}, ${storage}`);
   screen.line(`   S3 (s3rver)            items bucket ${system.names.itemsBucket}`);
   screen.line(`   handler logs           ${display(run.logFile)}`);
   screen.line();
@@ -77,12 +80,19 @@ async function playAgainstProvider(
   found: { pass?: PassSummary; rows: StoredRow[]; rotated: boolean },
 ): Promise<void> {
   const { screen, problems } = run;
-  screen.line('1. Refresh the access token (token refresher)');
-  ({ rotated: found.rotated } = await refresh(run, 'refresh'));
-  if (found.rotated) await handBackRotatedToken(run, options);
+  screen.line(`1. Add your credentials as the connection "${DEFAULT_CONNECTION}", as an operator does after a deploy`);
+  await addConnection(run, DEFAULT_CONNECTION, options.credentials.clientId, options.credentials.refreshToken);
+  screen.line('2. Refresh the access token (token refresher)');
+  const report = await refresh(run);
+  const record = await run.system.connections.get(DEFAULT_CONNECTION, { consistent: true });
+  if (report.refreshed !== 1) {
+    throw new Error(`the token refresher got no access token: ${record?.health.lastFailureReason ?? `${report.refused} refused, ${report.failed} failed`}`);
+  }
+  found.rotated = record !== undefined && record.refreshToken !== options.credentials.refreshToken;
+  if (found.rotated) await handBackRotatedToken(run, options, record!.refreshToken);
 
-  screen.line(`2. Sync ${new Set(options.ids).size} id${options.ids.length === 1 ? '' : 's'}`);
-  const pass = await syncPass(run, 'sync', options.ids, { timeLimitMs: options.timeLimitMs ?? 600_000 });
+  screen.line(`3. Sync ${new Set(options.ids).size} id${options.ids.length === 1 ? '' : 's'}`);
+  const pass = await syncPass(run, 'sync', [{ connection: DEFAULT_CONNECTION, ids: options.ids }], { timeLimitMs: options.timeLimitMs ?? 600_000 });
   found.pass = pass;
   printPass(screen, pass);
 
@@ -107,11 +117,9 @@ async function playAgainstProvider(
   }
 }
 
-/** The provider rotated the refresh token: the refresher stored the new one; the caller keeps it too. */
-async function handBackRotatedToken(run: LocalRun, options: ProviderRunOptions): Promise<void> {
-  const stored = await run.clients.secrets.send(new GetSecretValueCommand({ SecretId: run.system.names.credentialsSecret }));
-  const value = JSON.parse(stored.SecretString ?? '{}') as { refreshToken?: string };
-  const note = value.refreshToken ? await options.onRefreshTokenRotated?.(value.refreshToken) : undefined;
+/** The provider rotated the refresh token: the refresher stored the new one in the connections table; the caller keeps it too. */
+async function handBackRotatedToken(run: LocalRun, options: ProviderRunOptions, refreshToken: string): Promise<void> {
+  const note = await options.onRefreshTokenRotated?.(refreshToken);
   if (note) run.screen.line(`   ${note}`);
 }
 
@@ -120,7 +128,7 @@ function printStoredRows(screen: Screen, rows: ReadonlyMap<string, ItemRow>, ids
   const found: StoredRow[] = [];
   screen.line('Stored rows for these ids:');
   for (const id of new Set(ids)) {
-    const row = rows.get(id);
+    const row = rows.get(rowKey(DEFAULT_CONNECTION, id));
     if (!row) {
       screen.line(`   ${JSON.stringify(id)}: no row`);
       continue;

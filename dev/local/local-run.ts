@@ -1,19 +1,19 @@
 /**
  * The skeleton both local stories share (story.ts, against-provider.ts): files under the data
  * folder, the provider, the local system (dev/system) on the HTTP emulator, dynalite and s3rver,
- * its functions with their logs and metrics written to the log file, then the story's own steps.
- * Whatever throws ends the run as one problem; everything started is stopped.
+ * its functions with their logs and metrics written to the log file, then the story's own steps
+ * (which add the connections with the operator CLI: operator.ts). Whatever throws ends the run as
+ * one problem; everything started is stopped.
  */
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import type { S3Client } from '@aws-sdk/client-s3';
-import type { SecretsManagerClient } from '@aws-sdk/client-secrets-manager';
 import type { SQSClient } from '@aws-sdk/client-sqs';
 import type { SyncHandler } from '../../functions/item-sync/app.js';
 import type { ReconcilerHandler } from '../../functions/reconciler/app.js';
 import { RECONCILER_SERVICE, REFRESHER_SERVICE, SYNC_SERVICE } from '../../functions/shared/metric-names.js';
-import type { Credentials } from '../../functions/shared/ports.js';
+import type { RefresherResult } from '../../functions/token-refresher/app.js';
 import type { ItemRow } from '../fakes/items-table.js';
 import type { SqsModel } from '../fakes/sqs-model.js';
 import { emulatorAws } from '../system/aws.js';
@@ -35,8 +35,7 @@ export const LOCAL_NAMES: LocalNames = {
   syncDeadLetterQueue: 'content-sync-items-local-dlq',
   reconcileQueue: 'content-sync-reconcile-local',
   reconcileDeadLetterQueue: 'content-sync-reconcile-local-dlq',
-  credentialsSecret: 'content-sync/local/credentials',
-  accessTokenSecret: 'content-sync/local/access-token',
+  connectionsTable: 'content-sync-connections-local',
   eventBus: 'content-sync-change-events-local',
 };
 
@@ -47,10 +46,9 @@ export interface Handlers {
   reconciler: BuiltFunction<ReconcilerHandler>;
 }
 
-/** The provider a run talks to, the credentials it puts in the credentials secret, and how to stop it. */
+/** The provider a run talks to, and how to stop it (its connections are the story's to add). */
 export interface ProviderSide {
   baseUrl: string;
-  credentials: Credentials;
   close(): Promise<void>;
 }
 
@@ -74,11 +72,10 @@ export interface StoryPlan {
   play(run: LocalRun): Promise<void>;
 }
 
-/** The run's own clients (reading the table, sending ids, reading secrets and objects). */
+/** The run's own clients (the operator CLI's and the checks': the tables, sending ids, the objects). */
 export interface RunClients {
   dynamodb: DynamoDBClient;
   sqs: SQSClient;
-  secrets: SecretsManagerClient;
   s3: S3Client;
 }
 
@@ -163,7 +160,6 @@ async function startLocalSystem(plan: StoryPlan, provider: ProviderSide): Promis
       aws,
       storage,
       queues: { visibilityTimeoutSeconds: plan.visibilityTimeoutSeconds },
-      secrets: { credentials: provider.credentials },
       functionNameSuffix: '-local',
     });
   } catch (error) {
@@ -173,7 +169,7 @@ async function startLocalSystem(plan: StoryPlan, provider: ProviderSide): Promis
 }
 
 function runClients(system: LocalSystem): RunClients {
-  return { dynamodb: system.storage.dynamo.client(), sqs: system.aws.sqsClient(), secrets: system.aws.secretsClient(), s3: system.storage.s3!.client() };
+  return { dynamodb: system.storage.dynamo.client(), sqs: system.aws.sqsClient(), s3: system.storage.s3!.client() };
 }
 
 export function describe(error: unknown): string {
@@ -181,17 +177,28 @@ export function describe(error: unknown): string {
   return `${e?.name ?? 'Error'}: ${e?.message ?? String(error)}`;
 }
 
-export async function refresh(run: LocalRun, label: string): Promise<{ rotated: boolean }> {
+/**
+ * One run of the token refresher (as its schedule makes them): every connection due refreshed.
+ * Prints what it did; returns its report (the caller judges refusals: one may be the story's).
+ */
+export async function refresh(run: LocalRun): Promise<RefresherResult> {
   const { refresher } = run.handlers;
-  const result = await refresher.handler({}, run.system.context(refresher));
-  if (result.status !== 'refreshed') throw new Error(`${label}: the token refresher skipped: ${result.reason}`);
-  run.screen.line(
-    `   access token refreshed at ${result.refreshedAt}${result.rotated ? '; the provider rotated the refresh token and the new one was stored' : ''}`,
-  );
-  return { rotated: result.rotated };
+  const report = await refresher.handler({}, run.system.context(refresher));
+  const parts = [`${report.refreshed} refreshed${report.rotated > 0 ? ` (the provider rotated ${report.rotated} refresh token${report.rotated === 1 ? '' : 's'}; the new ones were stored)` : ''}`];
+  if (report.refused > 0) parts.push(`${report.refused} refused by the provider`);
+  if (report.failed > 0) parts.push(`${report.failed} failed`);
+  if (report.skipped > 0) parts.push(`${report.skipped} skipped`);
+  const { active, paused, failing } = report.connections;
+  run.screen.line(`   token refresher: ${report.due} of ${active + paused + failing} connections due, ${parts.join(', ')}`);
+  return report;
 }
 
+/** The table's rows, ordered by connection, then id. */
 export function writeSnapshot(file: string, rows: ReadonlyMap<string, ItemRow>): void {
-  const sorted = [...rows.values()].sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
+  const sorted = [...rows.values()].sort((a, b) => compare(a.connection, b.connection) || compare(a.id, b.id));
   writeFileSync(file, `${JSON.stringify(sorted, null, 2)}\n`);
+}
+
+function compare(a: string, b: string): number {
+  return a < b ? -1 : a > b ? 1 : 0;
 }

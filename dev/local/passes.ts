@@ -1,13 +1,17 @@
 /**
- * A pass of the local run: ids sent to a work queue (or by the reconciler), drained through the sync
- * by its event source as deployed, and counted from what landed in the table and the dead-letter
- * queues; and how passes are printed.
+ * A pass of the local run: ids of each connection sent to a work queue (or by the reconciler) as
+ * `{"connection","id"}`, drained through the sync by its event source as deployed, and counted per
+ * connection from what landed in the table, the dead-letter queues and the queue itself (the
+ * messages that wait: a failing connection's); and how passes are printed.
  */
 import type { SyncCounts } from '../../functions/item-sync/sync.js';
+import { POSTPONEMENTS_ATTRIBUTE } from '../../functions/item-sync/adapters/sqs.js';
+import { DEFAULT_CONNECTION } from '../../functions/shared/connections/connection.js';
 import { enqueueIds } from '../../tools/enqueue/enqueue.js';
 import { formatDuration } from '../../tools/enqueue/progress.js';
 import { diffTables, readTable, type ItemRow } from '../fakes/items-table.js';
 import type { DrainProgress, DrainResult } from '../fakes/lambda.js';
+import type { StoredMessage } from '../fakes/sqs-model.js';
 import { runSyncEventSource } from '../system/event-sources.js';
 import { describe, type LocalRun } from './local-run.js';
 import type { Screen } from './screen.js';
@@ -15,20 +19,53 @@ import type { Screen } from './screen.js';
 /** The sync's own counters of what became of each record, here derived from what landed in the table and the queues. */
 export type PassCounts = Pick<SyncCounts, 'created' | 'updated' | 'unchanged' | 'deleted' | 'retried' | 'deadLettered'>;
 
+/** One connection's part of a pass. */
+export interface ConnectionCounts extends Omit<PassCounts, 'retried'> {
+  /** Distinct ids of the connection in the pass. */
+  ids: number;
+  /** Its messages still in the queue at the end of the pass (they wait). */
+  waiting: number;
+}
+
 export interface PassSummary extends PassCounts {
   name: string;
-  /** Distinct ids sent to the queue. */
+  /** Distinct ids sent to the queue (every connection's). */
   ids: number;
   invocations: number;
   elapsedMs: number;
-  /** False when the queue was not empty when the time limit came. */
+  /** False when the queue was not empty at the end (the time limit, or a pass that leaves a connection's messages waiting). */
   drained: boolean;
   /** Messages still in the queue at the end (0 when drained). */
   remaining: number;
+  /** The same counts per connection, by connection id. */
+  byConnection: Record<string, ConnectionCounts>;
+  /** Set on a pass meant to end with a connection's messages waiting (its `remaining` is no problem). */
+  waitingExpected?: boolean;
 }
 
 export interface PassLimits {
   timeLimitMs: number;
+}
+
+/** Ids of one connection. */
+export interface ConnectionIds {
+  connection: string;
+  ids: readonly string[];
+}
+
+/** The connection a message body names (`default` when none; the sync's own reading for bodies it accepts). */
+export function connectionOfBody(body: string): string {
+  try {
+    const parsed = JSON.parse(body) as { connection?: unknown };
+    return typeof parsed?.connection === 'string' ? parsed.connection : DEFAULT_CONNECTION;
+  } catch {
+    return DEFAULT_CONNECTION;
+  }
+}
+
+/** Times a message was postponed (its `postponements` attribute; 0 when it never was). */
+export function postponementsOf(message: StoredMessage): number {
+  return Number(message.messageAttributes[POSTPONEMENTS_ATTRIBUTE]?.StringValue ?? 0);
 }
 
 /** The dead-letter queues: the sync's (ids that can never succeed, with their reason) and the reconcile queue's (its redrive policy). */
@@ -37,13 +74,45 @@ function deadLetterQueues(run: LocalRun): string[] {
   return [sync.deadLetterUrl, ...(reconcile ? [reconcile.deadLetterUrl] : [])];
 }
 
+/** The work queues (sync, reconcile). */
+function workQueues(run: LocalRun): string[] {
+  const { sync, reconcile } = run.system.queues;
+  return [sync.url, ...(reconcile ? [reconcile.url] : [])];
+}
+
 function deadLetterCount(run: LocalRun): number {
   return deadLetterQueues(run).reduce((sum, url) => sum + run.sqsModel.counts(url).total, 0);
 }
 
-/** The table's rows now. */
+/** Messages of each connection in these queues now. */
+function countByConnection(run: LocalRun, urls: readonly string[]): Map<string, number> {
+  const counts = new Map<string, number>();
+  for (const message of urls.flatMap((url) => run.sqsModel.peek(url))) {
+    const connection = connectionOfBody(message.body);
+    counts.set(connection, (counts.get(connection) ?? 0) + 1);
+  }
+  return counts;
+}
+
+/** The messages waiting in the work queues now (visible, in flight or delayed). */
+export function waitingMessages(run: LocalRun): StoredMessage[] {
+  return workQueues(run).flatMap((url) => run.sqsModel.peek(url));
+}
+
+/** The table's rows now, keyed by `<connection>/<id>`. */
 export function readRows(run: LocalRun): Promise<Map<string, ItemRow>> {
   return readTable(run.clients.dynamodb, run.system.names.itemsTable);
+}
+
+/** The ids the table holds, per connection (what `npm run enqueue -- --connection <id> --resync-table` sends). */
+export function idsByConnection(rows: ReadonlyMap<string, ItemRow>): Map<string, string[]> {
+  const ids = new Map<string, string[]>();
+  for (const row of rows.values()) {
+    const list = ids.get(row.connection);
+    if (list) list.push(row.id);
+    else ids.set(row.connection, [row.id]);
+  }
+  return ids;
 }
 
 /** The table and the dead-letter queues before a pass, to count what the pass did. */
@@ -51,51 +120,113 @@ export interface PassStart {
   started: number;
   before: ReadonlyMap<string, ItemRow>;
   deadBefore: number;
+  deadByConnection: ReadonlyMap<string, number>;
 }
 
 export async function startPass(run: LocalRun): Promise<PassStart> {
-  return { started: Date.now(), before: await readRows(run), deadBefore: deadLetterCount(run) };
+  return {
+    started: Date.now(),
+    before: await readRows(run),
+    deadBefore: deadLetterCount(run),
+    deadByConnection: countByConnection(run, deadLetterQueues(run)),
+  };
 }
 
-/** What a drained pass of `total` distinct ids did, from what landed in the table and the dead-letter queues. */
-export async function countPass(run: LocalRun, name: string, start: PassStart, total: number, drain: DrainResult): Promise<PassSummary> {
+/** `<connection>/<id>` → its connection (a connection id holds no `/`). */
+function connectionOfKey(key: string): string {
+  return key.slice(0, key.indexOf('/'));
+}
+
+/**
+ * What a pass did, from what landed in the table, the dead-letter queues and the queue: `ids` the
+ * distinct ids of each connection in the pass.
+ */
+export async function countPass(run: LocalRun, name: string, start: PassStart, ids: ReadonlyMap<string, number>, drain: DrainResult): Promise<PassSummary> {
   const changes = diffTables(start.before, await readRows(run));
-  const deadLettered = deadLetterCount(run) - start.deadBefore;
-  const changed = changes.created.length + changes.updated.length + changes.deleted.length;
+  const dead = countByConnection(run, deadLetterQueues(run));
+  const waiting = countByConnection(run, workQueues(run));
+  const byConnection: Record<string, ConnectionCounts> = {};
+  const of = (connection: string): ConnectionCounts =>
+    (byConnection[connection] ??= { ids: 0, created: 0, updated: 0, unchanged: 0, deleted: 0, deadLettered: 0, waiting: 0 });
+  for (const [connection, count] of ids) of(connection).ids = count;
+  for (const kind of ['created', 'updated', 'deleted'] as const) for (const key of changes[kind]) of(connectionOfKey(key))[kind] += 1;
+  for (const [connection, count] of dead) of(connection).deadLettered = count - (start.deadByConnection.get(connection) ?? 0);
+  for (const [connection, count] of waiting) of(connection).waiting = count;
+  for (const counts of Object.values(byConnection)) {
+    counts.unchanged = Math.max(0, counts.ids - counts.created - counts.updated - counts.deleted - counts.deadLettered - counts.waiting);
+  }
+  const sum = (key: keyof ConnectionCounts): number => Object.values(byConnection).reduce((total, counts) => total + counts[key], 0);
   return {
     name,
-    ids: total,
-    created: changes.created.length,
-    updated: changes.updated.length,
-    deleted: changes.deleted.length,
-    unchanged: Math.max(0, total - changed - deadLettered - drain.remaining),
+    ids: sum('ids'),
+    created: sum('created'),
+    updated: sum('updated'),
+    deleted: sum('deleted'),
+    unchanged: sum('unchanged'),
     retried: drain.retried,
-    deadLettered,
+    deadLettered: deadLetterCount(run) - start.deadBefore,
     invocations: drain.invocations,
     elapsedMs: Date.now() - start.started,
     drained: drain.drained,
     remaining: drain.remaining,
+    byConnection: sortedByKey(byConnection),
   };
 }
 
-/** Enqueues the ids with the enqueue tool's functions, drains the sync queue through the sync, counts. */
-export async function syncPass(run: LocalRun, name: string, ids: readonly string[], limits: PassLimits): Promise<PassSummary> {
+function sortedByKey<T>(record: Record<string, T>): Record<string, T> {
+  return Object.fromEntries(Object.entries(record).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)));
+}
+
+export interface PassOptions {
+  /** Ends the drain early once true (checked before every receive): a pass that leaves messages waiting. */
+  stop?: () => boolean;
+}
+
+/**
+ * Enqueues each connection's ids with the enqueue tool's functions (`{"connection","id"}`), drains
+ * the sync queue through the sync, counts.
+ */
+export async function syncPass(run: LocalRun, name: string, sends: readonly ConnectionIds[], limits: PassLimits, options: PassOptions = {}): Promise<PassSummary> {
   const { screen } = run;
   const start = await startPass(run);
-  const { started, deadBefore } = start;
-
-  const sent = await enqueueIds(run.clients.sqs, run.system.queues.sync.url, ids, {
-    onProgress: (p) => screen.progress.update(`${name}: enqueuing ${p.sent}/${p.total}`),
-  });
-  if (sent.failed.length > 0) {
-    throw new Error(`${name}: ${sent.failed.length} ids could not be enqueued (${sent.failed[0]!.code}: ${sent.failed[0]!.message})`);
+  const total = sends.reduce((sum, send) => sum + new Set(send.ids).size, 0);
+  const ids = new Map<string, number>();
+  let sentSoFar = 0;
+  for (const { connection, ids: connectionIds } of sends) {
+    const sent = await enqueueIds(run.clients.sqs, run.system.queues.sync.url, connectionIds, {
+      connection,
+      onProgress: (p) => screen.progress.update(`${name}: enqueuing ${sentSoFar + p.sent}/${total}`),
+    });
+    if (sent.failed.length > 0) {
+      throw new Error(`${name}: ${sent.failed.length} ids of ${connection} could not be enqueued (${sent.failed[0]!.code}: ${sent.failed[0]!.message})`);
+    }
+    sentSoFar += sent.sent.length;
+    ids.set(connection, (ids.get(connection) ?? 0) + sent.sent.length);
   }
-  const total = sent.sent.length;
-  const drain = await drainThroughSync(run, 'sync', limits, deadBefore, (p, dead) =>
-    `${name}: ${p.done}/${total} synced · ${p.retried} retried · ${dead} dead-lettered · ${p.invocations} invocations · ${formatDuration(Date.now() - started)}`,
+  return drainPass(run, name, start, ids, limits, options);
+}
+
+/** Drains what the sync queue holds (sent earlier) and counts it as a pass of `ids` per connection. */
+export async function drainPass(
+  run: LocalRun,
+  name: string,
+  start: PassStart,
+  ids: ReadonlyMap<string, number>,
+  limits: PassLimits,
+  options: PassOptions = {},
+): Promise<PassSummary> {
+  const total = [...ids.values()].reduce((sum, n) => sum + n, 0);
+  const drain = await drainThroughSync(
+    run,
+    'sync',
+    limits,
+    start.deadBefore,
+    (p, dead) =>
+      `${name}: ${total} ids sent · ${p.done} deliveries handled · ${p.retried} retried · ${dead} dead-lettered · ${p.invocations} invocations · ${formatDuration(Date.now() - start.started)}`,
+    options.stop,
   );
-  screen.progress.clear();
-  return countPass(run, name, start, total, drain);
+  run.screen.progress.clear();
+  return countPass(run, name, start, ids, drain);
 }
 
 /**
@@ -110,11 +241,13 @@ export function drainThroughSync(
   limits: PassLimits,
   deadBefore: number,
   progress: (p: DrainProgress, dead: number) => string,
+  stop?: () => boolean,
 ): Promise<DrainResult> {
   const { system, screen } = run;
   return runSyncEventSource(system, which, {
     containers: Array.from({ length: system.deployment.syncEventSource.maxConcurrency }, () => run.handlers.sync),
     timeLimitMs: limits.timeLimitMs,
+    ...(stop ? { stop } : {}),
     onOutcome: (outcome) => {
       if (outcome.error !== undefined) run.invocationErrors.push(describe(outcome.error));
     },
@@ -134,28 +267,29 @@ const COLUMNS: Array<[keyof PassCounts | 'ids', string]> = [
 
 export function formatPassTable(passes: readonly PassSummary[]): string[] {
   const nameWidth = Math.max(4, ...passes.map((p) => p.name.length));
-  const header = ['pass'.padEnd(nameWidth), ...COLUMNS.map(([, title]) => title.padStart(Math.max(7, title.length))), '     time'].join('  ');
+  const header = ['pass'.padEnd(nameWidth), ...COLUMNS.map(([, title]) => title.padStart(Math.max(7, title.length))), 'waiting', '     time'].join('  ');
   const rows = passes.map((p) =>
     [
       p.name.padEnd(nameWidth),
       ...COLUMNS.map(([key, title]) => String(p[key]).padStart(Math.max(7, title.length))),
+      String(p.remaining).padStart(7),
       formatDuration(p.elapsedMs).padStart(9),
     ].join('  '),
   );
   return [header, ...rows];
 }
 
+/** One connection's counts in one line. */
+export function connectionLine(connection: string, counts: ConnectionCounts, width = 8): string {
+  const parts = [`${counts.created} created`, `${counts.updated} updated`, `${counts.unchanged} unchanged`, `${counts.deleted} deleted`, `${counts.deadLettered} dead-lettered`];
+  if (counts.waiting > 0) parts.push(`${counts.waiting} waiting`);
+  return `${connection.padEnd(width)} ${String(counts.ids).padStart(4)} ids: ${parts.join(', ')}`;
+}
+
 export function printPass(screen: Screen, pass: PassSummary): void {
-  const parts = [
-    `${pass.created} created`,
-    `${pass.updated} updated`,
-    `${pass.unchanged} unchanged`,
-    `${pass.deleted} deleted`,
-    `${pass.retried} retried`,
-    `${pass.deadLettered} dead-lettered`,
-  ];
-  screen.line(`   ${pass.ids} ids: ${parts.join(', ')}; ${pass.invocations} invocations, ${formatDuration(pass.elapsedMs)}`);
-  if (!pass.drained) screen.line(`   ! the queue still held ${pass.remaining} messages when the time limit came`);
+  screen.line(`   ${pass.ids} ids, ${pass.retried} retried, ${pass.invocations} invocations, ${formatDuration(pass.elapsedMs)}:`);
+  const width = Math.max(8, ...Object.keys(pass.byConnection).map((c) => c.length));
+  for (const [connection, counts] of Object.entries(pass.byConnection)) screen.line(`      ${connectionLine(connection, counts, width)}`);
 }
 
 /** Dead-lettered messages with the reason the sync gave (the `error` attribute), for the screen. */

@@ -1,12 +1,14 @@
 /**
  * The reconciler's pass in the local run: its ticks back to back (as the schedule's would come)
- * while the sync drains the reconcile queue, its second event source.
+ * while the sync drains the reconcile queue, its second event source; every connection's rows in
+ * one pass, counted per connection.
  */
 import type { TickReport } from '../../functions/reconciler/tick.js';
 import { formatDuration } from '../../tools/enqueue/progress.js';
+import { rowKey } from '../fakes/items-table.js';
 import type { DrainResult } from '../fakes/lambda.js';
 import type { LocalRun } from './local-run.js';
-import { countPass, drainThroughSync, readRows, startPass, type PassLimits, type PassStart, type PassSummary } from './passes.js';
+import { countPass, drainThroughSync, idsByConnection, readRows, startPass, type PassLimits, type PassStart, type PassSummary } from './passes.js';
 
 /** The pass table's row for the reconciler's pass. */
 export const RECONCILIATION = 'reconciliation';
@@ -44,9 +46,11 @@ export async function reconciliationPass(run: LocalRun, name: string, limits: Pa
   const ended = await ticks.ended;
   if ('error' in ended) throw ended.error;
 
-  const pass = await countPass(run, name, start, ticks.idsSent(), drain);
+  // The ticks send every row's id once, tombstones included: each connection's rows at the start.
+  const perConnection = new Map([...idsByConnection(start.before)].map(([connection, ids]) => [connection, ids.length]));
+  const pass = await countPass(run, name, start, perConnection, drain);
   const after = await readRows(run);
-  const restored = [...after.values()].filter((row) => !row.deleted && start.before.get(row.id)?.deleted === true).length;
+  const restored = [...after.values()].filter((row) => !row.deleted && start.before.get(rowKey(row.connection, row.id))?.deleted === true).length;
   return {
     pass,
     reconciler: {

@@ -1,72 +1,44 @@
 /**
  * `npm start`: the local run.
  *
- *   npm start                                   the whole story on embedded defaults (no AWS, no network)
+ *   npm start                                   the whole story on embedded defaults (no AWS, no network):
+ *                                               three connections, one revoked mid-run and recovered
  *   npm start -- --items 1000 --seed 7          a bigger or different simulated provider
  *   PROVIDER_BASE_URL=https://… npm start -- id1 id2     sync these ids from a real provider into the
  *                                               local table (ids from standard input when none are given)
  *
- * Real-provider credentials: CONTENT_SYNC_CLIENT_ID and CONTENT_SYNC_REFRESH_TOKEN, or the file
- * `.local/credentials.json` ({"clientId": "...", "refreshToken": "..."}; git ignores `.local/`).
+ * Real-provider credentials (credentials.ts): CONTENT_SYNC_CLIENT_ID and CONTENT_SYNC_REFRESH_TOKEN,
+ * or the file `.local/credentials.json` ({"clientId": "...", "refreshToken": "..."}; git ignores
+ * `.local/`); the run adds them as the connection `default` with the operator CLI.
  * Exit status: 0 when the run behaved as expected, 1 otherwise, 2 on a usage error.
  */
 import '../system/sdk-notice.js';
-import { chmodSync, existsSync, mkdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
-import { dirname, join } from 'node:path';
+import { statSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import { normalizeBaseUrl } from '../../functions/shared/base-url.js';
 import { ENV, REVISION_FIELD_PATTERN } from '../../functions/shared/config.js';
-import type { Credentials } from '../../functions/shared/ports.js';
-import { parseCredentials } from '../../functions/shared/secrets.js';
 import { findInvalidIds, InvalidIdsError, readIdLines } from '../../tools/enqueue/enqueue.js';
+import { CREDENTIALS_FILE, readCredentials, saveCredentials, type CredentialsSource } from './credentials.js';
 import { DEFAULT_ITEM_COUNT, DEFAULT_SEED, runAgainstProvider, runLocalStory } from './story.js';
 
-const CREDENTIALS_FILE = join('.local', 'credentials.json');
-
 const USAGE = `Usage:
-  npm start                                  the whole sync, locally, on a simulated provider
-  npm start -- --items <n> --seed <n>        a simulated provider of n items (default ${DEFAULT_ITEM_COUNT}), another tree
+  npm start                                  the whole sync, locally, on a simulated provider with three
+                                             connections (one revoked mid-run, then recovered with the CLI)
+  npm start -- --items <n> --seed <n>        the account "default" holds n items (default ${DEFAULT_ITEM_COUNT}), another tree
   ${ENV.baseUrl}=<url> npm start -- [id ...]
                                              sync these ids from a real provider into a local table
                                              (one id per line from standard input when none are given)
 
 Real provider: credentials from CONTENT_SYNC_CLIENT_ID and CONTENT_SYNC_REFRESH_TOKEN, or from
-${CREDENTIALS_FILE} ({"clientId": "...", "refreshToken": "..."}); ${ENV.revisionField} (default
-"revision") names the revision inside an item. Nothing touches AWS: DynamoDB, SQS and Secrets
-Manager run locally. Files go to .local/ (ignored by git).`;
+${CREDENTIALS_FILE} ({"clientId": "...", "refreshToken": "..."}), added as the connection
+"default"; ${ENV.revisionField} (default "revision") names the revision inside an item. Nothing
+touches AWS: DynamoDB, S3 and SQS run locally. Files go to .local/ (ignored by git).`;
 
 interface Io {
   stdin: NodeJS.ReadableStream & { isTTY?: boolean };
   stdout: NodeJS.WritableStream;
   stderr: NodeJS.WritableStream;
   env: NodeJS.ProcessEnv;
-}
-
-type CredentialsSource = Credentials & { source: 'env' | 'file' };
-
-/** From the two variables, or else from the file, which holds what the credentials secret holds (the shared parser reads it). */
-function readCredentials(env: NodeJS.ProcessEnv, file: string): CredentialsSource {
-  const clientId = env.CONTENT_SYNC_CLIENT_ID?.trim();
-  const refreshToken = env.CONTENT_SYNC_REFRESH_TOKEN?.trim();
-  if (clientId || refreshToken) {
-    if (!clientId || !refreshToken) {
-      throw new Error('set both CONTENT_SYNC_CLIENT_ID and CONTENT_SYNC_REFRESH_TOKEN (or neither, and use the credentials file)');
-    }
-    return { clientId, refreshToken, source: 'env' };
-  }
-  if (!existsSync(file)) {
-    throw new Error(
-      `no credentials: set CONTENT_SYNC_CLIENT_ID and CONTENT_SYNC_REFRESH_TOKEN, or write ${file} as {"clientId": "...", "refreshToken": "..."}`,
-    );
-  }
-  const credentials = parseCredentials(file, readFileSync(file, 'utf8'));
-  return { clientId: credentials.clientId.trim(), refreshToken: credentials.refreshToken.trim(), source: 'file' };
-}
-
-function saveCredentials(file: string, credentials: Credentials): void {
-  mkdirSync(dirname(file), { recursive: true });
-  writeFileSync(file, `${JSON.stringify(credentials, null, 2)}\n`, { mode: 0o600 });
-  chmodSync(file, 0o600);
 }
 
 /** A mistake in how the run was asked for: printed after `start: `, exit status 2. */

@@ -1,8 +1,10 @@
 /**
- * What the local story changes at the simulated provider between its passes: the large file that
- * starts too large for a row, new revisions, deletions, a new item, a deleted item restored.
+ * What the local story changes at the simulated provider between its passes: in the account
+ * `default` (the simulator's methods without an account), the large file that starts too large for
+ * a row, new revisions, deletions, a new item, a deleted item restored; in any account, new
+ * revisions of a few files.
  */
-import type { ProviderSimulator, SimulatorItem } from '../simulator/provider-simulator.js';
+import type { ProviderAccount, ProviderSimulator, SimulatorItem } from '../simulator/provider-simulator.js';
 
 /** A field that makes an item too large for a DynamoDB row (over 400 KB): the sync stores it in the items bucket. */
 export const LARGE_FIELD = 'transcript';
@@ -16,7 +18,8 @@ export function largeFileOf(items: readonly SimulatorItem[]): string | undefined
 /**
  * The provider changes while nobody sends an id: new revisions for about 1% of the items (two at
  * least), one more deletion, and the first item the earlier changes deleted comes back as it was.
- * Only files whose item fits in a row, and none the story already singled out.
+ * Only files whose item fits in a row, none the story already singled out while there are enough
+ * others (a tree of a few items has not).
  */
 export function changeProviderQuietly(
   simulator: ProviderSimulator,
@@ -27,9 +30,9 @@ export function changeProviderQuietly(
   const singled = new Set([limitedId, change.shrunk, change.grown, change.newItem.id, ...change.bumped]);
   const files = simulator.itemIds().filter((id) => {
     const item = simulator.getItem(id)!;
-    return item.type === 'file' && item[LARGE_FIELD] === undefined && !singled.has(id);
+    return item.type === 'file' && item[LARGE_FIELD] === undefined;
   });
-  const shuffled = shuffle(files, rand);
+  const shuffled = [...shuffle(files.filter((id) => !singled.has(id)), rand), ...shuffle(files.filter((id) => singled.has(id)), rand)];
   const bumpCount = Math.max(2, Math.round(simulator.itemIds().length * 0.01));
   const bumped = shuffled.slice(0, bumpCount);
   const deletedId = shuffled[bumpCount]!;
@@ -63,7 +66,11 @@ export function changeProvider(
   for (const id of bumped) simulator.bumpRevision(id);
   const deletedItems = deletedIds.map((id) => simulator.getItem(id)!);
   for (const id of deletedIds) simulator.deleteItem(id);
-  const newItem = newFileLike(simulator.getItem(shuffled[bumpCount] ?? shuffled[0]!)!, ids, revisionField);
+  // Shaped like a file still there that fits in a row (in a tree of a few items, shuffled[bumpCount] may not exist).
+  const template = [shuffled[bumpCount], ...shuffled.slice(3), limitedId]
+    .map((id) => (id === undefined ? undefined : simulator.getItem(id)))
+    .find((item) => item?.type === 'file' && item[LARGE_FIELD] === undefined)!;
+  const newItem = newFileLike(template, ids, revisionField);
   simulator.setItem(newItem);
   return { bumped, deletedIds, deletedItems, newItem, shrunk, grown };
 }
@@ -92,4 +99,19 @@ function newFileLike(template: SimulatorItem, existing: readonly string[], revis
   }
   holder[keys[keys.length - 1]!] = 1;
   return item;
+}
+
+/**
+ * New revisions for `count` files of an account that fit in a row, picked with `rand`: none of
+ * `avoid` while there are enough others (a tree of a few items has not); the ids bumped.
+ */
+export function bumpFiles(account: ProviderAccount, count: number, rand: () => number, avoid: ReadonlySet<string> = new Set()): string[] {
+  const files = account.itemIds().filter((id) => {
+    const item = account.getItem(id)!;
+    return item.type === 'file' && item[LARGE_FIELD] === undefined;
+  });
+  const candidates = [...shuffle(files.filter((id) => !avoid.has(id)), rand), ...shuffle(files.filter((id) => avoid.has(id)), rand)];
+  const bumped = candidates.slice(0, count);
+  for (const id of bumped) account.bumpRevision(id);
+  return bumped;
 }

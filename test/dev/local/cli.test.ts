@@ -1,17 +1,19 @@
 /**
  * `npm start` and `npm run enqueue` as a user runs them: separate processes (tsx), configured only
- * through the environment, against local servers started here. Exit statuses, what they print, the
- * files they leave under `.local/`, and that no token is printed.
+ * through the environment, against local servers started here. Exit statuses, what they print (the
+ * three connections, the revocation and the recovery), the files they leave under `.local/`, and
+ * that no token is printed.
  */
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import type { Server } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
-import { CreateTableCommand, DynamoDBClient, PutItemCommand } from '@aws-sdk/client-dynamodb';
+import { DynamoDBClient, PutItemCommand } from '@aws-sdk/client-dynamodb';
 import { listenOnLoopback, runProcess, type ProcessRun as Run } from '../../../dev/fakes/loopback.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { AwsEmulator } from '../../../dev/fakes/aws-emulator.js';
+import { ensureItemsTable } from '../../../dev/fakes/items-table.js';
 import { generateItemTree } from '../../../dev/simulator/item-tree.js';
 import { ProviderSimulator } from '../../../dev/simulator/provider-simulator.js';
 
@@ -45,24 +47,45 @@ afterAll(() => {
 });
 
 describe('npm start', () => {
-  it('runs the whole story on embedded defaults and exits 0, its files under .local/', async () => {
+  it('runs the whole story on embedded defaults, three connections and one revoked and recovered, and exits 0, its files under .local/', async () => {
     const cwd = tempDir();
-    const result = await run('dev/local/run.ts', ['--items', '20', '--seed', '5'], { cwd });
+    const result = await run('dev/local/run.ts', ['--items', '10', '--seed', '5'], { cwd });
     expect(result.stderr).toBe('');
     expect(result.status).toBe(0);
-    expect(result.stdout).toContain('1. Refresh the access token');
-    expect(result.stdout).toMatch(/initial sync +20 +20 +0 +0 +0 +\d+ +0 /);
-    expect(result.stdout).toMatch(/after changes +21 +1 +3 +15 +2 +0 +0 /);
-    // No id sent: the reconciler's pass finds 2 new revisions, 1 restored item and 1 deletion among the 21 rows.
-    expect(result.stdout).toMatch(/reconciliation +21 +0 +3 +17 +1 +0 +0 /);
-    expect(result.stdout).toMatch(/Reconciler: pass 1, 21 ids sent in 1 tick/);
-    expect(result.stdout).toContain('OK: the table matches the provider');
+    // The connections added as an operator adds them, listed at the start and at the end.
+    expect(result.stdout).toContain('1. Add the three connections');
+    for (const connection of ['default', 'acme', 'globex']) {
+      expect(result.stdout).toMatch(new RegExp(`\\$ printf '%s' "\\$REFRESH_TOKEN" \\| npm run connections -- add ${connection} --client-id \\S+\\n +connection "${connection}" added`));
+    }
+    expect(result.stdout.match(/\$ npm run connections -- list\n/g)).toHaveLength(3);
+    expect(result.stdout).toContain('2. Refresh the access tokens');
+    // default: 10 items; acme and globex: 8 each.
+    expect(result.stdout).toMatch(/initial sync +26 +26 +0 +0 +0 +\d+ +0 +0 /);
+    expect(result.stdout).toMatch(/after changes +27 +1 +4 +20 +2 +0 +0 +0 /);
+    // globex revoked: its 8 ids wait while default's and acme's sync; its credentials replaced, they sync.
+    expect(result.stdout).toMatch(/globex is failing: getToken: .*HTTP 401/);
+    expect(result.stdout).toMatch(/\n +globex +failing +/);
+    expect(result.stdout).toMatch(/globex failing +27 +0 +4 +15 +0 +\d+ +0 +8 /);
+    expect(result.stdout).toContain('connection "globex": credentials replaced');
+    expect(result.stdout).toMatch(/globex re-added +8 +0 +2 +6 +0 +\d+ +0 +0 /);
+    // No id sent: the reconciler's pass over the 27 rows finds default's 2 new revisions, 1 restored item and 1 deletion, and one new revision each in acme and globex.
+    expect(result.stdout).toMatch(/reconciliation +27 +0 +5 +21 +1 +0 +0 +0 /);
+    expect(result.stdout).toMatch(/Reconciler: pass 1, 27 ids sent in 1 tick/);
+    expect(result.stdout).toMatch(/\n +globex +active +/);
+    expect(result.stdout).toContain('OK: the table matches the provider, connection by connection');
+    // No token (the simulator's refresh and access tokens look like these).
+    expect(result.stdout).not.toMatch(/\brt-[0-9a-f]{24}\b|\bat-[0-9a-f]{16}-/);
     // No handler log line reaches the screen; they are in the log file.
     expect(result.stdout).not.toContain('"level"');
-    expect(readFileSync(join(cwd, '.local/demo/handlers.log'), 'utf8')).toContain('"level":"INFO"');
-    expect(JSON.parse(readFileSync(join(cwd, '.local/demo/items.json'), 'utf8'))).toHaveLength(21);
+    const log = readFileSync(join(cwd, '.local/demo/handlers.log'), 'utf8');
+    expect(log).toContain('"level":"INFO"');
+    expect(log).not.toMatch(/\brt-[0-9a-f]{24}\b|\bat-[0-9a-f]{16}-/);
+    const rows = JSON.parse(readFileSync(join(cwd, '.local/demo/items.json'), 'utf8')) as Array<{ connection: string }>;
+    expect(rows.filter((row) => row.connection === 'default')).toHaveLength(11);
+    expect(rows.filter((row) => row.connection === 'acme')).toHaveLength(8);
+    expect(rows.filter((row) => row.connection === 'globex')).toHaveLength(8);
     expect(statSync(join(cwd, '.local/demo/dynamodb')).isDirectory()).toBe(true);
-  }, 60_000);
+  }, 90_000);
 
   it('answers usage errors with status 2', async () => {
     const cwd = tempDir();
@@ -103,6 +126,8 @@ describe('npm start', () => {
       expect(result.stderr).toBe('');
       expect(result.status).toBe(0);
       expect(result.stdout).toContain('Credentials from CONTENT_SYNC_CLIENT_ID / CONTENT_SYNC_REFRESH_TOKEN; revision field "revision" (the default');
+      expect(result.stdout).toContain(`npm run connections -- add default --client-id ${provider.clientId}`);
+      expect(result.stdout).toContain('connection "default" added');
       expect(result.stdout).toContain(`"fil-0002": file, revision ${String(provider.getItem('fil-0002')!.revision)}`);
       expect(result.stdout).toContain(`"fld-0001": folder, revision ${String(provider.getItem('fld-0001')!.revision)}`);
       expect(result.stdout).toContain('CONTENT_SYNC_REFRESH_TOKEN no longer works. The new one is in .local/credentials.json');
@@ -120,7 +145,8 @@ describe('npm start', () => {
       const again = await run('dev/local/run.ts', ['fil-0002', 'fld-0001', 'fil-0003'], { cwd, env: { PROVIDER_BASE_URL: provider.baseUrl } });
       expect(again.status).toBe(0);
       expect(again.stdout).toContain('Credentials from .local/credentials.json');
-      expect(again.stdout).toMatch(/sync +3 +1 +0 +2 +0 +0 +0 /);
+      expect(again.stdout).toContain('connection "default": credentials replaced');
+      expect(again.stdout).toMatch(/sync +3 +1 +0 +2 +0 +0 +0 +0 /);
       expect(again.stdout).toContain('The provider rotated the refresh token; the new one is saved in .local/credentials.json');
     }, 60_000);
 
@@ -133,7 +159,7 @@ describe('npm start', () => {
         const result = await run('dev/local/run.ts', ['fil-0004', 'fil-0005'], { cwd, env: { PROVIDER_BASE_URL: provider.baseUrl, REVISION_FIELD: 'revision' } });
         expect(result.status).toBe(1);
         expect(result.stdout).toContain('revision field "revision" (REVISION_FIELD)');
-        expect(result.stdout).toMatch(/Dead-lettered \(these can never succeed as sent\):\n {3}\{"id":"fil-0004"\}: .*HTTP 403/);
+        expect(result.stdout).toMatch(/Dead-lettered \(these can never succeed as sent\):\n {3}\{[^\n]*"id":"fil-0004"\}: .*HTTP 403/);
         expect(result.stdout).toContain('FAILED:');
       } finally {
         remove();
@@ -184,29 +210,40 @@ describe('npm run enqueue', () => {
     expect(emulator.sqs.counts(queueUrl).total).toBe(0);
   }, 30_000);
 
-  it('--resync-table enqueues every id the table knows (AWS_ENDPOINT_URL_DYNAMODB)', async () => {
+  it('--resync-table enqueues every row the table knows with its connection, or one connection\'s with --connection (AWS_ENDPOINT_URL_DYNAMODB)', async () => {
     const dynamodb = new DynamoDBClient({ endpoint: dynamodbEndpoint });
-    await dynamodb.send(
-      new CreateTableCommand({
-        TableName: 'items-resync',
-        AttributeDefinitions: [{ AttributeName: 'id', AttributeType: 'S' }],
-        KeySchema: [{ AttributeName: 'id', KeyType: 'HASH' }],
-        BillingMode: 'PAY_PER_REQUEST',
-      }),
-    );
+    await ensureItemsTable(dynamodb, 'items-resync');
+    // 25 rows: 15 of acme, 10 of default, the ids id-0 to id-9 in both.
     for (let i = 0; i < 25; i++) {
-      await dynamodb.send(new PutItemCommand({ TableName: 'items-resync', Item: { id: { S: `id-${i}` }, revision: { S: String(i) } } }));
+      const connection = i < 15 ? 'acme' : 'default';
+      const id = `id-${i < 15 ? i : i - 15}`;
+      await dynamodb.send(new PutItemCommand({ TableName: 'items-resync', Item: { connection: { S: connection }, id: { S: id }, revision: { S: String(i) } } }));
     }
     dynamodb.destroy();
+    const env = { AWS_ENDPOINT_URL_DYNAMODB: dynamodbEndpoint };
     const queueUrl = emulator.sqs.createQueue('cli-resync');
-    const result = await run('tools/enqueue/enqueue.ts', ['--queue-url', queueUrl, '--resync-table', 'items-resync'], {
-      cwd: tempDir(),
-      env: { AWS_ENDPOINT_URL_DYNAMODB: dynamodbEndpoint },
-    });
+    const result = await run('tools/enqueue/enqueue.ts', ['--queue-url', queueUrl, '--resync-table', 'items-resync'], { cwd: tempDir(), env });
     expect(result.status).toBe(0);
     expect(result.stderr).toContain('scanned items-resync: 25 ids');
     expect(result.stderr).toContain('in 3 SendMessageBatch calls');
-    expect(emulator.sqs.counts(queueUrl).total).toBe(25);
+    const bodies = emulator.sqs.peek(queueUrl).map((m) => JSON.parse(m.body) as { connection: string; id: string });
+    expect(bodies).toHaveLength(25);
+    expect(bodies.filter((b) => b.connection === 'acme')).toHaveLength(15);
+    expect(bodies.filter((b) => b.connection === 'default')).toHaveLength(10);
+
+    const oneUrl = emulator.sqs.createQueue('cli-resync-acme');
+    const one = await run('tools/enqueue/enqueue.ts', ['--queue-url', oneUrl, '--resync-table', 'items-resync', '--connection', 'acme'], { cwd: tempDir(), env });
+    expect(one.status).toBe(0);
+    expect(one.stderr).toContain('queried items-resync (connection acme): 15 ids');
+    expect(emulator.sqs.peek(oneUrl).map((m) => JSON.parse(m.body) as { connection: string }).every((b) => b.connection === 'acme')).toBe(true);
+    expect(emulator.sqs.counts(oneUrl).total).toBe(15);
+  }, 30_000);
+
+  it('--connection sends {"connection","id"} messages', async () => {
+    const queueUrl = emulator.sqs.createQueue('cli-connection');
+    const result = await run('tools/enqueue/enqueue.ts', ['--queue-url', queueUrl, '--connection', 'globex', 'fil-1', 'fil-2'], { cwd: tempDir() });
+    expect(result.status).toBe(0);
+    expect(emulator.sqs.peek(queueUrl).map((m) => m.body).sort()).toEqual(['{"connection":"globex","id":"fil-1"}', '{"connection":"globex","id":"fil-2"}']);
   }, 30_000);
 
   it('exits 1 when the queue does not exist, without trying every batch', async () => {
