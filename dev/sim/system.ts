@@ -216,7 +216,12 @@ export async function startSystem(options: SystemOptions): Promise<SimSystem> {
     storage,
     now: () => clock.ms(),
   });
-  await addConnections(local.connections, provider, connectionIds, clock.now().toISOString());
+  try {
+    await addConnections(local.connections, provider, connectionIds, clock.now().toISOString());
+  } catch (error) {
+    await local.close();
+    throw error;
+  }
   const deployment = local.deployment;
   const meter = emptyMeter({
     sync: deployment.sync.memoryMb,
