@@ -288,12 +288,8 @@ async function outageFigures(
     'drain: seconds from the first success': drainTook,
     'drain: bound (one postponement period + backlog at 85% of L)': drainBound,
     'records postponed (re-sent) in all': system.sqs.queue(system.queueUrl).stats.sent - 2 * scale.ids,
-    ...(kind === 'token'
-      ? {
-          'getToken calls during the outage': during.filter((r) => r.endpoint === 'token').length,
-          'connection active again after (s)': tokenBack ? Math.round(((tokenBack.respondedAt ?? stop) - stop) / 1000) : 'never',
-        }
-      : {}),
+    'getToken calls during the outage': during.filter((r) => r.endpoint === 'token').length,
+    ...(kind === 'token' ? { 'connection active again after (s)': tokenBack ? Math.round(((tokenBack.respondedAt ?? stop) - stop) / 1000) : 'never' } : {}),
     'connection status at the end': connection?.status ?? 'missing',
   };
   return {
