@@ -33,7 +33,12 @@ export interface FunctionDeployment {
 }
 
 export const REFRESHER_MEMORY_MB = 256;
-export const REFRESHER_TIMEOUT_SECONDS = 30;
+/**
+ * A run starts no refresh with less time left than one provider call's time-out plus 10 s
+ * (functions/token-refresher/app.ts): at the longest PROVIDER_TIMEOUT_MS (120 s) that is 130 s.
+ * 300 s leaves a run room for thousands of connections at REFRESH_CONCURRENCY (10) at a time.
+ */
+export const REFRESHER_TIMEOUT_SECONDS = 300;
 export const SYNC_MEMORY_MB = 512;
 /**
  * CPU comes with memory (one vCPU at 1,769 MB): at 512 MB one invocation sends about 4,350 to 4,700

@@ -6,7 +6,8 @@
  *   1. parse every body (a bad body, id or connection is dead at once) and group records by
  *      connection and item id, so that several records for one item cost one fetch;
  *   2. ask each connection of the batch once whether its items can be fetched now (its gate,
- *      ConnectionAccess.open): `dead` (unknown, removed) dead-letters its records with the gate's
+ *      ConnectionAccess.open, with the batch's deadline: no token refresh starts that could not
+ *      end before it): `dead` (unknown, removed) dead-letters its records with the gate's
  *      reason; `wait` (paused, failing, a refresh in progress) sends them again after the gate's
  *      seconds; `ready` gives the token and the provider pace (`paceKey`) its items are fetched
  *      with. One connection's gate never touches another's records;
@@ -126,7 +127,7 @@ export async function syncBatch(
   );
   const run = new ItemRun(ports, settings, caller, counts);
   try {
-    const itemOutcomes = await syncConnections(grouped, run, ports, settings);
+    const itemOutcomes = await syncConnections(grouped, run, ports, settings, options.deadline);
     for (const [connection, items] of grouped) {
       for (const [id, itemRecords] of items) {
         const outcome = itemOutcomes.get({ connection, id }) ?? outcomeOf(new Error('no outcome was recorded for this item'), settings);
@@ -175,13 +176,13 @@ function group(
  * concurrency. A connection whose pace's breaker is open, with no probe due here, waits without a
  * read or a request.
  */
-async function syncConnections(grouped: Grouped, run: ItemRun, ports: SyncPorts, settings: SyncSettings): Promise<ItemOutcomes> {
+async function syncConnections(grouped: Grouped, run: ItemRun, ports: SyncPorts, settings: SyncSettings, deadline: number): Promise<ItemOutcomes> {
   const outcomes = new ItemOutcomes();
   const keysOf = (connection: string): ItemKey[] => [...(grouped.get(connection)?.keys() ?? [])].map((id) => ({ connection, id }));
   const sessions = new Map<string, ConnectionSession>();
   await Promise.all(
     [...grouped.keys()].map(async (connection) => {
-      const session = await openConnection(connection, run, ports, settings);
+      const session = await openConnection(connection, run, ports, settings, deadline);
       if ('kind' in session) for (const key of keysOf(connection)) outcomes.set(key, session);
       else sessions.set(connection, session);
     }),
@@ -206,17 +207,19 @@ async function syncConnections(grouped: Grouped, run: ItemRun, ports: SyncPorts,
 /**
  * The connection's session (its token and its pace) when its gate is `ready` and its pace can be
  * asked; otherwise the outcome of every one of its items: dead (the gate's reason), later (the
- * gate's wait, or the pace's outage), or what a failure to ask maps to.
+ * gate's wait, or the pace's outage), or what a failure to ask maps to. The access layer is given
+ * the batch's deadline: it starts no token refresh that could not end before it.
  */
 async function openConnection(
   connection: string,
   run: ItemRun,
   ports: SyncPorts,
   settings: SyncSettings,
+  deadline: number,
 ): Promise<ConnectionSession | Exclude<Outcome, { kind: 'done' }>> {
   try {
     run.checkTime();
-    const gate = await ports.connections.open(connection);
+    const gate = await ports.connections.open(connection, { deadline });
     switch (gate.kind) {
       case 'dead':
         return { kind: 'dead', reason: gate.reason };

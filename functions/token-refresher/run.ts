@@ -2,21 +2,28 @@
  * One token-refresher run, the core (no AWS import): scan every connection, count them by status,
  * and refresh (refresh.ts), at most `refreshConcurrency` at once, the ones that are due:
  * - active with no access token;
- * - active and in use (lastUsedAt within two refresh intervals) whose token would reach
- *   `tokenRefreshMinutes` before the next run (runs are `tokenRefreshMinutes` apart; a margin of
- *   5 minutes covers a late run): the item sync then never has to refresh it on demand;
+ * - active and in use (lastUsedAt within two refresh intervals) whose token is older than
+ *   `tokenRefreshMinutes` minus 5 minutes (SCHEDULED_LEAD_MS): with runs `tokenRefreshMinutes`
+ *   apart, the token each run stores is renewed by the next one, so a token in use is never much
+ *   older than `tokenRefreshMinutes`; the item sync refreshes on demand only past
+ *   `tokenRefreshMinutes` plus 5 minutes (a late or failed run), and a token it refreshed a moment
+ *   ago is not refreshed again here;
  * - active and idle whose token is `idleRefreshHours` old: an idle refresh token is kept alive;
  * - failing, once an hour (lastFailureAt an hour old): a grant restored at the provider recovers.
- * One connection's failure never stops another's refresh, and never throws: only a failed scan
- * does. The run starts no refresh once the invocation's remaining time is under the margin; the
- * ones left are the next run's.
+ * Each refresh is told the token the scan saw: one another refresh (the item sync, a run that
+ * overlaps) stored meanwhile is kept, without a getToken. One connection's failure never stops
+ * another's refresh, and never throws: only a failed scan does. The run starts no refresh once the
+ * invocation's remaining time is under the margin; the ones left are the next run's. A refresh's
+ * result write is tried again until the invocation's end is near (RESULT_DEADLINE_MARGIN_MS).
  */
 import type { Log } from '../shared/ports.js';
 import type { ConnectionRecord, ConnectionStatus } from '../shared/connections/connection.js';
-import { reasonOf, refreshConnection, type RefreshPorts, type RefreshResult } from '../shared/connections/refresh.js';
+import { reasonOf, refreshConnection, type RefreshPorts, type RefreshResult, type SeenToken } from '../shared/connections/refresh.js';
 
-/** Margin on the next run: a token in use is refreshed if it would reach the refresh age this long after the next run is due. */
-export const NEXT_RUN_MARGIN_MS = 5 * 60_000;
+/** A token in use is refreshed once older than `tokenRefreshMinutes` minus this (the item sync waits until plus 5 minutes: connection-access.ts). */
+export const SCHEDULED_LEAD_MS = 5 * 60_000;
+/** Kept back from the invocation's end when a refresh's result write is tried again: the run's report and metrics. */
+export const RESULT_DEADLINE_MARGIN_MS = 2_000;
 /** A failing connection is tried again once its last failure is this old. */
 export const FAILING_RETRY_MS = 60 * 60_000;
 
@@ -28,8 +35,6 @@ export interface RunSettings {
   tokenRefreshMinutes: number;
   idleRefreshHours: number;
   refreshConcurrency: number;
-  /** Minutes between runs; default tokenRefreshMinutes (the schedule). */
-  intervalMinutes?: number;
 }
 
 export interface RunPorts extends RefreshPorts {
@@ -56,10 +61,17 @@ export interface RunReport {
   left: number;
 }
 
+/** A connection the scan found due, and the token the scan saw. */
+interface DueConnection {
+  connection: string;
+  reason: DueReason;
+  status: ConnectionStatus;
+  seen: SeenToken;
+}
+
 /** Why the connection is due for a refresh now, or undefined. */
 export function dueReason(record: ConnectionRecord, now: number, settings: RunSettings): DueReason | undefined {
   const refreshMs = settings.tokenRefreshMinutes * 60_000;
-  const intervalMs = (settings.intervalMinutes ?? settings.tokenRefreshMinutes) * 60_000;
   if (record.status === 'failing') {
     const lastFailure = time(record.health.lastFailureAt);
     return lastFailure === undefined || now - lastFailure >= FAILING_RETRY_MS ? 'failing-retry' : undefined;
@@ -70,7 +82,7 @@ export function dueReason(record: ConnectionRecord, now: number, settings: RunSe
   const age = now - refreshedAt;
   const lastUsed = time(record.lastUsedAt);
   const inUse = lastUsed !== undefined && now - lastUsed <= 2 * refreshMs;
-  if (inUse && age + intervalMs + NEXT_RUN_MARGIN_MS >= refreshMs) return 'in-use';
+  if (inUse && age >= refreshMs - SCHEDULED_LEAD_MS) return 'in-use';
   if (age >= settings.idleRefreshHours * 3_600_000) return 'idle';
   return undefined;
 }
@@ -79,11 +91,16 @@ export function dueReason(record: ConnectionRecord, now: number, settings: RunSe
 export async function runRefresher(ports: RunPorts, settings: RunSettings): Promise<RunReport> {
   const now = ports.clock.now().getTime();
   const connections: Record<ConnectionStatus, number> = { active: 0, paused: 0, failing: 0, removed: 0 };
-  const due: Array<{ connection: string; reason: DueReason; status: ConnectionStatus }> = [];
+  const due: DueConnection[] = [];
   for await (const record of ports.store.list()) {
     connections[record.status] += 1;
     const reason = dueReason(record, now, settings);
-    if (reason !== undefined) due.push({ connection: record.connection, reason, status: record.status });
+    if (reason === undefined) continue;
+    const seen: SeenToken = {
+      ...(record.accessToken !== undefined ? { token: record.accessToken } : {}),
+      ...(record.refreshedAt !== undefined ? { refreshedAt: record.refreshedAt } : {}),
+    };
+    due.push({ connection: record.connection, reason, status: record.status, seen });
   }
   due.sort((a, b) => PRIORITY.indexOf(a.reason) - PRIORITY.indexOf(b.reason));
 
@@ -92,12 +109,14 @@ export async function runRefresher(ports: RunPorts, settings: RunSettings): Prom
   let stopped = false;
   const worker = async (): Promise<void> => {
     while (next < due.length && !stopped) {
-      if (ports.remainingMs && ports.remainingMs() < ports.marginMs) {
+      const remaining = ports.remainingMs?.();
+      if (remaining !== undefined && remaining < ports.marginMs) {
         stopped = true;
         break;
       }
       const item = due[next++]!;
-      await refreshOne(ports, item, report);
+      const deadline = remaining === undefined ? undefined : ports.clock.now().getTime() + remaining - RESULT_DEADLINE_MARGIN_MS;
+      await refreshOne(ports, item, deadline, report);
     }
   };
   await Promise.all(Array.from({ length: Math.max(1, Math.min(settings.refreshConcurrency, due.length)) }, worker));
@@ -108,11 +127,15 @@ export async function runRefresher(ports: RunPorts, settings: RunSettings): Prom
   return report;
 }
 
-async function refreshOne(ports: RunPorts, item: { connection: string; reason: DueReason }, report: RunReport): Promise<void> {
+async function refreshOne(ports: RunPorts, item: DueConnection, deadline: number | undefined, report: RunReport): Promise<void> {
   const { connection, reason: due } = item;
   let result: RefreshResult;
   try {
-    result = await refreshConnection(ports, connection, { includeFailing: due === 'failing-retry' });
+    result = await refreshConnection(ports, connection, {
+      includeFailing: due === 'failing-retry',
+      seen: item.seen,
+      ...(deadline !== undefined ? { deadline } : {}),
+    });
   } catch (error) {
     report.failed += 1;
     ports.log.warn('token refresh', { connection, due, outcome: 'failed', reason: reasonOf(error, []) });
@@ -143,6 +166,7 @@ async function refreshOne(ports: RunPorts, item: { connection: string; reason: D
       report.skipped += 1;
       ports.log.info('token refresh', { connection, due, outcome: 'not-refreshable', status: result.status });
       return;
+    case 'current':
     case 'missing':
     case 'superseded':
       report.skipped += 1;

@@ -10,7 +10,11 @@ import type { Template } from 'aws-cdk-lib/assertions';
 import { beforeAll, describe, expect, it, vi } from 'vitest';
 import * as deployment from '../../infra/deployment.js';
 import type * as Deployment from '../../infra/deployment.js';
+import { MARGIN_BEYOND_TIMEOUT_MS } from '../../functions/token-refresher/app.js';
 import { fnArn, importOf, logicalId, resource, synthTemplates, type Templates } from './helpers.js';
+
+/** PROVIDER_TIMEOUT_MS's upper bound (functions/shared/config.ts). */
+const MAX_PROVIDER_TIMEOUT_MS = 120_000;
 
 /**
  * While `shifted.on`, every deployment function of the module answers numbers (and an environment)
@@ -259,6 +263,14 @@ describe('the stacks read the module, never a number of their own', () => {
     } finally {
       shifted.on = false;
     }
+  });
+
+  it("the token refresher's time-out (300 s) holds its margin at the longest provider time-out, with room for many refreshes", () => {
+    expect(resource(real.statelessTemplate, 'AWS::Lambda::Function', 'TokenRefresherFunction').Properties['Timeout']).toBe(300);
+    const longestMarginMs = MAX_PROVIDER_TIMEOUT_MS + MARGIN_BEYOND_TIMEOUT_MS;
+    expect(longestMarginMs).toBe(130_000);
+    // More than half the run is left for refreshes even then.
+    expect(deployment.REFRESHER_TIMEOUT_SECONDS * 1000 - longestMarginMs).toBeGreaterThan(deployment.REFRESHER_TIMEOUT_SECONDS * 500);
   });
 
   it('with every number of the module shifted, the templates show the shifted numbers', () => {

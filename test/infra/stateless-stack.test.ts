@@ -75,7 +75,7 @@ describe('stateless stack', () => {
 
   describe('Lambda defaults of both functions', () => {
     it.each([
-      ['TokenRefresherFunction', 'token-refresher', 256, 30],
+      ['TokenRefresherFunction', 'token-refresher', 256, 300],
       ['ItemSyncFunction', 'item-sync', 512, 60],
     ])('%s: Node.js 22, arm64, ESM bundle entry, tracing, own log group and role, %s', (prefix, service, memory, timeout) => {
       const fn = resource(t.statelessTemplate, 'AWS::Lambda::Function', prefix);

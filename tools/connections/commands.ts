@@ -10,14 +10,26 @@ import type { S3Client } from '@aws-sdk/client-s3';
 import { clientIdProblem, refreshTokenProblem, type ConnectionRecord } from '../../functions/shared/connections/connection.js';
 import type { ConnectionStore } from '../../functions/shared/connections/ports.js';
 import type { Clock } from '../../functions/shared/ports.js';
+import { DEFAULTS } from '../../functions/shared/config.js';
+import { NUMBER_RULES, syncTimeoutSeconds } from '../../infra/context.js';
 import { readAll, readHidden, readLine, type InputStream } from './input.js';
 import { deleteConnectionObjects, deleteConnectionRows, importItems } from './items.js';
 
+/** Kept beyond the cache and one sync invocation: clocks, the invocation's own writes at its end. */
+const PURGE_MARGIN_SECONDS = 30;
+
 /**
  * A purge waits until this long after the removal: an item sync container that read the connection
- * just before it was removed may use it for ACCESS_TOKEN_CACHE_SECONDS (default 60) more.
+ * just before it was removed may use it for ACCESS_TOKEN_CACHE_SECONDS (default 60) more, and an
+ * invocation that began within that time writes until the sync's time-out (60 s at the default
+ * syncBatchSize: infra/context.ts), plus a margin: 150 s. A deployment with a longer sync time-out
+ * (syncBatchSize over 100) runs `remove` first and `remove --purge` once that long has passed
+ * (docs/connections.md): the wait counts from the removal.
  */
-export const PURGE_SETTLE_SECONDS = 90;
+export const PURGE_SETTLE_SECONDS = Math.max(
+  90,
+  DEFAULTS.tokenCacheSeconds + syncTimeoutSeconds(NUMBER_RULES.syncBatchSize.fallback) + PURGE_MARGIN_SECONDS,
+);
 
 export interface CliIo {
   stdin: InputStream;
@@ -189,10 +201,25 @@ export async function removeConnection(context: CommandContext, connection: stri
     await context.sleep(settleMs);
   }
   const progress = (line: string): void => err(context, `${connection}: ${line}`);
-  const rows = await deleteConnectionRows({ dynamodb: context.dynamodb(), sleep: context.sleep, onProgress: progress }, purge.itemsTable, connection);
-  const objects = await deleteConnectionObjects({ s3: context.s3(), onProgress: progress }, purge.itemsBucket, connection, rows.objectKeys);
-  await store.delete(connection);
-  out(context, `connection "${connection}" purged: ${rows.deleted} rows deleted from ${purge.itemsTable}, ${objects} objects from ${purge.itemsBucket}, and its row from ${purge.connectionsTable}`);
+  // Twice: a row or an object written while the first sweep ran (behind its Query or its listing) is caught by the second.
+  let rowsDeleted = 0;
+  let objectsDeleted = 0;
+  for (const sweep of [1, 2]) {
+    if (sweep === 2) err(context, `${connection}: sweeping again, for anything written during the first sweep`);
+    const rows = await deleteConnectionRows({ dynamodb: context.dynamodb(), sleep: context.sleep, onProgress: progress }, purge.itemsTable, connection);
+    rowsDeleted += rows.deleted;
+    objectsDeleted += await deleteConnectionObjects({ s3: context.s3(), onProgress: progress }, purge.itemsBucket, connection, rows.objectKeys);
+  }
+  const deleted = `${rowsDeleted} rows deleted from ${purge.itemsTable}, ${objectsDeleted} objects from ${purge.itemsBucket}`;
+  // Only while it is still removed: an `add` during the purge keeps its row and its new credentials.
+  if ((await store.delete(connection)) === 'conflict') {
+    out(context, `connection "${connection}": ${deleted}`);
+    throw new CliFailure(
+      `connection "${connection}" was re-added during the purge: its row is kept (with its new credentials). ` +
+        `Rows and objects written for it since then may have been deleted too: send its items again (npm run enqueue with --connection ${connection}) to restore them`,
+    );
+  }
+  out(context, `connection "${connection}" purged: ${deleted}, and its row from ${purge.connectionsTable}`);
 }
 
 export async function importOldItems(context: CommandContext, fromTable: string, itemsTable: string): Promise<void> {

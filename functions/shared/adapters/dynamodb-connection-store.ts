@@ -6,8 +6,10 @@
  * - a refresh's result: the credentialsVersion the refresh used is still stored (so credentials the
  *   operator replaced meanwhile are never overwritten, and a rotated refresh token is written with
  *   the access token in one write); the status is set only from `active`/`failing`, so a connection
- *   the operator paused while a refresh ran stays paused;
- * - a status change: from the statuses the caller allows.
+ *   the operator paused while a refresh ran stays paused; the lease is released only by its owner
+ *   (a refresh that outlived its lease writes its result and leaves the next holder's lease);
+ * - a status change: from the statuses the caller allows;
+ * - the row's deletion (purge): only while the connection is `removed`.
  * AWS failures are re-thrown without values: a TransientError for throttling, 5xx and network
  * failures; a ConfigError naming the setting for a table that does not exist or may not be used;
  * an Error naming the operation otherwise.
@@ -44,8 +46,8 @@ const TRANSIENT_NAMES = new Set([
 /** AWS error names that say the table cannot be used as configured. */
 const CONFIG_NAMES = new Set(['ResourceNotFoundException', 'AccessDeniedException', 'UnrecognizedClientException']);
 
-/** How often a status-dependent result write is tried again when the status changed under it. */
-const RESULT_WRITE_ROUNDS = 3;
+/** How often a conditional write is tried again when the status or the lease changed under it. */
+const RESULT_WRITE_ROUNDS = 5;
 
 export interface DynamoDbConnectionStoreOptions {
   /** What names the table in errors: the variable (default CONNECTIONS_TABLE_NAME) or the CLI's flag. */
@@ -130,8 +132,22 @@ export class DynamoDbConnectionStore implements ConnectionStore {
     return (await this.get(connection, { consistent: true })) ? 'conflict' : 'missing';
   }
 
-  async delete(connection: string): Promise<void> {
-    await this.send('DeleteItem', () => this.client.send(new DeleteItemCommand({ TableName: this.tableName, Key: this.key(connection) })));
+  async delete(connection: string): Promise<'deleted' | 'conflict' | 'missing'> {
+    try {
+      await this.client.send(
+        new DeleteItemCommand({
+          TableName: this.tableName,
+          Key: this.key(connection),
+          ConditionExpression: '#status = :removed',
+          ExpressionAttributeNames: { '#status': 'status' },
+          ExpressionAttributeValues: { ':removed': { S: 'removed' } },
+        }),
+      );
+      return 'deleted';
+    } catch (error) {
+      if (!(error instanceof ConditionalCheckFailedException)) throw this.failure('DeleteItem', error);
+    }
+    return (await this.getRow(connection, true)) ? 'conflict' : 'missing';
   }
 
   async takeRefreshLease(connection: string, lease: { owner: string; until: number; now: number; includeFailing?: boolean }): Promise<Lease> {
@@ -181,7 +197,7 @@ export class DynamoDbConnectionStore implements ConnectionStore {
     accessToken: string;
     refreshedAt: string;
     rotatedRefreshToken?: string;
-  }): Promise<'written' | 'conflict'> {
+  }): Promise<{ kind: 'written'; status: ConnectionStatus } | { kind: 'conflict' }> {
     const set = ['accessToken = :accessToken', 'refreshedAt = :refreshedAt', 'lastSuccessAt = :refreshedAt', 'consecutiveFailures = :zero', 'updatedAt = :refreshedAt'];
     const values: Row = { ':accessToken': { S: input.accessToken }, ':refreshedAt': { S: input.refreshedAt }, ':zero': { N: '0' } };
     if (input.rotatedRefreshToken !== undefined) {
@@ -189,13 +205,25 @@ export class DynamoDbConnectionStore implements ConnectionStore {
       values[':refreshToken'] = { S: input.rotatedRefreshToken };
       values[':one'] = { N: '1' };
     }
-    return this.writeResult(input.connection, input.credentialsVersion, set, values, 'active');
+    const written = await this.writeResult(input.connection, input.credentialsVersion, input.owner, set, values, 'active');
+    return written === undefined ? { kind: 'conflict' } : { kind: 'written', status: written.status ?? 'active' };
   }
 
   async failRefresh(input: { connection: string; owner: string; credentialsVersion: number; at: string; reason: string; refused: boolean }): Promise<'written' | 'conflict'> {
     const set = ['lastFailureAt = :at', 'lastFailureReason = :reason', 'consecutiveFailures = if_not_exists(consecutiveFailures, :zero) + :one', 'updatedAt = :at'];
     const values: Row = { ':at': { S: input.at }, ':reason': { S: input.reason.slice(0, 1000) || 'unknown' }, ':zero': { N: '0' }, ':one': { N: '1' } };
-    return this.writeResult(input.connection, input.credentialsVersion, set, values, input.refused ? 'failing' : undefined);
+    const written = await this.writeResult(input.connection, input.credentialsVersion, input.owner, set, values, input.refused ? 'failing' : undefined);
+    return written === undefined ? 'conflict' : 'written';
+  }
+
+  async releaseRefreshLease(connection: string, owner: string): Promise<void> {
+    await this.conditional('UpdateItem', {
+      TableName: this.tableName,
+      Key: this.key(connection),
+      UpdateExpression: 'REMOVE leaseOwner, leaseUntil',
+      ConditionExpression: 'leaseOwner = :owner',
+      ExpressionAttributeValues: { ':owner': { S: owner } },
+    });
   }
 
   async markUsed(connection: string, at: string): Promise<void> {
@@ -210,37 +238,60 @@ export class DynamoDbConnectionStore implements ConnectionStore {
   }
 
   /**
-   * A refresh's result, lease released, conditional on `credentialsVersion`. With `status`, the
-   * status is set too while it is `active` or `failing`; a connection in another status (paused
-   * while the refresh ran) gets the result and keeps its status.
+   * A refresh's result, conditional on `credentialsVersion`: written (with the status the row was
+   * left with, when known), or undefined when the version is no longer the one the refresh used
+   * (`conflict`). With `status`, the status is set too while it is `active` or `failing`; a
+   * connection in another status (paused while the refresh ran) gets the result and keeps its status. The lease is released only while
+   * `owner` holds it; otherwise the result is written and the lease left as it is. A condition that
+   * fails is read again: only a changed version is a conflict; a changed status or lease is written
+   * over again, a few rounds, then a TransientError (the caller tries again).
    */
-  private async writeResult(connection: string, version: number, set: string[], values: Row, status: ConnectionStatus | undefined): Promise<'written' | 'conflict'> {
-    const write = (condition: string, extraSet: string[], extraValues: Row): Promise<boolean> =>
-      this.conditional('UpdateItem', {
+  private async writeResult(
+    connection: string,
+    version: number,
+    owner: string,
+    set: string[],
+    values: Row,
+    status: ConnectionStatus | undefined,
+  ): Promise<{ status?: ConnectionStatus } | undefined> {
+    // What the row held when last read: none yet, so the usual case (active or failing, our lease) first.
+    let seen: ConnectionStatus | undefined;
+    let holder = true;
+    for (let round = 1; round <= RESULT_WRITE_ROUNDS; round++) {
+      const conditions = ['credentialsVersion = :version'];
+      const setting = [...set];
+      const expressionValues: Row = { ...values, ':version': { N: String(version) }, ':owner': { S: owner } };
+      let leftWith: ConnectionStatus | undefined = seen;
+      if (status !== undefined) {
+        if (seen === undefined || seen === 'active' || seen === 'failing') {
+          conditions.push('#status IN (:active, :failing)');
+          setting.push('#status = :status');
+          Object.assign(expressionValues, { ':status': { S: status }, ':active': { S: 'active' }, ':failing': { S: 'failing' } });
+          leftWith = status;
+        } else {
+          conditions.push('#status = :seen');
+          expressionValues[':seen'] = { S: seen };
+        }
+      }
+      conditions.push(holder ? 'leaseOwner = :owner' : '(attribute_not_exists(leaseOwner) OR leaseOwner <> :owner)');
+      const written = await this.conditional('UpdateItem', {
         TableName: this.tableName,
         Key: this.key(connection),
-        UpdateExpression: `SET ${[...set, ...extraSet].join(', ')} REMOVE leaseOwner, leaseUntil`,
-        ConditionExpression: condition,
-        ...(condition.includes('#status') ? { ExpressionAttributeNames: { '#status': 'status' } } : {}),
-        ExpressionAttributeValues: { ...values, ':version': { N: String(version) }, ...extraValues },
+        UpdateExpression: `SET ${setting.join(', ')}${holder ? ' REMOVE leaseOwner, leaseUntil' : ''}`,
+        ConditionExpression: conditions.join(' AND '),
+        ...(status !== undefined ? { ExpressionAttributeNames: { '#status': 'status' } } : {}),
+        ExpressionAttributeValues: expressionValues,
       });
-    if (status === undefined) return (await write('credentialsVersion = :version', [], {})) ? 'written' : 'conflict';
-    let seen: ConnectionStatus = 'active';
-    for (let round = 1; round <= RESULT_WRITE_ROUNDS; round++) {
-      const written =
-        seen === 'active' || seen === 'failing'
-          ? await write('credentialsVersion = :version AND #status IN (:active, :failing)', ['#status = :status'], {
-              ':status': { S: status },
-              ':active': { S: 'active' },
-              ':failing': { S: 'failing' },
-            })
-          : await write('credentialsVersion = :version AND #status = :seen', [], { ':seen': { S: seen } });
-      if (written) return 'written';
+      // Without `status` and before any read, the status it was left with is not known (not needed either).
+      if (written) return leftWith === undefined ? {} : { status: leftWith };
       const current = await this.get(connection, { consistent: true });
-      if (!current || current.credentialsVersion !== version) return 'conflict';
+      if (!current || current.credentialsVersion !== version) return undefined;
       seen = current.status;
+      holder = current.refreshLease?.owner === owner;
     }
-    return 'conflict';
+    throw new TransientError(
+      `DynamoDB UpdateItem on the connections table ${this.tableName}: the connection's status or refresh lease changed under ${RESULT_WRITE_ROUNDS} result writes in a row`,
+    );
   }
 
   private async getRow(connection: string, consistent: boolean): Promise<Row | undefined> {

@@ -12,7 +12,9 @@ import type { ConnectionAccess, ConnectionStore } from './ports.js';
 import type { RefreshResult } from './refresh.js';
 
 export interface ConnectionAccessDeps {
-  config: Pick<SyncConfig, 'connectionsTableName' | 'tokenRefreshMinutes' | 'tokenCacheSeconds' | 'connectionWaitSeconds' | 'paceScope'>;
+  config: Pick<SyncConfig, 'connectionsTableName' | 'tokenRefreshMinutes' | 'tokenCacheSeconds' | 'connectionWaitSeconds' | 'paceScope'> & {
+    provider: Pick<SyncConfig['provider'], 'timeoutMs'>;
+  };
   dynamodb: DynamoDBClient;
   provider: ProviderClient;
   clock: Clock;
@@ -40,6 +42,7 @@ export function createConnectionAccess(deps: ConnectionAccessDeps): ConnectionAc
       tokenCacheSeconds: config.tokenCacheSeconds,
       tokenRefreshMinutes: config.tokenRefreshMinutes,
       connectionWaitSeconds: config.connectionWaitSeconds,
+      providerTimeoutMs: config.provider.timeoutMs,
       ...(deps.cacheSize !== undefined ? { cacheSize: deps.cacheSize } : {}),
     },
   );

@@ -5,17 +5,29 @@
  *
  * - A row is read at most once per `tokenCacheSeconds` per container (concurrent callers share the
  *   read); the cache holds at most `cacheSize` connections (the least recently used dropped). It
- *   never holds a refresh token.
+ *   never holds a refresh token, nor a negative answer: a connection read as unknown or removed is
+ *   read again, consistently, before its items are dead-lettered (an eventually consistent read may
+ *   not show an `add` of a moment ago), and is not cached.
  * - open: unknown or removed → dead; paused or failing → wait `connectionWaitSeconds`; active with
- *   no access token or one older than `tokenRefreshMinutes` → refreshed now (refresh.ts: one
- *   getToken at a time per connection across every container; concurrent callers in this container
- *   share one refresh); else ready, with the pace key of `paceScope`.
+ *   no access token or one older than `tokenRefreshMinutes` + 5 minutes (ON_DEMAND_GRACE_MS: the
+ *   token refresher renews tokens in use 5 minutes before `tokenRefreshMinutes`, so this is rare) →
+ *   refreshed now (refresh.ts: one getToken at a time per connection across every container;
+ *   concurrent callers in this container share one refresh); else ready, with the pace key of
+ *   `paceScope`.
  * - afterRefusal: callers that met the same rejected token share one operation: a token the cache
  *   already holds instead; else the row read afresh (consistent): another token → that one; the
  *   same token → a refresh (unless that token was issued less than a minute ago: the provider
  *   refuses a fresh token, and refreshing again would not help; the items wait a minute).
- * - Refresh outcomes: busy (another holds the lease) → wait 5 s; refused → wait
- *   `connectionWaitSeconds`; failed → wait 30 s.
+ * - A refresh starts only with time for it before the caller's deadline (the provider time-out
+ *   plus REFRESH_WRITE_MARGIN_MS for the lease and result writes): a rotated refresh token must not
+ *   be lost to the invocation's end. Otherwise the items wait NO_TIME_WAIT_SECONDS. The refresh is
+ *   told what the caller saw: a newer token that another container stored meanwhile is taken as it
+ *   is, without a getToken.
+ * - Refresh outcomes: refreshed → the status the write left (a connection paused meanwhile waits);
+ *   busy (another holds the lease) → wait 5 s while the holder may still be at work (within the
+ *   provider time-out plus the margin since it took the lease), then until the lease ends, at most
+ *   60 s (a holder that died does not requeue the items every 5 s for the lease's 5 minutes);
+ *   refused → wait `connectionWaitSeconds`; failed → wait 30 s.
  * - lastUsedAt is written (best effort) at most once per half refresh interval per connection per
  *   container, and only over a row's lastUsedAt older than that: the refresher keeps connections in
  *   use refreshed.
@@ -23,15 +35,26 @@
 import type { PaceScope } from '../config.js';
 import type { Log } from '../ports.js';
 import { connectionIdProblem, paceKeyOf, type ConnectionRecord, type ConnectionStatus } from './connection.js';
-import type { ConnectionAccess, ConnectionGate } from './ports.js';
-import { refreshConnection, type RefreshPorts, type RefreshResult } from './refresh.js';
+import type { AccessOptions, ConnectionAccess, ConnectionGate } from './ports.js';
+import { REFRESH_LEASE_MS, refreshConnection, type RefreshPorts, type RefreshResult, type SeenToken } from './refresh.js';
 
-/** How long the items wait while another container refreshes the token. */
+/** How long the items wait, at least, while another container refreshes the token. */
 export const BUSY_WAIT_SECONDS = 5;
+/** How long the items wait, at most, for a lease whose holder should have been done by now. */
+export const MAX_BUSY_WAIT_SECONDS = 60;
 /** How long the items wait after a refresh failed in a way that may pass. */
 export const FAILED_WAIT_SECONDS = 30;
 /** A rejected token issued less than this long ago is not refreshed again; the items wait this long. */
 export const FRESH_REFUSAL_SECONDS = 60;
+/** How long the items wait when the invocation has no time left for a refresh (the next one has). */
+export const NO_TIME_WAIT_SECONDS = 5;
+/** Kept beyond the provider time-out before the deadline for a refresh's lease and result writes. */
+export const REFRESH_WRITE_MARGIN_MS = 5_000;
+/**
+ * A token is refreshed on demand once older than `tokenRefreshMinutes` plus this: the token
+ * refresher renews tokens in use from `tokenRefreshMinutes` minus 5 minutes on, so it normally wins.
+ */
+export const ON_DEMAND_GRACE_MS = 5 * 60_000;
 export const DEFAULT_CACHE_SIZE = 5_000;
 
 export interface AccessSettings {
@@ -39,6 +62,8 @@ export interface AccessSettings {
   tokenCacheSeconds: number;
   tokenRefreshMinutes: number;
   connectionWaitSeconds: number;
+  /** One provider call's time-out (PROVIDER_TIMEOUT_MS): a refresh needs this much time before the deadline, plus the margin. */
+  providerTimeoutMs: number;
   /** Connections the cache holds at most; default 5,000. */
   cacheSize?: number;
 }
@@ -62,9 +87,10 @@ interface View {
 }
 
 interface Entry {
-  /** Undefined: no such connection. */
+  /** Undefined: no such connection (never cached). */
   view: View | undefined;
   readAt: number;
+  consistent: boolean;
 }
 
 /** A Map that keeps at most `limit` keys, dropping the least recently set. */
@@ -108,36 +134,52 @@ export class CachedConnectionAccess implements ConnectionAccess {
     return this.entries.size;
   }
 
-  async open(connection: string): Promise<ConnectionGate> {
+  async open(connection: string, options: AccessOptions = {}): Promise<ConnectionGate> {
     const problem = connectionIdProblem(connection);
     if (problem !== undefined) return { kind: 'dead', reason: problem };
     const entry = this.fresh(connection) ?? (await this.read(connection, false));
-    return this.decide(connection, entry.view);
+    return this.decide(connection, entry, options.deadline);
   }
 
-  afterRefusal(connection: string, rejected: string): Promise<ConnectionGate> {
+  afterRefusal(connection: string, rejected: string, options: AccessOptions = {}): Promise<ConnectionGate> {
     const key = `${connection}\u0000${rejected}`;
     const pending = this.refusals.get(key);
     if (pending) return pending;
-    const operation = this.refuse(connection, rejected).finally(() => this.refusals.delete(key));
+    const operation = this.refuse(connection, rejected, options.deadline).finally(() => this.refusals.delete(key));
     this.refusals.set(key, operation);
     return operation;
   }
 
-  private async refuse(connection: string, rejected: string): Promise<ConnectionGate> {
+  private async refuse(connection: string, rejected: string, deadline: number | undefined): Promise<ConnectionGate> {
     const problem = connectionIdProblem(connection);
     if (problem !== undefined) return { kind: 'dead', reason: problem };
-    const cached = this.fresh(connection)?.view;
-    if (cached?.status === 'active' && cached.accessToken !== undefined && cached.accessToken !== rejected) return this.decide(connection, cached);
-    const { view } = await this.read(connection, true);
-    if (view?.status !== 'active' || view.accessToken !== rejected) return this.decide(connection, view);
+    const cached = this.fresh(connection);
+    if (cached?.view?.status === 'active' && cached.view.accessToken !== undefined && cached.view.accessToken !== rejected) return this.decide(connection, cached, deadline);
+    const entry = await this.read(connection, true);
+    const { view } = entry;
+    if (view?.status !== 'active' || view.accessToken !== rejected) return this.decide(connection, entry, deadline);
     if (view.refreshedAt !== undefined && this.now() - view.refreshedAt < FRESH_REFUSAL_SECONDS * 1000) {
       return { kind: 'wait', reason: `connection "${connection}": the provider refused an access token issued less than a minute ago`, seconds: FRESH_REFUSAL_SECONDS };
     }
-    return this.refresh(connection);
+    return this.refresh(connection, deadline, { token: rejected, ...(view.refreshedAt !== undefined ? { refreshedAt: view.refreshedAt } : {}) });
   }
 
-  private async decide(connection: string, view: View | undefined): Promise<ConnectionGate> {
+  /** The gate of what was read: a dead answer read again consistently first; a token too old refreshed. */
+  private async decide(connection: string, entry: Entry, deadline: number | undefined): Promise<ConnectionGate> {
+    let { view } = entry;
+    if ((view === undefined || view.status === 'removed') && !entry.consistent) view = (await this.read(connection, true)).view;
+    const now = this.now();
+    if (view?.status === 'active' && (view.accessToken === undefined || view.refreshedAt === undefined || now - view.refreshedAt >= this.refreshAgeMs())) {
+      return this.refresh(connection, deadline, {
+        ...(view.accessToken !== undefined ? { token: view.accessToken } : {}),
+        ...(view.refreshedAt !== undefined ? { refreshedAt: view.refreshedAt } : {}),
+      });
+    }
+    return this.gateOf(connection, view, now);
+  }
+
+  /** The gate of a view as it is, without a refresh: an active one is ready with its token. */
+  private async gateOf(connection: string, view: View | undefined, now: number): Promise<ConnectionGate> {
     if (view === undefined) return { kind: 'dead', reason: `unknown connection "${connection}"` };
     switch (view.status) {
       case 'removed':
@@ -149,27 +191,31 @@ export class CachedConnectionAccess implements ConnectionAccess {
       case 'active':
         break;
     }
-    const now = this.now();
-    if (view.accessToken === undefined || view.refreshedAt === undefined || now - view.refreshedAt >= this.settings.tokenRefreshMinutes * 60_000) {
-      return this.refresh(connection);
-    }
+    if (view.accessToken === undefined) return this.busy(connection, BUSY_WAIT_SECONDS);
     await this.markUsed(view, now);
     return { kind: 'ready', connection, token: view.accessToken, paceKey: paceKeyOf(this.settings.paceScope, view) };
   }
 
   /** One refresh per connection at a time in this container (the lease makes it one across containers). */
-  private refresh(connection: string): Promise<ConnectionGate> {
+  private refresh(connection: string, deadline: number | undefined, seen: SeenToken): Promise<ConnectionGate> {
     const pending = this.refreshes.get(connection);
     if (pending) return pending;
-    const operation = this.refreshNow(connection).finally(() => this.refreshes.delete(connection));
+    if (deadline !== undefined && deadline - this.now() < this.settings.providerTimeoutMs + REFRESH_WRITE_MARGIN_MS) {
+      return Promise.resolve({
+        kind: 'wait',
+        reason: `connection "${connection}": its access token needs a refresh, and this invocation has too little time left for one`,
+        seconds: NO_TIME_WAIT_SECONDS,
+      });
+    }
+    const operation = this.refreshNow(connection, deadline, seen).finally(() => this.refreshes.delete(connection));
     this.refreshes.set(connection, operation);
     return operation;
   }
 
-  private async refreshNow(connection: string): Promise<ConnectionGate> {
+  private async refreshNow(connection: string, deadline: number | undefined, seen: SeenToken): Promise<ConnectionGate> {
     let result: RefreshResult;
     try {
-      result = await refreshConnection(this.ports, connection);
+      result = await refreshConnection(this.ports, connection, { seen, ...(deadline !== undefined ? { deadline } : {}) });
     } catch (error) {
       this.entries.delete(connection);
       throw error;
@@ -178,23 +224,25 @@ export class CachedConnectionAccess implements ConnectionAccess {
     const log = this.ports.log;
     const previous = this.entries.get(connection)?.view;
     switch (result.kind) {
-      case 'refreshed': {
-        log.info('access token refreshed on demand', { connection, rotated: result.rotated });
+      case 'refreshed':
+      case 'current': {
+        if (result.kind === 'refreshed') log.info('access token refreshed on demand', { connection, rotated: result.rotated, status: result.status });
         const view: View = {
           connection,
           clientId: result.clientId,
-          status: 'active',
+          status: result.status,
           accessToken: result.token,
           refreshedAt: Date.parse(result.refreshedAt),
           ...(previous?.lastUsedAt !== undefined ? { lastUsedAt: previous.lastUsedAt } : {}),
+          ...(previous?.failureReason !== undefined ? { failureReason: previous.failureReason } : {}),
         };
-        this.entries.set(connection, { view, readAt: this.now() });
-        return this.decide(connection, view);
+        this.entries.set(connection, { view, readAt: this.now(), consistent: true });
+        return this.gateOf(connection, view, this.now());
       }
       case 'refused': {
         if (result.previousStatus !== 'failing') log.warn('connection is now failing: the provider refused its refresh token', { connection, reason: result.reason });
         const view: View = { connection, clientId: previous?.clientId ?? '', status: 'failing', failureReason: result.reason };
-        this.entries.set(connection, { view, readAt: this.now() });
+        this.entries.set(connection, { view, readAt: this.now(), consistent: true });
         return { kind: 'wait', reason: failingReason(connection, result.reason), seconds: this.settings.connectionWaitSeconds };
       }
       case 'failed':
@@ -202,21 +250,45 @@ export class CachedConnectionAccess implements ConnectionAccess {
         this.entries.delete(connection);
         return { kind: 'wait', reason: `connection "${connection}": refreshing its access token failed (${result.reason})`, seconds: FAILED_WAIT_SECONDS };
       case 'busy':
+        this.entries.delete(connection);
+        return this.busy(connection, this.busySeconds(result.until));
       case 'superseded':
         this.entries.delete(connection);
-        return { kind: 'wait', reason: `connection "${connection}": its access token is being refreshed`, seconds: BUSY_WAIT_SECONDS };
+        return this.busy(connection, BUSY_WAIT_SECONDS);
       case 'missing':
-        this.entries.set(connection, { view: undefined, readAt: this.now() });
-        return this.decide(connection, undefined);
+        // The lease's conditional write and its consistent read found no row: dead, not cached.
+        this.entries.delete(connection);
+        return this.gateOf(connection, undefined, this.now());
       case 'not-refreshable': {
         // Its status changed since it was read: read it again, as it is now.
         const { view } = await this.read(connection, true);
-        return view?.status === 'active' ? { kind: 'wait', reason: `connection "${connection}": its access token is being refreshed`, seconds: BUSY_WAIT_SECONDS } : this.decide(connection, view);
+        return view?.status === 'active' ? this.busy(connection, BUSY_WAIT_SECONDS) : this.gateOf(connection, view, this.now());
       }
     }
   }
 
-  /** lastUsedAt, at most once per half refresh interval per connection, over an older one only; failures only logged. */
+  private busy(connection: string, seconds: number): ConnectionGate {
+    return { kind: 'wait', reason: `connection "${connection}": its access token is being refreshed`, seconds };
+  }
+
+  /**
+   * How long to wait for another's lease ending at `until`: 5 s while its holder may still be at
+   * work (the provider time-out plus the margin since it took the lease, REFRESH_LEASE_MS before
+   * `until`); after that until the lease ends, at most 60 s: a holder that died leaves its lease
+   * until it runs out.
+   */
+  private busySeconds(until: number): number {
+    const now = this.now();
+    const heldFor = now - (until - REFRESH_LEASE_MS);
+    if (heldFor < this.settings.providerTimeoutMs + REFRESH_WRITE_MARGIN_MS) return BUSY_WAIT_SECONDS;
+    return Math.max(BUSY_WAIT_SECONDS, Math.min(MAX_BUSY_WAIT_SECONDS, Math.ceil((until - now) / 1000)));
+  }
+
+  private refreshAgeMs(): number {
+    return this.settings.tokenRefreshMinutes * 60_000 + ON_DEMAND_GRACE_MS;
+  }
+
+/** lastUsedAt, at most once per half refresh interval per connection, over an older one only; failures only logged. */
   private async markUsed(view: View, now: number): Promise<void> {
     const every = (this.settings.tokenRefreshMinutes * 60_000) / 2;
     const last = Math.max(view.lastUsedAt ?? -Infinity, this.marks.get(view.connection) ?? -Infinity);
@@ -235,15 +307,16 @@ export class CachedConnectionAccess implements ConnectionAccess {
     return undefined;
   }
 
-  /** The row, read now (concurrent eventually consistent reads of one connection share one request). */
+  /** The row, read now (concurrent reads of one connection share one request); cached unless unknown or removed. */
   private read(connection: string, consistent: boolean): Promise<Entry> {
     const key = `${consistent ? 'c' : 'e'}${connection}`;
     const pending = this.reads.get(key);
     if (pending) return pending;
     const operation = (async (): Promise<Entry> => {
       const record = await this.ports.store.get(connection, { consistent });
-      const entry: Entry = { view: record ? viewOf(record) : undefined, readAt: this.now() };
-      this.entries.set(connection, entry);
+      const entry: Entry = { view: record ? viewOf(record) : undefined, readAt: this.now(), consistent };
+      if (entry.view === undefined || entry.view.status === 'removed') this.entries.delete(connection);
+      else this.entries.set(connection, entry);
       return entry;
     })().finally(() => this.reads.delete(key));
     this.reads.set(key, operation);

@@ -8,7 +8,10 @@ import { PermanentError } from '../errors.js';
 /** The connection a message without `connection` belongs to. */
 export const DEFAULT_CONNECTION = 'default';
 
-/** 1–64 characters of `A–Z a–z 0–9 . _ -`. */
+/**
+ * 1–64 characters of `A–Z a–z 0–9 . _ -`, not made of dots only: the id is a segment of object keys
+ * (`items/<connection>/…`), where `.` and `..` would name another place.
+ */
 export const CONNECTION_ID_PATTERN = /^[A-Za-z0-9._-]{1,64}$/;
 export const MAX_CONNECTION_ID_LENGTH = 64;
 
@@ -67,6 +70,7 @@ export function connectionIdProblem(value: unknown): string | undefined {
   if (!CONNECTION_ID_PATTERN.test(value)) {
     return 'the connection id may hold only the characters A-Z a-z 0-9 . _ -';
   }
+  if (/^\.+$/.test(value)) return 'the connection id may not be made of dots only';
   return undefined;
 }
 

@@ -22,8 +22,12 @@ export interface ConnectionStore {
    * running cannot write them back).
    */
   setStatus(connection: string, to: ConnectionStatus, from: readonly ConnectionStatus[], at: string): Promise<'written' | 'missing' | 'conflict'>;
-  /** Deletes the row (after `remove --purge` has deleted the connection's rows and objects). */
-  delete(connection: string): Promise<void>;
+  /**
+   * Deletes the row (after `remove --purge` has deleted the connection's rows and objects), only
+   * while its status is `removed`: `conflict` when it is not (added again meanwhile: the row and its
+   * new credentials are kept), `missing` when there is no row.
+   */
+  delete(connection: string): Promise<'deleted' | 'conflict' | 'missing'>;
   /**
    * Takes the refresh lease: written only if the status is `active` (or `failing` when
    * `includeFailing`) and no unexpired lease is held. Returns the row with the lease taken, tokens
@@ -37,8 +41,11 @@ export interface ConnectionStore {
   /**
    * A successful refresh: the new access token (and the rotated refresh token, raising
    * credentialsVersion), consecutive failures reset, lastSuccessAt set, status `active` (a
-   * connection paused meanwhile stays paused), lease released; written only while the stored
-   * credentialsVersion is still `credentialsVersion`.
+   * connection paused meanwhile stays paused); written only while the stored credentialsVersion is
+   * still `credentialsVersion`, and `conflict` only when it is not (a status or a lease that changed
+   * meanwhile is read again and the write tried again). The lease is released only if `owner` still
+   * holds it: a refresh that outlived its lease writes its tokens and leaves the new holder's lease.
+   * `written` says the status the row was left with.
    */
   completeRefresh(input: {
     connection: string;
@@ -47,14 +54,16 @@ export interface ConnectionStore {
     accessToken: string;
     refreshedAt: string;
     rotatedRefreshToken?: string;
-  }): Promise<'written' | 'conflict'>;
+  }): Promise<{ kind: 'written'; status: ConnectionStatus } | { kind: 'conflict' }>;
   /**
    * A failed refresh: health updated; `refused` also sets the status `failing` (unless the
-   * connection was paused meanwhile); lease released.
+   * connection was paused meanwhile); the lease released if `owner` still holds it.
    * Written only while the stored credentialsVersion is still `credentialsVersion` (credentials the
    * operator replaced meanwhile are not marked failing for the old ones' refusal).
    */
   failRefresh(input: { connection: string; owner: string; credentialsVersion: number; at: string; reason: string; refused: boolean }): Promise<'written' | 'conflict'>;
+  /** Releases the refresh lease if `owner` still holds it (a refresh that found it had nothing to do). */
+  releaseRefreshLease(connection: string, owner: string): Promise<void>;
   /** Records that the item sync used the connection: `lastUsedAt`, written only over an older one (best effort). */
   markUsed(connection: string, at: string): Promise<void>;
 }
@@ -77,13 +86,19 @@ export interface ConnectionAccess {
   /**
    * Whether and how the connection's items can be fetched now: read from the connections table (at
    * most once per token-cache period per container), the access token refreshed first when there is
-   * none or it is older than the refresh interval (one refresh at a time per connection, across
-   * every container: the lease).
+   * none or it is too old (one refresh at a time per connection, across every container: the
+   * lease). With a `deadline` (epoch ms: the invocation's), no refresh starts that could not end
+   * before it (the provider time-out plus the writes): the items wait a few seconds instead.
    */
-  open(connection: string): Promise<ConnectionGate>;
+  open(connection: string, options?: AccessOptions): Promise<ConnectionGate>;
   /**
    * The provider refused `rejected` (401): a different token (read afresh; else refreshed now, once
-   * for every caller that met the same token), or why the items must wait.
+   * for every caller that met the same token), or why the items must wait. `deadline` as for open.
    */
-  afterRefusal(connection: string, rejected: string): Promise<ConnectionGate>;
+  afterRefusal(connection: string, rejected: string, options?: AccessOptions): Promise<ConnectionGate>;
+}
+
+export interface AccessOptions {
+  /** Epoch ms: the caller's invocation ends its work then; a refresh must be able to end before it. */
+  deadline?: number;
 }

@@ -6,14 +6,21 @@
  * - The lease (5 minutes, far longer than a getToken call may take; its owner a random id per call)
  *   makes one getToken per connection at a time across every container: whoever does not get it
  *   returns `busy` with the lease's end and calls nothing.
+ * - Still needed? With the lease taken, a row that already holds a newer access token than the
+ *   caller saw (`seen`: another refresh ended between the caller's read and its lease) is used as
+ *   it is: the lease is released and no getToken is made (`current`).
  * - Success: the access token, and the refresh token when the provider returned a different one
- *   (rotation), in one write conditional on the credentialsVersion used; health reset.
- * - Refused (ProviderError `unauthorized` or `permanent`: 401, 400, 403): the connection becomes
- *   `failing` with the reason. Anything else (5xx, time-out, 429, a malformed answer): `failed`, the
- *   connection stays as it is and its health counts the failure.
+ *   (rotation), in one write conditional on the credentialsVersion used; health reset. A write that
+ *   fails is tried again, with backoff (200 ms doubling, at most 2 s apart), until the caller's
+ *   `deadline`, and at least RESULT_WRITE_MIN_ATTEMPTS times: a rotated refresh token exists nowhere
+ *   else.
+ * - Refused (isRefusal: 401, 400 or 403 from getToken): the connection becomes `failing` with the
+ *   reason. Anything else (5xx, time-out, 429, a malformed or oversized answer, a redirect, another
+ *   4xx such as 405, 410 or 422): `failed`, the connection stays as it is and its health counts the
+ *   failure: those say nothing about the refresh token.
  * - Credentials the operator replaced (or removed) while the refresh ran win: the result is not
  *   written (`superseded`).
- * No result, log line or error ever holds a token but the `refreshed` result's access token.
+ * No result, log line or error ever holds a token but the access token of `refreshed` and `current`.
  */
 import { randomUUID } from 'node:crypto';
 import { ProviderError, redact } from '../errors.js';
@@ -23,8 +30,11 @@ import type { ConnectionStore } from './ports.js';
 
 /** How long a refresh lease is held: far longer than one getToken call (PROVIDER_TIMEOUT_MS is at most 120 s). */
 export const REFRESH_LEASE_MS = 5 * 60_000;
-/** Attempts at writing a successful refresh's result (a rotated refresh token must not be lost to one failed write). */
-export const RESULT_WRITE_ATTEMPTS = 3;
+/** Attempts at writing a successful refresh's result at least, whatever the deadline (a rotated refresh token must not be lost to one failed write). */
+export const RESULT_WRITE_MIN_ATTEMPTS = 3;
+/** The wait before the second attempt at writing the result; it doubles, up to RESULT_WRITE_MAX_DELAY_MS. */
+export const RESULT_WRITE_BASE_DELAY_MS = 200;
+export const RESULT_WRITE_MAX_DELAY_MS = 2_000;
 /** Longest failure reason kept. */
 const MAX_REASON_LENGTH = 500;
 
@@ -39,6 +49,14 @@ export interface RefreshPorts {
   sleep?: (ms: number) => Promise<void>;
 }
 
+/** What the caller saw of the connection's access token when it decided to refresh it. */
+export interface SeenToken {
+  /** The access token it had (or that the provider refused); none: it saw no token. */
+  token?: string;
+  /** When that token was issued (ISO-8601 or epoch ms); none: unknown, or no token. */
+  refreshedAt?: string | number;
+}
+
 export interface RefreshOptions {
   /** Also refresh a `failing` connection (the refresher's hourly retry). */
   includeFailing?: boolean;
@@ -46,11 +64,20 @@ export interface RefreshOptions {
   leaseMs?: number;
   /** Aborts the getToken call. */
   signal?: AbortSignal;
+  /** Epoch ms: the result's write is tried again until then (and at least RESULT_WRITE_MIN_ATTEMPTS times). */
+  deadline?: number;
+  /** What the caller saw: a newer access token in the row is used without a getToken. None: always refresh. */
+  seen?: SeenToken;
 }
 
 export type RefreshResult =
-  /** A new access token, stored. `rotated`: the provider returned a new refresh token, stored too. */
-  | { kind: 'refreshed'; connection: string; clientId: string; token: string; refreshedAt: string; rotated: boolean; previousStatus: ConnectionStatus }
+  /**
+   * A new access token, stored. `rotated`: the provider returned a new refresh token, stored too.
+   * `status`: the connection's status after the write (one paused meanwhile stays paused).
+   */
+  | { kind: 'refreshed'; connection: string; clientId: string; token: string; refreshedAt: string; rotated: boolean; previousStatus: ConnectionStatus; status: ConnectionStatus }
+  /** The row already held a newer access token than the caller saw: that one, no getToken made. */
+  | { kind: 'current'; connection: string; clientId: string; token: string; refreshedAt: string; status: ConnectionStatus }
   /** Another refresh holds the lease until `until` (epoch ms): its token will be in the table. */
   | { kind: 'busy'; connection: string; until: number }
   /** The provider refused the refresh token: the connection is `failing` (`previousStatus` says whether it was before). */
@@ -80,6 +107,16 @@ export async function refreshConnection(ports: RefreshPorts, connection: string,
 
   const { record } = lease;
   const secrets = [record.refreshToken, record.accessToken];
+  if (options.seen !== undefined && record.accessToken !== undefined && record.refreshedAt !== undefined && newerThanSeen(record.accessToken, record.refreshedAt, options.seen)) {
+    try {
+      await ports.store.releaseRefreshLease(connection, owner);
+    } catch (error) {
+      // The lease runs out by itself; the token in the row is what the caller needs.
+      ports.log.warn('releasing a refresh lease failed', { connection, error: reasonOf(error, secrets) });
+    }
+    return { kind: 'current', connection, clientId: record.clientId, token: record.accessToken, refreshedAt: record.refreshedAt, status: record.status };
+  }
+
   const requestOptions: RequestOptions = options.signal ? { signal: options.signal } : {};
   let accessToken: string;
   let returnedRefreshToken: string | undefined;
@@ -88,7 +125,7 @@ export async function refreshConnection(ports: RefreshPorts, connection: string,
     accessToken = grant.accessToken;
     returnedRefreshToken = grant.refreshToken;
   } catch (error) {
-    const refused = error instanceof ProviderError && (error.kind === 'unauthorized' || error.kind === 'permanent');
+    const refused = isRefusal(error);
     const reason = reasonOf(error, secrets);
     const at = ports.clock.now().toISOString();
     let written: 'written' | 'conflict';
@@ -117,30 +154,65 @@ export async function refreshConnection(ports: RefreshPorts, connection: string,
   for (let attempt = 1; ; attempt++) {
     try {
       let written = await ports.store.completeRefresh(input);
-      // An earlier attempt may have been written although its answer was lost.
-      if (written === 'conflict' && attempt > 1 && (await ports.store.get(connection, { consistent: true }))?.accessToken === accessToken) written = 'written';
-      if (written === 'conflict') {
+      if (written.kind === 'conflict' && attempt > 1) {
+        // An earlier attempt may have been written although its answer was lost.
+        const row = await ports.store.get(connection, { consistent: true });
+        if (row?.accessToken === accessToken) written = { kind: 'written', status: row.status };
+      }
+      if (written.kind === 'conflict') {
         if (rotatedRefreshToken !== undefined) {
           ports.log.warn('the provider rotated the refresh token, but the credentials had been replaced meanwhile: the new one was not stored', { connection });
         }
         return { kind: 'superseded', connection };
       }
-      return { kind: 'refreshed', connection, clientId: record.clientId, token: accessToken, refreshedAt, rotated: rotatedRefreshToken !== undefined, previousStatus: record.status };
+      return {
+        kind: 'refreshed',
+        connection,
+        clientId: record.clientId,
+        token: accessToken,
+        refreshedAt,
+        rotated: rotatedRefreshToken !== undefined,
+        previousStatus: record.status,
+        status: written.status,
+      };
     } catch (error) {
       const reason = reasonOf(error, [...secrets, accessToken, rotatedRefreshToken]);
-      if (attempt >= RESULT_WRITE_ATTEMPTS) {
+      const delay = Math.min(RESULT_WRITE_BASE_DELAY_MS * 2 ** (attempt - 1), RESULT_WRITE_MAX_DELAY_MS);
+      const timeLeft = options.deadline !== undefined && ports.clock.now().getTime() + delay < options.deadline;
+      if (attempt >= RESULT_WRITE_MIN_ATTEMPTS && !timeLeft) {
         if (rotatedRefreshToken !== undefined) {
           // The only copy of the new refresh token is lost with this call: an operator must act.
           ports.log.error('the provider rotated the refresh token, but storing the new one failed: the stored one may no longer work; add the connection again with new credentials if it becomes failing', {
             connection,
+            attempts: attempt,
             error: reason,
           });
         }
         return { kind: 'failed', connection, reason: `storing the refreshed token failed: ${reason}` };
       }
-      await sleep(200 * 2 ** (attempt - 1));
+      ports.log.warn('storing a refreshed token failed; trying again', { connection, attempt, delayMs: delay, error: reason });
+      await sleep(delay);
     }
   }
+}
+
+/** Whether the row holds an access token newer than the one the caller saw (another refresh ended meanwhile). */
+function newerThanSeen(accessToken: string, refreshedAt: string, seen: SeenToken): boolean {
+  if (accessToken === seen.token) return false;
+  if (seen.refreshedAt === undefined) return true;
+  const issued = Date.parse(refreshedAt);
+  const before = typeof seen.refreshedAt === 'number' ? seen.refreshedAt : Date.parse(seen.refreshedAt);
+  return Number.isNaN(before) || (!Number.isNaN(issued) && issued >= before);
+}
+
+/**
+ * Whether a getToken failure is the provider refusing the refresh token: a 401, or a 400 (e.g.
+ * `invalid_grant`) or 403. Other permanent answers (a redirect, an oversized body, 405, 410, 422...)
+ * are the provider's or our configuration's matter, not the connection's: they do not make it failing.
+ */
+export function isRefusal(error: unknown): boolean {
+  if (!(error instanceof ProviderError)) return false;
+  return error.kind === 'unauthorized' || (error.kind === 'permanent' && (error.status === 400 || error.status === 403));
 }
 
 /** A failure's reason for the connection's health and the logs: name and message, tokens redacted, bounded. */

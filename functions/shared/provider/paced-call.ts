@@ -8,7 +8,8 @@
  *   postpones); an open breaker ends it with a WaitError (outage);
  * - the connection's access token (the session's, from its gate: the connections' access layer,
  *   functions/shared/connections): after a 401, the access layer is asked what now
- *   (`afterRefusal(connection, token)`): another token → the request is made again with it, once;
+ *   (`afterRefusal(connection, token, { deadline })`: no refresh starts that could not end before
+ *   the invocation's deadline): another token → the request is made again with it, once;
  *   wait (paused, failing, a refresh in progress) → the call waits (WaitError, kind `connection`);
  *   dead (removed, unknown) → PermanentError with the reason. A 401 is told to the pace as `ok`
  *   (the provider is up) and never opens the breaker: a refused token stops its connection alone;
@@ -189,7 +190,8 @@ export class PacedCaller {
    * keeps it for the connection's later calls). Its wait and its dead end the call.
    */
   private async afterRefusal(session: ConnectionSession, refused: string, error: ProviderError): Promise<string> {
-    const gate = await this.ports.connections.afterRefusal(session.connection, refused);
+    // The deadline goes along: a refresh that could not end before it is not started (the call waits).
+    const gate = await this.ports.connections.afterRefusal(session.connection, refused, { deadline: this.scope.deadline });
     switch (gate.kind) {
       case 'ready':
         session.token = gate.token;

@@ -205,6 +205,18 @@ describe('a refused token (401)', () => {
     expect(metrics).toMatchObject({ ItemsCreated: 3, BreakerOpen: 0, RecordsPostponed: 0 });
   });
 
+  it("gives the access layer the batch's deadline, to open and after a refusal (no refresh may start that could not end before it)", async () => {
+    harness.connections.add('acme', { tokens: ['at-acme-1', 'at-acme-2'] });
+    const provider = new ScriptedProvider().on('a1', onlyWith('at-acme-2', 'a1'));
+    await run(build(provider), ['{"connection":"acme","id":"a1"}'], 40_000);
+    // 40 s left, less the 5 s safety margin.
+    const deadline = NOW.getTime() + 35_000;
+    expect(harness.connections.deadlines()).toEqual([
+      ['open', deadline],
+      ['afterRefusal', deadline],
+    ]);
+  });
+
   it('a connection that must wait after the refusal: its records wait the gate’s seconds, the other connection’s are synced, the breaker stays closed', async () => {
     harness.connections
       .add('acme', { afterRefusal: { kind: 'wait', reason: 'connection "acme" is failing: the provider refused its refresh token', seconds: 300 } })

@@ -24,6 +24,7 @@ describe('message body', () => {
     ['  {"connection": "default", "id": " spaced "}  ', 'default', ' spaced '],
     ['{"connection":"A.b_c-9","id":"../getToken"}', 'A.b_c-9', '../getToken'],
     [`{"connection":"${'c'.repeat(64)}","id":"x"}`, 'c'.repeat(64), 'x'],
+    ['{"connection":".acme..","id":"x"}', '.acme..', 'x'],
   ])('%j names its connection', (body, connection, id) => {
     expect(parseMessageBody(body)).toEqual({ connection, id });
   });
@@ -36,6 +37,9 @@ describe('message body', () => {
     [`{"connection":"${'c'.repeat(65)}","id":"a"}`, 'the connection id is 65 characters long; the limit is 64'],
     ['{"connection":"acme corp","id":"a"}', 'the connection id may hold only the characters A-Z a-z 0-9 . _ -'],
     ['{"connection":"a/b","id":"a"}', 'the connection id may hold only the characters A-Z a-z 0-9 . _ -'],
+    ['{"connection":".","id":"a"}', 'the connection id may not be made of dots only'],
+    ['{"connection":"..","id":"a"}', 'the connection id may not be made of dots only'],
+    ['{"connection":"...","id":"a"}', 'the connection id may not be made of dots only'],
   ])('%j is dead with the reason %j (never taken for `default`)', (body, reason) => {
     expect(() => parseMessageBody(body)).toThrow(new PermanentError(reason));
   });

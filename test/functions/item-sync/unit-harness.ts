@@ -13,7 +13,7 @@ import { MemoryPaceStore } from '../../../dev/fakes/memory-pace-store.js';
 import { captureOutput } from '../../../dev/fakes/capture-output.js';
 import { createSyncHandler, type SyncHandlerDeps } from '../../../functions/item-sync/app.js';
 import { loadSyncConfig, type SyncConfig } from '../../../functions/shared/config.js';
-import type { ConnectionAccess, ConnectionGate } from '../../../functions/shared/connections/ports.js';
+import type { AccessOptions, ConnectionAccess, ConnectionGate } from '../../../functions/shared/connections/ports.js';
 import { DLQ_URL, QUEUE_URL, ScriptedProvider, lambdaContext, logLines, metricsIn, sqsEvent } from './helpers.js';
 
 export const TABLE = 'content-sync-items';
@@ -80,7 +80,7 @@ interface FakeConnection {
  * unknown one is dead with the access layer's reason. Every question is remembered (`calls`).
  */
 export class FakeConnections implements ConnectionAccess {
-  readonly calls: Array<{ op: 'open' | 'afterRefusal'; connection: string; rejected?: string }> = [];
+  readonly calls: Array<{ op: 'open' | 'afterRefusal'; connection: string; rejected?: string; deadline?: number }> = [];
   private readonly connections = new Map<string, FakeConnection>();
 
   constructor() {
@@ -107,16 +107,21 @@ export class FakeConnections implements ConnectionAccess {
     return this.calls.filter((call) => call.op === 'afterRefusal').map(({ connection, rejected }) => ({ connection, rejected: rejected! }));
   }
 
-  async open(connection: string): Promise<ConnectionGate> {
-    this.calls.push({ op: 'open', connection });
+  /** The deadline each question was asked with (undefined: none), in order. */
+  deadlines(): Array<[op: string, deadline: number | undefined]> {
+    return this.calls.map((call) => [call.op, call.deadline]);
+  }
+
+  async open(connection: string, options: AccessOptions = {}): Promise<ConnectionGate> {
+    this.calls.push({ op: 'open', connection, ...(options.deadline !== undefined ? { deadline: options.deadline } : {}) });
     const known = this.connections.get(connection);
     if (!known) return { kind: 'dead', reason: `unknown connection "${connection}"` };
     if (known.gate instanceof Error) throw known.gate;
     return known.gate ?? this.ready(connection, known);
   }
 
-  async afterRefusal(connection: string, rejected: string): Promise<ConnectionGate> {
-    this.calls.push({ op: 'afterRefusal', connection, rejected });
+  async afterRefusal(connection: string, rejected: string, options: AccessOptions = {}): Promise<ConnectionGate> {
+    this.calls.push({ op: 'afterRefusal', connection, rejected, ...(options.deadline !== undefined ? { deadline: options.deadline } : {}) });
     const known = this.connections.get(connection);
     if (!known) return { kind: 'dead', reason: `unknown connection "${connection}"` };
     if (known.afterRefusal) return known.afterRefusal;

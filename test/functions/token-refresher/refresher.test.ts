@@ -11,8 +11,8 @@ import { sumEmfMetrics } from '../../../dev/fakes/emf.js';
 import type { RefresherConfig } from '../../../functions/shared/config.js';
 import type { ConnectionRecord } from '../../../functions/shared/connections/connection.js';
 import { createRefresherHandler } from '../../../functions/token-refresher/app.js';
-import { dueReason, FAILING_RETRY_MS, type RunSettings } from '../../../functions/token-refresher/run.js';
-import { expectNoToken, FakeClock, FakeProvider, MemoryConnectionStore, providerError, T0 } from '../shared/connections/fakes.js';
+import { dueReason, FAILING_RETRY_MS, runRefresher, type RunSettings } from '../../../functions/token-refresher/run.js';
+import { expectNoToken, FakeClock, FakeProvider, MemoryConnectionStore, MemoryLog, providerError, T0 } from '../shared/connections/fakes.js';
 
 const MINUTE = 60_000;
 const HOUR = 60 * MINUTE;
@@ -76,13 +76,17 @@ describe('dueReason', () => {
     expect(dueReason(record({}), now, settings)).toBe('no-token');
   });
 
-  it('in use (used within two intervals): every run, so its token never reaches the refresh age', () => {
+  it('in use (used within two intervals): once its token is older than tokenRefreshMinutes minus 5 minutes', () => {
     const inUse = { accessToken: 'at', lastUsedAt: iso(now - 59 * MINUTE) };
-    expect(dueReason(record({ ...inUse, refreshedAt: iso(now - 29 * MINUTE) }), now, settings)).toBe('in-use');
-    expect(dueReason(record({ ...inUse, refreshedAt: iso(now - MINUTE) }), now, settings)).toBe('in-use');
-    // With runs 10 minutes apart, a token 14 minutes old would still be young at the next run (plus 5 minutes' margin).
-    expect(dueReason(record({ ...inUse, refreshedAt: iso(now - 14 * MINUTE) }), now, { ...settings, intervalMinutes: 10 })).toBeUndefined();
-    expect(dueReason(record({ ...inUse, refreshedAt: iso(now - 15 * MINUTE) }), now, { ...settings, intervalMinutes: 10 })).toBe('in-use');
+    // The token the previous run stored (runs are tokenRefreshMinutes apart): renewed.
+    expect(dueReason(record({ ...inUse, refreshedAt: iso(now - 30 * MINUTE) }), now, settings)).toBe('in-use');
+    expect(dueReason(record({ ...inUse, refreshedAt: iso(now - 25 * MINUTE) }), now, settings)).toBe('in-use');
+    // Younger (e.g. refreshed on demand by the item sync since the last run): left alone.
+    expect(dueReason(record({ ...inUse, refreshedAt: iso(now - 25 * MINUTE + 1) }), now, settings)).toBeUndefined();
+    expect(dueReason(record({ ...inUse, refreshedAt: iso(now - MINUTE) }), now, settings)).toBeUndefined();
+    const recent = { accessToken: 'at', lastUsedAt: iso(now - MINUTE) };
+    expect(dueReason(record({ ...recent, refreshedAt: iso(now - 5 * MINUTE) }), now, { ...settings, tokenRefreshMinutes: 10 })).toBe('in-use');
+    expect(dueReason(record({ ...recent, refreshedAt: iso(now - 4 * MINUTE) }), now, { ...settings, tokenRefreshMinutes: 10 })).toBeUndefined();
   });
 
   it('idle (last used more than two intervals ago, or never): only once its token is idleRefreshHours old', () => {
@@ -202,6 +206,64 @@ describe('the token refresher run', () => {
     expect(provider.calls).toHaveLength(3);
     expect(result).toMatchObject({ due: 5, refreshed: 3, left: 2 });
     expect(logs(output).find((l) => String(l['message']).startsWith('time ran short'))).toMatchObject({ left: 2, due: 5 });
+  });
+
+  it('a token another refresh stored between the scan and the lease is kept: no getToken', async () => {
+    const { store, provider, run } = setup();
+    store.seed({ connection: 'acme', refreshToken: 'rt-acme-secret', accessToken: 'at-scanned-secret', refreshedAt: iso(T0 - 29 * MINUTE), lastUsedAt: iso(T0 - MINUTE) });
+    const take = store.takeRefreshLease.bind(store);
+    store.takeRefreshLease = async (connection, lease) => {
+      // The item sync (or an overlapping run) refreshed it after the scan and released its lease.
+      Object.assign(store.rows.get(connection)!, { accessToken: 'at-meanwhile-secret', refreshedAt: iso(T0) });
+      return take(connection, lease);
+    };
+    const { result, output } = await run({});
+    expect(provider.calls).toHaveLength(0);
+    expect(result).toMatchObject({ due: 1, refreshed: 0, skipped: 1 });
+    expect(store.row('acme')).toMatchObject({ accessToken: 'at-meanwhile-secret' });
+    expect(store.row('acme')?.refreshLease).toBeUndefined();
+    expect(logs(output).find((l) => l['message'] === 'token refresh')).toMatchObject({ connection: 'acme', outcome: 'current' });
+  });
+
+  it("a result write that fails is tried again until shortly before the invocation's end", async () => {
+    const store = new MemoryConnectionStore();
+    const provider = new FakeProvider();
+    const clock = new FakeClock();
+    const log = new MemoryLog();
+    const sleeps: number[] = [];
+    store.seed({ connection: 'acme', refreshToken: 'rt-acme-secret' });
+    provider.answers.set('rt-acme-secret', { accessToken: 'at-new-secret', refreshToken: 'rt-rotated-secret' });
+    store.failing.set('completeRefresh', new Error('DynamoDB UpdateItem failed (InternalServerError)'));
+    const ports = {
+      store,
+      provider,
+      clock,
+      log,
+      marginMs: 11_000,
+      remainingMs: () => 20_000 - (clock.ms - T0),
+      sleep: async (ms: number) => {
+        sleeps.push(ms);
+        clock.advance(ms);
+      },
+    };
+    const report = await runRefresher(ports, settings);
+    expect(report).toMatchObject({ due: 1, failed: 1 });
+    // The deadline: 20 s left at the start, less 2 s.
+    expect(sleeps).toEqual([200, 400, 800, 1600, 2000, 2000, 2000, 2000, 2000, 2000, 2000]);
+    expect(clock.ms - T0).toBe(17_000);
+    expect(log.lines.filter((l) => l.level === 'error')).toHaveLength(1);
+    // Stored at last, within the time: the rotated token is kept.
+    store.failing.delete('completeRefresh');
+    delete store.rows.get('acme')!.refreshLease;
+    clock.ms = T0;
+    let failures = 6;
+    const complete = store.completeRefresh.bind(store);
+    store.completeRefresh = async (input) => {
+      if (failures-- > 0) throw new Error('DynamoDB UpdateItem failed (InternalServerError)');
+      return complete(input);
+    };
+    expect(await runRefresher(ports, settings)).toMatchObject({ refreshed: 1, rotated: 1 });
+    expect(store.row('acme')).toMatchObject({ refreshToken: 'rt-rotated-secret' });
   });
 
   it('the deploy-time run is a run like any other; no connection at all is fine', async () => {

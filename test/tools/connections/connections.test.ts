@@ -12,6 +12,8 @@ import { startDynalite, type Dynalite } from '../../../dev/fakes/dynalite.js';
 import { startS3, type LocalS3 } from '../../../dev/fakes/s3.js';
 import { DynamoDbConnectionStore } from '../../../functions/shared/adapters/dynamodb-connection-store.js';
 import { PURGE_SETTLE_SECONDS, runCli, s3ClientConfig, USAGE } from '../../../tools/connections/connections.js';
+import { DEFAULTS } from '../../../functions/shared/config.js';
+import { syncTimeoutSeconds } from '../../../infra/context.js';
 
 const RT = 'rt-cli-secret-0001';
 const BUCKET = 'content-sync-items';
@@ -90,7 +92,14 @@ async function noStack(stackName: string): Promise<Record<string, string>> {
 
 async function cli(
   argv: string[],
-  options: { stdin?: string | NodeJS.ReadableStream; env?: NodeJS.ProcessEnv; now?: number; stackOutputs?: (stackName: string) => Promise<Record<string, string>> } = {},
+  options: {
+    stdin?: string | NodeJS.ReadableStream;
+    env?: NodeJS.ProcessEnv;
+    now?: number;
+    stackOutputs?: (stackName: string) => Promise<Record<string, string>>;
+    dynamodb?: DynamoDBClient;
+    s3?: S3Client;
+  } = {},
 ): Promise<Run> {
   let out = '';
   let err = '';
@@ -102,8 +111,8 @@ async function cli(
   };
   const env = options.env ?? { CONNECTIONS_TABLE_NAME: connectionsTable, ITEMS_TABLE_NAME: itemsTable, ITEMS_BUCKET_NAME: BUCKET };
   const status = await runCli(argv, io, {
-    dynamodb: db,
-    s3: s3Client,
+    dynamodb: options.dynamodb ?? db,
+    s3: options.s3 ?? s3Client,
     env,
     stackOutputs: options.stackOutputs ?? noStack,
     clock: { now: () => new Date(options.now ?? NOW) },
@@ -127,6 +136,31 @@ async function itemsOf(connection: string) {
 }
 
 const store = (): DynamoDbConnectionStore => new DynamoDbConnectionStore(db, connectionsTable);
+
+/**
+ * Clients for one CLI run that do something else once, right after the first command of a name
+ * has been answered (a sync writing while the purge deletes, an operator adding the connection back).
+ */
+function racingClients(after: Partial<Record<'BatchWriteItemCommand' | 'DeleteObjectsCommand', () => Promise<void>>>): { dynamodb: DynamoDBClient; s3: S3Client } {
+  const done = new Set<string>();
+  const hook =
+    (next: (args: unknown) => Promise<unknown>, context: { commandName?: string }) =>
+    async (args: unknown): Promise<unknown> => {
+      const result = await next(args);
+      const name = context.commandName as keyof typeof after | undefined;
+      const then = name === undefined ? undefined : after[name];
+      if (name !== undefined && then && !done.has(name)) {
+        done.add(name);
+        await then();
+      }
+      return result;
+    };
+  const dynamodb = dynamo.client();
+  const s3Racing = s3.client();
+  dynamodb.middlewareStack.add(hook as never, { step: 'initialize', name: 'racingHook' });
+  s3Racing.middlewareStack.add(hook as never, { step: 'initialize', name: 'racingHook' });
+  return { dynamodb, s3: s3Racing };
+}
 
 async function itemRow(connection: string, id: string, extra: Record<string, AttributeValue> = {}): Promise<void> {
   await db.send(new PutItemCommand({ TableName: itemsTable, Item: { connection: { S: connection }, id: { S: id }, type: { S: 'file' }, revision: { S: '1' }, ...extra } }));
@@ -157,6 +191,8 @@ describe('add', () => {
     expect(spaced.err).not.toContain('secret-x');
     const badId = await cli(['add', 'a/b', '--client-id', 'client-1'], { stdin: RT });
     expect(badId).toMatchObject({ status: 2, err: 'connections: bad connection id: the connection id may hold only the characters A-Z a-z 0-9 . _ -\nRun with --help for usage.\n' });
+    const dots = await cli(['add', '..', '--client-id', 'client-1'], { stdin: RT });
+    expect(dots).toMatchObject({ status: 2, err: 'connections: bad connection id: the connection id may not be made of dots only\nRun with --help for usage.\n' });
     expect((await cli(['add', 'x'.repeat(65), '--client-id', 'c'], { stdin: RT })).err).toMatch(/65 characters long; the limit is 64/);
     expect((await cli(['add', 'acme'], { stdin: RT })).err).toMatch(/add needs --client-id/);
     expect((await cli(['add', 'acme', '--client-id', ' '], { stdin: RT })).err).toMatch(/--client-id: the client id is empty/);
@@ -328,6 +364,42 @@ describe('remove', () => {
     expect([...(await s3.listObjects(BUCKET)).keys()].sort()).toEqual(['items/acme-2/a.json', 'items/other/a.json']);
     expect(await store().get('acme', { consistent: true })).toBeUndefined();
     expect((await store().get('other'))?.status).toBe('active');
+  });
+
+  it('--purge waits for a sync container\'s cache (60 s) and one sync invocation (60 s) after the removal, with a margin', () => {
+    expect(PURGE_SETTLE_SECONDS).toBe(150);
+    expect(PURGE_SETTLE_SECONDS).toBeGreaterThan(DEFAULTS.tokenCacheSeconds + syncTimeoutSeconds(10));
+  });
+
+  it('--purge sweeps twice: a row and an object a running sync wrote during the first sweep are deleted too', async () => {
+    await cli(['add', 'acme', '--client-id', 'c'], { stdin: RT });
+    for (let i = 0; i < 3; i++) await itemRow('acme', `fil-${i}`);
+    await s3Client.send(new PutObjectCommand({ Bucket: BUCKET, Key: 'items/acme/a.json', Body: '{}' }));
+    const racing = racingClients({
+      // A sync invocation still running writes while the first sweep deletes.
+      BatchWriteItemCommand: () => itemRow('acme', 'late', { itemObject: { M: { key: { S: 'items/acme/late.json' }, size: { N: '2' }, sha256: { S: 'x' } } } }),
+      DeleteObjectsCommand: () => s3Client.send(new PutObjectCommand({ Bucket: BUCKET, Key: 'items/acme/late.json', Body: '{}' })).then(() => undefined),
+    });
+    const run = await cli(['remove', 'acme', '--purge', '--yes'], racing);
+    expect(run.status).toBe(0);
+    expect(run.out).toMatch(new RegExp(`purged: 4 rows deleted from ${itemsTable}, 2 objects from ${BUCKET}, and its row`));
+    expect(run.err).toContain('acme: sweeping again, for anything written during the first sweep');
+    expect((await itemsOf('acme')).Count).toBe(0);
+    expect([...(await s3.listObjects(BUCKET)).keys()].filter((key) => key.startsWith('items/acme/'))).toEqual([]);
+    expect(await store().get('acme', { consistent: true })).toBeUndefined();
+  });
+
+  it('--purge of a connection added again during the purge: its row and new credentials are kept, and the purge says so', async () => {
+    await cli(['add', 'acme', '--client-id', 'c'], { stdin: RT });
+    await itemRow('acme', 'fil-1');
+    const racing = racingClients({
+      BatchWriteItemCommand: () => store().putCredentials({ connection: 'acme', clientId: 'c', refreshToken: 'rt-readded-secret', at: new Date(NOW).toISOString() }).then(() => undefined),
+    });
+    const run = await cli(['remove', 'acme', '--purge', '--yes'], racing);
+    expect(run.status).toBe(1);
+    expect(run.out).toContain(`connection "acme": 1 rows deleted from ${itemsTable}, 0 objects from ${BUCKET}`);
+    expect(run.err).toContain('connection "acme" was re-added during the purge: its row is kept (with its new credentials)');
+    expect(await store().get('acme', { consistent: true })).toMatchObject({ status: 'active', refreshToken: 'rt-readded-secret' });
   });
 
   it('--purge --yes of a connection removed long ago: no question, no wait', async () => {

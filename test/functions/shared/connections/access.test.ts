@@ -7,18 +7,28 @@
 import { describe, expect, it } from 'vitest';
 import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { createConnectionAccess } from '../../../../functions/shared/connections/access.js';
-import { BUSY_WAIT_SECONDS, CachedConnectionAccess, FAILED_WAIT_SECONDS, FRESH_REFUSAL_SECONDS } from '../../../../functions/shared/connections/connection-access.js';
+import {
+  BUSY_WAIT_SECONDS,
+  CachedConnectionAccess,
+  FAILED_WAIT_SECONDS,
+  FRESH_REFUSAL_SECONDS,
+  MAX_BUSY_WAIT_SECONDS,
+  NO_TIME_WAIT_SECONDS,
+} from '../../../../functions/shared/connections/connection-access.js';
 import type { SyncConfig } from '../../../../functions/shared/config.js';
 import type { RefreshResult } from '../../../../functions/shared/connections/refresh.js';
 import { expectNoToken, FakeClock, FakeProvider, MemoryConnectionStore, MemoryLog, providerError, T0 } from './fakes.js';
 
 const MINUTE = 60_000;
-const config: Pick<SyncConfig, 'connectionsTableName' | 'tokenRefreshMinutes' | 'tokenCacheSeconds' | 'connectionWaitSeconds' | 'paceScope'> = {
+const config: Pick<SyncConfig, 'connectionsTableName' | 'tokenRefreshMinutes' | 'tokenCacheSeconds' | 'connectionWaitSeconds' | 'paceScope'> & {
+  provider: { timeoutMs: number };
+} = {
   connectionsTableName: 'connections',
   tokenRefreshMinutes: 30,
   tokenCacheSeconds: 60,
   connectionWaitSeconds: 300,
   paceScope: 'client',
+  provider: { timeoutMs: 10_000 },
 };
 const iso = (ms: number): string => new Date(ms).toISOString();
 
@@ -59,6 +69,7 @@ describe('open', () => {
       seconds: 300,
     });
     expect(await access.open('a/b')).toEqual({ kind: 'dead', reason: 'the connection id may hold only the characters A-Z a-z 0-9 . _ -' });
+    expect(await access.open('..')).toEqual({ kind: 'dead', reason: 'the connection id may not be made of dots only' });
   });
 
   it('an active connection with a young token is ready, with the pace key of its scope', async () => {
@@ -84,10 +95,10 @@ describe('open', () => {
     expect(gets(store)).toBe(2);
   });
 
-  it('no token, or one older than tokenRefreshMinutes: refreshed now, once for concurrent callers', async () => {
+  it('no token, or one older than tokenRefreshMinutes + 5 minutes: refreshed now, once for concurrent callers', async () => {
     const { store, provider, access, refreshes } = setup();
     store.seed({ connection: 'new' });
-    store.seed({ connection: 'old', accessToken: 'at-old-secret', refreshedAt: iso(T0 - 30 * MINUTE) });
+    store.seed({ connection: 'old', accessToken: 'at-old-secret', refreshedAt: iso(T0 - 35 * MINUTE) });
     const gates = await Promise.all([access.open('new'), access.open('new'), access.open('old')]);
     expect(gates.map((g) => g.kind)).toEqual(['ready', 'ready', 'ready']);
     expect(gates[0]).toEqual(gates[1]);
@@ -96,9 +107,21 @@ describe('open', () => {
     expect(refreshes.map((r) => r.kind)).toEqual(['refreshed', 'refreshed']);
   });
 
+  it('a token older than tokenRefreshMinutes but not by 5 minutes is used as it is: the token refresher renews it', async () => {
+    const { store, provider, clock, access } = setup({ tokenCacheSeconds: 0 });
+    store.seed({ connection: 'acme', accessToken: 'at-aging-secret', refreshedAt: iso(T0 - 32 * MINUTE), lastUsedAt: iso(T0) });
+    expect(await access.open('acme')).toMatchObject({ kind: 'ready', token: 'at-aging-secret' });
+    clock.advance(3 * MINUTE - 1);
+    expect(await access.open('acme')).toMatchObject({ kind: 'ready', token: 'at-aging-secret' });
+    expect(provider.calls).toHaveLength(0);
+    clock.advance(1);
+    expect(await access.open('acme')).toMatchObject({ kind: 'ready', token: 'at-issued-secret-1' });
+    expect(provider.calls).toHaveLength(1);
+  });
+
   it('a refresh held by another container: wait 5 s; refused: wait connectionWaitSeconds; failed: wait 30 s', async () => {
     const { store, provider, access, log } = setup();
-    store.seed({ connection: 'busy', refreshLease: { owner: 'other', until: T0 + MINUTE } });
+    store.seed({ connection: 'busy', refreshLease: { owner: 'other', until: T0 + 5 * MINUTE } });
     store.seed({ connection: 'refused', refreshToken: 'rt-refused-secret' });
     store.seed({ connection: 'down', refreshToken: 'rt-down-secret' });
     provider.answers.set('rt-refused-secret', providerError('unauthorized', 401, 'bad token rt-refused-secret'));
@@ -193,6 +216,35 @@ describe('afterRefusal', () => {
     expect(await access.afterRefusal('acme', 'at-1-secret')).toMatchObject({ kind: 'wait', reason: 'connection "acme" is paused' });
   });
 
+  it('two containers over one store, a 401 in both at once, one refresh done before the other takes the lease: one getToken', async () => {
+    const { store, provider, build } = setup();
+    const first = build();
+    const second = build();
+    store.seed({ connection: 'acme', accessToken: 'at-1-secret', refreshedAt: iso(T0 - 5 * MINUTE), lastUsedAt: iso(T0) });
+    await Promise.all([first.open('acme'), second.open('acme')]);
+    // The second container reads the row (still at-1) and is held just before it takes the lease.
+    const take = store.takeRefreshLease.bind(store);
+    let letGo: () => void = () => undefined;
+    const held = new Promise<void>((resolve) => (letGo = resolve));
+    let calls = 0;
+    store.takeRefreshLease = async (connection, lease) => {
+      if (++calls === 1) await held;
+      return take(connection, lease);
+    };
+    const two = second.afterRefusal('acme', 'at-1-secret');
+    for (let i = 0; i < 20 && calls < 1; i++) await new Promise((r) => setImmediate(r));
+    expect(calls).toBe(1);
+    // The first container refreshes and releases the lease, all before the second takes it.
+    const one = await first.afterRefusal('acme', 'at-1-secret');
+    expect(one).toMatchObject({ kind: 'ready' });
+    expect(store.row('acme')?.refreshLease).toBeUndefined();
+    letGo();
+    const token = store.row('acme')!.accessToken!;
+    expect(await two).toMatchObject({ kind: 'ready', token });
+    expect(provider.calls).toHaveLength(1);
+    expect(store.row('acme')?.refreshLease).toBeUndefined();
+  });
+
   it('two containers over one store, a 401 in both at once: one getToken; the other waits, then reads the new token', async () => {
     const { store, provider, clock, build } = setup();
     const first = build();
@@ -214,6 +266,109 @@ describe('afterRefusal', () => {
     const waited = gates[0]!.kind === 'wait' ? first : second;
     expect(await waited.open('acme')).toMatchObject({ kind: 'ready', token });
     expect(provider.calls).toHaveLength(1);
+  });
+});
+
+describe('unknown and removed: never from a stale read, never cached', () => {
+  it('an eventually consistent read that does not show the row yet: read again consistently before the items are dead', async () => {
+    const { store, access } = setup();
+    store.seed({ connection: 'acme', accessToken: 'at-secret', refreshedAt: iso(T0), lastUsedAt: iso(T0) });
+    store.stale.set('acme', undefined);
+    expect(await access.open('acme')).toMatchObject({ kind: 'ready', token: 'at-secret' });
+    expect(store.consistentReads).toEqual(['acme']);
+  });
+
+  it('a stale read of a connection removed and added again: read again, ready', async () => {
+    const { store, access } = setup();
+    store.seed({ connection: 'acme', accessToken: 'at-secret', refreshedAt: iso(T0), lastUsedAt: iso(T0) });
+    store.stale.set('acme', { ...store.row('acme')!, status: 'removed', refreshToken: '' });
+    expect(await access.open('acme')).toMatchObject({ kind: 'ready' });
+  });
+
+  it('a dead answer is not cached: a connection added a moment later is used at once', async () => {
+    const { store, access } = setup();
+    expect(await access.open('acme')).toEqual({ kind: 'dead', reason: 'unknown connection "acme"' });
+    expect(store.consistentReads).toEqual(['acme']);
+    store.seed({ connection: 'acme', accessToken: 'at-secret', refreshedAt: iso(T0), lastUsedAt: iso(T0) });
+    expect(await access.open('acme')).toMatchObject({ kind: 'ready', token: 'at-secret' });
+    store.rows.get('acme')!.status = 'removed';
+    store.stale.set('acme', store.row('acme'));
+    // Within tokenCacheSeconds, the cache still answers ready; once read as removed (twice), dead, and not kept.
+    (access as CachedConnectionAccess)['entries'].delete('acme');
+    expect(await access.open('acme')).toEqual({ kind: 'dead', reason: 'connection "acme" was removed' });
+    expect((access as CachedConnectionAccess).cached).toBe(0);
+  });
+});
+
+describe('a refresh and the time left', () => {
+  it('starts no refresh with less than the provider time-out plus 5 s before the deadline: a short wait, no lease, no getToken', async () => {
+    const { store, provider, access } = setup();
+    store.seed({ connection: 'acme' });
+    expect(await access.open('acme', { deadline: T0 + 15_000 - 1 })).toEqual({
+      kind: 'wait',
+      reason: 'connection "acme": its access token needs a refresh, and this invocation has too little time left for one',
+      seconds: NO_TIME_WAIT_SECONDS,
+    });
+    expect(provider.calls).toHaveLength(0);
+    expect(store.calls).not.toContain('takeRefreshLease');
+    expect(await access.open('acme', { deadline: T0 + 15_000 })).toMatchObject({ kind: 'ready' });
+    expect(provider.calls).toHaveLength(1);
+  });
+
+  it('after a refusal too', async () => {
+    const { store, provider, access } = setup();
+    store.seed({ connection: 'acme', accessToken: 'at-1-secret', refreshedAt: iso(T0 - 5 * MINUTE), lastUsedAt: iso(T0) });
+    expect(await access.afterRefusal('acme', 'at-1-secret', { deadline: T0 + 3_000 })).toMatchObject({ kind: 'wait', seconds: NO_TIME_WAIT_SECONDS });
+    expect(provider.calls).toHaveLength(0);
+    expect(await access.afterRefusal('acme', 'at-1-secret', { deadline: T0 + 60_000 })).toMatchObject({ kind: 'ready' });
+  });
+
+  it('the result write is tried again until the deadline: a rotated token survives a store failure of several seconds', async () => {
+    const store = new MemoryConnectionStore();
+    const provider = new FakeProvider();
+    const clock = new FakeClock();
+    const access = new CachedConnectionAccess(
+      { store, provider, clock, log: new MemoryLog(), sleep: async (ms) => clock.advance(ms) },
+      { paceScope: 'client', tokenCacheSeconds: 60, tokenRefreshMinutes: 30, connectionWaitSeconds: 300, providerTimeoutMs: 10_000 },
+    );
+    store.seed({ connection: 'acme', refreshToken: 'rt-old-secret' });
+    provider.answers.set('rt-old-secret', { accessToken: 'at-new-secret', refreshToken: 'rt-rotated-secret' });
+    const complete = store.completeRefresh.bind(store);
+    let failures = 5;
+    store.completeRefresh = async (input) => {
+      if (failures-- > 0) throw new Error('DynamoDB UpdateItem failed (InternalServerError)');
+      return complete(input);
+    };
+    expect(await access.open('acme', { deadline: T0 + 40_000 })).toMatchObject({ kind: 'ready', token: 'at-new-secret' });
+    expect(store.row('acme')).toMatchObject({ refreshToken: 'rt-rotated-secret', accessToken: 'at-new-secret' });
+  });
+});
+
+describe('what a refresh leaves', () => {
+  it('a connection paused while its token was refreshed: its items wait (the tokens are stored)', async () => {
+    const { store, provider, access } = setup();
+    store.seed({ connection: 'acme', refreshToken: 'rt-acme-secret' });
+    provider.answers.set('rt-acme-secret', () => {
+      void store.setStatus('acme', 'paused', ['active', 'failing'], iso(T0));
+      return { accessToken: 'at-new-secret' };
+    });
+    expect(await access.open('acme')).toEqual({ kind: 'wait', reason: 'connection "acme" is paused', seconds: 300 });
+    expect(store.row('acme')).toMatchObject({ status: 'paused', accessToken: 'at-new-secret' });
+    // And from the cache as well.
+    expect(await access.open('acme')).toMatchObject({ kind: 'wait', reason: 'connection "acme" is paused' });
+  });
+
+  it.each([
+    ['just taken (its holder is at work)', 5 * MINUTE, BUSY_WAIT_SECONDS],
+    ['taken 14 s ago, within the provider time-out plus 5 s', 5 * MINUTE - 14_000, BUSY_WAIT_SECONDS],
+    ['taken 2 minutes ago (its holder likely died)', 3 * MINUTE, MAX_BUSY_WAIT_SECONDS],
+    ['ending in 20 s', 20_000, 20],
+    ['ending in 2 s', 2_000, BUSY_WAIT_SECONDS],
+  ])('a lease held by another, %s: the items wait %d s', async (_what, endsIn, seconds) => {
+    const { store, provider, access } = setup();
+    store.seed({ connection: 'acme', refreshLease: { owner: 'other', until: T0 + endsIn } });
+    expect(await access.open('acme')).toEqual({ kind: 'wait', reason: 'connection "acme": its access token is being refreshed', seconds });
+    expect(provider.calls).toHaveLength(0);
   });
 });
 

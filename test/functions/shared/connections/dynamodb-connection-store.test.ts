@@ -1,23 +1,19 @@
 /**
  * The connections table's adapter (functions/shared/adapters/dynamodb-connection-store.ts): the exact
- * commands, with the client mocked, and its conditional writes against dynalite on 127.0.0.1 (two
- * lease takers at once, a refresh over replaced credentials, a rotated refresh token, a pause while
- * a refresh runs, removal).
+ * commands, with the client mocked (its conditional writes against dynalite:
+ * dynamodb-connection-store.dynalite.test.ts), and toRecord.
  */
 import {
   ConditionalCheckFailedException,
-  CreateTableCommand,
   DeleteItemCommand,
   DynamoDBClient,
   GetItemCommand,
-  PutItemCommand,
   ScanCommand,
   UpdateItemCommand,
   type AttributeValue,
 } from '@aws-sdk/client-dynamodb';
 import { mockClient } from 'aws-sdk-client-mock';
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { startDynalite, type Dynalite } from '../../../../dev/fakes/dynalite.js';
+import { beforeEach, describe, expect, it } from 'vitest';
 import { DynamoDbConnectionStore, toRecord } from '../../../../functions/shared/adapters/dynamodb-connection-store.js';
 import { ConfigError, TransientError } from '../../../../functions/shared/errors.js';
 
@@ -117,7 +113,7 @@ describe('DynamoDbConnectionStore: the exact commands', () => {
       UpdateExpression:
         'SET accessToken = :accessToken, refreshedAt = :refreshedAt, lastSuccessAt = :refreshedAt, consecutiveFailures = :zero, updatedAt = :refreshedAt, ' +
         'refreshToken = :refreshToken, credentialsVersion = credentialsVersion + :one, #status = :status REMOVE leaseOwner, leaseUntil',
-      ConditionExpression: 'credentialsVersion = :version AND #status IN (:active, :failing)',
+      ConditionExpression: 'credentialsVersion = :version AND #status IN (:active, :failing) AND leaseOwner = :owner',
       ExpressionAttributeNames: { '#status': 'status' },
       ExpressionAttributeValues: {
         ':accessToken': { S: AT_TOKEN },
@@ -126,6 +122,7 @@ describe('DynamoDbConnectionStore: the exact commands', () => {
         ':refreshToken': { S: ROTATED },
         ':one': { N: '1' },
         ':version': { N: '3' },
+        ':owner': { S: 'me' },
         ':status': { S: 'active' },
         ':active': { S: 'active' },
         ':failing': { S: 'failing' },
@@ -141,8 +138,45 @@ describe('DynamoDbConnectionStore: the exact commands', () => {
       Key: key,
       UpdateExpression:
         'SET lastFailureAt = :at, lastFailureReason = :reason, consecutiveFailures = if_not_exists(consecutiveFailures, :zero) + :one, updatedAt = :at REMOVE leaseOwner, leaseUntil',
-      ConditionExpression: 'credentialsVersion = :version',
-      ExpressionAttributeValues: { ':at': { S: AT }, ':reason': { S: 'getToken: HTTP 503' }, ':zero': { N: '0' }, ':one': { N: '1' }, ':version': { N: '2' } },
+      ConditionExpression: 'credentialsVersion = :version AND leaseOwner = :owner',
+      ExpressionAttributeValues: { ':at': { S: AT }, ':reason': { S: 'getToken: HTTP 503' }, ':zero': { N: '0' }, ':one': { N: '1' }, ':version': { N: '2' }, ':owner': { S: 'me' } },
+    });
+  });
+
+  it('a result write whose condition fails is read again: the status and the lease as they are now, written again; conflict only for another version', async () => {
+    const failed = new ConditionalCheckFailedException({ message: 'The conditional request failed', $metadata: {} });
+    mock.on(UpdateItemCommand).rejectsOnce(failed).resolves({});
+    mock.on(GetItemCommand).resolves({ Item: row({ credentialsVersion: { N: '3' }, status: { S: 'paused' }, leaseOwner: { S: 'other' }, leaseUntil: { N: String(NOW) } }) });
+    const input = { connection: 'acme', owner: 'me', credentialsVersion: 3, accessToken: AT_TOKEN, refreshedAt: AT };
+    expect(await store.completeRefresh(input)).toEqual({ kind: 'written', status: 'paused' });
+    const second = mock.commandCalls(UpdateItemCommand)[1]!.args[0].input;
+    expect(second.ConditionExpression).toBe('credentialsVersion = :version AND #status = :seen AND (attribute_not_exists(leaseOwner) OR leaseOwner <> :owner)');
+    expect(second.UpdateExpression).not.toContain('REMOVE');
+    expect(second.ExpressionAttributeValues).toMatchObject({ ':seen': { S: 'paused' }, ':owner': { S: 'me' } });
+
+    // The status keeps changing under the write, the version does not: not a conflict (the rotated token would be dropped), an error to try again.
+    mock.reset();
+    mock.on(UpdateItemCommand).rejects(failed);
+    let flip = 0;
+    mock.on(GetItemCommand).callsFake(() => ({ Item: row({ credentialsVersion: { N: '3' }, status: { S: ++flip % 2 ? 'paused' : 'active' }, leaseOwner: { S: 'me' }, leaseUntil: { N: String(NOW) } }) }));
+    await expect(store.completeRefresh(input)).rejects.toBeInstanceOf(TransientError);
+
+    mock.reset();
+    mock.on(UpdateItemCommand).rejects(failed);
+    mock.on(GetItemCommand).resolves({ Item: row({ credentialsVersion: { N: '4' } }) });
+    expect(await store.completeRefresh(input)).toEqual({ kind: 'conflict' });
+    expect(mock.commandCalls(UpdateItemCommand)).toHaveLength(1);
+  });
+
+  it('releaseRefreshLease: only the owner\'s lease; a failed condition is no error', async () => {
+    mock.on(UpdateItemCommand).rejects(new ConditionalCheckFailedException({ message: 'x', $metadata: {} }));
+    await store.releaseRefreshLease('acme', 'me');
+    expect(mock).toReceiveCommandWith(UpdateItemCommand, {
+      TableName: TABLE,
+      Key: key,
+      UpdateExpression: 'REMOVE leaseOwner, leaseUntil',
+      ConditionExpression: 'leaseOwner = :owner',
+      ExpressionAttributeValues: { ':owner': { S: 'me' } },
     });
   });
 
@@ -198,10 +232,16 @@ describe('DynamoDbConnectionStore: the exact commands', () => {
     ]);
   });
 
-  it('delete: DeleteItem by the connection', async () => {
+  it('delete: DeleteItem by the connection, only while it is removed', async () => {
     mock.on(DeleteItemCommand).resolves({});
-    await store.delete('acme');
-    expect(mock).toReceiveCommandWith(DeleteItemCommand, { TableName: TABLE, Key: key });
+    expect(await store.delete('acme')).toBe('deleted');
+    expect(mock).toReceiveCommandWith(DeleteItemCommand, {
+      TableName: TABLE,
+      Key: key,
+      ConditionExpression: '#status = :removed',
+      ExpressionAttributeNames: { '#status': 'status' },
+      ExpressionAttributeValues: { ':removed': { S: 'removed' } },
+    });
   });
 
   it('AWS failures: throttling and 5xx are transient, a missing table names the setting, none quotes a value', async () => {
@@ -224,143 +264,6 @@ describe('DynamoDbConnectionStore: the exact commands', () => {
       expect(String(error)).not.toContain(RT);
       expect((error as Error).cause).toBeUndefined();
     }
-  });
-});
-
-describe('DynamoDbConnectionStore against dynalite', () => {
-  let dynamo: Dynalite;
-  let client: DynamoDBClient;
-  let store: DynamoDbConnectionStore;
-  let table = 0;
-
-  beforeAll(async () => {
-    dynamo = await startDynalite({ proxy: false });
-    client = dynamo.client();
-  });
-
-  afterAll(async () => {
-    client?.destroy();
-    await dynamo?.close();
-  });
-
-  beforeEach(async () => {
-    const name = `connections-${++table}`;
-    await client.send(
-      new CreateTableCommand({
-        TableName: name,
-        AttributeDefinitions: [{ AttributeName: 'connection', AttributeType: 'S' }],
-        KeySchema: [{ AttributeName: 'connection', KeyType: 'HASH' }],
-        BillingMode: 'PAY_PER_REQUEST',
-      }),
-    );
-    store = new DynamoDbConnectionStore(client, name);
-  });
-
-  const lease = (owner: string, now = NOW) => ({ owner, until: now + 300_000, now });
-
-  it('creates a connection as active, reads it back, and replaces its credentials', async () => {
-    expect(await store.putCredentials({ connection: 'acme', clientId: 'client-1', refreshToken: RT, at: AT })).toBe('created');
-    expect(await store.get('acme', { consistent: true })).toEqual({
-      connection: 'acme',
-      clientId: 'client-1',
-      status: 'active',
-      refreshToken: RT,
-      credentialsVersion: 1,
-      health: { consecutiveFailures: 0 },
-      createdAt: AT,
-      updatedAt: AT,
-    });
-    const taken = await store.takeRefreshLease('acme', lease('one'));
-    expect(taken.kind).toBe('taken');
-    await store.completeRefresh({ connection: 'acme', owner: 'one', credentialsVersion: 1, accessToken: AT_TOKEN, refreshedAt: AT });
-    const later = '2026-11-24T11:00:00.000Z';
-    expect(await store.putCredentials({ connection: 'acme', clientId: 'client-2', refreshToken: ROTATED, at: later })).toBe('replaced');
-    const record = await store.get('acme', { consistent: true });
-    expect(record).toMatchObject({ clientId: 'client-2', refreshToken: ROTATED, credentialsVersion: 2, createdAt: AT, updatedAt: later, status: 'active' });
-    expect(record?.accessToken).toBeUndefined();
-    expect(record?.health).toEqual({ consecutiveFailures: 0 });
-  });
-
-  it('two concurrent lease takers: exactly one takes it; the other sees it held; an expired lease is taken again', async () => {
-    await store.putCredentials({ connection: 'acme', clientId: 'client-1', refreshToken: RT, at: AT });
-    const results = await Promise.all([store.takeRefreshLease('acme', lease('one')), store.takeRefreshLease('acme', lease('two'))]);
-    expect(results.filter((r) => r.kind === 'taken')).toHaveLength(1);
-    expect(results.filter((r) => r.kind === 'held')).toEqual([{ kind: 'held', until: NOW + 300_000 }]);
-    expect((await store.takeRefreshLease('acme', lease('three', NOW + 300_001))).kind).toBe('taken');
-  });
-
-  it('completeRefresh after the credentials were replaced: conflict, and the new credentials stay', async () => {
-    await store.putCredentials({ connection: 'acme', clientId: 'client-1', refreshToken: RT, at: AT });
-    const taken = await store.takeRefreshLease('acme', lease('one'));
-    if (taken.kind !== 'taken') throw new Error('lease not taken');
-    await store.putCredentials({ connection: 'acme', clientId: 'client-1', refreshToken: 'rt-operator-new-0003', at: AT });
-    const written = await store.completeRefresh({ connection: 'acme', owner: 'one', credentialsVersion: taken.record.credentialsVersion, accessToken: AT_TOKEN, refreshedAt: AT, rotatedRefreshToken: ROTATED });
-    expect(written).toBe('conflict');
-    const failed = await store.failRefresh({ connection: 'acme', owner: 'one', credentialsVersion: taken.record.credentialsVersion, at: AT, reason: 'refused', refused: true });
-    expect(failed).toBe('conflict');
-    expect(await store.get('acme', { consistent: true })).toMatchObject({ refreshToken: 'rt-operator-new-0003', status: 'active', credentialsVersion: 2 });
-  });
-
-  it('a rotated refresh token is stored with the access token; the version is raised and the lease released', async () => {
-    await store.putCredentials({ connection: 'acme', clientId: 'client-1', refreshToken: RT, at: AT });
-    await store.takeRefreshLease('acme', lease('one'));
-    expect(await store.completeRefresh({ connection: 'acme', owner: 'one', credentialsVersion: 1, accessToken: AT_TOKEN, refreshedAt: AT, rotatedRefreshToken: ROTATED })).toBe('written');
-    const record = await store.get('acme', { consistent: true });
-    expect(record).toMatchObject({ refreshToken: ROTATED, accessToken: AT_TOKEN, refreshedAt: AT, credentialsVersion: 2, health: { lastSuccessAt: AT, consecutiveFailures: 0 } });
-    expect(record?.refreshLease).toBeUndefined();
-  });
-
-  it('a refusal makes the connection failing; the hourly retry may take the lease; success makes it active again', async () => {
-    await store.putCredentials({ connection: 'acme', clientId: 'client-1', refreshToken: RT, at: AT });
-    await store.takeRefreshLease('acme', lease('one'));
-    await store.failRefresh({ connection: 'acme', owner: 'one', credentialsVersion: 1, at: AT, reason: 'getToken: HTTP 401', refused: true });
-    expect(await store.get('acme', { consistent: true })).toMatchObject({ status: 'failing', health: { lastFailureAt: AT, lastFailureReason: 'getToken: HTTP 401', consecutiveFailures: 1 } });
-    expect(await store.takeRefreshLease('acme', lease('two'))).toEqual({ kind: 'not-refreshable', status: 'failing' });
-    expect((await store.takeRefreshLease('acme', { ...lease('two'), includeFailing: true })).kind).toBe('taken');
-    await store.completeRefresh({ connection: 'acme', owner: 'two', credentialsVersion: 1, accessToken: AT_TOKEN, refreshedAt: AT });
-    expect(await store.get('acme', { consistent: true })).toMatchObject({ status: 'active', health: { consecutiveFailures: 0, lastFailureReason: 'getToken: HTTP 401' } });
-  });
-
-  it('a connection paused while its refresh ran stays paused and still gets its tokens', async () => {
-    await store.putCredentials({ connection: 'acme', clientId: 'client-1', refreshToken: RT, at: AT });
-    await store.takeRefreshLease('acme', lease('one'));
-    expect(await store.setStatus('acme', 'paused', ['active', 'failing'], AT)).toBe('written');
-    expect(await store.completeRefresh({ connection: 'acme', owner: 'one', credentialsVersion: 1, accessToken: AT_TOKEN, refreshedAt: AT, rotatedRefreshToken: ROTATED })).toBe('written');
-    expect(await store.get('acme', { consistent: true })).toMatchObject({ status: 'paused', refreshToken: ROTATED, accessToken: AT_TOKEN });
-  });
-
-  it('setStatus: missing, conflict, and removal deletes the tokens (a refresh running then conflicts)', async () => {
-    expect(await store.setStatus('nobody', 'paused', ['active'], AT)).toBe('missing');
-    await store.putCredentials({ connection: 'acme', clientId: 'client-1', refreshToken: RT, at: AT });
-    expect(await store.setStatus('acme', 'active', ['paused'], AT)).toBe('conflict');
-    await store.takeRefreshLease('acme', lease('one'));
-    expect(await store.setStatus('acme', 'removed', ['active', 'paused', 'failing'], AT)).toBe('written');
-    expect(await store.completeRefresh({ connection: 'acme', owner: 'one', credentialsVersion: 1, accessToken: AT_TOKEN, refreshedAt: AT })).toBe('conflict');
-    const record = await store.get('acme', { consistent: true });
-    expect(record).toMatchObject({ status: 'removed', refreshToken: '' });
-    expect(JSON.stringify(record)).not.toContain(RT);
-    expect(JSON.stringify(record)).not.toContain(AT_TOKEN);
-  });
-
-  it('markUsed writes only over an older lastUsedAt and never creates a row', async () => {
-    await store.putCredentials({ connection: 'acme', clientId: 'client-1', refreshToken: RT, at: AT });
-    await store.markUsed('acme', '2026-11-24T10:30:00.000Z');
-    await store.markUsed('acme', '2026-11-24T10:10:00.000Z');
-    expect((await store.get('acme', { consistent: true }))?.lastUsedAt).toBe('2026-11-24T10:30:00.000Z');
-    await store.markUsed('nobody', AT);
-    expect(await store.get('nobody', { consistent: true })).toBeUndefined();
-  });
-
-  it('a row the change-events function made is no connection until added; add keeps its ids known', async () => {
-    await client.send(new PutItemCommand({ TableName: store.tableName, Item: { connection: { S: 'acme' }, idsKnown: { N: '7' }, lastWriteAt: { S: AT } } }));
-    expect(await store.get('acme', { consistent: true })).toBeUndefined();
-    const listed: string[] = [];
-    for await (const record of store.list()) listed.push(record.connection);
-    expect(listed).toEqual([]);
-    expect(await store.putCredentials({ connection: 'acme', clientId: 'client-1', refreshToken: RT, at: AT })).toBe('created');
-    expect(await store.get('acme', { consistent: true })).toMatchObject({ status: 'active', idsKnown: 7, lastWriteAt: AT });
-    await store.delete('acme');
-    expect(await store.get('acme', { consistent: true })).toBeUndefined();
   });
 });
 

@@ -25,6 +25,9 @@ export class MemoryConnectionStore implements ConnectionStore {
   readonly calls: string[] = [];
   /** Makes the next calls of an operation throw. */
   readonly failing = new Map<string, Error>();
+  /** What an eventually consistent read of a connection answers while set (undefined: no row yet), instead of the row. */
+  readonly stale = new Map<string, ConnectionRecord | undefined>();
+  readonly consistentReads: string[] = [];
 
   seed(record: Partial<ConnectionRecord> & { connection: string }): void {
     this.rows.set(record.connection, {
@@ -50,9 +53,11 @@ export class MemoryConnectionStore implements ConnectionStore {
     if (error) throw error;
   }
 
-  async get(connection: string): Promise<ConnectionRecord | undefined> {
+  async get(connection: string, options: { consistent?: boolean } = {}): Promise<ConnectionRecord | undefined> {
     await Promise.resolve();
     this.enter('get');
+    if (options.consistent) this.consistentReads.push(connection);
+    else if (this.stale.has(connection)) return structuredClone(this.stale.get(connection));
     return this.row(connection);
   }
 
@@ -93,9 +98,13 @@ export class MemoryConnectionStore implements ConnectionStore {
     return 'written';
   }
 
-  async delete(connection: string): Promise<void> {
+  async delete(connection: string): Promise<'deleted' | 'conflict' | 'missing'> {
     this.enter('delete');
+    const row = this.rows.get(connection);
+    if (!row) return 'missing';
+    if (row.status !== 'removed') return 'conflict';
     this.rows.delete(connection);
+    return 'deleted';
   }
 
   async takeRefreshLease(connection: string, lease: { owner: string; until: number; now: number; includeFailing?: boolean }) {
@@ -109,11 +118,18 @@ export class MemoryConnectionStore implements ConnectionStore {
     return { kind: 'taken' as const, record: structuredClone(row) };
   }
 
-  async completeRefresh(input: { connection: string; owner: string; credentialsVersion: number; accessToken: string; refreshedAt: string; rotatedRefreshToken?: string }): Promise<'written' | 'conflict'> {
+  async completeRefresh(input: {
+    connection: string;
+    owner: string;
+    credentialsVersion: number;
+    accessToken: string;
+    refreshedAt: string;
+    rotatedRefreshToken?: string;
+  }): Promise<{ kind: 'written'; status: ConnectionStatus } | { kind: 'conflict' }> {
     await Promise.resolve();
     this.enter('completeRefresh');
     const row = this.rows.get(input.connection);
-    if (!row || row.credentialsVersion !== input.credentialsVersion) return 'conflict';
+    if (!row || row.credentialsVersion !== input.credentialsVersion) return { kind: 'conflict' };
     row.accessToken = input.accessToken;
     row.refreshedAt = input.refreshedAt;
     row.health = { ...row.health, lastSuccessAt: input.refreshedAt, consecutiveFailures: 0 };
@@ -122,8 +138,8 @@ export class MemoryConnectionStore implements ConnectionStore {
       row.credentialsVersion += 1;
     }
     if (row.status === 'failing') row.status = 'active';
-    delete row.refreshLease;
-    return 'written';
+    if (row.refreshLease?.owner === input.owner) delete row.refreshLease;
+    return { kind: 'written', status: row.status };
   }
 
   async failRefresh(input: { connection: string; owner: string; credentialsVersion: number; at: string; reason: string; refused: boolean }): Promise<'written' | 'conflict'> {
@@ -133,8 +149,14 @@ export class MemoryConnectionStore implements ConnectionStore {
     if (!row || row.credentialsVersion !== input.credentialsVersion) return 'conflict';
     row.health = { ...row.health, lastFailureAt: input.at, lastFailureReason: input.reason, consecutiveFailures: row.health.consecutiveFailures + 1 };
     if (input.refused && row.status === 'active') row.status = 'failing';
-    delete row.refreshLease;
+    if (row.refreshLease?.owner === input.owner) delete row.refreshLease;
     return 'written';
+  }
+
+  async releaseRefreshLease(connection: string, owner: string): Promise<void> {
+    this.enter('releaseRefreshLease');
+    const row = this.rows.get(connection);
+    if (row?.refreshLease?.owner === owner) delete row.refreshLease;
   }
 
   async markUsed(connection: string, at: string): Promise<void> {

@@ -6,7 +6,7 @@
 import { describe, expect, it } from 'vitest';
 import { refreshConnection, REFRESH_LEASE_MS, type RefreshPorts } from '../../../../functions/shared/connections/refresh.js';
 import { expectNoToken, FakeClock, FakeProvider, MemoryConnectionStore, MemoryLog, providerError, T0 } from './fakes.js';
-import { TransientError } from '../../../../functions/shared/errors.js';
+import { ProviderError, TransientError } from '../../../../functions/shared/errors.js';
 
 const RT = 'rt-acme-secret';
 
@@ -32,7 +32,16 @@ describe('refreshConnection', () => {
     const result = await refreshConnection(ports, 'acme');
     expect(leaseSeen).toEqual({ owner: 'owner-1', until: T0 + REFRESH_LEASE_MS });
     expect(provider.calls).toEqual([{ clientId: 'client-acme', refreshToken: RT }]);
-    expect(result).toEqual({ kind: 'refreshed', connection: 'acme', clientId: 'client-acme', token: 'at-new-secret', refreshedAt: new Date(T0).toISOString(), rotated: false, previousStatus: 'active' });
+    expect(result).toEqual({
+      kind: 'refreshed',
+      connection: 'acme',
+      clientId: 'client-acme',
+      token: 'at-new-secret',
+      refreshedAt: new Date(T0).toISOString(),
+      rotated: false,
+      previousStatus: 'active',
+      status: 'active',
+    });
     expect(store.row('acme')).toMatchObject({ accessToken: 'at-new-secret', refreshToken: RT, credentialsVersion: 1, health: { consecutiveFailures: 0, lastSuccessAt: new Date(T0).toISOString() } });
     expect(store.row('acme')?.refreshLease).toBeUndefined();
   });
@@ -75,6 +84,12 @@ describe('refreshConnection', () => {
     ['429', providerError('rate-limited', 429)],
     ['a malformed answer', providerError('malformed', 200)],
     ['a network failure', new TypeError('fetch failed')],
+    ['405', providerError('permanent', 405)],
+    ['410', providerError('permanent', 410)],
+    ['422', providerError('permanent', 422)],
+    ['a redirect to another origin', new ProviderError('refused a redirect to another origin (https://elsewhere.example) that would carry credentials', { kind: 'permanent', operation: 'getToken', status: 302 })],
+    ['an oversized body', new ProviderError('the response body exceeds 1024 bytes', { kind: 'permanent', operation: 'getToken', status: 200 })],
+    ['a 404', providerError('not-found', 404)],
   ])('failed (%s): the connection stays active, its health counts the failure', async (_what, error) => {
     const { store, provider, ports } = setup();
     provider.answers.set(RT, error);
@@ -131,6 +146,68 @@ describe('refreshConnection', () => {
     expect(sleeps).toEqual([200, 400]);
     expect(log.lines.filter((l) => l.level === 'error')).toHaveLength(1);
     expectNoToken(log.text() + JSON.stringify(result), [RT, 'at-new-secret', 'rt-rotated-secret']);
+  });
+
+  it('with a deadline, the result write is tried again (backoff up to 2 s) until the deadline: a rotated token survives a long store failure', async () => {
+    const { store, provider, ports, clock, sleeps } = setup();
+    ports.sleep = async (ms) => {
+      sleeps.push(ms);
+      clock.advance(ms);
+    };
+    provider.answers.set(RT, { accessToken: 'at-new-secret', refreshToken: 'rt-rotated-secret' });
+    const complete = store.completeRefresh.bind(store);
+    let failures = 7;
+    store.completeRefresh = async (input) => {
+      if (failures-- > 0) throw new TransientError('DynamoDB UpdateItem failed (ThrottlingException)');
+      return complete(input);
+    };
+    const result = await refreshConnection(ports, 'acme', { deadline: T0 + 30_000 });
+    expect(result).toMatchObject({ kind: 'refreshed', rotated: true, status: 'active' });
+    expect(sleeps).toEqual([200, 400, 800, 1600, 2000, 2000, 2000]);
+    expect(store.row('acme')).toMatchObject({ refreshToken: 'rt-rotated-secret', accessToken: 'at-new-secret', credentialsVersion: 2 });
+  });
+
+  it('with a deadline, the result write stops at the deadline (never before three attempts)', async () => {
+    const { store, provider, ports, clock, sleeps, log } = setup();
+    ports.sleep = async (ms) => {
+      sleeps.push(ms);
+      clock.advance(ms);
+    };
+    provider.answers.set(RT, { accessToken: 'at-new-secret', refreshToken: 'rt-rotated-secret' });
+    store.failing.set('completeRefresh', new TransientError('DynamoDB UpdateItem failed (ThrottlingException)'));
+    expect(await refreshConnection(ports, 'acme', { deadline: T0 + 10_000 })).toMatchObject({ kind: 'failed' });
+    expect(sleeps).toEqual([200, 400, 800, 1600, 2000, 2000, 2000]);
+    expect(clock.ms).toBeLessThanOrEqual(T0 + 10_000);
+    expect(log.lines.filter((l) => l.level === 'error')).toHaveLength(1);
+    // A deadline already passed: still three attempts.
+    sleeps.length = 0;
+    delete store.rows.get('acme')!.refreshLease; // the failed refresh's lease would run out by itself
+    expect(await refreshConnection(ports, 'acme', { deadline: clock.ms - 1 })).toMatchObject({ kind: 'failed' });
+    expect(sleeps).toEqual([200, 400]);
+  });
+
+  it('the row already holds a newer access token than the caller saw: that one, the lease released, no getToken', async () => {
+    const { store, provider, ports } = setup();
+    store.rows.get('acme')!.accessToken = 'at-newer-secret';
+    store.rows.get('acme')!.refreshedAt = new Date(T0 - 1000).toISOString();
+    const seen = { token: 'at-older-secret', refreshedAt: T0 - 31 * 60_000 };
+    expect(await refreshConnection(ports, 'acme', { seen })).toEqual({
+      kind: 'current',
+      connection: 'acme',
+      clientId: 'client-acme',
+      token: 'at-newer-secret',
+      refreshedAt: new Date(T0 - 1000).toISOString(),
+      status: 'active',
+    });
+    expect(provider.calls).toHaveLength(0);
+    expect(store.row('acme')?.refreshLease).toBeUndefined();
+    // The token the caller saw (or refused) is still the row's: refreshed.
+    expect(await refreshConnection(ports, 'acme', { seen: { token: 'at-newer-secret', refreshedAt: T0 - 1000 } })).toMatchObject({ kind: 'refreshed' });
+    // A caller that saw no token takes any token the row holds.
+    expect(await refreshConnection(ports, 'acme', { seen: {} })).toMatchObject({ kind: 'current' });
+    // Without `seen`, always a refresh.
+    expect(await refreshConnection(ports, 'acme')).toMatchObject({ kind: 'refreshed' });
+    expect(provider.calls).toHaveLength(2);
   });
 
   it('a result written although its answer was lost counts as written', async () => {

@@ -8,7 +8,7 @@
 import { beforeEach, describe, expect, it } from 'vitest';
 import { PermanentError, ProviderError, type ProviderErrorKind } from '../../../../functions/shared/errors.js';
 import type { Log } from '../../../../functions/shared/ports.js';
-import type { ConnectionAccess, ConnectionGate } from '../../../../functions/shared/connections/ports.js';
+import type { AccessOptions, ConnectionAccess, ConnectionGate } from '../../../../functions/shared/connections/ports.js';
 import {
   OutOfTimeError,
   PacedCaller,
@@ -48,9 +48,11 @@ class ScriptedPace implements PaceGate {
 /** The access layer after a refusal: answers what it is scripted to (the last answer repeats), and remembers every question. */
 class ScriptedAccess implements Pick<ConnectionAccess, 'afterRefusal'> {
   readonly asked: Array<{ connection: string; rejected: string }> = [];
+  readonly deadlines: Array<number | undefined> = [];
   constructor(private readonly answers: ConnectionGate[]) {}
-  async afterRefusal(connection: string, rejected: string): Promise<ConnectionGate> {
+  async afterRefusal(connection: string, rejected: string, options: AccessOptions = {}): Promise<ConnectionGate> {
     this.asked.push({ connection, rejected });
+    this.deadlines.push(options.deadline);
     const answer = this.answers.length > 1 ? this.answers.shift() : this.answers[0];
     if (!answer) throw new Error('afterRefusal was not expected');
     return answer;
@@ -180,9 +182,11 @@ describe('PacedCaller: a refused token (401)', () => {
   it('asks the access layer for its connection alone and sends the other token it gives, once; the session keeps it', async () => {
     access = new ScriptedAccess([ready('token-2')]);
     const { request, sent } = scripted(fail('unauthorized', 401), 'x');
-    expect(await caller().call(session, request, { connection: 'acme', itemId: 'a' })).toBe('x');
+    expect(await caller({ deadline: T0 + 42_000 }).call(session, request, { connection: 'acme', itemId: 'a' })).toBe('x');
     expect(sent).toEqual(['token-1', 'token-2']);
     expect(access.asked).toEqual([{ connection: 'acme', rejected: 'token-1' }]);
+    // With the invocation's deadline: the access layer starts no refresh that could not end before it.
+    expect(access.deadlines).toEqual([T0 + 42_000]);
     expect(session.token).toBe('token-2');
     expect(counts).toEqual({ fetched: 1, rateLimited: 0 });
     expect(logs).toEqual([
