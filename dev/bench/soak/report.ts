@@ -221,7 +221,7 @@ function faultLines(report: SoakReport): string[] {
     `  provider: ${n(p.itemRequests)} item requests — ${n(p.serverErrors)} 5xx, ${n(p.byStatus['408'] ?? 0)} 408, ${n(p.dropped)} dropped, ` +
       `${n(p.rateLimited)} 429, ${n(p.slow)} slow (${o.slowMs} ms), ${n(p.hung)} hung (time-out ${o.providerTimeoutMs} ms), ${n(p.unauthorized)} 401; ` +
       `${n(p.tokenRequests)} token requests (${n(p.tokenByStatus['503'] ?? 0)} answered 503)`,
-    `  tokens: ${a.tokens.rotations} rotations (all access tokens revoked ${o.rotationGapMs} ms before each, then two refreshers at once), ` +
+    `  tokens: ${a.tokens.rotations} rotations (all access tokens revoked and the stored one made old ${o.rotationGapMs} ms before each, then two refreshers at once), ` +
       `${a.tokens.refresherRuns} refresher runs (${a.tokens.refreshed} refreshed, ${a.tokens.skipped} met the other's lease or a newer token, ${a.tokens.failed} failed for now), ` +
       `${a.tokens.refresherFailures} run(s) failed and were retried; ${n(a.tokens.getTokenRequests)} getToken requests (refresher and on demand), at most ${a.tokens.getTokenAtOnce} at once; ` +
       `${a.tokens.issued} tokens issued`,

@@ -8,7 +8,7 @@
  * per instance (its own clients, connections' cache and random source) and two token refreshers,
  * which run once at the start as the first schedule would.
  */
-import { ProvisionedThroughputExceededException, type DynamoDBClient } from '@aws-sdk/client-dynamodb';
+import { ProvisionedThroughputExceededException, UpdateItemCommand, type DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { S3ServiceException, type S3Client } from '@aws-sdk/client-s3';
 import type { SyncHandler } from '../../../functions/item-sync/app.js';
 import { DEFAULT_CONNECTION } from '../../../functions/shared/connections/connection.js';
@@ -68,11 +68,13 @@ export async function setUpSoak(o: SoakOptions): Promise<SoakWorld> {
       instances: [],
       tokenStats: { rotations: 0, refresherFailures: 0, revocations: 0, refresherRuns: 0, refreshed: 0, skipped: 0, failed: 0 },
       refresh: async () => undefined,
+      ageAccessToken: async () => undefined,
       close,
     };
     capture.start();
     world.instances = createInstances(world, clients);
     world.refresh = refreshersOf(world, clients);
+    world.ageAccessToken = tokenAger(world, clients);
     await world.refresh('deploy');
     return world;
   } catch (error) {
@@ -277,6 +279,28 @@ function refreshersOf(world: SoakWorld, clients: Array<{ destroy(): void }>): (t
   };
   return async (trigger) => {
     await Promise.all(refreshers.map((refresher) => runOne(refresher, trigger)));
+  };
+}
+
+/** How old the aged access token is made: past the item sync's on-demand age (tokenRefreshMinutes + 5 minutes) and the refreshers'. */
+const AGED_TOKEN_MS = 60 * 60_000;
+
+/** The connection's access token made an old one (world.ageAccessToken), with a client of its own. */
+function tokenAger(world: SoakWorld, clients: Array<{ destroy(): void }>): () => Promise<void> {
+  const client = world.dynalite.client();
+  clients.push(client);
+  return async () => {
+    await client.send(
+      new UpdateItemCommand({
+        TableName: world.system.names.connectionsTable,
+        Key: { connection: { S: DEFAULT_CONNECTION } },
+        UpdateExpression: 'SET refreshedAt = :old',
+        ConditionExpression: 'attribute_exists(accessToken)',
+        ExpressionAttributeValues: { ':old': { S: new Date(Date.now() - AGED_TOKEN_MS).toISOString() } },
+      }),
+    ).catch((error: unknown) => {
+      if ((error as { name?: string }).name !== 'ConditionalCheckFailedException') throw error;
+    });
   };
 }
 

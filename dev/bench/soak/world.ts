@@ -88,5 +88,11 @@ export interface SoakWorld {
    * getToken through (each run is tried again at once if its scan fails, as the scheduler would).
    */
   refresh(trigger: string): Promise<void>;
+  /**
+   * Makes the connection's stored access token an old one (its `refreshedAt` moved back past the
+   * refresh age): the refreshers find it due, and a container that meets it refused refreshes it
+   * on demand. The soak runs in minutes; a token would otherwise always be fresh.
+   */
+  ageAccessToken(): Promise<void>;
   close(): Promise<void>;
 }

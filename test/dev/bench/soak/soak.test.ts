@@ -105,9 +105,9 @@ describe(`chaos soak: ${IDS} ids, 5 instances at once`, () => {
     expect(messages.duplicatesInjected).toBeGreaterThan(0);
     expect(messages.concurrentDuplicates).toBeGreaterThan(0);
     expect(messages.redeliveries).toBeGreaterThan(0);
-    // Records that had to wait (a Retry-After outlasting the invocation, a revoked access token
-    // issued less than a minute before, waiting for the refreshers' new one) were sent again by the
-    // sync, not failed; none came back before its delay.
+    // Records that had to wait (the first rotation's revoked access token, issued less than a
+    // minute before, waits for the refreshers' new one; a Retry-After outlasting the invocation) were
+    // sent again by the sync, not failed; none came back before its delay.
     expect(messages.sentAgain).toBeGreaterThan(0);
     expect(report.figures.deliveredBeforeRetryAfter).toBe(0);
     expect(messages.invocations).toBeGreaterThan(IDS / 10);
@@ -144,12 +144,12 @@ describe(`chaos soak: ${IDS} ids, 5 instances at once`, () => {
     expect(report.figures.concurrentGetToken).toBe(0);
     expect(report.figures.refreshTokensLost).toBe(0);
     expect(report.activity.tokens.getTokenAtOnce).toBe(1);
-    // Two refresher runs at the start and at every rotation; each run's one due connection was
-    // refreshed, met the other's lease (or a newer token), or failed for now (the provider's 503s).
+    // Two refresher runs at the start and at every rotation, each finding the connection due or not
+    // (a container may have refreshed it on demand first); at least one getToken a rotation.
     const tokens = report.activity.tokens;
     expect(tokens.refresherRuns).toBe(2 * (ROTATIONS + 1));
-    expect(tokens.refreshed + tokens.skipped + tokens.failed).toBe(tokens.refresherRuns);
-    expect(tokens.refreshed + tokens.failed).toBeGreaterThanOrEqual(ROTATIONS + 1);
+    expect(tokens.refreshed + tokens.skipped + tokens.failed).toBeLessThanOrEqual(tokens.refresherRuns);
+    expect(tokens.getTokenRequests).toBeGreaterThanOrEqual(ROTATIONS + 1);
     // The provider rotated the refresh token at every getToken it answered 200.
     expect(report.activity.provider.tokenByStatus['200']).toBeGreaterThanOrEqual(tokens.refreshed);
   });
