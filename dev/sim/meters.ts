@@ -19,8 +19,11 @@ import type { VirtualClock } from './virtual-clock.js';
 /** The sync's two event sources: users' ids (the sync queue) and the sweep (the reconcile queue). */
 export type EventSourceName = 'sync' | 'reconcile';
 
-/** Who did what: `sync` and `reconcile` are the sync's containers of each event source, `reconciler` the reconciler. */
-export type MeterSource = EventSourceName | 'reconciler';
+/**
+ * Who did what: `sync` and `reconcile` are the sync's containers of each event source, `reconciler`
+ * the reconciler, `refresher` the token refresher.
+ */
+export type MeterSource = EventSourceName | 'reconciler' | 'refresher';
 
 /** DynamoDB requests of one operation on one table. */
 export interface DynamoCount {
@@ -63,7 +66,7 @@ export interface SimMeter {
 
 /** An empty meter; each source's memory is its function's deployed memory. */
 export function emptyMeter(memoryMb: Record<MeterSource, number>): SimMeter {
-  const bySource = <T>(make: () => T): Record<MeterSource, T> => ({ sync: make(), reconcile: make(), reconciler: make() });
+  const bySource = <T>(make: () => T): Record<MeterSource, T> => ({ sync: make(), reconcile: make(), reconciler: make(), refresher: make() });
   const eventSource = (): EventSourceCount => ({ receives: 0, emptyReceives: 0, deleteBatches: 0 });
   return {
     dynamo: bySource(() => ({})),
@@ -73,6 +76,7 @@ export function emptyMeter(memoryMb: Record<MeterSource, number>): SimMeter {
       sync: { invocations: 0, durationMs: 0, memoryMb: memoryMb.sync },
       reconcile: { invocations: 0, durationMs: 0, memoryMb: memoryMb.reconcile },
       reconciler: { invocations: 0, durationMs: 0, memoryMb: memoryMb.reconciler },
+      refresher: { invocations: 0, durationMs: 0, memoryMb: memoryMb.refresher },
     },
     logs: bySource(() => ({})),
   };
@@ -200,14 +204,19 @@ export function watchReconcileSends(client: SQSClient, clock: VirtualClock, obse
   );
 }
 
-/** Tells `observe` of every line the logger writes about an item (its fields hold `itemId`). */
-export function watchItemLogs(logger: unknown, clock: VirtualClock, observe: (message: string, itemId: string, at: number) => void): void {
+/** Tells `observe` of every line the logger writes about an item (its fields hold `itemId`, and `connection`). */
+export function watchItemLogs(
+  logger: unknown,
+  clock: VirtualClock,
+  observe: (message: string, itemId: string, at: number, connection: string | undefined) => void,
+): void {
   const target = logger as Record<'info' | 'warn' | 'error', (message: string, ...rest: unknown[]) => void>;
   for (const level of ['info', 'warn', 'error'] as const) {
     const original = target[level].bind(target);
     target[level] = (message: string, ...rest: unknown[]) => {
-      const itemId = (rest[0] as { itemId?: unknown } | undefined)?.itemId;
-      if (typeof itemId === 'string') observe(message, itemId, clock.ms());
+      const fields = rest[0] as { itemId?: unknown; connection?: unknown } | undefined;
+      const itemId = fields?.itemId;
+      if (typeof itemId === 'string') observe(message, itemId, clock.ms(), typeof fields?.connection === 'string' ? fields.connection : undefined);
       original(message, ...rest);
     };
   }

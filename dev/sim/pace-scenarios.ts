@@ -6,13 +6,18 @@
  *   L halves (how long 429s go on), L doubles (how long until 80% of the new L);
  * - known limit (providerRequestsPerSecond = L): use of L, 429s;
  * - a long provider outage and a long token revocation: requests a minute while it lasts, ids
- *   dead-lettered or lost, and the drain after recovery.
+ *   dead-lettered or lost, and the drain after recovery. A refused refresh token makes the
+ *   connection `failing`: its records wait (CONNECTION_WAIT_SECONDS between looks) and the
+ *   refresher tries it again once an hour, which is when it recovers once the provider takes the
+ *   token again.
  *
  * Every figure is virtual time; `checks` compares them with the goals.
  */
 import { validateItem } from '../../functions/item-sync/item.js';
 import { loadSyncConfig } from '../../functions/shared/config.js';
+import { FAILING_RETRY_MS } from '../../functions/token-refresher/run.js';
 import { systemConfig } from '../system/config.js';
+import { DEFAULT_CONNECTION } from '../../functions/shared/connections/connection.js';
 import { parseJson } from '../../functions/shared/json.js';
 import type { RecordedRequest } from '../simulator/provider-model.js';
 import { check, timed, type ScenarioResult } from './scenario.js';
@@ -191,9 +196,12 @@ export function outage(scale: Scale, kind: OutageKind): Promise<ScenarioResult> 
       const start = t0 + 2 * MINUTE;
       const stop = start + scale.outageMinutes * MINUTE;
       scheduleOutage(system, kind, start, stop);
-      const emptySince = await runUntilDrained(system, stop);
+      // A failing connection recovers at the refresher's first run an hour after its last refusal.
+      const refresherEvery = system.local.deployment.schedule.refresherEveryMinutes * MINUTE;
+      const settleMs = kind === 'token' ? FAILING_RETRY_MS + refresherEvery + 60 * MINUTE : 60 * MINUTE;
+      const emptySince = await runUntilDrained(system, stop, settleMs);
       const end = system.clock.ms();
-      const { figures, checks } = await outageFigures(system, scale, { start, stop, drained: emptySince ?? end });
+      const { figures, checks } = await outageFigures(system, scale, kind, { start, stop, drained: emptySince ?? end });
       return { virtualMs: end - t0, figures, checks };
     } finally {
       await system.close();
@@ -220,11 +228,11 @@ function scheduleOutage(system: SimSystem, kind: OutageKind, start: number, stop
 }
 
 /**
- * Runs the system until, after `stop`, the sync queue has been empty for a minute (or an hour after
- * `stop`). Returns when it last became empty, if it was empty at the end.
+ * Runs the system until, after `stop`, the sync queue has been empty for a minute (or `settleMs`
+ * after `stop`). Returns when it last became empty, if it was empty at the end.
  */
-async function runUntilDrained(system: SimSystem, stop: number): Promise<number | undefined> {
-  const settleBy = stop + 60 * MINUTE;
+async function runUntilDrained(system: SimSystem, stop: number, settleMs: number): Promise<number | undefined> {
+  const settleBy = stop + settleMs;
   let emptySince: number | undefined;
   await system.pollUntil(() => {
     const now = system.clock.ms();
@@ -240,6 +248,7 @@ async function runUntilDrained(system: SimSystem, stop: number): Promise<number 
 async function outageFigures(
   system: SimSystem,
   scale: Scale,
+  kind: OutageKind,
   times: { start: number; stop: number; drained: number },
 ): Promise<Omit<ScenarioResult, 'name' | 'realMs' | 'virtualMs'>> {
   const { start, stop, drained } = times;
@@ -253,11 +262,16 @@ async function outageFigures(
   const firstOk = recovered[0]?.receivedAt ?? stop;
   const served = recovered.length;
   const drainSeconds = Math.max(1, (drained - firstOk) / 1000);
-  // From the first success on, the backlog comes back within one postponement period (the delay
-  // its records were last given, SYNC_POSTPONE_MAX_SECONDS + 20% jitter) and is served at the pace:
-  // drained within that period plus the backlog at 85% of L.
-  const postponeMaxSeconds = loadSyncConfig(system.functions.sync[0]!.environment).postponeMaxSeconds;
-  const drainBound = Math.round(1.2 * postponeMaxSeconds + scale.ids / (0.85 * scale.limit));
+  // From the first success on, the backlog comes back within one postponement period (the delay its
+  // records were last given: in an outage SYNC_POSTPONE_MAX_SECONDS + 20% jitter; while the
+  // connection is failing CONNECTION_WAIT_SECONDS) and is served at the pace: drained within that
+  // period plus the backlog at 85% of L.
+  const sync = loadSyncConfig(system.functions.sync[0]!.environment);
+  const periodSeconds = kind === 'token' ? sync.connectionWaitSeconds : 1.2 * sync.postponeMaxSeconds;
+  const drainBound = Math.round(periodSeconds + scale.ids / (0.85 * scale.limit));
+  // The token: the connection is active again with the first getToken the provider answers after it.
+  const tokenBack = system.provider.requests.find((r) => r.endpoint === 'token' && r.status === 200 && (r.receivedAt ?? 0) >= stop);
+  const connection = await system.connections.get(DEFAULT_CONNECTION, { consistent: true });
   const drainTook = Math.round((drained - firstOk) / 1000);
   const dead = system.sqs.size(system.dlqUrl);
   const stale = await staleIds(system);
@@ -274,6 +288,9 @@ async function outageFigures(
     'drain: seconds from the first success': drainTook,
     'drain: bound (one postponement period + backlog at 85% of L)': drainBound,
     'records postponed (re-sent) in all': system.sqs.queue(system.queueUrl).stats.sent - 2 * scale.ids,
+    'getToken calls during the outage': during.filter((r) => r.endpoint === 'token').length,
+    ...(kind === 'token' ? { 'connection active again after (s)': tokenBack ? Math.round(((tokenBack.respondedAt ?? stop) - stop) / 1000) : 'never' } : {}),
+    'connection status at the end': connection?.status ?? 'missing',
   };
   return {
     figures,
@@ -282,6 +299,7 @@ async function outageFigures(
       check('no id lost or stale', stale.length, stale.length === 0),
       check('at most 10 provider requests a minute during the outage (after the minute of detection)', laterMinutes, laterMinutes <= 10),
       check('after recovery the backlog drains within one postponement period plus the backlog at 85% of L', `${drainTook} s ≤ ${drainBound} s`, drainTook <= drainBound),
+      check('the connection is active at the end', figures['connection status at the end'], figures['connection status at the end'] === 'active'),
     ],
   };
 }

@@ -1,17 +1,19 @@
 /**
  * The items table as after a first sync, written before virtual time runs: every provider item's
- * row as the sync writes it (the real item store's PutItem rows, sent with BatchWriteItem).
+ * row as the sync writes it (the real item store's PutItem rows, sent with BatchWriteItem), under the
+ * connection whose account holds the items.
  */
 import { BatchWriteItemCommand, type AttributeValue, type DynamoDBClient, type PutItemCommand } from '@aws-sdk/client-dynamodb';
 import { DynamoDbItemStore } from '../../functions/item-sync/adapters/dynamodb-item-store.js';
 import { validateItem } from '../../functions/item-sync/item.js';
+import { DEFAULT_CONNECTION } from '../../functions/shared/connections/connection.js';
 import { parseJson } from '../../functions/shared/json.js';
 import type { ProviderModel } from '../simulator/provider-model.js';
 
 /**
- * The rows the sync writes for these items (created, as after a first sync at `syncedAt`): the
- * real item store's PutItem `Item`s, taken from a client that only keeps them (no SDK stack: a
- * million rows are made in seconds).
+ * The rows the sync writes for these items of `connection` (its account's at the provider; created,
+ * as after a first sync at `syncedAt`): the real item store's PutItem `Item`s, taken from a client
+ * that only keeps them (no SDK stack: a million rows are made in seconds).
  */
 export async function itemRows(
   provider: ProviderModel,
@@ -19,7 +21,9 @@ export async function itemRows(
   syncedAt: string,
   table: string,
   revisionField: string,
+  connection: string = DEFAULT_CONNECTION,
 ): Promise<Array<Record<string, AttributeValue>>> {
+  const account = provider.account(connection);
   const rows: Array<Record<string, AttributeValue>> = [];
   const capture = {
     send: async (command: PutItemCommand) => {
@@ -30,8 +34,8 @@ export async function itemRows(
   const store = new DynamoDbItemStore(capture, table);
   for (const id of ids) {
     // As the provider client hands it over (parseJson), validated as the sync does.
-    const valid = validateItem(parseJson(JSON.stringify(provider.getItem(id))), id, revisionField);
-    await store.put({ id, type: valid.type, revision: valid.revision, item: valid.item, syncedAt }, { exists: false });
+    const valid = validateItem(parseJson(JSON.stringify(account.getItem(id))), id, revisionField);
+    await store.put({ connection, id, type: valid.type, revision: valid.revision, item: valid.item, syncedAt }, { exists: false });
   }
   return rows;
 }

@@ -8,7 +8,11 @@ import type { InvocationCount, MeterSource, SimMeter, DynamoCount } from './mete
  * Public us-east-1 prices (USD) the cost uses: DynamoDB on-demand request units, SQS standard
  * requests (each 64 KB of payload is one request), Lambda on Arm (the functions' architecture),
  * CloudWatch Logs ingestion (standard class), X-Ray traces recorded, EventBridge Scheduler
- * invocations. Free tiers left out.
+ * invocations; and, for what a connection costs at rest (connections-cost.ts), DynamoDB standard
+ * table storage and continuous backups (point-in-time recovery) per GB-month (the DynamoDB pricing
+ * page, aws.amazon.com/dynamodb/pricing/on-demand/), and KMS: a customer-managed key per month (each
+ * of its first two yearly rotations adds $1 a month) and symmetric requests (Decrypt, ...) per
+ * 10,000 (the KMS pricing page, aws.amazon.com/kms/pricing/). Free tiers left out.
  */
 export const PRICES = {
   dynamoReadRequestUnitPerMillion: 0.125,
@@ -19,7 +23,14 @@ export const PRICES = {
   logsIngestedPerGb: 0.5,
   xrayTracePerMillion: 5,
   schedulerInvocationPerMillion: 1,
+  dynamoStoragePerGbMonth: 0.25,
+  dynamoPitrPerGbMonth: 0.2,
+  kmsKeyPerMonth: 1,
+  kmsRequestPer10k: 0.03,
 } as const;
+
+/** Hours in a month as AWS prices a month (730 h: 30.4 days). */
+export const HOURS_PER_MONTH = 730;
 
 /** X-Ray's default sampling: the first request each second and 5% of the others. */
 const XRAY_RESERVOIR_PER_SECOND = 1;
@@ -42,19 +53,9 @@ export function passCost(meter: SimMeter, passSeconds: number, logsMetered: bool
   let changedWrites = 0;
   for (const source of sweep) {
     for (const [key, count] of Object.entries(meter.dynamo[source]) as Array<[string, DynamoCount]>) {
-      const [operation = '', table = ''] = key.split(' ');
-      const read = READS.has(operation);
-      const write = WRITES.has(operation);
-      if (!read && !write) {
-        lines.push({ what: `DynamoDB ${key} (${who(source)})`, requests: count.requests, units: 'no request units', usd: 0 });
-        continue;
-      }
-      // A refused conditional write is charged as a write (at least one unit).
-      const units = count.capacityUnits + (write ? count.conditionFailures : 0);
-      const usd = (units / 1e6) * (read ? PRICES.dynamoReadRequestUnitPerMillion : PRICES.dynamoWriteRequestUnitPerMillion);
-      const refused = write && count.conditionFailures > 0 ? ` (${count.conditionFailures.toLocaleString('en-US')} refused by their condition)` : '';
-      lines.push({ what: `DynamoDB ${key} (${who(source)})`, requests: count.requests, units: `${round(units, 1)} ${read ? 'RRU' : 'WRU'}${refused}`, usd });
-      if (source === 'reconcile' && table === itemsTable && write) changedWrites += usd;
+      const line = dynamoCost(key, count, who(source));
+      lines.push(line);
+      if (source === 'reconcile' && line.table === itemsTable && line.write) changedWrites += line.usd;
     }
   }
   for (const source of sweep) {
@@ -95,8 +96,34 @@ export function passCost(meter: SimMeter, passSeconds: number, logsMetered: bool
   return { lines, total: lines.reduce((sum, line) => sum + line.usd, 0), changedWrites };
 }
 
-function who(source: MeterSource): string {
-  return source === 'reconciler' ? 'reconciler' : source === 'reconcile' ? 'sync on the reconcile queue' : 'sync on the sync queue';
+/**
+ * One DynamoDB count (`<Operation> <table>`) at PRICES: its read or write request units as dynalite
+ * computed them (a conditional write refused is charged as a write: at least one unit); other
+ * operations (DescribeTable) take no request units.
+ */
+export function dynamoCost(key: string, count: DynamoCount, who: string): CostLine & { table: string; write: boolean } {
+  const [operation = '', table = ''] = key.split(' ');
+  const read = READS.has(operation);
+  const write = WRITES.has(operation);
+  const what = `DynamoDB ${key} (${who})`;
+  if (!read && !write) return { what, requests: count.requests, units: 'no request units', usd: 0, table, write };
+  const units = count.capacityUnits + (write ? count.conditionFailures : 0);
+  const usd = (units / 1e6) * (read ? PRICES.dynamoReadRequestUnitPerMillion : PRICES.dynamoWriteRequestUnitPerMillion);
+  const refused = write && count.conditionFailures > 0 ? ` (${count.conditionFailures.toLocaleString('en-US')} refused by their condition)` : '';
+  return { what, requests: count.requests, units: `${round(units, 1)} ${read ? 'RRU' : 'WRU'}${refused}`, usd, table, write };
+}
+
+export function who(source: MeterSource): string {
+  switch (source) {
+    case 'reconciler':
+      return 'reconciler';
+    case 'refresher':
+      return 'token refresher';
+    case 'reconcile':
+      return 'sync on the reconcile queue';
+    case 'sync':
+      return 'sync on the sync queue';
+  }
 }
 
 function round(value: number, digits: number): number {

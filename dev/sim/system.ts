@@ -1,11 +1,17 @@
 /**
  * The whole sync system in virtual time, for scenarios hours long: the local system (dev/system)
  * as deployed, with the deployment's numbers from infra/deployment.ts, on a virtual clock. The real
- * item-sync handlers (one per container, each with its own provider client and so its own token
- * cache), the real token refresher on its schedule, the real provider client over the provider
- * model (rate limit, outages), the real DynamoDB adapters on dynalite (items table and control
- * table), and the SQS and Secrets Manager models behind real SDK clients. Lambda's event source
- * mapping polls the sync queue with the deployed batch size, time-out and maximum concurrency.
+ * item-sync handlers (one per container, each with its own provider client and its own cache of the
+ * connections' rows), the real token refresher on its schedule, the real provider client over the
+ * provider model (its accounts, rate limit, outages), the real DynamoDB adapters on dynalite (the
+ * items, control and connections tables), and the SQS model behind real SDK clients. Lambda's event
+ * source mapping polls the sync queue with the deployed batch size, time-out and maximum
+ * concurrency.
+ *
+ * Connections: the provider's account `default` (its `ids` items) is the connection `default`;
+ * with `accounts`, that many more accounts, each its own connection (its id the account's). Each
+ * is added to the connections table through the store before virtual time runs, as the operator's
+ * `add` does: no access token yet, so the item sync refreshes one on first use.
  *
  * With `reconcile`, reconciliation as deployed (freshnessHours above 0): the reconcile queue and its
  * dead-letter queue, the sync's second event source on it (its own containers, as many as on the
@@ -18,13 +24,13 @@ import type { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import type { SyncHandler } from '../../functions/item-sync/app.js';
 import type { ReconcilerHandler, ReconcilerTuning } from '../../functions/reconciler/app.js';
 import type { TickReport } from '../../functions/reconciler/tick.js';
-import { RECONCILER_SERVICE, SYNC_SERVICE } from '../../functions/shared/metric-names.js';
+import type { ConnectionStore } from '../../functions/shared/connections/ports.js';
+import { RECONCILER_SERVICE, REFRESHER_SERVICE, SYNC_SERVICE } from '../../functions/shared/metric-names.js';
+import type { RefresherResult } from '../../functions/token-refresher/app.js';
 import type { Dynalite } from '../fakes/dynalite.js';
 import { runEventSource, type DrainResult } from '../fakes/lambda.js';
-import type { SecretStore } from '../fakes/secrets-model.js';
 import type { SqsModel } from '../fakes/sqs-model.js';
-import { generateItemTree } from '../simulator/item-tree.js';
-import { ProviderModel, type RateLimit } from '../simulator/provider-model.js';
+import type { ProviderModel, RateLimit } from '../simulator/provider-model.js';
 import { inProcessAws } from '../system/aws.js';
 import { batchSizeOf, eventSourceQueue } from '../system/event-sources.js';
 import type { BuiltFunction, RefresherHandler } from '../system/functions.js';
@@ -48,6 +54,7 @@ import {
 } from './meters.js';
 import { modelFetch } from './model-fetch.js';
 import { batchWrite, itemRows } from './preload.js';
+import { addConnections, startProvider, type AccountsOption } from './sim-provider.js';
 import { VirtualClock } from './virtual-clock.js';
 
 export type { DynamoCount, EventSourceName, InvocationCount, MeterSource, SimMeter } from './meters.js';
@@ -70,16 +77,19 @@ export interface SystemObserver {
   /** The provider answered `status` (429 included) to a request for `itemId` from a sync container of `source`. */
   providerAnswer?(source: EventSourceName, itemId: string, status: number, at: number): void;
   /**
-   * The sync logged a line about an item (`record done`, `record postponed`, `write race lost; …`:
-   * functions/item-sync/sync.ts), at `at`.
+   * The sync logged a line about an item of `connection` (`record done`, `record postponed`,
+   * `write race lost; …`: functions/item-sync/), at `at`.
    */
-  itemLog?(source: EventSourceName, message: string, itemId: string, at: number): void;
+  itemLog?(source: EventSourceName, message: string, itemId: string, at: number, connection: string | undefined): void;
   /** The reconciler sent these ids to the reconcile queue (one SendMessageBatch, as SQS accepted it). */
   reconcileSent?(ids: readonly string[], at: number): void;
 }
 
 export interface SystemOptions {
+  /** Items of the account `default` (the connection `default`; none when 0). */
   ids: number;
+  /** More accounts at the provider, each a connection of the system. */
+  accounts?: AccountsOption;
   seed: number;
   /** The provider's limit (unknown to the system unless `knownLimit`). */
   rateLimit?: RateLimit;
@@ -92,15 +102,25 @@ export interface SystemOptions {
   dynamoRoundTripMs: number;
   /** The context key tokenRefreshMinutes; default the deployed one. */
   tokenRefreshMinutes?: number;
+  /** The functions' tunables beyond the deployed environment (dev/system/tuning.ts). */
+  tuning?: Tuning;
   /** Reconciliation as deployed; none when undefined. */
   reconcile?: ReconcileOptions;
   /** dynalite in this process (default) or in a child process (large tables: their memory and DynamoDB's CPU apart). */
   dynalite?: 'in-process' | 'child';
   observe?: SystemObserver;
-  /** The real Powertools logger and metrics, writing to counters (meter.logs); default loggers that keep nothing. */
+  /** The real Powertools logger and metrics of every function, writing to counters (meter.logs); default loggers that keep nothing. */
   meterLogs?: boolean;
   /** Keep only this many of the provider model's recorded requests (long runs); default all. */
   recordedRequests?: number;
+}
+
+/** One token-refresher invocation, as its schedule (or `refresh()`) made it. */
+export interface RefreshRun {
+  startedAt: number;
+  endedAt: number;
+  result?: RefresherResult;
+  error?: string;
 }
 
 /** One reconciler invocation, as its schedule made it. */
@@ -117,10 +137,14 @@ export interface SimSystem {
   /** The local system it runs: its configuration, its deployment, its queues. */
   local: LocalSystem;
   sqs: SqsModel;
-  secrets: SecretStore;
+  /** The connections table, as the operator CLI writes it (not metered). */
+  connections: ConnectionStore;
+  /** Every connection added, `default` first when it has items, then the accounts' in order. */
+  connectionIds: string[];
   dynamo: Dynalite;
   /** The sync containers' DynamoDB client (users' event source). */
   client: DynamoDBClient;
+  /** The account `default`'s item ids (the connection `default`'s). */
   ids: string[];
   queueUrl: string;
   dlqUrl: string;
@@ -137,21 +161,23 @@ export interface SimSystem {
   handlers: SyncHandler[];
   /** The reconciler's ticks so far (with `reconcile`). */
   ticks: TickRecord[];
+  /** The token refresher's runs so far. */
+  refreshRuns: RefreshRun[];
   meter: SimMeter;
   /** Polls the sync queue (and the reconcile queue) until `stop()`, in virtual time; ticks stop then too. */
   pollUntil(stop: () => boolean): Promise<DrainResult>;
-  /** Runs the token refresher once (as its schedule does). */
-  refresh(): Promise<unknown>;
+  /** Runs the token refresher once (as its schedule does), metered and recorded in `refreshRuns`. */
+  refresh(): Promise<RefreshRun>;
   /**
-   * Writes a row for every provider item, as the sync writes it, before virtual time runs: the table
-   * as after a first sync. Sets the table's ItemCount. Returns the rows written.
+   * Writes a row for every item of the connection `default`, as the sync writes it, before virtual
+   * time runs: the table as after a first sync. Sets the table's ItemCount. Returns the rows written.
    */
   preloadItems(): Promise<number>;
   close(): Promise<void>;
 }
 
-/** The tables by their plain names: the cost figures name them (`DynamoDB Scan items`, `PutItem control`). */
-const NAMES = { ...localNames('sim'), itemsTable: 'items', controlTable: 'control' };
+/** The tables by their plain names: the cost figures name them (`DynamoDB Scan items`, `PutItem control`, `GetItem connections`). */
+const NAMES = { ...localNames('sim'), itemsTable: 'items', controlTable: 'control', connectionsTable: 'connections' };
 
 /** The context and tuning a simulation's options make (what differs from cdk.json's deployment). */
 export function simDeploymentInput(options: SystemOptions): { context: Record<string, number>; tuning: Tuning } {
@@ -164,6 +190,7 @@ export function simDeploymentInput(options: SystemOptions): { context: Record<st
       ...(options.knownLimit !== undefined ? { providerRequestsPerSecond: options.knownLimit } : {}),
     },
     tuning: {
+      ...options.tuning,
       ...(reconcile?.segments !== undefined ? { reconcileSegments: reconcile.segments } : {}),
       ...(reconcile?.highWater !== undefined ? { reconcileHighWater: reconcile.highWater } : {}),
     },
@@ -171,14 +198,14 @@ export function simDeploymentInput(options: SystemOptions): { context: Record<st
 }
 
 /**
- * The provider model, the local system on the virtual clock (queues, secrets as after a deployment's
- * first refresh, tables), the functions with their sources' metered clients, the event sources and
- * the schedules (the refresher's and, with `reconcile`, the reconciler's).
+ * The provider model, the local system on the virtual clock (queues, tables, the connections added
+ * as the operator adds them), the functions with their sources' metered clients, the event sources
+ * and the schedules (the refresher's and, with `reconcile`, the reconciler's).
  */
 export async function startSystem(options: SystemOptions): Promise<SimSystem> {
   const clock = new VirtualClock();
-  const { provider, ids } = startProvider(options, clock);
-  const aws = inProcessAws({ sqsClock: clock.asFakeClock(), secretsClock: clock.asFakeClock() });
+  const { provider, ids, connectionIds } = startProvider(options, clock);
+  const aws = inProcessAws({ sqsClock: clock.asFakeClock() });
   const storage = await startStorage(NAMES, { where: options.dynalite ?? 'in-process', noBucket: true });
   const input = simDeploymentInput(options);
   const local = buildSystem({
@@ -187,25 +214,32 @@ export async function startSystem(options: SystemOptions): Promise<SimSystem> {
     tuning: input.tuning,
     aws,
     storage,
-    secrets: {
-      credentials: { clientId: provider.clientId, refreshToken: provider.refreshToken },
-      accessTokenValue: JSON.stringify({ accessToken: provider.issueAccessToken(), refreshedAt: clock.now().toISOString() }),
-    },
     now: () => clock.ms(),
   });
+  try {
+    await addConnections(local.connections, provider, connectionIds, clock.now().toISOString());
+  } catch (error) {
+    await local.close();
+    throw error;
+  }
   const deployment = local.deployment;
-  const meter = emptyMeter({ sync: deployment.sync.memoryMb, reconcile: deployment.sync.memoryMb, reconciler: deployment.reconciler?.memoryMb ?? 0 });
+  const meter = emptyMeter({
+    sync: deployment.sync.memoryMb,
+    reconcile: deployment.sync.memoryMb,
+    reconciler: deployment.reconciler?.memoryMb ?? 0,
+    refresher: deployment.refresher.memoryMb,
+  });
   let itemCount: number | undefined;
   const dynamoFor = (source: MeterSource): DynamoDBClient =>
     trackedDynamo(storage.dynamo, { clock, roundTripMs: options.dynamoRoundTripMs, counts: meter.dynamo[source], itemsTable: NAMES.itemsTable, itemCount: () => itemCount });
   const fetch = modelFetch(provider, clock);
-  // One Secrets Manager client, shared by every function.
-  const secrets = aws.secretsClient();
   const observability = (source: MeterSource): Observability => {
-    const service = source === 'reconciler' ? RECONCILER_SERVICE : SYNC_SERVICE;
+    const service = source === 'reconciler' ? RECONCILER_SERVICE : source === 'refresher' ? REFRESHER_SERVICE : SYNC_SERVICE;
     const made = options.meterLogs ? countingObservability(service, meter.logs[source]) : quietObservability();
     const itemLog = options.observe?.itemLog;
-    if (source !== 'reconciler' && itemLog) watchItemLogs(made.logger, clock, (message, itemId, at) => itemLog(source, message, itemId, at));
+    if ((source === 'sync' || source === 'reconcile') && itemLog) {
+      watchItemLogs(made.logger, clock, (message, itemId, at, connection) => itemLog(source, message, itemId, at, connection));
+    }
     return made;
   };
 
@@ -216,16 +250,17 @@ export async function startSystem(options: SystemOptions): Promise<SimSystem> {
     const answer = options.observe?.providerAnswer;
     const observed = observedFetch(fetch, clock, answer && ((itemId, status, at) => answer(source, itemId, status, at)));
     return Array.from({ length: deployment.syncEventSource.maxConcurrency }, () =>
-      local.syncContainer({ dynamodb, sqs, secrets, fetch: observed, clock, sleep: clock.sleep, ...observability(source) }),
+      local.syncContainer({ dynamodb, sqs, fetch: observed, clock, sleep: clock.sleep, ...observability(source) }),
     );
   };
   const sync = containers('sync');
   const sweep = options.reconcile ? containers('reconcile') : [];
-  const quiet = quietObservability();
-  const refresher = local.refresher({ secrets, fetch, clock, ...quiet });
+  const refresher = local.refresher({ dynamodb: dynamoFor('refresher'), fetch, clock, ...observability('refresher') });
   const reconciler = options.reconcile ? createReconciler(local, options, dynamoFor('reconciler'), meter, clock, observability('reconciler')) : undefined;
 
-  const refreshing = every(clock.asFakeClock(), deployment.schedule.refresherEveryMinutes * 60_000, () => void refresher.handler({ trigger: 'schedule' }).catch(() => undefined));
+  const refreshRuns: RefreshRun[] = [];
+  const refresh = (): Promise<RefreshRun> => runRefresher(local, refresher, clock, meter, refreshRuns);
+  const refreshing = every(clock.asFakeClock(), deployment.schedule.refresherEveryMinutes * 60_000, () => void refresh());
   const ticks: TickRecord[] = [];
   const ticking = reconciler ? scheduleTicks(local, reconciler, clock, meter, ticks, options.reconcile?.firstTickAfterMs) : undefined;
 
@@ -238,7 +273,8 @@ export async function startSystem(options: SystemOptions): Promise<SimSystem> {
     provider,
     local,
     sqs: aws.sqs,
-    secrets: aws.secrets,
+    connections: local.connections,
+    connectionIds,
     dynamo: storage.dynamo,
     client: dynamoFor('sync'),
     ids,
@@ -249,6 +285,7 @@ export async function startSystem(options: SystemOptions): Promise<SimSystem> {
     functions: { sync, sweep, reconciler, refresher },
     handlers: sync.map((fn) => fn.handler),
     ticks,
+    refreshRuns,
     meter,
     pollUntil: (stop) =>
       pollEventSources(local, clock, meter, sources, () => {
@@ -256,7 +293,7 @@ export async function startSystem(options: SystemOptions): Promise<SimSystem> {
         ticking?.stop();
         return true;
       }),
-    refresh: () => refresher.handler({ trigger: 'schedule' }),
+    refresh,
     async preloadItems() {
       const rows = await itemRows(provider, ids, clock.now().toISOString(), NAMES.itemsTable, local.config.revisionField);
       const client = storage.dynamo.client();
@@ -273,20 +310,26 @@ export async function startSystem(options: SystemOptions): Promise<SimSystem> {
   };
 }
 
-/** The provider model over the generated item tree; `ids` in the tree's order. */
-function startProvider(options: SystemOptions, clock: VirtualClock): { provider: ProviderModel; ids: string[] } {
-  const items = generateItemTree({ count: options.ids, seed: options.seed });
-  const ids = items.map((item) => item.id);
-  const provider = new ProviderModel({
-    items,
-    latencyMs: options.providerLatencyMs,
-    now: () => clock.ms(),
-    seed: options.seed,
-    ...(options.rateLimit ? { rateLimit: options.rateLimit } : {}),
-  });
-  items.length = 0; // the model holds its own copies
-  if (options.recordedRequests !== undefined) provider.limitRecordedRequests(options.recordedRequests);
-  return { provider, ids };
+/** One run of the token refresher with its invocation's context (its deployed time-out, in virtual time), timed and recorded. */
+async function runRefresher(
+  local: LocalSystem,
+  refresher: BuiltFunction<RefresherHandler>,
+  clock: VirtualClock,
+  meter: SimMeter,
+  runs: RefreshRun[],
+): Promise<RefreshRun> {
+  const run: RefreshRun = { startedAt: clock.ms(), endedAt: clock.ms() };
+  runs.push(run);
+  meter.lambda.refresher.invocations += 1;
+  try {
+    run.result = await refresher.handler({ trigger: 'schedule' }, local.context(refresher));
+  } catch (error) {
+    run.error = String(error);
+  } finally {
+    run.endedAt = clock.ms();
+    meter.lambda.refresher.durationMs += run.endedAt - run.startedAt;
+  }
+  return run;
 }
 
 /** The real reconciler with its own metered clients; the reconcile queue's sends told to `observe.reconcileSent`. */

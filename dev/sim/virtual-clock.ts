@@ -42,7 +42,7 @@ export class VirtualClock implements Clock {
     this.push({ at: Math.max(at, this.nowMs), seq: this.seq++, fire });
   }
 
-  /** The clock as the harness's fakes take it (the SQS and Secrets Manager models). */
+  /** The clock as the harness's fakes take it (the SQS model, the schedules). */
   asFakeClock(): FakeClock {
     return {
       now: () => this.nowMs,

@@ -9,7 +9,9 @@
  *   - the ideal time of a batch: ⌈N/C⌉·L + the DynamoDB round trips the sync must make in sequence,
  *     measured against the same dynalite in the same run: one BatchGetItem for the batch, then per
  *     wave of C items one provider fetch and (new or changed items) one conditional PutItem;
- *   - DynamoDB requests and writes per item, and GetSecretValue calls per 1,000 records;
+ *   - DynamoDB requests and writes per item (the items table and the pace), and the connections
+ *     table's GetItem calls per 1,000 records (a container reads a connection's row once per
+ *     ACCESS_TOKEN_CACHE_SECONDS);
  *   - the size of each deployed bundle and its cold import time (support/bundles.ts).
  *
  * Steps: setup.ts (the world), round-trips.ts, measure.ts (warm-up, the runs, the medians), report.ts.
@@ -28,7 +30,7 @@ export async function runBench(input: Partial<BenchOptions> = {}): Promise<Bench
   const startedAt = new Date();
   const t0 = performance.now();
   const world = await setUpBench(o);
-  let measured: Pick<BenchReport, 'dynamodbRttMs' | 'providerRttMs' | 'batches' | 'secrets'>;
+  let measured: Pick<BenchReport, 'dynamodbRttMs' | 'providerRttMs' | 'batches' | 'connections'>;
   try {
     measured = await measure(world, t0);
   } finally {
@@ -44,7 +46,7 @@ export async function runBench(input: Partial<BenchOptions> = {}): Promise<Bench
 }
 
 /** Everything measured on the handlers, the functions' logs captured (a JSON line per record would drown the table). */
-async function measure(world: BenchWorld, t0: number): Promise<Pick<BenchReport, 'dynamodbRttMs' | 'providerRttMs' | 'batches' | 'secrets'>> {
+async function measure(world: BenchWorld, t0: number): Promise<Pick<BenchReport, 'dynamodbRttMs' | 'providerRttMs' | 'batches' | 'connections'>> {
   const { o, capture } = world;
   capture.start();
   const print = (line: string): void => capture.released(() => o.progress?.(line));
@@ -62,13 +64,14 @@ async function measure(world: BenchWorld, t0: number): Promise<Pick<BenchReport,
   capture.stop();
   const deadLetters = world.deadLetters();
   if (deadLetters > 0) world.warnings.push(`${deadLetters} records were dead-lettered`);
-  const calls = world.secretsCalls['GetSecretValue'] ?? 0;
+  const calls = world.connectionCalls['GetItem'] ?? 0;
   return {
     dynamodbRttMs,
     providerRttMs: round(providerRttMs, 2),
     batches: batchResults(o, samples, dynamodbRttMs),
-    secrets: {
-      getSecretValueCalls: calls,
+    connections: {
+      getItemCalls: calls,
+      otherCalls: Object.fromEntries(Object.entries(world.connectionCalls).filter(([operation]) => operation !== 'GetItem')),
       records: world.records,
       perThousandRecords: round((calls * 1000) / world.records, 2),
       containers: 2,

@@ -1,4 +1,7 @@
-/** Round trips measured in the bench's own run: DynamoDB (dynalite) calls as the sync makes them, and a provider fetch. */
+/**
+ * Round trips measured in the bench's own run: DynamoDB (dynalite) calls as the sync makes them
+ * (rows of the connection `default`, keyed by connection and id), and a provider fetch.
+ */
 import { BatchGetItemCommand, PutItemCommand, type DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import type { ProviderSimulator } from '../../simulator/provider-simulator.js';
 import { median, round } from '../support/stats.js';
@@ -17,6 +20,7 @@ export async function measureDynamoRtt(client: DynamoDBClient, tableName: string
   const rows = Math.max(...sizes, concurrency);
   const ids = Array.from({ length: rows }, (_, i) => `rtt-${String(i).padStart(4, '0')}`);
   const item = (id: string, revision: number) => ({
+    connection: { S: 'default' },
     id: { S: id },
     type: { S: 'file' },
     revision: { S: String(revision) },
@@ -39,6 +43,7 @@ export async function measureDynamoRtt(client: DynamoDBClient, tableName: string
         ConditionExpression: '#revision = :expected AND attribute_not_exists(#deleted)',
         ExpressionAttributeNames: { '#revision': 'revision', '#deleted': 'deleted' },
         ExpressionAttributeValues: { ':expected': { S: String(current) } },
+        ReturnValues: 'ALL_OLD',
       }),
     );
   };
@@ -64,9 +69,9 @@ export async function measureDynamoRtt(client: DynamoDBClient, tableName: string
         new BatchGetItemCommand({
           RequestItems: {
             [tableName]: {
-              Keys: ids.slice(0, Math.min(size, 100)).map((id) => ({ id: { S: id } })),
-              ProjectionExpression: '#id, #revision, #deleted',
-              ExpressionAttributeNames: { '#id': 'id', '#revision': 'revision', '#deleted': 'deleted' },
+              Keys: ids.slice(0, Math.min(size, 100)).map((id) => ({ connection: { S: 'default' }, id: { S: id } })),
+              ProjectionExpression: '#connection, #id, #revision, #deleted, #itemObject',
+              ExpressionAttributeNames: { '#connection': 'connection', '#id': 'id', '#revision': 'revision', '#deleted': 'deleted', '#itemObject': 'itemObject' },
             },
           },
         }),

@@ -1,14 +1,18 @@
 /**
  * The bench's world: the local system (dev/system) as deployed for the provider simulator (latency
- * L) with enough items for every run: dynalite with the items table, s3rver with the items bucket
- * (the generated items fit in a row: the sync never loads its S3 adapter here), SQS and Secrets
- * Manager in process (the sync reads the token once per container per ACCESS_TOKEN_CACHE_SECONDS,
- * and calls SQS only for dead letters and waiting records, which a bench batch does not produce),
- * and two warm containers of the real sync: in-batch concurrency C, and C = 1 (the sequential
- * baseline, SYNC_FETCH_CONCURRENCY tuned to 1).
+ * L) with enough items for every run: dynalite with the items table and the connections table (the
+ * simulator's account as the connection `default`, added as the operator CLI adds it), s3rver with
+ * the items bucket (the generated items fit in a row: the sync never loads its S3 adapter here),
+ * SQS in process (the sync calls it only for dead letters and waiting records, which a bench batch
+ * does not produce), and two warm containers of the real sync: in-batch concurrency C, and C = 1
+ * (the sequential baseline, SYNC_FETCH_CONCURRENCY tuned to 1). Each container reads the
+ * connection's row once per ACCESS_TOKEN_CACHE_SECONDS (and refreshes its first token on demand):
+ * those connections-table requests are counted apart from the batches' own.
  */
+import type { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import type { SyncHandler } from '../../../functions/item-sync/app.js';
 import { loadSyncConfig } from '../../../functions/shared/config.js';
+import { DEFAULT_CONNECTION } from '../../../functions/shared/connections/connection.js';
 import { OutputCapture } from '../../fakes/capture-output.js';
 import { DynamoMeter, instrumentDynamo } from '../../fakes/dynamo-meter.js';
 import type { Dynalite } from '../../fakes/dynalite.js';
@@ -40,7 +44,8 @@ export interface BenchWorld {
   dynalite: Dynalite;
   handlers: { concurrent: BuiltFunction<SyncHandler>; sequential: BuiltFunction<SyncHandler> };
   tokenCacheSeconds: number;
-  secretsCalls: CallCounts;
+  /** The containers' requests to the connections table, by operation. */
+  connectionCalls: CallCounts;
   capture: OutputCapture;
   /** Anything that makes a figure suspect. */
   warnings: string[];
@@ -76,8 +81,8 @@ export async function setUpBench(o: BenchOptions): Promise<BenchWorld> {
       context: { baseUrl: sim.baseUrl, providerRequestsPerSecond: 100_000 },
       aws: inProcessAws(),
       storage,
-      secrets: { accessTokenValue: JSON.stringify({ accessToken: sim.issueAccessToken(), refreshedAt: new Date().toISOString() }) },
     });
+    await system.connections.putCredentials({ connection: DEFAULT_CONNECTION, clientId: sim.clientId, refreshToken: sim.refreshToken, at: new Date().toISOString() });
     const { meter, ...containers } = containersOf(o, system, clients);
     const queue = eventSourceQueue(system, 'sync', 0);
     const freshIds = tree.map((item) => item.id);
@@ -98,7 +103,7 @@ export async function setUpBench(o: BenchOptions): Promise<BenchWorld> {
         return ids;
       },
       async invoke(fn, ids, what) {
-        const result = await invokeWith(local, queue, meter, fn, ids);
+        const result = await invokeWith(local, queue, meter, containers.connectionCalls, fn, ids);
         world.records += ids.length;
         if (result.notDone > 0) world.warnings.push(`${what}: ${result.notDone} records not done`);
         return result;
@@ -113,48 +118,77 @@ export async function setUpBench(o: BenchOptions): Promise<BenchWorld> {
   }
 }
 
-/** The two containers, each with its own clients and token cache, sharing the DynamoDB meter and the pace. */
+/** The two containers, each with its own clients and connections' cache, sharing the DynamoDB meter and the pace. */
 function containersOf(
   o: BenchOptions,
   system: LocalSystem,
   clients: Array<{ destroy(): void }>,
-): Pick<BenchWorld, 'handlers' | 'tokenCacheSeconds' | 'secretsCalls'> & { meter: DynamoMeter } {
+): Pick<BenchWorld, 'handlers' | 'tokenCacheSeconds' | 'connectionCalls'> & { meter: DynamoMeter } {
   const meter = new DynamoMeter();
-  const secretsCalls: CallCounts = {};
+  const connectionCalls: CallCounts = {};
   // The control table's pace row, in memory here (a bench batch does not measure the pace).
   const paceStore = new MemoryPaceStore();
   const container = (concurrency: number): BuiltFunction<SyncHandler> => {
-    const dynamodb = instrumentDynamo(system.storage.dynamo.client(), meter);
+    const dynamodb = countTable(instrumentDynamo(system.storage.dynamo.client(), meter), system.names.connectionsTable, connectionCalls);
     clients.push(dynamodb);
-    return system.syncContainer({ dynamodb, secrets: system.aws.secretsClient(secretsCalls), paceStore, tuning: { fetchConcurrency: concurrency } });
+    return system.syncContainer({ dynamodb, paceStoreFor: () => paceStore, tuning: { fetchConcurrency: concurrency } });
   };
   const concurrent = container(o.concurrency);
   return {
     handlers: { concurrent, sequential: container(1) },
     tokenCacheSeconds: loadSyncConfig(concurrent.environment).tokenCacheSeconds,
-    secretsCalls,
+    connectionCalls,
     meter,
   };
 }
 
-/** One invocation with a batch received from the sync queue, as the event source hands it over; timed around the handler only. */
+type AnyInput = Record<string, unknown>;
+type Next = (args: { input: AnyInput }) => Promise<unknown>;
+
+/** Counts the client's requests to `table` by operation (beside the meter's count of every request, in the same step). */
+function countTable(client: DynamoDBClient, table: string, counts: CallCounts): DynamoDBClient {
+  client.middlewareStack.add(
+    ((next: Next, context: { commandName?: string }) => async (args: { input: AnyInput }) => {
+      if (args.input['TableName'] === table) {
+        const operation = (context.commandName ?? '').replace(/Command$/, '');
+        counts[operation] = (counts[operation] ?? 0) + 1;
+      }
+      return next(args);
+    }) as never,
+    { step: 'deserialize', priority: 'high', name: 'benchConnectionsTable' },
+  );
+  return client;
+}
+
+/**
+ * One invocation with a batch received from the sync queue, as the event source hands it over;
+ * timed around the handler only. Its DynamoDB requests leave out the connections table's (a read
+ * of the connection once a cache period: counted apart, per 1,000 records).
+ */
 async function invokeWith(
   system: LocalSystem,
   queue: EventSourceQueue,
   meter: DynamoMeter,
+  connectionCalls: CallCounts,
   fn: BuiltFunction<SyncHandler>,
   ids: readonly string[],
 ): Promise<Invocation & { notDone: number }> {
   const { sqs } = system.aws;
   const queueName = system.queues.sync.name;
-  for (const id of ids) sqs.send(queueName, { body: JSON.stringify({ id }) });
+  for (const id of ids) sqs.send(queueName, { body: JSON.stringify({ connection: DEFAULT_CONNECTION, id }) });
   const messages = await queue.receive(ids.length);
   meter.reset();
+  const before = { ...connectionCalls };
   const event = sqsEvent(messages, queue.arn);
   const started = performance.now();
   const answer = await fn.handler(event, system.context(fn, { logStreamName: 'bench' }));
   const wallMs = performance.now() - started;
   await queue.settle(messages, []);
   sqs.purge(queueName);
-  return { wallMs, requests: { ...meter.requests }, writes: meter.writes.length, notDone: answer.batchItemFailures.length };
+  const requests: Record<string, number> = {};
+  for (const [operation, count] of Object.entries(meter.requests)) {
+    const own = count - ((connectionCalls[operation] ?? 0) - (before[operation] ?? 0));
+    if (own > 0) requests[operation] = own;
+  }
+  return { wallMs, requests, writes: meter.writes.length, notDone: answer.batchItemFailures.length };
 }

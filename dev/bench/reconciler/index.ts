@@ -20,7 +20,9 @@ import { RECONCILE_CURSOR_KEY } from '../../../functions/reconciler/adapters/dyn
 import { SqsReconcileQueue } from '../../../functions/reconciler/adapters/sqs-reconcile-queue.js';
 import { DEFAULT_TUNING } from '../../../functions/reconciler/app.js';
 import { DEFAULTS } from '../../../functions/shared/config.js';
+import type { ItemKey } from '../../../functions/reconciler/ports.js';
 import type { TickReport } from '../../../functions/reconciler/tick.js';
+import { DEFAULT_CONNECTION } from '../../../functions/shared/connections/connection.js';
 import { OutputCapture } from '../../fakes/capture-output.js';
 import { startDynalite, type Dynalite } from '../../fakes/dynalite.js';
 import { LOCAL_CREDENTIALS, LOCAL_REGION } from '../../fakes/local-aws.js';
@@ -188,6 +190,7 @@ async function seed(dynamo: Dynalite, count: number, rowBytes: number): Promise<
   const row = (index: number): Record<string, AttributeValue> => {
     const id = `fil-${String(index).padStart(9, '0')}`;
     return {
+      connection: { S: DEFAULT_CONNECTION },
       id: { S: id },
       type: { S: 'file' },
       revision: { S: String(index) },
@@ -219,10 +222,10 @@ async function scanAlone(client: ReturnType<Dynalite['client']>, o: ReconcilerBe
   let total = 0;
   await Promise.all(
     Array.from({ length: o.segments }, async (_, segment) => {
-      let after: string | undefined;
+      let after: ItemKey | undefined;
       do {
         const page = await items.page({ segment, totalSegments: o.segments, limit: o.pageSize, ...(after !== undefined ? { after } : {}) });
-        total += page.ids.length;
+        total += page.keys.length;
         after = page.after;
       } while (after !== undefined);
     }),
@@ -240,7 +243,7 @@ async function sendAlone(sqs: SQSClient, queueUrl: string, o: ReconcilerBenchOpt
       while (next < o.ids) {
         const from = next;
         next = Math.min(o.ids, next + o.pageSize);
-        await queue.send(Array.from({ length: next - from }, (_, offset) => `fil-${String(from + offset).padStart(9, '0')}`), 1);
+        await queue.send(Array.from({ length: next - from }, (_, offset) => ({ connection: DEFAULT_CONNECTION, id: `fil-${String(from + offset).padStart(9, '0')}` })), 1);
       }
     }),
   );

@@ -38,6 +38,8 @@ export function badMessages(revisionField: string): BadMessage[] {
     { what: 'id: 1,025 characters', body: JSON.stringify({ id: 'x'.repeat(1025) }), expected: /1025 characters long; the limit is 1024/ },
     { what: 'id: lone surrogate', body: '{"id": "fil-\\ud800"}', expected: /lone surrogate/ },
     { what: 'id: ".." (not a path segment)', body: '{"id": ".."}', expected: /cannot be sent as a URL path segment/ },
+    { what: 'connection: unknown', body: '{"connection": "nobody", "id": "fil-0002"}', expected: /unknown connection "nobody"/ },
+    { what: 'connection: a number', body: '{"connection": 42, "id": "fil-0002"}', expected: /the connection is number, not a string/ },
     {
       what: 'provider: 400 for the id',
       body: '{"id": "bad-http-400"}',

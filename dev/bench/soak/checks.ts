@@ -1,7 +1,8 @@
 /**
  * The soak's verdict after quiescence. The checks are pure functions of what the run left behind
  * (the provider's final items, the table's rows, the objects in the items bucket, the writes the
- * table took, the dead letters and the output), so that they are tested themselves
+ * table took, the dead letters and the output, the getToken calls and the connection's
+ * credentials), so that they are tested themselves
  * (test/dev/bench/soak/checks.test.ts): each must catch the failure it is there for. `judge`
  * (verdict.ts) applies them to a run.
  */
@@ -307,21 +308,56 @@ export function countTokens(tokens: Iterable<string>, texts: readonly string[]):
   return count;
 }
 
-/** The access and refresh tokens held in secret values (JSON) ever written. */
-export function tokensInSecrets(values: Iterable<string>): string[] {
+/** The access and refresh tokens the connections table's rows hold (`accessToken`, `refreshToken`). */
+export function tokensInConnections(rows: Iterable<Row>): string[] {
   const tokens: string[] = [];
-  for (const value of values) {
-    try {
-      const parsed = JSON.parse(value) as Record<string, unknown>;
-      for (const key of ['accessToken', 'refreshToken']) {
-        const token = parsed[key];
-        if (typeof token === 'string' && token.length >= 8) tokens.push(token);
-      }
-    } catch {
-      // not JSON: not a secret of ours
+  for (const row of rows) {
+    for (const key of ['accessToken', 'refreshToken']) {
+      const token = row[key]?.S;
+      if (token !== undefined && token.length >= 8) tokens.push(token);
     }
   }
   return tokens;
+}
+
+/**
+ * The most requests in flight at once among these intervals ([received, responded), epoch ms; a
+ * request never answered counts as open until `end`): for getToken, the lease allows one at a time.
+ */
+export function mostAtOnce(intervals: ReadonlyArray<readonly [number, number | undefined]>, end: number): number {
+  const events: Array<[number, number]> = [];
+  for (const [from, to] of intervals) events.push([from, 1], [to ?? end, -1]);
+  // At the same instant an end comes before a start: [a, b) and [b, c) do not overlap.
+  events.sort((a, b) => a[0] - b[0] || a[1] - b[1]);
+  let open = 0;
+  let most = 0;
+  for (const [, step] of events) {
+    open += step;
+    most = Math.max(most, open);
+  }
+  return most;
+}
+
+/** What a connection's credentials must be after the run: active, its refresh token the provider's live one, never replayed. */
+export interface CredentialsCheck {
+  /** 1 when the connection's stored refresh token is not one the provider takes (lost, or replayed and revoked), else 0. */
+  refreshTokensLost: number;
+  details: string[];
+}
+
+export function checkCredentials(
+  stored: { status: string; refreshToken: string } | undefined,
+  provider: { authorized: boolean; liveRefreshTokens: readonly string[]; replays: number },
+): CredentialsCheck {
+  const details: string[] = [];
+  if (!stored) details.push('the connection is missing from the connections table');
+  else {
+    if (stored.status !== 'active') details.push(`the connection is ${stored.status}, not active`);
+    if (!provider.liveRefreshTokens.includes(stored.refreshToken)) details.push('the stored refresh token is not one the provider takes');
+  }
+  if (provider.replays > 0) details.push(`a rotated-away refresh token was presented again ${provider.replays} time(s)`);
+  if (!provider.authorized) details.push("the provider revoked the account's grant");
+  return { refreshTokensLost: details.length > 0 ? 1 : 0, details };
 }
 
 function describeBody(body: string): string {

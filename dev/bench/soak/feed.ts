@@ -7,8 +7,10 @@
  *   share of them make an item cross DynamoDB's row limit: a large one shrinks back, a small file
  *   grows past it), deletions, creations and re-creations, each followed by a change notification
  *   for the id;
- * - token rotations at fixed points of the first deliveries: every access token is revoked, then
- *   the refresher runs (containers holding a cached token meet 401s in between).
+ * - token rotations at fixed points of the first deliveries: every access token is revoked (and the
+ *   stored one made old), then two refreshers run at once (containers holding a cached token meet
+ *   401s in between and refresh it on demand; every getToken takes the connection's lease first, and
+ *   the provider rotates the refresh token at each, revoking the grant if an old one ever comes back).
  *
  * The ledger keeps what the checks and the report need: which messages were good or bad, which
  * were delivered, which are in flight.
@@ -346,21 +348,26 @@ export class Feed {
   }
 
   /**
-   * Revokes every access token, then runs the refresher once the window has lasted `rotationGapMs`
-   * and a container met a 401 in it and, finding the same token in the secret, sent a record again
-   * to wait (or after ROTATION_WINDOW_LIMIT_MS): every rotation is met with the revoked token,
-   * however the instances' requests fall around it.
+   * Revokes every access token at the provider and makes the stored one old (the soak runs in
+   * minutes: a token the provider refuses less than a minute after it was issued only waits), then,
+   * once the window has lasted `rotationGapMs` and a container met a 401 in it (or after
+   * ROTATION_WINDOW_LIMIT_MS), makes the stored token old again and runs the two refreshers at once:
+   * every rotation is met with the revoked token, however the instances' requests fall around it;
+   * the containers refresh it on demand, and the refreshers race each other (and any container) for
+   * the connection's lease. The first rotation leaves the stored token as it is (issued moments ago
+   * by the first refresh): its records wait for the refreshers' new token, sent again to the queue.
    */
   private async rotate(): Promise<void> {
     const unauthorizedBefore = this.unauthorized();
-    const sentAgainBefore = this.sentAgain();
     this.world.sim.revokeAccessTokens();
+    if (this.rotationsStarted > 1) await this.world.ageAccessToken();
     this.world.tokenStats.revocations += 1;
     const started = Date.now();
-    const met = (): boolean => this.unauthorized() > unauthorizedBefore && this.sentAgain() > sentAgainBefore;
+    const met = (): boolean => this.unauthorized() > unauthorizedBefore;
     while (Date.now() - started < this.world.o.rotationGapMs || (!met() && Date.now() - started < ROTATION_WINDOW_LIMIT_MS)) {
       await new Promise((resolve) => setTimeout(resolve, 5));
     }
+    await this.world.ageAccessToken();
     await this.world.refresh('schedule');
     this.world.tokenStats.rotations += 1;
     this.lastEventAt = Date.now();
@@ -369,11 +376,6 @@ export class Feed {
   /** 401s the provider answered so far (tallied, and not yet tallied). */
   private unauthorized(): number {
     return this.world.tally.figures.unauthorized + this.world.sim.requests.filter((request) => request.status === 401).length;
-  }
-
-  /** Messages the sync sent to the queue itself so far (records sent again to wait). */
-  private sentAgain(): number {
-    return this.world.sqs.queue(NAMES.syncQueue).stats.sent - this.ledger.initialMessageIds.size - this.ledger.changeNotifications;
   }
 
   private pick<T>(list: readonly T[]): T {

@@ -7,21 +7,26 @@
  *   - a change feed bumps revisions, deletes, creates and resurrects items while the sync runs
  *     (often items whose message is being processed right then) and enqueues the id each time, as a
  *     real change notification would;
- *   - the token refresher runs every so often against a provider that rotates the refresh token, and
- *     every access token issued so far is revoked just before it runs, so containers holding a cached
- *     token meet 401s while the token rotates;
+ *   - the connection `default` in the connections table; two token refreshers run at once every so
+ *     often against a provider that rotates the refresh token (and revokes the grant if a rotated-away
+ *     one ever comes back), and every access token issued so far is revoked just before they run, so
+ *     containers holding a cached token meet 401s while the token rotates; the lease lets one getToken
+ *     through at a time, and a rotated refresh token is never lost;
  *   - the SQS model (at-least-once: duplicate copies, some delivered to two containers at once;
  *     redelivery after batchItemFailures; Retry-After; the redrive to the dead-letter queue after
  *     maxReceiveCount) feeds batches to several handler instances at once through the event source
  *     mapping, each built by its own createSyncHandler call (its own token cache and clients: a
  *     separate container);
  *   - DynamoDB (dynalite) throttles a share of requests, leaves BatchGetItem keys unprocessed and
- *     loses some write acknowledgements (the SDK re-sends the conditional write);
+ *     loses some write acknowledgements (the SDK re-sends the conditional write); a share of the
+ *     containers' reads of the connections table is refused above the SDK's retries;
  *   - a few deliberately bad messages are mixed in.
  *
  * After quiescence (queue drained, no more changes) it checks: items lost, items stale, rows whose
  * item differs from the provider's, writes minus real changes, dead letters (exactly the bad ones,
- * each with its reason), and tokens in the captured stdout/stderr and in the dead letters.
+ * each with its reason), tokens (every one the provider issued or the connections table holds) in
+ * the captured stdout/stderr and in the dead letters, getToken calls in flight at once (one at most),
+ * and the connection's refresh token (active, the provider's live one, never replayed).
  *
  * Seeded: the same options give the same ids, bad messages, change feed and fault rates. The
  * interleaving of concurrent instances depends on timing, so counts of faults met vary a little from

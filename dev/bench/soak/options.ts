@@ -35,9 +35,9 @@ export interface SoakOptions {
   duplicateRate: number;
   /** Change-feed events per id (bumps, deletes, creations) during the run. */
   mutationRate: number;
-  /** Token rotations during the run. */
+  /** Token rotations during the run: access tokens revoked, then two refresher runs at once. */
   rotations: number;
-  /** Real ms between revoking the access tokens and the refresher's run (the 401 window). */
+  /** Real ms between revoking the access tokens and the refreshers' runs (the 401 window). */
   rotationGapMs: number;
   /** Provider faults on the items endpoint, as shares of all item requests. */
   transientRate: number;
@@ -53,8 +53,12 @@ export interface SoakOptions {
   throttleRate: number;
   unprocessedRate: number;
   lostAckRate: number;
-  /** Secrets Manager GetSecretValue failures. */
-  secretsFailureRate: number;
+  /**
+   * Share of the containers' reads of the connections table (GetItem) refused with DynamoDB
+   * throttling above the SDK's retries (the connections' access layer sees it); the first read
+   * of the run always is.
+   */
+  connectionsFailureRate: number;
   /** Share of the tree's files too large for a DynamoDB row (stored whole in the items bucket); at least 3 such files. */
   largeItemShare: number;
   /** Share of revision bumps that make an item cross the row limit (a large one shrinks, a small one grows). */
@@ -100,7 +104,7 @@ export const SOAK_DEFAULTS: Omit<SoakOptions, 'logFile' | 'progress'> = {
   throttleRate: 0.1,
   unprocessedRate: 0.1,
   lostAckRate: 0.01,
-  secretsFailureRate: 0.05,
+  connectionsFailureRate: 0.05,
   largeItemShare: 0.01,
   resizeShare: 0.2,
   s3FailureRate: 0.05,

@@ -1,7 +1,8 @@
 /**
  * What the provider simulator saw during the soak, counted as it goes: its list of requests is
  * emptied at every tally (a long run would hold millions of them). A request still unanswered
- * stays in the list for the next tally, unless it is the final one.
+ * stays in the list for the next tally, unless it is the final one. The getToken requests' times
+ * are kept (a few dozen): whether two were ever in flight at once.
  */
 import type { ProviderSimulator } from '../../simulator/provider-simulator.js';
 
@@ -33,6 +34,9 @@ export class ProviderTally {
     hung: 0,
   };
 
+  /** Every getToken request: when it arrived and when it was answered (undefined: never). */
+  readonly tokenIntervals: Array<[number, number | undefined]> = [];
+
   constructor(private readonly sim: ProviderSimulator) {}
 
   take(final: boolean): void {
@@ -46,6 +50,7 @@ export class ProviderTally {
       }
       const status = request.status === 0 ? (request.fault ?? 'unanswered') : String(request.status);
       if (request.endpoint === 'token') {
+        this.tokenIntervals.push([request.receivedAt ?? 0, request.respondedAt]);
         f.tokenRequests += 1;
         f.tokenByStatus[status] = (f.tokenByStatus[status] ?? 0) + 1;
         continue;

@@ -41,7 +41,19 @@ export interface SoakReport {
       deadLetterSendFailuresInjected: number;
     };
     changeFeed: FeedStats;
-    tokens: { rotations: number; refresherFailures: number; issued: number; revocations: number };
+    tokens: {
+      rotations: number;
+      refresherFailures: number;
+      issued: number;
+      revocations: number;
+      refresherRuns: number;
+      refreshed: number;
+      skipped: number;
+      failed: number;
+      /** getToken requests the provider took, and the most in flight at once. */
+      getTokenRequests: number;
+      getTokenAtOnce: number;
+    };
     provider: ProviderFigures;
     dynamodb: {
       requests: Record<string, number>;
@@ -55,7 +67,8 @@ export interface SoakReport {
       /** Lost answers to writes that replaced a row pointing to an object (that object must be gone or logged as left). */
       lostAcksReplacingObjects: number;
     };
-    secrets: { getSecretValue: number; putSecretValue: number; failuresInjected: number };
+    /** The connections table: requests by operation (the containers' and the refreshers'), the containers' reads refused (injected). */
+    connections: { requests: CallCounts; readFailuresInjected: number };
     /** The items bucket: rows pointing there at the end, what the sync did with objects, the faults injected. */
     objects: {
       rowsWithObject: number;
@@ -92,7 +105,7 @@ export function buildReport(world: SoakWorld, feed: Feed, run: RunResult, verdic
       items: { initial: world.tree.length, atEnd: feed.liveIds.length, deletedAtEnd: feed.deletedItems.size, rowsAtEnd: verdict.rows.size, tombstones },
       messages: messageActivity(world, feed, run),
       changeFeed: feed.stats,
-      tokens: { ...world.tokenStats, issued: world.tokens.size },
+      tokens: { ...world.tokenStats, issued: world.tokens.size, getTokenRequests: world.tally.figures.tokenRequests, getTokenAtOnce: verdict.getTokenAtOnce },
       provider: world.tally.figures,
       dynamodb: {
         requests: { ...world.meter.requests },
@@ -116,11 +129,7 @@ export function buildReport(world: SoakWorld, feed: Feed, run: RunResult, verdic
         putFailuresInjected: world.injected.s3PutFailures,
         deleteFailuresInjected: world.injected.s3DeleteFailures,
       },
-      secrets: {
-        getSecretValue: world.calls.secrets['GetSecretValue'] ?? 0,
-        putSecretValue: world.calls.secrets['PutSecretValue'] ?? 0,
-        failuresInjected: world.injected.secretsFailures,
-      },
+      connections: { requests: { ...world.calls.connections }, readFailuresInjected: world.injected.connectionReadFailures },
       sqs: { ...world.calls.sqs },
       handlerMetrics: verdict.handlerMetrics,
       outputBytes: verdict.outputBytes,
@@ -197,6 +206,8 @@ function checksTable(f: SoakFigures): string {
     ['messages left in the queue', n(f.messagesLeft), '0'],
     ['invocations failed as a whole', n(f.handlerErrors), '0'],
     ['records delivered before their Retry-After', n(f.deliveredBeforeRetryAfter), '0'],
+    ['getToken calls in flight at once beyond one (the lease)', n(f.concurrentGetToken), '0'],
+    ['refresh tokens lost or replayed (the connection active, its token live)', n(f.refreshTokensLost), '0'],
   ];
   return table(['check', 'value', 'expected', ''], rows.map(([label, value, expected]) => [label, value, expected, value === expected ? 'ok' : 'FAIL']));
 }
@@ -210,7 +221,10 @@ function faultLines(report: SoakReport): string[] {
     `  provider: ${n(p.itemRequests)} item requests — ${n(p.serverErrors)} 5xx, ${n(p.byStatus['408'] ?? 0)} 408, ${n(p.dropped)} dropped, ` +
       `${n(p.rateLimited)} 429, ${n(p.slow)} slow (${o.slowMs} ms), ${n(p.hung)} hung (time-out ${o.providerTimeoutMs} ms), ${n(p.unauthorized)} 401; ` +
       `${n(p.tokenRequests)} token requests (${n(p.tokenByStatus['503'] ?? 0)} answered 503)`,
-    `  tokens: ${a.tokens.rotations} rotations (all access tokens revoked ${o.rotationGapMs} ms before each), ${a.tokens.refresherFailures} refresher run(s) failed and were retried, ${a.tokens.issued} tokens issued`,
+    `  tokens: ${a.tokens.rotations} rotations (all access tokens revoked and the stored one made old ${o.rotationGapMs} ms before each, then two refreshers at once), ` +
+      `${a.tokens.refresherRuns} refresher runs (${a.tokens.refreshed} refreshed, ${a.tokens.skipped} met the other's lease or a newer token, ${a.tokens.failed} failed for now), ` +
+      `${a.tokens.refresherFailures} run(s) failed and were retried; ${n(a.tokens.getTokenRequests)} getToken requests (refresher and on demand), at most ${a.tokens.getTokenAtOnce} at once; ` +
+      `${a.tokens.issued} tokens issued`,
     `  change feed: ${n(a.changeFeed.bumped)} revisions bumped (${n(a.changeFeed.bumpedWhileInFlight)} while the item was in flight), ` +
       `${n(a.changeFeed.deleted)} deleted, ${n(a.changeFeed.created)} created, ${n(a.changeFeed.resurrected)} re-created`,
     `  SQS: ${n(m.sent)} messages (${n(m.initial)} initial incl. ${m.bad} bad, ${n(m.changeNotifications)} change notifications, ${n(m.sentAgain)} sent again by the sync), ` +
@@ -225,8 +239,9 @@ function faultLines(report: SoakReport): string[] {
       `${n(a.objects.written)} objects written, ${n(a.objects.deleted)} deleted, ${n(a.objects.keptAfterLostAnswer)} kept after a lost answer, ` +
       `${n(a.objects.leftBehind)} left behind (logged; ${n(a.objects.orphansExplained)} explained objects without a row at the end); ` +
       `injected: ${a.objects.putFailuresInjected} PutObject and ${a.objects.deleteFailuresInjected} DeleteObject failures; ${n(a.objects.rowsWithObject)} rows point to the bucket at the end`,
-    `  Secrets Manager: ${n(a.secrets.getSecretValue)} GetSecretValue (${a.secrets.failuresInjected} failed, injected; ` +
-      `${((a.secrets.getSecretValue * 1000) / Math.max(1, m.deliveries)).toFixed(1)} per 1,000 deliveries, refresher included), ${n(a.secrets.putSecretValue)} PutSecretValue`,
+    `  connections table: ${Object.entries(a.connections.requests).map(([op, count]) => `${n(count)} ${op}`).join(', ') || 'no requests'} ` +
+      `(${(((a.connections.requests['GetItem'] ?? 0) * 1000) / Math.max(1, m.deliveries)).toFixed(1)} GetItem per 1,000 deliveries, refreshers included); ` +
+      `${a.connections.readFailuresInjected} of the containers' reads refused (injected throttling)`,
     `  handlers' metrics: ${Object.entries(a.handlerMetrics).map(([name, value]) => `${name} ${n(value)}`).join(', ')}`,
     `  end state: ${n(a.items.atEnd)} items at the provider, ${n(a.items.deletedAtEnd)} deleted; ${n(a.items.rowsAtEnd)} rows (${n(a.items.tombstones)} tombstones); ${n(a.outputBytes)} bytes of output searched`,
   ];

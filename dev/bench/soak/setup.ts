@@ -1,19 +1,21 @@
 /**
  * The soak's world before the first message: the provider simulator with its tree (a few files too
  * large for a row), its faults and the deliberately bad items; the local system as deployed
- * (dev/system: dynalite with the items table, s3rver with the items bucket, the SQS and Secrets
- * Manager models in process, SQS on a scaled clock) with its injected faults (a share of the
- * handlers' S3, SQS and Secrets Manager calls fail); one sync container per instance (its own
- * clients, token cache and random source) and the token refresher, which runs once as the
- * deployment would.
+ * (dev/system: dynalite with the items table and the connections table, s3rver with the items
+ * bucket, the SQS model in process on a scaled clock) with the simulator's account added as the
+ * connection `default` (as the operator CLI adds it) and its injected faults (a share of the
+ * handlers' S3 and SQS calls and of their reads of the connections table fail); one sync container
+ * per instance (its own clients, connections' cache and random source) and two token refreshers,
+ * which run once at the start as the first schedule would.
  */
+import { ProvisionedThroughputExceededException, UpdateItemCommand, type DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { S3ServiceException, type S3Client } from '@aws-sdk/client-s3';
 import type { SyncHandler } from '../../../functions/item-sync/app.js';
+import { DEFAULT_CONNECTION } from '../../../functions/shared/connections/connection.js';
 import { OutputCapture } from '../../fakes/capture-output.js';
 import { scaledClock } from '../../fakes/clock.js';
 import { DynamoMeter, instrumentDynamo } from '../../fakes/dynamo-meter.js';
 import { MemoryPaceStore } from '../../fakes/memory-pace-store.js';
-import { ServiceError } from '../../fakes/service-error.js';
 import { generateItemTree } from '../../simulator/item-tree.js';
 import { ProviderSimulator, type Fault, type FaultRule, type SimulatorItem } from '../../simulator/provider-simulator.js';
 import { mulberry32 } from '../../simulator/random.js';
@@ -57,21 +59,22 @@ export async function setUpSoak(o: SoakOptions): Promise<SoakWorld> {
       dynalite: system.storage.dynamo,
       s3: system.storage.s3!,
       large,
-      secrets: system.aws.secrets,
       sqs: system.aws.sqs,
       queueUrl: system.queues.sync.url,
       deadLetterQueueUrl: system.queues.sync.deadLetterUrl,
       injected: faults,
-      calls: { sqs: {}, secrets: {} },
+      calls: { sqs: {}, connections: {} },
       meter: new DynamoMeter(),
       instances: [],
-      tokenStats: { rotations: 0, refresherFailures: 0, revocations: 0 },
+      tokenStats: { rotations: 0, refresherFailures: 0, revocations: 0, refresherRuns: 0, refreshed: 0, skipped: 0, failed: 0 },
       refresh: async () => undefined,
+      ageAccessToken: async () => undefined,
       close,
     };
     capture.start();
     world.instances = createInstances(world, clients);
-    world.refresh = refresherOf(world);
+    world.refresh = refreshersOf(world, clients);
+    world.ageAccessToken = tokenAger(world, clients);
     await world.refresh('deploy');
     return world;
   } catch (error) {
@@ -83,11 +86,12 @@ export async function setUpSoak(o: SoakOptions): Promise<SoakWorld> {
 /**
  * The local system as deployed for the simulator: dynalite and s3rver, SQS in process on a clock
  * where an SQS second lasts `msPerSecond` real milliseconds (the queues' visibility time-out and
- * maxReceiveCount the soak's options, by default the deployed ones), the credentials secret.
+ * maxReceiveCount the soak's options, by default the deployed ones), and the simulator's account
+ * as the connection `default`.
  */
 async function startSystem(o: SoakOptions, sim: ProviderSimulator): Promise<LocalSystem> {
   const storage = await startStorage(NAMES, { where: o.dynalite });
-  return buildSystem({
+  const system = buildSystem({
     names: NAMES,
     context: {
       baseUrl: sim.baseUrl,
@@ -100,11 +104,14 @@ async function startSystem(o: SoakOptions, sim: ProviderSimulator): Promise<Loca
     aws: inProcessAws({ sqsClock: scaledClock(1000 / o.msPerSecond) }),
     storage,
     queues: { visibilityTimeoutSeconds: o.visibilityTimeoutSeconds, maxReceiveCount: o.maxReceiveCount },
-    secrets: {
-      credentials: { clientId: sim.clientId, refreshToken: sim.refreshToken },
-      accessTokenValue: JSON.stringify({ accessToken: '', refreshedAt: '' }),
-    },
   });
+  try {
+    await system.connections.putCredentials({ connection: DEFAULT_CONNECTION, clientId: sim.clientId, refreshToken: sim.refreshToken, at: new Date().toISOString() });
+  } catch (error) {
+    await system.close();
+    throw error;
+  }
+  return system;
 }
 
 /** The provider: the tree, the bad items and faults (specific rules first: the first match wins), and every token it issues. */
@@ -122,10 +129,18 @@ async function startProvider(
   }
   addFaults(sim, 'items', providerFaults(o));
   addFaults(sim, 'token', [[o.tokenFailureRate, { kind: 'status', status: 503 }]]);
+  // Every token the provider hands out: access tokens, and the refresh tokens rotation makes.
   const tokens = new Set<string>([sim.refreshToken]);
   const issue = sim.issueAccessToken.bind(sim);
-  sim.issueAccessToken = () => {
-    const token = issue();
+  sim.issueAccessToken = (...args: Parameters<ProviderSimulator['issueAccessToken']>) => {
+    const token = issue(...args);
+    tokens.add(token);
+    return token;
+  };
+  const account = sim.account(DEFAULT_CONNECTION);
+  const rotate = account.rotate.bind(account);
+  account.rotate = (...args: Parameters<typeof account.rotate>) => {
+    const token = rotate(...args);
     tokens.add(token);
     return token;
   };
@@ -175,16 +190,10 @@ function providerFaults(o: SoakOptions): Array<[number, Fault]> {
   ];
 }
 
-/** Secrets Manager and SQS refuse a share of the handlers' calls. */
+/** SQS refuses a share of the handlers' calls (the connections table's reads: connectionsFaults). */
 function injectFaults(o: SoakOptions, system: LocalSystem): InjectedFaults {
-  const injected: InjectedFaults = { deadLetterSendFailures: 0, visibilityChangeFailures: 0, secretsFailures: 0, s3PutFailures: 0, s3DeleteFailures: 0 };
-  const { secrets, sqs } = system.aws;
-  const secretsRandom = mulberry32(o.seed ^ 0x5ec2e75);
-  secrets.getFault = () => {
-    if (!(o.secretsFailureRate > 0 && secretsRandom() < o.secretsFailureRate)) return undefined;
-    injected.secretsFailures += 1;
-    return new ServiceError('ThrottlingException', 'Rate exceeded (injected)');
-  };
+  const injected: InjectedFaults = { deadLetterSendFailures: 0, visibilityChangeFailures: 0, connectionReadFailures: 0, s3PutFailures: 0, s3DeleteFailures: 0 };
+  const { sqs } = system.aws;
   const deadLetterQueue = system.queues.sync.deadLetterName;
   const sqsRandom = mulberry32(o.seed ^ 0x5a5);
   sqs.sendFault = ({ queueName }) => {
@@ -212,6 +221,7 @@ function createInstances(world: SoakWorld, clients: Array<{ destroy(): void }>):
   // The control table's pace row, shared by every container.
   const paceStore = new MemoryPaceStore();
   const sureS3: SureS3Faults = { uploadsToFail: SURE_S3_UPLOAD_FAILURES, sparedDeletes: new Set() };
+  const sureReads = { left: SURE_CONNECTION_READ_FAILURES };
   const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, Math.max(0, ms * o.backoffScale)));
   return Array.from({ length: o.instances }, (_, index) => {
     const dynamodb = instrumentDynamo(world.dynalite.client(), world.meter, {
@@ -220,16 +230,17 @@ function createInstances(world: SoakWorld, clients: Array<{ destroy(): void }>):
       unprocessedRate: o.unprocessedRate,
       lostAckRate: o.lostAckRate,
     });
+    countConnectionCalls(dynamodb, world);
+    failingConnectionReads(dynamodb, world, mulberry32((o.seed * 6_007 + index) >>> 0), sureReads);
     const s3 = failingS3(world.s3.client(), mulberry32(o.seed * 7_703 + index), o.s3FailureRate, world.injected, sureS3);
     clients.push(dynamodb, s3);
     return system.syncContainer({
       dynamodb,
       sqs: system.aws.sqsClient({ calls: world.calls.sqs }),
-      secrets: system.aws.secretsClient(world.calls.secrets),
       s3,
-      paceStore,
-      // SQS time runs faster than the handlers' here, so a record postponed by an open breaker (a token
-      // rotation's revoked token) is back in milliseconds: the breaker probes as often, not every 20 s.
+      paceStoreFor: () => paceStore,
+      // SQS time runs faster than the handlers' here, so a record postponed by an open breaker (an
+      // outage of failures piling up) is back in milliseconds: the breaker probes as often, not every 20 s.
       paceSettings: { probeIntervalMs: PROBE_INTERVAL_MS },
       random: mulberry32(o.seed * 104_729 + index),
       sleep,
@@ -237,22 +248,116 @@ function createInstances(world: SoakWorld, clients: Array<{ destroy(): void }>):
   });
 }
 
-function refresherOf(world: SoakWorld): (trigger: string) => Promise<void> {
-  const refresher = world.system.refresher({ secrets: world.system.aws.secretsClient(world.calls.secrets) });
-  return async (trigger) => {
+/**
+ * Two token refreshers, each with its own DynamoDB client (their connections-table requests
+ * counted): `refresh` runs both at once, as two schedules' runs that overlap would, and tallies
+ * what their refreshes of the connection came to. A run that throws (its scan failed) is run again.
+ */
+function refreshersOf(world: SoakWorld, clients: Array<{ destroy(): void }>): (trigger: string) => Promise<void> {
+  const refreshers = [0, 1].map(() => {
+    const dynamodb = world.dynalite.client();
+    clients.push(dynamodb);
+    countConnectionCalls(dynamodb, world);
+    return world.system.refresher({ dynamodb });
+  });
+  const stats = world.tokenStats;
+  const runOne = async (refresher: (typeof refreshers)[number], trigger: string): Promise<void> => {
     for (let attempt = 1; ; attempt += 1) {
       try {
-        await refresher.handler({ trigger });
-        world.tokens.add(world.sim.refreshToken);
+        const report = await refresher.handler({ trigger });
+        stats.refresherRuns += 1;
+        stats.refreshed += report.refreshed;
+        stats.skipped += report.skipped;
+        stats.failed += report.failed;
         return;
       } catch {
-        world.tokenStats.refresherFailures += 1;
+        stats.refresherFailures += 1;
         if (attempt >= 50) throw new Error('the token refresher failed 50 times in a row');
         await new Promise((resolve) => setTimeout(resolve, 5));
       }
     }
   };
+  return async (trigger) => {
+    await Promise.all(refreshers.map((refresher) => runOne(refresher, trigger)));
+  };
 }
+
+/** How old the aged access token is made: past the item sync's on-demand age (tokenRefreshMinutes + 5 minutes) and the refreshers'. */
+const AGED_TOKEN_MS = 60 * 60_000;
+
+/** The connection's access token made an old one (world.ageAccessToken), with a client of its own. */
+function tokenAger(world: SoakWorld, clients: Array<{ destroy(): void }>): () => Promise<void> {
+  const client = world.dynalite.client();
+  clients.push(client);
+  return async () => {
+    await client.send(
+      new UpdateItemCommand({
+        TableName: world.system.names.connectionsTable,
+        Key: { connection: { S: DEFAULT_CONNECTION } },
+        UpdateExpression: 'SET refreshedAt = :old',
+        ConditionExpression: 'attribute_exists(accessToken)',
+        ExpressionAttributeValues: { ':old': { S: new Date(Date.now() - AGED_TOKEN_MS).toISOString() } },
+      }),
+    ).catch((error: unknown) => {
+      if ((error as { name?: string }).name !== 'ConditionalCheckFailedException') throw error;
+    });
+  };
+}
+
+type DynamoMiddleware = (next: (args: { input: Record<string, unknown> }) => Promise<unknown>, context: { commandName?: string }) => (args: { input: Record<string, unknown> }) => Promise<unknown>;
+
+function addMiddleware(client: DynamoDBClient, middleware: DynamoMiddleware, options: { step: string; name: string }): void {
+  (client.middlewareStack as unknown as { add(m: DynamoMiddleware, o: { step: string; name: string; priority: string }): void }).add(middleware, { ...options, priority: 'high' });
+}
+
+/** Counts the client's requests to the connections table by operation (each one sent, SDK retries included). */
+function countConnectionCalls(client: DynamoDBClient, world: SoakWorld): void {
+  const table = world.system.names.connectionsTable;
+  const calls = world.calls.connections;
+  addMiddleware(
+    client,
+    (next, context) => async (args) => {
+      if (args.input['TableName'] === table) {
+        const operation = (context.commandName ?? '').replace(/Command$/, '');
+        calls[operation] = (calls[operation] ?? 0) + 1;
+      }
+      return next(args);
+    },
+    { step: 'deserialize', name: 'soakConnectionCalls' },
+  );
+}
+
+/**
+ * A share of the container's reads of a connection (GetItem on the connections table) is refused
+ * with DynamoDB's throttling error before it is sent, above the SDK's retries: the connections'
+ * access layer sees it (its records are retried). Whatever the draws, the first read of the run
+ * (`sure`, shared by every instance) is refused.
+ */
+function failingConnectionReads(client: DynamoDBClient, world: SoakWorld, random: () => number, sure: { left: number }): void {
+  const table = world.system.names.connectionsTable;
+  const rate = world.o.connectionsFailureRate;
+  addMiddleware(
+    client,
+    (next, context) => async (args) => {
+      if (context.commandName === 'GetItemCommand' && args.input['TableName'] === table && rate > 0) {
+        const sureFailure = sure.left > 0;
+        if (sureFailure) sure.left -= 1;
+        if (sureFailure || random() < rate) {
+          world.injected.connectionReadFailures += 1;
+          throw new ProvisionedThroughputExceededException({
+            message: 'The level of configured provisioned throughput for the table was exceeded (injected)',
+            $metadata: { httpStatusCode: 400 },
+          });
+        }
+      }
+      return next(args);
+    },
+    { step: 'initialize', name: 'soakConnectionReadFaults' },
+  );
+}
+
+/** Reads of the connections table refused for certain (the first ones of the run). */
+const SURE_CONNECTION_READ_FAILURES = 1;
 
 type S3Middleware = (next: (args: unknown) => Promise<unknown>, context: { commandName?: string }) => (args: unknown) => Promise<unknown>;
 

@@ -3,18 +3,22 @@ import { mkdirSync, writeFileSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { fromAttributeValue } from '../../../functions/item-sync/adapters/dynamodb-item-store.js';
 import { ITEM_OBJECT_PREFIX } from '../../../functions/item-sync/item-writer.js';
+import { DEFAULT_CONNECTION } from '../../../functions/shared/connections/connection.js';
 import { occurrences } from '../../fakes/capture-output.js';
 import { sumEmfMetrics } from '../../fakes/emf.js';
 import { itemObjectOf, listObjects, readItemObject, type ItemObjectRead } from '../../fakes/s3.js';
 import {
+  checkCredentials,
   checkDeadLetters,
   checkObjects,
   checkState,
   checkWrites,
   countTokens,
   deadLetterEntries,
+  mostAtOnce,
   objectsLeftInLogs,
-  tokensInSecrets,
+  tokensInConnections,
+  type CredentialsCheck,
   type DeadLetterCheck,
   type ObjectCheck,
   type Row,
@@ -61,6 +65,10 @@ export interface SoakFigures {
   handlerErrors: number;
   /** Postponed records delivered again before their Retry-After. */
   deliveredBeforeRetryAfter: number;
+  /** Most getToken calls in flight at once beyond one (the lease allows one per connection at a time). */
+  concurrentGetToken: number;
+  /** 1 when the connection's refresh token is lost: not active, its stored token not the provider's live one, or a rotated one replayed (the grant revoked). */
+  refreshTokensLost: number;
 }
 
 export interface Verdict {
@@ -73,6 +81,9 @@ export interface Verdict {
   /** What the sync logged about item objects: written, deleted, kept after a lost answer, left behind. */
   objectLog: { written: number; deleted: number; kept: number; left: number };
   deadLetters: DeadLetterCheck;
+  credentials: CredentialsCheck;
+  /** Most getToken calls in flight at once. */
+  getTokenAtOnce: number;
   /** Sums of the handlers' own EMF metrics. */
   handlerMetrics: Record<string, number>;
   outputBytes: number;
@@ -97,7 +108,13 @@ export async function judge(world: SoakWorld, feed: Feed, run: RunResult): Promi
   // A write whose answer was lost deletes the object of the row it replaced like any other write (or
   // logs it as left): only the log explains an object no row points to.
   const objects = checkObjects(rows, reads, listing, new Set(objectsLeftInLogs(output)));
-  for (const token of tokensInSecrets(world.secrets.history.map((entry) => entry.value))) world.tokens.add(token);
+  const connectionRows = await world.dynalite.scan(NAMES.connectionsTable);
+  for (const token of tokensInConnections(connectionRows)) world.tokens.add(token);
+  // The refresh token: never lost, never replayed (the provider would have revoked the grant).
+  const stored = await world.system.connections.get(DEFAULT_CONNECTION, { consistent: true });
+  const account = world.sim.account(DEFAULT_CONNECTION);
+  const credentials = checkCredentials(stored, { authorized: account.authorized, liveRefreshTokens: account.refreshTokens, replays: account.counters().replays });
+  const getTokenAtOnce = mostAtOnce(world.tally.tokenIntervals, Date.now());
   const texts = [output, ...dead.map((entry) => `${entry.body}\n${JSON.stringify(entry.attributes)}`), ...run.answers];
   if (o.logFile) {
     mkdirSync(dirname(o.logFile), { recursive: true });
@@ -122,16 +139,30 @@ export async function judge(world: SoakWorld, feed: Feed, run: RunResult): Promi
     messagesLeft: world.sqs.size(NAMES.syncQueue),
     handlerErrors: run.handlerErrors,
     deliveredBeforeRetryAfter: world.sqs.queue(NAMES.syncQueue).stats.deliveredBeforeRetryAfter,
+    concurrentGetToken: Math.max(0, getTokenAtOnce - 1),
+    refreshTokensLost: credentials.refreshTokensLost,
   };
   const problems = problemsOf(figures, run.timedOut ? o.maxDurationMs : undefined);
-  problems.push(...[...state.details, ...objects.details, ...writes.details, ...deadCheck.details].map((line) => `  ${line}`));
+  problems.push(...[...state.details, ...objects.details, ...writes.details, ...deadCheck.details, ...credentials.details].map((line) => `  ${line}`));
   const objectLog = {
     written: occurrences(output, '"message":"item too large for a row; storing it in the items bucket"'),
     deleted: occurrences(output, '"message":"item object deleted"'),
     kept: occurrences(output, '"message":"item object kept: its row was written after all'),
     left: occurrences(output, '"message":"item object left in the bucket"'),
   };
-  return { figures, problems, rows, writes, objects, objectLog, deadLetters: deadCheck, handlerMetrics: sumEmfMetrics(output), outputBytes: output.length };
+  return {
+    figures,
+    problems,
+    rows,
+    writes,
+    objects,
+    objectLog,
+    deadLetters: deadCheck,
+    credentials,
+    getTokenAtOnce,
+    handlerMetrics: sumEmfMetrics(output),
+    outputBytes: output.length,
+  };
 }
 
 const EXPECT_ZERO: Array<[keyof SoakFigures, string]> = [
@@ -151,6 +182,8 @@ const EXPECT_ZERO: Array<[keyof SoakFigures, string]> = [
   ['messagesLeft', 'messages left in the queue'],
   ['handlerErrors', 'invocations that failed as a whole'],
   ['deliveredBeforeRetryAfter', 'records delivered before their Retry-After'],
+  ['concurrentGetToken', 'getToken calls in flight at once beyond one'],
+  ['refreshTokensLost', 'refresh tokens lost (or replayed, the grant revoked)'],
 ];
 
 function problemsOf(figures: SoakFigures, timedOutAfterMs: number | undefined): string[] {

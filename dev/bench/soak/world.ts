@@ -1,7 +1,8 @@
 /**
  * The soak's world as its phases see it (setup.ts builds it): the provider simulator and what the
- * soak does to it, the local system as deployed (dev/system) with its queues, secrets, tables and
- * bucket, the sync's instances and the refresher, and what the run counts.
+ * soak does to it, the local system as deployed (dev/system) with its queues, tables (the
+ * connections table holding the connection `default`) and bucket, the sync's instances and two
+ * token refreshers, and what the run counts.
  */
 import type { SyncHandler } from '../../../functions/item-sync/app.js';
 import type { OutputCapture } from '../../fakes/capture-output.js';
@@ -9,7 +10,6 @@ import type { DynamoMeter } from '../../fakes/dynamo-meter.js';
 import type { Dynalite } from '../../fakes/dynalite.js';
 import type { CallCounts } from '../../fakes/in-process-aws.js';
 import type { LocalS3 } from '../../fakes/s3.js';
-import type { SecretStore } from '../../fakes/secrets-model.js';
 import type { SqsModel } from '../../fakes/sqs-model.js';
 import type { ProviderSimulator, SimulatorItem } from '../../simulator/provider-simulator.js';
 import type { BuiltFunction } from '../../system/functions.js';
@@ -32,15 +32,24 @@ export function largeText(seed: number): string {
 export interface InjectedFaults {
   deadLetterSendFailures: number;
   visibilityChangeFailures: number;
-  secretsFailures: number;
+  /** The containers' reads of the connections table refused (throttling, above the SDK's retries). */
+  connectionReadFailures: number;
   s3PutFailures: number;
   s3DeleteFailures: number;
 }
 
 export interface TokenStats {
   rotations: number;
+  /** Refresher runs that threw (the connections table could not be scanned) and were run again. */
   refresherFailures: number;
   revocations: number;
+  /** Refresher runs, and what their refreshes of the connection came to (two run at each rotation). */
+  refresherRuns: number;
+  refreshed: number;
+  /** Refreshes that met the other's lease (`busy`) or found the credentials changed under them. */
+  skipped: number;
+  /** getToken failed for now (the provider's 503s): the connection stays active, the next use tries again. */
+  failed: number;
 }
 
 export interface SoakWorld {
@@ -51,7 +60,7 @@ export interface SoakWorld {
   tree: SimulatorItem[];
   sim: ProviderSimulator;
   bad: BadMessage[];
-  /** Every token the provider issued (refresh tokens included). */
+  /** Every token the provider issued (rotated refresh tokens included). */
   tokens: Set<string>;
   tally: ProviderTally;
   capture: OutputCapture;
@@ -62,19 +71,28 @@ export interface SoakWorld {
   s3: LocalS3;
   /** Files that carry the large field now (the change feed makes some cross the row limit). */
   large: Set<string>;
-  secrets: SecretStore;
   sqs: SqsModel;
   queueUrl: string;
   deadLetterQueueUrl: string;
   injected: InjectedFaults;
-  calls: { sqs: CallCounts; secrets: CallCounts };
+  /** SQS calls of the containers; requests to the connections table (containers and refreshers) by operation. */
+  calls: { sqs: CallCounts; connections: CallCounts };
   meter: DynamoMeter;
   /** The local system the soak runs. */
   system: LocalSystem;
   /** One sync container per instance. */
   instances: Array<BuiltFunction<SyncHandler>>;
   tokenStats: TokenStats;
-  /** Runs the refresher until it succeeds (the scheduler would run it again; here at once). */
+  /**
+   * Runs two token refreshers at once, as two schedules' runs that overlap: the lease lets one
+   * getToken through (each run is tried again at once if its scan fails, as the scheduler would).
+   */
   refresh(trigger: string): Promise<void>;
+  /**
+   * Makes the connection's stored access token an old one (its `refreshedAt` moved back past the
+   * refresh age): the refreshers find it due, and a container that meets it refused refreshes it
+   * on demand. The soak runs in minutes; a token would otherwise always be fresh.
+   */
+  ageAccessToken(): Promise<void>;
   close(): Promise<void>;
 }

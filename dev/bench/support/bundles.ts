@@ -44,8 +44,7 @@ const EXAMPLE_RESOURCES: ResourceNames = {
   controlTableName: 'content-sync-control',
   deadLetterQueueUrl: 'https://sqs.eu-west-1.amazonaws.com/000000000000/content-sync-dead-letters',
   reconcileQueueUrl: 'https://sqs.eu-west-1.amazonaws.com/000000000000/content-sync-reconcile',
-  credentialsSecretId: 'content-sync/provider-credentials',
-  accessTokenSecretId: 'content-sync/provider-access-token',
+  connectionsTableName: 'content-sync-connections',
   eventBusName: 'arn:aws:events:eu-west-1:000000000000:event-bus/content-sync-change-events',
 };
 

@@ -12,7 +12,9 @@ import {
   checkWrites,
   countTokens,
   objectsLeftInLogs,
-  tokensInSecrets,
+  checkCredentials,
+  mostAtOnce,
+  tokensInConnections,
   type DeadLetterEntry,
   type Row,
 } from '../../../../dev/bench/soak/checks.js';
@@ -231,14 +233,39 @@ describe('tokens', () => {
     expect(countTokens(['short'], ['short short'])).toBe(0);
   });
 
-  it('collects the tokens held in secret values', () => {
+  it('collects the tokens the connections table holds', () => {
     expect(
-      tokensInSecrets([
-        JSON.stringify({ clientId: 'client', refreshToken: 'rt-0123456789' }),
-        JSON.stringify({ accessToken: 'at-0123456789', refreshedAt: '2026-11-21T10:00:00Z' }),
-        JSON.stringify({ accessToken: '', refreshedAt: '' }),
-        'not json',
+      tokensInConnections([
+        { connection: { S: 'default' }, clientId: { S: 'client' }, refreshToken: { S: 'rt-0123456789' }, accessToken: { S: 'at-0123456789' } },
+        { connection: { S: 'other' }, refreshToken: { S: 'short' } },
+        { connection: { S: 'removed' }, status: { S: 'removed' } },
       ]),
-    ).toEqual(['rt-0123456789', 'at-0123456789']);
+    ).toEqual(['at-0123456789', 'rt-0123456789']);
+  });
+});
+
+describe('mostAtOnce', () => {
+  it('counts requests in flight together; one answered when the next arrives is not', () => {
+    expect(mostAtOnce([], 0)).toBe(0);
+    expect(mostAtOnce([[0, 10], [10, 20], [20, 30]], 100)).toBe(1);
+    expect(mostAtOnce([[0, 10], [5, 20], [9, 12], [30, 31]], 100)).toBe(3);
+    // One never answered stays open until the end.
+    expect(mostAtOnce([[0, undefined], [50, 60]], 100)).toBe(2);
+  });
+});
+
+describe('checkCredentials', () => {
+  const live = { authorized: true, liveRefreshTokens: ['rt-now'], replays: 0 };
+
+  it('holds when the connection is active with the refresh token the provider takes', () => {
+    expect(checkCredentials({ status: 'active', refreshToken: 'rt-now' }, live)).toEqual({ refreshTokensLost: 0, details: [] });
+  });
+
+  it('catches a lost rotation, a replay, a revoked grant, a connection that is not active or missing', () => {
+    expect(checkCredentials({ status: 'active', refreshToken: 'rt-before' }, live).refreshTokensLost).toBe(1);
+    expect(checkCredentials({ status: 'active', refreshToken: 'rt-now' }, { ...live, replays: 1 }).details).toEqual(['a rotated-away refresh token was presented again 1 time(s)']);
+    expect(checkCredentials({ status: 'active', refreshToken: 'rt-now' }, { ...live, authorized: false }).refreshTokensLost).toBe(1);
+    expect(checkCredentials({ status: 'failing', refreshToken: 'rt-now' }, live).details).toEqual(['the connection is failing, not active']);
+    expect(checkCredentials(undefined, live).refreshTokensLost).toBe(1);
   });
 });

@@ -105,8 +105,9 @@ describe(`chaos soak: ${IDS} ids, 5 instances at once`, () => {
     expect(messages.duplicatesInjected).toBeGreaterThan(0);
     expect(messages.concurrentDuplicates).toBeGreaterThan(0);
     expect(messages.redeliveries).toBeGreaterThan(0);
-    // Records that had to wait (a Retry-After outlasting the invocation, the breaker open while the
-    // token rotated) were sent again by the sync, not failed; none came back before its delay.
+    // Records that had to wait (the first rotation's revoked access token, issued less than a
+    // minute before, waits for the refreshers' new one; a Retry-After outlasting the invocation) were
+    // sent again by the sync, not failed; none came back before its delay.
     expect(messages.sentAgain).toBeGreaterThan(0);
     expect(report.figures.deliveredBeforeRetryAfter).toBe(0);
     expect(messages.invocations).toBeGreaterThan(IDS / 10);
@@ -137,6 +138,27 @@ describe(`chaos soak: ${IDS} ids, 5 instances at once`, () => {
     expect(objects.rowsWithObject).toBeGreaterThan(0);
     // S3 failed too (injected): uploads retried, deletes that failed left objects the sync logged.
     expect(objects.putFailuresInjected + objects.deleteFailuresInjected).toBeGreaterThan(0);
+  });
+
+  it('makes one getToken at a time and never loses (or replays) a rotated refresh token', () => {
+    expect(report.figures.concurrentGetToken).toBe(0);
+    expect(report.figures.refreshTokensLost).toBe(0);
+    expect(report.activity.tokens.getTokenAtOnce).toBe(1);
+    // Two refresher runs at the start and at every rotation, each finding the connection due or not
+    // (a container may have refreshed it on demand first); at least one getToken a rotation.
+    const tokens = report.activity.tokens;
+    expect(tokens.refresherRuns).toBe(2 * (ROTATIONS + 1));
+    expect(tokens.refreshed + tokens.skipped + tokens.failed).toBeLessThanOrEqual(tokens.refresherRuns);
+    expect(tokens.getTokenRequests).toBeGreaterThanOrEqual(ROTATIONS + 1);
+    // The provider rotated the refresh token at every getToken it answered 200.
+    expect(report.activity.provider.tokenByStatus['200']).toBeGreaterThanOrEqual(tokens.refreshed);
+  });
+
+  it("absorbed refused reads of the connections table (injected throttling, above the SDK's retries)", () => {
+    const connections = report.activity.connections;
+    expect(connections.readFailuresInjected).toBeGreaterThan(0);
+    expect(connections.requests['GetItem']).toBeGreaterThan(0);
+    expect(connections.requests['Scan']).toBe(2 * (ROTATIONS + 1));
   });
 
   it('was throttled by DynamoDB and absorbed it', () => {
