@@ -27,9 +27,9 @@
  *   busy (another holds the lease) → wait 5 s while the holder may still be at work (within the
  *   provider time-out plus the margin since it took the lease), then until the lease ends, at most
  *   60 s (a holder that died does not requeue the items every 5 s for the lease's 5 minutes);
- *   refused → wait `connectionWaitSeconds`; failed → wait 30 s, and this container tries no other
- *   refresh of the connection for those 30 s (an outage costs a connection at most two getToken
- *   calls a minute per container).
+ *   refused → wait `connectionWaitSeconds`; failed → wait 30 s, doubling with each failure in a row
+ *   up to 120 s, and this container tries no other refresh of the connection meanwhile (a long
+ *   outage costs a connection at most one getToken every 2 minutes per container).
  * - lastUsedAt is written (best effort) at most once per half refresh interval per connection per
  *   container, and only over a row's lastUsedAt older than that: the refresher keeps connections in
  *   use refreshed.
@@ -46,6 +46,8 @@ export const BUSY_WAIT_SECONDS = 5;
 export const MAX_BUSY_WAIT_SECONDS = 60;
 /** How long the items wait after a refresh failed in a way that may pass. */
 export const FAILED_WAIT_SECONDS = 30;
+/** The longest of those waits: the wait doubles with each failure in a row, up to it. */
+export const MAX_FAILED_WAIT_SECONDS = 120;
 /** A rejected token issued less than this long ago is not refreshed again; the items wait this long. */
 export const FRESH_REFUSAL_SECONDS = 60;
 /** How long the items wait when the invocation has no time left for a refresh (the next one has). */
@@ -127,7 +129,7 @@ export class CachedConnectionAccess implements ConnectionAccess {
    * container starts no other for the connection (epoch ms), and why. During an outage, every batch
    * would otherwise send a getToken the breaker does not see.
    */
-  private readonly failedUntil: Bounded<{ until: number; reason: string }>;
+  private readonly failedUntil: Bounded<{ until: number; reason: string; failures: number }>;
 
   constructor(
     private readonly ports: AccessPorts,
@@ -266,8 +268,10 @@ export class CachedConnectionAccess implements ConnectionAccess {
       case 'failed':
         log.warn('refreshing the access token failed', { connection, reason: result.reason });
         this.entries.delete(connection);
-        this.failedUntil.set(connection, { until: this.now() + FAILED_WAIT_SECONDS * 1000, reason: result.reason });
-        return { kind: 'wait', reason: `connection "${connection}": refreshing its access token failed (${result.reason})`, seconds: FAILED_WAIT_SECONDS };
+        const failures = (this.failedUntil.get(connection)?.failures ?? 0) + 1;
+        const seconds = Math.min(FAILED_WAIT_SECONDS * 2 ** (failures - 1), MAX_FAILED_WAIT_SECONDS);
+        this.failedUntil.set(connection, { until: this.now() + seconds * 1000, reason: result.reason, failures });
+        return { kind: 'wait', reason: `connection "${connection}": refreshing its access token failed (${result.reason})`, seconds };
       case 'busy':
         this.entries.delete(connection);
         return this.busy(connection, this.busySeconds(result.until));

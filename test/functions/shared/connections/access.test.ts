@@ -13,6 +13,7 @@ import {
   FAILED_WAIT_SECONDS,
   FRESH_REFUSAL_SECONDS,
   MAX_BUSY_WAIT_SECONDS,
+  MAX_FAILED_WAIT_SECONDS,
   NO_TIME_WAIT_SECONDS,
 } from '../../../../functions/shared/connections/connection-access.js';
 import type { SyncConfig } from '../../../../functions/shared/config.js';
@@ -140,7 +141,7 @@ describe('open', () => {
     expectNoToken(JSON.stringify([refused, down]) + log.text(), ['rt-refused-secret', 'rt-down-secret']);
   });
 
-  it('after a failed refresh (an outage), no other getToken for the connection from this container for 30 s', async () => {
+  it('after a failed refresh (an outage), no other getToken for the connection from this container for 30 s, doubling up to 2 minutes', async () => {
     const { store, provider, clock, access } = setup({ tokenCacheSeconds: 0 });
     store.seed({ connection: 'down', refreshToken: 'rt-down-secret' });
     provider.answers.set('rt-down-secret', providerError('transient', 503));
@@ -151,10 +152,19 @@ describe('open', () => {
     expect(again).toMatchObject({ kind: 'wait', seconds: FAILED_WAIT_SECONDS - 10 });
     expect(again.kind === 'wait' && again.reason).toMatch(/refreshing its access token failed .*; the next try is after the wait/);
     expect(provider.calls).toHaveLength(1);
-    clock.advance((FAILED_WAIT_SECONDS - 10) * 1000);
+    // Failures in a row double the wait, up to MAX_FAILED_WAIT_SECONDS.
+    const waits: number[] = [];
+    for (let i = 0; i < 4; i++) {
+      clock.advance(((waits.at(-1) ?? FAILED_WAIT_SECONDS - 10)) * 1000);
+      const gate = await access.open('down');
+      waits.push(gate.kind === 'wait' ? gate.seconds : -1);
+    }
+    expect(waits).toEqual([60, 120, MAX_FAILED_WAIT_SECONDS, MAX_FAILED_WAIT_SECONDS]);
+    expect(provider.calls).toHaveLength(5);
+    clock.advance(MAX_FAILED_WAIT_SECONDS * 1000);
     provider.answers.delete('rt-down-secret');
     expect(await access.open('down')).toMatchObject({ kind: 'ready' });
-    expect(provider.calls).toHaveLength(2);
+    expect(provider.calls).toHaveLength(6);
   });
 
   it('records lastUsedAt at most once per half refresh interval, and not over a recent one', async () => {
