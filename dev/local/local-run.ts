@@ -62,6 +62,8 @@ export interface StoryPlan {
   visibilityTimeoutSeconds: number;
   /** The functions' tunables beyond the deployed environment. */
   tuning?: Tuning;
+  /** Context values over cdk.json's besides the provider's address and the revision field (the story's refresh interval). */
+  context?: ContextOverrides;
   output: Writer | undefined;
   quiet: boolean | undefined;
   /** Starts the provider (the simulator) or names it (a real one). */
@@ -152,7 +154,7 @@ async function startLocalSystem(plan: StoryPlan, provider: ProviderSide): Promis
   });
   try {
     const aws = await emulatorAws();
-    const context: ContextOverrides = { baseUrl: provider.baseUrl, revisionField: plan.revisionField };
+    const context: ContextOverrides = { ...plan.context, baseUrl: provider.baseUrl, revisionField: plan.revisionField };
     return buildSystem({
       names: LOCAL_NAMES,
       context,

@@ -94,6 +94,12 @@ export const LOCAL_CONNECTION_WAIT_SECONDS = 2;
  * using what it read for up to a minute).
  */
 export const LOCAL_TOKEN_CACHE_SECONDS = 0;
+/**
+ * tokenRefreshMinutes locally (30 deployed): the story's token refresher runs come seconds apart, not
+ * half an hour, so each is a run at which every connection in use is due (its token is older than the
+ * interval less 5 minutes), as the schedule's next run would find them.
+ */
+export const LOCAL_TOKEN_REFRESH_MINUTES = 1;
 
 interface StorySettings {
   itemCount: number;
@@ -125,6 +131,7 @@ export async function runLocalStory(options: LocalStoryOptions = {}): Promise<St
     // Longer than an invocation may wait for the pace (the sync's time-out), so no copy is delivered
     // twice, but shorter than the deployed visibility (6 × that), so a retried record comes back within the story.
     visibilityTimeoutSeconds: 60,
+    context: { tokenRefreshMinutes: LOCAL_TOKEN_REFRESH_MINUTES },
     tuning: {
       // The story shows one 429 with Retry-After: 1; the deployed minute-long floor would stall it.
       rateLimitMinDelaySeconds: 1,
@@ -166,7 +173,8 @@ function printStoryHeader(run: LocalRun, simulator: ProviderSimulator, seed: num
   screen.line(
     `   tuned for this run     ${ENV.connectionWaitSeconds}=${sync[ENV.connectionWaitSeconds]} (deployed 300): a failing connection's messages look again every ${sync[ENV.connectionWaitSeconds]} s;`,
   );
-  screen.line(`                          ${ENV.tokenCacheSeconds}=${sync[ENV.tokenCacheSeconds]} (deployed 60): each batch reads its connections' rows, so what the CLI writes counts at once`);
+  screen.line(`                          ${ENV.tokenCacheSeconds}=${sync[ENV.tokenCacheSeconds]} (deployed 60): each batch reads its connections' rows, so what the CLI writes counts at once;`);
+  screen.line(`                          tokenRefreshMinutes=${LOCAL_TOKEN_REFRESH_MINUTES} (deployed 30): the story's refresher runs, seconds apart, each find every connection in use due`);
   screen.line(`   handler logs           ${display(run.logFile)} (JSON lines, as in CloudWatch)`);
   screen.line();
 }

@@ -4,10 +4,11 @@
  * items bucket) and tombstones of either, across pages, with each row's connection; with a
  * connection, that connection's rows only (a Query).
  */
-import { CreateTableCommand, PutItemCommand, type AttributeValue } from '@aws-sdk/client-dynamodb';
+import { PutItemCommand, type AttributeValue } from '@aws-sdk/client-dynamodb';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startDynalite, type Dynalite } from '../../dev/fakes/dynalite.js';
 import { scanTableKeys } from '../../tools/enqueue/enqueue.js';
+import { ensureItemsTable } from '../../dev/fakes/items-table.js';
 
 const TABLE = 'items-both-shapes';
 let dynamo: Dynalite;
@@ -15,20 +16,7 @@ let dynamo: Dynalite;
 beforeAll(async () => {
   dynamo = await startDynalite({ proxy: false });
   const client = dynamo.client();
-  await client.send(
-    new CreateTableCommand({
-      TableName: TABLE,
-      AttributeDefinitions: [
-        { AttributeName: 'connection', AttributeType: 'S' },
-        { AttributeName: 'id', AttributeType: 'S' },
-      ],
-      KeySchema: [
-        { AttributeName: 'connection', KeyType: 'HASH' },
-        { AttributeName: 'id', KeyType: 'RANGE' },
-      ],
-      BillingMode: 'PAY_PER_REQUEST',
-    }),
-  );
+  await ensureItemsTable(client, TABLE);
   const base = (connection: string, id: string): Record<string, AttributeValue> => ({
     connection: { S: connection },
     id: { S: id },

@@ -14,8 +14,6 @@
  * (AWS_ENDPOINT_URL_S3 or AWS_ENDPOINT_URL), as a local endpoint needs. Exit status: 0 done, 1
  * failed, 2 usage error. The commands are in commands.ts; `runCli` is exported for the tests.
  */
-import { realpathSync } from 'node:fs';
-import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { S3Client, type S3ClientConfig } from '@aws-sdk/client-s3';
@@ -37,6 +35,7 @@ import {
   type CommandContext,
 } from './commands.js';
 import { DEFAULT_STACK, describeStackOutputs, OUTPUT_KEYS, type StackOutputs } from './stack-outputs.js';
+import { runWhenMain } from '../cli-main.js';
 
 export { PURGE_SETTLE_SECONDS, publicView, type CliIo } from './commands.js';
 
@@ -232,26 +231,4 @@ export function s3ClientConfig(env: NodeJS.ProcessEnv): S3ClientConfig {
   return endpoint ? { endpoint, forcePathStyle: true } : {};
 }
 
-/** True when this module is the program being run (not imported). */
-function isMain(): boolean {
-  const script = process.argv[1];
-  if (!script) return false;
-  try {
-    return realpathSync(script) === realpathSync(fileURLToPath(import.meta.url));
-  } catch {
-    return false;
-  }
-}
-
-if (isMain()) {
-  process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED ??= 'true';
-  runCli(process.argv.slice(2)).then(
-    (status) => {
-      process.exitCode = status;
-    },
-    (error: unknown) => {
-      process.stderr.write(`connections: ${String(error)}\n`);
-      process.exitCode = 1;
-    },
-  );
-}
+runWhenMain(import.meta.url, 'connections', (argv) => runCli(argv));

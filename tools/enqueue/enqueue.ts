@@ -16,8 +16,6 @@
  *
  * The sending is send.ts, re-exported here for the local run and the tests.
  */
-import { realpathSync } from 'node:fs';
-import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { SQSClient } from '@aws-sdk/client-sqs';
@@ -35,6 +33,7 @@ import {
   type EnqueueOptions,
   type EnqueueResult,
 } from './send.js';
+import { runWhenMain } from '../cli-main.js';
 
 // The sending itself (send.ts), for the local run and the tests.
 export * from './send.js';
@@ -250,26 +249,4 @@ function printResult(
   return 0;
 }
 
-/** True when this module is the program being run (not imported). */
-function isMain(): boolean {
-  const script = process.argv[1];
-  if (!script) return false;
-  try {
-    return realpathSync(script) === realpathSync(fileURLToPath(import.meta.url));
-  } catch {
-    return false;
-  }
-}
-
-if (isMain()) {
-  process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED ??= 'true';
-  main(process.argv.slice(2)).then(
-    (status) => {
-      process.exitCode = status;
-    },
-    (error: unknown) => {
-      process.stderr.write(`enqueue: ${String(error)}\n`);
-      process.exitCode = 1;
-    },
-  );
-}
+runWhenMain(import.meta.url, 'enqueue', main);

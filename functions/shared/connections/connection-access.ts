@@ -27,7 +27,9 @@
  *   busy (another holds the lease) → wait 5 s while the holder may still be at work (within the
  *   provider time-out plus the margin since it took the lease), then until the lease ends, at most
  *   60 s (a holder that died does not requeue the items every 5 s for the lease's 5 minutes);
- *   refused → wait `connectionWaitSeconds`; failed → wait 30 s.
+ *   refused → wait `connectionWaitSeconds`; failed → wait 30 s, and this container tries no other
+ *   refresh of the connection for those 30 s (an outage costs a connection at most two getToken
+ *   calls a minute per container).
  * - lastUsedAt is written (best effort) at most once per half refresh interval per connection per
  *   container, and only over a row's lastUsedAt older than that: the refresher keeps connections in
  *   use refreshed.
@@ -120,6 +122,12 @@ export class CachedConnectionAccess implements ConnectionAccess {
   private readonly reads = new Map<string, Promise<Entry>>();
   private readonly refreshes = new Map<string, Promise<ConnectionGate>>();
   private readonly refusals = new Map<string, Promise<ConnectionGate>>();
+  /**
+   * After a refresh failed in a way that may pass (a provider outage, a time-out): until when this
+   * container starts no other for the connection (epoch ms), and why. During an outage, every batch
+   * would otherwise send a getToken the breaker does not see.
+   */
+  private readonly failedUntil: Bounded<{ until: number; reason: string }>;
 
   constructor(
     private readonly ports: AccessPorts,
@@ -127,6 +135,7 @@ export class CachedConnectionAccess implements ConnectionAccess {
   ) {
     this.entries = new Bounded(settings.cacheSize ?? DEFAULT_CACHE_SIZE);
     this.marks = new Bounded(settings.cacheSize ?? DEFAULT_CACHE_SIZE);
+    this.failedUntil = new Bounded(settings.cacheSize ?? DEFAULT_CACHE_SIZE);
   }
 
   /** Connections the cache holds now (for tests and diagnostics). */
@@ -200,6 +209,14 @@ export class CachedConnectionAccess implements ConnectionAccess {
   private refresh(connection: string, deadline: number | undefined, seen: SeenToken): Promise<ConnectionGate> {
     const pending = this.refreshes.get(connection);
     if (pending) return pending;
+    const failed = this.failedUntil.get(connection);
+    if (failed !== undefined && this.now() < failed.until) {
+      return Promise.resolve({
+        kind: 'wait',
+        reason: `connection "${connection}": refreshing its access token failed (${failed.reason}); the next try is after the wait`,
+        seconds: Math.max(1, Math.ceil((failed.until - this.now()) / 1000)),
+      });
+    }
     if (deadline !== undefined && deadline - this.now() < this.settings.providerTimeoutMs + REFRESH_WRITE_MARGIN_MS) {
       return Promise.resolve({
         kind: 'wait',
@@ -226,6 +243,7 @@ export class CachedConnectionAccess implements ConnectionAccess {
     switch (result.kind) {
       case 'refreshed':
       case 'current': {
+        this.failedUntil.delete(connection);
         if (result.kind === 'refreshed') log.info('access token refreshed on demand', { connection, rotated: result.rotated, status: result.status });
         const view: View = {
           connection,
@@ -248,6 +266,7 @@ export class CachedConnectionAccess implements ConnectionAccess {
       case 'failed':
         log.warn('refreshing the access token failed', { connection, reason: result.reason });
         this.entries.delete(connection);
+        this.failedUntil.set(connection, { until: this.now() + FAILED_WAIT_SECONDS * 1000, reason: result.reason });
         return { kind: 'wait', reason: `connection "${connection}": refreshing its access token failed (${result.reason})`, seconds: FAILED_WAIT_SECONDS };
       case 'busy':
         this.entries.delete(connection);

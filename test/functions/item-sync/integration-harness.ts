@@ -9,7 +9,7 @@
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { mockClient } from 'aws-sdk-client-mock';
 import { SQSClient, SendMessageBatchCommand, GetQueueUrlCommand, ChangeMessageVisibilityBatchCommand } from '@aws-sdk/client-sqs';
-import { CreateTableCommand, GetItemCommand, type AttributeValue, type DynamoDBClient } from '@aws-sdk/client-dynamodb';
+import { GetItemCommand, type AttributeValue, type DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import type { SQSBatchResponse } from 'aws-lambda';
 import { MemoryPaceStore } from '../../../dev/fakes/memory-pace-store.js';
 import { createSyncHandler, type SyncHandlerDeps } from '../../../functions/item-sync/app.js';
@@ -23,6 +23,7 @@ import { startDynalite, type LocalDynamo } from '../../../dev/fakes/dynalite.js'
 import { startS3, type LocalS3 } from '../../../dev/fakes/s3.js';
 import { ProviderSimulator, type SimulatorItem } from '../../../dev/simulator/provider-simulator.js';
 import { DLQ_URL, QUEUE_URL, lambdaContext, metricsIn, sqsEvent } from './helpers.js';
+import { ensureItemsTable } from '../../../dev/fakes/items-table.js';
 
 export const sqs = mockClient(SQSClient);
 
@@ -71,20 +72,7 @@ export class SimulatorAccess implements ConnectionAccess {
 
 /** The items table as the stateful stack defines it: partition key `connection`, sort key `id`. */
 export async function createItemsTable(client: DynamoDBClient, table: string): Promise<void> {
-  await client.send(
-    new CreateTableCommand({
-      TableName: table,
-      AttributeDefinitions: [
-        { AttributeName: 'connection', AttributeType: 'S' },
-        { AttributeName: 'id', AttributeType: 'S' },
-      ],
-      KeySchema: [
-        { AttributeName: 'connection', KeyType: 'HASH' },
-        { AttributeName: 'id', KeyType: 'RANGE' },
-      ],
-      BillingMode: 'PAY_PER_REQUEST',
-    }),
-  );
+  await ensureItemsTable(client, table);
 }
 
 export async function getRow(client: DynamoDBClient, table: string, id: string, connection = 'default'): Promise<Record<string, AttributeValue> | undefined> {

@@ -9,7 +9,6 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import {
   BatchWriteItemCommand,
-  CreateTableCommand,
   DeleteItemCommand,
   GetItemCommand,
   type AttributeValue,
@@ -28,6 +27,7 @@ import { createReconcilerHandler } from '../../../functions/reconciler/app.js';
 import type { ItemKey } from '../../../functions/reconciler/ports.js';
 import { newPass } from '../../../functions/reconciler/tick.js';
 import { ENV, loadReconcilerConfig } from '../../../functions/shared/config.js';
+import { ensureItemsTable } from '../../../dev/fakes/items-table.js';
 
 const ITEMS = 'reconcile-items';
 const CONTROL = 'reconcile-control';
@@ -72,20 +72,7 @@ function label(body: string): string {
 beforeAll(async () => {
   dynamo = await startDynalite();
   client = dynamo.client();
-  await client.send(
-    new CreateTableCommand({
-      TableName: ITEMS,
-      AttributeDefinitions: [
-        { AttributeName: 'connection', AttributeType: 'S' },
-        { AttributeName: 'id', AttributeType: 'S' },
-      ],
-      KeySchema: [
-        { AttributeName: 'connection', KeyType: 'HASH' },
-        { AttributeName: 'id', KeyType: 'RANGE' },
-      ],
-      BillingMode: 'PAY_PER_REQUEST',
-    }),
-  );
+  await ensureItemsTable(client, ITEMS);
   await dynamo.createControlTable(CONTROL);
   const rows = Array.from({ length: COUNT }, (_, index) => rowFor(index));
   for (const row of rows) ids.push(`${row['connection']!.S!}/${row['id']!.S!}`);

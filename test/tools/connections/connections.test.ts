@@ -14,6 +14,7 @@ import { DynamoDbConnectionStore } from '../../../functions/shared/adapters/dyna
 import { PURGE_SETTLE_SECONDS, runCli, s3ClientConfig, USAGE } from '../../../tools/connections/connections.js';
 import { DEFAULTS } from '../../../functions/shared/config.js';
 import { syncTimeoutSeconds } from '../../../infra/context.js';
+import { ensureItemsTable } from '../../../dev/fakes/items-table.js';
 
 const RT = 'rt-cli-secret-0001';
 const BUCKET = 'content-sync-items';
@@ -51,28 +52,8 @@ beforeEach(async () => {
   connectionsTable = `connections-${n}`;
   itemsTable = `items-${n}`;
   sleeps = [];
-  await db.send(
-    new CreateTableCommand({
-      TableName: connectionsTable,
-      AttributeDefinitions: [{ AttributeName: 'connection', AttributeType: 'S' }],
-      KeySchema: [{ AttributeName: 'connection', KeyType: 'HASH' }],
-      BillingMode: 'PAY_PER_REQUEST',
-    }),
-  );
-  await db.send(
-    new CreateTableCommand({
-      TableName: itemsTable,
-      AttributeDefinitions: [
-        { AttributeName: 'connection', AttributeType: 'S' },
-        { AttributeName: 'id', AttributeType: 'S' },
-      ],
-      KeySchema: [
-        { AttributeName: 'connection', KeyType: 'HASH' },
-        { AttributeName: 'id', KeyType: 'RANGE' },
-      ],
-      BillingMode: 'PAY_PER_REQUEST',
-    }),
-  );
+  await dynamo.createConnectionsTable(connectionsTable);
+  await ensureItemsTable(db, itemsTable);
 });
 
 interface Run {

@@ -35,7 +35,7 @@ describe(`chaos soak: ${IDS} ids, 5 instances at once`, () => {
       resizeShare: 0.5,
       s3FailureRate: 0.3,
     });
-  }, 60_000);
+  }, 600_000);
 
   it('reaches quiescence with every figure as expected', () => {
     expect(report.problems).toEqual([]);

@@ -140,6 +140,23 @@ describe('open', () => {
     expectNoToken(JSON.stringify([refused, down]) + log.text(), ['rt-refused-secret', 'rt-down-secret']);
   });
 
+  it('after a failed refresh (an outage), no other getToken for the connection from this container for 30 s', async () => {
+    const { store, provider, clock, access } = setup({ tokenCacheSeconds: 0 });
+    store.seed({ connection: 'down', refreshToken: 'rt-down-secret' });
+    provider.answers.set('rt-down-secret', providerError('transient', 503));
+    expect(await access.open('down')).toMatchObject({ kind: 'wait', seconds: FAILED_WAIT_SECONDS });
+    clock.advance(10_000);
+    // Every batch of the next 30 s waits without a request: the remaining wait, then one try.
+    const again = await access.open('down');
+    expect(again).toMatchObject({ kind: 'wait', seconds: FAILED_WAIT_SECONDS - 10 });
+    expect(again.kind === 'wait' && again.reason).toMatch(/refreshing its access token failed .*; the next try is after the wait/);
+    expect(provider.calls).toHaveLength(1);
+    clock.advance((FAILED_WAIT_SECONDS - 10) * 1000);
+    provider.answers.delete('rt-down-secret');
+    expect(await access.open('down')).toMatchObject({ kind: 'ready' });
+    expect(provider.calls).toHaveLength(2);
+  });
+
   it('records lastUsedAt at most once per half refresh interval, and not over a recent one', async () => {
     const { store, clock, access } = setup({ tokenCacheSeconds: 0 });
     store.seed({ connection: 'acme', accessToken: 'at-secret', refreshedAt: iso(T0) });
