@@ -1,7 +1,7 @@
 /**
  * The provider pace's scenarios, short (dev/sim/pace-scenarios.ts SHORT_SCALE: L = 20/s, 200 ids,
- * 3 containers, a 20-minute outage), in virtual time: the real handlers, pace, provider client and
- * DynamoDB adapters. `npm run sim` runs them at full scale; docs/measurements.md has those figures.
+ * 3 containers, a 45-minute outage: longer than the age at which the item sync refreshes a token on
+ * demand), in virtual time: the real handlers, pace, provider client and DynamoDB adapters. `npm run sim` runs them at full scale; docs/measurements.md has those figures.
  */
 import { describe, expect, it } from 'vitest';
 import { knownLimit, outage, SHORT_SCALE, unknownLimit, type ScenarioResult } from '../../../dev/sim/pace-scenarios.js';
