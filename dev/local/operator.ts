@@ -50,7 +50,12 @@ export async function connectionsCli(run: LocalRun, args: readonly string[], std
     {
       dynamodb: run.clients.dynamodb,
       s3: run.clients.s3,
-      env: { [ENV.connectionsTableName]: names.connectionsTable, [ENV.itemsTableName]: names.itemsTable, [ENV.itemsBucketName]: names.itemsBucket },
+      env: {
+        [ENV.connectionsTableName]: names.connectionsTable,
+        [ENV.itemsTableName]: names.itemsTable,
+        [ENV.itemsBucketName]: names.itemsBucket,
+        [ENV.controlTableName]: names.controlTable,
+      },
     },
   );
   return { status, stdout: stdout.text(), stderr: stderr.text() };

@@ -14,6 +14,8 @@ import { DEFAULTS } from '../../functions/shared/config.js';
 import { NUMBER_RULES, syncTimeoutSeconds } from '../../infra/context.js';
 import { readAll, readHidden, readLine, type InputStream } from './input.js';
 import { deleteConnectionObjects, deleteConnectionRows, importItems } from './items.js';
+import { lastPassOf, type LastPass } from './last-pass.js';
+import type { Cursor } from '../../functions/reconciler/ports.js';
 
 /** Kept beyond the cache and one sync invocation: clocks, the invocation's own writes at its end. */
 const PURGE_MARGIN_SECONDS = 30;
@@ -54,6 +56,11 @@ export interface CommandContext {
   s3: () => S3Client;
   clock: Clock;
   sleep: (ms: number) => Promise<void>;
+  /**
+   * The reconciler's cursor (the control table's `reconcile-cursor` row), for each connection's
+   * last pass; a string says why it cannot be read (the control table is not known).
+   */
+  reconcileCursor: (() => Promise<Cursor | undefined>) | string;
 }
 
 const out = (context: CommandContext, line: string): void => void context.io.stdout.write(`${line}\n`);
@@ -80,7 +87,7 @@ export async function addConnection(context: CommandContext, connection: string,
 }
 
 /** What `list --json` prints of a connection: everything but its tokens. */
-export function publicView(record: ConnectionRecord): Record<string, unknown> {
+export function publicView(record: ConnectionRecord, lastPass?: LastPass): Record<string, unknown> {
   return {
     connection: record.connection,
     clientId: record.clientId,
@@ -95,6 +102,7 @@ export function publicView(record: ConnectionRecord): Record<string, unknown> {
     ...(record.lastUsedAt !== undefined ? { lastUsedAt: record.lastUsedAt } : {}),
     ...(record.idsKnown !== undefined ? { idsKnown: record.idsKnown } : {}),
     ...(record.lastWriteAt !== undefined ? { lastWriteAt: record.lastWriteAt } : {}),
+    ...(lastPass !== undefined ? { lastPass } : {}),
     createdAt: record.createdAt,
     updatedAt: record.updatedAt,
   };
@@ -104,15 +112,17 @@ export async function listConnections(context: CommandContext, json: boolean): P
   const records: ConnectionRecord[] = [];
   for await (const record of context.store().list()) records.push(record);
   records.sort((a, b) => (a.connection < b.connection ? -1 : a.connection > b.connection ? 1 : 0));
+  const cursor = records.length === 0 ? undefined : await readCursor(context);
+  const lastPass = (record: ConnectionRecord): LastPass | undefined => lastPassOf(record.createdAt, cursor);
   if (json) {
-    out(context, JSON.stringify(records.map(publicView), null, 2));
+    out(context, JSON.stringify(records.map((record) => publicView(record, lastPass(record))), null, 2));
     return;
   }
   if (records.length === 0) {
     err(context, 'no connections: add one with npm run connections -- add <id> --client-id <client id>');
     return;
   }
-  const header = ['CONNECTION', 'STATUS', 'LAST SUCCESS', 'LAST FAILURE', 'FAILURES', 'IDS KNOWN', 'LAST WRITE'];
+  const header = ['CONNECTION', 'STATUS', 'LAST SUCCESS', 'LAST FAILURE', 'FAILURES', 'IDS KNOWN', 'LAST WRITE', 'LAST PASS'];
   const rows = records.map((r) => [
     r.connection,
     r.status,
@@ -121,9 +131,29 @@ export async function listConnections(context: CommandContext, json: boolean): P
     String(r.health.consecutiveFailures),
     r.idsKnown === undefined ? '-' : String(r.idsKnown),
     r.lastWriteAt ?? '-',
+    lastPass(r)?.endedAt ?? '-',
   ]);
   const widths = header.map((h, i) => Math.max(h.length, ...rows.map((row) => row[i]!.length)));
   for (const row of [header, ...rows]) out(context, row.map((cell, i) => (i === row.length - 1 ? cell : cell.padEnd(widths[i]!))).join('  '));
+}
+
+/**
+ * The reconciler's cursor, or undefined (with a line on standard error) when it cannot be read:
+ * the last passes are then not shown, and the rest of the list is.
+ */
+async function readCursor(context: CommandContext): Promise<Cursor | undefined> {
+  const { reconcileCursor } = context;
+  if (typeof reconcileCursor === 'string') {
+    err(context, `last reconciliation passes not shown: ${reconcileCursor}`);
+    return undefined;
+  }
+  try {
+    return await reconcileCursor();
+  } catch (error) {
+    const e = error as Error;
+    err(context, `last reconciliation passes not shown: reading the control table failed: ${e.name}: ${e.message}`);
+    return undefined;
+  }
 }
 
 function shorten(text: string, length: number): string {

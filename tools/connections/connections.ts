@@ -18,6 +18,7 @@ import { parseArgs } from 'node:util';
 import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { S3Client, type S3ClientConfig } from '@aws-sdk/client-s3';
 import { DynamoDbConnectionStore } from '../../functions/shared/adapters/dynamodb-connection-store.js';
+import { DynamoDbCursorStore } from '../../functions/reconciler/adapters/dynamodb-cursor-store.js';
 import { ENV } from '../../functions/shared/config.js';
 import { connectionIdProblem } from '../../functions/shared/connections/connection.js';
 import type { ConnectionStore } from '../../functions/shared/connections/ports.js';
@@ -56,7 +57,9 @@ Commands:
         standard input (surrounding whitespace trimmed); at a terminal it is typed, not shown.
   list [--json]
         Every connection: status, refresh health (last success, last failure and its reason,
-        consecutive failures), ids known, last write. --json: the same as JSON (never a token).
+        consecutive failures), ids known, last write, last reconciliation pass (the latest ended
+        pass that started after the connection was added: every id it held then was checked
+        again). --json: the same as JSON (never a token).
   pause <id>
         Its messages wait (nothing is lost) until it is resumed.
   resume <id>
@@ -74,6 +77,7 @@ Where the deployment is (a flag, else the variable, else the stack's output):
   --connections-table <name>   ${ENV.connectionsTableName}   ${OUTPUT_KEYS.connectionsTable}
   --items-table <name>         ${ENV.itemsTableName}   ${OUTPUT_KEYS.itemsTable}   (remove --purge, import-items)
   --items-bucket <name>        ${ENV.itemsBucketName}  ${OUTPUT_KEYS.itemsBucket}  (remove --purge)
+  --control-table <name>       ${ENV.controlTableName}  ${OUTPUT_KEYS.controlTable}  (list: the last passes)
   --stack <name>               the stateful stack whose outputs are read (default ${DEFAULT_STACK})
 
 A connection id is 1-64 characters of A-Z a-z 0-9 . _ -
@@ -103,6 +107,7 @@ const OPTIONS = {
   'connections-table': { type: 'string' },
   'items-table': { type: 'string' },
   'items-bucket': { type: 'string' },
+  'control-table': { type: 'string' },
   stack: { type: 'string' },
   help: { type: 'boolean', short: 'h' },
 } as const;
@@ -113,7 +118,7 @@ type Values = Partial<Record<Option, string | boolean>>;
 /** The options each command takes, beyond the deployment's and --help. */
 const COMMANDS: Record<string, { id: boolean; options: Option[] }> = {
   add: { id: true, options: ['client-id', 'connections-table'] },
-  list: { id: false, options: ['json', 'connections-table'] },
+  list: { id: false, options: ['json', 'connections-table', 'control-table'] },
   pause: { id: true, options: ['connections-table'] },
   resume: { id: true, options: ['connections-table'] },
   remove: { id: true, options: ['purge', 'yes', 'connections-table', 'items-table', 'items-bucket'] },
@@ -159,9 +164,10 @@ async function dispatch(command: string, args: string[], values: Values, io: Cli
   const stackName = (values.stack as string | undefined)?.trim() || DEFAULT_STACK;
   let outputs: Promise<Record<string, string>> | undefined;
   const readOutputs = (): Promise<Record<string, string>> => (outputs ??= (deps.stackOutputs ?? describeStackOutputs)(stackName));
-  const setting = async (flag: Option, variable: string, outputKey: string, what: string): Promise<string> => {
+  /** A setting from its flag, else its variable, else the stack's output; else why it is not known. */
+  const find = async (flag: Option, variable: string, outputKey: string, what: string): Promise<{ value: string } | { problem: string }> => {
     const value = (values[flag] as string | undefined)?.trim() || env[variable]?.trim();
-    if (value) return value;
+    if (value) return { value };
     let fromStack: string | undefined;
     let why = `the stack has no output ${outputKey}`;
     try {
@@ -169,8 +175,13 @@ async function dispatch(command: string, args: string[], values: Values, io: Cli
     } catch (error) {
       why = `reading the stack ${stackName} failed: ${(error as Error).name}`;
     }
-    if (!fromStack) throw new UsageError(`${what} is not known: give --${flag}, set ${variable}, or name the stateful stack with --stack (${why})`);
-    return fromStack;
+    if (!fromStack) return { problem: `${what} is not known: give --${flag}, set ${variable}, or name the stateful stack with --stack (${why})` };
+    return { value: fromStack };
+  };
+  const setting = async (flag: Option, variable: string, outputKey: string, what: string): Promise<string> => {
+    const found = await find(flag, variable, outputKey, what);
+    if ('problem' in found) throw new UsageError(found.problem);
+    return found.value;
   };
   let dynamodb: DynamoDBClient | undefined = deps.dynamodb;
   const dynamoClient = (): DynamoDBClient => (dynamodb ??= new DynamoDBClient({}));
@@ -179,6 +190,8 @@ async function dispatch(command: string, args: string[], values: Values, io: Cli
   const connectionsTable = command !== 'import-items' && !deps.store
     ? await setting('connections-table', ENV.connectionsTableName, OUTPUT_KEYS.connectionsTable, 'the connections table')
     : 'the connections table';
+  // Only `list` reads the reconciler's cursor; without a control table it lists all but the last passes.
+  const controlTable = command === 'list' ? await find('control-table', ENV.controlTableName, OUTPUT_KEYS.controlTable, 'the control table') : undefined;
   const context: CommandContext = {
     io,
     store: () => deps.store ?? new DynamoDbConnectionStore(dynamoClient(), connectionsTable, { setting: `--connections-table or ${ENV.connectionsTableName}` }),
@@ -186,6 +199,8 @@ async function dispatch(command: string, args: string[], values: Values, io: Cli
     s3: () => (s3 ??= new S3Client(s3ClientConfig(env))),
     clock: deps.clock ?? systemClock,
     sleep: deps.sleep ?? ((ms) => new Promise((resolve) => setTimeout(resolve, ms))),
+    reconcileCursor:
+      controlTable === undefined ? 'not asked for' : 'problem' in controlTable ? controlTable.problem : () => new DynamoDbCursorStore(dynamoClient(), controlTable.value).read(),
   };
 
   switch (command) {

@@ -16,6 +16,7 @@ export const OUTPUT_KEYS = {
   connectionsTable: 'ConnectionsTableName',
   itemsTable: 'ItemsTableName',
   itemsBucket: 'ItemsBucketName',
+  controlTable: 'ControlTableName',
 } as const;
 
 /** DescribeStacks with the SDK's standard configuration (AWS_REGION, AWS_PROFILE, AWS_ENDPOINT_URL_CLOUDFORMATION...). */

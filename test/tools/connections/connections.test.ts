@@ -15,6 +15,7 @@ import { PURGE_SETTLE_SECONDS, runCli, s3ClientConfig, USAGE } from '../../../to
 import { DEFAULTS } from '../../../functions/shared/config.js';
 import { syncTimeoutSeconds } from '../../../infra/context.js';
 import { ensureItemsTable } from '../../../dev/fakes/items-table.js';
+import { DynamoDbCursorStore } from '../../../functions/reconciler/adapters/dynamodb-cursor-store.js';
 
 const RT = 'rt-cli-secret-0001';
 const BUCKET = 'content-sync-items';
@@ -216,8 +217,11 @@ describe('add', () => {
     expect(asked).toEqual(['MySync']);
     // A flag wins over the stack, which is then not read at all.
     asked.length = 0;
-    expect((await cli(['list', '--connections-table', connectionsTable], { env: {}, stackOutputs: outputs })).status).toBe(0);
+    expect((await cli(['pause', 'acme', '--connections-table', connectionsTable], { env: {}, stackOutputs: outputs })).status).toBe(0);
     expect(asked).toEqual([]);
+    // list also looks for the control table (the last passes): the stack is read for it alone.
+    expect((await cli(['list', '--connections-table', connectionsTable], { env: {}, stackOutputs: outputs })).status).toBe(0);
+    expect(asked).toEqual(['ContentSyncStateful']);
     // A stack without the output: the error says which output is missing.
     const bare = await cli(['list'], { env: {}, stackOutputs: async () => ({}) });
     expect(bare).toMatchObject({ status: 2, err: expect.stringMatching(/the stack has no output ConnectionsTableName/) });
@@ -245,9 +249,9 @@ describe('list', () => {
     const table = await cli(['list']);
     expect(table.status).toBe(0);
     expect(table.out.split('\n')).toEqual([
-      'CONNECTION  STATUS   LAST SUCCESS              LAST FAILURE                                                                       FAILURES  IDS KNOWN  LAST WRITE',
-      'acme        active   2026-11-24T09:00:00.000Z  -                                                                                  0         1234       2026-11-24T09:45:00.000Z',
-      'beta        failing  -                         2026-11-24T09:30:00.000Z getToken: the provider refused the credentials; HTTP 401  1         -          -',
+      'CONNECTION  STATUS   LAST SUCCESS              LAST FAILURE                                                                       FAILURES  IDS KNOWN  LAST WRITE                LAST PASS',
+      'acme        active   2026-11-24T09:00:00.000Z  -                                                                                  0         1234       2026-11-24T09:45:00.000Z  -',
+      'beta        failing  -                         2026-11-24T09:30:00.000Z getToken: the provider refused the credentials; HTTP 401  1         -          -                         -',
       '',
     ]);
     const json = await cli(['list', '--json']);
@@ -266,6 +270,74 @@ describe('list', () => {
     });
     expect(json.out).not.toContain('at-acme-secret');
     expect(table.out + json.out).not.toMatch(/secret/);
+  });
+});
+
+describe('list: each connection\'s last reconciliation pass', () => {
+  const at = (iso: string): number => Date.parse(iso);
+  let controlTable: string;
+  beforeEach(async () => {
+    controlTable = `control-${n}`;
+    await dynamo.createControlTable(controlTable);
+  });
+  const cursors = (): DynamoDbCursorStore => new DynamoDbCursorStore(db, controlTable);
+  /** Pass 1 ran 08:00-09:00, pass 2 started 09:30 and ended 09:50 (the cursor holds both). */
+  async function twoPasses(): Promise<void> {
+    expect(await cursors().startPass({ pass: 1, startedAt: at('2026-11-24T08:00:00.000Z'), segments: [{ done: false, version: 0, ids: 0 }] }, undefined)).toBe('written');
+    expect(await cursors().endPass(1, at('2026-11-24T09:00:00.000Z'))).toBe('written');
+    const previous = { pass: 1, startedAt: at('2026-11-24T08:00:00.000Z'), endedAt: at('2026-11-24T09:00:00.000Z'), ids: 10 };
+    expect(await cursors().startPass({ pass: 2, startedAt: at('2026-11-24T09:30:00.000Z'), segments: [{ done: false, version: 0, ids: 0 }], previous }, 1)).toBe('written');
+    expect(await cursors().endPass(2, at('2026-11-24T09:50:00.000Z'))).toBe('written');
+  }
+
+  it('the latest ended pass that started after the connection was added; none for one added since', async () => {
+    await cli(['add', 'early', '--client-id', 'c'], { stdin: RT, now: at('2026-11-24T07:00:00.000Z') });
+    await cli(['add', 'middle', '--client-id', 'c'], { stdin: RT, now: at('2026-11-24T09:10:00.000Z') });
+    await cli(['add', 'late', '--client-id', 'c'], { stdin: RT, now: at('2026-11-24T09:40:00.000Z') });
+    await twoPasses();
+    const env = { CONNECTIONS_TABLE_NAME: connectionsTable, CONTROL_TABLE_NAME: controlTable };
+    const table = await cli(['list'], { env });
+    expect(table).toMatchObject({ status: 0, err: '' });
+    const lines = table.out.trim().split('\n');
+    expect(lines[0]).toMatch(/LAST WRITE  LAST PASS$/);
+    expect(lines.slice(1).map((line) => [line.split(/\s+/)[0], line.split(/\s+/).pop()])).toEqual([
+      ['early', '2026-11-24T09:50:00.000Z'],
+      ['late', '-'],
+      ['middle', '2026-11-24T09:50:00.000Z'],
+    ]);
+    const json = JSON.parse((await cli(['list', '--json'], { env })).out) as Array<Record<string, unknown>>;
+    expect(json.map((c) => [c['connection'], c['lastPass']])).toEqual([
+      ['early', { pass: 2, startedAt: '2026-11-24T09:30:00.000Z', endedAt: '2026-11-24T09:50:00.000Z' }],
+      ['late', undefined],
+      ['middle', { pass: 2, startedAt: '2026-11-24T09:30:00.000Z', endedAt: '2026-11-24T09:50:00.000Z' }],
+    ]);
+  });
+
+  it('while a pass runs, the one before it; the control table from --control-table or the stack\'s output', async () => {
+    await cli(['add', 'early', '--client-id', 'c'], { stdin: RT, now: at('2026-11-24T07:00:00.000Z') });
+    await cli(['add', 'middle', '--client-id', 'c'], { stdin: RT, now: at('2026-11-24T09:10:00.000Z') });
+    await twoPasses();
+    const previous = { pass: 2, startedAt: at('2026-11-24T09:30:00.000Z'), endedAt: at('2026-11-24T09:50:00.000Z'), ids: 10 };
+    expect(await cursors().startPass({ pass: 3, startedAt: at('2026-11-24T10:00:00.000Z'), segments: [{ done: false, version: 0, ids: 0 }], previous }, 2)).toBe('written');
+    const flagged = await cli(['list', '--json', '--control-table', controlTable]);
+    expect((JSON.parse(flagged.out) as Array<Record<string, unknown>>).map((c) => (c['lastPass'] as { pass: number } | undefined)?.pass)).toEqual([2, 2]);
+    const fromStack = await cli(['list', '--json'], { env: { CONNECTIONS_TABLE_NAME: connectionsTable }, stackOutputs: async () => ({ ControlTableName: controlTable }) });
+    expect(fromStack.err).toBe('');
+    expect((JSON.parse(fromStack.out) as Array<Record<string, unknown>>).map((c) => (c['lastPass'] as { pass: number } | undefined)?.pass)).toEqual([2, 2]);
+  });
+
+  it('no control table known, or none readable: the list without its last passes, and a line that says why', async () => {
+    await cli(['add', 'acme', '--client-id', 'c'], { stdin: RT });
+    const unknown = await cli(['list']);
+    expect(unknown.status).toBe(0);
+    expect(unknown.out).toMatch(/^acme .* -\n$/m);
+    expect(unknown.err).toBe(
+      'last reconciliation passes not shown: the control table is not known: give --control-table, set CONTROL_TABLE_NAME, or name the stateful stack with --stack (reading the stack ContentSyncStateful failed: ValidationError)\n',
+    );
+    const missing = await cli(['list', '--json', '--control-table', 'no-such-table']);
+    expect(missing.status).toBe(0);
+    expect((JSON.parse(missing.out) as Array<Record<string, unknown>>)[0]).not.toHaveProperty('lastPass');
+    expect(missing.err).toMatch(/^last reconciliation passes not shown: reading the control table failed: ResourceNotFoundException/);
   });
 });
 
