@@ -9,19 +9,22 @@
  *   `--max-old-space-size=8192` and time) or `--short`. `--ids N` sets the number of ids and
  *   `--unknown-limit` keeps L from the system (the pace has to find it). Progress lines go to
  *   standard error.
+ * - `accounts` (named only): a reconciliation pass over many accounts (accounts-scenario.ts), at
+ *   full scale (10,000 connections × 100 ids, L = 200/s told, freshnessHours 24; give it
+ *   `--max-old-space-size=8192` and about an hour) or `--short` (200 × 10, what `npm test` runs).
  * - `connections` (named only): many connections (connections-scenario.ts), at full scale (1,000
  *   connections × 100 ids, one revoked at the provider, two simulated days) or `--short` (50 × 20,
  *   what `npm test` runs). Progress lines go to standard error.
  *
  * Prints each scenario's figures and checks, writes them to .bench/sim-latest.json (or
- * .bench/sim-reconcile-latest.json when `reconcile` ran, .bench/sim-connections-latest.json when
- * `connections` ran), exits 1 when a check fails.
+ * .bench/sim-<name>-latest.json when another scenario ran: sim-reconcile-latest.json...), exits 1 when a check fails.
  */
 import '../system/sdk-notice.js';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { BENCH_DIR, machineInfo } from '../bench/support/machine.js';
+import { ACCOUNTS_FULL, ACCOUNTS_SHORT, accountsPass } from './accounts-scenario.js';
 import { CONNECTIONS_FULL, CONNECTIONS_SHORT, connectionsScenario } from './connections-scenario.js';
 import { FULL_SCALE, knownLimit, outage, SHORT_SCALE, unknownLimit } from './pace-scenarios.js';
 import { RECONCILE_FULL, RECONCILE_SHORT, reconcilePass, type ReconcileScale } from './reconcile-scenario.js';
@@ -44,6 +47,7 @@ const SCENARIOS: Record<string, (options: RunOptions) => Promise<ScenarioResult>
   ...PACE_SCENARIOS,
   reconcile: (o) => reconcilePass(reconcileScale(o), (line) => process.stderr.write(`  … ${line}\n`)),
   connections: (o) => connectionsScenario(o.short ? CONNECTIONS_SHORT : CONNECTIONS_FULL, (line) => process.stderr.write(`  … ${line}\n`)),
+  accounts: (o) => accountsPass(o.short ? ACCOUNTS_SHORT : ACCOUNTS_FULL, (line) => process.stderr.write(`  … ${line}\n`)),
 };
 
 export function reconcileScale(options: RunOptions): ReconcileScale {
@@ -89,6 +93,7 @@ async function main(argv: string[]): Promise<number> {
     ...(names.some((name) => name in PACE_SCENARIOS) ? { pace: values.short ? SHORT_SCALE : FULL_SCALE } : {}),
     ...(names.includes('reconcile') ? { reconcile: reconcileScale(options) } : {}),
     ...(names.includes('connections') ? { connections: values.short ? CONNECTIONS_SHORT : CONNECTIONS_FULL } : {}),
+    ...(names.includes('accounts') ? { accounts: values.short ? ACCOUNTS_SHORT : ACCOUNTS_FULL } : {}),
   };
   process.stdout.write(`simulation, ${values.short ? 'short' : 'full'} scale: ${JSON.stringify(scales)}\n${JSON.stringify(machine)}\n\n`);
   const results: ScenarioResult[] = [];
@@ -98,7 +103,9 @@ async function main(argv: string[]): Promise<number> {
     process.stdout.write(`${formatScenario(result, values.short)}\n\n`);
   }
   mkdirSync(BENCH_DIR, { recursive: true });
-  const file = names.includes('reconcile') ? 'sim-reconcile-latest.json' : names.includes('connections') ? 'sim-connections-latest.json' : 'sim-latest.json';
+  // The pace scenarios' figures go to sim-latest.json; another scenario's to sim-<its name>-latest.json.
+  const other = names.find((name) => !(name in PACE_SCENARIOS));
+  const file = other === undefined ? 'sim-latest.json' : `sim-${other}-latest.json`;
   writeFileSync(join(BENCH_DIR, file), `${JSON.stringify({ machine, scales, results }, null, 2)}\n`);
   return results.every((result) => result.checks.every((check) => check.ok || !judged(check, values.short))) ? 0 : 1;
 }

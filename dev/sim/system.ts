@@ -24,6 +24,7 @@ import type { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import type { SyncHandler } from '../../functions/item-sync/app.js';
 import type { ReconcilerHandler, ReconcilerTuning } from '../../functions/reconciler/app.js';
 import type { TickReport } from '../../functions/reconciler/tick.js';
+import { DEFAULT_CONNECTION } from '../../functions/shared/connections/connection.js';
 import type { ConnectionStore } from '../../functions/shared/connections/ports.js';
 import { RECONCILER_SERVICE, REFRESHER_SERVICE, SYNC_SERVICE } from '../../functions/shared/metric-names.js';
 import type { RefresherResult } from '../../functions/token-refresher/app.js';
@@ -169,10 +170,11 @@ export interface SimSystem {
   /** Runs the token refresher once (as its schedule does), metered and recorded in `refreshRuns`. */
   refresh(): Promise<RefreshRun>;
   /**
-   * Writes a row for every item of the connection `default`, as the sync writes it, before virtual
-   * time runs: the table as after a first sync. Sets the table's ItemCount. Returns the rows written.
+   * Writes a row for every item of the connection `default` (or of every connection named), as the
+   * sync writes it, before virtual time runs: the table as after a first sync. Sets the table's
+   * ItemCount. Returns the rows written.
    */
-  preloadItems(): Promise<number>;
+  preloadItems(connections?: readonly string[]): Promise<number>;
   close(): Promise<void>;
 }
 
@@ -294,13 +296,21 @@ export async function startSystem(options: SystemOptions): Promise<SimSystem> {
         return true;
       }),
     refresh,
-    async preloadItems() {
-      const rows = await itemRows(provider, ids, clock.now().toISOString(), NAMES.itemsTable, local.config.revisionField);
+    async preloadItems(connections = [DEFAULT_CONNECTION]) {
       const client = storage.dynamo.client();
-      await batchWrite(client, NAMES.itemsTable, rows);
-      client.destroy();
-      itemCount = rows.length;
-      return rows.length;
+      let written = 0;
+      try {
+        for (const connection of connections) {
+          const accountIds = connection === DEFAULT_CONNECTION ? ids : provider.account(connection).itemIds();
+          const rows = await itemRows(provider, accountIds, clock.now().toISOString(), NAMES.itemsTable, local.config.revisionField, connection);
+          await batchWrite(client, NAMES.itemsTable, rows);
+          written += rows.length;
+        }
+      } finally {
+        client.destroy();
+      }
+      itemCount = written;
+      return written;
     },
     async close() {
       refreshing.stop();
