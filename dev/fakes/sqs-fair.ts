@@ -38,10 +38,11 @@ export const MESSAGE_GROUP_ID_PATTERN = /^[\x21-\x7e]{1,128}$/;
 /** The key of the messages without a group: each is its own tenant, never noisy. */
 const UNGROUPED = '';
 
-/** One tenant's messages, in queue order; those before `head` have left the queue. */
+/** One tenant's messages, in queue order; those before `head` have left the queue, and `gone` more after it. */
 interface GroupList<Entry extends FairEntry> {
   entries: Entry[];
   head: number;
+  gone: number;
 }
 
 /** A queue's messages by tenant, and its messages in flight. */
@@ -54,7 +55,7 @@ export class FairIndex<Entry extends FairEntry> {
   add(entry: Entry): void {
     const key = entry.messageGroupId ?? UNGROUPED;
     let list = this.groups.get(key);
-    if (!list) this.groups.set(key, (list = { entries: [], head: 0 }));
+    if (!list) this.groups.set(key, (list = { entries: [], head: 0, gone: 0 }));
     const entries = list.entries;
     if (entries.length === 0 || entries[entries.length - 1]!.order <= entry.order) {
       entries.push(entry);
@@ -68,6 +69,21 @@ export class FairIndex<Entry extends FairEntry> {
       else hi = mid;
     }
     entries.splice(lo, 0, entry);
+  }
+
+  /** A message left the queue (deleted, redriven): its tenant's list drops it now and then. */
+  removed(entry: Entry): void {
+    const key = entry.messageGroupId ?? UNGROUPED;
+    const list = this.groups.get(key);
+    if (!list) return;
+    list.gone += 1;
+    const live = list.entries.length - list.head;
+    if (list.gone >= live) this.groups.delete(key);
+    else if (list.gone >= 256 && list.gone * 4 >= live) {
+      list.entries = list.entries.slice(list.head).filter((kept) => !kept.gone);
+      list.head = 0;
+      list.gone = 0;
+    }
   }
 
   /** A message was received: it is in flight until deleted, or visible again. */
@@ -135,7 +151,10 @@ export class FairIndex<Entry extends FairEntry> {
 
   /** Drops the messages that left from the front of a tenant's list (and an empty list); false when none is left. */
   private tidy(key: string, list: GroupList<Entry>): boolean {
-    while (list.head < list.entries.length && list.entries[list.head]!.gone) list.head += 1;
+    while (list.head < list.entries.length && list.entries[list.head]!.gone) {
+      list.head += 1;
+      list.gone -= 1;
+    }
     if (list.head >= list.entries.length) {
       this.groups.delete(key);
       return false;

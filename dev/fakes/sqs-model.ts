@@ -391,6 +391,7 @@ export class SqsModel {
     entry.gone = true;
     entry.held = false;
     if (entry.receiptHandle) queue.byHandle.delete(entry.receiptHandle);
+    queue.fair.removed(entry);
     queue.live -= 1;
     queue.removed += 1;
   }

@@ -132,6 +132,20 @@ describe('SqsModel, fair queues', () => {
     expect(sqs.peek('dead')[0]).toMatchObject({ body: 'A-0', messageGroupId: 'A' });
   });
 
+  it('keeps its order after many messages left the queue (the tenants’ lists dropping them)', () => {
+    const { sqs, send, take, bodies } = model();
+    send('A', 700);
+    send(undefined, 300);
+    // 500 of A's received and deleted, out of order within each batch.
+    for (let round = 0; round < 50; round += 1) for (const message of take(10).reverse()) sqs.deleteMessage('q', message.receiptHandle!);
+    send('B', 1);
+    expect(bodies(take(30))).toEqual(Array.from({ length: 30 }, (_, n) => `A-${500 + n}`));
+    // A noisy (30 in flight): the quiet tenants' in queue order, those without a group first.
+    expect(bodies(take(2))).toEqual(['none-0', 'none-1']);
+    for (const message of take(20)) sqs.deleteMessage('q', message.receiptHandle!);
+    expect(bodies(take(3))).toEqual(['none-22', 'none-23', 'none-24']);
+  });
+
   it('delivers as before when no message has a group', () => {
     const { sqs, take, bodies } = model();
     for (let n = 0; n < 60; n += 1) sqs.send('q', { body: `m-${n}` });
