@@ -499,6 +499,17 @@ describe('the CLI', () => {
     expect(sentEntries()).toEqual([[{ Id: '0', MessageBody: '{"id":"z"}', MessageGroupId: 'default', MessageAttributes: BACKGROUND }]]);
   });
 
+  it('--backfill with --resync-table sends the rows of the table to the reconcile queue in the background lane', async () => {
+    acceptAll();
+    dynamoMock.on(QueryCommand).resolves({ Items: [{ connection: { S: 'acme' }, id: { S: 'a' } }] });
+    const cli = io();
+    expect(await main(['--reconcile-queue-url', RECONCILE_QUEUE_URL, '--backfill', '--resync-table', 'content-sync-items', '--connection', 'acme'], cli, deps)).toBe(0);
+    expect(sqsMock).toReceiveCommandWith(SendMessageBatchCommand, {
+      QueueUrl: RECONCILE_QUEUE_URL,
+      Entries: [{ Id: '0', MessageBody: '{"connection":"acme","id":"a"}', MessageGroupId: 'acme', MessageAttributes: BACKGROUND }],
+    });
+  });
+
   it('--backfill goes with --reconcile-queue-url only: anything else is a usage error naming the reconcile queue’s output', async () => {
     acceptAll();
     const cases: Array<[string[], string]> = [
