@@ -275,15 +275,16 @@ export const FAIRNESS_FULL: FairnessScale = {
 };
 
 /**
- * What `npm test` runs: 10 quiet accounts sending together as many ids as the full scale's 100 (one
- * every 6 s each), a backfill of 1,500 ids at L = 100/s, one pass of the sweep: seconds of real time.
+ * What `npm test` runs: 10 quiet accounts sending together twice the full scale's ids (one every 3 s
+ * each, so that the short backfill meets 50 of them), a backfill of 1,000 ids at L = 100/s, one pass
+ * of the sweep: seconds of real time.
  */
 export const FAIRNESS_SHORT: FairnessScale = {
   ...FAIRNESS_FULL,
   quietAccounts: 10,
-  sendEverySeconds: 6,
+  sendEverySeconds: 3,
   sweptEach: 20,
-  backfillIds: 1_500,
+  backfillIds: 1_000,
   limit: 100,
   idleMinutes: 0.5,
   passesBackToBack: false,

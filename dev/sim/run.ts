@@ -14,7 +14,7 @@
  *   what `npm test` runs). Progress lines go to standard error.
  * - `fairness` (named only): quiet accounts beside one account's backfill (fairness-scenario.ts), at
  *   full scale (100 quiet accounts, a backfill of 100,000 ids at L = 200/s, sent with --backfill,
- *   without it, and without message groups) or `--short` (10 quiet accounts, 1,500 ids, --backfill
+ *   without it, and without message groups) or `--short` (10 quiet accounts, 1,000 ids, --backfill
  *   only: what `npm test` runs). Progress lines go to standard error.
  *
  * Prints each scenario's figures and checks, writes them to .bench/sim-latest.json (or
