@@ -6,9 +6,12 @@
  *
  * CreateQueue, GetQueueUrl, ListQueues, GetQueueAttributes, SetQueueAttributes, PurgeQueue,
  * SendMessage, SendMessageBatch, ReceiveMessage (long polling), DeleteMessage, DeleteMessageBatch,
- * ChangeMessageVisibility, ChangeMessageVisibilityBatch. Standard queues only.
+ * ChangeMessageVisibility, ChangeMessageVisibilityBatch. Standard queues only, fair queues among
+ * them: SendMessage and SendMessageBatch take a MessageGroupId (the message's tenant), checked as
+ * SQS checks it (1–128 letters, digits or punctuation; a batch entry with a bad one is refused alone).
  */
 import { isObject, ServiceError } from './service-error.js';
+import { checkMessageGroupId } from './sqs-messages.js';
 import {
   MAX_MESSAGE_BYTES,
   MAX_VISIBILITY_SECONDS,
@@ -137,8 +140,15 @@ function store(model: SqsModel, queue: Queue, entry: Input, id: string | undefin
   }
   const attributes = messageAttributes(entry.MessageAttributes);
   const delaySeconds = optionalInteger(entry, 'DelaySeconds', 0, 900);
+  const group = entry.MessageGroupId;
+  if (group !== undefined && group !== null) checkMessageGroupId(group);
   refuseIf(model.sendFault?.({ queueName: queue.name, ...(id !== undefined ? { id } : {}), body }));
-  const message = model.send(queue, { body, attributes, ...(delaySeconds !== undefined ? { delaySeconds } : {}) });
+  const message = model.send(queue, {
+    body,
+    attributes,
+    ...(delaySeconds !== undefined ? { delaySeconds } : {}),
+    ...(typeof group === 'string' ? { messageGroupId: group } : {}),
+  });
   return {
     MessageId: message.messageId,
     MD5OfMessageBody: message.md5OfBody,

@@ -5,6 +5,7 @@
  */
 import { createHash } from 'node:crypto';
 import { ServiceError } from './service-error.js';
+import { MESSAGE_GROUP_ID_PATTERN } from './sqs-fair.js';
 
 /** SQS's largest message (1 MiB since August 2025; the SDK does not check). */
 export const MAX_MESSAGE_BYTES = 1024 * 1024;
@@ -33,6 +34,8 @@ export interface StoredMessage {
   receiptHandle?: string;
   /** Set when the redrive policy moved the message here: the queue it came from. */
   deadLetterQueueSourceArn?: string;
+  /** The sender's MessageGroupId: its tenant in a fair queue (sqs-fair.ts). */
+  messageGroupId?: string;
 }
 
 /** Characters SQS accepts in a message: #x9 #xA #xD #x20-#xD7FF #xE000-#xFFFD #x10000-#x10FFFF. */
@@ -93,6 +96,18 @@ export function checkMessage(body: string, attributes: Record<string, MessageAtt
   }
 }
 
+/** Throws the ServiceError SQS answers for a MessageGroupId that is not one (1–128 letters, digits or punctuation). */
+export function checkMessageGroupId(value: unknown): void {
+  if (typeof value !== 'string' || !MESSAGE_GROUP_ID_PATTERN.test(value)) {
+    throw new ServiceError(
+      'InvalidParameterValue',
+      `Value ${JSON.stringify(value)} for parameter MessageGroupId is invalid. Reason: MessageGroupId can only include alphanumeric and punctuation characters. 1 to 128 in length.`,
+      400,
+      'InvalidParameterValue',
+    );
+  }
+}
+
 /** Throws the ServiceError SQS answers for a receipt handle that is not one. */
 export function checkHandle(receiptHandle: string): void {
   const parts = Buffer.from(receiptHandle, 'base64url').toString('utf8').split(':');
@@ -109,5 +124,6 @@ export function systemAttributes(message: StoredMessage, accountId: string): Rec
     ApproximateReceiveCount: String(message.receiveCount),
     ApproximateFirstReceiveTimestamp: String(message.firstReceivedAt ?? message.sentAt),
     ...(message.deadLetterQueueSourceArn ? { DeadLetterQueueSourceArn: message.deadLetterQueueSourceArn } : {}),
+    ...(message.messageGroupId !== undefined ? { MessageGroupId: message.messageGroupId } : {}),
   };
 }

@@ -5,8 +5,10 @@
  *
  * Standard queues with what the sync relies on: at-least-once delivery (and injected duplicate
  * copies), visibility time-outs, delays, ChangeMessageVisibility, receive counts, long polling,
- * message attributes with SQS's MD5 digests, and the redrive policy, which moves a message already
- * received `maxReceiveCount` times to its dead-letter queue on its next receive, as SQS does.
+ * message attributes with SQS's MD5 digests, the redrive policy, which moves a message already
+ * received `maxReceiveCount` times to its dead-letter queue on its next receive, as SQS does, and
+ * fair queues: a message's MessageGroupId is its tenant, and a receive returns quiet tenants'
+ * messages before a noisy tenant's (sqs-fair.ts). A queue without groups delivers in queue order.
  *
  * Time comes from an injected clock (clock.ts): SQS seconds are 1,000 of its milliseconds, so a
  * scaled clock makes a 360 s visibility time-out last 360 ms of wall time.
@@ -22,6 +24,7 @@ import { ServiceError } from './service-error.js';
 import {
   checkHandle,
   checkMessage,
+  checkMessageGroupId,
   MAX_MESSAGE_BYTES,
   MAX_VISIBILITY_SECONDS,
   md5Hex,
@@ -59,6 +62,8 @@ export interface SendInput {
   body: string;
   attributes?: Record<string, MessageAttributeValue>;
   delaySeconds?: number;
+  /** The message's tenant in a fair queue (1–128 letters, digits or punctuation). */
+  messageGroupId?: string;
 }
 
 export interface ReceiveOptions {
@@ -139,6 +144,7 @@ export class SqsModel {
   purge(queueRef: string | Queue): void {
     const queue = this.state(queueRef);
     queue.entries = [];
+    queue.fair.clear();
     queue.byHandle.clear();
     queue.live = 0;
     queue.removed = 0;
@@ -183,6 +189,7 @@ export class SqsModel {
     const queue = this.state(queueRef);
     const attributes = input.attributes ?? {};
     checkMessage(input.body, attributes, Number(queue.attributes.MaximumMessageSize ?? MAX_MESSAGE_BYTES));
+    if (input.messageGroupId !== undefined) checkMessageGroupId(input.messageGroupId);
     const now = this.clock.now();
     const delay = input.delaySeconds ?? Number(queue.attributes.DelaySeconds ?? 0);
     const md5OfAttributes = md5OfMessageAttributes(attributes);
@@ -192,6 +199,7 @@ export class SqsModel {
       md5OfBody: md5Hex(Buffer.from(input.body, 'utf8')),
       messageAttributes: attributes,
       ...(md5OfAttributes ? { md5OfMessageAttributes: md5OfAttributes } : {}),
+      ...(input.messageGroupId !== undefined ? { messageGroupId: input.messageGroupId } : {}),
       sentAt: now,
       visibleAt: now + delay * 1000,
       receiveCount: 0,
@@ -226,7 +234,10 @@ export class SqsModel {
     return entry;
   }
 
-  /** Receives up to `max` visible messages now, moving over-received ones to the dead-letter queue first. */
+  /**
+   * Receives up to `max` visible messages now, moving over-received ones to the dead-letter queue
+   * first: in queue order, or, while some tenant is noisy, quiet tenants' messages first (sqs-fair.ts).
+   */
   receiveNow(queueRef: string | Queue, options: ReceiveOptions): StoredMessage[] {
     const queue = this.state(queueRef);
     const now = this.clock.now();
@@ -234,7 +245,8 @@ export class SqsModel {
     const redriveTarget = queue.redrive ? this.byArn(queue.redrive.targetArn) : undefined;
     const target = redriveTarget === queue ? undefined : redriveTarget;
     const out: StoredMessage[] = [];
-    for (const entry of queue.entries) {
+    const noisy = queue.fair.noisy(now);
+    for (const entry of noisy.size === 0 ? queue.entries : queue.fair.fairOrder(now, noisy)) {
       if (out.length >= options.max) break;
       if (entry.gone || entry.held || entry.visibleAt > now) continue;
       if (target && entry.receiveCount >= queue.redrive!.maxReceiveCount) {
@@ -344,6 +356,7 @@ export class SqsModel {
       }
       entries.splice(lo, 0, entry);
     }
+    queue.fair.add(entry);
     queue.live += 1;
     this.notify(queue);
   }
@@ -360,6 +373,7 @@ export class SqsModel {
     this.handles += 1;
     entry.receiptHandle = Buffer.from(`${queue.name}:${entry.messageId}:${this.handles}:${randomBytes(4).toString('hex')}`).toString('base64url');
     queue.byHandle.set(entry.receiptHandle, entry);
+    queue.fair.delivered(entry);
     queue.stats.receives += 1;
   }
 
@@ -377,6 +391,7 @@ export class SqsModel {
     entry.gone = true;
     entry.held = false;
     if (entry.receiptHandle) queue.byHandle.delete(entry.receiptHandle);
+    queue.fair.removed(entry);
     queue.live -= 1;
     queue.removed += 1;
   }

@@ -1,8 +1,10 @@
 /**
  * One queue of the SQS model (sqs-model.ts): its attributes and their defaults, its counters, and
- * its messages as stored (their order, whether held or gone), with the redrive policy parsed.
+ * its messages as stored (their order, whether held or gone; by tenant too, for fair queues), with
+ * the redrive policy parsed.
  */
 import { isObject, ServiceError } from './service-error.js';
+import { FairIndex } from './sqs-fair.js';
 import { MAX_MESSAGE_BYTES, type StoredMessage } from './sqs-messages.js';
 
 export interface QueueStats {
@@ -84,6 +86,8 @@ export class QueueState implements Queue {
   nextOrder = 1;
   readonly byHandle = new Map<string, Entry>();
   readonly waiters = new Set<() => void>();
+  /** Its messages by tenant (MessageGroupId) and those in flight: fair queues (sqs-fair.ts). */
+  readonly fair = new FairIndex<Entry>();
 
   constructor(
     readonly name: string,

@@ -15,6 +15,10 @@
  * - `connections` (named only): many connections (connections-scenario.ts), at full scale (1,000
  *   connections × 100 ids, one revoked at the provider, two simulated days) or `--short` (50 × 20,
  *   what `npm test` runs). Progress lines go to standard error.
+ * - `fairness` (named only): quiet accounts beside one account's backfill (fairness-scenario.ts), at
+ *   full scale (100 quiet accounts, a backfill of 100,000 ids at L = 200/s, sent with --backfill,
+ *   without it, and without message groups) or `--short` (10 quiet accounts, 1,000 ids, --backfill
+ *   only: what `npm test` runs). Progress lines go to standard error.
  *
  * Prints each scenario's figures and checks, writes them to .bench/sim-latest.json (or
  * .bench/sim-<name>-latest.json when another scenario ran: sim-reconcile-latest.json...), exits 1 when a check fails.
@@ -26,6 +30,7 @@ import { parseArgs } from 'node:util';
 import { BENCH_DIR, machineInfo } from '../bench/support/machine.js';
 import { ACCOUNTS_FULL, ACCOUNTS_SHORT, accountsPass } from './accounts-scenario.js';
 import { CONNECTIONS_FULL, CONNECTIONS_SHORT, connectionsScenario } from './connections-scenario.js';
+import { FAIRNESS_FULL, FAIRNESS_SHORT, fairnessScenario } from './fairness-scenario.js';
 import { FULL_SCALE, knownLimit, outage, SHORT_SCALE, unknownLimit } from './pace-scenarios.js';
 import { RECONCILE_FULL, RECONCILE_SHORT, reconcilePass, type ReconcileScale } from './reconcile-scenario.js';
 import { judged, type ScenarioResult } from './scenario.js';
@@ -48,6 +53,10 @@ const SCENARIOS: Record<string, (options: RunOptions) => Promise<ScenarioResult>
   reconcile: (o) => reconcilePass(reconcileScale(o), (line) => process.stderr.write(`  … ${line}\n`)),
   connections: (o) => connectionsScenario(o.short ? CONNECTIONS_SHORT : CONNECTIONS_FULL, (line) => process.stderr.write(`  … ${line}\n`)),
   accounts: (o) => accountsPass(o.short ? ACCOUNTS_SHORT : ACCOUNTS_FULL, (line) => process.stderr.write(`  … ${line}\n`)),
+  fairness: (o) =>
+    o.short
+      ? fairnessScenario(FAIRNESS_SHORT, ['background'], (line) => process.stderr.write(`  … ${line}\n`))
+      : fairnessScenario(FAIRNESS_FULL, undefined, (line) => process.stderr.write(`  … ${line}\n`)),
 };
 
 export function reconcileScale(options: RunOptions): ReconcileScale {
@@ -94,6 +103,7 @@ async function main(argv: string[]): Promise<number> {
     ...(names.includes('reconcile') ? { reconcile: reconcileScale(options) } : {}),
     ...(names.includes('connections') ? { connections: values.short ? CONNECTIONS_SHORT : CONNECTIONS_FULL } : {}),
     ...(names.includes('accounts') ? { accounts: values.short ? ACCOUNTS_SHORT : ACCOUNTS_FULL } : {}),
+    ...(names.includes('fairness') ? { fairness: values.short ? FAIRNESS_SHORT : FAIRNESS_FULL } : {}),
   };
   process.stdout.write(`simulation, ${values.short ? 'short' : 'full'} scale: ${JSON.stringify(scales)}\n${JSON.stringify(machine)}\n\n`);
   const results: ScenarioResult[] = [];

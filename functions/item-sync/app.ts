@@ -18,7 +18,16 @@ import { MetricUnit } from '@aws-lambda-powertools/metrics';
 import type { Context, SQSBatchResponse, SQSEvent } from 'aws-lambda';
 import { DynamoDbItemStore } from './adapters/dynamodb-item-store.js';
 import { LazyItemObjectStore } from './adapters/lazy-item-object-store.js';
-import { POSTPONEMENTS_ATTRIBUTE, QueueUrls, RECONCILE_PASS_ATTRIBUTE, SqsDeadLetterSink, SqsMessageRequeue, SqsMessageVisibility } from './adapters/sqs.js';
+import {
+  BACKGROUND_LANE,
+  LANE_ATTRIBUTE,
+  POSTPONEMENTS_ATTRIBUTE,
+  QueueUrls,
+  RECONCILE_PASS_ATTRIBUTE,
+  SqsDeadLetterSink,
+  SqsMessageRequeue,
+  SqsMessageVisibility,
+} from './adapters/sqs.js';
 import { DynamoDbPaceStore } from '../shared/adapters/dynamodb-pace-store.js';
 import { DEFAULT_PACE_SETTINGS, type PaceSettings } from '../shared/provider/pace/pace-state.js';
 import { ProviderPace, type PaceSnapshot, type PaceStore } from '../shared/provider/pace/provider-pace.js';
@@ -142,7 +151,7 @@ export function createSyncHandler(deps: SyncHandlerDeps): SyncHandler {
       receiptHandle: record.receiptHandle,
       queueArn: record.eventSourceARN,
       postponements: postponementsOf(record),
-      ...reconcilePassOf(record),
+      ...laneOf(record),
     }));
     try {
       const remaining = context.getRemainingTimeInMillis();
@@ -180,11 +189,17 @@ function postponementsOf(record: SQSEvent['Records'][number]): number {
   return Number.isSafeInteger(value) && value > 0 ? value : 0;
 }
 
-/** The `reconcilePass` attribute of a message the reconciler sent (the sweep). */
-function reconcilePassOf(record: SQSEvent['Records'][number]): { reconcilePass?: number } {
+/**
+ * The record's lane: the `reconcilePass` attribute of a message the reconciler sent (a whole number
+ * from 0), and whether it is the background lane's (`lane` = `background`, or a `reconcilePass`
+ * sent before `lane` existed). Anything else is users'.
+ */
+function laneOf(record: SQSEvent['Records'][number]): { reconcilePass?: number; background?: true } {
   const raw = record.messageAttributes?.[RECONCILE_PASS_ATTRIBUTE]?.stringValue;
   const value = Number(raw);
-  return raw !== undefined && Number.isSafeInteger(value) && value >= 0 ? { reconcilePass: value } : {};
+  const pass = raw !== undefined && Number.isSafeInteger(value) && value >= 0 ? { reconcilePass: value } : {};
+  const background = record.messageAttributes?.[LANE_ATTRIBUTE]?.stringValue === BACKGROUND_LANE || 'reconcilePass' in pass;
+  return { ...pass, ...(background ? { background: true } : {}) };
 }
 
 /**

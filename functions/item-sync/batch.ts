@@ -14,11 +14,14 @@ export interface SyncRecord {
   queueArn: string;
   /** Times this message was postponed before (message attribute `postponements`); default 0. */
   postponements?: number;
-  /**
-   * Set when the reconciler sent this id (message attribute `reconcilePass`): the sweep, whose
-   * requests yield to users' ids in the pace.
-   */
+  /** Set when the reconciler sent this id (message attribute `reconcilePass`): kept when it is sent again. */
   reconcilePass?: number;
+  /**
+   * The background lane (message attribute `lane` = `background`, or a `reconcilePass` without
+   * it): the reconciler's ids and backfills, whose requests are the pace's sweep and yield to
+   * users' ids. Kept when it is sent again.
+   */
+  background?: boolean;
 }
 
 export interface SyncCounts {

@@ -144,6 +144,8 @@ export interface DeadLetter {
   reason: string;
   /** The SQS message id of the original message (message attribute `sourceMessageId`). */
   sourceMessageId: string;
+  /** The connection the body named, when it could be read: the letter's MessageGroupId. */
+  connection?: string;
 }
 
 export interface DeadLetterSink {
@@ -178,8 +180,12 @@ export interface RequeueRequest {
   delaySeconds: number;
   /** Postponements so far, this one included (message attribute `postponements`). */
   postponements: number;
-  /** Kept from the original (message attribute `reconcilePass`): a sweep record stays one. */
+  /** Kept from the original (message attribute `reconcilePass`). */
   reconcilePass?: number;
+  /** The original was the background lane's (message attribute `lane` = `background`): it stays in it. */
+  background?: boolean;
+  /** The record's connection, when its body could be read: the message's MessageGroupId. */
+  connection?: string;
 }
 
 export interface MessageRequeue {

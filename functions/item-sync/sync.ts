@@ -118,8 +118,9 @@ export async function syncBatch(
   const controller = new AbortController();
   const timer = setTimeout(() => controller.abort(), Math.max(0, options.deadline - ports.clock.now().getTime()));
   timer.unref?.();
-  // A batch comes from one queue: the reconciler's sweep, or users' ids.
-  const sweep = records.some((record) => record.reconcilePass !== undefined);
+  // The batch is the sweep when every record is the background lane's (a batch comes from one
+  // queue); one users' id among them makes it users': users' ids never wait behind the sweep.
+  const sweep = records.length > 0 && records.every((record) => record.background === true);
   const caller = new PacedCaller(
     ports,
     { attempts: settings.fetchAttempts, backoff: settings.backoff },

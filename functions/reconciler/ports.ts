@@ -97,8 +97,8 @@ export interface ReconcileQueue {
   /** Messages on the queue: visible, in flight and delayed (SQS's approximate counts). */
   backlog(): Promise<number>;
   /**
-   * Sends `{"connection": "<connection>", "id": "<id>"}` for every key, with the message attribute
-   * `reconcilePass`. Throws when a key could not be sent for a reason that may pass (the page is
+   * Sends `{"connection": "<connection>", "id": "<id>"}` for every key, with the message attributes
+   * `reconcilePass` and `lane` (`background`), its connection as its MessageGroupId. Throws when a key could not be sent for a reason that may pass (the page is
    * then sent again by a later tick).
    */
   send(keys: readonly ItemKey[], pass: number): Promise<SendResult>;

@@ -87,7 +87,9 @@ export interface TickReport {
   passAgeSeconds: number;
   /**
    * W = idsKnown ÷ achieved rate, seconds, the rate being the ids taken off the queue this pass
-   * (sent − backlog) ÷ pass age. Once the pass ended: its length. Undefined during the warm-up.
+   * (sent − backlog) ÷ pass age. Once the pass ended: its length. Undefined during the warm-up, and
+   * while the backlog is above the high-water mark: the queue then holds more than this pass put
+   * there (a backfill shares it), and sent − backlog would not be what the sync took of the pass.
    */
   projectedPassSeconds: number | undefined;
   /** Set by the tick that ended the pass: its length in seconds. */
@@ -394,7 +396,7 @@ async function report(deps: TickDeps, settings: TickSettings, outcome: Outcome):
   let projectedPassSeconds: number | undefined;
   if (cursor.endedAt !== undefined) {
     projectedPassSeconds = round((cursor.endedAt - cursor.startedAt) / 1000);
-  } else if (ageMs >= settings.projectionWarmupMs && ageMs > 0) {
+  } else if (ageMs >= settings.projectionWarmupMs && ageMs > 0 && (outcome.backlog ?? 0) <= settings.highWater) {
     // Ids the sync has taken off the queue this pass; at least one, so that a sync that takes
     // nothing projects a pass that never ends (a huge W) rather than none.
     const taken = Math.max(1, sent - (outcome.backlog ?? 0));

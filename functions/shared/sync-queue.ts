@@ -10,8 +10,27 @@
 export const MAX_RECEIVE_COUNT = 5;
 
 /**
- * The Number message attribute the reconciler sets on the ids it sends (the pass that sent them):
- * the item sync reads it to tell the sweep's records from users', and keeps it when it sends a
- * sweep record back to wait.
+ * The Number message attribute the reconciler sets on the ids it sends (the pass that sent them);
+ * the item sync keeps it when it sends such a record back to wait. A record that carries it and no
+ * `lane` (sent before the attribute existed) is the background lane's too.
  */
 export const RECONCILE_PASS_ATTRIBUTE = 'reconcilePass';
+
+/**
+ * The String message attribute that names a record's lane. `background` (BACKGROUND_LANE): the
+ * reconciler's ids and backfills (`npm run enqueue -- --backfill`), drawn from the provider pace as
+ * the sweep, which yields to users' ids; any other value, or none: users' ids. The item sync keeps
+ * it when it sends a record back to wait.
+ */
+export const LANE_ATTRIBUTE = 'lane';
+export const BACKGROUND_LANE = 'background';
+
+/**
+ * Every message the system sends to the sync queue and the reconcile queue carries the connection's
+ * id as its MessageGroupId, so that SQS fair queues keep one connection's backlog from holding up
+ * another's ids (a connection id, 1–64 of `A–Z a–z 0–9 . _ -`, is always a valid group id). The
+ * dead-letter queue's messages carry it too, when their body named a valid connection.
+ */
+export function messageGroupIdOf(connection: string): string {
+  return connection;
+}

@@ -88,6 +88,8 @@ describe('the reconcile queue (stateful)', () => {
     expect(outputs['ReconcileDeadLetterQueueUrl']!.Value).toEqual({ Ref: ids.dlq });
     expect(outputs['ReconcileDeadLetterQueueArn']!.Value).toEqual({ 'Fn::GetAtt': [ids.dlq, 'Arn'] });
     expect(outputs['ReconcileQueueUrl']!.Description).toContain('reconcilePass');
+    // Where a backfill goes (npm run enqueue -- --backfill --reconcile-queue-url).
+    expect(outputs['ReconcileQueueUrl']!.Description).toContain('--backfill');
   });
 
   it('the queue follows a larger batch’s sync time-out, as the sync queue does', () => {
@@ -335,6 +337,8 @@ describe('freshnessHours', () => {
     expect(Object.keys(s.toJSON().Outputs)).not.toContain('ReconcilerFunctionName');
     resource(s, 'AWS::Lambda::EventSourceMapping', 'ItemSyncFunctionSqsEventSourceContentSyncStatefulReconcileQueue');
     resource(off.statefulTemplate, 'AWS::SQS::Queue', 'ReconcileQueue');
+    // A backfill still has its queue, its output and the sync's containers on it.
+    expect(Object.keys(off.statefulTemplate.toJSON().Outputs)).toContain('ReconcileQueueUrl');
     const widgets = JSON.parse(dashboardBody(s)).widgets as Array<{ width: number; properties: { title?: string } }>;
     expect(widgets.filter((w) => /reconcil/i.test(w.properties.title ?? '')).map((w) => [w.properties.title, w.width])).toEqual([['Reconcile queue', 24]]);
   });

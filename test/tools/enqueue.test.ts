@@ -9,9 +9,11 @@ import { QueueDoesNotExist, SendMessageBatchCommand, SQSClient, type SendMessage
 import { mockClient } from 'aws-sdk-client-mock';
 import { beforeEach, describe, expect, it } from 'vitest';
 import {
+  backfillMessages,
   enqueueIds,
   enqueueMessages,
   InvalidIdsError,
+  NoReconcileQueueError,
   main,
   messageBody,
   readIdLines,
@@ -21,6 +23,9 @@ import {
 } from '../../tools/enqueue/enqueue.js';
 
 const QUEUE_URL = 'https://sqs.eu-west-1.amazonaws.com/123456789012/content-sync-items';
+const RECONCILE_QUEUE_URL = 'https://sqs.eu-west-1.amazonaws.com/123456789012/content-sync-reconcile';
+/** The message attribute of the background lane. */
+const BACKGROUND = { lane: { DataType: 'String', StringValue: 'background' } };
 const sqsMock = mockClient(SQSClient);
 const dynamoMock = mockClient(DynamoDBClient);
 const noSleep = async (): Promise<void> => undefined;
@@ -84,9 +89,9 @@ describe('enqueueIds', () => {
     expect(calls).toHaveLength(3);
     expect(calls.map((c) => c.args[0].input.QueueUrl)).toEqual([QUEUE_URL, QUEUE_URL, QUEUE_URL]);
     expect(sentEntries()).toEqual([
-      ids.slice(0, 10).map((id, i) => ({ Id: String(i), MessageBody: `{"id":"${id}"}` })),
-      ids.slice(10, 20).map((id, i) => ({ Id: String(10 + i), MessageBody: `{"id":"${id}"}` })),
-      ids.slice(20).map((id, i) => ({ Id: String(20 + i), MessageBody: `{"id":"${id}"}` })),
+      ids.slice(0, 10).map((id, i) => ({ Id: String(i), MessageBody: `{"id":"${id}"}`, MessageGroupId: 'default' })),
+      ids.slice(10, 20).map((id, i) => ({ Id: String(10 + i), MessageBody: `{"id":"${id}"}`, MessageGroupId: 'default' })),
+      ids.slice(20).map((id, i) => ({ Id: String(20 + i), MessageBody: `{"id":"${id}"}`, MessageGroupId: 'default' })),
     ]);
     expect(sqsMock).toReceiveCommandTimes(SendMessageBatchCommand, 3);
     expect(result.sent.map((s) => s.id)).toEqual(ids);
@@ -124,16 +129,16 @@ describe('enqueueIds', () => {
 
     expect(sentEntries()).toEqual([
       [
-        { Id: '0', MessageBody: '{"id":"a"}' },
-        { Id: '1', MessageBody: '{"id":"b"}' },
-        { Id: '2', MessageBody: '{"id":"c"}' },
-        { Id: '3', MessageBody: '{"id":"d"}' },
+        { Id: '0', MessageBody: '{"id":"a"}', MessageGroupId: 'default' },
+        { Id: '1', MessageBody: '{"id":"b"}', MessageGroupId: 'default' },
+        { Id: '2', MessageBody: '{"id":"c"}', MessageGroupId: 'default' },
+        { Id: '3', MessageBody: '{"id":"d"}', MessageGroupId: 'default' },
       ],
       [
-        { Id: '1', MessageBody: '{"id":"b"}' },
-        { Id: '3', MessageBody: '{"id":"d"}' },
+        { Id: '1', MessageBody: '{"id":"b"}', MessageGroupId: 'default' },
+        { Id: '3', MessageBody: '{"id":"d"}', MessageGroupId: 'default' },
       ],
-      [{ Id: '3', MessageBody: '{"id":"d"}' }],
+      [{ Id: '3', MessageBody: '{"id":"d"}', MessageGroupId: 'default' }],
     ]);
     expect(result.sent.map((s) => s.id).sort()).toEqual(['a', 'b', 'c', 'd']);
     expect(result.failed).toEqual([]);
@@ -223,7 +228,7 @@ describe('enqueueIds', () => {
   it('sends a repeated id once', async () => {
     acceptAll();
     const result = await enqueueIds(new SQSClient({}), QUEUE_URL, ['a', 'b', 'a'], { sleep: noSleep });
-    expect(sentEntries()).toEqual([[{ Id: '0', MessageBody: '{"id":"a"}' }, { Id: '1', MessageBody: '{"id":"b"}' }]]);
+    expect(sentEntries()).toEqual([[{ Id: '0', MessageBody: '{"id":"a"}', MessageGroupId: 'default' }, { Id: '1', MessageBody: '{"id":"b"}', MessageGroupId: 'default' }]]);
     expect(result.duplicates).toBe(1);
   });
 });
@@ -294,8 +299,8 @@ describe('messages of a connection', () => {
     const result = await enqueueIds(new SQSClient({}), QUEUE_URL, ['a', 'b "q"'], { connection: 'acme', sleep: noSleep });
     expect(sentEntries()).toEqual([
       [
-        { Id: '0', MessageBody: '{"connection":"acme","id":"a"}' },
-        { Id: '1', MessageBody: '{"connection":"acme","id":"b \\"q\\""}' },
+        { Id: '0', MessageBody: '{"connection":"acme","id":"a"}', MessageGroupId: 'acme' },
+        { Id: '1', MessageBody: '{"connection":"acme","id":"b \\"q\\""}', MessageGroupId: 'acme' },
       ],
     ]);
     expect(result.sent).toEqual([
@@ -329,6 +334,36 @@ describe('messages of a connection', () => {
   });
 });
 
+describe('a backfill (the background lane)', () => {
+  it('sends every message to the reconcile queue with lane = background, in its connection’s message group', async () => {
+    acceptAll();
+    const result = await backfillMessages(new SQSClient({}), RECONCILE_QUEUE_URL, [{ connection: 'acme', id: 'a' }, { connection: 'acme', id: 'b' }, { id: 'c' }], {
+      sleep: noSleep,
+    });
+    expect(sqsMock.commandCalls(SendMessageBatchCommand).map((call) => call.args[0].input)).toEqual([
+      {
+        QueueUrl: RECONCILE_QUEUE_URL,
+        Entries: [
+          { Id: '0', MessageBody: '{"connection":"acme","id":"a"}', MessageGroupId: 'acme', MessageAttributes: BACKGROUND },
+          { Id: '1', MessageBody: '{"connection":"acme","id":"b"}', MessageGroupId: 'acme', MessageAttributes: BACKGROUND },
+          { Id: '2', MessageBody: '{"id":"c"}', MessageGroupId: 'default', MessageAttributes: BACKGROUND },
+        ],
+      },
+    ]);
+    expect(result).toMatchObject({ failed: [], calls: 1 });
+  });
+
+  it('fails naming freshnessHours when the deployment has no reconcile queue, sending nothing', async () => {
+    acceptAll();
+    const error = await backfillMessages(new SQSClient({}), undefined, [{ connection: 'acme', id: 'a' }]).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(NoReconcileQueueError);
+    expect((error as Error).message).toBe(
+      'a backfill goes to the reconcile queue, and this deployment has none (freshnessHours is 0); send the ids to the sync queue instead, without --backfill',
+    );
+    expect(sqsMock).not.toReceiveCommand(SendMessageBatchCommand);
+  });
+});
+
 describe('the CLI', () => {
   const deps = { sqs: new SQSClient({}), dynamodb: new DynamoDBClient({}), enqueue: { sleep: noSleep } };
 
@@ -347,9 +382,9 @@ describe('the CLI', () => {
     expect(await main(['--queue-url', QUEUE_URL], cli, deps)).toBe(0);
     expect(sentEntries()).toEqual([
       [
-        { Id: '0', MessageBody: '{"id":"a"}' },
-        { Id: '1', MessageBody: '{"id":"b"}' },
-        { Id: '2', MessageBody: '{"id":"c"}' },
+        { Id: '0', MessageBody: '{"id":"a"}', MessageGroupId: 'default' },
+        { Id: '1', MessageBody: '{"id":"b"}', MessageGroupId: 'default' },
+        { Id: '2', MessageBody: '{"id":"c"}', MessageGroupId: 'default' },
       ],
     ]);
     expect(cli.err()).toContain('from standard input');
@@ -387,8 +422,8 @@ describe('the CLI', () => {
     expect(dynamoMock.commandCalls(ScanCommand)[0]!.args[0].input.TableName).toBe('content-sync-items');
     expect(sentEntries().map((e) => e!.length)).toEqual([10, 3]);
     expect(sentEntries()[0]!.slice(0, 2)).toEqual([
-      { Id: '0', MessageBody: '{"connection":"default","id":"id-0"}' },
-      { Id: '1', MessageBody: '{"connection":"acme","id":"id-1"}' },
+      { Id: '0', MessageBody: '{"connection":"default","id":"id-0"}', MessageGroupId: 'default' },
+      { Id: '1', MessageBody: '{"connection":"acme","id":"id-1"}', MessageGroupId: 'acme' },
     ]);
     expect(cli.out().trim().split('\n')).toHaveLength(13);
     expect(cli.out()).toContain('sent acme "id-1" msg-1\n');
@@ -409,8 +444,8 @@ describe('the CLI', () => {
     });
     expect(sentEntries()).toEqual([
       [
-        { Id: '0', MessageBody: '{"connection":"acme","id":"a"}' },
-        { Id: '1', MessageBody: '{"connection":"acme","id":"b"}' },
+        { Id: '0', MessageBody: '{"connection":"acme","id":"a"}', MessageGroupId: 'acme' },
+        { Id: '1', MessageBody: '{"connection":"acme","id":"b"}', MessageGroupId: 'acme' },
       ],
     ]);
     expect(cli.err()).toContain('queried content-sync-items (connection acme): 2 ids');
@@ -420,13 +455,13 @@ describe('the CLI', () => {
     acceptAll();
     const cli = io('x\n');
     expect(await main(['--queue-url', QUEUE_URL, '--connection', 'acme'], cli, deps)).toBe(0);
-    expect(sentEntries()).toEqual([[{ Id: '0', MessageBody: '{"connection":"acme","id":"x"}' }]]);
+    expect(sentEntries()).toEqual([[{ Id: '0', MessageBody: '{"connection":"acme","id":"x"}', MessageGroupId: 'acme' }]]);
     expect(cli.out()).toBe('sent acme "x" msg-0\n');
     expect(cli.err()).toContain('from standard input (connection acme)');
 
     sqsMock.resetHistory();
     expect(await main(['--queue-url', QUEUE_URL, '--connection', 'default', 'y'], io(), deps)).toBe(0);
-    expect(sentEntries()).toEqual([[{ Id: '0', MessageBody: '{"connection":"default","id":"y"}' }]]);
+    expect(sentEntries()).toEqual([[{ Id: '0', MessageBody: '{"connection":"default","id":"y"}', MessageGroupId: 'default' }]]);
   });
 
   it('a bad --connection is a usage error (status 2) naming why, before anything is read or sent', async () => {
@@ -440,6 +475,57 @@ describe('the CLI', () => {
       expect(cli.err()).toContain(`enqueue: --connection: ${reason}`);
     }
     expect(dynamoMock.calls()).toHaveLength(0);
+    expect(sqsMock).not.toReceiveCommand(SendMessageBatchCommand);
+  });
+
+  it('--backfill sends the ids (arguments or standard input) to --reconcile-queue-url in the background lane, and says so', async () => {
+    acceptAll();
+    const cli = io('x\ny\n');
+    expect(await main(['--reconcile-queue-url', RECONCILE_QUEUE_URL, '--backfill', '--connection', 'acme'], cli, deps)).toBe(0);
+    expect(sqsMock.commandCalls(SendMessageBatchCommand).map((call) => call.args[0].input)).toEqual([
+      {
+        QueueUrl: RECONCILE_QUEUE_URL,
+        Entries: [
+          { Id: '0', MessageBody: '{"connection":"acme","id":"x"}', MessageGroupId: 'acme', MessageAttributes: BACKGROUND },
+          { Id: '1', MessageBody: '{"connection":"acme","id":"y"}', MessageGroupId: 'acme', MessageAttributes: BACKGROUND },
+        ],
+      },
+    ]);
+    expect(cli.out()).toBe('sent acme "x" msg-0\nsent acme "y" msg-1\n');
+    expect(cli.err()).toContain(`Sent 2 of 2 ids from standard input (connection acme) to ${RECONCILE_QUEUE_URL} (a backfill, in the background lane)`);
+
+    sqsMock.resetHistory();
+    expect(await main(['--backfill', '--reconcile-queue-url', RECONCILE_QUEUE_URL, 'z'], io(), deps)).toBe(0);
+    expect(sentEntries()).toEqual([[{ Id: '0', MessageBody: '{"id":"z"}', MessageGroupId: 'default', MessageAttributes: BACKGROUND }]]);
+  });
+
+  it('--backfill with --resync-table sends the rows of the table to the reconcile queue in the background lane', async () => {
+    acceptAll();
+    dynamoMock.on(QueryCommand).resolves({ Items: [{ connection: { S: 'acme' }, id: { S: 'a' } }] });
+    const cli = io();
+    expect(await main(['--reconcile-queue-url', RECONCILE_QUEUE_URL, '--backfill', '--resync-table', 'content-sync-items', '--connection', 'acme'], cli, deps)).toBe(0);
+    expect(sqsMock).toReceiveCommandWith(SendMessageBatchCommand, {
+      QueueUrl: RECONCILE_QUEUE_URL,
+      Entries: [{ Id: '0', MessageBody: '{"connection":"acme","id":"a"}', MessageGroupId: 'acme', MessageAttributes: BACKGROUND }],
+    });
+  });
+
+  it('--backfill goes with --reconcile-queue-url only: anything else is a usage error naming the reconcile queue’s output', async () => {
+    acceptAll();
+    const cases: Array<[string[], string]> = [
+      [['--backfill', 'a'], "enqueue: --backfill needs --reconcile-queue-url: the stateful stack's output ReconcileQueueUrl"],
+      [
+        ['--backfill', '--queue-url', QUEUE_URL, 'a'],
+        "enqueue: a backfill goes to the reconcile queue: give --reconcile-queue-url (the stateful stack's output ReconcileQueueUrl) instead of --queue-url",
+      ],
+      [['--reconcile-queue-url', RECONCILE_QUEUE_URL, 'a'], "enqueue: --reconcile-queue-url goes with --backfill; users' ids go to the sync queue (--queue-url)"],
+      [['--backfill', '--reconcile-queue-url', 'nope', 'a'], 'enqueue: --reconcile-queue-url must be a queue URL'],
+    ];
+    for (const [argv, message] of cases) {
+      const cli = io();
+      expect(await main(argv, cli, deps)).toBe(2);
+      expect(cli.err()).toContain(message);
+    }
     expect(sqsMock).not.toReceiveCommand(SendMessageBatchCommand);
   });
 
@@ -461,6 +547,8 @@ describe('the CLI', () => {
     expect(await main(['--help'], help, deps)).toBe(0);
     expect(help.out()).toContain('--resync-table');
     expect(help.out()).toContain('--connection <id>');
+    expect(help.out()).toContain('--backfill');
+    expect(help.out()).toContain('--reconcile-queue-url <url>');
     expect(sqsMock).not.toReceiveCommand(SendMessageBatchCommand);
   });
 });

@@ -1,9 +1,15 @@
 /**
- * `npm run enqueue`: feed item ids to the sync queue.
+ * `npm run enqueue`: feed item ids to the sync queue, or a backfill to the reconcile queue.
  *
  *   npm run enqueue -- --queue-url <url> [--connection <id>] [id ...]          ids from the arguments
  *   some-command | npm run enqueue -- --queue-url <url> [--connection <id>]    one id per line from standard input
  *   npm run enqueue -- --queue-url <url> --resync-table <table> [--connection <id>]   every row the table holds
+ *   npm run enqueue -- --reconcile-queue-url <url> --backfill [--connection <id>] [id ...]   a backfill (ids, or standard input)
+ *
+ * A backfill goes to the reconcile queue in the background lane (`lane` = `background`): the item
+ * sync takes it with that queue's own containers and draws it from the provider pace as the sweep,
+ * so users' ids keep their containers and come first. Every message carries its connection as its
+ * MessageGroupId (fair queues).
  *
  * Every id (and the connection) is validated before anything is sent (a bad one is an error naming
  * it, and nothing is sent). Messages are `{"connection":"…","id":"…"}` with `--connection` and for
@@ -22,6 +28,7 @@ import { SQSClient } from '@aws-sdk/client-sqs';
 import { createProgress, formatDuration, type Progress } from './progress.js';
 import { connectionIdProblem } from '../../functions/shared/connections/connection.js';
 import {
+  backfillMessages,
   DEFAULT_MAX_ATTEMPTS,
   enqueueMessages,
   findInvalidMessages,
@@ -31,6 +38,7 @@ import {
   scanTableKeys,
   type EnqueueMessage,
   type EnqueueOptions,
+  type EnqueueProgress,
   type EnqueueResult,
 } from './send.js';
 import { runWhenMain } from '../cli-main.js';
@@ -44,13 +52,23 @@ const USAGE = `Usage:
   npm run enqueue -- --queue-url <url> [--connection <id>] [id ...]
   <ids, one per line> | npm run enqueue -- --queue-url <url> [--connection <id>]
   npm run enqueue -- --queue-url <url> --resync-table <table name> [--connection <id>]
+  npm run enqueue -- --reconcile-queue-url <url> --backfill [--connection <id>] [id ... | < file]
 
 Sends {"connection": "<connection>", "id": "<id>"} messages to the sync queue (SendMessageBatch,
-at most 10 a call); without --connection, ids given are sent as {"id": "<id>"} (the connection
-"default").
+at most 10 a call), each with its connection as its message group; without --connection, ids given
+are sent as {"id": "<id>"} (the connection "default").
+
+A backfill (--backfill: many ids of one account, say its first sync) goes to the reconcile queue
+instead, with the message attribute lane = background: the item sync takes it with that queue's
+own containers and after users' ids in the provider pace, so no other account's ids wait for it.
 
 Options:
-  --queue-url <url>        the sync queue's URL (required)
+  --queue-url <url>        the sync queue's URL (the stateful stack's output QueueUrl; required
+                           unless --backfill)
+  --backfill               send to the reconcile queue, in the background lane
+  --reconcile-queue-url <url>
+                           the reconcile queue's URL (the stateful stack's output ReconcileQueueUrl;
+                           required with --backfill)
   --connection <id>        the connection the ids belong to (1-64 characters of A-Z a-z 0-9 . _ -);
                            with --resync-table: only that connection's rows
   --resync-table <name>    enqueue every row the items table holds, each with its connection
@@ -91,6 +109,8 @@ function createSqsClient(env: NodeJS.ProcessEnv): SQSClient {
 
 type CliValues = {
   'queue-url'?: string;
+  backfill?: boolean;
+  'reconcile-queue-url'?: string;
   connection?: string;
   'resync-table'?: string;
   'dry-run'?: boolean;
@@ -99,7 +119,9 @@ type CliValues = {
 };
 
 interface CliRequest {
+  /** The sync queue's URL, or with --backfill the reconcile queue's. */
   queueUrl: string;
+  backfill: boolean;
   values: CliValues;
   positionals: string[];
 }
@@ -134,6 +156,8 @@ function parseCommandLine(argv: string[]): CliRequest | 'help' {
     args: argv,
     options: {
       'queue-url': { type: 'string' },
+      backfill: { type: 'boolean' },
+      'reconcile-queue-url': { type: 'string' },
       connection: { type: 'string' },
       'resync-table': { type: 'string' },
       'dry-run': { type: 'boolean' },
@@ -144,10 +168,15 @@ function parseCommandLine(argv: string[]): CliRequest | 'help' {
     strict: true,
   });
   if (values.help) return 'help';
-  const queueUrl = values['queue-url'];
+  const backfill = values.backfill === true;
+  const queueUrl = backfill ? backfillQueueUrl(values) : values['queue-url'];
+  if (!backfill && values['reconcile-queue-url'] !== undefined) {
+    throw new UsageError('--reconcile-queue-url goes with --backfill; users\' ids go to the sync queue (--queue-url)');
+  }
   if (!queueUrl) throw new UsageError('--queue-url is required');
+  const flag = backfill ? '--reconcile-queue-url' : '--queue-url';
   if (!/^https?:\/\/[^/]+\/.+/.test(queueUrl)) {
-    throw new UsageError(`--queue-url must be a queue URL such as https://sqs.eu-west-1.amazonaws.com/123456789012/content-sync-items, got "${queueUrl}"`);
+    throw new UsageError(`${flag} must be a queue URL such as https://sqs.eu-west-1.amazonaws.com/123456789012/content-sync-items, got "${queueUrl}"`);
   }
   if (values['resync-table'] !== undefined && positionals.length > 0) {
     throw new UsageError('give either ids or --resync-table, not both');
@@ -159,7 +188,21 @@ function parseCommandLine(argv: string[]): CliRequest | 'help' {
   if (values['max-attempts'] !== undefined && !/^([1-9]|10)$/.test(values['max-attempts'])) {
     throw new UsageError('--max-attempts must be a whole number from 1 to 10');
   }
-  return { queueUrl, values, positionals };
+  return { queueUrl, backfill, values, positionals };
+}
+
+/**
+ * The queue a backfill goes to: the reconcile queue, named by --reconcile-queue-url (the stateful
+ * stack keeps it, and the item sync takes it, whatever freshnessHours is). Not --queue-url: a
+ * backfill on the sync queue would take users' containers.
+ */
+function backfillQueueUrl(values: CliValues): string {
+  if (values['queue-url'] !== undefined) {
+    throw new UsageError('a backfill goes to the reconcile queue: give --reconcile-queue-url (the stateful stack\'s output ReconcileQueueUrl) instead of --queue-url');
+  }
+  const url = values['reconcile-queue-url'];
+  if (!url) throw new UsageError('--backfill needs --reconcile-queue-url: the stateful stack\'s output ReconcileQueueUrl');
+  return url;
 }
 
 async function runCli(request: CliRequest, io: CliIo, deps: CliDeps, progress: Progress): Promise<number> {
@@ -184,14 +227,16 @@ async function runCli(request: CliRequest, io: CliIo, deps: CliDeps, progress: P
   }
 
   const sqs = deps.sqs ?? createSqsClient(process.env);
-  const result = await enqueueMessages(sqs, queueUrl, messages, {
+  const options = {
     ...deps.enqueue,
     ...(values['max-attempts'] ? { maxAttempts: Number(values['max-attempts']) } : {}),
-    onProgress: (p) =>
+    onProgress: (p: EnqueueProgress) =>
       progress.update(`sending: ${p.sent}/${p.total} sent${p.failed ? `, ${p.failed} failed` : ''}${p.resent ? `, ${p.resent} re-sent` : ''}`),
-  });
+  };
+  const result = request.backfill ? await backfillMessages(sqs, queueUrl, messages, options) : await enqueueMessages(sqs, queueUrl, messages, options);
   progress.clear();
-  return printResult(result, { given: messages.length - result.duplicates, source, queueUrl, elapsedMs: Date.now() - started }, io);
+  const to = request.backfill ? `${queueUrl} (a backfill, in the background lane)` : queueUrl;
+  return printResult(result, { given: messages.length - result.duplicates, source, queueUrl: to, elapsedMs: Date.now() - started }, io);
 }
 
 /**

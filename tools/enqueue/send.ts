@@ -1,18 +1,21 @@
 /**
- * Sending item ids to the sync queue, what `npm run enqueue` (enqueue.ts) and the local run use:
- * every id (and connection) validated before anything is sent (a bad one is an error naming it, and
- * nothing is sent); messages `{"connection":"…","id":"…"}` for an id of a named connection,
- * `{"id":"…"}` for an id of the connection `default` given without one, sent with SendMessageBatch,
- * at most 10 a call; entries the queue refuses for a reason that may pass re-sent (bounded, with
- * backoff); refusals that are the sender's fault reported, not re-sent. Also the ids of a file or
- * standard input, one per line, and the keys (connection and id) an items table holds
+ * Sending item ids to the sync queue, or as a backfill to the reconcile queue, what `npm run
+ * enqueue` (enqueue.ts), the local run and the simulations use: every id (and connection) validated
+ * before anything is sent (a bad one is an error naming it, and nothing is sent); messages
+ * `{"connection":"…","id":"…"}` for an id of a named connection, `{"id":"…"}` for an id of the
+ * connection `default` given without one, each with its connection as its MessageGroupId (fair
+ * queues), and for a backfill the message attribute `lane` = `background`; sent with
+ * SendMessageBatch, at most 10 a call; entries the queue refuses for a reason that may pass re-sent
+ * (bounded, with backoff); refusals that are the sender's fault reported, not re-sent. Also the ids
+ * of a file or standard input, one per line, and the keys (connection and id) an items table holds
  * (--resync-table: every row, or one connection's rows).
  */
 import { QueryCommand, ScanCommand, type AttributeValue, type DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import type { SQSClient } from '@aws-sdk/client-sqs';
 import { validateItemId } from '../../functions/item-sync/message.js';
-import { connectionIdProblem } from '../../functions/shared/connections/connection.js';
+import { connectionIdProblem, DEFAULT_CONNECTION } from '../../functions/shared/connections/connection.js';
 import { sendMessageBatch, type EntryFailure } from '../../functions/shared/adapters/sqs-batch.js';
+import { BACKGROUND_LANE, LANE_ATTRIBUTE, messageGroupIdOf } from '../../functions/shared/sync-queue.js';
 import { backoffDelayMs, sleepMs, type Backoff } from '../../functions/shared/backoff.js';
 
 const MAX_BATCH_ENTRIES = 10;
@@ -130,7 +133,16 @@ export interface EnqueueProgress {
   resent: number;
 }
 
+/**
+ * `users` (the default): users' ids, for the sync queue. `background`: a backfill, for the reconcile
+ * queue: each message carries `lane` = `background`, so the item sync draws it from the provider
+ * pace as the sweep (users' ids first).
+ */
+export type Lane = 'users' | 'background';
+
 export interface EnqueueOptions {
+  /** The lane the messages are sent in; default `users`. */
+  lane?: Lane;
   onProgress?: (progress: EnqueueProgress) => void;
   /** Attempts per entry (first send included) for refusals that may pass; default 5. */
   maxAttempts?: number;
@@ -184,8 +196,34 @@ export async function enqueueIds(
   return enqueueMessages(sqs, queueUrl, ids.map((id) => (connection === undefined ? { id } : { connection, id })), rest);
 }
 
+/** A backfill needs the reconcile queue, and the deployment has none. */
+export class NoReconcileQueueError extends Error {
+  override readonly name = 'NoReconcileQueueError';
+  constructor() {
+    super('a backfill goes to the reconcile queue, and this deployment has none (freshnessHours is 0); send the ids to the sync queue instead, without --backfill');
+  }
+}
+
 /**
- * Sends every message to the queue with SendMessageBatch (at most 10 entries a call). Validates
+ * A backfill: every message to the reconcile queue (`reconcileQueueUrl`; undefined when the
+ * deployment has none: NoReconcileQueueError, naming freshnessHours) in the background lane
+ * (`lane` = `background`), so that the item sync takes it with the reconcile queue's own
+ * containers and draws it from the pace as the sweep, after users' ids. Otherwise as enqueueMessages.
+ */
+export async function backfillMessages(
+  sqs: SQSClient,
+  reconcileQueueUrl: string | undefined,
+  messages: readonly EnqueueMessage[],
+  options: Omit<EnqueueOptions, 'lane'> = {},
+): Promise<EnqueueResult> {
+  if (reconcileQueueUrl === undefined) throw new NoReconcileQueueError();
+  return enqueueMessages(sqs, reconcileQueueUrl, messages, { ...options, lane: 'background' });
+}
+
+/**
+ * Sends every message to the queue with SendMessageBatch (at most 10 entries a call), each with its
+ * connection (`default` when it names none) as its MessageGroupId, and `lane` = `background` when
+ * `options.lane` says so. Validates
  * every id and connection first and throws InvalidIdsError, sending nothing, if any is invalid.
  * Entries refused with `SenderFault: false` (or in a call that failed in a way that may pass) are
  * re-sent up to `maxAttempts` times with backoff; the rest end in `failed`.
@@ -267,7 +305,15 @@ class EnqueueRun {
     const { result } = this;
     const { calls } = await sendMessageBatch(this.sqs, this.queueUrl, indexes, {
       // The entry Id is the message's position in the input: unique within a call, and maps back to it.
-      entry: (index) => ({ Id: String(index), MessageBody: messageBody(this.messages[index]!.id, this.messages[index]!.connection) }),
+      entry: (index) => {
+        const { id, connection } = this.messages[index]!;
+        return {
+          Id: String(index),
+          MessageBody: messageBody(id, connection),
+          MessageGroupId: messageGroupIdOf(connection ?? DEFAULT_CONNECTION),
+          ...(this.options.lane === 'background' ? { MessageAttributes: { [LANE_ATTRIBUTE]: { DataType: 'String', StringValue: BACKGROUND_LANE } } } : {}),
+        };
+      },
       attempts: this.maxAttempts,
       delayMs: (attempt) => backoffDelayMs(attempt, this.backoff, this.random),
       sleep: this.sleep,

@@ -1,6 +1,9 @@
 /**
- * SQS adapters of the item sync: the dead-letter sink (SendMessageBatch to DEAD_LETTER_QUEUE_URL)
- * and the visibility port (ChangeMessageVisibilityBatch on the source queue for rate-limited records).
+ * SQS adapters of the item sync: the dead-letter sink (SendMessageBatch to DEAD_LETTER_QUEUE_URL),
+ * the re-sends of waiting records (SendMessageBatch to the source queue) and the visibility port
+ * (ChangeMessageVisibilityBatch on the source queue for rate-limited records). What is sent carries
+ * the record's connection as its MessageGroupId (fair queues: shared/sync-queue.ts), when its body
+ * named one that could be read.
  *
  * The source queue's URL is asked of SQS (GetQueueUrl with the name and account from the record's
  * eventSourceARN), once per queue per container, rather than built from the ARN: the answer comes
@@ -9,7 +12,7 @@
  */
 import { ChangeMessageVisibilityBatchCommand, GetQueueUrlCommand, type SendMessageBatchRequestEntry, type SQSClient } from '@aws-sdk/client-sqs';
 import { resendPolicy, sendMessageBatch, type EntryFailure, type ResendOptions, type ResendPolicy } from '../../shared/adapters/sqs-batch.js';
-import { RECONCILE_PASS_ATTRIBUTE } from '../../shared/sync-queue.js';
+import { BACKGROUND_LANE, LANE_ATTRIBUTE, messageGroupIdOf, RECONCILE_PASS_ATTRIBUTE } from '../../shared/sync-queue.js';
 import type { DeadLetter, DeadLetterSink, MessageRequeue, MessageVisibility, PostponeRequest, RequeueRequest } from '../ports.js';
 
 /** Entries per SendMessageBatch / ChangeMessageVisibilityBatch call (SQS's limit). */
@@ -59,6 +62,7 @@ function deadLetterEntry(letter: DeadLetter, id: string): SendMessageBatchReques
   return {
     Id: id,
     MessageBody: letter.body,
+    ...(letter.connection !== undefined ? { MessageGroupId: messageGroupIdOf(letter.connection) } : {}),
     MessageAttributes: {
       error: { DataType: 'String', StringValue: attributeText(letter.reason, MAX_REASON_CHARS) },
       sourceMessageId: { DataType: 'String', StringValue: letter.sourceMessageId },
@@ -130,7 +134,9 @@ async function byQueue<T extends { queueArn: string; messageId: string }>(
 /**
  * Sends a waiting record again to its own queue with DelaySeconds, and the message attribute
  * `postponements` (Number): a new message, with a fresh receive count, so that waiting never uses
- * up maxReceiveCount. Entries SQS refuses for a reason that may pass are sent again (bounded).
+ * up maxReceiveCount. A background record keeps its lane (`lane` = `background`) and a reconciler's
+ * its `reconcilePass`; each keeps its connection as its MessageGroupId. Entries SQS refuses for a
+ * reason that may pass are sent again (bounded).
  */
 export class SqsMessageRequeue implements MessageRequeue {
   private readonly resend: ResendPolicy;
@@ -152,11 +158,13 @@ export class SqsMessageRequeue implements MessageRequeue {
             Id: `m${position}`,
             MessageBody: request.body,
             DelaySeconds: request.delaySeconds,
+            ...(request.connection !== undefined ? { MessageGroupId: messageGroupIdOf(request.connection) } : {}),
             MessageAttributes: {
               [POSTPONEMENTS_ATTRIBUTE]: { DataType: 'Number', StringValue: String(request.postponements) },
               ...(request.reconcilePass !== undefined
                 ? { [RECONCILE_PASS_ATTRIBUTE]: { DataType: 'Number', StringValue: String(request.reconcilePass) } }
                 : {}),
+              ...(request.background === true ? { [LANE_ATTRIBUTE]: { DataType: 'String', StringValue: BACKGROUND_LANE } } : {}),
             },
           }),
           ...this.resend,
@@ -172,8 +180,8 @@ export class SqsMessageRequeue implements MessageRequeue {
 
 /** The message attribute that counts a message's postponements (the outage schedule grows with it). */
 export const POSTPONEMENTS_ATTRIBUTE = 'postponements';
-/** The message attribute the reconciler sets: the pass that sent the id (the sweep). One definition, shared with the reconciler. */
-export { RECONCILE_PASS_ATTRIBUTE };
+/** The message attributes the reconciler sets (the pass; the lane, which backfills set too). One definition, shared with the senders. */
+export { BACKGROUND_LANE, LANE_ATTRIBUTE, RECONCILE_PASS_ATTRIBUTE };
 
 export class SqsMessageVisibility implements MessageVisibility {
   constructor(

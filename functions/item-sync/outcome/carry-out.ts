@@ -32,18 +32,24 @@ export async function carryOut(
   ports: CarryOutPorts,
   policy: PostponePolicy,
 ): Promise<string[]> {
-  await sendDeadLetters(records, outcomes, ports);
-  await requeueWaiting(records, outcomes, ports, policy);
+  await sendDeadLetters(records, outcomes, messages, ports);
+  await requeueWaiting(records, outcomes, messages, ports, policy);
   await postpone(records, outcomes, ports);
   return settle(records, outcomes, messages, counts, ports.log);
 }
 
-async function sendDeadLetters(records: readonly SyncRecord[], outcomes: Map<string, Outcome>, ports: CarryOutPorts): Promise<void> {
+async function sendDeadLetters(
+  records: readonly SyncRecord[],
+  outcomes: Map<string, Outcome>,
+  messages: ReadonlyMap<string, SyncMessage>,
+  ports: CarryOutPorts,
+): Promise<void> {
   const letters: DeadLetter[] = [];
   for (const record of records) {
     const outcome = outcomes.get(record.messageId);
     if (outcome?.kind === 'dead') {
-      letters.push({ body: record.body, reason: outcome.reason, sourceMessageId: record.messageId });
+      const connection = messages.get(record.messageId)?.connection;
+      letters.push({ body: record.body, reason: outcome.reason, sourceMessageId: record.messageId, ...(connection !== undefined ? { connection } : {}) });
     }
   }
   if (letters.length === 0) return;
@@ -56,10 +62,14 @@ async function sendDeadLetters(records: readonly SyncRecord[], outcomes: Map<str
   }
 }
 
-/** Sends every waiting record again, delayed; one that cannot be sent is retried instead (never dropped). */
+/**
+ * Sends every waiting record again, delayed, in its lane and with its connection (the message's
+ * group); one that cannot be sent is retried instead (never dropped).
+ */
 async function requeueWaiting(
   records: readonly SyncRecord[],
   outcomes: Map<string, Outcome>,
+  messages: ReadonlyMap<string, SyncMessage>,
   ports: CarryOutPorts,
   policy: PostponePolicy,
 ): Promise<void> {
@@ -68,6 +78,7 @@ async function requeueWaiting(
     const outcome = outcomes.get(record.messageId);
     if (outcome?.kind !== 'later') continue;
     const postponements = record.postponements ?? 0;
+    const connection = messages.get(record.messageId)?.connection;
     requests.push({
       messageId: record.messageId,
       body: record.body,
@@ -75,6 +86,8 @@ async function requeueWaiting(
       delaySeconds: postponeDelaySeconds(outcome.wait, postponements, policy, ports.random),
       postponements: postponements + 1,
       ...(record.reconcilePass !== undefined ? { reconcilePass: record.reconcilePass } : {}),
+      ...(record.background === true ? { background: true } : {}),
+      ...(connection !== undefined ? { connection } : {}),
     });
   }
   if (requests.length === 0) return;

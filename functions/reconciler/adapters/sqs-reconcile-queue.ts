@@ -2,8 +2,10 @@
  * The reconcile queue (RECONCILE_QUEUE_URL) as the ReconcileQueue port: its backlog from
  * GetQueueAttributes (visible + in flight + delayed), and the keys of a page as SendMessageBatch
  * calls of 10, a few in flight at once. Each message is `{"connection": "<connection>", "id":
- * "<id>"}` (the item sync's message body) with the Number attribute `reconcilePass`, which tells
- * the item sync that the record is the sweep's.
+ * "<id>"}` (the item sync's message body) with the Number attribute `reconcilePass` (the pass) and
+ * the String attribute `lane` = `background`, which tells the item sync that the record is the
+ * background lane's (the pace's sweep), and the connection as its MessageGroupId (fair queues: a
+ * backfill of one connection on the same queue does not hold up the others' ids).
  *
  * An entry SQS refuses for a reason that may pass (or a call that fails) is sent again, a bounded
  * number of times; what still is not sent makes `send` throw, so the page is not advanced past and
@@ -13,11 +15,11 @@
 import { GetQueueAttributesCommand, type SQSClient } from '@aws-sdk/client-sqs';
 import { resendPolicy, sendMessageBatch, type EntryFailure, type ResendOptions, type ResendPolicy } from '../../shared/adapters/sqs-batch.js';
 import { TransientError } from '../../shared/errors.js';
-import { RECONCILE_PASS_ATTRIBUTE } from '../../shared/sync-queue.js';
+import { BACKGROUND_LANE, LANE_ATTRIBUTE, messageGroupIdOf, RECONCILE_PASS_ATTRIBUTE } from '../../shared/sync-queue.js';
 import type { ItemKey, ReconcileQueue, SendResult } from '../ports.js';
 
-/** The message attribute that carries the pass number (Number): the one the item sync reads. */
-export { RECONCILE_PASS_ATTRIBUTE };
+/** The message attributes: the pass number (Number) and the lane (String): the ones the item sync reads. */
+export { BACKGROUND_LANE, LANE_ATTRIBUTE, RECONCILE_PASS_ATTRIBUTE };
 
 /** SQS's limit of entries per SendMessageBatch. */
 const BATCH_ENTRIES = 10;
@@ -69,7 +71,11 @@ export class SqsReconcileQueue implements ReconcileQueue {
           entry: ({ connection, id }, position) => ({
             Id: `m${position}`,
             MessageBody: JSON.stringify({ connection, id }),
-            MessageAttributes: { [RECONCILE_PASS_ATTRIBUTE]: { DataType: 'Number', StringValue: String(pass) } },
+            MessageGroupId: messageGroupIdOf(connection),
+            MessageAttributes: {
+              [RECONCILE_PASS_ATTRIBUTE]: { DataType: 'Number', StringValue: String(pass) },
+              [LANE_ATTRIBUTE]: { DataType: 'String', StringValue: BACKGROUND_LANE },
+            },
           }),
           ...this.resend,
           onCallError: () => 'retry',

@@ -418,6 +418,30 @@ describe('SQS adapters', () => {
     expect(failed).toEqual([{ sourceMessageId: 'p', error: 'InvalidMessageContents: bad' }]);
   });
 
+  it('sends a dead letter in its connection’s message group when its body named one, without a group otherwise', async () => {
+    sqs.on(SendMessageBatchCommand).callsFake((input: { Entries: Array<{ Id: string }> }) => ({
+      Successful: input.Entries.map((e) => ({ Id: e.Id, MessageId: 'x', MD5OfMessageBody: 'x' })),
+    }));
+    const sink = new SqsDeadLetterSink(new SQSClient({ region: 'eu-west-1' }), 'https://dlq');
+    expect(await sink.send([{ body: '{"connection":"acme","id":"a"}', reason: 'r1', sourceMessageId: 's1', connection: 'acme' }, { body: '{bad', reason: 'r2', sourceMessageId: 's2' }])).toEqual([]);
+    expect(sqs).toReceiveCommandWith(SendMessageBatchCommand, {
+      QueueUrl: 'https://dlq',
+      Entries: [
+        {
+          Id: 'm0',
+          MessageBody: '{"connection":"acme","id":"a"}',
+          MessageGroupId: 'acme',
+          MessageAttributes: { error: { DataType: 'String', StringValue: 'r1' }, sourceMessageId: { DataType: 'String', StringValue: 's1' } },
+        },
+        {
+          Id: 'm1',
+          MessageBody: '{bad',
+          MessageAttributes: { error: { DataType: 'String', StringValue: 'r2' }, sourceMessageId: { DataType: 'String', StringValue: 's2' } },
+        },
+      ],
+    });
+  });
+
   it('re-sends dead letters SQS refused for a reason that may pass, the same entry again, a bounded number of times', async () => {
     let call = 0;
     sqs.on(SendMessageBatchCommand).callsFake((input: { Entries: Array<{ Id: string; MessageBody: string }> }) => {

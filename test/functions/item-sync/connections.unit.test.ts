@@ -40,6 +40,7 @@ function onlyWith(token: string, id: string, revision = 1) {
 const deadLetters = () =>
   entriesTo(DLQ_URL).map((entry) => ({
     body: entry.MessageBody,
+    group: entry.MessageGroupId,
     error: (entry.MessageAttributes!['error'] as { StringValue: string }).StringValue,
     sourceMessageId: (entry.MessageAttributes!['sourceMessageId'] as { StringValue: string }).StringValue,
   }));
@@ -77,12 +78,13 @@ describe('one gate per connection of a batch', () => {
       [{ S: 'default' }, { S: 'd' }],
     ]);
     expect(entriesTo(QUEUE_URL)).toEqual([
-      { Id: 'm0', MessageBody: bodies[1], DelaySeconds: 300, MessageAttributes: { postponements: { DataType: 'Number', StringValue: '1' } } },
-      { Id: 'm1', MessageBody: bodies[4], DelaySeconds: 300, MessageAttributes: { postponements: { DataType: 'Number', StringValue: '1' } } },
+      // Each in its connection's message group (fair queues).
+      { Id: 'm0', MessageBody: bodies[1], DelaySeconds: 300, MessageGroupId: 'paused-co', MessageAttributes: { postponements: { DataType: 'Number', StringValue: '1' } } },
+      { Id: 'm1', MessageBody: bodies[4], DelaySeconds: 300, MessageGroupId: 'paused-co', MessageAttributes: { postponements: { DataType: 'Number', StringValue: '1' } } },
     ]);
     expect(deadLetters()).toEqual([
-      { body: bodies[2], error: 'connection "gone-co" was removed', sourceMessageId: 'm3' },
-      { body: bodies[3], error: 'unknown connection "nobody"', sourceMessageId: 'm4' },
+      { body: bodies[2], group: 'gone-co', error: 'connection "gone-co" was removed', sourceMessageId: 'm3' },
+      { body: bodies[3], group: 'nobody', error: 'unknown connection "nobody"', sourceMessageId: 'm4' },
     ]);
     expect(metrics).toMatchObject({ ItemsCreated: 2, ItemsFetched: 2, RecordsPostponed: 2, RecordsDeadLettered: 2, RecordsRetried: 0 });
     expect(logs.find((line) => line['message'] === 'record postponed')).toMatchObject({
@@ -112,6 +114,7 @@ describe('one gate per connection of a batch', () => {
         Id: 'm0',
         MessageBody: '{"connection":"slow","id":"x"}',
         DelaySeconds: delay,
+        MessageGroupId: 'slow',
         MessageAttributes: { postponements: { DataType: 'Number', StringValue: '7' } },
       },
     ]);
@@ -137,10 +140,11 @@ describe('one gate per connection of a batch', () => {
 
     expect(result).toEqual({ batchItemFailures: [] });
     expect(harness.connections.opened()).toEqual([]);
-    expect(deadLetters()).toEqual([
-      { body: bodies[0], error: 'the connection id may hold only the characters A-Z a-z 0-9 . _ -', sourceMessageId: 'm1' },
-      { body: bodies[1], error: 'the connection is number, not a string', sourceMessageId: 'm2' },
-      { body: bodies[2], error: 'the connection id is empty', sourceMessageId: 'm3' },
+    // No valid connection: no message group.
+    expect(deadLetters()).toStrictEqual([
+      { body: bodies[0], group: undefined, error: 'the connection id may hold only the characters A-Z a-z 0-9 . _ -', sourceMessageId: 'm1' },
+      { body: bodies[1], group: undefined, error: 'the connection is number, not a string', sourceMessageId: 'm2' },
+      { body: bodies[2], group: undefined, error: 'the connection id is empty', sourceMessageId: 'm3' },
     ]);
   });
 });
@@ -232,6 +236,7 @@ describe('a refused token (401)', () => {
         Id: 'm0',
         MessageBody: '{"connection":"acme","id":"a"}',
         DelaySeconds: 300,
+        MessageGroupId: 'acme',
         MessageAttributes: { postponements: { DataType: 'Number', StringValue: '1' } },
       },
     ]);
@@ -248,7 +253,7 @@ describe('a refused token (401)', () => {
     const provider = new ScriptedProvider().on('a', providerError('unauthorized', 401));
     await run(build(provider), ['{"connection":"acme","id":"a"}']);
 
-    expect(deadLetters()).toEqual([{ body: '{"connection":"acme","id":"a"}', error: 'connection "acme" was removed', sourceMessageId: 'm1' }]);
+    expect(deadLetters()).toEqual([{ body: '{"connection":"acme","id":"a"}', group: 'acme', error: 'connection "acme" was removed', sourceMessageId: 'm1' }]);
   });
 
   it('the other token refused too: the record is retried (a failure), with a reason that says so', async () => {

@@ -279,6 +279,8 @@ describe('dead letters', () => {
     const sent = sqs.commandCalls(SendMessageBatchCommand).flatMap((call) => call.args[0].input.Entries ?? []);
     expect(sent.map((entry) => entry.MessageBody)).toEqual(bad);
     for (const [index, entry] of sent.entries()) {
+      // No connection could be read from the body: no message group.
+      expect(entry.MessageGroupId).toBeUndefined();
       expect(entry.MessageAttributes?.['sourceMessageId']).toEqual({ DataType: 'String', StringValue: `m${index + 1}` });
       expect(entry.MessageAttributes?.['error']?.DataType).toBe('String');
       expect(entry.MessageAttributes?.['error']?.StringValue).toMatch(/\w+ \w+/);
@@ -323,6 +325,7 @@ describe('dead letters', () => {
         {
           Id: 'm0',
           MessageBody: '{"id":"x"}',
+          MessageGroupId: 'default',
           MessageAttributes: {
             error: { DataType: 'String', StringValue: expect.stringMatching(reason) },
             sourceMessageId: { DataType: 'String', StringValue: 'm1' },

@@ -17,7 +17,7 @@ import {
 import { PaceMap } from '../../../functions/item-sync/app.js';
 import { ProviderPace } from '../../../functions/shared/provider/pace/provider-pace.js';
 import { QUEUE_URL, ScriptedProvider, item } from './helpers.js';
-import { NOW, build, ddb, harness, run, sqs, useHarness } from './unit-harness.js';
+import { NOW, build, ddb, harness, run, runRecords, sqs, useHarness } from './unit-harness.js';
 
 useHarness();
 
@@ -101,7 +101,7 @@ describe('the sweep (records the reconciler sent, message attribute reconcilePas
     expect(userStore.state).toMatchObject({ tokens: -60, sweepTokens: 200 });
   });
 
-  it('sends a sweep record that gets no slot in this invocation again with postponements and reconcilePass', async () => {
+  it('sends a sweep record that gets no slot in this invocation again with postponements, reconcilePass and its lane, in its connection’s group', async () => {
     // Users at the largest debt (500 tokens at 1000/s): the sweep's next try is after the invocation's last useful slot.
     const paceStore = await paceRow({ tokens: -500 });
     const provider = new ScriptedProvider().on('a', item('a', 1));
@@ -117,9 +117,12 @@ describe('the sweep (records the reconciler sent, message attribute reconcilePas
             Id: 'm0',
             MessageBody: 'a',
             DelaySeconds: 1,
+            MessageGroupId: 'default',
             MessageAttributes: {
               postponements: { DataType: 'Number', StringValue: '2' },
               reconcilePass: { DataType: 'Number', StringValue: '4' },
+              // Sent before the lane existed: it is the background lane's, and says so from now on.
+              lane: { DataType: 'String', StringValue: 'background' },
             },
           },
         ],
@@ -143,10 +146,69 @@ describe('the sweep (records the reconciler sent, message attribute reconcilePas
       sqs.resetHistory();
       await runWithAttributes(build(new ScriptedProvider(), { paceStore: opened }), ['b'], { reconcilePass: value });
       expect(sqs.commandCalls(SendMessageBatchCommand).map((call) => call.args[0].input.Entries)).toEqual([
-        [{ Id: 'm0', MessageBody: 'b', DelaySeconds: 5, MessageAttributes: { postponements: { DataType: 'Number', StringValue: '1' } } }],
+        [{ Id: 'm0', MessageBody: 'b', DelaySeconds: 5, MessageGroupId: 'default', MessageAttributes: { postponements: { DataType: 'Number', StringValue: '1' } } }],
       ]);
     },
   );
+});
+
+describe('the background lane (message attribute lane = background: backfills and the reconciler)', () => {
+  const background = { lane: { type: 'String', value: 'background' } } as const;
+
+  it('draws a backfill record (lane, no reconcilePass) as the sweep', async () => {
+    harness.connections.add('acme', { tokens: ['at-acme-1'] });
+    const store = new MemoryPaceStore();
+    const provider = new ScriptedProvider().on('a', item('a', 1));
+    const { result } = await runRecords(build(provider, { paceStore: store }), [{ body: '{"connection":"acme","id":"a"}', attributes: background }]);
+    expect(result).toEqual({ batchItemFailures: [] });
+    expect(provider.calls).toHaveLength(1);
+    expect(store.state).toMatchObject({ tokens: 190, sweepTokens: 190 });
+  });
+
+  it.each([['users'], ['Background'], ['']])('takes any other lane (%j) as users’', async (lane) => {
+    const store = new MemoryPaceStore();
+    await runRecords(build(new ScriptedProvider().on('a', item('a', 1)), { paceStore: store }), [{ body: 'a', attributes: { lane: { type: 'String', value: lane } } }]);
+    expect(store.state).toMatchObject({ tokens: 190, sweepTokens: 200 });
+  });
+
+  it('takes a batch with one users’ record among background ones as users’: users never wait behind the sweep', async () => {
+    const store = new MemoryPaceStore();
+    const provider = new ScriptedProvider().on('a', item('a', 1)).on('b', item('b', 1));
+    await runRecords(build(provider, { paceStore: store }), [{ body: 'a', attributes: background }, { body: 'b' }]);
+    expect(provider.calls).toHaveLength(2);
+    expect(store.state).toMatchObject({ tokens: 190, sweepTokens: 200 });
+  });
+
+  it('sends a waiting backfill record again in the background lane and its connection’s group, without reconcilePass', async () => {
+    harness.connections.add('acme', { tokens: ['at-acme-1'] });
+    // Users at the largest debt: the sweep's next try is after the invocation's last useful slot.
+    const paceStore = await paceRow({ tokens: -500 });
+    const provider = new ScriptedProvider().on('a', item('a', 1));
+    const { result } = await runRecords(
+      build(provider, { paceStore }),
+      [{ body: '{"connection":"acme","id":"a"}', attributes: { ...background, postponements: { type: 'Number', value: '2' } } }],
+      2_000,
+    );
+    expect(result).toEqual({ batchItemFailures: [] });
+    expect(provider.calls).toHaveLength(0);
+    expect(sqs.commandCalls(SendMessageBatchCommand).map((call) => call.args[0].input)).toEqual([
+      {
+        QueueUrl: QUEUE_URL,
+        Entries: [
+          {
+            Id: 'm0',
+            MessageBody: '{"connection":"acme","id":"a"}',
+            DelaySeconds: 1,
+            MessageGroupId: 'acme',
+            MessageAttributes: {
+              postponements: { DataType: 'Number', StringValue: '3' },
+              lane: { DataType: 'String', StringValue: 'background' },
+            },
+          },
+        ],
+      },
+    ]);
+  });
 });
 
 describe('an open breaker, no probe due in this container', () => {
@@ -174,13 +236,17 @@ describe('an open breaker, no probe due in this container', () => {
     expect(batchGets()).toBe(1);
     expect(provider.calls).toHaveLength(0);
     expect(paceStore.reads).toBe(reads);
-    const waiting = { postponements: { DataType: 'Number', StringValue: '3' }, reconcilePass: { DataType: 'Number', StringValue: '7' } };
+    const waiting = {
+      postponements: { DataType: 'Number', StringValue: '3' },
+      reconcilePass: { DataType: 'Number', StringValue: '7' },
+      lane: { DataType: 'String', StringValue: 'background' },
+    };
     expect(sent()).toEqual([
       {
         QueueUrl: QUEUE_URL,
         Entries: [
-          { Id: 'm0', MessageBody: 'a', DelaySeconds: 20, MessageAttributes: waiting },
-          { Id: 'm1', MessageBody: 'b', DelaySeconds: 20, MessageAttributes: waiting },
+          { Id: 'm0', MessageBody: 'a', DelaySeconds: 20, MessageGroupId: 'default', MessageAttributes: waiting },
+          { Id: 'm1', MessageBody: 'b', DelaySeconds: 20, MessageGroupId: 'default', MessageAttributes: waiting },
         ],
       },
     ]);
@@ -199,7 +265,7 @@ describe('an open breaker, no probe due in this container', () => {
     expect(sent()).toEqual([
       {
         QueueUrl: QUEUE_URL,
-        Entries: [{ Id: 'm0', MessageBody: 'a', DelaySeconds: 5, MessageAttributes: { postponements: { DataType: 'Number', StringValue: '1' } } }],
+        Entries: [{ Id: 'm0', MessageBody: 'a', DelaySeconds: 5, MessageGroupId: 'default', MessageAttributes: { postponements: { DataType: 'Number', StringValue: '1' } } }],
       },
     ]);
     expect(third.metrics).toMatchObject({ RecordsPostponed: 1, BreakerOpen: 1 });

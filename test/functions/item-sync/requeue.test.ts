@@ -12,7 +12,14 @@ import {
   SQSClient,
   type SendMessageBatchCommandInput,
 } from '@aws-sdk/client-sqs';
-import { POSTPONEMENTS_ATTRIBUTE, QueueUrls, RECONCILE_PASS_ATTRIBUTE, SqsMessageRequeue } from '../../../functions/item-sync/adapters/sqs.js';
+import {
+  BACKGROUND_LANE,
+  LANE_ATTRIBUTE,
+  POSTPONEMENTS_ATTRIBUTE,
+  QueueUrls,
+  RECONCILE_PASS_ATTRIBUTE,
+  SqsMessageRequeue,
+} from '../../../functions/item-sync/adapters/sqs.js';
 import type { RequeueRequest } from '../../../functions/item-sync/ports.js';
 import { QUEUE_ARN, QUEUE_URL } from './helpers.js';
 
@@ -252,6 +259,42 @@ describe('SqsMessageRequeue, a sweep record (reconcilePass)', () => {
               reconcilePass: { DataType: 'Number', StringValue: '0' },
             },
           },
+        ],
+      },
+    ]);
+  });
+});
+
+describe('SqsMessageRequeue, lanes and message groups', () => {
+  it('keeps a background record in its lane (lane = background) and sends every record in its connection’s message group', async () => {
+    answer(() => undefined);
+
+    const failed = await requeue().requeue([
+      request(1, { body: '{"connection":"acme","id":"item-1"}', connection: 'acme', background: true }),
+      request(2, { body: '{"connection":"acme","id":"item-2"}', connection: 'acme', background: true, reconcilePass: 3 }),
+      request(3, { connection: 'default' }),
+      request(4),
+    ]);
+
+    expect(failed).toEqual([]);
+    expect([LANE_ATTRIBUTE, BACKGROUND_LANE]).toEqual(['lane', 'background']);
+    const postponed = { postponements: { DataType: 'Number', StringValue: '1' } };
+    const lane = { lane: { DataType: 'String', StringValue: 'background' } };
+    expect(sqs.commandCalls(SendMessageBatchCommand).map((call) => call.args[0].input)).toEqual([
+      {
+        QueueUrl: QUEUE_URL,
+        Entries: [
+          { Id: 'm0', MessageBody: '{"connection":"acme","id":"item-1"}', DelaySeconds: 15, MessageGroupId: 'acme', MessageAttributes: { ...postponed, ...lane } },
+          {
+            Id: 'm1',
+            MessageBody: '{"connection":"acme","id":"item-2"}',
+            DelaySeconds: 15,
+            MessageGroupId: 'acme',
+            MessageAttributes: { ...postponed, reconcilePass: { DataType: 'Number', StringValue: '3' }, ...lane },
+          },
+          { Id: 'm2', MessageBody: '{"id":"item-3"}', DelaySeconds: 15, MessageGroupId: 'default', MessageAttributes: postponed },
+          // A request that names no connection (none could be read): no group.
+          { Id: 'm3', MessageBody: '{"id":"item-4"}', DelaySeconds: 15, MessageAttributes: postponed },
         ],
       },
     ]);

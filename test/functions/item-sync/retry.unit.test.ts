@@ -74,6 +74,7 @@ describe('retry later', () => {
         Id: `m${n}`,
         MessageBody: body,
         DelaySeconds: 5,
+        MessageGroupId: 'default',
         MessageAttributes: { postponements: { DataType: 'Number', StringValue: '1' } },
       })),
     });
@@ -100,6 +101,7 @@ describe('retry later', () => {
           Id: 'm0',
           MessageBody: 'slow',
           DelaySeconds: 120,
+          MessageGroupId: 'default',
           MessageAttributes: { postponements: { DataType: 'Number', StringValue: '1' } },
         },
       ],

@@ -383,7 +383,7 @@ describe('item sync against the provider simulator and dynalite', () => {
     expect(failed(result)).toEqual([]);
     expect(sqs).toReceiveCommandWith(SendMessageBatchCommand, {
       QueueUrl: QUEUE_URL,
-      Entries: [{ Id: 'm0', MessageBody: 'limited', DelaySeconds: 90, MessageAttributes: { postponements: { DataType: 'Number', StringValue: '1' } } }],
+      Entries: [{ Id: 'm0', MessageBody: 'limited', DelaySeconds: 90, MessageGroupId: 'default', MessageAttributes: { postponements: { DataType: 'Number', StringValue: '1' } } }],
     });
     expect(sqs).not.toHaveReceivedCommand(ChangeMessageVisibilityBatchCommand);
     expect(metrics).toMatchObject({ RecordsPostponed: 1, ProviderRateLimited: 1 });

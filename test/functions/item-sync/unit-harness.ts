@@ -195,10 +195,30 @@ export async function run(handler: ReturnType<typeof build>, bodies: string[], r
   return { result: result!, output, metrics: metricsIn(output), logs: logLines(output) };
 }
 
+/** Runs a batch whose records carry their own message attributes (String or Number), e.g. a batch that mixes lanes. */
+export async function runRecords(
+  handler: ReturnType<typeof build>,
+  records: Array<{ body: string; attributes?: Record<string, { type: 'String' | 'Number'; value: string }> }>,
+  remainingMs = 60_000,
+) {
+  const event = sqsEvent(records.map((record) => record.body));
+  for (const [index, record] of event.Records.entries()) {
+    record.messageAttributes = Object.fromEntries(
+      Object.entries(records[index]!.attributes ?? {}).map(([name, { type, value }]) => [
+        name,
+        { dataType: type, stringValue: value, stringListValues: [], binaryListValues: [] },
+      ]),
+    );
+  }
+  const { result, error, output } = await captureOutput(() => handler(event, lambdaContext(remainingMs)));
+  if (error) throw error;
+  return { result: result!, output, metrics: metricsIn(output), logs: logLines(output) };
+}
+
 export const marshalled = (value: Record<string, unknown>) => expect.objectContaining(value);
 
 /** Entries sent to a queue (SendMessageBatch), flattened. */
-export function entriesTo(queueUrl: string): Array<{ MessageBody?: string; DelaySeconds?: number; MessageAttributes?: Record<string, unknown> }> {
+export function entriesTo(queueUrl: string): Array<{ MessageBody?: string; DelaySeconds?: number; MessageGroupId?: string; MessageAttributes?: Record<string, unknown> }> {
   return sqs
     .commandCalls(SendMessageBatchCommand)
     .filter((call) => call.args[0].input.QueueUrl === queueUrl)

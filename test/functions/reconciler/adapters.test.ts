@@ -16,8 +16,12 @@ import {
 import { GetQueueAttributesCommand, SendMessageBatchCommand, SQSClient, type SendMessageBatchRequestEntry } from '@aws-sdk/client-sqs';
 import { DynamoDbCursorStore, fromRow, RECONCILE_CURSOR_KEY, toRow } from '../../../functions/reconciler/adapters/dynamodb-cursor-store.js';
 import { DynamoDbItemIds } from '../../../functions/reconciler/adapters/dynamodb-item-ids.js';
-import { RECONCILE_PASS_ATTRIBUTE, SqsReconcileQueue } from '../../../functions/reconciler/adapters/sqs-reconcile-queue.js';
-import { RECONCILE_PASS_ATTRIBUTE as SYNC_READS_RECONCILE_PASS } from '../../../functions/item-sync/adapters/sqs.js';
+import { BACKGROUND_LANE, LANE_ATTRIBUTE, RECONCILE_PASS_ATTRIBUTE, SqsReconcileQueue } from '../../../functions/reconciler/adapters/sqs-reconcile-queue.js';
+import {
+  BACKGROUND_LANE as SYNC_READS_BACKGROUND,
+  LANE_ATTRIBUTE as SYNC_READS_LANE,
+  RECONCILE_PASS_ATTRIBUTE as SYNC_READS_RECONCILE_PASS,
+} from '../../../functions/item-sync/adapters/sqs.js';
 import { parseMessageBody } from '../../../functions/item-sync/message.js';
 import type { Cursor } from '../../../functions/reconciler/ports.js';
 import { TransientError } from '../../../functions/shared/errors.js';
@@ -237,10 +241,12 @@ describe('SqsReconcileQueue', () => {
     ]);
   });
 
-  it('sends {"connection", "id"} bodies (the item sync reads them back) with the Number attribute reconcilePass, ten to a SendMessageBatch', async () => {
-    // The attribute the item sync reads to tell a sweep record from a user's id.
+  it('sends {"connection", "id"} bodies (the item sync reads them back) with reconcilePass and lane = background, each in its connection’s message group, ten to a SendMessageBatch', async () => {
+    // The attributes the item sync reads to tell a background record from a user's id.
     expect(RECONCILE_PASS_ATTRIBUTE).toBe('reconcilePass');
     expect(SYNC_READS_RECONCILE_PASS).toBe(RECONCILE_PASS_ATTRIBUTE);
+    expect([LANE_ATTRIBUTE, BACKGROUND_LANE]).toEqual(['lane', 'background']);
+    expect([SYNC_READS_LANE, SYNC_READS_BACKGROUND]).toEqual([LANE_ATTRIBUTE, BACKGROUND_LANE]);
     sqs.on(SendMessageBatchCommand).callsFake(ok);
     const keys = Array.from({ length: 23 }, (_, index) => ({ connection: index % 2 ? 'acme' : 'default', id: `id-${index}` }));
     keys[5] = { connection: 'acme', id: 'fld "quoted" é/..\\' };
@@ -251,7 +257,11 @@ describe('SqsReconcileQueue', () => {
       Entries: keys.slice(start, start + 10).map(({ connection, id }, position) => ({
         Id: `m${position}`,
         MessageBody: JSON.stringify({ connection, id }),
-        MessageAttributes: { reconcilePass: { DataType: 'Number', StringValue: '12' } },
+        MessageGroupId: connection,
+        MessageAttributes: {
+          reconcilePass: { DataType: 'Number', StringValue: '12' },
+          lane: { DataType: 'String', StringValue: 'background' },
+        },
       })),
     })));
     expect(entries()[0]!.Entries![1]!.MessageBody).toBe('{"connection":"acme","id":"id-1"}');

@@ -144,10 +144,12 @@ export class FakeQueue implements ReconcileQueue {
   backlogReads = 0;
   /** The largest backlog there ever was (sent − taken). */
   maxBacklog = 0;
+  /** Messages others sent to the queue and the sync has not taken yet (a backfill). */
+  others = 0;
 
   async backlog(): Promise<number> {
     this.backlogReads += 1;
-    return this.sent.length - this.taken;
+    return this.sent.length - this.taken + this.others;
   }
 
   async send(keys: readonly ItemKey[], pass: number): Promise<SendResult> {

@@ -172,7 +172,7 @@ describe('the reconciler handler on dynalite and the SQS emulator', () => {
   const context = () => createContext('content-sync-reconciler', LOCAL_REGION, 60_000);
   const messages = () => emulator.sqs.peek(queueUrl);
 
-  it('a tick sends every id once with reconcilePass, writes the cursor once per page only, ends the pass and publishes its metrics', async () => {
+  it('a tick sends every id once with reconcilePass and lane = background, in its connection’s message group, writes the cursor once per page only, ends the pass and publishes its metrics', async () => {
     const handler = build({ RECONCILE_SEGMENTS: '4' });
     const before = dynamo.operations.length;
     const { result, error, output } = await captureOutput(() => handler({ trigger: 'schedule', worker: 0, workers: 1 }, context()));
@@ -182,7 +182,13 @@ describe('the reconciler handler on dynalite and the SQS emulator', () => {
     const sent = messages();
     expect(sent.map((message) => label(message.body)).sort()).toEqual([...ids].sort());
     for (const message of sent) expect(Object.keys(JSON.parse(message.body))).toEqual(['connection', 'id']);
-    for (const message of sent) expect(message.messageAttributes).toEqual({ reconcilePass: { DataType: 'Number', StringValue: '1' } });
+    for (const message of sent) {
+      expect(message.messageAttributes).toEqual({
+        reconcilePass: { DataType: 'Number', StringValue: '1' },
+        lane: { DataType: 'String', StringValue: 'background' },
+      });
+      expect(message.messageGroupId).toBe(JSON.parse(message.body).connection);
+    }
 
     const operations = dynamo.operations.slice(before);
     const scans = operations.filter((op) => op === 'Scan').length;

@@ -428,6 +428,25 @@ describe('the projection', () => {
     expect(report.projectedPassSeconds!).toBeGreaterThan(1_000 * 3600);
   });
 
+  it('a backfill on the queue (a backlog above the high-water mark): the tick sends nothing and projects nothing, then goes on', async () => {
+    const w = world(idList(1_000));
+    w.ids.count = 5_000;
+    await tick(w, { highWater: 100 });
+    w.queue.take(100);
+    w.queue.others = 5_000; // npm run enqueue -- --backfill: the sweep's lane, not this pass's ids
+    w.clock.ms = T0 + 20 * 60_000;
+    const during = await tick(w, { highWater: 100 });
+    expect(during).toMatchObject({ state: 'running', enqueued: 0, passIds: 100, backlog: 5_000 });
+    // sent − backlog would say the sync took nothing of the pass: no W rather than a wrong one.
+    expect(during.projectedPassSeconds).toBeUndefined();
+
+    w.queue.others = 0; // the backfill is done
+    w.clock.ms = T0 + 30 * 60_000;
+    const after = await tick(w, { highWater: 100 });
+    expect(after).toMatchObject({ state: 'running', enqueued: 100, passIds: 200, backlog: 100 });
+    expect(after.projectedPassSeconds).toBe(Math.round((5_000 / (100 / 1805)) * 10) / 10);
+  });
+
   it('once the pass ended: its length, published as the pass length by the tick that ended it only', async () => {
     // 45 ids in pages of 10: a tick sends 20, the sync takes them, …; the fifth page (5 ids) is the last.
     const ids = idList(45);
