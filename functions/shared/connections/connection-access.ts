@@ -32,9 +32,13 @@
  *   busy (another holds the lease) → wait 5 s while the holder may still be at work (within the
  *   provider time-out plus the margin since it took the lease), then until the lease ends, at most
  *   60 s (a holder that died does not requeue the items every 5 s for the lease's 5 minutes);
- *   refused → wait `connectionWaitSeconds` (the refresh core logs the status change); failed → wait 30 s, doubling with each failure in a row
- *   up to 120 s, and this container tries no other refresh of the connection meanwhile (a long
- *   outage costs a connection at most one getToken every 2 minutes per container).
+ *   refused → wait `connectionWaitSeconds` (the refresh core logs the status change); failed → wait
+ *   30 s, and this container tries no other refresh of the connection meanwhile; a failure that is
+ *   an answer (a malformed token, a 404, a result not stored) doubles the wait with each in a row,
+ *   up to 120 s (a connection whose getToken keeps failing so costs at most one every 2 minutes per
+ *   container). A failed call (5xx, time-out) does not double it: an outage is the token pace's
+ *   breaker's to hold back (one probe every 20 s for everyone), and the first success after it
+ *   must not find containers holding their connections back for minutes.
  * - lastUsedAt is written (best effort) at most once per half refresh interval per connection per
  *   container, and only over a row's lastUsedAt older than that: the refresher keeps connections in
  *   use refreshed.
@@ -51,7 +55,7 @@ export const BUSY_WAIT_SECONDS = 5;
 export const MAX_BUSY_WAIT_SECONDS = 60;
 /** How long the items wait after a refresh failed in a way that may pass. */
 export const FAILED_WAIT_SECONDS = 30;
-/** The longest of those waits: the wait doubles with each failure in a row, up to it. */
+/** The longest of those waits: the wait after a failure that is an answer doubles with each in a row, up to it. */
 export const MAX_FAILED_WAIT_SECONDS = 120;
 /** A rejected token issued less than this long ago is not refreshed again; the items wait this long. */
 export const FRESH_REFUSAL_SECONDS = 60;
@@ -278,7 +282,7 @@ export class CachedConnectionAccess implements ConnectionAccess {
         log.warn('refreshing the access token failed', { connection, reason: result.reason });
         this.entries.delete(connection);
         const failures = (this.failedUntil.get(connection)?.failures ?? 0) + 1;
-        const seconds = Math.min(FAILED_WAIT_SECONDS * 2 ** (failures - 1), MAX_FAILED_WAIT_SECONDS);
+        const seconds = result.transient ? FAILED_WAIT_SECONDS : Math.min(FAILED_WAIT_SECONDS * 2 ** (failures - 1), MAX_FAILED_WAIT_SECONDS);
         this.failedUntil.set(connection, { until: this.now() + seconds * 1000, reason: result.reason, failures });
         return { kind: 'wait', reason: `connection "${connection}": refreshing its access token failed (${result.reason})`, seconds };
       case 'paced': {

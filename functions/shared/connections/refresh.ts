@@ -106,8 +106,12 @@ export type RefreshResult =
   | { kind: 'busy'; connection: string; until: number }
   /** The provider refused the refresh token: the connection is `failing` (`previousStatus` says whether it was before). */
   | { kind: 'refused'; connection: string; reason: string; previousStatus: ConnectionStatus }
-  /** The refresh failed in a way that may pass; the connection's status is unchanged. */
-  | { kind: 'failed'; connection: string; reason: string }
+  /**
+   * The refresh failed in a way that may pass; the connection's status is unchanged. `transient`:
+   * the call itself failed (5xx, 408, time-out, network: the token pace's breaker counts those),
+   * rather than answering something unusable or the result not being stored.
+   */
+  | { kind: 'failed'; connection: string; reason: string; transient: boolean }
   /** Its status allows no refresh (paused, removed; failing without includeFailing). */
   | { kind: 'not-refreshable'; connection: string; status: ConnectionStatus }
   /** No such connection. */
@@ -192,7 +196,7 @@ export async function refreshConnection(ports: RefreshPorts, connection: string,
       written = 'written';
     }
     if (written === 'conflict') return { kind: 'superseded', connection };
-    if (!refused) return { kind: 'failed', connection, reason };
+    if (!refused) return { kind: 'failed', connection, reason, transient: told?.kind === 'failed' };
     if (record.status === 'active') await logRefusal(ports, connection, reason);
     return { kind: 'refused', connection, reason, previousStatus: record.status };
   }
@@ -249,7 +253,7 @@ export async function refreshConnection(ports: RefreshPorts, connection: string,
             error: reason,
           });
         }
-        return { kind: 'failed', connection, reason: `storing the refreshed token failed: ${reason}` };
+        return { kind: 'failed', connection, reason: `storing the refreshed token failed: ${reason}`, transient: false };
       }
       ports.log.warn('storing a refreshed token failed; trying again', { connection, attempt, delayMs: delay, error: reason });
       await sleep(delay);

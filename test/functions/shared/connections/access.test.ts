@@ -160,10 +160,10 @@ describe('open', () => {
     expectNoToken(JSON.stringify([refused, down]) + log.text(), ['rt-refused-secret', 'rt-down-secret']);
   });
 
-  it('after a failed refresh (an outage), no other getToken for the connection from this container for 30 s, doubling up to 2 minutes', async () => {
+  it('after a failed refresh, no other getToken for the connection from this container for 30 s; failures that are answers in a row double it, up to 2 minutes', async () => {
     const { store, provider, clock, access } = setup({ tokenCacheSeconds: 0 });
     store.seed({ connection: 'down', refreshToken: 'rt-down-secret' });
-    provider.answers.set('rt-down-secret', providerError('transient', 503));
+    provider.answers.set('rt-down-secret', providerError('malformed', 200));
     expect(await access.open('down')).toMatchObject({ kind: 'wait', seconds: FAILED_WAIT_SECONDS });
     clock.advance(10_000);
     // Every batch of the next 30 s waits without a request: the remaining wait, then one try.
@@ -184,6 +184,20 @@ describe('open', () => {
     provider.answers.delete('rt-down-secret');
     expect(await access.open('down')).toMatchObject({ kind: 'ready' });
     expect(provider.calls).toHaveLength(6);
+  });
+
+  it('failed calls (5xx, time-out) hold 30 s each, not more: an outage is the token pace\'s breaker\'s to hold back', async () => {
+    const { store, provider, clock, access } = setup({ tokenCacheSeconds: 0 });
+    store.seed({ connection: 'down', refreshToken: 'rt-down-secret' });
+    provider.answers.set('rt-down-secret', providerError('transient', 503));
+    const waits: number[] = [];
+    for (let i = 0; i < 4; i++) {
+      const gate = await access.open('down');
+      waits.push(gate.kind === 'wait' ? gate.seconds : -1);
+      clock.advance(FAILED_WAIT_SECONDS * 1000);
+    }
+    expect(waits).toEqual([FAILED_WAIT_SECONDS, FAILED_WAIT_SECONDS, FAILED_WAIT_SECONDS, FAILED_WAIT_SECONDS]);
+    expect(provider.calls).toHaveLength(4);
   });
 
   it('records lastUsedAt at most once per half refresh interval, and not over a recent one', async () => {
