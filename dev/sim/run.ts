@@ -12,10 +12,13 @@
  * - `connections` (named only): many connections (connections-scenario.ts), at full scale (1,000
  *   connections × 100 ids, one revoked at the provider, two simulated days) or `--short` (50 × 20,
  *   what `npm test` runs). Progress lines go to standard error.
+ * - `refresher` (named only): the token refresher at scale (refresher-scenario.ts): 10,000
+ *   connections in use for 24 hours (give it time: most of an hour of real time) or `--short` (60
+ *   connections for 3 hours, what `npm test` runs). Progress lines go to standard error.
  *
  * Prints each scenario's figures and checks, writes them to .bench/sim-latest.json (or
  * .bench/sim-reconcile-latest.json when `reconcile` ran, .bench/sim-connections-latest.json when
- * `connections` ran), exits 1 when a check fails.
+ * `connections` ran, .bench/sim-refresher-latest.json when `refresher` ran), exits 1 when a check fails.
  */
 import '../system/sdk-notice.js';
 import { mkdirSync, writeFileSync } from 'node:fs';
@@ -25,6 +28,7 @@ import { BENCH_DIR, machineInfo } from '../bench/support/machine.js';
 import { CONNECTIONS_FULL, CONNECTIONS_SHORT, connectionsScenario } from './connections-scenario.js';
 import { FULL_SCALE, knownLimit, outage, SHORT_SCALE, unknownLimit } from './pace-scenarios.js';
 import { RECONCILE_FULL, RECONCILE_SHORT, reconcilePass, type ReconcileScale } from './reconcile-scenario.js';
+import { REFRESHER_FULL, REFRESHER_SHORT, refresherScenario } from './refresher-scenario.js';
 import { judged, type ScenarioResult } from './scenario.js';
 
 interface RunOptions {
@@ -44,6 +48,7 @@ const SCENARIOS: Record<string, (options: RunOptions) => Promise<ScenarioResult>
   ...PACE_SCENARIOS,
   reconcile: (o) => reconcilePass(reconcileScale(o), (line) => process.stderr.write(`  … ${line}\n`)),
   connections: (o) => connectionsScenario(o.short ? CONNECTIONS_SHORT : CONNECTIONS_FULL, (line) => process.stderr.write(`  … ${line}\n`)),
+  refresher: (o) => refresherScenario(o.short ? REFRESHER_SHORT : REFRESHER_FULL, (line) => process.stderr.write(`  … ${line}\n`)),
 };
 
 export function reconcileScale(options: RunOptions): ReconcileScale {
@@ -89,6 +94,7 @@ async function main(argv: string[]): Promise<number> {
     ...(names.some((name) => name in PACE_SCENARIOS) ? { pace: values.short ? SHORT_SCALE : FULL_SCALE } : {}),
     ...(names.includes('reconcile') ? { reconcile: reconcileScale(options) } : {}),
     ...(names.includes('connections') ? { connections: values.short ? CONNECTIONS_SHORT : CONNECTIONS_FULL } : {}),
+    ...(names.includes('refresher') ? { refresher: values.short ? REFRESHER_SHORT : REFRESHER_FULL } : {}),
   };
   process.stdout.write(`simulation, ${values.short ? 'short' : 'full'} scale: ${JSON.stringify(scales)}\n${JSON.stringify(machine)}\n\n`);
   const results: ScenarioResult[] = [];
@@ -98,7 +104,13 @@ async function main(argv: string[]): Promise<number> {
     process.stdout.write(`${formatScenario(result, values.short)}\n\n`);
   }
   mkdirSync(BENCH_DIR, { recursive: true });
-  const file = names.includes('reconcile') ? 'sim-reconcile-latest.json' : names.includes('connections') ? 'sim-connections-latest.json' : 'sim-latest.json';
+  const file = names.includes('reconcile')
+    ? 'sim-reconcile-latest.json'
+    : names.includes('connections')
+      ? 'sim-connections-latest.json'
+      : names.includes('refresher')
+        ? 'sim-refresher-latest.json'
+        : 'sim-latest.json';
   writeFileSync(join(BENCH_DIR, file), `${JSON.stringify({ machine, scales, results }, null, 2)}\n`);
   return results.every((result) => result.checks.every((check) => check.ok || !judged(check, values.short))) ? 0 : 1;
 }
