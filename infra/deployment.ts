@@ -8,6 +8,7 @@
  * whatever the caller has: CloudFormation tokens in the stacks, local names in dev/system.
  */
 import { ENV } from '../functions/shared/config.js';
+import { refresherRunMinutes } from '../functions/shared/connections/refresh-schedule.js';
 import { MAX_RECEIVE_COUNT } from '../functions/shared/sync-queue.js';
 import type { ContentSyncConfig } from './context.js';
 
@@ -36,7 +37,9 @@ export const REFRESHER_MEMORY_MB = 256;
 /**
  * A run starts no refresh with less time left than one provider call's time-out plus 10 s
  * (functions/token-refresher/app.ts): at the longest PROVIDER_TIMEOUT_MS (120 s) that is 130 s.
- * 300 s leaves a run room for thousands of connections at REFRESH_CONCURRENCY (10) at a time.
+ * With the default 10 s, a run refreshes for 280 s: 2,800 getToken at the token pace's 10 a
+ * second, where a run every 5 minutes has about 1,700 to do for 10,000 connections in use
+ * (docs/connections.md, "Refresh at scale"). As long as the interval between two runs: they do not overlap.
  */
 export const REFRESHER_TIMEOUT_SECONDS = 300;
 export const SYNC_MEMORY_MB = 512;
@@ -51,16 +54,19 @@ export const CHANGE_EVENTS_MEMORY_MB = 256;
 export const CHANGE_EVENTS_TIMEOUT_SECONDS = 30;
 
 /**
- * The token refresher: refreshes the connections' access tokens in the connections table every
- * tokenRefreshMinutes (REFRESH_CONCURRENCY and IDLE_REFRESH_HOURS keep the function's defaults).
+ * The token refresher: refreshes the connections' access tokens in the connections table, each in
+ * use about every tokenRefreshMinutes, from runs 5 minutes apart (scheduleDeployment), every getToken
+ * paced by the token endpoint's pace, whose rows are in the control table (REFRESH_CONCURRENCY,
+ * IDLE_REFRESH_HOURS and TOKEN_REQUESTS_PER_SECOND keep the function's defaults).
  */
-export function refresherDeployment(config: ContentSyncConfig, names: Pick<ResourceNames, 'connectionsTableName'>): FunctionDeployment {
+export function refresherDeployment(config: ContentSyncConfig, names: Pick<ResourceNames, 'connectionsTableName' | 'controlTableName'>): FunctionDeployment {
   return {
     memoryMb: REFRESHER_MEMORY_MB,
     timeoutSeconds: REFRESHER_TIMEOUT_SECONDS,
     environment: {
       [ENV.baseUrl]: config.baseUrl,
       [ENV.connectionsTableName]: names.connectionsTableName,
+      [ENV.controlTableName]: names.controlTableName,
       [ENV.tokenRefreshMinutes]: String(config.tokenRefreshMinutes),
     },
   };
@@ -216,7 +222,11 @@ export function changeEventSourceDeployment(): StreamEventSourceDeployment {
 export const RECONCILER_WORKERS = 1;
 export const RECONCILE_SCHEDULE_MINUTES = 1;
 
-/** The schedules: the refresher every tokenRefreshMinutes, the reconciler (when there is one) every minute. */
+/**
+ * The schedules: the refresher every 5 minutes, or every tokenRefreshMinutes when shorter
+ * (functions/shared/connections/refresh-schedule.ts: the refreshes spread over the day's runs);
+ * the reconciler (when there is one) every minute.
+ */
 export interface ScheduleDeployment {
   readonly refresherEveryMinutes: number;
   /** Undefined when freshnessHours is 0 (no reconciler). */
@@ -225,7 +235,7 @@ export interface ScheduleDeployment {
 
 export function scheduleDeployment(config: ContentSyncConfig): ScheduleDeployment {
   return {
-    refresherEveryMinutes: config.tokenRefreshMinutes,
+    refresherEveryMinutes: refresherRunMinutes(config.tokenRefreshMinutes),
     reconciler: config.freshnessHours === 0 ? undefined : { everyMinutes: RECONCILE_SCHEDULE_MINUTES, workers: RECONCILER_WORKERS },
   };
 }
@@ -245,7 +255,7 @@ export interface ScheduleDeliveryDeployment {
 
 export function scheduleDeliveryDeployment(config: ContentSyncConfig): ScheduleDeliveryDeployment {
   return {
-    refresher: { maxEventAgeMinutes: Math.max(1, Math.min(config.tokenRefreshMinutes, 1440)), retryAttempts: 2 },
+    refresher: { maxEventAgeMinutes: Math.max(1, refresherRunMinutes(config.tokenRefreshMinutes)), retryAttempts: 2 },
     reconciler: { maxEventAgeMinutes: RECONCILE_SCHEDULE_MINUTES, retryAttempts: 0 },
   };
 }

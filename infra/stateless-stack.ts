@@ -79,7 +79,7 @@ export class StatelessStack extends Stack {
     const { storage, connections } = stateful;
 
     // ---- the features: each with its functions, grants, event sources, schedules and outputs ----
-    const refresher = addTokenRefresher(this, { config, names, connections });
+    const refresher = addTokenRefresher(this, { config, names, connections, controlTable: storage.controlTable });
     const sync = addItemSync(this, { config, names, storage, connections, queues: stateful.syncQueues });
     const reconciliation = addReconciliation(this, { config, storage, queues: stateful.reconcileQueues, sync: sync.fn });
     const changeEvents = addChangeEvents(this, { table: storage.table, connections, ...stateful.changeEvents });

@@ -15,6 +15,9 @@
  * - `connections` (named only): many connections (connections-scenario.ts), at full scale (1,000
  *   connections × 100 ids, one revoked at the provider, two simulated days) or `--short` (50 × 20,
  *   what `npm test` runs). Progress lines go to standard error.
+ * - `refresher` (named only): the token refresher at scale (refresher-scenario.ts): 10,000
+ *   connections in use for 24 hours (give it time: most of an hour of real time) or `--short` (60
+ *   connections for 3 hours, what `npm test` runs). Progress lines go to standard error.
  * - `fairness` (named only): quiet accounts beside one account's backfill (fairness-scenario.ts), at
  *   full scale (100 quiet accounts, a backfill of 100,000 ids at L = 200/s, sent with --backfill,
  *   without it, and without message groups) or `--short` (10 quiet accounts, 1,000 ids, --backfill
@@ -33,6 +36,7 @@ import { CONNECTIONS_FULL, CONNECTIONS_SHORT, connectionsScenario } from './conn
 import { FAIRNESS_FULL, FAIRNESS_SHORT, fairnessScenario } from './fairness-scenario.js';
 import { FULL_SCALE, knownLimit, outage, SHORT_SCALE, unknownLimit } from './pace-scenarios.js';
 import { RECONCILE_FULL, RECONCILE_SHORT, reconcilePass, type ReconcileScale } from './reconcile-scenario.js';
+import { REFRESHER_FULL, REFRESHER_SHORT, refresherScenario } from './refresher-scenario.js';
 import { judged, type ScenarioResult } from './scenario.js';
 
 interface RunOptions {
@@ -57,6 +61,7 @@ const SCENARIOS: Record<string, (options: RunOptions) => Promise<ScenarioResult>
     o.short
       ? fairnessScenario(FAIRNESS_SHORT, ['background'], (line) => process.stderr.write(`  … ${line}\n`))
       : fairnessScenario(FAIRNESS_FULL, undefined, (line) => process.stderr.write(`  … ${line}\n`)),
+  refresher: (o) => refresherScenario(o.short ? REFRESHER_SHORT : REFRESHER_FULL, (line) => process.stderr.write(`  … ${line}\n`)),
 };
 
 export function reconcileScale(options: RunOptions): ReconcileScale {
@@ -104,6 +109,7 @@ async function main(argv: string[]): Promise<number> {
     ...(names.includes('connections') ? { connections: values.short ? CONNECTIONS_SHORT : CONNECTIONS_FULL } : {}),
     ...(names.includes('accounts') ? { accounts: values.short ? ACCOUNTS_SHORT : ACCOUNTS_FULL } : {}),
     ...(names.includes('fairness') ? { fairness: values.short ? FAIRNESS_SHORT : FAIRNESS_FULL } : {}),
+    ...(names.includes('refresher') ? { refresher: values.short ? REFRESHER_SHORT : REFRESHER_FULL } : {}),
   };
   process.stdout.write(`simulation, ${values.short ? 'short' : 'full'} scale: ${JSON.stringify(scales)}\n${JSON.stringify(machine)}\n\n`);
   const results: ScenarioResult[] = [];

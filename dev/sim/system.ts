@@ -257,7 +257,7 @@ export async function startSystem(options: SystemOptions): Promise<SimSystem> {
   };
   const sync = containers('sync');
   const sweep = options.reconcile ? containers('reconcile') : [];
-  const refresher = local.refresher({ dynamodb: dynamoFor('refresher'), fetch, clock, ...observability('refresher') });
+  const refresher = local.refresher({ dynamodb: dynamoFor('refresher'), fetch, clock, sleep: clock.sleep, ...observability('refresher') });
   const reconciler = options.reconcile ? createReconciler(local, options, dynamoFor('reconciler'), meter, clock, observability('reconciler')) : undefined;
 
   const refreshRuns: RefreshRun[] = [];

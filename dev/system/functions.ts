@@ -82,12 +82,11 @@ function providerClient(config: ProviderConfig, fetch: typeof globalThis.fetch |
 
 export function buildRefresher(deployment: FunctionDeployment, parts: RefresherParts, name: string = FUNCTION_NAMES.refresher): BuiltFunction<RefresherHandler> {
   const config = loadRefresherConfig(deployment.environment);
-  const { sleep: _sleep, ...rest } = common(parts);
   const handler = createRefresherHandler({
     config,
     dynamodb: parts.dynamodb,
     provider: providerClient(config.provider, parts.fetch),
-    ...rest,
+    ...common(parts),
   });
   return built(name, deployment, handler);
 }
@@ -97,7 +96,14 @@ export function buildSyncContainer(deployment: FunctionDeployment, parts: SyncPa
   // As handler.ts: one provider client and one logger for the batch and the connections' access.
   const provider = providerClient(config.provider, parts.fetch);
   const logger = parts.logger ?? createLogger(SYNC_SERVICE);
-  const connections = createConnectionAccess({ config, dynamodb: parts.dynamodb, provider, clock: parts.clock ?? systemClock, logger });
+  const connections = createConnectionAccess({
+    config,
+    dynamodb: parts.dynamodb,
+    provider,
+    clock: parts.clock ?? systemClock,
+    logger,
+    ...(parts.sleep ? { sleep: parts.sleep } : {}),
+  });
   const handler = createSyncHandler({
     config,
     dynamodb: parts.dynamodb,

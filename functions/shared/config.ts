@@ -27,10 +27,17 @@ export interface ConnectionsConfig {
    * run before its token reaches this age.
    */
   tokenRefreshMinutes: number;
+  /**
+   * The token endpoint's pace (docs/connections.md, "The token pace"): its starting rate and its
+   * ceiling, getToken calls a second for one client id across every container.
+   */
+  tokenRequestsPerSecond: number;
 }
 
 export interface RefresherConfig extends ConnectionsConfig {
   provider: ProviderConfig;
+  /** The control table: the token endpoint's pace rows (`provider-pace#token#<client id>`). */
+  controlTableName: string;
   /** Connections refreshed at once by one run. */
   refreshConcurrency: number;
   /** An idle connection is refreshed when its token is this old (hours): its refresh token is kept alive. */
@@ -117,6 +124,7 @@ export const ENV = {
   baseUrl: 'PROVIDER_BASE_URL',
   connectionsTableName: 'CONNECTIONS_TABLE_NAME',
   tokenRefreshMinutes: 'TOKEN_REFRESH_MINUTES',
+  tokenRequestsPerSecond: 'TOKEN_REQUESTS_PER_SECOND',
   refreshConcurrency: 'REFRESH_CONCURRENCY',
   idleRefreshHours: 'IDLE_REFRESH_HOURS',
   paceScope: 'PACE_SCOPE',
@@ -158,6 +166,8 @@ export const DEFAULTS = {
   fetchConcurrency: 10,
   tokenCacheSeconds: 60,
   tokenRefreshMinutes: 30,
+  // The token endpoint's pace: 10,000 connections in use at tokenRefreshMinutes 30 need 5.6 a second.
+  tokenRequestsPerSecond: 10,
   refreshConcurrency: 10,
   idleRefreshHours: 24,
   paceScope: 'client',
@@ -274,6 +284,7 @@ export function loadConnectionsConfig(env: Env = process.env): ConnectionsConfig
   return {
     connectionsTableName: required(env, ENV.connectionsTableName),
     tokenRefreshMinutes: integer(env, ENV.tokenRefreshMinutes, DEFAULTS.tokenRefreshMinutes, 1, 1440),
+    tokenRequestsPerSecond: integer(env, ENV.tokenRequestsPerSecond, DEFAULTS.tokenRequestsPerSecond, 1, 1000),
   };
 }
 
@@ -281,6 +292,7 @@ export function loadRefresherConfig(env: Env = process.env): RefresherConfig {
   return {
     provider: loadProviderConfig(env),
     ...loadConnectionsConfig(env),
+    controlTableName: required(env, ENV.controlTableName),
     refreshConcurrency: integer(env, ENV.refreshConcurrency, DEFAULTS.refreshConcurrency, 1, 100),
     idleRefreshHours: integer(env, ENV.idleRefreshHours, DEFAULTS.idleRefreshHours, 1, 24),
   };

@@ -1,8 +1,9 @@
 /**
- * The token refresher's handler, built from its dependencies: run by EventBridge Scheduler every
- * `tokenRefreshMinutes`, and once at deploy time (event `{"trigger": "deploy"}`, treated as a
- * scheduled run). Thin: wire the connections table and the provider, run the core (run.ts), publish
- * the counts. Connections by status (`ConnectionsActive`, `ConnectionsPaused`, `ConnectionsFailing`)
+ * The token refresher's handler, built from its dependencies: run by EventBridge Scheduler every 5
+ * minutes (every `tokenRefreshMinutes` when shorter: refresh-schedule.ts); an event
+ * `{"trigger": "deploy"}` is a run like the others. Thin: wire the connections table, the token
+ * endpoint's pace (its rows in the control table: token-pace.ts) and the provider, run the core
+ * (run.ts), publish the counts. Connections by status (`ConnectionsActive`, `ConnectionsPaused`, `ConnectionsFailing`)
  * and refresh outcomes (`TokenRefreshed`, `RefreshTokenRotated`, `TokenRefreshFailed`,
  * `TokenRefreshRefused`), zeros included, no dimension per connection. A connection's failure never
  * fails the invocation; a scan that fails does. handler.ts builds it once per container.
@@ -11,8 +12,11 @@ import type { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { MetricUnit } from '@aws-lambda-powertools/metrics';
 import type { Context } from 'aws-lambda';
 import { DynamoDbConnectionStore } from '../shared/adapters/dynamodb-connection-store.js';
+import { DynamoDbPaceStore } from '../shared/adapters/dynamodb-pace-store.js';
 import type { RefresherConfig } from '../shared/config.js';
 import type { ConnectionStore } from '../shared/connections/ports.js';
+import { TokenPaces } from '../shared/connections/token-pace.js';
+import type { PaceStore } from '../shared/provider/pace/provider-pace.js';
 import { REFRESHER_METRIC_NAMES, REFRESHER_SERVICE } from '../shared/metric-names.js';
 import { createLogger, createMetrics, describeError } from '../shared/observability.js';
 import { HttpProviderClient } from '../shared/provider/provider-client.js';
@@ -42,6 +46,12 @@ export interface RefresherHandlerDeps {
   marginMs?: number;
   /** Lease owners' ids (tests); default a random UUID per refresh. */
   newOwner?: () => string;
+  /** The shared state of a token pace; default its row of the control table (CONTROL_TABLE_NAME, `provider-pace#<pace key>`). */
+  tokenPaceStoreFor?: (paceKey: string) => PaceStore;
+  /** Waits (for a slot of the token pace, between attempts at a write); default real time. */
+  sleep?: (ms: number) => Promise<void>;
+  /** [0, 1), for the pace's jitter; default Math.random. */
+  random?: () => number;
 }
 
 export type RefresherHandler = (event: RefresherEvent | null | undefined, context?: Context) => Promise<RefresherResult>;
@@ -54,6 +64,17 @@ export function createRefresherHandler(deps: RefresherHandlerDeps): RefresherHan
   const provider = deps.provider ?? new HttpProviderClient(config.provider);
   const clock = deps.clock ?? systemClock;
   const marginMs = deps.marginMs ?? config.provider.timeoutMs + MARGIN_BEYOND_TIMEOUT_MS;
+  // Per container: the token paces (their leases, what they know of their breakers) live as long as the handler.
+  const tokens = new TokenPaces(
+    {
+      storeFor: deps.tokenPaceStoreFor ?? ((paceKey) => new DynamoDbPaceStore(deps.dynamodb, config.controlTableName, paceKey)),
+      clock,
+      log: logger,
+      ...(deps.sleep ? { sleep: deps.sleep } : {}),
+      ...(deps.random ? { random: deps.random } : {}),
+    },
+    { ceiling: config.tokenRequestsPerSecond, concurrency: config.refreshConcurrency },
+  );
 
   return async function handler(event, context) {
     if (context) logger.addContext(context);
@@ -65,7 +86,9 @@ export function createRefresherHandler(deps: RefresherHandlerDeps): RefresherHan
           provider,
           clock,
           log: logger,
+          tokens,
           marginMs,
+          ...(deps.sleep ? { sleep: deps.sleep } : {}),
           ...(context ? { remainingMs: () => context.getRemainingTimeInMillis() } : {}),
           ...(deps.newOwner ? { newOwner: deps.newOwner } : {}),
         },
@@ -79,7 +102,7 @@ export function createRefresherHandler(deps: RefresherHandlerDeps): RefresherHan
       count(REFRESHER_METRIC_NAMES.rotated, report.rotated);
       count(REFRESHER_METRIC_NAMES.failed, report.failed);
       count(REFRESHER_METRIC_NAMES.refused, report.refused);
-      logger.info('token refresher run', { trigger, ...report });
+      logger.info('token refresher run', { trigger, ...report, tokenPace: tokens.rates() });
       return { trigger, ...report };
     } catch (error) {
       logger.error('token refresher run failed: the connections table could not be scanned', { trigger, error: describeError(error) });

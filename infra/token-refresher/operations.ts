@@ -1,6 +1,6 @@
 /**
- * The token refresher's operations (docs/operations.md): two alarms, the refresher failing in
- * consecutive refresh intervals and a connection failing (the provider refused its refresh token);
+ * The token refresher's operations (docs/operations.md): two alarms, the refresher failing in two
+ * runs in a row and a connection failing (the provider refused its refresh token);
  * and two dashboard graphs, the refresher's counters (namespace ContentSync, service
  * token-refresher) with its errors, and the connections by status as each run counts them. The
  * alarms are made on the alarm topic by infra/operations; the dashboard puts the graphs beside the
@@ -33,32 +33,27 @@ export interface TokenRefresherOperations {
 }
 
 export function tokenRefresherOperations(refresher: lambda.IFunction, config: ContentSyncConfig): TokenRefresherOperations {
-  // The schedule's interval: the alarms' periods follow it.
-  const tokenRefreshMinutes = scheduleDeployment(config).refresherEveryMinutes;
-  const onePeriod = Duration.minutes(tokenRefreshMinutes);
-  // One period per scheduled run: alarm when two runs in a row failed (a single failure that the
-  // next run repairs does not page). Intervals over 12 h: one run per day, alarm on the first.
-  const twoRuns = tokenRefreshMinutes <= 720;
-  const periods = twoRuns ? 2 : 1;
+  // The schedule's interval (5 minutes, or tokenRefreshMinutes when shorter): the alarms' periods follow it.
+  const runMinutes = scheduleDeployment(config).refresherEveryMinutes;
+  const onePeriod = Duration.minutes(runMinutes);
   const common = {
     comparisonOperator: cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
     treatMissingData: cloudwatch.TreatMissingData.NOT_BREACHING,
     threshold: 1,
   };
+  // One period per scheduled run: alarm when two runs in a row failed (a single failure that the
+  // next run repairs does not page).
   const errorsAlarm: AlarmDefinition = {
     id: 'TokenRefresherErrorsAlarm',
     props: {
       ...common,
       alarmDescription:
-        `The token refresher failed ${twoRuns ? 'in two refresh intervals in a row' : 'today'}. A run fails only when it cannot read the connections table ` +
+        'The token refresher failed in two runs in a row. A run fails only when it cannot read the connections table ' +
         '(a connection whose refresh fails or is refused does not fail the run: see ConnectionsFailingAlarm). ' +
         'Check its logs: does the connections table exist, may the refresher\'s role read it, is the connections KMS key enabled?',
-      metric: refresher.metricErrors({
-        period: twoRuns ? onePeriod : Duration.minutes(1440),
-        statistic: 'Sum',
-      }),
-      evaluationPeriods: periods,
-      datapointsToAlarm: periods,
+      metric: refresher.metricErrors({ period: onePeriod, statistic: 'Sum' }),
+      evaluationPeriods: 2,
+      datapointsToAlarm: 2,
     },
   };
   // Every scheduled run counts the failing connections; one or more in a run's period alarms.

@@ -1,10 +1,12 @@
 /**
  * The token refresher (docs/connections.md, "Refresh"): the function that keeps the connections'
  * access tokens fresh in the connections table (infra/connections, the stateful half), scanning it
- * and refreshing, a few at a time, the connections whose token is due; its permissions on that
- * table and its key; its EventBridge Scheduler schedule (every tokenRefreshMinutes,
- * {"trigger":"schedule"}); its output; its alarms and its dashboard graphs (./operations.ts).
- * Memory, time-out, environment and the schedule's numbers come from infra/deployment.ts.
+ * and refreshing, a few at a time, the connections whose token is due, each getToken paced by the
+ * token endpoint's pace (its rows in the control table); its permissions on that table and its key,
+ * and on its pace rows; its EventBridge Scheduler schedule (every 5 minutes, or every
+ * tokenRefreshMinutes when shorter, {"trigger":"schedule"}); its output; its alarms and its
+ * dashboard graphs (./operations.ts). Memory, time-out, environment and the schedule's numbers come
+ * from infra/deployment.ts.
  *
  * Nothing runs at deploy time: connections are added with the operator CLI after the deploy
  * (`npm run connections -- add`), and the first scheduled run, or the item sync on demand,
@@ -14,6 +16,7 @@
  * depend on where this code lives.
  */
 import { CfnOutput, Duration, type Stack } from 'aws-cdk-lib';
+import type * as dynamodb from 'aws-cdk-lib/aws-dynamodb';
 import * as scheduler from 'aws-cdk-lib/aws-scheduler';
 import * as schedulerTargets from 'aws-cdk-lib/aws-scheduler-targets';
 import { REFRESHER_SERVICE } from '../../functions/shared/metric-names.js';
@@ -42,12 +45,24 @@ export const REFRESHER_CONNECTIONS_ACCESS: ConnectionsAccess = {
   actions: ['dynamodb:GetItem', 'dynamodb:Scan', 'dynamodb:UpdateItem'],
 };
 
+/**
+ * The token endpoint's pace rows in the control table (functions/shared/connections/token-pace.ts,
+ * `provider-pace#token#<client id>`; the infra tests check both agree): the refresher may read and
+ * write those rows only. Written out here so the CDK app does not load the functions' AWS SDK adapters.
+ */
+export const TOKEN_PACE_ROWS = 'provider-pace#token#*';
+
+/** The refresher on the control table: GetItem and PutItem (a draw, conditional on the row's version) of its pace rows. */
+export const REFRESHER_TOKEN_PACE_ACTIONS: readonly string[] = ['dynamodb:GetItem', 'dynamodb:PutItem'];
+
 export interface TokenRefresherProps {
   readonly config: ContentSyncConfig;
   /** What its environment names (infra/deployment.ts, refresherDeployment). */
   readonly names: ResourceNames;
   /** The connections table and its key (infra/connections). */
   readonly connections: ConnectionsResources;
+  /** The control table (infra/storage): the token endpoint's pace rows. */
+  readonly controlTable: dynamodb.ITable;
 }
 
 export interface TokenRefresher extends TokenRefresherOperations {
@@ -63,6 +78,12 @@ export function addTokenRefresher(stack: Stack, props: TokenRefresherProps): Tok
     ...functionProps(refresherDeployment(config, props.names)),
   });
   grantConnections(refresher, props.connections, REFRESHER_CONNECTIONS_ACCESS);
+  refresher.allow({
+    sid: 'TokenPace',
+    actions: [...REFRESHER_TOKEN_PACE_ACTIONS],
+    resources: [props.controlTable.tableArn],
+    conditions: { 'ForAllValues:StringLike': { 'dynamodb:LeadingKeys': [TOKEN_PACE_ROWS] } },
+  });
   acknowledgeFunctionFindings(refresher);
 
   addRefreshSchedule(stack, refresher, config);
@@ -74,15 +95,15 @@ export function addTokenRefresher(stack: Stack, props: TokenRefresherProps): Tok
   return { fn: refresher, ...tokenRefresherOperations(refresher.function, config) };
 }
 
-/** EventBridge Scheduler runs the refresher every `tokenRefreshMinutes` with {"trigger":"schedule"}. */
+/** EventBridge Scheduler runs the refresher every 5 minutes (or `tokenRefreshMinutes` when shorter) with {"trigger":"schedule"}. */
 function addRefreshSchedule(stack: Stack, refresher: ContentSyncFunction, config: ContentSyncConfig): void {
-  const tokenRefreshMinutes = scheduleDeployment(config).refresherEveryMinutes;
+  const runMinutes = scheduleDeployment(config).refresherEveryMinutes;
   const delivery = scheduleDeliveryDeployment(config).refresher;
   // Our own role for the schedule, so its one finding can be acknowledged on it.
   const scheduleRole = addSchedulerInvokeRole(stack, 'TokenRefreshScheduleRole', refresher, 'token refresher');
   new scheduler.Schedule(stack, 'TokenRefreshSchedule', {
-    description: `content-sync: refresh the connections' access tokens every ${tokenRefreshMinutes} min`,
-    schedule: scheduler.ScheduleExpression.rate(Duration.minutes(tokenRefreshMinutes)),
+    description: `content-sync: refresh the connections' access tokens due, every ${runMinutes} min`,
+    schedule: scheduler.ScheduleExpression.rate(Duration.minutes(runMinutes)),
     target: new schedulerTargets.LambdaInvoke(refresher.function, {
       input: scheduler.ScheduleTargetInput.fromObject({ trigger: 'schedule' }),
       // A run the next one supersedes is not worth delivering late.

@@ -116,7 +116,7 @@ describe('operations', () => {
     });
   });
 
-  it('token refresher Errors ≥ 1 in two refresh intervals in a row: a run fails only when it cannot read the connections table', () => {
+  it('token refresher Errors ≥ 1 in two runs in a row (5 minutes apart): a run fails only when it cannot read the connections table', () => {
     const alarm = resource(t.statelessTemplate, 'AWS::CloudWatch::Alarm', 'TokenRefresherErrorsAlarm');
     expect(alarm.Properties).toMatchObject({
       ...actions(),
@@ -124,7 +124,7 @@ describe('operations', () => {
       MetricName: 'Errors',
       Dimensions: [{ Name: 'FunctionName', Value: { Ref: ids.refresher } }],
       Statistic: 'Sum',
-      Period: 1800,
+      Period: 300,
       Threshold: 1,
       ComparisonOperator: 'GreaterThanOrEqualToThreshold',
       EvaluationPeriods: 2,
@@ -132,14 +132,14 @@ describe('operations', () => {
       TreatMissingData: 'notBreaching',
     });
     const description = alarm.Properties['AlarmDescription'] as string;
-    expect(description).toMatch(/two refresh intervals in a row/);
+    expect(description).toMatch(/two runs in a row/);
     expect(description).toMatch(/fails only when it cannot read the connections table/);
     expect(description).toMatch(/ConnectionsFailingAlarm/);
     expect(description).not.toMatch(/secret|credentials set/i);
     expect(description.length).toBeLessThanOrEqual(1024);
   });
 
-  it('a connection failing: ConnectionsFailing (service token-refresher) Maximum ≥ 1 over one refresh interval', () => {
+  it('a connection failing: ConnectionsFailing (service token-refresher) Maximum ≥ 1 over one run interval', () => {
     const alarm = resource(t.statelessTemplate, 'AWS::CloudWatch::Alarm', 'ConnectionsFailingAlarm');
     expect(alarm.Properties).toEqual({
       ...actions(),
@@ -148,7 +148,7 @@ describe('operations', () => {
       MetricName: 'ConnectionsFailing',
       Dimensions: [{ Name: 'service', Value: 'token-refresher' }],
       Statistic: 'Maximum',
-      Period: 1800,
+      Period: 300,
       Threshold: 1,
       ComparisonOperator: 'GreaterThanOrEqualToThreshold',
       EvaluationPeriods: 1,
@@ -164,9 +164,10 @@ describe('operations', () => {
   });
 
   it.each([
+    [2, 120],
     [5, 300],
-    ['1440', 86_400],
-  ])('tokenRefreshMinutes=%s: the ConnectionsFailing alarm\'s period is one refresh interval (%i s)', (minutes, seconds) => {
+    ['1440', 300],
+  ])('tokenRefreshMinutes=%s: the ConnectionsFailing alarm\'s period is one run interval (%i s)', (minutes, seconds) => {
     const other = synthTemplates({ tokenRefreshMinutes: minutes });
     const alarm = resource(other.statelessTemplate, 'AWS::CloudWatch::Alarm', 'ConnectionsFailingAlarm');
     expect(alarm.Properties['Period']).toBe(seconds);
@@ -196,15 +197,15 @@ describe('operations', () => {
     expect(description.length).toBeLessThanOrEqual(1024);
   });
 
-  it('token refresher alarm for a refresh interval over 12 h: one day, one period', () => {
+  it('token refresher alarm at a tokenRefreshMinutes over 12 h: still two runs of 5 minutes', () => {
     const other = synthTemplates({ tokenRefreshMinutes: 1000 });
     const refresherId = logicalId(other.statelessTemplate, 'AWS::Lambda::Function', 'TokenRefresherFunction');
     other.statelessTemplate.hasResourceProperties('AWS::CloudWatch::Alarm', {
       MetricName: 'Errors',
       Dimensions: [{ Name: 'FunctionName', Value: { Ref: refresherId } }],
-      Period: 86_400,
-      EvaluationPeriods: 1,
-      DatapointsToAlarm: 1,
+      Period: 300,
+      EvaluationPeriods: 2,
+      DatapointsToAlarm: 2,
     });
   });
 
@@ -276,8 +277,8 @@ describe('operations', () => {
     expect(shown(refresher)).toEqual(REFRESHER_METRICS.map((name) => `${name} Sum`));
     const connections = titled('Connections by status');
     expect(shown(connections)).toEqual(CONNECTION_METRICS.map((name) => `${name} Maximum`));
-    // Counted once per run: one point per refresh interval.
-    for (const m of connections.properties.metrics!) expect((m[4] as { period?: number }).period ?? connections.properties.period).toBe(1800);
+    // Counted once per run: one point per run interval (300 s, the dashboard's default period, which CDK leaves out).
+    for (const m of connections.properties.metrics!) expect((m[4] as { period?: number }).period ?? connections.properties.period ?? 300).toBe(300);
     const status = widgets.find((w) => w.type === 'alarm')!;
     const row = [refresher, connections, status];
     expect(new Set(row.map((w) => w.y)).size).toBe(1);

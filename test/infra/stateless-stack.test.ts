@@ -118,12 +118,13 @@ describe('stateless stack', () => {
   });
 
   describe('token refresher', () => {
-    it('environment: exactly the contract variables, the connections table by name, the refresh interval', () => {
+    it('environment: exactly the contract variables, the connections and control tables by name, the refresh interval', () => {
       const fn = resource(t.statelessTemplate, 'AWS::Lambda::Function', ids.refresher!);
-      // REFRESH_CONCURRENCY and IDLE_REFRESH_HOURS keep the function's defaults.
+      // REFRESH_CONCURRENCY, IDLE_REFRESH_HOURS and TOKEN_REQUESTS_PER_SECOND keep the function's defaults.
       expect(fn.Properties['Environment'].Variables).toEqual({
         [ENV.baseUrl]: 'https://provider.example.com/api/v2',
         [ENV.connectionsTableName]: imports.connectionsTableName,
+        [ENV.controlTableName]: imports.controlTableName,
         [ENV.tokenRefreshMinutes]: '30',
         POWERTOOLS_SERVICE_NAME: 'token-refresher',
         POWERTOOLS_LOG_LEVEL: 'INFO',
@@ -131,12 +132,20 @@ describe('stateless stack', () => {
       });
     });
 
-    it('IAM: own logs, X-Ray, get, scan and update connections (the key through DynamoDB); nothing else', () => {
+    it('IAM: own logs, X-Ray, get, scan and update connections (the key through DynamoDB), get and put its token pace rows only; nothing else', () => {
       expect(roleStatements(t.statelessTemplate, ids.refresherRole!)).toEqual([
         logsStatement(ids.refresherLogs!),
         xrayStatement,
         { Sid: 'Connections', Effect: 'Allow', Action: ['dynamodb:GetItem', 'dynamodb:Scan', 'dynamodb:UpdateItem'], Resource: imports.connectionsTableArn },
         connectionsKeyStatement(),
+        // The token endpoint's pace: a strongly consistent GetItem and a conditional PutItem of the rows `provider-pace#token#<client id>`.
+        {
+          Sid: 'TokenPace',
+          Effect: 'Allow',
+          Action: ['dynamodb:GetItem', 'dynamodb:PutItem'],
+          Resource: imports.controlTableArn,
+          Condition: { 'ForAllValues:StringLike': { 'dynamodb:LeadingKeys': ['provider-pace#token#*'] } },
+        },
       ]);
     });
 
@@ -148,36 +157,37 @@ describe('stateless stack', () => {
       }
     });
 
-    it('runs on an EventBridge Scheduler rate of tokenRefreshMinutes with {"trigger":"schedule"}', () => {
+    it('runs every 5 minutes (EventBridge Scheduler) with {"trigger":"schedule"}; a run older than that is not delivered', () => {
       // The refresher's, and the reconciler's (test/infra/reconciler.test.ts).
       t.statelessTemplate.resourceCountIs('AWS::Scheduler::Schedule', 2);
       const schedules = Object.values(t.statelessTemplate.findResources('AWS::Scheduler::Schedule'));
       expect(schedules.filter((schedule) => JSON.stringify(schedule.Properties.Target.Arn) === JSON.stringify(fnArn(ids.refresher!)))).toHaveLength(1);
       t.statelessTemplate.hasResourceProperties('AWS::Scheduler::Schedule', {
-        ScheduleExpression: 'rate(30 minutes)',
+        ScheduleExpression: 'rate(5 minutes)',
         FlexibleTimeWindow: { Mode: 'OFF' },
         State: 'ENABLED',
         Target: {
           Arn: fnArn(ids.refresher!),
           RoleArn: fnArn(ids.scheduleRole!),
           Input: JSON.stringify({ trigger: 'schedule' }),
-          RetryPolicy: { MaximumRetryAttempts: 2, MaximumEventAgeInSeconds: 1800 },
+          RetryPolicy: { MaximumRetryAttempts: 2, MaximumEventAgeInSeconds: 300 },
         },
       });
     });
 
     it.each([
       [1, 'rate(1 minute)'],
+      [3, 'rate(3 minutes)'],
       [5, 'rate(5 minutes)'],
-      ['1440', 'rate(1440 minutes)'],
-    ])('tokenRefreshMinutes=%s schedules %s', (minutes, expression) => {
+      ['1440', 'rate(5 minutes)'],
+    ])('tokenRefreshMinutes=%s schedules %s (every 5 minutes, or every tokenRefreshMinutes when shorter)', (minutes, expression) => {
       const other = synthTemplates({ tokenRefreshMinutes: minutes });
       const expr = new Capture();
       other.statelessTemplate.hasResourceProperties('AWS::Scheduler::Schedule', {
         ScheduleExpression: expr,
         Target: Match.objectLike({ Arn: fnArn(logicalId(other.statelessTemplate, 'AWS::Lambda::Function', 'TokenRefresherFunction')) }),
       });
-      expect([expression, expression.replace('1440 minutes', '1 day')]).toContain(expr.asString());
+      expect(expr.asString()).toBe(expression);
     });
 
     it('the schedule role may invoke the refresher (and its versions) only', () => {

@@ -23,13 +23,22 @@
  *   be lost to the invocation's end. Otherwise the items wait NO_TIME_WAIT_SECONDS. The refresh is
  *   told what the caller saw: a newer token that another container stored meanwhile is taken as it
  *   is, without a getToken.
+ * - Its getToken takes a slot of the token endpoint's pace (token-pace.ts), shared with the token
+ *   refresher: a slot within PACE_WAIT_MS (and with that time before the deadline) is waited for;
+ *   otherwise, and after a 429, the items wait until the pace has one (at least a second); while
+ *   the token endpoint is down (the pace's breaker is open) they wait FAILED_WAIT_SECONDS. None of
+ *   these is a failure of the connection.
  * - Refresh outcomes: refreshed → the status the write left (a connection paused meanwhile waits);
  *   busy (another holds the lease) → wait 5 s while the holder may still be at work (within the
  *   provider time-out plus the margin since it took the lease), then until the lease ends, at most
  *   60 s (a holder that died does not requeue the items every 5 s for the lease's 5 minutes);
- *   refused → wait `connectionWaitSeconds`; failed → wait 30 s, doubling with each failure in a row
- *   up to 120 s, and this container tries no other refresh of the connection meanwhile (a long
- *   outage costs a connection at most one getToken every 2 minutes per container).
+ *   refused → wait `connectionWaitSeconds` (the refresh core logs the status change); failed → wait
+ *   30 s, and this container tries no other refresh of the connection meanwhile; a failure that is
+ *   an answer (a malformed token, a 404, a result not stored) doubles the wait with each in a row,
+ *   up to 120 s (a connection whose getToken keeps failing so costs at most one every 2 minutes per
+ *   container). A failed call (5xx, time-out) does not double it: an outage is the token pace's
+ *   breaker's to hold back (one probe every 20 s for everyone), and the first success after it
+ *   must not find containers holding their connections back for minutes.
  * - lastUsedAt is written (best effort) at most once per half refresh interval per connection per
  *   container, and only over a row's lastUsedAt older than that: the refresher keeps connections in
  *   use refreshed.
@@ -46,7 +55,7 @@ export const BUSY_WAIT_SECONDS = 5;
 export const MAX_BUSY_WAIT_SECONDS = 60;
 /** How long the items wait after a refresh failed in a way that may pass. */
 export const FAILED_WAIT_SECONDS = 30;
-/** The longest of those waits: the wait doubles with each failure in a row, up to it. */
+/** The longest of those waits: the wait after a failure that is an answer doubles with each in a row, up to it. */
 export const MAX_FAILED_WAIT_SECONDS = 120;
 /** A rejected token issued less than this long ago is not refreshed again; the items wait this long. */
 export const FRESH_REFUSAL_SECONDS = 60;
@@ -54,6 +63,8 @@ export const FRESH_REFUSAL_SECONDS = 60;
 export const NO_TIME_WAIT_SECONDS = 5;
 /** Kept beyond the provider time-out before the deadline for a refresh's lease and result writes. */
 export const REFRESH_WRITE_MARGIN_MS = 5_000;
+/** How long a refresh on demand waits, at most, for a slot of the token endpoint's pace. */
+export const PACE_WAIT_MS = 5_000;
 /**
  * A token is refreshed on demand once older than `tokenRefreshMinutes` plus this: the token
  * refresher renews tokens in use from `tokenRefreshMinutes` minus 5 minutes on, so it normally wins.
@@ -172,7 +183,7 @@ export class CachedConnectionAccess implements ConnectionAccess {
     if (view.refreshedAt !== undefined && this.now() - view.refreshedAt < FRESH_REFUSAL_SECONDS * 1000) {
       return { kind: 'wait', reason: `connection "${connection}": the provider refused an access token issued less than a minute ago`, seconds: FRESH_REFUSAL_SECONDS };
     }
-    return this.refresh(connection, deadline, { token: rejected, ...(view.refreshedAt !== undefined ? { refreshedAt: view.refreshedAt } : {}) });
+    return this.refresh(connection, view.clientId, deadline, { token: rejected, ...(view.refreshedAt !== undefined ? { refreshedAt: view.refreshedAt } : {}) });
   }
 
   /** The gate of what was read: a dead answer read again consistently first; a token too old refreshed. */
@@ -181,7 +192,7 @@ export class CachedConnectionAccess implements ConnectionAccess {
     if ((view === undefined || view.status === 'removed') && !entry.consistent) view = (await this.read(connection, true)).view;
     const now = this.now();
     if (view?.status === 'active' && (view.accessToken === undefined || view.refreshedAt === undefined || now - view.refreshedAt >= this.refreshAgeMs())) {
-      return this.refresh(connection, deadline, {
+      return this.refresh(connection, view.clientId, deadline, {
         ...(view.accessToken !== undefined ? { token: view.accessToken } : {}),
         ...(view.refreshedAt !== undefined ? { refreshedAt: view.refreshedAt } : {}),
       });
@@ -208,7 +219,7 @@ export class CachedConnectionAccess implements ConnectionAccess {
   }
 
   /** One refresh per connection at a time in this container (the lease makes it one across containers). */
-  private refresh(connection: string, deadline: number | undefined, seen: SeenToken): Promise<ConnectionGate> {
+  private refresh(connection: string, clientId: string, deadline: number | undefined, seen: SeenToken): Promise<ConnectionGate> {
     const pending = this.refreshes.get(connection);
     if (pending) return pending;
     const failed = this.failedUntil.get(connection);
@@ -226,15 +237,18 @@ export class CachedConnectionAccess implements ConnectionAccess {
         seconds: NO_TIME_WAIT_SECONDS,
       });
     }
-    const operation = this.refreshNow(connection, deadline, seen).finally(() => this.refreshes.delete(connection));
+    const operation = this.refreshNow(connection, clientId, deadline, seen).finally(() => this.refreshes.delete(connection));
     this.refreshes.set(connection, operation);
     return operation;
   }
 
-  private async refreshNow(connection: string, deadline: number | undefined, seen: SeenToken): Promise<ConnectionGate> {
+  private async refreshNow(connection: string, clientId: string, deadline: number | undefined, seen: SeenToken): Promise<ConnectionGate> {
+    // A slot of the token pace within PACE_WAIT_MS, and early enough for the call and the writes.
+    const latestStart = deadline === undefined ? Infinity : deadline - this.settings.providerTimeoutMs - REFRESH_WRITE_MARGIN_MS;
+    const startBy = Math.min(this.now() + PACE_WAIT_MS, latestStart);
     let result: RefreshResult;
     try {
-      result = await refreshConnection(this.ports, connection, { seen, ...(deadline !== undefined ? { deadline } : {}) });
+      result = await refreshConnection(this.ports, connection, { clientId, seen, startBy, ...(deadline !== undefined ? { deadline } : {}) });
     } catch (error) {
       this.entries.delete(connection);
       throw error;
@@ -260,7 +274,6 @@ export class CachedConnectionAccess implements ConnectionAccess {
         return this.gateOf(connection, view, this.now());
       }
       case 'refused': {
-        if (result.previousStatus !== 'failing') log.warn('connection is now failing: the provider refused its refresh token', { connection, reason: result.reason });
         const view: View = { connection, clientId: previous?.clientId ?? '', status: 'failing', failureReason: result.reason };
         this.entries.set(connection, { view, readAt: this.now(), consistent: true });
         return { kind: 'wait', reason: failingReason(connection, result.reason), seconds: this.settings.connectionWaitSeconds };
@@ -269,9 +282,14 @@ export class CachedConnectionAccess implements ConnectionAccess {
         log.warn('refreshing the access token failed', { connection, reason: result.reason });
         this.entries.delete(connection);
         const failures = (this.failedUntil.get(connection)?.failures ?? 0) + 1;
-        const seconds = Math.min(FAILED_WAIT_SECONDS * 2 ** (failures - 1), MAX_FAILED_WAIT_SECONDS);
+        const seconds = result.transient ? FAILED_WAIT_SECONDS : Math.min(FAILED_WAIT_SECONDS * 2 ** (failures - 1), MAX_FAILED_WAIT_SECONDS);
         this.failedUntil.set(connection, { until: this.now() + seconds * 1000, reason: result.reason, failures });
         return { kind: 'wait', reason: `connection "${connection}": refreshing its access token failed (${result.reason})`, seconds };
+      case 'paced': {
+        // The token endpoint's pace, not the connection: nothing changed, nothing to read again.
+        const seconds = result.until === undefined ? FAILED_WAIT_SECONDS : Math.max(1, Math.ceil((result.until - this.now()) / 1000));
+        return { kind: 'wait', reason: `connection "${connection}": its access token needs a refresh, and ${PACED[result.why]}`, seconds };
+      }
       case 'busy':
         this.entries.delete(connection);
         return this.busy(connection, this.busySeconds(result.until));
@@ -365,6 +383,14 @@ function viewOf(record: ConnectionRecord): View {
   if (record.health.lastFailureReason !== undefined) view.failureReason = record.health.lastFailureReason;
   return view;
 }
+
+/** Why an on-demand refresh waits for the token pace. */
+const PACED: Record<Extract<RefreshResult, { kind: 'paced' }>['why'], string> = {
+  pace: "the token endpoint's pace has no slot for it yet",
+  'retry-after': "the token endpoint's pace waits out a 429's Retry-After",
+  'rate-limited': 'the token endpoint answered 429',
+  outage: "the token endpoint is down (its pace's breaker is open)",
+};
 
 function failingReason(connection: string, reason: string | undefined): string {
   return `connection "${connection}" is failing: the provider refused its refresh token (${reason ?? 'no reason recorded'}); add it again with new credentials`;

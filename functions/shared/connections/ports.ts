@@ -1,9 +1,11 @@
 /**
  * Ports of the connections (docs/connections.md): the connections table as the refresher, the item
  * sync and the operator CLI use it (ConnectionStore; the DynamoDB adapter is
- * functions/shared/adapters/dynamodb-connection-store.ts), and what the item sync asks of a
- * connection before it fetches one of its items (ConnectionAccess; access.ts).
+ * functions/shared/adapters/dynamodb-connection-store.ts), what the item sync asks of a
+ * connection before it fetches one of its items (ConnectionAccess; access.ts), and the token
+ * endpoint's pace every getToken takes a slot of (TokenSlots; token-pace.ts).
  */
+import type { RequestResult } from '../provider/pace/provider-pace.js';
 import type { ConnectionRecord, ConnectionStatus } from './connection.js';
 
 export interface ConnectionStore {
@@ -101,4 +103,22 @@ export interface ConnectionAccess {
 export interface AccessOptions {
   /** Epoch ms: the caller's invocation ends its work then; a refresh must be able to end before it. */
   deadline?: number;
+}
+
+/** A slot of a client id's token pace (token-pace.ts), or why there is none now. */
+export type TokenSlot =
+  /** Call getToken now, then tell `report` how it ended (tokenCallResult). */
+  | { kind: 'go'; report(result: RequestResult): Promise<void> }
+  /** No slot before `until` (epoch ms), later than the caller can wait: the pace, or a 429's Retry-After. */
+  | { kind: 'wait'; until: number; why: 'pace' | 'retry-after' }
+  /** The token endpoint fails every call (the pace's breaker is open, since `since`): no getToken now. */
+  | { kind: 'outage'; since: number };
+
+/** The token endpoint's paces, one per client id: every getToken asks for a slot first. */
+export interface TokenSlots {
+  /**
+   * A slot of `clientId`'s token pace: one that comes by `startBy` (epoch ms; none: whenever it
+   * comes) is waited for; a later one is `wait`. Never throws.
+   */
+  slot(clientId: string, startBy: number | undefined): Promise<TokenSlot>;
 }

@@ -1,8 +1,15 @@
 /**
  * One connection's token refresh, the core the token refresher and the item sync share (no AWS
- * import): take the connection's refresh lease, trade its refresh token for an access token
- * (getToken), and write the result over the credentials the refresh used.
+ * import): take a slot of the token endpoint's pace, take the connection's refresh lease, trade its
+ * refresh token for an access token (getToken), and write the result over the credentials the
+ * refresh used.
  *
+ * - The token pace (token-pace.ts: one per client id, shared by every container) is asked first,
+ *   with the client id the caller read: a slot that comes by the caller's `startBy` is waited for;
+ *   a later one, or the pace's open breaker, ends the refresh before anything is written (`paced`:
+ *   the connection is as it was, still due). The pace is told how the getToken ended: a 429 with
+ *   its Retry-After (every caller stops until then; the lease is released and the refresh is
+ *   `paced` too: a 429 is no failure of the connection), a transient failure, or an answer.
  * - The lease (5 minutes, far longer than a getToken call may take; its owner a random id per call)
  *   makes one getToken per connection at a time across every container: whoever does not get it
  *   returns `busy` with the lease's end and calls nothing.
@@ -15,9 +22,12 @@
  *   `deadline`, and at least RESULT_WRITE_MIN_ATTEMPTS times: a rotated refresh token exists nowhere
  *   else.
  * - Refused (isRefusal: 401, 400 or 403 from getToken): the connection becomes `failing` with the
- *   reason. Anything else (5xx, time-out, 429, a malformed or oversized answer, a redirect, another
- *   4xx such as 405, 410 or 422): `failed`, the connection stays as it is and its health counts the
+ *   reason. Anything else (5xx, time-out, a malformed or oversized answer, a redirect, another 4xx
+ *   such as 405, 410 or 422): `failed`, the connection stays as it is and its health counts the
  *   failure: those say nothing about the refresh token.
+ * - Every status this core changes is logged, one line (`connection status changed`: the
+ *   connection, from, to, why): active → failing (refused), failing → active (a refresh that
+ *   succeeded).
  * - Credentials the operator replaced (or removed) while the refresh ran win: the result is not
  *   written (`superseded`).
  * No result, log line or error ever holds a token but the access token of `refreshed` and `current`.
@@ -25,8 +35,10 @@
 import { randomUUID } from 'node:crypto';
 import { ProviderError, redact } from '../errors.js';
 import type { Clock, Log, ProviderClient, RequestOptions } from '../ports.js';
+import { MAX_RETRY_AFTER_MS, MIN_RETRY_AFTER_MS } from '../provider/pace/pace-state.js';
 import type { ConnectionStatus } from './connection.js';
-import type { ConnectionStore } from './ports.js';
+import type { ConnectionStore, TokenSlot, TokenSlots } from './ports.js';
+import { tokenCallResult } from './token-pace.js';
 
 /** How long a refresh lease is held: far longer than one getToken call (PROVIDER_TIMEOUT_MS is at most 120 s). */
 export const REFRESH_LEASE_MS = 5 * 60_000;
@@ -43,11 +55,16 @@ export interface RefreshPorts {
   provider: ProviderClient;
   clock: Clock;
   log: Log;
+  /** The token endpoint's pace: every getToken takes a slot of its client id's first and tells it how it ended. */
+  tokens: TokenSlots;
   /** The lease owner's id; default a random UUID per call. */
   newOwner?: () => string;
   /** Waits between attempts at writing the result; default real time. */
   sleep?: (ms: number) => Promise<void>;
 }
+
+/** The log line of every status change this core makes (one per change, never a token). */
+export const STATUS_CHANGE_MESSAGE = 'connection status changed';
 
 /** What the caller saw of the connection's access token when it decided to refresh it. */
 export interface SeenToken {
@@ -58,6 +75,13 @@ export interface SeenToken {
 }
 
 export interface RefreshOptions {
+  /** The connection's client id as the caller read it: a slot of its token pace is taken before the lease. */
+  clientId: string;
+  /**
+   * Epoch ms: the latest a getToken may start. A slot of the token pace that comes later is not
+   * waited for (`paced`, with when it would come). None: waited for, however long.
+   */
+  startBy?: number;
   /** Also refresh a `failing` connection (the refresher's hourly retry). */
   includeFailing?: boolean;
   /** Lease length; default REFRESH_LEASE_MS. */
@@ -82,17 +106,32 @@ export type RefreshResult =
   | { kind: 'busy'; connection: string; until: number }
   /** The provider refused the refresh token: the connection is `failing` (`previousStatus` says whether it was before). */
   | { kind: 'refused'; connection: string; reason: string; previousStatus: ConnectionStatus }
-  /** The refresh failed in a way that may pass; the connection's status is unchanged. */
-  | { kind: 'failed'; connection: string; reason: string }
+  /**
+   * The refresh failed in a way that may pass; the connection's status is unchanged. `transient`:
+   * the call itself failed (5xx, 408, time-out, network: the token pace's breaker counts those),
+   * rather than answering something unusable or the result not being stored.
+   */
+  | { kind: 'failed'; connection: string; reason: string; transient: boolean }
   /** Its status allows no refresh (paused, removed; failing without includeFailing). */
   | { kind: 'not-refreshable'; connection: string; status: ConnectionStatus }
   /** No such connection. */
   | { kind: 'missing'; connection: string }
   /** The credentials were replaced or removed while the refresh ran: its result was not written. */
-  | { kind: 'superseded'; connection: string };
+  | { kind: 'superseded'; connection: string }
+  /**
+   * No access token now, and nothing written: the token pace had no slot by `startBy` (`pace`, or
+   * `retry-after`: it holds every caller until a 429's Retry-After), this getToken was answered
+   * 429 (`rate-limited`: the pace now holds every caller until its Retry-After), or the token
+   * endpoint is down (`outage`: the pace's breaker is open). `until`: when the pace gives the next
+   * slot (none for an outage). The connection is as it was: still due.
+   */
+  | { kind: 'paced'; connection: string; why: 'pace' | 'retry-after' | 'rate-limited' | 'outage'; until?: number };
 
 /** Throws what the store throws when the lease cannot be taken (a TransientError when DynamoDB keeps failing). */
-export async function refreshConnection(ports: RefreshPorts, connection: string, options: RefreshOptions = {}): Promise<RefreshResult> {
+export async function refreshConnection(ports: RefreshPorts, connection: string, options: RefreshOptions): Promise<RefreshResult> {
+  // The slot first: a refresh that has to wait for the pace holds no lease meanwhile.
+  let slot = await ports.tokens.slot(options.clientId, options.startBy);
+  if (slot.kind !== 'go') return pacedBy(connection, slot);
   const owner = (ports.newOwner ?? randomUUID)();
   const now = ports.clock.now().getTime();
   const lease = await ports.store.takeRefreshLease(connection, {
@@ -107,14 +146,26 @@ export async function refreshConnection(ports: RefreshPorts, connection: string,
 
   const { record } = lease;
   const secrets = [record.refreshToken, record.accessToken];
-  if (options.seen !== undefined && record.accessToken !== undefined && record.refreshedAt !== undefined && newerThanSeen(record.accessToken, record.refreshedAt, options.seen)) {
+  const release = async (): Promise<void> => {
     try {
       await ports.store.releaseRefreshLease(connection, owner);
     } catch (error) {
-      // The lease runs out by itself; the token in the row is what the caller needs.
+      // The lease runs out by itself.
       ports.log.warn('releasing a refresh lease failed', { connection, error: reasonOf(error, secrets) });
     }
+  };
+  if (options.seen !== undefined && record.accessToken !== undefined && record.refreshedAt !== undefined && newerThanSeen(record.accessToken, record.refreshedAt, options.seen)) {
+    // The token in the row is what the caller needs.
+    await release();
     return { kind: 'current', connection, clientId: record.clientId, token: record.accessToken, refreshedAt: record.refreshedAt, status: record.status };
+  }
+  if (record.clientId !== options.clientId) {
+    // The credentials were replaced with another client id since the caller read them: its pace.
+    slot = await ports.tokens.slot(record.clientId, options.startBy);
+    if (slot.kind !== 'go') {
+      await release();
+      return pacedBy(connection, slot);
+    }
   }
 
   const requestOptions: RequestOptions = options.signal ? { signal: options.signal } : {};
@@ -125,6 +176,14 @@ export async function refreshConnection(ports: RefreshPorts, connection: string,
     accessToken = grant.accessToken;
     returnedRefreshToken = grant.refreshToken;
   } catch (error) {
+    const told = tokenCallResult(error);
+    if (told !== undefined) await slot.report(told);
+    if (told?.kind === 'rate-limited') {
+      // The token endpoint's limit, not the connection's failure: nothing recorded, still due.
+      await release();
+      const waitMs = Math.min(MAX_RETRY_AFTER_MS, Math.max(MIN_RETRY_AFTER_MS, told.retryAfterMs ?? MIN_RETRY_AFTER_MS));
+      return { kind: 'paced', connection, why: 'rate-limited', until: ports.clock.now().getTime() + waitMs };
+    }
     const refused = isRefusal(error);
     const reason = reasonOf(error, secrets);
     const at = ports.clock.now().toISOString();
@@ -137,8 +196,11 @@ export async function refreshConnection(ports: RefreshPorts, connection: string,
       written = 'written';
     }
     if (written === 'conflict') return { kind: 'superseded', connection };
-    return refused ? { kind: 'refused', connection, reason, previousStatus: record.status } : { kind: 'failed', connection, reason };
+    if (!refused) return { kind: 'failed', connection, reason, transient: told?.kind === 'failed' };
+    if (record.status === 'active') await logRefusal(ports, connection, reason);
+    return { kind: 'refused', connection, reason, previousStatus: record.status };
   }
+  await slot.report({ kind: 'ok' });
 
   const rotatedRefreshToken = returnedRefreshToken !== undefined && returnedRefreshToken !== record.refreshToken ? returnedRefreshToken : undefined;
   const refreshedAt = ports.clock.now().toISOString();
@@ -165,6 +227,9 @@ export async function refreshConnection(ports: RefreshPorts, connection: string,
         }
         return { kind: 'superseded', connection };
       }
+      if (record.status !== 'active' && written.status === 'active') {
+        ports.log.info(STATUS_CHANGE_MESSAGE, { connection, from: record.status, to: written.status, reason: 'a token refresh succeeded' });
+      }
       return {
         kind: 'refreshed',
         connection,
@@ -188,12 +253,31 @@ export async function refreshConnection(ports: RefreshPorts, connection: string,
             error: reason,
           });
         }
-        return { kind: 'failed', connection, reason: `storing the refreshed token failed: ${reason}` };
+        return { kind: 'failed', connection, reason: `storing the refreshed token failed: ${reason}`, transient: false };
       }
       ports.log.warn('storing a refreshed token failed; trying again', { connection, attempt, delayMs: delay, error: reason });
       await sleep(delay);
     }
   }
+}
+
+/** What a slot that did not come means for the refresh: it waits. */
+function pacedBy(connection: string, slot: Exclude<TokenSlot, { kind: 'go' }>): RefreshResult {
+  return slot.kind === 'outage' ? { kind: 'paced', connection, why: 'outage' } : { kind: 'paced', connection, why: slot.why, until: slot.until };
+}
+
+/**
+ * The status change of an active connection whose refresh token was refused: `failing`, unless the
+ * operator paused it meanwhile (the write keeps a paused status). The row is read to know which.
+ */
+async function logRefusal(ports: RefreshPorts, connection: string, reason: string): Promise<void> {
+  let to: ConnectionStatus | undefined = 'failing';
+  try {
+    to = (await ports.store.get(connection, { consistent: true }))?.status;
+  } catch {
+    // Not known for certain: the write made it failing unless it was paused meanwhile.
+  }
+  if (to === 'failing') ports.log.warn(STATUS_CHANGE_MESSAGE, { connection, from: 'active', to, reason });
 }
 
 /** Whether the row holds an access token newer than the one the caller saw (another refresh ended meanwhile). */

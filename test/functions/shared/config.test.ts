@@ -6,6 +6,7 @@ import { normalizeBaseUrl } from '../../../functions/shared/base-url.js';
 const refresherEnv = {
   PROVIDER_BASE_URL: 'https://provider.example.com/api/v2/',
   CONNECTIONS_TABLE_NAME: 'connections',
+  CONTROL_TABLE_NAME: 'control',
 };
 
 const syncEnv = {
@@ -37,7 +38,9 @@ describe('loadRefresherConfig', () => {
         maxResponseBytes: DEFAULTS.maxResponseBytes,
       },
       connectionsTableName: 'connections',
+      controlTableName: 'control',
       tokenRefreshMinutes: 30,
+      tokenRequestsPerSecond: 10,
       refreshConcurrency: 10,
       idleRefreshHours: 24,
     });
@@ -45,19 +48,26 @@ describe('loadRefresherConfig', () => {
 
   it('takes its tunables from the environment, naming a bad one', () => {
     expect(
-      loadRefresherConfig({ ...refresherEnv, TOKEN_REFRESH_MINUTES: '15', REFRESH_CONCURRENCY: '25', IDLE_REFRESH_HOURS: '12' }),
-    ).toMatchObject({ tokenRefreshMinutes: 15, refreshConcurrency: 25, idleRefreshHours: 12 });
+      loadRefresherConfig({ ...refresherEnv, TOKEN_REFRESH_MINUTES: '15', REFRESH_CONCURRENCY: '25', IDLE_REFRESH_HOURS: '12', TOKEN_REQUESTS_PER_SECOND: '1000' }),
+    ).toMatchObject({ tokenRefreshMinutes: 15, refreshConcurrency: 25, idleRefreshHours: 12, tokenRequestsPerSecond: 1000 });
+    expect(loadRefresherConfig({ ...refresherEnv, TOKEN_REQUESTS_PER_SECOND: '1' }).tokenRequestsPerSecond).toBe(1);
     for (const [key, value] of [
       ['TOKEN_REFRESH_MINUTES', '0'],
       ['TOKEN_REFRESH_MINUTES', '1441'],
       ['REFRESH_CONCURRENCY', '101'],
       ['IDLE_REFRESH_HOURS', '25'],
+      ['TOKEN_REQUESTS_PER_SECOND', '0'],
+      ['TOKEN_REQUESTS_PER_SECOND', '1001'],
+      ['TOKEN_REQUESTS_PER_SECOND', '2.5'],
+      ['TOKEN_REQUESTS_PER_SECOND', 'ten'],
     ] as const) {
-      expect(errorOf(() => loadRefresherConfig({ ...refresherEnv, [key]: value })).key).toBe(key);
+      const error = errorOf(() => loadRefresherConfig({ ...refresherEnv, [key]: value }));
+      expect(error.key).toBe(key);
+      expect(error.message.startsWith(`${key}: must be a whole number from `)).toBe(true);
     }
   });
 
-  it.each(['PROVIDER_BASE_URL', 'CONNECTIONS_TABLE_NAME'])(
+  it.each(['PROVIDER_BASE_URL', 'CONNECTIONS_TABLE_NAME', 'CONTROL_TABLE_NAME'])(
     'names %s when it is missing or blank',
     (key) => {
       expect(errorOf(() => loadRefresherConfig({ ...refresherEnv, [key]: undefined })).key).toBe(key);
@@ -74,6 +84,7 @@ describe('loadSyncConfig', () => {
       provider: { baseUrl: syncEnv.PROVIDER_BASE_URL, timeoutMs: 10_000, maxResponseBytes: 16 * 1024 * 1024 },
       connectionsTableName: 'connections',
       tokenRefreshMinutes: 30,
+      tokenRequestsPerSecond: 10,
       paceScope: 'client',
       connectionWaitSeconds: 300,
       itemsTableName: 'items',
@@ -126,6 +137,8 @@ describe('loadSyncConfig', () => {
     ['PACE_SCOPE', 'CLIENT'],
     ['CONNECTION_WAIT_SECONDS', '0'],
     ['CONNECTION_WAIT_SECONDS', '901'],
+    ['TOKEN_REQUESTS_PER_SECOND', '0'],
+    ['TOKEN_REQUESTS_PER_SECOND', '1001'],
   ])('rejects %s=%s naming the variable', (key, value) => {
     const error = errorOf(() => loadSyncConfig({ ...syncEnv, [key]: value }));
     expect(error.key).toBe(key);

@@ -18,14 +18,23 @@ import {
 } from '../../../../functions/shared/connections/connection-access.js';
 import type { SyncConfig } from '../../../../functions/shared/config.js';
 import type { RefreshResult } from '../../../../functions/shared/connections/refresh.js';
-import { expectNoToken, FakeClock, FakeProvider, MemoryConnectionStore, MemoryLog, providerError, T0 } from './fakes.js';
+import { MemoryPaceStore } from '../../../../dev/fakes/memory-pace-store.js';
+import { ProviderError } from '../../../../functions/shared/errors.js';
+import { STATUS_CHANGE_MESSAGE } from '../../../../functions/shared/connections/refresh.js';
+import { expectNoToken, FakeClock, FakeProvider, FakeTokenSlots, MemoryConnectionStore, MemoryLog, providerError, T0 } from './fakes.js';
 
 const MINUTE = 60_000;
-const config: Pick<SyncConfig, 'connectionsTableName' | 'tokenRefreshMinutes' | 'tokenCacheSeconds' | 'connectionWaitSeconds' | 'paceScope'> & {
+const config: Pick<
+  SyncConfig,
+  'connectionsTableName' | 'controlTableName' | 'tokenRefreshMinutes' | 'tokenRequestsPerSecond' | 'tokenCacheSeconds' | 'connectionWaitSeconds' | 'paceScope'
+> & {
   provider: { timeoutMs: number };
 } = {
   connectionsTableName: 'connections',
+  controlTableName: 'control',
   tokenRefreshMinutes: 30,
+  // Far above what a test asks for: the token pace grants at once (its own tests are in token-pace.test.ts).
+  tokenRequestsPerSecond: 1000,
   tokenCacheSeconds: 60,
   connectionWaitSeconds: 300,
   paceScope: 'client',
@@ -39,6 +48,9 @@ function setup(overrides: Partial<typeof config> = {}, cacheSize?: number) {
   const clock = new FakeClock();
   const log = new MemoryLog();
   const refreshes: RefreshResult[] = [];
+  // The token pace's row, shared by every container built here.
+  const paceStore = new MemoryPaceStore();
+  const paceKeys: string[] = [];
   const build = () =>
     createConnectionAccess({
       config: { ...config, ...overrides },
@@ -48,9 +60,14 @@ function setup(overrides: Partial<typeof config> = {}, cacheSize?: number) {
       logger: log,
       store,
       onRefresh: (result) => void refreshes.push(result),
+      tokenPaceStoreFor: (paceKey) => {
+        paceKeys.push(paceKey);
+        return paceStore;
+      },
+      sleep: async (ms) => clock.advance(ms),
       ...(cacheSize !== undefined ? { cacheSize } : {}),
     });
-  return { store, provider, clock, log, refreshes, access: build(), build };
+  return { store, provider, clock, log, refreshes, paceStore, paceKeys, access: build(), build };
 }
 
 const gets = (store: MemoryConnectionStore): number => store.calls.filter((c) => c === 'get').length;
@@ -137,14 +154,16 @@ describe('open', () => {
     // The refused connection now waits from the cache, without another getToken.
     expect(await access.open('refused')).toMatchObject({ kind: 'wait', seconds: 300 });
     expect(provider.calls.filter((c) => c.refreshToken === 'rt-refused-secret')).toHaveLength(1);
-    expect(log.lines.find((l) => l.message.startsWith('connection is now failing'))?.attributes).toMatchObject({ connection: 'refused' });
+    expect(log.lines.filter((l) => l.message === STATUS_CHANGE_MESSAGE).map((l) => l.attributes)).toEqual([
+      expect.objectContaining({ connection: 'refused', from: 'active', to: 'failing' }),
+    ]);
     expectNoToken(JSON.stringify([refused, down]) + log.text(), ['rt-refused-secret', 'rt-down-secret']);
   });
 
-  it('after a failed refresh (an outage), no other getToken for the connection from this container for 30 s, doubling up to 2 minutes', async () => {
+  it('after a failed refresh, no other getToken for the connection from this container for 30 s; failures that are answers in a row double it, up to 2 minutes', async () => {
     const { store, provider, clock, access } = setup({ tokenCacheSeconds: 0 });
     store.seed({ connection: 'down', refreshToken: 'rt-down-secret' });
-    provider.answers.set('rt-down-secret', providerError('transient', 503));
+    provider.answers.set('rt-down-secret', providerError('malformed', 200));
     expect(await access.open('down')).toMatchObject({ kind: 'wait', seconds: FAILED_WAIT_SECONDS });
     clock.advance(10_000);
     // Every batch of the next 30 s waits without a request: the remaining wait, then one try.
@@ -165,6 +184,20 @@ describe('open', () => {
     provider.answers.delete('rt-down-secret');
     expect(await access.open('down')).toMatchObject({ kind: 'ready' });
     expect(provider.calls).toHaveLength(6);
+  });
+
+  it('failed calls (5xx, time-out) hold 30 s each, not more: an outage is the token pace\'s breaker\'s to hold back', async () => {
+    const { store, provider, clock, access } = setup({ tokenCacheSeconds: 0 });
+    store.seed({ connection: 'down', refreshToken: 'rt-down-secret' });
+    provider.answers.set('rt-down-secret', providerError('transient', 503));
+    const waits: number[] = [];
+    for (let i = 0; i < 4; i++) {
+      const gate = await access.open('down');
+      waits.push(gate.kind === 'wait' ? gate.seconds : -1);
+      clock.advance(FAILED_WAIT_SECONDS * 1000);
+    }
+    expect(waits).toEqual([FAILED_WAIT_SECONDS, FAILED_WAIT_SECONDS, FAILED_WAIT_SECONDS, FAILED_WAIT_SECONDS]);
+    expect(provider.calls).toHaveLength(4);
   });
 
   it('records lastUsedAt at most once per half refresh interval, and not over a recent one', async () => {
@@ -355,7 +388,7 @@ describe('a refresh and the time left', () => {
     const provider = new FakeProvider();
     const clock = new FakeClock();
     const access = new CachedConnectionAccess(
-      { store, provider, clock, log: new MemoryLog(), sleep: async (ms) => clock.advance(ms) },
+      { store, provider, clock, log: new MemoryLog(), tokens: new FakeTokenSlots(), sleep: async (ms) => clock.advance(ms) },
       { paceScope: 'client', tokenCacheSeconds: 60, tokenRefreshMinutes: 30, connectionWaitSeconds: 300, providerTimeoutMs: 10_000 },
     );
     store.seed({ connection: 'acme', refreshToken: 'rt-old-secret' });
@@ -368,6 +401,62 @@ describe('a refresh and the time left', () => {
     };
     expect(await access.open('acme', { deadline: T0 + 40_000 })).toMatchObject({ kind: 'ready', token: 'at-new-secret' });
     expect(store.row('acme')).toMatchObject({ refreshToken: 'rt-rotated-secret', accessToken: 'at-new-secret' });
+  });
+});
+
+describe('the token pace on demand', () => {
+  it("each on-demand getToken takes a slot of the client id's token pace (its row `token#<client id>`) and tells it the answer", async () => {
+    const { store, provider, access, paceStore, paceKeys } = setup();
+    store.seed({ connection: 'acme', clientId: 'client-7' });
+    expect(await access.open('acme')).toMatchObject({ kind: 'ready' });
+    expect(provider.calls).toHaveLength(1);
+    expect(paceKeys).toEqual(['token#client-7']);
+    expect(paceStore.writes).toBeGreaterThan(0);
+  });
+
+  it("a 429: the items wait its Retry-After; the connection stays active, its health untouched; the next try after it", async () => {
+    const { store, provider, clock, access } = setup({ tokenCacheSeconds: 0 });
+    store.seed({ connection: 'acme', refreshToken: 'rt-acme-secret' });
+    provider.answers.set('rt-acme-secret', new ProviderError('the provider answered 429', { kind: 'rate-limited', operation: 'getToken', status: 429, retryAfterSeconds: 20 }));
+    expect(await access.open('acme')).toEqual({
+      kind: 'wait',
+      reason: 'connection "acme": its access token needs a refresh, and the token endpoint answered 429',
+      seconds: 20,
+    });
+    expect(store.row('acme')).toMatchObject({ status: 'active', health: { consecutiveFailures: 0 } });
+    expect(store.row('acme')?.refreshLease).toBeUndefined();
+    // Within the Retry-After, the pace holds the refresh (longer than PACE_WAIT_MS): the items wait the rest, no getToken.
+    clock.advance(5_000);
+    expect(await access.open('acme')).toMatchObject({ kind: 'wait', seconds: 15 });
+    expect(provider.calls).toHaveLength(1);
+    // After it: refreshed (a 429 sets no 30-second hold as a failure does).
+    clock.advance(15_000);
+    provider.answers.delete('rt-acme-secret');
+    expect(await access.open('acme')).toMatchObject({ kind: 'ready' });
+    expect(provider.calls).toHaveLength(2);
+  });
+
+  it('a slot within 5 s is waited for; the token endpoint down (the pace\'s breaker open): the items wait 30 s, no getToken', async () => {
+    const { store, provider, clock, access } = setup({ tokenCacheSeconds: 0 });
+    store.seed({ connection: 'acme', refreshToken: 'rt-acme-secret' });
+    provider.answers.set('rt-acme-secret', new ProviderError('the provider answered 429', { kind: 'rate-limited', operation: 'getToken', status: 429, retryAfterSeconds: 3 }));
+    expect(await access.open('acme')).toMatchObject({ kind: 'wait', seconds: 3 });
+    provider.answers.delete('rt-acme-secret');
+    expect(await access.open('acme')).toMatchObject({ kind: 'ready' });
+    expect(clock.ms).toBeGreaterThanOrEqual(T0 + 3_000);
+
+    const down = setup({ tokenCacheSeconds: 0 });
+    for (let i = 0; i < 8; i++) down.store.seed({ connection: `c${i}`, refreshToken: `rt-c${i}-secret` });
+    for (let i = 0; i < 8; i++) down.provider.answers.set(`rt-c${i}-secret`, providerError('transient', 503));
+    for (let i = 0; i < 8; i++) expect(await down.access.open(`c${i}`)).toMatchObject({ kind: 'wait', seconds: FAILED_WAIT_SECONDS });
+    down.store.seed({ connection: 'next', refreshToken: 'rt-next-secret' });
+    expect(await down.access.open('next')).toEqual({
+      kind: 'wait',
+      reason: 'connection "next": its access token needs a refresh, and the token endpoint is down (its pace\'s breaker is open)',
+      seconds: FAILED_WAIT_SECONDS,
+    });
+    expect(down.provider.calls).toHaveLength(8);
+    expect(down.store.row('next')).toMatchObject({ status: 'active', health: { consecutiveFailures: 0 } });
   });
 });
 

@@ -1,10 +1,12 @@
 /**
  * Fakes for the connections' tests: an in-memory ConnectionStore with the adapter's conditional
  * semantics (the DynamoDB adapter's own tests hold it to DynamoDB's), a provider whose getToken
- * answers per refresh token and can be held open, a log that keeps its lines, and a clock.
+ * answers per refresh token and can be held open, a token pace that says what it is told and keeps
+ * what it is told back, a log that keeps its lines, and a clock.
  */
 import type { ConnectionRecord, ConnectionStatus } from '../../../../functions/shared/connections/connection.js';
-import type { ConnectionStore } from '../../../../functions/shared/connections/ports.js';
+import type { ConnectionStore, TokenSlot, TokenSlots } from '../../../../functions/shared/connections/ports.js';
+import type { RequestResult } from '../../../../functions/shared/provider/pace/provider-pace.js';
 import { ProviderError } from '../../../../functions/shared/errors.js';
 import type { Clock, Credentials, Log, ProviderClient, TokenGrant } from '../../../../functions/shared/ports.js';
 
@@ -205,6 +207,24 @@ export class FakeProvider implements ProviderClient {
 
   async getItem(): Promise<unknown> {
     throw new Error('not used');
+  }
+}
+
+/**
+ * The token endpoint's pace as the refresh core sees it: `go` unless `answers` holds something else
+ * for the next slots (taken in order); every request (client id, startBy) and every report kept.
+ */
+export class FakeTokenSlots implements TokenSlots {
+  readonly asked: Array<{ clientId: string; startBy: number | undefined }> = [];
+  readonly reports: RequestResult[] = [];
+  readonly answers: Array<Exclude<TokenSlot, { kind: 'go' }>> = [];
+
+  async slot(clientId: string, startBy: number | undefined): Promise<TokenSlot> {
+    await Promise.resolve();
+    this.asked.push({ clientId, startBy });
+    const answer = this.answers.shift();
+    if (answer) return answer;
+    return { kind: 'go', report: async (result) => void this.reports.push(result) };
   }
 }
 

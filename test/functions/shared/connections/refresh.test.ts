@@ -1,11 +1,12 @@
 /**
  * One connection's refresh (functions/shared/connections/refresh.ts) over the in-memory store: the
- * lease, the provider's answers (rotation, refusal, transient failure), credentials replaced while
- * it ran, a result write that fails; no token in any result reason, log line or error.
+ * token pace's slot first and what it is told, the lease, the provider's answers (rotation,
+ * refusal, 429, transient failure), credentials replaced while it ran, a result write that fails,
+ * the status change lines; no token in any result reason, log line or error.
  */
 import { describe, expect, it } from 'vitest';
-import { refreshConnection, REFRESH_LEASE_MS, type RefreshPorts } from '../../../../functions/shared/connections/refresh.js';
-import { expectNoToken, FakeClock, FakeProvider, MemoryConnectionStore, MemoryLog, providerError, T0 } from './fakes.js';
+import { refreshConnection, REFRESH_LEASE_MS, STATUS_CHANGE_MESSAGE, type RefreshPorts } from '../../../../functions/shared/connections/refresh.js';
+import { expectNoToken, FakeClock, FakeProvider, FakeTokenSlots, MemoryConnectionStore, MemoryLog, providerError, T0 } from './fakes.js';
 import { ProviderError, TransientError } from '../../../../functions/shared/errors.js';
 
 const RT = 'rt-acme-secret';
@@ -17,9 +18,14 @@ function setup() {
   const clock = new FakeClock();
   const log = new MemoryLog();
   const sleeps: number[] = [];
-  const ports: RefreshPorts = { store, provider, clock, log, newOwner: () => 'owner-1', sleep: async (ms) => void sleeps.push(ms) };
-  return { store, provider, clock, log, ports, sleeps };
+  const tokens = new FakeTokenSlots();
+  const ports: RefreshPorts = { store, provider, clock, log, tokens, newOwner: () => 'owner-1', sleep: async (ms) => void sleeps.push(ms) };
+  return { store, provider, clock, log, ports, sleeps, tokens };
 }
+
+/** The options of a caller that read the connection `acme` (its client id), and of the others seeded with `client-1`. */
+const ACME = { clientId: 'client-acme' };
+const OTHER = { clientId: 'client-1' };
 
 describe('refreshConnection', () => {
   it('takes a 5-minute lease, calls getToken with the client id and refresh token, stores the access token', async () => {
@@ -29,7 +35,7 @@ describe('refreshConnection', () => {
       leaseSeen = store.row('acme')?.refreshLease;
       return { accessToken: 'at-new-secret' };
     });
-    const result = await refreshConnection(ports, 'acme');
+    const result = await refreshConnection(ports, 'acme', ACME);
     expect(leaseSeen).toEqual({ owner: 'owner-1', until: T0 + REFRESH_LEASE_MS });
     expect(provider.calls).toEqual([{ clientId: 'client-acme', refreshToken: RT }]);
     expect(result).toEqual({
@@ -49,17 +55,17 @@ describe('refreshConnection', () => {
   it('stores a rotated refresh token with the access token; the same one returned is no rotation', async () => {
     const { store, provider, ports } = setup();
     provider.answers.set(RT, { accessToken: 'at-1-secret', refreshToken: RT });
-    expect(await refreshConnection(ports, 'acme')).toMatchObject({ kind: 'refreshed', rotated: false });
+    expect(await refreshConnection(ports, 'acme', ACME)).toMatchObject({ kind: 'refreshed', rotated: false });
     expect(store.row('acme')?.credentialsVersion).toBe(1);
     provider.answers.set(RT, { accessToken: 'at-2-secret', refreshToken: 'rt-rotated-secret' });
-    expect(await refreshConnection(ports, 'acme')).toMatchObject({ kind: 'refreshed', rotated: true });
+    expect(await refreshConnection(ports, 'acme', ACME)).toMatchObject({ kind: 'refreshed', rotated: true });
     expect(store.row('acme')).toMatchObject({ refreshToken: 'rt-rotated-secret', accessToken: 'at-2-secret', credentialsVersion: 2 });
   });
 
   it('a lease held by another: busy until its end, and no getToken', async () => {
     const { store, provider, ports } = setup();
     store.rows.get('acme')!.refreshLease = { owner: 'other', until: T0 + 1000 };
-    expect(await refreshConnection(ports, 'acme')).toEqual({ kind: 'busy', connection: 'acme', until: T0 + 1000 });
+    expect(await refreshConnection(ports, 'acme', ACME)).toEqual({ kind: 'busy', connection: 'acme', until: T0 + 1000 });
     expect(provider.calls).toHaveLength(0);
   });
 
@@ -70,7 +76,7 @@ describe('refreshConnection', () => {
   ])('refused (%s): the connection is failing, with a reason that holds no token', async (_status, error) => {
     const { store, provider, ports, log } = setup();
     provider.answers.set(RT, error);
-    const result = await refreshConnection(ports, 'acme');
+    const result = await refreshConnection(ports, 'acme', ACME);
     expect(result).toMatchObject({ kind: 'refused', connection: 'acme', previousStatus: 'active' });
     const row = store.row('acme')!;
     expect(row.status).toBe('failing');
@@ -81,7 +87,6 @@ describe('refreshConnection', () => {
 
   it.each([
     ['503', providerError('transient', 503)],
-    ['429', providerError('rate-limited', 429)],
     ['a malformed answer', providerError('malformed', 200)],
     ['a network failure', new TypeError('fetch failed')],
     ['405', providerError('permanent', 405)],
@@ -93,7 +98,7 @@ describe('refreshConnection', () => {
   ])('failed (%s): the connection stays active, its health counts the failure', async (_what, error) => {
     const { store, provider, ports } = setup();
     provider.answers.set(RT, error);
-    const result = await refreshConnection(ports, 'acme');
+    const result = await refreshConnection(ports, 'acme', ACME);
     expect(result.kind).toBe('failed');
     expect(store.row('acme')).toMatchObject({ status: 'active', health: { consecutiveFailures: 1 } });
     expect(store.row('acme')?.refreshLease).toBeUndefined();
@@ -104,12 +109,12 @@ describe('refreshConnection', () => {
     store.seed({ connection: 'p', status: 'paused' });
     store.seed({ connection: 'f', status: 'failing' });
     store.seed({ connection: 'r', status: 'removed' });
-    expect(await refreshConnection(ports, 'p')).toEqual({ kind: 'not-refreshable', connection: 'p', status: 'paused' });
-    expect(await refreshConnection(ports, 'r')).toEqual({ kind: 'not-refreshable', connection: 'r', status: 'removed' });
-    expect(await refreshConnection(ports, 'f')).toEqual({ kind: 'not-refreshable', connection: 'f', status: 'failing' });
-    expect(await refreshConnection(ports, 'nobody')).toEqual({ kind: 'missing', connection: 'nobody' });
+    expect(await refreshConnection(ports, 'p', OTHER)).toEqual({ kind: 'not-refreshable', connection: 'p', status: 'paused' });
+    expect(await refreshConnection(ports, 'r', OTHER)).toEqual({ kind: 'not-refreshable', connection: 'r', status: 'removed' });
+    expect(await refreshConnection(ports, 'f', OTHER)).toEqual({ kind: 'not-refreshable', connection: 'f', status: 'failing' });
+    expect(await refreshConnection(ports, 'nobody', OTHER)).toEqual({ kind: 'missing', connection: 'nobody' });
     expect(provider.calls).toHaveLength(0);
-    expect(await refreshConnection(ports, 'f', { includeFailing: true })).toMatchObject({ kind: 'refreshed', previousStatus: 'failing' });
+    expect(await refreshConnection(ports, 'f', { ...OTHER, includeFailing: true })).toMatchObject({ kind: 'refreshed', previousStatus: 'failing' });
     expect(store.row('f')?.status).toBe('active');
   });
 
@@ -119,7 +124,7 @@ describe('refreshConnection', () => {
       void store.putCredentials({ connection: 'acme', clientId: 'client-acme', refreshToken: 'rt-operator-secret', at: new Date(T0).toISOString() });
       return { accessToken: 'at-old-secret', refreshToken: 'rt-rotated-secret' };
     });
-    expect(await refreshConnection(ports, 'acme')).toEqual({ kind: 'superseded', connection: 'acme' });
+    expect(await refreshConnection(ports, 'acme', ACME)).toEqual({ kind: 'superseded', connection: 'acme' });
     expect(store.row('acme')).toMatchObject({ refreshToken: 'rt-operator-secret', credentialsVersion: 2 });
     expect(store.row('acme')?.accessToken).toBeUndefined();
     expect(log.lines.map((l) => l.message)).toEqual(['the provider rotated the refresh token, but the credentials had been replaced meanwhile: the new one was not stored']);
@@ -132,7 +137,7 @@ describe('refreshConnection', () => {
       void store.putCredentials({ connection: 'acme', clientId: 'client-acme', refreshToken: 'rt-operator-secret', at: new Date(T0).toISOString() });
       return providerError('unauthorized', 401);
     });
-    expect(await refreshConnection(ports, 'acme')).toEqual({ kind: 'superseded', connection: 'acme' });
+    expect(await refreshConnection(ports, 'acme', ACME)).toEqual({ kind: 'superseded', connection: 'acme' });
     expect(store.row('acme')?.status).toBe('active');
   });
 
@@ -140,7 +145,7 @@ describe('refreshConnection', () => {
     const { store, provider, ports, log, sleeps } = setup();
     provider.answers.set(RT, { accessToken: 'at-new-secret', refreshToken: 'rt-rotated-secret' });
     store.failing.set('completeRefresh', new TransientError('DynamoDB UpdateItem failed (ThrottlingException)'));
-    const result = await refreshConnection(ports, 'acme');
+    const result = await refreshConnection(ports, 'acme', ACME);
     expect(result).toMatchObject({ kind: 'failed', reason: 'storing the refreshed token failed: TransientError: DynamoDB UpdateItem failed (ThrottlingException)' });
     expect(store.calls.filter((c) => c === 'completeRefresh')).toHaveLength(3);
     expect(sleeps).toEqual([200, 400]);
@@ -161,7 +166,7 @@ describe('refreshConnection', () => {
       if (failures-- > 0) throw new TransientError('DynamoDB UpdateItem failed (ThrottlingException)');
       return complete(input);
     };
-    const result = await refreshConnection(ports, 'acme', { deadline: T0 + 30_000 });
+    const result = await refreshConnection(ports, 'acme', { ...ACME, deadline: T0 + 30_000 });
     expect(result).toMatchObject({ kind: 'refreshed', rotated: true, status: 'active' });
     expect(sleeps).toEqual([200, 400, 800, 1600, 2000, 2000, 2000]);
     expect(store.row('acme')).toMatchObject({ refreshToken: 'rt-rotated-secret', accessToken: 'at-new-secret', credentialsVersion: 2 });
@@ -175,14 +180,14 @@ describe('refreshConnection', () => {
     };
     provider.answers.set(RT, { accessToken: 'at-new-secret', refreshToken: 'rt-rotated-secret' });
     store.failing.set('completeRefresh', new TransientError('DynamoDB UpdateItem failed (ThrottlingException)'));
-    expect(await refreshConnection(ports, 'acme', { deadline: T0 + 10_000 })).toMatchObject({ kind: 'failed' });
+    expect(await refreshConnection(ports, 'acme', { ...ACME, deadline: T0 + 10_000 })).toMatchObject({ kind: 'failed' });
     expect(sleeps).toEqual([200, 400, 800, 1600, 2000, 2000, 2000]);
     expect(clock.ms).toBeLessThanOrEqual(T0 + 10_000);
     expect(log.lines.filter((l) => l.level === 'error')).toHaveLength(1);
     // A deadline already passed: still three attempts.
     sleeps.length = 0;
     delete store.rows.get('acme')!.refreshLease; // the failed refresh's lease would run out by itself
-    expect(await refreshConnection(ports, 'acme', { deadline: clock.ms - 1 })).toMatchObject({ kind: 'failed' });
+    expect(await refreshConnection(ports, 'acme', { ...ACME, deadline: clock.ms - 1 })).toMatchObject({ kind: 'failed' });
     expect(sleeps).toEqual([200, 400]);
   });
 
@@ -191,7 +196,7 @@ describe('refreshConnection', () => {
     store.rows.get('acme')!.accessToken = 'at-newer-secret';
     store.rows.get('acme')!.refreshedAt = new Date(T0 - 1000).toISOString();
     const seen = { token: 'at-older-secret', refreshedAt: T0 - 31 * 60_000 };
-    expect(await refreshConnection(ports, 'acme', { seen })).toEqual({
+    expect(await refreshConnection(ports, 'acme', { ...ACME, seen })).toEqual({
       kind: 'current',
       connection: 'acme',
       clientId: 'client-acme',
@@ -202,11 +207,11 @@ describe('refreshConnection', () => {
     expect(provider.calls).toHaveLength(0);
     expect(store.row('acme')?.refreshLease).toBeUndefined();
     // The token the caller saw (or refused) is still the row's: refreshed.
-    expect(await refreshConnection(ports, 'acme', { seen: { token: 'at-newer-secret', refreshedAt: T0 - 1000 } })).toMatchObject({ kind: 'refreshed' });
+    expect(await refreshConnection(ports, 'acme', { ...ACME, seen: { token: 'at-newer-secret', refreshedAt: T0 - 1000 } })).toMatchObject({ kind: 'refreshed' });
     // A caller that saw no token takes any token the row holds.
-    expect(await refreshConnection(ports, 'acme', { seen: {} })).toMatchObject({ kind: 'current' });
+    expect(await refreshConnection(ports, 'acme', { ...ACME, seen: {} })).toMatchObject({ kind: 'current' });
     // Without `seen`, always a refresh.
-    expect(await refreshConnection(ports, 'acme')).toMatchObject({ kind: 'refreshed' });
+    expect(await refreshConnection(ports, 'acme', ACME)).toMatchObject({ kind: 'refreshed' });
     expect(provider.calls).toHaveLength(2);
   });
 
@@ -223,14 +228,130 @@ describe('refreshConnection', () => {
       }
       return written;
     };
-    expect(await refreshConnection(ports, 'acme')).toMatchObject({ kind: 'refreshed', rotated: true });
+    expect(await refreshConnection(ports, 'acme', ACME)).toMatchObject({ kind: 'refreshed', rotated: true });
     expect(store.row('acme')).toMatchObject({ refreshToken: 'rt-rotated-secret', accessToken: 'at-new-secret' });
   });
 
   it('a store that cannot take the lease: the error is thrown, nothing is called', async () => {
     const { store, provider, ports } = setup();
     store.failing.set('takeRefreshLease', new TransientError('DynamoDB UpdateItem failed (ThrottlingException)'));
-    await expect(refreshConnection(ports, 'acme')).rejects.toBeInstanceOf(TransientError);
+    await expect(refreshConnection(ports, 'acme', ACME)).rejects.toBeInstanceOf(TransientError);
     expect(provider.calls).toHaveLength(0);
+  });
+});
+
+describe('refreshConnection and the token pace', () => {
+  it("asks the pace of the caller's client id for a slot before the lease, with its startBy, and tells it the answer", async () => {
+    const { store, provider, ports, tokens } = setup();
+    let callsAtSlot: string[] = [];
+    const slot = tokens.slot.bind(tokens);
+    tokens.slot = async (clientId, startBy) => {
+      callsAtSlot = [...store.calls];
+      return slot(clientId, startBy);
+    };
+    expect(await refreshConnection(ports, 'acme', { ...ACME, startBy: T0 + 5_000 })).toMatchObject({ kind: 'refreshed' });
+    expect(callsAtSlot).toEqual([]);
+    expect(tokens.asked).toEqual([{ clientId: 'client-acme', startBy: T0 + 5_000 }]);
+    expect(tokens.reports).toEqual([{ kind: 'ok' }]);
+    // A refusal is an answer: the provider is up.
+    provider.answers.set(RT, providerError('unauthorized', 401));
+    expect(await refreshConnection(ports, 'acme', ACME)).toMatchObject({ kind: 'refused' });
+    expect(tokens.reports).toEqual([{ kind: 'ok' }, { kind: 'ok' }]);
+  });
+
+  it.each([
+    ['a 5xx', providerError('transient', 503)],
+    ['a time-out', new ProviderError('the request timed out after 10000 ms', { kind: 'transient', operation: 'getToken' })],
+  ])('tells the pace of %s as failed (its breaker counts it); the health counts it, the connection stays active', async (_what, error) => {
+    const { store, provider, ports, tokens } = setup();
+    provider.answers.set(RT, error);
+    expect(await refreshConnection(ports, 'acme', ACME)).toMatchObject({ kind: 'failed' });
+    expect(tokens.reports).toEqual([{ kind: 'failed' }]);
+    expect(store.row('acme')).toMatchObject({ status: 'active', health: { consecutiveFailures: 1 } });
+  });
+
+  it("a 429: the pace told its Retry-After, the lease released, nothing recorded in the health: paced until then, still due", async () => {
+    const { store, provider, ports, tokens, log } = setup();
+    provider.answers.set(RT, new ProviderError('the provider answered 429', { kind: 'rate-limited', operation: 'getToken', status: 429, retryAfterSeconds: 7 }));
+    const before = store.row('acme')!;
+    expect(await refreshConnection(ports, 'acme', ACME)).toEqual({ kind: 'paced', connection: 'acme', why: 'rate-limited', until: T0 + 7_000 });
+    expect(tokens.reports).toEqual([{ kind: 'rate-limited', retryAfterMs: 7_000 }]);
+    expect(store.row('acme')).toEqual(before);
+    expect(store.calls).toEqual(['takeRefreshLease', 'releaseRefreshLease']);
+    expect(log.lines.filter((l) => l.message === STATUS_CHANGE_MESSAGE)).toHaveLength(0);
+    // Without Retry-After: a second.
+    provider.answers.set(RT, providerError('rate-limited', 429));
+    expect(await refreshConnection(ports, 'acme', ACME)).toMatchObject({ kind: 'paced', why: 'rate-limited', until: T0 + 1_000 });
+  });
+
+  it('no slot by startBy, a Retry-After, an outage: paced, and nothing else is done (no lease, no getToken, no write)', async () => {
+    const { store, provider, ports, tokens } = setup();
+    tokens.answers.push(
+      { kind: 'wait', until: T0 + 3_000, why: 'pace' },
+      { kind: 'wait', until: T0 + 60_000, why: 'retry-after' },
+      { kind: 'outage', since: T0 - 1_000 },
+    );
+    expect(await refreshConnection(ports, 'acme', { ...ACME, startBy: T0 + 1_000 })).toEqual({ kind: 'paced', connection: 'acme', why: 'pace', until: T0 + 3_000 });
+    expect(await refreshConnection(ports, 'acme', ACME)).toEqual({ kind: 'paced', connection: 'acme', why: 'retry-after', until: T0 + 60_000 });
+    expect(await refreshConnection(ports, 'acme', ACME)).toEqual({ kind: 'paced', connection: 'acme', why: 'outage' });
+    expect(store.calls).toEqual([]);
+    expect(provider.calls).toHaveLength(0);
+  });
+
+  it("credentials replaced with another client id since the caller's read: that client id's pace is asked too, under the lease", async () => {
+    const { store, provider, ports, tokens } = setup();
+    store.rows.get('acme')!.clientId = 'client-new';
+    expect(await refreshConnection(ports, 'acme', ACME)).toMatchObject({ kind: 'refreshed', clientId: 'client-new' });
+    expect(tokens.asked.map((a) => a.clientId)).toEqual(['client-acme', 'client-new']);
+    expect(provider.calls).toEqual([{ clientId: 'client-new', refreshToken: RT }]);
+    // Its pace has no slot in time: the lease is released, nothing called.
+    store.rows.get('acme')!.clientId = 'client-newer';
+    const slot = tokens.slot.bind(tokens);
+    tokens.slot = async (clientId, startBy) => (clientId === 'client-newer' ? { kind: 'wait', until: T0 + 9_000, why: 'pace' } : slot(clientId, startBy));
+    expect(await refreshConnection(ports, 'acme', { ...ACME, startBy: T0 + 1_000 })).toMatchObject({ kind: 'paced', why: 'pace', until: T0 + 9_000 });
+    expect(store.row('acme')?.refreshLease).toBeUndefined();
+    expect(provider.calls).toHaveLength(1);
+  });
+});
+
+describe('refreshConnection: a line per status change', () => {
+  it('active → failing when the provider refuses the refresh token: the connection, from, to and why, never a token', async () => {
+    const { provider, ports, log } = setup();
+    provider.answers.set(RT, providerError('unauthorized', 401, `refresh token ${RT} revoked`));
+    await refreshConnection(ports, 'acme', ACME);
+    const lines = log.lines.filter((l) => l.message === STATUS_CHANGE_MESSAGE);
+    expect(lines).toEqual([
+      {
+        level: 'warn',
+        message: STATUS_CHANGE_MESSAGE,
+        attributes: { connection: 'acme', from: 'active', to: 'failing', reason: 'getToken: the provider answered 401; HTTP 401; provider error 1001: refresh token [redacted] revoked' },
+      },
+    ]);
+    expectNoToken(log.text(), [RT]);
+  });
+
+  it('failing → active when a retry succeeds; no line when nothing changed (active refreshed, failing refused again)', async () => {
+    const { store, provider, ports, log } = setup();
+    store.seed({ connection: 'f', status: 'failing', health: { consecutiveFailures: 2 } });
+    store.seed({ connection: 'g', status: 'failing', refreshToken: 'rt-g-secret', health: { consecutiveFailures: 2 } });
+    provider.answers.set('rt-g-secret', providerError('unauthorized', 401));
+    await refreshConnection(ports, 'acme', ACME);
+    await refreshConnection(ports, 'g', { ...OTHER, includeFailing: true });
+    expect(log.lines.filter((l) => l.message === STATUS_CHANGE_MESSAGE)).toEqual([]);
+    await refreshConnection(ports, 'f', { ...OTHER, includeFailing: true });
+    expect(log.lines.filter((l) => l.message === STATUS_CHANGE_MESSAGE)).toEqual([
+      { level: 'info', message: STATUS_CHANGE_MESSAGE, attributes: { connection: 'f', from: 'failing', to: 'active', reason: 'a token refresh succeeded' } },
+    ]);
+  });
+
+  it('a refusal of a connection paused while the refresh ran: it stays paused, and no change is logged', async () => {
+    const { store, provider, ports, log } = setup();
+    provider.answers.set(RT, () => {
+      store.rows.get('acme')!.status = 'paused';
+      return providerError('unauthorized', 401);
+    });
+    expect(await refreshConnection(ports, 'acme', ACME)).toMatchObject({ kind: 'refused', previousStatus: 'active' });
+    expect(store.row('acme')?.status).toBe('paused');
+    expect(log.lines.filter((l) => l.message === STATUS_CHANGE_MESSAGE)).toEqual([]);
   });
 });
