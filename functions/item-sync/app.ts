@@ -48,6 +48,13 @@ export const DEFAULT_SAFETY_MARGIN_MS = 5_000;
 /** Most provider paces a container keeps (one per pace key it met); the least recently used goes first. */
 export const MAX_PACES_PER_CONTAINER = 1_000;
 
+/**
+ * PACE_SCOPE=connection: how long a record waits within its invocation for a slot of its
+ * connection's pace before it is postponed. A batch mixes connections; one connection slowed by its
+ * own limit or Retry-After must not hold the batch, and with it the other connections' records.
+ */
+export const CONNECTION_PACE_HOLD_MS = 2_000;
+
 export interface SyncHandlerDeps {
   config: SyncConfig;
   dynamodb: DynamoDBClient;
@@ -110,6 +117,8 @@ export function createSyncHandler(deps: SyncHandlerDeps): SyncHandler {
           fallbackRate: config.paceFallbackRate,
           concurrency: config.fetchConcurrency,
           random,
+          // A pace of one connection among others (its breaker is the client id's): it holds no batch for long.
+          ...(breaker ? { maxHoldMs: CONNECTION_PACE_HOLD_MS } : {}),
         },
         breaker,
       ),

@@ -325,6 +325,30 @@ describe('the provider pace of each pace key', () => {
     expect(second.metrics).toMatchObject({ ItemsCreated: 1, RecordsPostponed: 1, BreakerOpen: 1, BreakerOpenSeconds: 1 });
   });
 
+  it("paceScope connection: a Retry-After in one connection's pace holds neither the batch nor the other connection; its record waits outside the invocation", async () => {
+    harness.connections
+      .add('acme', { paceKey: 'connection#acme', breakerKey: 'client#c' })
+      .add('globex', { paceKey: 'connection#globex', breakerKey: 'client#c' });
+    const stores = new PaceStores();
+    const PACE = { ...DEFAULT_PACE_SETTINGS, maxRate: 1000 };
+    const blocked = new MemoryPaceStore();
+    await blocked.write({ ...initialPaceState(PACE, NOW.getTime()), blockedUntil: NOW.getTime() + 30_000 }, 0);
+    stores.byKey.set('connection#acme', blocked);
+    const provider = new ScriptedProvider().on('a', item('a', 1)).on('g', item('g', 1));
+    const { result, metrics } = await run(build(provider, { paceStoreFor: stores.storeFor }), [
+      '{"connection":"acme","id":"a"}',
+      '{"connection":"globex","id":"g"}',
+    ]);
+
+    expect(result).toEqual({ batchItemFailures: [] });
+    expect(provider.calls.map((call) => call.id)).toEqual(['g']);
+    expect(harness.sleeps.reduce((sum, ms) => sum + ms, 0)).toBeLessThanOrEqual(2_000);
+    // Sent again after the Retry-After, at least rateLimitMinDelaySeconds (60 s here).
+    expect(entriesTo(QUEUE_URL).map((entry) => [entry.MessageBody, entry.DelaySeconds])).toEqual([['{"connection":"acme","id":"a"}', 60]]);
+    expect(stores.byKey.get('client#c')?.writes ?? 0).toBe(0);
+    expect(metrics).toMatchObject({ ItemsCreated: 1, RecordsPostponed: 1 });
+  });
+
   it("without paceStoreFor, a connection's failed request is counted in its client id's row, provider-pace#client#<client id>", async () => {
     harness.connections.add('acme', { paceKey: 'connection#acme', breakerKey: 'client#c' });
     ddb.on(GetItemCommand).resolves({});

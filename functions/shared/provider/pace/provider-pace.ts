@@ -98,7 +98,7 @@ interface Outage {
 }
 
 /** What a provider caller needs of the pace. */
-export type PaceGate = Pick<ProviderPace, 'acquire' | 'report' | 'outageKnown' | 'waitingForProbe'>;
+export type PaceGate = Pick<ProviderPace, 'acquire' | 'report' | 'outageKnown' | 'waitingForProbe'> & Partial<Pick<ProviderPace, 'maxHoldMs'>>;
 
 export interface ProviderPaceOptions {
   settings: PaceSettings;
@@ -114,6 +114,13 @@ export interface ProviderPaceOptions {
   outageFailures?: number;
   /** Conditional-write attempts per change before falling back. */
   writeAttempts?: number;
+  /**
+   * The longest a request waits for a slot of this pace within its invocation before it is
+   * postponed (its record sent again with a delay); default: until the invocation's end. For a pace
+   * that is not the whole batch's (`paceScope` `connection`: a batch mixes connections), so that one
+   * connection's pace, slowed by its own limit or Retry-After, does not hold the others' records.
+   */
+  maxHoldMs?: number;
 }
 
 export interface PaceSnapshot {
@@ -182,6 +189,11 @@ export class ProviderPace {
     this.writeAttempts = options.writeAttempts ?? DEFAULT_WRITE_ATTEMPTS;
     this.lastRate = this.settings.maxRate ?? this.settings.initialRate;
     this.random = options.random ?? Math.random;
+  }
+
+  /** How long a request may wait for a slot within its invocation (ProviderPaceOptions.maxHoldMs); undefined: until its end. */
+  get maxHoldMs(): number | undefined {
+    return this.options.maxHoldMs;
   }
 
   snapshot(): PaceSnapshot {
