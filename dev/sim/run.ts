@@ -12,10 +12,14 @@
  * - `connections` (named only): many connections (connections-scenario.ts), at full scale (1,000
  *   connections × 100 ids, one revoked at the provider, two simulated days) or `--short` (50 × 20,
  *   what `npm test` runs). Progress lines go to standard error.
+ * - `scope-limits`, `scope-outage` (together `scope`, named only): the pace's scope
+ *   (scope-scenarios.ts): paceScope connection with per-account limits that differ (20 accounts,
+ *   5 to 50/s), and a provider outage over 200 connections under each scope; or `--short`.
  *
  * Prints each scenario's figures and checks, writes them to .bench/sim-latest.json (or
  * .bench/sim-reconcile-latest.json when `reconcile` ran, .bench/sim-connections-latest.json when
- * `connections` ran), exits 1 when a check fails.
+ * `connections` ran, .bench/sim-scope-latest.json when a `scope` scenario ran), exits 1 when a
+ * check fails.
  */
 import '../system/sdk-notice.js';
 import { mkdirSync, writeFileSync } from 'node:fs';
@@ -25,6 +29,7 @@ import { BENCH_DIR, machineInfo } from '../bench/support/machine.js';
 import { CONNECTIONS_FULL, CONNECTIONS_SHORT, connectionsScenario } from './connections-scenario.js';
 import { FULL_SCALE, knownLimit, outage, SHORT_SCALE, unknownLimit } from './pace-scenarios.js';
 import { RECONCILE_FULL, RECONCILE_SHORT, reconcilePass, type ReconcileScale } from './reconcile-scenario.js';
+import { LIMITS_FULL, LIMITS_SHORT, OUTAGE_FULL, OUTAGE_SHORT, outageByScope, perAccountLimits } from './scope-scenarios.js';
 import { judged, type ScenarioResult } from './scenario.js';
 
 interface RunOptions {
@@ -40,8 +45,14 @@ const PACE_SCENARIOS: Record<string, (options: RunOptions) => Promise<ScenarioRe
   token: (o) => outage(o.short ? SHORT_SCALE : FULL_SCALE, 'token'),
 };
 
+const SCOPE_SCENARIOS: Record<string, (options: RunOptions) => Promise<ScenarioResult>> = {
+  'scope-limits': (o) => perAccountLimits(o.short ? LIMITS_SHORT : LIMITS_FULL, (line) => process.stderr.write(`  … ${line}\n`)),
+  'scope-outage': (o) => outageByScope(o.short ? OUTAGE_SHORT : OUTAGE_FULL),
+};
+
 const SCENARIOS: Record<string, (options: RunOptions) => Promise<ScenarioResult>> = {
   ...PACE_SCENARIOS,
+  ...SCOPE_SCENARIOS,
   reconcile: (o) => reconcilePass(reconcileScale(o), (line) => process.stderr.write(`  … ${line}\n`)),
   connections: (o) => connectionsScenario(o.short ? CONNECTIONS_SHORT : CONNECTIONS_FULL, (line) => process.stderr.write(`  … ${line}\n`)),
 };
@@ -77,11 +88,12 @@ async function main(argv: string[]): Promise<number> {
     return 2;
   }
   const options: RunOptions = { short: values.short, ids, unknownLimit: values['unknown-limit'] };
-  // `pace` names the provider pace's scenarios together (the default set).
-  const names = (positionals.length > 0 ? positionals : ['pace']).flatMap((name) => (name === 'pace' ? Object.keys(PACE_SCENARIOS) : [name]));
+  // `pace` names the provider pace's scenarios together (the default set); `scope` those of its scope.
+  const groups: Record<string, string[]> = { pace: Object.keys(PACE_SCENARIOS), scope: Object.keys(SCOPE_SCENARIOS) };
+  const names = (positionals.length > 0 ? positionals : ['pace']).flatMap((name) => groups[name] ?? [name]);
   const unknown = names.filter((name) => !(name in SCENARIOS));
   if (unknown.length > 0) {
-    process.stderr.write(`unknown scenario ${unknown.join(', ')}; choose from pace, ${Object.keys(SCENARIOS).join(', ')}\n`);
+    process.stderr.write(`unknown scenario ${unknown.join(', ')}; choose from pace, scope, ${Object.keys(SCENARIOS).join(', ')}\n`);
     return 2;
   }
   const machine = machineInfo();
@@ -89,6 +101,8 @@ async function main(argv: string[]): Promise<number> {
     ...(names.some((name) => name in PACE_SCENARIOS) ? { pace: values.short ? SHORT_SCALE : FULL_SCALE } : {}),
     ...(names.includes('reconcile') ? { reconcile: reconcileScale(options) } : {}),
     ...(names.includes('connections') ? { connections: values.short ? CONNECTIONS_SHORT : CONNECTIONS_FULL } : {}),
+    ...(names.includes('scope-limits') ? { scopeLimits: values.short ? LIMITS_SHORT : LIMITS_FULL } : {}),
+    ...(names.includes('scope-outage') ? { scopeOutage: values.short ? OUTAGE_SHORT : OUTAGE_FULL } : {}),
   };
   process.stdout.write(`simulation, ${values.short ? 'short' : 'full'} scale: ${JSON.stringify(scales)}\n${JSON.stringify(machine)}\n\n`);
   const results: ScenarioResult[] = [];
@@ -98,7 +112,13 @@ async function main(argv: string[]): Promise<number> {
     process.stdout.write(`${formatScenario(result, values.short)}\n\n`);
   }
   mkdirSync(BENCH_DIR, { recursive: true });
-  const file = names.includes('reconcile') ? 'sim-reconcile-latest.json' : names.includes('connections') ? 'sim-connections-latest.json' : 'sim-latest.json';
+  const file = names.includes('reconcile')
+    ? 'sim-reconcile-latest.json'
+    : names.includes('connections')
+      ? 'sim-connections-latest.json'
+      : names.some((name) => name in SCOPE_SCENARIOS)
+        ? 'sim-scope-latest.json'
+        : 'sim-latest.json';
   writeFileSync(join(BENCH_DIR, file), `${JSON.stringify({ machine, scales, results }, null, 2)}\n`);
   return results.every((result) => result.checks.every((check) => check.ok || !judged(check, values.short))) ? 0 : 1;
 }
