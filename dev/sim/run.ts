@@ -22,6 +22,9 @@
  *   full scale (100 quiet accounts, a backfill of 100,000 ids at L = 200/s, sent with --backfill,
  *   without it, and without message groups) or `--short` (10 quiet accounts, 1,000 ids, --backfill
  *   only: what `npm test` runs). Progress lines go to standard error.
+ * - `scope-limits`, `scope-outage` (together `scope`, named only): the pace's scope
+ *   (scope-scenarios.ts): paceScope connection with per-account limits that differ (20 accounts,
+ *   5 to 50/s), and a provider outage over 200 connections under each scope; or `--short`.
  *
  * Prints each scenario's figures and checks, writes them to .bench/sim-latest.json (or
  * .bench/sim-<name>-latest.json when another scenario ran: sim-reconcile-latest.json...), exits 1 when a check fails.
@@ -37,6 +40,7 @@ import { FAIRNESS_FULL, FAIRNESS_SHORT, fairnessScenario } from './fairness-scen
 import { FULL_SCALE, knownLimit, outage, SHORT_SCALE, unknownLimit } from './pace-scenarios.js';
 import { RECONCILE_FULL, RECONCILE_SHORT, reconcilePass, type ReconcileScale } from './reconcile-scenario.js';
 import { REFRESHER_FULL, REFRESHER_SHORT, refresherScenario } from './refresher-scenario.js';
+import { LIMITS_FULL, LIMITS_SHORT, OUTAGE_FULL, OUTAGE_SHORT, outageByScope, perAccountLimits } from './scope-scenarios.js';
 import { judged, type ScenarioResult } from './scenario.js';
 
 interface RunOptions {
@@ -52,8 +56,14 @@ const PACE_SCENARIOS: Record<string, (options: RunOptions) => Promise<ScenarioRe
   token: (o) => outage(o.short ? SHORT_SCALE : FULL_SCALE, 'token'),
 };
 
+const SCOPE_SCENARIOS: Record<string, (options: RunOptions) => Promise<ScenarioResult>> = {
+  'scope-limits': (o) => perAccountLimits(o.short ? LIMITS_SHORT : LIMITS_FULL, (line) => process.stderr.write(`  … ${line}\n`)),
+  'scope-outage': (o) => outageByScope(o.short ? OUTAGE_SHORT : OUTAGE_FULL),
+};
+
 const SCENARIOS: Record<string, (options: RunOptions) => Promise<ScenarioResult>> = {
   ...PACE_SCENARIOS,
+  ...SCOPE_SCENARIOS,
   reconcile: (o) => reconcilePass(reconcileScale(o), (line) => process.stderr.write(`  … ${line}\n`)),
   connections: (o) => connectionsScenario(o.short ? CONNECTIONS_SHORT : CONNECTIONS_FULL, (line) => process.stderr.write(`  … ${line}\n`)),
   accounts: (o) => accountsPass(o.short ? ACCOUNTS_SHORT : ACCOUNTS_FULL, (line) => process.stderr.write(`  … ${line}\n`)),
@@ -95,11 +105,12 @@ async function main(argv: string[]): Promise<number> {
     return 2;
   }
   const options: RunOptions = { short: values.short, ids, unknownLimit: values['unknown-limit'] };
-  // `pace` names the provider pace's scenarios together (the default set).
-  const names = (positionals.length > 0 ? positionals : ['pace']).flatMap((name) => (name === 'pace' ? Object.keys(PACE_SCENARIOS) : [name]));
+  // `pace` names the provider pace's scenarios together (the default set); `scope` those of its scope.
+  const groups: Record<string, string[]> = { pace: Object.keys(PACE_SCENARIOS), scope: Object.keys(SCOPE_SCENARIOS) };
+  const names = (positionals.length > 0 ? positionals : ['pace']).flatMap((name) => groups[name] ?? [name]);
   const unknown = names.filter((name) => !(name in SCENARIOS));
   if (unknown.length > 0) {
-    process.stderr.write(`unknown scenario ${unknown.join(', ')}; choose from pace, ${Object.keys(SCENARIOS).join(', ')}\n`);
+    process.stderr.write(`unknown scenario ${unknown.join(', ')}; choose from pace, scope, ${Object.keys(SCENARIOS).join(', ')}\n`);
     return 2;
   }
   const machine = machineInfo();
@@ -110,6 +121,8 @@ async function main(argv: string[]): Promise<number> {
     ...(names.includes('accounts') ? { accounts: values.short ? ACCOUNTS_SHORT : ACCOUNTS_FULL } : {}),
     ...(names.includes('fairness') ? { fairness: values.short ? FAIRNESS_SHORT : FAIRNESS_FULL } : {}),
     ...(names.includes('refresher') ? { refresher: values.short ? REFRESHER_SHORT : REFRESHER_FULL } : {}),
+    ...(names.includes('scope-limits') ? { scopeLimits: values.short ? LIMITS_SHORT : LIMITS_FULL } : {}),
+    ...(names.includes('scope-outage') ? { scopeOutage: values.short ? OUTAGE_SHORT : OUTAGE_FULL } : {}),
   };
   process.stdout.write(`simulation, ${values.short ? 'short' : 'full'} scale: ${JSON.stringify(scales)}\n${JSON.stringify(machine)}\n\n`);
   const results: ScenarioResult[] = [];
@@ -119,9 +132,10 @@ async function main(argv: string[]): Promise<number> {
     process.stdout.write(`${formatScenario(result, values.short)}\n\n`);
   }
   mkdirSync(BENCH_DIR, { recursive: true });
-  // The pace scenarios' figures go to sim-latest.json; another scenario's to sim-<its name>-latest.json.
+  // The pace scenarios' figures go to sim-latest.json, the scope scenarios' to sim-scope-latest.json;
+  // another scenario's to sim-<its name>-latest.json.
   const other = names.find((name) => !(name in PACE_SCENARIOS));
-  const file = other === undefined ? 'sim-latest.json' : `sim-${other}-latest.json`;
+  const file = other === undefined ? 'sim-latest.json' : other in SCOPE_SCENARIOS ? 'sim-scope-latest.json' : `sim-${other}-latest.json`;
   writeFileSync(join(BENCH_DIR, file), `${JSON.stringify({ machine, scales, results }, null, 2)}\n`);
   return results.every((result) => result.checks.every((check) => check.ok || !judged(check, values.short))) ? 0 : 1;
 }

@@ -25,6 +25,7 @@ import type { SyncHandler } from '../../functions/item-sync/app.js';
 import type { ReconcilerHandler, ReconcilerTuning } from '../../functions/reconciler/app.js';
 import type { TickReport } from '../../functions/reconciler/tick.js';
 import { DEFAULT_CONNECTION } from '../../functions/shared/connections/connection.js';
+import type { PaceScope } from '../../functions/shared/config.js';
 import type { ConnectionStore } from '../../functions/shared/connections/ports.js';
 import { RECONCILER_SERVICE, REFRESHER_SERVICE, SYNC_SERVICE } from '../../functions/shared/metric-names.js';
 import type { RefresherResult } from '../../functions/token-refresher/app.js';
@@ -96,6 +97,8 @@ export interface SystemOptions {
   rateLimit?: RateLimit;
   /** The operator's providerRequestsPerSecond. */
   knownLimit?: number;
+  /** The context key paceScope; default the deployed one. */
+  paceScope?: PaceScope;
   /** The context key syncMaxConcurrency (sync invocations on each queue at once); default the deployed one. */
   syncMaxConcurrency?: number;
   providerLatencyMs: number;
@@ -182,7 +185,7 @@ export interface SimSystem {
 const NAMES = { ...localNames('sim'), itemsTable: 'items', controlTable: 'control', connectionsTable: 'connections' };
 
 /** The context and tuning a simulation's options make (what differs from cdk.json's deployment). */
-export function simDeploymentInput(options: SystemOptions): { context: Record<string, number>; tuning: Tuning } {
+export function simDeploymentInput(options: SystemOptions): { context: Record<string, number | string>; tuning: Tuning } {
   const { reconcile } = options;
   return {
     context: {
@@ -190,6 +193,7 @@ export function simDeploymentInput(options: SystemOptions): { context: Record<st
       ...(options.syncMaxConcurrency !== undefined ? { syncMaxConcurrency: options.syncMaxConcurrency } : {}),
       ...(options.tokenRefreshMinutes !== undefined ? { tokenRefreshMinutes: options.tokenRefreshMinutes } : {}),
       ...(options.knownLimit !== undefined ? { providerRequestsPerSecond: options.knownLimit } : {}),
+      ...(options.paceScope !== undefined ? { paceScope: options.paceScope } : {}),
     },
     tuning: {
       ...options.tuning,

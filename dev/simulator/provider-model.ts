@@ -54,7 +54,21 @@ export class ProviderModel {
   private readonly tokenRng: () => number;
   private readonly registry: AccountRegistry;
   private faults: FaultRule[] = [];
-  private limit: { rate: number; burst: number; retryAfterSeconds: number; perAccount: boolean; shared: Bucket } | undefined;
+  private limit:
+    | {
+        rate: number;
+        burst: number;
+        retryAfterSeconds: number;
+        perAccount: boolean;
+        shared: Bucket;
+        /** An account's own rate (scope 'account'), or undefined for `rate`. */
+        accountRate: (accountId: string) => number | undefined;
+        /** The burst given, if any (else one second of each account's own rate). */
+        givenBurst: number | undefined;
+        /** Rates set since by `setAccountRateLimit`, by account id. */
+        changed: Map<string, number>;
+      }
+    | undefined;
   /** Keep only this many recorded requests (oldest dropped); default all. */
   private recordLimit = Infinity;
 
@@ -237,15 +251,59 @@ export class ProviderModel {
     if (!(limit.requestsPerSecond > 0)) throw new RangeError(`requestsPerSecond must be > 0, got ${limit.requestsPerSecond}`);
     const burst = limit.burst ?? limit.requestsPerSecond;
     const now = this.now();
+    const own = limit.accountRequestsPerSecond;
+    if (own && typeof own !== 'function') {
+      for (const [accountId, rate] of Object.entries(own)) {
+        if (!(rate > 0)) throw new RangeError(`the requests a second of account ${JSON.stringify(accountId)} must be > 0, got ${rate}`);
+      }
+    }
+    const accountRate = typeof own === 'function' ? own : (accountId: string) => (own && Object.hasOwn(own, accountId) ? own[accountId] : undefined);
     this.limit = {
       rate: limit.requestsPerSecond,
       burst,
       retryAfterSeconds: limit.retryAfterSeconds ?? 1,
       perAccount: limit.scope === 'account',
       shared: { tokens: this.limit ? Math.min(this.limit.shared.tokens, burst) : burst, at: now },
+      accountRate: (accountId) => {
+        const rate = accountRate(accountId);
+        if (rate !== undefined && !(rate > 0)) throw new RangeError(`the requests a second of account ${JSON.stringify(accountId)} must be > 0, got ${rate}`);
+        return rate;
+      },
+      givenBurst: limit.burst,
+      changed: new Map(),
     };
     // The accounts' buckets start full under a new limit.
     for (const account of this.registry.accounts.values()) account.bucket = undefined;
+  }
+
+  /**
+   * With a rate limit of scope 'account': one account's own requests a second from now on (its
+   * bucket kept, no fuller than its new burst); every other account's bucket untouched.
+   */
+  setAccountRateLimit(accountId: string, requestsPerSecond: number): void {
+    const limit = this.limit;
+    if (!limit?.perAccount) throw new Error('setAccountRateLimit needs a rate limit of scope account');
+    if (!(requestsPerSecond > 0)) throw new RangeError(`requestsPerSecond must be > 0, got ${requestsPerSecond}`);
+    const account = this.registry.get(accountId);
+    this.refill(account.bucket, this.accountLimit(account.id));
+    limit.changed.set(accountId, requestsPerSecond);
+    if (account.bucket) account.bucket.tokens = Math.min(account.bucket.tokens, this.accountLimit(accountId).burst);
+  }
+
+  /** An account's own rate and burst under the limit of scope 'account'. */
+  private accountLimit(accountId: string): { rate: number; burst: number } {
+    const limit = this.limit!;
+    const own = limit.changed.get(accountId) ?? limit.accountRate(accountId);
+    if (own === undefined) return { rate: limit.rate, burst: limit.burst };
+    return { rate: own, burst: limit.givenBurst ?? own };
+  }
+
+  /** Brings a bucket up to now at `rate`, holding at most `burst`. */
+  private refill(bucket: Bucket | undefined, { rate, burst }: { rate: number; burst: number }): void {
+    if (!bucket) return;
+    const now = this.now();
+    bucket.tokens = Math.min(burst, bucket.tokens + ((now - bucket.at) * rate) / 1000);
+    bucket.at = now;
   }
 
   /** Keeps only the latest `count` recorded requests (long simulations). */
@@ -266,9 +324,12 @@ export class ProviderModel {
     if (!limit || route.endpoint !== 'items') return undefined;
     const now = this.now();
     let bucket = limit.shared;
-    if (limit.perAccount && account) bucket = account.bucket ??= { tokens: limit.burst, at: now };
-    bucket.tokens = Math.min(limit.burst, bucket.tokens + ((now - bucket.at) * limit.rate) / 1000);
-    bucket.at = now;
+    let own = { rate: limit.rate, burst: limit.burst };
+    if (limit.perAccount && account) {
+      own = this.accountLimit(account.id);
+      bucket = account.bucket ??= { tokens: own.burst, at: now };
+    }
+    this.refill(bucket, own);
     if (bucket.tokens >= 1) {
       bucket.tokens -= 1;
       return undefined;

@@ -165,6 +165,10 @@ export interface RateLimit {
   /** 'provider' (default): one bucket for every item request (a limit on the client application);
    *  'account': one bucket per account (item requests with no known token share one more). */
   scope?: 'provider' | 'account';
+  /** With scope 'account': the accounts whose limit is not `requestsPerSecond`, their own requests a
+   *  second, by account id or as a function of it (undefined: `requestsPerSecond`). An account's
+   *  burst is then one second of its own rate unless `burst` is given. Ignored with scope 'provider'. */
+  accountRequestsPerSecond?: Readonly<Record<string, number>> | ((accountId: string) => number | undefined);
   /** Default: one second's worth. */
   burst?: number;
   /** Sent as Retry-After (seconds) with each 429; default 1. */

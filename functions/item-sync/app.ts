@@ -30,7 +30,7 @@ import {
 } from './adapters/sqs.js';
 import { DynamoDbPaceStore } from '../shared/adapters/dynamodb-pace-store.js';
 import { DEFAULT_PACE_SETTINGS, type PaceSettings } from '../shared/provider/pace/pace-state.js';
-import { ProviderPace, type PaceSnapshot, type PaceStore } from '../shared/provider/pace/provider-pace.js';
+import { PaceBreaker, ProviderPace, type PaceSnapshot, type PaceStore } from '../shared/provider/pace/provider-pace.js';
 import type { SyncConfig } from '../shared/config.js';
 import type { ConnectionAccess } from '../shared/connections/ports.js';
 import { ConfigError } from '../shared/errors.js';
@@ -56,6 +56,13 @@ export const DEFAULT_SAFETY_MARGIN_MS = 5_000;
 
 /** Most provider paces a container keeps (one per pace key it met); the least recently used goes first. */
 export const MAX_PACES_PER_CONTAINER = 1_000;
+
+/**
+ * PACE_SCOPE=connection: how long a record waits within its invocation for a slot of its
+ * connection's pace before it is postponed. A batch mixes connections; one connection slowed by its
+ * own limit or Retry-After must not hold the batch, and with it the other connections' records.
+ */
+export const CONNECTION_PACE_HOLD_MS = 2_000;
 
 export interface SyncHandlerDeps {
   config: SyncConfig;
@@ -101,22 +108,35 @@ export function createSyncHandler(deps: SyncHandlerDeps): SyncHandler {
   // Per container: the queue-URL cache and the paces (their leases, what they know of their
   // breakers) live as long as the handler; the connections' token cache is the access layer's.
   const queueUrls = new QueueUrls(deps.sqs);
-  const paces = new PaceMap((paceKey) =>
-    new ProviderPace(deps.paceStoreFor?.(paceKey) ?? new DynamoDbPaceStore(deps.dynamodb, config.controlTableName, paceKey), clock, logger, {
-      settings: {
-        ...DEFAULT_PACE_SETTINGS,
-        ...(config.providerRequestsPerSecond !== undefined ? { maxRate: config.providerRequestsPerSecond } : {}),
-        userShare: config.usersReservedPercent / 100,
-        ...deps.paceSettings,
-      },
-      fallbackRate: config.paceFallbackRate,
-      concurrency: config.fetchConcurrency,
-      random,
-    }),
+  const paceStoreFor = (paceKey: string): PaceStore =>
+    deps.paceStoreFor?.(paceKey) ?? new DynamoDbPaceStore(deps.dynamodb, config.controlTableName, paceKey);
+  const paces = new PaceMap(
+    (paceKey, breaker) =>
+      new ProviderPace(
+        paceStoreFor(paceKey),
+        clock,
+        logger,
+        {
+          settings: {
+            ...DEFAULT_PACE_SETTINGS,
+            ...(config.providerRequestsPerSecond !== undefined ? { maxRate: config.providerRequestsPerSecond } : {}),
+            userShare: config.usersReservedPercent / 100,
+            ...deps.paceSettings,
+          },
+          fallbackRate: config.paceFallbackRate,
+          concurrency: config.fetchConcurrency,
+          random,
+          // A pace of one connection among others (its breaker is the client id's): it holds no batch for long.
+          ...(breaker ? { maxHoldMs: CONNECTION_PACE_HOLD_MS } : {}),
+        },
+        breaker,
+      ),
+    MAX_PACES_PER_CONTAINER,
+    (breakerKey) => new PaceBreaker(paceStoreFor(breakerKey)),
   );
   const ports: SyncPorts = {
     connections: deps.connections,
-    paceFor: (paceKey) => paces.get(paceKey),
+    paceFor: (paceKey, breakerKey) => paces.get(paceKey, breakerKey),
     provider: deps.provider ?? new HttpProviderClient(config.provider),
     store: new DynamoDbItemStore(deps.dynamodb, config.itemsTableName, { sleep, random }),
     objects: new LazyItemObjectStore(async () => {
@@ -203,35 +223,56 @@ function laneOf(record: SQSEvent['Records'][number]): { reconcilePass?: number; 
 }
 
 /**
- * The provider paces of one container, one per pace key, made on first use. At most
- * MAX_PACES_PER_CONTAINER are kept (PACE_SCOPE=connection with many connections): the one used
- * least recently is dropped first (its lease's few tokens expire; its row stays, and is read again
- * when the key comes back).
+ * The provider paces of one container, one per pace key, made on first use, and the container's
+ * view of each breaker. A pace whose breaker key is its own pace key (PACE_SCOPE=client: the client
+ * id's pace) keeps its breaker in its own row; the paces of one breaker key that is not theirs
+ * (PACE_SCOPE=connection: the connections of one client id) share one PaceBreaker over that key's
+ * row, so that when one of them learns the breaker is open, all of them answer outage. At most
+ * `max` paces (and as many breakers) are kept: the one used least recently is dropped first (its
+ * lease's few tokens expire; its row stays, and is read again when the key comes back).
  */
 export class PaceMap {
-  private readonly paces = new Map<string, ProviderPace>();
+  private readonly paces = new Map<string, { pace: ProviderPace; breakerKey: string }>();
+  private readonly breakers = new Map<string, PaceBreaker>();
 
   constructor(
-    private readonly create: (paceKey: string) => ProviderPace,
+    private readonly create: (paceKey: string, breaker: PaceBreaker | undefined) => ProviderPace,
     private readonly max = MAX_PACES_PER_CONTAINER,
+    /** The view of a breaker kept in another row than its paces'; without it, every pace keeps its own. */
+    private readonly createBreaker?: (breakerKey: string) => PaceBreaker,
   ) {}
 
-  get(paceKey: string): ProviderPace {
-    let pace = this.paces.get(paceKey);
-    if (pace) {
+  /** The pace of `paceKey`, guarded by the breaker of `breakerKey` (default the pace's own). */
+  get(paceKey: string, breakerKey: string = paceKey): ProviderPace {
+    let entry = this.paces.get(paceKey);
+    if (entry && entry.breakerKey === breakerKey) {
       // Most recently used last (a Map keeps insertion order).
       this.paces.delete(paceKey);
     } else {
-      pace = this.create(paceKey);
+      // New, or its connection now has another client id (and so another breaker).
+      if (entry) this.paces.delete(paceKey);
+      entry = { pace: this.create(paceKey, this.breakerFor(paceKey, breakerKey)), breakerKey };
       if (this.paces.size >= this.max) this.paces.delete(this.paces.keys().next().value!);
     }
-    this.paces.set(paceKey, pace);
-    return pace;
+    this.paces.set(paceKey, entry);
+    return entry.pace;
   }
 
   /** The snapshot of every pace the container holds. */
   snapshots(): PaceSnapshot[] {
-    return [...this.paces.values()].map((pace) => pace.snapshot());
+    return [...this.paces.values()].map((entry) => entry.pace.snapshot());
+  }
+
+  private breakerFor(paceKey: string, breakerKey: string): PaceBreaker | undefined {
+    if (breakerKey === paceKey || !this.createBreaker) return undefined;
+    let breaker = this.breakers.get(breakerKey);
+    if (breaker) this.breakers.delete(breakerKey);
+    else {
+      breaker = this.createBreaker(breakerKey);
+      if (this.breakers.size >= this.max) this.breakers.delete(this.breakers.keys().next().value!);
+    }
+    this.breakers.set(breakerKey, breaker);
+    return breaker;
   }
 }
 

@@ -53,8 +53,11 @@ export type { BatchOptions, BatchReport, SyncCounts, SyncRecord } from './batch.
 export interface SyncPorts extends PacedCallPorts, CarryOutPorts, ItemRunPorts {
   /** Asked once per connection of a batch (open) and after a 401 (afterRefusal). */
   connections: ConnectionAccess;
-  /** The provider pace of a pace key (a ready gate's `paceKey`): one per key, shared by the batches of a container. */
-  paceFor(paceKey: string): PaceGate;
+  /**
+   * The provider pace of a pace key (a ready gate's `paceKey`), guarded by the breaker of
+   * `breakerKey` (the gate's: its client id's): one per key, shared by the batches of a container.
+   */
+  paceFor(paceKey: string, breakerKey?: string): PaceGate;
 }
 
 /** How the batch works: the configuration's values (SyncConfig) and the core's own constants. */
@@ -227,7 +230,7 @@ async function openConnection(
       case 'wait':
         return outcomeOf(connectionWaitError(gate.reason, gate.seconds), settings);
       case 'ready': {
-        const pace = ports.paceFor(gate.paceKey);
+        const pace = ports.paceFor(gate.paceKey, gate.breakerKey);
         if (pace.waitingForProbe() && pace.outageKnown()) return outcomeOf(outageError(), settings);
         return { connection, token: gate.token, pace };
       }

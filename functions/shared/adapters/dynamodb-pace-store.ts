@@ -1,7 +1,8 @@
 /**
  * A provider pace's shared state in the control table: one item per pace key, partition key `pk` =
  * `provider-pace#<pace key>` (the key the connection's access layer names: `client#<client id>` or
- * `connection#<connection id>`, PACE_SCOPE), holding `state` (the pace state as JSON text) and
+ * `connection#<connection id>`, PACE_SCOPE; the client id's row also holds the breaker of its
+ * connections' paces under PACE_SCOPE=connection), holding `state` (the pace state as JSON text) and
  * `version` (a number raised by every write). Reads are strongly consistent; a write is conditional
  * on the version read, so that containers never overwrite each other's draws. Failures are thrown:
  * the pace then falls back to its local rate (provider-pace.ts).
@@ -26,7 +27,7 @@ export class DynamoDbPaceStore implements PaceStore {
   constructor(
     private readonly client: DynamoDBClient,
     private readonly tableName: string,
-    /** The pace key (ConnectionGate.paceKey) whose row this is. */
+    /** The pace key (ConnectionGate.paceKey, or its breakerKey) whose row this is. */
     readonly paceKey: string,
   ) {
     this.key = paceRowKey(paceKey);

@@ -215,7 +215,7 @@ export class CachedConnectionAccess implements ConnectionAccess {
     }
     if (view.accessToken === undefined) return this.busy(connection, BUSY_WAIT_SECONDS);
     await this.markUsed(view, now);
-    return { kind: 'ready', connection, token: view.accessToken, paceKey: paceKeyOf(this.settings.paceScope, view) };
+    return { kind: 'ready', connection, token: view.accessToken, paceKey: paceKeyOf(this.settings.paceScope, view), breakerKey: paceKeyOf('client', view) };
   }
 
   /** One refresh per connection at a time in this container (the lease makes it one across containers). */

@@ -72,8 +72,12 @@ export interface ConnectionStore {
 
 /** What the item sync may do with a connection's items now. */
 export type ConnectionGate =
-  /** Fetch: with this access token; `paceKey` names the provider pace the requests draw from. */
-  | { kind: 'ready'; connection: string; token: string; paceKey: string }
+  /**
+   * Fetch: with this access token; `paceKey` names the provider pace the requests draw from,
+   * `breakerKey` the pace whose breaker (the provider's outage) guards them: the client id's in
+   * every scope (absent: the pace's own).
+   */
+  | { kind: 'ready'; connection: string; token: string; paceKey: string; breakerKey?: string }
   /** Dead-letter every message: the reason says why (unknown connection, removed). */
   | { kind: 'dead'; reason: string }
   /** The messages wait (paused, failing, a refresh in progress or failed for now) this long. */

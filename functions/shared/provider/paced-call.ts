@@ -4,8 +4,9 @@
  *
  * - a slot of the connection's provider pace (pace/provider-pace.ts; the pace the connection's
  *   gate names, shared by every container): asked before, told after how the request ended. A
- *   `wait` longer than the invocation has left ends the call with a WaitError (the caller
- *   postpones); an open breaker ends it with a WaitError (outage);
+ *   `wait` longer than the invocation has left, or than the pace's `maxHoldMs` (a pace of one
+ *   connection among others: its wait must not hold the batch), ends the call with a WaitError (the
+ *   caller postpones); an open breaker ends it with a WaitError (outage);
  * - the connection's access token (the session's, from its gate: the connections' access layer,
  *   functions/shared/connections): after a 401, the access layer is asked what now
  *   (`afterRefusal(connection, token, { deadline })`: no refresh starts that could not end before
@@ -13,8 +14,9 @@
  *   wait (paused, failing, a refresh in progress) → the call waits (WaitError, kind `connection`);
  *   dead (removed, unknown) → PermanentError with the reason. A 401 is told to the pace as `ok`
  *   (the provider is up) and never opens the breaker: a refused token stops its connection alone;
- * - a 429 is not a failure: the pace stops every container until its Retry-After and the request
- *   is made again when the pace allows;
+ * - a 429 is not a failure: the pace stops every container until its Retry-After (that pace's:
+ *   the connection's own under paceScope connection) and the request is made again when the pace
+ *   allows;
  * - a transient failure (network, time-out, 408, 5xx) is tried again, up to `attempts` requests,
  *   after the backoff (exponential, equal jitter), while the invocation has time for it; the
  *   breaker opening in the meantime ends the call (outage);
@@ -205,6 +207,8 @@ export class PacedCaller {
 
   /** A slot of the connection's pace: waits for it while the invocation has time, else the call waits. */
   private async slot(pace: PaceGate, afterFailure: boolean): Promise<Extract<Grant, { kind: 'go' }>> {
+    // A pace that is not the whole batch's holds its request this long at most (then it waits outside the invocation).
+    const holdUntil = pace.maxHoldMs === undefined ? Infinity : this.now() + pace.maxHoldMs;
     for (;;) {
       this.checkTime();
       const grant = await pace.acquire({ afterFailure, sweep: this.scope.sweep });
@@ -215,12 +219,21 @@ export class PacedCaller {
           throw outageError();
         case 'wait': {
           const now = this.now();
+          const why = grant.why === 'retry-after' ? "the provider's Retry-After" : 'the provider pace';
           // Keep back the time a request needs: a slot too close to the deadline is no use.
           if (grant.until >= this.scope.deadline - SLOT_MARGIN_MS) {
-            const why = grant.why === 'retry-after' ? "the provider's Retry-After" : 'the provider pace';
             throw new WaitError(`no slot of the provider pace before this invocation ends (${why})`, {
               kind: 'pace',
               seconds: (grant.until - now) / 1000,
+              retryAfter: grant.why === 'retry-after',
+            });
+          }
+          if (grant.until > holdUntil) {
+            // It waited its hold out: it waits outside the invocation, at least as long again.
+            const holdSeconds = pace.maxHoldMs! / 1000;
+            throw new WaitError(`no slot of the connection's provider pace within ${holdSeconds} s (${why}); the batch's other records are not held for it`, {
+              kind: 'pace',
+              seconds: Math.max(holdSeconds, (grant.until - now) / 1000),
               retryAfter: grant.why === 'retry-after',
             });
           }

@@ -325,6 +325,39 @@ describe('accounts in the model', () => {
     expect([a, b, a].map((token) => status(call(model, '/api/v2/items/x', `Bearer ${token}`)))).toEqual([200, 200, 429]);
   });
 
+  it('limits each account to its own rate when the accounts\' limits differ (a map or a function), one changed alone later', () => {
+    let now = 0;
+    const items = [{ id: 'x', type: 'file' as const }];
+    const model = new ProviderModel({
+      now: () => now,
+      accounts: [{ id: 'a', items }, { id: 'b', items }, { id: 'c', items }],
+      rateLimit: { requestsPerSecond: 2, scope: 'account', accountRequestsPerSecond: { a: 5, b: 1 } },
+    });
+    const tokens = Object.fromEntries(['a', 'b', 'c'].map((id) => [id, model.issueAccessToken(id)]));
+    const served = (id: string, requests: number): number =>
+      Array.from({ length: requests }, () => status(call(model, '/api/v2/items/x', `Bearer ${tokens[id]}`))).filter((s) => s === 200).length;
+    // A full bucket is one second of the account's own rate; then its rate refills it.
+    expect([served('a', 10), served('b', 10), served('c', 10)]).toEqual([5, 1, 2]);
+    now = 1_000;
+    expect([served('a', 10), served('b', 10), served('c', 10)]).toEqual([5, 1, 2]);
+    expect(model.accountCounters('a')).toMatchObject({ itemsServed: 10, rateLimited: 10 });
+
+    // One account's limit halves: its bucket is kept (no fuller than the new burst), the others' untouched.
+    now = 1_400;
+    model.setAccountRateLimit('a', 2.5);
+    expect(served('a', 10)).toBe(2); // 0.4 s at 5/s, before the change
+    now = 2_400;
+    expect([served('a', 10), served('b', 10), served('c', 10)]).toEqual([2, 1, 2]);
+
+    // A function of the account id; a rate that is not above 0 is refused.
+    model.setRateLimit({ requestsPerSecond: 1, scope: 'account', accountRequestsPerSecond: (id) => (id === 'c' ? 3 : undefined) });
+    expect([served('a', 10), served('b', 10), served('c', 10)]).toEqual([1, 1, 3]);
+    expect(() => model.setRateLimit({ requestsPerSecond: 1, scope: 'account', accountRequestsPerSecond: { a: 0 } })).toThrow(RangeError);
+    expect(() => model.setAccountRateLimit('a', -1)).toThrow(RangeError);
+    model.setRateLimit({ requestsPerSecond: 1 });
+    expect(() => model.setAccountRateLimit('a', 1)).toThrow('setAccountRateLimit needs a rate limit of scope account');
+  });
+
   it('serves 1,000 accounts of 100 items each, every token reaching its own account only', () => {
     const ACCOUNTS = 1_000;
     const ITEMS = 100;

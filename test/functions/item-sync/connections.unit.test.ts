@@ -295,6 +295,86 @@ describe('the provider pace of each pace key', () => {
     expect(metrics).toMatchObject({ ItemsCreated: 1, RecordsPostponed: 1, ProviderPace: 2000, BreakerOpen: 1, BreakerOpenSeconds: 0 });
   });
 
+  it("paceScope connection: the connections of one client id share its breaker; a failed request learns it open from the client id's row, and the container's other connections of that client id wait without a request", async () => {
+    harness.connections
+      .add('acme', { paceKey: 'connection#acme', breakerKey: 'client#c' })
+      .add('globex', { paceKey: 'connection#globex', breakerKey: 'client#c' })
+      .add('other', { paceKey: 'connection#other', breakerKey: 'client#d' });
+    const stores = new PaceStores();
+    const PACE = { ...DEFAULT_PACE_SETTINGS, maxRate: 1000 };
+    const clientRow = new MemoryPaceStore();
+    await clientRow.write(openBreaker({ ...initialPaceState(PACE, NOW.getTime()), failures: 8 }, NOW.getTime(), 'provider', PACE), 0);
+    stores.byKey.set('client#c', clientRow);
+    const provider = new ScriptedProvider().on('a', providerError('transient', 503)).on('g', item('g', 1)).on('o', item('o', 1));
+    const handler = build(provider, { paceStoreFor: stores.storeFor });
+
+    // acme's draw reads acme's row only; its request fails, and the failure, counted in the client id's row, finds the breaker open.
+    const first = await run(handler, ['{"connection":"acme","id":"a"}']);
+    expect(first.result).toEqual({ batchItemFailures: [] });
+    expect(provider.calls.map((call) => call.id)).toEqual(['a']);
+    expect(clientRow.state).toMatchObject({ failures: 9, breaker: { open: true } });
+    expect(stores.byKey.get('connection#acme')!.state).toMatchObject({ failures: 0, breaker: { open: false } });
+    expect(first.metrics).toMatchObject({ RecordsPostponed: 1, BreakerOpen: 1 });
+
+    // A second later: globex (same client id) waits without a read of its row or a request; other (another client id) is synced.
+    harness.clockMs = NOW.getTime() + 1_000;
+    const second = await run(handler, ['{"connection":"globex","id":"g"}', '{"connection":"other","id":"o"}']);
+    expect(second.result).toEqual({ batchItemFailures: [] });
+    expect(provider.calls.map((call) => call.id)).toEqual(['a', 'o']);
+    expect(stores.byKey.get('connection#globex')?.reads ?? 0).toBe(0);
+    expect(stores.byKey.get('client#d')?.reads ?? 0).toBe(0);
+    expect(entriesTo(QUEUE_URL).map((entry) => [entry.MessageBody, entry.DelaySeconds])).toEqual([
+      ['{"connection":"acme","id":"a"}', 5],
+      ['{"connection":"globex","id":"g"}', 5],
+    ]);
+    expect(second.metrics).toMatchObject({ ItemsCreated: 1, RecordsPostponed: 1, BreakerOpen: 1, BreakerOpenSeconds: 1 });
+  });
+
+  it("paceScope connection: a Retry-After in one connection's pace holds neither the batch nor the other connection; its record waits outside the invocation", async () => {
+    harness.connections
+      .add('acme', { paceKey: 'connection#acme', breakerKey: 'client#c' })
+      .add('globex', { paceKey: 'connection#globex', breakerKey: 'client#c' });
+    const stores = new PaceStores();
+    const PACE = { ...DEFAULT_PACE_SETTINGS, maxRate: 1000 };
+    const blocked = new MemoryPaceStore();
+    await blocked.write({ ...initialPaceState(PACE, NOW.getTime()), blockedUntil: NOW.getTime() + 30_000 }, 0);
+    stores.byKey.set('connection#acme', blocked);
+    const provider = new ScriptedProvider().on('a', item('a', 1)).on('g', item('g', 1));
+    const { result, metrics } = await run(build(provider, { paceStoreFor: stores.storeFor }), [
+      '{"connection":"acme","id":"a"}',
+      '{"connection":"globex","id":"g"}',
+    ]);
+
+    expect(result).toEqual({ batchItemFailures: [] });
+    expect(provider.calls.map((call) => call.id)).toEqual(['g']);
+    expect(harness.sleeps.reduce((sum, ms) => sum + ms, 0)).toBeLessThanOrEqual(2_000);
+    // Sent again after the Retry-After, at least rateLimitMinDelaySeconds (60 s here).
+    expect(entriesTo(QUEUE_URL).map((entry) => [entry.MessageBody, entry.DelaySeconds])).toEqual([['{"connection":"acme","id":"a"}', 60]]);
+    expect(stores.byKey.get('client#c')?.writes ?? 0).toBe(0);
+    expect(metrics).toMatchObject({ ItemsCreated: 1, RecordsPostponed: 1 });
+  });
+
+  it("without paceStoreFor, a connection's failed request is counted in its client id's row, provider-pace#client#<client id>", async () => {
+    harness.connections.add('acme', { paceKey: 'connection#acme', breakerKey: 'client#c' });
+    ddb.on(GetItemCommand).resolves({});
+    const provider = new ScriptedProvider().on('a', providerError('transient', 503), item('a', 1));
+    await run(build(provider, { paceStoreFor: undefined }), ['{"connection":"acme","id":"a"}']);
+
+    expect(provider.calls.map((call) => call.id)).toEqual(['a', 'a']);
+    const rows = ddb.commandCalls(GetItemCommand).map((call) => call.args[0].input.Key!['pk']);
+    expect(rows).toEqual(expect.arrayContaining([{ S: 'provider-pace#connection#acme' }, { S: 'provider-pace#client#c' }]));
+    const written = ddb
+      .commandCalls(PutItemCommand)
+      .map((call) => call.args[0].input)
+      .filter((input) => input.TableName === 'control')
+      .map((input) => [input.Item!['pk']!.S, JSON.parse(input.Item!['state']!.S!).failures]);
+    // The failure counted there (1); the success of the attempt after it reads the row again to reset the
+    // count (the mock holds no row: it finds none to reset). The connection's row holds no failure.
+    expect(written.filter(([key]) => key === 'provider-pace#client#c')).toEqual([['provider-pace#client#c', 1]]);
+    expect(rows.filter((key) => key?.S === 'provider-pace#client#c')).toHaveLength(2);
+    expect(written.filter(([key]) => key === 'provider-pace#connection#acme').every(([, failures]) => failures === 0)).toBe(true);
+  });
+
   it('without paceStoreFor, each pace key has its own control-table row, provider-pace#<pace key>', async () => {
     harness.connections.add('acme', { paceKey: 'connection#acme' });
     ddb.on(GetItemCommand).resolves({});

@@ -15,7 +15,7 @@ import {
   type PaceState,
 } from '../../../functions/shared/provider/pace/pace-state.js';
 import { PaceMap } from '../../../functions/item-sync/app.js';
-import { ProviderPace } from '../../../functions/shared/provider/pace/provider-pace.js';
+import { PaceBreaker, ProviderPace } from '../../../functions/shared/provider/pace/provider-pace.js';
 import { QUEUE_URL, ScriptedProvider, item } from './helpers.js';
 import { NOW, build, ddb, harness, run, runRecords, sqs, useHarness } from './unit-harness.js';
 
@@ -315,5 +315,47 @@ describe('PaceMap: the paces of one container', () => {
     paces.get('client#b');
     expect(made).toEqual(['client#a', 'client#b', 'client#c', 'client#b']);
     expect(paces.snapshots()).toHaveLength(2);
+  });
+
+  it("gives the paces of one breaker key that is not their own one view of that breaker; a pace of its own key keeps its own", () => {
+    const breakersMade: string[] = [];
+    const given = new Map<string, PaceBreaker | undefined>();
+    const paces = new PaceMap(
+      (key, breaker) => {
+        given.set(key, breaker);
+        return new ProviderPace(new MemoryPaceStore(), { now: () => NOW }, { debug() {}, info() {}, warn() {}, error() {} }, {
+          settings: PACE,
+          fallbackRate: 1,
+          concurrency: 10,
+        }, breaker);
+      },
+      10,
+      (key) => {
+        breakersMade.push(key);
+        return new PaceBreaker(new MemoryPaceStore());
+      },
+    );
+    const a = paces.get('connection#a', 'client#c');
+    paces.get('connection#b', 'client#c');
+    paces.get('connection#x', 'client#d');
+    paces.get('client#c', 'client#c');
+    paces.get('client#e');
+    expect(breakersMade).toEqual(['client#c', 'client#d']);
+    expect(given.get('connection#a')).toBeInstanceOf(PaceBreaker);
+    expect(given.get('connection#b')).toBe(given.get('connection#a'));
+    expect(given.get('connection#x')).not.toBe(given.get('connection#a'));
+    expect(given.get('client#c')).toBeUndefined();
+    expect(given.get('client#e')).toBeUndefined();
+
+    // What one pace learns of the breaker, the other pace of its client id knows.
+    given.get('connection#a')!.outage = { reason: 'provider', since: NOW.getTime(), nextProbeAt: NOW.getTime() + 20_000 };
+    expect(paces.get('connection#b', 'client#c').outageKnown()).toEqual({ reason: 'provider', since: NOW.getTime() });
+    expect(paces.get('connection#x', 'client#d').outageKnown()).toBeUndefined();
+
+    // A connection that now names another client id gets a new pace, under that client id's breaker.
+    expect(paces.get('connection#a', 'client#c')).toBe(a);
+    const moved = paces.get('connection#a', 'client#d');
+    expect(moved).not.toBe(a);
+    expect(given.get('connection#a')).toBe(given.get('connection#x'));
   });
 });

@@ -68,6 +68,8 @@ interface FakeConnection {
   tokens: string[];
   current: number;
   paceKey: string;
+  /** The breaker key its ready gate names (the client id's pace key under paceScope connection); none: the pace's own. */
+  breakerKey?: string;
   /** What open() answers instead of `ready` (dead, wait), or a failure it throws. */
   gate?: ConnectionGate | Error;
   /** What afterRefusal() answers instead of the next token. */
@@ -87,12 +89,16 @@ export class FakeConnections implements ConnectionAccess {
     this.add('default', { tokens: [TOKEN_1, TOKEN_2] });
   }
 
-  add(connection: string, options: { tokens?: string[]; paceKey?: string; gate?: ConnectionGate | Error; afterRefusal?: ConnectionGate } = {}): this {
-    const { tokens = [`at-${connection}-1`, `at-${connection}-2`], paceKey = PACE_KEY, gate, afterRefusal } = options;
+  add(
+    connection: string,
+    options: { tokens?: string[]; paceKey?: string; breakerKey?: string; gate?: ConnectionGate | Error; afterRefusal?: ConnectionGate } = {},
+  ): this {
+    const { tokens = [`at-${connection}-1`, `at-${connection}-2`], paceKey = PACE_KEY, breakerKey, gate, afterRefusal } = options;
     this.connections.set(connection, {
       tokens,
       current: 0,
       paceKey,
+      ...(breakerKey !== undefined ? { breakerKey } : {}),
       ...(gate !== undefined ? { gate } : {}),
       ...(afterRefusal !== undefined ? { afterRefusal } : {}),
     });
@@ -130,7 +136,13 @@ export class FakeConnections implements ConnectionAccess {
   }
 
   private ready(connection: string, known: FakeConnection): ConnectionGate {
-    return { kind: 'ready', connection, token: known.tokens[known.current]!, paceKey: known.paceKey };
+    return {
+      kind: 'ready',
+      connection,
+      token: known.tokens[known.current]!,
+      paceKey: known.paceKey,
+      ...(known.breakerKey !== undefined ? { breakerKey: known.breakerKey } : {}),
+    };
   }
 }
 

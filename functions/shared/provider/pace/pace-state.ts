@@ -18,7 +18,10 @@
  *   (docs/connections.md).
  *
  * One state per pace key (`client#<client id>` or `connection#<connection id>`, PACE_SCOPE): each
- * is its own row, and the rules below apply to each alone.
+ * is its own row, and the bucket's rules apply to each alone. The breaker is one per client id: in
+ * the client id's row, which under PACE_SCOPE=client is the pace's own; a connection's row under
+ * PACE_SCOPE=connection has none of its own (`withoutBreaker`), and its paces take the probe from
+ * the client id's row (`breakerDraw`).
  */
 
 /** Why the breaker is open: the provider fails every request (the only reason there is). */
@@ -177,14 +180,7 @@ export function draw(
 ): { state: PaceState; draw: Draw } {
   const next: PaceState = { ...state };
   if (sawSuccess && next.failures > 0) next.failures = 0;
-  if (next.breaker.open) {
-    if (now < next.breaker.nextProbeAt) {
-      const { reason, since, nextProbeAt } = next.breaker;
-      return { state, draw: { kind: 'outage', reason, since, nextProbeAt } };
-    }
-    next.breaker = { ...next.breaker, nextProbeAt: now + settings.probeIntervalMs };
-    return { state: next, draw: { kind: 'granted', tokens: 1, startAt: now, intervalMs: 0, probe: true } };
-  }
+  if (next.breaker.open) return probeDraw(next, state, now, settings);
   if (now < next.blockedUntil) {
     return { state, draw: { kind: 'wait', retryAt: next.blockedUntil, why: 'retry-after' } };
   }
@@ -224,6 +220,38 @@ export function draw(
   // In debt: the lease's last token is due when the debt is paid; its tokens are spaced at the rate.
   const startAt = Math.max(now, now + (-after / next.rate) * 1000 - (want - 1) * intervalMs);
   return { state: next, draw: { kind: 'granted', tokens: want, startAt: Math.round(startAt), intervalMs, probe: false } };
+}
+
+/**
+ * The draw of an open breaker: the probe when it is due (the next one a probe interval later), else
+ * outage. `unchanged` is returned as the state when nothing is taken.
+ */
+function probeDraw(next: PaceState, unchanged: PaceState, now: number, settings: PaceSettings): { state: PaceState; draw: Draw } {
+  if (!next.breaker.open) throw new Error('probeDraw: the breaker is closed');
+  if (now < next.breaker.nextProbeAt) {
+    const { reason, since, nextProbeAt } = next.breaker;
+    return { state: unchanged, draw: { kind: 'outage', reason, since, nextProbeAt } };
+  }
+  next.breaker = { ...next.breaker, nextProbeAt: now + settings.probeIntervalMs };
+  return { state: next, draw: { kind: 'granted', tokens: 1, startAt: now, intervalMs: 0, probe: true } };
+}
+
+/**
+ * The breaker's draw alone, for a pace whose breaker is another row's (the client id's, under
+ * `paceScope` `connection`): undefined while the breaker is closed (the pace's own row decides);
+ * else the probe when it is due, or outage. Takes no token of the row's bucket.
+ */
+export function breakerDraw(state: PaceState, now: number, settings: PaceSettings): { state: PaceState; draw: Draw } | undefined {
+  if (!state.breaker.open) return undefined;
+  return probeDraw({ ...state }, state, now, settings);
+}
+
+/**
+ * A pace row whose breaker is another row's, as its draws see it: no breaker and no failures of
+ * its own (a row written before its breaker moved may hold them; they are dropped at its next write).
+ */
+export function withoutBreaker(state: PaceState): PaceState {
+  return !state.breaker.open && state.failures === 0 ? state : { ...state, breaker: { open: false }, failures: 0 };
 }
 
 /** The lease the sweep takes at once: what it wants, at most what the bucket can hold. */

@@ -5,8 +5,15 @@
  * over the lease; a 429, a breaker that opens or closes is written at once, so that every other
  * container sees it at its next draw (within a lease, `leaseSeconds`).
  *
- * One instance per pace key and container (the item sync's `paceFor(paceKey)`): each key has its
- * own row (dynamodb-pace-store.ts), its own bucket and its own breaker.
+ * One instance per pace key and container (the item sync's `paceFor(paceKey, breakerKey)`): each
+ * key has its own row (dynamodb-pace-store.ts) and its own bucket, so a 429 and its Retry-After
+ * stop that key's pace alone. The breaker is the provider's, not a key's: one per client id. A pace
+ * without a PaceBreaker (`paceScope` `client`, and any caller that passes none) keeps it in its own
+ * row, as one state with its bucket. A pace given one (`paceScope` `connection`) keeps it in the
+ * client id's row, through a PaceBreaker: the container's view of that breaker, shared by every
+ * pace of the client id the container holds. Its draws read their own row only; the breaker row is
+ * read and written when a request fails, when a success follows failures counted there, and while
+ * the container knows the breaker open (to take a probe, or learn that it closed).
  *
  * Failing safe: when the store cannot be read or written (throttled, unreachable, a bad row), the
  * container falls back to a conservative local pace (`fallbackRate` requests a second) for
@@ -14,6 +21,7 @@
  */
 import type { Clock, Log } from '../../ports.js';
 import {
+  breakerDraw,
   closeBreaker,
   draw,
   initialPaceState,
@@ -28,6 +36,7 @@ import {
   type BreakerReason,
   type PaceSettings,
   type PaceState,
+  withoutBreaker,
 } from './pace-state.js';
 
 /** The control table's pace row, as the pace needs it. */
@@ -58,8 +67,38 @@ export type RequestResult =
    */
   | { kind: 'failed'; repeat?: boolean };
 
+/**
+ * The container's view of one client id's breaker, shared by the paces that are given it (one per
+ * connection under `paceScope` `connection`): its row (`client#<client id>`), and what the
+ * container last learned of it. When one of them learns that the breaker is open, every one of them
+ * answers `outage`.
+ */
+export class PaceBreaker {
+  /** The breaker open, as the container last learned it. */
+  outage: Outage | undefined;
+  /** When the container last learned the breaker's state from its row (or opened it). */
+  readAt = 0;
+  /** The row's failure count as last read: a success resets it only when it is not 0. */
+  sharedFailures = 0;
+  /** Failed requests in a row in this container (decides alone while the store cannot be used). */
+  consecutiveFailures = 0;
+  /** The read of the row in progress (one at a time per container). */
+  checking: Promise<unknown> | undefined;
+
+  constructor(
+    /** The breaker's row; undefined: the pace's own row (the breaker and the bucket one state). */
+    readonly store?: PaceStore,
+  ) {}
+}
+
+interface Outage {
+  reason: BreakerReason;
+  since: number;
+  nextProbeAt: number;
+}
+
 /** What a provider caller needs of the pace. */
-export type PaceGate = Pick<ProviderPace, 'acquire' | 'report' | 'outageKnown' | 'waitingForProbe'>;
+export type PaceGate = Pick<ProviderPace, 'acquire' | 'report' | 'outageKnown' | 'waitingForProbe'> & Partial<Pick<ProviderPace, 'maxHoldMs'>>;
 
 export interface ProviderPaceOptions {
   settings: PaceSettings;
@@ -75,6 +114,13 @@ export interface ProviderPaceOptions {
   outageFailures?: number;
   /** Conditional-write attempts per change before falling back. */
   writeAttempts?: number;
+  /**
+   * The longest a request waits for a slot of this pace within its invocation before it is
+   * postponed (its record sent again with a delay); default: until the invocation's end. For a pace
+   * that is not the whole batch's (`paceScope` `connection`: a batch mixes connections), so that one
+   * connection's pace, slowed by its own limit or Retry-After, does not hold the others' records.
+   */
+  maxHoldMs?: number;
 }
 
 export interface PaceSnapshot {
@@ -112,15 +158,14 @@ export class ProviderPace {
   private leaseIsSweep = false;
   private lastRate: number;
   private localBlockedUntil = 0;
-  private outage: { reason: BreakerReason; since: number; nextProbeAt: number } | undefined;
-  /** When this container last learned the breaker's state from the row (or opened it). */
-  private outageReadAt = 0;
+  /** What the container knows of the breaker: this pace's own, or the client id's shared view. */
+  private readonly breaker: PaceBreaker;
+  /** The row the breaker is kept in: the breaker's own, or this pace's (`store`). */
+  private readonly breakerStore: PaceStore;
+  /** True when the breaker is another row's: this pace's row is its bucket only. */
+  private readonly separateBreaker: boolean;
   private fallbackUntil = 0;
   private fallbackNextAt = 0;
-  /** Failed requests in a row in this container (decides alone while the store cannot be used). */
-  private consecutiveFailures = 0;
-  /** The shared failure count as last read: a success resets it only when it is not 0. */
-  private sharedFailures = 0;
   /** A request of this container succeeded since its last draw (the draw resets the shared count). */
   private okSinceDraw = false;
   private drawing: Promise<Grant> | undefined;
@@ -132,7 +177,12 @@ export class ProviderPace {
     private readonly clock: Clock,
     private readonly log: Log,
     private readonly options: ProviderPaceOptions,
+    /** The client id's breaker when it is not in this pace's row (`paceScope` `connection`); default this pace's own. */
+    breaker?: PaceBreaker,
   ) {
+    this.breaker = breaker ?? new PaceBreaker();
+    this.separateBreaker = this.breaker.store !== undefined && this.breaker.store !== store;
+    this.breakerStore = this.separateBreaker ? this.breaker.store! : store;
     this.settings = options.settings;
     this.fallbackMs = options.fallbackMs ?? DEFAULT_FALLBACK_MS;
     this.outageFailures = options.outageFailures ?? this.settings.outageFailures;
@@ -141,11 +191,17 @@ export class ProviderPace {
     this.random = options.random ?? Math.random;
   }
 
+  /** How long a request may wait for a slot within its invocation (ProviderPaceOptions.maxHoldMs); undefined: until its end. */
+  get maxHoldMs(): number | undefined {
+    return this.options.maxHoldMs;
+  }
+
   snapshot(): PaceSnapshot {
     const fallback = this.now() < this.fallbackUntil;
+    const { outage } = this.breaker;
     return {
       rate: fallback ? this.options.fallbackRate : this.lastRate,
-      ...(this.outage ? { breakerOpenSince: this.outage.since, breakerReason: this.outage.reason } : {}),
+      ...(outage ? { breakerOpenSince: outage.since, breakerReason: outage.reason } : {}),
       fallback,
     };
   }
@@ -155,12 +211,13 @@ export class ProviderPace {
    * be asked of the provider, so a batch need not even read its stored rows.
    */
   waitingForProbe(): boolean {
-    return this.outage !== undefined && this.now() < this.outageKnownUntil() && this.now() >= this.fallbackUntil;
+    return this.breaker.outage !== undefined && this.now() < this.outageKnownUntil() && this.now() >= this.fallbackUntil;
   }
 
   /** Whether the breaker is known to be open (without asking the store). */
   outageKnown(): { reason: BreakerReason; since: number } | undefined {
-    return this.outage ? { reason: this.outage.reason, since: this.outage.since } : undefined;
+    const { outage } = this.breaker;
+    return outage ? { reason: outage.reason, since: outage.since } : undefined;
   }
 
   /** One decision for one request: go, wait until, or outage. Never throws. */
@@ -178,10 +235,26 @@ export class ProviderPace {
     for (;;) {
       const now = this.now();
       if (now < this.localBlockedUntil) return { kind: 'wait', until: this.localBlockedUntil, why: 'retry-after' };
-      if (this.outage && now < this.outageKnownUntil()) {
-        return { kind: 'outage', reason: this.outage.reason, since: this.outage.since };
+      const { outage } = this.breaker;
+      if (outage && now < this.outageKnownUntil()) {
+        return { kind: 'outage', reason: outage.reason, since: outage.since };
       }
       if (now < this.fallbackUntil) return this.localGrant(now);
+      if (outage && this.separateBreaker) {
+        // The breaker's row, not this pace's, says whether it is still open (one read at a time per container).
+        const checking = this.breaker.checking;
+        if (checking) {
+          await checking;
+          continue;
+        }
+        const check = this.checkBreaker().finally(() => {
+          if (this.breaker.checking === check) this.breaker.checking = undefined;
+        });
+        this.breaker.checking = check;
+        const grant = await check;
+        if (grant) return grant;
+        continue; // closed: draw from this pace's row
+      }
       const fromLease = this.fromLease(now);
       if (fromLease) return fromLease;
       if (now < this.drawNotBefore) return { kind: 'wait', until: this.drawNotBefore, why: 'pace' };
@@ -205,13 +278,13 @@ export class ProviderPace {
     const probe = grant.kind === 'go' && grant.probe;
     switch (result.kind) {
       case 'ok':
-        this.consecutiveFailures = 0;
+        this.breaker.consecutiveFailures = 0;
         this.okSinceDraw = true;
-        if (probe || this.outage) {
-          this.outage = undefined;
-          await this.change('breaker closed', (state) => closeBreaker(state, now));
-        } else if (this.sharedFailures > 0) {
-          await this.change('failures reset', (state) => requestSucceeded(state));
+        if (probe || this.breaker.outage) {
+          this.breaker.outage = undefined;
+          await this.change('breaker closed', (state) => closeBreaker(state, now), this.breakerStore);
+        } else if (this.breaker.sharedFailures > 0) {
+          await this.change('failures reset', (state) => requestSucceeded(state), this.breakerStore);
         }
         return;
       case 'rate-limited': {
@@ -227,11 +300,11 @@ export class ProviderPace {
       case 'failed': {
         if (probe) return; // the breaker stays open; the next probe is due in probeIntervalMs
         if (result.repeat) return;
-        this.consecutiveFailures += 1;
+        this.breaker.consecutiveFailures += 1;
         // Counted system-wide: a few failures in a row anywhere open the breaker for everyone.
-        const after = await this.change('request failed', (state) => requestFailed(state, now, this.settings));
+        const after = await this.change('request failed', (state) => requestFailed(state, now, this.settings), this.breakerStore);
         if (after?.breaker.open) this.learnOutage(after.breaker);
-        else if (after === undefined && this.consecutiveFailures >= this.outageFailures) await this.open('provider', now);
+        else if (after === undefined && this.breaker.consecutiveFailures >= this.outageFailures) await this.open('provider', now);
         return;
       }
     }
@@ -243,25 +316,63 @@ export class ProviderPace {
    * container's probe closed it (records that came meanwhile would otherwise wait another period).
    */
   private outageKnownUntil(): number {
-    if (!this.outage) return 0;
+    const { outage } = this.breaker;
+    if (!outage) return 0;
     // On the local pace the row is not read: the local probe schedule alone decides (one a probeIntervalMs).
-    if (this.now() < this.fallbackUntil) return this.outage.nextProbeAt;
-    return Math.min(this.outage.nextProbeAt, this.outageReadAt + OUTAGE_RECHECK_MS);
+    if (this.now() < this.fallbackUntil) return outage.nextProbeAt;
+    return Math.min(outage.nextProbeAt, this.breaker.readAt + OUTAGE_RECHECK_MS);
   }
 
   private learnOutage(breaker: Extract<PaceState['breaker'], { open: true }>): void {
     this.lease = undefined;
-    this.outage = { reason: breaker.reason, since: breaker.since, nextProbeAt: breaker.nextProbeAt };
-    this.outageReadAt = this.now();
+    this.breaker.outage = { reason: breaker.reason, since: breaker.since, nextProbeAt: breaker.nextProbeAt };
+    this.breaker.readAt = this.now();
   }
 
   private async open(reason: BreakerReason, now: number): Promise<void> {
     this.lease = undefined;
-    if (!this.outage) {
-      this.outage = { reason, since: now, nextProbeAt: now + this.settings.probeIntervalMs };
-      this.outageReadAt = now;
+    if (!this.breaker.outage) {
+      this.breaker.outage = { reason, since: now, nextProbeAt: now + this.settings.probeIntervalMs };
+      this.breaker.readAt = now;
     }
-    await this.change('breaker opened', (state) => openBreaker(state, now, reason, this.settings));
+    await this.change('breaker opened', (state) => openBreaker(state, now, reason, this.settings), this.breakerStore);
+  }
+
+  /**
+   * The breaker's own row (separate breaker), read once the container's trust in an open breaker
+   * ran out: closed → undefined (the caller draws from its pace's row); open → outage, or the probe
+   * when it is due (taken with a conditional write: one probe per probe interval across every
+   * container and every pace of the client id).
+   */
+  private async checkBreaker(): Promise<Grant | undefined> {
+    try {
+      for (let attempt = 1; attempt <= this.writeAttempts; attempt += 1) {
+        const { state, version } = await this.readState(this.breakerStore);
+        const now = this.now();
+        this.breaker.sharedFailures = state.failures;
+        const result = breakerDraw(state, now, this.settings);
+        if (result === undefined) {
+          this.breaker.outage = undefined;
+          return undefined;
+        }
+        if (result.draw.kind === 'granted') {
+          if ((await this.breakerStore.write(result.state, version)) === 'conflict') continue;
+        }
+        if (result.state.breaker.open) this.learnOutage(result.state.breaker);
+        const { reason, since } = this.breaker.outage!;
+        return result.draw.kind === 'granted' ? { kind: 'go', probe: true, reason } : { kind: 'outage', reason, since };
+      }
+      // Busy, not broken: others wrote the row meanwhile. Still open as far as this container knows: look again later.
+      this.breaker.readAt = this.now();
+      const { reason, since } = this.breaker.outage!;
+      return { kind: 'outage', reason, since };
+    } catch (error) {
+      // The local pace's breaker takes over: its probe only when the one the container knew of is due.
+      this.enterFallback(`breaker: ${(error as Error).message}`);
+      const outage = this.breaker.outage;
+      if (outage && this.now() < outage.nextProbeAt) return { kind: 'outage', reason: outage.reason, since: outage.since };
+      return this.localGrant(this.now());
+    }
   }
 
   private now(): number {
@@ -281,9 +392,10 @@ export class ProviderPace {
   }
 
   private localGrant(now: number): Grant {
-    if (this.outage) {
-      this.outage.nextProbeAt = now + this.settings.probeIntervalMs;
-      return { kind: 'go', probe: true, reason: this.outage.reason };
+    const { outage } = this.breaker;
+    if (outage) {
+      outage.nextProbeAt = now + this.settings.probeIntervalMs;
+      return { kind: 'go', probe: true, reason: outage.reason };
     }
     if (now < this.fallbackNextAt) return { kind: 'wait', until: this.fallbackNextAt, why: 'pace' };
     this.fallbackNextAt = Math.max(now, this.fallbackNextAt) + 1000 / this.options.fallbackRate;
@@ -304,7 +416,7 @@ export class ProviderPace {
         if (changed && (await this.store.write(result.state, version)) === 'conflict') continue;
         if (changed) this.okSinceDraw = false;
         // The count as the row holds it: a draw that was not written reset nothing there.
-        this.sharedFailures = (changed ? result.state : state).failures;
+        if (!this.separateBreaker) this.breaker.sharedFailures = (changed ? result.state : state).failures;
         this.lastRate = result.state.rate;
         return this.applyDraw(result.draw, result.state, now, sweep);
       }
@@ -325,14 +437,18 @@ export class ProviderPace {
           const reason = state.breaker.open ? state.breaker.reason : 'provider';
           return { kind: 'go', probe: true, reason };
         }
-        if (this.outage) this.outage = undefined; // someone else's probe closed it
+        if (this.separateBreaker) {
+          // Another pace of the container learned meanwhile that the breaker is open: so does this one.
+          const { outage } = this.breaker;
+          if (outage) return { kind: 'outage', reason: outage.reason, since: outage.since };
+        } else if (this.breaker.outage) this.breaker.outage = undefined; // someone else's probe closed it
         const leaseMs = this.settings.leaseSeconds * 1000;
         const lastAt = d.startAt + (d.tokens - 1) * d.intervalMs;
         this.lease = { tokens: d.tokens, nextAt: d.startAt, intervalMs: d.intervalMs, expiresAt: lastAt + leaseMs };
         return this.fromLease(now) ?? { kind: 'wait', until: d.startAt, why: 'pace' };
       }
       case 'wait': {
-        if (this.outage) this.outage = undefined;
+        if (!this.separateBreaker && this.breaker.outage) this.breaker.outage = undefined;
         if (d.why === 'retry-after') {
           this.localBlockedUntil = Math.max(this.localBlockedUntil, d.retryAt);
           return { kind: 'wait', until: d.retryAt, why: d.why };
@@ -344,14 +460,18 @@ export class ProviderPace {
         return { kind: 'wait', until, why: d.why };
       }
       case 'outage':
-        this.outage = { reason: d.reason, since: d.since, nextProbeAt: d.nextProbeAt };
-        this.outageReadAt = now;
+        this.breaker.outage = { reason: d.reason, since: d.since, nextProbeAt: d.nextProbeAt };
+        this.breaker.readAt = now;
         return { kind: 'outage', reason: d.reason, since: d.since };
     }
   }
 
-  private async readState(): Promise<{ state: PaceState; version: number }> {
-    const stored = await this.store.read();
+  /**
+   * The state of `store` (this pace's row by default, or the breaker's). This pace's row has no
+   * breaker of its own when the breaker is another row's.
+   */
+  private async readState(store: PaceStore = this.store): Promise<{ state: PaceState; version: number }> {
+    const stored = await store.read();
     if (stored === undefined) return { state: initialPaceState(this.settings, this.now()), version: 0 };
     if (!isPaceState(stored.state)) {
       this.log.warn('the pace row is not a pace state; starting afresh');
@@ -359,7 +479,8 @@ export class ProviderPace {
     }
     // The operator's ceiling may have changed since the row was written.
     const { maxRate } = this.settings;
-    const state = maxRate !== undefined && stored.state.rate > maxRate ? { ...stored.state, rate: maxRate } : stored.state;
+    const capped = maxRate !== undefined && stored.state.rate > maxRate ? { ...stored.state, rate: maxRate } : stored.state;
+    const state = this.separateBreaker && store === this.store ? withoutBreaker(capped) : capped;
     return { state, version: stored.version };
   }
 
@@ -367,18 +488,20 @@ export class ProviderPace {
    * Applies one change to the shared state (read, change, conditional write). Returns the state as
    * stored after it; undefined when the store could not be used (this container then falls back).
    */
-  private async change(what: string, apply: (state: PaceState) => PaceState): Promise<PaceState | undefined> {
+  private async change(what: string, apply: (state: PaceState) => PaceState, store: PaceStore = this.store): Promise<PaceState | undefined> {
     if (this.now() < this.fallbackUntil) return undefined;
     try {
       for (let attempt = 1; attempt <= this.writeAttempts; attempt += 1) {
-        const { state, version } = await this.readState();
+        const { state, version } = await this.readState(store);
         const next = apply(state);
-        this.sharedFailures = next.failures;
+        if (store === this.breakerStore) this.breaker.sharedFailures = next.failures;
         if (next === state) return state;
-        if ((await this.store.write(next, version)) === 'written') {
-          this.lastRate = next.rate;
+        if ((await store.write(next, version)) === 'written') {
+          if (store === this.store) this.lastRate = next.rate;
           if (next.breaker.open !== state.breaker.open || next.ceiling !== state.ceiling) {
-            this.log.info(`provider pace: ${what}`, { rate: round(next.rate), breakerOpen: next.breaker.open });
+            // The rate of a row that holds the breaker only (the client id's, under `paceScope` `connection`) means nothing.
+            const rate = store === this.store ? { rate: round(next.rate) } : {};
+            this.log.info(`provider pace: ${what}`, { ...rate, breakerOpen: next.breaker.open });
           }
           return next;
         }
@@ -393,6 +516,12 @@ export class ProviderPace {
   }
 
   private fallBack(why: string): Grant {
+    this.enterFallback(why);
+    return this.localGrant(this.now());
+  }
+
+  /** This container runs on its local pace for `fallbackMs` from now (the warning once per period). */
+  private enterFallback(why: string): void {
     const now = this.now();
     if (now >= this.fallbackUntil) {
       this.log.warn('the control table cannot be used; this container runs on its local pace for a while', {
@@ -403,7 +532,6 @@ export class ProviderPace {
     }
     this.fallbackUntil = now + this.fallbackMs;
     this.lease = undefined;
-    return this.localGrant(now);
   }
 }
 

@@ -90,13 +90,13 @@ describe('open', () => {
     expect(await access.open('..')).toEqual({ kind: 'dead', reason: 'the connection id may not be made of dots only' });
   });
 
-  it('an active connection with a young token is ready, with the pace key of its scope', async () => {
+  it('an active connection with a young token is ready, with the pace key of its scope and the breaker of its client id', async () => {
     const { store, provider, access } = setup();
     store.seed({ connection: 'acme', clientId: 'client-9', accessToken: 'at-young-secret', refreshedAt: iso(T0 - 10 * MINUTE), lastUsedAt: iso(T0) });
-    expect(await access.open('acme')).toEqual({ kind: 'ready', connection: 'acme', token: 'at-young-secret', paceKey: 'client#client-9' });
+    expect(await access.open('acme')).toEqual({ kind: 'ready', connection: 'acme', token: 'at-young-secret', paceKey: 'client#client-9', breakerKey: 'client#client-9' });
     const { store: store2, access: byConnection } = setup({ paceScope: 'connection' });
     store2.seed({ connection: 'acme', clientId: 'client-9', accessToken: 'at-young-secret', refreshedAt: iso(T0), lastUsedAt: iso(T0) });
-    expect(await byConnection.open('acme')).toMatchObject({ kind: 'ready', paceKey: 'connection#acme' });
+    expect(await byConnection.open('acme')).toMatchObject({ kind: 'ready', paceKey: 'connection#acme', breakerKey: 'client#client-9' });
     expect(provider.calls).toHaveLength(0);
   });
 

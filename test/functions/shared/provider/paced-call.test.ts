@@ -29,6 +29,7 @@ class ScriptedPace implements PaceGate {
   readonly asked: Array<{ afterFailure?: boolean; sweep?: boolean }> = [];
   readonly told: RequestResult[] = [];
   outage: { reason: 'provider'; since: number } | undefined;
+  maxHoldMs: number | undefined;
 
   async acquire(options: { afterFailure?: boolean; sweep?: boolean } = {}): Promise<Grant> {
     this.asked.push(options);
@@ -157,6 +158,38 @@ describe('PacedCaller: the pace and the answer', () => {
       message: "no slot of the provider pace before this invocation ends (the provider's Retry-After)",
       wait: { kind: 'pace', seconds: 9, retryAfter: true },
     });
+  });
+
+  it("a pace with maxHoldMs (one connection's among others) holds the call that long at most, then it waits outside the invocation", async () => {
+    pace.maxHoldMs = 2_000;
+    // Waits of 500 ms each: the fourth ends at the hold (T0 + 2 s) and is waited; the fifth would end beyond it.
+    for (let n = 1; n <= 5; n += 1) pace.grants.push({ kind: 'wait', until: T0 + n * 500, why: 'pace' });
+    const { request, sent } = scripted('x');
+    const error = await caller().call(session, request, {}).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(WaitError);
+    expect(error).toMatchObject({
+      message: "no slot of the connection's provider pace within 2 s (the provider pace); the batch's other records are not held for it",
+      wait: { kind: 'pace', seconds: 2, retryAfter: false },
+    });
+    expect(sleeps).toEqual([500, 500, 500, 500]);
+    expect(sent).toEqual([]);
+
+    // A Retry-After beyond the hold: at once, waiting the Retry-After's time.
+    pace.grants.length = 0;
+    sleeps = [];
+    pace.grants.push({ kind: 'wait', until: now + 30_000, why: 'retry-after' });
+    await expect(caller({ deadline: now + 60_000 }).call(session, request, {})).rejects.toMatchObject({
+      message: "no slot of the connection's provider pace within 2 s (the provider's Retry-After); the batch's other records are not held for it",
+      wait: { kind: 'pace', seconds: 30, retryAfter: true },
+    });
+    expect(sleeps).toEqual([]);
+
+    // Without maxHoldMs (the client id's pace: the whole batch's), the same waits are waited out.
+    pace.maxHoldMs = undefined;
+    const start = now;
+    for (let n = 1; n <= 5; n += 1) pace.grants.push({ kind: 'wait', until: start + n * 500, why: 'pace' });
+    expect(await caller({ deadline: now + 60_000 }).call(session, request, {})).toBe('x');
+    expect(sleeps).toEqual([500, 500, 500, 500, 500]);
   });
 
   it('an open breaker: no request, the call waits (outage)', async () => {

@@ -5,6 +5,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import {
+  breakerDraw,
   burst,
   closeBreaker,
   DEFAULT_PACE_SETTINGS,
@@ -19,6 +20,7 @@ import {
   requestSucceeded,
   type PaceSettings,
   type PaceState,
+  withoutBreaker,
 } from '../../../../../functions/shared/provider/pace/pace-state.js';
 
 const T = Date.UTC(2026, 0, 1, 12);
@@ -279,6 +281,27 @@ describe('the breaker', () => {
     expect(closed).toEqual({ ...open, breaker: { open: false }, failures: 0, tokens: 0, at: T + 30_000, grownAt: T + 30_000 });
     expect(closeBreaker(closed, T + 40_000)).toBe(closed);
     expect(draw(closed, T + 30_000, 10, OPEN).draw).toMatchObject({ kind: 'granted', probe: false });
+  });
+});
+
+describe('a breaker kept in another row (paceScope connection: the client id\'s)', () => {
+  it('breakerDraw: nothing while closed; outage before the probe time, the probe at it (the next one a probe interval later), no token taken', () => {
+    expect(breakerDraw(state(), T, OPEN)).toBeUndefined();
+    const open = openBreaker(state({ tokens: 7 }), T, 'provider', OPEN);
+    const before = breakerDraw(open, T + 19_999, OPEN)!;
+    expect(before.draw).toEqual({ kind: 'outage', reason: 'provider', since: T, nextProbeAt: T + 20_000 });
+    expect(before.state).toBe(open);
+    const probe = breakerDraw(open, T + 20_000, OPEN)!;
+    expect(probe.draw).toEqual({ kind: 'granted', tokens: 1, startAt: T + 20_000, intervalMs: 0, probe: true });
+    expect(probe.state).toEqual({ ...open, breaker: { open: true, reason: 'provider', since: T, nextProbeAt: T + 40_000 } });
+    expect(open.breaker).toEqual({ open: true, reason: 'provider', since: T, nextProbeAt: T + 20_000 });
+  });
+
+  it('withoutBreaker: a pace row with no breaker or failures of its own is kept as it is; one with them loses them', () => {
+    const closed = state({ tokens: 3 });
+    expect(withoutBreaker(closed)).toBe(closed);
+    const held = openBreaker(state({ tokens: 3, failures: 8 }), T, 'provider', OPEN);
+    expect(withoutBreaker(held)).toEqual({ ...closed, failures: 0 });
   });
 });
 

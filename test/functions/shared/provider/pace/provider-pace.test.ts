@@ -9,10 +9,11 @@ import { MemoryPaceStore } from '../../../../../dev/fakes/memory-pace-store.js';
 import {
   DEFAULT_PACE_SETTINGS,
   initialPaceState,
+  openBreaker,
   type PaceSettings,
   type PaceState,
 } from '../../../../../functions/shared/provider/pace/pace-state.js';
-import { ProviderPace, type Grant, type PaceStore, type ProviderPaceOptions } from '../../../../../functions/shared/provider/pace/provider-pace.js';
+import { PaceBreaker, ProviderPace, type Grant, type PaceStore, type ProviderPaceOptions } from '../../../../../functions/shared/provider/pace/provider-pace.js';
 import type { Clock, Log } from '../../../../../functions/shared/ports.js';
 
 const T0 = Date.UTC(2026, 0, 1, 12);
@@ -863,5 +864,244 @@ describe('an open breaker known in the container', () => {
     expect(await grantsBetween(T0 + 20_000, T0 + 40_000)).toEqual([{ kind: 'go', probe: true, reason: 'provider' }]);
     expect(await grantsBetween(T0 + 40_000, T0 + 60_000)).toEqual([{ kind: 'go', probe: true, reason: 'provider' }]);
     expect(store.writes).toBe(0);
+  });
+});
+
+/**
+ * paceScope `connection`: one pace (its own row, its own bucket) per connection, one breaker per
+ * client id. `client` is the client id's row: it holds the breaker of every connection pace given
+ * the container's PaceBreaker over it.
+ */
+describe('one pace per connection, one breaker per client id', () => {
+  /** The limit unknown to the system: the pace starts at 5/s and finds each limit itself. */
+  const UNKNOWN: PaceSettings = { ...DEFAULT_PACE_SETTINGS, outageFailures: 4 };
+  let client: MemoryPaceStore;
+  let rowA: MemoryPaceStore;
+  let rowB: MemoryPaceStore;
+
+  beforeEach(() => {
+    client = new MemoryPaceStore();
+    rowA = new MemoryPaceStore();
+    rowB = new MemoryPaceStore();
+  });
+
+  /** One container: a pace for the connections a and b, sharing the container's view of the client id's breaker. */
+  function containerOf(options: Partial<ProviderPaceOptions> = {}): { a: ProviderPace; b: ProviderPace; breaker: PaceBreaker; pace: (row: MemoryPaceStore) => ProviderPace } {
+    const breaker = new PaceBreaker(client);
+    const pace = (row: MemoryPaceStore): ProviderPace =>
+      new ProviderPace(row, clock, log, { settings: SETTINGS, fallbackRate: 2, concurrency: 10, random: () => 0, ...options }, breaker);
+    return { a: pace(rowA), b: pace(rowB), breaker, pace };
+  }
+
+  const outageSince = (since: number): Grant => ({ kind: 'outage', reason: 'provider', since });
+
+  it("a 429 with Retry-After on one connection's pace blocks and cuts that pace only: the other keeps drawing, its rate untouched", async () => {
+    const settings = { settings: UNKNOWN };
+    const one = containerOf(settings);
+    const two = containerOf(settings);
+    // Both connections' paces busy in two containers for 10 s: each finds its rate on its own (slow start).
+    for (let ms = 0; ms <= 10_000; ms += 10) {
+      clock.set(T0 + ms);
+      for (const pace of [one.a, one.b, two.a, two.b]) await drain(pace);
+    }
+    const rateB = rowB.state!.rate;
+    expect(rowA.state!.rate).toBeGreaterThan(5);
+    expect(rateB).toBeGreaterThan(5);
+
+    const at = T0 + 10_000;
+    await one.a.report({ kind: 'rate-limited', retryAfterMs: 30_000 }, GO);
+    expect(rowA.state).toMatchObject({ blockedUntil: at + 30_000, cutAt: at, tokens: 0 });
+    expect(rowA.state!.ceiling).toBeGreaterThan(5);
+    expect(rowA.state!.rate).toBeCloseTo(rowA.state!.ceiling! * 0.85, 10);
+    // Nothing of the 429 in the other connection's row, nor in the client id's.
+    expect(rowB.state).toMatchObject({ blockedUntil: 0, cutAt: 0, rate: rateB });
+    expect(rowB.state!.ceiling).toBeUndefined();
+    expect(client.writes).toBe(0);
+
+    // For the 30 s of the Retry-After: a waits (in both containers, the other at its next draw); b draws on.
+    let wentB = 0;
+    for (let ms = 200; ms < 30_000; ms += 10) {
+      clock.set(at + ms);
+      for (const pace of [one.a, two.a]) expect(await pace.acquire()).toEqual({ kind: 'wait', until: at + 30_000, why: 'retry-after' });
+      for (const pace of [one.b, two.b]) wentB += (await drain(pace)).went;
+    }
+    // b went on at its own rate: still growing (slow start), never cut.
+    expect(wentB).toBeGreaterThan(rateB * 29);
+    expect(rowB.state!.rate).toBeGreaterThanOrEqual(rateB);
+    expect(rowB.state).toMatchObject({ blockedUntil: 0, cutAt: 0 });
+    expect(rowB.state!.ceiling).toBeUndefined();
+    // Each 429 cuts its own pace: b's limit found at b's rate, a's stays a's.
+    const ceilingA = rowA.state!.ceiling;
+    clock.set(at + 30_000);
+    await two.b.report({ kind: 'rate-limited', retryAfterMs: 1_000 }, GO);
+    expect(rowB.state!.ceiling).toBeGreaterThan(ceilingA!);
+    expect(rowA.state!.ceiling).toBe(ceilingA);
+    expect(await one.a.acquire()).toMatchObject({ kind: 'wait', why: 'pace' });
+    expect(client.reads).toBe(0);
+    expect(client.writes).toBe(0);
+  });
+
+  it("draws read and write their own row only; a success reads no other row while the client id's row counts no failure", async () => {
+    const { a, b } = containerOf();
+    for (let n = 0; n < 25; n += 1) {
+      for (const pace of [a, b]) {
+        const grant = await pace.acquire();
+        if (grant.kind === 'go') await pace.report({ kind: 'ok' }, grant);
+      }
+      clock.set(clock.ms + 50);
+    }
+    expect(rowA.reads).toBeGreaterThan(0);
+    expect(rowB.reads).toBeGreaterThan(0);
+    expect(client.reads).toBe(0);
+    expect(client.writes).toBe(0);
+  });
+
+  it("counts failures in the client id's row, across connections and containers: the breaker opens there, and every pace of the container that knows answers outage", async () => {
+    const one = containerOf();
+    const two = containerOf();
+    await one.a.report({ kind: 'failed' }, GO);
+    await one.b.report({ kind: 'failed' }, GO);
+    await two.a.report({ kind: 'failed' }, GO);
+    expect(client.state).toMatchObject({ failures: 3, breaker: { open: false } });
+    clock.set(T0 + 5);
+    await two.b.report({ kind: 'failed' }, GO);
+    expect(client.state?.breaker).toEqual({ open: true, reason: 'provider', since: T0 + 5, nextProbeAt: T0 + 20_005 });
+    // The connections' rows hold no breaker and no failure.
+    for (const row of [rowA, rowB]) expect(row.state === undefined || (row.state.failures === 0 && !row.state.breaker.open)).toBe(true);
+    expect(log.lines).toEqual([{ level: 'info', message: 'provider pace: request failed', attributes: [{ breakerOpen: true }] }]);
+
+    // Container two learned it: both its paces, and one it makes now for a third connection, answer outage without a read.
+    const reads = client.reads + rowA.reads + rowB.reads;
+    const third = two.pace(new MemoryPaceStore());
+    for (const pace of [two.a, two.b, third]) {
+      expect(pace.outageKnown()).toEqual({ reason: 'provider', since: T0 + 5 });
+      expect(pace.waitingForProbe()).toBe(true);
+      expect(await pace.acquire()).toEqual(outageSince(T0 + 5));
+    }
+    expect(client.reads + rowA.reads + rowB.reads).toBe(reads);
+    expect(two.breaker.outage).toEqual({ reason: 'provider', since: T0 + 5, nextProbeAt: T0 + 20_005 });
+
+    // Container one has not learned it (its draws read its connections' rows): the next request that fails tells it, for both its paces.
+    expect(one.a.outageKnown()).toBeUndefined();
+    expect(await one.b.acquire()).toEqual(GO);
+    await one.b.report({ kind: 'failed' }, GO);
+    expect(client.state?.failures).toBe(5);
+    for (const pace of [one.a, one.b]) expect(await pace.acquire()).toEqual(outageSince(T0 + 5));
+  });
+
+  it('lets one probe through per probe interval for every pace of every container; each container reads the row once per 2 s', async () => {
+    const containers = [containerOf(), containerOf()];
+    await openByFailures(containers[0]!.a);
+    await containers[1]!.b.report({ kind: 'failed' }, GO); // the second container learns it
+    const readsBefore = client.reads;
+
+    const probesBetween = async (from: number, to: number, step: number): Promise<Grant[]> => {
+      const probes: Grant[] = [];
+      for (let ms = from; ms < to; ms += step) {
+        clock.set(ms);
+        for (const { a, b } of containers) {
+          for (const pace of [a, b, b, a]) {
+            const grant = await pace.acquire();
+            if (grant.kind === 'go') {
+              probes.push(grant);
+              await pace.report({ kind: 'failed' }, grant); // the provider is still down
+            } else expect(grant).toEqual(outageSince(T0));
+          }
+        }
+      }
+      return probes;
+    };
+    expect(await probesBetween(T0 + 1, T0 + 20_000, 250)).toEqual([]);
+    // Each container read the row every 2 s (the probe time it knew is later): 9 reads each in 20 s.
+    expect(client.reads - readsBefore).toBe(2 * 9);
+    for (const start of [20_000, 40_000, 60_000]) {
+      expect(await probesBetween(T0 + start, T0 + start + 20_000, 250)).toEqual([{ kind: 'go', probe: true, reason: 'provider' }]);
+    }
+    expect(client.state?.breaker).toEqual({ open: true, reason: 'provider', since: T0, nextProbeAt: T0 + 80_000 });
+    // The probes' failures are not counted, and nothing was drawn from the connections' rows.
+    expect(client.state?.failures).toBe(SETTINGS.outageFailures + 1);
+    expect(rowA.writes + rowB.writes).toBe(0);
+  });
+
+  it("closes for every pace at a probe's ok; another container sees it closed within 2 s and draws from its connections' rows again", async () => {
+    const one = containerOf();
+    const two = containerOf();
+    await openByFailures(one.a);
+    await two.a.report({ kind: 'failed' }, GO);
+    expect(await two.b.acquire()).toEqual(outageSince(T0));
+
+    clock.set(T0 + 20_000);
+    const probe = await one.b.acquire();
+    expect(probe).toEqual({ kind: 'go', probe: true, reason: 'provider' });
+    // two reads the row: still open, the next probe at T0 + 40 s.
+    clock.set(T0 + 20_001);
+    expect(await two.a.acquire()).toEqual(outageSince(T0));
+    clock.set(T0 + 20_300);
+    await one.b.report({ kind: 'ok' }, probe);
+    expect(client.state).toMatchObject({ breaker: { open: false }, failures: 0 });
+    for (const pace of [one.a, one.b]) {
+      expect(pace.outageKnown()).toBeUndefined();
+      expect(await pace.acquire()).toEqual(GO);
+    }
+
+    // two trusts what it read for 2 s, then reads the row again and draws from its connections' rows.
+    clock.set(T0 + 22_000);
+    expect(await two.b.acquire()).toEqual(outageSince(T0));
+    clock.set(T0 + 22_001);
+    const reads = client.reads;
+    expect(await two.b.acquire()).toEqual(GO);
+    expect(await two.a.acquire()).toEqual(GO);
+    expect(client.reads).toBe(reads + 1);
+    expect(two.a.outageKnown()).toBeUndefined();
+  });
+
+  it("resets the client id's failure count at a success that follows failures the container counted there, and only then", async () => {
+    const { a, b } = containerOf();
+    await a.report({ kind: 'failed' }, GO);
+    await a.report({ kind: 'failed' }, GO);
+    expect(client.state?.failures).toBe(2);
+    const writes = client.writes;
+    // A success of either pace of the container: the count starts again.
+    await b.report({ kind: 'ok' }, GO);
+    expect(client.state?.failures).toBe(0);
+    expect(client.writes).toBe(writes + 1);
+    await a.report({ kind: 'ok' }, GO);
+    expect(client.writes).toBe(writes + 1);
+  });
+
+  it("drops a breaker and failures a connection's row held from before (its own breaker then): the draw goes out, the row is written without them", async () => {
+    await rowA.write(openBreaker({ ...initialPaceState(SETTINGS, T0), failures: 8 }, T0, 'provider', SETTINGS), 0);
+    const { a } = containerOf();
+    expect(await a.acquire()).toEqual(GO);
+    expect(rowA.state).toMatchObject({ breaker: { open: false }, failures: 0 });
+    expect(a.outageKnown()).toBeUndefined();
+  });
+
+  it('on the local pace (the breaker row unusable) keeps the probe time it knew: one local probe per probe interval', async () => {
+    const { a, b } = containerOf({ fallbackMs: 120_000 });
+    await openByFailures(a);
+    client.failing = true;
+    clock.set(T0 + 2_000);
+    // The look at the row fails: this pace runs on its local pace; the probe it knew of is due at T0 + 20 s.
+    expect(await a.acquire()).toEqual(outageSince(T0));
+    expect(a.snapshot().fallback).toBe(true);
+    clock.set(T0 + 4_000);
+    expect(await b.acquire()).toEqual(outageSince(T0));
+    const probes: Grant[] = [];
+    for (let ms = 4_000; ms < 60_000; ms += 250) {
+      clock.set(T0 + ms);
+      for (const pace of [a, b]) {
+        const grant = await pace.acquire();
+        if (grant.kind === 'go') {
+          probes.push(grant);
+          await pace.report({ kind: 'failed' }, grant);
+        }
+      }
+    }
+    expect(probes).toEqual([
+      { kind: 'go', probe: true, reason: 'provider' },
+      { kind: 'go', probe: true, reason: 'provider' },
+    ]);
+    expect(client.writes).toBe(SETTINGS.outageFailures);
   });
 });
