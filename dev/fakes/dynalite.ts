@@ -25,7 +25,7 @@ import {
 import dynalite, { type DynaliteOptions } from 'dynalite';
 import { CONTROL_TABLE_KEY } from '../../functions/shared/adapters/dynamodb-pace-store.js';
 import { DEFAULT_CONNECTION } from '../../functions/shared/connections/connection.js';
-import { ensureItemsTable } from './items-table.js';
+import { ensureItemsTable, waitUntilActive } from './items-table.js';
 import { LOCAL_CREDENTIALS, LOCAL_REGION } from './local-aws.js';
 import { listenOnLoopback } from './loopback.js';
 
@@ -158,6 +158,7 @@ async function createKeyedTable(admin: DynamoDBClient, tableName: string, key: s
   } catch (error) {
     if (!(error instanceof ResourceInUseException)) throw error;
   }
+  await waitUntilActive(admin, tableName);
 }
 
 async function startInProcess(settings: DynaliteOptions): Promise<Server> {

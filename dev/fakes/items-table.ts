@@ -54,9 +54,15 @@ export async function ensureItemsTable(dynamodb: DynamoDBClient, tableName: stri
     if (!(error instanceof ResourceInUseException)) throw error;
     result = 'existed';
   }
+  await waitUntilActive(dynamodb, tableName);
+  return result;
+}
+
+/** Waits until the table is ACTIVE (dynalite answers CreateTable with CREATING, even with createTableMs 0). */
+export async function waitUntilActive(dynamodb: DynamoDBClient, tableName: string): Promise<void> {
   for (let i = 0; i < 100; i++) {
     const described = await dynamodb.send(new DescribeTableCommand({ TableName: tableName }));
-    if (described.Table?.TableStatus === 'ACTIVE') return result;
+    if (described.Table?.TableStatus === 'ACTIVE') return;
     await new Promise((resolve) => setTimeout(resolve, 50));
   }
   throw new Error(`table ${tableName} did not become ACTIVE`);

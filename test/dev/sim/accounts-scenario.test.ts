@@ -1,6 +1,6 @@
 /**
  * A reconciliation pass over many accounts in virtual time, short (dev/sim/accounts-scenario.ts
- * ACCOUNTS_SHORT: 200 connections × 10 ids at L = 50/s, run 65 virtual minutes): the real
+ * ACCOUNTS_SHORT: 200 connections × 10 ids at L = 50/s, run 20 virtual minutes): the real
  * reconciler, item-sync handlers on both queues, token refresher, pace, provider client and
  * DynamoDB adapters. `npm run sim -- accounts` runs it at full scale (10,000 × 100);
  * docs/measurements.md has those figures. No timing assertion: time is virtual.
@@ -35,7 +35,9 @@ describe(`a reconciliation pass over ${connections} connections × ${idsEach} id
   it('keeps every connection in use refreshed by the refresher, within its time-out', () => {
     const runs = /^(\d+) \(([\d.]+) s, (\d+) s\)$/.exec(String(result.figures['refresher runs (longest, time-out)']));
     expect(runs).not.toBeNull();
-    expect(Number(runs![1])).toBe(2);
+    const scheduled = /^(\d+) \(one every \d+ minutes\)$/.exec(String(result.figures['refresher runs its schedule makes in the run']));
+    expect(Number(scheduled?.[1])).toBeGreaterThanOrEqual(2);
+    expect(Number(runs![1])).toBe(Number(scheduled![1]));
     expect(Number(runs![2])).toBeLessThan(Number(runs![3]));
     // Each connection's first token on demand, then the refresher's renewal of the ones in use.
     const perConnection = Number(result.figures['getToken calls a connection over the run']);

@@ -9,7 +9,7 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { mockClient } from 'aws-sdk-client-mock';
 import {
   ConditionalCheckFailedException,
-  CreateTableCommand,
+  
   DynamoDBClient,
   GetItemCommand,
   PutItemCommand,
@@ -156,14 +156,7 @@ describe('DynamoDbConnectionStats against dynalite', () => {
   beforeAll(async () => {
     dynamo = await startDynalite({ proxy: false });
     client = dynamo.client();
-    await client.send(
-      new CreateTableCommand({
-        TableName: TABLE,
-        AttributeDefinitions: [{ AttributeName: 'connection', AttributeType: 'S' }],
-        KeySchema: [{ AttributeName: 'connection', KeyType: 'HASH' }],
-        BillingMode: 'PAY_PER_REQUEST',
-      }),
-    );
+    await dynamo.createConnectionsTable(TABLE);
     stats = new DynamoDbConnectionStats(client, TABLE);
   });
 

@@ -6,7 +6,7 @@
  */
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { CreateTableCommand, type DynamoDBClient } from '@aws-sdk/client-dynamodb';
+import { type DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { captureOutput } from '../../../dev/fakes/capture-output.js';
 import { startDynalite, type Dynalite } from '../../../dev/fakes/dynalite.js';
@@ -36,14 +36,7 @@ let baseUrl: string;
 beforeAll(async () => {
   dynamo = await startDynalite({ proxy: false });
   client = dynamo.client();
-  await client.send(
-    new CreateTableCommand({
-      TableName: TABLE,
-      AttributeDefinitions: [{ AttributeName: 'connection', AttributeType: 'S' }],
-      KeySchema: [{ AttributeName: 'connection', KeyType: 'HASH' }],
-      BillingMode: 'PAY_PER_REQUEST',
-    }),
-  );
+  await dynamo.createConnectionsTable(TABLE);
   await dynamo.createControlTable(CONTROL);
   server = createServer((req, res) => {
     const url = new URL(req.url ?? '/', 'http://x');

@@ -14,7 +14,7 @@ import { DynamoDbConnectionStore } from '../../../functions/shared/adapters/dyna
 import { PURGE_SETTLE_SECONDS, runCli, s3ClientConfig, USAGE } from '../../../tools/connections/connections.js';
 import { DEFAULTS } from '../../../functions/shared/config.js';
 import { syncTimeoutSeconds } from '../../../infra/context.js';
-import { ensureItemsTable } from '../../../dev/fakes/items-table.js';
+import { ensureItemsTable, waitUntilActive } from '../../../dev/fakes/items-table.js';
 import { DynamoDbCursorStore } from '../../../functions/reconciler/adapters/dynamodb-cursor-store.js';
 
 const RT = 'rt-cli-secret-0001';
@@ -484,6 +484,7 @@ describe('import-items', () => {
         BillingMode: 'PAY_PER_REQUEST',
       }),
     );
+    await waitUntilActive(db, oldTable);
     for (let i = 0; i < 40; i++) {
       await db.send(new PutItemCommand({ TableName: oldTable, Item: { id: { S: `fil-${i}` }, type: { S: 'file' }, revision: { S: '1' }, item: { M: { id: { S: `fil-${i}` } } } } }));
     }

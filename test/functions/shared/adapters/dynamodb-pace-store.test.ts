@@ -7,7 +7,7 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { mockClient } from 'aws-sdk-client-mock';
 import {
   ConditionalCheckFailedException,
-  CreateTableCommand,
+  
   DeleteItemCommand,
   DynamoDBClient,
   GetItemCommand,
@@ -35,14 +35,7 @@ describe('DynamoDbPaceStore against dynalite', () => {
   beforeAll(async () => {
     dynamo = await startDynalite();
     client = dynamo.client();
-    await client.send(
-      new CreateTableCommand({
-        TableName: CONTROL_TABLE,
-        AttributeDefinitions: [{ AttributeName: 'pk', AttributeType: 'S' }],
-        KeySchema: [{ AttributeName: 'pk', KeyType: 'HASH' }],
-        BillingMode: 'PAY_PER_REQUEST',
-      }),
-    );
+    await dynamo.createControlTable(CONTROL_TABLE);
     store = new DynamoDbPaceStore(client, CONTROL_TABLE, PACE_KEY);
   });
 

@@ -4,7 +4,7 @@
  * credentials, a rotated refresh token, a pause while a refresh runs, a refresh that outlived its
  * lease, removal, the purge's conditional delete). The exact commands: dynamodb-connection-store.test.ts.
  */
-import { CreateTableCommand, DynamoDBClient, PutItemCommand } from '@aws-sdk/client-dynamodb';
+import { DynamoDBClient, PutItemCommand } from '@aws-sdk/client-dynamodb';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { startDynalite, type Dynalite } from '../../../../dev/fakes/dynalite.js';
 import { DynamoDbConnectionStore } from '../../../../functions/shared/adapters/dynamodb-connection-store.js';
@@ -33,14 +33,7 @@ describe('DynamoDbConnectionStore against dynalite', () => {
 
   beforeEach(async () => {
     const name = `connections-${++table}`;
-    await client.send(
-      new CreateTableCommand({
-        TableName: name,
-        AttributeDefinitions: [{ AttributeName: 'connection', AttributeType: 'S' }],
-        KeySchema: [{ AttributeName: 'connection', KeyType: 'HASH' }],
-        BillingMode: 'PAY_PER_REQUEST',
-      }),
-    );
+    await dynamo.createConnectionsTable(name);
     store = new DynamoDbConnectionStore(client, name);
   });
 
