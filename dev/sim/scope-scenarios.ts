@@ -180,10 +180,10 @@ export function perAccountLimits(scale: LimitsScale, progress: (line: string) =>
         limits.set(halved, before / 2);
         system.provider.setAccountRateLimit(halved, before / 2);
       });
-      const controlBefore = { at: t0 + warm, requests: 0 };
-      system.clock.at(t0 + warm, () => (controlBefore.requests = controlRequests(system)));
+      // The control table's requests over the steady phase.
       let controlSteady = 0;
-      system.clock.at(halveAt, () => (controlSteady = controlRequests(system) - controlBefore.requests));
+      system.clock.at(t0 + warm, () => (controlSteady = -controlRequests(system)));
+      system.clock.at(halveAt, () => (controlSteady += controlRequests(system)));
       const realStart = Date.now();
       const report = (): void => {
         const now = system.clock.ms();
@@ -230,7 +230,7 @@ export function perAccountLimits(scale: LimitsScale, progress: (line: string) =>
           worstOtherBurst = Math.min(worstOtherBurst, inBurst);
           sumBefore.others += a.perSecond;
           sumAfter.others += b.perSecond;
-          line += `; while the other's 429s came ${pct(inBurst)}% of that, after ${round(b.perSecond, 2)}/s (${change >= 0 ? '+' : ''}${pct(change)}%, ${pct(b.limitedShare)}% 429)`;
+          line += `; while the halved account's 429s came ${pct(inBurst)}% of that, after ${round(b.perSecond, 2)}/s (${change >= 0 ? '+' : ''}${pct(change)}%, ${pct(b.limitedShare)}% 429)`;
         }
         figures[id] = line;
       }
