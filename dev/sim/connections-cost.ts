@@ -99,23 +99,30 @@ export interface ConnectionCostLine extends CostLine {
   scales: 'per-connection' | 'shared';
 }
 
-/** The day's connections-table requests by caller and operation (`GetItem connections (sync on the sync queue)` → requests). */
+/**
+ * The day's connections-table requests by caller and operation (`GetItem connections (sync on the
+ * sync queue)` → requests), and the token refresher's on the control table (its token pace).
+ */
 export function tableRequests(usage: Usage, table: string): Record<string, number> {
   const out: Record<string, number> = {};
   for (const source of CALLERS) {
     for (const [key, count] of Object.entries(usage.dynamo[source])) {
-      if (key.endsWith(` ${table}`) && count.requests > 0) out[`${key} (${who(source)})`] = count.requests;
+      if ((source === 'refresher' || key.endsWith(` ${table}`)) && count.requests > 0) out[`${key} (${who(source)})`] = count.requests;
     }
   }
   return out;
 }
 
-/** What the day's usage costs, line by line: the connections table (both callers) and the token refresher's invocations. */
+/**
+ * What the day's usage costs, line by line: the connections table (both callers), the token
+ * refresher's draws on the token pace (its control-table requests: the item sync's there are
+ * mostly its item pace's, not the connections'), and the token refresher's invocations.
+ */
 export function dayCost(usage: Usage, table: string): { lines: ConnectionCostLine[]; total: number } {
   const lines: ConnectionCostLine[] = [];
   for (const source of CALLERS) {
     for (const [key, count] of Object.entries(usage.dynamo[source])) {
-      if (!key.endsWith(` ${table}`) || count.requests === 0) continue;
+      if ((source !== 'refresher' && !key.endsWith(` ${table}`)) || count.requests === 0) continue;
       const { table: _table, write: _write, ...line } = dynamoCost(key, count, who(source));
       lines.push({ ...line, scales: 'per-connection' });
     }
