@@ -7,8 +7,8 @@
  * those figures. No timing assertion: time is virtual.
  */
 import { beforeAll, describe, expect, it } from 'vitest';
-import { REFRESHER_SHORT, refresherScenario } from '../dev/sim/refresher-scenario.js';
-import type { ScenarioResult } from '../dev/sim/scenario.js';
+import { REFRESHER_SHORT, refresherScenario } from '../../../dev/sim/refresher-scenario.js';
+import type { ScenarioResult } from '../../../dev/sim/scenario.js';
 
 const { connections } = REFRESHER_SHORT;
 
