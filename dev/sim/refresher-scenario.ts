@@ -27,7 +27,6 @@ import type { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { REFRESHER_SERVICE } from '../../functions/shared/metric-names.js';
 import type { RefresherResult } from '../../functions/token-refresher/app.js';
 import { inProcessAws } from '../system/aws.js';
-import type { BuiltFunction, RefresherHandler } from '../system/functions.js';
 import { localNames } from '../system/names.js';
 import { countingObservability, quietObservability } from '../system/observability.js';
 import { every } from '../system/schedules.js';
@@ -38,6 +37,7 @@ import { modelFetch } from './model-fetch.js';
 import { refresherCost } from './refresher-cost.js';
 import { TokenEndpoint } from './refresher-provider.js';
 import { check, round, timed, type Check, type ScenarioResult } from './scenario.js';
+import { runRefresher, type RefreshRun } from './system.js';
 import { addConnections, startProvider } from './sim-provider.js';
 import { VirtualClock } from './virtual-clock.js';
 
@@ -91,12 +91,7 @@ const NAMES = { ...localNames('sim'), itemsTable: 'items', controlTable: 'contro
 const DYNAMO_ROUND_TRIP_MS = 5;
 
 /** One refresher invocation, as its schedule made it. */
-interface Run {
-  startedAt: number;
-  endedAt: number;
-  result?: RefresherResult;
-  error?: string;
-}
+type Run = RefreshRun;
 
 /** The scenario. `progress` gets a line every virtual hour. */
 export function refresherScenario(scale: RefresherScale, progress: (line: string) => void = () => undefined): Promise<ScenarioResult> {
@@ -133,7 +128,7 @@ export function refresherScenario(scale: RefresherScale, progress: (line: string
 
       const end = t0 + scale.hours * HOUR;
       const runs: Run[] = [];
-      const schedule = every(clock.asFakeClock(), local.deployment.schedule.refresherEveryMinutes * MINUTE, () => void runOnce(local, refresher, clock, meter, runs));
+      const schedule = every(clock.asFakeClock(), local.deployment.schedule.refresherEveryMinutes * MINUTE, () => void runRefresher(local, refresher, clock, meter, runs));
       const using = useConnections(local, clock, connectionIds, scale.useEveryMinutes, end);
       const hourly = (): void => {
         const now = clock.ms();
@@ -160,21 +155,6 @@ export function refresherScenario(scale: RefresherScale, progress: (line: string
       await local.close();
     }
   });
-}
-
-/** One run of the refresher with its invocation's context (its deployed time-out, in virtual time), timed and recorded. */
-async function runOnce(local: LocalSystem, refresher: BuiltFunction<RefresherHandler>, clock: VirtualClock, meter: SimMeter, runs: Run[]): Promise<void> {
-  const run: Run = { startedAt: clock.ms(), endedAt: clock.ms() };
-  runs.push(run);
-  meter.lambda.refresher.invocations += 1;
-  try {
-    run.result = await refresher.handler({ trigger: 'schedule' }, local.context(refresher));
-  } catch (error) {
-    run.error = String(error);
-  } finally {
-    run.endedAt = clock.ms();
-    meter.lambda.refresher.durationMs += run.endedAt - run.startedAt;
-  }
 }
 
 /**

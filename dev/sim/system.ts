@@ -325,7 +325,7 @@ export async function startSystem(options: SystemOptions): Promise<SimSystem> {
 }
 
 /** One run of the token refresher with its invocation's context (its deployed time-out, in virtual time), timed and recorded. */
-async function runRefresher(
+export async function runRefresher(
   local: LocalSystem,
   refresher: BuiltFunction<RefresherHandler>,
   clock: VirtualClock,
