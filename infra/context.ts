@@ -7,7 +7,7 @@
  * numbers are accepted in both forms; anything else (fractions, `12abc`, booleans) is rejected.
  */
 import { normalizeBaseUrl } from '../functions/shared/base-url.js';
-import { DEFAULTS, PACE_SCOPES, REVISION_FIELD_PATTERN, type PaceScope } from '../functions/shared/config.js';
+import { DEFAULTS, dotPathProblem, PACE_SCOPES, type PaceScope } from '../functions/shared/config.js';
 import { ConfigError } from '../functions/shared/errors.js';
 
 /** The context keys, as operators type them. Part of the product interface: keep them exactly. */
@@ -22,6 +22,11 @@ export const CONTEXT_KEYS = {
   freshnessHours: 'freshnessHours',
   usersReservedPercent: 'usersReservedPercent',
   paceScope: 'paceScope',
+  // Discovery (docs/discovery.md): absent childrenPath = off.
+  childrenPath: 'childrenPath',
+  childIdPath: 'childIdPath',
+  childRevisionPath: 'childRevisionPath',
+  childrenTotalPath: 'childrenTotalPath',
 } as const;
 
 /** Allowed range and default of each numeric key. */
@@ -75,11 +80,24 @@ export interface ContentSyncConfig {
    */
   readonly paceScope: PaceScope;
   /**
+   * Discovery (docs/discovery.md): where a folder item lists its children; undefined when
+   * `childrenPath` is not given (discovery off).
+   */
+  readonly discovery: DiscoveryContext | undefined;
+  /**
    * Derived: time-out of the sync function in seconds. 60 s covers the default batch of 10 (one
    * wave of provider requests with their re-tries); larger batches get 6 s per 10 records, capped
    * at Lambda's 900 s. The sync queue's visibility time-out is 6× this value.
    */
   readonly syncTimeoutSeconds: number;
+}
+
+/** The discovery keys, validated (dot paths); `childIdPath` with its default. */
+export interface DiscoveryContext {
+  readonly childrenPath: string;
+  readonly childIdPath: string;
+  readonly childRevisionPath: string | undefined;
+  readonly childrenTotalPath: string | undefined;
 }
 
 /** Anything with CDK's context lookup: an App, a Stack or any construct's node. */
@@ -105,6 +123,7 @@ export function readContentSyncConfig(source: ContextSource): ContentSyncConfig 
     freshnessHours: integer(source, 'freshnessHours'),
     usersReservedPercent: integer(source, 'usersReservedPercent'),
     paceScope: paceScope(source),
+    discovery: discovery(source),
     syncTimeoutSeconds: syncTimeoutSeconds(syncBatchSize),
   });
 }
@@ -155,11 +174,40 @@ function wholeNumber(key: string, raw: string, min: number, max: number): number
 
 function revisionField(source: ContextSource): string {
   const key = CONTEXT_KEYS.revisionField;
-  const raw = text(source, key) ?? DEFAULT_REVISION_FIELD;
-  if (!REVISION_FIELD_PATTERN.test(raw)) {
-    throw new ConfigError(key, `must be a dot path such as "revision" or "meta.rev", got "${raw}"`);
-  }
+  return dotPath(key, text(source, key) ?? DEFAULT_REVISION_FIELD);
+}
+
+function dotPath(key: string, raw: string): string {
+  const problem = dotPathProblem(raw);
+  if (problem !== undefined) throw new ConfigError(key, problem);
   return raw;
+}
+
+function optionalDotPath(source: ContextSource, key: string): string | undefined {
+  const raw = text(source, key);
+  return raw === undefined ? undefined : dotPath(key, raw);
+}
+
+/**
+ * The discovery keys: on when `childrenPath` is given. `childIdPath`, `childRevisionPath` or
+ * `childrenTotalPath` without it would do nothing: an error naming the key.
+ */
+function discovery(source: ContextSource): DiscoveryContext | undefined {
+  const childrenPath = optionalDotPath(source, CONTEXT_KEYS.childrenPath);
+  const childIdPath = optionalDotPath(source, CONTEXT_KEYS.childIdPath);
+  const childRevisionPath = optionalDotPath(source, CONTEXT_KEYS.childRevisionPath);
+  const childrenTotalPath = optionalDotPath(source, CONTEXT_KEYS.childrenTotalPath);
+  if (childrenPath === undefined) {
+    const given: Array<[string, string | undefined]> = [
+      [CONTEXT_KEYS.childIdPath, childIdPath],
+      [CONTEXT_KEYS.childRevisionPath, childRevisionPath],
+      [CONTEXT_KEYS.childrenTotalPath, childrenTotalPath],
+    ];
+    const stray = given.find(([, value]) => value !== undefined);
+    if (stray) throw new ConfigError(stray[0], `is given without ${CONTEXT_KEYS.childrenPath}: without it discovery is off and this key does nothing`);
+    return undefined;
+  }
+  return Object.freeze({ childrenPath, childIdPath: childIdPath ?? DEFAULTS.childIdPath, childRevisionPath, childrenTotalPath });
 }
 
 function paceScope(source: ContextSource): PaceScope {

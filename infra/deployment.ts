@@ -92,7 +92,25 @@ export function syncDeployment(config: ContentSyncConfig, names: ResourceNames):
       // Only when the operator knows the provider's limit; PACE_FALLBACK_REQUESTS_PER_SECOND and
       // SYNC_POSTPONE_MAX_SECONDS keep the function's defaults.
       ...(config.providerRequestsPerSecond === undefined ? {} : { [ENV.providerRequestsPerSecond]: String(config.providerRequestsPerSecond) }),
+      ...discoveryEnvironment(config, names),
     },
+  };
+}
+
+/**
+ * Discovery's variables, only when it is on (context `childrenPath`): the dot paths, and the
+ * reconcile queue, where the children are sent (it exists in every deployment, whatever
+ * freshnessHours is).
+ */
+function discoveryEnvironment(config: ContentSyncConfig, names: Pick<ResourceNames, 'reconcileQueueUrl'>): Record<string, string> {
+  const { discovery } = config;
+  if (discovery === undefined) return {};
+  return {
+    [ENV.childrenPath]: discovery.childrenPath,
+    [ENV.childIdPath]: discovery.childIdPath,
+    ...(discovery.childRevisionPath !== undefined ? { [ENV.childRevisionPath]: discovery.childRevisionPath } : {}),
+    ...(discovery.childrenTotalPath !== undefined ? { [ENV.childrenTotalPath]: discovery.childrenTotalPath } : {}),
+    [ENV.reconcileQueueUrl]: names.reconcileQueueUrl,
   };
 }
 

@@ -25,6 +25,7 @@ import {
   QueueUrls,
   RECONCILE_PASS_ATTRIBUTE,
   SqsDeadLetterSink,
+  SqsDiscoverySink,
   SqsMessageRequeue,
   SqsMessageVisibility,
 } from './adapters/sqs.js';
@@ -32,6 +33,7 @@ import { DynamoDbPaceStore } from '../shared/adapters/dynamodb-pace-store.js';
 import { DEFAULT_PACE_SETTINGS, type PaceSettings } from '../shared/provider/pace/pace-state.js';
 import { PaceBreaker, ProviderPace, type PaceSnapshot, type PaceStore } from '../shared/provider/pace/provider-pace.js';
 import type { SyncConfig } from '../shared/config.js';
+import type { DiscoverySettings } from './discovery.js';
 import type { ConnectionAccess } from '../shared/connections/ports.js';
 import { ConfigError } from '../shared/errors.js';
 import { PACE_METRIC_NAMES, SYNC_METRIC_NAMES, SYNC_SERVICE } from '../shared/metric-names.js';
@@ -148,6 +150,8 @@ export function createSyncHandler(deps: SyncHandlerDeps): SyncHandler {
     deadLetters: new SqsDeadLetterSink(deps.sqs, config.deadLetterQueueUrl, { sleep }),
     visibility: new SqsMessageVisibility(deps.sqs, queueUrls),
     requeue: new SqsMessageRequeue(deps.sqs, queueUrls, { sleep }),
+    // Discovery on (CHILDREN_PATH): a folder's children go to the reconcile queue, in the background lane.
+    ...(config.discovery !== undefined ? { discovery: new SqsDiscoverySink(deps.sqs, config.discovery.queueUrl, { sleep }) } : {}),
     clock,
     log: logger,
     random,
@@ -161,6 +165,7 @@ export function createSyncHandler(deps: SyncHandlerDeps): SyncHandler {
     postponeMaxSeconds: config.postponeMaxSeconds,
     writeRounds: DEFAULT_WRITE_ROUNDS,
     backoff: DEFAULT_FETCH_BACKOFF,
+    ...(config.discovery !== undefined ? { discovery: discoverySettings(config.discovery) } : {}),
   };
 
   return async function handler(event: SQSEvent, context: Context): Promise<SQSBatchResponse> {
@@ -200,6 +205,17 @@ export function createSyncHandler(deps: SyncHandlerDeps): SyncHandler {
     } finally {
       metrics.publishStoredMetrics();
     }
+  };
+}
+
+/** Where a folder item lists its children: the configuration's paths (the queue is the sink's). */
+function discoverySettings(discovery: NonNullable<SyncConfig['discovery']>): DiscoverySettings {
+  const { childrenPath, childIdPath, childRevisionPath, childrenTotalPath } = discovery;
+  return {
+    childrenPath,
+    childIdPath,
+    ...(childRevisionPath !== undefined ? { childRevisionPath } : {}),
+    ...(childrenTotalPath !== undefined ? { childrenTotalPath } : {}),
   };
 }
 

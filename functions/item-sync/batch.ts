@@ -3,6 +3,7 @@
  * counters, its report. The batch (sync.ts), one id's run (item-run.ts) and the outcomes' carrying
  * out (outcome/carry-out.ts) share these; this module imports none of them.
  */
+import type { DiscoveryCounts } from './discovery.js';
 import type { Outcome } from './outcome/decide.js';
 
 /** The part of an SQS record the core needs. */
@@ -24,7 +25,7 @@ export interface SyncRecord {
   background?: boolean;
 }
 
-export interface SyncCounts {
+export interface SyncCounts extends DiscoveryCounts {
   fetched: number;
   created: number;
   updated: number;

@@ -2,18 +2,21 @@
  * One item of one connection in a batch (sync.ts): fetch it with the connection's token and pace
  * (the paced provider call, shared/provider/paced-call.ts), validate it, compare it with the stored row and write only what changed, conditionally on the
  * row being the one compared (item-writer.ts); a lost race re-reads the row, fetches again and
- * re-decides, a bounded number of times (ItemRunSettings.writeRounds). Every error ends as the id's
- * outcome (outcome/decide.ts), except a configuration error, which the batch fails with.
+ * re-decides, a bounded number of times (ItemRunSettings.writeRounds). With discovery on, a
+ * folder about to be written or tombstoned first sends its children for checking (discovery.ts).
+ * Every error ends as the id's outcome (outcome/decide.ts), except a configuration error, which
+ * the batch fails with.
  */
 import { ConfigError, ProviderError, TransientError } from '../shared/errors.js';
 import type { ConnectionSession, PacedCaller } from '../shared/provider/paced-call.js';
+import { Discovery, type DiscoverySettings } from './discovery.js';
 import { validateItem, type ValidItem } from './item.js';
 import { ItemWriter } from './item-writer.js';
 import { outcomeOf, type DoneResult, type Outcome } from './outcome/decide.js';
 import type { SyncCounts } from './batch.js';
 import type { Clock, Log, ProviderClient } from '../shared/ports.js';
 import type { OutcomePolicy } from './outcome/decide.js';
-import type { ItemKey, ItemObjectStore, ItemStore, StoredRevision } from './ports.js';
+import type { DiscoverySink, ItemKey, ItemObjectStore, ItemStore, StoredRevision } from './ports.js';
 
 /** What one id's run talks to (part of the batch's SyncPorts). */
 export interface ItemRunPorts {
@@ -23,6 +26,8 @@ export interface ItemRunPorts {
   objects: ItemObjectStore;
   /** The random part of an item object's key (item-writer.ts); default from the system's random source. */
   objectKeySuffix?: () => string;
+  /** Where a folder's children are sent for checking (the reconcile queue); with discovery on only. */
+  discovery?: DiscoverySink;
   clock: Clock;
   log: Log;
 }
@@ -32,6 +37,8 @@ export interface ItemRunSettings extends OutcomePolicy {
   revisionField: string;
   /** Rounds of fetch-decide-write per id before a lost race is given up as retry-later (DEFAULT_WRITE_ROUNDS). */
   writeRounds: number;
+  /** Where a folder item lists its children; undefined: discovery off. */
+  discovery?: DiscoverySettings;
 }
 
 type Fetched = ValidItem | 'not-found';
@@ -39,6 +46,8 @@ type Fetched = ValidItem | 'not-found';
 /** Per-item work of one batch: fetch (the paced provider call), decide, conditional write, re-decide on a lost race. */
 export class ItemRun {
   private readonly writer: ItemWriter;
+  /** The crawl, when discovery is on (settings and sink both given). */
+  private readonly discovery: Discovery | undefined;
   /** The configuration error an id met, if any: no further id is started, and the batch fails with it. */
   fatal: ConfigError | undefined;
 
@@ -51,6 +60,10 @@ export class ItemRun {
     const { store, objects, log, objectKeySuffix } = ports;
     // Inline, or whole in the items bucket when the row would be too large (item-writer.ts).
     this.writer = new ItemWriter({ store, objects, log, ...(objectKeySuffix ? { uniqueSuffix: objectKeySuffix } : {}) });
+    this.discovery =
+      settings.discovery !== undefined && ports.discovery !== undefined
+        ? new Discovery({ store, objects, sink: ports.discovery, log }, settings.discovery, counts)
+        : undefined;
   }
 
   checkTime(): void {
@@ -62,9 +75,11 @@ export class ItemRun {
     if (this.fatal) return outcomeOf(this.fatal, this.settings);
     try {
       let current = stored;
+      // Children this item (a folder) sent for checking: a round after a lost race sends none twice.
+      const sent = new Set<string>();
       for (let round = 1; ; round += 1) {
         const fetched = await this.fetch(key, session);
-        const result = await this.decideAndWrite(key, current, fetched);
+        const result = await this.decideAndWrite(key, current, fetched, sent);
         if (result !== 'conflict') {
           if (result !== 'absent') this.counts[result] += 1;
           return { kind: 'done', result };
@@ -90,19 +105,30 @@ export class ItemRun {
     key: ItemKey,
     current: StoredRevision | undefined,
     fetched: Fetched,
+    sent: Set<string>,
   ): Promise<DoneResult | 'conflict'> {
     const syncedAt = this.ports.clock.now().toISOString();
     const { connection, id } = key;
     if (fetched === 'not-found') {
       if (current === undefined) return 'absent';
       if (current.deleted) return 'unchanged';
+      // A folder's children first (its last list): once the tombstone is written, they are out.
+      if (this.discovery) {
+        this.checkTime();
+        await this.discovery.beforeTombstone(key, sent);
+      }
       return (await this.writer.tombstone({ connection, id }, current, syncedAt)) === 'written' ? 'deleted' : 'conflict';
     }
     const row = { connection, id, type: fetched.type, revision: fetched.revision, item: fetched.item, syncedAt };
+    if (current !== undefined && !current.deleted && current.revision === fetched.revision) return 'unchanged';
+    // A folder about to be written sends its children first: once its row is written, they are out.
+    if (this.discovery && fetched.type === 'folder') {
+      this.checkTime();
+      await this.discovery.beforeWrite(key, fetched.item, current, sent);
+    }
     if (current === undefined) {
       return (await this.writer.write(row, { exists: false })) === 'written' ? 'created' : 'conflict';
     }
-    if (!current.deleted && current.revision === fetched.revision) return 'unchanged';
     const { revision, deleted, objectKey } = current;
     const written = await this.writer.write(row, { exists: true, revision, deleted, ...(objectKey !== undefined ? { objectKey } : {}) });
     return written === 'written' ? 'updated' : 'conflict';

@@ -2,8 +2,8 @@
  * Ports of the item sync core beyond the shared ones in functions/shared/ports.ts. The core (sync.ts
  * and its helpers) imports these types only; the adapters in ./adapters implement them with the AWS
  * SDK (dynamodb-item-store.ts: ItemStore; s3-item-object-store.ts: ItemObjectStore; sqs.ts:
- * DeadLetterSink, MessageVisibility and MessageRequeue), the tests with fakes or with the real
- * adapters over mocked clients.
+ * DeadLetterSink, MessageVisibility, MessageRequeue and DiscoverySink), the tests with fakes or
+ * with the real adapters over mocked clients.
  */
 
 /**
@@ -120,6 +120,24 @@ export interface ItemStore {
   markDeleted(key: ItemKey, expectedRevision: string, syncedAt: string): Promise<WriteResult>;
   /** The row of `key` now (strongly consistent), undefined when there is none. Throws TransientError. */
   rowState(key: ItemKey): Promise<RowState | undefined>;
+  /**
+   * The stored copy of `key` (strongly consistent), undefined when there is no row: the item
+   * inline, or the pointer to its object in the items bucket. Discovery reads it for a folder's
+   * previous list of children (docs/discovery.md). Throws TransientError.
+   */
+  getItem(key: ItemKey): Promise<StoredItem | undefined>;
+}
+
+/** A row's stored copy, as discovery reads it (ItemStore.getItem). */
+export interface StoredItem {
+  /** The `type` attribute (undefined when the row has none). */
+  type: string | undefined;
+  revision: string;
+  deleted: boolean;
+  /** The item as stored in the row; absent when the row holds `itemObject`. */
+  item?: Record<string, unknown>;
+  /** The `itemObject` key: the item is the object's JSON in the items bucket. */
+  objectKey?: string;
 }
 
 /**
@@ -134,6 +152,20 @@ export interface ItemObjectStore {
   put(key: string, body: Uint8Array, sha256: string): Promise<void>;
   /** Deletes the object (deleting a key that does not exist is no error). Throws TransientError. */
   delete(key: string): Promise<void>;
+  /** The object's bytes, undefined when there is no such key. Throws TransientError on any other failure. */
+  get(key: string): Promise<Uint8Array | undefined>;
+}
+
+/**
+ * Where discovery sends the children it finds (docs/discovery.md): the reconcile queue, each id a
+ * background-lane message of its folder's connection.
+ */
+export interface DiscoverySink {
+  /**
+   * Sends every id as `{"connection", "id"}`; never throws. Returns the ids that could not be sent,
+   * with why (the folder is then retried: its row is not written).
+   */
+  send(connection: string, ids: readonly string[]): Promise<Array<{ id: string; error: string }>>;
 }
 
 /** A message that can never succeed as sent. */

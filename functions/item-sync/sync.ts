@@ -114,6 +114,9 @@ export async function syncBatch(
     deadLettered: 0,
     postponed: 0,
     rateLimited: 0,
+    childrenDiscovered: 0,
+    childrenSkipped: 0,
+    listingsTruncated: 0,
   };
   const outcomes = new Map<string, Outcome>();
   const { messages, grouped } = group(records, outcomes, settings);

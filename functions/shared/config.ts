@@ -86,6 +86,25 @@ export interface SyncConfig extends ConnectionsConfig {
    * AWS_ENDPOINT_URL), when one is set: the items bucket is then reached there, path-style.
    */
   s3Endpoint: ConfiguredEndpoint | undefined;
+  /**
+   * Discovery (docs/discovery.md): where a folder item lists its children, and the queue the
+   * children are sent to for checking. Undefined when CHILDREN_PATH is not set (discovery off).
+   */
+  discovery: DiscoveryConfig | undefined;
+}
+
+/** Where a folder item lists its children (context `childrenPath` and the keys beside it), and where they go. */
+export interface DiscoveryConfig {
+  /** Dot path of the array of a folder's children inside a folder item. */
+  childrenPath: string;
+  /** Dot path of a child's id inside one entry of that array. */
+  childIdPath: string;
+  /** Dot path of a child's revision inside one entry, when the entries carry one. */
+  childRevisionPath?: string;
+  /** Dot path in a folder item of the full number of its children, when the provider gives it. */
+  childrenTotalPath?: string;
+  /** The reconcile queue: children are sent there in the background lane. */
+  queueUrl: string;
 }
 
 /** An endpoint set by one of the SDK's standard `AWS_ENDPOINT_URL*` variables. */
@@ -144,6 +163,11 @@ export const ENV = {
   paceFallbackRate: 'PACE_FALLBACK_REQUESTS_PER_SECOND',
   postponeMaxSeconds: 'SYNC_POSTPONE_MAX_SECONDS',
   usersReservedPercent: 'PROVIDER_USERS_RESERVED_PERCENT',
+  // Discovery (the item sync; set only when it is on); its children go to RECONCILE_QUEUE_URL.
+  childrenPath: 'CHILDREN_PATH',
+  childIdPath: 'CHILD_ID_PATH',
+  childRevisionPath: 'CHILD_REVISION_PATH',
+  childrenTotalPath: 'CHILDREN_TOTAL_PATH',
   // The reconciler (functions/reconciler); it also reads itemsTableName and controlTableName.
   reconcileQueueUrl: 'RECONCILE_QUEUE_URL',
   freshnessHours: 'FRESHNESS_HOURS',
@@ -177,6 +201,8 @@ export const DEFAULTS = {
   paceFallbackRate: 1,
   postponeMaxSeconds: 30,
   usersReservedPercent: 20,
+  // A child's id inside one entry of a folder's list of children (discovery).
+  childIdPath: 'id',
   freshnessHours: 24,
   reconcileSegments: 8,
   // About 15 s of the sweep at 1,157 ids/s (100M ids a day): the queue never runs dry between ticks.
@@ -185,6 +211,11 @@ export const DEFAULTS = {
 
 /** A dot path: non-empty segments without whitespace, e.g. `revision` or `meta.rev`. */
 export const REVISION_FIELD_PATTERN = /^[^.\s]+(\.[^.\s]+)*$/;
+
+/** Why `value` is not a dot path (REVISION_FIELD_PATTERN), or undefined when it is one. */
+export function dotPathProblem(value: string): string | undefined {
+  return REVISION_FIELD_PATTERN.test(value) ? undefined : `must be a dot path such as "revision" or "meta.rev", got "${value}"`;
+}
 
 export function required(env: Env, key: string): string {
   const value = env[key];
@@ -225,10 +256,46 @@ function baseUrl(env: Env): string {
 
 function revisionField(env: Env): string {
   const raw = required(env, ENV.revisionField);
-  if (!REVISION_FIELD_PATTERN.test(raw)) {
-    throw new ConfigError(ENV.revisionField, `must be a dot path such as "revision" or "meta.rev", got "${raw}"`);
-  }
+  const problem = dotPathProblem(raw);
+  if (problem !== undefined) throw new ConfigError(ENV.revisionField, problem);
   return raw;
+}
+
+/** An optional dot path; undefined when unset or blank. */
+function optionalDotPath(env: Env, key: string): string | undefined {
+  const raw = env[key]?.trim();
+  if (raw === undefined || raw === '') return undefined;
+  const problem = dotPathProblem(raw);
+  if (problem !== undefined) throw new ConfigError(key, problem);
+  return raw;
+}
+
+/**
+ * Discovery: on when CHILDREN_PATH is set, and then RECONCILE_QUEUE_URL is required (the children
+ * go there). CHILD_ID_PATH (default `id`), CHILD_REVISION_PATH and CHILDREN_TOTAL_PATH without
+ * CHILDREN_PATH would do nothing: an error naming the variable.
+ */
+function discovery(env: Env): DiscoveryConfig | undefined {
+  const childrenPath = optionalDotPath(env, ENV.childrenPath);
+  const childIdPath = optionalDotPath(env, ENV.childIdPath);
+  const childRevisionPath = optionalDotPath(env, ENV.childRevisionPath);
+  const childrenTotalPath = optionalDotPath(env, ENV.childrenTotalPath);
+  if (childrenPath === undefined) {
+    const stray = [
+      [ENV.childIdPath, childIdPath],
+      [ENV.childRevisionPath, childRevisionPath],
+      [ENV.childrenTotalPath, childrenTotalPath],
+    ].find(([, value]) => value !== undefined);
+    if (stray) throw new ConfigError(stray[0]!, `is set but ${ENV.childrenPath} is not: without it discovery is off and this does nothing`);
+    return undefined;
+  }
+  return {
+    childrenPath,
+    childIdPath: childIdPath ?? DEFAULTS.childIdPath,
+    ...(childRevisionPath !== undefined ? { childRevisionPath } : {}),
+    ...(childrenTotalPath !== undefined ? { childrenTotalPath } : {}),
+    queueUrl: queueUrl(env, ENV.reconcileQueueUrl),
+  };
 }
 
 function queueUrl(env: Env, key: string): string {
@@ -318,6 +385,7 @@ export function loadSyncConfig(env: Env = process.env): SyncConfig {
     postponeMaxSeconds: integer(env, ENV.postponeMaxSeconds, DEFAULTS.postponeMaxSeconds, 15, 900),
     usersReservedPercent: integer(env, ENV.usersReservedPercent, DEFAULTS.usersReservedPercent, 0, 90),
     s3Endpoint: s3Endpoint(env),
+    discovery: discovery(env),
   };
 }
 

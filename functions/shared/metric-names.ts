@@ -40,6 +40,13 @@ export const SYNC_METRIC_NAMES = {
   deadLettered: 'RecordsDeadLettered',
   postponed: 'RecordsPostponed',
   rateLimited: 'ProviderRateLimited',
+  // Discovery (docs/discovery.md): zeros when it is off.
+  /** Child ids sent to the reconcile queue for checking. */
+  childrenDiscovered: 'ChildrenDiscovered',
+  /** Entries of folders' lists skipped (malformed, invalid id, the folder itself, duplicates) and lists that are not arrays. */
+  childrenSkipped: 'ChildrenSkipped',
+  /** Folders whose list of children is shorter than their total. */
+  listingsTruncated: 'ListingsTruncated',
 } as const;
 
 /** The provider pace, as one sync container sees it at the end of each batch. */

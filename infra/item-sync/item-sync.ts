@@ -81,8 +81,11 @@ export function addItemSync(stack: Stack, props: ItemSyncProps): ItemSync {
     actions: ['sqs:SendMessage'],
     resources: [queues.deadLetterQueue.queueArn],
   });
-  // Items too large for a row: put and delete item objects (infra/storage/items-bucket.ts).
-  grantItemObjects(sync.role, storage.itemsBucket);
+  // Items too large for a row: put and delete item objects (infra/storage/items-bucket.ts); with
+  // discovery on, read them too (a large folder's previous copy: its children that left the list).
+  // Discovery sends the children to the reconcile queue: the reconcile queue's own grant covers it
+  // (infra/reconciler/reconciler.ts, RequeueReconcile: sqs:SendMessage on that queue only).
+  grantItemObjects(sync.role, storage.itemsBucket, { read: props.config.discovery !== undefined });
   grantConnections(sync, props.connections, SYNC_CONNECTIONS_ACCESS);
   // The sync queue feeds the item sync (partial batch failures reported). The event source grants
   // receive/delete/attributes and ChangeMessageVisibility (Retry-After) on the sync queue.

@@ -63,6 +63,8 @@ export interface ReconcileEventSourceProps {
  * syncMaxConcurrency × 10 ÷ provider latency ids a second (5 × 10 ÷ 0.2 s = 250 by default), where
  * a lane of 2 would stop at 100: 10M ids need 116 a second in a day (docs/reconciler.md, "The sweep lane").
  * Sweep records that must wait are sent again to the queue they came from: sqs:SendMessage on it.
+ * The same grant lets discovery (context `childrenPath`, docs/discovery.md) send a folder's
+ * children there, in the background lane; nothing more is granted for it.
  */
 export function addReconcileEventSource(props: ReconcileEventSourceProps): void {
   const { sync, reconcileQueue, config } = props;

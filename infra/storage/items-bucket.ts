@@ -69,15 +69,17 @@ export function addItemsBucket(scope: Construct): s3.Bucket {
 
 /**
  * The item sync's grant: put and delete objects under items/ in the bucket, nothing else on it (no
- * read, no list, no version-specific delete). Its resource ends in a wildcard by nature (an object
- * ARN pattern): the finding is acknowledged for exactly that resource.
+ * list, no version-specific delete); read them too (`read`) only with discovery on, which reads a
+ * large folder's previous copy to find the children that left its list (docs/discovery.md). Its
+ * resource ends in a wildcard by nature (an object ARN pattern): the finding is acknowledged for
+ * exactly that resource.
  */
-export function grantItemObjects(role: iam.Role, bucket: s3.IBucket): void {
+export function grantItemObjects(role: iam.Role, bucket: s3.IBucket, options: { read?: boolean } = {}): void {
   const arnExport = itemsBucketArnExport(Stack.of(bucket).stackName);
   role.addToPolicy(
     new iam.PolicyStatement({
       sid: 'ItemObjects',
-      actions: ['s3:PutObject', 's3:DeleteObject'],
+      actions: ['s3:PutObject', 's3:DeleteObject', ...(options.read === true ? ['s3:GetObject'] : [])],
       resources: [`${Fn.importValue(arnExport)}/${ITEM_OBJECTS_PREFIX}*`],
     }),
   );

@@ -41,6 +41,8 @@ describe('context defaults', () => {
       freshnessHours: 24,
       usersReservedPercent: 20,
       paceScope: 'client',
+      // Discovery off (test/infra/discovery.test.ts).
+      discovery: undefined,
       syncTimeoutSeconds: 60,
     });
   });

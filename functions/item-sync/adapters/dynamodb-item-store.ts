@@ -26,8 +26,8 @@ import {
 } from '@aws-sdk/client-dynamodb';
 import { backoffDelayMs, sleepMs } from '../../shared/backoff.js';
 import { PermanentError, TransientError } from '../../shared/errors.js';
-import { estimateItemSize, toAttributeValue } from './attribute-values.js';
-import type { ExpectedRow, ItemKey, ItemRow, ItemStore, PutResult, RowState, StoredRevisions, WriteResult } from '../ports.js';
+import { estimateItemSize, fromAttributeValue, toAttributeValue } from './attribute-values.js';
+import type { ExpectedRow, ItemKey, ItemRow, ItemStore, PutResult, RowState, StoredItem, StoredRevisions, WriteResult } from '../ports.js';
 
 // The marshalling (attribute-values.ts), kept importable from here.
 export { estimateItemSize, fromAttributeValue, MAX_NESTING, toAttributeValue } from './attribute-values.js';
@@ -227,6 +227,50 @@ export class DynamoDbItemStore implements ItemStore {
       deleted: row['deleted']?.BOOL === true,
       ...(objectKey !== undefined ? { objectKey } : {}),
       ...(syncedAt !== undefined ? { syncedAt } : {}),
+    };
+  }
+
+  /**
+   * One row's stored copy: a strongly consistent BatchGetItem of its key (the role's read of the
+   * table is BatchGetItem; no GetItem is granted), projected on what discovery needs.
+   */
+  async getItem(key: ItemKey): Promise<StoredItem | undefined> {
+    let output;
+    try {
+      output = await this.client.send(
+        new BatchGetItemCommand({
+          RequestItems: {
+            [this.tableName]: {
+              Keys: [keyAttributes(key)],
+              ProjectionExpression: '#type, #revision, #deleted, #item, #itemObject',
+              ExpressionAttributeNames: {
+                '#type': 'type',
+                '#revision': 'revision',
+                '#deleted': 'deleted',
+                '#item': 'item',
+                '#itemObject': 'itemObject',
+              },
+              ConsistentRead: true,
+            },
+          },
+        }),
+      );
+    } catch (cause) {
+      throw awsFailure('BatchGetItem', cause);
+    }
+    if ((output.UnprocessedKeys?.[this.tableName]?.Keys ?? []).length > 0) {
+      throw new TransientError('DynamoDB left the row unprocessed (throttled)');
+    }
+    const row = output.Responses?.[this.tableName]?.[0];
+    if (row === undefined) return undefined;
+    const objectKey = row['itemObject']?.M?.['key']?.S;
+    const item = row['item']?.M !== undefined ? (fromAttributeValue(row['item']) as Record<string, unknown>) : undefined;
+    return {
+      type: row['type']?.S,
+      revision: row['revision']?.S ?? '',
+      deleted: row['deleted']?.BOOL === true,
+      ...(item !== undefined ? { item } : {}),
+      ...(objectKey !== undefined ? { objectKey } : {}),
     };
   }
 }

@@ -1,6 +1,7 @@
 /**
  * The items bucket, loaded on first use: the S3 adapter and its client (s3-item-object-store.ts)
- * are imported when the first item too large for a row comes, once per container. A failed load
+ * are imported when the first item too large for a row comes (or, with discovery on, the first
+ * large folder's previous copy is read), once per container. A failed load
  * is a TransientError (the record is retried) and is tried again next time.
  */
 import { TransientError } from '../../shared/errors.js';
@@ -17,6 +18,10 @@ export class LazyItemObjectStore implements ItemObjectStore {
 
   async delete(key: string): Promise<void> {
     return (await this.store()).delete(key);
+  }
+
+  async get(key: string): Promise<Uint8Array | undefined> {
+    return (await this.store()).get(key);
   }
 
   private store(): Promise<ItemObjectStore> {

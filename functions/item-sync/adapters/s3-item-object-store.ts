@@ -4,7 +4,8 @@
  * PutObject carries the object's SHA-256 (ChecksumSHA256, base64 as S3 wants it): S3 refuses bytes
  * that do not match it and keeps it with the object, where GetObject/HeadObject with ChecksumMode
  * ENABLED return it. The bucket's default encryption applies; the role may PutObject and
- * DeleteObject on the bucket's objects and nothing else. Every failure that survived the SDK's own
+ * DeleteObject on the bucket's objects, and GetObject only with discovery on (a large folder's
+ * previous copy, read for its list of children: docs/discovery.md). Every failure that survived the SDK's own
  * retries is a TransientError: nothing points to an object that could not be written, and a
  * configuration problem (no such bucket, access denied) must not dead-letter every large item.
  * One exception: a configured endpoint (AWS_ENDPOINT_URL_S3 or AWS_ENDPOINT_URL) whose host does not
@@ -18,7 +19,7 @@
  * The item sync loads this module only when an item too large for a row comes (lazy-item-object-
  * store.ts); its bundle leaves it, with the S3 client, in a module of its own (ITEM_SYNC_LAZY_MODULES).
  */
-import { DeleteObjectCommand, PutObjectCommand, S3Client } from '@aws-sdk/client-s3';
+import { DeleteObjectCommand, GetObjectCommand, PutObjectCommand, S3Client } from '@aws-sdk/client-s3';
 import type { ConfiguredEndpoint } from '../../shared/config.js';
 import { ConfigError, TransientError } from '../../shared/errors.js';
 import type { ItemObjectStore } from '../ports.js';
@@ -66,6 +67,17 @@ export class S3ItemObjectStore implements ItemObjectStore {
       await this.client.send(new DeleteObjectCommand({ Bucket: this.bucketName, Key: key }));
     } catch (cause) {
       throw this.failure('DeleteObject', cause);
+    }
+  }
+
+  async get(key: string): Promise<Uint8Array | undefined> {
+    try {
+      const output = await this.client.send(new GetObjectCommand({ Bucket: this.bucketName, Key: key }));
+      if (output.Body === undefined) throw new Error('GetObject returned no body');
+      return await output.Body.transformToByteArray();
+    } catch (cause) {
+      if ((cause as { name?: string })?.name === 'NoSuchKey') return undefined;
+      throw this.failure('GetObject', cause);
     }
   }
 

@@ -1,7 +1,8 @@
 /**
  * SQS adapters of the item sync: the dead-letter sink (SendMessageBatch to DEAD_LETTER_QUEUE_URL),
- * the re-sends of waiting records (SendMessageBatch to the source queue) and the visibility port
- * (ChangeMessageVisibilityBatch on the source queue for rate-limited records). What is sent carries
+ * the re-sends of waiting records (SendMessageBatch to the source queue), the visibility port
+ * (ChangeMessageVisibilityBatch on the source queue for rate-limited records) and the discovery
+ * sink (SendMessageBatch to RECONCILE_QUEUE_URL: a folder's children, in the background lane). What is sent carries
  * the record's connection as its MessageGroupId (fair queues: shared/sync-queue.ts), when its body
  * named one that could be read.
  *
@@ -13,7 +14,7 @@
 import { ChangeMessageVisibilityBatchCommand, GetQueueUrlCommand, type SendMessageBatchRequestEntry, type SQSClient } from '@aws-sdk/client-sqs';
 import { resendPolicy, sendMessageBatch, type EntryFailure, type ResendOptions, type ResendPolicy } from '../../shared/adapters/sqs-batch.js';
 import { BACKGROUND_LANE, LANE_ATTRIBUTE, messageGroupIdOf, RECONCILE_PASS_ATTRIBUTE } from '../../shared/sync-queue.js';
-import type { DeadLetter, DeadLetterSink, MessageRequeue, MessageVisibility, PostponeRequest, RequeueRequest } from '../ports.js';
+import type { DeadLetter, DeadLetterSink, DiscoverySink, MessageRequeue, MessageVisibility, PostponeRequest, RequeueRequest } from '../ports.js';
 
 /** Entries per SendMessageBatch / ChangeMessageVisibilityBatch call (SQS's limit). */
 const BATCH_ENTRIES = 10;
@@ -52,6 +53,44 @@ export class SqsDeadLetterSink implements DeadLetterSink {
         onCallError: () => 'give-up',
         onSent: () => undefined,
         onFailed: (letter, failure) => void failed.push({ sourceMessageId: letter.sourceMessageId, error: failureText(failure) }),
+      });
+    }
+    return failed;
+  }
+}
+
+/**
+ * A folder's children, sent for checking to the reconcile queue (RECONCILE_QUEUE_URL) as a backfill
+ * is (`npm run enqueue -- --backfill`): body `{"connection", "id"}`, the message attribute `lane` =
+ * `background` (the item sync takes them as the pace's sweep, after users' ids), the connection as
+ * the MessageGroupId (fair queues). SendMessageBatch of 10; entries refused for a reason that may
+ * pass are sent again (bounded); a call that throws has already been retried by the SDK.
+ */
+export class SqsDiscoverySink implements DiscoverySink {
+  private readonly resend: ResendPolicy;
+
+  constructor(
+    private readonly client: SQSClient,
+    readonly queueUrl: string,
+    options: ResendOptions = {},
+  ) {
+    this.resend = resendPolicy(options);
+  }
+
+  async send(connection: string, ids: readonly string[]): Promise<Array<{ id: string; error: string }>> {
+    const failed: Array<{ id: string; error: string }> = [];
+    for (let start = 0; start < ids.length; start += BATCH_ENTRIES) {
+      await sendMessageBatch(this.client, this.queueUrl, ids.slice(start, start + BATCH_ENTRIES), {
+        entry: (id, position) => ({
+          Id: `m${position}`,
+          MessageBody: JSON.stringify({ connection, id }),
+          MessageGroupId: messageGroupIdOf(connection),
+          MessageAttributes: { [LANE_ATTRIBUTE]: { DataType: 'String', StringValue: BACKGROUND_LANE } },
+        }),
+        ...this.resend,
+        onCallError: () => 'give-up',
+        onSent: () => undefined,
+        onFailed: (id, failure) => void failed.push({ id, error: failureText(failure) }),
       });
     }
     return failed;

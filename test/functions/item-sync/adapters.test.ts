@@ -363,6 +363,10 @@ describe('LazyItemObjectStore', () => {
     const loaded: ItemObjectStore = {
       put: async (key) => void calls.push(`put ${key}`),
       delete: async (key) => void calls.push(`delete ${key}`),
+      get: async (key) => {
+        calls.push(`get ${key}`);
+        return Buffer.from('{}');
+      },
     };
     let loads = 0;
     const lazy = new LazyItemObjectStore(async () => {
@@ -375,8 +379,9 @@ describe('LazyItemObjectStore', () => {
     );
     await lazy.put('k1', Buffer.from('x'), '00');
     await lazy.delete('k2');
+    expect(await lazy.get('k3')).toEqual(Buffer.from('{}'));
     expect(loads).toBe(2);
-    expect(calls).toEqual(['put k1', 'delete k2']);
+    expect(calls).toEqual(['put k1', 'delete k2', 'get k3']);
   });
 });
 

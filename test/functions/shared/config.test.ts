@@ -100,6 +100,9 @@ describe('loadSyncConfig', () => {
       paceFallbackRate: 1,
       postponeMaxSeconds: 30,
       usersReservedPercent: 20,
+      s3Endpoint: undefined,
+      // CHILDREN_PATH unset: discovery off.
+      discovery: undefined,
     });
   });
 
@@ -174,6 +177,62 @@ describe('loadSyncConfig', () => {
       rateLimitMinDelaySeconds: 5,
       provider: { timeoutMs: 2500, maxResponseBytes: 2048 },
     });
+  });
+});
+
+describe('loadSyncConfig: discovery (CHILDREN_PATH and the variables beside it)', () => {
+  const reconcile = 'https://sqs.eu-west-1.amazonaws.com/123456789012/reconcile';
+
+  it('CHILDREN_PATH with RECONCILE_QUEUE_URL turns it on; CHILD_ID_PATH defaults to id', () => {
+    expect(loadSyncConfig({ ...syncEnv, CHILDREN_PATH: 'children', RECONCILE_QUEUE_URL: reconcile }).discovery).toEqual({
+      childrenPath: 'children',
+      childIdPath: 'id',
+      queueUrl: reconcile,
+    });
+  });
+
+  it('reads all four paths, trimmed', () => {
+    const config = loadSyncConfig({
+      ...syncEnv,
+      CHILDREN_PATH: ' item_collection.entries ',
+      CHILD_ID_PATH: 'meta.id',
+      CHILD_REVISION_PATH: 'etag',
+      CHILDREN_TOTAL_PATH: 'item_collection.total_count',
+      RECONCILE_QUEUE_URL: reconcile,
+    });
+    expect(config.discovery).toEqual({
+      childrenPath: 'item_collection.entries',
+      childIdPath: 'meta.id',
+      childRevisionPath: 'etag',
+      childrenTotalPath: 'item_collection.total_count',
+      queueUrl: reconcile,
+    });
+  });
+
+  it('a blank CHILDREN_PATH is unset: off, and RECONCILE_QUEUE_URL is not needed', () => {
+    expect(loadSyncConfig({ ...syncEnv, CHILDREN_PATH: ' ' }).discovery).toBeUndefined();
+  });
+
+  it('on without RECONCILE_QUEUE_URL, or with a bad one: an error naming it', () => {
+    expect(errorOf(() => loadSyncConfig({ ...syncEnv, CHILDREN_PATH: 'children' })).message).toBe('RECONCILE_QUEUE_URL: is required but not set');
+    expect(errorOf(() => loadSyncConfig({ ...syncEnv, CHILDREN_PATH: 'children', RECONCILE_QUEUE_URL: 'queue' })).key).toBe('RECONCILE_QUEUE_URL');
+  });
+
+  it.each([
+    ['CHILDREN_PATH', 'a..b'],
+    ['CHILD_ID_PATH', '.id'],
+    ['CHILD_REVISION_PATH', 'e tag'],
+    ['CHILDREN_TOTAL_PATH', 'total.'],
+  ])('%s=%j is not a dot path: an error naming it', (key, value) => {
+    const error = errorOf(() => loadSyncConfig({ ...syncEnv, CHILDREN_PATH: 'children', RECONCILE_QUEUE_URL: reconcile, [key]: value }));
+    expect(error.key).toBe(key);
+    expect(error.message).toBe(`${key}: must be a dot path such as "revision" or "meta.rev", got "${value}"`);
+  });
+
+  it.each(['CHILD_ID_PATH', 'CHILD_REVISION_PATH', 'CHILDREN_TOTAL_PATH'])('%s without CHILDREN_PATH would do nothing: an error naming it', (key) => {
+    const error = errorOf(() => loadSyncConfig({ ...syncEnv, RECONCILE_QUEUE_URL: reconcile, [key]: 'x' }));
+    expect(error.key).toBe(key);
+    expect(error.message).toBe(`${key}: is set but CHILDREN_PATH is not: without it discovery is off and this does nothing`);
   });
 });
 
