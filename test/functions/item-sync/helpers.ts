@@ -9,6 +9,8 @@ import { createContext, sqsEvent as lambdaSqsEvent } from '../../../dev/fakes/la
 export const QUEUE_ARN = 'arn:aws:sqs:eu-west-1:123456789012:content-sync-queue';
 export const QUEUE_URL = 'https://sqs.eu-west-1.amazonaws.com/123456789012/content-sync-queue';
 export const DLQ_URL = 'https://sqs.eu-west-1.amazonaws.com/123456789012/content-sync-dlq';
+/** The reconcile queue: where discovery sends a folder's children (RECONCILE_QUEUE_URL). */
+export const RECONCILE_URL = 'https://sqs.eu-west-1.amazonaws.com/123456789012/content-sync-reconcile';
 
 /** One SQS record per body; message ids m1, m2... (or the given ones). */
 export function sqsEvent(bodies: string[], messageIds?: string[]): SQSEvent {

@@ -22,7 +22,7 @@ import { captureOutput } from '../../../dev/fakes/capture-output.js';
 import { startDynalite, type LocalDynamo } from '../../../dev/fakes/dynalite.js';
 import { startS3, type LocalS3 } from '../../../dev/fakes/s3.js';
 import { ProviderSimulator, type SimulatorItem } from '../../../dev/simulator/provider-simulator.js';
-import { DLQ_URL, QUEUE_URL, lambdaContext, metricsIn, sqsEvent } from './helpers.js';
+import { DLQ_URL, QUEUE_URL, RECONCILE_URL, lambdaContext, metricsIn, sqsEvent } from './helpers.js';
 import { ensureItemsTable } from '../../../dev/fakes/items-table.js';
 
 export const sqs = mockClient(SQSClient);
@@ -119,8 +119,9 @@ export function requeued(): Array<{ MessageBody: string; DelaySeconds?: number }
 /** Dead letters sent (to the mocked DLQ) so far, flattened. */
 export function deadLetters(): Array<{ body: string; error: string; sourceMessageId: string }> {
   return sqs.commandCalls(SendMessageBatchCommand).flatMap((call) => {
-    // Dead letters go to the DLQ; the only other SendMessageBatch sends waiting records to their own queue.
-    expect([DLQ_URL, QUEUE_URL]).toContain(call.args[0].input.QueueUrl);
+    // Dead letters go to the DLQ; the only other SendMessageBatch calls send waiting records to their
+    // own queue, and a folder's children to the reconcile queue (discovery).
+    expect([DLQ_URL, QUEUE_URL, RECONCILE_URL]).toContain(call.args[0].input.QueueUrl);
     if (call.args[0].input.QueueUrl !== DLQ_URL) return [];
     return (call.args[0].input.Entries ?? []).map((entry) => ({
       body: entry.MessageBody!,

@@ -1,0 +1,31 @@
+/**
+ * The local system turns discovery on through the same context as the stacks (dev/system/config.ts
+ * → infra/context.ts → infra/deployment.ts): the sync container's environment carries the paths
+ * and the local reconcile queue's URL, and the function's own loader reads them.
+ */
+import { describe, expect, it } from 'vitest';
+import { systemConfig } from '../../../dev/system/config.js';
+import { localDeployment, resourceNames } from '../../../dev/system/deployment.js';
+import { localNames } from '../../../dev/system/names.js';
+import { loadSyncConfig } from '../../../functions/shared/config.js';
+
+const queues = { syncDeadLetterQueueUrl: 'http://127.0.0.1:1/queue/sync-dlq', reconcileQueueUrl: 'http://127.0.0.1:1/queue/reconcile' };
+
+describe('discovery in the local system', () => {
+  it('a scenario\'s context override turns it on, the reconcile queue given to the sync as deployed', () => {
+    const config = systemConfig({ childrenPath: 'children', childRevisionPath: 'revision', childrenTotalPath: 'total' });
+    const sync = localDeployment(config, resourceNames(localNames('t'), queues)).sync;
+    expect(loadSyncConfig(sync.environment).discovery).toEqual({
+      childrenPath: 'children',
+      childIdPath: 'id',
+      childRevisionPath: 'revision',
+      childrenTotalPath: 'total',
+      queueUrl: queues.reconcileQueueUrl,
+    });
+  });
+
+  it('off by default (cdk.json holds no childrenPath)', () => {
+    const sync = localDeployment(systemConfig(), resourceNames(localNames('t'), queues)).sync;
+    expect(loadSyncConfig(sync.environment).discovery).toBeUndefined();
+  });
+});

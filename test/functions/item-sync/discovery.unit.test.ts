@@ -1,0 +1,454 @@
+/**
+ * Discovery in the item sync handler (mocked clients, unit-harness.ts; docs/discovery.md): a folder
+ * about to be written sends its unknown children to the reconcile queue (the exact SendMessageBatch
+ * entries), before its row; revisions compared with childRevisionPath; an unchanged folder reads and
+ * sends nothing; a cycle ends; truncated and malformed listings counted and logged; the children
+ * that left the list (row inline or in the items bucket) and those of a deleted folder sent; the
+ * interrupted crawl (sends that fail, a write that fails after them) sends again on redelivery.
+ * The items table is a small model behind the mocked DynamoDB client, so redeliveries see what the
+ * earlier runs wrote.
+ */
+import { beforeEach, describe, expect, it } from 'vitest';
+import { BatchGetItemCommand, ConditionalCheckFailedException, PutItemCommand, UpdateItemCommand, type AttributeValue } from '@aws-sdk/client-dynamodb';
+import { SendMessageBatchCommand } from '@aws-sdk/client-sqs';
+import { GetObjectCommand } from '@aws-sdk/client-s3';
+import { toAttributeValue } from '../../../functions/item-sync/adapters/attribute-values.js';
+import { DLQ_URL, RECONCILE_URL, ScriptedProvider, providerError } from './helpers.js';
+import { BUCKET, TABLE, TOKEN_1, TOKEN_2, build, ddb, harness, run, runRecords, s3, sqs, useHarness } from './unit-harness.js';
+
+useHarness();
+
+const DISCOVERY = { CHILDREN_PATH: 'children', RECONCILE_QUEUE_URL: RECONCILE_URL };
+const WITH_REVISIONS = { ...DISCOVERY, CHILD_REVISION_PATH: 'rev' };
+const BOX = {
+  CHILDREN_PATH: 'item_collection.entries',
+  CHILD_REVISION_PATH: 'etag',
+  CHILDREN_TOTAL_PATH: 'item_collection.total_count',
+  RECONCILE_QUEUE_URL: RECONCILE_URL,
+};
+const BACKGROUND = { lane: { type: 'String' as const, value: 'background' } };
+
+function folder(id: string, revision: number, children: unknown, extra: Record<string, unknown> = {}): Record<string, unknown> {
+  return { id, type: 'folder', revision, children, ...extra };
+}
+const entries = (...ids: string[]) => ids.map((id) => ({ id, type: 'file' }));
+
+// ---- the items table behind the mocked client ------------------------------------------------
+
+type Row = Record<string, AttributeValue>;
+const table = new Map<string, Row>();
+/** The table's and the queues' requests, in order: `BatchGetItem`, `PutItem <id>`, `UpdateItem <id>`, `Send <queue>`. */
+let order: string[] = [];
+/** What PutItem does before it stores the row (throw to fail it). */
+let onPut: (row: Row, call: number) => void = () => undefined;
+/** Whether the reconcile queue refuses every entry (for a reason that may pass). */
+let reconcileRefuses = false;
+
+const keyOf = (key: Row) => `${key['connection']!.S}/${key['id']!.S}`;
+
+function putRow(id: string, fields: { revision: string; type?: string; item?: Record<string, unknown>; deleted?: boolean; objectKey?: string; connection?: string }): void {
+  const connection = fields.connection ?? 'default';
+  table.set(`${connection}/${id}`, {
+    connection: { S: connection },
+    id: { S: id },
+    type: { S: fields.type ?? 'file' },
+    revision: { S: fields.revision },
+    ...(fields.item !== undefined ? { item: toAttributeValue(fields.item) } : {}),
+    ...(fields.objectKey !== undefined ? { itemObject: { M: { key: { S: fields.objectKey }, size: { N: '10' }, sha256: { S: 'a'.repeat(64) } } } } : {}),
+    ...(fields.deleted ? { deleted: { BOOL: true } } : {}),
+    syncedAt: { S: '2026-01-01T00:00:00.000Z' },
+  });
+}
+
+beforeEach(() => {
+  table.clear();
+  order = [];
+  onPut = () => undefined;
+  reconcileRefuses = false;
+  let puts = 0;
+  ddb.on(BatchGetItemCommand).callsFake((input: { RequestItems: Record<string, { Keys: Row[] }> }) => {
+    order.push('BatchGetItem');
+    const rows = input.RequestItems[TABLE]!.Keys.map((key) => table.get(keyOf(key))).filter((row): row is Row => row !== undefined);
+    return { Responses: { [TABLE]: structuredClone(rows) } };
+  });
+  ddb.on(PutItemCommand).callsFake((input: { Item: Row }) => {
+    order.push(`PutItem ${input.Item['id']!.S}`);
+    onPut(input.Item, ++puts);
+    table.set(keyOf(input.Item), input.Item);
+    return {};
+  });
+  ddb.on(UpdateItemCommand).callsFake((input: { Key: Row }) => {
+    order.push(`UpdateItem ${input.Key['id']!.S}`);
+    table.get(keyOf(input.Key))!['deleted'] = { BOOL: true };
+    return {};
+  });
+  sqs.on(SendMessageBatchCommand).callsFake((input: { QueueUrl: string; Entries: Array<{ Id: string }> }) => {
+    order.push(`Send ${input.QueueUrl === RECONCILE_URL ? 'reconcile' : input.QueueUrl}`);
+    if (input.QueueUrl === RECONCILE_URL && reconcileRefuses) {
+      return { Successful: [], Failed: input.Entries.map((entry) => ({ Id: entry.Id, SenderFault: false, Code: 'InternalError', Message: 'try again' })) };
+    }
+    return { Successful: input.Entries.map((entry) => ({ Id: entry.Id, MessageId: `sent-${entry.Id}`, MD5OfMessageBody: 'x' })), Failed: [] };
+  });
+});
+
+/** The entries sent to the reconcile queue so far, flattened. */
+function sentToReconcile(): Array<{ Id?: string; MessageBody?: string; MessageGroupId?: string; MessageAttributes?: unknown }> {
+  return sqs
+    .commandCalls(SendMessageBatchCommand)
+    .filter((call) => call.args[0].input.QueueUrl === RECONCILE_URL)
+    .flatMap((call) => call.args[0].input.Entries ?? []);
+}
+const sentIds = () => sentToReconcile().map((entry) => JSON.parse(entry.MessageBody!) as { connection: string; id: string });
+
+/** The BatchGetItem key lists, each call's keys as `connection/id`, with whether it was consistent. */
+function reads(): Array<{ keys: string[]; consistent: boolean; projection: string }> {
+  return ddb.commandCalls(BatchGetItemCommand).map((call) => {
+    const request = call.args[0].input.RequestItems![TABLE]!;
+    return { keys: request.Keys!.map((key) => keyOf(key as Row)), consistent: request.ConsistentRead === true, projection: request.ProjectionExpression! };
+  });
+}
+
+const STORED_ITEM_PROJECTION = '#type, #revision, #deleted, #item, #itemObject';
+
+describe('a folder about to be written sends its children first', () => {
+  it('a new folder sends every child the table does not hold, as background-lane messages of its connection, before its row', async () => {
+    harness.connections.add('acme');
+    putRow('b', { connection: 'acme', revision: '1' });
+    const provider = new ScriptedProvider().on('F', folder('F', 1, entries('a', 'b', 'c')));
+    const { result, metrics, logs } = await run(build(provider, { env: DISCOVERY }), ['{"connection":"acme","id":"F"}']);
+
+    expect(result).toEqual({ batchItemFailures: [] });
+    expect(sentToReconcile()).toEqual([
+      { Id: 'm0', MessageBody: '{"connection":"acme","id":"a"}', MessageGroupId: 'acme', MessageAttributes: { lane: { DataType: 'String', StringValue: 'background' } } },
+      { Id: 'm1', MessageBody: '{"connection":"acme","id":"c"}', MessageGroupId: 'acme', MessageAttributes: { lane: { DataType: 'String', StringValue: 'background' } } },
+    ]);
+    // The folder's own revision, then its children's (one read), the children sent, then its row.
+    expect(order).toEqual(['BatchGetItem', 'BatchGetItem', 'Send reconcile', 'PutItem F']);
+    expect(reads()[1]).toEqual({ keys: ['acme/a', 'acme/b', 'acme/c'], consistent: false, projection: '#connection, #id, #revision, #deleted, #itemObject' });
+    expect(metrics).toMatchObject({ ItemsCreated: 1, ChildrenDiscovered: 2, ChildrenSkipped: 0, ListingsTruncated: 0 });
+    expect(logs.filter((line) => line['message'] === 'folder children sent for checking')).toEqual([
+      expect.objectContaining({ level: 'INFO', connection: 'acme', itemId: 'F', sent: 2, listed: 2, left: 0 }),
+    ]);
+    // Only the folder is fetched: its children are checked when the reconcile queue delivers them.
+    expect(provider.calls.map((call) => call.id)).toEqual(['F']);
+  });
+
+  it('a folder that holds no new child sends nothing, and is written', async () => {
+    putRow('a', { revision: '1' });
+    const provider = new ScriptedProvider().on('F', folder('F', 1, entries('a')));
+    const { metrics } = await run(build(provider, { env: DISCOVERY }), ['F']);
+    expect(sentToReconcile()).toEqual([]);
+    expect(order).toEqual(['BatchGetItem', 'BatchGetItem', 'PutItem F']);
+    expect(metrics).toMatchObject({ ItemsCreated: 1, ChildrenDiscovered: 0 });
+  });
+
+  it('with childRevisionPath: a child whose entry holds the stored revision is not sent; a changed, deleted, unknown one or one without a revision is', async () => {
+    putRow('same', { revision: '7' });
+    putRow('changed', { revision: '1' });
+    putRow('gone', { revision: '3', deleted: true });
+    putRow('norev', { revision: '1' });
+    const children = [{ id: 'same', rev: 7 }, { id: 'changed', rev: 2 }, { id: 'gone', rev: 3 }, { id: 'new', rev: 1 }, { id: 'norev' }];
+    const provider = new ScriptedProvider().on('F', folder('F', 1, children));
+    const { metrics } = await run(build(provider, { env: WITH_REVISIONS }), ['F']);
+    expect(sentIds().map((sent) => sent.id)).toEqual(['changed', 'gone', 'new', 'norev']);
+    expect(metrics).toMatchObject({ ItemsCreated: 1, ChildrenDiscovered: 4 });
+  });
+
+  it('without childRevisionPath a live child is never sent (the reconciler keeps it fresh); a tombstoned one is', async () => {
+    putRow('changed', { revision: '1' });
+    putRow('gone', { revision: '3', deleted: true });
+    const provider = new ScriptedProvider().on('F', folder('F', 1, [{ id: 'changed', rev: 2 }, { id: 'gone', rev: 3 }]));
+    await run(build(provider, { env: DISCOVERY }), ['F']);
+    expect(sentIds().map((sent) => sent.id)).toEqual(['gone']);
+  });
+
+  it('an unchanged folder reads nothing more and sends nothing', async () => {
+    putRow('F', { type: 'folder', revision: '1', item: folder('F', 1, entries('a', 'b')) });
+    const provider = new ScriptedProvider().on('F', folder('F', 1, entries('a', 'b')));
+    const { metrics } = await run(build(provider, { env: DISCOVERY }), ['F']);
+    expect(order).toEqual(['BatchGetItem']);
+    expect(sentToReconcile()).toEqual([]);
+    expect(metrics).toMatchObject({ ItemsUnchanged: 1, ChildrenDiscovered: 0 });
+  });
+
+  it('a file never has children read, whatever it holds', async () => {
+    const provider = new ScriptedProvider().on('f', { id: 'f', type: 'file', revision: 1, children: entries('a') });
+    const { metrics } = await run(build(provider, { env: DISCOVERY }), ['f']);
+    expect(order).toEqual(['BatchGetItem', 'PutItem f']);
+    expect(metrics).toMatchObject({ ItemsCreated: 1, ChildrenDiscovered: 0 });
+  });
+
+  it('discovery off (no CHILDREN_PATH): a folder is written without a read or a send, and the counters are published as zeros', async () => {
+    const provider = new ScriptedProvider().on('F', folder('F', 1, entries('a')));
+    const { metrics } = await run(build(provider), ['F']);
+    expect(order).toEqual(['BatchGetItem', 'PutItem F']);
+    expect(metrics).toMatchObject({ ItemsCreated: 1, ChildrenDiscovered: 0, ChildrenSkipped: 0, ListingsTruncated: 0 });
+  });
+
+  it('Box-like folders: the children at item_collection.entries, their etag compared, the total at item_collection.total_count', async () => {
+    putRow('10', { revision: '0' });
+    const box = { id: '1', type: 'folder', etag: '3', item_collection: { total_count: 2, entries: [{ type: 'file', id: '10', etag: '0' }, { type: 'folder', id: '11', etag: '1' }] } };
+    const provider = new ScriptedProvider().on('1', box);
+    const { metrics } = await run(build(provider, { env: { ...BOX, REVISION_FIELD: 'etag' } }), ['1']);
+    expect(sentIds()).toEqual([{ connection: 'default', id: '11' }]);
+    expect(metrics).toMatchObject({ ItemsCreated: 1, ChildrenDiscovered: 1, ListingsTruncated: 0 });
+  });
+});
+
+describe('the crawl ends', () => {
+  /** Runs the users' batch, then every batch the reconcile queue receives, until nothing more is sent (at most `rounds`). */
+  async function crawl(provider: ScriptedProvider, root: string, rounds = 10): Promise<number> {
+    const handler = build(provider, { env: DISCOVERY });
+    let seen = sentToReconcile().length;
+    await run(handler, [root]);
+    for (let round = 1; round <= rounds; round += 1) {
+      const next = sentToReconcile().slice(seen);
+      seen += next.length;
+      if (next.length === 0) return round;
+      const { result } = await runRecords(handler, next.map((entry) => ({ body: entry.MessageBody!, attributes: BACKGROUND })));
+      expect(result).toEqual({ batchItemFailures: [] });
+    }
+    throw new Error(`the crawl did not end in ${rounds} rounds`);
+  }
+
+  it('a folder listed inside its descendant (A → B → C → A): each folder fetched once, then nothing is sent', async () => {
+    const provider = new ScriptedProvider()
+      .on('A', folder('A', 1, entries('B')))
+      .on('B', folder('B', 1, [...entries('C'), { id: 'B' }]))
+      .on('C', folder('C', 1, entries('A', 'B')));
+    expect(await crawl(provider, 'A')).toBe(3);
+    expect(provider.calls.map((call) => call.id)).toEqual(['A', 'B', 'C']);
+    expect(sentIds().map((sent) => sent.id)).toEqual(['B', 'C']);
+    expect([...table.keys()].sort()).toEqual(['default/A', 'default/B', 'default/C']);
+  });
+
+  it('the folder that changes sends only what the table does not hold: the crawl stops again', async () => {
+    const provider = new ScriptedProvider().on('A', folder('A', 1, entries('B'))).on('B', folder('B', 1, entries('A')));
+    await crawl(provider, 'A');
+    provider.on('A', folder('A', 2, entries('B', 'D'))).on('D', { id: 'D', type: 'file', revision: 1 });
+    const before = sentToReconcile().length;
+    await crawl(provider, 'A');
+    expect(sentIds().slice(before).map((sent) => sent.id)).toEqual(['D']);
+    expect(provider.calls.map((call) => call.id)).toEqual(['A', 'B', 'A', 'D']);
+  });
+});
+
+describe('truncated and malformed listings', () => {
+  it('a list shorter than its total is used as far as it goes, counted and logged with the connection and folder id', async () => {
+    const box = { id: '1', type: 'folder', etag: '1', item_collection: { total_count: 5000, entries: [{ id: '10' }, { id: '11' }] } };
+    const provider = new ScriptedProvider().on('1', box);
+    const { metrics, logs } = await run(build(provider, { env: { ...BOX, REVISION_FIELD: 'etag' } }), ['1']);
+    expect(sentIds().map((sent) => sent.id)).toEqual(['10', '11']);
+    expect(metrics).toMatchObject({ ItemsCreated: 1, ChildrenDiscovered: 2, ListingsTruncated: 1, ChildrenSkipped: 0 });
+    expect(logs.filter((line) => String(line['message']).startsWith('folder listing'))).toEqual([
+      expect.objectContaining({ level: 'WARN', message: 'folder listing truncated; only the children it lists are found', connection: 'default', itemId: '1', listed: 2, total: 5000 }),
+    ]);
+  });
+
+  it('entries that are not objects, lack a string id, hold an invalid id, name the folder or repeat an id are skipped: counted, one log line; the rest are sent, once', async () => {
+    const children = [
+      'x',
+      { name: 'no id' },
+      { id: 5 },
+      { id: '' },
+      { id: 'bad\u0001id' },
+      { id: 'F' },
+      { id: 'a' },
+      null,
+      { id: 'a' },
+      { id: 'b' },
+    ];
+    const provider = new ScriptedProvider().on('F', folder('F', 1, children));
+    const { result, metrics, logs } = await run(build(provider, { env: DISCOVERY }), ['F']);
+    expect(result).toEqual({ batchItemFailures: [] });
+    expect(sentIds().map((sent) => sent.id)).toEqual(['a', 'b']);
+    expect(metrics).toMatchObject({ ItemsCreated: 1, ChildrenDiscovered: 2, ChildrenSkipped: 8 });
+    const skipped = logs.filter((line) => line['message'] === 'folder listing entries skipped');
+    expect(skipped).toEqual([expect.objectContaining({ level: 'WARN', connection: 'default', itemId: 'F', skipped: 8 })]);
+    expect(skipped[0]!['entries']).toEqual([
+      { index: 0, why: 'the entry is a string, not an object' },
+      { index: 1, why: 'the entry has no string id at "id" (found nothing)' },
+      { index: 2, why: 'the entry has no string id at "id" (found a number)' },
+      { index: 3, why: "the entry's id is not a valid item id (the item id is empty)" },
+      { index: 4, why: "the entry's id is not a valid item id (the item id contains a control character (U+0001) at position 3)" },
+      { index: 5, why: 'the entry names the folder itself' },
+      { index: 7, why: 'the entry is null, not an object' },
+      { index: 8, why: 'the entry repeats the id of the entry at index 6' },
+    ]);
+    expect(table.has('default/F')).toBe(true);
+  });
+
+  it('a value at childrenPath that is not an array reads no child: counted, logged, the folder still written', async () => {
+    const provider = new ScriptedProvider().on('F', folder('F', 1, { a: { id: 'a' } }));
+    const { result, metrics, logs } = await run(build(provider, { env: DISCOVERY }), ['F']);
+    expect(result).toEqual({ batchItemFailures: [] });
+    expect(sentToReconcile()).toEqual([]);
+    expect(metrics).toMatchObject({ ItemsCreated: 1, ChildrenDiscovered: 0, ChildrenSkipped: 1 });
+    expect(logs.filter((line) => String(line['message']).startsWith('folder listing'))).toEqual([
+      expect.objectContaining({
+        message: 'folder listing cannot be read; no child read from it',
+        itemId: 'F',
+        skipped: 1,
+        entries: [{ why: 'the value at "children" is an object, not an array' }],
+      }),
+    ]);
+  });
+
+  it('no value at childrenPath (or null) is an empty list: nothing counted or logged', async () => {
+    const provider = new ScriptedProvider().on('F', { id: 'F', type: 'folder', revision: 1 }).on('G', folder('G', 1, null));
+    const { metrics, logs } = await run(build(provider, { env: DISCOVERY }), ['F', 'G']);
+    expect(metrics).toMatchObject({ ItemsCreated: 2, ChildrenDiscovered: 0, ChildrenSkipped: 0 });
+    expect(logs.filter((line) => String(line['message']).startsWith('folder'))).toEqual([]);
+  });
+});
+
+describe('children that left the list, and a deleted folder\'s children', () => {
+  it('a changed folder whose row holds its item: the children no longer listed are sent for a direct check, with the new ones', async () => {
+    putRow('F', { type: 'folder', revision: '1', item: folder('F', 1, entries('a', 'b', 'c')) });
+    for (const id of ['a', 'b', 'c']) putRow(id, { revision: '1' });
+    const provider = new ScriptedProvider().on('F', folder('F', 2, entries('a', 'd')));
+    const { metrics, logs } = await run(build(provider, { env: DISCOVERY }), ['F']);
+    expect(sentIds().map((sent) => sent.id)).toEqual(['d', 'b', 'c']);
+    expect(metrics).toMatchObject({ ItemsUpdated: 1, ChildrenDiscovered: 3 });
+    // The folder's revision, its children's revisions, its previous copy (strongly consistent), the sends, its row.
+    expect(order).toEqual(['BatchGetItem', 'BatchGetItem', 'BatchGetItem', 'Send reconcile', 'PutItem F']);
+    expect(reads()[2]).toEqual({ keys: ['default/F'], consistent: true, projection: STORED_ITEM_PROJECTION });
+    expect(logs.find((line) => line['message'] === 'folder children sent for checking')).toMatchObject({ itemId: 'F', sent: 3, listed: 1, left: 2 });
+  });
+
+  it('a changed large folder: its previous copy is read from the items bucket', async () => {
+    const key = `items/default/${'0'.repeat(64)}/1/${'1'.repeat(64)}-fedcba9876543210.json`;
+    putRow('F', { type: 'folder', revision: '1', objectKey: key });
+    putRow('a', { revision: '1' });
+    putRow('b', { revision: '1' });
+    const previous = Buffer.from(JSON.stringify(folder('F', 1, entries('a', 'b'))), 'utf8');
+    s3.on(GetObjectCommand).resolves({ Body: { transformToByteArray: async () => new Uint8Array(previous) } } as never);
+    const provider = new ScriptedProvider().on('F', folder('F', 2, entries('a')));
+    const { metrics } = await run(build(provider, { env: DISCOVERY }), ['F']);
+    expect(s3.commandCalls(GetObjectCommand).map((call) => call.args[0].input)).toEqual([{ Bucket: BUCKET, Key: key }]);
+    expect(sentIds().map((sent) => sent.id)).toEqual(['b']);
+    expect(metrics).toMatchObject({ ItemsUpdated: 1, ChildrenDiscovered: 1 });
+  });
+
+  it('a previous copy gone from the bucket: logged, nothing sent for it, the folder still written', async () => {
+    putRow('F', { type: 'folder', revision: '1', objectKey: 'items/default/gone.json' });
+    s3.on(GetObjectCommand).rejects(Object.assign(new Error('The specified key does not exist.'), { name: 'NoSuchKey', $metadata: {} }));
+    const provider = new ScriptedProvider().on('F', folder('F', 2, []));
+    const { result, logs } = await run(build(provider, { env: DISCOVERY }), ['F']);
+    expect(result).toEqual({ batchItemFailures: [] });
+    expect(sentToReconcile()).toEqual([]);
+    expect(logs.find((line) => String(line['message']).startsWith("the folder's previous copy could not be read"))).toMatchObject({
+      level: 'WARN',
+      itemId: 'F',
+      objectKey: 'items/default/gone.json',
+      reason: 'no such object',
+    });
+    expect(order).toEqual(['BatchGetItem', 'BatchGetItem', 'PutItem F']);
+  });
+
+  it('a folder live again after a tombstone: its children are compared with the table, no previous copy is read', async () => {
+    putRow('F', { type: 'folder', revision: '1', item: folder('F', 1, entries('a', 'b')), deleted: true });
+    const provider = new ScriptedProvider().on('F', folder('F', 1, entries('a')));
+    const { metrics } = await run(build(provider, { env: DISCOVERY }), ['F']);
+    expect(sentIds().map((sent) => sent.id)).toEqual(['a']);
+    expect(reads().map((read) => read.keys)).toEqual([['default/F'], ['default/a']]);
+    expect(metrics).toMatchObject({ ItemsUpdated: 1, ChildrenDiscovered: 1 });
+  });
+
+  it('a folder the provider answers 404 for: the children of its last list are sent before its tombstone', async () => {
+    putRow('F', { type: 'folder', revision: '1', item: folder('F', 1, entries('a', 'b')) });
+    const provider = new ScriptedProvider().on('F', providerError('not-found', 404));
+    const { metrics } = await run(build(provider, { env: DISCOVERY }), ['F']);
+    expect(sentIds().map((sent) => sent.id)).toEqual(['a', 'b']);
+    expect(order).toEqual(['BatchGetItem', 'BatchGetItem', 'Send reconcile', 'UpdateItem F']);
+    expect(reads()[1]).toEqual({ keys: ['default/F'], consistent: true, projection: STORED_ITEM_PROJECTION });
+    expect(metrics).toMatchObject({ ItemsDeleted: 1, ChildrenDiscovered: 2 });
+    // Its children are not deleted here: each is deleted only after the provider answers 404 for it.
+    expect(table.get('default/a')).toBeUndefined();
+  });
+
+  it('a file the provider answers 404 for: its row is read, nothing is sent', async () => {
+    putRow('f', { revision: '1', item: { id: 'f', type: 'file', revision: 1, children: entries('a') } });
+    const provider = new ScriptedProvider().on('f', providerError('not-found', 404));
+    const { metrics } = await run(build(provider, { env: DISCOVERY }), ['f']);
+    expect(sentToReconcile()).toEqual([]);
+    expect(metrics).toMatchObject({ ItemsDeleted: 1, ChildrenDiscovered: 0 });
+  });
+});
+
+describe('the interrupted crawl', () => {
+  it('sends that fail: the folder is retried and its row not written; the next delivery sends again and writes', async () => {
+    reconcileRefuses = true;
+    const provider = new ScriptedProvider().on('F', folder('F', 1, entries('a', 'b')));
+    const handler = build(provider, { env: DISCOVERY });
+    const first = await run(handler, ['F']);
+    expect(first.result).toEqual({ batchItemFailures: [{ itemIdentifier: 'm1' }] });
+    expect(table.has('default/F')).toBe(false);
+    // The entries refused for a reason that may pass were sent again (3 calls), then given up.
+    expect(order).toEqual(['BatchGetItem', 'BatchGetItem', 'Send reconcile', 'Send reconcile', 'Send reconcile']);
+    expect(first.metrics).toMatchObject({ RecordsRetried: 1, ChildrenDiscovered: 0, ItemsCreated: 0 });
+    expect(first.logs.find((line) => line['message'] === 'record will be retried')).toMatchObject({
+      itemId: 'F',
+      reason: "2 of the folder's 2 children could not be sent for checking (InternalError: try again); the folder is not written until they are",
+    });
+
+    reconcileRefuses = false;
+    const before = sentToReconcile().length;
+    const second = await run(handler, ['F']);
+    expect(second.result).toEqual({ batchItemFailures: [] });
+    expect(sentToReconcile().slice(before).map((entry) => entry.MessageBody)).toEqual(['{"connection":"default","id":"a"}', '{"connection":"default","id":"b"}']);
+    expect(second.metrics).toMatchObject({ ItemsCreated: 1, ChildrenDiscovered: 2 });
+    expect(table.has('default/F')).toBe(true);
+  });
+
+  it('a write that fails after the sends (the invocation ends there): the redelivery sends again (duplicates are only extra checks) and writes', async () => {
+    onPut = (_row, call) => {
+      if (call === 1) throw Object.assign(new Error('socket hang up'), { name: 'TimeoutError', $metadata: {} });
+    };
+    const provider = new ScriptedProvider().on('F', folder('F', 1, entries('a')));
+    const handler = build(provider, { env: DISCOVERY });
+    const first = await run(handler, ['F']);
+    expect(first.result).toEqual({ batchItemFailures: [{ itemIdentifier: 'm1' }] });
+    expect(table.has('default/F')).toBe(false);
+    expect(sentIds().map((sent) => sent.id)).toEqual(['a']);
+
+    const second = await run(handler, ['F']);
+    expect(second.result).toEqual({ batchItemFailures: [] });
+    expect(sentIds().map((sent) => sent.id)).toEqual(['a', 'a']);
+    expect(table.get('default/F')?.['revision']).toEqual({ S: '1' });
+  });
+
+  it('a lost write race: the row is read again and the folder decided again; children already sent are not sent twice', async () => {
+    // Another container writes revision 1 just before this one's write of revision 2 (its condition fails).
+    onPut = (_row, call) => {
+      if (call === 1) {
+        putRow('F', { type: 'folder', revision: '1', item: folder('F', 1, entries('a')) });
+        throw new ConditionalCheckFailedException({ message: 'The conditional request failed', $metadata: {} });
+      }
+    };
+    const provider = new ScriptedProvider().on('F', folder('F', 2, entries('a', 'b')));
+    const { result, metrics } = await run(build(provider, { env: DISCOVERY }), ['F']);
+    expect(result).toEqual({ batchItemFailures: [] });
+    expect(provider.calls.map((call) => call.id)).toEqual(['F', 'F']);
+    expect(sentIds().map((sent) => sent.id)).toEqual(['a', 'b']);
+    expect(metrics).toMatchObject({ ItemsUpdated: 1, ChildrenDiscovered: 2 });
+    expect(table.get('default/F')?.['revision']).toEqual({ S: '2' });
+  });
+});
+
+describe('secrets', () => {
+  it('no token in a log line, a metric, an error or a message sent, whatever the crawl met', async () => {
+    reconcileRefuses = true;
+    const provider = new ScriptedProvider().on('F', folder('F', 1, ['x', ...entries('a')], { total: 9 }));
+    const handler = build(provider, { env: { ...DISCOVERY, CHILDREN_TOTAL_PATH: 'total' } });
+    const failed = await run(handler, ['F']);
+    reconcileRefuses = false;
+    const done = await run(handler, ['F']);
+    expect(failed.metrics).toMatchObject({ RecordsRetried: 1, ListingsTruncated: 1, ChildrenSkipped: 1 });
+    expect(done.metrics).toMatchObject({ ItemsCreated: 1, ChildrenDiscovered: 1 });
+    const text = [failed.output, done.output, JSON.stringify(sqs.calls().map((call) => call.args[0].input))].join('\n');
+    expect(provider.calls.map((call) => call.token)).toEqual([TOKEN_1, TOKEN_1]);
+    for (const token of [TOKEN_1, TOKEN_2]) expect(text).not.toContain(token);
+    expect(sqs.commandCalls(SendMessageBatchCommand).every((call) => call.args[0].input.QueueUrl !== DLQ_URL)).toBe(true);
+  });
+});
