@@ -31,7 +31,7 @@ export interface SyncEventSourceOptions extends Omit<EventSourceOptions, 'queue'
 /** The queue of `which`, as the event source mapping polls it. */
 export function eventSourceQueue(system: LocalSystem, which: 'sync' | 'reconcile', waitSeconds = LAMBDA_LONG_POLL_SECONDS): EventSourceQueue {
   const queue = which === 'sync' ? system.queues.sync : system.queues.reconcile;
-  if (!queue) throw new Error('no reconcile queue: freshnessHours is 0');
+  if (!queue) throw new Error('no reconcile queue: freshnessHours is 0 and discovery is off');
   return system.aws.eventSourceQueue(queue.name, waitSeconds);
 }
 

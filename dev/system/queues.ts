@@ -19,7 +19,7 @@ export interface WorkQueue {
 
 export interface WorkQueues {
   readonly sync: WorkQueue;
-  /** Undefined when there is no reconciler. */
+  /** Undefined when there is no reconciler and discovery is off (nothing sends to it). */
   readonly reconcile: WorkQueue | undefined;
 }
 

@@ -82,7 +82,9 @@ export interface LocalSystem {
 export function buildSystem(options: SystemOptions): LocalSystem {
   const { names, aws, storage } = options;
   const config = systemConfig(options.context);
-  const withReconcile = config.freshnessHours !== 0;
+  // The reconcile queue: the reconciler's, and where discovery sends a folder's children (the stacks
+  // deploy it whatever freshnessHours is; locally it is made when something sends to it).
+  const withReconcile = config.freshnessHours !== 0 || config.discovery !== undefined;
   const placeholder = localDeployment(config, resourceNames(names, { syncDeadLetterQueueUrl: '', reconcileQueueUrl: '' }));
   const queues = createWorkQueues(aws.sqs, names, { ...placeholder.workQueues, ...options.queues }, withReconcile);
   const deployment = localDeployment(

@@ -4,9 +4,12 @@
  * and the local reconcile queue's URL, and the function's own loader reads them.
  */
 import { describe, expect, it } from 'vitest';
+import { inProcessAws } from '../../../dev/system/aws.js';
 import { systemConfig } from '../../../dev/system/config.js';
 import { localDeployment, resourceNames } from '../../../dev/system/deployment.js';
 import { localNames } from '../../../dev/system/names.js';
+import { startStorage } from '../../../dev/system/storage.js';
+import { buildSystem } from '../../../dev/system/system.js';
 import { loadSyncConfig } from '../../../functions/shared/config.js';
 
 const queues = { syncDeadLetterQueueUrl: 'http://127.0.0.1:1/queue/sync-dlq', reconcileQueueUrl: 'http://127.0.0.1:1/queue/reconcile' };
@@ -27,5 +30,24 @@ describe('discovery in the local system', () => {
   it('off by default (cdk.json holds no childrenPath)', () => {
     const sync = localDeployment(systemConfig(), resourceNames(localNames('t'), queues)).sync;
     expect(loadSyncConfig(sync.environment).discovery).toBeUndefined();
+  });
+});
+
+describe('the local system built with discovery on', () => {
+  it('has the reconcile queue even with freshnessHours 0 (as deployed), and gives the sync its URL', async () => {
+    const names = localNames('discovery-wiring');
+    const storage = await startStorage(names, { noBucket: true });
+    const aws = inProcessAws();
+    const on = buildSystem({ names, context: { freshnessHours: 0, childrenPath: 'children' }, aws, storage });
+    try {
+      expect(on.queues.reconcile).toBeDefined();
+      expect(on.deployment.reconciler).toBeUndefined();
+      expect(loadSyncConfig(on.deployment.sync.environment).discovery?.queueUrl).toBe(on.queues.reconcile!.url);
+      const off = buildSystem({ names: localNames('discovery-off'), context: { freshnessHours: 0 }, aws: inProcessAws(), storage });
+      expect(off.queues.reconcile).toBeUndefined();
+      await off.aws.close();
+    } finally {
+      await on.close();
+    }
   });
 });
