@@ -3,9 +3,10 @@
  * paths, each error naming its key; the keys beside childrenPath refused without it), the item
  * sync's environment with discovery on (the paths and RECONCILE_QUEUE_URL) and off (none of them),
  * its grants (SendMessage on the reconcile queue; GetObject on the items bucket's objects only
- * with discovery on), and infra/deployment.ts's environment as the stacks use it. cdk-nag with
- * discovery on: test/infra/nag.test.ts.
+ * with discovery on), cdk-nag clean with discovery on, and infra/deployment.ts's environment as
+ * the stacks use it.
  */
+import { AwsSolutionsChecks } from 'cdk-nag';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { ENV } from '../../functions/shared/config.js';
 import { ConfigError } from '../../functions/shared/errors.js';
@@ -169,5 +170,12 @@ describe('the stacks with discovery on', () => {
     ]);
     // Discovery off, the grant is PutObject and DeleteObject only, and the environment holds none of
     // the variables: test/infra/items-bucket.test.ts and test/infra/stateless-stack.test.ts.
+  });
+
+  it('cdk-nag AwsSolutions: no unacknowledged finding (the grant\'s items/* resource is the one already acknowledged)', () => {
+    const findings = [on.stateful, on.stateless].flatMap((stack) =>
+      new AwsSolutionsChecks(on.app).validateScope(stack).violations.flatMap((v) => v.violatingResources.map((r) => `${v.ruleName} ${r.constructPath ?? ''}`)),
+    );
+    expect(findings).toEqual([]);
   });
 });

@@ -49,7 +49,6 @@ describe('cdk-nag AwsSolutions', () => {
     ['defaults', {}],
     ['every option set', { alarmEmail: 'ops@example.com', syncBatchSize: '500', syncMaxConcurrency: '50', tokenRefreshMinutes: '5', revisionField: 'meta.rev', providerRequestsPerSecond: '50', freshnessHours: '12', usersReservedPercent: '30', paceScope: 'connection' }],
     ['reconciliation off', { freshnessHours: '0' }],
-    ['discovery on', { childrenPath: 'item_collection.entries', childRevisionPath: 'etag', childrenTotalPath: 'item_collection.total_count' }],
   ])('no unacknowledged findings (%s)', (_name, overrides) => {
     expect(violations(overrides)).toEqual([]);
   });
