@@ -1,5 +1,6 @@
 /**
- * A deterministic, realistic tree of provider items for tests, the local demo and the benchmark:
+ * A deterministic, realistic tree of provider items for tests, the local demo and the benchmark
+ * (and, generateDeepTree below, a tree of a given depth for crawls that follow folders' lists):
  * one root folder, nested folders and files with the kind of fields a document store returns
  * (unicode names, nested objects, arrays that are sometimes empty, '' and null values), and the
  * revision number at the configured dot path (`revision`, `meta.rev`, ...).
@@ -200,9 +201,9 @@ const DEEP_TREE_FAN_OUT = 8;
  * A tree of exactly `count` items whose deepest items are exactly `depth` levels below the root, the
  * same one for the same options, for crawls that discover items by following folders' lists. Each
  * level holds about `b` times the items of the one above (b found so the levels add up to `count`:
- * about 2.4 for 100,000 items 12 deep), so the frontier of a crawl grows level by level; about one
- * item in eight of the level below is a folder of the level (at least one, at most all), each item
- * goes to one of them, some folders getting many children and others none (parents drawn with a
+ * about 2.5 for 100,000 items 12 deep), so the frontier of a crawl grows level by level; a level has
+ * one folder for every eight items of the next (at least one, at most all of it), each item goes to
+ * one of the folders above, some folders getting many children and others none (parents drawn with a
  * skew), and a fifth of the deepest level are empty folders. Items come root first, level by level;
  * each one's `parentId` is its folder and its `path` the folder names down to it.
  */
