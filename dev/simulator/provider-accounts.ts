@@ -311,6 +311,7 @@ export class ProviderAccount {
   /** @internal The account's first items, stored as given: no folder's revision changes. */
   loadItems(items: readonly SimulatorItem[]): void {
     for (const item of items) {
+      if (typeof item.id !== 'string') throw new TypeError('item id must be a string');
       if (this.lists) FolderLists.check(item.id, item);
       this.store(item.id, structuredClone(item));
     }
