@@ -1,5 +1,6 @@
 /**
- * A deterministic, realistic tree of provider items for tests, the local demo and the benchmark:
+ * A deterministic, realistic tree of provider items for tests, the local demo and the benchmark
+ * (and, generateDeepTree below, a tree of a given depth for crawls that follow folders' lists):
  * one root folder, nested folders and files with the kind of fields a document store returns
  * (unicode names, nested objects, arrays that are sometimes empty, '' and null values), and the
  * revision number at the configured dot path (`revision`, `meta.rev`, ...).
@@ -177,4 +178,117 @@ function file(id: string, n: number, common: Record<string, unknown>, draw: Draw
     version: { number: draw.int(1, 12), comment: draw.rand() < 0.5 ? '' : 'edited online' },
     locked: draw.rand() < 0.1,
   };
+}
+
+export interface DeepTreeOptions {
+  /** Total number of items, root included (at least depth + 1). */
+  count: number;
+  /** How many levels below the root the deepest items are (at least 1). */
+  depth: number;
+  seed: number;
+  /** Dot path of the revision value; default 'revision'. */
+  revisionField?: string;
+  /** A folder at depth - 1 also lists an ancestor of its own (`extraChildren`: the root's child on
+   *  its path, or the root when it is that child): a cycle, for a crawl that follows lists. Depth 2
+   *  at least. */
+  cycle?: boolean;
+}
+
+/** Children a folder has on average where the levels leave the choice (the last levels' folders). */
+const DEEP_TREE_FAN_OUT = 8;
+
+/**
+ * A tree of exactly `count` items whose deepest items are exactly `depth` levels below the root, the
+ * same one for the same options, for crawls that discover items by following folders' lists. Each
+ * level holds about `b` times the items of the one above (b found so the levels add up to `count`:
+ * about 2.5 for 100,000 items 12 deep), so the frontier of a crawl grows level by level; a level has
+ * one folder for every eight items of the next (at least one, at most all of it), each item goes to
+ * one of the folders above, some folders getting many children and others none (parents drawn with a
+ * skew), and a fifth of the deepest level are empty folders. Items come root first, level by level;
+ * each one's `parentId` is its folder and its `path` the folder names down to it.
+ */
+export function generateDeepTree(options: DeepTreeOptions): SimulatorItem[] {
+  const { count, depth } = options;
+  if (!Number.isInteger(depth) || depth < 1) throw new RangeError(`depth must be an integer >= 1, got ${depth}`);
+  if (!Number.isInteger(count) || count < depth + 1) throw new RangeError(`count must be an integer >= depth + 1 (${depth + 1}), got ${count}`);
+  if (options.cycle && depth < 2) throw new RangeError('a cycle needs depth >= 2');
+  const revisionField = options.revisionField ?? 'revision';
+  const draw = drawFrom(options.seed);
+  const width = Math.max(4, String(count).length);
+  const makeId = (prefix: 'fld' | 'fil', n: number): string => `${prefix}-${String(n).padStart(width, '0')}`;
+  const sizes = levelSizes(count, depth);
+
+  const root = rootFolder(makeId('fld', 1), draw);
+  setAtPath(root, revisionField, draw.int(1, 20));
+  const items: SimulatorItem[] = [root];
+  let folders: SimulatorItem[] = [root];
+  for (let level = 1; level <= depth; level += 1) {
+    const size = sizes[level]!;
+    const folderCount = level < depth ? Math.min(size, Math.max(1, Math.ceil(sizes[level + 1]! / DEEP_TREE_FAN_OUT))) : Math.floor(size / 5);
+    const isFolder = chosen(size, folderCount, draw);
+    const next: SimulatorItem[] = [];
+    for (let k = 0; k < size; k += 1) {
+      // Skewed: the first folders of the level above get the most children, the last ones few or none.
+      const parent = folders[Math.floor(folders.length * draw.rand() ** 1.5)]!;
+      const n = items.length + 1;
+      const common = commonFields(parent, draw);
+      const item = isFolder[k] ? folder(makeId('fld', n), n, parent, common, draw) : file(makeId('fil', n), n, common, draw);
+      setAtPath(item, revisionField, draw.int(1, 500));
+      if (isFolder[k]) next.push(item);
+      items.push(item);
+    }
+    folders = next;
+  }
+  if (options.cycle) addCycle(items, depth, sizes);
+  return items;
+}
+
+/** Items at each level (index 0: the root): sizes growing by a factor b with sum `count`, each at least 1. */
+function levelSizes(count: number, depth: number): number[] {
+  const below = count - 1;
+  const total = (b: number): number => {
+    let sum = 0;
+    for (let level = 1, power = b; level <= depth; level += 1, power *= b) sum += power;
+    return sum;
+  };
+  let low = 1;
+  let high = Math.max(2, below);
+  for (let i = 0; i < 100; i += 1) {
+    const mid = (low + high) / 2;
+    if (total(mid) < below) low = mid;
+    else high = mid;
+  }
+  // Rounded cumulatively, so every level keeps at least one item (each b^level >= 1) and the sum is exact.
+  const sizes = [1];
+  let cumulative = 0;
+  let placed = 0;
+  for (let level = 1; level <= depth; level += 1) {
+    cumulative += low ** level;
+    const upTo = level === depth ? below : Math.min(below - (depth - level), Math.round(cumulative));
+    sizes.push(upTo - placed);
+    placed = upTo;
+  }
+  return sizes;
+}
+
+/** `size` flags, `wanted` of them true, at seeded places. */
+function chosen(size: number, wanted: number, draw: Draw): boolean[] {
+  const flags = new Array<boolean>(size).fill(false);
+  const order = Array.from({ length: size }, (_, k) => k);
+  for (let k = 0; k < wanted; k += 1) {
+    const j = k + Math.floor(draw.rand() * (size - k));
+    [order[k], order[j]] = [order[j]!, order[k]!];
+    flags[order[k]!] = true;
+  }
+  return flags;
+}
+
+/** The folder holding the first deepest item lists the root's child on its path (or the root). */
+function addCycle(items: SimulatorItem[], depth: number, sizes: readonly number[]): void {
+  const byId = new Map(items.map((item) => [item.id, item]));
+  const firstDeepest = items[sizes.slice(0, depth).reduce((a, b) => a + b, 0)]!;
+  const holder = byId.get(firstDeepest.parentId as string)!;
+  let ancestor = byId.get(holder.parentId as string)!;
+  while (typeof ancestor.parentId === 'string' && byId.get(ancestor.parentId)!.parentId !== null) ancestor = byId.get(ancestor.parentId)!;
+  holder.extraChildren = [ancestor.id];
 }

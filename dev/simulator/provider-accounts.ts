@@ -9,6 +9,7 @@
  * of accounts, and a refused token is still counted against the account it belonged to.
  */
 import { isRecord, nextStringRevision } from './provider-answers.js';
+import { FolderLists, type ChildrenSettings, type Placement } from './provider-children.js';
 import type { AccountCounters, AccountOptions, ReauthorizeOptions, SimulatorItem, StoredItem } from './provider-types.js';
 
 /** The account made of the simulator's own `clientId`, `refreshToken` and `items`. */
@@ -38,6 +39,8 @@ export interface AccountDefaults {
   rotate: boolean;
   revokeOnReplay: boolean;
   revisionPath: readonly string[];
+  /** Folders embed their children (undefined: they do not). */
+  children: ChildrenSettings | undefined;
   now: () => number;
 }
 
@@ -73,7 +76,7 @@ export class AccountRegistry {
     });
     const refreshToken = options.refreshToken ?? initialRefreshToken?.() ?? this.newRefreshToken();
     this.checkUnused(refreshToken);
-    for (const item of options.items ?? []) account.setItem(item);
+    account.loadItems(options.items ?? []);
     this.accounts.set(id, account);
     this.clientIds.set(clientId, (this.clientIds.get(clientId) ?? 0) + 1);
     account.startGrant(refreshToken);
@@ -149,6 +152,8 @@ export class ProviderAccount {
   revokedAt: number | undefined;
 
   private readonly items = new Map<string, StoredItem>();
+  /** The children index, when folders embed their children. */
+  private readonly lists: FolderLists | undefined;
   /** Live grants, oldest first (one, unless re-authorized with keepOtherGrants). */
   private grants: Grant[] = [];
   private latest: Grant | undefined;
@@ -160,7 +165,9 @@ export class ProviderAccount {
     readonly id: string,
     readonly clientId: string,
     private readonly settings: AccountDefaults,
-  ) {}
+  ) {
+    this.lists = settings.children && new FolderLists(settings.children, settings.revisionPath, (itemId) => this.items.has(itemId));
+  }
 
   // ---- authorization ----------------------------------------------------------------------------
 
@@ -285,10 +292,36 @@ export class ProviderAccount {
   // ---- items ------------------------------------------------------------------------------------
 
   /** Stores a deep copy under `storeAs` (default item.id); a different key lets a test serve an item
-   *  whose body names another id. */
+   *  whose body names another id. With children embedding, the folders whose list this changes get
+   *  a new revision (see `listsChanged`); the item itself keeps the revision it is given. */
   setItem(item: SimulatorItem, storeAs: string = item.id): void {
     if (typeof storeAs !== 'string') throw new TypeError('item id must be a string');
-    this.items.set(storeAs, { item: structuredClone(item) });
+    const lists = this.lists;
+    if (!lists) {
+      this.items.set(storeAs, { item: structuredClone(item) });
+      return;
+    }
+    FolderLists.check(storeAs, item);
+    const before = this.items.get(storeAs);
+    const was = before ? lists.placement(storeAs, before.item) : undefined;
+    this.store(storeAs, structuredClone(item));
+    this.listsChanged(storeAs, was, lists.placement(storeAs, this.items.get(storeAs)!.item));
+  }
+
+  /** @internal The account's first items, stored as given: no folder's revision changes. */
+  loadItems(items: readonly SimulatorItem[]): void {
+    for (const item of items) {
+      if (typeof item.id !== 'string') throw new TypeError('item id must be a string');
+      if (this.lists) FolderLists.check(item.id, item);
+      this.store(item.id, structuredClone(item));
+    }
+  }
+
+  private store(id: string, item: SimulatorItem): void {
+    const before = this.items.get(id);
+    if (before) this.lists?.remove(id, before.item);
+    this.items.set(id, { item });
+    this.lists?.add(id, item);
   }
 
   getItem(id: string): SimulatorItem | undefined {
@@ -296,13 +329,31 @@ export class ProviderAccount {
     return stored ? structuredClone(stored.item) : undefined;
   }
 
-  /** @internal The stored item, not a copy (the items endpoint). */
-  stored(id: string): StoredItem | undefined {
-    return this.items.get(id);
+  /** The item as the items endpoint answers it (with its children, when folders embed them), a copy. */
+  servedItem(id: string): Record<string, unknown> | undefined {
+    const body = this.body(id);
+    return body ? (JSON.parse(body.toString('utf8')) as Record<string, unknown>) : undefined;
+  }
+
+  /** @internal The serialised answer for an id, cached until the item or (with children) its list changes. */
+  body(id: string): Buffer | undefined {
+    const stored = this.items.get(id);
+    if (!stored) return undefined;
+    if (!stored.json) {
+      const lists = this.lists;
+      const served = lists ? lists.served(id, stored.item, (childId) => this.items.get(childId)!.item) : stored.item;
+      stored.json = Buffer.from(JSON.stringify(served), 'utf8');
+    }
+    return stored.json;
   }
 
   deleteItem(id: string): void {
+    const before = this.items.get(id);
+    if (!before) return;
+    const was = this.lists?.placement(id, before.item);
+    this.lists?.remove(id, before.item);
     this.items.delete(id);
+    if (was) this.listsChanged(id, was, undefined);
   }
 
   itemIds(): string[] {
@@ -313,27 +364,67 @@ export class ProviderAccount {
     return this.items.size;
   }
 
-  /** number -> +1; string -> trailing digits incremented (width kept) or '-1' appended; missing -> 1. */
+  /** number -> +1; string -> trailing digits incremented (width kept) or '-1' appended; missing -> 1.
+   *  With children embedding, the folders listing it get a new revision too. */
   bumpRevision(id: string): void {
     const stored = this.items.get(id);
     if (!stored) throw new Error(`no item ${JSON.stringify(id)}`);
-    let holder: Record<string, unknown> = stored.item;
-    const path = this.settings.revisionPath;
-    for (const key of path.slice(0, -1)) {
-      const next = holder[key];
-      if (next === undefined) {
-        holder[key] = {};
-      } else if (!isRecord(next)) {
-        throw new TypeError(`cannot bump revision of ${id}: "${key}" is not an object`);
-      }
-      holder = holder[key] as Record<string, unknown>;
-    }
-    const last = path[path.length - 1]!;
-    const current = holder[last];
-    if (current === undefined) holder[last] = 1;
-    else if (typeof current === 'number') holder[last] = current + 1;
-    else if (typeof current === 'string') holder[last] = nextStringRevision(current);
-    else throw new TypeError(`cannot bump revision of ${id}: value is a ${typeof current}`);
+    const was = this.lists?.placement(id, stored.item);
+    const problem = bumpAt(stored.item, this.settings.revisionPath);
+    if (problem !== undefined) throw new TypeError(`cannot bump revision of ${id}: ${problem}`);
     stored.json = undefined;
+    if (was) this.listsChanged(id, was, this.lists!.placement(id, stored.item));
   }
+
+  /**
+   * The item stored under `origin` was listed as `was` and is now listed as `now` (undefined: not
+   * held). Every folder whose list differs (an entry added, removed, or with another type, name or
+   * etag) gets a new revision (+1, as bumpRevision; a folder whose revision is neither a number nor
+   * a string keeps it), which changes its own entry in the lists holding it, and so on up to the
+   * root: each folder once per change (a cycle ends there), `origin` never.
+   */
+  private listsChanged(origin: string, was: Placement | undefined, now: Placement | undefined): void {
+    const seen = new Set([origin]);
+    const due: string[] = [];
+    const compare = (before: Placement | undefined, after: Placement | undefined): void => {
+      for (const folder of new Set([...(before?.containers ?? []), ...(after?.containers ?? [])])) {
+        if (seen.has(folder)) continue;
+        const old = before?.containers.includes(folder) ? before.entry : undefined;
+        const current = after?.containers.includes(folder) ? after.entry : undefined;
+        if (old === current) continue;
+        seen.add(folder);
+        due.push(folder);
+      }
+    };
+    compare(was, now);
+    for (let next = 0; next < due.length; next += 1) {
+      const stored = this.items.get(due[next]!);
+      if (!stored || stored.item.type !== 'folder') continue;
+      stored.json = undefined;
+      const before = this.lists!.placement(due[next]!, stored.item);
+      if (bumpAt(stored.item, this.settings.revisionPath) !== undefined) continue;
+      compare(before, this.lists!.placement(due[next]!, stored.item));
+    }
+  }
+}
+
+/** Bumps the revision at `path` (see bumpRevision); what prevents it, if anything (nothing changed then). */
+function bumpAt(item: Record<string, unknown>, path: readonly string[]): string | undefined {
+  let holder = item;
+  for (const key of path.slice(0, -1)) {
+    const next = holder[key];
+    if (next === undefined) {
+      holder[key] = {};
+    } else if (!isRecord(next)) {
+      return `"${key}" is not an object`;
+    }
+    holder = holder[key] as Record<string, unknown>;
+  }
+  const last = path[path.length - 1]!;
+  const current = holder[last];
+  if (current === undefined) holder[last] = 1;
+  else if (typeof current === 'number') holder[last] = current + 1;
+  else if (typeof current === 'string') holder[last] = nextStringRevision(current);
+  else return `value is a ${typeof current}`;
+  return undefined;
 }

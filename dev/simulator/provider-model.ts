@@ -21,6 +21,7 @@
  */
 import { mulberry32 } from './random.js';
 import { AccountRegistry, DEFAULT_ACCOUNT, ProviderAccount, type Bucket } from './provider-accounts.js';
+import { childrenSettings } from './provider-children.js';
 import { bearer, defaultMessage, errorBody, JSON_TYPE, normalizePrefix, response, splitPath, validateFault } from './provider-answers.js';
 import type {
   AccountCounters,
@@ -85,6 +86,7 @@ export class ProviderModel {
         rotate: options.rotateRefreshToken ?? false,
         revokeOnReplay: options.revokeOnReplay ?? true,
         revisionPath: splitPath(options.revisionField ?? 'revision'),
+        children: childrenSettings(options.children),
         now: this.now,
       },
       (chars) => this.randomHex(chars),
@@ -160,6 +162,11 @@ export class ProviderModel {
 
   getItem(id: string): SimulatorItem | undefined {
     return this.defaultAccount().getItem(id);
+  }
+
+  /** The item as the items endpoint answers it (with its children, when folders embed them), a copy. */
+  servedItem(id: string): Record<string, unknown> | undefined {
+    return this.defaultAccount().servedItem(id);
   }
 
   deleteItem(id: string): void {
@@ -417,12 +424,11 @@ export class ProviderModel {
     if (!generation?.valid || generation.grant.revoked) {
       return response(401, errorBody(401, presented === undefined ? 'missing access token' : 'invalid or expired access token'));
     }
-    const stored = generation.grant.account.stored(route.itemId!);
-    if (!stored) {
+    const body = generation.grant.account.body(route.itemId!);
+    if (!body) {
       return response(404, errorBody(404, 'item not found'));
     }
-    stored.json ??= Buffer.from(JSON.stringify(stored.item), 'utf8');
-    return response(200, stored.json);
+    return response(200, body);
   }
 
   private randomHex(chars: number): string {

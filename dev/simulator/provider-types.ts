@@ -6,6 +6,12 @@
 export interface SimulatorItem {
   id: string;
   type: 'file' | 'folder';
+  /** The folder holding it (null or absent: none). With `children`, a folder lists the items whose
+   *  parentId is its id. */
+  parentId?: string | null;
+  /** With `children`, a folder's list also names these ids (those the account holds), though their
+   *  parentId is another: a folder listed inside its own descendant makes a cycle. Never served. */
+  extraChildren?: string[];
   [field: string]: unknown;
 }
 
@@ -89,6 +95,9 @@ export interface SimulatorOptions {
   accounts?: AccountOptions[];
   /** PRNG seed for probability faults and generated tokens; default 1. */
   seed?: number;
+  /** Folders embed their children, in every account (off when absent: items are served as stored).
+   *  See provider-children.ts; `cap`: at most this many entries in a folder's list, default 1,000. */
+  children?: { cap?: number };
 }
 
 /** One account that authorized the client application (a connection, to the system). */
