@@ -46,6 +46,25 @@ interface GroupList<Entry extends FairEntry> {
 }
 
 /** A queue's messages by tenant, and its messages in flight. */
+/**
+ * Puts `entry` into `entries` (kept in ascending `order`, equal orders in arrival order), searching
+ * from `from`: a message sent again with a delay may come back before later ones.
+ */
+export function insertInOrder<T extends { order: number }>(entries: T[], entry: T, from = 0): void {
+  if (entries.length === 0 || entries[entries.length - 1]!.order <= entry.order) {
+    entries.push(entry);
+    return;
+  }
+  let lo = from;
+  let hi = entries.length;
+  while (lo < hi) {
+    const mid = (lo + hi) >>> 1;
+    if (entries[mid]!.order <= entry.order) lo = mid + 1;
+    else hi = mid;
+  }
+  entries.splice(lo, 0, entry);
+}
+
 export class FairIndex<Entry extends FairEntry> {
   private readonly groups = new Map<string, GroupList<Entry>>();
   /** Messages received and not yet deleted or visible again (pruned at each look). */
@@ -56,19 +75,7 @@ export class FairIndex<Entry extends FairEntry> {
     const key = entry.messageGroupId ?? UNGROUPED;
     let list = this.groups.get(key);
     if (!list) this.groups.set(key, (list = { entries: [], head: 0, gone: 0 }));
-    const entries = list.entries;
-    if (entries.length === 0 || entries[entries.length - 1]!.order <= entry.order) {
-      entries.push(entry);
-      return;
-    }
-    let lo = list.head;
-    let hi = entries.length;
-    while (lo < hi) {
-      const mid = (lo + hi) >>> 1;
-      if (entries[mid]!.order <= entry.order) lo = mid + 1;
-      else hi = mid;
-    }
-    entries.splice(lo, 0, entry);
+    insertInOrder(list.entries, entry, list.head);
   }
 
   /** A message left the queue (deleted, redriven): its tenant's list drops it now and then. */

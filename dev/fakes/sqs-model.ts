@@ -33,6 +33,7 @@ import {
   type StoredMessage,
 } from './sqs-messages.js';
 
+import { insertInOrder } from './sqs-fair.js';
 import { parseRedrivePolicy, publicCopy, QueueState, SETTABLE_QUEUE_ATTRIBUTES, type Entry, type Queue, type QueueCounts } from './sqs-queue.js';
 
 export type { Queue, QueueCounts, QueueStats } from './sqs-queue.js';
@@ -342,20 +343,7 @@ export class SqsModel {
   }
 
   private insert(queue: QueueState, entry: Entry): void {
-    const entries = queue.entries;
-    if (entries.length === 0 || entries[entries.length - 1]!.order <= entry.order) {
-      entries.push(entry);
-    } else {
-      // Binary search for the first entry with a greater order.
-      let lo = 0;
-      let hi = entries.length;
-      while (lo < hi) {
-        const mid = (lo + hi) >>> 1;
-        if (entries[mid]!.order <= entry.order) lo = mid + 1;
-        else hi = mid;
-      }
-      entries.splice(lo, 0, entry);
-    }
+    insertInOrder(queue.entries, entry);
     queue.fair.add(entry);
     queue.live += 1;
     this.notify(queue);
