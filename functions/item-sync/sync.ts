@@ -28,6 +28,7 @@
 import type { Backoff } from '../shared/backoff.js';
 import type { ConnectionAccess } from '../shared/connections/ports.js';
 import { ConfigError } from '../shared/errors.js';
+import { forEachLimited } from '../shared/limited.js';
 import type { PaceGate } from '../shared/provider/pace/provider-pace.js';
 import {
   connectionWaitError,
@@ -242,17 +243,4 @@ async function openConnection(
     if (error instanceof ConfigError) run.fatal ??= error;
     return outcomeOf(error, settings);
   }
-}
-
-/** Runs `fn` over `items` with at most `limit` at once. `fn` must not throw. */
-async function forEachLimited<T>(items: readonly T[], limit: number, fn: (item: T) => Promise<void>): Promise<void> {
-  let next = 0;
-  const worker = async (): Promise<void> => {
-    while (next < items.length) {
-      const item = items[next]!;
-      next += 1;
-      await fn(item);
-    }
-  };
-  await Promise.all(Array.from({ length: Math.max(1, Math.min(limit, items.length)) }, worker));
 }

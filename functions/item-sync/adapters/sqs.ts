@@ -13,11 +13,15 @@
  */
 import { ChangeMessageVisibilityBatchCommand, GetQueueUrlCommand, type SendMessageBatchRequestEntry, type SQSClient } from '@aws-sdk/client-sqs';
 import { resendPolicy, sendMessageBatch, type EntryFailure, type ResendOptions, type ResendPolicy } from '../../shared/adapters/sqs-batch.js';
+import { forEachLimited } from '../../shared/limited.js';
 import { BACKGROUND_LANE, LANE_ATTRIBUTE, messageGroupIdOf, RECONCILE_PASS_ATTRIBUTE } from '../../shared/sync-queue.js';
 import type { DeadLetter, DeadLetterSink, DiscoverySink, MessageRequeue, MessageVisibility, PostponeRequest, RequeueRequest } from '../ports.js';
 
 /** Entries per SendMessageBatch / ChangeMessageVisibilityBatch call (SQS's limit). */
 const BATCH_ENTRIES = 10;
+
+/** SendMessageBatch calls of one folder's children in flight at once. */
+export const DISCOVERY_CALLS_IN_FLIGHT = 10;
 /** Payload of one SendMessageBatch call, bodies and attributes together (SQS's classic limit: 256 KiB). */
 const BATCH_BYTES = 256 * 1024;
 /** The `error` attribute is a sentence; keep it readable in the console. */
@@ -79,8 +83,11 @@ export class SqsDiscoverySink implements DiscoverySink {
 
   async send(connection: string, ids: readonly string[]): Promise<Array<{ id: string; error: string }>> {
     const failed: Array<{ id: string; error: string }> = [];
-    for (let start = 0; start < ids.length; start += BATCH_ENTRIES) {
-      await sendMessageBatch(this.client, this.queueUrl, ids.slice(start, start + BATCH_ENTRIES), {
+    const chunks: string[][] = [];
+    for (let start = 0; start < ids.length; start += BATCH_ENTRIES) chunks.push(ids.slice(start, start + BATCH_ENTRIES));
+    // A large folder's children in parallel calls: 10,000 children are 1,000 calls, within the batch's time.
+    await forEachLimited(chunks, DISCOVERY_CALLS_IN_FLIGHT, async (chunk) => {
+      await sendMessageBatch(this.client, this.queueUrl, chunk, {
         entry: (id, position) => ({
           Id: `m${position}`,
           MessageBody: JSON.stringify({ connection, id }),
@@ -92,7 +99,7 @@ export class SqsDiscoverySink implements DiscoverySink {
         onSent: () => undefined,
         onFailed: (id, failure) => void failed.push({ id, error: failureText(failure) }),
       });
-    }
+    });
     return failed;
   }
 }

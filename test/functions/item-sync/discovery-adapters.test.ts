@@ -11,7 +11,7 @@ import { SendMessageBatchCommand, SQSClient } from '@aws-sdk/client-sqs';
 import { GetObjectCommand, S3Client, S3ServiceException } from '@aws-sdk/client-s3';
 import { DynamoDbItemStore } from '../../../functions/item-sync/adapters/dynamodb-item-store.js';
 import { S3ItemObjectStore } from '../../../functions/item-sync/adapters/s3-item-object-store.js';
-import { SqsDiscoverySink } from '../../../functions/item-sync/adapters/sqs.js';
+import { DISCOVERY_CALLS_IN_FLIGHT, SqsDiscoverySink } from '../../../functions/item-sync/adapters/sqs.js';
 import { childrenThatLeft, childrenToCheck, readListing, type DiscoverySettings } from '../../../functions/item-sync/discovery.js';
 import { TransientError } from '../../../functions/shared/errors.js';
 import { parseJson } from '../../../functions/shared/json.js';
@@ -147,6 +147,32 @@ describe('SqsDiscoverySink', () => {
         MessageAttributes: { lane: { DataType: 'String', StringValue: 'background' } },
       })),
     );
+  });
+
+  it('sends a large folder\'s children in parallel calls, at most DISCOVERY_CALLS_IN_FLIGHT at once, each id once', async () => {
+    let inFlight = 0;
+    let most = 0;
+    const release: Array<() => void> = [];
+    sqs.on(SendMessageBatchCommand).callsFake(async (input: { Entries: Array<{ Id: string }> }) => {
+      inFlight += 1;
+      most = Math.max(most, inFlight);
+      // Each call answers only once the test lets it: the calls in flight together are counted, not timed.
+      await new Promise<void>((resolve) => release.push(resolve));
+      inFlight -= 1;
+      return ok(input);
+    });
+    const ids = Array.from({ length: 250 }, (_, index) => `c${index}`);
+    const sending = sink().send('acme', ids);
+    for (;;) {
+      const next = release.shift();
+      if (next) next();
+      else if (sqs.commandCalls(SendMessageBatchCommand).length === 25 && inFlight === 0) break;
+      await new Promise((resolve) => setImmediate(resolve));
+    }
+    expect(await sending).toEqual([]);
+    expect(most).toBe(DISCOVERY_CALLS_IN_FLIGHT);
+    const sent = sqs.commandCalls(SendMessageBatchCommand).flatMap((call) => call.args[0].input.Entries!.map((entry) => JSON.parse(entry.MessageBody!).id));
+    expect(sent.sort()).toEqual([...ids].sort());
   });
 
   it('sends again what SQS refused for a reason that may pass (bounded); reports what it could not send, never throws', async () => {
