@@ -344,13 +344,15 @@ const COLUMNS: Array<[keyof PassCounts | 'ids', string]> = [
   ['deadLettered', 'dead-lettered'],
 ];
 
-export function formatPassTable(passes: readonly PassSummary[]): string[] {
+/** The passes as a table; the column `found` (ids discovery found) only when discovery is on. */
+export function formatPassTable(passes: readonly PassSummary[], discovery: boolean): string[] {
+  const columns = discovery ? COLUMNS : COLUMNS.filter(([key]) => key !== 'found');
   const nameWidth = Math.max(4, ...passes.map((p) => p.name.length));
-  const header = ['pass'.padEnd(nameWidth), ...COLUMNS.map(([, title]) => title.padStart(Math.max(7, title.length))), 'waiting', '     time'].join('  ');
+  const header = ['pass'.padEnd(nameWidth), ...columns.map(([, title]) => title.padStart(Math.max(7, title.length))), 'waiting', '     time'].join('  ');
   const rows = passes.map((p) =>
     [
       p.name.padEnd(nameWidth),
-      ...COLUMNS.map(([key, title]) => String(p[key]).padStart(Math.max(7, title.length))),
+      ...columns.map(([key, title]) => String(p[key]).padStart(Math.max(7, title.length))),
       String(p.remaining).padStart(7),
       formatDuration(p.elapsedMs).padStart(9),
     ].join('  '),

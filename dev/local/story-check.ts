@@ -160,7 +160,7 @@ export async function checkTable(
   writeSnapshot(run.snapshotFile, rows);
 
   screen.line();
-  for (const line of formatPassTable(findings.passes)) screen.line(line);
+  for (const line of formatPassTable(findings.passes, run.system.config.discovery !== undefined)) screen.line(line);
   if (findings.reconciler) screen.line(reconcilerLine(findings.reconciler));
   if (findings.revocation) for (const line of revocationLines(findings.revocation)) screen.line(line);
   screen.line();

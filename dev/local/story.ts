@@ -7,17 +7,21 @@
  *
  * - runLocalStory: no configuration at all. A provider simulator with three accounts (accounts.ts:
  *   `default` with a seeded tree of files and folders, one of them too large for a DynamoDB row;
- *   `acme` and `globex` with trees of their own whose ids overlap), DynamoDB (dynalite), S3
- *   (s3rver) and SQS (local emulator) on 127.0.0.1, and the deployed handlers through a whole
- *   story: add the three connections with the CLI, refresh their tokens, sync every id of every
- *   connection, change items at the provider (new revisions, one large item shrinking back into its
- *   row and one growing past the row limit, deletions, a new item; a new revision of an id two
- *   accounts hold, in one of them), refresh again, sync again; then globex withdraws its
- *   authorization (revocation.ts): its messages wait while the others sync, until its credentials
- *   are replaced with the CLI; then the provider changes again without any id sent, and the
- *   reconciler's ticks send every id the table knows to the reconcile queue, which the sync drains
- *   as its second event source; last, each connection's rows are checked against its account's
- *   items (from the items bucket for a row that points there), and the bucket against the rows.
+ *   `acme` and `globex` with trees of their own whose ids overlap), whose folders list their children
+ *   (Box's `item_collection`), DynamoDB (dynalite), S3 (s3rver) and SQS (local emulator) on
+ *   127.0.0.1, and the deployed handlers, discovery on with the simulator's shape (the context keys
+ *   of LOCAL_DISCOVERY), through a whole story: add the three connections with the CLI, refresh
+ *   their tokens, send each account's root alone and let discovery bring every item (checked), change
+ *   items at the provider (new revisions, one large item shrinking back into its row and one growing
+ *   past the row limit, deletions, a new item; a new revision of an id two accounts hold, in one of
+ *   them), refresh again, sync every id the table knows; then globex withdraws its authorization
+ *   (revocation.ts): its messages wait while the others sync, until its credentials are replaced
+ *   with the CLI; then the provider changes again without any id sent, a new file among the changes
+ *   deep in default's tree, and the reconciler's ticks send every id the table knows to the
+ *   reconcile queue, which the sync drains as its second event source (the new file's folder, its
+ *   list changed, sends it there); last, each connection's rows are checked against its account's
+ *   items as the provider serves them (from the items bucket for a row that points there), and the
+ *   bucket against the rows.
  * - runAgainstProvider (against-provider.ts): the same local system against a real provider
  *   (PROVIDER_BASE_URL), its credentials added as the connection `default`, for the ids given, so a
  *   user can try their credentials before deploying.
