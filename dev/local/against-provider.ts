@@ -99,7 +99,7 @@ async function playAgainstProvider(
   const rows = await readRows(run);
   writeSnapshot(run.snapshotFile, rows);
   screen.line();
-  for (const line of formatPassTable([pass])) screen.line(line);
+  for (const line of formatPassTable([pass], run.system.config.discovery !== undefined)) screen.line(line);
   screen.line();
   found.rows.push(...printStoredRows(screen, rows, options.ids));
   const dead = deadLetterReasons(run, 20);

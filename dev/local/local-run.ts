@@ -42,7 +42,15 @@ export const LOCAL_NAMES: LocalNames = {
 /** The functions as the local run invokes them. */
 export interface Handlers {
   refresher: BuiltFunction<RefresherHandler>;
+  /** The item sync's container that takes the sync queue's records. */
   sync: BuiltFunction<SyncHandler>;
+  /**
+   * Another container of the item sync, for the reconcile queue's records (the background lane). A
+   * container serves one invocation at a time in Lambda, so one never mixes the two lanes' records
+   * in its pace's lease: the reconcile queue's event source, polling alongside the sync queue's
+   * (discovery's children), gets containers of its own.
+   */
+  sweep: BuiltFunction<SyncHandler>;
   reconciler: BuiltFunction<ReconcilerHandler>;
 }
 
@@ -128,6 +136,7 @@ export async function runStory(plan: StoryPlan): Promise<RunOutcome> {
     const handlers: Handlers = {
       refresher: system.refresher(observability(REFRESHER_SERVICE)),
       sync: system.syncContainer(observability(SYNC_SERVICE)),
+      sweep: system.syncContainer(observability(SYNC_SERVICE)),
       reconciler: system.reconciler(observability(RECONCILER_SERVICE)),
     };
     const run: LocalRun = { dataDir: plan.dataDir, logFile, snapshotFile, screen, problems, system, clients: runClients(system), sqsModel: system.aws.sqs, handlers, invocationErrors: [] };

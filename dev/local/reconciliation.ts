@@ -47,7 +47,7 @@ export async function reconciliationPass(run: LocalRun, name: string, limits: Pa
   if ('error' in ended) throw ended.error;
 
   // The ticks send every row's id once, tombstones included: each connection's rows at the start.
-  const perConnection = new Map([...idsByConnection(start.before)].map(([connection, ids]) => [connection, ids.length]));
+  const perConnection = new Map([...idsByConnection(start.before)].map(([connection, ids]) => [connection, new Set(ids)]));
   const pass = await countPass(run, name, start, perConnection, drain);
   const after = await readRows(run);
   const restored = [...after.values()].filter((row) => !row.deleted && start.before.get(rowKey(row.connection, row.id))?.deleted === true).length;

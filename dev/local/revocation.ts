@@ -16,6 +16,7 @@ import { addConnection, listConnections, listedConnections } from './operator.js
 import {
   connectionOfBody,
   drainPass,
+  idOfBody,
   postponementsOf,
   printPass,
   startPass,
@@ -131,7 +132,7 @@ export async function revokeAndRecover(run: LocalRun, simulator: ProviderSimulat
   const refreshToken = simulator.reauthorizeAccount(connection);
   const start = await startPass(run);
   await addConnection(run, connection, account.clientId, refreshToken);
-  const recoveredPass = await drainPass(run, `${connection} re-added`, start, new Map([[connection, waiting.length]]), plan.limits);
+  const recoveredPass = await drainPass(run, `${connection} re-added`, start, new Map([[connection, new Set(waiting.map((m) => idOfBody(m.body)))]]), plan.limits);
   plan.onPass(recoveredPass);
   printPass(screen, recoveredPass);
   const recovered = recoveredPass.byConnection[connection];

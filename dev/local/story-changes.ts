@@ -1,8 +1,9 @@
 /**
  * What the local story changes at the simulated provider between its passes: in the account
  * `default` (the simulator's methods without an account), the large file that starts too large for
- * a row, new revisions, deletions, a new item, a deleted item restored; in any account, new
- * revisions of a few files.
+ * a row, new revisions, deletions, a new item, a deleted item restored, a new file deep in the
+ * tree; in any account, new revisions of a few files. The simulator's folders embed their children:
+ * a change to an item's revision, name or place gives its folders, up to the root, new revisions.
  */
 import type { ProviderAccount, ProviderSimulator, SimulatorItem } from '../simulator/provider-simulator.js';
 
@@ -84,13 +85,27 @@ function shuffle<T>(list: readonly T[], rand: () => number): T[] {
   return out;
 }
 
+/**
+ * A new file at the provider in `folder` (of the account `default`), shaped like a file there that
+ * fits in a row, with an id none of `taken` is (revision 1): nobody sends its id.
+ */
+export function addFileUnder(simulator: ProviderSimulator, folder: string, taken: readonly string[], revisionField: string): SimulatorItem {
+  const template = simulator
+    .itemIds()
+    .map((id) => simulator.getItem(id)!)
+    .find((item) => item.type === 'file' && item[LARGE_FIELD] === undefined)!;
+  const item = { ...newFileLike(template, taken, revisionField, 'added deep in the tree'), parentId: folder };
+  simulator.setItem(item);
+  return item;
+}
+
 /** A new file at the provider, shaped like an existing one, with an id no item has (revision 1). */
-function newFileLike(template: SimulatorItem, existing: readonly string[], revisionField: string): SimulatorItem {
+function newFileLike(template: SimulatorItem, existing: readonly string[], revisionField: string, note = 'added after the first sync'): SimulatorItem {
   const taken = new Set(existing);
   let n = existing.length + 1;
   let id = `fil-${String(n).padStart(4, '0')}`;
   while (taken.has(id)) id = `fil-${String(++n).padStart(4, '0')}`;
-  const item: SimulatorItem = { ...structuredClone(template), id, name: `added after the first sync (${n}).txt`, mimeType: 'text/plain' };
+  const item: SimulatorItem = { ...structuredClone(template), id, name: `${note} (${n}).txt`, mimeType: 'text/plain' };
   let holder: Record<string, unknown> = item;
   const keys = revisionField.split('.');
   for (const key of keys.slice(0, -1)) {

@@ -48,6 +48,13 @@ export interface StoryFindings {
   reconciler?: ReconcilerRun;
   /** The revocation and the recovery, once they ran. */
   revocation?: RevocationRun;
+  /**
+   * The first sync, each account from its root alone: ids sent (1), rows created, how many of them
+   * discovery found, and whether every item of the account was then mirrored.
+   */
+  discovery?: Array<{ connection: string; root: string; sent: number; mirrored: number; found: number; checked: boolean }>;
+  /** The file added deep in default's tree while nobody sends ids: its folder, how deep, and whether the reconciler's pass found it. */
+  newFile?: { id: string; folder: string; depth: number; found: boolean };
 }
 
 /** Runs a pass and records what the provider saw of it. */
@@ -75,6 +82,13 @@ export async function expectInBucket(run: LocalRun, expected: readonly string[],
   } else if (expected.length > 0) {
     run.screen.line(`   default's ${expected.join(', ')}: over DynamoDB's 400 KB row limit, stored whole in the items bucket (its row holds itemObject)`);
   }
+}
+
+/** One connection's rows against its account's items now, tombstones aside: the differences (empty when every item is mirrored). */
+export async function compareConnection(run: LocalRun, simulator: ProviderSimulator, connection: string, revisionField: string): Promise<string[]> {
+  const rows = new Map([...(await readRows(run))].filter(([, row]) => row.connection === connection && row.deleted !== true));
+  const objects = await readObjects(run, rows);
+  return compareWithProvider(rows, objects, [{ connection, items: accountItems(simulator, connection), deletedIds: [] }], revisionField);
 }
 
 /** The pace the run found (its control-table row: one pace for the client id every account shares), and what the provider saw of each pass. */
@@ -146,7 +160,7 @@ export async function checkTable(
   writeSnapshot(run.snapshotFile, rows);
 
   screen.line();
-  for (const line of formatPassTable(findings.passes)) screen.line(line);
+  for (const line of formatPassTable(findings.passes, run.system.config.discovery !== undefined)) screen.line(line);
   if (findings.reconciler) screen.line(reconcilerLine(findings.reconciler));
   if (findings.revocation) for (const line of revocationLines(findings.revocation)) screen.line(line);
   screen.line();

@@ -7,17 +7,21 @@
  *
  * - runLocalStory: no configuration at all. A provider simulator with three accounts (accounts.ts:
  *   `default` with a seeded tree of files and folders, one of them too large for a DynamoDB row;
- *   `acme` and `globex` with trees of their own whose ids overlap), DynamoDB (dynalite), S3
- *   (s3rver) and SQS (local emulator) on 127.0.0.1, and the deployed handlers through a whole
- *   story: add the three connections with the CLI, refresh their tokens, sync every id of every
- *   connection, change items at the provider (new revisions, one large item shrinking back into its
- *   row and one growing past the row limit, deletions, a new item; a new revision of an id two
- *   accounts hold, in one of them), refresh again, sync again; then globex withdraws its
- *   authorization (revocation.ts): its messages wait while the others sync, until its credentials
- *   are replaced with the CLI; then the provider changes again without any id sent, and the
- *   reconciler's ticks send every id the table knows to the reconcile queue, which the sync drains
- *   as its second event source; last, each connection's rows are checked against its account's
- *   items (from the items bucket for a row that points there), and the bucket against the rows.
+ *   `acme` and `globex` with trees of their own whose ids overlap), whose folders list their children
+ *   (Box's `item_collection`), DynamoDB (dynalite), S3 (s3rver) and SQS (local emulator) on
+ *   127.0.0.1, and the deployed handlers, discovery on with the simulator's shape (the context keys
+ *   of LOCAL_DISCOVERY), through a whole story: add the three connections with the CLI, refresh
+ *   their tokens, send each account's root alone and let discovery bring every item (checked), change
+ *   items at the provider (new revisions, one large item shrinking back into its row and one growing
+ *   past the row limit, deletions, a new item; a new revision of an id two accounts hold, in one of
+ *   them), refresh again, sync every id the table knows; then globex withdraws its authorization
+ *   (revocation.ts): its messages wait while the others sync, until its credentials are replaced
+ *   with the CLI; then the provider changes again without any id sent, a new file among the changes
+ *   deep in default's tree, and the reconciler's ticks send every id the table knows to the
+ *   reconcile queue, which the sync drains as its second event source (the new file's folder, its
+ *   list changed, sends it there); last, each connection's rows are checked against its account's
+ *   items as the provider serves them (from the items bucket for a row that points there), and the
+ *   bucket against the rows.
  * - runAgainstProvider (against-provider.ts): the same local system against a real provider
  *   (PROVIDER_BASE_URL), its credentials added as the connection `default`, for the ids given, so a
  *   user can try their credentials before deploying.
@@ -31,15 +35,29 @@ import { ENV } from '../../functions/shared/config.js';
 import { DEFAULT_CONNECTION } from '../../functions/shared/connections/connection.js';
 import { ProviderSimulator } from '../simulator/provider-simulator.js';
 import { mulberry32 } from '../simulator/random.js';
-import { accountItems, CONNECTIONS, idsInCommon, LOCAL_PROVIDER_BURST, LOCAL_PROVIDER_LIMIT, REVOKED, smallAccountSize, startSimulator } from './accounts.js';
+import {
+  accountItems,
+  CONNECTIONS,
+  depthOf,
+  idsInCommon,
+  LOCAL_CHILDREN_CAP,
+  LOCAL_DISCOVERY,
+  LOCAL_PROVIDER_BURST,
+  LOCAL_PROVIDER_LIMIT,
+  REVOKED,
+  rootOf,
+  smallAccountSize,
+  startSimulator,
+} from './accounts.js';
 import { runStory, refresh, type LocalRun } from './local-run.js';
 import { addConnection, listConnections } from './operator.js';
-import { idsByConnection, printPass, readRows, syncPass, type ConnectionCounts, type ConnectionIds, type PassLimits, type PassSummary } from './passes.js';
+import { idsByConnection, printPass, readRows, sentSets, syncPass, type ConnectionIds, type PassLimits, type PassSummary } from './passes.js';
 import { RECONCILIATION, reconcilerLine, reconciliationPass } from './reconciliation.js';
 import { revokeAndRecover } from './revocation.js';
 import { display, type Writer } from './screen.js';
-import { bumpFiles, changeProvider, changeProviderQuietly, largeFileOf } from './story-changes.js';
-import { checkTable, expectInBucket, measured, type StoryFindings } from './story-check.js';
+import { addFileUnder, bumpFiles, changeProvider, changeProviderQuietly, largeFileOf } from './story-changes.js';
+import { checkTable, compareConnection, expectInBucket, measured, type StoryFindings } from './story-check.js';
+import { dueChanges, expectConnection, expectRefresh, foldersAmong, type Due } from './story-expect.js';
 
 export { runAgainstProvider, type ProviderRunOptions, type ProviderRunResult } from './against-provider.js';
 export { CONNECTIONS, LOCAL_PROVIDER_LIMIT, REVOKED } from './accounts.js';
@@ -131,7 +149,8 @@ export async function runLocalStory(options: LocalStoryOptions = {}): Promise<St
     // Longer than an invocation may wait for the pace (the sync's time-out), so no copy is delivered
     // twice, but shorter than the deployed visibility (6 × that), so a retried record comes back within the story.
     visibilityTimeoutSeconds: 60,
-    context: { tokenRefreshMinutes: LOCAL_TOKEN_REFRESH_MINUTES },
+    // Discovery on, with the simulator's folders' shape: default's first sync is its root alone.
+    context: { tokenRefreshMinutes: LOCAL_TOKEN_REFRESH_MINUTES, ...LOCAL_DISCOVERY },
     tuning: {
       // The story shows one 429 with Retry-After: 1; the deployed minute-long floor would stall it.
       rateLimitMinDelaySeconds: 1,
@@ -166,9 +185,18 @@ function printStoryHeader(run: LocalRun, simulator: ProviderSimulator, seed: num
     screen.line(`                             ${connection.padEnd(8)} ${String(simulator.account(connection).itemCount).padStart(5)} items (seed ${seed + 1 + n}${note})`);
   }
   screen.line(`                          rate limit ${LOCAL_PROVIDER_LIMIT} requests/s for them all (429 beyond it): the run is not told, the pace finds it`);
+  screen.line(`                          folders list their children (item_collection, at most ${LOCAL_CHILDREN_CAP} entries, as Box's); a change to a child gives its folders new revisions, up to the root`);
   screen.line(`   DynamoDB (dynalite)    ${system.storage.dynamo.endpoint}, items table ${system.names.itemsTable} (one row per connection and id), connections table ${system.names.connectionsTable}, ${storage}`);
   screen.line(`   S3 (s3rver)            ${system.storage.s3?.endpoint}, items bucket ${system.names.itemsBucket} (items too large for a row, under items/<connection>/)`);
   screen.line(`   SQS                    ${system.aws.endpoint} (local emulator): the sync queue, the reconcile queue, their dead-letter queues`);
+  const discovery = run.system.config.discovery;
+  if (discovery) {
+    const keys = [`childrenPath=${discovery.childrenPath}`, `childIdPath=${discovery.childIdPath}`];
+    if (discovery.childRevisionPath !== undefined) keys.push(`childRevisionPath=${discovery.childRevisionPath}`);
+    if (discovery.childrenTotalPath !== undefined) keys.push(`childrenTotalPath=${discovery.childrenTotalPath}`);
+    screen.line(`   discovery              ${keys.join(', ')}:`);
+    screen.line(`                          a folder written sends the children the table lacks, or holds at another revision, to the reconcile queue (background lane)`);
+  }
   screen.line(`   reconciler             ${ENV.freshnessHours}=${run.handlers.reconciler.environment[ENV.freshnessHours]} (each pass right after the last; the run ticks until its pass ends)`);
   screen.line(
     `   tuned for this run     ${ENV.connectionWaitSeconds}=${sync[ENV.connectionWaitSeconds]} (deployed 300): a failing connection's messages look again every ${sync[ENV.connectionWaitSeconds]} s;`,
@@ -206,17 +234,38 @@ async function playStory(run: LocalRun, simulator: ProviderSimulator, settings: 
   screen.line('2. Refresh the access tokens (token refresher)');
   expectRefresh(problems, 'first refresh', await refresh(run), CONNECTIONS.length, 0);
 
-  // 3. The first sync: every id of every connection, one rate-limited answer on the way (429 with Retry-After: 1).
-  // The 429 comes late in default's ids, once the pace has grown: a cut at its starting rate would
-  // hold it far below the provider's limit for the rest of a short run.
+  // 3. The first sync: each account's root alone, its tree brought by discovery; one rate-limited
+  // answer on the way (429 with Retry-After: 1). The 429 comes late in default's ids, once the pace
+  // has grown: a cut at its starting rate would hold it far below the provider's limit for the rest
+  // of a short run.
   const ids = simulator.itemIds();
+  const roots = new Map(CONNECTIONS.map((connection) => [connection, rootOf(simulator, connection)]));
   const lastThird = Math.floor((ids.length * 2) / 3);
   const limitedId = ids[lastThird + Math.floor(rand() * (ids.length - lastThird))]!;
   simulator.addFault({ endpoint: 'items', account: DEFAULT_CONNECTION, itemId: limitedId, times: 1, fault: { kind: 'status', status: 429, headers: { 'Retry-After': '1' } } });
-  screen.line(`3. Sync every id of every connection, sent as {"connection","id"} (the provider answers 429 Too Many Requests, Retry-After: 1, once for default's ${limitedId})`);
-  const first = await passOf('initial sync', CONNECTIONS.map((connection) => ({ connection, ids: simulator.account(connection).itemIds() })));
-  expectConnection(problems, first, DEFAULT_CONNECTION, { created: ids.length, updated: 0, unchanged: 0, deleted: 0, deadLettered: 0 });
-  for (const connection of ['acme', REVOKED]) expectConnection(problems, first, connection, { created: small, updated: 0, unchanged: 0, deadLettered: 0 });
+  screen.line(
+    `3. The first sync: each account's root alone, as \`npm run enqueue -- --connection default ${roots.get(DEFAULT_CONNECTION)}\` sends default's; ` +
+      `each folder written sends its children on (the provider answers 429 Too Many Requests, Retry-After: 1, once for default's ${limitedId})`,
+  );
+  const first = await passOf('initial sync', [...roots].map(([connection, root]) => ({ connection, ids: [root] })));
+  findings.discovery = [];
+  for (const [connection, root] of roots) {
+    const holds = simulator.account(connection).itemCount;
+    expectConnection(problems, first, connection, { ids: 1, found: holds - 1, created: holds, updated: 0, unchanged: 0, deleted: 0, deadLettered: 0 });
+    const counts = first.byConnection[connection];
+    const differences = await compareConnection(run, simulator, connection, settings.revisionField);
+    problems.push(...differences.slice(0, 10).map((d) => `initial sync, from ${connection}'s root: ${d}`));
+    findings.discovery.push({ connection, root, sent: counts?.ids ?? 0, mirrored: counts?.created ?? 0, found: counts?.found ?? 0, checked: differences.length === 0 });
+  }
+  const [crawled, ...others] = findings.discovery;
+  screen.line(
+    `   ${crawled!.connection}: 1 id sent, the root ${crawled!.root}; ${crawled!.mirrored} items mirrored, ${crawled!.found} of them found by discovery ` +
+      `(each folder written sent the children the table lacked to the reconcile queue, in the background lane)`,
+  );
+  for (const c of others) screen.line(`   ${c.connection}: 1 id sent, the root ${c.root}; ${c.mirrored} items mirrored, ${c.found} of them found by discovery`);
+  if (findings.discovery.every((c) => c.checked)) {
+    screen.line(`   checked: every item of each account has its row, with the provider's revision and contents (${findings.discovery.map((c) => `${c.connection} ${c.mirrored}`).join(', ')})`);
+  }
   const largeId = largeFileOf(ids.map((id) => simulator.getItem(id)!));
   await expectInBucket(run, largeId === undefined ? [] : [largeId], 'initial sync');
 
@@ -224,31 +273,30 @@ async function playStory(run: LocalRun, simulator: ProviderSimulator, settings: 
   const change = changeProvider(simulator, ids, limitedId, rand, settings.revisionField);
   const shared = idsInCommon(simulator, 'acme', REVOKED).find((id) => simulator.account('acme').getItem(id)?.type === 'file');
   if (shared) simulator.account('acme').bumpRevision(shared);
+  const rowsAtChange = await readRows(run);
+  const dueAtChange = new Map(CONNECTIONS.map((c) => [c, dueChanges(simulator, c, rowsAtChange, settings.revisionField)]));
+  const followed = foldersAmong(simulator, DEFAULT_CONNECTION, dueAtChange.get(DEFAULT_CONNECTION)!.updated).filter((id) => !change.bumped.includes(id));
   screen.line(
     `4. Change the provider: default: ${change.bumped.length} new revisions (${change.shrunk} shrinks back into a row, ${change.grown} grows past the 400 KB row limit), ${change.deletedIds.length} deletions (${change.deletedIds.join(', ')}), 1 new item (${change.newItem.id})` +
-      `${shared ? `; acme: a new revision of ${shared}, an id ${REVOKED} holds too (only acme's row may change)` : ''}; refresh the tokens again`,
+      `${followed.length > 0 ? `; their folders' lists change with them: ${followed.length} more folders have a new revision, up to the root` : ''}` +
+      `${shared ? `; acme: a new revision of ${shared}, an id ${REVOKED} holds too (only acme's rows may change)` : ''}; refresh the tokens again`,
   );
   expectRefresh(problems, 'second refresh', await refresh(run), CONNECTIONS.length, 0);
 
   // 5. Sync again: every id the table knows per connection (what `npm run enqueue -- --connection <id> --resync-table` sends) and the new one.
-  const known = idsByConnection(await readRows(run));
+  const known = idsByConnection(rowsAtChange);
   known.get(DEFAULT_CONNECTION)?.push(change.newItem.id);
   screen.line(`5. Sync again: the ids the table knows, per connection, and default's new one`);
-  const second = await passOf('after changes', [...known].map(([connection, connectionIds]) => ({ connection, ids: connectionIds })));
-  const secondDefault = known.get(DEFAULT_CONNECTION)?.length ?? 0;
-  expectConnection(problems, second, DEFAULT_CONNECTION, {
-    created: 1,
-    updated: change.bumped.length,
-    deleted: change.deletedIds.length,
-    unchanged: secondDefault - 1 - change.bumped.length - change.deletedIds.length,
-    deadLettered: 0,
-  });
-  expectConnection(problems, second, 'acme', { updated: shared ? 1 : 0, unchanged: small - (shared ? 1 : 0), deadLettered: 0 });
-  expectConnection(problems, second, REVOKED, { created: 0, updated: 0, unchanged: small, deadLettered: 0 });
+  const secondSends = [...known].map(([connection, connectionIds]) => ({ connection, ids: connectionIds }));
+  const second = await passOf('after changes', secondSends);
+  const secondSent = sentSets(secondSends);
+  for (const connection of CONNECTIONS) expectDue(problems, second, connection, dueAtChange.get(connection)!, secondSent.get(connection));
+  expectConnection(problems, second, DEFAULT_CONNECTION, { created: 1, deleted: change.deletedIds.length });
   await expectInBucket(run, [change.grown], 'after changes');
 
   // 6-8. globex withdraws its authorization: its messages wait while the others sync; the operator replaces its credentials.
-  const rowsNow = idsByConnection(await readRows(run));
+  const rowsNow = await readRows(run);
+  const idsNow = idsByConnection(rowsNow);
   const singled = new Set([limitedId, change.shrunk, change.grown, change.newItem.id]);
   const meanwhile = new Map<string, string[]>();
   const revocation = await revokeAndRecover(
@@ -256,7 +304,7 @@ async function playStory(run: LocalRun, simulator: ProviderSimulator, settings: 
     simulator,
     {
       // The revoked connection's ids first: they wait while the others' sync.
-      sends: [REVOKED, ...CONNECTIONS.filter((c) => c !== REVOKED)].map((connection) => ({ connection, ids: rowsNow.get(connection) ?? [] })),
+      sends: [REVOKED, ...CONNECTIONS.filter((c) => c !== REVOKED)].map((connection) => ({ connection, ids: idsNow.get(connection) ?? [] })),
       changes: () => {
         for (const connection of CONNECTIONS) meanwhile.set(connection, bumpFiles(simulator.account(connection), 2, rand, singled));
         return [...meanwhile].map(([connection, bumped]) => `${connection}: new revisions of ${bumped.join(', ')}`).join('; ');
@@ -268,46 +316,57 @@ async function playStory(run: LocalRun, simulator: ProviderSimulator, settings: 
   );
   findings.revocation = revocation;
   const failingPass = findings.passes.at(-2)!;
+  const sentNow = new Map([...idsNow].map(([connection, list]) => [connection, new Set(list)]));
   for (const connection of CONNECTIONS.filter((c) => c !== REVOKED)) {
-    const rows = rowsNow.get(connection)?.length ?? 0;
-    const bumped = meanwhile.get(connection)?.length ?? 0;
-    expectConnection(problems, failingPass, connection, { updated: bumped, unchanged: rows - bumped, deadLettered: 0, waiting: 0 });
+    expectDue(problems, failingPass, connection, dueChanges(simulator, connection, rowsNow, settings.revisionField), sentNow.get(connection));
+    expectConnection(problems, failingPass, connection, { waiting: 0 });
   }
   expectConnection(problems, failingPass, REVOKED, { created: 0, updated: 0, deadLettered: 0, waiting: small });
-  const revokedBumps = meanwhile.get(REVOKED)?.length ?? 0;
-  expectConnection(problems, findings.passes.at(-1)!, REVOKED, { updated: revokedBumps, unchanged: small - revokedBumps, deadLettered: 0, waiting: 0 });
+  expectDue(problems, findings.passes.at(-1)!, REVOKED, dueChanges(simulator, REVOKED, rowsNow, settings.revisionField), sentNow.get(REVOKED));
 
-  // 9. The provider changes and nobody sends an id: the reconciler's pass finds the changes, every connection's.
+  // 9. The provider changes and nobody sends an id: the reconciler's pass finds the changes, every
+  // connection's, and a new file deep in default's tree through its folder's new list.
   const quiet = changeProviderQuietly(simulator, change, limitedId, rand);
   const quietOthers = new Map(CONNECTIONS.filter((c) => c !== DEFAULT_CONNECTION).map((c) => [c, bumpFiles(simulator.account(c), 1, rand)]));
+  const rowsBefore = await readRows(run);
+  const deepFolder = deepestFolder(simulator);
+  const added = addFileUnder(simulator, deepFolder.id, [...new Set([...ids, ...simulator.itemIds(), ...[...rowsBefore.values()].map((row) => row.id)])], settings.revisionField);
   screen.line(
-    `9. Change the provider again and send no id: default: ${quiet.bumped.length} new revisions (${quiet.bumped.join(', ')}), 1 deletion (${quiet.deletedId}), 1 deleted item restored (${quiet.restoredId}); ` +
+    `9. Change the provider again and send no id: default: ${quiet.bumped.length} new revisions (${quiet.bumped.join(', ')}), 1 deletion (${quiet.deletedId}), 1 deleted item restored (${quiet.restoredId}), ` +
+      `1 new file, ${added.id}, in ${deepFolder.depth === 0 ? `the root ${deepFolder.id}` : `${deepFolder.id}, ${deepFolder.depth} level${deepFolder.depth === 1 ? '' : 's'} below the root`}; ` +
       `${[...quietOthers].map(([c, bumped]) => `${c}: a new revision of ${bumped.join(', ')}`).join('; ')}. ` +
       `The reconciler's ticks send every id the table knows, every connection's, to the reconcile queue, and the sync takes them from there`,
   );
-  const rowsBefore = idsByConnection(await readRows(run));
-  const totalRows = [...rowsBefore.values()].reduce((sum, list) => sum + list.length, 0);
+  const dueQuiet = new Map(CONNECTIONS.map((c) => [c, dueChanges(simulator, c, rowsBefore, settings.revisionField)]));
+  const rowsByConnection = idsByConnection(rowsBefore);
+  const totalRows = rowsBefore.size;
   const reconciled = await measured(simulator, findings, RECONCILIATION, () => reconciliationPass(run, RECONCILIATION, settings.limits));
   record(reconciled.pass);
   findings.reconciler = reconciled.reconciler;
   printPass(screen, reconciled.pass);
   screen.line(`   ${reconcilerLine(reconciled.reconciler)}`);
-  const defaultRows = rowsBefore.get(DEFAULT_CONNECTION)?.length ?? 0;
-  expectConnection(problems, reconciled.pass, DEFAULT_CONNECTION, {
-    created: 0,
-    updated: quiet.bumped.length + 1,
-    deleted: 1,
-    unchanged: defaultRows - quiet.bumped.length - 2,
-    deadLettered: 0,
-  });
-  for (const [connection, bumped] of quietOthers) {
-    expectConnection(problems, reconciled.pass, connection, { updated: bumped.length, unchanged: (rowsBefore.get(connection)?.length ?? 0) - bumped.length, deadLettered: 0 });
+  for (const connection of CONNECTIONS) {
+    expectDue(problems, reconciled.pass, connection, dueQuiet.get(connection)!, new Set(rowsByConnection.get(connection) ?? []));
   }
+  expectConnection(problems, reconciled.pass, DEFAULT_CONNECTION, { created: 1, found: 1, deleted: 1 });
   // Every id the table knows, tombstones included, once.
   if (reconciled.reconciler.idsSent !== totalRows) {
     problems.push(`${RECONCILIATION}: the reconciler sent ${reconciled.reconciler.idsSent} ids, the table holds ${totalRows} rows`);
   }
   if (reconciled.reconciler.restored !== 1) problems.push(`${RECONCILIATION}: expected 1 restored row, found ${reconciled.reconciler.restored}`);
+  // The new file: nobody sent its id (the reconciler sends the rows the table holds, and it had none); its folder's re-check found it.
+  const rowsAfter = await readRows(run);
+  const folderRow = rowsAfter.get(`${DEFAULT_CONNECTION}/${deepFolder.id}`);
+  const fileRow = rowsAfter.get(`${DEFAULT_CONNECTION}/${added.id}`);
+  const found = fileRow !== undefined && fileRow.deleted !== true && rowsBefore.get(`${DEFAULT_CONNECTION}/${added.id}`) === undefined;
+  findings.newFile = { id: added.id, folder: deepFolder.id, depth: deepFolder.depth, found };
+  if (found) {
+    screen.line(
+      `   default's ${added.id} found without anyone sending its id: the reconciler re-checked ${deepFolder.id}, whose list, and so whose revision (now ${folderRow?.revision ?? '?'}), had changed; it sent ${added.id} for checking`,
+    );
+  } else {
+    problems.push(`${RECONCILIATION}: default's new file ${added.id} in ${deepFolder.id} was not found (${fileRow ? 'its row is a tombstone' : 'no row'})`);
+  }
 
   // The table against the provider, connection by connection.
   const deletedIds = [...change.deletedIds.filter((id) => id !== quiet.restoredId), quiet.deletedId];
@@ -317,21 +376,31 @@ async function playStory(run: LocalRun, simulator: ProviderSimulator, settings: 
   });
 }
 
-function expectRefresh(problems: string[], label: string, report: { refreshed: number; refused: number; failed: number }, refreshed: number, refused: number): void {
-  if (report.refreshed !== refreshed || report.refused !== refused || report.failed !== 0) {
-    problems.push(`${label}: the token refresher refreshed ${report.refreshed}, refused ${report.refused}, failed ${report.failed}; expected ${refreshed}, ${refused}, 0`);
+/** The deepest folder of default's tree now (the first such by id), and how deep it is. */
+function deepestFolder(simulator: ProviderSimulator): { id: string; depth: number } {
+  let deepest = { id: rootOf(simulator, DEFAULT_CONNECTION), depth: 0 };
+  for (const id of [...simulator.itemIds()].sort()) {
+    if (simulator.getItem(id)?.type !== 'folder') continue;
+    const depth = depthOf(simulator, DEFAULT_CONNECTION, id);
+    if (depth > deepest.depth) deepest = { id, depth };
   }
+  return deepest;
 }
 
-/** One connection's counts in a pass must be these. */
-function expectConnection(problems: string[], pass: PassSummary, connection: string, expected: Partial<ConnectionCounts>): void {
-  const counts = pass.byConnection[connection];
-  if (!counts) {
-    problems.push(`${pass.name}: nothing counted for ${connection}`);
-    return;
-  }
-  for (const [key, value] of Object.entries(expected) as Array<[keyof ConnectionCounts, number]>) {
-    if (counts[key] !== value) problems.push(`${pass.name}: expected ${value} ${key === 'deadLettered' ? 'dead-lettered' : key} for ${connection}, counted ${counts[key]}`);
-  }
+/**
+ * A pass that checks every id of `sent` must make the changes `due` for the connection: those it
+ * creates for ids nobody sent are discovery's finds; every other id sent is unchanged.
+ */
+function expectDue(problems: string[], pass: PassSummary, connection: string, due: Due, sent: ReadonlySet<string> | undefined): void {
+  const ids = sent ?? new Set<string>();
+  const found = due.created.filter((id) => !ids.has(id)).length;
+  expectConnection(problems, pass, connection, {
+    ids: ids.size,
+    found,
+    created: due.created.length,
+    updated: due.updated.length,
+    deleted: due.deleted.length,
+    unchanged: ids.size + found - due.created.length - due.updated.length - due.deleted.length,
+    deadLettered: 0,
+  });
 }
-

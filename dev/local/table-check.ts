@@ -18,7 +18,7 @@ import { describe, type LocalRun } from './local-run.js';
  * the item), through the provider client's parse (numbers kept exact) and the sync's validation
  * (revision text at the dot path). A string says why the sync would refuse it.
  */
-function asTheSyncReadsIt(item: SimulatorItem, revisionField: string): ValidItem | string {
+export function asTheSyncReadsIt(item: SimulatorItem, revisionField: string): ValidItem | string {
   try {
     return validateItem(parseJson(JSON.stringify(item)), item.id, revisionField);
   } catch (error) {

@@ -1,8 +1,10 @@
 /**
- * The local run, in process: the deployed handlers against the provider simulator (three accounts),
- * dynalite, s3rver and the local AWS emulator. The connections are added with the operator CLI;
- * the whole story completes and each connection's rows end equal to its account's items (the large
- * items through the items bucket), the last changes found by the reconciler's pass alone; the
+ * The local run, in process: the deployed handlers against the provider simulator (three accounts,
+ * folders that list their children), dynalite, s3rver and the local AWS emulator, with discovery on.
+ * The connections are added with the operator CLI; each account's first sync is its root alone, and
+ * discovery brings every item; the whole story completes and each connection's rows end equal to its
+ * account's items as the provider serves them (the large items through the items bucket), the last
+ * changes found by the reconciler's pass alone, a file added deep in the tree through its folder; the
  * revoked connection's ids wait (postponed, never dead-lettered, the provider hardly asked) and
  * sync once its credentials are replaced; a story that goes wrong says so; the real-provider mode
  * adds its credentials as the connection `default` and syncs the ids it is given. No token is ever
@@ -59,7 +61,7 @@ afterAll(() => {
 });
 
 describe('runLocalStory', () => {
-  it('runs three connections, revokes one mid-run and recovers it, and ends with each connection equal to its account', async () => {
+  it('syncs three connections from their roots, revokes one mid-run and recovers it, finds a new file deep in the tree, and ends with each connection equal to its account', async () => {
     const dataDir = tempDir();
     const output = recorder();
     let simulator: ProviderSimulator | undefined;
@@ -67,8 +69,9 @@ describe('runLocalStory', () => {
     const endpointBefore = process.env.AWS_ENDPOINT_URL_SQS;
 
     const result = await runLocalStory({
+      // default's tree of 10 items at this seed: 5 folders, the deepest 3 levels below the root.
       itemCount: 10,
-      seed: 7,
+      seed: 6,
       dataDir,
       output,
       onSimulatorStarted: (sim) => {
@@ -84,41 +87,58 @@ describe('runLocalStory', () => {
     expect(existsSync(join(dataDir, 'dynamodb'))).toBe(true);
     expect(sim.accountIds().sort()).toEqual(['acme', 'default', 'globex']);
 
-    // Counts per pass and connection. default: 10 items; acme and globex: 8 each.
+    // Counts per pass and connection. default: 10 items; acme and globex: 8 each. A change to an
+    // item gives its folders new revisions too, up to the root (the simulator's folders list their
+    // children): the updated rows are the items changed and the folders above them.
     expect(result.passes.map((pass) => pass.name)).toEqual(['initial sync', 'after changes', 'globex failing', 'globex re-added', 'reconciliation']);
     const [initial, afterChanges, failing, readded, reconciliation] = result.passes;
+    // The first sync: one id sent per account, its root; every other item found by discovery.
     expect(initial!.byConnection).toEqual({
-      acme: { ids: 8, created: 8, updated: 0, unchanged: 0, deleted: 0, deadLettered: 0, waiting: 0 },
-      default: { ids: 10, created: 10, updated: 0, unchanged: 0, deleted: 0, deadLettered: 0, waiting: 0 },
-      globex: { ids: 8, created: 8, updated: 0, unchanged: 0, deleted: 0, deadLettered: 0, waiting: 0 },
+      acme: { ids: 1, found: 7, created: 8, updated: 0, unchanged: 0, deleted: 0, deadLettered: 0, waiting: 0 },
+      default: { ids: 1, found: 9, created: 10, updated: 0, unchanged: 0, deleted: 0, deadLettered: 0, waiting: 0 },
+      globex: { ids: 1, found: 7, created: 8, updated: 0, unchanged: 0, deleted: 0, deadLettered: 0, waiting: 0 },
     });
+    expect(result.discovery).toEqual([
+      { connection: 'default', root: 'fld-0001', sent: 1, mirrored: 10, found: 9, checked: true },
+      { connection: 'acme', root: 'fld-0001', sent: 1, mirrored: 8, found: 7, checked: true },
+      { connection: 'globex', root: 'fld-0001', sent: 1, mirrored: 8, found: 7, checked: true },
+    ]);
     // The 429 with Retry-After is waited out within the invocation (the provider pace), not retried.
     expect(initial!.retried).toBe(0);
     expect(result.providerLoad[0]!.rateLimited).toBeGreaterThanOrEqual(1);
-    // default: 3 new revisions, 2 deletions, 1 new item; acme: 1 new revision of an id globex holds too; globex: nothing.
+    // default: 3 new revisions, 2 deletions, 1 new item, and 3 more folders; acme: 1 new revision of an id globex holds too, and its folder; globex: nothing.
     expect(afterChanges!.byConnection).toEqual({
-      acme: { ids: 8, created: 0, updated: 1, unchanged: 7, deleted: 0, deadLettered: 0, waiting: 0 },
-      default: { ids: 11, created: 1, updated: 3, unchanged: 5, deleted: 2, deadLettered: 0, waiting: 0 },
-      globex: { ids: 8, created: 0, updated: 0, unchanged: 8, deleted: 0, deadLettered: 0, waiting: 0 },
+      acme: { ids: 8, found: 0, created: 0, updated: 2, unchanged: 6, deleted: 0, deadLettered: 0, waiting: 0 },
+      default: { ids: 11, found: 0, created: 1, updated: 6, unchanged: 2, deleted: 2, deadLettered: 0, waiting: 0 },
+      globex: { ids: 8, found: 0, created: 0, updated: 0, unchanged: 8, deleted: 0, deadLettered: 0, waiting: 0 },
     });
-    // globex revoked: default's and acme's ids sync as before (2 new revisions each); globex's 8 wait, none dead-lettered.
+    // globex revoked: default's and acme's ids sync as before (2 new revisions each, and their folders); globex's 8 wait, none dead-lettered.
     expect(failing!.byConnection).toEqual({
-      acme: { ids: 8, created: 0, updated: 2, unchanged: 6, deleted: 0, deadLettered: 0, waiting: 0 },
-      default: { ids: 11, created: 0, updated: 2, unchanged: 9, deleted: 0, deadLettered: 0, waiting: 0 },
-      globex: { ids: 8, created: 0, updated: 0, unchanged: 0, deleted: 0, deadLettered: 0, waiting: 8 },
+      acme: { ids: 8, found: 0, created: 0, updated: 3, unchanged: 5, deleted: 0, deadLettered: 0, waiting: 0 },
+      default: { ids: 11, found: 0, created: 0, updated: 5, unchanged: 6, deleted: 0, deadLettered: 0, waiting: 0 },
+      globex: { ids: 8, found: 0, created: 0, updated: 0, unchanged: 0, deleted: 0, deadLettered: 0, waiting: 8 },
     });
     expect(failing).toMatchObject({ drained: false, remaining: 8, deadLettered: 0, waitingExpected: true });
-    // Its credentials replaced: its waiting ids sync (the 2 new revisions made while it was failing among them).
-    expect(readded!.byConnection).toEqual({ globex: { ids: 8, created: 0, updated: 2, unchanged: 6, deleted: 0, deadLettered: 0, waiting: 0 } });
+    // Its credentials replaced: its waiting ids sync (the 2 new revisions made while it was failing among them, and their folders).
+    expect(readded!.byConnection).toEqual({ globex: { ids: 8, found: 0, created: 0, updated: 4, unchanged: 4, deleted: 0, deadLettered: 0, waiting: 0 } });
     expect(readded).toMatchObject({ drained: true, deadLettered: 0 });
-    // No id sent: the reconciler's pass over every connection's rows finds default's 2 new revisions, 1 restored item and 1 deletion, and 1 new revision each in acme and globex.
+    // No id sent: the reconciler's pass over every connection's rows finds default's 2 new revisions, 1 restored item, 1 deletion,
+    // the new file deep in the tree (found, not sent) and the folders above them all; 1 new revision each in acme and globex, and their folders.
     expect(reconciliation!.byConnection).toEqual({
-      acme: { ids: 8, created: 0, updated: 1, unchanged: 7, deleted: 0, deadLettered: 0, waiting: 0 },
-      default: { ids: 11, created: 0, updated: 3, unchanged: 7, deleted: 1, deadLettered: 0, waiting: 0 },
-      globex: { ids: 8, created: 0, updated: 1, unchanged: 7, deleted: 0, deadLettered: 0, waiting: 0 },
+      acme: { ids: 8, found: 0, created: 0, updated: 2, unchanged: 6, deleted: 0, deadLettered: 0, waiting: 0 },
+      default: { ids: 11, found: 1, created: 1, updated: 7, unchanged: 3, deleted: 1, deadLettered: 0, waiting: 0 },
+      globex: { ids: 8, found: 0, created: 0, updated: 3, unchanged: 5, deleted: 0, deadLettered: 0, waiting: 0 },
     });
     expect(result.reconciler).toMatchObject({ pass: 1, ticks: 1, idsSent: 27, restored: 1 });
-    expect(result.providerLoad.at(-1)!.requests - result.providerLoad.at(-1)!.rateLimited).toBe(27);
+    // Every row checked, and the new file besides (discovery may check a changed child twice: once from its folder, once as a row).
+    expect(result.providerLoad.at(-1)!.requests - result.providerLoad.at(-1)!.rateLimited).toBeGreaterThanOrEqual(28);
+
+    // The new file, 4 levels below the root: nobody sent its id; the reconciler's re-check of its folder (whose list changed) sent it.
+    const newFile = result.newFile!;
+    expect(newFile).toEqual({ id: expect.stringMatching(/^fil-/), folder: sim.getItem(newFile.id)!.parentId, depth: 3, found: true });
+    const newFileRequests = sim.requests.filter((r) => r.endpoint === 'items' && r.account === 'default' && r.itemId === newFile.id);
+    expect(newFileRequests.length).toBeGreaterThanOrEqual(1);
+    expect(newFileRequests.every((r) => r.status === 200)).toBe(true);
 
     // The revocation, from the story's result and independently from the simulator and the logs.
     const revocation = result.revocation!;
@@ -126,7 +146,7 @@ describe('runLocalStory', () => {
     expect(revocation.postponed.fewest).toBeGreaterThanOrEqual(2);
     expect(revocation.listed.status).toBe('failing');
     expect(revocation.listed.reason).toMatch(/getToken.*HTTP 401/);
-    expect(revocation.recovered).toMatchObject({ updated: 2, unchanged: 6, deadLettered: 0, waiting: 0 });
+    expect(revocation.recovered).toMatchObject({ updated: 4, unchanged: 4, deadLettered: 0, waiting: 0 });
     // While failing, the provider heard from globex at most once a minute of the run's time.
     const minutes = result.elapsedMs / 60_000;
     expect(revocation.requestsWhileFailing).toBeLessThanOrEqual(Math.max(1, Math.floor(minutes)));
@@ -134,6 +154,15 @@ describe('runLocalStory', () => {
     const refusedForGlobex = sim.requests.filter((r) => r.account === 'globex' && r.status === 401);
     expect(refusedForGlobex.map((r) => r.endpoint)).toEqual(['token']);
     const log = readFileSync(result.logFile, 'utf8');
+    // The crawl, from the sync's own log: the root of default sent its 9 children in the first sync;
+    // after the reconciler's tick, the new file's folder sent it (among its changed children).
+    const childrenSent = logLines(log, 'folder children sent for checking');
+    expect(childrenSent.find((line) => line.connection === 'default' && line.itemId === 'fld-0001')).toMatchObject({ left: 0 });
+    expect(childrenSent.filter((line) => line.connection === 'default').reduce((sum, line) => sum + Number(line.sent), 0)).toBeGreaterThanOrEqual(9);
+    const tickAt = log.split('\n').findIndex((line) => line.includes('"message":"tick done"'));
+    const afterTick = logLines(log.split('\n').slice(tickAt).join('\n'), 'folder children sent for checking');
+    expect(afterTick.find((line) => line.connection === 'default' && line.itemId === newFile.folder)).toMatchObject({ sent: expect.any(Number) });
+    expect(log).toContain('"childrenDiscovered"');
     const postponed = logLines(log, 'record postponed').filter((line) => line.connection === 'globex');
     expect(postponed.length).toBeGreaterThanOrEqual(16);
     expect(new Set(postponed.map((line) => line.itemId)).size).toBe(8);
@@ -141,18 +170,19 @@ describe('runLocalStory', () => {
     expect(log.split('\n').filter((line) => line.includes('"connection":"globex"') && /dead/i.test(line))).toEqual([]);
     expect(log.split('\n').filter((line) => /"connection":"(default|acme)"/.test(line) && line.includes('"record postponed"'))).toEqual([]);
 
-    // Each connection's rows against its own account, from the snapshot, independently of the story's check.
+    // Each connection's rows against its own account as the provider serves it (folders with their
+    // lists of children), from the snapshot, independently of the story's check.
     const rows = JSON.parse(readFileSync(result.snapshotFile, 'utf8')) as ItemRow[];
     const rowOf = new Map(rows.map((row) => [`${row.connection}/${row.id}`, row]));
     expect(result.connections).toEqual([
-      { connection: 'default', providerItems: 9, rows: 11, deleted: 2 },
+      { connection: 'default', providerItems: 10, rows: 12, deleted: 2 },
       { connection: 'acme', providerItems: 8, rows: 8, deleted: 0 },
       { connection: 'globex', providerItems: 8, rows: 8, deleted: 0 },
     ]);
     for (const connection of ['default', 'acme', 'globex']) {
       const account = sim.account(connection);
       for (const id of account.itemIds()) {
-        const item = account.getItem(id)!;
+        const item = account.servedItem(id)!;
         const row = rowOf.get(`${connection}/${id}`);
         expect(row, `${connection}/${id}`).toBeDefined();
         expect(row!.deleted ?? false).toBe(false);
@@ -180,8 +210,8 @@ describe('runLocalStory', () => {
     const shared = sim.account('acme').itemIds().filter((id) => sim.account('globex').getItem(id) !== undefined);
     expect(shared.length).toBeGreaterThan(0);
     for (const id of shared) {
-      expect(rowOf.get(`acme/${id}`)!.item).toEqual(sim.account('acme').getItem(id));
-      expect(rowOf.get(`globex/${id}`)!.item).toEqual(sim.account('globex').getItem(id));
+      expect(rowOf.get(`acme/${id}`)!.item).toEqual(sim.account('acme').servedItem(id));
+      expect(rowOf.get(`globex/${id}`)!.item).toEqual(sim.account('globex').servedItem(id));
       expect(rowOf.get(`acme/${id}`)!.item).not.toEqual(rowOf.get(`globex/${id}`)!.item);
     }
     expect(result.shared).toEqual({ shared: expect.any(Number), distinct: expect.any(Number) });
@@ -201,16 +231,23 @@ describe('runLocalStory', () => {
     expect(printed).toMatch(/provider requests for globex: 1 until it was failing \(the token refresher's getToken, refused\), 0 in the [\d.]+ m?s since/);
     expect(printed).toContain('CONNECTION_WAIT_SECONDS=2 (deployed 300)');
     expect(printed).toContain('ACCESS_TOKEN_CACHE_SECONDS=0 (deployed 60)');
-    expect(printed).toMatch(/pass +ids +created +updated +unchanged +deleted +retried +dead-lettered +waiting +time/);
-    expect(printed).toMatch(/initial sync +26 +26 +0 +0 +0 +\d+ +0 +0 /);
-    expect(printed).toMatch(/after changes +27 +1 +4 +20 +2 +0 +0 +0 /);
-    expect(printed).toMatch(/globex failing +27 +0 +4 +15 +0 +\d+ +0 +8 /);
-    expect(printed).toMatch(/globex re-added +8 +0 +2 +6 +0 +\d+ +0 +0 /);
-    expect(printed).toMatch(/reconciliation +27 +0 +5 +21 +1 +0 +0 +0 /);
+    expect(printed).toContain('discovery              childrenPath=item_collection.entries, childIdPath=id, childRevisionPath=etag, childrenTotalPath=item_collection.total_count');
+    expect(printed).toMatch(/pass +ids +found +created +updated +unchanged +deleted +retried +dead-lettered +waiting +time/);
+    expect(printed).toMatch(/initial sync +3 +23 +26 +0 +0 +0 +\d+ +0 +0 /);
+    expect(printed).toMatch(/after changes +27 +0 +1 +8 +16 +2 +0 +0 +0 /);
+    expect(printed).toMatch(/globex failing +27 +0 +0 +8 +11 +0 +\d+ +0 +8 /);
+    expect(printed).toMatch(/globex re-added +8 +0 +0 +4 +4 +0 +\d+ +0 +0 /);
+    expect(printed).toMatch(/reconciliation +27 +1 +1 +12 +14 +1 +0 +0 +0 /);
     expect(printed).toMatch(/\n {6}globex +8 ids: 0 created, 0 updated, 0 unchanged, 0 deleted, 0 dead-lettered, 8 waiting\n/);
+    expect(printed).toContain('3. The first sync: each account\'s root alone, as `npm run enqueue -- --connection default fld-0001` sends default\'s');
+    expect(printed).toMatch(/\n {6}default +1 ids \(\+ 9 found by discovery\): 10 created, 0 updated, 0 unchanged, 0 deleted, 0 dead-lettered\n/);
+    expect(printed).toContain('   default: 1 id sent, the root fld-0001; 10 items mirrored, 9 of them found by discovery');
+    expect(printed).toContain('   checked: every item of each account has its row, with the provider\'s revision and contents (default 10, acme 8, globex 8)');
+    expect(printed).toContain(`1 new file, ${newFile.id}, in ${newFile.folder}, 3 levels below the root`);
+    expect(printed).toContain(`   default's ${newFile.id} found without anyone sending its id: the reconciler re-checked ${newFile.folder}, whose list, and so whose revision`);
     expect(printed).toMatch(/\nReconciler: pass 1, 27 ids sent in 1 tick \(the pass took [\d.]+ s\); the sync checked them all in [\d.]+ m?s, 1 deleted item restored\n/);
     expect(printed).toMatch(/Provider pace \(client#[^)]+\): [\d.]+ requests\/s now; /);
-    expect(printed).toContain('OK: the table matches the provider, connection by connection: 25 items');
+    expect(printed).toContain('OK: the table matches the provider, connection by connection: 26 items');
     expect(printed).toContain('handlers.log');
     expect(log).toContain('"service":"item-sync"');
     expect(log).toContain('"service":"token-refresher"');
