@@ -11,8 +11,9 @@
  * dynalite, and the SQS model. Quiet accounts each send one id every `sendEverySeconds` to the sync
  * queue, as users do (fairness-scenario.ts's quiet accounts; their folders list their children too,
  * so their own small trees are crawled in the warm-up). After the warm-up (each quiet account's
- * first id) and `idleMinutes` of that alone (idle), the root's id is sent once, as `npm run enqueue`
- * sends it (the users' lane, the sync queue); the crawl follows in the background lane.
+ * first id) and `idleMinutes` of that alone (idle), the root's id is sent once, between two quiet
+ * ids, as `npm run enqueue` sends it (the users' lane, the sync queue); the crawl follows in the
+ * background lane.
  *
  * The crawl is over once every item has its row and the reconcile queue is empty; the run goes on
  * `settleMinutes` more, to see that the provider is asked nothing more for the account (a cycle must
@@ -229,7 +230,9 @@ export async function discoveryRun(scale: DiscoveryScale, progress: (line: strin
     const sqs = system.local.aws.sqsClient();
     const send = { sleep: system.clock.sleep };
     sendQuietIds(system, scale.sendEverySeconds, quiet, sendsEach, watch, t0 + warmupMs, (messages) => void enqueueMessages(sqs, system.queueUrl, messages, send));
-    const rootAt = t0 + warmupMs + scale.idleMinutes * MINUTE;
+    // Between two quiet ids (they come every sendEverySeconds ÷ quietAccounts): a quiet id in the
+    // root's batch would wait for the crawled connection's first access token, once, which is not the crawl.
+    const rootAt = t0 + warmupMs + scale.idleMinutes * MINUTE + Math.floor((scale.sendEverySeconds * SECOND) / scale.quietAccounts / 2);
     const hardStop = rootAt + scale.maxCrawlMinutes * MINUTE;
     let atRoot: Usage | undefined;
     system.clock.at(rootAt, () => {
