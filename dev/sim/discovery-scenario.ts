@@ -101,19 +101,19 @@ export const DISCOVERY_FULL: DiscoveryScale = {
 };
 
 /**
- * What `npm test` runs: 2,000 items 6 deep with a cycle, 10 quiet accounts sending an id every 3 s
- * each (so that the short crawl meets some of them): seconds of real time.
+ * What `npm test` runs: 2,000 items 6 deep with a cycle, 5 quiet accounts sending an id every 3 s
+ * each (so that the short crawl meets 20 of them): seconds of real time.
  */
 export const DISCOVERY_SHORT: DiscoveryScale = {
   ...DISCOVERY_FULL,
   items: 2_000,
   depth: 6,
   cycle: true,
-  quietAccounts: 10,
+  quietAccounts: 5,
   sendEverySeconds: 3,
   idleMinutes: 0.5,
-  maxCrawlMinutes: 2,
-  settleMinutes: 0.5,
+  maxCrawlMinutes: 1,
+  settleMinutes: 0.25,
   dynalite: 'in-process',
   meterLogs: false,
   seed: 5,
@@ -144,6 +144,8 @@ export interface DiscoveryRun {
   rows: number;
   mismatched: number;
   missing: number;
+  /** Entries in the folders' lists as the provider serves them (N − 1, and one more with the cycle). */
+  listedEntries: number;
   /** Provider item requests for the account `default` (the root's included), and answered 429. */
   itemRequests: number;
   /** From the root's send to its last row, s; undefined when not every item got its row. */
@@ -297,12 +299,13 @@ function connectionOf(body: string): string | undefined {
  * The connection `default`'s rows as stored (a Query of its partition): how many, how many hold a
  * revision other than the provider's served item's (or are tombstones), how many items have none.
  */
-async function checkRows(system: SimSystem, items: number): Promise<{ rows: number; mismatched: number; missing: number }> {
+async function checkRows(system: SimSystem, items: number): Promise<{ rows: number; mismatched: number; missing: number; listedEntries: number }> {
   const client = system.dynamo.client();
   const account = system.provider.account(DEFAULT_CONNECTION);
   const revisionField = system.local.config.revisionField;
   const seen = new Set<string>();
   let mismatched = 0;
+  let listedEntries = 0;
   try {
     let after: Record<string, AttributeValue> | undefined;
     do {
@@ -322,6 +325,8 @@ async function checkRows(system: SimSystem, items: number): Promise<{ rows: numb
         const served = account.servedItem(id);
         const revision = served === undefined ? undefined : revisionText(getPath(served, revisionField));
         if (row['deleted']?.BOOL === true || revision === undefined || row['revision']?.S !== revision) mismatched += 1;
+        const entries = served === undefined ? undefined : getPath(served, DISCOVERY_CONTEXT.childrenPath);
+        if (Array.isArray(entries)) listedEntries += entries.length;
       }
       after = page.LastEvaluatedKey;
     } while (after);
@@ -329,7 +334,7 @@ async function checkRows(system: SimSystem, items: number): Promise<{ rows: numb
     client.destroy();
   }
   const missing = system.ids.filter((id) => !seen.has(id)).length;
-  return { rows: seen.size, mismatched, missing: Math.max(missing, items - seen.size) };
+  return { rows: seen.size, mismatched, missing: Math.max(missing, items - seen.size), listedEntries };
 }
 
 /** A line every virtual minute once the root was sent. */
@@ -376,6 +381,7 @@ export function crawlFigures(run: DiscoveryRun): { figures: Record<string, numbe
     'quiet accounts': `${scale.quietAccounts}, one id each every ${scale.sendEverySeconds} s to the sync queue; ${scale.idleMinutes} idle minutes before the root`,
     'rows of the connection': `${run.rows.toLocaleString('en-US')} (${run.missing} items without one, ${run.mismatched} not the provider's revision)`,
     'provider item requests for the account': `${run.itemRequests.toLocaleString('en-US')}: ${round(perItem, 4)} per item`,
+    "entries in the folders' lists": `${run.listedEntries.toLocaleString('en-US')}${run.listedEntries > n - 1 ? ` (${(run.listedEntries - (n - 1)).toLocaleString('en-US')} listed a second time: the cycle)` : ''}`,
     'items done more than once': run.doneAgain,
     'root sent to last row': run.crawlSeconds === undefined ? 'not every item' : `${round(run.crawlSeconds, 1)} s: ${round(n / run.crawlSeconds, 1)} items/s`,
     'N ÷ the sweep\'s rate': `${round(n / run.sweepRate, 1)} s`,
