@@ -127,7 +127,7 @@ interface CrawlWatch extends QuietWatch {
   lastRowAt: number;
   /** `record done` of an item of `default` already done. */
   doneAgain: number;
-  /** The sync's metrics summed since the root was sent (ChildrenDiscovered, ...), both queues. */
+  /** The sync's discovery counters and ItemsFetched, ItemsCreated, summed since the root was sent, both queues. */
   metrics: Record<string, number>;
   /** Ids the reconciler sent since the root was sent. */
   reconcilerSent: number;
@@ -146,11 +146,11 @@ export interface DiscoveryRun {
   missing: number;
   /** Entries in the folders' lists as the provider serves them (N − 1, and one more with the cycle). */
   listedEntries: number;
-  /** Provider item requests for the account `default` (the root's included), and answered 429. */
+  /** Provider item requests for the account `default` (the root's included). */
   itemRequests: number;
   /** From the root's send to its last row, s; undefined when not every item got its row. */
   crawlSeconds: number | undefined;
-  /** The reconcile queue held nothing when the run ended; messages of `default` left on the sync queue. */
+  /** Messages left on the reconcile queue when the run ended, and those of `default` on the sync queue. */
   reconcileQueueLeft: number;
   syncQueueLeft: number;
   /** Item requests for `default` in the settle time (once crawled and the reconcile queue empty). */
@@ -185,7 +185,7 @@ export async function discoveryRun(scale: DiscoveryScale, progress: (line: strin
     reconcilerSent: 0,
     rateLimited: 0,
   };
-  const discoveryMetrics = new Set<string>([SYNC_METRIC_NAMES.childrenDiscovered, SYNC_METRIC_NAMES.childrenSkipped, SYNC_METRIC_NAMES.listingsTruncated, SYNC_METRIC_NAMES.fetched, SYNC_METRIC_NAMES.created]);
+  const counted = new Set<string>([SYNC_METRIC_NAMES.childrenDiscovered, SYNC_METRIC_NAMES.childrenSkipped, SYNC_METRIC_NAMES.listingsTruncated, SYNC_METRIC_NAMES.fetched, SYNC_METRIC_NAMES.created]);
   const system = await startSystem({
     ids: scale.items,
     tree: { depth: scale.depth, cycle: scale.cycle },
@@ -221,7 +221,7 @@ export async function discoveryRun(scale: DiscoveryScale, progress: (line: strin
         if (at >= watch.rootAt) watch.reconcilerSent += ids.length;
       },
       metric(source, name, value, at) {
-        if ((source === 'sync' || source === 'reconcile') && at >= watch.rootAt && discoveryMetrics.has(name)) watch.metrics[name] = (watch.metrics[name] ?? 0) + value;
+        if ((source === 'sync' || source === 'reconcile') && at >= watch.rootAt && counted.has(name)) watch.metrics[name] = (watch.metrics[name] ?? 0) + value;
       },
     },
   });

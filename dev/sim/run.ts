@@ -24,7 +24,7 @@
  *   only: what `npm test` runs). Progress lines go to standard error.
  * - `discovery`, `discovery-cycle` (named only): a tree mirrored from its root beside quiet accounts
  *   (discovery-scenario.ts): 100,000 items 12 deep (with a cycle: `discovery-cycle`), L = 200/s
- *   told, 100 quiet accounts; or `--short` (2,000 items 6 deep with a cycle, 10 quiet accounts:
+ *   told, 100 quiet accounts; or `--short` (2,000 items 6 deep, 5 quiet accounts; with the cycle:
  *   what `npm test` runs). Progress lines go to standard error.
  * - `scope-limits`, `scope-outage` (together `scope`, named only): the pace's scope
  *   (scope-scenarios.ts): paceScope connection with per-account limits that differ (20 accounts,
