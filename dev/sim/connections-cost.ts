@@ -10,21 +10,21 @@
  * requests) shared.
  */
 import type { CallCounts } from '../fakes/in-process-aws.js';
-import type { DynamoCount, EventSourceCount, InvocationCount, LogCount, MeterSource } from './meters.js';
+import type { DynamoCount, EventSourceCount, EventSourceName, InvocationCount, LogCount, MeterSource } from './meters.js';
 import { dynamoCost, HOURS_PER_MONTH, PRICES, who, type CostLine } from './reconcile-cost.js';
 
-/** One day's metered usage (the difference of two meter snapshots). */
+/** Metered usage over a while: a day's, a crawl's (the difference of two meter snapshots; a SimMeter's shape). */
 export interface Usage {
   dynamo: Record<MeterSource, Record<string, DynamoCount>>;
   lambda: Record<MeterSource, InvocationCount>;
   logs: Record<MeterSource, Record<string, LogCount>>;
   sqs: Record<MeterSource, CallCounts>;
-  eventSource: { sync: EventSourceCount };
+  eventSource: Record<EventSourceName, EventSourceCount>;
 }
 
-/** The parts of the meter a day's usage is taken from. */
+/** The meter as it is now (a copy). */
 export function snapshot(meter: Usage): Usage {
-  return structuredClone({ dynamo: meter.dynamo, lambda: meter.lambda, logs: meter.logs, sqs: meter.sqs, eventSource: { sync: meter.eventSource.sync } });
+  return structuredClone({ dynamo: meter.dynamo, lambda: meter.lambda, logs: meter.logs, sqs: meter.sqs, eventSource: meter.eventSource });
 }
 
 /** `later` minus `earlier`, count by count. */
@@ -48,10 +48,13 @@ export function usageBetween(earlier: Usage, later: Usage): Usage {
     }
     for (const operation of Object.keys(out.sqs[source])) out.sqs[source][operation]! -= earlier.sqs[source][operation] ?? 0;
   }
-  const events = out.eventSource.sync;
-  events.receives -= earlier.eventSource.sync.receives;
-  events.emptyReceives -= earlier.eventSource.sync.emptyReceives;
-  events.deleteBatches -= earlier.eventSource.sync.deleteBatches;
+  for (const source of Object.keys(out.eventSource) as EventSourceName[]) {
+    const events = out.eventSource[source];
+    const before = earlier.eventSource[source];
+    events.receives -= before.receives;
+    events.emptyReceives -= before.emptyReceives;
+    events.deleteBatches -= before.deleteBatches;
+  }
   return out;
 }
 

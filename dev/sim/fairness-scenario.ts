@@ -24,7 +24,7 @@ import { DEFAULT_CONNECTION } from '../../functions/shared/connections/connectio
 import { backfillMessages, enqueueMessages, messageBody, type EnqueueMessage } from '../../tools/enqueue/send.js';
 import { batchWrite, itemRows } from './preload.js';
 import { check, percentile, round, timed, type Check, type ScenarioResult } from './scenario.js';
-import { startSystem, type SimSystem, type SystemObserver } from './system.js';
+import { startSystem, type EventSourceName, type SimSystem, type SystemObserver } from './system.js';
 
 const SECOND = 1_000;
 const MINUTE = 60_000;
@@ -78,12 +78,16 @@ export interface FairnessRun {
   realMs: number;
 }
 
-/** The send-to-done times and the backfill's progress, as the sync's log lines tell them. */
-interface Watch {
+/** The quiet accounts' ids, as the sync's log lines tell them (this scenario's and discovery-scenario.ts's). */
+export interface QuietWatch {
   /** `connection \n id` of each quiet id sent and not yet done → when it was sent. */
   pending: Map<string, number>;
   /** Each quiet id done: when it was sent, and its send-to-done time. */
   quietDone: Array<{ sentAt: number; ms: number }>;
+}
+
+/** The send-to-done times and the backfill's progress, as the sync's log lines tell them. */
+interface Watch extends QuietWatch {
   backfillAt: number;
   backfillDone: Set<string>;
   lastBackfillDoneAt: number;
@@ -125,7 +129,7 @@ export async function fairnessRun(scale: FairnessScale, lane: BackfillLane, prog
     const t0 = system.clock.ms();
     const sqs = system.local.aws.sqsClient();
     const send = { sleep: system.clock.sleep };
-    sendQuietIds(system, scale, quiet, sendsEach, watch, t0 + warmupMs, (messages) => void enqueueMessages(sqs, system.queueUrl, messages, send));
+    sendQuietIds(system, scale.sendEverySeconds, quiet, sendsEach, watch, t0 + warmupMs, (messages) => void enqueueMessages(sqs, system.queueUrl, messages, send));
     const backfillAt = t0 + warmupMs + scale.idleMinutes * MINUTE;
     const hardStop = backfillAt + scale.maxBackfillMinutes * MINUTE;
     const backfill: EnqueueMessage[] = system.ids.map((id) => ({ connection: DEFAULT_CONNECTION, id }));
@@ -144,14 +148,11 @@ export async function fairnessRun(scale: FairnessScale, lane: BackfillLane, prog
     const dead = system.sqs.size(system.dlqUrl) + (system.reconcileDlqUrl ? system.sqs.size(system.reconcileDlqUrl) : 0);
     // The backfill runs from its send to its last id done; what was sent after it is neither idle nor during.
     const backfillEnd = watch.backfillDone.size >= scale.backfillIds ? watch.lastBackfillDoneAt : system.clock.ms();
-    const times = (from: number, to: number): Float64Array =>
-      Float64Array.from(watch.quietDone.filter(({ sentAt }) => sentAt >= from && sentAt < to).map(({ ms }) => ms));
     return {
       lane,
-      idle: times(t0 + warmupMs, backfillAt),
-      during: times(backfillAt, backfillEnd),
-      // Ids sent in the last 10 s may still be on their way when the run stops.
-      quietLeft: [...watch.pending.values()].filter((sentAt) => sentAt < system.clock.ms() - 10 * SECOND).length,
+      idle: quietTimes(watch, t0 + warmupMs, backfillAt),
+      during: quietTimes(watch, backfillAt, backfillEnd),
+      quietLeft: quietLeft(watch, system.clock.ms()),
       backfill: { ids: scale.backfillIds, done: watch.backfillDone.size, seconds: (watch.lastBackfillDoneAt - backfillAt) / SECOND },
       rateLimited: system.provider.rateLimited,
       deadLettered: dead,
@@ -176,16 +177,31 @@ function observer(watch: Watch): SystemObserver {
         }
         return;
       }
-      const key = `${connection}\n${itemId}`;
-      const sentAt = watch.pending.get(key);
-      if (source !== 'sync' || sentAt === undefined) return;
-      watch.pending.delete(key);
-      watch.quietDone.push({ sentAt, ms: at - sentAt });
+      quietIdDone(watch, source, itemId, at, connection);
     },
     reconcileSent(ids, at) {
       watch.reconcileSends.push({ at, ids: ids.length });
     },
   };
+}
+
+/** A quiet id's `record done` on the sync queue: its send-to-done time (an id not sent as measured is passed over). */
+export function quietIdDone(watch: QuietWatch, source: EventSourceName, itemId: string, at: number, connection: string): void {
+  const key = `${connection}\n${itemId}`;
+  const sentAt = watch.pending.get(key);
+  if (source !== 'sync' || sentAt === undefined) return;
+  watch.pending.delete(key);
+  watch.quietDone.push({ sentAt, ms: at - sentAt });
+}
+
+/** The send-to-done times, ms, of the quiet ids sent from `from` to before `to`. */
+export function quietTimes(watch: QuietWatch, from: number, to: number): Float64Array {
+  return Float64Array.from(watch.quietDone.filter(({ sentAt }) => sentAt >= from && sentAt < to).map(({ ms }) => ms));
+}
+
+/** Quiet ids sent and never done, but those sent in the last 10 s before `now` (they may still be on their way). */
+export function quietLeft(watch: QuietWatch, now: number): number {
+  return [...watch.pending.values()].filter((sentAt) => sentAt < now - 10 * SECOND).length;
 }
 
 /**
@@ -209,16 +225,16 @@ async function preloadSwept(system: SimSystem, quiet: readonly string[], sendsEa
  * Every quiet account sends its next unsent id every `sendEverySeconds`, the accounts spread evenly
  * over the interval, from the start; ids sent from `measuredFrom` on are measured.
  */
-function sendQuietIds(
+export function sendQuietIds(
   system: SimSystem,
-  scale: FairnessScale,
+  sendEverySeconds: number,
   quiet: readonly string[],
   sendsEach: number,
-  watch: Watch,
+  watch: QuietWatch,
   measuredFrom: number,
   send: (messages: EnqueueMessage[]) => void,
 ): void {
-  const everyMs = scale.sendEverySeconds * SECOND;
+  const everyMs = sendEverySeconds * SECOND;
   quiet.forEach((connection, k) => {
     const ids = system.provider.account(connection).itemIds().slice(0, sendsEach);
     let next = 0;

@@ -5,7 +5,7 @@
  * receives and deletes, invocations and their virtual durations, and (with the counting logs of
  * dev/system/observability.ts) the bytes of log lines and EMF metrics. Also here: the clients and
  * wrappers that count, and the observers' hooks (the provider's answers, the sync's item log lines,
- * the reconciler's sends).
+ * the reconciler's sends, the functions' metrics).
  */
 import type { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import type { SQSClient } from '@aws-sdk/client-sqs';
@@ -220,4 +220,14 @@ export function watchItemLogs(
       original(message, ...rest);
     };
   }
+}
+
+/** Tells `observe` of every value the metrics object is given (addMetric), before it stores it. */
+export function watchMetrics(metrics: unknown, clock: VirtualClock, observe: (name: string, value: number, at: number) => void): void {
+  const target = metrics as { addMetric: (name: string, unit: unknown, value: number, ...rest: unknown[]) => unknown };
+  const original = target.addMetric.bind(target);
+  target.addMetric = (name: string, unit: unknown, value: number, ...rest: unknown[]) => {
+    observe(name, value, clock.ms());
+    return original(name, unit, value, ...rest);
+  };
 }

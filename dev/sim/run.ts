@@ -22,6 +22,10 @@
  *   full scale (100 quiet accounts, a backfill of 100,000 ids at L = 200/s, sent with --backfill,
  *   without it, and without message groups) or `--short` (10 quiet accounts, 1,000 ids, --backfill
  *   only: what `npm test` runs). Progress lines go to standard error.
+ * - `discovery`, `discovery-cycle` (named only): a tree mirrored from its root beside quiet accounts
+ *   (discovery-scenario.ts): 100,000 items 12 deep (with a cycle: `discovery-cycle`), L = 200/s
+ *   told, 100 quiet accounts; or `--short` (2,000 items 6 deep, 5 quiet accounts; with the cycle:
+ *   what `npm test` runs). Progress lines go to standard error.
  * - `scope-limits`, `scope-outage` (together `scope`, named only): the pace's scope
  *   (scope-scenarios.ts): paceScope connection with per-account limits that differ (20 accounts,
  *   5 to 50/s), and a provider outage over 200 connections under each scope; or `--short`.
@@ -36,6 +40,7 @@ import { parseArgs } from 'node:util';
 import { BENCH_DIR, machineInfo } from '../bench/support/machine.js';
 import { ACCOUNTS_FULL, ACCOUNTS_SHORT, accountsPass } from './accounts-scenario.js';
 import { CONNECTIONS_FULL, CONNECTIONS_SHORT, connectionsScenario } from './connections-scenario.js';
+import { DISCOVERY_FULL, DISCOVERY_SHORT, discoveryScenario, type DiscoveryScale } from './discovery-scenario.js';
 import { FAIRNESS_FULL, FAIRNESS_SHORT, fairnessScenario } from './fairness-scenario.js';
 import { FULL_SCALE, knownLimit, outage, SHORT_SCALE, unknownLimit } from './pace-scenarios.js';
 import { RECONCILE_FULL, RECONCILE_SHORT, reconcilePass, type ReconcileScale } from './reconcile-scenario.js';
@@ -72,7 +77,14 @@ const SCENARIOS: Record<string, (options: RunOptions) => Promise<ScenarioResult>
       ? fairnessScenario(FAIRNESS_SHORT, ['background'], (line) => process.stderr.write(`  … ${line}\n`))
       : fairnessScenario(FAIRNESS_FULL, undefined, (line) => process.stderr.write(`  … ${line}\n`)),
   refresher: (o) => refresherScenario(o.short ? REFRESHER_SHORT : REFRESHER_FULL, (line) => process.stderr.write(`  … ${line}\n`)),
+  discovery: (o) => discoveryScenario(discoveryScale(o, false), (line) => process.stderr.write(`  … ${line}\n`)),
+  'discovery-cycle': (o) => discoveryScenario(discoveryScale(o, true), (line) => process.stderr.write(`  … ${line}\n`)),
 };
+
+/** The discovery scenario's scale: full or short, with or without the cycle. */
+function discoveryScale(options: Pick<RunOptions, 'short'>, cycle: boolean): DiscoveryScale {
+  return { ...(options.short ? DISCOVERY_SHORT : DISCOVERY_FULL), cycle };
+}
 
 export function reconcileScale(options: RunOptions): ReconcileScale {
   const base = options.short ? RECONCILE_SHORT : RECONCILE_FULL;
@@ -121,6 +133,8 @@ async function main(argv: string[]): Promise<number> {
     ...(names.includes('accounts') ? { accounts: values.short ? ACCOUNTS_SHORT : ACCOUNTS_FULL } : {}),
     ...(names.includes('fairness') ? { fairness: values.short ? FAIRNESS_SHORT : FAIRNESS_FULL } : {}),
     ...(names.includes('refresher') ? { refresher: values.short ? REFRESHER_SHORT : REFRESHER_FULL } : {}),
+    ...(names.includes('discovery') ? { discovery: discoveryScale(options, false) } : {}),
+    ...(names.includes('discovery-cycle') ? { discoveryCycle: discoveryScale(options, true) } : {}),
     ...(names.includes('scope-limits') ? { scopeLimits: values.short ? LIMITS_SHORT : LIMITS_FULL } : {}),
     ...(names.includes('scope-outage') ? { scopeOutage: values.short ? OUTAGE_SHORT : OUTAGE_FULL } : {}),
   };

@@ -1,15 +1,23 @@
 /**
  * The provider model a simulation runs against, and its accounts as the system's connections: the
- * account `default` with the generated item tree (the connection `default`), and with `accounts`,
+ * account `default` with the generated item tree (the connection `default`; with `tree`, a tree of
+ * that depth for crawls, generateDeepTree), and with `accounts`,
  * that many more accounts, each with its own tree (its own seed: two accounts hold the same ids with
  * other contents), all with the one client id. `addConnections` adds each to the connections table
  * through the store, as the operator's `add` does (client id and refresh token; no access token).
  */
 import { DEFAULT_CONNECTION } from '../../functions/shared/connections/connection.js';
 import type { ConnectionStore } from '../../functions/shared/connections/ports.js';
-import { generateItemTree } from '../simulator/item-tree.js';
+import { generateDeepTree, generateItemTree } from '../simulator/item-tree.js';
 import { ProviderModel, type RateLimit } from '../simulator/provider-model.js';
 import type { VirtualClock } from './virtual-clock.js';
+
+/** The account `default`'s items as a tree of this depth (generateDeepTree), for crawls that follow folders' lists. */
+export interface DeepTreeShape {
+  depth: number;
+  /** A folder near the bottom also lists an ancestor of its own: a cycle. */
+  cycle?: boolean;
+}
 
 /** More accounts at the provider, each a connection of the system. */
 export interface AccountsOption {
@@ -22,6 +30,10 @@ export interface ProviderOptions {
   /** Items of the account `default` (none when 0: then `default` is no connection). */
   ids: number;
   accounts?: AccountsOption;
+  /** The account `default`'s items as a deep tree (default: generateItemTree's). */
+  tree?: DeepTreeShape;
+  /** Folders embed their children (the model's option `children`): every account's. */
+  children?: { cap: number };
   seed: number;
   rateLimit?: RateLimit;
   providerLatencyMs: number;
@@ -36,7 +48,13 @@ export function accountId(k: number, count: number): string {
 
 /** The provider model with its accounts; `ids` the account `default`'s in its tree's order; `connectionIds` the connections to add. */
 export function startProvider(options: ProviderOptions, clock: VirtualClock): { provider: ProviderModel; ids: string[]; connectionIds: string[] } {
-  const items = options.ids > 0 ? generateItemTree({ count: options.ids, seed: options.seed }) : [];
+  const { tree } = options;
+  const items =
+    options.ids <= 0
+      ? []
+      : tree
+        ? generateDeepTree({ count: options.ids, depth: tree.depth, seed: options.seed, ...(tree.cycle ? { cycle: true } : {}) })
+        : generateItemTree({ count: options.ids, seed: options.seed });
   const ids = items.map((item) => item.id);
   const provider = new ProviderModel({
     items,
@@ -44,6 +62,7 @@ export function startProvider(options: ProviderOptions, clock: VirtualClock): { 
     now: () => clock.ms(),
     seed: options.seed,
     ...(options.rateLimit ? { rateLimit: options.rateLimit } : {}),
+    ...(options.children ? { children: options.children } : {}),
   });
   items.length = 0; // the model holds its own copies
   const connectionIds = ids.length > 0 ? [DEFAULT_CONNECTION] : [];

@@ -8,8 +8,8 @@
  * source mapping polls the sync queue with the deployed batch size, time-out and maximum
  * concurrency.
  *
- * Connections: the provider's account `default` (its `ids` items) is the connection `default`;
- * with `accounts`, that many more accounts, each its own connection (its id the account's). Each
+ * Connections: the provider's account `default` (its `ids` items; with `tree`, a deep tree) is the
+ * connection `default`; with `accounts`, that many more accounts, each its own connection (its id the account's). Each
  * is added to the connections table through the store before virtual time runs, as the operator's
  * `add` does: no access token yet, so the item sync refreshes one on first use.
  *
@@ -17,6 +17,10 @@
  * dead-letter queue, the sync's second event source on it (its own containers, as many as on the
  * sync queue), and the real reconciler invoked by its schedule, a virtual timer every minute.
  * Without it, the deployment of freshnessHours 0: no reconciler, no reconcile queue.
+ *
+ * With `discovery`, the four context keys of discovery (docs/discovery.md), given as `-c key=value`
+ * would give them: the sync sends a folder's children to the reconcile queue; with `children`, the
+ * provider's folders embed their children.
  *
  * Every source has its own SDK clients, so `meter` (meters.ts) counts what each does.
  */
@@ -49,6 +53,7 @@ import {
   timed,
   trackedDynamo,
   watchItemLogs,
+  watchMetrics,
   watchReconcileSends,
   type EventSourceName,
   type MeterSource,
@@ -56,7 +61,7 @@ import {
 } from './meters.js';
 import { modelFetch } from './model-fetch.js';
 import { batchWrite, itemRows } from './preload.js';
-import { addConnections, startProvider, type AccountsOption } from './sim-provider.js';
+import { addConnections, startProvider, type AccountsOption, type DeepTreeShape } from './sim-provider.js';
 import { VirtualClock } from './virtual-clock.js';
 
 export type { DynamoCount, EventSourceName, InvocationCount, MeterSource, SimMeter } from './meters.js';
@@ -85,6 +90,16 @@ export interface SystemObserver {
   itemLog?(source: EventSourceName, message: string, itemId: string, at: number, connection: string | undefined): void;
   /** The reconciler sent these ids to the reconcile queue (one SendMessageBatch, as SQS accepted it). */
   reconcileSent?(ids: readonly string[], at: number): void;
+  /** A function of `source` added this value to one of its metrics (`ChildrenDiscovered`, ...), at `at`. */
+  metric?(source: MeterSource, name: string, value: number, at: number): void;
+}
+
+/** Discovery's context keys (docs/discovery.md); `childIdPath` defaults as deployed. */
+export interface DiscoveryContext {
+  childrenPath: string;
+  childIdPath?: string;
+  childRevisionPath?: string;
+  childrenTotalPath?: string;
 }
 
 export interface SystemOptions {
@@ -92,6 +107,12 @@ export interface SystemOptions {
   ids: number;
   /** More accounts at the provider, each a connection of the system. */
   accounts?: AccountsOption;
+  /** The account `default`'s items as a deep tree (generateDeepTree); default generateItemTree's. */
+  tree?: DeepTreeShape;
+  /** The provider's folders embed their children (every account's), at most `cap` a list. */
+  children?: { cap: number };
+  /** Discovery on, with these context keys. */
+  discovery?: DiscoveryContext;
   seed: number;
   /** The provider's limit (unknown to the system unless `knownLimit`). */
   rateLimit?: RateLimit;
@@ -194,6 +215,7 @@ export function simDeploymentInput(options: SystemOptions): { context: Record<st
       ...(options.tokenRefreshMinutes !== undefined ? { tokenRefreshMinutes: options.tokenRefreshMinutes } : {}),
       ...(options.knownLimit !== undefined ? { providerRequestsPerSecond: options.knownLimit } : {}),
       ...(options.paceScope !== undefined ? { paceScope: options.paceScope } : {}),
+      ...options.discovery,
     },
     tuning: {
       ...options.tuning,
@@ -246,6 +268,8 @@ export async function startSystem(options: SystemOptions): Promise<SimSystem> {
     if ((source === 'sync' || source === 'reconcile') && itemLog) {
       watchItemLogs(made.logger, clock, (message, itemId, at, connection) => itemLog(source, message, itemId, at, connection));
     }
+    const metric = options.observe?.metric;
+    if (metric) watchMetrics(made.metrics, clock, (name, value, at) => metric(source, name, value, at));
     return made;
   };
 

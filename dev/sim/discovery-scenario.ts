@@ -1,0 +1,447 @@
+/**
+ * Discovery in virtual time (system.ts with `discovery`, `tree`, `children`, `accounts` and
+ * `reconcile`): one connection's whole tree mirrored from its root, beside quiet users.
+ *
+ * The account `default` holds a deep tree (generateDeepTree: `items` items, `depth` levels, with a
+ * cycle when asked) whose folders embed their children (the simulator's `children`, Box's
+ * `item_collection`); the system is built with discovery's four context keys (DISCOVERY_CONTEXT)
+ * through the builder the stacks' configuration goes through, the real item-sync handlers on both
+ * queues (their deployed containers), the real reconciler on its deployed schedule and
+ * freshnessHours, the real pace (L told to the system), provider client and DynamoDB adapters on
+ * dynalite, and the SQS model. Quiet accounts each send one id every `sendEverySeconds` to the sync
+ * queue, as users do (fairness-scenario.ts's quiet accounts; their folders list their children too,
+ * so their own small trees are crawled in the warm-up). After the warm-up (each quiet account's
+ * first id) and `idleMinutes` of that alone (idle), the root's id is sent once, between two quiet
+ * ids, as `npm run enqueue` sends it (the users' lane, the sync queue); the crawl follows in the
+ * background lane.
+ *
+ * The crawl is over once every item has its row and the reconcile queue is empty; the run goes on
+ * `settleMinutes` more, to see that the provider is asked nothing more for the account (a cycle must
+ * end by itself), or stops `maxCrawlMinutes` after the root was sent.
+ *
+ * Measured: rows (every item's, each with the provider's revision), provider item requests per
+ * item, the time from the root's send to the last row against N ÷ the sweep's rate (L × (1 −
+ * usersReservedPercent/100), from the system's configuration), the discovery counters, the crawl's
+ * AWS requests and cost per 100,000 items (reconcile-cost.ts's prices, on the sweep's meters over
+ * the crawl), the quiet accounts' send-to-done p99 idle and during the crawl, 429s, dead letters.
+ */
+import { QueryCommand, type AttributeValue } from '@aws-sdk/client-dynamodb';
+import { revisionText } from '../../functions/item-sync/item.js';
+import { DEFAULT_CONNECTION } from '../../functions/shared/connections/connection.js';
+import { getPath } from '../../functions/shared/json.js';
+import { SYNC_METRIC_NAMES } from '../../functions/shared/metric-names.js';
+import { enqueueMessages } from '../../tools/enqueue/send.js';
+import { systemConfig } from '../system/config.js';
+import { snapshot, usageBetween, type Usage } from './connections-cost.js';
+import { FAIRNESS_P99_FACTOR, quantiles, quietIdDone, quietLeft, quietTimes, sendQuietIds, type QuietWatch } from './fairness-scenario.js';
+import { passCost, who } from './reconcile-cost.js';
+import { check, round, timed, type Check, type ScenarioResult } from './scenario.js';
+import { startSystem, type DiscoveryContext, type SimSystem } from './system.js';
+
+const SECOND = 1_000;
+const MINUTE = 60_000;
+
+/** The figures are given per this many items. */
+export const PER_ITEMS = 100_000;
+
+/** Discovery's context keys for folders shaped as Box's (and the simulator's `children`). */
+export const DISCOVERY_CONTEXT: DiscoveryContext = {
+  childrenPath: 'item_collection.entries',
+  childIdPath: 'id',
+  childRevisionPath: 'etag',
+  childrenTotalPath: 'item_collection.total_count',
+};
+
+/** The goals: provider item requests per item, and the crawl's time against N ÷ the sweep's rate. */
+export const REQUESTS_PER_ITEM_GOAL = 1.01;
+export const CRAWL_TIME_FACTOR = 1.1;
+
+export interface DiscoveryScale {
+  /** Items of the tree, root included. */
+  items: number;
+  depth: number;
+  /** A folder near the bottom lists an ancestor of its own. */
+  cycle: boolean;
+  /** At most this many entries in a folder's list (the simulator's children.cap). */
+  childrenCap: number;
+  /** The provider's limit L, requests a second, told to the system (providerRequestsPerSecond). */
+  limit: number;
+  /** Accounts that each send one id every `sendEverySeconds` to the sync queue. */
+  quietAccounts: number;
+  sendEverySeconds: number;
+  /** Quiet accounts alone before the root is sent, after the warm-up (their first round of ids). */
+  idleMinutes: number;
+  /** The run stops this long after the root was sent, crawled or not. */
+  maxCrawlMinutes: number;
+  /** Once crawled (every row, the reconcile queue empty), the run goes on this long. */
+  settleMinutes: number;
+  providerLatencyMs: number;
+  dynalite: 'in-process' | 'child';
+  /** The real Powertools logger and metrics writing to byte counters (log ingestion in the cost). */
+  meterLogs: boolean;
+  seed: number;
+}
+
+/** 100,000 items 12 deep, lists of up to 1,000, L = 200/s told, 100 quiet accounts (one id a minute each). */
+export const DISCOVERY_FULL: DiscoveryScale = {
+  items: 100_000,
+  depth: 12,
+  cycle: false,
+  childrenCap: 1_000,
+  limit: 200,
+  quietAccounts: 100,
+  sendEverySeconds: 60,
+  idleMinutes: 5,
+  maxCrawlMinutes: 60,
+  settleMinutes: 2,
+  providerLatencyMs: 50,
+  dynalite: 'child',
+  meterLogs: true,
+  seed: 7,
+};
+
+/**
+ * What `npm test` runs: 2,000 items 6 deep with a cycle, 5 quiet accounts sending an id every 3 s
+ * each (so that the short crawl meets 20 of them): seconds of real time.
+ */
+export const DISCOVERY_SHORT: DiscoveryScale = {
+  ...DISCOVERY_FULL,
+  items: 2_000,
+  depth: 6,
+  cycle: true,
+  quietAccounts: 5,
+  sendEverySeconds: 3,
+  idleMinutes: 0.5,
+  maxCrawlMinutes: 1,
+  settleMinutes: 0.25,
+  dynalite: 'in-process',
+  meterLogs: false,
+  seed: 5,
+};
+
+/** What the sync and the provider did about the crawled account, and the quiet accounts' ids. */
+interface CrawlWatch extends QuietWatch {
+  rootAt: number;
+  /** Items of the account `default` done at least once since the root was sent (its row written or found). */
+  rows: Set<string>;
+  lastRowAt: number;
+  /** `record done` of an item of `default` already done. */
+  doneAgain: number;
+  /** The sync's discovery counters and ItemsFetched, ItemsCreated, summed since the root was sent, both queues. */
+  metrics: Record<string, number>;
+  /** Ids the reconciler sent since the root was sent. */
+  reconcilerSent: number;
+  rateLimited: number;
+}
+
+/** One run's measures. */
+export interface DiscoveryRun {
+  scale: DiscoveryScale;
+  /** L × (1 − usersReservedPercent/100): the sweep's share of the pace, ids a second. */
+  sweepRate: number;
+  usersReservedPercent: number;
+  /** Rows of the connection `default` at the end; those whose revision is not the served item's; items with no row. */
+  rows: number;
+  mismatched: number;
+  missing: number;
+  /** Entries in the folders' lists as the provider serves them (N − 1, and one more with the cycle). */
+  listedEntries: number;
+  /** Provider item requests for the account `default` (the root's included). */
+  itemRequests: number;
+  /** From the root's send to its last row, s; undefined when not every item got its row. */
+  crawlSeconds: number | undefined;
+  /** Messages left on the reconcile queue when the run ended, and those of `default` on the sync queue. */
+  reconcileQueueLeft: number;
+  syncQueueLeft: number;
+  /** Item requests for `default` in the settle time (once crawled and the reconcile queue empty). */
+  requestsAfterDrain: number | undefined;
+  doneAgain: number;
+  metrics: Record<string, number>;
+  reconcilerSent: number;
+  /** The sweep's AWS usage over the crawl (root's send to the drain). */
+  usage: Usage | undefined;
+  itemsTable: string;
+  quiet: { idle: Float64Array; during: Float64Array; left: number };
+  rateLimited: number;
+  deadLettered: number;
+  virtualMs: number;
+  realMs: number;
+}
+
+/** One crawl; `progress` gets a line every virtual minute of it. */
+export async function discoveryRun(scale: DiscoveryScale, progress: (line: string) => void = () => undefined): Promise<DiscoveryRun> {
+  const realStart = Date.now();
+  const warmupMs = scale.sendEverySeconds * SECOND;
+  const runMs = warmupMs + (scale.idleMinutes + scale.maxCrawlMinutes + scale.settleMinutes) * MINUTE;
+  const sendsEach = Math.ceil(runMs / (scale.sendEverySeconds * SECOND)) + 1;
+  const watch: CrawlWatch = {
+    pending: new Map(),
+    quietDone: [],
+    rootAt: Number.POSITIVE_INFINITY,
+    rows: new Set(),
+    lastRowAt: 0,
+    doneAgain: 0,
+    metrics: {},
+    reconcilerSent: 0,
+    rateLimited: 0,
+  };
+  const counted = new Set<string>([SYNC_METRIC_NAMES.childrenDiscovered, SYNC_METRIC_NAMES.childrenSkipped, SYNC_METRIC_NAMES.listingsTruncated, SYNC_METRIC_NAMES.fetched, SYNC_METRIC_NAMES.created]);
+  const system = await startSystem({
+    ids: scale.items,
+    tree: { depth: scale.depth, cycle: scale.cycle },
+    children: { cap: scale.childrenCap },
+    discovery: DISCOVERY_CONTEXT,
+    accounts: { count: scale.quietAccounts, idsEach: sendsEach },
+    seed: scale.seed,
+    rateLimit: { requestsPerSecond: scale.limit, retryAfterSeconds: 1 },
+    knownLimit: scale.limit,
+    providerLatencyMs: scale.providerLatencyMs,
+    dynamoRoundTripMs: 5,
+    dynalite: scale.dynalite,
+    meterLogs: scale.meterLogs,
+    recordedRequests: 1_000,
+    // The schedule's first tick at the start: pass 1 finds the table empty and ends; the next one
+    // comes freshnessHours later. The crawl's items are checked once, by the crawl.
+    reconcile: { freshnessHours: systemConfig().freshnessHours, firstTickAfterMs: 0 },
+    observe: {
+      providerAnswer(_source, _itemId, status, at) {
+        if (status === 429 && at >= watch.rootAt) watch.rateLimited += 1;
+      },
+      itemLog(source, message, itemId, at, connection) {
+        if (message !== 'record done' || connection === undefined) return;
+        if (connection !== DEFAULT_CONNECTION) return quietIdDone(watch, source, itemId, at, connection);
+        if (at < watch.rootAt) return;
+        if (watch.rows.has(itemId)) watch.doneAgain += 1;
+        else {
+          watch.rows.add(itemId);
+          watch.lastRowAt = at;
+        }
+      },
+      reconcileSent(ids, at) {
+        if (at >= watch.rootAt) watch.reconcilerSent += ids.length;
+      },
+      metric(source, name, value, at) {
+        if ((source === 'sync' || source === 'reconcile') && at >= watch.rootAt && counted.has(name)) watch.metrics[name] = (watch.metrics[name] ?? 0) + value;
+      },
+    },
+  });
+  try {
+    const quiet = system.connectionIds.filter((connection) => connection !== DEFAULT_CONNECTION);
+    const rootId = system.ids[0]!;
+    const t0 = system.clock.ms();
+    const sqs = system.local.aws.sqsClient();
+    const send = { sleep: system.clock.sleep };
+    sendQuietIds(system, scale.sendEverySeconds, quiet, sendsEach, watch, t0 + warmupMs, (messages) => void enqueueMessages(sqs, system.queueUrl, messages, send));
+    // Between two quiet ids (they come every sendEverySeconds ÷ quietAccounts): a quiet id in the
+    // root's batch would wait for the crawled connection's first access token, once, which is not the crawl.
+    const rootAt = t0 + warmupMs + scale.idleMinutes * MINUTE + Math.floor((scale.sendEverySeconds * SECOND) / scale.quietAccounts / 2);
+    const hardStop = rootAt + scale.maxCrawlMinutes * MINUTE;
+    let atRoot: Usage | undefined;
+    system.clock.at(rootAt, () => {
+      watch.rootAt = rootAt;
+      atRoot = snapshot(system.meter);
+      void enqueueMessages(sqs, system.queueUrl, [{ connection: DEFAULT_CONNECTION, id: rootId }], send);
+    });
+    reportProgress(system, scale, watch, rootAt, realStart, progress);
+    const requests = (): number => system.provider.accountCounters(DEFAULT_CONNECTION).itemRequests;
+    let drained: { at: number; requests: number; usage: Usage } | undefined;
+    await system.pollUntil(() => {
+      const now = system.clock.ms();
+      if (drained === undefined && watch.rows.size >= scale.items && system.sqs.size(system.reconcileQueueUrl!) === 0) {
+        drained = { at: now, requests: requests(), usage: snapshot(system.meter) };
+      }
+      return (drained !== undefined && now >= drained.at + scale.settleMinutes * MINUTE) || now >= hardStop;
+    });
+    const end = system.clock.ms();
+    const table = await checkRows(system, scale.items);
+    const config = system.local.config;
+    const crawled = watch.rows.size >= scale.items;
+    return {
+      scale,
+      sweepRate: scale.limit * (1 - config.usersReservedPercent / 100),
+      usersReservedPercent: config.usersReservedPercent,
+      ...table,
+      itemRequests: requests(),
+      crawlSeconds: crawled ? (watch.lastRowAt - rootAt) / SECOND : undefined,
+      reconcileQueueLeft: system.sqs.size(system.reconcileQueueUrl!),
+      syncQueueLeft: system.sqs.peek(system.queueUrl).filter((message) => connectionOf(message.body) === DEFAULT_CONNECTION).length,
+      requestsAfterDrain: drained === undefined ? undefined : requests() - drained.requests,
+      doneAgain: watch.doneAgain,
+      metrics: watch.metrics,
+      reconcilerSent: watch.reconcilerSent,
+      usage: drained && atRoot ? usageBetween(atRoot, drained.usage) : undefined,
+      itemsTable: system.local.names.itemsTable,
+      quiet: {
+        idle: quietTimes(watch, t0 + warmupMs, rootAt),
+        during: quietTimes(watch, rootAt, crawled ? watch.lastRowAt : end),
+        left: quietLeft(watch, end),
+      },
+      rateLimited: watch.rateLimited,
+      deadLettered: system.sqs.size(system.dlqUrl) + system.sqs.size(system.reconcileDlqUrl!),
+      virtualMs: end - t0,
+      realMs: Date.now() - realStart,
+    };
+  } finally {
+    await system.close();
+  }
+}
+
+function connectionOf(body: string): string | undefined {
+  try {
+    const parsed = JSON.parse(body) as { connection?: unknown };
+    return typeof parsed.connection === 'string' ? parsed.connection : DEFAULT_CONNECTION;
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * The connection `default`'s rows as stored (a Query of its partition): how many, how many hold a
+ * revision other than the provider's served item's (or are tombstones), how many items have none.
+ */
+async function checkRows(system: SimSystem, items: number): Promise<{ rows: number; mismatched: number; missing: number; listedEntries: number }> {
+  const client = system.dynamo.client();
+  const account = system.provider.account(DEFAULT_CONNECTION);
+  const revisionField = system.local.config.revisionField;
+  const seen = new Set<string>();
+  let mismatched = 0;
+  let listedEntries = 0;
+  try {
+    let after: Record<string, AttributeValue> | undefined;
+    do {
+      const page = await client.send(
+        new QueryCommand({
+          TableName: system.local.names.itemsTable,
+          KeyConditionExpression: '#c = :c',
+          ExpressionAttributeNames: { '#c': 'connection', '#r': 'revision', '#d': 'deleted' },
+          ExpressionAttributeValues: { ':c': { S: DEFAULT_CONNECTION } },
+          ProjectionExpression: 'id, #r, #d',
+          ...(after ? { ExclusiveStartKey: after } : {}),
+        }),
+      );
+      for (const row of page.Items ?? []) {
+        const id = row['id']!.S!;
+        seen.add(id);
+        const served = account.servedItem(id);
+        const revision = served === undefined ? undefined : revisionText(getPath(served, revisionField));
+        if (row['deleted']?.BOOL === true || revision === undefined || row['revision']?.S !== revision) mismatched += 1;
+        const entries = served === undefined ? undefined : getPath(served, DISCOVERY_CONTEXT.childrenPath);
+        if (Array.isArray(entries)) listedEntries += entries.length;
+      }
+      after = page.LastEvaluatedKey;
+    } while (after);
+  } finally {
+    client.destroy();
+  }
+  const missing = system.ids.filter((id) => !seen.has(id)).length;
+  return { rows: seen.size, mismatched, missing: Math.max(missing, items - seen.size), listedEntries };
+}
+
+/** A line every virtual minute once the root was sent. */
+function reportProgress(system: SimSystem, scale: DiscoveryScale, watch: CrawlWatch, rootAt: number, realStart: number, progress: (line: string) => void): void {
+  const look = (): void => {
+    const minutes = (system.clock.ms() - rootAt) / MINUTE;
+    progress(
+      `${minutes.toFixed(0)} min into the crawl, ${((Date.now() - realStart) / 1000).toFixed(0)} s real: ` +
+        `${watch.rows.size.toLocaleString('en-US')} of ${scale.items.toLocaleString('en-US')} rows, ` +
+        `reconcile queue ${system.sqs.size(system.reconcileQueueUrl!)}, sync queue ${system.sqs.size(system.queueUrl)}`,
+    );
+    if (watch.rows.size < scale.items || system.sqs.size(system.reconcileQueueUrl!) > 0) system.clock.at(system.clock.ms() + MINUTE, look);
+  };
+  system.clock.at(rootAt + MINUTE, look);
+}
+
+/** The scenario: one crawl, its figures and its checks. */
+export function discoveryScenario(scale: DiscoveryScale, progress: (line: string) => void = () => undefined): Promise<ScenarioResult> {
+  const name =
+    `discovery: a tree of ${scale.items.toLocaleString('en-US')} items ${scale.depth} deep${scale.cycle ? ' with a cycle' : ''} from its root, ` +
+    `beside ${scale.quietAccounts} quiet accounts, L = ${scale.limit}/s known`;
+  return timed(name, async () => {
+    const run = await discoveryRun(scale, progress);
+    const { figures, checks } = crawlFigures(run);
+    return { virtualMs: run.virtualMs, figures, checks };
+  });
+}
+
+/** The figures of a run, as printed, and its checks against the goals. */
+export function crawlFigures(run: DiscoveryRun): { figures: Record<string, number | string>; checks: Check[] } {
+  const { scale } = run;
+  const n = scale.items;
+  const per = PER_ITEMS / n;
+  const perItem = run.itemRequests / n;
+  const goalSeconds = (CRAWL_TIME_FACTOR * n) / run.sweepRate;
+  const idle = quantiles(run.quiet.idle);
+  const during = quantiles(run.quiet.during);
+  const ratio = idle.p99 > 0 ? round(during.p99 / idle.p99, 2) : Number.POSITIVE_INFINITY;
+  const line = (count: number, q: { p50: number; p99: number; max: number }): string => `${count} ids: p50 ${q.p50} s, p99 ${q.p99} s, max ${q.max} s`;
+  const metric = (name: string): number => run.metrics[name] ?? 0;
+  const figures: Record<string, number | string> = {
+    tree: `${n.toLocaleString('en-US')} items, ${scale.depth} levels below the root${scale.cycle ? ', one folder listing an ancestor (a cycle)' : ''}; lists of up to ${scale.childrenCap.toLocaleString('en-US')}`,
+    'provider limit': `${scale.limit}/s, known (providerRequestsPerSecond); usersReservedPercent ${run.usersReservedPercent}: the sweep's rate ${round(run.sweepRate, 1)}/s`,
+    'quiet accounts': `${scale.quietAccounts}, one id each every ${scale.sendEverySeconds} s to the sync queue; ${scale.idleMinutes} idle minutes before the root`,
+    'rows of the connection': `${run.rows.toLocaleString('en-US')} (${run.missing} items without one, ${run.mismatched} not the provider's revision)`,
+    'provider item requests for the account': `${run.itemRequests.toLocaleString('en-US')}: ${round(perItem, 4)} per item`,
+    "entries in the folders' lists": `${run.listedEntries.toLocaleString('en-US')}${run.listedEntries > n - 1 ? ` (${(run.listedEntries - (n - 1)).toLocaleString('en-US')} listed a second time: the cycle)` : ''}`,
+    'items done more than once': run.doneAgain,
+    'root sent to last row': run.crawlSeconds === undefined ? 'not every item' : `${round(run.crawlSeconds, 1)} s: ${round(n / run.crawlSeconds, 1)} items/s`,
+    'N ÷ the sweep\'s rate': `${round(n / run.sweepRate, 1)} s`,
+    'crawl time ÷ (N ÷ the sweep\'s rate)': run.crawlSeconds === undefined ? '-' : round(run.crawlSeconds / (n / run.sweepRate), 3),
+    ChildrenDiscovered: metric(SYNC_METRIC_NAMES.childrenDiscovered),
+    ChildrenSkipped: metric(SYNC_METRIC_NAMES.childrenSkipped),
+    ListingsTruncated: metric(SYNC_METRIC_NAMES.listingsTruncated),
+    'ItemsFetched, ItemsCreated (both queues, the quiet accounts\' included)': `${metric(SYNC_METRIC_NAMES.fetched)}, ${metric(SYNC_METRIC_NAMES.created)}`,
+    'ids the reconciler sent during the crawl': run.reconcilerSent,
+    'quiet ids sent idle, send to done': line(run.quiet.idle.length, idle),
+    'quiet ids sent during the crawl, send to done': line(run.quiet.during.length, during),
+    'quiet p99 during ÷ p99 idle': ratio,
+    'reconcile queue at the end': run.reconcileQueueLeft,
+    [`item requests for the account in the ${scale.settleMinutes} minutes after the crawl`]: run.requestsAfterDrain ?? 'the crawl did not end',
+    '429s': run.rateLimited,
+    'dead-lettered': run.deadLettered,
+  };
+  if (run.usage) {
+    const crawlSeconds = run.crawlSeconds ?? 0;
+    const cost = passCost(run.usage, crawlSeconds, scale.meterLogs, run.itemsTable);
+    for (const [key, count] of Object.entries(run.usage.dynamo.reconcile)) {
+      if (count.requests > 0) figures[`per ${PER_ITEMS.toLocaleString('en-US')} items: DynamoDB ${key} (${who('reconcile')})`] = `${Math.round(count.requests * per).toLocaleString('en-US')} requests, ${Math.round(count.capacityUnits * per).toLocaleString('en-US')} units`;
+    }
+    for (const [operation, calls] of Object.entries(run.usage.sqs.reconcile)) {
+      if (calls > 0) figures[`per ${PER_ITEMS.toLocaleString('en-US')} items: SQS ${operation} (${who('reconcile')})`] = Math.round(calls * per);
+    }
+    const events = run.usage.eventSource.reconcile;
+    figures[`per ${PER_ITEMS.toLocaleString('en-US')} items: SQS ReceiveMessage, DeleteMessageBatch (event source on the reconcile queue)`] =
+      `${Math.round(events.receives * per).toLocaleString('en-US')} (${Math.round(events.emptyReceives * per).toLocaleString('en-US')} empty), ${Math.round(events.deleteBatches * per).toLocaleString('en-US')}`;
+    figures[`per ${PER_ITEMS.toLocaleString('en-US')} items: sync invocations on the reconcile queue`] = Math.round(run.usage.lambda.reconcile.invocations * per);
+    for (const costLine of cost.lines) {
+      if (costLine.usd > 0) figures[`cost per ${PER_ITEMS.toLocaleString('en-US')} items: ${costLine.what}`] = `${costLine.units} → $${(costLine.usd * per).toFixed(4)}`;
+    }
+    figures[`AWS cost per ${PER_ITEMS.toLocaleString('en-US')} items (USD)${scale.meterLogs ? '' : ', logs left out'}`] = (cost.total * per).toFixed(4);
+  }
+  figures['real time'] = `${round(run.realMs / 1000, 1)} s`;
+
+  const checks: Check[] = [
+    check('every item mirrored: a row each, with the provider\'s revision', `${run.rows} rows of ${n}, ${run.missing} missing, ${run.mismatched} not the provider's`, run.rows === n && run.missing === 0 && run.mismatched === 0),
+    check(`provider item requests per item ≤ ${REQUESTS_PER_ITEM_GOAL}`, round(perItem, 4), perItem <= REQUESTS_PER_ITEM_GOAL),
+    check(
+      `root to last row ≤ ${CRAWL_TIME_FACTOR} × N ÷ the sweep's rate (${round(goalSeconds, 1)} s)`,
+      run.crawlSeconds === undefined ? 'not every item' : `${round(run.crawlSeconds, 1)} s`,
+      run.crawlSeconds !== undefined && run.crawlSeconds <= goalSeconds,
+      { fullScaleOnly: true },
+    ),
+    check(
+      'the crawl ends: the reconcile queue empty, nothing of the account left on the sync queue, no request for it after',
+      `${run.reconcileQueueLeft} on the reconcile queue, ${run.syncQueueLeft} on the sync queue, ${run.requestsAfterDrain ?? 'never drained'} requests in the ${scale.settleMinutes} minutes after`,
+      run.reconcileQueueLeft === 0 && run.syncQueueLeft === 0 && run.requestsAfterDrain === 0,
+    ),
+    check('each child sent for checking once (ChildrenDiscovered = N − 1)', metric(SYNC_METRIC_NAMES.childrenDiscovered), metric(SYNC_METRIC_NAMES.childrenDiscovered) === n - 1),
+    check(
+      `the quiet accounts' p99 during the crawl at most ${FAIRNESS_P99_FACTOR}× their idle p99`,
+      `${during.p99} s against ${idle.p99} s (${ratio}×)`,
+      run.quiet.idle.length > 0 && run.quiet.during.length > 0 && during.p99 <= FAIRNESS_P99_FACTOR * idle.p99,
+    ),
+    check('every quiet id done', `${run.quiet.left} left`, run.quiet.left === 0),
+    check('nothing dead-lettered', run.deadLettered, run.deadLettered === 0),
+    check('no 429 (the limit is known)', run.rateLimited, run.rateLimited === 0),
+  ];
+  return { figures, checks };
+}
