@@ -1,3 +1,4 @@
+import { availableParallelism } from 'node:os';
 import { defineConfig } from 'vitest/config';
 
 export default defineConfig({
@@ -9,6 +10,9 @@ export default defineConfig({
     testTimeout: 30_000,
     hookTimeout: 30_000,
     pool: 'forks',
+    // One worker per CPU (vitest's default leaves one CPU to its main process, which mostly waits):
+    // on CI's two cores the test files run two at a time.
+    maxWorkers: availableParallelism(),
     env: {
       AWS_REGION: 'eu-west-1',
       AWS_ACCESS_KEY_ID: 'test',
