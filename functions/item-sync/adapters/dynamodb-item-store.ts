@@ -192,33 +192,7 @@ export class DynamoDbItemStore implements ItemStore {
   }
 
   async rowState(key: ItemKey): Promise<RowState | undefined> {
-    let output;
-    try {
-      output = await this.client.send(
-        new BatchGetItemCommand({
-          RequestItems: {
-            [this.tableName]: {
-              Keys: [keyAttributes(key)],
-              ProjectionExpression: '#id, #revision, #deleted, #itemObject, #syncedAt',
-              ExpressionAttributeNames: {
-                '#id': 'id',
-                '#revision': 'revision',
-                '#deleted': 'deleted',
-                '#itemObject': 'itemObject',
-                '#syncedAt': 'syncedAt',
-              },
-              ConsistentRead: true,
-            },
-          },
-        }),
-      );
-    } catch (cause) {
-      throw awsFailure('BatchGetItem', cause);
-    }
-    if ((output.UnprocessedKeys?.[this.tableName]?.Keys ?? []).length > 0) {
-      throw new TransientError('DynamoDB left the row unprocessed (throttled)');
-    }
-    const row = output.Responses?.[this.tableName]?.[0];
+    const row = await this.readRow(key, ['id', 'revision', 'deleted', 'itemObject', 'syncedAt']);
     if (row === undefined) return undefined;
     const objectKey = row['itemObject']?.M?.['key']?.S;
     const syncedAt = row['syncedAt']?.S;
@@ -231,10 +205,10 @@ export class DynamoDbItemStore implements ItemStore {
   }
 
   /**
-   * One row's stored copy: a strongly consistent BatchGetItem of its key (the role's read of the
-   * table is BatchGetItem; no GetItem is granted), projected on what discovery needs.
+   * One row, strongly consistent, projected on `attributes`: a BatchGetItem of its key (the role's
+   * read of the table is BatchGetItem; no GetItem is granted). Undefined when there is no row.
    */
-  async getItem(key: ItemKey): Promise<StoredItem | undefined> {
+  private async readRow(key: ItemKey, attributes: readonly string[]): Promise<Record<string, AttributeValue> | undefined> {
     let output;
     try {
       output = await this.client.send(
@@ -242,14 +216,8 @@ export class DynamoDbItemStore implements ItemStore {
           RequestItems: {
             [this.tableName]: {
               Keys: [keyAttributes(key)],
-              ProjectionExpression: '#type, #revision, #deleted, #item, #itemObject',
-              ExpressionAttributeNames: {
-                '#type': 'type',
-                '#revision': 'revision',
-                '#deleted': 'deleted',
-                '#item': 'item',
-                '#itemObject': 'itemObject',
-              },
+              ProjectionExpression: attributes.map((name) => `#${name}`).join(', '),
+              ExpressionAttributeNames: Object.fromEntries(attributes.map((name) => [`#${name}`, name])),
               ConsistentRead: true,
             },
           },
@@ -261,7 +229,15 @@ export class DynamoDbItemStore implements ItemStore {
     if ((output.UnprocessedKeys?.[this.tableName]?.Keys ?? []).length > 0) {
       throw new TransientError('DynamoDB left the row unprocessed (throttled)');
     }
-    const row = output.Responses?.[this.tableName]?.[0];
+    return output.Responses?.[this.tableName]?.[0];
+  }
+
+  /**
+   * One row's stored copy: a strongly consistent BatchGetItem of its key (the role's read of the
+   * table is BatchGetItem; no GetItem is granted), projected on what discovery needs.
+   */
+  async getItem(key: ItemKey): Promise<StoredItem | undefined> {
+    const row = await this.readRow(key, ['type', 'revision', 'deleted', 'item', 'itemObject']);
     if (row === undefined) return undefined;
     const objectKey = row['itemObject']?.M?.['key']?.S;
     const item = row['item']?.M !== undefined ? (fromAttributeValue(row['item']) as Record<string, unknown>) : undefined;
