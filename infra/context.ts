@@ -7,7 +7,7 @@
  * numbers are accepted in both forms; anything else (fractions, `12abc`, booleans) is rejected.
  */
 import { normalizeBaseUrl } from '../functions/shared/base-url.js';
-import { DEFAULTS, dotPathProblem, PACE_SCOPES, type PaceScope } from '../functions/shared/config.js';
+import { DEFAULTS, dotPathProblem, LOG_LEVELS, PACE_SCOPES, parseLogLevel, type LogLevel, type PaceScope } from '../functions/shared/config.js';
 import { ConfigError } from '../functions/shared/errors.js';
 
 /** The context keys, as operators type them. Part of the product interface: keep them exactly. */
@@ -22,6 +22,7 @@ export const CONTEXT_KEYS = {
   freshnessHours: 'freshnessHours',
   usersReservedPercent: 'usersReservedPercent',
   paceScope: 'paceScope',
+  logLevel: 'logLevel',
   // Discovery (docs/discovery.md): absent childrenPath = off.
   childrenPath: 'childrenPath',
   childIdPath: 'childIdPath',
@@ -80,6 +81,11 @@ export interface ContentSyncConfig {
    */
   readonly paceScope: PaceScope;
   /**
+   * Every function's log level (POWERTOOLS_LOG_LEVEL): INFO by default; DEBUG adds the item sync's
+   * per-record `record done` lines (docs/operations.md, "Logs").
+   */
+  readonly logLevel: LogLevel;
+  /**
    * Discovery (docs/discovery.md): where a folder item lists its children; undefined when
    * `childrenPath` is not given (discovery off).
    */
@@ -123,6 +129,7 @@ export function readContentSyncConfig(source: ContextSource): ContentSyncConfig 
     freshnessHours: integer(source, 'freshnessHours'),
     usersReservedPercent: integer(source, 'usersReservedPercent'),
     paceScope: paceScope(source),
+    logLevel: logLevel(source),
     discovery: discovery(source),
     syncTimeoutSeconds: syncTimeoutSeconds(syncBatchSize),
   });
@@ -218,6 +225,15 @@ function paceScope(source: ContextSource): PaceScope {
     throw new ConfigError(key, `must be one of ${PACE_SCOPES.join(', ')}, got "${raw}"`);
   }
   return raw as PaceScope;
+}
+
+function logLevel(source: ContextSource): LogLevel {
+  const key = CONTEXT_KEYS.logLevel;
+  const raw = text(source, key);
+  if (raw === undefined) return DEFAULTS.logLevel;
+  const level = parseLogLevel(raw);
+  if (level === undefined) throw new ConfigError(key, `must be one of ${LOG_LEVELS.join(', ')}, got "${raw}"`);
+  return level;
 }
 
 function alarmEmail(source: ContextSource): string | undefined {

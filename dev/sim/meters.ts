@@ -210,8 +210,8 @@ export function watchItemLogs(
   clock: VirtualClock,
   observe: (message: string, itemId: string, at: number, connection: string | undefined) => void,
 ): void {
-  const target = logger as Record<'info' | 'warn' | 'error', (message: string, ...rest: unknown[]) => void>;
-  for (const level of ['info', 'warn', 'error'] as const) {
+  const target = logger as Record<'debug' | 'info' | 'warn' | 'error', (message: string, ...rest: unknown[]) => void>;
+  for (const level of ['debug', 'info', 'warn', 'error'] as const) {
     const original = target[level].bind(target);
     target[level] = (message: string, ...rest: unknown[]) => {
       const fields = rest[0] as { itemId?: unknown; connection?: unknown } | undefined;

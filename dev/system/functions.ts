@@ -95,7 +95,7 @@ export function buildSyncContainer(deployment: FunctionDeployment, parts: SyncPa
   const config = loadSyncConfig(deployment.environment);
   // As handler.ts: one provider client and one logger for the batch and the connections' access.
   const provider = providerClient(config.provider, parts.fetch);
-  const logger = parts.logger ?? createLogger(SYNC_SERVICE);
+  const logger = parts.logger ?? createLogger(SYNC_SERVICE, { logLevel: config.logLevel, bufferDebug: true });
   const connections = createConnectionAccess({
     config,
     dynamodb: parts.dynamodb,

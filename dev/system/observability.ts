@@ -43,7 +43,7 @@ export function countingObservability(service: string, counts: Record<string, Lo
 /** A logger and metrics that keep nothing. */
 export function quietObservability(): Observability {
   const noop = (): void => undefined;
-  const logger = { debug: noop, info: noop, warn: noop, error: noop, addContext: noop, appendKeys: noop } as unknown as Observability['logger'];
+  const logger = { debug: noop, info: noop, warn: noop, error: noop, addContext: noop, appendKeys: noop, clearBuffer: noop } as unknown as Observability['logger'];
   const metrics = { addMetric: noop, publishStoredMetrics: noop, addDimension: noop } as unknown as Observability['metrics'];
   return { logger, metrics };
 }

@@ -101,7 +101,7 @@ export interface SyncHandlerDeps {
 export type SyncHandler = (event: SQSEvent, context: Context) => Promise<SQSBatchResponse>;
 
 export function createSyncHandler(deps: SyncHandlerDeps): SyncHandler {
-  const logger = deps.logger ?? createLogger(SYNC_SERVICE);
+  const logger = deps.logger ?? createLogger(SYNC_SERVICE, { logLevel: deps.config.logLevel, bufferDebug: true });
   const metrics = deps.metrics ?? createMetrics(SYNC_SERVICE);
   const clock = deps.clock ?? systemClock;
   const random = deps.random ?? Math.random;
@@ -204,6 +204,8 @@ export function createSyncHandler(deps: SyncHandlerDeps): SyncHandler {
       return { batchItemFailures: records.map((record) => ({ itemIdentifier: record.messageId })) };
     } finally {
       metrics.publishStoredMetrics();
+      // The invocation's buffered DEBUG lines (createLogger's bufferDebug) end with it.
+      logger.clearBuffer();
     }
   };
 }

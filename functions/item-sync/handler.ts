@@ -17,7 +17,8 @@ const config = loadSyncConfig();
 const dynamodbClient = new DynamoDBClient({});
 const sqsClient = new SQSClient({});
 const provider = new HttpProviderClient(config.provider);
-const logger = createLogger(SYNC_SERVICE);
+// At INFO and above, each invocation's `record done` lines (DEBUG) are printed only if it logs an error.
+const logger = createLogger(SYNC_SERVICE, { logLevel: config.logLevel, bufferDebug: true });
 // Each connection's gate and token (its cache, refresh on demand and after a 401): the connections table.
 const connections = createConnectionAccess({ config, dynamodb: dynamodbClient, provider, clock: systemClock, logger });
 

@@ -48,8 +48,23 @@ export interface RefresherConfig extends ConnectionsConfig {
 export type PaceScope = 'client' | 'connection';
 export const PACE_SCOPES: readonly PaceScope[] = ['client', 'connection'];
 
+/** The functions' log level (context `logLevel`, POWERTOOLS_LOG_LEVEL): what each level prints is in docs/operations.md. */
+export type LogLevel = 'DEBUG' | 'INFO' | 'WARN' | 'ERROR';
+export const LOG_LEVELS: readonly LogLevel[] = ['DEBUG', 'INFO', 'WARN', 'ERROR'];
+
+/** `raw` as a log level (any case), or undefined when it is none. */
+export function parseLogLevel(raw: string): LogLevel | undefined {
+  const upper = raw.trim().toUpperCase();
+  return (LOG_LEVELS as readonly string[]).includes(upper) ? (upper as LogLevel) : undefined;
+}
+
 export interface SyncConfig extends ConnectionsConfig {
   provider: ProviderConfig;
+  /**
+   * The log level (POWERTOOLS_LOG_LEVEL, default INFO). Above DEBUG, an invocation's DEBUG lines
+   * (`record done`) are kept in a buffer and printed only when it logs an error (observability.ts).
+   */
+  logLevel: LogLevel;
   /** One provider pace per client id (`client`) or per connection (`connection`). */
   paceScope: PaceScope;
   /** How long the messages of a paused or failing connection wait before they are looked at again, in seconds. */
@@ -147,6 +162,8 @@ export const ENV = {
   refreshConcurrency: 'REFRESH_CONCURRENCY',
   idleRefreshHours: 'IDLE_REFRESH_HOURS',
   paceScope: 'PACE_SCOPE',
+  // Read by Powertools' Logger in every function; the item sync also reads it (its DEBUG buffer).
+  logLevel: 'POWERTOOLS_LOG_LEVEL',
   connectionWaitSeconds: 'CONNECTION_WAIT_SECONDS',
   itemsTableName: 'ITEMS_TABLE_NAME',
   itemsBucketName: 'ITEMS_BUCKET_NAME',
@@ -195,6 +212,7 @@ export const DEFAULTS = {
   refreshConcurrency: 10,
   idleRefreshHours: 24,
   paceScope: 'client',
+  logLevel: 'INFO',
   connectionWaitSeconds: 300,
   fetchAttempts: 3,
   rateLimitMinDelaySeconds: 60,
@@ -338,6 +356,14 @@ export function loadProviderConfig(env: Env): ProviderConfig {
   };
 }
 
+function logLevel(env: Env): LogLevel {
+  const raw = env[ENV.logLevel]?.trim();
+  if (raw === undefined || raw === '') return DEFAULTS.logLevel;
+  const level = parseLogLevel(raw);
+  if (level === undefined) throw new ConfigError(ENV.logLevel, `must be one of ${LOG_LEVELS.join(', ')}, got "${raw}"`);
+  return level;
+}
+
 function paceScope(env: Env): PaceScope {
   const raw = env[ENV.paceScope]?.trim();
   if (raw === undefined || raw === '') return DEFAULTS.paceScope;
@@ -369,6 +395,7 @@ export function loadSyncConfig(env: Env = process.env): SyncConfig {
   return {
     provider: loadProviderConfig(env),
     ...loadConnectionsConfig(env),
+    logLevel: logLevel(env),
     paceScope: paceScope(env),
     connectionWaitSeconds: integer(env, ENV.connectionWaitSeconds, DEFAULTS.connectionWaitSeconds, 1, 900),
     itemsTableName: required(env, ENV.itemsTableName),

@@ -2,6 +2,7 @@
 import { Console } from 'node:console';
 import { Logger } from '@aws-lambda-powertools/logger';
 import { Metrics } from '@aws-lambda-powertools/metrics';
+import type { LogLevel } from './config.js';
 import { METRICS_NAMESPACE } from './metric-names.js';
 
 export interface ObservabilityOptions {
@@ -9,8 +10,39 @@ export interface ObservabilityOptions {
   output?: NodeJS.WritableStream;
 }
 
-export function createLogger(serviceName: string, options: ObservabilityOptions = {}): Logger {
-  const logger = new Logger({ serviceName });
+export interface LoggerOptions extends ObservabilityOptions {
+  /** The level; left out, Powertools reads POWERTOOLS_LOG_LEVEL (default INFO). */
+  logLevel?: LogLevel;
+  /**
+   * Above DEBUG: keep each invocation's DEBUG lines in a buffer instead of dropping them, and print
+   * them (before the error line) when the invocation logs an error. Needs `logLevel`; at DEBUG the
+   * lines are printed as they come and nothing is buffered.
+   */
+  bufferDebug?: boolean;
+}
+
+/**
+ * The most bytes of DEBUG lines one invocation keeps (Powertools' `maxBytes`, per X-Ray trace id,
+ * that is per invocation): about 2,300 `record done` lines, a batch of 2,000 records with room to
+ * spare. Beyond it the oldest lines go first, and the flush says that some were left out.
+ */
+export const DEBUG_BUFFER_MAX_BYTES = 1024 * 1024;
+
+/**
+ * Powertools' Logger of `serviceName`. With `bufferDebug` above DEBUG, Powertools' log buffer:
+ * lines at DEBUG are kept per invocation (by `_X_AMZN_TRACE_ID`, which Lambda sets for each
+ * invocation; without it they are dropped as usual) and printed, as they were logged, the moment
+ * the invocation logs at ERROR. The caller clears the buffer at the end of each invocation
+ * (`logger.clearBuffer()`), so nothing is carried into the next one.
+ */
+export function createLogger(serviceName: string, options: LoggerOptions = {}): Logger {
+  const { logLevel, bufferDebug } = options;
+  const buffering = bufferDebug === true && logLevel !== undefined && logLevel !== 'DEBUG';
+  const logger = new Logger({
+    serviceName,
+    ...(logLevel !== undefined ? { logLevel } : {}),
+    ...(buffering ? { logBufferOptions: { maxBytes: DEBUG_BUFFER_MAX_BYTES, bufferAtVerbosity: 'DEBUG', flushOnErrorLog: true } } : {}),
+  });
   if (options.output) useConsole(logger, consoleOn(options.output));
   return logger;
 }

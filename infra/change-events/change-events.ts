@@ -29,6 +29,7 @@ import * as lambda from 'aws-cdk-lib/aws-lambda';
 import { DynamoEventSource, SqsDlq } from 'aws-cdk-lib/aws-lambda-event-sources';
 import type * as sqs from 'aws-cdk-lib/aws-sqs';
 import { CHANGE_EVENTS_SERVICE } from '../../functions/shared/metric-names.js';
+import type { LogLevel } from '../../functions/shared/config.js';
 import type { ConnectionsResources } from '../connections/connections-table.js';
 import { grantConnections, type ConnectionsAccess } from '../connections/grants.js';
 import { acknowledgeFunctionFindings, ContentSyncFunction, functionProps } from '../constructs/content-sync-function.js';
@@ -69,6 +70,8 @@ export interface ChangeEventsProps extends ChangeEventsStateful {
   readonly table: dynamodb.ITable;
   /** The connections table and its key (infra/connections). */
   readonly connections: ConnectionsResources;
+  /** The context key `logLevel`. */
+  readonly logLevel: LogLevel;
 }
 
 export interface ChangeEvents extends ChangeEventsOperations {
@@ -81,6 +84,7 @@ export function addChangeEvents(stack: Stack, props: ChangeEventsProps): ChangeE
     entry: 'functions/change-events/handler.ts',
     serviceName: CHANGE_EVENTS_SERVICE,
     description: 'content-sync: announces every real change of an items-table row on the change-event bus',
+    logLevel: props.logLevel,
     ...functionProps(changeEventsDeployment({ eventBusName: props.bus.eventBusArn, connectionsTableName: props.connections.table.tableName })),
   });
   fn.allow({

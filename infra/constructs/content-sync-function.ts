@@ -13,6 +13,7 @@ import * as lambda from 'aws-cdk-lib/aws-lambda';
 import { LogLevel, NodejsFunction, OutputFormat } from 'aws-cdk-lib/aws-lambda-nodejs';
 import * as logs from 'aws-cdk-lib/aws-logs';
 import { Construct } from 'constructs';
+import type { LogLevel as FunctionLogLevel } from '../../functions/shared/config.js';
 import type { FunctionDeployment, SqsEventSourceDeployment } from '../deployment.js';
 import type { SqsEventSourceProps } from 'aws-cdk-lib/aws-lambda-event-sources';
 
@@ -51,6 +52,8 @@ export interface ContentSyncFunctionProps {
   /** Powertools service name; also the `service` dimension of the function's metrics. */
   readonly serviceName: string;
   readonly description: string;
+  /** Powertools' log level (POWERTOOLS_LOG_LEVEL): the context key `logLevel`. */
+  readonly logLevel: FunctionLogLevel;
   readonly memorySize: number;
   readonly timeout: Duration;
   /** Contract variables; POWERTOOLS_* and NODE_OPTIONS are added here. */
@@ -126,7 +129,7 @@ export class ContentSyncFunction extends Construct {
       environment: {
         ...props.environment,
         POWERTOOLS_SERVICE_NAME: props.serviceName,
-        POWERTOOLS_LOG_LEVEL: 'INFO',
+        POWERTOOLS_LOG_LEVEL: props.logLevel,
         NODE_OPTIONS: '--enable-source-maps',
       },
       bundling: {

@@ -56,6 +56,7 @@ export function addItemSync(stack: Stack, props: ItemSyncProps): ItemSync {
     lazyModules: ITEM_SYNC_LAZY_MODULES,
     serviceName: SYNC_SERVICE,
     description: 'content-sync: fetches queued item ids from the provider into the items table',
+    logLevel: props.config.logLevel,
     ...functionProps(syncDeployment(props.config, props.names)),
   });
   sync.allow({

@@ -107,6 +107,7 @@ export function addReconciler(stack: Stack, props: ReconcilerProps): ContentSync
     entry: 'functions/reconciler/handler.ts',
     serviceName: RECONCILER_SERVICE,
     description: 'content-sync: sends every id the items table knows to the reconcile queue, once per freshnessHours',
+    logLevel: config.logLevel,
     ...functionProps(deployment),
   });
   fn.allow({

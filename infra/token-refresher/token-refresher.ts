@@ -75,6 +75,7 @@ export function addTokenRefresher(stack: Stack, props: TokenRefresherProps): Tok
     entry: 'functions/token-refresher/handler.ts',
     serviceName: REFRESHER_SERVICE,
     description: 'content-sync: refreshes the access tokens of the connections in the connections table',
+    logLevel: config.logLevel,
     ...functionProps(refresherDeployment(config, props.names)),
   });
   grantConnections(refresher, props.connections, REFRESHER_CONNECTIONS_ACCESS);

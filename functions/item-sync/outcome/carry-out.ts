@@ -1,7 +1,8 @@
 /**
  * Carrying out the outcomes decide.ts gave a batch's records, once every id is done: the dead go to
  * the dead-letter queue, the waiting are sent again with a delay, a rate-limited retry gets the
- * provider's Retry-After as its visibility; then every record is logged and counted as it ended.
+ * provider's Retry-After as its visibility; then every record is logged and counted as it ended
+ * (`record done` at DEBUG, the others at INFO and above with their reason: docs/operations.md, "Logs").
  * Nothing is ever dropped: a record that could not be dead-lettered or sent again is retried.
  */
 import type { DeadLetter, DeadLetterSink, MessageRequeue, MessageVisibility, PostponeRequest, RequeueRequest } from '../ports.js';
@@ -126,7 +127,9 @@ async function postpone(records: readonly SyncRecord[], outcomes: Map<string, Ou
 
 /**
  * Logs and counts how each record ended (its connection and item id beside its message id, when its
- * body could be read); returns the message ids to report in batchItemFailures.
+ * body could be read); returns the message ids to report in batchItemFailures. The records done
+ * are logged first, at DEBUG: at INFO they are kept in the invocation's buffer, and the error line
+ * of a record dead-lettered after them prints the whole batch's (createLogger's bufferDebug).
  */
 function settle(
   records: readonly SyncRecord[],
@@ -136,30 +139,35 @@ function settle(
   log: Log,
 ): string[] {
   const failures: string[] = [];
+  const where = (record: SyncRecord) => {
+    const message = messages.get(record.messageId);
+    return { messageId: record.messageId, ...(message !== undefined ? { connection: message.connection, itemId: message.id } : {}) };
+  };
   for (const record of records) {
     const outcome = outcomes.get(record.messageId)!;
-    const message = messages.get(record.messageId);
-    const where = { messageId: record.messageId, ...(message !== undefined ? { connection: message.connection, itemId: message.id } : {}) };
+    if (outcome.kind === 'done') log.debug('record done', { ...where(record), result: outcome.result });
+  }
+  for (const record of records) {
+    const outcome = outcomes.get(record.messageId)!;
     switch (outcome.kind) {
       case 'done':
-        log.info('record done', { ...where, result: outcome.result });
         break;
       case 'later':
         counts.postponed += 1;
-        log.info('record postponed', { ...where, reason: outcome.reason });
+        log.info('record postponed', { ...where(record), reason: outcome.reason });
         break;
       case 'retry':
         failures.push(record.messageId);
         counts.retried += 1;
         log.warn('record will be retried', {
-          ...where,
+          ...where(record),
           reason: outcome.reason,
           ...(outcome.delaySeconds !== undefined ? { delaySeconds: outcome.delaySeconds } : {}),
         });
         break;
       case 'dead':
         counts.deadLettered += 1;
-        log.error('record dead-lettered', { ...where, reason: outcome.reason, bodyLength: record.body.length });
+        log.error('record dead-lettered', { ...where(record), reason: outcome.reason, bodyLength: record.body.length });
         break;
     }
   }

@@ -318,7 +318,7 @@ describe('items too large for a row', () => {
         .resolves(rowAsWritten('lost', '2'));
       // The SDK's second send meets the condition its own first send broke.
       const order = recordWrites(() => conditionFailed());
-      const { result, metrics, logs } = await run(build(new ScriptedProvider().on('lost', item('lost', 2))), ['lost']);
+      const { result, metrics, logs } = await run(build(new ScriptedProvider().on('lost', item('lost', 2)), { env: { POWERTOOLS_LOG_LEVEL: 'DEBUG' } }), ['lost']);
 
       expect(result.batchItemFailures).toEqual([]);
       expect(order).toEqual(['PutItem item', `DeleteObject ${OLD_KEY}`]);

@@ -226,7 +226,8 @@ describe('observability', () => {
       .on('old', item('old', 2))
       .on('gone', providerError('not-found', 404))
       .on('down', providerError('transient', 503));
-    const { output, metrics, logs } = await run(build(provider, { env: { SYNC_FETCH_ATTEMPTS: '1' } }), [
+    // At DEBUG: every record's line (the records done first); logs.unit.test.ts has what INFO keeps.
+    const { output, metrics, logs } = await run(build(provider, { env: { SYNC_FETCH_ATTEMPTS: '1', POWERTOOLS_LOG_LEVEL: 'DEBUG' } }), [
       'new',
       'same',
       'old',
