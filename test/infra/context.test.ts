@@ -3,7 +3,7 @@
  * through readContentSyncConfig and through the app (what `cdk synth` runs).
  */
 import { describe, expect, it } from 'vitest';
-import { DEFAULTS, PACE_SCOPES } from '../../functions/shared/config.js';
+import { DEFAULTS, LOG_LEVELS, PACE_SCOPES } from '../../functions/shared/config.js';
 import { ConfigError } from '../../functions/shared/errors.js';
 import { readContentSyncConfig, syncTimeoutSeconds } from '../../infra/context.js';
 import { buildApp, CDK_JSON_CONTEXT } from './helpers.js';
@@ -41,6 +41,7 @@ describe('context defaults', () => {
       freshnessHours: 24,
       usersReservedPercent: 20,
       paceScope: 'client',
+      logLevel: 'INFO',
       // Discovery off (test/infra/discovery.test.ts).
       discovery: undefined,
       syncTimeoutSeconds: 60,
@@ -56,6 +57,7 @@ describe('context defaults', () => {
       freshnessHours: 24,
       usersReservedPercent: 20,
       paceScope: 'client',
+      logLevel: 'INFO',
       'cli-telemetry': false,
     });
     expect(CDK_JSON_CONTEXT).not.toHaveProperty('baseUrl');
@@ -109,6 +111,23 @@ describe('context defaults', () => {
     [null, 'client'],
   ])('paceScope %j is %s', (value, expected) => {
     expect(read({ ...base, paceScope: value }).paceScope).toBe(expected);
+  });
+
+  it.each([
+    ['DEBUG', 'DEBUG'],
+    ['INFO', 'INFO'],
+    ['WARN', 'WARN'],
+    ['ERROR', 'ERROR'],
+    [' debug ', 'DEBUG'],
+    ['', 'INFO'],
+    [null, 'INFO'],
+  ])('logLevel %j is %s', (value, expected) => {
+    expect(read({ ...base, logLevel: value }).logLevel).toBe(expected);
+  });
+
+  it('logLevel takes the run-time default and the run-time choices', () => {
+    expect(read(base).logLevel).toBe(DEFAULTS.logLevel);
+    expect(LOG_LEVELS).toEqual(['DEBUG', 'INFO', 'WARN', 'ERROR']);
   });
 
   it('paceScope takes the run-time default and the run-time choices', () => {
@@ -210,6 +229,14 @@ describe('context errors name the key', () => {
     expect(errorFor({ ...base, paceScope: value }, 'paceScope')).toBe(`paceScope: must be one of client, connection, got "${value}"`);
   });
 
+  it.each([['TRACE'], ['verbose'], ['CRITICAL'], [1], ['INFO,DEBUG']])('logLevel %j is not one of the four levels', (value) => {
+    expect(errorFor({ ...base, logLevel: value }, 'logLevel')).toBe(`logLevel: must be one of DEBUG, INFO, WARN, ERROR, got "${value}"`);
+  });
+
+  it('logLevel: a non-scalar value is rejected naming the key', () => {
+    errorFor({ ...base, logLevel: ['DEBUG'] }, 'logLevel');
+  });
+
   it('paceScope: a non-scalar value is rejected naming the key', () => {
     errorFor({ ...base, paceScope: ['client'] }, 'paceScope');
   });
@@ -228,6 +255,10 @@ describe('the app validates the context once, before creating anything', () => {
 
   it('a plain-http public baseUrl fails the build naming baseUrl', () => {
     expect(() => buildApp({ baseUrl: 'http://example.com' })).toThrow(/^baseUrl: plain http/);
+  });
+
+  it('a bad logLevel fails the build naming logLevel', () => {
+    expect(() => buildApp({ logLevel: 'LOUD' })).toThrow(/^logLevel: must be one of DEBUG, INFO, WARN, ERROR, got "LOUD"/);
   });
 
   it('an out-of-range number fails the build naming the key', () => {

@@ -290,6 +290,25 @@ describe('stateless stack', () => {
       }
     });
 
+    it.each([
+      [undefined, 'INFO'],
+      ['DEBUG', 'DEBUG'],
+      ['warn', 'WARN'],
+      ['ERROR', 'ERROR'],
+    ])('logLevel=%j sets POWERTOOLS_LOG_LEVEL=%s on every function', (value, expected) => {
+      const other = synthTemplates({ logLevel: value });
+      const functions = Object.entries(other.statelessTemplate.findResources('AWS::Lambda::Function') as Record<string, { Properties: { Environment?: { Variables?: Record<string, unknown> } } }>)
+        // CDK's own functions (log retention, bucket notifications, custom resources) have no Powertools.
+        .filter(([, body]) => body.Properties.Environment?.Variables?.['POWERTOOLS_SERVICE_NAME'] !== undefined);
+      expect(functions.map(([id]) => id.replace(/[0-9A-F]{8}$/, '')).sort()).toEqual([
+        'ChangeEventsFunction',
+        'ItemSyncFunction',
+        'ReconcilerFunction',
+        'TokenRefresherFunction',
+      ]);
+      for (const [id, body] of functions) expect(body.Properties.Environment!.Variables!['POWERTOOLS_LOG_LEVEL'], id).toBe(expected);
+    });
+
     it('PACE_SCOPE is client when paceScope is not in the context at all', () => {
       const other = synthTemplates({ paceScope: undefined });
       const sync = resource(other.statelessTemplate, 'AWS::Lambda::Function', 'ItemSyncFunction');

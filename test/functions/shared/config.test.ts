@@ -85,6 +85,7 @@ describe('loadSyncConfig', () => {
       connectionsTableName: 'connections',
       tokenRefreshMinutes: 30,
       tokenRequestsPerSecond: 10,
+      logLevel: 'INFO',
       paceScope: 'client',
       connectionWaitSeconds: 300,
       itemsTableName: 'items',
@@ -138,6 +139,8 @@ describe('loadSyncConfig', () => {
     ['PROVIDER_USERS_RESERVED_PERCENT', 'abc'],
     ['PACE_SCOPE', 'account'],
     ['PACE_SCOPE', 'CLIENT'],
+    ['POWERTOOLS_LOG_LEVEL', 'TRACE'],
+    ['POWERTOOLS_LOG_LEVEL', 'loud'],
     ['CONNECTION_WAIT_SECONDS', '0'],
     ['CONNECTION_WAIT_SECONDS', '901'],
     ['TOKEN_REQUESTS_PER_SECOND', '0'],
@@ -163,8 +166,10 @@ describe('loadSyncConfig', () => {
       PROVIDER_USERS_RESERVED_PERCENT: '35',
       PACE_SCOPE: 'connection',
       CONNECTION_WAIT_SECONDS: '20',
+      POWERTOOLS_LOG_LEVEL: 'debug',
     });
     expect(config).toMatchObject({
+      logLevel: 'DEBUG',
       paceScope: 'connection',
       connectionWaitSeconds: 20,
       providerRequestsPerSecond: 200,
