@@ -1,5 +1,5 @@
 /**
- * The push path in virtual time, short (dev/sim/push-scenario.ts PUSH_SHORT: 1,000 ids at L =
+ * The push path in virtual time, short (dev/sim/push-scenario.ts PUSH_SHORT: 600 ids at L =
  * 200/s told): users send every id at once with the enqueue tool's code; the real sync, pace,
  * provider client and DynamoDB adapters; the items table's stream and the real change-events
  * function. `npm run sim -- push` runs it at full scale.
