@@ -14,6 +14,7 @@ import type { Dynalite } from '../fakes/dynalite.js';
 import type { CallCounts } from '../fakes/in-process-aws.js';
 import type { EventSourceQueue, SyncHandlerFn } from '../fakes/lambda.js';
 import type { LogCount } from '../system/observability.js';
+import { emptyEventBridgeCount, emptyStreamCount, type EventBridgeCount, type StreamCount } from './items-stream.js';
 import type { VirtualClock } from './virtual-clock.js';
 
 /** The sync's two event sources: users' ids (the sync queue) and the sweep (the reconcile queue). */
@@ -21,9 +22,10 @@ export type EventSourceName = 'sync' | 'reconcile';
 
 /**
  * Who did what: `sync` and `reconcile` are the sync's containers of each event source, `reconciler`
- * the reconciler, `refresher` the token refresher.
+ * the reconciler, `refresher` the token refresher, `changeEvents` the change-events function (on
+ * the items table's stream, with `changeEvents`: items-stream.ts).
  */
-export type MeterSource = EventSourceName | 'reconciler' | 'refresher';
+export type MeterSource = EventSourceName | 'reconciler' | 'refresher' | 'changeEvents';
 
 /** DynamoDB requests of one operation on one table. */
 export interface DynamoCount {
@@ -62,11 +64,15 @@ export interface SimMeter {
   lambda: Record<MeterSource, InvocationCount>;
   /** Log lines and EMF metric documents written (only with `meterLogs`), by source, then by message (`EMF metrics` for those). */
   logs: Record<MeterSource, Record<string, LogCount>>;
+  /** The items table's stream as the change-events function's event source read it (with `changeEvents`). */
+  stream: StreamCount;
+  /** The change-events function's PutEvents (with `changeEvents`). */
+  eventBridge: EventBridgeCount;
 }
 
 /** An empty meter; each source's memory is its function's deployed memory. */
 export function emptyMeter(memoryMb: Record<MeterSource, number>): SimMeter {
-  const bySource = <T>(make: () => T): Record<MeterSource, T> => ({ sync: make(), reconcile: make(), reconciler: make(), refresher: make() });
+  const bySource = <T>(make: () => T): Record<MeterSource, T> => ({ sync: make(), reconcile: make(), reconciler: make(), refresher: make(), changeEvents: make() });
   const eventSource = (): EventSourceCount => ({ receives: 0, emptyReceives: 0, deleteBatches: 0 });
   return {
     dynamo: bySource(() => ({})),
@@ -77,8 +83,11 @@ export function emptyMeter(memoryMb: Record<MeterSource, number>): SimMeter {
       reconcile: { invocations: 0, durationMs: 0, memoryMb: memoryMb.reconcile },
       reconciler: { invocations: 0, durationMs: 0, memoryMb: memoryMb.reconciler },
       refresher: { invocations: 0, durationMs: 0, memoryMb: memoryMb.refresher },
+      changeEvents: { invocations: 0, durationMs: 0, memoryMb: memoryMb.changeEvents },
     },
     logs: bySource(() => ({})),
+    stream: emptyStreamCount(),
+    eventBridge: emptyEventBridgeCount(),
   };
 }
 

@@ -8,7 +8,8 @@ import type { InvocationCount, MeterSource, SimMeter, DynamoCount } from './mete
  * Public us-east-1 prices (USD) the cost uses: DynamoDB on-demand request units, SQS standard
  * requests (each 64 KB of payload is one request), Lambda on Arm (the functions' architecture),
  * CloudWatch Logs ingestion (standard class), X-Ray traces recorded, EventBridge Scheduler
- * invocations; and, for what a connection costs at rest (connections-cost.ts), DynamoDB standard
+ * invocations, EventBridge custom events put (each 64 KB chunk of an entry one event; DynamoDB
+ * Streams' reads by a Lambda event source are free); and, for what a connection costs at rest (connections-cost.ts), DynamoDB standard
  * table storage and continuous backups (point-in-time recovery) per GB-month (the DynamoDB pricing
  * page, aws.amazon.com/dynamodb/pricing/on-demand/), and KMS: a customer-managed key per month (each
  * of its first two yearly rotations adds $1 a month) and symmetric requests (Decrypt, ...) per
@@ -23,6 +24,7 @@ export const PRICES = {
   logsIngestedPerGb: 0.5,
   xrayTracePerMillion: 5,
   schedulerInvocationPerMillion: 1,
+  eventBridgeEventPerMillion: 1,
   dynamoStoragePerGbMonth: 0.25,
   dynamoPitrPerGbMonth: 0.2,
   kmsKeyPerMonth: 1,
@@ -47,7 +49,7 @@ export interface CostLine {
 }
 
 /** The cost of the sweep (the reconciler and the sync's containers on the reconcile queue) at PRICES. */
-export function passCost(meter: SimMeter, passSeconds: number, logsMetered: boolean, itemsTable: string): { lines: CostLine[]; total: number; changedWrites: number } {
+export function passCost(meter: Pick<SimMeter, 'dynamo' | 'sqs' | 'eventSource' | 'lambda' | 'logs'>, passSeconds: number, logsMetered: boolean, itemsTable: string): { lines: CostLine[]; total: number; changedWrites: number } {
   const lines: CostLine[] = [];
   const sweep: MeterSource[] = ['reconciler', 'reconcile'];
   let changedWrites = 0;
@@ -79,8 +81,7 @@ export function passCost(meter: SimMeter, passSeconds: number, logsMetered: bool
       units: `${round(gbSeconds, 1)} GB-s`,
       usd: (lambda.invocations / 1e6) * PRICES.lambdaRequestPerMillion + gbSeconds * PRICES.lambdaArmGbSecond,
     });
-    const traces = Math.min(lambda.invocations, XRAY_RESERVOIR_PER_SECOND * passSeconds);
-    const traced = traces + XRAY_FIXED_RATE * Math.max(0, lambda.invocations - traces);
+    const traced = xrayTraced(lambda.invocations, passSeconds);
     lines.push({ what: `X-Ray traces ${who(source)} (default sampling, estimated)`, requests: Math.round(traced), units: `${Math.round(traced)} traces`, usd: (traced / 1e6) * PRICES.xrayTracePerMillion });
   }
   lines.push({
@@ -94,6 +95,12 @@ export function passCost(meter: SimMeter, passSeconds: number, logsMetered: bool
     lines.push({ what: 'CloudWatch Logs ingestion (log lines and EMF metrics of both)', requests: 0, units: `${round(bytes / 1e6, 1)} MB`, usd: (bytes / 2 ** 30) * PRICES.logsIngestedPerGb });
   }
   return { lines, total: lines.reduce((sum, line) => sum + line.usd, 0), changedWrites };
+}
+
+/** Traces X-Ray records of `invocations` over `seconds` at the default sampling (estimated: spread evenly). */
+export function xrayTraced(invocations: number, seconds: number): number {
+  const reservoir = Math.min(invocations, XRAY_RESERVOIR_PER_SECOND * seconds);
+  return reservoir + XRAY_FIXED_RATE * Math.max(0, invocations - reservoir);
 }
 
 /**
@@ -123,6 +130,8 @@ export function who(source: MeterSource): string {
       return 'sync on the reconcile queue';
     case 'sync':
       return 'sync on the sync queue';
+    case 'changeEvents':
+      return 'change events';
   }
 }
 

@@ -26,6 +26,10 @@
  *   (discovery-scenario.ts): 100,000 items 12 deep (with a cycle: `discovery-cycle`), L = 200/s
  *   told, 100 quiet accounts; or `--short` (2,000 items 6 deep, 5 quiet accounts; with the cycle:
  *   what `npm test` runs). Progress lines go to standard error.
+ * - `push` (named only): the push path's cost (push-scenario.ts): users send N ids at once to the
+ *   sync queue, unchanged then changed at the provider, L = 200/s told; at full scale (200,000 ids,
+ *   about 15 minutes of real time in all) or `--short` (what `npm test` runs). `--ids N` sets the
+ *   number of ids. Progress lines go to standard error.
  * - `scope-limits`, `scope-outage` (together `scope`, named only): the pace's scope
  *   (scope-scenarios.ts): paceScope connection with per-account limits that differ (20 accounts,
  *   5 to 50/s), and a provider outage over 200 connections under each scope; or `--short`.
@@ -43,6 +47,7 @@ import { CONNECTIONS_FULL, CONNECTIONS_SHORT, connectionsScenario } from './conn
 import { DISCOVERY_FULL, DISCOVERY_SHORT, discoveryScenario, type DiscoveryScale } from './discovery-scenario.js';
 import { FAIRNESS_FULL, FAIRNESS_SHORT, fairnessScenario } from './fairness-scenario.js';
 import { FULL_SCALE, knownLimit, outage, SHORT_SCALE, unknownLimit } from './pace-scenarios.js';
+import { PUSH_FULL, PUSH_SHORT, pushScenario, type PushScale } from './push-scenario.js';
 import { RECONCILE_FULL, RECONCILE_SHORT, reconcilePass, type ReconcileScale } from './reconcile-scenario.js';
 import { REFRESHER_FULL, REFRESHER_SHORT, refresherScenario } from './refresher-scenario.js';
 import { LIMITS_FULL, LIMITS_SHORT, OUTAGE_FULL, OUTAGE_SHORT, outageByScope, perAccountLimits } from './scope-scenarios.js';
@@ -79,7 +84,13 @@ const SCENARIOS: Record<string, (options: RunOptions) => Promise<ScenarioResult>
   refresher: (o) => refresherScenario(o.short ? REFRESHER_SHORT : REFRESHER_FULL, (line) => process.stderr.write(`  … ${line}\n`)),
   discovery: (o) => discoveryScenario(discoveryScale(o, false), (line) => process.stderr.write(`  … ${line}\n`)),
   'discovery-cycle': (o) => discoveryScenario(discoveryScale(o, true), (line) => process.stderr.write(`  … ${line}\n`)),
+  push: (o) => pushScenario(pushScale(o), (line) => process.stderr.write(`  … ${line}\n`)),
 };
+
+/** The push scenario's scale: full or short, `--ids` over it. */
+export function pushScale(options: Pick<RunOptions, 'short' | 'ids'>): PushScale {
+  return { ...(options.short ? PUSH_SHORT : PUSH_FULL), ...(options.ids !== undefined ? { ids: options.ids } : {}) };
+}
 
 /** The discovery scenario's scale: full or short, with or without the cycle. */
 function discoveryScale(options: Pick<RunOptions, 'short'>, cycle: boolean): DiscoveryScale {
@@ -135,6 +146,7 @@ async function main(argv: string[]): Promise<number> {
     ...(names.includes('refresher') ? { refresher: values.short ? REFRESHER_SHORT : REFRESHER_FULL } : {}),
     ...(names.includes('discovery') ? { discovery: discoveryScale(options, false) } : {}),
     ...(names.includes('discovery-cycle') ? { discoveryCycle: discoveryScale(options, true) } : {}),
+    ...(names.includes('push') ? { push: pushScale(options) } : {}),
     ...(names.includes('scope-limits') ? { scopeLimits: values.short ? LIMITS_SHORT : LIMITS_FULL } : {}),
     ...(names.includes('scope-outage') ? { scopeOutage: values.short ? OUTAGE_SHORT : OUTAGE_FULL } : {}),
   };

@@ -31,7 +31,8 @@ import type { TickReport } from '../../functions/reconciler/tick.js';
 import { DEFAULT_CONNECTION } from '../../functions/shared/connections/connection.js';
 import type { PaceScope } from '../../functions/shared/config.js';
 import type { ConnectionStore } from '../../functions/shared/connections/ports.js';
-import { RECONCILER_SERVICE, REFRESHER_SERVICE, SYNC_SERVICE } from '../../functions/shared/metric-names.js';
+import type { ChangeEventsHandler } from '../../functions/change-events/app.js';
+import { CHANGE_EVENTS_SERVICE, RECONCILER_SERVICE, REFRESHER_SERVICE, SYNC_SERVICE } from '../../functions/shared/metric-names.js';
 import type { RefresherResult } from '../../functions/token-refresher/app.js';
 import type { Dynalite } from '../fakes/dynalite.js';
 import { runEventSource, type DrainResult } from '../fakes/lambda.js';
@@ -59,6 +60,7 @@ import {
   type MeterSource,
   type SimMeter,
 } from './meters.js';
+import { buildChangeEvents, ItemsStream, meteredEventBridge, pollStream, streamWrites } from './items-stream.js';
 import { modelFetch } from './model-fetch.js';
 import { batchWrite, itemRows } from './preload.js';
 import { addConnections, startProvider, type AccountsOption, type DeepTreeShape } from './sim-provider.js';
@@ -138,6 +140,11 @@ export interface SystemOptions {
   meterLogs?: boolean;
   /** Keep only this many of the provider model's recorded requests (long runs); default all. */
   recordedRequests?: number;
+  /**
+   * The items table's stream and the real change-events function on it (items-stream.ts: one
+   * shard, PutEvents answered in process after this many ms of virtual time); none when undefined.
+   */
+  changeEvents?: { eventBridgeRoundTripMs: number };
 }
 
 /** One token-refresher invocation, as its schedule (or `refresh()`) made it. */
@@ -184,6 +191,8 @@ export interface SimSystem {
     refresher: BuiltFunction<RefresherHandler>;
   };
   handlers: SyncHandler[];
+  /** With `changeEvents`: the items table's stream and the change-events function on it. */
+  changeEvents: { stream: ItemsStream; fn: BuiltFunction<ChangeEventsHandler> } | undefined;
   /** The reconciler's ticks so far (with `reconcile`). */
   ticks: TickRecord[];
   /** The token refresher's runs so far. */
@@ -256,13 +265,15 @@ export async function startSystem(options: SystemOptions): Promise<SimSystem> {
     reconcile: deployment.sync.memoryMb,
     reconciler: deployment.reconciler?.memoryMb ?? 0,
     refresher: deployment.refresher.memoryMb,
+    changeEvents: deployment.changeEvents.memoryMb,
   });
   let itemCount: number | undefined;
   const dynamoFor = (source: MeterSource): DynamoDBClient =>
     trackedDynamo(storage.dynamo, { clock, roundTripMs: options.dynamoRoundTripMs, counts: meter.dynamo[source], itemsTable: NAMES.itemsTable, itemCount: () => itemCount });
   const fetch = modelFetch(provider, clock);
   const observability = (source: MeterSource): Observability => {
-    const service = source === 'reconciler' ? RECONCILER_SERVICE : source === 'refresher' ? REFRESHER_SERVICE : SYNC_SERVICE;
+    const service =
+      source === 'reconciler' ? RECONCILER_SERVICE : source === 'refresher' ? REFRESHER_SERVICE : source === 'changeEvents' ? CHANGE_EVENTS_SERVICE : SYNC_SERVICE;
     const made = options.meterLogs ? countingObservability(service, meter.logs[source]) : quietObservability();
     const itemLog = options.observe?.itemLog;
     if ((source === 'sync' || source === 'reconcile') && itemLog) {
@@ -273,9 +284,11 @@ export async function startSystem(options: SystemOptions): Promise<SimSystem> {
     return made;
   };
 
+  const stream = options.changeEvents ? new ItemsStream(clock, meter.stream) : undefined;
   /** The sync's containers of one event source: its source's DynamoDB and SQS clients, each container its own provider client. */
   const containers = (source: EventSourceName): Array<BuiltFunction<SyncHandler>> => {
     const dynamodb = dynamoFor(source);
+    if (stream) streamWrites(dynamodb, NAMES.itemsTable, stream);
     const sqs = aws.sqsClient({ calls: meter.sqs[source] });
     const answer = options.observe?.providerAnswer;
     const observed = observedFetch(fetch, clock, answer && ((itemId, status, at) => answer(source, itemId, status, at)));
@@ -287,6 +300,19 @@ export async function startSystem(options: SystemOptions): Promise<SimSystem> {
   const sweep = options.reconcile ? containers('reconcile') : [];
   const refresher = local.refresher({ dynamodb: dynamoFor('refresher'), fetch, clock, sleep: clock.sleep, ...observability('refresher') });
   const reconciler = options.reconcile ? createReconciler(local, options, dynamoFor('reconciler'), meter, clock, observability('reconciler')) : undefined;
+
+  const changeEvents =
+    stream && options.changeEvents
+      ? {
+          stream,
+          fn: buildChangeEvents(deployment.changeEvents, {
+            eventbridge: meteredEventBridge(clock, options.changeEvents.eventBridgeRoundTripMs, meter.eventBridge),
+            dynamodb: dynamoFor('changeEvents'),
+            clock,
+            ...observability('changeEvents'),
+          }),
+        }
+      : undefined;
 
   const refreshRuns: RefreshRun[] = [];
   const refresh = (): Promise<RefreshRun> => runRefresher(local, refresher, clock, meter, refreshRuns);
@@ -314,15 +340,34 @@ export async function startSystem(options: SystemOptions): Promise<SimSystem> {
     reconcileDlqUrl: local.queues.reconcile?.deadLetterUrl,
     functions: { sync, sweep, reconciler, refresher },
     handlers: sync.map((fn) => fn.handler),
+    changeEvents,
     ticks,
     refreshRuns,
     meter,
-    pollUntil: (stop) =>
-      pollEventSources(local, clock, meter, sources, () => {
+    async pollUntil(stop) {
+      let stopped = false;
+      let streamEnded = changeEvents === undefined;
+      const streaming = changeEvents
+        ? pollStream({
+            ...changeEvents,
+            context: () => local.context(changeEvents.fn),
+            clock,
+            invocations: meter.lambda.changeEvents,
+            stopped: () => stopped,
+          }).finally(() => void (streamEnded = true))
+        : undefined;
+      const result = await pollEventSources(local, clock, meter, sources, () => {
         if (!stop()) return false;
         ticking?.stop();
+        stopped = true;
         return true;
-      }),
+      });
+      stopped = true;
+      // The stream's event source ends after its current read or invocation.
+      await clock.run(clock.ms() + 60_000, () => streamEnded);
+      await streaming;
+      return result;
+    },
     refresh,
     async preloadItems(connections = [DEFAULT_CONNECTION]) {
       const client = storage.dynamo.client();

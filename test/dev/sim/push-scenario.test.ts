@@ -1,0 +1,99 @@
+/**
+ * The push path in virtual time, short (dev/sim/push-scenario.ts PUSH_SHORT: 600 ids at L =
+ * 200/s told): users send every id at once with the enqueue tool's code; the real sync, pace,
+ * provider client and DynamoDB adapters; the items table's stream and the real change-events
+ * function. `npm run sim -- push` runs it at full scale.
+ */
+import { describe, expect, it } from 'vitest';
+import { PRICES } from '../../../dev/sim/reconcile-cost.js';
+import { pushCost, SERVICES } from '../../../dev/sim/push-cost.js';
+import { PUSH_SHORT, pushRun, runChecks, runFigures, type PushRun } from '../../../dev/sim/push-scenario.js';
+import { emptyMeter } from '../../../dev/sim/meters.js';
+import { SYNC_MEMORY_MB } from '../../../infra/deployment.js';
+
+const N = PUSH_SHORT.ids;
+
+/** The cost line whose description starts with `what`. */
+function line(run: PushRun, what: string): { requests: number; units: string; usd: number } {
+  const found = run.cost.lines.filter((l) => l.what.startsWith(what));
+  expect(found.map((l) => l.what)).toHaveLength(1);
+  return found[0]!;
+}
+
+function expectSyncCounted(run: PushRun): void {
+  expect(run.done).toBe(N);
+  expect(run.deadLettered).toBe(0);
+  expect(runChecks(run).every((c) => c.ok)).toBe(true);
+  expect(run.providerRequests).toBeGreaterThanOrEqual(N);
+  // The enqueue tool's sends: SendMessageBatch of 10.
+  expect(run.sends).toEqual({ SendMessageBatch: N / 10 });
+  expect(line(run, 'SQS SendMessageBatch (users').requests).toBe(N / 10);
+  // The event source: one DeleteMessageBatch per invocation with records done, receives at least as many.
+  const invocations = line(run, 'Lambda sync on the sync queue').requests;
+  expect(invocations).toBeGreaterThanOrEqual(N / 10);
+  const deletes = line(run, 'SQS DeleteMessageBatch (event source').requests;
+  expect(deletes).toBeGreaterThanOrEqual(N / 10);
+  expect(line(run, 'SQS ReceiveMessage (event source').requests).toBeGreaterThanOrEqual(deletes);
+  // Each invocation reads its rows with one BatchGetItem; the pace's draws are conditional writes on the control table.
+  expect(line(run, 'DynamoDB BatchGetItem items (sync').requests).toBeGreaterThanOrEqual(N / 10);
+  expect(line(run, 'DynamoDB PutItem control (sync').requests).toBeGreaterThan(0);
+  for (const what of ['Lambda sync', 'X-Ray traces sync', 'CloudWatch Logs ingestion (sync', 'SQS ReceiveMessage', 'DynamoDB BatchGetItem']) {
+    expect(line(run, what).usd).toBeGreaterThan(0);
+  }
+  // The per-million figures are the run's cost scaled by the same function.
+  const total = run.cost.lines.reduce((sum, l) => sum + l.usd, 0);
+  expect(run.cost.total).toBeCloseTo(total, 12);
+  expect(run.cost.perMillion).toBeCloseTo((total * 1_000_000) / N, 9);
+  expect(SERVICES.reduce((sum, s) => sum + run.cost.perMillionByService[s], 0)).toBeCloseTo(run.cost.perMillion, 9);
+  expect(runFigures(run)[`${run.kind}: cost per million ids (USD)`]).toBe(Math.round(run.cost.perMillion * 10_000) / 10_000);
+}
+
+describe('the push path in virtual time (short)', () => {
+  it('unchanged ids: every id fetched and done, no row written, no change event, every request counted and priced', async () => {
+    const run = await pushRun(PUSH_SHORT, 'unchanged');
+    expectSyncCounted(run);
+    expect(run.cost.lines.some((l) => l.what.startsWith('DynamoDB PutItem items'))).toBe(false);
+    // The stream's event source reads (free) and finds nothing; nothing is put on the bus.
+    const reads = line(run, 'DynamoDB Streams GetRecords');
+    expect(reads.requests).toBeGreaterThan(0);
+    expect(reads.units).toBe('0 records');
+    expect(line(run, 'EventBridge PutEvents').requests).toBe(0);
+    expect(run.cost.lines.some((l) => l.what.startsWith('Lambda change events'))).toBe(false);
+  }, 60_000);
+
+  it('changed ids: every row written, read from the stream, its event put on the bus and paid for', async () => {
+    const run = await pushRun(PUSH_SHORT, 'changed');
+    expectSyncCounted(run);
+    expect(line(run, 'DynamoDB PutItem items (sync').requests).toBe(N);
+    expect(line(run, 'DynamoDB Streams GetRecords').units).toBe(`${N} records`);
+    const changeEvents = line(run, 'Lambda change events').requests;
+    expect(changeEvents).toBeGreaterThan(0);
+    expect(changeEvents).toBeLessThan(N / 10);
+    // The connections' counters: one UpdateItem per batch of the connection's records.
+    expect(line(run, 'DynamoDB UpdateItem connections (change events)').requests).toBe(changeEvents);
+    const bridge = line(run, 'EventBridge PutEvents');
+    expect(bridge.requests).toBeGreaterThanOrEqual(N / 10);
+    expect(bridge.units).toBe(`${N} entries, ${N} billed events`);
+    expect(bridge.usd).toBeCloseTo((N / 1e6) * PRICES.eventBridgeEventPerMillion, 12);
+    expect(run.cost.perMillionByService.EventBridge).toBeCloseTo(PRICES.eventBridgeEventPerMillion, 9);
+  }, 60_000);
+
+  it('prices each family as the public prices say', () => {
+    const meter = emptyMeter({ sync: SYNC_MEMORY_MB, reconcile: 0, reconciler: 0, refresher: 0, changeEvents: 256 });
+    meter.dynamo.sync['BatchGetItem items'] = { requests: 100, capacityUnits: 500, conditionFailures: 0 };
+    meter.dynamo.sync['PutItem control'] = { requests: 10, capacityUnits: 8, conditionFailures: 2 };
+    meter.eventSource.sync = { receives: 120, emptyReceives: 20, deleteBatches: 100 };
+    meter.lambda.sync.invocations = 100;
+    meter.lambda.sync.durationMs = 200_000;
+    meter.eventBridge = { putEventsCalls: 100, entries: 1_000, billedEvents: 1_000 };
+    const cost = pushCost(meter, { SendMessageBatch: 100 }, 1_000, 10, false);
+    expect(cost.byService.DynamoDB).toBeCloseTo((500 / 1e6) * 0.125 + (10 / 1e6) * 0.625, 12);
+    expect(cost.byService.SQS).toBeCloseTo((320 / 1e6) * 0.4, 12);
+    expect(cost.byService.Lambda).toBeCloseTo((100 / 1e6) * 0.2 + 200 * (SYNC_MEMORY_MB / 1024) * PRICES.lambdaArmGbSecond, 12);
+    // X-Ray: one trace a second (10 s), 5 % of the other 90 invocations.
+    expect(cost.byService['X-Ray']).toBeCloseTo(((10 + 4.5) / 1e6) * 5, 12);
+    expect(cost.byService.EventBridge).toBeCloseTo(0.001, 12);
+    expect(cost.byService['CloudWatch Logs']).toBe(0);
+    expect(cost.perMillion).toBeCloseTo(cost.total * 1_000, 12);
+  });
+});
