@@ -19,7 +19,7 @@ import { passCost } from './reconcile-cost.js';
 import { projectionsOf } from './reconcile-measures.js';
 import { dayCost, snapshot, usageBetween } from './connections-cost.js';
 import { check, percentile, round, timed, type Check, type ScenarioResult } from './scenario.js';
-import { startSystem, type SimSystem } from './system.js';
+import { atLimit, startSystem, type SimSystem } from './system.js';
 
 const MINUTE = 60_000;
 const HOUR = 60 * MINUTE;
@@ -99,14 +99,7 @@ export function accountsPass(scale: AccountsScale, progress: (line: string) => v
     const system = await startSystem({
       ids: 0,
       accounts: { count: scale.connections, idsEach: scale.idsEach },
-      seed: scale.seed,
-      rateLimit: { requestsPerSecond: scale.limit, retryAfterSeconds: 1 },
-      knownLimit: scale.limit,
-      providerLatencyMs: scale.providerLatencyMs,
-      dynamoRoundTripMs: 5,
-      dynalite: scale.dynalite,
-      meterLogs: scale.meterLogs,
-      recordedRequests: 1_000,
+      ...atLimit(scale),
       reconcile: { freshnessHours: scale.freshnessHours, firstTickAfterMs: scale.idleMinutes * MINUTE },
       observe: {
         providerAnswer(_source, _id, status) {

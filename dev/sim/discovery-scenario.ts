@@ -36,7 +36,7 @@ import { snapshot, usageBetween, type Usage } from './connections-cost.js';
 import { FAIRNESS_P99_FACTOR, quantiles, quietIdDone, quietLeft, quietTimes, sendQuietIds, type QuietWatch } from './fairness-scenario.js';
 import { passCost, who } from './reconcile-cost.js';
 import { check, round, timed, type Check, type ScenarioResult } from './scenario.js';
-import { startSystem, type DiscoveryContext, type SimSystem } from './system.js';
+import { atLimit, startSystem, type DiscoveryContext, type SimSystem } from './system.js';
 
 const SECOND = 1_000;
 const MINUTE = 60_000;
@@ -192,14 +192,7 @@ export async function discoveryRun(scale: DiscoveryScale, progress: (line: strin
     children: { cap: scale.childrenCap },
     discovery: DISCOVERY_CONTEXT,
     accounts: { count: scale.quietAccounts, idsEach: sendsEach },
-    seed: scale.seed,
-    rateLimit: { requestsPerSecond: scale.limit, retryAfterSeconds: 1 },
-    knownLimit: scale.limit,
-    providerLatencyMs: scale.providerLatencyMs,
-    dynamoRoundTripMs: 5,
-    dynalite: scale.dynalite,
-    meterLogs: scale.meterLogs,
-    recordedRequests: 1_000,
+    ...atLimit(scale),
     // The schedule's first tick at the start: pass 1 finds the table empty and ends; the next one
     // comes freshnessHours later. The crawl's items are checked once, by the crawl.
     reconcile: { freshnessHours: systemConfig().freshnessHours, firstTickAfterMs: 0 },

@@ -24,7 +24,7 @@ import { DEFAULT_CONNECTION } from '../../functions/shared/connections/connectio
 import { backfillMessages, enqueueMessages, messageBody, type EnqueueMessage } from '../../tools/enqueue/send.js';
 import { batchWrite, itemRows } from './preload.js';
 import { check, percentile, round, timed, type Check, type ScenarioResult } from './scenario.js';
-import { startSystem, type EventSourceName, type SimSystem, type SystemObserver } from './system.js';
+import { atLimit, startSystem, type EventSourceName, type SimSystem, type SystemObserver } from './system.js';
 
 const SECOND = 1_000;
 const MINUTE = 60_000;
@@ -112,13 +112,7 @@ export async function fairnessRun(scale: FairnessScale, lane: BackfillLane, prog
   const system = await startSystem({
     ids: scale.backfillIds,
     accounts: { count: scale.quietAccounts, idsEach: sendsEach + scale.sweptEach },
-    seed: scale.seed,
-    rateLimit: { requestsPerSecond: scale.limit, retryAfterSeconds: 1 },
-    knownLimit: scale.limit,
-    providerLatencyMs: scale.providerLatencyMs,
-    dynamoRoundTripMs: 5,
-    dynalite: scale.dynalite,
-    recordedRequests: 1_000,
+    ...atLimit(scale),
     ...(scale.passesBackToBack ? { tuning: { reconcilerFreshnessHours: 0 } } : {}),
     reconcile: { freshnessHours: scale.freshnessHours, firstTickAfterMs: 0 },
     observe: observer(watch),

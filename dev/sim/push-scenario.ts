@@ -21,7 +21,7 @@ import type { CallCounts } from '../fakes/in-process-aws.js';
 import { systemConfig } from '../system/config.js';
 import { pushCost, SERVICES, type PushCost } from './push-cost.js';
 import { check, round, timed, type Check, type ScenarioResult } from './scenario.js';
-import { startSystem, type SimSystem, type SystemOptions } from './system.js';
+import { atLimit, startSystem, type SimSystem, type SystemOptions } from './system.js';
 
 const HOUR = 3_600_000;
 
@@ -89,14 +89,7 @@ export function pushScenario(scale: PushScale, progress: (line: string) => void 
 export function pushSystemOptions(scale: PushScale, observe: SystemOptions['observe']): SystemOptions {
   return {
     ids: scale.ids,
-    seed: scale.seed,
-    rateLimit: { requestsPerSecond: scale.limit, retryAfterSeconds: 1 },
-    knownLimit: scale.limit,
-    providerLatencyMs: scale.providerLatencyMs,
-    dynamoRoundTripMs: 5,
-    dynalite: scale.dynalite,
-    meterLogs: scale.meterLogs,
-    recordedRequests: 1_000,
+    ...atLimit(scale),
     // freshnessHours as deployed; the first tick after the run's hard stop: no pass while measured.
     reconcile: { freshnessHours: systemConfig().freshnessHours, firstTickAfterMs: (scale.maxHours + 1) * HOUR },
     changeEvents: { eventBridgeRoundTripMs: scale.eventBridgeRoundTripMs },

@@ -23,7 +23,7 @@ import { passChecks, passFigures } from './reconcile-report.js';
 import type { ReconcileScale } from './reconcile-scale.js';
 import { newPassWatch, passObserver, type PassRun, type PassWatch } from './reconcile-watch.js';
 import { timed, type ScenarioResult } from './scenario.js';
-import { startSystem, type SimSystem, type SystemObserver, type SystemOptions } from './system.js';
+import { atLimit, startSystem, type SimSystem, type SystemObserver, type SystemOptions } from './system.js';
 
 export { RECONCILE_FULL, RECONCILE_SHORT, type ReconcileScale } from './reconcile-scale.js';
 export { passCost, PRICES, type CostLine } from './reconcile-cost.js';
@@ -63,15 +63,8 @@ export function reconcilePass(scale: ReconcileScale, progress: (line: string) =>
 export function reconcileSystemOptions(scale: ReconcileScale, observe: SystemObserver): SystemOptions {
   return {
     ids: scale.ids,
-    seed: scale.seed,
-    rateLimit: { requestsPerSecond: scale.limit, retryAfterSeconds: 1 },
-    ...(scale.knownLimit ? { knownLimit: scale.limit } : {}),
+    ...atLimit(scale, scale.knownLimit),
     ...(scale.syncMaxConcurrency !== undefined ? { syncMaxConcurrency: scale.syncMaxConcurrency } : {}),
-    providerLatencyMs: scale.providerLatencyMs,
-    dynamoRoundTripMs: 5,
-    dynalite: scale.dynalite,
-    meterLogs: scale.meterLogs,
-    recordedRequests: 1_000,
     reconcile: {
       freshnessHours: scale.freshnessHours,
       firstTickAfterMs: scale.idleMinutes * MINUTE,

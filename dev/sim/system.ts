@@ -147,6 +147,34 @@ export interface SystemOptions {
   changeEvents?: { eventBridgeRoundTripMs: number };
 }
 
+/** What a scenario at a provider limit says of it: the limit, the latency, where dynalite runs. */
+export interface LimitScale {
+  seed: number;
+  /** The provider's limit L, requests a second (one bucket, 429 with `Retry-After: 1` past it). */
+  limit: number;
+  providerLatencyMs: number;
+  dynalite: 'in-process' | 'child';
+  meterLogs?: boolean;
+}
+
+/**
+ * The options every large scenario shares: the provider at L, told to the system
+ * (`providerRequestsPerSecond`) unless `known` is false; a DynamoDB round trip of 5 ms; the last
+ * 1,000 provider requests kept.
+ */
+export function atLimit(scale: LimitScale, known = true): Pick<SystemOptions, 'seed' | 'rateLimit' | 'knownLimit' | 'providerLatencyMs' | 'dynamoRoundTripMs' | 'dynalite' | 'meterLogs' | 'recordedRequests'> {
+  return {
+    seed: scale.seed,
+    rateLimit: { requestsPerSecond: scale.limit, retryAfterSeconds: 1 },
+    ...(known ? { knownLimit: scale.limit } : {}),
+    providerLatencyMs: scale.providerLatencyMs,
+    dynamoRoundTripMs: 5,
+    dynalite: scale.dynalite,
+    ...(scale.meterLogs !== undefined ? { meterLogs: scale.meterLogs } : {}),
+    recordedRequests: 1_000,
+  };
+}
+
 /** One token-refresher invocation, as its schedule (or `refresh()`) made it. */
 export interface RefreshRun {
   startedAt: number;
