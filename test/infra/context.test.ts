@@ -4,27 +4,9 @@
  */
 import { describe, expect, it } from 'vitest';
 import { DEFAULTS, LOG_LEVELS, PACE_SCOPES } from '../../functions/shared/config.js';
-import { ConfigError } from '../../functions/shared/errors.js';
-import { readContentSyncConfig, syncTimeoutSeconds } from '../../infra/context.js';
-import { buildApp, CDK_JSON_CONTEXT } from './helpers.js';
+import { syncTimeoutSeconds } from '../../infra/context.js';
+import { buildApp, CDK_JSON_CONTEXT, contextErrorFor as errorFor, readContext as read } from './helpers.js';
 
-function read(context: Record<string, unknown>) {
-  return readContentSyncConfig({ tryGetContext: (key) => context[key] });
-}
-
-/** The error thrown for `context`, checked to be a ConfigError for `key` whose message starts with it. */
-function errorFor(context: Record<string, unknown>, key: string): string {
-  let caught: unknown;
-  try {
-    read(context);
-  } catch (error) {
-    caught = error;
-  }
-  expect(caught).toBeInstanceOf(ConfigError);
-  expect((caught as ConfigError).key).toBe(key);
-  expect((caught as ConfigError).message.startsWith(`${key}: `)).toBe(true);
-  return (caught as ConfigError).message;
-}
 
 const base = { baseUrl: 'https://example.com/api' };
 

@@ -9,29 +9,12 @@
 import { AwsSolutionsChecks } from 'cdk-nag';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { ENV } from '../../functions/shared/config.js';
-import { ConfigError } from '../../functions/shared/errors.js';
-import { CONTEXT_KEYS, readContentSyncConfig } from '../../infra/context.js';
+import { CONTEXT_KEYS } from '../../infra/context.js';
 import { syncDeployment, type ResourceNames } from '../../infra/deployment.js';
-import { buildApp, importOf, logicalId, resource, roleStatements, synthTemplates, type Templates } from './helpers.js';
+import { buildApp, importOf, logicalId, resource, roleStatements, synthTemplates, type Templates, contextErrorFor as errorFor, readContext as read } from './helpers.js';
 
 const base = { baseUrl: 'https://example.com/api' };
 
-function read(context: Record<string, unknown>) {
-  return readContentSyncConfig({ tryGetContext: (key) => context[key] });
-}
-
-function errorFor(context: Record<string, unknown>, key: string): string {
-  let caught: unknown;
-  try {
-    read(context);
-  } catch (error) {
-    caught = error;
-  }
-  expect(caught).toBeInstanceOf(ConfigError);
-  expect((caught as ConfigError).key).toBe(key);
-  expect((caught as ConfigError).message.startsWith(`${key}: `)).toBe(true);
-  return (caught as ConfigError).message;
-}
 
 const BOX = {
   childrenPath: 'item_collection.entries',

@@ -9,7 +9,9 @@ import { join, resolve } from 'node:path';
 import { App } from 'aws-cdk-lib';
 import { Template } from 'aws-cdk-lib/assertions';
 import { afterAll, expect } from 'vitest';
+import { ConfigError } from '../../functions/shared/errors.js';
 import { buildContentSyncApp, type ContentSyncApp } from '../../infra/content-sync-app.js';
+import { readContentSyncConfig, type ContentSyncConfig } from '../../infra/context.js';
 
 export const ROOT = resolve(import.meta.dirname, '../..');
 export const BASE_URL = 'https://example.com/api';
@@ -124,4 +126,23 @@ export function expectSchedulerInvokeRole(template: Template, roleId: string, fu
   expect(roleStatements(template, roleId)).toEqual([
     { Effect: 'Allow', Action: 'lambda:InvokeFunction', Resource: [fnArn(functionId), { 'Fn::Join': ['', [fnArn(functionId), ':*']] }] },
   ]);
+}
+
+/** The configuration read from `context` as `cdk synth` reads it (infra/context.ts). */
+export function readContext(context: Record<string, unknown>): ContentSyncConfig {
+  return readContentSyncConfig({ tryGetContext: (key) => context[key] });
+}
+
+/** The error `context` fails with, checked to be a ConfigError for `key` whose message starts with it. */
+export function contextErrorFor(context: Record<string, unknown>, key: string): string {
+  let caught: unknown;
+  try {
+    readContext(context);
+  } catch (error) {
+    caught = error;
+  }
+  expect(caught).toBeInstanceOf(ConfigError);
+  expect((caught as ConfigError).key).toBe(key);
+  expect((caught as ConfigError).message.startsWith(`${key}: `)).toBe(true);
+  return (caught as ConfigError).message;
 }
