@@ -31,7 +31,7 @@ import { ITEMS_TABLE_PARTITION_KEY, ITEMS_TABLE_SORT_KEY } from '../../infra/sto
 import { LOCAL_CREDENTIALS, LOCAL_REGION } from '../fakes/local-aws.js';
 import type { BuiltFunction } from '../system/functions.js';
 import type { Observability } from '../system/observability.js';
-import type { InvocationCount } from './meters.js';
+import type { EventBridgeCount, InvocationCount, StreamCount } from './meters.js';
 import type { VirtualClock } from './virtual-clock.js';
 
 /** Lambda's reads of a shard: at most four a second (its documented base rate). */
@@ -39,33 +39,6 @@ export const STREAM_POLL_MS = 250;
 /** EventBridge bills each 64 KB chunk of an entry as one event. */
 const EVENT_CHUNK_BYTES = 64 * 1024;
 export const CHANGE_EVENTS_FUNCTION_NAME = 'content-sync-change-events';
-
-export interface StreamCount {
-  /** Records the stream was given (row writes on the items table). */
-  records: number;
-  /** Row writes not turned into a record (an UpdateItem or DeleteItem: no image to give). */
-  unmodelled: number;
-  /** The event source's GetRecords calls (idle reads included). */
-  getRecords: number;
-  emptyGetRecords: number;
-  /** Records handed to the function again after it reported them failed. */
-  retried: number;
-}
-
-export interface EventBridgeCount {
-  putEventsCalls: number;
-  entries: number;
-  /** Billed events: each entry's 64 KB chunks. */
-  billedEvents: number;
-}
-
-export function emptyStreamCount(): StreamCount {
-  return { records: 0, unmodelled: 0, getRecords: 0, emptyGetRecords: 0, retried: 0 };
-}
-
-export function emptyEventBridgeCount(): EventBridgeCount {
-  return { putEventsCalls: 0, entries: 0, billedEvents: 0 };
-}
 
 /** The records of the items table's stream not yet read by the event source, in order. */
 export class ItemsStream {

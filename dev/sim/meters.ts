@@ -14,7 +14,6 @@ import type { Dynalite } from '../fakes/dynalite.js';
 import type { CallCounts } from '../fakes/in-process-aws.js';
 import type { EventSourceQueue, SyncHandlerFn } from '../fakes/lambda.js';
 import type { LogCount } from '../system/observability.js';
-import { emptyEventBridgeCount, emptyStreamCount, type EventBridgeCount, type StreamCount } from './items-stream.js';
 import type { VirtualClock } from './virtual-clock.js';
 
 /** The sync's two event sources: users' ids (the sync queue) and the sweep (the reconcile queue). */
@@ -239,4 +238,32 @@ export function watchMetrics(metrics: unknown, clock: VirtualClock, observe: (na
     observe(name, value, clock.ms());
     return original(name, unit, value, ...rest);
   };
+}
+
+/** The items table's stream, as its model (items-stream.ts) counts it. */
+export interface StreamCount {
+  /** Records the stream was given (row writes on the items table). */
+  records: number;
+  /** Row writes not turned into a record (an UpdateItem or DeleteItem: no image to give). */
+  unmodelled: number;
+  /** The event source's GetRecords calls (idle reads included). */
+  getRecords: number;
+  emptyGetRecords: number;
+  /** Records handed to the function again after it reported them failed. */
+  retried: number;
+}
+
+export interface EventBridgeCount {
+  putEventsCalls: number;
+  entries: number;
+  /** Billed events: each entry's 64 KB chunks. */
+  billedEvents: number;
+}
+
+export function emptyStreamCount(): StreamCount {
+  return { records: 0, unmodelled: 0, getRecords: 0, emptyGetRecords: 0, retried: 0 };
+}
+
+export function emptyEventBridgeCount(): EventBridgeCount {
+  return { putEventsCalls: 0, entries: 0, billedEvents: 0 };
 }

@@ -26,10 +26,9 @@
  */
 import type { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import type { SyncHandler } from '../../functions/item-sync/app.js';
-import type { ReconcilerHandler, ReconcilerTuning } from '../../functions/reconciler/app.js';
+import type { ReconcilerHandler } from '../../functions/reconciler/app.js';
 import type { TickReport } from '../../functions/reconciler/tick.js';
 import { DEFAULT_CONNECTION } from '../../functions/shared/connections/connection.js';
-import type { PaceScope } from '../../functions/shared/config.js';
 import type { ConnectionStore } from '../../functions/shared/connections/ports.js';
 import type { ChangeEventsHandler } from '../../functions/change-events/app.js';
 import { CHANGE_EVENTS_SERVICE, RECONCILER_SERVICE, REFRESHER_SERVICE, SYNC_SERVICE } from '../../functions/shared/metric-names.js';
@@ -37,7 +36,7 @@ import type { RefresherResult } from '../../functions/token-refresher/app.js';
 import type { Dynalite } from '../fakes/dynalite.js';
 import { runEventSource, type DrainResult } from '../fakes/lambda.js';
 import type { SqsModel } from '../fakes/sqs-model.js';
-import type { ProviderModel, RateLimit } from '../simulator/provider-model.js';
+import type { ProviderModel } from '../simulator/provider-model.js';
 import { inProcessAws } from '../system/aws.js';
 import { batchSizeOf, eventSourceQueue } from '../system/event-sources.js';
 import type { BuiltFunction, RefresherHandler } from '../system/functions.js';
@@ -63,119 +62,13 @@ import {
 import { buildChangeEvents, ItemsStream, meteredEventBridge, pollStream, streamWrites } from './items-stream.js';
 import { modelFetch } from './model-fetch.js';
 import { batchWrite, itemRows } from './preload.js';
-import { addConnections, startProvider, type AccountsOption, type DeepTreeShape } from './sim-provider.js';
+import { addConnections, startProvider } from './sim-provider.js';
+import type { SystemOptions } from './system-options.js';
 import { VirtualClock } from './virtual-clock.js';
 
 export type { DynamoCount, EventSourceName, InvocationCount, MeterSource, SimMeter } from './meters.js';
+export { atLimit, type DiscoveryContext, type LimitScale, type ReconcileOptions, type SystemObserver, type SystemOptions } from './system-options.js';
 
-export interface ReconcileOptions {
-  /** The context key freshnessHours (above 0: a reconciler is deployed). */
-  freshnessHours: number;
-  /** The schedule's first tick this long after the start; default one interval. */
-  firstTickAfterMs?: number;
-  /** RECONCILE_SEGMENTS; default the function's (as the stack leaves it). */
-  segments?: number;
-  /** RECONCILE_HIGH_WATER; default the function's (as the stack leaves it). */
-  highWater?: number;
-  /** Overrides of the reconciler's tuning (app.ts DEFAULT_TUNING). */
-  tuning?: Partial<ReconcilerTuning>;
-}
-
-/** What a scenario watches as it happens (its own counts, per id). */
-export interface SystemObserver {
-  /** The provider answered `status` (429 included) to a request for `itemId` from a sync container of `source`. */
-  providerAnswer?(source: EventSourceName, itemId: string, status: number, at: number): void;
-  /**
-   * The sync logged a line about an item of `connection` (`record done`, `record postponed`,
-   * `write race lost; …`: functions/item-sync/), at `at`.
-   */
-  itemLog?(source: EventSourceName, message: string, itemId: string, at: number, connection: string | undefined): void;
-  /** The reconciler sent these ids to the reconcile queue (one SendMessageBatch, as SQS accepted it). */
-  reconcileSent?(ids: readonly string[], at: number): void;
-  /** A function of `source` added this value to one of its metrics (`ChildrenDiscovered`, ...), at `at`. */
-  metric?(source: MeterSource, name: string, value: number, at: number): void;
-}
-
-/** Discovery's context keys (docs/discovery.md); `childIdPath` defaults as deployed. */
-export interface DiscoveryContext {
-  childrenPath: string;
-  childIdPath?: string;
-  childRevisionPath?: string;
-  childrenTotalPath?: string;
-}
-
-export interface SystemOptions {
-  /** Items of the account `default` (the connection `default`; none when 0). */
-  ids: number;
-  /** More accounts at the provider, each a connection of the system. */
-  accounts?: AccountsOption;
-  /** The account `default`'s items as a deep tree (generateDeepTree); default generateItemTree's. */
-  tree?: DeepTreeShape;
-  /** The provider's folders embed their children (every account's), at most `cap` a list. */
-  children?: { cap: number };
-  /** Discovery on, with these context keys. */
-  discovery?: DiscoveryContext;
-  seed: number;
-  /** The provider's limit (unknown to the system unless `knownLimit`). */
-  rateLimit?: RateLimit;
-  /** The operator's providerRequestsPerSecond. */
-  knownLimit?: number;
-  /** The context key paceScope; default the deployed one. */
-  paceScope?: PaceScope;
-  /** The context key syncMaxConcurrency (sync invocations on each queue at once); default the deployed one. */
-  syncMaxConcurrency?: number;
-  providerLatencyMs: number;
-  /** Virtual round trip of a DynamoDB call (pace draws and the items table). */
-  dynamoRoundTripMs: number;
-  /** The context key tokenRefreshMinutes; default the deployed one. */
-  tokenRefreshMinutes?: number;
-  /** The functions' tunables beyond the deployed environment (dev/system/tuning.ts). */
-  tuning?: Tuning;
-  /** Reconciliation as deployed; none when undefined. */
-  reconcile?: ReconcileOptions;
-  /** dynalite in this process (default) or in a child process (large tables: their memory and DynamoDB's CPU apart). */
-  dynalite?: 'in-process' | 'child';
-  observe?: SystemObserver;
-  /** The real Powertools logger and metrics of every function, writing to counters (meter.logs); default loggers that keep nothing. */
-  meterLogs?: boolean;
-  /** Keep only this many of the provider model's recorded requests (long runs); default all. */
-  recordedRequests?: number;
-  /**
-   * The items table's stream and the real change-events function on it (items-stream.ts: one
-   * shard, PutEvents answered in process after this many ms of virtual time); none when undefined.
-   */
-  changeEvents?: { eventBridgeRoundTripMs: number };
-}
-
-/** What a scenario at a provider limit says of it: the limit, the latency, where dynalite runs. */
-export interface LimitScale {
-  seed: number;
-  /** The provider's limit L, requests a second (one bucket, 429 with `Retry-After: 1` past it). */
-  limit: number;
-  providerLatencyMs: number;
-  dynalite: 'in-process' | 'child';
-  meterLogs?: boolean;
-}
-
-/**
- * The options every large scenario shares: the provider at L, told to the system
- * (`providerRequestsPerSecond`) unless `known` is false; a DynamoDB round trip of 5 ms; the last
- * 1,000 provider requests kept.
- */
-export function atLimit(scale: LimitScale, known = true): Pick<SystemOptions, 'seed' | 'rateLimit' | 'knownLimit' | 'providerLatencyMs' | 'dynamoRoundTripMs' | 'dynalite' | 'meterLogs' | 'recordedRequests'> {
-  return {
-    seed: scale.seed,
-    rateLimit: { requestsPerSecond: scale.limit, retryAfterSeconds: 1 },
-    ...(known ? { knownLimit: scale.limit } : {}),
-    providerLatencyMs: scale.providerLatencyMs,
-    dynamoRoundTripMs: 5,
-    dynalite: scale.dynalite,
-    ...(scale.meterLogs !== undefined ? { meterLogs: scale.meterLogs } : {}),
-    recordedRequests: 1_000,
-  };
-}
-
-/** One token-refresher invocation, as its schedule (or `refresh()`) made it. */
 export interface RefreshRun {
   startedAt: number;
   endedAt: number;
