@@ -161,6 +161,8 @@ export interface DiscoveryRun {
   /** The sweep's AWS usage over the crawl (root's send to the drain). */
   usage: Usage | undefined;
   itemsTable: string;
+  /** The deployment's X-Ray tracing (the context key `tracing`). */
+  tracing: boolean;
   quiet: { idle: Float64Array; during: Float64Array; left: number };
   rateLimited: number;
   deadLettered: number;
@@ -264,6 +266,7 @@ export async function discoveryRun(scale: DiscoveryScale, progress: (line: strin
       reconcilerSent: watch.reconcilerSent,
       usage: drained && atRoot ? usageBetween(atRoot, drained.usage) : undefined,
       itemsTable: system.local.names.itemsTable,
+      tracing: system.local.deployment.sync.tracing,
       quiet: {
         idle: quietTimes(watch, t0 + warmupMs, rootAt),
         during: quietTimes(watch, rootAt, crawled ? watch.lastRowAt : end),
@@ -394,7 +397,7 @@ export function crawlFigures(run: DiscoveryRun): { figures: Record<string, numbe
   };
   if (run.usage) {
     const crawlSeconds = run.crawlSeconds ?? 0;
-    const cost = passCost(run.usage, crawlSeconds, scale.meterLogs, run.itemsTable);
+    const cost = passCost(run.usage, crawlSeconds, { logsMetered: scale.meterLogs, tracing: run.tracing, itemsTable: run.itemsTable });
     for (const [key, count] of Object.entries(run.usage.dynamo.reconcile)) {
       if (count.requests > 0) figures[`per ${PER_ITEMS.toLocaleString('en-US')} items: DynamoDB ${key} (${who('reconcile')})`] = `${Math.round(count.requests * per).toLocaleString('en-US')} requests, ${Math.round(count.capacityUnits * per).toLocaleString('en-US')} units`;
     }

@@ -7,7 +7,8 @@
 import { describe, expect, it } from 'vitest';
 import { DEFAULT_PACE_SETTINGS, leaseSize } from '../../../functions/shared/provider/pace/pace-state.js';
 import { ENV } from '../../../functions/shared/config.js';
-import { RECONCILE_SCHEDULE_MINUTES, RECONCILER_MEMORY_MB, RECONCILER_TIMEOUT_SECONDS, SYNC_MEMORY_MB, syncEventSourceDeployment } from '../../../infra/deployment.js';
+import { NUMBER_RULES } from '../../../infra/context.js';
+import { RECONCILE_SCHEDULE_MINUTES, RECONCILER_MEMORY_MB, RECONCILER_TIMEOUT_SECONDS, syncEventSourceDeployment } from '../../../infra/deployment.js';
 import { systemConfig } from '../../../dev/system/config.js';
 import { RECONCILE_FULL, RECONCILE_SHORT, reconcilePass, reconcileSystemOptions } from '../../../dev/sim/reconcile-scenario.js';
 import { judged } from '../../../dev/sim/scenario.js';
@@ -73,7 +74,7 @@ describe('a reconciliation pass in virtual time (short)', () => {
       // The reconciler's schedule, time-out and memory; the sync's memory.
       expect(reconciler?.timeoutMs).toBe(RECONCILER_TIMEOUT_SECONDS * 1000);
       expect(reconciler?.memoryMb).toBe(RECONCILER_MEMORY_MB);
-      expect(sync[0]?.memoryMb).toBe(SYNC_MEMORY_MB);
+      expect(sync[0]?.memoryMb).toBe(NUMBER_RULES.syncMemorySize.fallback);
       const t0 = system.clock.ms();
       const interval = RECONCILE_SCHEDULE_MINUTES * 60_000;
       const first = idleMinutes * 60_000;
