@@ -142,6 +142,7 @@ export function simDeploymentInput(options: SystemOptions): { context: Record<st
     context: {
       freshnessHours: reconcile ? reconcile.freshnessHours : 0,
       ...(options.syncMaxConcurrency !== undefined ? { syncMaxConcurrency: options.syncMaxConcurrency } : {}),
+      ...(options.syncBatchSize !== undefined ? { syncBatchSize: options.syncBatchSize } : {}),
       ...(options.tokenRefreshMinutes !== undefined ? { tokenRefreshMinutes: options.tokenRefreshMinutes } : {}),
       ...(options.knownLimit !== undefined ? { providerRequestsPerSecond: options.knownLimit } : {}),
       ...(options.paceScope !== undefined ? { paceScope: options.paceScope } : {}),
