@@ -68,7 +68,7 @@ export interface ContentSyncFunctionProps {
   readonly lazyModules?: readonly string[];
 }
 
-/** A function's deployed memory, time-out and environment (infra/deployment.ts) as ContentSyncFunction props. */
+/** A function's deployed memory, time-out, tracing and environment (infra/deployment.ts) as ContentSyncFunction props. */
 export function functionProps(deployment: FunctionDeployment): Pick<ContentSyncFunctionProps, 'memorySize' | 'timeout' | 'tracing' | 'environment'> {
   return {
     memorySize: deployment.memoryMb,
