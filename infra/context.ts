@@ -17,6 +17,8 @@ export const CONTEXT_KEYS = {
   revisionField: 'revisionField',
   syncBatchSize: 'syncBatchSize',
   syncMaxConcurrency: 'syncMaxConcurrency',
+  syncMemorySize: 'syncMemorySize',
+  tracing: 'tracing',
   alarmEmail: 'alarmEmail',
   providerRequestsPerSecond: 'providerRequestsPerSecond',
   freshnessHours: 'freshnessHours',
@@ -33,8 +35,11 @@ export const CONTEXT_KEYS = {
 /** Allowed range and default of each numeric key. */
 export const NUMBER_RULES = {
   tokenRefreshMinutes: { min: 1, max: 1440, fallback: 30 },
-  syncBatchSize: { min: 1, max: 10_000, fallback: 10 },
-  syncMaxConcurrency: { min: 2, max: 1000, fallback: 5 },
+  // 100 a batch, two at once per queue: what a pass and users' pushes cost (docs/cost.md).
+  syncBatchSize: { min: 1, max: 10_000, fallback: 100 },
+  syncMaxConcurrency: { min: 2, max: 1000, fallback: 2 },
+  // The item sync's memory, MB (Lambda's range); CPU comes with it (one vCPU at 1,769 MB).
+  syncMemorySize: { min: 128, max: 10_240, fallback: 256 },
   // Target length of a reconciliation pass; 0 turns reconciliation off (one year at most).
   freshnessHours: { min: 0, max: 8760, fallback: DEFAULTS.freshnessHours },
   // Percent of the provider pace the reconciliation sweep may never take: kept for users' ids.
@@ -58,6 +63,10 @@ export interface ContentSyncConfig {
   readonly revisionField: string;
   readonly syncBatchSize: number;
   readonly syncMaxConcurrency: number;
+  /** The item sync's memory, MB. */
+  readonly syncMemorySize: number;
+  /** X-Ray active tracing of every function (off by default: docs/cost.md). */
+  readonly tracing: boolean;
   /** Subscribed to the alarm topic when set. */
   readonly alarmEmail: string | undefined;
   /**
@@ -91,8 +100,8 @@ export interface ContentSyncConfig {
    */
   readonly discovery: DiscoveryContext | undefined;
   /**
-   * Derived: time-out of the sync function in seconds. 60 s covers the default batch of 10 (one
-   * wave of provider requests with their re-tries); larger batches get 6 s per 10 records, capped
+   * Derived: time-out of the sync function in seconds. 60 s covers batches up to the default 100
+   * (at the pace's share of one of two containers, with re-tries); larger batches get 6 s per 10 records, capped
    * at Lambda's 900 s. The sync queue's visibility time-out is 6× this value.
    */
   readonly syncTimeoutSeconds: number;
@@ -124,6 +133,8 @@ export function readContentSyncConfig(source: ContextSource): ContentSyncConfig 
     revisionField: revisionField(source),
     syncBatchSize,
     syncMaxConcurrency: integer(source, 'syncMaxConcurrency'),
+    syncMemorySize: integer(source, 'syncMemorySize'),
+    tracing: flag(source, 'tracing', false),
     alarmEmail: alarmEmail(source),
     providerRequestsPerSecond: optionalInteger(source, 'providerRequestsPerSecond'),
     freshnessHours: integer(source, 'freshnessHours'),
@@ -225,6 +236,16 @@ function paceScope(source: ContextSource): PaceScope {
     throw new ConfigError(key, `must be one of ${PACE_SCOPES.join(', ')}, got "${raw}"`);
   }
   return raw as PaceScope;
+}
+
+/** `true` or `false` (a JSON boolean in cdk.json, the word with `-c key=value`); `fallback` when unset. */
+function flag(source: ContextSource, key: typeof CONTEXT_KEYS.tracing, fallback: boolean): boolean {
+  const value = source.tryGetContext(key);
+  if (typeof value === 'boolean') return value;
+  const raw = text(source, key);
+  if (raw === undefined) return fallback;
+  if (raw === 'true' || raw === 'false') return raw === 'true';
+  throw new ConfigError(key, `must be true or false, got "${raw}"`);
 }
 
 function logLevel(source: ContextSource): LogLevel {

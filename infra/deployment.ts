@@ -29,6 +29,8 @@ export interface ResourceNames {
 export interface FunctionDeployment {
   readonly memoryMb: number;
   readonly timeoutSeconds: number;
+  /** X-Ray active tracing (the context key `tracing`, one for every function). */
+  readonly tracing: boolean;
   /** The contract variables (ContentSyncFunction adds POWERTOOLS_* and NODE_OPTIONS). */
   readonly environment: Readonly<Record<string, string>>;
 }
@@ -42,7 +44,6 @@ export const REFRESHER_MEMORY_MB = 256;
  * (docs/connections.md, "Refresh at scale"). As long as the interval between two runs: they do not overlap.
  */
 export const REFRESHER_TIMEOUT_SECONDS = 300;
-export const SYNC_MEMORY_MB = 512;
 /**
  * CPU comes with memory (one vCPU at 1,769 MB): at 512 MB one invocation sends about 4,350 to 4,700
  * ids/s, nearly four times what 100M ids a day need (docs/measurements.md, "One reconciler invocation").
@@ -63,6 +64,7 @@ export function refresherDeployment(config: ContentSyncConfig, names: Pick<Resou
   return {
     memoryMb: REFRESHER_MEMORY_MB,
     timeoutSeconds: REFRESHER_TIMEOUT_SECONDS,
+    tracing: config.tracing,
     environment: {
       [ENV.baseUrl]: config.baseUrl,
       [ENV.connectionsTableName]: names.connectionsTableName,
@@ -72,11 +74,15 @@ export function refresherDeployment(config: ContentSyncConfig, names: Pick<Resou
   };
 }
 
-/** The item sync: its time-out follows the batch size (infra/context.ts, syncTimeoutSeconds). */
+/**
+ * The item sync: its memory is the context key `syncMemorySize`; its time-out follows the batch
+ * size (infra/context.ts, syncTimeoutSeconds).
+ */
 export function syncDeployment(config: ContentSyncConfig, names: ResourceNames): FunctionDeployment {
   return {
-    memoryMb: SYNC_MEMORY_MB,
+    memoryMb: config.syncMemorySize,
     timeoutSeconds: config.syncTimeoutSeconds,
+    tracing: config.tracing,
     environment: {
       [ENV.baseUrl]: config.baseUrl,
       // It refreshes a connection's token on demand (CONNECTION_WAIT_SECONDS keeps the function's default).
@@ -123,6 +129,7 @@ export function reconcilerDeployment(
   return {
     memoryMb: RECONCILER_MEMORY_MB,
     timeoutSeconds: RECONCILER_TIMEOUT_SECONDS,
+    tracing: config.tracing,
     environment: {
       [ENV.itemsTableName]: names.itemsTableName,
       [ENV.controlTableName]: names.controlTableName,
@@ -134,10 +141,14 @@ export function reconcilerDeployment(
 }
 
 /** The change-events function: it also keeps each connection's `idsKnown` and `lastWriteAt`. */
-export function changeEventsDeployment(names: Pick<ResourceNames, 'eventBusName' | 'connectionsTableName'>): FunctionDeployment {
+export function changeEventsDeployment(
+  config: Pick<ContentSyncConfig, 'tracing'>,
+  names: Pick<ResourceNames, 'eventBusName' | 'connectionsTableName'>,
+): FunctionDeployment {
   return {
     memoryMb: CHANGE_EVENTS_MEMORY_MB,
     timeoutSeconds: CHANGE_EVENTS_TIMEOUT_SECONDS,
+    tracing: config.tracing,
     environment: { [ENV.eventBusName]: names.eventBusName, [ENV.connectionsTableName]: names.connectionsTableName },
   };
 }
@@ -155,7 +166,7 @@ export function functionDeployments(config: ContentSyncConfig, names: ResourceNa
     refresher: refresherDeployment(config, names),
     sync: syncDeployment(config, names),
     reconciler: reconcilerDeployment(config, names),
-    changeEvents: changeEventsDeployment(names),
+    changeEvents: changeEventsDeployment(config, names),
   };
 }
 
@@ -191,16 +202,22 @@ export function workQueueDeployment(config: ContentSyncConfig): WorkQueueDeploym
 /** The item sync's event source on a work queue (the sync queue and the reconcile queue alike). */
 export interface SqsEventSourceDeployment {
   readonly batchSize: number;
-  /** SQS requires a batching window for batches over 10. */
+  /** SQS requires a batching window for batches over 10: the shortest, BATCHING_WINDOW_SECONDS. */
   readonly maxBatchingWindowSeconds: number | undefined;
   readonly maxConcurrency: number;
   readonly reportBatchItemFailures: true;
 }
 
-export function syncEventSourceDeployment(config: ContentSyncConfig): SqsEventSourceDeployment {
+/**
+ * The batching window of batches over 10 records: SQS's shortest. An id sent to a quiet queue waits
+ * up to this long for others to share its invocation; under load the batch fills at once.
+ */
+export const BATCHING_WINDOW_SECONDS = 1;
+
+export function syncEventSourceDeployment(config: Pick<ContentSyncConfig, 'syncBatchSize' | 'syncMaxConcurrency'>): SqsEventSourceDeployment {
   return {
     batchSize: config.syncBatchSize,
-    maxBatchingWindowSeconds: config.syncBatchSize > 10 ? 1 : undefined,
+    maxBatchingWindowSeconds: config.syncBatchSize > 10 ? BATCHING_WINDOW_SECONDS : undefined,
     maxConcurrency: config.syncMaxConcurrency,
     reportBatchItemFailures: true,
   };

@@ -81,8 +81,9 @@ export class InProcessEventSource implements EventSourceQueue {
     this.arn = model.queue(queueName).arn;
   }
 
-  async receive(max: number): Promise<sqsSdk.Message[]> {
-    const messages = await this.model.receive(this.queueName, { max, waitSeconds: this.waitSeconds, hold: true });
+  async receive(max: number, waitMs?: number): Promise<sqsSdk.Message[]> {
+    const waitSeconds = waitMs === undefined ? this.waitSeconds : waitMs / 1000;
+    const messages = await this.model.receive(this.queueName, { max, waitSeconds, hold: true });
     return messages.map((message) => renderMessage(this.model, message, ['All'], ['All']) as sqsSdk.Message);
   }
 

@@ -15,7 +15,6 @@ import {
 } from '@aws-sdk/client-sqs';
 import type { Context, SQSBatchResponse, SQSEvent, SQSMessageAttributes, SQSRecord } from 'aws-lambda';
 import { NUMBER_RULES, syncTimeoutSeconds } from '../../infra/context.js';
-import { SYNC_MEMORY_MB } from '../../infra/deployment.js';
 import { LOCAL_ACCOUNT_ID, LOCAL_REGION } from './local-aws.js';
 
 /** An item-sync invocation as deployed with the default batch: the context a caller that gives none gets. */
@@ -45,7 +44,7 @@ export function createContext(functionName: string, region = LOCAL_REGION, timeo
     functionName,
     functionVersion: '$LATEST',
     invokedFunctionArn: `arn:aws:lambda:${region}:${options.accountId ?? LOCAL_ACCOUNT_ID}:function:${functionName}`,
-    memoryLimitInMB: String(options.memoryMb ?? SYNC_MEMORY_MB),
+    memoryLimitInMB: String(options.memoryMb ?? NUMBER_RULES.syncMemorySize.fallback),
     awsRequestId,
     logGroupName: `/aws/lambda/${functionName}`,
     logStreamName: options.logStreamName ?? `local/[$LATEST]${awsRequestId.replace(/-/g, '')}`,
@@ -94,8 +93,11 @@ function sqsRecord(message: Message, queueArn: string, awsRegion: string): SQSRe
 /** The queue side of an event source mapping. */
 export interface EventSourceQueue {
   readonly arn: string;
-  /** Up to `max` messages; may wait a while (long polling) when none is visible. */
-  receive(max: number): Promise<Message[]>;
+  /**
+   * Up to `max` messages; may wait a while (long polling) when none is visible: at most `waitMs`
+   * when given (a batching window's rest), else the queue's long poll.
+   */
+  receive(max: number, waitMs?: number): Promise<Message[]>;
   /** The invocation is over: delete what succeeded; the failed messages come back after their visibility time-out. */
   settle(succeeded: readonly Message[], failed: readonly Message[]): Promise<void>;
   /** Messages still in the queue (visible, in flight or delayed). */
@@ -106,12 +108,13 @@ export interface EventSourceQueue {
 export function sqsClientQueue(sqs: SQSClient, queueUrl: string, queueArn: string): EventSourceQueue {
   return {
     arn: queueArn,
-    async receive(max) {
+    async receive(max, waitMs) {
       const received = await sqs.send(
         new ReceiveMessageCommand({
           QueueUrl: queueUrl,
           MaxNumberOfMessages: max,
-          WaitTimeSeconds: 1,
+          // Whole seconds only: a window's rest is waited for up to the next whole second.
+          WaitTimeSeconds: waitMs === undefined ? 1 : Math.min(1, Math.ceil(waitMs / 1000)),
           MessageSystemAttributeNames: ['All'],
           MessageAttributeNames: ['All'],
         }),
@@ -171,8 +174,13 @@ export interface EventSourceOptions {
   queue: EventSourceQueue;
   /** One handler per concurrent poller (each its own container); the same handler may appear more than once. */
   handlers: readonly SyncHandlerFn[];
-  /** Records per invocation; default 10. */
+  /** Records per invocation; default 10. Over 10 (up to 10,000), gathered from several receives within `batchWindowMs`. */
   batchSize?: number;
+  /**
+   * The batching window (MaximumBatchingWindowInSeconds): from its first message, a batch is gathered
+   * until it is full or this long has passed; default 0 (one receive, at most 10 records).
+   */
+  batchWindowMs?: number;
   /** The context of an invocation; default createContext with the function's time-out. */
   context?: (worker: number, invocation: number) => Context;
   /** Gives up when the queue is not empty by then; default 120 s. */
@@ -190,6 +198,32 @@ export interface EventSourceOptions {
   stop?: () => boolean;
 }
 
+/** SQS's most messages a receive, and Lambda's most records a batch from a standard queue. */
+const MESSAGES_PER_RECEIVE = 10;
+const MAX_BATCH_SIZE = 10_000;
+
+/**
+ * One batch as Lambda's poller gathers it: a receive (the queue's long poll); then, with a window,
+ * more receives until the batch is full or the window, counted from the first message, has passed.
+ */
+async function gatherBatch(
+  queue: EventSourceQueue,
+  batchSize: number,
+  windowMs: number,
+  now: () => number,
+  stop: (() => boolean) | undefined,
+): Promise<Message[]> {
+  const batch = await queue.receive(Math.min(MESSAGES_PER_RECEIVE, batchSize));
+  if (batch.length === 0 || windowMs <= 0) return batch;
+  const until = now() + windowMs;
+  while (batch.length < batchSize && !stop?.()) {
+    const left = until - now();
+    if (left <= 0) break;
+    batch.push(...(await queue.receive(Math.min(MESSAGES_PER_RECEIVE, batchSize - batch.length), left)));
+  }
+  return batch;
+}
+
 /**
  * Polls the queue like Lambda's SQS event source mapping with ReportBatchItemFailures, one poller per
  * handler, until the queue is empty (every message deleted or moved to the dead-letter queue by the
@@ -197,7 +231,9 @@ export interface EventSourceOptions {
  */
 export async function runEventSource(options: EventSourceOptions): Promise<DrainResult> {
   const { queue } = options;
-  const batchSize = Math.min(10, Math.max(1, options.batchSize ?? 10));
+  const windowMs = Math.max(0, options.batchWindowMs ?? 0);
+  // Without a window Lambda takes at most one receive's 10 (a batch size over 10 needs a window).
+  const batchSize = Math.min(windowMs > 0 ? MAX_BATCH_SIZE : MESSAGES_PER_RECEIVE, Math.max(1, options.batchSize ?? MESSAGES_PER_RECEIVE));
   const now = options.now ?? Date.now;
   const started = now();
   const deadline = started + (options.timeLimitMs ?? 120_000);
@@ -210,7 +246,7 @@ export async function runEventSource(options: EventSourceOptions): Promise<Drain
     while (!drained && now() < deadline) {
       if (options.stop?.()) break;
       options.beforeReceive?.();
-      const messages = await queue.receive(batchSize);
+      const messages = await gatherBatch(queue, batchSize, windowMs, now, options.stop);
       if (messages.length === 0) {
         progress.remaining = await queue.remaining();
         report();

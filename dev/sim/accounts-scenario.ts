@@ -186,7 +186,7 @@ async function measure(system: SimSystem, scale: AccountsScale, watch: AccountsW
     accountMs[c] = all ? last - passStart : Number.POSITIVE_INFINITY;
   }
   const dead = system.sqs.size(system.dlqUrl) + system.sqs.size(system.reconcileDlqUrl!);
-  const cost = passCost(system.meter, passMs / 1000, scale.meterLogs, system.local.names.itemsTable);
+  const cost = passCost(system.meter, passMs / 1000, { logsMetered: scale.meterLogs, tracing: system.local.deployment.sync.tracing, itemsTable: system.local.names.itemsTable });
   const perMillion = cost.total * (1_000_000 / n);
   const days = (facts.end - facts.t0) / DAY;
   const refresher = dayCost(facts.usage, system.local.names.connectionsTable);

@@ -150,9 +150,9 @@ function consumed(capacity: unknown): number {
 export function meteredQueue(queue: EventSourceQueue, count: EventSourceCount): EventSourceQueue {
   return {
     arn: queue.arn,
-    async receive(max) {
+    async receive(max, waitMs) {
       count.receives += 1;
-      const messages = await queue.receive(max);
+      const messages = await queue.receive(max, waitMs);
       if (messages.length === 0) count.emptyReceives += 1;
       return messages;
     },

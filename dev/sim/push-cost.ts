@@ -8,7 +8,7 @@
  */
 import type { CallCounts } from '../fakes/in-process-aws.js';
 import type { SimMeter } from './meters.js';
-import { dynamoCost, PRICES, who, xrayTraced, type CostLine } from './reconcile-cost.js';
+import { dynamoCost, lambdaCost, logBytes, PRICES, who, type CostLine, type CostOptions } from './reconcile-cost.js';
 
 export type AwsService = 'DynamoDB' | 'DynamoDB Streams' | 'SQS' | 'Lambda' | 'X-Ray' | 'CloudWatch Logs' | 'EventBridge';
 
@@ -31,9 +31,10 @@ type PushMeter = Pick<SimMeter, 'dynamo' | 'sqs' | 'eventSource' | 'lambda' | 'l
 
 /**
  * The cost of pushing `ids` ids: `sends` the users' SQS calls, `seconds` the measured time (for
- * X-Ray's one trace a second), logs only when metered.
+ * X-Ray's one trace a second when traced), logs only when metered.
  */
-export function pushCost(meter: PushMeter, sends: CallCounts, ids: number, seconds: number, logsMetered: boolean): PushCost {
+export function pushCost(meter: PushMeter, sends: CallCounts, ids: number, seconds: number, options: CostOptions): PushCost {
+  const { logsMetered, tracing } = options;
   const lines: PushCostLine[] = [];
   const sqs = (what: string, calls: number): void =>
     void lines.push({ service: 'SQS', what: `SQS ${what}`, requests: calls, units: `${calls} requests`, usd: (calls / 1e6) * PRICES.sqsRequestPerMillion });
@@ -61,22 +62,7 @@ export function pushCost(meter: PushMeter, sends: CallCounts, ids: number, secon
   for (const source of ['sync', 'changeEvents'] as const) {
     const lambda = meter.lambda[source];
     if (source === 'changeEvents' && lambda.invocations === 0) continue;
-    const gbSeconds = (lambda.durationMs / 1000) * (lambda.memoryMb / 1024);
-    lines.push({
-      service: 'Lambda',
-      what: `Lambda ${who(source)} (${lambda.memoryMb} MB, Arm)`,
-      requests: lambda.invocations,
-      units: `${round(gbSeconds, 1)} GB-s`,
-      usd: (lambda.invocations / 1e6) * PRICES.lambdaRequestPerMillion + gbSeconds * PRICES.lambdaArmGbSecond,
-    });
-    const traced = xrayTraced(lambda.invocations, seconds);
-    lines.push({
-      service: 'X-Ray',
-      what: `X-Ray traces ${who(source)} (default sampling, estimated)`,
-      requests: Math.round(traced),
-      units: `${Math.round(traced)} traces`,
-      usd: (traced / 1e6) * PRICES.xrayTracePerMillion,
-    });
+    for (const line of lambdaCost(lambda, who(source), seconds, tracing)) lines.push({ service: line.what.startsWith('X-Ray') ? 'X-Ray' : 'Lambda', ...line });
   }
   const bridge = meter.eventBridge;
   lines.push({
@@ -88,8 +74,9 @@ export function pushCost(meter: PushMeter, sends: CallCounts, ids: number, secon
   });
   if (logsMetered) {
     for (const source of ['sync', 'changeEvents'] as const) {
-      const bytes = Object.values(meter.logs[source]).reduce((total, count) => total + count.bytes, 0);
-      lines.push({ service: 'CloudWatch Logs', what: `CloudWatch Logs ingestion (${who(source)}: log lines and EMF metrics)`, requests: 0, units: `${round(bytes / 1e6, 1)} MB`, usd: (bytes / 2 ** 30) * PRICES.logsIngestedPerGb });
+      if (source === 'changeEvents' && meter.lambda[source].invocations === 0) continue;
+      const bytes = logBytes(meter, source);
+      lines.push({ service: 'CloudWatch Logs', what: `CloudWatch Logs ingestion (${who(source)}: log lines, EMF metrics, Lambda's START/END/REPORT)`, requests: 0, units: `${round(bytes / 1e6, 1)} MB`, usd: (bytes / 2 ** 30) * PRICES.logsIngestedPerGb });
     }
   }
 

@@ -130,7 +130,7 @@ export async function pushRun(scale: PushScale, kind: PushRunKind, progress: (li
     const end = await runUntilDone(system, scale, done, t0, realStart, kind, progress);
     await sending;
     const seconds = (end - t0) / 1000;
-    const cost = pushCost(system.meter, sends, scale.ids, seconds, scale.meterLogs);
+    const cost = pushCost(system.meter, sends, scale.ids, seconds, { logsMetered: scale.meterLogs, tracing: system.local.deployment.sync.tracing });
     const deadLettered = system.sqs.size(system.dlqUrl);
     return { kind, ids: scale.ids, done: done.size, measuredMs: end - t0, providerRequests, rateLimited, deadLettered, itemLogs, cost, sends, realMs: Date.now() - realStart };
   } finally {

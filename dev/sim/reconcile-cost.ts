@@ -34,6 +34,12 @@ export const PRICES = {
 /** Hours in a month as AWS prices a month (730 h: 30.4 days). */
 export const HOURS_PER_MONTH = 730;
 
+/**
+ * Lambda's own lines of each invocation in its log group (START, END and REPORT, in the text
+ * format: about 75 + 50 + 155 bytes), ingested with the function's lines.
+ */
+export const LAMBDA_PLATFORM_LOG_BYTES = 280;
+
 /** X-Ray's default sampling: the first request each second and 5% of the others. */
 const XRAY_RESERVOIR_PER_SECOND = 1;
 const XRAY_FIXED_RATE = 0.05;
@@ -48,8 +54,20 @@ export interface CostLine {
   usd: number;
 }
 
+export interface CostOptions {
+  /** The log lines were counted (the simulation's meterLogs): their ingestion is priced, with Lambda's own lines. */
+  logsMetered: boolean;
+  /** The deployment's X-Ray tracing (the context key `tracing`): traces are priced only when it is on. */
+  tracing: boolean;
+}
+
 /** The cost of the sweep (the reconciler and the sync's containers on the reconcile queue) at PRICES. */
-export function passCost(meter: Pick<SimMeter, 'dynamo' | 'sqs' | 'eventSource' | 'lambda' | 'logs'>, passSeconds: number, logsMetered: boolean, itemsTable: string): { lines: CostLine[]; total: number; changedWrites: number } {
+export function passCost(
+  meter: Pick<SimMeter, 'dynamo' | 'sqs' | 'eventSource' | 'lambda' | 'logs'>,
+  passSeconds: number,
+  options: CostOptions & { itemsTable: string },
+): { lines: CostLine[]; total: number; changedWrites: number } {
+  const { logsMetered, tracing, itemsTable } = options;
   const lines: CostLine[] = [];
   const sweep: MeterSource[] = ['reconciler', 'reconcile'];
   let changedWrites = 0;
@@ -72,18 +90,7 @@ export function passCost(meter: Pick<SimMeter, 'dynamo' | 'sqs' | 'eventSource' 
   ] as const) {
     lines.push({ what: `SQS ${what} (event source on the reconcile queue)`, requests: calls, units: `${calls} requests`, usd: (calls / 1e6) * PRICES.sqsRequestPerMillion });
   }
-  for (const source of sweep) {
-    const lambda: InvocationCount = meter.lambda[source];
-    const gbSeconds = (lambda.durationMs / 1000) * (lambda.memoryMb / 1024);
-    lines.push({
-      what: `Lambda ${who(source)} (${lambda.memoryMb} MB, Arm)`,
-      requests: lambda.invocations,
-      units: `${round(gbSeconds, 1)} GB-s`,
-      usd: (lambda.invocations / 1e6) * PRICES.lambdaRequestPerMillion + gbSeconds * PRICES.lambdaArmGbSecond,
-    });
-    const traced = xrayTraced(lambda.invocations, passSeconds);
-    lines.push({ what: `X-Ray traces ${who(source)} (default sampling, estimated)`, requests: Math.round(traced), units: `${Math.round(traced)} traces`, usd: (traced / 1e6) * PRICES.xrayTracePerMillion });
-  }
+  for (const source of sweep) lines.push(...lambdaCost(meter.lambda[source], who(source), passSeconds, tracing));
   lines.push({
     what: 'EventBridge Scheduler (reconciler ticks)',
     requests: meter.lambda.reconciler.invocations,
@@ -91,10 +98,34 @@ export function passCost(meter: Pick<SimMeter, 'dynamo' | 'sqs' | 'eventSource' 
     usd: (meter.lambda.reconciler.invocations / 1e6) * PRICES.schedulerInvocationPerMillion,
   });
   if (logsMetered) {
-    const bytes = sweep.reduce((sum, source) => sum + Object.values(meter.logs[source]).reduce((total, count) => total + count.bytes, 0), 0);
-    lines.push({ what: 'CloudWatch Logs ingestion (log lines and EMF metrics of both)', requests: 0, units: `${round(bytes / 1e6, 1)} MB`, usd: (bytes / 2 ** 30) * PRICES.logsIngestedPerGb });
+    const bytes = sweep.reduce((sum, source) => sum + logBytes(meter, source), 0);
+    lines.push({ what: "CloudWatch Logs ingestion (log lines, EMF metrics and Lambda's START/END/REPORT of both)", requests: 0, units: `${round(bytes / 1e6, 1)} MB`, usd: (bytes / 2 ** 30) * PRICES.logsIngestedPerGb });
   }
   return { lines, total: lines.reduce((sum, line) => sum + line.usd, 0), changedWrites };
+}
+
+/** A function's invocations and GB-seconds at PRICES; and, when traced, its X-Ray traces. */
+export function lambdaCost(lambda: InvocationCount, who: string, seconds: number, tracing: boolean): CostLine[] {
+  const gbSeconds = (lambda.durationMs / 1000) * (lambda.memoryMb / 1024);
+  const lines: CostLine[] = [
+    {
+      what: `Lambda ${who} (${lambda.memoryMb} MB, Arm)`,
+      requests: lambda.invocations,
+      units: `${round(gbSeconds, 1)} GB-s`,
+      usd: (lambda.invocations / 1e6) * PRICES.lambdaRequestPerMillion + gbSeconds * PRICES.lambdaArmGbSecond,
+    },
+  ];
+  if (tracing) {
+    const traced = xrayTraced(lambda.invocations, seconds);
+    lines.push({ what: `X-Ray traces ${who} (default sampling, estimated)`, requests: Math.round(traced), units: `${Math.round(traced)} traces`, usd: (traced / 1e6) * PRICES.xrayTracePerMillion });
+  }
+  return lines;
+}
+
+/** The bytes a source's logs ingest: its lines as the meter counted them, and Lambda's own lines of each invocation. */
+export function logBytes(meter: Pick<SimMeter, 'logs' | 'lambda'>, source: MeterSource): number {
+  const lines = Object.values(meter.logs[source]).reduce((total, count) => total + count.bytes, 0);
+  return lines + meter.lambda[source].invocations * LAMBDA_PLATFORM_LOG_BYTES;
 }
 
 /** Traces X-Ray records of `invocations` over `seconds` at the default sampling (estimated: spread evenly). */

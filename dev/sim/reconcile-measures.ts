@@ -68,7 +68,7 @@ export async function measurePass(run: PassRun, changed: ReadonlyMap<number, num
   const rows = await rowsAgainstProvider(run, changed);
   const users = userTimes(run.watch, timing.passStart);
   const passSeconds = (timing.passMs ?? end - timing.passStart) / 1000;
-  const cost = passCost(system.meter, passSeconds, scale.meterLogs, system.local.names.itemsTable);
+  const cost = passCost(system.meter, passSeconds, { logsMetered: scale.meterLogs, tracing: system.local.deployment.sync.tracing, itemsTable: system.local.names.itemsTable });
   const perMillion = (cost.total - cost.changedWrites) * (1_000_000 / scale.ids);
   const dead = system.sqs.size(system.dlqUrl) + system.sqs.size(system.reconcileDlqUrl!);
   return { timing, repeats, rows, users, cost, perMillion, dead };

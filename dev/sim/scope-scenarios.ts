@@ -32,6 +32,11 @@ export interface LimitsScale {
   backlogSeconds: number;
   /** Sync invocations at once (the context key syncMaxConcurrency). */
   containers: number;
+  /**
+   * Records per invocation (the context key syncBatchSize): 10, as docs/provider-pace.md advises for
+   * accounts with limits of their own (a batch's records wait for their own connection's pace).
+   */
+  batchSize: number;
   /** Minutes: warm-up (not measured), steady (measured), after the halving (measured from `settleSeconds` on). */
   phaseMinutes: [number, number, number];
   /** After the halving, the minute of the halved account's 429s (every account's "after" figures start after it). */
@@ -53,6 +58,7 @@ export const LIMITS_FULL: LimitsScale = {
   idsEach: 400,
   backlogSeconds: 4,
   containers: 50,
+  batchSize: 10,
   phaseMinutes: [2, 3, 3],
   settleSeconds: 60,
   tolerance: { limitedShare: 0.02, otherChange: 0.03, otherDuringBurst: 0.95 },
@@ -66,6 +72,7 @@ export const LIMITS_SHORT: LimitsScale = {
   idsEach: 40,
   backlogSeconds: 4,
   containers: 3,
+  batchSize: 10,
   phaseMinutes: [0.5, 0.5, 0.5],
   settleSeconds: 10,
   tolerance: { limitedShare: 0.05, otherChange: 0.1, otherDuringBurst: 0.85 },
@@ -154,6 +161,7 @@ export function perAccountLimits(scale: LimitsScale, progress: (line: string) =>
       rateLimit: { requestsPerSecond: max, scope: 'account', accountRequestsPerSecond: (id) => limits.get(id), retryAfterSeconds: RETRY_AFTER_SECONDS },
       paceScope: 'connection',
       syncMaxConcurrency: scale.containers,
+      syncBatchSize: scale.batchSize,
       providerLatencyMs: 50,
       dynamoRoundTripMs: 5,
       recordedRequests: 1_000,

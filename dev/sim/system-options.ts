@@ -65,6 +65,8 @@ export interface SystemOptions {
   paceScope?: PaceScope;
   /** The context key syncMaxConcurrency (sync invocations on each queue at once); default the deployed one. */
   syncMaxConcurrency?: number;
+  /** The context key syncBatchSize; default the deployed one. */
+  syncBatchSize?: number;
   providerLatencyMs: number;
   /** Virtual round trip of a DynamoDB call (pace draws and the items table). */
   dynamoRoundTripMs: number;

@@ -38,7 +38,7 @@ import { runEventSource, type DrainResult } from '../fakes/lambda.js';
 import type { SqsModel } from '../fakes/sqs-model.js';
 import type { ProviderModel } from '../simulator/provider-model.js';
 import { inProcessAws } from '../system/aws.js';
-import { batchSizeOf, eventSourceQueue } from '../system/event-sources.js';
+import { batchingOf, eventSourceQueue } from '../system/event-sources.js';
 import type { BuiltFunction, RefresherHandler } from '../system/functions.js';
 import { localNames } from '../system/names.js';
 import { countingObservability, quietObservability, type Observability } from '../system/observability.js';
@@ -142,6 +142,7 @@ export function simDeploymentInput(options: SystemOptions): { context: Record<st
     context: {
       freshnessHours: reconcile ? reconcile.freshnessHours : 0,
       ...(options.syncMaxConcurrency !== undefined ? { syncMaxConcurrency: options.syncMaxConcurrency } : {}),
+      ...(options.syncBatchSize !== undefined ? { syncBatchSize: options.syncBatchSize } : {}),
       ...(options.tokenRefreshMinutes !== undefined ? { tokenRefreshMinutes: options.tokenRefreshMinutes } : {}),
       ...(options.knownLimit !== undefined ? { providerRequestsPerSecond: options.knownLimit } : {}),
       ...(options.paceScope !== undefined ? { paceScope: options.paceScope } : {}),
@@ -405,7 +406,7 @@ async function pollEventSources(
     runEventSource({
       queue: meteredQueue(eventSourceQueue(local, source.name), meter.eventSource[source.name]),
       handlers: source.functions.map((fn) => timed(fn.handler, clock, meter.lambda[source.name])),
-      batchSize: batchSizeOf(local),
+      ...batchingOf(local),
       context: () => local.context(source.functions[0]!),
       now: () => clock.ms(),
       timeLimitMs: Number.MAX_SAFE_INTEGER / 2,

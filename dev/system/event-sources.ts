@@ -12,12 +12,13 @@ import type { LocalSystem } from './system.js';
 /** The long poll of Lambda's event source mapping (ReceiveMessage WaitTimeSeconds). */
 export const LAMBDA_LONG_POLL_SECONDS = 20;
 
-/** Records per invocation: the deployed batch size, at most SQS's 10 a receive (larger batches come from a batching window, not modelled). */
-export function batchSizeOf(system: LocalSystem): number {
-  return Math.min(10, system.deployment.syncEventSource.batchSize);
+/** Records per invocation and the batching window, as deployed (a batch over 10 is gathered from several receives). */
+export function batchingOf(system: LocalSystem): { batchSize: number; batchWindowMs: number } {
+  const source = system.deployment.syncEventSource;
+  return { batchSize: source.batchSize, batchWindowMs: (source.maxBatchingWindowSeconds ?? 0) * 1000 };
 }
 
-export interface SyncEventSourceOptions extends Omit<EventSourceOptions, 'queue' | 'handlers' | 'batchSize'> {
+export interface SyncEventSourceOptions extends Omit<EventSourceOptions, 'queue' | 'handlers' | 'batchSize' | 'batchWindowMs'> {
   /** The containers, one poller each; built with the system's defaults when a number (default maxConcurrency). */
   containers?: ReadonlyArray<BuiltFunction<SyncHandler>> | number;
   /** Handlers to poll with instead of the containers' own (the containers' handlers wrapped, e.g. timed). */
@@ -45,7 +46,7 @@ export function runSyncEventSource(system: LocalSystem, which: 'sync' | 'reconci
   return runEventSource({
     queue: around ? around(queue) : queue,
     handlers: containers.map((container, index) => (wrap ? wrap(container.handler, index) : container.handler)),
-    batchSize: batchSizeOf(system),
+    ...batchingOf(system),
     ...(first ? { context: () => system.context(first) } : {}),
     ...rest,
   });

@@ -72,6 +72,8 @@ export interface ChangeEventsProps extends ChangeEventsStateful {
   readonly connections: ConnectionsResources;
   /** The context key `logLevel`. */
   readonly logLevel: LogLevel;
+  /** The context key `tracing`. */
+  readonly tracing: boolean;
 }
 
 export interface ChangeEvents extends ChangeEventsOperations {
@@ -85,7 +87,7 @@ export function addChangeEvents(stack: Stack, props: ChangeEventsProps): ChangeE
     serviceName: CHANGE_EVENTS_SERVICE,
     description: 'content-sync: announces every real change of an items-table row on the change-event bus',
     logLevel: props.logLevel,
-    ...functionProps(changeEventsDeployment({ eventBusName: props.bus.eventBusArn, connectionsTableName: props.connections.table.tableName })),
+    ...functionProps(changeEventsDeployment(props, { eventBusName: props.bus.eventBusArn, connectionsTableName: props.connections.table.tableName })),
   });
   fn.allow({
     sid: 'PublishChangeEvents',
@@ -110,7 +112,7 @@ export function addChangeEvents(stack: Stack, props: ChangeEventsProps): ChangeE
 
   acknowledgeFunctionFindings(
     fn,
-    'X-Ray tracing (xray:PutTraceSegments, xray:PutTelemetryRecords) and the stream event source grant (dynamodb:ListStreams) support no resource-level permissions; the stream read itself is on the items table stream only.',
+    'The stream event source grant (dynamodb:ListStreams) supports no resource-level permission; the stream read itself is on the items table stream only.',
   );
 
   new CfnOutput(stack, 'ChangeEventsFunctionName', {

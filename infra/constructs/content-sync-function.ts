@@ -1,7 +1,7 @@
 /**
  * The one place that fixes how every content-sync Lambda function is built and run: Node.js 22 on
  * arm64, an ESM bundle (minified, with source maps, the AWS SDK bundled in but for the credential
- * sources Lambda never uses: see LAMBDA_UNUSED_CREDENTIAL_SOURCES), X-Ray tracing, its own log
+ * sources Lambda never uses: see LAMBDA_UNUSED_CREDENTIAL_SOURCES), X-Ray tracing when asked, its own log
  * group with a retention, and its own role that may write to that log group and nothing else until
  * the stack grants more. No physical names.
  */
@@ -56,6 +56,8 @@ export interface ContentSyncFunctionProps {
   readonly logLevel: FunctionLogLevel;
   readonly memorySize: number;
   readonly timeout: Duration;
+  /** X-Ray active tracing (the context key `tracing`); off: no trace is recorded and the role has no X-Ray action. */
+  readonly tracing: boolean;
   /** Contract variables; POWERTOOLS_* and NODE_OPTIONS are added here. */
   readonly environment: Record<string, string>;
   /**
@@ -66,10 +68,11 @@ export interface ContentSyncFunctionProps {
   readonly lazyModules?: readonly string[];
 }
 
-/** A function's deployed memory, time-out and environment (infra/deployment.ts) as ContentSyncFunction props. */
-export function functionProps(deployment: FunctionDeployment): Pick<ContentSyncFunctionProps, 'memorySize' | 'timeout' | 'environment'> {
+/** A function's deployed memory, time-out, tracing and environment (infra/deployment.ts) as ContentSyncFunction props. */
+export function functionProps(deployment: FunctionDeployment): Pick<ContentSyncFunctionProps, 'memorySize' | 'timeout' | 'tracing' | 'environment'> {
   return {
     memorySize: deployment.memoryMb,
+    tracing: deployment.tracing,
     timeout: Duration.seconds(deployment.timeoutSeconds),
     environment: { ...deployment.environment },
   };
@@ -89,9 +92,12 @@ export class ContentSyncFunction extends Construct {
   readonly function: NodejsFunction;
   readonly role: iam.Role;
   readonly logGroup: logs.LogGroup;
+  /** X-Ray active tracing on (its role may then write traces: a wildcard resource). */
+  readonly tracing: boolean;
 
   constructor(scope: Construct, id: string, props: ContentSyncFunctionProps) {
     super(scope, id);
+    this.tracing = props.tracing;
 
     this.logGroup = new logs.LogGroup(this, 'LogGroup', {
       retention: LOG_RETENTION,
@@ -123,7 +129,7 @@ export class ContentSyncFunction extends Construct {
       architecture: lambda.Architecture.ARM_64,
       memorySize: props.memorySize,
       timeout: props.timeout,
-      tracing: lambda.Tracing.ACTIVE,
+      tracing: props.tracing ? lambda.Tracing.ACTIVE : lambda.Tracing.DISABLED,
       role: this.role,
       logGroup: this.logGroup,
       environment: {
@@ -167,20 +173,22 @@ export class ContentSyncFunction extends Construct {
   }
 }
 
-/** Why a content-sync function's role holds a wildcard resource: X-Ray's two actions have no other. */
+/** Why a traced content-sync function's role holds a wildcard resource: X-Ray's two actions have no other. */
 export const XRAY_WILDCARD_REASON =
   'X-Ray tracing: xray:PutTraceSegments and xray:PutTelemetryRecords support no resource-level permissions.';
 
 /**
- * The two cdk-nag findings every content-sync function has, acknowledged: its runtime (AwsSolutions-L1)
- * and its role's wildcard resource (AwsSolutions-IAM5, X-Ray's unless `wildcardReason` says more).
+ * The cdk-nag findings a content-sync function has, acknowledged: its runtime (AwsSolutions-L1) and,
+ * when its role holds a wildcard resource (X-Ray's when traced; `otherWildcards` says why else), that
+ * (AwsSolutions-IAM5).
  */
-export function acknowledgeFunctionFindings(fn: ContentSyncFunction, wildcardReason = XRAY_WILDCARD_REASON): void {
+export function acknowledgeFunctionFindings(fn: ContentSyncFunction, otherWildcards?: string): void {
   Validations.of(fn.function).acknowledge({
     id: 'AwsSolutions-L1',
     reason: 'Node.js 22 is the runtime the project targets and tests for; moving to a newer runtime is a deliberate, tested change.',
   });
-  Validations.of(fn.role).acknowledge({ id: 'AwsSolutions-IAM5[Resource::*]', reason: wildcardReason });
+  const reasons = [...(fn.tracing ? [XRAY_WILDCARD_REASON] : []), ...(otherWildcards !== undefined ? [otherWildcards] : [])];
+  if (reasons.length > 0) Validations.of(fn.role).acknowledge({ id: 'AwsSolutions-IAM5[Resource::*]', reason: reasons.join(' ') });
 }
 
 /**

@@ -79,7 +79,7 @@ describe('change events: stateful resources', () => {
 });
 
 describe('change events: the function', () => {
-  it('Node.js 22, arm64, 256 MB, 30 s, tracing, own log group (one month) and role (no managed policies)', () => {
+  it('Node.js 22, arm64, 256 MB, 30 s, no tracing (the context key), own log group (one month) and role (no managed policies)', () => {
     const fn = resource(t.statelessTemplate, 'AWS::Lambda::Function', ids.fn!);
     expect(fn.Properties).toMatchObject({
       Runtime: 'nodejs22.x',
@@ -87,10 +87,10 @@ describe('change events: the function', () => {
       Handler: 'index.handler',
       MemorySize: 256,
       Timeout: 30,
-      TracingConfig: { Mode: 'Active' },
       LoggingConfig: { LogGroup: { Ref: ids.logs } },
       Role: { 'Fn::GetAtt': [ids.role, 'Arn'] },
     });
+    expect(fn.Properties).not.toHaveProperty('TracingConfig');
     expect(fn.Properties).not.toHaveProperty('FunctionName');
     expect(fn.Properties).not.toHaveProperty('ReservedConcurrentExecutions');
     expect(resource(t.statelessTemplate, 'AWS::Logs::LogGroup', ids.logs!).Properties).toEqual({ RetentionInDays: 30 });
@@ -113,10 +113,9 @@ describe('change events: the function', () => {
     });
   });
 
-  it('IAM: own logs, X-Ray, PutEvents on the bus only, two attributes of a connection, send to the failure queue, read the items stream; nothing else', () => {
+  it('IAM: own logs, PutEvents on the bus only, two attributes of a connection, send to the failure queue, read the items stream; nothing else', () => {
     expect(roleStatements(t.statelessTemplate, ids.role!)).toEqual([
       { Sid: 'WriteOwnLogs', Effect: 'Allow', Action: ['logs:CreateLogStream', 'logs:PutLogEvents'], Resource: { 'Fn::GetAtt': [ids.logs, 'Arn'] } },
-      { Effect: 'Allow', Action: ['xray:PutTraceSegments', 'xray:PutTelemetryRecords'], Resource: '*' },
       { Sid: 'PublishChangeEvents', Effect: 'Allow', Action: 'events:PutEvents', Resource: imports.busArn },
       // Each connection's idsKnown and lastWriteAt (test/infra/connections.test.ts): nothing else of its row, never a value back.
       {

@@ -16,8 +16,10 @@ describe('context defaults', () => {
       baseUrl: 'https://example.com/api',
       tokenRefreshMinutes: 30,
       revisionField: 'revision',
-      syncBatchSize: 10,
-      syncMaxConcurrency: 5,
+      syncBatchSize: 100,
+      syncMaxConcurrency: 2,
+      syncMemorySize: 256,
+      tracing: false,
       alarmEmail: undefined,
       providerRequestsPerSecond: undefined,
       freshnessHours: 24,
@@ -34,8 +36,10 @@ describe('context defaults', () => {
     expect(CDK_JSON_CONTEXT).toMatchObject({
       tokenRefreshMinutes: 30,
       revisionField: 'revision',
-      syncBatchSize: 10,
-      syncMaxConcurrency: 5,
+      syncBatchSize: 100,
+      syncMaxConcurrency: 2,
+      syncMemorySize: 256,
+      tracing: false,
       freshnessHours: 24,
       usersReservedPercent: 20,
       paceScope: 'client',
@@ -45,7 +49,7 @@ describe('context defaults', () => {
     expect(CDK_JSON_CONTEXT).not.toHaveProperty('baseUrl');
     // Unset means "the pace finds the provider's limit itself": no value in cdk.json.
     expect(CDK_JSON_CONTEXT).not.toHaveProperty('providerRequestsPerSecond');
-    expect(read({ ...CDK_JSON_CONTEXT, ...base }).syncBatchSize).toBe(10);
+    expect(read({ ...CDK_JSON_CONTEXT, ...base })).toEqual(read(base));
   });
 
   it('normalizes baseUrl with the run-time rule (no trailing slash, path prefix kept)', () => {
@@ -57,10 +61,36 @@ describe('context defaults', () => {
     expect(config).toMatchObject({ tokenRefreshMinutes: 15, syncBatchSize: 100, syncMaxConcurrency: 2, revisionField: 'meta.rev', alarmEmail: 'ops@example.com' });
   });
 
+  it.each([
+    [true, true],
+    [false, false],
+    ['true', true],
+    [' false ', false],
+    ['', false],
+  ])('tracing %j is %j', (value, expected) => {
+    expect(read({ ...base, tracing: value }).tracing).toBe(expected);
+  });
+
+  it.each(['yes', '1', 'TRUE', 0])('tracing %j is an error naming the key', (value) => {
+    expect(() => read({ ...base, tracing: value })).toThrow(/^tracing: must be true or false/);
+  });
+
+  it.each([
+    [128, 128],
+    ['1769', 1769],
+    [10_240, 10_240],
+  ])('syncMemorySize %j is %j MB', (value, expected) => {
+    expect(read({ ...base, syncMemorySize: value }).syncMemorySize).toBe(expected);
+  });
+
+  it.each(['127', '10241', '256.5', 'big'])('syncMemorySize %j is an error naming the key', (value) => {
+    expect(() => read({ ...base, syncMemorySize: value })).toThrow(/^syncMemorySize: must be a whole number from 128 to 10240/);
+  });
+
   it('treats blank values as unset', () => {
     expect(read({ ...base, alarmEmail: '', syncBatchSize: ' ', revisionField: '' })).toMatchObject({
       alarmEmail: undefined,
-      syncBatchSize: 10,
+      syncBatchSize: 100,
       revisionField: 'revision',
     });
     expect(read({ ...base, providerRequestsPerSecond: '  ' }).providerRequestsPerSecond).toBeUndefined();

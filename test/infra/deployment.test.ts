@@ -28,7 +28,7 @@ vi.mock('../../infra/deployment.js', async (importOriginal) => {
   type FunctionDeployment = Deployment.FunctionDeployment;
   const fn = (deployment: FunctionDeployment): FunctionDeployment =>
     shifted.on
-      ? { memoryMb: deployment.memoryMb + 64, timeoutSeconds: deployment.timeoutSeconds + 1, environment: { ...deployment.environment, DEPLOYMENT_PROBE: 'shifted' } }
+      ? { memoryMb: deployment.memoryMb + 64, timeoutSeconds: deployment.timeoutSeconds + 1, tracing: !deployment.tracing, environment: { ...deployment.environment, DEPLOYMENT_PROBE: 'shifted' } }
       : deployment;
   const maybe = (deployment: FunctionDeployment | undefined) => deployment && fn(deployment);
   const down = (n: number) => (n > 1 ? n - 1 : n + 1);

@@ -104,9 +104,10 @@ describe('the item sync takes the reconcile queue too', () => {
     expect(mapping.Properties).toEqual({
       EventSourceArn: imports.queueArn,
       FunctionName: { Ref: ids.sync },
-      BatchSize: 10,
+      BatchSize: 100,
+      MaximumBatchingWindowInSeconds: 1,
       FunctionResponseTypes: ['ReportBatchItemFailures'],
-      ScalingConfig: { MaximumConcurrency: 5 },
+      ScalingConfig: { MaximumConcurrency: 2 },
     });
     const big = synthTemplates({ syncBatchSize: '50', syncMaxConcurrency: '30' });
     expect(resource(big.statelessTemplate, 'AWS::Lambda::EventSourceMapping', 'ItemSyncFunctionSqsEventSourceContentSyncStatefulReconcileQueue').Properties).toMatchObject({
@@ -128,7 +129,7 @@ describe('the item sync takes the reconcile queue too', () => {
 });
 
 describe('the reconciler function', () => {
-  it('Node.js 22, arm64, 512 MB, 60 s (a tick runs up to 50 s), tracing, its own log group and role', () => {
+  it('Node.js 22, arm64, 512 MB, 60 s (a tick runs up to 50 s), no tracing (the context key), its own log group and role', () => {
     const fn = resource(t.statelessTemplate, 'AWS::Lambda::Function', ids.reconciler!);
     expect(fn.Properties).toMatchObject({
       Runtime: 'nodejs22.x',
@@ -136,7 +137,6 @@ describe('the reconciler function', () => {
       Handler: 'index.handler',
       MemorySize: 512,
       Timeout: 60,
-      TracingConfig: { Mode: 'Active' },
       LoggingConfig: { LogGroup: { Ref: ids.logs } },
       Role: fnArn(ids.role!),
     });
@@ -158,11 +158,10 @@ describe('the reconciler function', () => {
     });
   });
 
-  it('IAM: own logs, X-Ray, Scan and DescribeTable on the items table, the cursor row only, send to and count the reconcile queue; nothing else', () => {
+  it('IAM: own logs, Scan and DescribeTable on the items table, the cursor row only, send to and count the reconcile queue; nothing else', () => {
     expect(RECONCILE_CURSOR_ROW).toBe(RECONCILE_CURSOR_KEY);
     expect(roleStatements(t.statelessTemplate, ids.role!)).toEqual([
       { Sid: 'WriteOwnLogs', Effect: 'Allow', Action: ['logs:CreateLogStream', 'logs:PutLogEvents'], Resource: fnArn(ids.logs!) },
-      { Effect: 'Allow', Action: ['xray:PutTraceSegments', 'xray:PutTelemetryRecords'], Resource: '*' },
       { Sid: 'ScanItemIds', Effect: 'Allow', Action: ['dynamodb:Scan', 'dynamodb:DescribeTable'], Resource: imports.tableArn },
       {
         Sid: 'ReconcileCursor',

@@ -76,8 +76,8 @@ describe('stateless stack', () => {
   describe('Lambda defaults of both functions', () => {
     it.each([
       ['TokenRefresherFunction', 'token-refresher', 256, 300],
-      ['ItemSyncFunction', 'item-sync', 512, 60],
-    ])('%s: Node.js 22, arm64, ESM bundle entry, tracing, own log group and role, %s', (prefix, service, memory, timeout) => {
+      ['ItemSyncFunction', 'item-sync', 256, 60],
+    ])('%s: Node.js 22, arm64, ESM bundle entry, no tracing, own log group and role, %s', (prefix, service, memory, timeout) => {
       const fn = resource(t.statelessTemplate, 'AWS::Lambda::Function', prefix);
       const logGroup = prefix.replace('Function', 'LogGroup');
       const role = prefix.replace('Function', 'Role');
@@ -87,7 +87,6 @@ describe('stateless stack', () => {
         Handler: 'index.handler',
         MemorySize: memory,
         Timeout: timeout,
-        TracingConfig: { Mode: 'Active' },
         LoggingConfig: { LogGroup: { Ref: logicalId(t.statelessTemplate, 'AWS::Logs::LogGroup', logGroup) } },
         Role: { 'Fn::GetAtt': [logicalId(t.statelessTemplate, 'AWS::IAM::Role', role), 'Arn'] },
       });
@@ -96,8 +95,29 @@ describe('stateless stack', () => {
         POWERTOOLS_LOG_LEVEL: 'INFO',
         NODE_OPTIONS: '--enable-source-maps',
       });
+      // X-Ray's active tracing is the context key `tracing`, off by default.
+      expect(fn.Properties).not.toHaveProperty('TracingConfig');
       expect(fn.Properties).not.toHaveProperty('FunctionName');
       expect(fn.Properties).not.toHaveProperty('ReservedConcurrentExecutions');
+    });
+
+    it('tracing true: every function traced (Active), and its role may write traces (the one wildcard X-Ray needs)', () => {
+      const traced = synthTemplates({ tracing: 'true' });
+      const functions = Object.entries(traced.statelessTemplate.findResources('AWS::Lambda::Function')).filter(([id]) => !id.startsWith('LogRetention'));
+      expect(functions.map(([id]) => id.replace(/[0-9A-F]{8}$/, '')).sort()).toEqual(['ChangeEventsFunction', 'ItemSyncFunction', 'ReconcilerFunction', 'TokenRefresherFunction']);
+      for (const [id, body] of functions) {
+        expect(body.Properties.TracingConfig, id).toEqual({ Mode: 'Active' });
+        const roleId = (body.Properties.Role as { 'Fn::GetAtt': [string, string] })['Fn::GetAtt'][0];
+        expect(roleStatements(traced.statelessTemplate, roleId), id).toContainEqual(xrayStatement);
+      }
+      // Default (false): no function has the X-Ray statement.
+      for (const id of [ids.refresherRole!, ids.syncRole!]) expect(roleStatements(t.statelessTemplate, id)).not.toContainEqual(xrayStatement);
+    });
+
+    it('syncMemorySize is the item sync\'s memory (128 to 10,240 MB)', () => {
+      const other = synthTemplates({ syncMemorySize: '1024' });
+      expect(resource(other.statelessTemplate, 'AWS::Lambda::Function', 'ItemSyncFunction').Properties.MemorySize).toBe(1024);
+      expect(resource(other.statelessTemplate, 'AWS::Lambda::Function', 'TokenRefresherFunction').Properties.MemorySize).toBe(256);
     });
 
     it('log groups keep one month and go with the stack', () => {
@@ -132,10 +152,9 @@ describe('stateless stack', () => {
       });
     });
 
-    it('IAM: own logs, X-Ray, get, scan and update connections (the key through DynamoDB), get and put its token pace rows only; nothing else', () => {
+    it('IAM: own logs, get, scan and update connections (the key through DynamoDB), get and put its token pace rows only; nothing else', () => {
       expect(roleStatements(t.statelessTemplate, ids.refresherRole!)).toEqual([
         logsStatement(ids.refresherLogs!),
-        xrayStatement,
         { Sid: 'Connections', Effect: 'Allow', Action: ['dynamodb:GetItem', 'dynamodb:Scan', 'dynamodb:UpdateItem'], Resource: imports.connectionsTableArn },
         connectionsKeyStatement(),
         // The token endpoint's pace: a strongly consistent GetItem and a conditional PutItem of the rows `provider-pace#token#<client id>`.
@@ -322,10 +341,9 @@ describe('stateless stack', () => {
       });
     });
 
-    it('IAM: own logs, X-Ray, read/write items (no Scan/Delete), the pace rows, send back to its queue and to the DLQ, get and update connections, consume its queue', () => {
+    it('IAM: own logs, read/write items (no Scan/Delete), the pace rows, send back to its queue and to the DLQ, get and update connections, consume its queue', () => {
       expect(roleStatements(t.statelessTemplate, ids.syncRole!)).toEqual([
         logsStatement(ids.syncLogs!),
-        xrayStatement,
         {
           Sid: 'ReadWriteItems',
           Effect: 'Allow',
@@ -370,26 +388,37 @@ describe('stateless stack', () => {
       expect(mapping.Properties).toEqual({
         EventSourceArn: imports.queueArn,
         FunctionName: { Ref: ids.sync },
-        BatchSize: 10,
-        FunctionResponseTypes: ['ReportBatchItemFailures'],
-        ScalingConfig: { MaximumConcurrency: 5 },
-      });
-    });
-
-    it('syncBatchSize over 10 gets a 1 s batching window; syncMaxConcurrency is passed through', () => {
-      const other = synthTemplates({ syncBatchSize: '50', syncMaxConcurrency: '2' });
-      other.statelessTemplate.hasResourceProperties('AWS::Lambda::EventSourceMapping', {
-        BatchSize: 50,
+        BatchSize: 100,
         MaximumBatchingWindowInSeconds: 1,
         FunctionResponseTypes: ['ReportBatchItemFailures'],
         ScalingConfig: { MaximumConcurrency: 2 },
       });
     });
+
+    it('syncBatchSize over 10 gets a 1 s batching window; syncMaxConcurrency is passed through', () => {
+      const other = synthTemplates({ syncBatchSize: '50', syncMaxConcurrency: '7' });
+      other.statelessTemplate.hasResourceProperties('AWS::Lambda::EventSourceMapping', {
+        BatchSize: 50,
+        MaximumBatchingWindowInSeconds: 1,
+        FunctionResponseTypes: ['ReportBatchItemFailures'],
+        ScalingConfig: { MaximumConcurrency: 7 },
+      });
+    });
+
+    it('syncBatchSize 10 or less: no batching window (each batch is one receive)', () => {
+      const other = synthTemplates({ syncBatchSize: '10' });
+      const mappings = Object.values(other.statelessTemplate.findResources('AWS::Lambda::EventSourceMapping')).filter((m) => m.Properties.BatchSize === 10);
+      expect(mappings).toHaveLength(2);
+      for (const mapping of mappings) expect(mapping.Properties).not.toHaveProperty('MaximumBatchingWindowInSeconds');
+    });
   });
 
   describe('least privilege across the stack', () => {
-    it('no Allow statement names a wildcard action; only X-Ray and the stream grant\'s ListStreams have a wildcard resource', () => {
-      const template = t.statelessTemplate.toJSON();
+    it.each([
+      ['default', {}],
+      ['tracing true', { tracing: 'true' }],
+    ])('no Allow statement names a wildcard action; only X-Ray and the stream grant\'s ListStreams have a wildcard resource (%s)', (_name, overrides) => {
+      const template = synthTemplates(overrides).statelessTemplate.toJSON();
       const statements: Array<{ Effect: string; Action: string | string[]; Resource: unknown }> = [];
       for (const body of Object.values(template.Resources as Record<string, { Type: string; Properties: any }>)) {
         if (body.Type === 'AWS::IAM::Policy') statements.push(...body.Properties.PolicyDocument.Statement);

@@ -5,7 +5,7 @@
  * sim -- discovery discovery-cycle`) are in docs/measurements.md.
  */
 import { describe, expect, it } from 'vitest';
-import { CRAWL_TIME_FACTOR, DISCOVERY_SHORT, REQUESTS_PER_ITEM_GOAL, discoveryRun } from '../../../dev/sim/discovery-scenario.js';
+import { crawlBoundSeconds, DISCOVERY_SHORT, REQUESTS_PER_ITEM_GOAL, discoveryRun } from '../../../dev/sim/discovery-scenario.js';
 import { FAIRNESS_P99_FACTOR, quantiles } from '../../../dev/sim/fairness-scenario.js';
 
 describe('discovery, short scale: a tree with a cycle from its root, beside quiet accounts', () => {
@@ -33,7 +33,7 @@ describe('discovery, short scale: a tree with a cycle from its root, beside quie
     expect(run.crawlSeconds).toBeDefined();
     const rate = n / run.crawlSeconds!;
     expect(rate).toBeLessThanOrEqual(run.sweepRate * 1.02);
-    expect(run.crawlSeconds!).toBeLessThanOrEqual((CRAWL_TIME_FACTOR * n) / run.sweepRate);
+    expect(run.crawlSeconds!).toBeLessThanOrEqual(crawlBoundSeconds(n, run.sweepRate, DISCOVERY_SHORT.depth, run.batchWindowSeconds));
     // Quiet accounts' ids: all done, in their idle time.
     expect(run.quiet.left).toBe(0);
     expect(run.quiet.idle.length).toBeGreaterThanOrEqual(40);

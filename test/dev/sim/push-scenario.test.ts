@@ -9,7 +9,11 @@ import { PRICES } from '../../../dev/sim/reconcile-cost.js';
 import { pushCost, SERVICES } from '../../../dev/sim/push-cost.js';
 import { PUSH_SHORT, pushRun, runChecks, runFigures, type PushRun } from '../../../dev/sim/push-scenario.js';
 import { emptyMeter } from '../../../dev/sim/meters.js';
-import { SYNC_MEMORY_MB } from '../../../infra/deployment.js';
+import { NUMBER_RULES } from '../../../infra/context.js';
+
+/** The deployed sync: its memory and batch size. */
+const SYNC_MEMORY_MB = NUMBER_RULES.syncMemorySize.fallback;
+const BATCH = NUMBER_RULES.syncBatchSize.fallback;
 
 const N = PUSH_SHORT.ids;
 
@@ -28,18 +32,23 @@ function expectSyncCounted(run: PushRun): void {
   // The enqueue tool's sends: SendMessageBatch of 10.
   expect(run.sends).toEqual({ SendMessageBatch: N / 10 });
   expect(line(run, 'SQS SendMessageBatch (users').requests).toBe(N / 10);
-  // The event source: one DeleteMessageBatch per invocation with records done, receives at least as many.
+  // The event source: batches of up to the deployed size, gathered 10 messages a receive and
+  // deleted 10 a DeleteMessageBatch; receives at least as many as deletes.
   const invocations = line(run, 'Lambda sync on the sync queue').requests;
-  expect(invocations).toBeGreaterThanOrEqual(N / 10);
+  expect(invocations).toBeGreaterThanOrEqual(N / BATCH);
+  expect(invocations).toBeLessThan(N / 10);
   const deletes = line(run, 'SQS DeleteMessageBatch (event source').requests;
   expect(deletes).toBeGreaterThanOrEqual(N / 10);
   expect(line(run, 'SQS ReceiveMessage (event source').requests).toBeGreaterThanOrEqual(deletes);
-  // Each invocation reads its rows with one BatchGetItem; the pace's draws are conditional writes on the control table.
-  expect(line(run, 'DynamoDB BatchGetItem items (sync').requests).toBeGreaterThanOrEqual(N / 10);
+  // Each invocation reads its rows with one BatchGetItem (100 keys at most); the pace's draws are conditional writes on the control table.
+  expect(line(run, 'DynamoDB BatchGetItem items (sync').requests).toBeGreaterThanOrEqual(N / BATCH);
   expect(line(run, 'DynamoDB PutItem control (sync').requests).toBeGreaterThan(0);
-  for (const what of ['Lambda sync', 'X-Ray traces sync', 'CloudWatch Logs ingestion (sync', 'SQS ReceiveMessage', 'DynamoDB BatchGetItem']) {
+  for (const what of ['Lambda sync', 'CloudWatch Logs ingestion (sync', 'SQS ReceiveMessage', 'DynamoDB BatchGetItem']) {
     expect(line(run, what).usd).toBeGreaterThan(0);
   }
+  // Tracing is off as deployed by default: no trace is priced.
+  expect(run.cost.lines.some((l) => l.what.startsWith('X-Ray'))).toBe(false);
+  expect(run.cost.byService['X-Ray']).toBe(0);
   // The per-million figures are the run's cost scaled by the same function.
   const total = run.cost.lines.reduce((sum, l) => sum + l.usd, 0);
   expect(run.cost.total).toBeCloseTo(total, 12);
@@ -86,7 +95,7 @@ describe('the push path in virtual time (short)', () => {
     meter.lambda.sync.invocations = 100;
     meter.lambda.sync.durationMs = 200_000;
     meter.eventBridge = { putEventsCalls: 100, entries: 1_000, billedEvents: 1_000 };
-    const cost = pushCost(meter, { SendMessageBatch: 100 }, 1_000, 10, false);
+    const cost = pushCost(meter, { SendMessageBatch: 100 }, 1_000, 10, { logsMetered: false, tracing: true });
     expect(cost.byService.DynamoDB).toBeCloseTo((500 / 1e6) * 0.125 + (10 / 1e6) * 0.625, 12);
     expect(cost.byService.SQS).toBeCloseTo((320 / 1e6) * 0.4, 12);
     expect(cost.byService.Lambda).toBeCloseTo((100 / 1e6) * 0.2 + 200 * (SYNC_MEMORY_MB / 1024) * PRICES.lambdaArmGbSecond, 12);
@@ -95,5 +104,10 @@ describe('the push path in virtual time (short)', () => {
     expect(cost.byService.EventBridge).toBeCloseTo(0.001, 12);
     expect(cost.byService['CloudWatch Logs']).toBe(0);
     expect(cost.perMillion).toBeCloseTo(cost.total * 1_000, 12);
+    // Untraced (the default), logs metered: no trace; no line was logged but Lambda's own START,
+    // END and REPORT of each of the 100 invocations (280 bytes).
+    const untraced = pushCost(meter, { SendMessageBatch: 100 }, 1_000, 10, { logsMetered: true, tracing: false });
+    expect(untraced.byService['X-Ray']).toBe(0);
+    expect(untraced.byService['CloudWatch Logs']).toBeCloseTo(((100 * 280) / 2 ** 30) * 0.5, 15);
   });
 });

@@ -17,9 +17,23 @@ import {
 import { PaceMap } from '../../../functions/item-sync/app.js';
 import { PaceBreaker, ProviderPace } from '../../../functions/shared/provider/pace/provider-pace.js';
 import { QUEUE_URL, ScriptedProvider, item } from './helpers.js';
-import { NOW, build, ddb, harness, run, runRecords, sqs, useHarness } from './unit-harness.js';
+import { NOW, build as buildDeployed, ddb, harness, run, runRecords, sqs, useHarness, type BuildOverrides } from './unit-harness.js';
+import { SYNC_PACE_LEASE_SECONDS } from '../../../functions/item-sync/app.js';
 
 useHarness();
+
+/**
+ * The handler with the pace's own default lease (a tenth of a second of the rate) and 10 requests
+ * in flight: the numbers these tests work out by hand. As deployed the sync draws
+ * SYNC_PACE_LEASE_SECONDS and SYNC_FETCH_CONCURRENCY's default (the first test says what that draws).
+ */
+function build(provider: ScriptedProvider, overrides: BuildOverrides = {}): ReturnType<typeof buildDeployed> {
+  return buildDeployed(provider, {
+    paceSettings: { leaseSeconds: DEFAULT_PACE_SETTINGS.leaseSeconds },
+    ...overrides,
+    env: { SYNC_FETCH_CONCURRENCY: '10', ...overrides.env },
+  });
+}
 
 /** Runs a batch whose records all carry the given message attributes (Number), e.g. `reconcilePass`. */
 function runWithAttributes(handler: ReturnType<typeof build>, bodies: string[], attributes: Record<string, string>, remainingMs = 60_000) {
@@ -35,6 +49,19 @@ async function paceRow(changes: Partial<PaceState> = {}): Promise<MemoryPaceStor
   await paceStore.write({ ...initialPaceState(PACE, NOW.getTime()), ...changes }, 0);
   return paceStore;
 }
+
+describe('the deployed lease', () => {
+  it('draws a quarter of a second of the rate, at most SYNC_FETCH_CONCURRENCY (50): 50 of a full bucket at 1000/s', async () => {
+    expect(SYNC_PACE_LEASE_SECONDS).toBe(0.25);
+    const store = new MemoryPaceStore();
+    const provider = new ScriptedProvider().on('a', item('a', 1));
+    await run(buildDeployed(provider, { paceStore: store }), ['a']);
+    expect(provider.calls).toHaveLength(1);
+    // The bucket holds two leases' worth of the rate (2 × 0.25 s × 1000/s = 500); one draw took 50.
+    expect(store.writes).toBe(1);
+    expect(store.state).toMatchObject({ tokens: 450, sweepTokens: 500 });
+  });
+});
 
 describe('the sweep (records the reconciler sent, message attribute reconcilePass)', () => {
   it('asks the pace as the sweep: the lease is drawn from the sweep’s bucket as well as the shared one', async () => {

@@ -92,7 +92,7 @@ describe('loadSyncConfig', () => {
       itemsBucketName: 'items-bucket',
       revisionField: 'meta.rev',
       deadLetterQueueUrl: syncEnv.DEAD_LETTER_QUEUE_URL,
-      fetchConcurrency: 10,
+      fetchConcurrency: 50,
       tokenCacheSeconds: 60,
       fetchAttempts: 3,
       rateLimitMinDelaySeconds: 60,

@@ -27,6 +27,8 @@ describe(`chaos soak: ${IDS} ids, 5 instances at once`, () => {
       ids: IDS,
       seed: 20_261_121,
       instances: 5,
+      // Batches of 10 (not the deployed 100): 300 ids make enough invocations for every kind of chaos.
+      batchSize: 10,
       latencyMs: 1,
       rotations: ROTATIONS,
       lostAckRate: 0.03,
