@@ -49,7 +49,8 @@ describe('a reconciliation pass in virtual time (short)', () => {
     // invocations of up to the deployed batch size on the reconcile queue, each deleting its records
     // 10 a DeleteMessageBatch and reading its rows with a BatchGetItem (one more for an id whose
     // conditional write lost a race).
-    const { syncMemorySize, syncBatchSize } = { syncMemorySize: NUMBER_RULES.syncMemorySize.fallback, syncBatchSize: NUMBER_RULES.syncBatchSize.fallback };
+    const syncMemorySize = NUMBER_RULES.syncMemorySize.fallback;
+    const syncBatchSize = NUMBER_RULES.syncBatchSize.fallback;
     const invocations = requests(f[`cost: Lambda sync on the reconcile queue (${syncMemorySize} MB, Arm)`]);
     expect(invocations).toBeGreaterThanOrEqual(RECONCILE_SHORT.ids / syncBatchSize);
     expect(requests(f['cost: SQS SendMessageBatch (reconciler)'])).toBeGreaterThanOrEqual(RECONCILE_SHORT.ids / 10);
