@@ -91,7 +91,7 @@ const SCENARIOS: Record<string, (options: RunOptions) => Promise<ScenarioResult>
   push: (o) => pushScenario(pushScale(o), (line) => process.stderr.write(`  … ${line}\n`)),
 };
 
-/** The push scenario's scale: full or short, `--ids` over it. */
+/** The push scenario's scale: full or short, `--ids` and `--batch-size` over it. */
 export function pushScale(options: Pick<RunOptions, 'short' | 'ids' | 'batchSize'>): PushScale {
   return {
     ...(options.short ? PUSH_SHORT : PUSH_FULL),
