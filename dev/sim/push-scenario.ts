@@ -37,6 +37,8 @@ export interface PushScale {
   meterLogs: boolean;
   /** A run stops here if its ids are not done by then. */
   maxHours: number;
+  /** The context key syncBatchSize, to price it (`npm run sim -- push --batch-size N`); default the deployed one. */
+  syncBatchSize?: number;
 }
 
 /** 200,000 ids (about 7 minutes of real time a run): the figures per million by scaling, the counts shown. */
@@ -93,6 +95,7 @@ export function pushSystemOptions(scale: PushScale, observe: SystemOptions['obse
     // freshnessHours as deployed; the first tick after the run's hard stop: no pass while measured.
     reconcile: { freshnessHours: systemConfig().freshnessHours, firstTickAfterMs: (scale.maxHours + 1) * HOUR },
     changeEvents: { eventBridgeRoundTripMs: scale.eventBridgeRoundTripMs },
+    ...(scale.syncBatchSize !== undefined ? { syncBatchSize: scale.syncBatchSize } : {}),
     ...(observe ? { observe } : {}),
   };
 }
@@ -176,7 +179,7 @@ function deployedFigures(scale: PushScale): Record<string, string | number> {
   return {
     ids: scale.ids,
     'provider limit': `${scale.limit}/s, told (providerRequestsPerSecond); provider latency ${scale.providerLatencyMs} ms`,
-    'deployed settings': `syncBatchSize ${config.syncBatchSize}, syncMaxConcurrency ${config.syncMaxConcurrency}, freshnessHours ${config.freshnessHours} (no pass while measured)`,
+    'deployed settings': `syncBatchSize ${scale.syncBatchSize ?? config.syncBatchSize}${scale.syncBatchSize === undefined ? '' : ' (--batch-size)'}, syncMaxConcurrency ${config.syncMaxConcurrency}, freshnessHours ${config.freshnessHours} (no pass while measured)`,
     'sending': "all at once, the enqueue tool's code (SendMessageBatch of 10, users' lane, the sync queue)",
   };
 }

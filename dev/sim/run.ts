@@ -29,7 +29,8 @@
  * - `push` (named only): the push path's cost (push-scenario.ts): users send N ids at once to the
  *   sync queue, unchanged then changed at the provider, L = 200/s told; at full scale (200,000 ids,
  *   about 15 minutes of real time in all) or `--short` (what `npm test` runs). `--ids N` sets the
- *   number of ids. Progress lines go to standard error.
+ *   number of ids, `--batch-size N` the context key syncBatchSize (what the knob costs). Progress
+ *   lines go to standard error.
  * - `scope-limits`, `scope-outage` (together `scope`, named only): the pace's scope
  *   (scope-scenarios.ts): paceScope connection with per-account limits that differ (20 accounts,
  *   5 to 50/s), and a provider outage over 200 connections under each scope; or `--short`.
@@ -41,6 +42,7 @@ import '../system/sdk-notice.js';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
+import { NUMBER_RULES } from '../../infra/context.js';
 import { BENCH_DIR, machineInfo } from '../bench/support/machine.js';
 import { ACCOUNTS_FULL, ACCOUNTS_SHORT, accountsPass } from './accounts-scenario.js';
 import { CONNECTIONS_FULL, CONNECTIONS_SHORT, connectionsScenario } from './connections-scenario.js';
@@ -57,6 +59,8 @@ interface RunOptions {
   short: boolean;
   ids: number | undefined;
   unknownLimit: boolean;
+  /** `--batch-size N` (push only): the context key syncBatchSize the run deploys. */
+  batchSize?: number | undefined;
 }
 
 const PACE_SCENARIOS: Record<string, (options: RunOptions) => Promise<ScenarioResult>> = {
@@ -87,9 +91,13 @@ const SCENARIOS: Record<string, (options: RunOptions) => Promise<ScenarioResult>
   push: (o) => pushScenario(pushScale(o), (line) => process.stderr.write(`  … ${line}\n`)),
 };
 
-/** The push scenario's scale: full or short, `--ids` over it. */
-export function pushScale(options: Pick<RunOptions, 'short' | 'ids'>): PushScale {
-  return { ...(options.short ? PUSH_SHORT : PUSH_FULL), ...(options.ids !== undefined ? { ids: options.ids } : {}) };
+/** The push scenario's scale: full or short, `--ids` and `--batch-size` over it. */
+export function pushScale(options: Pick<RunOptions, 'short' | 'ids' | 'batchSize'>): PushScale {
+  return {
+    ...(options.short ? PUSH_SHORT : PUSH_FULL),
+    ...(options.ids !== undefined ? { ids: options.ids } : {}),
+    ...(options.batchSize !== undefined ? { syncBatchSize: options.batchSize } : {}),
+  };
 }
 
 /** The discovery scenario's scale: full or short, with or without the cycle. */
@@ -120,6 +128,7 @@ async function main(argv: string[]): Promise<number> {
       short: { type: 'boolean', default: false },
       ids: { type: 'string' },
       'unknown-limit': { type: 'boolean', default: false },
+      'batch-size': { type: 'string' },
     },
   });
   const ids = values.ids === undefined ? undefined : Number(values.ids);
@@ -127,7 +136,13 @@ async function main(argv: string[]): Promise<number> {
     process.stderr.write(`--ids must be a whole number of at least 100, got ${values.ids}\n`);
     return 2;
   }
-  const options: RunOptions = { short: values.short, ids, unknownLimit: values['unknown-limit'] };
+  const batchSize = values['batch-size'] === undefined ? undefined : Number(values['batch-size']);
+  const { min, max } = NUMBER_RULES.syncBatchSize;
+  if (batchSize !== undefined && !(Number.isSafeInteger(batchSize) && batchSize >= min && batchSize <= max)) {
+    process.stderr.write(`--batch-size must be a whole number from ${min} to ${max} (syncBatchSize), got ${values['batch-size']}\n`);
+    return 2;
+  }
+  const options: RunOptions = { short: values.short, ids, unknownLimit: values['unknown-limit'], batchSize };
   // `pace` names the provider pace's scenarios together (the default set); `scope` those of its scope.
   const groups: Record<string, string[]> = { pace: Object.keys(PACE_SCENARIOS), scope: Object.keys(SCOPE_SCENARIOS) };
   const names = (positionals.length > 0 ? positionals : ['pace']).flatMap((name) => groups[name] ?? [name]);

@@ -206,10 +206,25 @@ async function syncConnections(grouped: Grouped, run: ItemRun, ports: SyncPorts,
     for (const key of keys) outcomes.set(key, failure);
     return outcomes;
   }
-  await forEachLimited(keys, settings.fetchConcurrency, async (key) => {
-    outcomes.set(key, await run.syncItem(key, stored.get(key.connection)?.get(key.id), sessions.get(key.connection)!));
-  });
+  const claims = expectRequests(keys, sessions);
+  try {
+    await forEachLimited(keys, settings.fetchConcurrency, async (key) => {
+      outcomes.set(key, await run.syncItem(key, stored.get(key.connection)?.get(key.id), sessions.get(key.connection)!));
+    });
+  } finally {
+    for (const release of claims) release();
+  }
   return outcomes;
+}
+
+/** Tells each pace how many requests the batch is about to ask of it: one an item (ProviderPace.expect). */
+function expectRequests(keys: readonly ItemKey[], sessions: ReadonlyMap<string, ConnectionSession>): Array<() => void> {
+  const requests = new Map<PaceGate, number>();
+  for (const { connection } of keys) {
+    const { pace } = sessions.get(connection)!;
+    requests.set(pace, (requests.get(pace) ?? 0) + 1);
+  }
+  return [...requests].flatMap(([pace, count]) => (pace.expect ? [pace.expect(count)] : []));
 }
 
 /**

@@ -70,6 +70,16 @@ describe('the push path in virtual time (short)', () => {
     expect(run.cost.lines.some((l) => l.what.startsWith('Lambda change events'))).toBe(false);
   }, 60_000);
 
+  it('deploys another syncBatchSize when asked (--batch-size 10): an invocation, a BatchGetItem and a pace draw per 10 ids', async () => {
+    const run = await pushRun({ ...PUSH_SHORT, syncBatchSize: 10 }, 'unchanged');
+    expect(run.done).toBe(N);
+    expect(run.deadLettered).toBe(0);
+    expect(line(run, 'Lambda sync on the sync queue').requests).toBeGreaterThanOrEqual(N / 10);
+    expect(line(run, 'DynamoDB BatchGetItem items (sync').requests).toBeGreaterThanOrEqual(N / 10);
+    // A batch of 10 draws a lease of 10 (what it wants): one draw a batch, where the deployed batch draws one per 50.
+    expect(line(run, 'DynamoDB PutItem control (sync').requests).toBeGreaterThanOrEqual(N / 10);
+  }, 60_000);
+
   it('changed ids: every row written, read from the stream, its event put on the bus and paid for', async () => {
     const run = await pushRun(PUSH_SHORT, 'changed');
     expectSyncCounted(run);

@@ -289,8 +289,8 @@ describe('the provider pace of each pace key', () => {
     expect(result).toEqual({ batchItemFailures: [] });
     expect([...new Set(stores.asked)].sort()).toEqual(['connection#acme', 'connection#globex']);
     expect(provider.calls.map((call) => call.id)).toEqual(['g']);
-    // Globex's own row: a full bucket (2 × SYNC_PACE_LEASE_SECONDS × 1000/s = 500) less one lease (SYNC_FETCH_CONCURRENCY, 50).
-    expect(stores.byKey.get('connection#globex')!.state).toMatchObject({ tokens: 450, breaker: { open: false } });
+    // Globex's own row: a full bucket (2 × SYNC_PACE_LEASE_SECONDS × 1000/s = 500) less the token of its one id.
+    expect(stores.byKey.get('connection#globex')!.state).toMatchObject({ tokens: 499, breaker: { open: false } });
     expect(entriesTo(QUEUE_URL).map((entry) => [entry.MessageBody, entry.DelaySeconds])).toEqual([['{"connection":"acme","id":"a"}', 5]]);
     // The container's paces together: their rates summed, the breaker open as one of them is.
     expect(metrics).toMatchObject({ ItemsCreated: 1, RecordsPostponed: 1, ProviderPace: 2000, BreakerOpen: 1, BreakerOpenSeconds: 0 });

@@ -51,15 +51,42 @@ async function paceRow(changes: Partial<PaceState> = {}): Promise<MemoryPaceStor
 }
 
 describe('the deployed lease', () => {
-  it('draws a quarter of a second of the rate, at most SYNC_FETCH_CONCURRENCY (50): 50 of a full bucket at 1000/s', async () => {
+  it('draws a quarter of a second of the rate, at most SYNC_FETCH_CONCURRENCY (50): 50 of a full bucket at 1000/s, then what the batch still wants', async () => {
     expect(SYNC_PACE_LEASE_SECONDS).toBe(0.25);
     const store = new MemoryPaceStore();
-    const provider = new ScriptedProvider().on('a', item('a', 1));
-    await run(buildDeployed(provider, { paceStore: store }), ['a']);
-    expect(provider.calls).toHaveLength(1);
-    // The bucket holds two leases' worth of the rate (2 × 0.25 s × 1000/s = 500); one draw took 50.
+    const ids = Array.from({ length: 60 }, (_, n) => `i${n}`);
+    const provider = new ScriptedProvider();
+    for (const id of ids) provider.on(id, item(id, 1));
+    await run(buildDeployed(provider, { paceStore: store }), ids);
+    expect(provider.calls).toHaveLength(60);
+    // The bucket holds two leases' worth of the rate (2 × 0.25 s × 1000/s = 500): a draw of 50, then of the 10 left.
+    expect(store.writes).toBe(2);
+    expect(store.state).toMatchObject({ tokens: 440, sweepTokens: 500 });
+  });
+
+  it('draws no more than a batch asks for: a batch of two ids takes two tokens, and leaves the rest to every other container', async () => {
+    const store = new MemoryPaceStore();
+    const provider = new ScriptedProvider().on('a', item('a', 1)).on('b', item('b', 1));
+    await run(buildDeployed(provider, { paceStore: store }), ['a', 'b']);
+    expect(provider.calls).toHaveLength(2);
     expect(store.writes).toBe(1);
-    expect(store.state).toMatchObject({ tokens: 450, sweepTokens: 500 });
+    expect(store.state).toMatchObject({ tokens: 498, sweepTokens: 500 });
+  });
+
+  it('forgets at the end of a batch what it did not ask for: the next batch of the container draws for its own ids only', async () => {
+    // Users deep in debt (500 tokens at 1000/s): the id gets no slot before the invocation ends.
+    const store = await paceRow({ tokens: -500 });
+    const provider = new ScriptedProvider().on('a', item('a', 1)).on('b', item('b', 1)).on('c', item('c', 1));
+    const handler = buildDeployed(provider, { paceStore: store });
+    const first = await run(handler, ['a'], 2_000);
+    expect(first.metrics).toMatchObject({ RecordsPostponed: 1 });
+    expect(provider.calls).toHaveLength(0);
+
+    // 10 s on, the bucket is full again (500 at 1000/s, the deployed lease): two ids take two tokens.
+    harness.clockMs += 10_000;
+    await run(handler, ['b', 'c']);
+    expect(provider.calls.map((call) => call.id)).toEqual(['b', 'c']);
+    expect(store.state).toMatchObject({ tokens: 498 });
   });
 });
 
@@ -70,29 +97,29 @@ describe('the sweep (records the reconciler sent, message attribute reconcilePas
     const swept = await runWithAttributes(build(provider, { paceStore: sweepStore }), ['a'], { reconcilePass: '3' });
     expect(swept.result).toEqual({ batchItemFailures: [] });
     expect(swept.metrics).toMatchObject({ ItemsCreated: 1 });
-    // A full bucket at 1000/s holds 200; a lease is 10 (SYNC_FETCH_CONCURRENCY).
-    expect(sweepStore.state).toMatchObject({ tokens: 190, sweepTokens: 190 });
+    // A full bucket at 1000/s holds 200; the batch's one id draws one token from both buckets.
+    expect(sweepStore.state).toMatchObject({ tokens: 199, sweepTokens: 199 });
 
     const userStore = new MemoryPaceStore();
     await run(build(new ScriptedProvider().on('a', item('a', 1)), { paceStore: userStore }), ['a']);
-    expect(userStore.state).toMatchObject({ tokens: 190, sweepTokens: 200 });
+    expect(userStore.state).toMatchObject({ tokens: 199, sweepTokens: 200 });
 
     // Pass 0 is a pass.
     const firstPass = new MemoryPaceStore();
     await runWithAttributes(build(new ScriptedProvider().on('a', item('a', 1)), { paceStore: firstPass }), ['a'], { reconcilePass: '0' });
-    expect(firstPass.state).toMatchObject({ tokens: 190, sweepTokens: 190 });
+    expect(firstPass.state).toMatchObject({ tokens: 199, sweepTokens: 199 });
   });
 
   it.each([
-    // 100 ms at 1000/s refill the users' bucket to full (200) and the sweep's by the rest of the rate; a lease is 10.
-    ['unset (20)', {}, 70],
-    ['0', { PROVIDER_USERS_RESERVED_PERCENT: '0' }, 90],
-    ['50', { PROVIDER_USERS_RESERVED_PERCENT: '50' }, 40],
-    ['75', { PROVIDER_USERS_RESERVED_PERCENT: '75' }, 15],
+    // 100 ms at 1000/s refill the users' bucket to full (200) and the sweep's by the rest of the rate; the one id draws one token.
+    ['unset (20)', {}, 79],
+    ['0', { PROVIDER_USERS_RESERVED_PERCENT: '0' }, 99],
+    ['50', { PROVIDER_USERS_RESERVED_PERCENT: '50' }, 49],
+    ['75', { PROVIDER_USERS_RESERVED_PERCENT: '75' }, 24],
   ])('PROVIDER_USERS_RESERVED_PERCENT %s: the sweep’s bucket refills at the rest of the rate, users’ ids draw as before', async (_name, env, sweepTokens) => {
     const sweepStore = await paceRow({ sweepTokens: 0, at: NOW.getTime() - 100 });
     await runWithAttributes(build(new ScriptedProvider().on('a', item('a', 1)), { paceStore: sweepStore, env }), ['a'], { reconcilePass: '1' });
-    expect(sweepStore.state!.tokens).toBe(190);
+    expect(sweepStore.state!.tokens).toBe(199);
     expect(sweepStore.state!.sweepTokens).toBeCloseTo(sweepTokens, 9);
 
     // Users' ids take from the shared bucket only, whatever the sweep's share.
@@ -100,7 +127,7 @@ describe('the sweep (records the reconciler sent, message attribute reconcilePas
     const provider = new ScriptedProvider().on('a', item('a', 1));
     await run(build(provider, { paceStore: userStore, env }), ['a']);
     expect(provider.calls).toHaveLength(1);
-    expect(userStore.state).toMatchObject({ tokens: 190, sweepTokens: 0 });
+    expect(userStore.state).toMatchObject({ tokens: 199, sweepTokens: 0 });
   });
 
   it('waits while users are in debt (never borrows), where users’ ids go into debt at once', async () => {
@@ -113,19 +140,19 @@ describe('the sweep (records the reconciler sent, message attribute reconcilePas
     } finally {
       random.mockRestore();
     }
-    // A lease (10) needs 60 tokens at 1000/s: 60 ms, and 10 ms of jitter; that wait is not written.
-    expect(harness.sleeps).toEqual([70]);
+    // The one id's token needs 51 more at 1000/s: 51 ms, and 10 ms of jitter; that wait is not written.
+    expect(harness.sleeps).toEqual([61]);
     expect(provider.calls).toHaveLength(1);
     expect(sweepStore.writes).toBe(2);
-    expect(sweepStore.state).toMatchObject({ tokens: 10, sweepTokens: 190, at: NOW.getTime() + 70 });
+    expect(sweepStore.state).toMatchObject({ tokens: 10, sweepTokens: 199, at: NOW.getTime() + 61 });
 
     harness.sleeps = [];
     harness.clockMs = NOW.getTime();
     const userStore = await paceRow({ tokens: -50 });
     await run(build(new ScriptedProvider().on('a', item('a', 1)), { paceStore: userStore }), ['a']);
-    // A lease of 10 into debt (-60): its first token is due at +51 ms.
+    // A lease of one token into debt (-51): it is due at +51 ms.
     expect(harness.sleeps).toEqual([51]);
-    expect(userStore.state).toMatchObject({ tokens: -60, sweepTokens: 200 });
+    expect(userStore.state).toMatchObject({ tokens: -51, sweepTokens: 200 });
   });
 
   it('sends a sweep record that gets no slot in this invocation again with postponements, reconcilePass and its lane, in its connection’s group', async () => {
@@ -165,7 +192,7 @@ describe('the sweep (records the reconciler sent, message attribute reconcilePas
       const provider = new ScriptedProvider().on('a', item('a', 1));
       await runWithAttributes(build(provider, { paceStore }), ['a'], { reconcilePass: value });
       expect(provider.calls).toHaveLength(1);
-      expect(paceStore.state).toMatchObject({ tokens: 190, sweepTokens: 200 });
+      expect(paceStore.state).toMatchObject({ tokens: 199, sweepTokens: 200 });
 
       // Postponed (the breaker opened meanwhile): sent again without reconcilePass.
       const opened = await paceRow();
@@ -189,13 +216,13 @@ describe('the background lane (message attribute lane = background: backfills an
     const { result } = await runRecords(build(provider, { paceStore: store }), [{ body: '{"connection":"acme","id":"a"}', attributes: background }]);
     expect(result).toEqual({ batchItemFailures: [] });
     expect(provider.calls).toHaveLength(1);
-    expect(store.state).toMatchObject({ tokens: 190, sweepTokens: 190 });
+    expect(store.state).toMatchObject({ tokens: 199, sweepTokens: 199 });
   });
 
   it.each([['users'], ['Background'], ['']])('takes any other lane (%j) as users’', async (lane) => {
     const store = new MemoryPaceStore();
     await runRecords(build(new ScriptedProvider().on('a', item('a', 1)), { paceStore: store }), [{ body: 'a', attributes: { lane: { type: 'String', value: lane } } }]);
-    expect(store.state).toMatchObject({ tokens: 190, sweepTokens: 200 });
+    expect(store.state).toMatchObject({ tokens: 199, sweepTokens: 200 });
   });
 
   it('takes a batch with one users’ record among background ones as users’: users never wait behind the sweep', async () => {
@@ -203,7 +230,7 @@ describe('the background lane (message attribute lane = background: backfills an
     const provider = new ScriptedProvider().on('a', item('a', 1)).on('b', item('b', 1));
     await runRecords(build(provider, { paceStore: store }), [{ body: 'a', attributes: background }, { body: 'b' }]);
     expect(provider.calls).toHaveLength(2);
-    expect(store.state).toMatchObject({ tokens: 190, sweepTokens: 200 });
+    expect(store.state).toMatchObject({ tokens: 198, sweepTokens: 200 });
   });
 
   it('sends a waiting backfill record again in the background lane and its connection’s group, without reconcilePass', async () => {

@@ -44,7 +44,7 @@ import { PaceBreaker, type Grant, type PaceStore, type RequestResult } from './p
 export { PaceBreaker, type Grant, type PaceStore, type RequestResult } from './pace-types.js';
 
 /** What a provider caller needs of the pace. */
-export type PaceGate = Pick<ProviderPace, 'acquire' | 'report' | 'outageKnown' | 'waitingForProbe'> & Partial<Pick<ProviderPace, 'maxHoldMs'>>;
+export type PaceGate = Pick<ProviderPace, 'acquire' | 'report' | 'outageKnown' | 'waitingForProbe'> & Partial<Pick<ProviderPace, 'maxHoldMs' | 'expect'>>;
 
 export interface ProviderPaceOptions {
   settings: PaceSettings;
@@ -117,6 +117,8 @@ export class ProviderPace {
   private drawing: Promise<Grant> | undefined;
   /** No draw before this (the shared bucket was empty); epoch ms. */
   private drawNotBefore = 0;
+  /** What callers said they are about to ask for (expect()), each less the grants since. */
+  private readonly claims: Array<{ left: number }> = [];
 
   constructor(
     private readonly store: PaceStore,
@@ -166,8 +168,39 @@ export class ProviderPace {
     return outage ? { reason: outage.reason, since: outage.since } : undefined;
   }
 
+  /**
+   * Says that `requests` requests are about to be asked for (a batch's items): a draw then takes a
+   * lease no larger than what is still wanted, so that a batch of two ids does not take fifty
+   * tokens from the shared bucket and let 48 expire unused (tokens every other container could have
+   * spent). Each `go` counts one off; the function returned takes back what was never asked for (an
+   * item that ended without a request). Without a claim, a lease is bounded by `concurrency` alone.
+   */
+  expect(requests: number): () => void {
+    const claim = { left: requests };
+    this.claims.push(claim);
+    return () => {
+      const at = this.claims.indexOf(claim);
+      if (at >= 0) this.claims.splice(at, 1);
+    };
+  }
+
   /** One decision for one request: go, wait until, or outage. Never throws. */
   async acquire(options: { afterFailure?: boolean; sweep?: boolean } = {}): Promise<Grant> {
+    const grant = await this.decide(options);
+    if (grant.kind === 'go') {
+      const claim = this.claims.find(({ left }) => left > 0);
+      if (claim) claim.left -= 1;
+    }
+    return grant;
+  }
+
+  /** Requests still wanted, as the claims say (at least the one asking); unbounded without a claim. */
+  private wanted(): number {
+    if (this.claims.length === 0) return Number.POSITIVE_INFINITY;
+    return Math.max(1, this.claims.reduce((sum, { left }) => sum + left, 0));
+  }
+
+  private async decide(options: { afterFailure?: boolean; sweep?: boolean }): Promise<Grant> {
     // A lease serves one class: users' ids, or the sweep (which yields to users, pace-state.ts).
     const sweep = options.sweep === true;
     if (sweep !== this.leaseIsSweep) {
@@ -354,8 +387,9 @@ export class ProviderPace {
       for (let attempt = 1; attempt <= this.writeAttempts; attempt += 1) {
         const { state, version } = await this.readState();
         const now = this.now();
-        // A lease no larger than this container can spend: tokens it could not use would expire unused.
-        const want = Math.min(leaseSize(state.rate, this.settings), this.options.concurrency);
+        // A lease no larger than this container can spend, nor than it still wants (expect()):
+        // tokens it could not use would expire unused.
+        const want = Math.min(leaseSize(state.rate, this.settings), this.options.concurrency, this.wanted());
         const result = draw(state, now, want, this.settings, this.okSinceDraw, sweep);
         // A wait takes nothing: no need to write (the refill is counted again at the next draw).
         const changed = result.state !== state && result.draw.kind !== 'wait';

@@ -121,6 +121,34 @@ describe('leases', () => {
     expect(store.state?.tokens).toBe(14);
   });
 
+  it('hold no more tokens than the requests the container said are coming (expect), each go counted off', async () => {
+    const pace = container();
+    const release = pace.expect(2);
+    for (let n = 0; n < 2; n++) expect(await pace.acquire()).toEqual(GO);
+    // A lease of 2, not 10: the bucket (20) keeps the other 8 for every other container.
+    expect(store.writes).toBe(1);
+    expect(store.state?.tokens).toBe(18);
+    // Beyond the claim: one more request still draws (a lease of one), it is never refused.
+    expect(await pace.acquire()).toEqual(GO);
+    expect(store.writes).toBe(2);
+    expect(store.state?.tokens).toBe(17);
+    release();
+
+    // Two claims add up; a claim taken back before its requests no longer counts.
+    const first = pace.expect(3);
+    const second = pace.expect(4);
+    first();
+    clock.set(T0 + 1_000);
+    expect(await pace.acquire()).toEqual(GO);
+    expect(store.state?.tokens).toBe(20 - 4);
+    second();
+    // Without a claim, the lease is the concurrency's again.
+    clock.set(T0 + 2_000);
+    for (let n = 0; n < 10; n++) expect(await pace.acquire()).toEqual(GO);
+    expect(store.state?.tokens).toBe(10);
+    expect(store.writes).toBe(4);
+  });
+
   it('expire: unused tokens are not spent after the lease, the next acquire() draws again', async () => {
     const pace = container();
     for (let n = 0; n < 3; n++) expect(await pace.acquire()).toEqual(GO);
