@@ -39,6 +39,7 @@ import {
   withoutBreaker,
 } from './pace-state.js';
 
+import { PaceDemand, spend, type Lease } from './lease.js';
 import { PaceBreaker, type Grant, type PaceStore, type RequestResult } from './pace-types.js';
 
 export { PaceBreaker, type Grant, type PaceStore, type RequestResult } from './pace-types.js';
@@ -79,13 +80,6 @@ export interface PaceSnapshot {
   fallback: boolean;
 }
 
-interface Lease {
-  tokens: number;
-  nextAt: number;
-  intervalMs: number;
-  expiresAt: number;
-}
-
 const DEFAULT_FALLBACK_MS = 30_000;
 /** While the breaker is open, a container reads the row again at least this often. */
 const OUTAGE_RECHECK_MS = 2_000;
@@ -117,8 +111,8 @@ export class ProviderPace {
   private drawing: Promise<Grant> | undefined;
   /** No draw before this (the shared bucket was empty); epoch ms. */
   private drawNotBefore = 0;
-  /** What callers said they are about to ask for (expect()), each less the grants since. */
-  private readonly claims: Array<{ left: number }> = [];
+  /** What callers said they are about to ask for (expect()). */
+  private readonly demand = new PaceDemand();
 
   constructor(
     private readonly store: PaceStore,
@@ -176,28 +170,14 @@ export class ProviderPace {
    * item that ended without a request). Without a claim, a lease is bounded by `concurrency` alone.
    */
   expect(requests: number): () => void {
-    const claim = { left: requests };
-    this.claims.push(claim);
-    return () => {
-      const at = this.claims.indexOf(claim);
-      if (at >= 0) this.claims.splice(at, 1);
-    };
+    return this.demand.claim(requests);
   }
 
   /** One decision for one request: go, wait until, or outage. Never throws. */
   async acquire(options: { afterFailure?: boolean; sweep?: boolean } = {}): Promise<Grant> {
     const grant = await this.decide(options);
-    if (grant.kind === 'go') {
-      const claim = this.claims.find(({ left }) => left > 0);
-      if (claim) claim.left -= 1;
-    }
+    if (grant.kind === 'go') this.demand.granted();
     return grant;
-  }
-
-  /** Requests still wanted, as the claims say (at least the one asking); unbounded without a claim. */
-  private wanted(): number {
-    if (this.claims.length === 0) return Number.POSITIVE_INFINITY;
-    return Math.max(1, this.claims.reduce((sum, { left }) => sum + left, 0));
   }
 
   private async decide(options: { afterFailure?: boolean; sweep?: boolean }): Promise<Grant> {
@@ -359,15 +339,9 @@ export class ProviderPace {
   }
 
   private fromLease(now: number): Grant | undefined {
-    const lease = this.lease;
-    if (!lease || lease.tokens < 1 || now >= lease.expiresAt) {
-      this.lease = undefined;
-      return undefined;
-    }
-    if (now < lease.nextAt) return { kind: 'wait', until: lease.nextAt, why: 'pace' };
-    lease.tokens -= 1;
-    lease.nextAt = Math.max(now, lease.nextAt) + lease.intervalMs;
-    return { kind: 'go', probe: false };
+    const grant = this.lease && spend(this.lease, now);
+    if (!grant) this.lease = undefined;
+    return grant;
   }
 
   private localGrant(now: number): Grant {
@@ -389,7 +363,7 @@ export class ProviderPace {
         const now = this.now();
         // A lease no larger than this container can spend, nor than it still wants (expect()):
         // tokens it could not use would expire unused.
-        const want = Math.min(leaseSize(state.rate, this.settings), this.options.concurrency, this.wanted());
+        const want = Math.min(leaseSize(state.rate, this.settings), this.options.concurrency, this.demand.wanted());
         const result = draw(state, now, want, this.settings, this.okSinceDraw, sweep);
         // A wait takes nothing: no need to write (the refill is counted again at the next draw).
         const changed = result.state !== state && result.draw.kind !== 'wait';
