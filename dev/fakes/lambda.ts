@@ -227,7 +227,9 @@ async function gatherBatch(
 /**
  * Polls the queue like Lambda's SQS event source mapping with ReportBatchItemFailures, one poller per
  * handler, until the queue is empty (every message deleted or moved to the dead-letter queue by the
- * redrive policy) and `finished()` holds, or the time limit passes.
+ * redrive policy) and `finished()` holds, or the time limit passes. A poller gathers its next batch
+ * once its invocation has returned, as a mapping with maximum concurrency does: while every
+ * invocation it may make is running, it reads no more messages.
  */
 export async function runEventSource(options: EventSourceOptions): Promise<DrainResult> {
   const { queue } = options;

@@ -266,6 +266,9 @@ async function outageFigures(
   const firstOk = recovered[0]?.receivedAt ?? stop;
   const served = recovered.length;
   const drainSeconds = Math.max(1, (drained - firstOk) / 1000);
+  // The drain's two parts: the seconds in which ids were served (at the pace), and the rest, spent
+  // waiting for postponed ids to come back (their delays run on, whatever the provider does).
+  const servingSeconds = Math.max(1, new Set(recovered.map((r) => Math.floor(((r.receivedAt ?? 0) - firstOk) / 1000))).size);
   // From the first success on, the backlog comes back within one postponement period (the delay its
   // records were last given: in an outage SYNC_POSTPONE_MAX_SECONDS + 20% jitter; while the
   // connection is failing CONNECTION_WAIT_SECONDS) and is served at the pace: drained within that
@@ -290,6 +293,8 @@ async function outageFigures(
     'items served during the drain': served,
     'drain rate (req/s)': Math.round((served / drainSeconds) * 10) / 10,
     'drain: seconds from the first success': drainTook,
+    'drain: seconds with ids served': servingSeconds,
+    'drain: rate in those seconds (req/s)': Math.round((served / servingSeconds) * 10) / 10,
     'drain: bound (one postponement period + backlog at 85% of L)': drainBound,
     'records postponed (re-sent) in all': system.sqs.queue(system.queueUrl).stats.sent - 2 * scale.ids,
     'getToken calls during the outage': during.filter((r) => r.endpoint === 'token').length,

@@ -28,5 +28,10 @@ describe('the provider pace in virtual time (short scenarios)', () => {
     expect(failed(result)).toEqual([]);
     expect(result.figures['dead-lettered']).toBe(0);
     expect(result.figures['ids lost or stale at the end']).toBe(0);
+    // The drain splits into the seconds ids were served, never faster than the pace allows (L, and its burst), and the wait for the rest.
+    const serving = result.figures['drain: seconds with ids served'] as number;
+    expect(serving).toBeGreaterThan(0);
+    expect(serving).toBeLessThanOrEqual((result.figures['drain: seconds from the first success'] as number) + 1);
+    expect(result.figures['drain: rate in those seconds (req/s)']).toBeLessThanOrEqual(2 * SHORT_SCALE.limit);
   }, 120_000);
 });
