@@ -1,5 +1,6 @@
 import { availableParallelism } from 'node:os';
 import { defineConfig } from 'vitest/config';
+import { HANG_GUARD_MS } from './test/support/hang-guard.js';
 
 export default defineConfig({
   test: {
@@ -7,8 +8,9 @@ export default defineConfig({
     setupFiles: ['test/setup.ts'],
     reporters: ['default', './test/support/summary-reporter.ts'],
     environment: 'node',
-    testTimeout: 30_000,
-    hookTimeout: 30_000,
+    // A hang guard, not a speed limit (test/support/hang-guard.ts): no test or hook sets its own.
+    testTimeout: HANG_GUARD_MS,
+    hookTimeout: HANG_GUARD_MS,
     pool: 'forks',
     // One worker per CPU (vitest's default leaves one CPU to its main process, which mostly waits):
     // on CI's two cores the test files run two at a time.

@@ -5,14 +5,15 @@
 import { Validations, type App } from 'aws-cdk-lib';
 import { AwsSolutionsChecks } from 'cdk-nag';
 import { readContentSyncConfig, type ContentSyncConfig } from './context.js';
+import { stackNames } from './stage.js';
 import { StatefulStack } from './stateful-stack.js';
 import { StatelessStack } from './stateless-stack.js';
 
-/** Stack names (CloudFormation): what `cdk deploy` lists and what an operator finds in the console. */
-export const STACK_NAMES = {
-  stateful: 'ContentSyncStateful',
-  stateless: 'ContentSyncStateless',
-} as const;
+/**
+ * Stack names (CloudFormation) of the deployment without a stage: what `cdk deploy` lists and what
+ * an operator finds in the console. With the context key `stage`, each ends in `-<stage>` (infra/stage.ts).
+ */
+export { DEFAULT_STACK_NAMES as STACK_NAMES } from './stage.js';
 
 export interface ContentSyncApp {
   readonly config: ContentSyncConfig;
@@ -24,11 +25,12 @@ export interface ContentSyncApp {
 export function buildContentSyncApp(app: App): ContentSyncApp {
   const config = readContentSyncConfig(app.node);
   const description = 'content-sync: mirrors a content provider into Amazon DynamoDB';
-  const stateful = new StatefulStack(app, STACK_NAMES.stateful, {
+  const names = stackNames(config.stage);
+  const stateful = new StatefulStack(app, names.stateful, {
     description: `${description} (stateful: tables, connections key, bucket, queues, bus; retained on deletion)`,
     config,
   });
-  const stateless = new StatelessStack(app, STACK_NAMES.stateless, {
+  const stateless = new StatelessStack(app, names.stateless, {
     description: `${description} (stateless: functions, schedule, alarms, dashboard)`,
     config,
     stateful: {

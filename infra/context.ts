@@ -9,6 +9,7 @@
 import { normalizeBaseUrl } from '../functions/shared/base-url.js';
 import { DEFAULTS, dotPathProblem, LOG_LEVELS, PACE_SCOPES, parseLogLevel, type LogLevel, type PaceScope } from '../functions/shared/config.js';
 import { ConfigError } from '../functions/shared/errors.js';
+import { stageProblem } from './stage.js';
 
 /** The context keys, as operators type them. Part of the product interface: keep them exactly. */
 export const CONTEXT_KEYS = {
@@ -25,6 +26,9 @@ export const CONTEXT_KEYS = {
   usersReservedPercent: 'usersReservedPercent',
   paceScope: 'paceScope',
   logLevel: 'logLevel',
+  // One deployment among several in an account and region (infra/stage.ts).
+  stage: 'stage',
+  logRetentionDays: 'logRetentionDays',
   // Discovery (docs/discovery.md): absent childrenPath = off.
   childrenPath: 'childrenPath',
   childIdPath: 'childIdPath',
@@ -52,6 +56,15 @@ export const OPTIONAL_NUMBER_RULES = {
 } as const;
 
 export const DEFAULT_REVISION_FIELD = 'revision';
+
+/**
+ * The retentions CloudWatch Logs allows, in days (aws-cdk-lib's RetentionDays but INFINITE, which
+ * is no retention at all; test/infra/log-retention.test.ts holds the two together).
+ */
+export const LOG_RETENTION_DAYS: readonly number[] = [
+  1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731, 1096, 1827, 2192, 2557, 2922, 3288, 3653,
+];
+export const DEFAULT_LOG_RETENTION_DAYS = 30;
 
 /** A pragmatic address check (one `@`, no spaces, a dot in the domain); SNS confirms the rest. */
 const EMAIL_PATTERN = /^[^\s@]+@[^\s@.]+(\.[^\s@.]+)+$/;
@@ -94,6 +107,14 @@ export interface ContentSyncConfig {
    * per-record `record done` lines (docs/operations.md, "Logs").
    */
   readonly logLevel: LogLevel;
+  /**
+   * The deployment's stage: its stacks are `ContentSyncStateful-<stage>` and
+   * `ContentSyncStateless-<stage>` (infra/stage.ts); undefined: `ContentSyncStateful` and
+   * `ContentSyncStateless`.
+   */
+  readonly stage: string | undefined;
+  /** Days every log group of the stacks keeps its logs (one of LOG_RETENTION_DAYS). */
+  readonly logRetentionDays: number;
   /**
    * Discovery (docs/discovery.md): where a folder item lists its children; undefined when
    * `childrenPath` is not given (discovery off).
@@ -141,6 +162,8 @@ export function readContentSyncConfig(source: ContextSource): ContentSyncConfig 
     usersReservedPercent: integer(source, 'usersReservedPercent'),
     paceScope: paceScope(source),
     logLevel: logLevel(source),
+    stage: stage(source),
+    logRetentionDays: logRetentionDays(source),
     discovery: discovery(source),
     syncTimeoutSeconds: syncTimeoutSeconds(syncBatchSize),
   });
@@ -265,4 +288,24 @@ function alarmEmail(source: ContextSource): string | undefined {
     throw new ConfigError(key, `must be an e-mail address such as ops@example.com, got "${raw}"`);
   }
   return raw;
+}
+
+function stage(source: ContextSource): string | undefined {
+  const key = CONTEXT_KEYS.stage;
+  const raw = text(source, key);
+  if (raw === undefined) return undefined;
+  const problem = stageProblem(raw);
+  if (problem !== undefined) throw new ConfigError(key, problem);
+  return raw;
+}
+
+function logRetentionDays(source: ContextSource): number {
+  const key = CONTEXT_KEYS.logRetentionDays;
+  const raw = text(source, key);
+  if (raw === undefined) return DEFAULT_LOG_RETENTION_DAYS;
+  const days = /^\d+$/.test(raw) ? Number(raw) : Number.NaN;
+  if (!LOG_RETENTION_DAYS.includes(days)) {
+    throw new ConfigError(key, `must be one of the retentions CloudWatch Logs allows (${LOG_RETENTION_DAYS.join(', ')} days), got "${raw}"`);
+  }
+  return days;
 }

@@ -31,7 +31,7 @@ export interface FunctionDeployment {
   readonly timeoutSeconds: number;
   /** X-Ray active tracing (the context key `tracing`, one for every function). */
   readonly tracing: boolean;
-  /** The contract variables (ContentSyncFunction adds POWERTOOLS_* and NODE_OPTIONS). */
+  /** The contract variables (ContentSyncFunction adds POWERTOOLS_*, NODE_OPTIONS and, with a stage, CONTENT_SYNC_STAGE). */
   readonly environment: Readonly<Record<string, string>>;
 }
 

@@ -82,7 +82,7 @@ export class StatelessStack extends Stack {
     const refresher = addTokenRefresher(this, { config, names, connections, controlTable: storage.controlTable });
     const sync = addItemSync(this, { config, names, storage, connections, queues: stateful.syncQueues });
     const reconciliation = addReconciliation(this, { config, storage, queues: stateful.reconcileQueues, sync: sync.fn });
-    const changeEvents = addChangeEvents(this, { table: storage.table, connections, logLevel: config.logLevel, tracing: config.tracing, ...stateful.changeEvents });
+    const changeEvents = addChangeEvents(this, { table: storage.table, connections, logLevel: config.logLevel, logRetentionDays: config.logRetentionDays, tracing: config.tracing, stage: config.stage, ...stateful.changeEvents });
 
     // ---- operations (infra/operations): every feature's alarms on one topic, its rows on one dashboard ----
     // Both orders are the dashboard as deployed: the alarm-status widget lists the sync's dead

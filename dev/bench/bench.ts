@@ -11,30 +11,32 @@ import { runBench } from './bench/index.js';
 import { BENCH_DEFAULTS } from './bench/options.js';
 import { formatBenchReport } from './bench/report.js';
 import { BENCH_DIR, machineInfo, timestampForFile } from './support/machine.js';
-import { intOption, progressLog } from './support/cli.js';
+import { intOption, parsedOrExit, progressLog } from './support/cli.js';
 
-const { values } = parseArgs({
-  options: {
-    latency: { type: 'string' },
-    runs: { type: 'string' },
-    concurrency: { type: 'string' },
-    seed: { type: 'string' },
-    'no-bundles': { type: 'boolean', default: false },
-    json: { type: 'boolean', default: false },
-    help: { type: 'boolean', short: 'h', default: false },
-  },
-  strict: true,
-});
+const USAGE = [
+  'usage: npm run bench -- [--latency MS] [--runs N] [--concurrency C] [--seed N] [--no-bundles] [--json]',
+  `defaults: --latency ${BENCH_DEFAULTS.latencyMs} --runs ${BENCH_DEFAULTS.runs} --concurrency ${BENCH_DEFAULTS.concurrency} (SYNC_FETCH_CONCURRENCY's default)`,
+  '--json prints the results as JSON instead of the tables (they are always written under .bench/).',
+  '',
+].join('\n');
+
+const { values } = parsedOrExit(USAGE, () =>
+  parseArgs({
+    options: {
+      latency: { type: 'string' },
+      runs: { type: 'string' },
+      concurrency: { type: 'string' },
+      seed: { type: 'string' },
+      'no-bundles': { type: 'boolean', default: false },
+      json: { type: 'boolean', default: false },
+      help: { type: 'boolean', short: 'h', default: false },
+    },
+    strict: true,
+  }),
+);
 
 if (values.help) {
-  process.stdout.write(
-    [
-      'usage: npm run bench -- [--latency MS] [--runs N] [--concurrency C] [--seed N] [--no-bundles] [--json]',
-      `defaults: --latency ${BENCH_DEFAULTS.latencyMs} --runs ${BENCH_DEFAULTS.runs} --concurrency ${BENCH_DEFAULTS.concurrency} (SYNC_FETCH_CONCURRENCY's default)`,
-      '--json prints the results as JSON instead of the tables (they are always written under .bench/).',
-      '',
-    ].join('\n'),
-  );
+  process.stdout.write(USAGE);
   process.exit(0);
 }
 

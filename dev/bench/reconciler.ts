@@ -10,30 +10,32 @@ import { parseArgs } from 'node:util';
 import { RECONCILER_BENCH_DEFAULTS, runReconcilerBench } from './reconciler/index.js';
 import { n, table } from './support/format.js';
 import { BENCH_DIR, machineInfo, timestampForFile } from './support/machine.js';
-import { intOption, progressLog } from './support/cli.js';
-
-const { values } = parseArgs({
-  options: {
-    ids: { type: 'string' },
-    segments: { type: 'string' },
-    'page-size': { type: 'string' },
-    'send-concurrency': { type: 'string' },
-    'row-bytes': { type: 'string' },
-    json: { type: 'boolean', default: false },
-    help: { type: 'boolean', short: 'h', default: false },
-  },
-  strict: true,
-});
+import { intOption, parsedOrExit, progressLog } from './support/cli.js';
 
 const d = RECONCILER_BENCH_DEFAULTS;
+const USAGE = [
+  'usage: npm run bench:reconciler -- [--ids N] [--segments S] [--page-size P] [--send-concurrency C] [--row-bytes B] [--json]',
+  `defaults: --ids ${d.ids} --segments ${d.segments} --page-size ${d.pageSize} --send-concurrency ${d.sendConcurrency} --row-bytes ${d.rowBytes}`,
+  '',
+].join('\n');
+
+const { values } = parsedOrExit(USAGE, () =>
+  parseArgs({
+    options: {
+      ids: { type: 'string' },
+      segments: { type: 'string' },
+      'page-size': { type: 'string' },
+      'send-concurrency': { type: 'string' },
+      'row-bytes': { type: 'string' },
+      json: { type: 'boolean', default: false },
+      help: { type: 'boolean', short: 'h', default: false },
+    },
+    strict: true,
+  }),
+);
+
 if (values.help) {
-  process.stdout.write(
-    [
-      'usage: npm run bench:reconciler -- [--ids N] [--segments S] [--page-size P] [--send-concurrency C] [--row-bytes B] [--json]',
-      `defaults: --ids ${d.ids} --segments ${d.segments} --page-size ${d.pageSize} --send-concurrency ${d.sendConcurrency} --row-bytes ${d.rowBytes}`,
-      '',
-    ].join('\n'),
-  );
+  process.stdout.write(USAGE);
   process.exit(0);
 }
 

@@ -12,34 +12,36 @@ import { runSoak } from './soak/index.js';
 import { SOAK_DEFAULTS } from './soak/options.js';
 import { formatSoakReport } from './soak/report.js';
 import { BENCH_DIR, machineInfo, timestampForFile } from './support/machine.js';
-import { intOption } from './support/cli.js';
+import { intOption, parsedOrExit } from './support/cli.js';
 
-const { values } = parseArgs({
-  options: {
-    ids: { type: 'string' },
-    seed: { type: 'string' },
-    instances: { type: 'string' },
-    latency: { type: 'string' },
-    'batch-size': { type: 'string' },
-    rotations: { type: 'string' },
-    'max-receive-count': { type: 'string' },
-    json: { type: 'boolean', default: false },
-    help: { type: 'boolean', short: 'h', default: false },
-  },
-  strict: true,
-});
+const USAGE = [
+  'usage: npm run soak -- [--ids N] [--seed N] [--instances N] [--latency MS] [--batch-size N] [--rotations N] [--max-receive-count N] [--json]',
+  `defaults: --ids ${SOAK_DEFAULTS.ids} --seed ${SOAK_DEFAULTS.seed} --instances ${SOAK_DEFAULTS.instances} ` +
+    `--latency ${SOAK_DEFAULTS.latencyMs} --batch-size ${SOAK_DEFAULTS.batchSize} --rotations ${SOAK_DEFAULTS.rotations} ` +
+    `--max-receive-count ${SOAK_DEFAULTS.maxReceiveCount}`,
+  '--json prints the report as JSON instead of the table (it is always written under .bench/).',
+  '',
+].join('\n');
+
+const { values } = parsedOrExit(USAGE, () =>
+  parseArgs({
+    options: {
+      ids: { type: 'string' },
+      seed: { type: 'string' },
+      instances: { type: 'string' },
+      latency: { type: 'string' },
+      'batch-size': { type: 'string' },
+      rotations: { type: 'string' },
+      'max-receive-count': { type: 'string' },
+      json: { type: 'boolean', default: false },
+      help: { type: 'boolean', short: 'h', default: false },
+    },
+    strict: true,
+  }),
+);
 
 if (values.help) {
-  process.stdout.write(
-    [
-      'usage: npm run soak -- [--ids N] [--seed N] [--instances N] [--latency MS] [--batch-size N] [--rotations N] [--max-receive-count N] [--json]',
-      `defaults: --ids ${SOAK_DEFAULTS.ids} --seed ${SOAK_DEFAULTS.seed} --instances ${SOAK_DEFAULTS.instances} ` +
-        `--latency ${SOAK_DEFAULTS.latencyMs} --batch-size ${SOAK_DEFAULTS.batchSize} --rotations ${SOAK_DEFAULTS.rotations} ` +
-        `--max-receive-count ${SOAK_DEFAULTS.maxReceiveCount}`,
-      '--json prints the report as JSON instead of the table (it is always written under .bench/).',
-      '',
-    ].join('\n'),
-  );
+  process.stdout.write(USAGE);
   process.exit(0);
 }
 

@@ -9,6 +9,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { Clock } from './clock.js';
 import { listenOnLoopback } from './loopback.js';
 import { isObject, ServiceError } from './service-error.js';
 import { handleSqs } from './sqs-api.js';
@@ -19,6 +20,8 @@ const MAX_REQUEST_BYTES = 8 * 1024 * 1024;
 export interface EmulatorOptions {
   /** Region used in ARNs; default AWS_REGION or us-east-1. */
   region?: string;
+  /** The SQS model's time (its long polls, delays and visibility); default the wall clock. */
+  clock?: Clock;
 }
 
 export interface RecordedAwsRequest {
@@ -40,17 +43,18 @@ export class AwsEmulator {
     private readonly server: Server,
     port: number,
     region: string,
+    clock: Clock | undefined,
   ) {
     this.endpoint = `http://127.0.0.1:${port}`;
     this.region = region;
-    this.sqs = new SqsModel({ region, origin: () => this.endpoint });
+    this.sqs = new SqsModel({ region, origin: () => this.endpoint, ...(clock ? { clock } : {}) });
   }
 
   static async start(options: EmulatorOptions = {}): Promise<AwsEmulator> {
     const region = options.region ?? process.env.AWS_REGION ?? process.env.AWS_DEFAULT_REGION ?? 'us-east-1';
     const server = createServer();
     server.keepAliveTimeout = 30_000;
-    const emulator = new AwsEmulator(server, await listenOnLoopback(server), region);
+    const emulator = new AwsEmulator(server, await listenOnLoopback(server), region, options.clock);
     server.on('request', (req, res) => void emulator.onRequest(req, res));
     return emulator;
   }

@@ -8,11 +8,13 @@
  * - `proxy` (default on, for the tests) puts a small HTTP proxy in front that records every
  *   operation (X-Amz-Target) and can answer a number of requests with a throttling error, as
  *   DynamoDB does under load (dynalite itself never throttles). The SDK sees real HTTP either way.
+ * - Either way, key sizes are counted in UTF-8 bytes, as DynamoDB counts them (dynalite-key-sizes.ts).
  */
 import { spawn } from 'node:child_process';
 import { mkdirSync } from 'node:fs';
 import { createServer, request as httpRequest, type IncomingMessage, type ServerResponse } from 'node:http';
 import { createRequire } from 'node:module';
+import { fileURLToPath, pathToFileURL } from 'node:url';
 import {
   CreateTableCommand,
   DynamoDBClient,
@@ -25,6 +27,7 @@ import {
 import dynalite, { type DynaliteOptions } from 'dynalite';
 import { CONTROL_TABLE_KEY } from '../../functions/shared/adapters/dynamodb-pace-store.js';
 import { DEFAULT_CONNECTION } from '../../functions/shared/connections/connection.js';
+import { checkKeySizesInBytes } from './dynalite-key-sizes.js';
 import { ensureItemsTable, waitUntilActive } from './items-table.js';
 import { LOCAL_CREDENTIALS, LOCAL_REGION } from './local-aws.js';
 import { listenOnLoopback } from './loopback.js';
@@ -162,6 +165,7 @@ async function createKeyedTable(admin: DynamoDBClient, tableName: string, key: s
 }
 
 async function startInProcess(settings: DynaliteOptions): Promise<Server> {
+  checkKeySizesInBytes();
   const server = dynalite(settings);
   const port = await listenOnLoopback(server);
   return {
@@ -175,19 +179,11 @@ async function startInProcess(settings: DynaliteOptions): Promise<Server> {
   };
 }
 
+/** dynalite-child.ts, run with tsx's loader. */
 async function startChild(settings: DynaliteOptions): Promise<Server> {
-  const modulePath = createRequire(import.meta.url).resolve('dynalite');
-  const script = `
-    const server = require(${JSON.stringify(modulePath)})(${JSON.stringify(settings)});
-    server.listen(0, '127.0.0.1', (error) => {
-      if (error) { console.error(String(error)); process.exit(1); }
-      process.stdout.write('PORT ' + server.address().port + '\\n');
-    });
-    process.on('disconnect', () => process.exit(0));
-    process.stdin.on('end', () => process.exit(0));
-    process.stdin.resume();
-  `;
-  const child = spawn(process.execPath, ['-e', script], { stdio: ['pipe', 'pipe', 'inherit'] });
+  const tsx = pathToFileURL(createRequire(import.meta.url).resolve('tsx')).href;
+  const entry = fileURLToPath(new URL('./dynalite-child.ts', import.meta.url));
+  const child = spawn(process.execPath, ['--import', tsx, entry, JSON.stringify(settings)], { stdio: ['pipe', 'pipe', 'inherit'] });
   const port = await new Promise<number>((resolve, reject) => {
     let text = '';
     const onData = (chunk: Buffer): void => {

@@ -22,3 +22,28 @@ export function sumEmfMetrics(output: string): Record<string, number> {
   }
   return sums;
 }
+
+/**
+ * The distinct dimension sets of the EMF lines in the output, in the order first seen, each as
+ * `<namespace>: <name>=<value>, ...` (the names in the order the line lists them), e.g.
+ * `ContentSync: service=reconciler, stage=staging`.
+ */
+export function emfDimensionSets(output: string): string[] {
+  const sets = new Set<string>();
+  for (const line of output.split('\n')) {
+    if (!line.includes('"_aws"')) continue;
+    let parsed: Record<string, unknown>;
+    try {
+      parsed = JSON.parse(line) as Record<string, unknown>;
+    } catch {
+      continue;
+    }
+    const aws = parsed['_aws'] as { CloudWatchMetrics?: Array<{ Namespace?: string; Dimensions?: string[][] }> } | undefined;
+    for (const directive of aws?.CloudWatchMetrics ?? []) {
+      for (const names of directive.Dimensions ?? []) {
+        sets.add(`${directive.Namespace}: ${names.map((name) => `${name}=${String(parsed[name])}`).join(', ')}`);
+      }
+    }
+  }
+  return [...sets];
+}

@@ -6,13 +6,15 @@
  *
  * s3rver checks no signature and no checksum (a wrong ChecksumSHA256 is accepted, none is echoed
  * back): the harness compares sizes and SHA-256 digests itself (readItemObject). Its last release
- * is years old: for development and tests only.
+ * is years old: for development and tests only. It has no limit on the length of an object key:
+ * S3's, 1,024 bytes in UTF-8, is checked in front of it (refuseLongKeys), with S3's answer.
  *
  * Also here: reading an item object back as the items table's `itemObject` describes it, for the
  * checks of the local run and the soak.
  */
 import { createHash } from 'node:crypto';
 import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import type { IncomingMessage, Server, ServerResponse } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import {
@@ -54,6 +56,7 @@ export async function startS3(options: S3StartOptions = {}): Promise<LocalS3> {
   mkdirSync(directory, { recursive: true });
   const server = new S3rver({ address: '127.0.0.1', port: 0, silent: true, directory });
   const address = await server.run();
+  refuseLongKeys(server.httpServer!);
   const endpoint = `http://127.0.0.1:${address.port}`;
   const client = (config: S3ClientConfig = {}): S3Client =>
     new S3Client({ endpoint, region: LOCAL_REGION, credentials: S3_LOCAL_CREDENTIALS, forcePathStyle: true, ...config });
@@ -79,6 +82,47 @@ export async function startS3(options: S3StartOptions = {}): Promise<LocalS3> {
       if (temporary) rmSync(directory, { recursive: true, force: true });
     },
   };
+}
+
+/** S3's limit on an object key: 1,024 bytes in UTF-8. */
+export const MAX_OBJECT_KEY_BYTES = 1024;
+
+/**
+ * The UTF-8 bytes of the object key of a path-style request (`/<bucket>/<key>`, the key
+ * percent-encoded), or undefined when the request names no object (or its path cannot be decoded:
+ * s3rver answers it).
+ */
+export function objectKeyBytes(url: string): number | undefined {
+  const path = url.split('?', 1)[0]!;
+  const slash = path.indexOf('/', 1);
+  if (!path.startsWith('/') || slash < 0 || slash === path.length - 1) return undefined;
+  try {
+    return Buffer.byteLength(decodeURIComponent(path.slice(slash + 1)), 'utf8');
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * Answers a request for an object whose key is over MAX_OBJECT_KEY_BYTES as S3 does (HTTP 400,
+ * KeyTooLongError, "Your key is too long"), before s3rver sees it; passes every other request on.
+ */
+function refuseLongKeys(httpServer: Server): void {
+  const handlers = httpServer.listeners('request') as Array<(req: IncomingMessage, res: ServerResponse) => void>;
+  httpServer.removeAllListeners('request');
+  httpServer.on('request', (req: IncomingMessage, res: ServerResponse) => {
+    const size = objectKeyBytes(req.url ?? '');
+    if (size === undefined || size <= MAX_OBJECT_KEY_BYTES) {
+      for (const handler of handlers) handler(req, res);
+      return;
+    }
+    req.resume();
+    const body =
+      '<?xml version="1.0" encoding="UTF-8"?>\n' +
+      `<Error><Code>KeyTooLongError</Code><Message>Your key is too long</Message><Size>${size}</Size><MaxSizeAllowed>${MAX_OBJECT_KEY_BYTES}</MaxSizeAllowed></Error>`;
+    res.writeHead(400, { 'Content-Type': 'application/xml', 'Content-Length': Buffer.byteLength(body), 'x-amz-error-code': 'KeyTooLongError' });
+    res.end(req.method === 'HEAD' ? undefined : body);
+  });
 }
 
 /** Every key in the bucket (under `prefix`), with its size, in key order (all pages). */

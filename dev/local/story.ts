@@ -234,8 +234,9 @@ async function playStory(run: LocalRun, simulator: ProviderSimulator, settings: 
   screen.line('2. Refresh the access tokens (token refresher)');
   expectRefresh(problems, 'first refresh', await refresh(run), CONNECTIONS.length, 0);
 
-  // 3. The first sync: each account's root alone, its tree brought by discovery; one rate-limited
-  // answer on the way (429 with Retry-After: 1). The 429 comes late in default's ids, once the pace
+  // 3. The first sync: each account's root alone, its tree brought by discovery; one injected
+  // rate-limited answer on the way (429 with Retry-After: 1), besides the 429s of the simulator's
+  // rate limit while the pace finds it. The injected 429 comes late in default's ids, once the pace
   // has grown: a cut at its starting rate would hold it far below the provider's limit for the rest
   // of a short run.
   const ids = simulator.itemIds();
@@ -245,7 +246,8 @@ async function playStory(run: LocalRun, simulator: ProviderSimulator, settings: 
   simulator.addFault({ endpoint: 'items', account: DEFAULT_CONNECTION, itemId: limitedId, times: 1, fault: { kind: 'status', status: 429, headers: { 'Retry-After': '1' } } });
   screen.line(
     `3. The first sync: each account's root alone, as \`npm run enqueue -- --connection default ${roots.get(DEFAULT_CONNECTION)}\` sends default's; ` +
-      `each folder written sends its children on (the provider answers 429 Too Many Requests, Retry-After: 1, once for default's ${limitedId})`,
+      `each folder written sends its children on (the provider answers 429 Too Many Requests, Retry-After: 1, to default's ${limitedId} once, ` +
+      `and to every request beyond its rate limit while the pace finds that limit)`,
   );
   const first = await passOf('initial sync', [...roots].map(([connection, root]) => ({ connection, ids: [root] })));
   findings.discovery = [];

@@ -1,48 +1,21 @@
 /**
- * `npm run sim [-- [--short] [scenario...]]`: simulations in virtual time.
- *
- * - `unknown`, `known`, `outage`, `token` (`pace`, the default set): the provider pace's scenarios
- *   (pace-scenarios.ts), at full scale (2,000 ids, L = 50/s, 5 containers, 6-hour outages) or
- *   `--short` (what `npm test` runs).
- * - `reconcile` (named only): a reconciliation pass (reconcile-scenario.ts), at full scale
- *   (1,000,000 ids, L = 200/s, freshnessHours 24; about 2 ms of real time an id, so give it
- *   `--max-old-space-size=8192` and time) or `--short`. `--ids N` sets the number of ids and
- *   `--unknown-limit` keeps L from the system (the pace has to find it). Progress lines go to
- *   standard error.
- * - `accounts` (named only): a reconciliation pass over many accounts (accounts-scenario.ts), at
- *   full scale (10,000 connections × 100 ids, L = 200/s told, freshnessHours 24; give it
- *   `--max-old-space-size=8192` and about an hour) or `--short` (200 × 10, what `npm test` runs).
- * - `connections` (named only): many connections (connections-scenario.ts), at full scale (1,000
- *   connections × 100 ids, one revoked at the provider, two simulated days) or `--short` (50 × 20,
- *   what `npm test` runs). Progress lines go to standard error.
- * - `refresher` (named only): the token refresher at scale (refresher-scenario.ts): 10,000
- *   connections in use for 24 hours (give it time: most of an hour of real time) or `--short` (60
- *   connections for 3 hours, what `npm test` runs). Progress lines go to standard error.
- * - `fairness` (named only): quiet accounts beside one account's backfill (fairness-scenario.ts), at
- *   full scale (100 quiet accounts, a backfill of 100,000 ids at L = 200/s, sent with --backfill,
- *   without it, and without message groups) or `--short` (10 quiet accounts, 1,000 ids, --backfill
- *   only: what `npm test` runs). Progress lines go to standard error.
- * - `discovery`, `discovery-cycle` (named only): a tree mirrored from its root beside quiet accounts
- *   (discovery-scenario.ts): 100,000 items 12 deep (with a cycle: `discovery-cycle`), L = 200/s
- *   told, 100 quiet accounts; or `--short` (2,000 items 6 deep, 5 quiet accounts; with the cycle:
- *   what `npm test` runs). Progress lines go to standard error.
- * - `push` (named only): the push path's cost (push-scenario.ts): users send N ids at once to the
- *   sync queue, unchanged then changed at the provider, L = 200/s told; at full scale (200,000 ids,
- *   about 15 minutes of real time in all) or `--short` (what `npm test` runs). `--ids N` sets the
- *   number of ids, `--batch-size N` the context key syncBatchSize (what the knob costs). Progress
- *   lines go to standard error.
- * - `scope-limits`, `scope-outage` (together `scope`, named only): the pace's scope
- *   (scope-scenarios.ts): paceScope connection with per-account limits that differ (20 accounts,
- *   5 to 50/s), and a provider outage over 200 connections under each scope; or `--short`.
+ * `npm run sim [-- [--short] [scenario...]]`: simulations in virtual time, each the real handlers on a
+ * virtual clock at full scale or `--short` (what `npm test` runs). SCENARIOS below lists them, with
+ * what each runs and the options it reads; `npm run sim -- --help` prints that list. With no
+ * scenario named, the provider pace's scenarios (`pace`) run.
  *
  * Prints each scenario's figures and checks, writes them to .bench/sim-latest.json (or
- * .bench/sim-<name>-latest.json when another scenario ran: sim-reconcile-latest.json...), exits 1 when a check fails.
+ * .bench/sim-<name>-latest.json when another scenario ran: sim-reconcile-latest.json...), exits 1
+ * when a check fails and 2 on a mistake in the command line (naming it, with the usage).
  */
 import '../system/sdk-notice.js';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { NUMBER_RULES } from '../../infra/context.js';
+import { isMain } from '../../tools/cli-main.js';
+import { commandLineMistake } from '../bench/support/cli.js';
+import { n } from '../bench/support/format.js';
 import { BENCH_DIR, machineInfo } from '../bench/support/machine.js';
 import { ACCOUNTS_FULL, ACCOUNTS_SHORT, accountsPass } from './accounts-scenario.js';
 import { CONNECTIONS_FULL, CONNECTIONS_SHORT, connectionsScenario } from './connections-scenario.js';
@@ -63,33 +36,139 @@ interface RunOptions {
   batchSize?: number | undefined;
 }
 
-const PACE_SCENARIOS: Record<string, (options: RunOptions) => Promise<ScenarioResult>> = {
-  unknown: (o) => unknownLimit(o.short ? SHORT_SCALE : FULL_SCALE),
-  known: (o) => knownLimit(o.short ? SHORT_SCALE : FULL_SCALE),
-  outage: (o) => outage(o.short ? SHORT_SCALE : FULL_SCALE, 'provider'),
-  token: (o) => outage(o.short ? SHORT_SCALE : FULL_SCALE, 'token'),
+/** Progress lines of the longer scenarios, on standard error. */
+function progress(line: string): void {
+  process.stderr.write(`  … ${line}\n`);
+}
+
+/** The options a scenario may read besides --short (which every scenario reads). */
+type ScenarioOption = 'ids' | 'unknown-limit' | 'batch-size';
+
+/** A scenario: what it runs, at which sizes and with which options (the usage text), and how. */
+interface Scenario {
+  about: string;
+  /** Its size at full scale. */
+  full: string;
+  /** Its size with --short (what `npm test` runs). */
+  short: string;
+  /** The options it reads besides --short. */
+  options?: readonly ScenarioOption[];
+  run: (options: RunOptions) => Promise<ScenarioResult>;
+}
+
+/** "a 6-hour" or "a 45-minute". */
+function aDuration(minutes: number): string {
+  return minutes % 60 === 0 ? `a ${minutes / 60}-hour` : `a ${minutes}-minute`;
+}
+
+const paceSize = (scale: typeof FULL_SCALE): string => `${n(scale.ids)} ids, L = ${scale.limit}/s, ${scale.containers} containers`;
+const outageSize = (scale: typeof FULL_SCALE): string => `${paceSize(scale)}, ${aDuration(scale.outageMinutes)} outage`;
+
+const PACE_SCENARIOS: Record<string, Scenario> = {
+  unknown: {
+    about: 'the provider pace finds an unpublished limit L, keeps to it, follows it when it halves and when it doubles',
+    full: paceSize(FULL_SCALE),
+    short: paceSize(SHORT_SCALE),
+    run: (o) => unknownLimit(o.short ? SHORT_SCALE : FULL_SCALE),
+  },
+  known: {
+    about: 'the provider pace told L (providerRequestsPerSecond): use of L, 429s',
+    full: paceSize(FULL_SCALE),
+    short: paceSize(SHORT_SCALE),
+    run: (o) => knownLimit(o.short ? SHORT_SCALE : FULL_SCALE),
+  },
+  outage: {
+    about: 'every id synced, then a provider outage (every request 503) while users send every id again: requests a minute during it, ids lost, the drain after it',
+    full: outageSize(FULL_SCALE),
+    short: outageSize(SHORT_SCALE),
+    run: (o) => outage(o.short ? SHORT_SCALE : FULL_SCALE, 'provider'),
+  },
+  token: {
+    about: 'as outage, with the access token revoked and the refresh token refused instead',
+    full: outageSize(FULL_SCALE),
+    short: outageSize(SHORT_SCALE),
+    run: (o) => outage(o.short ? SHORT_SCALE : FULL_SCALE, 'token'),
+  },
 };
 
-const SCOPE_SCENARIOS: Record<string, (options: RunOptions) => Promise<ScenarioResult>> = {
-  'scope-limits': (o) => perAccountLimits(o.short ? LIMITS_SHORT : LIMITS_FULL, (line) => process.stderr.write(`  … ${line}\n`)),
-  'scope-outage': (o) => outageByScope(o.short ? OUTAGE_SHORT : OUTAGE_FULL),
+const SCOPE_SCENARIOS: Record<string, Scenario> = {
+  'scope-limits': {
+    about: 'paceScope connection: accounts whose limits differ, the fastest one\'s halving; progress on standard error',
+    full: `${LIMITS_FULL.accounts} accounts of ${LIMITS_FULL.limits[0]} to ${LIMITS_FULL.limits[1]} requests/s`,
+    short: `${LIMITS_SHORT.accounts} accounts of ${LIMITS_SHORT.limits[0]} to ${LIMITS_SHORT.limits[1]} requests/s`,
+    run: (o) => perAccountLimits(o.short ? LIMITS_SHORT : LIMITS_FULL, progress),
+  },
+  'scope-outage': {
+    about: 'a provider outage over many connections, under each paceScope',
+    full: `${OUTAGE_FULL.connections} connections × ${OUTAGE_FULL.idsEach} ids, ${aDuration(OUTAGE_FULL.outageMinutes)} outage`,
+    short: `${OUTAGE_SHORT.connections} connections × ${OUTAGE_SHORT.idsEach} id, ${aDuration(OUTAGE_SHORT.outageMinutes)} outage`,
+    run: (o) => outageByScope(o.short ? OUTAGE_SHORT : OUTAGE_FULL),
+  },
 };
 
-const SCENARIOS: Record<string, (options: RunOptions) => Promise<ScenarioResult>> = {
+/** Every scenario by name: the usage text lists them in this order. */
+const SCENARIOS: Record<string, Scenario> = {
   ...PACE_SCENARIOS,
   ...SCOPE_SCENARIOS,
-  reconcile: (o) => reconcilePass(reconcileScale(o), (line) => process.stderr.write(`  … ${line}\n`)),
-  connections: (o) => connectionsScenario(o.short ? CONNECTIONS_SHORT : CONNECTIONS_FULL, (line) => process.stderr.write(`  … ${line}\n`)),
-  accounts: (o) => accountsPass(o.short ? ACCOUNTS_SHORT : ACCOUNTS_FULL, (line) => process.stderr.write(`  … ${line}\n`)),
-  fairness: (o) =>
-    o.short
-      ? fairnessScenario(FAIRNESS_SHORT, ['background'], (line) => process.stderr.write(`  … ${line}\n`))
-      : fairnessScenario(FAIRNESS_FULL, undefined, (line) => process.stderr.write(`  … ${line}\n`)),
-  refresher: (o) => refresherScenario(o.short ? REFRESHER_SHORT : REFRESHER_FULL, (line) => process.stderr.write(`  … ${line}\n`)),
-  discovery: (o) => discoveryScenario(discoveryScale(o, false), (line) => process.stderr.write(`  … ${line}\n`)),
-  'discovery-cycle': (o) => discoveryScenario(discoveryScale(o, true), (line) => process.stderr.write(`  … ${line}\n`)),
-  push: (o) => pushScenario(pushScale(o), (line) => process.stderr.write(`  … ${line}\n`)),
+  reconcile: {
+    about: 'a reconciliation pass: the real reconciler on its schedule sends every id again; progress on standard error',
+    full: `${n(RECONCILE_FULL.ids)} ids, L = ${RECONCILE_FULL.limit}/s told, freshnessHours ${RECONCILE_FULL.freshnessHours} (about 2 ms of real time an id: give Node.js --max-old-space-size=8192)`,
+    short: `${n(RECONCILE_SHORT.ids)} ids, L = ${RECONCILE_SHORT.limit}/s told`,
+    options: ['ids', 'unknown-limit'],
+    run: (o) => reconcilePass(reconcileScale(o), progress),
+  },
+  connections: {
+    about: 'many connections, one revoked at the provider, then idle connections the refresher keeps alive; progress on standard error',
+    full: `${n(CONNECTIONS_FULL.connections)} connections × ${CONNECTIONS_FULL.idsEach} ids, L = ${CONNECTIONS_FULL.limit}/s, ${CONNECTIONS_FULL.days} simulated days`,
+    short: `${CONNECTIONS_SHORT.connections} connections × ${CONNECTIONS_SHORT.idsEach} ids, L = ${CONNECTIONS_SHORT.limit}/s, ${CONNECTIONS_SHORT.days} simulated days`,
+    run: (o) => connectionsScenario(o.short ? CONNECTIONS_SHORT : CONNECTIONS_FULL, progress),
+  },
+  accounts: {
+    about: 'a reconciliation pass over many accounts: each account\'s own pass, the cost a million ids, the refresher meanwhile; progress on standard error',
+    full: `${n(ACCOUNTS_FULL.connections)} connections × ${ACCOUNTS_FULL.idsEach} ids, L = ${ACCOUNTS_FULL.limit}/s told (give Node.js --max-old-space-size=8192 and about an hour)`,
+    short: `${ACCOUNTS_SHORT.connections} connections × ${ACCOUNTS_SHORT.idsEach} ids, L = ${ACCOUNTS_SHORT.limit}/s told`,
+    run: (o) => accountsPass(o.short ? ACCOUNTS_SHORT : ACCOUNTS_FULL, progress),
+  },
+  fairness: {
+    about: 'quiet accounts beside one account\'s backfill, sent with --backfill, without it and without message groups (--short: with --backfill only); progress on standard error',
+    full: `${FAIRNESS_FULL.quietAccounts} quiet accounts, a backfill of ${n(FAIRNESS_FULL.backfillIds)} ids, L = ${FAIRNESS_FULL.limit}/s`,
+    short: `${FAIRNESS_SHORT.quietAccounts} quiet accounts, a backfill of ${n(FAIRNESS_SHORT.backfillIds)} ids, L = ${FAIRNESS_SHORT.limit}/s`,
+    run: (o) => (o.short ? fairnessScenario(FAIRNESS_SHORT, ['background'], progress) : fairnessScenario(FAIRNESS_FULL, undefined, progress)),
+  },
+  refresher: {
+    about: 'the token refresher at scale, against a token endpoint limit the pace has to find; progress on standard error',
+    full: `${n(REFRESHER_FULL.connections)} connections in use for ${REFRESHER_FULL.hours} hours (most of an hour of real time)`,
+    short: `${REFRESHER_SHORT.connections} connections for ${REFRESHER_SHORT.hours} hour${REFRESHER_SHORT.hours === 1 ? '' : 's'}`,
+    run: (o) => refresherScenario(o.short ? REFRESHER_SHORT : REFRESHER_FULL, progress),
+  },
+  discovery: {
+    about: 'a tree mirrored from its root beside quiet accounts; progress on standard error',
+    full: discoverySize(DISCOVERY_FULL),
+    short: discoverySize(DISCOVERY_SHORT),
+    run: (o) => discoveryScenario(discoveryScale(o, false), progress),
+  },
+  'discovery-cycle': {
+    about: 'as discovery, the tree with a cycle; progress on standard error',
+    full: discoverySize(DISCOVERY_FULL),
+    short: discoverySize(DISCOVERY_SHORT),
+    run: (o) => discoveryScenario(discoveryScale(o, true), progress),
+  },
+  push: {
+    about: 'the push path\'s cost: users send N ids at once to the sync queue, unchanged then changed at the provider; progress on standard error',
+    full: `${n(PUSH_FULL.ids)} ids, L = ${PUSH_FULL.limit}/s told (about 15 minutes of real time)`,
+    short: `${n(PUSH_SHORT.ids)} ids, L = ${PUSH_SHORT.limit}/s told`,
+    options: ['ids', 'batch-size'],
+    run: (o) => pushScenario(pushScale(o), progress),
+  },
 };
+
+/** Names that run several scenarios: `pace` (the default set) and `scope`. */
+const GROUPS: Record<string, string[]> = { pace: Object.keys(PACE_SCENARIOS), scope: Object.keys(SCOPE_SCENARIOS) };
+const DEFAULT_GROUP = 'pace';
+
+function discoverySize(scale: DiscoveryScale): string {
+  return `${n(scale.items)} items ${scale.depth} deep, L = ${scale.limit}/s told, ${scale.quietAccounts} quiet accounts`;
+}
 
 /** The push scenario's scale: full or short, `--ids` and `--batch-size` over it. */
 export function pushScale(options: Pick<RunOptions, 'short' | 'ids' | 'batchSize'>): PushScale {
@@ -120,57 +199,168 @@ export function formatScenario(result: ScenarioResult, short = false): string {
   return lines.join('\n');
 }
 
-async function main(argv: string[]): Promise<number> {
-  const { values, positionals } = parseArgs({
-    args: argv,
-    allowPositionals: true,
-    options: {
-      short: { type: 'boolean', default: false },
-      ids: { type: 'string' },
-      'unknown-limit': { type: 'boolean', default: false },
-      'batch-size': { type: 'string' },
-    },
-  });
+const { min: BATCH_SIZE_MIN, max: BATCH_SIZE_MAX } = NUMBER_RULES.syncBatchSize;
+
+/** The command line's options, as parseArgs reads them. */
+const OPTIONS = {
+  short: { type: 'boolean', default: false },
+  ids: { type: 'string' },
+  'unknown-limit': { type: 'boolean', default: false },
+  'batch-size': { type: 'string' },
+  help: { type: 'boolean', short: 'h', default: false },
+} as const;
+
+/** What each option does (the usage text), and the name of its value when it takes one. */
+const OPTION_HELP: Record<keyof typeof OPTIONS, { value?: string; about: string }> = {
+  short: { about: 'the small scale, what `npm test` runs' },
+  ids: { value: 'N', about: 'the number of ids, at least 100' },
+  'unknown-limit': { about: 'L is not told to the system: the pace has to find it' },
+  'batch-size': { value: 'N', about: `the context key syncBatchSize the run deploys (${BATCH_SIZE_MIN} to ${BATCH_SIZE_MAX}), to price it` },
+  help: { about: 'this text' },
+};
+
+/** What the command line asks for: the usage, a run, or neither because of a mistake (one line naming it). */
+export type SimCommand = { help: true } | { mistake: string } | { names: string[]; options: RunOptions };
+
+/** Reads the command line; never throws on a mistake in it. */
+export function parseCommandLine(argv: string[]): SimCommand {
+  let parsed: ReturnType<typeof parseOptions>;
+  try {
+    parsed = parseOptions(argv);
+  } catch (error) {
+    const mistake = commandLineMistake(error);
+    if (mistake === undefined) throw error;
+    return { mistake };
+  }
+  const { values, positionals } = parsed;
+  if (values.help) return { help: true };
   const ids = values.ids === undefined ? undefined : Number(values.ids);
   if (ids !== undefined && !(Number.isSafeInteger(ids) && ids >= 100)) {
-    process.stderr.write(`--ids must be a whole number of at least 100, got ${values.ids}\n`);
-    return 2;
+    return { mistake: `--ids must be a whole number of at least 100, got ${values.ids}` };
   }
   const batchSize = values['batch-size'] === undefined ? undefined : Number(values['batch-size']);
-  const { min, max } = NUMBER_RULES.syncBatchSize;
-  if (batchSize !== undefined && !(Number.isSafeInteger(batchSize) && batchSize >= min && batchSize <= max)) {
-    process.stderr.write(`--batch-size must be a whole number from ${min} to ${max} (syncBatchSize), got ${values['batch-size']}\n`);
-    return 2;
+  if (batchSize !== undefined && !(Number.isSafeInteger(batchSize) && batchSize >= BATCH_SIZE_MIN && batchSize <= BATCH_SIZE_MAX)) {
+    return {
+      mistake: `--batch-size must be a whole number from ${BATCH_SIZE_MIN} to ${BATCH_SIZE_MAX} (syncBatchSize), got ${values['batch-size']}`,
+    };
   }
-  const options: RunOptions = { short: values.short, ids, unknownLimit: values['unknown-limit'], batchSize };
-  // `pace` names the provider pace's scenarios together (the default set); `scope` those of its scope.
-  const groups: Record<string, string[]> = { pace: Object.keys(PACE_SCENARIOS), scope: Object.keys(SCOPE_SCENARIOS) };
-  const names = (positionals.length > 0 ? positionals : ['pace']).flatMap((name) => groups[name] ?? [name]);
+  const names = (positionals.length > 0 ? positionals : [DEFAULT_GROUP]).flatMap((name) => GROUPS[name] ?? [name]);
   const unknown = names.filter((name) => !(name in SCENARIOS));
-  if (unknown.length > 0) {
-    process.stderr.write(`unknown scenario ${unknown.join(', ')}; choose from pace, scope, ${Object.keys(SCENARIOS).join(', ')}\n`);
+  if (unknown.length > 0) return { mistake: `unknown scenario ${unknown.join(', ')}` };
+  const given: ScenarioOption[] = [
+    ...(ids !== undefined ? (['ids'] as const) : []),
+    ...(values['unknown-limit'] ? (['unknown-limit'] as const) : []),
+    ...(batchSize !== undefined ? (['batch-size'] as const) : []),
+  ];
+  const unread = given.find((option) => !names.some((name) => SCENARIOS[name]!.options?.includes(option)));
+  if (unread !== undefined) return { mistake: `--${unread} is read by ${readersOf(unread).join(' and ')} only` };
+  return { names, options: { short: values.short, ids, unknownLimit: values['unknown-limit'], batchSize } };
+}
+
+function parseOptions(argv: string[]) {
+  return parseArgs({ args: argv, allowPositionals: true, strict: true, options: OPTIONS });
+}
+
+/** The scenarios that read `option`. */
+function readersOf(option: ScenarioOption): string[] {
+  return Object.keys(SCENARIOS).filter((name) => SCENARIOS[name]!.options?.includes(option));
+}
+
+const USAGE_WIDTH = 100;
+
+/** The usage text, from SCENARIOS, GROUPS and OPTIONS. */
+export function simUsage(): string {
+  const optionLabel = (name: keyof typeof OPTIONS): string => {
+    const short = 'short' in OPTIONS[name] ? `-${OPTIONS[name].short}, ` : '';
+    const value = OPTION_HELP[name].value;
+    return `${short}--${name}${value ? ` ${value}` : ''}`;
+  };
+  const optionNames = Object.keys(OPTIONS) as (keyof typeof OPTIONS)[];
+  const labels = [...Object.keys(SCENARIOS), ...Object.keys(GROUPS), ...optionNames.map(optionLabel)];
+  const column = 2 + Math.max(...labels.map((label) => label.length)) + 2;
+  const entry = (label: string, ...paragraphs: string[]): string[] =>
+    paragraphs.flatMap((text, i) => wrapped(text, USAGE_WIDTH - column).map((line, j) => (i === 0 && j === 0 ? `  ${label}`.padEnd(column) : ' '.repeat(column)) + line));
+  const scenarioOptions = (scenario: Scenario): string[] =>
+    scenario.options === undefined ? [] : [`options: ${scenario.options.map((name) => `--${name}${OPTION_HELP[name].value ? ` ${OPTION_HELP[name].value}` : ''}`).join(', ')}`];
+  const optionReaders = (name: keyof typeof OPTIONS): string =>
+    name === 'short' || name === 'help' ? '' : ` (${readersOf(name).join(', ')})`;
+  return [
+    `usage: npm run sim -- [${optionNames.filter((name) => name !== 'help').map(optionLabel).join('] [')}] [scenario or group ...]`,
+    '',
+    ...wrapped(
+      'Simulations in virtual time: the real handlers on a virtual clock, at full scale or --short. ' +
+        `With no scenario named, ${DEFAULT_GROUP} runs. Prints each scenario's figures and checks, writes them under ` +
+        '.bench/ and exits 1 when a check fails, 2 on a mistake in the command line.',
+      USAGE_WIDTH,
+    ),
+    '',
+    'Scenarios:',
+    ...Object.entries(SCENARIOS).flatMap(([name, scenario]) =>
+      entry(name, scenario.about, `full: ${scenario.full}`, `--short: ${scenario.short}`, ...scenarioOptions(scenario)),
+    ),
+    '',
+    'Groups:',
+    ...Object.entries(GROUPS).flatMap(([name, members]) => entry(name, `${members.join(', ')}${name === DEFAULT_GROUP ? ' (the default)' : ''}`)),
+    '',
+    'Options:',
+    ...optionNames.flatMap((name) => entry(optionLabel(name), `${OPTION_HELP[name].about}${optionReaders(name)}`)),
+    '',
+  ].join('\n');
+}
+
+/** `text` in lines of at most `width` characters (a longer word stays whole, and so does `L = 50/s`). */
+function wrapped(text: string, width: number): string[] {
+  const lines: string[] = [];
+  let line = '';
+  for (const word of text.split(/(?<!=) (?!=)/)) {
+    if (line !== '' && line.length + 1 + word.length > width) {
+      lines.push(line);
+      line = word;
+    } else {
+      line = line === '' ? word : `${line} ${word}`;
+    }
+  }
+  return [...lines, line];
+}
+
+/** Where the usage and the scenarios' figures go. */
+export interface SimIo {
+  stdout: { write(text: string): unknown };
+  stderr: { write(text: string): unknown };
+}
+
+/** Runs the command line; returns the exit status. */
+export async function main(argv: string[], io: SimIo = process): Promise<number> {
+  const command = parseCommandLine(argv);
+  if ('help' in command) {
+    io.stdout.write(simUsage());
+    return 0;
+  }
+  if ('mistake' in command) {
+    io.stderr.write(`${command.mistake}\n\n${simUsage()}`);
     return 2;
   }
+  const { names, options } = command;
   const machine = machineInfo();
   const scales = {
-    ...(names.some((name) => name in PACE_SCENARIOS) ? { pace: values.short ? SHORT_SCALE : FULL_SCALE } : {}),
+    ...(names.some((name) => name in PACE_SCENARIOS) ? { pace: options.short ? SHORT_SCALE : FULL_SCALE } : {}),
     ...(names.includes('reconcile') ? { reconcile: reconcileScale(options) } : {}),
-    ...(names.includes('connections') ? { connections: values.short ? CONNECTIONS_SHORT : CONNECTIONS_FULL } : {}),
-    ...(names.includes('accounts') ? { accounts: values.short ? ACCOUNTS_SHORT : ACCOUNTS_FULL } : {}),
-    ...(names.includes('fairness') ? { fairness: values.short ? FAIRNESS_SHORT : FAIRNESS_FULL } : {}),
-    ...(names.includes('refresher') ? { refresher: values.short ? REFRESHER_SHORT : REFRESHER_FULL } : {}),
+    ...(names.includes('connections') ? { connections: options.short ? CONNECTIONS_SHORT : CONNECTIONS_FULL } : {}),
+    ...(names.includes('accounts') ? { accounts: options.short ? ACCOUNTS_SHORT : ACCOUNTS_FULL } : {}),
+    ...(names.includes('fairness') ? { fairness: options.short ? FAIRNESS_SHORT : FAIRNESS_FULL } : {}),
+    ...(names.includes('refresher') ? { refresher: options.short ? REFRESHER_SHORT : REFRESHER_FULL } : {}),
     ...(names.includes('discovery') ? { discovery: discoveryScale(options, false) } : {}),
     ...(names.includes('discovery-cycle') ? { discoveryCycle: discoveryScale(options, true) } : {}),
     ...(names.includes('push') ? { push: pushScale(options) } : {}),
-    ...(names.includes('scope-limits') ? { scopeLimits: values.short ? LIMITS_SHORT : LIMITS_FULL } : {}),
-    ...(names.includes('scope-outage') ? { scopeOutage: values.short ? OUTAGE_SHORT : OUTAGE_FULL } : {}),
+    ...(names.includes('scope-limits') ? { scopeLimits: options.short ? LIMITS_SHORT : LIMITS_FULL } : {}),
+    ...(names.includes('scope-outage') ? { scopeOutage: options.short ? OUTAGE_SHORT : OUTAGE_FULL } : {}),
   };
-  process.stdout.write(`simulation, ${values.short ? 'short' : 'full'} scale: ${JSON.stringify(scales)}\n${JSON.stringify(machine)}\n\n`);
+  io.stdout.write(`simulation, ${options.short ? 'short' : 'full'} scale: ${JSON.stringify(scales)}\n${JSON.stringify(machine)}\n\n`);
   const results: ScenarioResult[] = [];
   for (const name of names) {
-    const result = await SCENARIOS[name]!(options);
+    const result = await SCENARIOS[name]!.run(options);
     results.push(result);
-    process.stdout.write(`${formatScenario(result, values.short)}\n\n`);
+    io.stdout.write(`${formatScenario(result, options.short)}\n\n`);
   }
   mkdirSync(BENCH_DIR, { recursive: true });
   // The pace scenarios' figures go to sim-latest.json, the scope scenarios' to sim-scope-latest.json;
@@ -178,7 +368,7 @@ async function main(argv: string[]): Promise<number> {
   const other = names.find((name) => !(name in PACE_SCENARIOS));
   const file = other === undefined ? 'sim-latest.json' : other in SCOPE_SCENARIOS ? 'sim-scope-latest.json' : `sim-${other}-latest.json`;
   writeFileSync(join(BENCH_DIR, file), `${JSON.stringify({ machine, scales, results }, null, 2)}\n`);
-  return results.every((result) => result.checks.every((check) => check.ok || !judged(check, values.short))) ? 0 : 1;
+  return results.every((result) => result.checks.every((check) => check.ok || !judged(check, options.short))) ? 0 : 1;
 }
 
-process.exitCode = await main(process.argv.slice(2));
+if (isMain(import.meta.url)) process.exitCode = await main(process.argv.slice(2));

@@ -45,7 +45,7 @@ export type ChangeEventsHandler = (event: DynamoDBStreamEvent, context: Context)
 
 export function createChangeEventsHandler(deps: ChangeEventsHandlerDeps): ChangeEventsHandler {
   const logger = deps.logger ?? createLogger(CHANGE_EVENTS_SERVICE);
-  const metrics = deps.metrics ?? createMetrics(CHANGE_EVENTS_SERVICE);
+  const metrics = deps.metrics ?? createMetrics(CHANGE_EVENTS_SERVICE, { stage: deps.config.stage });
   const clock = deps.clock ?? systemClock;
   const publisher =
     deps.publisher ??

@@ -30,6 +30,7 @@ import {
   SqsMessageVisibility,
 } from './adapters/sqs.js';
 import { DynamoDbPaceStore } from '../shared/adapters/dynamodb-pace-store.js';
+import { BoundedMap } from '../shared/bounded-map.js';
 import { DEFAULT_PACE_SETTINGS, type PaceSettings } from '../shared/provider/pace/pace-state.js';
 import { PaceBreaker, ProviderPace, type PaceSnapshot, type PaceStore } from '../shared/provider/pace/provider-pace.js';
 import type { SyncConfig } from '../shared/config.js';
@@ -110,7 +111,7 @@ export const SYNC_PACE_LEASE_SECONDS = 0.25;
 
 export function createSyncHandler(deps: SyncHandlerDeps): SyncHandler {
   const logger = deps.logger ?? createLogger(SYNC_SERVICE, { logLevel: deps.config.logLevel, bufferDebug: true });
-  const metrics = deps.metrics ?? createMetrics(SYNC_SERVICE);
+  const metrics = deps.metrics ?? createMetrics(SYNC_SERVICE, { stage: deps.config.stage });
   const clock = deps.clock ?? systemClock;
   const random = deps.random ?? Math.random;
   const sleep = deps.sleep ?? ((ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms)));
@@ -259,28 +260,25 @@ function laneOf(record: SQSEvent['Records'][number]): { reconcilePass?: number; 
  * lease's few tokens expire; its row stays, and is read again when the key comes back).
  */
 export class PaceMap {
-  private readonly paces = new Map<string, { pace: ProviderPace; breakerKey: string }>();
-  private readonly breakers = new Map<string, PaceBreaker>();
+  private readonly paces: BoundedMap<string, { pace: ProviderPace; breakerKey: string }>;
+  private readonly breakers: BoundedMap<string, PaceBreaker>;
 
   constructor(
     private readonly create: (paceKey: string, breaker: PaceBreaker | undefined) => ProviderPace,
-    private readonly max = MAX_PACES_PER_CONTAINER,
+    max = MAX_PACES_PER_CONTAINER,
     /** The view of a breaker kept in another row than its paces'; without it, every pace keeps its own. */
     private readonly createBreaker?: (breakerKey: string) => PaceBreaker,
-  ) {}
+  ) {
+    this.paces = new BoundedMap(max);
+    this.breakers = new BoundedMap(max);
+  }
 
   /** The pace of `paceKey`, guarded by the breaker of `breakerKey` (default the pace's own). */
   get(paceKey: string, breakerKey: string = paceKey): ProviderPace {
-    let entry = this.paces.get(paceKey);
-    if (entry && entry.breakerKey === breakerKey) {
-      // Most recently used last (a Map keeps insertion order).
-      this.paces.delete(paceKey);
-    } else {
-      // New, or its connection now has another client id (and so another breaker).
-      if (entry) this.paces.delete(paceKey);
-      entry = { pace: this.create(paceKey, this.breakerFor(paceKey, breakerKey)), breakerKey };
-      if (this.paces.size >= this.max) this.paces.delete(this.paces.keys().next().value!);
-    }
+    const known = this.paces.use(paceKey);
+    if (known && known.breakerKey === breakerKey) return known.pace;
+    // New, or its connection now has another client id (and so another breaker).
+    const entry = { pace: this.create(paceKey, this.breakerFor(paceKey, breakerKey)), breakerKey };
     this.paces.set(paceKey, entry);
     return entry.pace;
   }
@@ -292,12 +290,9 @@ export class PaceMap {
 
   private breakerFor(paceKey: string, breakerKey: string): PaceBreaker | undefined {
     if (breakerKey === paceKey || !this.createBreaker) return undefined;
-    let breaker = this.breakers.get(breakerKey);
-    if (breaker) this.breakers.delete(breakerKey);
-    else {
-      breaker = this.createBreaker(breakerKey);
-      if (this.breakers.size >= this.max) this.breakers.delete(this.breakers.keys().next().value!);
-    }
+    const known = this.breakers.use(breakerKey);
+    if (known) return known;
+    const breaker = this.createBreaker(breakerKey);
     this.breakers.set(breakerKey, breaker);
     return breaker;
   }

@@ -31,7 +31,7 @@ import { TransientError } from '../shared/errors.js';
 import { getPath, isLosslessNumber, isObject, jsonType, parseJson } from '../shared/json.js';
 import type { Log } from '../shared/ports.js';
 import { revisionText } from './item.js';
-import { validateItemId } from './message.js';
+import { itemIdProblem } from './message.js';
 import type { DiscoverySink, ItemKey, ItemObjectStore, ItemStore, StoredRevision } from './ports.js';
 
 /** Where a folder item lists its children (SyncConfig.discovery without the queue). */
@@ -121,11 +121,8 @@ function entryProblem(entry: unknown, settings: DiscoverySettings, folderId: str
   if (!isObject(entry)) return `the entry is ${jsonType(entry)}, not an object`;
   const id = getPath(entry, settings.childIdPath);
   if (typeof id !== 'string') return `the entry has no string id at "${settings.childIdPath}" (found ${jsonType(id)})`;
-  try {
-    validateItemId(id);
-  } catch (error) {
-    return `the entry's id is not a valid item id (${(error as Error).message})`;
-  }
+  const idProblem = itemIdProblem(id);
+  if (idProblem !== undefined) return `the entry's id is not a valid item id (${idProblem})`;
   if (id === folderId) return 'the entry names the folder itself';
   const earlier = seen.get(id);
   if (earlier !== undefined) return `the entry repeats the id of the entry at index ${earlier}`;

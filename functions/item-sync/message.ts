@@ -2,9 +2,10 @@
  * The sync queue's message body (docs/item-sync.md, "Messages"): `{"connection": "<connection id>",
  * "id": "<item id>"}`; without `connection` (`{"id": "<item id>"}`), or when the body does not start
  * with `{` (the bare id, surrounding whitespace trimmed), it belongs to the connection `default`. An
- * id is 1 to 1,024 characters (Unicode code points) with no control characters; a connection id is
- * what functions/shared/connections/connection.ts says. Every problem is a PermanentError whose
- * message is the dead-letter reason; it never quotes the body (which may hold anything).
+ * id is 1 to 1,024 bytes in UTF-8 with no control characters (itemIdProblem, the one rule every
+ * sender and reader of ids applies); a connection id is what functions/shared/connections/connection.ts
+ * says. Every problem is a PermanentError whose message is the dead-letter reason; it never quotes
+ * the body (which may hold anything).
  */
 import { DEFAULT_CONNECTION, validateConnectionId } from '../shared/connections/connection.js';
 import { PermanentError } from '../shared/errors.js';
@@ -16,7 +17,12 @@ export interface SyncMessage {
   id: string;
 }
 
-export const MAX_ID_LENGTH = 1024;
+/**
+ * The most UTF-8 bytes an item id may have: the bound DynamoDB puts on a sort key (the items table's
+ * `id`) and S3 on an object key. A longer id could be stored only under a key derived from it, and
+ * the row's `id` would then not be the id a reader looks up.
+ */
+export const MAX_ID_BYTES = 1024;
 
 /** C0 controls, DEL and C1 controls. */
 const CONTROL_CHARACTER = /[\u0000-\u001f\u007f-\u009f]/;
@@ -48,17 +54,23 @@ export function parseMessageBody(body: string): SyncMessage {
   return { connection, id: validateItemId(id) };
 }
 
-export function validateItemId(id: string): string {
-  if (id.length === 0) throw new PermanentError('the item id is empty');
-  if (LONE_SURROGATE.test(id)) throw new PermanentError('the item id is not well-formed Unicode (a lone surrogate)');
-  const length = [...id].length;
-  if (length > MAX_ID_LENGTH) {
-    throw new PermanentError(`the item id is ${length} characters long; the limit is ${MAX_ID_LENGTH}`);
-  }
+/** The reason `id` is not a valid item id (docs/item-sync.md, "Messages"), or undefined when it is one. */
+export function itemIdProblem(id: string): string | undefined {
+  if (id.length === 0) return 'the item id is empty';
+  if (LONE_SURROGATE.test(id)) return 'the item id is not well-formed Unicode (a lone surrogate)';
+  const bytes = Buffer.byteLength(id, 'utf8');
+  if (bytes > MAX_ID_BYTES) return `the item id is ${bytes} bytes long in UTF-8; the limit is ${MAX_ID_BYTES} bytes`;
   const control = CONTROL_CHARACTER.exec(id);
   if (control) {
     const code = control[0].charCodeAt(0).toString(16).toUpperCase().padStart(4, '0');
-    throw new PermanentError(`the item id contains a control character (U+${code}) at position ${control.index}`);
+    return `the item id contains a control character (U+${code}) at position ${control.index}`;
   }
+  return undefined;
+}
+
+/** The id itself, or a PermanentError whose message is the reason (itemIdProblem). */
+export function validateItemId(id: string): string {
+  const problem = itemIdProblem(id);
+  if (problem !== undefined) throw new PermanentError(problem);
   return id;
 }

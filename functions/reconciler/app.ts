@@ -73,7 +73,7 @@ export type ReconcilerHandler = (event: ReconcilerEvent | null | undefined, cont
 
 export function createReconcilerHandler(deps: ReconcilerHandlerDeps): ReconcilerHandler {
   const logger = deps.logger ?? createLogger(RECONCILER_SERVICE);
-  const metrics = deps.metrics ?? createMetrics(RECONCILER_SERVICE);
+  const metrics = deps.metrics ?? createMetrics(RECONCILER_SERVICE, { stage: deps.config.stage });
   const clock = deps.clock ?? systemClock;
   const sleep = deps.sleep ?? ((ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms)));
   const tuning: ReconcilerTuning = { ...DEFAULT_TUNING, ...deps.tuning };

@@ -5,6 +5,7 @@
  */
 import { normalizeBaseUrl } from './base-url.js';
 import { ConfigError } from './errors.js';
+import { stageProblem } from '../../infra/stage.js';
 
 export type Env = Readonly<Record<string, string | undefined>>;
 
@@ -34,7 +35,16 @@ export interface ConnectionsConfig {
   tokenRequestsPerSecond: number;
 }
 
-export interface RefresherConfig extends ConnectionsConfig {
+/** What every function's metrics carry beside `service` (functions/shared/observability.ts). */
+export interface MetricsConfig {
+  /**
+   * The deployment's stage (CONTENT_SYNC_STAGE, the context key `stage`): every metric carries the
+   * dimension `stage` too. Undefined in a deployment without a stage: `service` alone.
+   */
+  stage?: string | undefined;
+}
+
+export interface RefresherConfig extends ConnectionsConfig, MetricsConfig {
   provider: ProviderConfig;
   /** The control table: the token endpoint's pace rows (`provider-pace#token#<client id>`). */
   controlTableName: string;
@@ -58,7 +68,7 @@ export function parseLogLevel(raw: string): LogLevel | undefined {
   return (LOG_LEVELS as readonly string[]).includes(upper) ? (upper as LogLevel) : undefined;
 }
 
-export interface SyncConfig extends ConnectionsConfig {
+export interface SyncConfig extends ConnectionsConfig, MetricsConfig {
   provider: ProviderConfig;
   /**
    * The log level (POWERTOOLS_LOG_LEVEL, default INFO). Above DEBUG, an invocation's DEBUG lines
@@ -130,7 +140,7 @@ export interface ConfiguredEndpoint {
 }
 
 /** The reconciler's configuration (functions/reconciler). */
-export interface ReconcilerConfig {
+export interface ReconcilerConfig extends MetricsConfig {
   itemsTableName: string;
   /** The control table: the reconciler's cursor row (`reconcile-cursor`). */
   controlTableName: string;
@@ -148,7 +158,7 @@ export interface ReconcilerConfig {
 }
 
 /** The change-events function's configuration (functions/change-events). */
-export interface ChangeEventsConfig {
+export interface ChangeEventsConfig extends MetricsConfig {
   eventBusName: string;
   /** The connections table: each connection's `idsKnown` and `lastWriteAt` are kept from the changes. */
   connectionsTableName: string;
@@ -164,6 +174,8 @@ export const ENV = {
   paceScope: 'PACE_SCOPE',
   // Read by Powertools' Logger in every function; the item sync also reads it (its DEBUG buffer).
   logLevel: 'POWERTOOLS_LOG_LEVEL',
+  // Every function: the deployment's stage (set only when it has one), a dimension of every metric.
+  stage: 'CONTENT_SYNC_STAGE',
   connectionWaitSeconds: 'CONNECTION_WAIT_SECONDS',
   itemsTableName: 'ITEMS_TABLE_NAME',
   itemsBucketName: 'ITEMS_BUCKET_NAME',
@@ -365,6 +377,18 @@ function logLevel(env: Env): LogLevel {
   return level;
 }
 
+/**
+ * The deployment's stage, by the context key's own rule (infra/stage.ts, which imports nothing: no
+ * CDK in the functions); undefined when unset or blank.
+ */
+function stage(env: Env): string | undefined {
+  const raw = env[ENV.stage]?.trim();
+  if (raw === undefined || raw === '') return undefined;
+  const problem = stageProblem(raw);
+  if (problem !== undefined) throw new ConfigError(ENV.stage, problem);
+  return raw;
+}
+
 function paceScope(env: Env): PaceScope {
   const raw = env[ENV.paceScope]?.trim();
   if (raw === undefined || raw === '') return DEFAULTS.paceScope;
@@ -389,6 +413,7 @@ export function loadRefresherConfig(env: Env = process.env): RefresherConfig {
     controlTableName: required(env, ENV.controlTableName),
     refreshConcurrency: integer(env, ENV.refreshConcurrency, DEFAULTS.refreshConcurrency, 1, 100),
     idleRefreshHours: integer(env, ENV.idleRefreshHours, DEFAULTS.idleRefreshHours, 1, 24),
+    stage: stage(env),
   };
 }
 
@@ -414,6 +439,7 @@ export function loadSyncConfig(env: Env = process.env): SyncConfig {
     usersReservedPercent: integer(env, ENV.usersReservedPercent, DEFAULTS.usersReservedPercent, 0, 90),
     s3Endpoint: s3Endpoint(env),
     discovery: discovery(env),
+    stage: stage(env),
   };
 }
 
@@ -430,9 +456,10 @@ export function loadReconcilerConfig(env: Env = process.env): ReconcilerConfig {
     freshnessHours: integer(env, ENV.freshnessHours, DEFAULTS.freshnessHours, 0, 8760),
     segments: integer(env, ENV.reconcileSegments, DEFAULTS.reconcileSegments, 1, 100),
     highWater: integer(env, ENV.reconcileHighWater, DEFAULTS.reconcileHighWater, 10, 100_000),
+    stage: stage(env),
   };
 }
 
 export function loadChangeEventsConfig(env: Env = process.env): ChangeEventsConfig {
-  return { eventBusName: required(env, ENV.eventBusName), connectionsTableName: required(env, ENV.connectionsTableName) };
+  return { eventBusName: required(env, ENV.eventBusName), connectionsTableName: required(env, ENV.connectionsTableName), stage: stage(env) };
 }

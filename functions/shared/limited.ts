@@ -1,6 +1,6 @@
 /** Bounded concurrency for work that is one awaited call per element. No I/O of its own. */
 
-/** Runs `fn` over `items` with at most `limit` at once (at least one). `fn` must not throw. */
+/** Runs `fn` over `items` in their order, with at most `limit` at once (at least one). `fn` must not throw. */
 export async function forEachLimited<T>(items: readonly T[], limit: number, fn: (item: T) => Promise<void>): Promise<void> {
   let next = 0;
   const worker = async (): Promise<void> => {

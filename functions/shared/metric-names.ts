@@ -1,9 +1,24 @@
 /**
- * Service and metric names: what the functions publish (namespace ContentSync, dimension `service`)
- * and what the dashboard and alarms read. Product interface, listed in docs/operations.md. No imports, so
- * the CDK app can use them without loading the functions.
+ * Service and metric names: what the functions publish (namespace ContentSync, dimension `service`,
+ * and `stage` in a deployment with a stage) and what the dashboard and alarms read. Product
+ * interface, listed in docs/operations.md. No imports, so the CDK app can use them without loading
+ * the functions.
  */
 export const METRICS_NAMESPACE = 'ContentSync';
+
+/** The dimension every function's metrics carry: the function (Powertools' service name). */
+export const SERVICE_DIMENSION = 'service';
+/**
+ * The second dimension of every function's metrics in a deployment with a stage (the context key
+ * `stage`): two stages in one account and region publish apart. Without a stage it is absent, so a
+ * deployment without one keeps its metrics, alarms and history as they were.
+ */
+export const STAGE_DIMENSION = 'stage';
+
+/** The dimensions of `service`'s metrics in the deployment of `stage` (undefined: none). */
+export function metricDimensions(service: string, stage: string | undefined): Record<string, string> {
+  return stage === undefined ? { [SERVICE_DIMENSION]: service } : { [SERVICE_DIMENSION]: service, [STAGE_DIMENSION]: stage };
+}
 
 export const REFRESHER_SERVICE = 'token-refresher';
 export const SYNC_SERVICE = 'item-sync';

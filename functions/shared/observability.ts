@@ -3,7 +3,7 @@ import { Console } from 'node:console';
 import { Logger } from '@aws-lambda-powertools/logger';
 import { Metrics } from '@aws-lambda-powertools/metrics';
 import type { LogLevel } from './config.js';
-import { METRICS_NAMESPACE } from './metric-names.js';
+import { METRICS_NAMESPACE, STAGE_DIMENSION } from './metric-names.js';
 
 export interface ObservabilityOptions {
   /** Where the JSON lines go instead of standard output and error (a local run's log file). */
@@ -47,10 +47,24 @@ export function createLogger(serviceName: string, options: LoggerOptions = {}): 
   return logger;
 }
 
-export function createMetrics(serviceName: string, options: ObservabilityOptions = {}): Metrics {
-  if (!options.output) return new Metrics({ namespace: METRICS_NAMESPACE, serviceName });
+export interface MetricsOptions extends ObservabilityOptions {
+  /**
+   * The deployment's stage (CONTENT_SYNC_STAGE): every metric then carries the dimension `stage`
+   * beside `service`. Undefined: `service` alone.
+   */
+  stage?: string | undefined;
+}
+
+/** Powertools' Metrics of `serviceName` in namespace ContentSync: dimension `service`, and `stage` when given. */
+export function createMetrics(serviceName: string, options: MetricsOptions = {}): Metrics {
+  const common = {
+    namespace: METRICS_NAMESPACE,
+    serviceName,
+    ...(options.stage === undefined ? {} : { defaultDimensions: { [STAGE_DIMENSION]: options.stage } }),
+  };
+  if (!options.output) return new Metrics(common);
   const console = consoleOn(options.output);
-  const metrics = new Metrics({ namespace: METRICS_NAMESPACE, serviceName, logger: console });
+  const metrics = new Metrics({ ...common, logger: console });
   useConsole(metrics, console);
   return metrics;
 }

@@ -59,7 +59,7 @@ export type RefresherHandler = (event: RefresherEvent | null | undefined, contex
 export function createRefresherHandler(deps: RefresherHandlerDeps): RefresherHandler {
   const { config } = deps;
   const logger = deps.logger ?? createLogger(REFRESHER_SERVICE);
-  const metrics = deps.metrics ?? createMetrics(REFRESHER_SERVICE);
+  const metrics = deps.metrics ?? createMetrics(REFRESHER_SERVICE, { stage: config.stage });
   const store = deps.store ?? new DynamoDbConnectionStore(deps.dynamodb, config.connectionsTableName);
   const provider = deps.provider ?? new HttpProviderClient(config.provider);
   const clock = deps.clock ?? systemClock;

@@ -72,8 +72,12 @@ export interface ChangeEventsProps extends ChangeEventsStateful {
   readonly connections: ConnectionsResources;
   /** The context key `logLevel`. */
   readonly logLevel: LogLevel;
+  /** The context key `logRetentionDays`. */
+  readonly logRetentionDays: number;
   /** The context key `tracing`. */
   readonly tracing: boolean;
+  /** The context key `stage`. */
+  readonly stage: string | undefined;
 }
 
 export interface ChangeEvents extends ChangeEventsOperations {
@@ -87,6 +91,8 @@ export function addChangeEvents(stack: Stack, props: ChangeEventsProps): ChangeE
     serviceName: CHANGE_EVENTS_SERVICE,
     description: 'content-sync: announces every real change of an items-table row on the change-event bus',
     logLevel: props.logLevel,
+    logRetentionDays: props.logRetentionDays,
+    stage: props.stage,
     ...functionProps(changeEventsDeployment(props, { eventBusName: props.bus.eventBusArn, connectionsTableName: props.connections.table.tableName })),
   });
   fn.allow({
@@ -119,5 +125,5 @@ export function addChangeEvents(stack: Stack, props: ChangeEventsProps): ChangeE
     description: 'Publishes the change events from the items table stream (its logs say which records were handed back)',
     value: fn.function.functionName,
   });
-  return { fn, ...changeEventsOperations({ fn: fn.function, failureQueue: props.failureQueue }) };
+  return { fn, ...changeEventsOperations({ fn: fn.function, failureQueue: props.failureQueue, stage: props.stage }) };
 }

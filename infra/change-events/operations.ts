@@ -16,6 +16,8 @@ import type { DashboardRow } from '../operations/dashboard.js';
 export interface ChangeEventsOperationsProps {
   readonly fn: lambda.IFunction;
   readonly failureQueue: sqs.IQueue;
+  /** The context key `stage`: the function's metrics' second dimension when given. */
+  readonly stage: string | undefined;
 }
 
 export interface ChangeEventsOperations {
@@ -48,7 +50,7 @@ function changeEventsAlarms(props: ChangeEventsOperationsProps): AlarmDefinition
         alarmDescription:
           'Change events were refused by EventBridge (or PutEvents kept failing) after the function\'s retries; their stream records are retried. ' +
           'Check the change-events function logs ("change event not published") and the EventBridge PutEvents quota.',
-        metric: changeEventsMetric(CHANGE_EVENTS_METRIC_NAMES.failed, 'Sum', fiveMinutes),
+        metric: changeEventsMetric(props.stage, CHANGE_EVENTS_METRIC_NAMES.failed, 'Sum', fiveMinutes),
       },
     },
     {
@@ -71,7 +73,7 @@ function changeEventsRow(props: ChangeEventsOperationsProps): DashboardRow {
     new cloudwatch.GraphWidget({
       title: 'Change events',
       width: 8,
-      left: Object.values(CHANGE_EVENTS_METRIC_NAMES).map((name) => changeEventsMetric(name, 'Sum', period)),
+      left: Object.values(CHANGE_EVENTS_METRIC_NAMES).map((name) => changeEventsMetric(props.stage, name, 'Sum', period)),
       leftYAxis: { min: 0 },
     }),
     new cloudwatch.GraphWidget({
@@ -94,6 +96,6 @@ function changeEventsRow(props: ChangeEventsOperationsProps): DashboardRow {
   ];
 }
 
-function changeEventsMetric(metricName: string, statistic: string, period: Duration): cloudwatch.Metric {
-  return serviceMetric(CHANGE_EVENTS_SERVICE, metricName, statistic, period);
+function changeEventsMetric(stage: string | undefined, metricName: string, statistic: string, period: Duration): cloudwatch.Metric {
+  return serviceMetric({ service: CHANGE_EVENTS_SERVICE, stage }, metricName, statistic, period);
 }

@@ -10,6 +10,7 @@
  */
 import { CfnOutput, RemovalPolicy, type Stack } from 'aws-cdk-lib';
 import * as dynamodb from 'aws-cdk-lib/aws-dynamodb';
+import * as iam from 'aws-cdk-lib/aws-iam';
 import * as kms from 'aws-cdk-lib/aws-kms';
 
 /** The connections table's partition key (string): the connection id (functions/shared/connections). */
@@ -26,11 +27,48 @@ export interface Connections extends ConnectionsResources {
   readonly key: kms.Key;
 }
 
+/** The condition under which a grant on the connections key is one an AWS service makes for its own use of the key. */
+export const GRANT_FOR_AWS_RESOURCE = { Bool: { 'kms:GrantIsForAWSResource': true } } as const;
+
+/**
+ * The connections key's policy. CDK's default gives the account's IAM policies `kms:*`; this one
+ * gives them the same but for kms:CreateGrant, which is allowed only for a grant an AWS service
+ * creates for its own use of the key (DynamoDB's grant for the table), and denied to everyone
+ * else, whatever their IAM policies say: the deny statement AWS Control Tower's proactive control
+ * CT.KMS.PR.3 checks for (`BoolIfExists` both `false`: a grant neither made by an AWS service on
+ * someone's behalf nor asked for by an AWS service principal). No role is named here: the
+ * functions' access to the key is in their IAM policies (./grants.ts), and none may create grants.
+ */
+export function connectionsKeyPolicy(): iam.PolicyDocument {
+  const account = new iam.AccountRootPrincipal();
+  return new iam.PolicyDocument({
+    statements: [
+      new iam.PolicyStatement({ sid: 'AccountIamPolicies', principals: [account], notActions: ['kms:CreateGrant'], resources: ['*'] }),
+      new iam.PolicyStatement({
+        sid: 'AccountGrantsForAwsResources',
+        principals: [account],
+        actions: ['kms:CreateGrant'],
+        resources: ['*'],
+        conditions: GRANT_FOR_AWS_RESOURCE,
+      }),
+      new iam.PolicyStatement({
+        sid: 'DenyGrantsNotForAwsServices',
+        effect: iam.Effect.DENY,
+        principals: [new iam.AnyPrincipal()],
+        actions: ['kms:CreateGrant'],
+        resources: ['*'],
+        conditions: { BoolIfExists: { 'kms:GrantIsForAWSResource': 'false', 'aws:PrincipalIsAWSService': 'false' } },
+      }),
+    ],
+  });
+}
+
 /** The key, the table under it, and their outputs. */
 export function addConnectionsTable(stack: Stack): Connections {
   const key = new kms.Key(stack, 'ConnectionsKey', {
     description: 'content-sync connections table: encrypts every connection\'s credentials and tokens at rest',
     enableKeyRotation: true,
+    policy: connectionsKeyPolicy(),
     removalPolicy: RemovalPolicy.RETAIN,
   });
   const table = new dynamodb.Table(stack, 'ConnectionsTable', {

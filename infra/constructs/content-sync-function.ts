@@ -2,8 +2,8 @@
  * The one place that fixes how every content-sync Lambda function is built and run: Node.js 22 on
  * arm64, an ESM bundle (minified, with source maps, the AWS SDK bundled in but for the credential
  * sources Lambda never uses: see LAMBDA_UNUSED_CREDENTIAL_SOURCES), X-Ray tracing when asked, its own log
- * group with a retention, and its own role that may write to that log group and nothing else until
- * the stack grants more. No physical names.
+ * group with the retention of the context key `logRetentionDays`, and its own role that may write to
+ * that log group and nothing else until the stack grants more. No physical names.
  */
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -13,7 +13,7 @@ import * as lambda from 'aws-cdk-lib/aws-lambda';
 import { LogLevel, NodejsFunction, OutputFormat } from 'aws-cdk-lib/aws-lambda-nodejs';
 import * as logs from 'aws-cdk-lib/aws-logs';
 import { Construct } from 'constructs';
-import type { LogLevel as FunctionLogLevel } from '../../functions/shared/config.js';
+import { ENV, type LogLevel as FunctionLogLevel } from '../../functions/shared/config.js';
 import type { FunctionDeployment, SqsEventSourceDeployment } from '../deployment.js';
 import type { SqsEventSourceProps } from 'aws-cdk-lib/aws-lambda-event-sources';
 
@@ -23,8 +23,6 @@ export const REPO_ROOT = fileURLToPath(new URL('../../', import.meta.url));
 /** Lets the ESM bundle load CommonJS dependencies that call `require` for Node built-ins. */
 export const ESM_REQUIRE_BANNER =
   "import { createRequire as __contentSyncCreateRequire } from 'node:module'; const require = __contentSyncCreateRequire(import.meta.url);";
-
-export const LOG_RETENTION = logs.RetentionDays.ONE_MONTH;
 
 /**
  * Left out of the bundles (esbuild `--external`), the one exception to bundling the AWS SDK. The
@@ -51,14 +49,21 @@ export interface ContentSyncFunctionProps {
   readonly entry: string;
   /** Powertools service name; also the `service` dimension of the function's metrics. */
   readonly serviceName: string;
+  /**
+   * The context key `stage`: set as CONTENT_SYNC_STAGE only when given, and then every metric of the
+   * function carries the dimension `stage` too (functions/shared/observability.ts).
+   */
+  readonly stage: string | undefined;
   readonly description: string;
   /** Powertools' log level (POWERTOOLS_LOG_LEVEL): the context key `logLevel`. */
   readonly logLevel: FunctionLogLevel;
+  /** Days its log group keeps its logs: the context key `logRetentionDays` (a value CloudWatch Logs allows). */
+  readonly logRetentionDays: number;
   readonly memorySize: number;
   readonly timeout: Duration;
   /** X-Ray active tracing (the context key `tracing`); off: no trace is recorded and the role has no X-Ray action. */
   readonly tracing: boolean;
-  /** Contract variables; POWERTOOLS_* and NODE_OPTIONS are added here. */
+  /** Contract variables; POWERTOOLS_*, NODE_OPTIONS and CONTENT_SYNC_STAGE are added here. */
   readonly environment: Record<string, string>;
   /**
    * Modules the function loads only when it needs them: `import()` paths as written in the entry's
@@ -100,7 +105,7 @@ export class ContentSyncFunction extends Construct {
     this.tracing = props.tracing;
 
     this.logGroup = new logs.LogGroup(this, 'LogGroup', {
-      retention: LOG_RETENTION,
+      retention: props.logRetentionDays as logs.RetentionDays,
       // Logs belong to the stateless stack: tearing it down removes them (they expire anyway).
       removalPolicy: RemovalPolicy.DESTROY,
     });
@@ -137,6 +142,8 @@ export class ContentSyncFunction extends Construct {
         POWERTOOLS_SERVICE_NAME: props.serviceName,
         POWERTOOLS_LOG_LEVEL: props.logLevel,
         NODE_OPTIONS: '--enable-source-maps',
+        // Without a stage, no variable: the metrics keep `service` alone, as before stages existed.
+        ...(props.stage === undefined ? {} : { [ENV.stage]: props.stage }),
       },
       bundling: {
         format: OutputFormat.ESM,

@@ -57,6 +57,8 @@ export function addItemSync(stack: Stack, props: ItemSyncProps): ItemSync {
     serviceName: SYNC_SERVICE,
     description: 'content-sync: fetches queued item ids from the provider into the items table',
     logLevel: props.config.logLevel,
+    logRetentionDays: props.config.logRetentionDays,
+    stage: props.config.stage,
     ...functionProps(syncDeployment(props.config, props.names)),
   });
   sync.allow({
@@ -94,5 +96,5 @@ export function addItemSync(stack: Stack, props: ItemSyncProps): ItemSync {
   acknowledgeFunctionFindings(sync);
 
   new CfnOutput(stack, 'ItemSyncFunctionName', { value: sync.function.functionName });
-  return { fn: sync, ...itemSyncOperations({ sync: sync.function, queues }) };
+  return { fn: sync, ...itemSyncOperations({ sync: sync.function, queues, stage: props.config.stage }) };
 }

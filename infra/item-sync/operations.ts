@@ -23,6 +23,8 @@ export const BREAKER_OPEN_ALARM_SECONDS = 1800;
 export interface ItemSyncOperationsProps {
   readonly sync: lambda.IFunction;
   readonly queues: WorkQueueResources;
+  /** The context key `stage`: its metrics' second dimension when given. */
+  readonly stage: string | undefined;
 }
 
 export interface ItemSyncOperations {
@@ -83,7 +85,7 @@ export function itemSyncOperations(props: ItemSyncOperationsProps): ItemSyncOper
           'records wait on the sync queue and are sent again with a delay. The provider is down or cannot be reached: check its status and the item sync logs ' +
           '(a refused token never opens the breaker: it stops only its own connection, see ConnectionsFailingAlarm). ' +
           'The sync resumes by itself once a probe succeeds.',
-        metric: serviceMetric(SYNC_SERVICE, PACE_METRIC_NAMES.breakerOpenSeconds, 'Maximum', fiveMinutes),
+        metric: serviceMetric({ service: SYNC_SERVICE, stage: props.stage }, PACE_METRIC_NAMES.breakerOpenSeconds, 'Maximum', fiveMinutes),
         threshold: BREAKER_OPEN_ALARM_SECONDS,
         evaluationPeriods: 1,
       },
@@ -93,9 +95,9 @@ export function itemSyncOperations(props: ItemSyncOperationsProps): ItemSyncOper
 }
 
 /** Items and records; the provider pace; the sync queue and the function. */
-function itemSyncRows({ sync, queues }: ItemSyncOperationsProps): DashboardRow[] {
+function itemSyncRows({ sync, queues, stage }: ItemSyncOperationsProps): DashboardRow[] {
   const period = Duration.minutes(5);
-  const syncMetric = (metricName: string, statistic = 'Sum', label?: string) => serviceMetric(SYNC_SERVICE, metricName, statistic, period, label);
+  const syncMetric = (metricName: string, statistic = 'Sum', label?: string) => serviceMetric({ service: SYNC_SERVICE, stage }, metricName, statistic, period, label);
   const { queue, deadLetterQueue } = queues;
   return [
     [

@@ -20,6 +20,8 @@ export interface ReconcilerOperationsProps {
   readonly reconcileQueue: sqs.IQueue;
   readonly reconcileDeadLetterQueue: sqs.IQueue;
   readonly freshnessHours: number;
+  /** The context key `stage`: the reconciler's metrics' second dimension when given. */
+  readonly stage: string | undefined;
 }
 
 /** Seconds in freshnessHours, as `27.8 h` for a description. */
@@ -75,7 +77,7 @@ function reconcilerAlarms(props: ReconcilerOperationsProps): AlarmDefinition[] {
           comparisonOperator: cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
           treatMissingData: cloudwatch.TreatMissingData.NOT_BREACHING,
           alarmDescription: projectedPassDescription(props.freshnessHours),
-          metric: reconcilerMetric(RECONCILER_METRIC_NAMES.projectedPass, 'Average', Duration.minutes(15)),
+          metric: reconcilerMetric(props.stage, RECONCILER_METRIC_NAMES.projectedPass, 'Average', Duration.minutes(15)),
           threshold: props.freshnessHours * 3600,
           evaluationPeriods: 2,
           datapointsToAlarm: 2,
@@ -120,21 +122,21 @@ function reconcilerRow(props: ReconcilerOperationsProps): DashboardRow {
       title: 'Reconciliation pass (s) against freshnessHours',
       width: 6,
       left: [
-        reconcilerMetric(names.projectedPass, 'Average', period, 'Projected pass W'),
-        reconcilerMetric(names.passAge, 'Maximum', period, 'Pass age'),
-        reconcilerMetric(names.passLength, 'Maximum', period, 'Pass length (at its end)'),
+        reconcilerMetric(props.stage, names.projectedPass, 'Average', period, 'Projected pass W'),
+        reconcilerMetric(props.stage, names.passAge, 'Maximum', period, 'Pass age'),
+        reconcilerMetric(props.stage, names.passLength, 'Maximum', period, 'Pass length (at its end)'),
       ],
       leftYAxis: { min: 0 },
       leftAnnotations: [{ value: props.freshnessHours * 3600, label: `freshnessHours (${props.freshnessHours} h)` }],
-      right: [reconcilerMetric(names.pass, 'Maximum', period, 'Pass number')],
+      right: [reconcilerMetric(props.stage, names.pass, 'Maximum', period, 'Pass number')],
       rightYAxis: { min: 0 },
     }),
     new cloudwatch.GraphWidget({
       title: 'Ids sent by the reconciler, ids known',
       width: 6,
-      left: [reconcilerMetric(names.enqueued, 'Sum', period)],
+      left: [reconcilerMetric(props.stage, names.enqueued, 'Sum', period)],
       leftYAxis: { min: 0 },
-      right: [reconcilerMetric(names.idsKnown, 'Maximum', period)],
+      right: [reconcilerMetric(props.stage, names.idsKnown, 'Maximum', period)],
       rightYAxis: { min: 0 },
     }),
     queueWidget,
@@ -149,6 +151,6 @@ function reconcilerRow(props: ReconcilerOperationsProps): DashboardRow {
   ];
 }
 
-function reconcilerMetric(metricName: string, statistic: string, period: Duration, label?: string): cloudwatch.Metric {
-  return serviceMetric(RECONCILER_SERVICE, metricName, statistic, period, label);
+function reconcilerMetric(stage: string | undefined, metricName: string, statistic: string, period: Duration, label?: string): cloudwatch.Metric {
+  return serviceMetric({ service: RECONCILER_SERVICE, stage }, metricName, statistic, period, label);
 }

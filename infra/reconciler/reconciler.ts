@@ -108,6 +108,8 @@ export function addReconciler(stack: Stack, props: ReconcilerProps): ContentSync
     serviceName: RECONCILER_SERVICE,
     description: 'content-sync: sends every id the items table knows to the reconcile queue, once per freshnessHours',
     logLevel: config.logLevel,
+    logRetentionDays: config.logRetentionDays,
+    stage: config.stage,
     ...functionProps(deployment),
   });
   fn.allow({
@@ -180,6 +182,7 @@ export function addReconciliation(stack: Stack, props: ReconciliationProps): Rec
     reconcileQueue: queues.queue,
     reconcileDeadLetterQueue: queues.deadLetterQueue,
     freshnessHours: config.freshnessHours,
+    stage: config.stage,
   });
   return { fn, ...operations };
 }

@@ -36,6 +36,7 @@ export function tokenRefresherOperations(refresher: lambda.IFunction, config: Co
   // The schedule's interval (5 minutes, or tokenRefreshMinutes when shorter): the alarms' periods follow it.
   const runMinutes = scheduleDeployment(config).refresherEveryMinutes;
   const onePeriod = Duration.minutes(runMinutes);
+  const source = { service: REFRESHER_SERVICE, stage: config.stage };
   const common = {
     comparisonOperator: cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
     treatMissingData: cloudwatch.TreatMissingData.NOT_BREACHING,
@@ -66,7 +67,7 @@ export function tokenRefresherOperations(refresher: lambda.IFunction, config: Co
         'Find it with npm run connections -- list (status failing, last failure reason); then replace its credentials with ' +
         'npm run connections -- add <id> --client-id <client id> (refresh token on standard input), or remove it with npm run connections -- remove <id> ' +
         '(docs/operations.md, "Runbook").',
-      metric: serviceMetric(REFRESHER_SERVICE, REFRESHER_METRIC_NAMES.failing, 'Maximum', onePeriod),
+      metric: serviceMetric(source, REFRESHER_METRIC_NAMES.failing, 'Maximum', onePeriod),
       evaluationPeriods: 1,
     },
   };
@@ -76,7 +77,7 @@ export function tokenRefresherOperations(refresher: lambda.IFunction, config: Co
     title: 'Token refresher',
     width: 8,
     left: [
-      ...REFRESH_COUNTERS.map((name) => serviceMetric(REFRESHER_SERVICE, name, 'Sum', period)),
+      ...REFRESH_COUNTERS.map((name) => serviceMetric(source, name, 'Sum', period)),
       refresher.metricErrors({ period, statistic: 'Sum' }),
     ],
     leftYAxis: { min: 0 },
@@ -84,7 +85,7 @@ export function tokenRefresherOperations(refresher: lambda.IFunction, config: Co
   const connectionsGraph = new cloudwatch.GraphWidget({
     title: 'Connections by status',
     width: 8,
-    left: CONNECTION_GAUGES.map((name) => serviceMetric(REFRESHER_SERVICE, name, 'Maximum', onePeriod)),
+    left: CONNECTION_GAUGES.map((name) => serviceMetric(source, name, 'Maximum', onePeriod)),
     leftYAxis: { min: 0 },
   });
   return { alarms: [errorsAlarm, failingAlarm], graphs: [refresherGraph, connectionsGraph] };

@@ -76,6 +76,8 @@ export function addTokenRefresher(stack: Stack, props: TokenRefresherProps): Tok
     serviceName: REFRESHER_SERVICE,
     description: 'content-sync: refreshes the access tokens of the connections in the connections table',
     logLevel: config.logLevel,
+    logRetentionDays: config.logRetentionDays,
+    stage: config.stage,
     ...functionProps(refresherDeployment(config, props.names)),
   });
   grantConnections(refresher, props.connections, REFRESHER_CONNECTIONS_ACCESS);

@@ -5,15 +5,15 @@
  * `handler` (which proves the createRequire banner and the bundling of every dependency). The item
  * sync's S3 client is a module of its own next to its index.mjs, loaded when needed: checked too.
  */
-import { spawnSync } from 'node:child_process';
 import { existsSync, readFileSync, statSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { beforeAll, describe, expect, it } from 'vitest';
+import { runProcess } from '../../dev/fakes/loopback.js';
 import { ENV } from '../../functions/shared/config.js';
 import { ITEM_SYNC_LAZY_MODULES, S3_ITEM_OBJECT_STORE_MODULE } from '../../functions/item-sync/lazy-modules.js';
 import { LAMBDA_UNUSED_CREDENTIAL_SOURCES } from '../../infra/constructs/content-sync-function.js';
-import { buildApp, resource } from './helpers.js';
+import { buildApp, resource, ROOT } from './helpers.js';
 import { Template } from 'aws-cdk-lib/assertions';
 
 const bundles: Record<string, string> = {};
@@ -34,7 +34,7 @@ beforeAll(() => {
     const key = resource(template, 'AWS::Lambda::Function', prefix).Properties['Code'].S3Key as string;
     bundles[prefix] = join(assembly.directory, `asset.${key.replace(/\.zip$/, '')}`);
   }
-}, 60_000);
+});
 
 const ENVIRONMENT: Record<string, string> = {
   [ENV.baseUrl]: 'https://example.com/api',
@@ -49,6 +49,17 @@ const ENVIRONMENT: Record<string, string> = {
   [ENV.reconcileQueueUrl]: 'https://sqs.eu-west-1.amazonaws.com/123456789012/reconcile',
   [ENV.eventBusName]: 'arn:aws:events:eu-west-1:123456789012:event-bus/change-events',
 };
+
+/**
+ * Runs `script` as an ES module in a new Node process with only the contract environment, to its
+ * end however long that takes (the test run's hang guard is the only limit).
+ */
+function loadInNode(script: string) {
+  return runProcess(process.execPath, ['--enable-source-maps', '--input-type=module', '-e', script], {
+    cwd: ROOT,
+    env: { PATH: process.env.PATH, AWS_REGION: 'eu-west-1', AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED: 'true', ...ENVIRONMENT },
+  });
+}
 
 describe.each(Object.keys(SDK_CALLS))('%s bundle', (prefix) => {
   it('is a minified ESM index.mjs with a linked source map', () => {
@@ -83,13 +94,9 @@ describe.each(Object.keys(SDK_CALLS))('%s bundle', (prefix) => {
     expect(statSync(join(bundles[prefix]!, 'index.mjs')).size).toBeLessThan(400_000);
   });
 
-  it('loads in Node with the contract environment and exports handler', () => {
+  it('loads in Node with the contract environment and exports handler', async () => {
     const url = pathToFileURL(join(bundles[prefix]!, 'index.mjs')).href;
-    const result = spawnSync(
-      process.execPath,
-      ['--enable-source-maps', '--input-type=module', '-e', `const m = await import(${JSON.stringify(url)}); console.log(typeof m.handler);`],
-      { env: { PATH: process.env.PATH, AWS_REGION: 'eu-west-1', AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED: 'true', ...ENVIRONMENT }, encoding: 'utf8', timeout: 30_000 },
-    );
+    const result = await loadInNode(`const m = await import(${JSON.stringify(url)}); console.log(typeof m.handler);`);
     expect(result.stderr).toBe('');
     expect(result.status).toBe(0);
     expect(result.stdout.trim()).toBe('function');
@@ -125,18 +132,14 @@ describe('the item sync lazy module (its S3 client, loaded when the first item t
     expect(statSync(chunk()).size).toBeLessThan(400_000);
   });
 
-  it('loads in Node after index.mjs and makes the items bucket store', () => {
+  it('loads in Node after index.mjs and makes the items bucket store', async () => {
     const script = [
       `const m = await import(${JSON.stringify(pathToFileURL(join(dir(), 'index.mjs')).href)});`,
       `const s = await import(${JSON.stringify(pathToFileURL(chunk()).href)});`,
       "const store = s.createS3ItemObjectStore('items-bucket');",
       'console.log(typeof m.handler, store.bucketName, typeof store.put, typeof store.delete);',
     ].join(' ');
-    const result = spawnSync(process.execPath, ['--enable-source-maps', '--input-type=module', '-e', script], {
-      env: { PATH: process.env.PATH, AWS_REGION: 'eu-west-1', AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED: 'true', ...ENVIRONMENT },
-      encoding: 'utf8',
-      timeout: 30_000,
-    });
+    const result = await loadInNode(script);
     expect(result.stderr).toBe('');
     expect(result.status).toBe(0);
     expect(result.stdout.trim()).toBe('function items-bucket function function');

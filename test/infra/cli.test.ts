@@ -54,33 +54,33 @@ describe('cdk CLI', () => {
     const assets = readdirSync(out).filter((name) => name.startsWith('asset.'));
     // The token refresher, the item sync, the change-events function and the reconciler.
     expect(assets.filter((name) => existsSync(join(out, name, 'index.mjs')))).toHaveLength(4);
-  }, 60_000);
+  });
 
   it('synth without baseUrl fails with one line naming baseUrl', async () => {
     const run = await cdk(['synth', '--quiet', '-o', join(dir, 'missing')]);
     expect(run.status).not.toBe(0);
     expect(run.stderr).toContain('content-sync: invalid CDK context: baseUrl: is required');
     expect(run.stderr).not.toMatch(/\n\s+at /);
-  }, 60_000);
+  });
 
   it('synth with a providerRequestsPerSecond that is not a whole number exits 1 with one line naming the key', async () => {
     const run = await cdk(['synth', '-c', 'baseUrl=https://example.com/api', '-c', 'providerRequestsPerSecond=abc', '--quiet', '-o', join(dir, 'bad-rate')]);
     expect(run.status).toBe(1);
     expect(run.stderr).toContain('content-sync: invalid CDK context: providerRequestsPerSecond: must be a whole number from 1 to 100000, got "abc"');
     expect(run.stderr).not.toMatch(/\n\s+at /);
-  }, 60_000);
+  });
 
   it('synth with a freshnessHours that is not a whole number exits 1 with one line naming the key', async () => {
     const run = await cdk(['synth', '-c', 'baseUrl=https://example.com/api', '-c', 'freshnessHours=abc', '--quiet', '-o', join(dir, 'bad-freshness')]);
     expect(run.status).toBe(1);
     expect(run.stderr).toContain('content-sync: invalid CDK context: freshnessHours: must be a whole number from 0 to 8760, got "abc"');
     expect(run.stderr).not.toMatch(/\n\s+at /);
-  }, 60_000);
+  });
 
   it('synth with a paceScope other than client or connection exits 1 with one line naming the key', async () => {
     const run = await cdk(['synth', '-c', 'baseUrl=https://example.com/api', '-c', 'paceScope=account', '--quiet', '-o', join(dir, 'bad-pace-scope')]);
     expect(run.status).toBe(1);
     expect(run.stderr).toContain('content-sync: invalid CDK context: paceScope: must be one of client, connection, got "account"');
     expect(run.stderr).not.toMatch(/\n\s+at /);
-  }, 60_000);
+  });
 });

@@ -62,7 +62,7 @@ describe('the connections table and its key (stateful)', () => {
     expect(table.UpdateReplacePolicy).toBe('Retain');
   });
 
-  it('the key: customer-managed, symmetric, rotation on, described, retained; its policy leaves access to IAM in the account', () => {
+  it('the key: customer-managed, symmetric, rotation on, described, retained; its policy leaves access to IAM in the account, grants to AWS services', () => {
     t.statefulTemplate.resourceCountIs('AWS::KMS::Key', 1);
     t.statefulTemplate.resourceCountIs('AWS::KMS::Alias', 0);
     const key = resource(t.statefulTemplate, 'AWS::KMS::Key', 'ConnectionsKey');
@@ -72,14 +72,27 @@ describe('the connections table and its key (stateful)', () => {
     expect(key.Properties).not.toHaveProperty('PendingWindowInDays');
     expect(key.DeletionPolicy).toBe('Retain');
     expect(key.UpdateReplacePolicy).toBe('Retain');
+    const account = { AWS: { 'Fn::Join': ['', ['arn:', { Ref: 'AWS::Partition' }, ':iam::', { Ref: 'AWS::AccountId' }, ':root']] } };
+    // Grants: test/infra/key-policy.test.ts (CT.KMS.PR.3).
     expect(key.Properties['KeyPolicy']).toEqual({
       Version: '2012-10-17',
       Statement: [
+        { Sid: 'AccountIamPolicies', Effect: 'Allow', NotAction: 'kms:CreateGrant', Principal: account, Resource: '*' },
         {
+          Sid: 'AccountGrantsForAwsResources',
           Effect: 'Allow',
-          Action: 'kms:*',
-          Principal: { AWS: { 'Fn::Join': ['', ['arn:', { Ref: 'AWS::Partition' }, ':iam::', { Ref: 'AWS::AccountId' }, ':root']] } },
+          Action: 'kms:CreateGrant',
+          Principal: account,
           Resource: '*',
+          Condition: { Bool: { 'kms:GrantIsForAWSResource': true } },
+        },
+        {
+          Sid: 'DenyGrantsNotForAwsServices',
+          Effect: 'Deny',
+          Action: 'kms:CreateGrant',
+          Principal: { AWS: '*' },
+          Resource: '*',
+          Condition: { BoolIfExists: { 'kms:GrantIsForAWSResource': 'false', 'aws:PrincipalIsAWSService': 'false' } },
         },
       ],
     });

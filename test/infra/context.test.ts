@@ -26,6 +26,9 @@ describe('context defaults', () => {
       usersReservedPercent: 20,
       paceScope: 'client',
       logLevel: 'INFO',
+      // One deployment per account and region: stacks ContentSyncStateful and ContentSyncStateless.
+      stage: undefined,
+      logRetentionDays: 30,
       // Discovery off (test/infra/discovery.test.ts).
       discovery: undefined,
       syncTimeoutSeconds: 60,
@@ -44,9 +47,12 @@ describe('context defaults', () => {
       usersReservedPercent: 20,
       paceScope: 'client',
       logLevel: 'INFO',
+      logRetentionDays: 30,
       'cli-telemetry': false,
     });
     expect(CDK_JSON_CONTEXT).not.toHaveProperty('baseUrl');
+    // Without a stage, the stacks keep their names: no value in cdk.json.
+    expect(CDK_JSON_CONTEXT).not.toHaveProperty('stage');
     // Unset means "the pace finds the provider's limit itself": no value in cdk.json.
     expect(CDK_JSON_CONTEXT).not.toHaveProperty('providerRequestsPerSecond');
     expect(read({ ...CDK_JSON_CONTEXT, ...base })).toEqual(read(base));
@@ -310,5 +316,51 @@ describe('the app validates the context once, before creating anything', () => {
 
   it('a loopback http baseUrl builds', () => {
     expect(buildApp({ baseUrl: 'http://127.0.0.1:9000' }).config.baseUrl).toBe('http://127.0.0.1:9000');
+  });
+});
+
+describe('stage and logRetentionDays', () => {
+  it.each([
+    ['staging', 'staging'],
+    [' prod-eu-1 ', 'prod-eu-1'],
+    ['a', 'a'],
+    ['x'.repeat(20), 'x'.repeat(20)],
+    [7, '7'],
+    ['', undefined],
+    [null, undefined],
+  ])('stage %j is %j', (value, expected) => {
+    expect(read({ ...base, stage: value }).stage).toBe(expected);
+  });
+
+  it.each([['Staging'], ['prod_eu'], ['x'.repeat(21)], ['a.b'], ['stage one'], ['café']])('stage %j is an error naming the key, the rule and the value', (value) => {
+    expect(errorFor({ ...base, stage: value }, 'stage')).toBe(
+      `stage: must be 1 to 20 of a-z 0-9 - (it names the stacks ContentSyncStateful-<stage> and ContentSyncStateless-<stage>), got "${value}"`,
+    );
+  });
+
+  it('stage: a non-scalar value is rejected naming the key', () => {
+    errorFor({ ...base, stage: ['staging'] }, 'stage');
+  });
+
+  it.each([
+    [1, 1],
+    ['7', 7],
+    [' 365 ', 365],
+    [3653, 3653],
+    ['', 30],
+    [null, 30],
+  ])('logRetentionDays %j is %j', (value, expected) => {
+    expect(read({ ...base, logRetentionDays: value }).logRetentionDays).toBe(expected);
+  });
+
+  it.each([[0], ['31'], [9999], ['abc'], ['30d'], [-1], [30.5], ['1e1']])('logRetentionDays %j is not a retention CloudWatch Logs allows', (value) => {
+    expect(errorFor({ ...base, logRetentionDays: value }, 'logRetentionDays')).toBe(
+      `logRetentionDays: must be one of the retentions CloudWatch Logs allows (1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731, 1096, 1827, 2192, 2557, 2922, 3288, 3653 days), got "${value}"`,
+    );
+  });
+
+  it('a bad stage or logRetentionDays fails the build naming the key', () => {
+    expect(() => buildApp({ stage: 'Prod' })).toThrow(/^stage: must be 1 to 20 of a-z 0-9 -/);
+    expect(() => buildApp({ logRetentionDays: '31' })).toThrow(/^logRetentionDays: must be one of the retentions CloudWatch Logs allows/);
   });
 });

@@ -259,7 +259,7 @@ describe('the stacks read the module, never a number of their own', () => {
     real = synthTemplates();
     shifted.on = true;
     try {
-      moved = synthTemplates();
+      moved = synthTemplates({}, { fresh: true });
     } finally {
       shifted.on = false;
     }

@@ -28,6 +28,14 @@ export interface BuildOptions {
   bundle?: boolean;
 }
 
+export interface SynthOptions extends BuildOptions {
+  /**
+   * Synthesize anew even when this file already has the templates of this context: for a test that
+   * changes what the stacks are built from (a mocked module).
+   */
+  fresh?: boolean;
+}
+
 /** Context for the app: cdk.json's, `baseUrl`, then `overrides` (an `undefined` value removes a key). */
 export function contextFor(overrides: Record<string, unknown> = {}, options: BuildOptions = {}): Record<string, unknown> {
   const context: Record<string, unknown> = { ...CDK_JSON_CONTEXT, baseUrl: BASE_URL };
@@ -55,14 +63,26 @@ export interface Templates extends BuiltApp {
   statelessTemplate: Template;
 }
 
-/** Builds the app and synthesizes both templates (the cdk-nag plugin runs as in `cdk synth`). */
-export function synthTemplates(overrides: Record<string, unknown> = {}, options: BuildOptions = {}): Templates {
+/** The templates this test file synthesized, by context: each context is synthesized once a file. */
+const synthesized = new Map<string, Templates>();
+
+/**
+ * Builds the app and synthesizes both templates (the cdk-nag plugin runs as in `cdk synth`), once
+ * per context and test file: every caller with the same context gets the same templates and app,
+ * to read, never to change (buildApp gives an app of its own to change).
+ */
+export function synthTemplates(overrides: Record<string, unknown> = {}, options: SynthOptions = {}): Templates {
+  const key = JSON.stringify(Object.entries(contextFor(overrides, options)).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)));
+  const known = options.fresh ? undefined : synthesized.get(key);
+  if (known) return known;
   const built = buildApp(overrides, options);
-  return {
+  const templates = {
     ...built,
     statefulTemplate: Template.fromStack(built.stateful),
     statelessTemplate: Template.fromStack(built.stateless),
   };
+  if (!options.fresh) synthesized.set(key, templates);
+  return templates;
 }
 
 type Resources = Record<string, { Type: string; Properties?: Record<string, unknown>; DependsOn?: string[]; DeletionPolicy?: string; UpdateReplacePolicy?: string }>;

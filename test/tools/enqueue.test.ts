@@ -62,16 +62,20 @@ beforeEach(() => {
 });
 
 describe('validateId', () => {
-  it('accepts ids of 1 to 1,024 characters without control characters', () => {
+  it('accepts ids of 1 to 1,024 bytes in UTF-8 without control characters', () => {
     expect(validateId('fil-0001')).toBeUndefined();
     expect(validateId('../getToken')).toBeUndefined();
     expect(validateId('Résumé ✓ 日本語 😀')).toBeUndefined();
-    expect(validateId('😀'.repeat(1024))).toBeUndefined(); // 1,024 code points (2,048 UTF-16 units)
+    expect(validateId('x'.repeat(1024))).toBeUndefined();
+    expect(validateId('😀'.repeat(256))).toBeUndefined(); // 256 characters, 1,024 bytes
   });
 
   it('names what is wrong', () => {
     expect(validateId('')).toMatch(/empty/);
-    expect(validateId('x'.repeat(1025))).toMatch(/1025 characters long; the limit is 1024/);
+    expect(validateId('x'.repeat(1025))).toBe('the item id is 1025 bytes long in UTF-8; the limit is 1024 bytes');
+    expect(validateId('é'.repeat(600))).toBe('the item id is 1200 bytes long in UTF-8; the limit is 1024 bytes');
+    expect(validateId('😀'.repeat(300))).toBe('the item id is 1200 bytes long in UTF-8; the limit is 1024 bytes');
+    expect(validateId('日'.repeat(1000))).toBe('the item id is 3000 bytes long in UTF-8; the limit is 1024 bytes');
     expect(validateId('a\tb')).toMatch(/control character \(U\+0009\) at position 1/);
     expect(validateId('a\u0085')).toMatch(/control character \(U\+0085\)/);
     expect(validateId('a\ud800')).toMatch(/well-formed Unicode/);
@@ -394,7 +398,15 @@ describe('the CLI', () => {
     acceptAll();
     const cli = io(`good\n${'x'.repeat(1025)}\nalso-good\n`);
     expect(await main(['--queue-url', QUEUE_URL], cli, deps)).toBe(1);
-    expect(cli.err()).toMatch(/1 invalid id, nothing sent:\n {2}#2 "x{120}"… \(1025 characters\): the item id is 1025 characters long/);
+    expect(cli.err()).toMatch(/1 invalid id, nothing sent:\n {2}#2 "x{120}"… \(1025 characters\): the item id is 1025 bytes long in UTF-8; the limit is 1024 bytes/);
+    expect(sqsMock).not.toReceiveCommand(SendMessageBatchCommand);
+  });
+
+  it('exits 1 for an id of 600 characters that is 1,200 bytes in UTF-8, having sent nothing', async () => {
+    acceptAll();
+    const cli = io(`good\n${'é'.repeat(600)}\n`);
+    expect(await main(['--queue-url', QUEUE_URL, '--connection', 'acme'], cli, deps)).toBe(1);
+    expect(cli.err()).toContain(`1 invalid id, nothing sent:\n  #2 acme ${JSON.stringify('é'.repeat(120))}… (600 characters): the item id is 1200 bytes long in UTF-8; the limit is 1024 bytes`);
     expect(sqsMock).not.toReceiveCommand(SendMessageBatchCommand);
   });
 

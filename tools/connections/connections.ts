@@ -9,10 +9,11 @@
  *
  * The deployment's tables and bucket come from the flags, else from the variables the functions
  * read (CONNECTIONS_TABLE_NAME, ITEMS_TABLE_NAME, ITEMS_BUCKET_NAME), else from the stateful stack's
- * outputs (`--stack`, default ContentSyncStateful: stack-outputs.ts). AWS clients use the SDK's
- * standard configuration; the S3 client addresses the bucket path-style when an endpoint is set
- * (AWS_ENDPOINT_URL_S3 or AWS_ENDPOINT_URL), as a local endpoint needs. Exit status: 0 done, 1
- * failed, 2 usage error. The commands are in commands.ts; `runCli` is exported for the tests.
+ * outputs (`--stage <stage>` or `--stack <name>`, default ContentSyncStateful: tools/stack-outputs.ts).
+ * AWS clients use the SDK's standard configuration; the S3 client addresses the bucket path-style
+ * when an endpoint is set (AWS_ENDPOINT_URL_S3 or AWS_ENDPOINT_URL), as a local endpoint needs. Exit
+ * status: 0 done, 1 failed (a stack that cannot be read among them), 2 usage error. The commands
+ * are in commands.ts; `runCli` is exported for the tests.
  */
 import { parseArgs } from 'node:util';
 import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
@@ -35,7 +36,7 @@ import {
   type CliIo,
   type CommandContext,
 } from './commands.js';
-import { DEFAULT_STACK, describeStackOutputs, OUTPUT_KEYS, type StackOutputs } from './stack-outputs.js';
+import { DEFAULT_STACK, describeStackOutputs, OUTPUT_KEYS, stackReadFailure, statefulStackName, type StackOutputs } from '../stack-outputs.js';
 import { runWhenMain } from '../cli-main.js';
 
 export { PURGE_SETTLE_SECONDS, publicView, type CliIo } from './commands.js';
@@ -78,12 +79,15 @@ Where the deployment is (a flag, else the variable, else the stack's output):
   --items-table <name>         ${ENV.itemsTableName}   ${OUTPUT_KEYS.itemsTable}   (remove --purge, import-items)
   --items-bucket <name>        ${ENV.itemsBucketName}  ${OUTPUT_KEYS.itemsBucket}  (remove --purge)
   --control-table <name>       ${ENV.controlTableName}  ${OUTPUT_KEYS.controlTable}  (list: the last passes)
-  --stack <name>               the stateful stack whose outputs are read (default ${DEFAULT_STACK})
+  --stage <stage>              the deployment whose stateful stack's outputs are read
+                               (${DEFAULT_STACK}-<stage>; default ${DEFAULT_STACK})
+  --stack <name>               the stateful stack whose outputs are read, by its name
 
 A connection id is 1-64 characters of A-Z a-z 0-9 . _ -
 AWS region, credentials and endpoints come from the SDK's standard configuration (AWS_REGION,
 AWS_PROFILE, AWS_ENDPOINT_URL_DYNAMODB, AWS_ENDPOINT_URL_S3...). Nothing printed holds a token.
-Exit status: 0 done, 1 failed (an unknown connection, an AWS error...), 2 usage error.`;
+Exit status: 0 done, 1 failed (an unknown connection, an AWS error, a stack that cannot be read...),
+2 usage error.`;
 
 export interface CliDeps {
   dynamodb?: DynamoDBClient;
@@ -108,12 +112,16 @@ const OPTIONS = {
   'items-table': { type: 'string' },
   'items-bucket': { type: 'string' },
   'control-table': { type: 'string' },
+  stage: { type: 'string' },
   stack: { type: 'string' },
   help: { type: 'boolean', short: 'h' },
 } as const;
 
 type Option = keyof typeof OPTIONS;
 type Values = Partial<Record<Option, string | boolean>>;
+
+/** The options every command takes: which deployment, and --help. */
+const DEPLOYMENT_OPTIONS: readonly Option[] = ['stage', 'stack', 'help'];
 
 /** The options each command takes, beyond the deployment's and --help. */
 const COMMANDS: Record<string, { id: boolean; options: Option[] }> = {
@@ -152,7 +160,7 @@ async function dispatch(command: string, args: string[], values: Values, io: Cli
   const spec = COMMANDS[command];
   if (!spec) throw new UsageError(`unknown command "${command}"; the commands are ${Object.keys(COMMANDS).join(', ')}`);
   for (const option of Object.keys(values) as Option[]) {
-    if (option !== 'help' && option !== 'stack' && !spec.options.includes(option)) throw new UsageError(`${command} takes no --${option}`);
+    if (!DEPLOYMENT_OPTIONS.includes(option) && !spec.options.includes(option)) throw new UsageError(`${command} takes no --${option}`);
   }
   if (args.length !== (spec.id ? 1 : 0)) throw new UsageError(spec.id ? `${command} takes one connection id` : `${command} takes no arguments`);
   const id = args[0];
@@ -161,26 +169,34 @@ async function dispatch(command: string, args: string[], values: Values, io: Cli
     if (problem !== undefined) throw new UsageError(`bad connection id: ${problem}`);
   }
   const env = deps.env ?? process.env;
-  const stackName = (values.stack as string | undefined)?.trim() || DEFAULT_STACK;
+  const stack = statefulStackName({ stage: values.stage as string | undefined, stack: values.stack as string | undefined });
+  if ('problem' in stack) throw new UsageError(stack.problem);
+  const { stackName } = stack;
   let outputs: Promise<Record<string, string>> | undefined;
   const readOutputs = (): Promise<Record<string, string>> => (outputs ??= (deps.stackOutputs ?? describeStackOutputs)(stackName));
-  /** A setting from its flag, else its variable, else the stack's output; else why it is not known. */
-  const find = async (flag: Option, variable: string, outputKey: string, what: string): Promise<{ value: string } | { problem: string }> => {
+  /**
+   * A setting from its flag, else its variable, else the stack's output; else why it is not known,
+   * and whether that is the stack failing to be read (`failed`: an AWS error, not a usage mistake).
+   * Settings are found before a refresh token is read: no error here can hold one.
+   */
+  const find = async (flag: Option, variable: string, outputKey: string, what: string): Promise<{ value: string } | { problem: string; failed: boolean }> => {
     const value = (values[flag] as string | undefined)?.trim() || env[variable]?.trim();
     if (value) return { value };
     let fromStack: string | undefined;
-    let why = `the stack has no output ${outputKey}`;
+    let why = `the stack ${stackName} has no output ${outputKey}`;
+    let failed = false;
     try {
       fromStack = (await readOutputs())[outputKey]?.trim();
     } catch (error) {
-      why = `reading the stack ${stackName} failed: ${(error as Error).name}`;
+      why = stackReadFailure(stackName, error);
+      failed = true;
     }
-    if (!fromStack) return { problem: `${what} is not known: give --${flag}, set ${variable}, or name the stateful stack with --stack (${why})` };
+    if (!fromStack) return { problem: `${what} is not known: give --${flag}, set ${variable}, or name the deployment with --stage or --stack (${why})`, failed };
     return { value: fromStack };
   };
   const setting = async (flag: Option, variable: string, outputKey: string, what: string): Promise<string> => {
     const found = await find(flag, variable, outputKey, what);
-    if ('problem' in found) throw new UsageError(found.problem);
+    if ('problem' in found) throw found.failed ? new CliFailure(found.problem) : new UsageError(found.problem);
     return found.value;
   };
   let dynamodb: DynamoDBClient | undefined = deps.dynamodb;

@@ -6,6 +6,9 @@
  *   npm run enqueue -- --queue-url <url> --resync-table <table> [--connection <id>]   every row the table holds
  *   npm run enqueue -- --reconcile-queue-url <url> --backfill [--connection <id>] [id ...]   a backfill (ids, or standard input)
  *
+ * `--stage <stage>` in place of the queue's URL takes it from that deployment's stateful stack
+ * (`ContentSyncStateful-<stage>`: its output QueueUrl, or ReconcileQueueUrl for a backfill).
+ *
  * A backfill goes to the reconcile queue in the background lane (`lane` = `background`): the item
  * sync takes it with that queue's own containers and draws it from the provider pace as the sweep,
  * so users' ids keep their containers and come first. Every message carries its connection as its
@@ -27,6 +30,7 @@ import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { SQSClient } from '@aws-sdk/client-sqs';
 import { createProgress, formatDuration, type Progress } from './progress.js';
 import { connectionIdProblem } from '../../functions/shared/connections/connection.js';
+import { describeStackOutputs, OUTPUT_KEYS, stackReadFailure, statefulStackName, type StackOutputs } from '../stack-outputs.js';
 import {
   backfillMessages,
   DEFAULT_MAX_ATTEMPTS,
@@ -53,6 +57,7 @@ const USAGE = `Usage:
   <ids, one per line> | npm run enqueue -- --queue-url <url> [--connection <id>]
   npm run enqueue -- --queue-url <url> --resync-table <table name> [--connection <id>]
   npm run enqueue -- --reconcile-queue-url <url> --backfill [--connection <id>] [id ... | < file]
+  npm run enqueue -- --stage <stage> [--backfill] [--connection <id>] [id ...]
 
 Sends {"connection": "<connection>", "id": "<id>"} messages to the sync queue (SendMessageBatch,
 at most 10 a call), each with its connection as its message group; without --connection, ids given
@@ -64,11 +69,14 @@ own containers and after users' ids in the provider pace, so no other account's 
 
 Options:
   --queue-url <url>        the sync queue's URL (the stateful stack's output QueueUrl; required
-                           unless --backfill)
+                           unless --backfill or --stage)
   --backfill               send to the reconcile queue, in the background lane
   --reconcile-queue-url <url>
                            the reconcile queue's URL (the stateful stack's output ReconcileQueueUrl;
-                           required with --backfill)
+                           required with --backfill unless --stage)
+  --stage <stage>          the deployment whose queue is used: the output QueueUrl (with
+                           --backfill, ReconcileQueueUrl) of its stateful stack
+                           ContentSyncStateful-<stage>, in place of the URL
   --connection <id>        the connection the ids belong to (1-64 characters of A-Z a-z 0-9 . _ -);
                            with --resync-table: only that connection's rows
   --resync-table <name>    enqueue every row the items table holds, each with its connection
@@ -81,7 +89,8 @@ With no ids and no --resync-table, ids are read from standard input, one per lin
 skipped, surrounding whitespace trimmed). Every id is validated before anything is sent.
 AWS region, credentials and endpoints come from the SDK's standard configuration (AWS_REGION,
 AWS_PROFILE, AWS_ENDPOINT_URL_SQS, AWS_ENDPOINT_URL_DYNAMODB...).
-Exit status: 0 all sent, 1 something was not sent (or an error), 2 usage error.`;
+Exit status: 0 all sent, 1 something was not sent (or an error, a stack that cannot be read among
+them), 2 usage error.`;
 
 export interface CliIo {
   stdin: NodeJS.ReadableStream & { isTTY?: boolean };
@@ -93,6 +102,8 @@ export interface CliDeps {
   sqs?: SQSClient;
   dynamodb?: DynamoDBClient;
   enqueue?: EnqueueOptions;
+  /** The stateful stack's outputs (--stage); default CloudFormation DescribeStacks. */
+  stackOutputs?: StackOutputs;
 }
 
 class UsageError extends Error {}
@@ -115,8 +126,12 @@ type CliValues = {
   'resync-table'?: string;
   'dry-run'?: boolean;
   'max-attempts'?: string;
+  stage?: string;
   help?: boolean;
 };
+
+/** Where the queue's URL comes from: given, or the output of a deployment's stateful stack (--stage). */
+type QueueSource = { url: string } | { stackName: string; outputKey: string };
 
 interface CliRequest {
   /** The sync queue's URL, or with --backfill the reconcile queue's. */
@@ -126,19 +141,42 @@ interface CliRequest {
   positionals: string[];
 }
 
+/** The command line checked: the request but for the queue's URL, and where that comes from. */
+type ParsedRequest = Omit<CliRequest, 'queueUrl'> & { queue: QueueSource };
+
 /** Runs the CLI; returns the exit status. */
 export async function main(argv: string[], io: CliIo = process, deps: CliDeps = {}): Promise<number> {
-  let request: CliRequest | 'help';
+  let parsed: ParsedRequest | 'help';
   try {
-    request = parseCommandLine(argv);
+    parsed = parseCommandLine(argv);
   } catch (error) {
     io.stderr.write(`enqueue: ${(error as Error).message}\nRun with --help for usage.\n`);
     return 2;
   }
-  if (request === 'help') {
+  if (parsed === 'help') {
     io.stdout.write(`${USAGE}\n`);
     return 0;
   }
+  const { queue, ...rest } = parsed;
+  let queueUrl: string;
+  if ('url' in queue) queueUrl = queue.url;
+  else {
+    // Before any id is read or sent. DescribeStacks' errors hold no token; printed whole.
+    let outputs: Record<string, string>;
+    try {
+      outputs = await (deps.stackOutputs ?? describeStackOutputs)(queue.stackName);
+    } catch (error) {
+      io.stderr.write(`enqueue: ${stackReadFailure(queue.stackName, error)}\n`);
+      return 1;
+    }
+    const url = outputs[queue.outputKey]?.trim();
+    if (!url) {
+      io.stderr.write(`enqueue: the stack ${queue.stackName} has no output ${queue.outputKey}\nRun with --help for usage.\n`);
+      return 2;
+    }
+    queueUrl = url;
+  }
+  const request: CliRequest = { ...rest, queueUrl };
   const progress = createProgress(io.stderr);
   try {
     return await runCli(request, io, deps, progress);
@@ -151,7 +189,7 @@ export async function main(argv: string[], io: CliIo = process, deps: CliDeps = 
 }
 
 /** The options and ids as given, checked; throws UsageError (or parseArgs' error) on a mistake. */
-function parseCommandLine(argv: string[]): CliRequest | 'help' {
+function parseCommandLine(argv: string[]): ParsedRequest | 'help' {
   const { values, positionals } = parseArgs({
     args: argv,
     options: {
@@ -162,6 +200,7 @@ function parseCommandLine(argv: string[]): CliRequest | 'help' {
       'resync-table': { type: 'string' },
       'dry-run': { type: 'boolean' },
       'max-attempts': { type: 'string' },
+      stage: { type: 'string' },
       help: { type: 'boolean', short: 'h' },
     },
     allowPositionals: true,
@@ -169,15 +208,7 @@ function parseCommandLine(argv: string[]): CliRequest | 'help' {
   });
   if (values.help) return 'help';
   const backfill = values.backfill === true;
-  const queueUrl = backfill ? backfillQueueUrl(values) : values['queue-url'];
-  if (!backfill && values['reconcile-queue-url'] !== undefined) {
-    throw new UsageError('--reconcile-queue-url goes with --backfill; users\' ids go to the sync queue (--queue-url)');
-  }
-  if (!queueUrl) throw new UsageError('--queue-url is required');
-  const flag = backfill ? '--reconcile-queue-url' : '--queue-url';
-  if (!/^https?:\/\/[^/]+\/.+/.test(queueUrl)) {
-    throw new UsageError(`${flag} must be a queue URL such as https://sqs.eu-west-1.amazonaws.com/123456789012/content-sync-items, got "${queueUrl}"`);
-  }
+  const queue = queueSource(values, backfill);
   if (values['resync-table'] !== undefined && positionals.length > 0) {
     throw new UsageError('give either ids or --resync-table, not both');
   }
@@ -188,7 +219,31 @@ function parseCommandLine(argv: string[]): CliRequest | 'help' {
   if (values['max-attempts'] !== undefined && !/^([1-9]|10)$/.test(values['max-attempts'])) {
     throw new UsageError('--max-attempts must be a whole number from 1 to 10');
   }
-  return { queueUrl, backfill, values, positionals };
+  return { queue, backfill, values, positionals };
+}
+
+/**
+ * Where the queue's URL comes from: --queue-url (with --backfill, --reconcile-queue-url), or with
+ * --stage the output of that deployment's stateful stack; a usage error for anything else.
+ */
+function queueSource(values: CliValues, backfill: boolean): QueueSource {
+  if (!backfill && values['reconcile-queue-url'] !== undefined) {
+    throw new UsageError('--reconcile-queue-url goes with --backfill; users\' ids go to the sync queue (--queue-url)');
+  }
+  if (values.stage !== undefined) {
+    const given = values['queue-url'] !== undefined ? '--queue-url' : values['reconcile-queue-url'] !== undefined ? '--reconcile-queue-url' : undefined;
+    if (given !== undefined) throw new UsageError(`give --stage or ${given}, not both: --stage reads the queue's URL from the deployment's stack`);
+    const stack = statefulStackName({ stage: values.stage });
+    if ('problem' in stack) throw new UsageError(stack.problem);
+    return { stackName: stack.stackName, outputKey: backfill ? OUTPUT_KEYS.reconcileQueue : OUTPUT_KEYS.queue };
+  }
+  const queueUrl = backfill ? backfillQueueUrl(values) : values['queue-url'];
+  if (!queueUrl) throw new UsageError('--queue-url is required (or --stage <stage>: the deployment whose stack output QueueUrl is used)');
+  const flag = backfill ? '--reconcile-queue-url' : '--queue-url';
+  if (!/^https?:\/\/[^/]+\/.+/.test(queueUrl)) {
+    throw new UsageError(`${flag} must be a queue URL such as https://sqs.eu-west-1.amazonaws.com/123456789012/content-sync-items, got "${queueUrl}"`);
+  }
+  return { url: queueUrl };
 }
 
 /**

@@ -12,9 +12,10 @@
  */
 import { QueryCommand, ScanCommand, type AttributeValue, type DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import type { SQSClient } from '@aws-sdk/client-sqs';
-import { validateItemId } from '../../functions/item-sync/message.js';
+import { itemIdProblem } from '../../functions/item-sync/message.js';
 import { connectionIdProblem, DEFAULT_CONNECTION } from '../../functions/shared/connections/connection.js';
 import { sendMessageBatch, type EntryFailure } from '../../functions/shared/adapters/sqs-batch.js';
+import { forEachLimited } from '../../functions/shared/limited.js';
 import { BACKGROUND_LANE, LANE_ATTRIBUTE, messageGroupIdOf } from '../../functions/shared/sync-queue.js';
 import { backoffDelayMs, sleepMs, type Backoff } from '../../functions/shared/backoff.js';
 
@@ -30,15 +31,13 @@ const ABORT_AFTER_GIVEN_UP_BATCHES = 3;
 const NOT_SENDABLE = /[\uFFFE\uFFFF]/;
 
 /**
- * The reason an id is not a valid item id (contract: 1 to 1,024 characters, no control characters,
- * well-formed Unicode, and nothing SQS cannot carry), or undefined when it is valid.
+ * The reason an id is not a valid item id (the sync's own rule, itemIdProblem: 1 to 1,024 bytes in
+ * UTF-8, no control characters, well-formed Unicode; and nothing SQS cannot carry), or undefined
+ * when it is valid.
  */
 export function validateId(id: string): string | undefined {
-  try {
-    validateItemId(id);
-  } catch (error) {
-    return (error as Error).message;
-  }
+  const problem = itemIdProblem(id);
+  if (problem !== undefined) return problem;
   const bad = NOT_SENDABLE.exec(id);
   if (bad) {
     return `the item id contains U+${bad[0].charCodeAt(0).toString(16).toUpperCase()} at position ${bad.index}, which SQS cannot carry`;
@@ -240,7 +239,7 @@ export async function enqueueMessages(
   const unique = options.dedupe === false ? [...messages] : [...new Map(messages.map((m) => [messageBody(m.id, m.connection), m])).values()];
   const run = new EnqueueRun(sqs, queueUrl, unique, options, messages.length - unique.length);
   const concurrency = Math.max(1, options.concurrency ?? DEFAULT_CONCURRENCY);
-  await inParallel(batchesOf(unique.length, MAX_BATCH_ENTRIES), concurrency, (batch) => run.sendBatch(batch));
+  await forEachLimited(batchesOf(unique.length, MAX_BATCH_ENTRIES), concurrency, (batch) => run.sendBatch(batch));
   run.report();
   return run.result;
 }
@@ -252,16 +251,6 @@ function batchesOf(count: number, size: number): number[][] {
     batches.push(Array.from({ length: Math.min(size, count - start) }, (_, i) => start + i));
   }
   return batches;
-}
-
-/** Runs `fn` on every task, at most `concurrency` at once, in order of the list. */
-async function inParallel<T>(tasks: readonly T[], concurrency: number, fn: (task: T) => Promise<void>): Promise<void> {
-  let next = 0;
-  await Promise.all(
-    Array.from({ length: Math.min(concurrency, tasks.length) }, async () => {
-      while (next < tasks.length) await fn(tasks[next++]!);
-    }),
-  );
 }
 
 /** One enqueueMessages call: the result so far, and the sending of one batch of messages (by position in `messages`). */

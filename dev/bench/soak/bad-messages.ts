@@ -35,7 +35,7 @@ export function badMessages(revisionField: string): BadMessage[] {
     { what: 'id: empty', body: '{"id": ""}', expected: /the item id is empty/ },
     { what: 'id: blank bare body', body: '   \n', expected: /the item id is empty/ },
     { what: 'id: control character', body: JSON.stringify({ id: 'fil-\u0007-bell' }), expected: /control character \(U\+0007\)/ },
-    { what: 'id: 1,025 characters', body: JSON.stringify({ id: 'x'.repeat(1025) }), expected: /1025 characters long; the limit is 1024/ },
+    { what: 'id: 600 "é" (1,200 bytes in UTF-8)', body: JSON.stringify({ id: 'é'.repeat(600) }), expected: /1200 bytes long in UTF-8; the limit is 1024 bytes/ },
     { what: 'id: lone surrogate', body: '{"id": "fil-\\ud800"}', expected: /lone surrogate/ },
     { what: 'id: ".." (not a path segment)', body: '{"id": ".."}', expected: /cannot be sent as a URL path segment/ },
     { what: 'connection: unknown', body: '{"connection": "nobody", "id": "fil-0002"}', expected: /unknown connection "nobody"/ },

@@ -12,9 +12,10 @@
  *
  * Failures: a lost condition is the result 'conflict'; a row holding `item` over DynamoDB's size
  * limit (by the estimate, then nothing is sent, or as DynamoDB answers) is the result 'too-large';
- * a row DynamoDB can never take otherwise (number out of range, nested too deep) is a
- * PermanentError whose message is the dead-letter reason; anything else that survived the SDK's own
- * retries (throttling, 5xx, network) is a TransientError.
+ * a row or key DynamoDB can never take otherwise (a key over its size limit, a number out of range,
+ * nesting too deep) is a PermanentError whose message is the dead-letter reason, quoting DynamoDB's
+ * (awsFailure); anything else that survived the SDK's own retries (throttling, 5xx, network) is a
+ * TransientError.
  */
 import {
   BatchGetItemCommand,
@@ -261,11 +262,19 @@ function objectAttribute(ref: { key: string; size: number; sha256: string }): At
   return { M: { key: { S: ref.key }, size: { N: String(ref.size) }, sha256: { S: ref.sha256 } } };
 }
 
-/** DynamoDB's refusal of a row for its size (ValidationException "Item size has exceeded ..."). */
+/**
+ * DynamoDB's refusal of a row for its size, and only that: ValidationException "Item size has
+ * exceeded the maximum allowed size" (PutItem, BatchWriteItem), "Item size to update has exceeded
+ * the maximum allowed size" (UpdateItem). Other refusals speak of sizes too ("Size of hashkey has
+ * exceeded…", "Aggregated size of all range keys has exceeded…" for a key over its limit) and are
+ * not about the row's size.
+ */
+const ITEM_SIZE_REFUSAL = /\bItem size (?:to update )?has exceeded the maximum allowed size\b/i;
+
 function isSizeRefusal(error: unknown): boolean {
   const name = (error as { name?: string })?.name;
   const message = String((error as { message?: string })?.message ?? '');
-  return name === 'ValidationException' && /size/i.test(message) && /exceed/i.test(message);
+  return name === 'ValidationException' && ITEM_SIZE_REFUSAL.test(message);
 }
 
 function tooLarge(size: number): PermanentError {
@@ -277,20 +286,22 @@ function isConditionFailure(error: unknown): boolean {
 }
 
 /**
- * A DynamoDB failure as the core sees it. ValidationException about the row itself is permanent;
- * one about our expressions is a bug, retried rather than dead-lettering every record.
+ * A DynamoDB failure as the core sees it. A ValidationException about the row or its key is
+ * permanent: the item size refusal (isSizeRefusal) is "item too large to store", any other says
+ * what DynamoDB said (a key over its size limit, a number out of range…); one about our expressions
+ * is a bug, retried rather than dead-lettering every record.
  */
 function awsFailure(operation: string, cause: unknown, size?: number): Error {
   const name = (cause as { name?: string })?.name ?? 'Error';
   const message = String((cause as { message?: string })?.message ?? cause).slice(0, 300);
   if (name === 'ValidationException' && !/expression|ExpressionAttribute/i.test(message)) {
-    if (/size/i.test(message) && /exceed/i.test(message)) {
+    if (isSizeRefusal(cause)) {
       return new PermanentError(
         `item too large to store (${size ?? 'over 400 KB'}${size === undefined ? '' : ' bytes'}; DynamoDB's limit is 400 KB)`,
         { cause },
       );
     }
-    return new PermanentError(`DynamoDB refused to store the item (${message})`, { cause });
+    return new PermanentError(`DynamoDB refused the item's ${operation} as invalid (ValidationException: ${message})`, { cause });
   }
   return new TransientError(`DynamoDB ${operation} failed (${name}: ${message})`, { cause });
 }

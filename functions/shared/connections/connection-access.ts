@@ -4,7 +4,7 @@
  * connections' rows.
  *
  * - A row is read at most once per `tokenCacheSeconds` per container (concurrent callers share the
- *   read); the cache holds at most `cacheSize` connections (the least recently used dropped). It
+ *   read); the cache holds at most `cacheSize` connections (the one read least recently dropped). It
  *   never holds a refresh token, nor a negative answer: a connection read as unknown or removed is
  *   read again, consistently, before its items are dead-lettered (an eventually consistent read may
  *   not show an `add` of a moment ago), and is not cached.
@@ -43,6 +43,7 @@
  *   container, and only over a row's lastUsedAt older than that: the refresher keeps connections in
  *   use refreshed.
  */
+import { BoundedMap } from '../bounded-map.js';
 import type { PaceScope } from '../config.js';
 import type { Log } from '../ports.js';
 import { connectionIdProblem, paceKeyOf, type ConnectionRecord, type ConnectionStatus } from './connection.js';
@@ -108,30 +109,10 @@ interface Entry {
   consistent: boolean;
 }
 
-/** A Map that keeps at most `limit` keys, dropping the least recently set. */
-class Bounded<V> {
-  private readonly map = new Map<string, V>();
-  constructor(private readonly limit: number) {}
-  get(key: string): V | undefined {
-    return this.map.get(key);
-  }
-  set(key: string, value: V): void {
-    this.map.delete(key);
-    this.map.set(key, value);
-    while (this.map.size > this.limit) this.map.delete(this.map.keys().next().value as string);
-  }
-  delete(key: string): void {
-    this.map.delete(key);
-  }
-  get size(): number {
-    return this.map.size;
-  }
-}
-
 export class CachedConnectionAccess implements ConnectionAccess {
-  private readonly entries: Bounded<Entry>;
+  private readonly entries: BoundedMap<string, Entry>;
   /** When this container last wrote lastUsedAt, per connection (epoch ms). */
-  private readonly marks: Bounded<number>;
+  private readonly marks: BoundedMap<string, number>;
   private readonly reads = new Map<string, Promise<Entry>>();
   private readonly refreshes = new Map<string, Promise<ConnectionGate>>();
   private readonly refusals = new Map<string, Promise<ConnectionGate>>();
@@ -140,15 +121,15 @@ export class CachedConnectionAccess implements ConnectionAccess {
    * container starts no other for the connection (epoch ms), and why. During an outage, every batch
    * would otherwise send a getToken the breaker does not see.
    */
-  private readonly failedUntil: Bounded<{ until: number; reason: string; failures: number }>;
+  private readonly failedUntil: BoundedMap<string, { until: number; reason: string; failures: number }>;
 
   constructor(
     private readonly ports: AccessPorts,
     private readonly settings: AccessSettings,
   ) {
-    this.entries = new Bounded(settings.cacheSize ?? DEFAULT_CACHE_SIZE);
-    this.marks = new Bounded(settings.cacheSize ?? DEFAULT_CACHE_SIZE);
-    this.failedUntil = new Bounded(settings.cacheSize ?? DEFAULT_CACHE_SIZE);
+    this.entries = new BoundedMap(settings.cacheSize ?? DEFAULT_CACHE_SIZE);
+    this.marks = new BoundedMap(settings.cacheSize ?? DEFAULT_CACHE_SIZE);
+    this.failedUntil = new BoundedMap(settings.cacheSize ?? DEFAULT_CACHE_SIZE);
   }
 
   /** Connections the cache holds now (for tests and diagnostics). */

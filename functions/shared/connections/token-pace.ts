@@ -18,6 +18,7 @@
  * then is waited for (sleep), a later one is not (`wait`, with when it would come); an open breaker
  * is `outage`. Waiting for a slot is not failing: the connection stays as it was, and due.
  */
+import { BoundedMap } from '../bounded-map.js';
 import { ProviderError } from '../errors.js';
 import type { Clock, Log } from '../ports.js';
 import { DEFAULT_PACE_SETTINGS } from '../provider/pace/pace-state.js';
@@ -56,7 +57,7 @@ export interface TokenPacePorts {
 
 /** One container's token paces, one per client id, made on first use. */
 export class TokenPaces implements TokenSlots {
-  private readonly paces = new Map<string, ProviderPace>();
+  private readonly paces = new BoundedMap<string, ProviderPace>(MAX_TOKEN_PACES);
   private readonly sleep: (ms: number) => Promise<void>;
 
   constructor(
@@ -87,17 +88,13 @@ export class TokenPaces implements TokenSlots {
   /** The rate each client id's pace last saw (requests a second), for the run's report. */
   rates(): Record<string, number> {
     const out: Record<string, number> = {};
-    for (const [clientId, pace] of this.paces) out[clientId] = pace.snapshot().rate;
+    for (const [clientId, pace] of this.paces.entries()) out[clientId] = pace.snapshot().rate;
     return out;
   }
 
   private paceOf(clientId: string): ProviderPace {
-    const known = this.paces.get(clientId);
-    if (known) {
-      this.paces.delete(clientId);
-      this.paces.set(clientId, known);
-      return known;
-    }
+    const known = this.paces.use(clientId);
+    if (known) return known;
     const paceKey = tokenPaceKey(clientId);
     const pace = new ProviderPace(this.ports.storeFor(paceKey), this.ports.clock, keyedLog(this.ports.log, paceKey), {
       settings: { ...DEFAULT_PACE_SETTINGS, maxRate: this.settings.ceiling },
@@ -106,7 +103,6 @@ export class TokenPaces implements TokenSlots {
       ...(this.ports.random ? { random: this.ports.random } : {}),
     });
     this.paces.set(clientId, pace);
-    while (this.paces.size > MAX_TOKEN_PACES) this.paces.delete(this.paces.keys().next().value as string);
     return pace;
   }
 }

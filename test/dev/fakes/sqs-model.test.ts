@@ -140,7 +140,8 @@ describe('SqsModel', () => {
   });
 
   it('long-polls on its clock: a receive waiting for messages returns when one is sent, or when its wait is over', async () => {
-    const sqs = new SqsModel();
+    // On a clock that stands still, only the message can end the wait.
+    const sqs = new SqsModel({ clock: new ManualClock() });
     sqs.createQueue('q');
     const waiting = sqs.receive('q', { max: 1, waitSeconds: 5 });
     setTimeout(() => sqs.send('q', { body: 'late' }), 20);

@@ -90,7 +90,7 @@ describe('npm start', () => {
     expect(rows.filter((row) => row.connection === 'acme')).toHaveLength(8);
     expect(rows.filter((row) => row.connection === 'globex')).toHaveLength(8);
     expect(statSync(join(cwd, '.local/demo/dynamodb')).isDirectory()).toBe(true);
-  }, 90_000);
+  });
 
   it('answers usage errors with status 2', async () => {
     const cwd = tempDir();
@@ -109,7 +109,7 @@ describe('npm start', () => {
     });
     expect(badId.status).toBe(2);
     expect(badId.stderr).toContain('#2 "bad\\u0001": the item id contains a control character');
-  }, 60_000);
+  });
 
   describe('against a real provider (PROVIDER_BASE_URL)', () => {
     let provider: ProviderSimulator;
@@ -153,7 +153,7 @@ describe('npm start', () => {
       expect(again.stdout).toContain('connection "default": credentials replaced');
       expect(again.stdout).toMatch(/sync +3 +1 +0 +2 +0 +0 +0 +0 /);
       expect(again.stdout).toContain('The provider rotated the refresh token; the new one is saved in .local/credentials.json');
-    }, 60_000);
+    });
 
     it('exits 1 when an id is dead-lettered, and says why', async () => {
       const cwd = tempDir();
@@ -169,7 +169,7 @@ describe('npm start', () => {
       } finally {
         remove();
       }
-    }, 60_000);
+    });
   });
 });
 
@@ -204,7 +204,7 @@ describe('npm run enqueue', () => {
     expect(result.stderr).toContain('in 2 SendMessageBatch calls');
     expect(result.stderr).not.toContain('differs from SQSClient resolved endpoint');
     expect(emulator.sqs.peek('cli-stdin').map((m) => m.body).sort()).toEqual(Array.from({ length: 12 }, (_, i) => `{"id":"fil-${i}"}`).sort());
-  }, 30_000);
+  });
 
   it('exits 1 naming the bad id, sending nothing', async () => {
     const queueUrl = emulator.sqs.createQueue('cli-invalid');
@@ -213,7 +213,7 @@ describe('npm run enqueue', () => {
     expect(result.stderr).toContain('1 invalid id, nothing sent');
     expect(result.stderr).toContain('#2 "xxxx');
     expect(emulator.sqs.counts(queueUrl).total).toBe(0);
-  }, 30_000);
+  });
 
   it('--resync-table enqueues every row the table knows with its connection, or one connection\'s with --connection (AWS_ENDPOINT_URL_DYNAMODB)', async () => {
     const dynamodb = new DynamoDBClient({ endpoint: dynamodbEndpoint });
@@ -242,19 +242,19 @@ describe('npm run enqueue', () => {
     expect(one.stderr).toContain('queried items-resync (connection acme): 15 ids');
     expect(emulator.sqs.peek(oneUrl).map((m) => JSON.parse(m.body) as { connection: string }).every((b) => b.connection === 'acme')).toBe(true);
     expect(emulator.sqs.counts(oneUrl).total).toBe(15);
-  }, 30_000);
+  });
 
   it('--connection sends {"connection","id"} messages', async () => {
     const queueUrl = emulator.sqs.createQueue('cli-connection');
     const result = await run('tools/enqueue/enqueue.ts', ['--queue-url', queueUrl, '--connection', 'globex', 'fil-1', 'fil-2'], { cwd: tempDir() });
     expect(result.status).toBe(0);
     expect(emulator.sqs.peek(queueUrl).map((m) => m.body).sort()).toEqual(['{"connection":"globex","id":"fil-1"}', '{"connection":"globex","id":"fil-2"}']);
-  }, 30_000);
+  });
 
   it('exits 1 when the queue does not exist, without trying every batch', async () => {
     const result = await run('tools/enqueue/enqueue.ts', ['--queue-url', `${emulator.endpoint}/000000000000/no-such-queue`, 'a', 'b'], { cwd: tempDir() });
     expect(result.status).toBe(1);
     expect(result.stderr).toContain('not sent "a": QueueDoesNotExist');
     expect(result.stderr).toContain('2 ids were not sent (stopped after an error every further call would repeat)');
-  }, 30_000);
+  });
 });

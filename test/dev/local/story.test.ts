@@ -21,6 +21,7 @@ import { parseJson } from '../../../functions/shared/json.js';
 import type { ItemRow } from '../../../dev/fakes/items-table.js';
 import { generateItemTree } from '../../../dev/simulator/item-tree.js';
 import { ProviderSimulator } from '../../../dev/simulator/provider-simulator.js';
+import { HANG_GUARD_MS } from '../../support/hang-guard.js';
 
 const dirs: string[] = [];
 function tempDir(): string {
@@ -74,6 +75,8 @@ describe('runLocalStory', () => {
       seed: 6,
       dataDir,
       output,
+      // No pass limit of its own that a loaded machine could reach: the test run's hang guard is the limit.
+      timeLimitMs: HANG_GUARD_MS,
       onSimulatorStarted: (sim) => {
         simulator = sim;
         for (const id of sim.accountIds()) initialTokens.push(sim.account(id).refreshToken);
@@ -268,7 +271,7 @@ describe('runLocalStory', () => {
 
     // The environment it set for the handlers is put back.
     expect(process.env.AWS_ENDPOINT_URL_SQS).toBe(endpointBefore);
-  }, 120_000);
+  });
 
   it('reports a story that did not go as expected, and why', async () => {
     const output = recorder();
@@ -279,6 +282,7 @@ describe('runLocalStory', () => {
       dataDir: tempDir(),
       inMemory: true,
       output,
+      timeLimitMs: HANG_GUARD_MS,
       onSimulatorStarted: (sim) => {
         refused = sim.itemIds().find((id) => id.startsWith('fil-'))!;
         sim.addFault({ endpoint: 'items', account: 'default', itemId: refused, fault: { kind: 'status', status: 403 } });
@@ -298,7 +302,7 @@ describe('runLocalStory', () => {
       ]),
     );
     expect(output.text()).toContain('FAILED: the run did not behave as expected');
-  }, 120_000);
+  });
 });
 
 describe('runAgainstProvider', () => {

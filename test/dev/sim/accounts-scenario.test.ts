@@ -16,7 +16,7 @@ describe(`a reconciliation pass over ${connections} connections × ${idsEach} id
 
   beforeAll(async () => {
     result = await accountsPass(ACCOUNTS_SHORT);
-  }, 120_000);
+  });
 
   it('passes every check: every (connection, id) checked, every account within freshnessHours, nothing dead', () => {
     expect(result.checks.filter((check) => !check.ok).map((check) => `${check.what}: ${check.value}`)).toEqual([]);

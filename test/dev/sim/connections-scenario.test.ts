@@ -16,7 +16,7 @@ describe(`${connections} connections × ${idsEach} ids in virtual time, one revo
 
   beforeAll(async () => {
     result = await connectionsScenario(CONNECTIONS_SHORT);
-  }, 120_000);
+  });
 
   it('passes every check', () => {
     expect(result.checks.filter((check) => !check.ok).map((check) => `${check.what}: ${check.value}`)).toEqual([]);

@@ -15,13 +15,13 @@ describe('the provider pace in virtual time (short scenarios)', () => {
     const result = await unknownLimit(SHORT_SCALE);
     expect(failed(result)).toEqual([]);
     expect(result.checks.map((check) => check.what)).toHaveLength(6);
-  }, 120_000);
+  });
 
   it('uses a known limit fully without a 429', async () => {
     const result = await knownLimit(SHORT_SCALE);
     expect(failed(result)).toEqual([]);
     expect(result.figures['429s']).toBe(0);
-  }, 120_000);
+  });
 
   it.each(['provider', 'token'] as const)('rides out a %s outage: nothing dead-lettered or lost, the provider left alone, the backlog drained', async (kind) => {
     const result = await outage(SHORT_SCALE, kind);
@@ -33,5 +33,5 @@ describe('the provider pace in virtual time (short scenarios)', () => {
     expect(serving).toBeGreaterThan(0);
     expect(serving).toBeLessThanOrEqual((result.figures['drain: seconds from the first success'] as number) + 1);
     expect(result.figures['drain: rate in those seconds (req/s)']).toBeLessThanOrEqual(2 * SHORT_SCALE.limit);
-  }, 120_000);
+  });
 });

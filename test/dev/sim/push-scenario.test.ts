@@ -68,7 +68,7 @@ describe('the push path in virtual time (short)', () => {
     expect(reads.units).toBe('0 records');
     expect(line(run, 'EventBridge PutEvents').requests).toBe(0);
     expect(run.cost.lines.some((l) => l.what.startsWith('Lambda change events'))).toBe(false);
-  }, 60_000);
+  });
 
   it('deploys another syncBatchSize when asked (--batch-size 10): an invocation, a BatchGetItem and a pace draw per 10 ids', async () => {
     const run = await pushRun({ ...PUSH_SHORT, syncBatchSize: 10 }, 'unchanged');
@@ -78,7 +78,7 @@ describe('the push path in virtual time (short)', () => {
     expect(line(run, 'DynamoDB BatchGetItem items (sync').requests).toBeGreaterThanOrEqual(N / 10);
     // A batch of 10 draws a lease of 10 (what it wants): one draw a batch, where the deployed batch draws one per 50.
     expect(line(run, 'DynamoDB PutItem control (sync').requests).toBeGreaterThanOrEqual(N / 10);
-  }, 60_000);
+  });
 
   it('changed ids: every row written, read from the stream, its event put on the bus and paid for', async () => {
     const run = await pushRun(PUSH_SHORT, 'changed');
@@ -95,7 +95,7 @@ describe('the push path in virtual time (short)', () => {
     expect(bridge.units).toBe(`${N} entries, ${N} billed events`);
     expect(bridge.usd).toBeCloseTo((N / 1e6) * PRICES.eventBridgeEventPerMillion, 12);
     expect(run.cost.perMillionByService.EventBridge).toBeCloseTo(PRICES.eventBridgeEventPerMillion, 9);
-  }, 60_000);
+  });
 
   it('prices each family as the public prices say', () => {
     const meter = emptyMeter({ sync: SYNC_MEMORY_MB, reconcile: 0, reconciler: 0, refresher: 0, changeEvents: 256 });

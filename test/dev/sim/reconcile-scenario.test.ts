@@ -68,7 +68,7 @@ describe('a reconciliation pass in virtual time (short)', () => {
     const lease = leaseSize(RECONCILE_SHORT.limit, { ...DEFAULT_PACE_SETTINGS, leaseSeconds: SYNC_PACE_LEASE_SECONDS });
     expect(requests(draws) - refused).toBeLessThanOrEqual(Math.ceil((RECONCILE_SHORT.ids / lease) * 1.05) + invocations);
     expect(requests(draws)).toBeLessThan(RECONCILE_SHORT.ids * 0.75);
-  }, 120_000);
+  });
 
   it('runs with the settings the stacks deploy', async () => {
     // The full scale's system (fewer ids: the deployed settings do not depend on them).
@@ -95,5 +95,5 @@ describe('a reconciliation pass in virtual time (short)', () => {
     } finally {
       await system.close();
     }
-  }, 60_000);
+  });
 });

@@ -17,7 +17,7 @@ describe(`the token refresher: ${connections} connections in use, in virtual tim
 
   beforeAll(async () => {
     result = await refresherScenario(REFRESHER_SHORT);
-  }, 120_000);
+  });
 
   it('passes every check: no token in use renewed late or left old, every run within its time-out, none left, none failing', () => {
     expect(result.checks.filter((check) => !check.ok).map((check) => `${check.what}: ${check.value}`)).toEqual([]);

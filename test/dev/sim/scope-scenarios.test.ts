@@ -20,7 +20,7 @@ describe('paceScope connection in virtual time (short)', () => {
     expect(result.checks).toHaveLength(5);
     expect(result.figures['dead-lettered']).toBe(0);
     expect(result.figures['halved account']).toMatch(/^conn-0003: 8 → 4\/s/);
-  }, 120_000);
+  });
 
   it(`keeps an outage over ${OUTAGE_SHORT.connections} connections to a few requests a minute under either scope, as under client`, async () => {
     const result = await outageByScope(OUTAGE_SHORT);
@@ -30,5 +30,5 @@ describe('paceScope connection in virtual time (short)', () => {
       expect(result.figures[`${scope}: most in any later minute`]).toBeLessThanOrEqual(10);
       expect(result.figures[`${scope}: dead-lettered`]).toBe(0);
     }
-  }, 120_000);
+  });
 });

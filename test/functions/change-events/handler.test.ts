@@ -17,8 +17,8 @@ import { ConfigError } from '../../../functions/shared/errors.js';
 import { CHANGE_EVENTS_SERVICE } from '../../../functions/shared/metric-names.js';
 import { createLogger, createMetrics } from '../../../functions/shared/observability.js';
 import { createContext } from '../../../dev/fakes/lambda.js';
-import { jsonLines } from '../../../dev/fakes/capture-output.js';
-import { sumEmfMetrics } from '../../../dev/fakes/emf.js';
+import { captureOutput, jsonLines } from '../../../dev/fakes/capture-output.js';
+import { emfDimensionSets, sumEmfMetrics } from '../../../dev/fakes/emf.js';
 import { live, record, streamEvent, tombstone } from './helpers.js';
 
 const BUS_ARN = 'arn:aws:events:eu-west-1:123456789012:event-bus/ContentSyncStateful-change-events';
@@ -195,6 +195,23 @@ describe('change-events handler', () => {
     expect(await handler({ Records: [] }, context)).toEqual({ batchItemFailures: [] });
     expect(eventbridge.commandCalls(PutEventsCommand)).toHaveLength(0);
     expect(sumEmfMetrics(output())).toEqual({ ChangeEventsPublished: 0, ChangeEventsFailed: 0, StreamRecordsIgnored: 0, StreamRecordsRetried: 0 });
+  });
+});
+
+describe('the metrics’ dimensions', () => {
+  it('service alone; with CONTENT_SYNC_STAGE, the stage beside it', async () => {
+    const dimensions = async (stage: Record<string, string>) => {
+      const handler = createChangeEventsHandler({
+        config: loadChangeEventsConfig({ [ENV.eventBusName]: BUS_ARN, [ENV.connectionsTableName]: CONNECTIONS_TABLE, ...stage }),
+        eventbridge: new EventBridgeClient({ region: 'eu-west-1' }),
+        dynamodb: new DynamoDBClient({ region: 'eu-west-1' }),
+      });
+      const { error, output } = await captureOutput(() => handler({ Records: [] }, createContext('change-events')));
+      expect(error).toBeUndefined();
+      return emfDimensionSets(output);
+    };
+    expect(await dimensions({})).toEqual(['ContentSync: service=change-events']);
+    expect(await dimensions({ [ENV.stage]: 'staging' })).toEqual(['ContentSync: service=change-events, stage=staging']);
   });
 });
 

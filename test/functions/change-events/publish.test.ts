@@ -96,7 +96,7 @@ describe('announceBatch', () => {
 
   it(`a call stays within ${MAX_CALL_BYTES} bytes of entries`, async () => {
     const publisher = new ScriptedPublisher();
-    // Ids near the 1,024-character limit and long revisions: about 60 KB an event.
+    // Ids at the 1,024-byte limit and long revisions: about 60 KB an event.
     const records = Array.from({ length: 6 }, (_, i) => record(undefined, live(`${i}`.padEnd(1024, 'x'), 'r'.repeat(60_000), T0)));
     await announceBatch(records, deps(publisher));
     expect(publisher.calls.map((call) => call.length)).toEqual([4, 2]);

@@ -108,6 +108,45 @@ describe('DynamoDbItemStore', () => {
     const row = { connection: 'acme', id: 'a', type: 'file' as const, revision: '1', item: { id: 'a' }, syncedAt: 'now' };
     await expect(store.put(row, { exists: false })).rejects.toThrow(TransientError);
   });
+
+  const refusal = (message: string) => new DynamoDBServiceException({ name: 'ValidationException', $fault: 'client', $metadata: {}, message });
+  const SORT_KEY = 'One or more parameter values were invalid: Aggregated size of all range keys has exceeded the size limit of 1024 bytes';
+  const PARTITION_KEY = 'One or more parameter values were invalid: Size of hashkey has exceeded the maximum size limit of2048 bytes';
+
+  it.each([
+    ['a sort key over its limit', SORT_KEY],
+    ['a partition key over its limit', PARTITION_KEY],
+    ['a number out of range', 'Number overflow. Attempting to store a number with magnitude larger than supported range'],
+  ])('dead-letters any other ValidationException about the row (%s) quoting DynamoDB, never as too large', async (_name, message) => {
+    ddb.on(PutItemCommand).rejects(refusal(message));
+    const store = new DynamoDbItemStore(new DynamoDBClient({ region: 'eu-west-1' }), 'items');
+    const inline = { connection: 'acme', id: 'a', type: 'file' as const, revision: '1', item: { id: 'a' }, syncedAt: 'now' };
+    const pointer = { ...inline, item: undefined, itemObject: { key: 'items/k.json', size: 614_400, sha256: 'ab'.repeat(32) } };
+    const reason = `DynamoDB refused the item's PutItem as invalid (ValidationException: ${message})`;
+    // Not "too-large": the item would not go to the items bucket.
+    await expect(store.put(inline, { exists: false })).rejects.toThrow(new PermanentError(reason));
+    await expect(store.put(pointer, { exists: false })).rejects.toThrow(new PermanentError(reason));
+  });
+
+  it('dead-letters a key over its limit in a read or a tombstone with DynamoDB\'s words', async () => {
+    ddb.on(BatchGetItemCommand).rejects(refusal(SORT_KEY));
+    ddb.on(UpdateItemCommand).rejects(refusal(SORT_KEY));
+    const store = new DynamoDbItemStore(new DynamoDBClient({ region: 'eu-west-1' }), 'items');
+    await expect(store.getRevisions([{ connection: 'acme', id: 'a' }])).rejects.toThrow(
+      new PermanentError(`DynamoDB refused the item's BatchGetItem as invalid (ValidationException: ${SORT_KEY})`),
+    );
+    await expect(store.markDeleted({ connection: 'acme', id: 'a' }, '1', 'now')).rejects.toThrow(
+      new PermanentError(`DynamoDB refused the item's UpdateItem as invalid (ValidationException: ${SORT_KEY})`),
+    );
+  });
+
+  it('takes only the item size refusal for "too large to store"', async () => {
+    const store = new DynamoDbItemStore(new DynamoDBClient({ region: 'eu-west-1' }), 'items');
+    ddb.on(UpdateItemCommand).rejects(refusal('Item size to update has exceeded the maximum allowed size'));
+    await expect(store.markDeleted({ connection: 'acme', id: 'a' }, '1', 'now')).rejects.toThrow(
+      new PermanentError("item too large to store (over 400 KB; DynamoDB's limit is 400 KB)"),
+    );
+  });
 });
 
 describe('DynamoDbItemStore: the key (connection, id)', () => {

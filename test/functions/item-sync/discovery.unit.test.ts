@@ -257,14 +257,16 @@ describe('truncated and malformed listings', () => {
       null,
       { id: 'a' },
       { id: 'b' },
+      { id: 'é'.repeat(600) }, // 600 characters, 1,200 bytes in UTF-8
+      { id: 'é'.repeat(512) }, // 1,024 bytes: at the limit
     ];
     const provider = new ScriptedProvider().on('F', folder('F', 1, children));
     const { result, metrics, logs } = await run(build(provider, { env: DISCOVERY }), ['F']);
     expect(result).toEqual({ batchItemFailures: [] });
-    expect(sentIds().map((sent) => sent.id)).toEqual(['a', 'b']);
-    expect(metrics).toMatchObject({ ItemsCreated: 1, ChildrenDiscovered: 2, ChildrenSkipped: 8 });
+    expect(sentIds().map((sent) => sent.id)).toEqual(['a', 'b', 'é'.repeat(512)]);
+    expect(metrics).toMatchObject({ ItemsCreated: 1, ChildrenDiscovered: 3, ChildrenSkipped: 9 });
     const skipped = logs.filter((line) => line['message'] === 'folder listing entries skipped');
-    expect(skipped).toEqual([expect.objectContaining({ level: 'WARN', connection: 'default', itemId: 'F', skipped: 8 })]);
+    expect(skipped).toEqual([expect.objectContaining({ level: 'WARN', connection: 'default', itemId: 'F', skipped: 9 })]);
     expect(skipped[0]!['entries']).toEqual([
       { index: 0, why: 'the entry is a string, not an object' },
       { index: 1, why: 'the entry has no string id at "id" (found nothing)' },
@@ -274,6 +276,7 @@ describe('truncated and malformed listings', () => {
       { index: 5, why: 'the entry names the folder itself' },
       { index: 7, why: 'the entry is null, not an object' },
       { index: 8, why: 'the entry repeats the id of the entry at index 6' },
+      { index: 10, why: "the entry's id is not a valid item id (the item id is 1200 bytes long in UTF-8; the limit is 1024 bytes)" },
     ]);
     expect(table.has('default/F')).toBe(true);
   });

@@ -16,6 +16,7 @@ import {
 } from '@aws-sdk/client-dynamodb';
 import { SendMessageBatchCommand } from '@aws-sdk/client-sqs';
 import { DeleteObjectCommand, PutObjectCommand } from '@aws-sdk/client-s3';
+import { emfDimensionSets } from '../../../dev/fakes/emf.js';
 import { DLQ_URL, ScriptedProvider, item, providerError } from './helpers.js';
 import { BUCKET, NOW, TABLE, TOKEN_1, build, ddb, k, marshalled, run, s3, sqs, stored, useHarness } from './unit-harness.js';
 
@@ -298,9 +299,31 @@ describe('dead letters', () => {
       'the item id contains a control character (U+0009) at position 3',
       'the item id contains a control character (U+0000) at position 3',
       'the item id is not well-formed Unicode (a lone surrogate)',
-      'the item id is 1025 characters long; the limit is 1024',
+      'the item id is 1025 bytes long in UTF-8; the limit is 1024 bytes',
     ]);
     expect(metrics).toMatchObject({ RecordsDeadLettered: bad.length, ItemsCreated: 1, RecordsRetried: 0 });
+  });
+
+  it('dead-letters an id over 1,024 bytes in UTF-8 up front: no provider request, no read of the table', async () => {
+    const long = [
+      JSON.stringify({ id: 'é'.repeat(600) }),
+      JSON.stringify({ connection: 'acme', id: '😀'.repeat(300) }),
+      '日'.repeat(1000),
+    ];
+    const provider = new ScriptedProvider();
+    const { result, metrics } = await run(build(provider), long);
+
+    expect(result).toEqual({ batchItemFailures: [] });
+    expect(provider.calls).toEqual([]);
+    expect(ddb).not.toHaveReceivedCommand(BatchGetItemCommand);
+    expect(ddb).not.toHaveReceivedCommand(PutItemCommand);
+    const sent = sqs.commandCalls(SendMessageBatchCommand).flatMap((call) => call.args[0].input.Entries ?? []);
+    expect(sent.map((entry) => [entry.MessageBody, entry.MessageAttributes?.['error']?.StringValue])).toEqual([
+      [long[0], 'the item id is 1200 bytes long in UTF-8; the limit is 1024 bytes'],
+      [long[1], 'the item id is 1200 bytes long in UTF-8; the limit is 1024 bytes'],
+      [long[2], 'the item id is 3000 bytes long in UTF-8; the limit is 1024 bytes'],
+    ]);
+    expect(metrics).toMatchObject({ RecordsDeadLettered: 3, ItemsFetched: 0 });
   });
 
   it.each([
@@ -364,6 +387,24 @@ describe('dead letters', () => {
     expect(s3).toReceiveCommandExactlyOnceWith(DeleteObjectCommand, { Bucket: BUCKET, Key: key });
   });
 
+  it('dead-letters any other ValidationException with DynamoDB\'s own words, never as too large, and nothing goes to the bucket', async () => {
+    const message = 'One or more parameter values were invalid: Aggregated size of all range keys has exceeded the size limit of 1024 bytes';
+    ddb.on(PutItemCommand).rejects(
+      new DynamoDBServiceException({ name: 'ValidationException', $fault: 'client', $metadata: { httpStatusCode: 400 }, message }),
+    );
+    const provider = new ScriptedProvider().on('x', item('x', 1));
+    const { result, metrics } = await run(build(provider), ['{"id":"x"}']);
+
+    expect(result.batchItemFailures).toEqual([]);
+    const sent = sqs.commandCalls(SendMessageBatchCommand).flatMap((call) => call.args[0].input.Entries ?? []);
+    expect(sent.map((entry) => entry.MessageAttributes?.['error']?.StringValue)).toEqual([
+      `DynamoDB refused the item's PutItem as invalid (ValidationException: ${message})`,
+    ]);
+    expect(ddb).toHaveReceivedCommandTimes(PutItemCommand, 1);
+    expect(s3).not.toHaveReceivedCommand(PutObjectCommand);
+    expect(metrics).toMatchObject({ RecordsDeadLettered: 1, RecordsRetried: 0 });
+  });
+
   it('retries (never drops) a record the DLQ did not accept', async () => {
     sqs.on(SendMessageBatchCommand).resolves({
       Successful: [{ Id: 'm1', MessageId: 'x', MD5OfMessageBody: 'x' }],
@@ -388,5 +429,17 @@ describe('dead letters', () => {
 
     const sizes = sqs.commandCalls(SendMessageBatchCommand).map((call) => call.args[0].input.Entries!.length);
     expect(sizes).toEqual([10, 10, 3]);
+  });
+});
+
+describe('the metrics’ dimensions', () => {
+  it('service alone; with CONTENT_SYNC_STAGE, the stage beside it, on every metric', async () => {
+    const dimensions = async (env: Record<string, string>) => {
+      stored([{ id: 'a', revision: '1' }]);
+      const { output } = await run(build(new ScriptedProvider().on('a', item('a', 1)), { env }), ['a']);
+      return emfDimensionSets(output);
+    };
+    expect(await dimensions({})).toEqual(['ContentSync: service=item-sync']);
+    expect(await dimensions({ CONTENT_SYNC_STAGE: 'staging' })).toEqual(['ContentSync: service=item-sync, stage=staging']);
   });
 });

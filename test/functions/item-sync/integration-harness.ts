@@ -24,6 +24,7 @@ import { startS3, type LocalS3 } from '../../../dev/fakes/s3.js';
 import { ProviderSimulator, type SimulatorItem } from '../../../dev/simulator/provider-simulator.js';
 import { DLQ_URL, QUEUE_URL, RECONCILE_URL, lambdaContext, metricsIn, sqsEvent } from './helpers.js';
 import { ensureItemsTable } from '../../../dev/fakes/items-table.js';
+import { HANG_GUARD_MS } from '../../support/hang-guard.js';
 
 export const sqs = mockClient(SQSClient);
 
@@ -167,7 +168,9 @@ export async function setup(options: { items?: SimulatorItem[]; revisionField?: 
         ITEMS_BUCKET_NAME: bucket,
         REVISION_FIELD: options.revisionField ?? 'revision',
         DEAD_LETTER_QUEUE_URL: DLQ_URL,
-        PROVIDER_TIMEOUT_MS: '5000',
+        // The longest the configuration allows: a request to the simulator that a loaded machine
+        // slows down is not timed out (a request that hangs ends at the invocation's deadline).
+        PROVIDER_TIMEOUT_MS: '120000',
         CONTROL_TABLE_NAME: 'control',
         PROVIDER_REQUESTS_PER_SECOND: '1000',
         ...env,
@@ -218,7 +221,7 @@ export const failed = (result: SQSBatchResponse) => result.batchItemFailures.map
  * until `release()` (a container slow to write what it fetched); `fetchedOnce` resolves then.
  */
 export function heldAfterFirstFetch(baseUrl: string, maxResponseBytes: number): { provider: ProviderClient; fetchedOnce: Promise<void>; release: () => void } {
-  const real = new HttpProviderClient({ baseUrl, timeoutMs: 5000, maxResponseBytes });
+  const real = new HttpProviderClient({ baseUrl, timeoutMs: HANG_GUARD_MS, maxResponseBytes });
   let release!: () => void;
   const gate = new Promise<void>((resolve) => (release = resolve));
   let fetched!: () => void;

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { parseMessageBody, validateItemId } from '../../../functions/item-sync/message.js';
+import { itemIdProblem, parseMessageBody, validateItemId } from '../../../functions/item-sync/message.js';
 import { validateItem } from '../../../functions/item-sync/item.js';
 import { PermanentError } from '../../../functions/shared/errors.js';
 
@@ -56,10 +56,44 @@ describe('message body', () => {
     },
   );
 
-  it('counts the 1,024-character limit in Unicode characters', () => {
-    expect(validateItemId('🎉'.repeat(1024))).toHaveLength(2048);
-    expect(() => validateItemId('🎉'.repeat(1025))).toThrow('1025 characters long; the limit is 1024');
-    expect(validateItemId('x'.repeat(1024))).toHaveLength(1024);
+});
+
+describe('the item id rule: 1 to 1,024 bytes in UTF-8, no control characters', () => {
+  it.each([
+    ['1,024 ASCII characters', 'x'.repeat(1024)],
+    ['512 "é" (2 bytes each)', 'é'.repeat(512)],
+    ['256 emoji (4 bytes each)', '🎉'.repeat(256)],
+    ['341 CJK characters and one ASCII (3 × 341 + 1 bytes)', `${'日'.repeat(341)}x`],
+    ['one character', 'a'],
+  ])('accepts %s: exactly at or under the limit', (_name, id) => {
+    expect(Buffer.byteLength(id, 'utf8')).toBeLessThanOrEqual(1024);
+    expect(itemIdProblem(id)).toBeUndefined();
+    expect(validateItemId(id)).toBe(id);
+  });
+
+  it.each([
+    ['1,025 ASCII characters', 'x'.repeat(1025), 1025],
+    ['600 "é" (600 characters)', 'é'.repeat(600), 1200],
+    ['300 emoji (300 characters)', '😀'.repeat(300), 1200],
+    ['1,000 CJK characters', '日'.repeat(1000), 3000],
+    ['513 "é", one byte over', 'é'.repeat(512) + 'x', 1025],
+  ])('refuses %s: over 1,024 bytes in UTF-8', (_name, id, bytes) => {
+    const reason = `the item id is ${bytes} bytes long in UTF-8; the limit is 1024 bytes`;
+    expect(itemIdProblem(id)).toBe(reason);
+    expect(() => validateItemId(id)).toThrow(new PermanentError(reason));
+    expect(() => parseMessageBody(JSON.stringify({ connection: 'acme', id }))).toThrow(new PermanentError(reason));
+  });
+
+  it.each([
+    ['a tab', 'a\tb', 'the item id contains a control character (U+0009) at position 1'],
+    ['NUL', 'nul\u0000', 'the item id contains a control character (U+0000) at position 3'],
+    ['DEL', 'a\u007f', 'the item id contains a control character (U+007F) at position 1'],
+    ['a C1 control', 'é\u0085', 'the item id contains a control character (U+0085) at position 1'],
+    ['nothing', '', 'the item id is empty'],
+    ['a lone surrogate', 'a\ud800', 'the item id is not well-formed Unicode (a lone surrogate)'],
+  ])('refuses an id with %s', (_name, id, reason) => {
+    expect(itemIdProblem(id)).toBe(reason);
+    expect(() => validateItemId(id)).toThrow(new PermanentError(reason));
   });
 });
 

@@ -132,8 +132,12 @@ describe('item sync against the provider simulator and dynalite', () => {
   });
 
   it('dead-letters bad bodies and stores the rest of the batch', async () => {
-    const env = await setup({ items: [{ id: 'good-1', type: 'file', revision: 1 }, { id: 'good-2', type: 'folder', revision: 'r1' }] });
-    const bodies = ['{"id":"good-1"}', '{"id": 42}', '{oops', 'bad\u0007id', 'good-2', 'z'.repeat(1025)];
+    // The provider holds an item whose id is 600 characters but 1,200 bytes in UTF-8: never asked for.
+    const long = 'é'.repeat(600);
+    const env = await setup({
+      items: [{ id: 'good-1', type: 'file', revision: 1 }, { id: 'good-2', type: 'folder', revision: 'r1' }, { id: long, type: 'file', revision: 1 }],
+    });
+    const bodies = ['{"id":"good-1"}', '{"id": 42}', '{oops', 'bad\u0007id', 'good-2', 'z'.repeat(1025), JSON.stringify({ id: long })];
 
     const { result, metrics } = await env.run(bodies);
 
@@ -144,9 +148,11 @@ describe('item sync against the provider simulator and dynalite', () => {
       ['m3', '{oops'],
       ['m4', 'bad\u0007id'],
       ['m6', 'z'.repeat(1025)],
+      ['m7', JSON.stringify({ id: long })],
     ]);
     for (const letter of deadLetters()) expect(letter.error).toMatch(/^the (message body|item id)/);
-    expect(metrics).toMatchObject({ RecordsDeadLettered: 4, ItemsCreated: 2 });
+    expect(deadLetters().find((letter) => letter.sourceMessageId === 'm7')?.error).toBe('the item id is 1200 bytes long in UTF-8; the limit is 1024 bytes');
+    expect(metrics).toMatchObject({ RecordsDeadLettered: 5, ItemsCreated: 2 });
     expect(env.sim.requests.map((request) => request.itemId)).toEqual(['good-1', 'good-2']);
   });
 
@@ -394,8 +400,9 @@ describe('item sync against the provider simulator and dynalite', () => {
     const env = await setup({ items: [{ id: 'stuck', type: 'file', revision: 1 }, { id: 'quick', type: 'file', revision: 1 }] });
     env.sim.addFault({ itemId: 'stuck', fault: { kind: 'hang' } });
 
-    // 1.6 s left, 1.2 s kept back: 400 ms of provider work at most.
-    const { result } = await env.run(['stuck', 'quick'], { handler: env.handler({ safetyMarginMs: 1_200 }), remainingMs: 1_600 });
+    // 6.2 s left, 1.2 s kept back: 5 s of provider work, all of it the stuck request's wait. The
+    // quick one needs a few milliseconds of it on an idle machine: a loaded one cannot make it miss.
+    const { result } = await env.run(['stuck', 'quick'], { handler: env.handler({ safetyMarginMs: 1_200 }), remainingMs: 6_200 });
 
     expect(failed(result)).toEqual(['m1']);
     expect((await env.rows()).map((row) => row['id'])).toEqual(['quick']);

@@ -7,6 +7,7 @@ import { describe, expect, it } from 'vitest';
 import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { SQSClient } from '@aws-sdk/client-sqs';
 import { captureOutput, jsonLines } from '../../../dev/fakes/capture-output.js';
+import { emfDimensionSets } from '../../../dev/fakes/emf.js';
 import { createContext } from '../../../dev/fakes/lambda.js';
 import { createReconcilerHandler, DEFAULT_TUNING, workerOf, type ReconcilerHandlerDeps } from '../../../functions/reconciler/app.js';
 import { DEFAULTS, ENV, loadReconcilerConfig, type ReconcilerConfig } from '../../../functions/shared/config.js';
@@ -83,6 +84,12 @@ describe('the reconciler handler', () => {
     });
     const done = jsonLines(output).find((line) => typeof line === 'object' && line['message'] === 'tick done');
     expect(done).toMatchObject({ state: 'ended', pass: 1, enqueued: 35, worker: 0, workers: 1 });
+  });
+
+  it('publishes with the dimension service alone, and with the stage beside it when the configuration has one', async () => {
+    const tick = (config: ReconcilerConfig) => captureOutput(() => handlerFor(world(idList(5)), { config })({}, createContext('reconciler')));
+    expect(emfDimensionSets((await tick(CONFIG)).output)).toEqual(['ContentSync: service=reconciler']);
+    expect(emfDimensionSets((await tick({ ...CONFIG, stage: 'staging' })).output)).toEqual(['ContentSync: service=reconciler, stage=staging']);
   });
 
   it('publishes no projection during the warm-up and no pass length while the pass runs', async () => {

@@ -176,13 +176,19 @@ describe('ticks that overlap', () => {
     w.queue.take();
     w.clock.advance(TICK);
 
-    // Tick A reads the cursor, then stalls on its first Scan page of each segment.
+    // Tick A reads the cursor, then stalls on its first Scan page of each segment (both asked for
+    // before B starts).
     let release!: () => void;
     const gate = new Promise<void>((resolve) => (release = resolve));
+    let stalled!: () => void;
+    const bothStalled = new Promise<void>((resolve) => (stalled = resolve));
     const slowIds = new FakeItemIds(ids);
-    slowIds.beforePage = () => gate;
+    slowIds.beforePage = () => {
+      if (slowIds.pages.length === 2) stalled();
+      return gate;
+    };
     const a = tick(w, { segments: 2 }, { ...w.deps, ids: slowIds });
-    await new Promise((resolve) => setTimeout(resolve, 10));
+    await bothStalled;
     // Tick B finishes the pass meanwhile.
     const b = await tick(w, { segments: 2 });
     expect(b.state).toBe('ended');

@@ -1,5 +1,7 @@
+import { join, resolve } from 'node:path';
+import { build } from 'esbuild';
 import { describe, expect, it } from 'vitest';
-import { DEFAULTS, loadChangeEventsConfig, loadRefresherConfig, loadSyncConfig } from '../../../functions/shared/config.js';
+import { DEFAULTS, ENV, loadChangeEventsConfig, loadReconcilerConfig, loadRefresherConfig, loadSyncConfig } from '../../../functions/shared/config.js';
 import { ConfigError } from '../../../functions/shared/errors.js';
 import { normalizeBaseUrl } from '../../../functions/shared/base-url.js';
 
@@ -18,6 +20,16 @@ const syncEnv = {
   DEAD_LETTER_QUEUE_URL: 'https://sqs.eu-west-1.amazonaws.com/123456789012/dlq',
   CONTROL_TABLE_NAME: 'control',
 };
+
+const reconcilerEnv = {
+  ITEMS_TABLE_NAME: 'items',
+  CONTROL_TABLE_NAME: 'control',
+  RECONCILE_QUEUE_URL: 'https://sqs.eu-west-1.amazonaws.com/123456789012/reconcile',
+};
+
+const changeEventsEnv = { EVENT_BUS_NAME: 'bus', CONNECTIONS_TABLE_NAME: 'connections' };
+
+const ROOT = resolve(import.meta.dirname, '../../..');
 
 function errorOf(fn: () => unknown): ConfigError {
   try {
@@ -273,6 +285,65 @@ describe('PROVIDER_USERS_RESERVED_PERCENT (share of the pace kept for users’ i
     const error = errorOf(() => loadSyncConfig({ ...syncEnv, PROVIDER_USERS_RESERVED_PERCENT: value }));
     expect(error.key).toBe('PROVIDER_USERS_RESERVED_PERCENT');
     expect(error.message).toBe(message);
+  });
+});
+
+describe('CONTENT_SYNC_STAGE (the deployment’s stage, read by every function)', () => {
+  const loaders = {
+    refresher: () => loadRefresherConfig(refresherEnv),
+    sync: () => loadSyncConfig(syncEnv),
+    reconciler: () => loadReconcilerConfig(reconcilerEnv),
+    'change events': () => loadChangeEventsConfig(changeEventsEnv),
+  };
+  const withStage = (value: string | undefined) => ({
+    refresher: () => loadRefresherConfig({ ...refresherEnv, CONTENT_SYNC_STAGE: value }),
+    sync: () => loadSyncConfig({ ...syncEnv, CONTENT_SYNC_STAGE: value }),
+    reconciler: () => loadReconcilerConfig({ ...reconcilerEnv, CONTENT_SYNC_STAGE: value }),
+    'change events': () => loadChangeEventsConfig({ ...changeEventsEnv, CONTENT_SYNC_STAGE: value }),
+  });
+
+  it('is the variable ENV names', () => {
+    expect(ENV.stage).toBe('CONTENT_SYNC_STAGE');
+  });
+
+  it.each(Object.keys(loaders))('%s: none when unset or blank; the stage, trimmed, when set', (name) => {
+    const key = name as keyof typeof loaders;
+    expect(loaders[key]().stage).toBeUndefined();
+    expect(withStage('  ')[key]().stage).toBeUndefined();
+    expect(withStage('staging')[key]().stage).toBe('staging');
+    expect(withStage(' eu-2 ')[key]().stage).toBe('eu-2');
+    expect(withStage('a'.repeat(20))[key]().stage).toBe('a'.repeat(20));
+  });
+
+  it.each([['Staging'], ['prod_eu'], ['x'.repeat(21)], ['a.b'], ['stage one'], ['café']])(
+    'rejects %j in every function, naming the variable, the context key’s rule and the value',
+    (value) => {
+      for (const load of Object.values(withStage(value))) {
+        const error = errorOf(load);
+        expect(error.key).toBe('CONTENT_SYNC_STAGE');
+        expect(error.message).toBe(
+          `CONTENT_SYNC_STAGE: must be 1 to 20 of a-z 0-9 - (it names the stacks ContentSyncStateful-<stage> and ContentSyncStateless-<stage>), got "${value}"`,
+        );
+      }
+    },
+  );
+
+  it('takes the rule from infra/stage.ts without loading the CDK', async () => {
+    const result = await build({
+      entryPoints: [join(ROOT, 'functions/shared/config.ts')],
+      bundle: true,
+      write: false,
+      metafile: true,
+      platform: 'node',
+      format: 'esm',
+      packages: 'external',
+      logLevel: 'silent',
+      absWorkingDir: ROOT,
+    });
+    const output = Object.values(result.metafile.outputs)[0]!;
+    expect(Object.keys(result.metafile.inputs).filter((file) => file.startsWith('infra/'))).toEqual(['infra/stage.ts']);
+    const packages = output.imports.filter((i) => i.external).map((i) => i.path);
+    expect(packages.filter((name) => /^(aws-cdk-lib|constructs|cdk-nag)(\/|$)/.test(name))).toEqual([]);
   });
 });
 

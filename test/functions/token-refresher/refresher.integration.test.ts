@@ -72,7 +72,8 @@ describe('the token refresher against dynalite and a getToken server', () => {
     await store.putCredentials({ connection: 'held', clientId: 'client-1', refreshToken: 'rt-plain-secret', at });
     await store.setStatus('held', 'paused', ['active'], at);
 
-    const config = loadRefresherConfig({ PROVIDER_BASE_URL: baseUrl, CONNECTIONS_TABLE_NAME: TABLE, CONTROL_TABLE_NAME: CONTROL });
+    // The longest provider time-out the configuration allows: a loaded machine cannot make a getToken time out.
+    const config = loadRefresherConfig({ PROVIDER_BASE_URL: baseUrl, CONNECTIONS_TABLE_NAME: TABLE, CONTROL_TABLE_NAME: CONTROL, PROVIDER_TIMEOUT_MS: '120000' });
     const handler = createRefresherHandler({ config, dynamodb: client });
     const { result, error, output } = await captureOutput(() => handler({ trigger: 'deploy' }));
 

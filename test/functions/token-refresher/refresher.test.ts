@@ -10,7 +10,7 @@ import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import type { Context } from 'aws-lambda';
 import { describe, expect, it } from 'vitest';
 import { captureOutput, jsonLines } from '../../../dev/fakes/capture-output.js';
-import { sumEmfMetrics } from '../../../dev/fakes/emf.js';
+import { emfDimensionSets, sumEmfMetrics } from '../../../dev/fakes/emf.js';
 import { MemoryPaceStore } from '../../../dev/fakes/memory-pace-store.js';
 import type { RefresherConfig } from '../../../functions/shared/config.js';
 import type { ConnectionRecord } from '../../../functions/shared/connections/connection.js';
@@ -190,6 +190,13 @@ describe('the token refresher run', () => {
     // The run's line: its counts and the token pace's rate per client id.
     expect(logs(output).find((l) => l['message'] === 'token refresher run')).toMatchObject({ trigger: 'schedule', due: 3, refreshed: 2, tokenPace: { 'client-1': 1000 } });
     expectNoToken(output + JSON.stringify(result), [...store.rows.values()].flatMap((r) => [r.refreshToken, r.accessToken ?? '']).concat(['rt-broken-secret', 'at-busy-secret']));
+  });
+
+  it('publishes with the dimension service alone, and with the stage beside it when the configuration has one', async () => {
+    const unstaged = await setup().run({});
+    expect(emfDimensionSets(unstaged.output)).toEqual(['ContentSync: service=token-refresher']);
+    const staged = await setup({ stage: 'staging' }).run({});
+    expect(emfDimensionSets(staged.output)).toEqual(['ContentSync: service=token-refresher, stage=staging']);
   });
 
   it("one connection's refusal or failure never stops the others; the status change is logged once", async () => {

@@ -196,9 +196,10 @@ describe('add', () => {
   it('the connections table from --connections-table, else CONNECTIONS_TABLE_NAME, else the stack; none: an error naming all three', async () => {
     stacksRead.length = 0;
     const none = await cli(['add', 'acme', '--client-id', 'c'], { stdin: RT, env: {} });
-    expect(none).toMatchObject({ status: 2 });
-    expect(none.err).toMatch(
-      /the connections table is not known: give --connections-table, set CONNECTIONS_TABLE_NAME, or name the stateful stack with --stack \(reading the stack ContentSyncStateful failed: ValidationError\)/,
+    // The stack could not be read: a failure (1), with the whole reason.
+    expect(none).toMatchObject({ status: 1 });
+    expect(none.err).toBe(
+      'connections: the connections table is not known: give --connections-table, set CONNECTIONS_TABLE_NAME, or name the deployment with --stage or --stack (reading the stack ContentSyncStateful failed: ValidationError: Stack with id ContentSyncStateful does not exist)\n',
     );
     expect(stacksRead).toEqual(['ContentSyncStateful']);
     expect((await cli(['add', 'acme', '--client-id', 'c', '--connections-table', connectionsTable], { stdin: RT, env: {} })).status).toBe(0);
@@ -224,7 +225,46 @@ describe('add', () => {
     expect(asked).toEqual(['ContentSyncStateful']);
     // A stack without the output: the error says which output is missing.
     const bare = await cli(['list'], { env: {}, stackOutputs: async () => ({}) });
-    expect(bare).toMatchObject({ status: 2, err: expect.stringMatching(/the stack has no output ConnectionsTableName/) });
+    expect(bare).toMatchObject({ status: 2, err: expect.stringMatching(/the stack ContentSyncStateful has no output ConnectionsTableName/) });
+  });
+
+  it('--stage names the deployment: its stateful stack ContentSyncStateful-<stage>; a bad stage, or both --stage and --stack, is a usage error', async () => {
+    const asked: string[] = [];
+    const outputs = async (stackName: string) => {
+      asked.push(stackName);
+      return { ConnectionsTableName: connectionsTable, ControlTableName: 'no-such-control-table' };
+    };
+    const added = await cli(['add', 'acme', '--client-id', 'staged', '--stage', 'staging'], { stdin: RT, env: {}, stackOutputs: outputs });
+    expect(added.status).toBe(0);
+    expect((await store().get('acme'))?.clientId).toBe('staged');
+    expect(asked).toEqual(['ContentSyncStateful-staging']);
+
+    asked.length = 0;
+    for (const [argv, message] of [
+      [['list', '--stage', 'Staging'], 'connections: --stage: must be 1 to 20 of a-z 0-9 - (it names the stacks ContentSyncStateful-<stage> and ContentSyncStateless-<stage>), got "Staging"'],
+      [['list', '--stage', 'x'.repeat(21)], `connections: --stage: must be 1 to 20 of a-z 0-9 - (it names the stacks ContentSyncStateful-<stage> and ContentSyncStateless-<stage>), got "${'x'.repeat(21)}"`],
+      [['pause', 'acme', '--stage', 'staging', '--stack', 'MySync'], 'connections: give --stage or --stack, not both'],
+    ] as const) {
+      const run = await cli([...argv], { env: {}, stackOutputs: outputs });
+      expect(run).toMatchObject({ status: 2, err: `${message}\nRun with --help for usage.\n` });
+    }
+    expect(asked).toEqual([]);
+    expect((await cli(['--help'])).out).toMatch(/--stage <stage> +the deployment whose stateful stack's outputs are read/);
+  });
+
+  it('a stack that cannot be read: a failure (1) with the whole reason, before the refresh token is read', async () => {
+    const refused = async (): Promise<Record<string, string>> => {
+      throw Object.assign(new Error('The security token included in the request is expired'), { name: 'ExpiredTokenException' });
+    };
+    const stdin = Readable.from([Buffer.from('rt-never-read', 'utf8')]);
+    const run = await cli(['add', 'acme', '--client-id', 'c', '--stage', 'staging'], { stdin, env: {}, stackOutputs: refused });
+    expect(run).toEqual({
+      status: 1,
+      out: '',
+      err: 'connections: the connections table is not known: give --connections-table, set CONNECTIONS_TABLE_NAME, or name the deployment with --stage or --stack (reading the stack ContentSyncStateful-staging failed: ExpiredTokenException: The security token included in the request is expired)\n',
+    });
+    expect(stdin.readableEnded).toBe(false);
+    expect(await store().get('acme')).toBeUndefined();
   });
 
   it('a table that does not exist: a failure (1) that says so', async () => {
@@ -332,7 +372,7 @@ describe('list: each connection\'s last reconciliation pass', () => {
     expect(unknown.status).toBe(0);
     expect(unknown.out).toMatch(/^acme .* -\n$/m);
     expect(unknown.err).toBe(
-      'last reconciliation passes not shown: the control table is not known: give --control-table, set CONTROL_TABLE_NAME, or name the stateful stack with --stack (reading the stack ContentSyncStateful failed: ValidationError)\n',
+      'last reconciliation passes not shown: the control table is not known: give --control-table, set CONTROL_TABLE_NAME, or name the deployment with --stage or --stack (reading the stack ContentSyncStateful failed: ValidationError: Stack with id ContentSyncStateful does not exist)\n',
     );
     const missing = await cli(['list', '--json', '--control-table', 'no-such-table']);
     expect(missing.status).toBe(0);
@@ -467,8 +507,11 @@ describe('remove', () => {
 
   it('--purge needs the items table and bucket: an error naming the flag and the variable', async () => {
     await cli(['add', 'acme', '--client-id', 'c'], { stdin: RT });
-    const run = await cli(['remove', 'acme', '--purge', '--yes'], { env: { CONNECTIONS_TABLE_NAME: connectionsTable, ITEMS_TABLE_NAME: itemsTable } });
-    expect(run).toMatchObject({ status: 2, err: expect.stringMatching(/the items bucket is not known: give --items-bucket, set ITEMS_BUCKET_NAME, or name the stateful stack/) });
+    const run = await cli(['remove', 'acme', '--purge', '--yes'], { env: { CONNECTIONS_TABLE_NAME: connectionsTable, ITEMS_TABLE_NAME: itemsTable }, stackOutputs: async () => ({}) });
+    expect(run).toMatchObject({
+      status: 2,
+      err: expect.stringMatching(/the items bucket is not known: give --items-bucket, set ITEMS_BUCKET_NAME, or name the deployment with --stage or --stack \(the stack ContentSyncStateful has no output ItemsBucketName\)/),
+    });
     expect((await store().get('acme'))?.status).toBe('active');
   });
 });

@@ -3,6 +3,7 @@ import { HttpProviderClient, parseRetryAfter } from '../../../../functions/share
 import { ProviderError } from '../../../../functions/shared/errors.js';
 import { outcomeOf } from '../../../../functions/item-sync/outcome/decide.js';
 import { ProviderSimulator } from '../../../../dev/simulator/provider-simulator.js';
+import { HANG_GUARD_MS } from '../../../support/hang-guard.js';
 
 let sim: ProviderSimulator;
 let client: HttpProviderClient;
@@ -25,7 +26,9 @@ afterAll(() => sim.close());
 beforeEach(() => {
   sim.clearFaults();
   sim.resetRequests();
-  client = new HttpProviderClient({ baseUrl: sim.baseUrl, timeoutMs: 2000, maxResponseBytes: 64 * 1024 });
+  // A client that must not give up waits as long as the test run's hang guard: a loaded machine
+  // cannot make it time out (the time-out test below has its own short one).
+  client = new HttpProviderClient({ baseUrl: sim.baseUrl, timeoutMs: HANG_GUARD_MS, maxResponseBytes: 64 * 1024 });
   token = sim.issueAccessToken();
 });
 
@@ -57,7 +60,7 @@ describe('getToken', () => {
   it('returns a rotated refresh token', async () => {
     const rotating = await ProviderSimulator.start({ clientId: 'c', refreshToken: 'rt-first', rotateRefreshToken: true });
     try {
-      const rotatingClient = new HttpProviderClient({ baseUrl: rotating.baseUrl, timeoutMs: 2000, maxResponseBytes: 4096 });
+      const rotatingClient = new HttpProviderClient({ baseUrl: rotating.baseUrl, timeoutMs: HANG_GUARD_MS, maxResponseBytes: 4096 });
       const grant = await rotatingClient.getToken({ clientId: 'c', refreshToken: 'rt-first' });
       expect(grant.refreshToken).toBe(rotating.refreshToken);
       expect(grant.refreshToken).not.toBe('rt-first');
@@ -286,7 +289,7 @@ describe('getItem', () => {
   });
 
   it('refuses a body over the size cap', async () => {
-    const small = new HttpProviderClient({ baseUrl: sim.baseUrl, timeoutMs: 2000, maxResponseBytes: 1024 });
+    const small = new HttpProviderClient({ baseUrl: sim.baseUrl, timeoutMs: HANG_GUARD_MS, maxResponseBytes: 1024 });
     sim.setItem({ id: 'big', type: 'file', revision: 1, blob: 'x'.repeat(5000) });
 
     const error = await failure(small.getItem('big', token));
@@ -303,7 +306,7 @@ describe('getItem', () => {
     });
     const streaming = new HttpProviderClient({
       baseUrl: 'https://provider.example.com/api',
-      timeoutMs: 2000,
+      timeoutMs: HANG_GUARD_MS,
       maxResponseBytes: 2048,
       fetch: async () => new Response(stream, { status: 200 }),
     });
