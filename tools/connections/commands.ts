@@ -254,13 +254,37 @@ export async function removeConnection(context: CommandContext, connection: stri
 
 export async function importOldItems(context: CommandContext, fromTable: string, itemsTable: string): Promise<void> {
   const report = await importItems({ dynamodb: context.dynamodb(), sleep: context.sleep, onProgress: (line) => err(context, line) }, fromTable, itemsTable);
+  const { refused, failed } = report;
   out(
     context,
     `imported ${fromTable} into ${itemsTable} as connection "default": ${report.read} rows read, ${report.copied} copied, ` +
-      `${report.kept} kept (already written by this deployment), ${report.skipped} skipped (no string id), ${report.failed.length} failed`,
+      `${report.kept} kept (already written by this deployment), ${report.skipped} skipped (no string id), ` +
+      `${refused.length} refused (not an item id), ${failed.length} failed`,
   );
-  if (report.failed.length > 0) {
-    for (const failure of report.failed.slice(0, 10)) err(context, `not copied: "${failure.id}": ${failure.reason}`);
-    throw new CliFailure(`${report.failed.length} rows were not copied; running the import again copies them (rows already copied are kept)`);
-  }
+  for (const row of refused.slice(0, LISTED_ROWS)) err(context, `refused: ${shownId(row.id)}: ${row.reason}`);
+  for (const row of failed.slice(0, LISTED_ROWS)) err(context, `not copied: ${shownId(row.id)}: ${row.reason}`);
+  const problems = [
+    ...(failed.length > 0 ? [`${failed.length} rows were not copied; running the import again copies them (rows already copied are kept)`] : []),
+    ...(refused.length > 0
+      ? [
+          `${refused.length} rows were refused because their ids break the item id rule ` +
+            `(listed above with the reason${refused.length > LISTED_ROWS ? `, the first ${LISTED_ROWS}` : ''}): ` +
+            'the items table cannot hold them, and running the import again does not copy them',
+        ]
+      : []),
+  ];
+  if (problems.length > 0) throw new CliFailure(problems.join('. '));
+}
+
+/** Rows of each kind an import lists by id (standard error); the counts cover the rest. */
+const LISTED_ROWS = 10;
+
+/**
+ * An item id as a report prints it: JSON-quoted (control characters escaped); past 40 characters,
+ * its first 40 and its length in bytes. A row's other values are never printed.
+ */
+function shownId(id: string): string {
+  const characters = Array.from(id);
+  if (characters.length <= 40) return JSON.stringify(id);
+  return `${JSON.stringify(characters.slice(0, 40).join(''))}… (${Buffer.byteLength(id, 'utf8')} bytes)`;
 }

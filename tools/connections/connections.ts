@@ -72,7 +72,8 @@ Commands:
         connections table, after you type the connection id to confirm (--yes: without asking).
   import-items --from-table <old items table>
         Upgrade from a one-account deployment: copy every row of the old items table (key id)
-        into the items table as the connection "default"; a row already written is kept.
+        into the items table as the connection "default"; a row already written is kept, a row
+        whose id is not an item id (over 1,024 bytes in UTF-8, say) is refused (exit 1).
 
 Where the deployment is (a flag, else the variable, else the stack's output):
   --connections-table <name>   ${ENV.connectionsTableName}   ${OUTPUT_KEYS.connectionsTable}

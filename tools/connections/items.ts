@@ -6,7 +6,8 @@
  *   rows imported from a one-account table do; DeleteObjects of up to 1,000);
  * - import: every row of a one-account items table (key `id`) copied as the connection `default`,
  *   each with PutItem conditional on `attribute_not_exists(id)`, so a row the new deployment already
- *   wrote is kept.
+ *   wrote is kept. A row whose id breaks the item id rule (itemIdProblem: the old table's partition
+ *   key held up to 2,048 bytes, the items table's sort key holds 1,024) is not written: it never could be.
  * AWS failures are reported by name and status only (never a row's values).
  */
 import {
@@ -21,6 +22,7 @@ import {
 } from '@aws-sdk/client-dynamodb';
 import { DeleteObjectsCommand, ListObjectsV2Command, type S3Client } from '@aws-sdk/client-s3';
 import { backoffDelayMs } from '../../functions/shared/backoff.js';
+import { itemIdProblem } from '../../functions/item-sync/message.js';
 import { DEFAULT_CONNECTION } from '../../functions/shared/connections/connection.js';
 
 type Row = Record<string, AttributeValue>;
@@ -143,13 +145,18 @@ export interface ImportReport {
   kept: number;
   /** Rows without a string `id`: not copied. */
   skipped: number;
-  /** Rows whose PutItem failed, with the reason (ids are not secrets). */
+  /**
+   * Rows whose id breaks the item id rule (itemIdProblem), with the rule's reason: not copied, and
+   * no later run copies them (the items table cannot hold them; the item sync refuses such ids).
+   */
+  refused: Array<{ id: string; reason: string }>;
+  /** Rows whose PutItem failed, with the reason (ids are not secrets): a later run may copy them. */
   failed: Array<{ id: string; reason: string }>;
 }
 
 /** Copies every row of the one-account table `fromTable` into `itemsTable` as the connection `default`. */
 export async function importItems(work: ItemsWork, fromTable: string, itemsTable: string): Promise<ImportReport> {
-  const report: ImportReport = { read: 0, copied: 0, kept: 0, skipped: 0, failed: [] };
+  const report: ImportReport = { read: 0, copied: 0, kept: 0, skipped: 0, refused: [], failed: [] };
   let start: Row | undefined;
   do {
     const page = await call(`DynamoDB Scan on the old items table ${fromTable}`, () =>
@@ -164,6 +171,11 @@ export async function importItems(work: ItemsWork, fromTable: string, itemsTable
         const id = row['id']?.S;
         if (id === undefined) {
           report.skipped += 1;
+          continue;
+        }
+        const problem = itemIdProblem(id);
+        if (problem !== undefined) {
+          report.refused.push({ id, reason: problem });
           continue;
         }
         try {

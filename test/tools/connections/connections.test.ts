@@ -534,13 +534,89 @@ describe('import-items', () => {
     await itemRow('default', 'fil-3', { revision: { S: '9' } });
     const run = await cli(['import-items', '--from-table', oldTable]);
     expect(run.status).toBe(0);
-    expect(run.out).toBe(`imported ${oldTable} into ${itemsTable} as connection "default": 40 rows read, 39 copied, 1 kept (already written by this deployment), 0 skipped (no string id), 0 failed\n`);
+    expect(run.out).toBe(`imported ${oldTable} into ${itemsTable} as connection "default": 40 rows read, 39 copied, 1 kept (already written by this deployment), 0 skipped (no string id), 0 refused (not an item id), 0 failed\n`);
     const rows = await itemsOf('default');
     expect(rows.Count).toBe(40);
     expect(rows.Items?.find((r) => r['id']?.S === 'fil-3')?.['revision']).toEqual({ S: '9' });
     expect(rows.Items?.find((r) => r['id']?.S === 'fil-4')).toEqual({ connection: { S: 'default' }, id: { S: 'fil-4' }, type: { S: 'file' }, revision: { S: '1' }, item: { M: { id: { S: 'fil-4' } } } });
     // Again: everything kept.
     expect((await cli(['import-items', '--from-table', oldTable])).out).toMatch(/0 copied, 40 kept/);
+  });
+
+  /** An old one-account items table (partition key `id`) holding a row for each id. */
+  async function oldTableWith(ids: readonly string[]): Promise<string> {
+    const oldTable = `old-items-${n}`;
+    await db.send(
+      new CreateTableCommand({
+        TableName: oldTable,
+        AttributeDefinitions: [{ AttributeName: 'id', AttributeType: 'S' }],
+        KeySchema: [{ AttributeName: 'id', KeyType: 'HASH' }],
+        BillingMode: 'PAY_PER_REQUEST',
+      }),
+    );
+    await waitUntilActive(db, oldTable);
+    for (const id of ids) await db.send(new PutItemCommand({ TableName: oldTable, Item: { id: { S: id }, type: { S: 'file' }, revision: { S: '1' } } }));
+    return oldTable;
+  }
+
+  /** The ids of the connection default's rows in the items table, sorted. */
+  const importedIds = async () => ((await itemsOf('default')).Items ?? []).map((row) => row['id']!.S!).sort();
+
+  // The old table's partition key held up to 2,048 bytes; the items table's sort key holds 1,024.
+  const TOO_LONG = 'x'.repeat(1025);
+  // 1,200 bytes in 600 characters: dynalite would store it; DynamoDB would refuse it.
+  const TOO_WIDE = 'é'.repeat(600);
+  const BELL = 'bell\u0007';
+  const LONGEST = 'y'.repeat(1024);
+  const REFUSED_LINES = [
+    `refused: "${'x'.repeat(40)}"… (1025 bytes): the item id is 1025 bytes long in UTF-8; the limit is 1024 bytes`,
+    `refused: "${'é'.repeat(40)}"… (1200 bytes): the item id is 1200 bytes long in UTF-8; the limit is 1024 bytes`,
+    'refused: "bell\\u0007": the item id contains a control character (U+0007) at position 4',
+  ].sort();
+  const REFUSED_FAILURE =
+    'connections: 3 rows were refused because their ids break the item id rule (listed above with the reason): ' +
+    'the items table cannot hold them, and running the import again does not copy them\n';
+
+  it('refuses a row whose id is not an item id: not written, listed with the reason, exit 1, and no promise that a run again copies it', async () => {
+    const oldTable = await oldTableWith(['fil-0', 'fil-1', TOO_LONG, TOO_WIDE, BELL, LONGEST]);
+    for (const attempt of [1, 2]) {
+      const run = await cli(['import-items', '--from-table', oldTable]);
+      expect(run.status, `run ${attempt}`).toBe(1);
+      const copied = attempt === 1 ? '3 copied, 0 kept' : '0 copied, 3 kept';
+      expect(run.out).toBe(
+        `imported ${oldTable} into ${itemsTable} as connection "default": 6 rows read, ${copied} (already written by this deployment), 0 skipped (no string id), 3 refused (not an item id), 0 failed\n`,
+      );
+      const lines = run.err.split('\n');
+      expect(lines.filter((line) => line.startsWith('refused: ')).sort()).toEqual(REFUSED_LINES);
+      expect(run.err.endsWith(REFUSED_FAILURE)).toBe(true);
+      expect(run.err).not.toMatch(/copies them/);
+      expect(await importedIds()).toEqual(['fil-0', 'fil-1', LONGEST]);
+    }
+  });
+
+  it('a write that fails may be copied by a run again; a refused row never', async () => {
+    const oldTable = await oldTableWith(['fil-0', 'fil-1', 'fil-2', TOO_LONG, TOO_WIDE, BELL]);
+    // DynamoDB throttles the write of fil-1.
+    const throttling = {
+      send: (command: unknown) =>
+        command instanceof PutItemCommand && command.input.Item?.['id']?.S === 'fil-1'
+          ? Promise.reject(Object.assign(new Error('Rate of requests exceeds the allowed throughput.'), { name: 'ThrottlingException', $metadata: { httpStatusCode: 400 } }))
+          : db.send(command as PutItemCommand),
+    } as unknown as DynamoDBClient;
+    const first = await cli(['import-items', '--from-table', oldTable], { dynamodb: throttling });
+    expect(first.status).toBe(1);
+    expect(first.out).toMatch(/: 6 rows read, 2 copied, 0 kept \(already written by this deployment\), 0 skipped \(no string id\), 3 refused \(not an item id\), 1 failed\n$/);
+    expect(first.err).toContain('not copied: "fil-1": PutItem failed (ThrottlingException, HTTP 400)\n');
+    expect(first.err.split('\n').filter((line) => line.startsWith('refused: ')).sort()).toEqual(REFUSED_LINES);
+    expect(first.err.endsWith(`connections: 1 rows were not copied; running the import again copies them (rows already copied are kept). ${REFUSED_FAILURE.slice('connections: '.length)}`)).toBe(true);
+    expect(await importedIds()).toEqual(['fil-0', 'fil-2']);
+
+    const again = await cli(['import-items', '--from-table', oldTable]);
+    expect(again.status).toBe(1);
+    expect(again.out).toMatch(/: 6 rows read, 1 copied, 2 kept \(already written by this deployment\), 0 skipped \(no string id\), 3 refused \(not an item id\), 0 failed\n$/);
+    expect(again.err.endsWith(REFUSED_FAILURE)).toBe(true);
+    expect(again.err).not.toMatch(/copies them/);
+    expect(await importedIds()).toEqual(['fil-0', 'fil-1', 'fil-2']);
   });
 
   it('--from-table is required and may not be the items table itself', async () => {
