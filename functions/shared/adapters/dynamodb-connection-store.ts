@@ -184,6 +184,9 @@ export class DynamoDbConnectionStore implements ConnectionStore {
       const record = await this.get(connection, { consistent: true });
       if (!record) return { kind: 'missing' };
       if (!statuses.includes(record.status)) return { kind: 'not-refreshable', status: record.status };
+      // A write DynamoDB applied whose answer was lost, sent again by the SDK, meets the lease it took:
+      // the lease is this caller's (else nobody would refresh the connection until it ran out).
+      if (record.refreshLease?.owner === lease.owner) return { kind: 'taken', record };
       if (record.refreshLease && record.refreshLease.until >= lease.now) return { kind: 'held', until: record.refreshLease.until };
       // The lease was released between the two requests: try again, a few times.
       if (round >= RESULT_WRITE_ROUNDS) return { kind: 'held', until: lease.now };

@@ -43,6 +43,12 @@ describe(`chaos soak: ${IDS} ids, 5 instances at once`, () => {
       // seconds. The refresh's failures are tested in test/functions/shared/connections and in the
       // token outage scenario (test/dev/sim/pace-scenarios.test.ts); `npm run soak` keeps them.
       tokenFailureRate: 0,
+      // SQS time runs 1,000 times faster than the handlers' here: at the deployed 360 s, a message
+      // would be visible again after 360 ms of real time, which a starved machine's invocations
+      // outlast again and again, until the queue redrives the message to the dead-letter queue.
+      // Ten times that (3.6 s) keeps the redeliveries and the failed records coming back within
+      // the run, and far from what a loaded machine's invocation needs.
+      visibilityTimeoutSeconds: 3_600,
     });
   });
 

@@ -1,11 +1,12 @@
 /**
  * The connections table's adapter (functions/shared/adapters/dynamodb-connection-store.ts) against
- * dynalite on 127.0.0.1: its conditional writes (two lease takers at once, a refresh over replaced
- * credentials, a rotated refresh token, a pause while a refresh runs, a refresh that outlived its
- * lease, removal, the purge's conditional delete). The exact commands: dynamodb-connection-store.test.ts.
+ * dynalite on 127.0.0.1: its conditional writes (two lease takers at once, a lease taken whose
+ * answer was lost, a refresh over replaced credentials, a rotated refresh token, a pause while a
+ * refresh runs, a refresh that outlived its lease, removal, the purge's conditional delete). The exact commands: dynamodb-connection-store.test.ts.
  */
 import { DynamoDBClient, PutItemCommand } from '@aws-sdk/client-dynamodb';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { DynamoMeter, instrumentDynamo } from '../../../../dev/fakes/dynamo-meter.js';
 import { startDynalite, type Dynalite } from '../../../../dev/fakes/dynalite.js';
 import { DynamoDbConnectionStore } from '../../../../functions/shared/adapters/dynamodb-connection-store.js';
 
@@ -68,6 +69,24 @@ describe('DynamoDbConnectionStore against dynalite', () => {
     expect(results.filter((r) => r.kind === 'taken')).toHaveLength(1);
     expect(results.filter((r) => r.kind === 'held')).toEqual([{ kind: 'held', until: NOW + 300_000 }]);
     expect((await store.takeRefreshLease('acme', lease('three', NOW + 300_001))).kind).toBe('taken');
+  });
+
+  it('a lease whose answer was lost (the SDK sends the write again and meets the lease it took) is taken, not held', async () => {
+    await store.putCredentials({ connection: 'acme', clientId: 'client-1', refreshToken: RT, at: AT });
+    const meter = new DynamoMeter();
+    // The first write's answer is lost; every later one arrives.
+    const draws = [0];
+    const losing = instrumentDynamo(dynamo.client(), meter, { random: () => draws.shift() ?? 1, throttleRate: 0, unprocessedRate: 0, lostAckRate: 0.5 });
+    try {
+      const taken = await new DynamoDbConnectionStore(losing, store.tableName).takeRefreshLease('acme', lease('one'));
+      expect(meter.injected.lostAcks).toBe(1);
+      expect(meter.requests['UpdateItem']).toBe(2);
+      expect(taken).toMatchObject({ kind: 'taken', record: { connection: 'acme', refreshToken: RT, refreshLease: { owner: 'one', until: NOW + 300_000 } } });
+      // Anyone else still finds it held.
+      expect(await store.takeRefreshLease('acme', lease('two'))).toEqual({ kind: 'held', until: NOW + 300_000 });
+    } finally {
+      losing.destroy();
+    }
   });
 
   it('completeRefresh after the credentials were replaced: conflict, and the new credentials stay', async () => {
