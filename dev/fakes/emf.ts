@@ -1,16 +1,21 @@
 /** Reading the functions' CloudWatch embedded metric format (EMF) lines back out of captured output. */
 
-/** Sums every metric of the EMF lines (JSON objects with `_aws`) in the output, by metric name. */
-export function sumEmfMetrics(output: string): Record<string, number> {
-  const sums: Record<string, number> = {};
+/** The EMF lines (JSON objects with `_aws`) of the output, parsed; any other line skipped. */
+function* emfLines(output: string): Generator<Record<string, unknown>> {
   for (const line of output.split('\n')) {
     if (!line.includes('"_aws"')) continue;
-    let parsed: Record<string, unknown>;
     try {
-      parsed = JSON.parse(line) as Record<string, unknown>;
+      yield JSON.parse(line) as Record<string, unknown>;
     } catch {
       continue;
     }
+  }
+}
+
+/** Sums every metric of the EMF lines (JSON objects with `_aws`) in the output, by metric name. */
+export function sumEmfMetrics(output: string): Record<string, number> {
+  const sums: Record<string, number> = {};
+  for (const parsed of emfLines(output)) {
     const aws = parsed['_aws'] as { CloudWatchMetrics?: Array<{ Metrics?: Array<{ Name: string }> }> } | undefined;
     for (const directive of aws?.CloudWatchMetrics ?? []) {
       for (const metric of directive.Metrics ?? []) {
@@ -30,14 +35,7 @@ export function sumEmfMetrics(output: string): Record<string, number> {
  */
 export function emfDimensionSets(output: string): string[] {
   const sets = new Set<string>();
-  for (const line of output.split('\n')) {
-    if (!line.includes('"_aws"')) continue;
-    let parsed: Record<string, unknown>;
-    try {
-      parsed = JSON.parse(line) as Record<string, unknown>;
-    } catch {
-      continue;
-    }
+  for (const parsed of emfLines(output)) {
     const aws = parsed['_aws'] as { CloudWatchMetrics?: Array<{ Namespace?: string; Dimensions?: string[][] }> } | undefined;
     for (const directive of aws?.CloudWatchMetrics ?? []) {
       for (const names of directive.Dimensions ?? []) {

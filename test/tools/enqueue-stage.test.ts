@@ -4,28 +4,16 @@
  * id; the stage checked by the rule of the context key `stage`; a stack that cannot be read is a
  * failure (1) printed whole, a usage mistake is 2, and nothing is sent either way.
  */
-import { Readable, Writable } from 'node:stream';
 import { SendMessageBatchCommand, SQSClient, type SendMessageBatchCommandInput } from '@aws-sdk/client-sqs';
 import { mockClient } from 'aws-sdk-client-mock';
 import { beforeEach, describe, expect, it } from 'vitest';
-import { main, type CliIo } from '../../tools/enqueue/enqueue.js';
+import { main } from '../../tools/enqueue/enqueue.js';
+import { io } from './cli-io.js';
 
 const QUEUE_URL = 'https://sqs.eu-west-1.amazonaws.com/123456789012/ContentSyncStateful-staging-SyncQueue';
 const RECONCILE_QUEUE_URL = 'https://sqs.eu-west-1.amazonaws.com/123456789012/ContentSyncStateful-staging-ReconcileQueue';
 const sqsMock = mockClient(SQSClient);
 
-function io(stdinText = ''): CliIo & { out: () => string; err: () => string; stdin: Readable } {
-  let out = '';
-  let err = '';
-  const stdin = Readable.from([Buffer.from(stdinText, 'utf8')]);
-  return {
-    stdin,
-    stdout: new Writable({ write: (chunk, _enc, cb) => ((out += String(chunk)), cb()) }),
-    stderr: new Writable({ write: (chunk, _enc, cb) => ((err += String(chunk)), cb()) }),
-    out: () => out,
-    err: () => err,
-  };
-}
 
 /** The stacks read, in order. */
 let stacksRead: string[];

@@ -3,7 +3,7 @@
  * entries, re-sends, giving up, validation before anything is sent, standard input, table scans and
  * queries, the connection of the messages.
  */
-import { Readable, Writable } from 'node:stream';
+import { Readable } from 'node:stream';
 import { DynamoDBClient, QueryCommand, ScanCommand } from '@aws-sdk/client-dynamodb';
 import { QueueDoesNotExist, SendMessageBatchCommand, SQSClient, type SendMessageBatchCommandInput } from '@aws-sdk/client-sqs';
 import { mockClient } from 'aws-sdk-client-mock';
@@ -19,8 +19,8 @@ import {
   readIdLines,
   scanTableKeys,
   validateId,
-  type CliIo,
 } from '../../tools/enqueue/enqueue.js';
+import { io } from './cli-io.js';
 
 const QUEUE_URL = 'https://sqs.eu-west-1.amazonaws.com/123456789012/content-sync-items';
 const RECONCILE_QUEUE_URL = 'https://sqs.eu-west-1.amazonaws.com/123456789012/content-sync-reconcile';
@@ -42,19 +42,6 @@ function sentEntries(): SendMessageBatchCommandInput['Entries'][] {
   return sqsMock.commandCalls(SendMessageBatchCommand).map((call) => call.args[0].input.Entries);
 }
 
-function io(stdinText = '', isTTY = false): CliIo & { out: () => string; err: () => string } {
-  let out = '';
-  let err = '';
-  const stdin = Readable.from([Buffer.from(stdinText, 'utf8')]) as Readable & { isTTY?: boolean };
-  stdin.isTTY = isTTY;
-  return {
-    stdin,
-    stdout: new Writable({ write: (chunk, _enc, cb) => ((out += String(chunk)), cb()) }),
-    stderr: new Writable({ write: (chunk, _enc, cb) => ((err += String(chunk)), cb()) }),
-    out: () => out,
-    err: () => err,
-  };
-}
 
 beforeEach(() => {
   sqsMock.reset();

@@ -517,7 +517,8 @@ describe('remove', () => {
 });
 
 describe('import-items', () => {
-  it('copies every row of the old table as the connection default, keeping rows already written', async () => {
+  /** An old one-account items table (partition key `id`) holding a row for each id (its item: `{"id"}`). */
+  async function oldTableWith(ids: readonly string[]): Promise<string> {
     const oldTable = `old-items-${n}`;
     await db.send(
       new CreateTableCommand({
@@ -528,9 +529,12 @@ describe('import-items', () => {
       }),
     );
     await waitUntilActive(db, oldTable);
-    for (let i = 0; i < 40; i++) {
-      await db.send(new PutItemCommand({ TableName: oldTable, Item: { id: { S: `fil-${i}` }, type: { S: 'file' }, revision: { S: '1' }, item: { M: { id: { S: `fil-${i}` } } } } }));
-    }
+    for (const id of ids) await db.send(new PutItemCommand({ TableName: oldTable, Item: { id: { S: id }, type: { S: 'file' }, revision: { S: '1' }, item: { M: { id: { S: id } } } } }));
+    return oldTable;
+  }
+
+  it('copies every row of the old table as the connection default, keeping rows already written', async () => {
+    const oldTable = await oldTableWith(Array.from({ length: 40 }, (_, i) => `fil-${i}`));
     await itemRow('default', 'fil-3', { revision: { S: '9' } });
     const run = await cli(['import-items', '--from-table', oldTable]);
     expect(run.status).toBe(0);
@@ -543,21 +547,6 @@ describe('import-items', () => {
     expect((await cli(['import-items', '--from-table', oldTable])).out).toMatch(/0 copied, 40 kept/);
   });
 
-  /** An old one-account items table (partition key `id`) holding a row for each id. */
-  async function oldTableWith(ids: readonly string[]): Promise<string> {
-    const oldTable = `old-items-${n}`;
-    await db.send(
-      new CreateTableCommand({
-        TableName: oldTable,
-        AttributeDefinitions: [{ AttributeName: 'id', AttributeType: 'S' }],
-        KeySchema: [{ AttributeName: 'id', KeyType: 'HASH' }],
-        BillingMode: 'PAY_PER_REQUEST',
-      }),
-    );
-    await waitUntilActive(db, oldTable);
-    for (const id of ids) await db.send(new PutItemCommand({ TableName: oldTable, Item: { id: { S: id }, type: { S: 'file' }, revision: { S: '1' } } }));
-    return oldTable;
-  }
 
   /** The ids of the connection default's rows in the items table, sorted. */
   const importedIds = async () => ((await itemsOf('default')).Items ?? []).map((row) => row['id']!.S!).sort();
