@@ -5,15 +5,15 @@
 import { Validations, type App } from 'aws-cdk-lib';
 import { AwsSolutionsChecks } from 'cdk-nag';
 import { readContentSyncConfig, type ContentSyncConfig } from './context.js';
-import { stackNames } from './stage.js';
+import { stackNames } from '../functions/shared/stage.js';
 import { StatefulStack } from './stateful-stack.js';
 import { StatelessStack } from './stateless-stack.js';
 
 /**
  * Stack names (CloudFormation) of the deployment without a stage: what `cdk deploy` lists and what
- * an operator finds in the console. With the context key `stage`, each ends in `-<stage>` (infra/stage.ts).
+ * an operator finds in the console. With the context key `stage`, each ends in `-<stage>` (functions/shared/stage.ts).
  */
-export { DEFAULT_STACK_NAMES as STACK_NAMES } from './stage.js';
+export { DEFAULT_STACK_NAMES as STACK_NAMES } from '../functions/shared/stage.js';
 
 export interface ContentSyncApp {
   readonly config: ContentSyncConfig;

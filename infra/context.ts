@@ -9,7 +9,7 @@
 import { normalizeBaseUrl } from '../functions/shared/base-url.js';
 import { DEFAULTS, dotPathProblem, LOG_LEVELS, PACE_SCOPES, parseLogLevel, type LogLevel, type PaceScope } from '../functions/shared/config.js';
 import { ConfigError } from '../functions/shared/errors.js';
-import { stageProblem } from './stage.js';
+import { stageProblem } from '../functions/shared/stage.js';
 
 /** The context keys, as operators type them. Part of the product interface: keep them exactly. */
 export const CONTEXT_KEYS = {
@@ -26,7 +26,7 @@ export const CONTEXT_KEYS = {
   usersReservedPercent: 'usersReservedPercent',
   paceScope: 'paceScope',
   logLevel: 'logLevel',
-  // One deployment among several in an account and region (infra/stage.ts).
+  // One deployment among several in an account and region (functions/shared/stage.ts).
   stage: 'stage',
   logRetentionDays: 'logRetentionDays',
   // Discovery (docs/discovery.md): absent childrenPath = off.
@@ -109,7 +109,7 @@ export interface ContentSyncConfig {
   readonly logLevel: LogLevel;
   /**
    * The deployment's stage: its stacks are `ContentSyncStateful-<stage>` and
-   * `ContentSyncStateless-<stage>` (infra/stage.ts); undefined: `ContentSyncStateful` and
+   * `ContentSyncStateless-<stage>` (functions/shared/stage.ts); undefined: `ContentSyncStateful` and
    * `ContentSyncStateless`.
    */
   readonly stage: string | undefined;

@@ -1,12 +1,12 @@
 /**
  * Where a deployment is, from its stateful stack's outputs (CloudFormation DescribeStacks): what the
  * operator CLIs read when no flag or variable names a table, a bucket or a queue. The stack is
- * named by `--stage <stage>` (infra/stage.ts: `ContentSyncStateful-<stage>`, the default
+ * named by `--stage <stage>` (functions/shared/stage.ts: `ContentSyncStateful-<stage>`, the default
  * `ContentSyncStateful`) or, for a stack of another name, `--stack <name>`. Read once per run, and
  * only when needed.
  */
 import { CloudFormationClient, DescribeStacksCommand } from '@aws-sdk/client-cloudformation';
-import { stackNames, stageProblem } from '../infra/stage.js';
+import { stackNames, stageProblem } from '../functions/shared/stage.js';
 
 /** The stack's outputs by OutputKey; throws when the stack cannot be read. */
 export type StackOutputs = (stackName: string) => Promise<Record<string, string>>;

@@ -5,7 +5,7 @@
  */
 import { normalizeBaseUrl } from './base-url.js';
 import { ConfigError } from './errors.js';
-import { stageProblem } from '../../infra/stage.js';
+import { stageProblem } from './stage.js';
 
 export type Env = Readonly<Record<string, string | undefined>>;
 
@@ -378,7 +378,7 @@ function logLevel(env: Env): LogLevel {
 }
 
 /**
- * The deployment's stage, by the context key's own rule (infra/stage.ts, which imports nothing: no
+ * The deployment's stage, by the context key's own rule (./stage.ts, which imports nothing: no
  * CDK in the functions); undefined when unset or blank.
  */
 function stage(env: Env): string | undefined {

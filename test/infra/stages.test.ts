@@ -9,7 +9,7 @@
  */
 import { beforeAll, describe, expect, it } from 'vitest';
 import { STACK_NAMES } from '../../infra/content-sync-app.js';
-import { stackNames } from '../../infra/stage.js';
+import { stackNames } from '../../functions/shared/stage.js';
 import { synthTemplates, type Templates } from './helpers.js';
 
 /**

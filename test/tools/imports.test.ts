@@ -1,5 +1,5 @@
 /**
- * The operator CLIs share the stage rule and the stack names with the CDK app (infra/stage.ts)
+ * The operator CLIs share the stage rule and the stack names with the CDK app (functions/shared/stage.ts)
  * without loading the CDK: neither CLI's module graph reaches aws-cdk-lib or constructs.
  */
 import { join, resolve } from 'node:path';
@@ -19,9 +19,9 @@ async function moduleGraph(entry: string): Promise<{ packages: string[]; files: 
 }
 
 describe.each(['tools/connections/connections.ts', 'tools/enqueue/enqueue.ts'])('%s', (entry) => {
-  it('loads the stage rule of infra/stage.ts, and not the CDK', async () => {
+  it('loads the stage rule of functions/shared/stage.ts, and not the CDK', async () => {
     const graph = await moduleGraph(entry);
-    expect(graph.files).toContain('infra/stage.ts');
+    expect(graph.files).toContain('functions/shared/stage.ts');
     expect(graph.packages).toContain('@aws-sdk/client-cloudformation');
     expect(graph.packages.filter((name) => /^(aws-cdk-lib|constructs|cdk-nag)(\/|$)/.test(name))).toEqual([]);
   });
