@@ -1,10 +1,18 @@
 import { availableParallelism } from 'node:os';
-import { defineConfig } from 'vitest/config';
+import { configDefaults, defineConfig } from 'vitest/config';
 import { HANG_GUARD_MS } from './test/support/hang-guard.js';
+import { ISOLATED_SYNTH_FILES, SYNTH_FILES } from './test/support/shared-modules.js';
 
 export default defineConfig({
   test: {
-    include: ['test/**/*.test.ts'],
+    // The files that synthesize the app share their modules (aws-cdk-lib loaded and each context
+    // synthesized once a worker); every other file, and one that mocks a module, runs isolated
+    // (test/support/shared-modules.ts).
+    projects: [
+      { extends: true, test: { name: 'synth', include: [...SYNTH_FILES], exclude: [...configDefaults.exclude, ...ISOLATED_SYNTH_FILES], isolate: false } },
+      { extends: true, test: { name: 'isolated', include: ['test/**/*.test.ts'], exclude: [...configDefaults.exclude, ...SYNTH_FILES] } },
+      { extends: true, test: { name: 'synth-isolated', include: [...ISOLATED_SYNTH_FILES] } },
+    ],
     setupFiles: ['test/setup.ts'],
     reporters: ['default', './test/support/summary-reporter.ts'],
     environment: 'node',
@@ -12,9 +20,9 @@ export default defineConfig({
     testTimeout: HANG_GUARD_MS,
     hookTimeout: HANG_GUARD_MS,
     pool: 'forks',
-    // One worker per CPU (vitest's default leaves one CPU to its main process, which mostly waits):
-    // on CI's two cores the test files run two at a time.
-    maxWorkers: availableParallelism(),
+    // One worker per CPU and one more: the local run's files (test/dev/local) wait on real time for
+    // most of their minute, and would otherwise hold both of CI's two cores idle while they wait.
+    maxWorkers: availableParallelism() + 1,
     env: {
       AWS_REGION: 'eu-west-1',
       AWS_ACCESS_KEY_ID: 'test',

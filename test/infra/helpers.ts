@@ -3,25 +3,21 @@
  * flags, same cdk-nag plugin), with test context on top. Bundling is skipped unless asked for:
  * the assets are not under test in most files and esbuild costs seconds per stack.
  */
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { mkdirSync, mkdtempSync, readFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { App } from 'aws-cdk-lib';
 import { Template } from 'aws-cdk-lib/assertions';
-import { afterAll, expect } from 'vitest';
+import { expect } from 'vitest';
 import { ConfigError } from '../../functions/shared/errors.js';
 import { buildContentSyncApp, type ContentSyncApp } from '../../infra/content-sync-app.js';
 import { readContentSyncConfig, type ContentSyncConfig } from '../../infra/context.js';
+import { SYNTH_DIR } from '../support/shared-modules.js';
 
 export const ROOT = resolve(import.meta.dirname, '../..');
 export const BASE_URL = 'https://example.com/api';
 
 /** The `context` of cdk.json: defaults, cli-telemetry and the feature flags. */
 export const CDK_JSON_CONTEXT: Record<string, unknown> = JSON.parse(readFileSync(resolve(ROOT, 'cdk.json'), 'utf8')).context;
-
-/** Every app of a test file synthesizes below one directory, removed after the file. */
-const OUT_ROOT = mkdtempSync(join(tmpdir(), 'content-sync-infra-test-'));
-afterAll(() => rmSync(OUT_ROOT, { recursive: true, force: true }));
 
 export interface BuildOptions {
   /** Real esbuild bundles (slow); default false. */
@@ -52,7 +48,8 @@ export interface BuiltApp extends ContentSyncApp {
 }
 
 export function buildApp(overrides: Record<string, unknown> = {}, options: BuildOptions = {}): BuiltApp {
-  const app = new App({ context: contextFor(overrides, options), outdir: mkdtempSync(join(OUT_ROOT, 'cdk.out-')) });
+  mkdirSync(SYNTH_DIR, { recursive: true });
+  const app = new App({ context: contextFor(overrides, options), outdir: mkdtempSync(join(SYNTH_DIR, 'cdk.out-')) });
   return { app, ...buildContentSyncApp(app) };
 }
 
@@ -63,12 +60,15 @@ export interface Templates extends BuiltApp {
   statelessTemplate: Template;
 }
 
-/** The templates this test file synthesized, by context: each context is synthesized once a file. */
+/**
+ * The templates synthesized so far, by context. The files that synthesize share their modules
+ * (test/support/shared-modules.ts), so each context is synthesized once a worker, for all of them.
+ */
 const synthesized = new Map<string, Templates>();
 
 /**
  * Builds the app and synthesizes both templates (the cdk-nag plugin runs as in `cdk synth`), once
- * per context and test file: every caller with the same context gets the same templates and app,
+ * per context and worker: every caller with the same context gets the same templates and app,
  * to read, never to change (buildApp gives an app of its own to change).
  */
 export function synthTemplates(overrides: Record<string, unknown> = {}, options: SynthOptions = {}): Templates {
