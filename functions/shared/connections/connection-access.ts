@@ -15,9 +15,12 @@
  *   concurrent callers in this container share one refresh); else ready, with the pace key of
  *   `paceScope`.
  * - afterRefusal: callers that met the same rejected token share one operation: a token the cache
- *   already holds instead; else the row read afresh (consistent): another token → that one; the
- *   same token → a refresh (unless that token was issued less than a minute ago: the provider
- *   refuses a fresh token, and refreshing again would not help; the items wait a minute).
+ *   already holds instead, or the cache's fresh view of a connection no longer active (paused,
+ *   failing: a wait); else the row read afresh (consistent): another token → that one; the same
+ *   token → a refresh (unless that token was issued less than a minute ago: the provider refuses a
+ *   fresh token, and refreshing again would not help; the items wait a minute). The container
+ *   remembers the rejected token (knownRefused, the last one of each connection): no caller sends
+ *   it again, so a revoked account costs one refused item request per container, not one per record.
  * - A refresh starts only with time for it before the caller's deadline (the provider time-out
  *   plus REFRESH_WRITE_MARGIN_MS for the lease and result writes): a rotated refresh token must not
  *   be lost to the invocation's end. Otherwise the items wait NO_TIME_WAIT_SECONDS. The refresh is
@@ -116,6 +119,8 @@ export class CachedConnectionAccess implements ConnectionAccess {
   private readonly reads = new Map<string, Promise<Entry>>();
   private readonly refreshes = new Map<string, Promise<ConnectionGate>>();
   private readonly refusals = new Map<string, Promise<ConnectionGate>>();
+  /** The last token the provider refused, per connection (knownRefused). */
+  private readonly refused: BoundedMap<string, string>;
   /**
    * After a refresh failed in a way that may pass (a provider outage, a time-out): until when this
    * container starts no other for the connection (epoch ms), and why. During an outage, every batch
@@ -130,6 +135,7 @@ export class CachedConnectionAccess implements ConnectionAccess {
     this.entries = new BoundedMap(settings.cacheSize ?? DEFAULT_CACHE_SIZE);
     this.marks = new BoundedMap(settings.cacheSize ?? DEFAULT_CACHE_SIZE);
     this.failedUntil = new BoundedMap(settings.cacheSize ?? DEFAULT_CACHE_SIZE);
+    this.refused = new BoundedMap(settings.cacheSize ?? DEFAULT_CACHE_SIZE);
   }
 
   /** Connections the cache holds now (for tests and diagnostics). */
@@ -144,7 +150,12 @@ export class CachedConnectionAccess implements ConnectionAccess {
     return this.decide(connection, entry, options.deadline);
   }
 
+  knownRefused(connection: string, token: string): boolean {
+    return this.refused.get(connection) === token;
+  }
+
   afterRefusal(connection: string, rejected: string, options: AccessOptions = {}): Promise<ConnectionGate> {
+    this.refused.set(connection, rejected);
     const key = `${connection}\u0000${rejected}`;
     const pending = this.refusals.get(key);
     if (pending) return pending;
@@ -157,7 +168,10 @@ export class CachedConnectionAccess implements ConnectionAccess {
     const problem = connectionIdProblem(connection);
     if (problem !== undefined) return { kind: 'dead', reason: problem };
     const cached = this.fresh(connection);
-    if (cached?.view?.status === 'active' && cached.view.accessToken !== undefined && cached.view.accessToken !== rejected) return this.decide(connection, cached, deadline);
+    // What the cache knows afresh answers without a read: another token, or a connection no longer active.
+    const known = cached?.view;
+    if (known !== undefined && (known.status === 'paused' || known.status === 'failing')) return this.decide(connection, cached!, deadline);
+    if (known?.status === 'active' && known.accessToken !== undefined && known.accessToken !== rejected) return this.decide(connection, cached!, deadline);
     const entry = await this.read(connection, true);
     const { view } = entry;
     if (view?.status !== 'active' || view.accessToken !== rejected) return this.decide(connection, entry, deadline);

@@ -102,6 +102,11 @@ export interface ConnectionAccess {
    * for every caller that met the same token), or why the items must wait. `deadline` as for open.
    */
   afterRefusal(connection: string, rejected: string, options?: AccessOptions): Promise<ConnectionGate>;
+  /**
+   * Whether the provider refused `token` for `connection` in this container (afterRefusal was asked
+   * about it): a caller then sends it no more, and asks afterRefusal instead (no I/O here).
+   */
+  knownRefused(connection: string, token: string): boolean;
 }
 
 export interface AccessOptions {

@@ -13,7 +13,10 @@
  *   the invocation's deadline): another token → the request is made again with it, once;
  *   wait (paused, failing, a refresh in progress) → the call waits (WaitError, kind `connection`);
  *   dead (removed, unknown) → PermanentError with the reason. A 401 is told to the pace as `ok`
- *   (the provider is up) and never opens the breaker: a refused token stops its connection alone;
+ *   (the provider is up) and never opens the breaker: a refused token stops its connection alone.
+ *   A token the container already knows refused (`knownRefused`: another call met the 401) is not
+ *   sent again: before its slot and again once it has one, the call asks the access layer what
+ *   now instead, so that only requests already on their way when the 401 came can meet it too;
  * - a 429 is not a failure: the pace stops every container until its Retry-After (that pace's:
  *   the connection's own under paceScope connection) and the request is made again when the pace
  *   allows;
@@ -59,7 +62,7 @@ export class OutOfTimeError extends Error {
 
 export interface PacedCallPorts {
   /** Asked what now when the provider refused a connection's token (401). */
-  connections: Pick<ConnectionAccess, 'afterRefusal'>;
+  connections: Pick<ConnectionAccess, 'afterRefusal' | 'knownRefused'>;
   clock: Clock;
   log: Log;
   /** [0, 1), for the backoff jitter. */
@@ -111,6 +114,9 @@ export type ProviderRequest<T> = (token: string, signal: AbortSignal) => Promise
 /** A pace slot later than this before the deadline is of no use: the call waits instead. */
 export const SLOT_MARGIN_MS = 1_000;
 
+/** How long a call waits whose token is known refused when the access layer has no other (a rare race). */
+export const REFUSED_WAIT_SECONDS = 5;
+
 /** Makes the provider calls of one scope (one invocation). */
 export class PacedCaller {
   constructor(
@@ -139,7 +145,11 @@ export class PacedCaller {
     let token = session.token;
     let retriedAfterRefusal = false;
     for (let attempt = 1; ; ) {
+      // A token another call saw refused is not sent: the access layer's answer instead.
+      if (this.ports.connections.knownRefused(session.connection, token)) token = await this.insteadOfRefused(session, token);
       const grant = await this.slot(pace, attempt > 1);
+      // Refused while this call waited for its slot (a probe goes out all the same: the breaker needs its answer).
+      if (!grant.probe && this.ports.connections.knownRefused(session.connection, token)) continue;
       let answer: T;
       try {
         answer = await request(token, this.scope.signal);
@@ -191,7 +201,7 @@ export class PacedCaller {
    * The token to send after the provider refused `refused`: the access layer's answer (the session
    * keeps it for the connection's later calls). Its wait and its dead end the call.
    */
-  private async afterRefusal(session: ConnectionSession, refused: string, error: ProviderError): Promise<string> {
+  private async afterRefusal(session: ConnectionSession, refused: string, error?: ProviderError): Promise<string> {
     // The deadline goes along: a refresh that could not end before it is not started (the call waits).
     const gate = await this.ports.connections.afterRefusal(session.connection, refused, { deadline: this.scope.deadline });
     switch (gate.kind) {
@@ -203,6 +213,17 @@ export class PacedCaller {
       case 'dead':
         throw new PermanentError(gate.reason);
     }
+  }
+
+  /**
+   * The token to send instead of `refused`, a token another call met a 401 with: the access layer's
+   * answer (shared with that call while it is pending). The same token again, or a wait or dead
+   * answer, ends the call.
+   */
+  private async insteadOfRefused(session: ConnectionSession, refused: string): Promise<string> {
+    const next = await this.afterRefusal(session, refused);
+    if (next !== refused) return next;
+    throw connectionWaitError(`connection "${session.connection}": the provider refused its access token, and no other is there yet`, REFUSED_WAIT_SECONDS);
   }
 
   /** A slot of the connection's pace: waits for it while the invocation has time, else the call waits. */

@@ -221,6 +221,25 @@ describe('a refused token (401)', () => {
     ]);
   });
 
+  it('a revoked account: one request with its refused token per container; the batch\'s other records and the next batch send it no more, and wait', async () => {
+    const failing = { kind: 'wait' as const, reason: 'connection "acme" is failing: the provider refused its refresh token', seconds: 300 };
+    harness.connections.add('acme', { afterRefusal: failing }).add('globex');
+    const provider = new ScriptedProvider().on('g', item('g', 1));
+    const ids = Array.from({ length: 12 }, (_, i) => `a${i}`);
+    for (const id of ids) provider.on(id, providerError('unauthorized', 401));
+    // One fetch at a time: every record after the first starts once the 401 is known.
+    const handler = build(provider, { env: { SYNC_FETCH_CONCURRENCY: '1' } });
+    const bodies = (list: string[]) => [...list.map((id) => JSON.stringify({ connection: 'acme', id })), '{"connection":"globex","id":"g"}'];
+    const first = await run(handler, bodies(ids.slice(0, 6)));
+    expect(first.metrics).toMatchObject({ ItemsCreated: 1, RecordsPostponed: 6 });
+    const second = await run(handler, bodies(ids.slice(6)));
+    expect(second.metrics).toMatchObject({ ItemsFetched: 1, RecordsPostponed: 6 });
+    // One request of acme's in all: the refused token is known to the container.
+    expect(provider.calls.filter((call) => call.id.startsWith('a')).map((call) => [call.id, call.token])).toEqual([['a0', 'at-acme-1']]);
+    expect(entriesTo(QUEUE_URL).filter((entry) => entry.MessageGroupId === 'acme').every((entry) => entry.DelaySeconds === 300)).toBe(true);
+    expect(entriesTo(QUEUE_URL).filter((entry) => entry.MessageGroupId === 'acme')).toHaveLength(12);
+  });
+
   it('a connection that must wait after the refusal: its records wait the gate’s seconds, the other connection’s are synced, the breaker stays closed', async () => {
     harness.connections
       .add('acme', { afterRefusal: { kind: 'wait', reason: 'connection "acme" is failing: the provider refused its refresh token', seconds: 300 } })

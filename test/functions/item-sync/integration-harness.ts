@@ -61,6 +61,11 @@ export class SimulatorAccess implements ConnectionAccess {
     return { kind: 'ready', connection, token, paceKey: 'client#sim-client' };
   }
 
+  /** As the access layer does: a token afterRefusal was asked about is not sent again. */
+  knownRefused(connection: string, token: string): boolean {
+    return this.refusals.some((refusal) => refusal.connection === connection && refusal.rejected === token);
+  }
+
   async afterRefusal(connection: string, rejected: string): Promise<ConnectionGate> {
     this.refusals.push({ connection, rejected });
     const gate = await this.open(connection);

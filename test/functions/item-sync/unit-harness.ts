@@ -84,6 +84,7 @@ interface FakeConnection {
 export class FakeConnections implements ConnectionAccess {
   readonly calls: Array<{ op: 'open' | 'afterRefusal'; connection: string; rejected?: string; deadline?: number }> = [];
   private readonly connections = new Map<string, FakeConnection>();
+  private readonly refused = new Map<string, string>();
 
   constructor() {
     this.add('default', { tokens: [TOKEN_1, TOKEN_2] });
@@ -126,8 +127,14 @@ export class FakeConnections implements ConnectionAccess {
     return known.gate ?? this.ready(connection, known);
   }
 
+  /** As the access layer does: the last token refused of each connection is known refused. */
+  knownRefused(connection: string, token: string): boolean {
+    return this.refused.get(connection) === token;
+  }
+
   async afterRefusal(connection: string, rejected: string, options: AccessOptions = {}): Promise<ConnectionGate> {
     this.calls.push({ op: 'afterRefusal', connection, rejected, ...(options.deadline !== undefined ? { deadline: options.deadline } : {}) });
+    this.refused.set(connection, rejected);
     const known = this.connections.get(connection);
     if (!known) return { kind: 'dead', reason: `unknown connection "${connection}"` };
     if (known.afterRefusal) return known.afterRefusal;

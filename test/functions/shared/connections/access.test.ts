@@ -268,6 +268,27 @@ describe('afterRefusal', () => {
     expect(provider.calls).toHaveLength(2);
   });
 
+  it('remembers the token refused last (knownRefused); a revoked account answers its later refusals from the cache, no read, no getToken', async () => {
+    const { store, provider, access } = setup();
+    store.seed({ connection: 'acme', refreshToken: 'rt-revoked-secret', accessToken: 'at-1-secret', refreshedAt: iso(T0 - 5 * MINUTE), lastUsedAt: iso(T0) });
+    store.seed({ connection: 'globex', accessToken: 'at-g-secret', refreshedAt: iso(T0), lastUsedAt: iso(T0) });
+    provider.answers.set('rt-revoked-secret', providerError('unauthorized', 401, 'refresh token revoked'));
+    await access.open('acme');
+    expect(access.knownRefused('acme', 'at-1-secret')).toBe(false);
+    // The first 401: a consistent read, one getToken, refused: the connection is failing.
+    expect(await access.afterRefusal('acme', 'at-1-secret')).toMatchObject({ kind: 'wait', seconds: 300 });
+    expect(store.row('acme')?.status).toBe('failing');
+    expect(access.knownRefused('acme', 'at-1-secret')).toBe(true);
+    // Another connection's token, or another token of this one, is not known refused.
+    expect(access.knownRefused('globex', 'at-1-secret')).toBe(false);
+    expect(access.knownRefused('acme', 'at-2-secret')).toBe(false);
+    // The batch's other records ask again: the cache's failing view answers.
+    const reads = gets(store);
+    for (let i = 0; i < 5; i++) expect(await access.afterRefusal('acme', 'at-1-secret')).toMatchObject({ kind: 'wait', seconds: 300 });
+    expect(gets(store)).toBe(reads);
+    expect(provider.calls).toHaveLength(1);
+  });
+
   it('a connection paused meanwhile: wait', async () => {
     const { store, access } = setup();
     store.seed({ connection: 'acme', accessToken: 'at-1-secret', refreshedAt: iso(T0), lastUsedAt: iso(T0) });

@@ -12,6 +12,7 @@ import type { AccessOptions, ConnectionAccess, ConnectionGate } from '../../../.
 import {
   OutOfTimeError,
   PacedCaller,
+  REFUSED_WAIT_SECONDS,
   SLOT_MARGIN_MS,
   WaitError,
   type ConnectionSession,
@@ -47,10 +48,15 @@ class ScriptedPace implements PaceGate {
 }
 
 /** The access layer after a refusal: answers what it is scripted to (the last answer repeats), and remembers every question. */
-class ScriptedAccess implements Pick<ConnectionAccess, 'afterRefusal'> {
+class ScriptedAccess implements Pick<ConnectionAccess, 'afterRefusal' | 'knownRefused'> {
   readonly asked: Array<{ connection: string; rejected: string }> = [];
   readonly deadlines: Array<number | undefined> = [];
   constructor(private readonly answers: ConnectionGate[]) {}
+  /** As the access layer does: the last token refused of each connection is known refused. */
+  knownRefused(connection: string, token: string): boolean {
+    return this.asked.findLast((asked) => asked.connection === connection)?.rejected === token;
+  }
+
   async afterRefusal(connection: string, rejected: string, options: AccessOptions = {}): Promise<ConnectionGate> {
     this.asked.push({ connection, rejected });
     this.deadlines.push(options.deadline);
@@ -282,8 +288,51 @@ describe('PacedCaller: a refused token (401)', () => {
 
   it('a failure of the access layer (its table throttled) is thrown as it is', async () => {
     const throttled = new Error('the connections table is throttled');
-    access = { asked: [], afterRefusal: async () => Promise.reject(throttled) } as unknown as ScriptedAccess;
+    access = { asked: [], knownRefused: () => false, afterRefusal: async () => Promise.reject(throttled) } as unknown as ScriptedAccess;
     await expect(caller().call(session, scripted(fail('unauthorized', 401)).request, {})).rejects.toBe(throttled);
+  });
+
+  it('a token another call met a 401 with is not sent again: the call asks the access layer instead, sends nothing, and waits as told', async () => {
+    const failing: ConnectionGate = { kind: 'wait', reason: 'connection "acme" is failing: the provider refused its refresh token', seconds: 300 };
+    access = new ScriptedAccess([failing]);
+    const { request, sent } = scripted(fail('unauthorized', 401), 'x');
+    await expect(caller().call(session, request, { itemId: 'a' })).rejects.toBeInstanceOf(WaitError);
+    // The batch's next record of the same connection: no request, no slot taken.
+    const error = await caller().call(session, request, { itemId: 'b' }).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(WaitError);
+    expect(error).toMatchObject({ message: failing.reason, wait: { kind: 'connection', reason: failing.reason, seconds: 300 } });
+    expect(sent).toEqual(['token-1']);
+    expect(pace.asked).toHaveLength(1);
+    expect(access.asked).toEqual([
+      { connection: 'acme', rejected: 'token-1' },
+      { connection: 'acme', rejected: 'token-1' },
+    ]);
+  });
+
+  it('refused while the call waited for its slot: that token is not sent; the access layer\'s other token is', async () => {
+    access = new ScriptedAccess([ready('token-2')]);
+    const acquire = pace.acquire.bind(pace);
+    pace.acquire = async (options) => {
+      // Another call of the connection met a 401 with token-1 meanwhile.
+      if (pace.asked.length === 0) access.asked.push({ connection: 'acme', rejected: 'token-1' });
+      return acquire(options);
+    };
+    const { request, sent } = scripted('x');
+    expect(await caller().call(session, request, {})).toBe('x');
+    expect(sent).toEqual(['token-2']);
+    expect(pace.asked).toHaveLength(2);
+    expect(session.token).toBe('token-2');
+  });
+
+  it('a token known refused and nothing newer: no request, the call waits REFUSED_WAIT_SECONDS', async () => {
+    access = new ScriptedAccess([ready('token-1')]);
+    access.asked.push({ connection: 'acme', rejected: 'token-1' });
+    const { request, sent } = scripted('x');
+    const error = await caller().call(session, request, {}).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(WaitError);
+    expect(error).toMatchObject({ wait: { kind: 'connection', seconds: REFUSED_WAIT_SECONDS } });
+    expect(sent).toEqual([]);
+    expect(pace.asked).toEqual([]);
   });
 
   it('never puts a token in an error or a log line', async () => {
