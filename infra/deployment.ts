@@ -98,17 +98,17 @@ export function syncDeployment(config: ContentSyncConfig, names: ResourceNames):
       // Only when the operator knows the provider's limit; PACE_FALLBACK_REQUESTS_PER_SECOND and
       // SYNC_POSTPONE_MAX_SECONDS keep the function's defaults.
       ...(config.providerRequestsPerSecond === undefined ? {} : { [ENV.providerRequestsPerSecond]: String(config.providerRequestsPerSecond) }),
-      ...discoveryEnvironment(config, names),
+      // The background lane: discovery's children, and a connection's backlog in a users' batch.
+      // (The reconcile queue exists in every deployment, whatever freshnessHours is; the local
+      // system without it passes an empty URL, which leaves the variable unset.)
+      ...(names.reconcileQueueUrl !== '' ? { [ENV.reconcileQueueUrl]: names.reconcileQueueUrl } : {}),
+      ...discoveryEnvironment(config),
     },
   };
 }
 
-/**
- * Discovery's variables, only when it is on (context `childrenPath`): the dot paths, and the
- * reconcile queue, where the children are sent (it exists in every deployment, whatever
- * freshnessHours is).
- */
-function discoveryEnvironment(config: ContentSyncConfig, names: Pick<ResourceNames, 'reconcileQueueUrl'>): Record<string, string> {
+/** Discovery's variables, only when it is on (context `childrenPath`): the dot paths (its children go to the background lane). */
+function discoveryEnvironment(config: ContentSyncConfig): Record<string, string> {
   const { discovery } = config;
   if (discovery === undefined) return {};
   return {
@@ -116,7 +116,6 @@ function discoveryEnvironment(config: ContentSyncConfig, names: Pick<ResourceNam
     [ENV.childIdPath]: discovery.childIdPath,
     ...(discovery.childRevisionPath !== undefined ? { [ENV.childRevisionPath]: discovery.childRevisionPath } : {}),
     ...(discovery.childrenTotalPath !== undefined ? { [ENV.childrenTotalPath]: discovery.childrenTotalPath } : {}),
-    [ENV.reconcileQueueUrl]: names.reconcileQueueUrl,
   };
 }
 

@@ -2,7 +2,8 @@
  * What the ids users push cost: every request from the first send to the last record done (and,
  * for changed ids, to the last change event put), as the simulation's meter counted it, at the
  * public prices of reconcile-cost.ts, line by line and by AWS service. The users' sends (the
- * enqueue tool's SendMessageBatch), the sync queue's event source, the sync's containers on it, the
+ * enqueue tool's SendMessageBatch), the sync queue's event source, the sync's containers on it (and
+ * on the reconcile queue, when a users' batch moved a backlog's ids to the background lane), the
  * items table's stream and the change-events function with its PutEvents. The token refresher's
  * schedule is left out, as in the pass's cost: it runs whatever is sent.
  */
@@ -39,12 +40,17 @@ export function pushCost(meter: PushMeter, sends: CallCounts, ids: number, secon
   const sqs = (what: string, calls: number): void =>
     void lines.push({ service: 'SQS', what: `SQS ${what}`, requests: calls, units: `${calls} requests`, usd: (calls / 1e6) * PRICES.sqsRequestPerMillion });
   for (const [operation, calls] of Object.entries(sends)) sqs(`${operation} (users, the enqueue tool)`, calls);
-  const events = meter.eventSource.sync;
-  sqs(`ReceiveMessage (event source on the sync queue; ${events.emptyReceives} came back empty)`, events.receives);
-  sqs('DeleteMessageBatch (event source on the sync queue)', events.deleteBatches);
-  for (const [operation, calls] of Object.entries(meter.sqs.sync)) sqs(`${operation} (${who('sync')})`, calls);
+  // The sync on the reconcile queue counts when it worked: the ids a users' batch moved to the background lane.
+  const syncSources = meter.lambda.reconcile.invocations > 0 ? (['sync', 'reconcile'] as const) : (['sync'] as const);
+  for (const source of syncSources) {
+    const queue = source === 'sync' ? 'the sync queue' : 'the reconcile queue';
+    const events = meter.eventSource[source];
+    sqs(`ReceiveMessage (event source on ${queue}; ${events.emptyReceives} came back empty)`, events.receives);
+    sqs(`DeleteMessageBatch (event source on ${queue})`, events.deleteBatches);
+    for (const [operation, calls] of Object.entries(meter.sqs[source])) sqs(`${operation} (${who(source)})`, calls);
+  }
 
-  for (const source of ['sync', 'changeEvents'] as const) {
+  for (const source of [...syncSources, 'changeEvents'] as const) {
     for (const [key, count] of Object.entries(meter.dynamo[source])) {
       const { table: _table, write: _write, ...line } = dynamoCost(key, count, who(source));
       lines.push({ service: 'DynamoDB', ...line });
@@ -59,7 +65,7 @@ export function pushCost(meter: PushMeter, sends: CallCounts, ids: number, secon
     usd: 0,
   });
 
-  for (const source of ['sync', 'changeEvents'] as const) {
+  for (const source of [...syncSources, 'changeEvents'] as const) {
     const lambda = meter.lambda[source];
     if (source === 'changeEvents' && lambda.invocations === 0) continue;
     for (const line of lambdaCost(lambda, who(source), seconds, tracing)) lines.push({ service: line.what.startsWith('X-Ray') ? 'X-Ray' : 'Lambda', ...line });
@@ -73,7 +79,7 @@ export function pushCost(meter: PushMeter, sends: CallCounts, ids: number, secon
     usd: (bridge.billedEvents / 1e6) * PRICES.eventBridgeEventPerMillion,
   });
   if (logsMetered) {
-    for (const source of ['sync', 'changeEvents'] as const) {
+    for (const source of [...syncSources, 'changeEvents'] as const) {
       if (source === 'changeEvents' && meter.lambda[source].invocations === 0) continue;
       const bytes = logBytes(meter, source);
       lines.push({ service: 'CloudWatch Logs', what: `CloudWatch Logs ingestion (${who(source)}: log lines, EMF metrics, Lambda's START/END/REPORT)`, requests: 0, units: `${round(bytes / 1e6, 1)} MB`, usd: (bytes / 2 ** 30) * PRICES.logsIngestedPerGb });

@@ -162,6 +162,8 @@ export function createSyncHandler(deps: SyncHandlerDeps): SyncHandler {
     requeue: new SqsMessageRequeue(deps.sqs, queueUrls, { sleep }),
     // Discovery on (CHILDREN_PATH): a folder's children go to the reconcile queue, in the background lane.
     ...(config.discovery !== undefined ? { discovery: new SqsDiscoverySink(deps.sqs, config.discovery.queueUrl, { sleep }) } : {}),
+    // A connection's backlog in a users' batch goes to the background lane (the reconcile queue).
+    ...(config.backgroundQueueUrl !== undefined ? { background: new SqsDiscoverySink(deps.sqs, config.backgroundQueueUrl, { sleep }) } : {}),
     clock,
     log: logger,
     random,

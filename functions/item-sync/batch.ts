@@ -37,6 +37,8 @@ export interface SyncCounts extends DiscoveryCounts {
   postponed: number;
   /** Provider answers 429 met by this batch. */
   rateLimited: number;
+  /** Records of a connection's backlog in a users' batch, sent to the background lane (sync.ts). */
+  movedToBackground: number;
 }
 
 export interface BatchReport {

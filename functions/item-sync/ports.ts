@@ -157,16 +157,20 @@ export interface ItemObjectStore {
 }
 
 /**
- * Where discovery sends the children it finds (docs/discovery.md): the reconcile queue, each id a
- * background-lane message of its folder's connection.
+ * The background lane (the reconcile queue): each id a background-lane message of its connection.
+ * Discovery sends the children it finds there (docs/discovery.md), and a users' batch the backlog
+ * of a connection beyond what it syncs (sync.ts).
  */
-export interface DiscoverySink {
+export interface BackgroundLane {
   /**
    * Sends every id as `{"connection", "id"}`; never throws. Returns the ids that could not be sent,
-   * with why (the folder is then retried: its row is not written).
+   * with why (a folder is then retried: its row is not written; a backlog's id is synced where it is).
    */
   send(connection: string, ids: readonly string[]): Promise<Array<{ id: string; error: string }>>;
 }
+
+/** Where discovery sends the children it finds: the background lane. */
+export type DiscoverySink = BackgroundLane;
 
 /** A message that can never succeed as sent. */
 export interface DeadLetter {

@@ -4,7 +4,9 @@
  * and the source queue through ports (SyncPorts), and works by its settings (SyncSettings).
  *
  *   1. parse every body (a bad body, id or connection is dead at once) and group records by
- *      connection and item id, so that several records for one item cost one fetch;
+ *      connection and item id, so that several records for one item cost one fetch; in a users'
+ *      batch, a connection's ids beyond USERS_IDS_PER_CONNECTION (a backlog sent to the users'
+ *      queue) go to the background lane, where they yield to users' ids, and are done here;
  *   2. ask each connection of the batch once whether its items can be fetched now (its gate,
  *      ConnectionAccess.open, with the batch's deadline: no token refresh starts that could not
  *      end before it): `dead` (unknown, removed) dead-letters its records with the gate's
@@ -12,7 +14,8 @@
  *      seconds; `ready` gives the token and the provider pace (`paceKey`) its items are fetched
  *      with. One connection's gate never touches another's records;
  *   3. read the stored revisions of every ready item at once;
- *   4. per item, with bounded concurrency (item-run.ts): fetch (the paced provider call,
+ *   4. per item, the connections taken in turn (the one with fewest ids first), with bounded
+ *      concurrency (item-run.ts): fetch (the paced provider call,
  *      shared/provider/paced-call.ts: the connection's pace and token, retries of transient
  *      failures), validate, compare and write only what changed, conditionally on the stored row
  *      being the one compared (an item too large for a row goes whole to the items bucket first:
@@ -42,7 +45,7 @@ import { ItemRun, type ItemRunPorts, type ItemRunSettings } from './item-run.js'
 import { parseMessageBody, type SyncMessage } from './message.js';
 import { carryOut, type CarryOutPorts } from './outcome/carry-out.js';
 import { outcomeOf, type Outcome, type OutcomePolicy, type PostponePolicy } from './outcome/decide.js';
-import type { ItemKey, StoredRevisions } from './ports.js';
+import type { BackgroundLane, ItemKey, StoredRevisions } from './ports.js';
 
 export type { BatchOptions, BatchReport, SyncCounts, SyncRecord } from './batch.js';
 
@@ -59,6 +62,8 @@ export interface SyncPorts extends PacedCallPorts, CarryOutPorts, ItemRunPorts {
    * `breakerKey` (the gate's: its client id's): one per key, shared by the batches of a container.
    */
   paceFor(paceKey: string, breakerKey?: string): PaceGate;
+  /** The background lane (the reconcile queue), where a users' batch sends a connection's backlog; none: it is synced where it is. */
+  background?: BackgroundLane;
 }
 
 /** How the batch works: the configuration's values (SyncConfig) and the core's own constants. */
@@ -72,6 +77,14 @@ export interface SyncSettings extends PostponePolicy, ItemRunSettings {
 }
 
 export const DEFAULT_WRITE_ROUNDS = 3;
+
+/**
+ * The most ids of one connection a users' batch syncs; the connection's other ids in the batch go
+ * to the background lane. A user's ids come a few at a time; more in one batch are a backlog (an
+ * import, a first sync) sent to the users' queue, which would hold the batch, and the quiet
+ * accounts' ids that wait for the invocation, for as long as the pace takes to fetch them.
+ */
+export const USERS_IDS_PER_CONNECTION = 10;
 
 /** 200 ms, doubling up to 2 s, half fixed and half random. */
 export const DEFAULT_FETCH_BACKOFF: Backoff = { baseMs: 200, capMs: 2_000, jitter: 'equal' };
@@ -115,6 +128,7 @@ export async function syncBatch(
     deadLettered: 0,
     postponed: 0,
     rateLimited: 0,
+    movedToBackground: 0,
     childrenDiscovered: 0,
     childrenSkipped: 0,
     listingsTruncated: 0,
@@ -128,6 +142,7 @@ export async function syncBatch(
   // The batch is the sweep when every record is the background lane's (a batch comes from one
   // queue); one users' id among them makes it users': users' ids never wait behind the sweep.
   const sweep = records.length > 0 && records.every((record) => record.background === true);
+  if (!sweep && ports.background) await moveBacklogs(grouped, outcomes, ports.background, ports);
   const caller = new PacedCaller(
     ports,
     { attempts: settings.fetchAttempts, backoff: settings.backoff },
@@ -179,6 +194,46 @@ function group(
 }
 
 /**
+ * A users' batch's backlogs: every connection's ids beyond the first USERS_IDS_PER_CONNECTION go
+ * to the background lane, their records done here (`moved`). An id that could not be sent stays in
+ * the batch and is synced here.
+ */
+async function moveBacklogs(grouped: Grouped, outcomes: Map<string, Outcome>, background: BackgroundLane, ports: Pick<SyncPorts, 'log'>): Promise<void> {
+  await Promise.all(
+    [...grouped].map(async ([connection, items]) => {
+      if (items.size <= USERS_IDS_PER_CONNECTION) return;
+      const ids = [...items.keys()].slice(USERS_IDS_PER_CONNECTION);
+      const failed = await background.send(connection, ids);
+      const unsent = new Set(failed.map(({ id }) => id));
+      const reason = `connection "${connection}" had ${items.size} ids in a users' batch; the ids beyond the first ${USERS_IDS_PER_CONNECTION} go to the background lane`;
+      for (const id of ids) {
+        if (unsent.has(id)) continue;
+        for (const record of items.get(id)!) outcomes.set(record.messageId, { kind: 'moved', reason });
+        items.delete(id);
+      }
+      if (failed.length > 0) {
+        ports.log.warn('ids of a backlog could not be sent to the background lane; they are synced here', { connection, ids: failed.length, error: failed[0]!.error });
+      }
+    }),
+  );
+}
+
+/**
+ * The batch's items in the order they are fetched: the connections in turn, one id each, the
+ * connection with the fewest ids first. A connection with many ids is fetched beside the others,
+ * not before them.
+ */
+export function fairOrder(keysByConnection: ReadonlyArray<readonly ItemKey[]>): ItemKey[] {
+  const lists = [...keysByConnection].sort((a, b) => a.length - b.length);
+  const total = lists.reduce((sum, list) => sum + list.length, 0);
+  const order: ItemKey[] = [];
+  for (let round = 0; order.length < total; round += 1) {
+    for (const list of lists) if (round < list.length) order.push(list[round]!);
+  }
+  return order;
+}
+
+/**
  * The outcome of every item: each connection's gate asked once (all at once), then the stored
  * revisions of the ready connections' items read at once, then each item synced with bounded
  * concurrency. A connection whose pace's breaker is open, with no probe due here, waits without a
@@ -195,7 +250,7 @@ async function syncConnections(grouped: Grouped, run: ItemRun, ports: SyncPorts,
       else sessions.set(connection, session);
     }),
   );
-  const keys = [...sessions.keys()].flatMap(keysOf);
+  const keys = fairOrder([...sessions.keys()].map(keysOf));
   if (keys.length === 0) return outcomes;
   let stored: StoredRevisions;
   try {

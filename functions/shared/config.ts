@@ -116,6 +116,12 @@ export interface SyncConfig extends ConnectionsConfig, MetricsConfig {
    * children are sent to for checking. Undefined when CHILDREN_PATH is not set (discovery off).
    */
   discovery: DiscoveryConfig | undefined;
+  /**
+   * The background lane (RECONCILE_QUEUE_URL, optional here: the stacks always deploy the reconcile
+   * queue and set it): where a users' batch sends a connection's backlog. Unset: a backlog is
+   * synced where it is.
+   */
+  backgroundQueueUrl?: string;
 }
 
 /** Where a folder item lists its children (context `childrenPath` and the keys beside it), and where they go. */
@@ -439,6 +445,7 @@ export function loadSyncConfig(env: Env = process.env): SyncConfig {
     usersReservedPercent: integer(env, ENV.usersReservedPercent, DEFAULTS.usersReservedPercent, 0, 90),
     s3Endpoint: s3Endpoint(env),
     discovery: discovery(env),
+    ...(env[ENV.reconcileQueueUrl] !== undefined && env[ENV.reconcileQueueUrl] !== '' ? { backgroundQueueUrl: queueUrl(env, ENV.reconcileQueueUrl) } : {}),
     stage: stage(env),
   };
 }

@@ -54,6 +54,7 @@ export const SYNC_METRIC_NAMES = {
   retried: 'RecordsRetried',
   deadLettered: 'RecordsDeadLettered',
   postponed: 'RecordsPostponed',
+  movedToBackground: 'RecordsMovedToBackground',
   rateLimited: 'ProviderRateLimited',
   // Discovery (docs/discovery.md): zeros when it is off.
   /** Child ids sent to the reconcile queue for checking. */

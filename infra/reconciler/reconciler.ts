@@ -64,7 +64,8 @@ export interface ReconcileEventSourceProps {
  * a lane of 2 would stop at 100: 10M ids need 116 a second in a day (docs/reconciler.md, "The sweep lane").
  * Sweep records that must wait are sent again to the queue they came from: sqs:SendMessage on it.
  * The same grant lets discovery (context `childrenPath`, docs/discovery.md) send a folder's
- * children there, in the background lane; nothing more is granted for it.
+ * children there, in the background lane, and a users' batch a connection's backlog
+ * (docs/fairness.md); nothing more is granted for them.
  */
 export function addReconcileEventSource(props: ReconcileEventSourceProps): void {
   const { sync, reconcileQueue, config } = props;

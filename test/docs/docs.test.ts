@@ -13,6 +13,7 @@ import { DEFAULTS, ENV } from '../../functions/shared/config.js';
 import { MAX_RECEIVE_COUNT } from '../../functions/shared/sync-queue.js';
 import { DEFAULT_PACE_SETTINGS, MAX_RETRY_AFTER_MS, MIN_RETRY_AFTER_MS } from '../../functions/shared/provider/pace/pace-state.js';
 import { SYNC_PACE_LEASE_SECONDS } from '../../functions/item-sync/app.js';
+import { USERS_IDS_PER_CONNECTION } from '../../functions/item-sync/sync.js';
 import { CONTEXT_KEYS, NUMBER_RULES, OPTIONAL_NUMBER_RULES, readContentSyncConfig, syncTimeoutSeconds } from '../../infra/context.js';
 import { BATCHING_WINDOW_SECONDS, syncEventSourceDeployment, VISIBILITY_FACTOR } from '../../infra/deployment.js';
 import { BENCH_DEFAULTS } from '../../dev/bench/bench/options.js';
@@ -369,6 +370,11 @@ describe('what the stacks deploy, as the pages state it', () => {
     const paged = tableWithHeader(page('README.md'), ['alarm', 'first action', 'runbook']).rows.map((row) => stated(row[0]!));
     expect([...runbook].sort()).toEqual(alarms);
     expect([...paged].sort()).toEqual(alarms);
+  });
+
+  it('moves a backlog beyond as many ids a connection as docs/fairness.md says', () => {
+    const [ids] = figure('docs/fairness.md', /A users' batch syncs at most \*\*(\d+) ids of one connection\*\*/).map(Number);
+    expect(ids).toBe(USERS_IDS_PER_CONNECTION);
   });
 
   it("waits before a purge as long as docs/connections.md says, from the defaults", () => {

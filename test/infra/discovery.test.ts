@@ -88,11 +88,14 @@ describe('the item sync environment (infra/deployment.ts)', () => {
     eventBusName: 'bus',
   };
 
-  it('discovery off: none of its variables, and no RECONCILE_QUEUE_URL', () => {
+  it('discovery off: none of its variables; RECONCILE_QUEUE_URL all the same (the background lane of a backlog)', () => {
     const environment = syncDeployment(read(base), names).environment;
-    for (const name of [ENV.childrenPath, ENV.childIdPath, ENV.childRevisionPath, ENV.childrenTotalPath, ENV.reconcileQueueUrl]) {
+    for (const name of [ENV.childrenPath, ENV.childIdPath, ENV.childRevisionPath, ENV.childrenTotalPath]) {
       expect(environment).not.toHaveProperty(name);
     }
+    expect(environment).toMatchObject({ RECONCILE_QUEUE_URL: 'https://sqs.example/reconcile' });
+    // The local system without a reconcile queue passes no URL: the variable is left unset.
+    expect(syncDeployment(read(base), { ...names, reconcileQueueUrl: '' }).environment).not.toHaveProperty(ENV.reconcileQueueUrl);
   });
 
   it('discovery on: the paths given (CHILD_ID_PATH always) and the reconcile queue', () => {

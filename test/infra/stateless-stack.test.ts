@@ -42,6 +42,7 @@ beforeAll(() => {
   imports.dlqArn = importOf(f, arn('AWS::SQS::Queue', 'DeadLetterQueue'));
   imports.bucketName = importOf(f, ref('AWS::S3::Bucket', 'ItemsBucket'));
   imports.reconcileQueueArn = importOf(f, arn('AWS::SQS::Queue', 'ReconcileQueue'));
+  imports.reconcileQueueUrl = importOf(f, ref('AWS::SQS::Queue', 'ReconcileQueue'));
 });
 
 const logsStatement = (logGroupId: string) => ({
@@ -241,6 +242,8 @@ describe('stateless stack', () => {
         [ENV.controlTableName]: imports.controlTableName,
         // usersReservedPercent's default: always set.
         [ENV.usersReservedPercent]: '20',
+        // The background lane, where a users' batch sends a connection's backlog.
+        [ENV.reconcileQueueUrl]: imports.reconcileQueueUrl,
         POWERTOOLS_SERVICE_NAME: 'item-sync',
         POWERTOOLS_LOG_LEVEL: 'INFO',
         NODE_OPTIONS: '--enable-source-maps',
@@ -268,6 +271,7 @@ describe('stateless stack', () => {
           ENV.deadLetterQueueUrl,
           ENV.controlTableName,
           ENV.usersReservedPercent,
+          ENV.reconcileQueueUrl,
           ENV.providerRequestsPerSecond,
           'POWERTOOLS_SERVICE_NAME',
           'POWERTOOLS_LOG_LEVEL',

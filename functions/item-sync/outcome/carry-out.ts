@@ -146,11 +146,15 @@ function settle(
   for (const record of records) {
     const outcome = outcomes.get(record.messageId)!;
     if (outcome.kind === 'done') log.debug('record done', { ...where(record), result: outcome.result });
+    else if (outcome.kind === 'moved') log.debug('record moved to the background lane', { ...where(record), reason: outcome.reason });
   }
   for (const record of records) {
     const outcome = outcomes.get(record.messageId)!;
     switch (outcome.kind) {
       case 'done':
+        break;
+      case 'moved':
+        counts.movedToBackground += 1;
         break;
       case 'later':
         counts.postponed += 1;

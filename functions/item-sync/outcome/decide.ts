@@ -1,6 +1,6 @@
 /**
  * The one place that decides how a record ends (docs/item-sync.md, "How each message ends"): done, later, retry,
- * or dead; carry-out.ts, beside it, does what each decision asks. Every error the sync meets is
+ * dead, or moved (to the background lane); carry-out.ts, beside it, does what each decision asks. Every error the sync meets is
  * mapped here; an error nobody anticipated is retried (SQS's own redrive policy moves a message that
  * keeps failing to the dead-letter queue in the end).
  */
@@ -22,7 +22,12 @@ export type Outcome =
   | { kind: 'later'; reason: string; wait: Wait }
   /** `delaySeconds`: the provider's Retry-After, applied to the message's visibility. */
   | { kind: 'retry'; reason: string; delaySeconds?: number }
-  | { kind: 'dead'; reason: string };
+  | { kind: 'dead'; reason: string }
+  /**
+   * Moved: a users' batch held more of the connection's ids than it syncs (a backlog sent to the
+   * users' queue); the id was sent to the background lane, and the delivered message is done.
+   */
+  | { kind: 'moved'; reason: string };
 
 /** Longest visibility timeout SQS accepts (12 hours). */
 export const MAX_DELAY_SECONDS = 43_200;
@@ -38,7 +43,7 @@ export interface OutcomePolicy {
   rateLimitMinDelaySeconds: number;
 }
 
-export function outcomeOf(error: unknown, policy: OutcomePolicy): Exclude<Outcome, { kind: 'done' }> {
+export function outcomeOf(error: unknown, policy: OutcomePolicy): Exclude<Outcome, { kind: 'done' | 'moved' }> {
   if (error instanceof WaitError) return { kind: 'later', reason: error.message, wait: error.wait };
   if (error instanceof PermanentError) return { kind: 'dead', reason: error.message };
   if (error instanceof ProviderError) {

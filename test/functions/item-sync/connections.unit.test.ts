@@ -197,12 +197,12 @@ describe('a refused token (401)', () => {
     const { result, metrics } = await run(build(provider, { paceStore, env: { SYNC_FETCH_CONCURRENCY: '1' } }), bodies);
 
     expect(result).toEqual({ batchItemFailures: [] });
-    // a1 met the refusal; a2, fetched after it, was sent the new token at once; globex kept its own.
+    // globex first (the connection with fewer ids); a1 met the refusal; a2, fetched after it, was sent the new token at once.
     expect(provider.calls.map((call) => [call.id, call.token])).toEqual([
+      ['g', 'at-globex-1'],
       ['a1', 'at-acme-1'],
       ['a1', 'at-acme-2'],
       ['a2', 'at-acme-2'],
-      ['g', 'at-globex-1'],
     ]);
     expect(harness.connections.refusals()).toEqual([{ connection: 'acme', rejected: 'at-acme-1' }]);
     expect(paceStore.state).toMatchObject({ failures: 0, breaker: { open: false } });

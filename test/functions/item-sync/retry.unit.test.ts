@@ -218,7 +218,7 @@ describe('time budget', () => {
 });
 
 describe('observability', () => {
-  it('publishes the twelve counters (discovery\'s three as zeros when it is off) and the pace once per batch under ContentSync, and logs the connection and item id of every record', async () => {
+  it('publishes the thirteen counters (discovery\'s three as zeros when it is off) and the pace once per batch under ContentSync, and logs the connection and item id of every record', async () => {
     stored([{ id: 'same', revision: '1' }, { id: 'gone', revision: '1' }, { id: 'old', revision: '1' }]);
     const provider = new ScriptedProvider()
       .on('new', item('new', 1))
@@ -247,6 +247,7 @@ describe('observability', () => {
       RecordsDeadLettered: 1,
       RecordsPostponed: 0,
       ProviderRateLimited: 0,
+      RecordsMovedToBackground: 0,
       ChildrenDiscovered: 0,
       ChildrenSkipped: 0,
       ListingsTruncated: 0,

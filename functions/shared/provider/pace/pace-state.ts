@@ -44,8 +44,13 @@ export interface PaceState {
   cutAt: number;
   /** Epoch ms growth was last applied up to. */
   grownAt: number;
-  /** Epoch ms before which no request may go out (the latest Retry-After). */
+  /** Epoch ms before which no request may go out (the latest Retry-After met by a users' request). */
   blockedUntil: number;
+  /**
+   * Epoch ms before which the sweep sends nothing (the latest Retry-After met by a sweep request):
+   * the sweep's 429 stops the sweep, never users' ids. Undefined: none.
+   */
+  sweepBlockedUntil?: number;
   breaker: Breaker;
   /** Failed requests (5xx, time-outs, connections) reported by any container since the last success anyone reported. */
   failures: number;
@@ -136,14 +141,19 @@ export function leaseSize(rate: number, settings: PaceSettings): number {
   return Math.max(1, Math.floor(rate * settings.leaseSeconds));
 }
 
-/** The rate after `ms` of demand-limited time without a 429. */
-export function grownRate(state: Pick<PaceState, 'rate' | 'ceiling'>, ms: number, settings: PaceSettings): number {
+/**
+ * The rate after `ms` of demand-limited time without a 429. `sweep`: the growth the sweep's demand
+ * makes. The sweep never slow-starts: with no ceiling yet it grows as a probe above one does, so
+ * that a sweep starting at an unknown limit comes up to it rather than overshooting it (its 429s
+ * would be paid by users' ids waiting on the cut).
+ */
+export function grownRate(state: Pick<PaceState, 'rate' | 'ceiling'>, ms: number, settings: PaceSettings, sweep = false): number {
   const seconds = Math.min(ms, MAX_GROWTH_STEP_MS) / 1000;
   if (seconds <= 0) return state.rate;
   let rate: number;
   const { ceiling } = state;
   if (ceiling === undefined) {
-    rate = state.rate * (1 + SLOW_START_GROWTH) ** seconds;
+    rate = state.rate * (1 + (sweep ? PROBE_GROWTH : SLOW_START_GROWTH)) ** seconds;
   } else if (state.rate < 0.9 * ceiling) {
     rate = Math.min(0.9 * ceiling, state.rate * (1 + FAST_GROWTH) ** seconds);
   } else if (state.rate < 1.1 * ceiling) {
@@ -169,6 +179,8 @@ export type Draw =
 /**
  * Takes up to `want` tokens at `now`. Returns the new state and what was granted. `sawSuccess`: the
  * drawing container had a request succeed since its last draw (the failure count starts again).
+ * `spentLast`: the drawing container spent every token of its last lease (a sweep whose leases
+ * expire unspent is not held back by the rate, and does not make it grow).
  */
 export function draw(
   state: PaceState,
@@ -177,6 +189,7 @@ export function draw(
   settings: PaceSettings,
   sawSuccess = false,
   sweep = false,
+  spentLast = true,
 ): { state: PaceState; draw: Draw } {
   const next: PaceState = { ...state };
   if (sawSuccess && next.failures > 0) next.failures = 0;
@@ -198,9 +211,9 @@ export function draw(
   // (which takes a lease as soon as one is there) found that its bucket did not overflow since the
   // last draw, give or take half a lease (a container's jitter). A sweep that asks for less than
   // its share lets the bucket fill and spill over.
-  const demandLimited = sweep ? sweepRefilled < cap + sweepLease(next.rate, want, settings) / 2 : next.tokens < want;
+  const demandLimited = sweep ? spentLast && sweepRefilled < cap + sweepLease(next.rate, want, settings) / 2 : next.tokens < want;
   if (demandLimited && now - next.cutAt >= settings.cutCooldownMs) {
-    next.rate = grownRate(next, now - next.grownAt, settings);
+    next.rate = grownRate(next, now - next.grownAt, settings, sweep);
   }
   next.grownAt = Math.max(next.grownAt, now);
   if (sweep) return drawSweep(next, now, want, settings);
@@ -266,6 +279,9 @@ function sweepLease(rate: number, want: number, settings: PaceSettings): number 
  * per request or two (with several containers polling the bucket, it never fills otherwise).
  */
 function drawSweep(next: PaceState, now: number, want: number, settings: PaceSettings): { state: PaceState; draw: Draw } {
+  if (next.sweepBlockedUntil !== undefined && now < next.sweepBlockedUntil) {
+    return { state: next, draw: { kind: 'wait', retryAt: next.sweepBlockedUntil, why: 'retry-after' } };
+  }
   const sweepTokens = next.sweepTokens ?? 0;
   const need = sweepLease(next.rate, want, settings);
   if (next.tokens < need || sweepTokens < need) {
@@ -283,12 +299,14 @@ function drawSweep(next: PaceState, now: number, want: number, settings: PaceSet
 
 /**
  * A request was answered 429 at `now`: every container stops until its Retry-After, and the rate is
- * cut (once per cool-down: the many 429s of one episode are one signal).
+ * cut (once per cool-down: the many 429s of one episode are one signal). A sweep request's 429
+ * (`sweep`) stops the sweep alone: users' ids go on, at the cut rate.
  */
-export function rateLimited(state: PaceState, now: number, retryAfterMs: number | undefined, settings: PaceSettings): PaceState {
+export function rateLimited(state: PaceState, now: number, retryAfterMs: number | undefined, settings: PaceSettings, sweep = false): PaceState {
   const next: PaceState = { ...state };
   const blockMs = Math.min(MAX_RETRY_AFTER_MS, Math.max(MIN_RETRY_AFTER_MS, retryAfterMs ?? settings.defaultRetryAfterMs));
-  next.blockedUntil = Math.max(next.blockedUntil, now + blockMs);
+  if (sweep) next.sweepBlockedUntil = Math.max(next.sweepBlockedUntil ?? 0, now + blockMs);
+  else next.blockedUntil = Math.max(next.blockedUntil, now + blockMs);
   if (now - next.cutAt >= settings.cutCooldownMs) {
     // Refused below the last ceiling: the limit fell. Aim lower than where this 429 came, so that the
     // rate comes down to the new limit in a few cuts rather than creeping down cut after cut.
@@ -296,7 +314,9 @@ export function rateLimited(state: PaceState, now: number, retryAfterMs: number 
     next.ceiling = Math.max(settings.minRate, fell ? next.rate * settings.cutFactor : next.rate);
     next.rate = Math.max(settings.minRate, next.rate * settings.cutFactor);
     next.cutAt = now;
-    next.tokens = 0;
+    // The bucket of the class that met the 429 starts empty: a sweep's leaves users' tokens alone.
+    if (sweep) next.sweepTokens = 0;
+    else next.tokens = 0;
     next.at = Math.max(next.at, now);
   }
   return next;
@@ -335,6 +355,7 @@ export function isPaceState(value: unknown): value is PaceState {
   if (v.ceiling !== undefined && !finite(v.ceiling)) return false;
   if (!finite(v.failures) || (v.failures as number) < 0) return false;
   if (v.sweepTokens !== undefined && !finite(v.sweepTokens)) return false;
+  if (v.sweepBlockedUntil !== undefined && !finite(v.sweepBlockedUntil)) return false;
   const breaker = v.breaker as Record<string, unknown> | undefined;
   if (typeof breaker !== 'object' || breaker === null || typeof breaker.open !== 'boolean') return false;
   if (breaker.open) {

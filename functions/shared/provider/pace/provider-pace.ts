@@ -98,6 +98,10 @@ export class ProviderPace {
   private leaseIsSweep = false;
   private lastRate: number;
   private localBlockedUntil = 0;
+  /** The sweep's own Retry-After in this container: it holds the sweep's requests, never users'. */
+  private localSweepBlockedUntil = 0;
+  /** Tokens of the last lease that expired unspent (a sweep that does not spend its leases does not grow the rate). */
+  private leftUnspent = 0;
   /** What the container knows of the breaker: this pace's own, or the client id's shared view. */
   private readonly breaker: PaceBreaker;
   /** The row the breaker is kept in: the breaker's own, or this pace's (`store`). */
@@ -194,6 +198,7 @@ export class ProviderPace {
     for (;;) {
       const now = this.now();
       if (now < this.localBlockedUntil) return { kind: 'wait', until: this.localBlockedUntil, why: 'retry-after' };
+      if (sweep && now < this.localSweepBlockedUntil) return { kind: 'wait', until: this.localSweepBlockedUntil, why: 'retry-after' };
       const { outage } = this.breaker;
       if (outage && now < this.outageKnownUntil()) {
         return { kind: 'outage', reason: outage.reason, since: outage.since };
@@ -251,9 +256,12 @@ export class ProviderPace {
           MAX_RETRY_AFTER_MS,
           Math.max(MIN_RETRY_AFTER_MS, result.retryAfterMs ?? this.settings.defaultRetryAfterMs),
         );
-        this.localBlockedUntil = Math.max(this.localBlockedUntil, now + retryAfterMs);
+        // A sweep request's 429 holds the sweep alone (this pace serves one class at a time: leaseIsSweep).
+        const sweep = this.leaseIsSweep;
+        if (sweep) this.localSweepBlockedUntil = Math.max(this.localSweepBlockedUntil, now + retryAfterMs);
+        else this.localBlockedUntil = Math.max(this.localBlockedUntil, now + retryAfterMs);
         this.lease = undefined;
-        await this.change('rate limited', (state) => rateLimited(state, now, result.retryAfterMs, this.settings));
+        await this.change('rate limited', (state) => rateLimited(state, now, result.retryAfterMs, this.settings, sweep));
         return;
       }
       case 'failed': {
@@ -340,7 +348,10 @@ export class ProviderPace {
 
   private fromLease(now: number): Grant | undefined {
     const grant = this.lease && spend(this.lease, now);
-    if (!grant) this.lease = undefined;
+    if (!grant && this.lease) {
+      this.leftUnspent = this.lease.tokens;
+      this.lease = undefined;
+    }
     return grant;
   }
 
@@ -364,7 +375,7 @@ export class ProviderPace {
         // A lease no larger than this container can spend, nor than it still wants (expect()):
         // tokens it could not use would expire unused.
         const want = Math.min(leaseSize(state.rate, this.settings), this.options.concurrency, this.demand.wanted());
-        const result = draw(state, now, want, this.settings, this.okSinceDraw, sweep);
+        const result = draw(state, now, want, this.settings, this.okSinceDraw, sweep, this.leftUnspent < 1);
         // A wait takes nothing: no need to write (the refill is counted again at the next draw).
         const changed = result.state !== state && result.draw.kind !== 'wait';
         if (changed && (await this.store.write(result.state, version)) === 'conflict') continue;
@@ -404,7 +415,8 @@ export class ProviderPace {
       case 'wait': {
         if (!this.separateBreaker && this.breaker.outage) this.breaker.outage = undefined;
         if (d.why === 'retry-after') {
-          this.localBlockedUntil = Math.max(this.localBlockedUntil, d.retryAt);
+          if (sweep) this.localSweepBlockedUntil = Math.max(this.localSweepBlockedUntil, d.retryAt);
+          else this.localBlockedUntil = Math.max(this.localBlockedUntil, d.retryAt);
           return { kind: 'wait', until: d.retryAt, why: d.why };
         }
         // Every sweep container that found the bucket short computes the same time: spread them, so

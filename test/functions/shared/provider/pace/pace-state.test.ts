@@ -548,12 +548,33 @@ describe('the sweep (the reconciler’s ids)', () => {
 
   it('grows the rate when it alone keeps up with it (users idle, limit unknown), not when it asks for less', () => {
     const lease = (rate: number): number => Math.min(leaseSize(rate, OPEN), 10);
-    // Coming back at once after each lease: the rate is what holds it back, so the rate grows.
+    // Coming back at once after each lease: the rate is what holds it back, so the rate grows; by
+    // ×1.05 a second at most, never by the users' slow start (×1.5): at an unknown limit the sweep
+    // comes up to it rather than overshooting it.
     const busy = sweepAlone(OPEN, 10_000, 1, lease);
-    expect(busy.current.rate).toBeGreaterThan(50);
+    expect(busy.current.rate).toBeGreaterThan(OPEN.initialRate * 1.5);
+    expect(busy.current.rate).toBeLessThanOrEqual(OPEN.initialRate * 1.05 ** 10 + 1e-9);
     // One lease a second: the buckets are full at every draw; the rate stays where it started.
     const idle = sweepAlone(OPEN, 10_000, 1_000, lease);
     expect(idle.current.rate).toBe(OPEN.initialRate);
+  });
+
+  it('a container whose last lease expired unspent does not make the rate grow (growth follows tokens spent)', () => {
+    const base = state({ rate: 50, tokens: 10, sweepTokens: 0, grownAt: T - 1_000 });
+    expect(draw(base, T, 10, OPEN, false, true, true).state.rate).toBeGreaterThan(50);
+    expect(draw(base, T, 10, OPEN, false, true, false).state.rate).toBe(50);
+  });
+
+  it("its 429 stops the sweep alone: users' ids draw on at the cut rate, the sweep waits out the Retry-After", () => {
+    const after = rateLimited(state({ rate: 100, tokens: 20, sweepTokens: 20 }), T, 5_000, OPEN, true);
+    expect(after).toMatchObject({ blockedUntil: 0, sweepBlockedUntil: T + 5_000, tokens: 20, sweepTokens: 0, ceiling: 100, cutAt: T });
+    expect(after.rate).toBeCloseTo(85, 10);
+    expect(draw(after, T + 1, 5, OPEN).draw).toMatchObject({ kind: 'granted', tokens: 5 });
+    expect(draw(after, T + 1, 5, OPEN, false, true).draw).toEqual({ kind: 'wait', retryAt: T + 5_000, why: 'retry-after' });
+    // A users' 429 stops everyone, the sweep too.
+    const users = rateLimited(state({ rate: 100, tokens: 20, sweepTokens: 20 }), T, 5_000, OPEN);
+    expect(users).toMatchObject({ blockedUntil: T + 5_000, tokens: 0, sweepTokens: 20 });
+    expect(draw(users, T + 1, 5, OPEN, false, true).draw).toEqual({ kind: 'wait', retryAt: T + 5_000, why: 'retry-after' });
   });
 
   it('asks again at most a second later, however slow its share (userShare 0.9 at 5/s: a token in 2 s)', () => {

@@ -1,0 +1,111 @@
+/**
+ * A connection's backlog on the users' queue (sync.ts): a users' batch syncs at most
+ * USERS_IDS_PER_CONNECTION ids of one connection and sends the rest to the background lane (the
+ * reconcile queue, lane `background`, the connection's message group), their records done; a
+ * background batch keeps all its ids; an id that could not be sent is synced where it is; without
+ * the background lane (RECONCILE_QUEUE_URL unset) nothing moves. The fetches take the connections
+ * in turn, the one with the fewest ids first.
+ */
+import { describe, expect, it } from 'vitest';
+import { SendMessageBatchCommand } from '@aws-sdk/client-sqs';
+import { fairOrder, USERS_IDS_PER_CONNECTION } from '../../../functions/item-sync/sync.js';
+import { item, RECONCILE_URL, ScriptedProvider } from './helpers.js';
+import { build, entriesTo, harness, run, runRecords, sqs, useHarness } from './unit-harness.js';
+
+useHarness();
+
+const body = (connection: string, id: string): string => JSON.stringify({ connection, id });
+const ids = (prefix: string, n: number): string[] => Array.from({ length: n }, (_, i) => `${prefix}${i}`);
+
+/** A provider that serves every id asked for. */
+function servingAll(all: readonly string[]): ScriptedProvider {
+  const provider = new ScriptedProvider();
+  for (const id of all) provider.on(id, item(id, 1));
+  return provider;
+}
+
+describe('a backlog in a users\' batch', () => {
+  it(`syncs the first ${USERS_IDS_PER_CONNECTION} ids of a connection and sends the others to the background lane, their records done`, async () => {
+    harness.connections.add('acme').add('globex');
+    const backlog = ids('a', USERS_IDS_PER_CONNECTION + 5);
+    const provider = servingAll([...backlog, 'g0']);
+    const handler = build(provider, { env: { RECONCILE_QUEUE_URL: RECONCILE_URL } });
+    const { result, metrics } = await run(handler, [...backlog.map((id) => body('acme', id)), body('globex', 'g0')]);
+
+    expect(result).toEqual({ batchItemFailures: [] });
+    expect(provider.calls.map((call) => call.id).sort()).toEqual([...backlog.slice(0, USERS_IDS_PER_CONNECTION), 'g0'].sort());
+    expect(entriesTo(RECONCILE_URL)).toEqual(
+      backlog.slice(USERS_IDS_PER_CONNECTION).map((id, index) => ({
+        Id: `m${index}`,
+        MessageBody: body('acme', id),
+        MessageGroupId: 'acme',
+        MessageAttributes: { lane: { DataType: 'String', StringValue: 'background' } },
+      })),
+    );
+    expect(metrics).toMatchObject({ ItemsCreated: USERS_IDS_PER_CONNECTION + 1, RecordsMovedToBackground: 5, RecordsPostponed: 0, RecordsRetried: 0 });
+  });
+
+  it('counts ids, not records: duplicates of an id are one, and move together', async () => {
+    harness.connections.add('acme');
+    const backlog = ids('a', USERS_IDS_PER_CONNECTION + 1);
+    const provider = servingAll(backlog);
+    const handler = build(provider, { env: { RECONCILE_QUEUE_URL: RECONCILE_URL } });
+    const last = backlog.at(-1)!;
+    const { result, metrics } = await run(handler, [...backlog.map((id) => body('acme', id)), body('acme', last), body('acme', 'a0')]);
+    expect(result).toEqual({ batchItemFailures: [] });
+    expect(entriesTo(RECONCILE_URL).map((entry) => entry.MessageBody)).toEqual([body('acme', last)]);
+    expect(metrics).toMatchObject({ RecordsMovedToBackground: 2, ItemsCreated: USERS_IDS_PER_CONNECTION });
+  });
+
+  it(`a connection with ${USERS_IDS_PER_CONNECTION} ids or fewer, a background batch, or no background lane: nothing moves`, async () => {
+    harness.connections.add('acme');
+    const few = ids('a', USERS_IDS_PER_CONNECTION);
+    await run(build(servingAll(few), { env: { RECONCILE_QUEUE_URL: RECONCILE_URL } }), few.map((id) => body('acme', id)));
+    const many = ids('b', USERS_IDS_PER_CONNECTION + 3);
+    const background = await runRecords(
+      build(servingAll(many), { env: { RECONCILE_QUEUE_URL: RECONCILE_URL } }),
+      many.map((id) => ({ body: body('acme', id), attributes: { lane: { type: 'String', value: 'background' } } })),
+    );
+    expect(background.metrics).toMatchObject({ ItemsCreated: many.length, RecordsMovedToBackground: 0 });
+    const none = await run(build(servingAll(many)), many.map((id) => body('acme', id)));
+    expect(none.metrics).toMatchObject({ ItemsCreated: many.length, RecordsMovedToBackground: 0 });
+    expect(entriesTo(RECONCILE_URL)).toEqual([]);
+  });
+
+  it('an id the background lane refused is synced where it is', async () => {
+    harness.connections.add('acme');
+    const backlog = ids('a', USERS_IDS_PER_CONNECTION + 2);
+    sqs.on(SendMessageBatchCommand, { QueueUrl: RECONCILE_URL }).resolves({
+      Successful: [{ Id: 'm0', MessageId: 'x', MD5OfMessageBody: '' }],
+      Failed: [{ Id: 'm1', SenderFault: true, Code: 'InvalidParameterValue', Message: 'refused' }],
+    });
+    const provider = servingAll(backlog);
+    const { result, metrics, logs } = await run(build(provider, { env: { RECONCILE_QUEUE_URL: RECONCILE_URL } }), backlog.map((id) => body('acme', id)));
+    expect(result).toEqual({ batchItemFailures: [] });
+    expect(metrics).toMatchObject({ RecordsMovedToBackground: 1, ItemsCreated: USERS_IDS_PER_CONNECTION + 1 });
+    expect(provider.calls.map((call) => call.id)).toContain(backlog.at(-1));
+    expect(logs.find((line) => line['message'] === 'ids of a backlog could not be sent to the background lane; they are synced here')).toMatchObject({
+      connection: 'acme',
+      ids: 1,
+    });
+  });
+});
+
+describe('fairOrder', () => {
+  it('takes the connections in turn, one id each, the one with the fewest ids first', () => {
+    const key = (connection: string, id: string) => ({ connection, id });
+    const big = ['1', '2', '3', '4'].map((id) => key('big', id));
+    const quiet = [key('quiet', 'q')];
+    const two = [key('two', 'x'), key('two', 'y')];
+    expect(fairOrder([big, quiet, two]).map(({ connection, id }) => `${connection}/${id}`)).toEqual([
+      'quiet/q',
+      'two/x',
+      'big/1',
+      'two/y',
+      'big/2',
+      'big/3',
+      'big/4',
+    ]);
+    expect(fairOrder([])).toEqual([]);
+  });
+});
