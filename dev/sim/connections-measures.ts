@@ -64,6 +64,8 @@ export interface RevokedRequests {
   failingAt: number | undefined;
   /** Item requests answered 401 before that (in-flight fetches that met the revoked access token). */
   refusedItemsBefore: number;
+  /** Item requests answered 401 in all: a container that met the 401 sends the refused token no more. */
+  refusedItems: number;
   afterItems: number;
   afterTokens: number;
   /** Requests after failingAt, a minute on average until `end`. */
@@ -73,12 +75,13 @@ export interface RevokedRequests {
 export function revokedRequests(system: SimSystem, revoked: string, end: number): RevokedRequests {
   const requests = system.provider.requests.filter((r) => r.account === revoked);
   const failingAt = requests.find((r) => r.endpoint === 'token' && r.status === 401)?.respondedAt;
-  if (failingAt === undefined) return { failingAt, refusedItemsBefore: 0, afterItems: 0, afterTokens: 0, perMinute: 0 };
+  const refusedItems = requests.filter((r) => r.endpoint === 'items' && r.status === 401).length;
+  if (failingAt === undefined) return { failingAt, refusedItemsBefore: 0, refusedItems, afterItems: 0, afterTokens: 0, perMinute: 0 };
   const after = requests.filter((r) => (r.receivedAt ?? 0) > failingAt);
   const afterItems = after.filter((r) => r.endpoint === 'items').length;
   const afterTokens = after.filter((r) => r.endpoint === 'token').length;
   const refusedItemsBefore = requests.filter((r) => r.endpoint === 'items' && r.status === 401 && (r.receivedAt ?? 0) <= failingAt).length;
-  return { failingAt, refusedItemsBefore, afterItems, afterTokens, perMinute: (afterItems + afterTokens) / Math.max(1, (end - failingAt) / 60_000) };
+  return { failingAt, refusedItemsBefore, refusedItems, afterItems, afterTokens, perMinute: (afterItems + afterTokens) / Math.max(1, (end - failingAt) / 60_000) };
 }
 
 /** Connections by status in the table at the end, the revoked one's failure reason, and the table's average row size. */

@@ -677,6 +677,51 @@ describe('the sweep (the reconciler’s ids)', () => {
     expect(store.reads).toBe(5);
   });
 
+  it("a sweep request's 429 holds the sweep alone: in this container and in another, users' ids go on", async () => {
+    const sweeper = container();
+    const users = container();
+    expect(await sweeper.acquire(SWEEP)).toEqual(GO);
+    await sweeper.report({ kind: 'rate-limited', retryAfterMs: 5_000 }, GO);
+    expect(store.state).toMatchObject({ blockedUntil: 0, sweepBlockedUntil: T0 + 5_000, sweepTokens: 0 });
+    expect(store.state?.rate).toBeCloseTo(85, 10);
+    clock.set(T0 + 100);
+    // The sweep waits out the Retry-After, here and in the other container; users' ids draw at once.
+    expect(await sweeper.acquire(SWEEP)).toEqual({ kind: 'wait', until: T0 + 5_000, why: 'retry-after' });
+    expect(await users.acquire(SWEEP)).toEqual({ kind: 'wait', until: T0 + 5_000, why: 'retry-after' });
+    expect(await sweeper.acquire()).toEqual(GO);
+    expect(await users.acquire()).toEqual(GO);
+    // A users' 429 holds everyone, the sweep included (a third container sees it at its first draw).
+    await users.report({ kind: 'rate-limited', retryAfterMs: 8_000 }, GO);
+    expect(store.state?.blockedUntil).toBe(T0 + 8_100);
+    expect(await container().acquire(SWEEP)).toEqual({ kind: 'wait', until: T0 + 8_100, why: 'retry-after' });
+    expect(await container().acquire()).toEqual({ kind: 'wait', until: T0 + 8_100, why: 'retry-after' });
+  });
+
+  it('a sweep whose leases expire unspent does not make the rate grow; one that spends them does', async () => {
+    // 200/s: leases of 20 tokens, 5 ms apart, each expiring 100 ms after its last. Half the rate for the
+    // sweep, so that its bucket does not overflow between two leases: only the spending tells the two apart.
+    const UNKNOWN: PaceSettings = { ...DEFAULT_PACE_SETTINGS, initialRate: 200, userShare: 0.5 };
+    const rateAfter = async (spend: number): Promise<number> => {
+      const own = new MemoryPaceStore();
+      const pace = container({ settings: UNKNOWN, concurrency: 50 }, own);
+      clock.set(T0);
+      for (let round = 0; round < 10; round += 1) {
+        const drawnAt = clock.ms;
+        for (let spent = 0, asked = 0; spent < spend; asked += 1) {
+          expect(asked).toBeLessThan(1_000);
+          const grant = await pace.acquire(SWEEP);
+          if (grant.kind === 'wait') clock.set(Math.max(grant.until, clock.ms + 1));
+          else spent += 1;
+        }
+        // A lease partly spent is left to expire (its last token due at +95 ms, gone at +195 ms).
+        if (spend < 20) clock.set(drawnAt + 195);
+      }
+      return own.state!.rate;
+    };
+    expect(await rateAfter(1)).toBe(200);
+    expect(await rateAfter(20)).toBeGreaterThan(200);
+  });
+
   it('writes nothing for a draw that answers wait, and keeps a success seen for the next draw that is written', async () => {
     const seeded: PaceState = { ...initialPaceState(SETTINGS, T0), tokens: -30, failures: 2 };
     await store.write(seeded, 0);
