@@ -18,6 +18,7 @@ import { commandLineMistake } from '../bench/support/cli.js';
 import { n } from '../bench/support/format.js';
 import { BENCH_DIR, machineInfo } from '../bench/support/machine.js';
 import { ACCOUNTS_FULL, ACCOUNTS_SHORT, accountsPass } from './accounts-scenario.js';
+import { BACKLOG_FULL, BACKLOG_SHORT, backlogScenario, type BacklogScale } from './backlog-scenario.js';
 import { CONNECTIONS_FULL, CONNECTIONS_SHORT, connectionsScenario } from './connections-scenario.js';
 import { DISCOVERY_FULL, DISCOVERY_SHORT, discoveryScenario, type DiscoveryScale } from './discovery-scenario.js';
 import { FAIRNESS_FULL, FAIRNESS_SHORT, fairnessScenario } from './fairness-scenario.js';
@@ -135,6 +136,12 @@ const SCENARIOS: Record<string, Scenario> = {
     short: `${FAIRNESS_SHORT.quietAccounts} quiet accounts, a backfill of ${n(FAIRNESS_SHORT.backfillIds)} ids, L = ${FAIRNESS_SHORT.limit}/s`,
     run: (o) => (o.short ? fairnessScenario(FAIRNESS_SHORT, ['background'], progress) : fairnessScenario(FAIRNESS_FULL, undefined, progress)),
   },
+  backlog: {
+    about: 'quiet accounts beside one account\'s backlog, sent to the sync queue and with --backfill, at each L told and not told; progress on standard error',
+    full: backlogSize(BACKLOG_FULL),
+    short: backlogSize(BACKLOG_SHORT),
+    run: (o) => backlogScenario(o.short ? BACKLOG_SHORT : BACKLOG_FULL, progress),
+  },
   refresher: {
     about: 'the token refresher at scale, against a token endpoint limit the pace has to find; progress on standard error',
     full: `${n(REFRESHER_FULL.connections)} connections in use for ${REFRESHER_FULL.hours} hours (most of an hour of real time)`,
@@ -165,6 +172,11 @@ const SCENARIOS: Record<string, Scenario> = {
 /** Names that run several scenarios: `pace` (the default set) and `scope`. */
 const GROUPS: Record<string, string[]> = { pace: Object.keys(PACE_SCENARIOS), scope: Object.keys(SCOPE_SCENARIOS) };
 const DEFAULT_GROUP = 'pace';
+
+function backlogSize(scale: BacklogScale): string {
+  const known = scale.limitKnown.length > 1 ? 'told and not' : scale.limitKnown[0] ? 'told' : 'not told';
+  return `${scale.quietAccounts} quiet accounts, a backlog of ${n(scale.backfillIds)} ids, L = ${scale.limits.join(' and ')}/s ${known}, ${scale.lanes.length * scale.limits.length * scale.limitKnown.length} runs`;
+}
 
 function discoverySize(scale: DiscoveryScale): string {
   return `${n(scale.items)} items ${scale.depth} deep, L = ${scale.limit}/s told, ${scale.quietAccounts} quiet accounts`;
@@ -348,6 +360,7 @@ export async function main(argv: string[], io: SimIo = process): Promise<number>
     ...(names.includes('connections') ? { connections: options.short ? CONNECTIONS_SHORT : CONNECTIONS_FULL } : {}),
     ...(names.includes('accounts') ? { accounts: options.short ? ACCOUNTS_SHORT : ACCOUNTS_FULL } : {}),
     ...(names.includes('fairness') ? { fairness: options.short ? FAIRNESS_SHORT : FAIRNESS_FULL } : {}),
+    ...(names.includes('backlog') ? { backlog: options.short ? BACKLOG_SHORT : BACKLOG_FULL } : {}),
     ...(names.includes('refresher') ? { refresher: options.short ? REFRESHER_SHORT : REFRESHER_FULL } : {}),
     ...(names.includes('discovery') ? { discovery: discoveryScale(options, false) } : {}),
     ...(names.includes('discovery-cycle') ? { discoveryCycle: discoveryScale(options, true) } : {}),

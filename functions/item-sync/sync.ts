@@ -4,16 +4,16 @@
  * and the source queue through ports (SyncPorts), and works by its settings (SyncSettings).
  *
  *   1. parse every body (a bad body, id or connection is dead at once) and group records by
- *      connection and item id, so that several records for one item cost one fetch; in a users'
- *      batch, a connection's ids beyond USERS_IDS_PER_CONNECTION (a backlog sent to the users'
- *      queue) go to the background lane, where they yield to users' ids, and are done here;
+ *      connection and item id, so that several records for one item cost one fetch;
  *   2. ask each connection of the batch once whether its items can be fetched now (its gate,
  *      ConnectionAccess.open, with the batch's deadline: no token refresh starts that could not
  *      end before it): `dead` (unknown, removed) dead-letters its records with the gate's
  *      reason; `wait` (paused, failing, a refresh in progress) sends them again after the gate's
  *      seconds; `ready` gives the token and the provider pace (`paceKey`) its items are fetched
  *      with. One connection's gate never touches another's records;
- *   3. read the stored revisions of every ready item at once;
+ *   3. in a users' batch, send a ready connection's ids beyond USERS_IDS_PER_CONNECTION (a backlog
+ *      sent to the users' queue) to the background lane, where they yield to users' ids (`moved`);
+ *      read the stored revisions of every ready item left at once;
  *   4. per item, the connections taken in turn (the one with fewest ids first), with bounded
  *      concurrency (item-run.ts): fetch (the paced provider call,
  *      shared/provider/paced-call.ts: the connection's pace and token, retries of transient
@@ -84,7 +84,7 @@ export const DEFAULT_WRITE_ROUNDS = 3;
  * import, a first sync) sent to the users' queue, which would hold the batch, and the quiet
  * accounts' ids that wait for the invocation, for as long as the pace takes to fetch them.
  */
-export const USERS_IDS_PER_CONNECTION = 10;
+export const USERS_IDS_PER_CONNECTION = 5;
 
 /** 200 ms, doubling up to 2 s, half fixed and half random. */
 export const DEFAULT_FETCH_BACKOFF: Backoff = { baseMs: 200, capMs: 2_000, jitter: 'equal' };
@@ -142,7 +142,6 @@ export async function syncBatch(
   // The batch is the sweep when every record is the background lane's (a batch comes from one
   // queue); one users' id among them makes it users': users' ids never wait behind the sweep.
   const sweep = records.length > 0 && records.every((record) => record.background === true);
-  if (!sweep && ports.background) await moveBacklogs(grouped, outcomes, ports.background, ports);
   const caller = new PacedCaller(
     ports,
     { attempts: settings.fetchAttempts, backoff: settings.backoff },
@@ -150,7 +149,7 @@ export async function syncBatch(
   );
   const run = new ItemRun(ports, settings, caller, counts);
   try {
-    const itemOutcomes = await syncConnections(grouped, run, ports, settings, options.deadline);
+    const itemOutcomes = await syncConnections(grouped, run, ports, settings, options.deadline, sweep ? undefined : ports.background);
     for (const [connection, items] of grouped) {
       for (const [id, itemRecords] of items) {
         const outcome = itemOutcomes.get({ connection, id }) ?? outcomeOf(new Error('no outcome was recorded for this item'), settings);
@@ -194,28 +193,22 @@ function group(
 }
 
 /**
- * A users' batch's backlogs: every connection's ids beyond the first USERS_IDS_PER_CONNECTION go
- * to the background lane, their records done here (`moved`). An id that could not be sent stays in
- * the batch and is synced here.
+ * A users' batch's backlogs: each ready connection's ids beyond the first USERS_IDS_PER_CONNECTION
+ * go to the background lane, their outcome `moved`; the ids left to sync here are returned. An id
+ * that could not be sent stays. (A connection that must wait keeps its records where they are.)
  */
-async function moveBacklogs(grouped: Grouped, outcomes: Map<string, Outcome>, background: BackgroundLane, ports: Pick<SyncPorts, 'log'>): Promise<void> {
-  await Promise.all(
-    [...grouped].map(async ([connection, items]) => {
-      if (items.size <= USERS_IDS_PER_CONNECTION) return;
-      const ids = [...items.keys()].slice(USERS_IDS_PER_CONNECTION);
-      const failed = await background.send(connection, ids);
-      const unsent = new Set(failed.map(({ id }) => id));
-      const reason = `connection "${connection}" had ${items.size} ids in a users' batch; the ids beyond the first ${USERS_IDS_PER_CONNECTION} go to the background lane`;
-      for (const id of ids) {
-        if (unsent.has(id)) continue;
-        for (const record of items.get(id)!) outcomes.set(record.messageId, { kind: 'moved', reason });
-        items.delete(id);
-      }
-      if (failed.length > 0) {
-        ports.log.warn('ids of a backlog could not be sent to the background lane; they are synced here', { connection, ids: failed.length, error: failed[0]!.error });
-      }
-    }),
-  );
+async function moveBacklog(keys: readonly ItemKey[], outcomes: ItemOutcomes, background: BackgroundLane, log: SyncPorts['log']): Promise<ItemKey[]> {
+  if (keys.length <= USERS_IDS_PER_CONNECTION) return [...keys];
+  const { connection } = keys[0]!;
+  const overflow = keys.slice(USERS_IDS_PER_CONNECTION);
+  const failed = await background.send(connection, overflow.map(({ id }) => id));
+  const unsent = new Set(failed.map(({ id }) => id));
+  if (failed.length > 0) {
+    log.warn('ids of a backlog could not be sent to the background lane; they are synced here', { connection, ids: failed.length, error: failed[0]!.error });
+  }
+  const reason = `connection "${connection}" had ${keys.length} ids in a users' batch; the ids beyond the first ${USERS_IDS_PER_CONNECTION} go to the background lane`;
+  for (const key of overflow) if (!unsent.has(key.id)) outcomes.set(key, { kind: 'moved', reason });
+  return [...keys.slice(0, USERS_IDS_PER_CONNECTION), ...overflow.filter(({ id }) => unsent.has(id))];
 }
 
 /**
@@ -239,7 +232,14 @@ export function fairOrder(keysByConnection: ReadonlyArray<readonly ItemKey[]>): 
  * concurrency. A connection whose pace's breaker is open, with no probe due here, waits without a
  * read or a request.
  */
-async function syncConnections(grouped: Grouped, run: ItemRun, ports: SyncPorts, settings: SyncSettings, deadline: number): Promise<ItemOutcomes> {
+async function syncConnections(
+  grouped: Grouped,
+  run: ItemRun,
+  ports: SyncPorts,
+  settings: SyncSettings,
+  deadline: number,
+  background: BackgroundLane | undefined,
+): Promise<ItemOutcomes> {
   const outcomes = new ItemOutcomes();
   const keysOf = (connection: string): ItemKey[] => [...(grouped.get(connection)?.keys() ?? [])].map((id) => ({ connection, id }));
   const sessions = new Map<string, ConnectionSession>();
@@ -250,7 +250,11 @@ async function syncConnections(grouped: Grouped, run: ItemRun, ports: SyncPorts,
       else sessions.set(connection, session);
     }),
   );
-  const keys = fairOrder([...sessions.keys()].map(keysOf));
+  // A users' batch (the background lane given) keeps few ids of each ready connection; a backlog's others move.
+  const kept = await Promise.all(
+    [...sessions.keys()].map((connection) => (background ? moveBacklog(keysOf(connection), outcomes, background, ports.log) : keysOf(connection))),
+  );
+  const keys = fairOrder(kept);
   if (keys.length === 0) return outcomes;
   let stored: StoredRevisions;
   try {

@@ -21,6 +21,7 @@ import { RECONCILER_BENCH_DEFAULTS } from '../../dev/bench/reconciler/index.js';
 import { SOAK_DEFAULTS } from '../../dev/bench/soak/options.js';
 import { DEFAULT_ITEM_COUNT } from '../../dev/local/story.js';
 import { ACCOUNTS_FULL, ACCOUNTS_SHORT } from '../../dev/sim/accounts-scenario.js';
+import { BACKLOG_FULL, BACKLOG_SHORT } from '../../dev/sim/backlog-scenario.js';
 import { CONNECTIONS_FULL, CONNECTIONS_SHORT } from '../../dev/sim/connections-scenario.js';
 import { DISCOVERY_FULL, DISCOVERY_SHORT } from '../../dev/sim/discovery-scenario.js';
 import { FAIRNESS_FULL } from '../../dev/sim/fairness-scenario.js';
@@ -473,6 +474,13 @@ describe("the CLIs' option defaults, as docs/development.md and docs/item-sync.m
       return m.slice(1).map(toNumber);
     };
     expect(nums(row('fairness'), /(\d+) quiet accounts beside one account's backfill of ([\d,]+) ids/)).toEqual([FAIRNESS_FULL.quietAccounts, FAIRNESS_FULL.backfillIds]);
+    expect(nums(row('backlog'), /(\d+) quiet accounts \(an id every (\d+) s each\) beside one account's backlog of ([\d,]+) ids, .* at L = (\d+)\/s and (\d+)\/s/)).toEqual([
+      BACKLOG_FULL.quietAccounts,
+      BACKLOG_FULL.sendEverySeconds,
+      BACKLOG_FULL.backfillIds,
+      ...BACKLOG_FULL.limits,
+    ]);
+    expect(nums(row('backlog'), /`--short` \((\d+) quiet accounts, ([\d,]+) ids at L = (\d+)\/s/)).toEqual([BACKLOG_SHORT.quietAccounts, BACKLOG_SHORT.backfillIds, ...BACKLOG_SHORT.limits]);
     expect(nums(row('scope'), /(\d+) accounts whose limits differ/)).toEqual([LIMITS_FULL.accounts]);
     expect(nums(row('scope'), /outage over (\d+) connections/)).toEqual([OUTAGE_FULL.connections]);
     expect(nums(row('reconcile'), /pass of ([\d,]+) ids/)).toEqual([RECONCILE_FULL.ids]);

@@ -78,7 +78,9 @@ export async function setUpBench(o: BenchOptions): Promise<BenchWorld> {
     system = buildSystem({
       names: NAMES,
       // A ceiling above anything a batch asks for: the pace never holds a request back here.
-      context: { baseUrl: sim.baseUrl, providerRequestsPerSecond: 100_000 },
+      // The sync queue's event source alone: no reconcile queue (freshnessHours 0), so a batch's ids of
+      // the one connection are synced where they are, not moved to a background lane no one drains here.
+      context: { baseUrl: sim.baseUrl, providerRequestsPerSecond: 100_000, freshnessHours: 0 },
       aws: inProcessAws(),
       storage,
     });

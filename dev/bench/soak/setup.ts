@@ -99,6 +99,9 @@ async function startSystem(o: SoakOptions, sim: ProviderSimulator): Promise<Loca
       syncBatchSize: o.batchSize,
       // A ceiling above anything the instances ask for: the pace never holds a request back here.
       providerRequestsPerSecond: 100_000,
+      // The soak drives the sync queue's event source alone: no reconcile queue, so no background
+      // lane, and a batch's backlog of one connection is synced where it is (docs/fairness.md).
+      freshnessHours: 0,
     },
     tuning: { providerTimeoutMs: o.providerTimeoutMs, maxResponseBytes: SOAK_MAX_RESPONSE_BYTES },
     aws: inProcessAws({ sqsClock: scaledClock(1000 / o.msPerSecond) }),

@@ -20,6 +20,7 @@ const SCENARIOS = [
   'connections',
   'accounts',
   'fairness',
+  'backlog',
   'refresher',
   'discovery',
   'discovery-cycle',

@@ -2,7 +2,7 @@
  * A connection's backlog on the users' queue (sync.ts): a users' batch syncs at most
  * USERS_IDS_PER_CONNECTION ids of one connection and sends the rest to the background lane (the
  * reconcile queue, lane `background`, the connection's message group), their records done; a
- * background batch keeps all its ids; an id that could not be sent is synced where it is; without
+ * connection that must wait and a background batch keep all their ids; an id that could not be sent is synced where it is; without
  * the background lane (RECONCILE_QUEUE_URL unset) nothing moves. The fetches take the connections
  * in turn, the one with the fewest ids first.
  */
@@ -69,6 +69,15 @@ describe('a backlog in a users\' batch', () => {
     expect(background.metrics).toMatchObject({ ItemsCreated: many.length, RecordsMovedToBackground: 0 });
     const none = await run(build(servingAll(many)), many.map((id) => body('acme', id)));
     expect(none.metrics).toMatchObject({ ItemsCreated: many.length, RecordsMovedToBackground: 0 });
+    expect(entriesTo(RECONCILE_URL)).toEqual([]);
+  });
+
+  it('a connection that must wait (paused, failing) keeps its records in their queue: none moves', async () => {
+    harness.connections.add('acme', { gate: { kind: 'wait', reason: 'connection "acme" is paused', seconds: 300 } });
+    const backlog = ids('a', USERS_IDS_PER_CONNECTION + 4);
+    const { result, metrics } = await run(build(servingAll(backlog), { env: { RECONCILE_QUEUE_URL: RECONCILE_URL } }), backlog.map((id) => body('acme', id)));
+    expect(result).toEqual({ batchItemFailures: [] });
+    expect(metrics).toMatchObject({ RecordsMovedToBackground: 0, RecordsPostponed: backlog.length });
     expect(entriesTo(RECONCILE_URL)).toEqual([]);
   });
 
