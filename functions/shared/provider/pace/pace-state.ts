@@ -51,6 +51,8 @@ export interface PaceState {
    * the sweep's 429 stops the sweep, never users' ids. Undefined: none.
    */
   sweepBlockedUntil?: number;
+  /** Epoch ms the sweep last took a lease (a 429 soon after is the sweep's overshoot, whoever met it). */
+  sweepDrawnAt?: number;
   breaker: Breaker;
   /** Failed requests (5xx, time-outs, connections) reported by any container since the last success anyone reported. */
   failures: number;
@@ -112,6 +114,8 @@ const SLOW_START_GROWTH = 0.5;
 /** The sweep asks again no sooner than this after a wait, and no later than MAX_SWEEP_WAIT_MS. */
 const SWEEP_MIN_WAIT_MS = 10;
 const MAX_SWEEP_WAIT_MS = 1_000;
+/** The sweep counts as drawing for this long after its last lease. */
+const SWEEP_ACTIVE_MS = 1_000;
 /** Growth is applied over at most this much time at once (a long idle gap is not growth). */
 const MAX_GROWTH_STEP_MS = 1_000;
 
@@ -294,6 +298,7 @@ function drawSweep(next: PaceState, now: number, want: number, settings: PaceSet
   }
   next.tokens -= need;
   next.sweepTokens = sweepTokens - need;
+  next.sweepDrawnAt = now;
   return { state: next, draw: { kind: 'granted', tokens: need, startAt: now, intervalMs: 1000 / next.rate, probe: false } };
 }
 
@@ -302,9 +307,12 @@ function drawSweep(next: PaceState, now: number, want: number, settings: PaceSet
  * cut (once per cool-down: the many 429s of one episode are one signal). A sweep request's 429
  * (`sweep`) stops the sweep alone: users' ids go on, at the cut rate.
  */
-export function rateLimited(state: PaceState, now: number, retryAfterMs: number | undefined, settings: PaceSettings, sweep = false): PaceState {
+export function rateLimited(state: PaceState, now: number, retryAfterMs: number | undefined, settings: PaceSettings, metBySweep = false): PaceState {
   const next: PaceState = { ...state };
   const blockMs = Math.min(MAX_RETRY_AFTER_MS, Math.max(MIN_RETRY_AFTER_MS, retryAfterMs ?? settings.defaultRetryAfterMs));
+  // While the sweep draws (a lease within SWEEP_ACTIVE_MS), a 429 is its overshoot whoever met it:
+  // the sweep stops, users' ids go on at the cut rate. Users alone over the limit stop everyone.
+  const sweep = metBySweep || (next.sweepDrawnAt !== undefined && now - next.sweepDrawnAt < SWEEP_ACTIVE_MS && now >= (next.sweepBlockedUntil ?? 0));
   if (sweep) next.sweepBlockedUntil = Math.max(next.sweepBlockedUntil ?? 0, now + blockMs);
   else next.blockedUntil = Math.max(next.blockedUntil, now + blockMs);
   if (now - next.cutAt >= settings.cutCooldownMs) {
@@ -356,6 +364,7 @@ export function isPaceState(value: unknown): value is PaceState {
   if (!finite(v.failures) || (v.failures as number) < 0) return false;
   if (v.sweepTokens !== undefined && !finite(v.sweepTokens)) return false;
   if (v.sweepBlockedUntil !== undefined && !finite(v.sweepBlockedUntil)) return false;
+  if (v.sweepDrawnAt !== undefined && !finite(v.sweepDrawnAt)) return false;
   const breaker = v.breaker as Record<string, unknown> | undefined;
   if (typeof breaker !== 'object' || breaker === null || typeof breaker.open !== 'boolean') return false;
   if (breaker.open) {

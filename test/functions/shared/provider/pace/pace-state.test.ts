@@ -577,6 +577,18 @@ describe('the sweep (the reconciler’s ids)', () => {
     expect(draw(users, T + 1, 5, OPEN, false, true).draw).toEqual({ kind: 'wait', retryAt: T + 5_000, why: 'retry-after' });
   });
 
+  it("a users' 429 within a second of the sweep's last lease is the sweep's overshoot: the sweep stops, users go on; later, everyone stops", () => {
+    const drawn = draw(state({ rate: 100, tokens: 20, sweepTokens: 20 }), T, 10, AT_MAX, false, true).state;
+    expect(drawn.sweepDrawnAt).toBe(T);
+    const soon = rateLimited(drawn, T + 500, 2_000, OPEN);
+    expect(soon).toMatchObject({ blockedUntil: 0, sweepBlockedUntil: T + 2_500, sweepTokens: 0 });
+    const late = rateLimited(drawn, T + 1_000, 2_000, OPEN);
+    expect(late).toMatchObject({ blockedUntil: T + 3_000 });
+    expect(late.sweepBlockedUntil).toBeUndefined();
+    // While the sweep is stopped by its own 429, a users' 429 is users' own: everyone stops.
+    expect(rateLimited(soon, T + 600, 2_000, OPEN).blockedUntil).toBe(T + 2_600);
+  });
+
   it('asks again at most a second later, however slow its share (userShare 0.9 at 5/s: a token in 2 s)', () => {
     const slow: PaceSettings = { ...OPEN, maxRate: 5, userShare: 0.9 };
     const result = draw(state({ rate: 5, tokens: 1, sweepTokens: 0 }), T, 1, slow, false, true);
