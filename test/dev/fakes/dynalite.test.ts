@@ -47,6 +47,17 @@ async function refusal(client: DynamoDBClient, command: object): Promise<{ name:
 const SORT_KEY_REFUSED = { name: 'ValidationException', message: SORT_KEY_TOO_LARGE, status: 400 };
 const PARTITION_KEY_REFUSED = { name: 'ValidationException', message: PARTITION_KEY_TOO_LARGE, status: 400 };
 
+
+/** A query of one connection's rows, from `start` when given. */
+function queryOf(connection: string, start: { ExclusiveStartKey?: Record<string, AttributeValue> } = {}): QueryCommand {
+  return new QueryCommand({
+    TableName: TABLE,
+    KeyConditionExpression: '#c = :c',
+    ExpressionAttributeNames: { '#c': 'connection' },
+    ExpressionAttributeValues: { ':c': { S: connection } },
+    ...start,
+  });
+}
 describe('dynalite in this process', () => {
   let dynamo: Dynalite;
   let client: DynamoDBClient;
@@ -72,14 +83,7 @@ describe('dynalite in this process', () => {
     await client.send(new PutItemCommand({ TableName: TABLE, Item: row(CONNECTION_2048_BYTES, 'a') }));
     expect((await client.send(new GetItemCommand({ TableName: TABLE, Key: key('acme', ID_1024_BYTES) }))).Item).toEqual(row('acme', ID_1024_BYTES));
     expect((await client.send(new GetItemCommand({ TableName: TABLE, Key: key(CONNECTION_2048_BYTES, 'a') }))).Item).toEqual(row(CONNECTION_2048_BYTES, 'a'));
-    const query = await client.send(
-      new QueryCommand({
-        TableName: TABLE,
-        KeyConditionExpression: '#c = :c',
-        ExpressionAttributeNames: { '#c': 'connection' },
-        ExpressionAttributeValues: { ':c': { S: CONNECTION_2048_BYTES } },
-      }),
-    );
+    const query = await client.send(queryOf(CONNECTION_2048_BYTES));
     expect(query.Items).toEqual([row(CONNECTION_2048_BYTES, 'a')]);
   });
 
@@ -106,35 +110,14 @@ describe('dynalite in this process', () => {
     const startKey = { ExclusiveStartKey: big };
     const startKeyRefused = { name: 'ValidationException', message: expect.stringContaining(SORT_KEY_TOO_LARGE), status: 400 };
     expect(await refusal(client, new ScanCommand({ TableName: TABLE, ...startKey }))).toEqual(startKeyRefused);
-    expect(
-      await refusal(
-        client,
-        new QueryCommand({
-          TableName: TABLE,
-          KeyConditionExpression: '#c = :c',
-          ExpressionAttributeNames: { '#c': 'connection' },
-          ExpressionAttributeValues: { ':c': { S: 'acme' } },
-          ...startKey,
-        }),
-      ),
-    ).toEqual(startKeyRefused);
+    expect(await refusal(client, queryOf('acme', startKey))).toEqual(startKeyRefused);
     expect((await dynamo.scan(TABLE)).map((stored) => stored['id']?.S)).not.toContain(ID_1200_BYTES);
   });
 
   it('refuses a partition key over 2,048 bytes in UTF-8: in a write, a read and a query key condition', async () => {
     expect(await refusal(client, new PutItemCommand({ TableName: TABLE, Item: row(CONNECTION_2050_BYTES, 'a') }))).toEqual(PARTITION_KEY_REFUSED);
     expect(await refusal(client, new GetItemCommand({ TableName: TABLE, Key: key(CONNECTION_2050_BYTES, 'a') }))).toEqual(PARTITION_KEY_REFUSED);
-    expect(
-      await refusal(
-        client,
-        new QueryCommand({
-          TableName: TABLE,
-          KeyConditionExpression: '#c = :c',
-          ExpressionAttributeNames: { '#c': 'connection' },
-          ExpressionAttributeValues: { ':c': { S: CONNECTION_2050_BYTES } },
-        }),
-      ),
-    ).toEqual(PARTITION_KEY_REFUSED);
+    expect(await refusal(client, queryOf(CONNECTION_2050_BYTES))).toEqual(PARTITION_KEY_REFUSED);
   });
 });
 

@@ -1,8 +1,9 @@
 /**
- * What the provider pace and its callers exchange (provider-pace.ts): its row's port, a grant, how
- * a request ended, and a container's view of a client id's breaker. No I/O here.
+ * What the provider pace and its callers exchange (provider-pace.ts): its row's port, its options
+ * and snapshot, a grant, how a request ended, and a container's view of a client id's breaker. No
+ * I/O here.
  */
-import type { BreakerReason, PaceState } from './pace-state.js';
+import type { BreakerReason, PaceSettings, PaceState } from './pace-state.js';
 
 /** The control table's pace row, as the pace needs it. */
 export interface PaceStore {
@@ -60,4 +61,37 @@ export interface Outage {
   reason: BreakerReason;
   since: number;
   nextProbeAt: number;
+}
+
+export interface ProviderPaceOptions {
+  settings: PaceSettings;
+  /** Local pace of this container while the store cannot be used, requests a second. */
+  fallbackRate: number;
+  /** Most requests this container has in flight at once: a lease holds no more tokens than it can spend. */
+  concurrency: number;
+  /** [0, 1), for jitter; default Math.random. */
+  random?: () => number;
+  /** How long to stay on the local pace before trying the store again. */
+  fallbackMs?: number;
+  /** While the store cannot be used: failed requests in a row in this container that open its local breaker (default settings.outageFailures). */
+  outageFailures?: number;
+  /** Conditional-write attempts per change before falling back. */
+  writeAttempts?: number;
+  /**
+   * The longest a request waits for a slot of this pace within its invocation before it is
+   * postponed (its record sent again with a delay); default: until the invocation's end. For a pace
+   * that is not the whole batch's (`paceScope` `connection`: a batch mixes connections), so that one
+   * connection's pace, slowed by its own limit or Retry-After, does not hold the others' records.
+   */
+  maxHoldMs?: number;
+}
+
+export interface PaceSnapshot {
+  /** The rate last seen in the shared state (or the local fallback rate), requests a second. */
+  rate: number;
+  /** Epoch ms the breaker opened, when it is open. */
+  breakerOpenSince?: number;
+  breakerReason?: BreakerReason;
+  /** True while this container runs on its local fallback pace. */
+  fallback: boolean;
 }

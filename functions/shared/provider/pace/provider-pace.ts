@@ -40,45 +40,12 @@ import {
 } from './pace-state.js';
 
 import { PaceDemand, spend, type Lease } from './lease.js';
-import { PaceBreaker, type Grant, type PaceStore, type RequestResult } from './pace-types.js';
+import { PaceBreaker, type Grant, type PaceSnapshot, type PaceStore, type ProviderPaceOptions, type RequestResult } from './pace-types.js';
 
-export { PaceBreaker, type Grant, type PaceStore, type RequestResult } from './pace-types.js';
+export { PaceBreaker, type Grant, type PaceSnapshot, type PaceStore, type ProviderPaceOptions, type RequestResult } from './pace-types.js';
 
 /** What a provider caller needs of the pace. */
 export type PaceGate = Pick<ProviderPace, 'acquire' | 'report' | 'outageKnown' | 'waitingForProbe'> & Partial<Pick<ProviderPace, 'maxHoldMs' | 'expect'>>;
-
-export interface ProviderPaceOptions {
-  settings: PaceSettings;
-  /** Local pace of this container while the store cannot be used, requests a second. */
-  fallbackRate: number;
-  /** Most requests this container has in flight at once: a lease holds no more tokens than it can spend. */
-  concurrency: number;
-  /** [0, 1), for jitter; default Math.random. */
-  random?: () => number;
-  /** How long to stay on the local pace before trying the store again. */
-  fallbackMs?: number;
-  /** While the store cannot be used: failed requests in a row in this container that open its local breaker (default settings.outageFailures). */
-  outageFailures?: number;
-  /** Conditional-write attempts per change before falling back. */
-  writeAttempts?: number;
-  /**
-   * The longest a request waits for a slot of this pace within its invocation before it is
-   * postponed (its record sent again with a delay); default: until the invocation's end. For a pace
-   * that is not the whole batch's (`paceScope` `connection`: a batch mixes connections), so that one
-   * connection's pace, slowed by its own limit or Retry-After, does not hold the others' records.
-   */
-  maxHoldMs?: number;
-}
-
-export interface PaceSnapshot {
-  /** The rate last seen in the shared state (or the local fallback rate), requests a second. */
-  rate: number;
-  /** Epoch ms the breaker opened, when it is open. */
-  breakerOpenSince?: number;
-  breakerReason?: BreakerReason;
-  /** True while this container runs on its local fallback pace. */
-  fallback: boolean;
-}
 
 const DEFAULT_FALLBACK_MS = 30_000;
 /** While the breaker is open, a container reads the row again at least this often. */
