@@ -26,6 +26,7 @@ import { FULL_SCALE, knownLimit, outage, SHORT_SCALE, unknownLimit } from './pac
 import { PUSH_FULL, PUSH_SHORT, pushScenario, type PushScale } from './push-scenario.js';
 import { RECONCILE_FULL, RECONCILE_SHORT, reconcilePass, type ReconcileScale } from './reconcile-scenario.js';
 import { REFRESHER_FULL, REFRESHER_SHORT, refresherScenario } from './refresher-scenario.js';
+import { SCOPE_ACCOUNTS_FULL, SCOPE_ACCOUNTS_SHORT, scopeAccounts } from './scope-accounts-scenario.js';
 import { LIMITS_FULL, LIMITS_SHORT, OUTAGE_FULL, OUTAGE_SHORT, outageByScope, perAccountLimits } from './scope-scenarios.js';
 import { judged, type ScenarioResult } from './scenario.js';
 
@@ -98,6 +99,12 @@ const SCOPE_SCENARIOS: Record<string, Scenario> = {
     full: `${LIMITS_FULL.accounts} accounts of ${LIMITS_FULL.limits[0]} to ${LIMITS_FULL.limits[1]} requests/s`,
     short: `${LIMITS_SHORT.accounts} accounts of ${LIMITS_SHORT.limits[0]} to ${LIMITS_SHORT.limits[1]} requests/s`,
     run: (o) => perAccountLimits(o.short ? LIMITS_SHORT : LIMITS_FULL, progress),
+  },
+  'scope-accounts': {
+    about: 'paceScope connection as deployed (both queues, batches of 100): accounts whose limits differ, each sending a backlog at once; progress on standard error',
+    full: `${SCOPE_ACCOUNTS_FULL.accounts} accounts of ${SCOPE_ACCOUNTS_FULL.limits[0]} to ${SCOPE_ACCOUNTS_FULL.limits[1]} requests/s`,
+    short: `${SCOPE_ACCOUNTS_SHORT.accounts} accounts of ${SCOPE_ACCOUNTS_SHORT.limits[0]} and ${SCOPE_ACCOUNTS_SHORT.limits[1]} requests/s`,
+    run: (o) => scopeAccounts(o.short ? SCOPE_ACCOUNTS_SHORT : SCOPE_ACCOUNTS_FULL, progress),
   },
   'scope-outage': {
     about: 'a provider outage over many connections, under each paceScope',
@@ -366,6 +373,7 @@ export async function main(argv: string[], io: SimIo = process): Promise<number>
     ...(names.includes('discovery-cycle') ? { discoveryCycle: discoveryScale(options, true) } : {}),
     ...(names.includes('push') ? { push: pushScale(options) } : {}),
     ...(names.includes('scope-limits') ? { scopeLimits: options.short ? LIMITS_SHORT : LIMITS_FULL } : {}),
+    ...(names.includes('scope-accounts') ? { scopeAccounts: options.short ? SCOPE_ACCOUNTS_SHORT : SCOPE_ACCOUNTS_FULL } : {}),
     ...(names.includes('scope-outage') ? { scopeOutage: options.short ? OUTAGE_SHORT : OUTAGE_FULL } : {}),
   };
   io.stdout.write(`simulation, ${options.short ? 'short' : 'full'} scale: ${JSON.stringify(scales)}\n${JSON.stringify(machine)}\n\n`);

@@ -80,7 +80,7 @@ export const LIMITS_SHORT: LimitsScale = {
 };
 
 /** Each account's limit: `accounts` rates spread evenly over [min, max], the k-th account's the k-th. */
-export function accountLimits(scale: LimitsScale, connectionIds: readonly string[]): Map<string, number> {
+export function accountLimits(scale: Pick<LimitsScale, 'accounts' | 'limits'>, connectionIds: readonly string[]): Map<string, number> {
   const [min, max] = scale.limits;
   const n = scale.accounts;
   return new Map(connectionIds.map((id, k) => [id, round(n === 1 ? max : min + ((max - min) * k) / (n - 1), 2)]));

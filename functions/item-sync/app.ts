@@ -20,6 +20,7 @@ import { DynamoDbItemStore } from './adapters/dynamodb-item-store.js';
 import { LazyItemObjectStore } from './adapters/lazy-item-object-store.js';
 import {
   BACKGROUND_LANE,
+  BACKLOG_LANE,
   LANE_ATTRIBUTE,
   POSTPONEMENTS_ATTRIBUTE,
   QueueUrls,
@@ -63,9 +64,12 @@ export const MAX_PACES_PER_CONTAINER = 1_000;
 /**
  * PACE_SCOPE=connection: how long a record waits within its invocation for a slot of its
  * connection's pace before it is postponed. A batch mixes connections; one connection slowed by its
- * own limit or Retry-After must not hold the batch, and with it the other connections' records.
+ * own limit or Retry-After must not hold the batch, and with it the other connections' records. A
+ * batch takes of each connection what its pace serves within the hold and sends the others back at
+ * once (ProviderPace.admits, bookReturn). 1 s: with 2 invocations a queue and batches of 100, a batch
+ * that ends every second or so keeps every account near its own limit (docs/measurements.md).
  */
-export const CONNECTION_PACE_HOLD_MS = 2_000;
+export const CONNECTION_PACE_HOLD_MS = 1_000;
 
 export interface SyncHandlerDeps {
   config: SyncConfig;
@@ -163,7 +167,7 @@ export function createSyncHandler(deps: SyncHandlerDeps): SyncHandler {
     // Discovery on (CHILDREN_PATH): a folder's children go to the reconcile queue, in the background lane.
     ...(config.discovery !== undefined ? { discovery: new SqsDiscoverySink(deps.sqs, config.discovery.queueUrl, { sleep }) } : {}),
     // A connection's backlog in a users' batch goes to the background lane (the reconcile queue).
-    ...(config.backgroundQueueUrl !== undefined ? { background: new SqsDiscoverySink(deps.sqs, config.backgroundQueueUrl, { sleep }) } : {}),
+    ...(config.backgroundQueueUrl !== undefined ? { background: new SqsDiscoverySink(deps.sqs, config.backgroundQueueUrl, { sleep }, BACKLOG_LANE) } : {}),
     clock,
     log: logger,
     random,
@@ -177,6 +181,7 @@ export function createSyncHandler(deps: SyncHandlerDeps): SyncHandler {
     postponeMaxSeconds: config.postponeMaxSeconds,
     writeRounds: DEFAULT_WRITE_ROUNDS,
     backoff: DEFAULT_FETCH_BACKOFF,
+    backlogOwnsPace: config.paceScope === 'connection',
     ...(config.discovery !== undefined ? { discovery: discoverySettings(config.discovery) } : {}),
   };
 
@@ -244,12 +249,14 @@ function postponementsOf(record: SQSEvent['Records'][number]): number {
  * from 0), and whether it is the background lane's (`lane` = `background`, or a `reconcilePass`
  * sent before `lane` existed). Anything else is users'.
  */
-function laneOf(record: SQSEvent['Records'][number]): { reconcilePass?: number; background?: true } {
+function laneOf(record: SQSEvent['Records'][number]): { reconcilePass?: number; background?: true; backlog?: true } {
   const raw = record.messageAttributes?.[RECONCILE_PASS_ATTRIBUTE]?.stringValue;
   const value = Number(raw);
   const pass = raw !== undefined && Number.isSafeInteger(value) && value >= 0 ? { reconcilePass: value } : {};
-  const background = record.messageAttributes?.[LANE_ATTRIBUTE]?.stringValue === BACKGROUND_LANE || 'reconcilePass' in pass;
-  return { ...pass, ...(background ? { background: true } : {}) };
+  const lane = record.messageAttributes?.[LANE_ATTRIBUTE]?.stringValue;
+  const backlog = lane === BACKLOG_LANE;
+  const background = lane === BACKGROUND_LANE || backlog || 'reconcilePass' in pass;
+  return { ...pass, ...(background ? { background: true } : {}), ...(backlog ? { backlog: true } : {}) };
 }
 
 /**

@@ -23,6 +23,8 @@ export interface SyncRecord {
    * users' ids. Kept when it is sent again.
    */
   background?: boolean;
+  /** Of the background lane as a users' backlog (message attribute `lane` = `backlog`): kept when it is sent again. */
+  backlog?: boolean;
 }
 
 export interface SyncCounts extends DiscoveryCounts {

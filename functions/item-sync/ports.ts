@@ -220,6 +220,8 @@ export interface RequeueRequest {
   reconcilePass?: number;
   /** The original was the background lane's (message attribute `lane` = `background`): it stays in it. */
   background?: boolean;
+  /** …as a users' backlog (`lane` = `backlog`). */
+  backlog?: boolean;
   /** The record's connection, when its body could be read: the message's MessageGroupId. */
   connection?: string;
 }

@@ -13,7 +13,9 @@
  *      with. One connection's gate never touches another's records;
  *   3. in a users' batch, send a ready connection's ids beyond USERS_IDS_PER_CONNECTION (a backlog
  *      sent to the users' queue) to the background lane, where they yield to users' ids (`moved`);
- *      read the stored revisions of every ready item left at once;
+ *      of a connection whose pace has a hold (PACE_SCOPE=connection), keep what the pace serves
+ *      within it and send the others back, each to return one slot of the pace after the last
+ *      (`later`); read the stored revisions of every ready item left at once;
  *   4. per item, the connections taken in turn (the one with fewest ids first), with bounded
  *      concurrency (item-run.ts): fetch (the paced provider call,
  *      shared/provider/paced-call.ts: the connection's pace and token, retries of transient
@@ -74,6 +76,12 @@ export interface SyncSettings extends PostponePolicy, ItemRunSettings {
   fetchAttempts: number;
   /** Backoff between fetch attempts (DEFAULT_FETCH_BACKOFF). */
   backoff: Backoff;
+  /**
+   * A users' backlog in the background lane (`lane` = `backlog`) is not held to the sweep's share of
+   * its pace: PACE_SCOPE=connection, where the pace is its own account's. Under `client` it draws as
+   * the sweep (the pace is every account's, and the share kept for users is the others' too).
+   */
+  backlogOwnsPace?: boolean;
 }
 
 export const DEFAULT_WRITE_ROUNDS = 3;
@@ -149,7 +157,7 @@ export async function syncBatch(
   );
   const run = new ItemRun(ports, settings, caller, counts);
   try {
-    const itemOutcomes = await syncConnections(grouped, run, ports, settings, options.deadline, sweep ? undefined : ports.background);
+    const itemOutcomes = await syncConnections(grouped, run, ports, settings, options.deadline, sweep, sweep ? undefined : ports.background);
     for (const [connection, items] of grouped) {
       for (const [id, itemRecords] of items) {
         const outcome = itemOutcomes.get({ connection, id }) ?? outcomeOf(new Error('no outcome was recorded for this item'), settings);
@@ -239,6 +247,7 @@ async function syncConnections(
   ports: SyncPorts,
   settings: SyncSettings,
   deadline: number,
+  sweep: boolean,
   background: BackgroundLane | undefined,
 ): Promise<ItemOutcomes> {
   const outcomes = new ItemOutcomes();
@@ -248,14 +257,15 @@ async function syncConnections(
     [...grouped.keys()].map(async (connection) => {
       const session = await openConnection(connection, run, ports, settings, deadline);
       if ('kind' in session) for (const key of keysOf(connection)) outcomes.set(key, session);
-      else sessions.set(connection, session);
+      else sessions.set(connection, settings.backlogOwnsPace && isBacklog(grouped.get(connection)!) ? { ...session, backlog: true } : session);
     }),
   );
   // A users' batch (the background lane given) keeps few ids of each ready connection; a backlog's others move.
   const kept = await Promise.all(
     [...sessions.keys()].map((connection) => (background ? moveBacklog(keysOf(connection), outcomes, background, ports.log) : keysOf(connection))),
   );
-  const keys = fairOrder(kept);
+  // A pace with a hold (PACE_SCOPE=connection) takes what it can serve within it; the rest waits outside.
+  const keys = fairOrder(kept.map((connectionKeys) => admitted(connectionKeys, sessions, outcomes, sweep, ports.clock.now().getTime())));
   if (keys.length === 0) return outcomes;
   let stored: StoredRevisions;
   try {
@@ -275,6 +285,31 @@ async function syncConnections(
     for (const release of claims) release();
   }
   return outcomes;
+}
+
+/**
+ * A connection's ids its pace admits (ProviderPace.admits: what it serves within its hold); the
+ * others wait outside the invocation, each one's return booked one slot of the pace after the last
+ * (outcome `later`, the pace's wait: no Retry-After's floor). No hold, no limit.
+ */
+function admitted(keys: readonly ItemKey[], sessions: ReadonlyMap<string, ConnectionSession>, outcomes: ItemOutcomes, sweep: boolean, now: number): ItemKey[] {
+  if (keys.length === 0) return [];
+  const { pace, backlog } = sessions.get(keys[0]!.connection)!;
+  const holdMs = pace.maxHoldMs;
+  if (holdMs === undefined || !pace.admits || !pace.bookReturn) return [...keys];
+  const n = pace.admits(keys.length, sweep, backlog === true);
+  for (const key of keys.slice(n)) {
+    const at = pace.bookReturn(holdMs, sweep, backlog === true);
+    const reason = `more of the connection's ids than its provider pace serves within ${holdMs / 1000} s; the others wait outside the invocation`;
+    outcomes.set(key, { kind: 'later', reason, wait: { kind: 'pace', seconds: (at - now) / 1000, retryAfter: false } });
+  }
+  return keys.slice(0, n);
+}
+
+/** A connection's records in a batch are a users' backlog in the background lane (one of them is enough: they draw as one). */
+function isBacklog(items: ReadonlyMap<string, readonly SyncRecord[]>): boolean {
+  for (const records of items.values()) if (records.some((record) => record.backlog === true)) return true;
+  return false;
 }
 
 /** Tells each pace how many requests the batch is about to ask of it: one an item (ProviderPace.expect). */

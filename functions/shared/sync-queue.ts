@@ -24,6 +24,13 @@ export const RECONCILE_PASS_ATTRIBUTE = 'reconcilePass';
  */
 export const LANE_ATTRIBUTE = 'lane';
 export const BACKGROUND_LANE = 'background';
+/**
+ * `lane` = `backlog`: the background lane too, for a connection's ids beyond the first few of a
+ * users' batch (the item sync moves them there). Drawn as the sweep under `paceScope` `client` (the
+ * pace is every account's); under `connection` drawn after the account's own users' ids but not held
+ * to the sweep's share (the pace is the account's own).
+ */
+export const BACKLOG_LANE = 'backlog';
 
 /**
  * Every message the system sends to the sync queue and the reconcile queue carries the connection's

@@ -12,7 +12,7 @@ import { beforeAll, describe, expect, it } from 'vitest';
 import { DEFAULTS, ENV } from '../../functions/shared/config.js';
 import { MAX_RECEIVE_COUNT } from '../../functions/shared/sync-queue.js';
 import { DEFAULT_PACE_SETTINGS, MAX_RETRY_AFTER_MS, MIN_RETRY_AFTER_MS } from '../../functions/shared/provider/pace/pace-state.js';
-import { SYNC_PACE_LEASE_SECONDS } from '../../functions/item-sync/app.js';
+import { CONNECTION_PACE_HOLD_MS, SYNC_PACE_LEASE_SECONDS } from '../../functions/item-sync/app.js';
 import { USERS_IDS_PER_CONNECTION } from '../../functions/item-sync/sync.js';
 import { CONTEXT_KEYS, NUMBER_RULES, OPTIONAL_NUMBER_RULES, readContentSyncConfig, syncTimeoutSeconds } from '../../infra/context.js';
 import { BATCHING_WINDOW_SECONDS, syncEventSourceDeployment, VISIBILITY_FACTOR } from '../../infra/deployment.js';
@@ -371,6 +371,11 @@ describe('what the stacks deploy, as the pages state it', () => {
     const paged = tableWithHeader(page('README.md'), ['alarm', 'first action', 'runbook']).rows.map((row) => stated(row[0]!));
     expect([...runbook].sort()).toEqual(alarms);
     expect([...paged].sort()).toEqual(alarms);
+  });
+
+  it("holds a record for its connection's pace as long as docs/provider-pace.md says", () => {
+    const [seconds] = figure('docs/provider-pace.md', /its connection's \*hold\* at most, \*\*(\d[\d.]*) s\*\* \(`CONNECTION_PACE_HOLD_MS`/).map(Number);
+    expect(seconds! * 1000).toBe(CONNECTION_PACE_HOLD_MS);
   });
 
   it('moves a backlog beyond as many ids a connection as docs/fairness.md says', () => {

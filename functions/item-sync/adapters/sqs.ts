@@ -14,7 +14,7 @@
 import { ChangeMessageVisibilityBatchCommand, GetQueueUrlCommand, type SendMessageBatchRequestEntry, type SQSClient } from '@aws-sdk/client-sqs';
 import { resendPolicy, sendMessageBatch, type EntryFailure, type ResendOptions, type ResendPolicy } from '../../shared/adapters/sqs-batch.js';
 import { forEachLimited } from '../../shared/limited.js';
-import { BACKGROUND_LANE, LANE_ATTRIBUTE, messageGroupIdOf, RECONCILE_PASS_ATTRIBUTE } from '../../shared/sync-queue.js';
+import { BACKGROUND_LANE, BACKLOG_LANE, LANE_ATTRIBUTE, messageGroupIdOf, RECONCILE_PASS_ATTRIBUTE } from '../../shared/sync-queue.js';
 import type { DeadLetter, DeadLetterSink, DiscoverySink, MessageRequeue, MessageVisibility, PostponeRequest, RequeueRequest } from '../ports.js';
 
 /** Entries per SendMessageBatch / ChangeMessageVisibilityBatch call (SQS's limit). */
@@ -77,6 +77,8 @@ export class SqsDiscoverySink implements DiscoverySink {
     private readonly client: SQSClient,
     readonly queueUrl: string,
     options: ResendOptions = {},
+    /** The `lane` attribute's value: `background`, or `backlog` for a users' backlog moved there. */
+    private readonly lane: string = BACKGROUND_LANE,
   ) {
     this.resend = resendPolicy(options);
   }
@@ -92,7 +94,7 @@ export class SqsDiscoverySink implements DiscoverySink {
           Id: `m${position}`,
           MessageBody: JSON.stringify({ connection, id }),
           MessageGroupId: messageGroupIdOf(connection),
-          MessageAttributes: { [LANE_ATTRIBUTE]: { DataType: 'String', StringValue: BACKGROUND_LANE } },
+          MessageAttributes: { [LANE_ATTRIBUTE]: { DataType: 'String', StringValue: this.lane } },
         }),
         ...this.resend,
         onCallError: () => 'give-up',
@@ -180,7 +182,7 @@ async function byQueue<T extends { queueArn: string; messageId: string }>(
 /**
  * Sends a waiting record again to its own queue with DelaySeconds, and the message attribute
  * `postponements` (Number): a new message, with a fresh receive count, so that waiting never uses
- * up maxReceiveCount. A background record keeps its lane (`lane` = `background`) and a reconciler's
+ * up maxReceiveCount. A background record keeps its lane (`lane` = `background` or `backlog`) and a reconciler's
  * its `reconcilePass`; each keeps its connection as its MessageGroupId. Entries SQS refuses for a
  * reason that may pass are sent again (bounded).
  */
@@ -210,7 +212,9 @@ export class SqsMessageRequeue implements MessageRequeue {
               ...(request.reconcilePass !== undefined
                 ? { [RECONCILE_PASS_ATTRIBUTE]: { DataType: 'Number', StringValue: String(request.reconcilePass) } }
                 : {}),
-              ...(request.background === true ? { [LANE_ATTRIBUTE]: { DataType: 'String', StringValue: BACKGROUND_LANE } } : {}),
+              ...(request.background === true
+                ? { [LANE_ATTRIBUTE]: { DataType: 'String', StringValue: request.backlog === true ? BACKLOG_LANE : BACKGROUND_LANE } }
+                : {}),
             },
           }),
           ...this.resend,
@@ -227,7 +231,7 @@ export class SqsMessageRequeue implements MessageRequeue {
 /** The message attribute that counts a message's postponements (the outage schedule grows with it). */
 export const POSTPONEMENTS_ATTRIBUTE = 'postponements';
 /** The message attributes the reconciler sets (the pass; the lane, which backfills set too). One definition, shared with the senders. */
-export { BACKGROUND_LANE, LANE_ATTRIBUTE, RECONCILE_PASS_ATTRIBUTE };
+export { BACKGROUND_LANE, BACKLOG_LANE, LANE_ATTRIBUTE, RECONCILE_PASS_ATTRIBUTE };
 
 export class SqsMessageVisibility implements MessageVisibility {
   constructor(

@@ -88,6 +88,7 @@ async function requeueWaiting(
       postponements: postponements + 1,
       ...(record.reconcilePass !== undefined ? { reconcilePass: record.reconcilePass } : {}),
       ...(record.background === true ? { background: true } : {}),
+      ...(record.backlog === true ? { backlog: true } : {}),
       ...(connection !== undefined ? { connection } : {}),
     });
   }

@@ -80,6 +80,11 @@ export interface ConnectionSession {
   token: string;
   /** The pace the connection's gate names (`paceKey`). */
   readonly pace: PaceGate;
+  /**
+   * In a sweep scope: the connection's records are a users' backlog sent to the background lane,
+   * drawn as the sweep but not held to its share (PACE_SCOPE=connection: the pace is the account's own).
+   */
+  readonly backlog?: boolean;
 }
 
 export interface PacedCallSettings {
@@ -147,7 +152,7 @@ export class PacedCaller {
     for (let attempt = 1; ; ) {
       // A token another call saw refused is not sent: the access layer's answer instead.
       if (this.ports.connections.knownRefused(session.connection, token)) token = await this.insteadOfRefused(session, token);
-      const grant = await this.slot(pace, attempt > 1);
+      const grant = await this.slot(pace, attempt > 1, session.backlog === true);
       // Refused while this call waited for its slot (a probe goes out all the same: the breaker needs its answer).
       if (!grant.probe && this.ports.connections.knownRefused(session.connection, token)) continue;
       let answer: T;
@@ -227,12 +232,12 @@ export class PacedCaller {
   }
 
   /** A slot of the connection's pace: waits for it while the invocation has time, else the call waits. */
-  private async slot(pace: PaceGate, afterFailure: boolean): Promise<Extract<Grant, { kind: 'go' }>> {
+  private async slot(pace: PaceGate, afterFailure: boolean, backlog: boolean): Promise<Extract<Grant, { kind: 'go' }>> {
     // A pace that is not the whole batch's holds its request this long at most (then it waits outside the invocation).
     const holdUntil = pace.maxHoldMs === undefined ? Infinity : this.now() + pace.maxHoldMs;
     for (;;) {
       this.checkTime();
-      const grant = await pace.acquire({ afterFailure, sweep: this.scope.sweep });
+      const grant = await pace.acquire({ afterFailure, sweep: this.scope.sweep, ...(backlog ? { backlog } : {}) });
       switch (grant.kind) {
         case 'go':
           return grant;
@@ -250,12 +255,16 @@ export class PacedCaller {
             });
           }
           if (grant.until > holdUntil) {
-            // It waited its hold out: it waits outside the invocation, at least as long again.
-            const holdSeconds = pace.maxHoldMs! / 1000;
-            throw new WaitError(`no slot of the connection's provider pace within ${holdSeconds} s (${why}); the batch's other records are not held for it`, {
+            // It waited its hold out: it waits outside the invocation, at least as long again and
+            // past the pace's wait, its return booked behind the others sent away (spread at the
+            // pace's rate). The pace's word, not a Retry-After's: it comes back once, when it can go.
+            const holdMs = pace.maxHoldMs!;
+            const minMs = Math.max(holdMs, grant.until - now);
+            const at = pace.bookReturn?.(minMs, this.scope.sweep, backlog) ?? now + minMs;
+            throw new WaitError(`no slot of the connection's provider pace within ${holdMs / 1000} s (${why}); the batch's other records are not held for it`, {
               kind: 'pace',
-              seconds: Math.max(holdSeconds, (grant.until - now) / 1000),
-              retryAfter: grant.why === 'retry-after',
+              seconds: (at - now) / 1000,
+              retryAfter: false,
             });
           }
           await this.ports.sleep(Math.max(1, grant.until - now));

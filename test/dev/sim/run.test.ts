@@ -15,6 +15,7 @@ const SCENARIOS = [
   'outage',
   'token',
   'scope-limits',
+  'scope-accounts',
   'scope-outage',
   'reconcile',
   'connections',
@@ -59,7 +60,7 @@ describe('the command line', () => {
 
   it('takes groups and scenarios in the order given, with their options', () => {
     expect(parseCommandLine(['--short', 'scope', 'push', '--ids', '600', '--batch-size', '10'])).toEqual({
-      names: ['scope-limits', 'scope-outage', 'push'],
+      names: ['scope-limits', 'scope-accounts', 'scope-outage', 'push'],
       options: { short: true, ids: 600, unknownLimit: false, batchSize: 10 },
     });
     expect(parseCommandLine(['reconcile', '--unknown-limit'])).toEqual({ names: ['reconcile'], options: { ...FULL, unknownLimit: true } });

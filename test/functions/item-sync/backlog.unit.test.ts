@@ -1,16 +1,19 @@
 /**
  * A connection's backlog on the users' queue (sync.ts): a users' batch syncs at most
  * USERS_IDS_PER_CONNECTION ids of one connection and sends the rest to the background lane (the
- * reconcile queue, lane `background`, the connection's message group), their records done; a
+ * reconcile queue, lane `backlog`, the connection's message group), their records done; a
  * connection that must wait and a background batch keep all their ids; an id that could not be sent is synced where it is; without
  * the background lane (RECONCILE_QUEUE_URL unset) nothing moves. The fetches take the connections
  * in turn, the one with the fewest ids first.
  */
 import { describe, expect, it } from 'vitest';
 import { SendMessageBatchCommand } from '@aws-sdk/client-sqs';
+import { CONNECTION_PACE_HOLD_MS } from '../../../functions/item-sync/app.js';
 import { fairOrder, USERS_IDS_PER_CONNECTION } from '../../../functions/item-sync/sync.js';
-import { item, RECONCILE_URL, ScriptedProvider } from './helpers.js';
-import { build, entriesTo, harness, run, runRecords, sqs, useHarness } from './unit-harness.js';
+import { DEFAULT_PACE_SETTINGS, initialPaceState } from '../../../functions/shared/provider/pace/pace-state.js';
+import { MemoryPaceStore } from '../../../dev/fakes/memory-pace-store.js';
+import { item, QUEUE_URL, RECONCILE_URL, ScriptedProvider } from './helpers.js';
+import { build, entriesTo, harness, NOW, PaceStores, run, runRecords, sqs, useHarness } from './unit-harness.js';
 
 useHarness();
 
@@ -39,7 +42,7 @@ describe('a backlog in a users\' batch', () => {
         Id: `m${index}`,
         MessageBody: body('acme', id),
         MessageGroupId: 'acme',
-        MessageAttributes: { lane: { DataType: 'String', StringValue: 'background' } },
+        MessageAttributes: { lane: { DataType: 'String', StringValue: 'backlog' } },
       })),
     );
     expect(metrics).toMatchObject({ ItemsCreated: USERS_IDS_PER_CONNECTION + 1, RecordsMovedToBackground: 5, RecordsPostponed: 0, RecordsRetried: 0 });
@@ -97,6 +100,66 @@ describe('a backlog in a users\' batch', () => {
       connection: 'acme',
       ids: 1,
     });
+  });
+});
+
+describe('a backlog in the background lane (`lane` = `backlog`)', () => {
+  const backlogRecords = (connection: string, list: readonly string[]) =>
+    list.map((id) => ({ body: body(connection, id), attributes: { lane: { type: 'String' as const, value: 'backlog' } } }));
+
+  /** One connection's pace row (paceScope connection: its breaker the client id's), full, at 100 requests/s. */
+  async function connectionPace(stores: PaceStores): Promise<MemoryPaceStore> {
+    harness.connections.add('acme', { paceKey: 'connection#acme', breakerKey: 'client#c' });
+    const store = new MemoryPaceStore();
+    await store.write(initialPaceState({ ...DEFAULT_PACE_SETTINGS, maxRate: 100 }, NOW.getTime()), 0);
+    stores.byKey.set('connection#acme', store);
+    return store;
+  }
+
+  it("paceScope connection: drawn as the sweep but not from the sweep's share (its bucket untouched)", async () => {
+    const stores = new PaceStores();
+    const store = await connectionPace(stores);
+    const sweepBefore = store.state!.sweepTokens!;
+    const list = ids('a', 3);
+    const { result, metrics } = await runRecords(build(servingAll(list), { env: { PACE_SCOPE: 'connection' }, paceStoreFor: stores.storeFor }), backlogRecords('acme', list));
+    expect(result).toEqual({ batchItemFailures: [] });
+    expect(metrics).toMatchObject({ ItemsCreated: 3, RecordsMovedToBackground: 0 });
+    expect(store.state!.sweepTokens).toBe(sweepBefore);
+    expect(store.state!.tokens).toBeLessThan(initialPaceState({ ...DEFAULT_PACE_SETTINGS, maxRate: 100 }, NOW.getTime()).tokens);
+    expect(store.state!.sweepDrawnAt).toBe(NOW.getTime());
+  });
+
+  it("paceScope client: drawn as the sweep, from the sweep's share", async () => {
+    const stores = new PaceStores();
+    const store = await connectionPace(stores);
+    const sweepBefore = store.state!.sweepTokens!;
+    const list = ids('a', 3);
+    await runRecords(build(servingAll(list), { paceStoreFor: stores.storeFor }), backlogRecords('acme', list));
+    expect(store.state!.sweepTokens).toBeLessThan(sweepBefore);
+  });
+
+  it(`a pace with a hold takes what it serves within ${CONNECTION_PACE_HOLD_MS / 1000} s; the others go back at once, spread one slot of its rate apart, their lane kept`, async () => {
+    const stores = new PaceStores();
+    harness.connections.add('acme', { paceKey: 'connection#acme', breakerKey: 'client#c' });
+    const store = new MemoryPaceStore();
+    // 2 requests a second, known: the hold admits 2 of the batch's 6 ids.
+    await store.write(initialPaceState({ ...DEFAULT_PACE_SETTINGS, maxRate: 2 }, NOW.getTime()), 0);
+    stores.byKey.set('connection#acme', store);
+    const list = ids('a', 6);
+    const provider = servingAll(list);
+    const handler = build(provider, { env: { PACE_SCOPE: 'connection' }, paceStoreFor: stores.storeFor, paceSettings: { maxRate: 2 } });
+    const { result, metrics } = await runRecords(handler, backlogRecords('acme', list));
+    expect(result).toEqual({ batchItemFailures: [] });
+    expect(provider.calls.map((call) => call.id)).toEqual(['a0', 'a1']);
+    expect(metrics).toMatchObject({ ItemsCreated: 2, RecordsPostponed: 4 });
+    // To its own queue (this event's), back after the hold, then one slot (0.5 s) apart: 1, 1.5, 2, 2.5 s → SQS's whole seconds.
+    expect(entriesTo(QUEUE_URL).map((entry) => [entry.MessageBody, entry.DelaySeconds, (entry.MessageAttributes?.['lane'] as { StringValue?: string } | undefined)?.StringValue])).toEqual([
+      [body('acme', 'a2'), 1, 'backlog'],
+      [body('acme', 'a3'), 2, 'backlog'],
+      [body('acme', 'a4'), 2, 'backlog'],
+      [body('acme', 'a5'), 3, 'backlog'],
+    ]);
+    expect(entriesTo(RECONCILE_URL)).toEqual([]);
   });
 });
 

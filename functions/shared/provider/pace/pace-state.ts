@@ -184,7 +184,11 @@ export type Draw =
  * Takes up to `want` tokens at `now`. Returns the new state and what was granted. `sawSuccess`: the
  * drawing container had a request succeed since its last draw (the failure count starts again).
  * `spentLast`: the drawing container spent every token of its last lease (a sweep whose leases
- * expire unspent is not held back by the rate, and does not make it grow).
+ * expire unspent is not held back by the rate, and does not make it grow). `backlog` (with
+ * `sweep`): a users' backlog sent to the background lane under `paceScope` `connection` draws as
+ * the sweep does (tokens that are there, after users' ids, its 429 stopping the background alone)
+ * but is not held to the sweep's share, and grows the rate as users' ids do: the pace is its own
+ * account's, and the share kept for users is that account's own new ids, which still go first.
  */
 export function draw(
   state: PaceState,
@@ -194,6 +198,7 @@ export function draw(
   sawSuccess = false,
   sweep = false,
   spentLast = true,
+  backlog = false,
 ): { state: PaceState; draw: Draw } {
   const next: PaceState = { ...state };
   if (sawSuccess && next.failures > 0) next.failures = 0;
@@ -205,7 +210,8 @@ export function draw(
   const from = Math.max(next.at, Math.min(now, next.blockedUntil));
   const cap = burst(next.rate, settings);
   const elapsed = Math.max(0, now - from);
-  next.tokens = Math.min(cap, next.tokens + (next.rate * elapsed) / 1000);
+  const refilled = next.tokens + (next.rate * elapsed) / 1000;
+  next.tokens = Math.min(cap, refilled);
   const sweepRate = next.rate * (1 - settings.userShare);
   const sweepRefilled = (next.sweepTokens ?? cap) + (sweepRate * elapsed) / 1000;
   next.sweepTokens = Math.min(cap, sweepRefilled);
@@ -215,12 +221,13 @@ export function draw(
   // (which takes a lease as soon as one is there) found that its bucket did not overflow since the
   // last draw, give or take half a lease (a container's jitter). A sweep that asks for less than
   // its share lets the bucket fill and spill over.
-  const demandLimited = sweep ? spentLast && sweepRefilled < cap + sweepLease(next.rate, want, settings) / 2 : next.tokens < want;
+  // A backlog's demand is the same test on the bucket it draws from (the whole rate's).
+  const demandLimited = sweep ? spentLast && (backlog ? refilled : sweepRefilled) < cap + sweepLease(next.rate, want, settings) / 2 : next.tokens < want;
   if (demandLimited && now - next.cutAt >= settings.cutCooldownMs) {
-    next.rate = grownRate(next, now - next.grownAt, settings, sweep);
+    next.rate = grownRate(next, now - next.grownAt, settings, sweep && !backlog);
   }
   next.grownAt = Math.max(next.grownAt, now);
-  if (sweep) return drawSweep(next, now, want, settings);
+  if (sweep) return drawSweep(next, now, want, settings, backlog);
   const intervalMs = 1000 / next.rate;
   const after = next.tokens - want;
   const maxDebt = Math.max(want, next.rate * settings.maxDebtSeconds);
@@ -282,22 +289,25 @@ function sweepLease(rate: number, want: number, settings: PaceSettings): number 
  * whole lease at a time: a draw that found a token or two would cost one write of the shared row
  * per request or two (with several containers polling the bucket, it never fills otherwise).
  */
-function drawSweep(next: PaceState, now: number, want: number, settings: PaceSettings): { state: PaceState; draw: Draw } {
+function drawSweep(next: PaceState, now: number, want: number, settings: PaceSettings, backlog: boolean): { state: PaceState; draw: Draw } {
   if (next.sweepBlockedUntil !== undefined && now < next.sweepBlockedUntil) {
     return { state: next, draw: { kind: 'wait', retryAt: next.sweepBlockedUntil, why: 'retry-after' } };
   }
   const sweepTokens = next.sweepTokens ?? 0;
   const need = sweepLease(next.rate, want, settings);
-  if (next.tokens < need || sweepTokens < need) {
+  // A backlog is not held to the sweep's share but leaves half a lease in the bucket when it can
+  // hold that much: its account's own users' ids find a token there and do not wait behind it.
+  const floor = backlog ? Math.min(burst(next.rate, settings), need * 1.5) : need;
+  if (next.tokens < floor || (!backlog && sweepTokens < need)) {
     // When both buckets will hold the lease (at least SWEEP_MIN_WAIT_MS: no tight polling).
     const sweepRate = next.rate * (1 - settings.userShare);
-    const usersMs = ((need - next.tokens) / next.rate) * 1000;
-    const sweepMs = sweepRate > 0 ? ((need - sweepTokens) / sweepRate) * 1000 : MAX_SWEEP_WAIT_MS;
+    const usersMs = ((floor - next.tokens) / next.rate) * 1000;
+    const sweepMs = backlog ? 0 : sweepRate > 0 ? ((need - sweepTokens) / sweepRate) * 1000 : MAX_SWEEP_WAIT_MS;
     const waitMs = Math.min(MAX_SWEEP_WAIT_MS, Math.max(SWEEP_MIN_WAIT_MS, Math.ceil(Math.max(usersMs, sweepMs))));
     return { state: next, draw: { kind: 'wait', retryAt: now + waitMs, why: 'pace' } };
   }
   next.tokens -= need;
-  next.sweepTokens = sweepTokens - need;
+  if (!backlog) next.sweepTokens = sweepTokens - need;
   next.sweepDrawnAt = now;
   return { state: next, draw: { kind: 'granted', tokens: need, startAt: now, intervalMs: 1000 / next.rate, probe: false } };
 }

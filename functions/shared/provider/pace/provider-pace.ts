@@ -39,13 +39,14 @@ import {
   withoutBreaker,
 } from './pace-state.js';
 
+import { admittedWithin, classRate, paceClass, ReturnBook } from './pace-hold.js';
 import { PaceDemand, spend, type Lease } from './lease.js';
 import { PaceBreaker, type Grant, type PaceSnapshot, type PaceStore, type ProviderPaceOptions, type RequestResult } from './pace-types.js';
 
 export { PaceBreaker, type Grant, type PaceSnapshot, type PaceStore, type ProviderPaceOptions, type RequestResult } from './pace-types.js';
 
 /** What a provider caller needs of the pace. */
-export type PaceGate = Pick<ProviderPace, 'acquire' | 'report' | 'outageKnown' | 'waitingForProbe'> & Partial<Pick<ProviderPace, 'maxHoldMs' | 'expect'>>;
+export type PaceGate = Pick<ProviderPace, 'acquire' | 'report' | 'outageKnown' | 'waitingForProbe'> & Partial<Pick<ProviderPace, 'maxHoldMs' | 'expect' | 'bookReturn' | 'admits'>>;
 
 const DEFAULT_FALLBACK_MS = 30_000;
 /** While the breaker is open, a container reads the row again at least this often. */
@@ -63,6 +64,8 @@ export class ProviderPace {
   private lease: Lease | undefined;
   /** The class the lease (and drawNotBefore) are for. */
   private leaseIsSweep = false;
+  /** The lease is a backlog's (with leaseIsSweep): drawn as the sweep, without its share (pace-state.ts draw). */
+  private leaseIsBacklog = false;
   private lastRate: number;
   private localBlockedUntil = 0;
   /** The sweep's own Retry-After in this container: it holds the sweep's requests, never users'. */
@@ -79,6 +82,8 @@ export class ProviderPace {
   private fallbackNextAt = 0;
   /** A request of this container succeeded since its last draw (the draw resets the shared count). */
   private okSinceDraw = false;
+  /** The returns booked for requests sent away (bookReturn). */
+  private readonly returns = new ReturnBook();
   private drawing: Promise<Grant> | undefined;
   /** No draw before this (the shared bucket was empty); epoch ms. */
   private drawNotBefore = 0;
@@ -107,6 +112,22 @@ export class ProviderPace {
   /** How long a request may wait for a slot within its invocation (ProviderPaceOptions.maxHoldMs); undefined: until its end. */
   get maxHoldMs(): number | undefined {
     return this.options.maxHoldMs;
+  }
+
+  /** When a request sent away should come back (epoch ms): ReturnBook.book at its class's rate (pace-hold.ts). */
+  bookReturn(minMs: number, sweep = false, backlog = false): number {
+    const cls = paceClass(sweep, backlog);
+    return this.returns.book(cls, this.now(), minMs, classRate(this.snapshot().rate, cls, this.settings.userShare, this.settings.minRate));
+  }
+
+  /**
+   * Of `requests` a batch is about to ask of this pace, how many it serves within its hold at the
+   * rate it knows, at least one (the others are sent away at once); all without a hold.
+   */
+  admits(requests: number, sweep = false, backlog = false): number {
+    const hold = this.options.maxHoldMs;
+    if (hold === undefined) return requests;
+    return admittedWithin(requests, classRate(this.snapshot().rate, paceClass(sweep, backlog), this.settings.userShare, this.settings.minRate), hold);
   }
 
   snapshot(): PaceSnapshot {
@@ -145,19 +166,22 @@ export class ProviderPace {
   }
 
   /** One decision for one request: go, wait until, or outage. Never throws. */
-  async acquire(options: { afterFailure?: boolean; sweep?: boolean } = {}): Promise<Grant> {
+  async acquire(options: { afterFailure?: boolean; sweep?: boolean; backlog?: boolean } = {}): Promise<Grant> {
     const grant = await this.decide(options);
     if (grant.kind === 'go') this.demand.granted();
     return grant;
   }
 
-  private async decide(options: { afterFailure?: boolean; sweep?: boolean }): Promise<Grant> {
-    // A lease serves one class: users' ids, or the sweep (which yields to users, pace-state.ts).
+  private async decide(options: { afterFailure?: boolean; sweep?: boolean; backlog?: boolean }): Promise<Grant> {
+    // A lease serves one class: users' ids, the sweep (which yields to users, pace-state.ts), or a
+    // backlog (the sweep's rules without its share).
     const sweep = options.sweep === true;
-    if (sweep !== this.leaseIsSweep) {
+    const backlog = sweep && options.backlog === true;
+    if (sweep !== this.leaseIsSweep || backlog !== this.leaseIsBacklog) {
       this.lease = undefined;
       this.drawNotBefore = 0;
       this.leaseIsSweep = sweep;
+      this.leaseIsBacklog = backlog;
     }
     // Another attempt after a failure draws from the shared row (not from this container's lease):
     // if the failures add up to an outage elsewhere, the breaker is seen before the attempt goes out.
@@ -194,7 +218,7 @@ export class ProviderPace {
         await this.drawing;
         continue;
       }
-      const drawing = this.drawFromStore(sweep).finally(() => {
+      const drawing = this.drawFromStore(sweep, backlog).finally(() => {
         if (this.drawing === drawing) this.drawing = undefined;
       });
       this.drawing = drawing;
@@ -334,7 +358,7 @@ export class ProviderPace {
   }
 
   /** One draw from the shared bucket: the grant of the caller that drew, and a lease for the rest. */
-  private async drawFromStore(sweep: boolean): Promise<Grant> {
+  private async drawFromStore(sweep: boolean, backlog: boolean): Promise<Grant> {
     try {
       for (let attempt = 1; attempt <= this.writeAttempts; attempt += 1) {
         const { state, version } = await this.readState();
@@ -342,7 +366,7 @@ export class ProviderPace {
         // A lease no larger than this container can spend, nor than it still wants (expect()):
         // tokens it could not use would expire unused.
         const want = Math.min(leaseSize(state.rate, this.settings), this.options.concurrency, this.demand.wanted());
-        const result = draw(state, now, want, this.settings, this.okSinceDraw, sweep, this.leftUnspent < 1);
+        const result = draw(state, now, want, this.settings, this.okSinceDraw, sweep, this.leftUnspent < 1, backlog);
         // A wait takes nothing: no need to write (the refill is counted again at the next draw).
         const changed = result.state !== state && result.draw.kind !== 'wait';
         if (changed && (await this.store.write(result.state, version)) === 'conflict') continue;

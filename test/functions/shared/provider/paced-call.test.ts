@@ -27,12 +27,12 @@ const SETTINGS: PacedCallSettings = { attempts: 3, backoff: { baseMs: 200, capMs
 /** A pace that grants what it is scripted to (then `go`), and remembers every question and answer. */
 class ScriptedPace implements PaceGate {
   readonly grants: Grant[] = [];
-  readonly asked: Array<{ afterFailure?: boolean; sweep?: boolean }> = [];
+  readonly asked: Array<{ afterFailure?: boolean; sweep?: boolean; backlog?: boolean }> = [];
   readonly told: RequestResult[] = [];
   outage: { reason: 'provider'; since: number } | undefined;
   maxHoldMs: number | undefined;
 
-  async acquire(options: { afterFailure?: boolean; sweep?: boolean } = {}): Promise<Grant> {
+  async acquire(options: { afterFailure?: boolean; sweep?: boolean; backlog?: boolean } = {}): Promise<Grant> {
     this.asked.push(options);
     return this.grants.shift() ?? { kind: 'go', probe: false };
   }
@@ -180,13 +180,14 @@ describe('PacedCaller: the pace and the answer', () => {
     expect(sleeps).toEqual([500, 500, 500, 500]);
     expect(sent).toEqual([]);
 
-    // A Retry-After beyond the hold: at once, waiting the Retry-After's time.
+    // A Retry-After beyond the hold: at once, waiting the Retry-After's time. The pace's word (the
+    // time its slot comes), not the provider's: no floor of SYNC_RATE_LIMIT_MIN_DELAY_SECONDS.
     pace.grants.length = 0;
     sleeps = [];
     pace.grants.push({ kind: 'wait', until: now + 30_000, why: 'retry-after' });
     await expect(caller({ deadline: now + 60_000 }).call(session, request, {})).rejects.toMatchObject({
       message: "no slot of the connection's provider pace within 2 s (the provider's Retry-After); the batch's other records are not held for it",
-      wait: { kind: 'pace', seconds: 30, retryAfter: true },
+      wait: { kind: 'pace', seconds: 30, retryAfter: false },
     });
     expect(sleeps).toEqual([]);
 
@@ -196,6 +197,30 @@ describe('PacedCaller: the pace and the answer', () => {
     for (let n = 1; n <= 5; n += 1) pace.grants.push({ kind: 'wait', until: start + n * 500, why: 'pace' });
     expect(await caller({ deadline: now + 60_000 }).call(session, request, {})).toBe('x');
     expect(sleeps).toEqual([500, 500, 500, 500, 500]);
+  });
+
+  it("a pace that books returns: the held call waits outside until its booked return, asked with its class; a backlog's session draws as one", async () => {
+    const booked: Array<{ minMs: number; sweep: boolean; backlog: boolean }> = [];
+    const booking = Object.assign(pace, {
+      maxHoldMs: 1_000,
+      bookReturn(minMs: number, sweep = false, backlog = false): number {
+        booked.push({ minMs, sweep, backlog });
+        return now + 7_500;
+      },
+    });
+    booking.grants.push({ kind: 'wait', until: now + 3_000, why: 'retry-after' });
+    const { request, sent } = scripted('x');
+    await expect(caller({ sweep: true }).call({ ...session, backlog: true }, request, {})).rejects.toMatchObject({
+      wait: { kind: 'pace', seconds: 7.5, retryAfter: false },
+    });
+    // At least the pace's wait (3 s, beyond the 1 s hold), booked in the backlog's class.
+    expect(booked).toEqual([{ minMs: 3_000, sweep: true, backlog: true }]);
+    expect(pace.asked).toEqual([{ afterFailure: false, sweep: true, backlog: true }]);
+    expect(sent).toEqual([]);
+
+    // A session that is no backlog asks as before (no `backlog` key).
+    expect(await caller().call(session, request, {})).toBe('x');
+    expect(pace.asked[1]).toEqual({ afterFailure: false, sweep: false });
   });
 
   it('an open breaker: no request, the call waits (outage)', async () => {

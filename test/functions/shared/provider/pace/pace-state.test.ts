@@ -629,3 +629,52 @@ describe('the sweep (the reconciler’s ids)', () => {
     expect(users).toBeLessThanOrEqual(6_000 + 20 + 50 + 10);
   });
 });
+
+describe("a users' backlog in the background lane (draw's `backlog`: paceScope connection)", () => {
+  const AT_MAX: PaceSettings = CAPPED;
+  const backlogDraw = (s: PaceState, now: number, want: number, settings: PaceSettings = AT_MAX, spentLast = true) =>
+    draw(s, now, want, settings, false, true, spentLast, true);
+
+  it("takes a whole lease from the users' bucket alone, leaving half a lease there; the sweep's bucket is not touched", () => {
+    // 15 of 20: a lease of 10 and the half lease it leaves.
+    const granted = backlogDraw(state({ tokens: 15, sweepTokens: 0 }), T, 10);
+    expect(granted.draw).toEqual({ kind: 'granted', tokens: 10, startAt: T, intervalMs: 10, probe: false });
+    expect(granted.state).toMatchObject({ tokens: 5, sweepTokens: 0, sweepDrawnAt: T });
+    // 14 of 15: 10 ms more at 100/s. The sweep with the same buckets waits for its own (empty) one.
+    expect(backlogDraw(state({ tokens: 14, sweepTokens: 0 }), T, 10).draw).toEqual({ kind: 'wait', retryAt: T + 10, why: 'pace' });
+    expect(draw(state({ tokens: 15, sweepTokens: 0 }), T, 10, AT_MAX, false, true).draw).toMatchObject({ kind: 'wait', why: 'pace' });
+    // Never into debt: while users are in debt it waits, as the sweep does.
+    expect(backlogDraw(state({ tokens: -30, sweepTokens: 20 }), T, 10).draw).toEqual({ kind: 'wait', retryAt: T + 450, why: 'pace' });
+  });
+
+  it('at a rate whose bucket holds less than a lease and a half, takes what the bucket holds (2/s: one token)', () => {
+    const slow: PaceSettings = { ...OPEN, maxRate: 2 };
+    expect(burst(2, slow)).toBe(1);
+    expect(backlogDraw(state({ rate: 2, tokens: 1, sweepTokens: 0 }), T, 1, slow).draw).toMatchObject({ kind: 'granted', tokens: 1 });
+    expect(backlogDraw(state({ rate: 2, tokens: 0.5, sweepTokens: 0 }), T, 1, slow).draw).toEqual({ kind: 'wait', retryAt: T + 250, why: 'pace' });
+  });
+
+  it('over a minute with users idle, gets the whole rate (± one burst), not the sweep’s share', () => {
+    let current = initialPaceState(AT_MAX, T);
+    let now = T;
+    let taken = 0;
+    while (now <= T + 60_000) {
+      const result = backlogDraw(current, now, 10);
+      if (result.draw.kind === 'granted') {
+        current = result.state;
+        taken += result.draw.tokens;
+        now += 1;
+      } else if (result.draw.kind === 'wait') now = result.draw.retryAt;
+      else throw new Error(`unexpected ${result.draw.kind}`);
+    }
+    expect(taken).toBeGreaterThanOrEqual(6_000 - 20);
+    expect(taken).toBeLessThanOrEqual(6_000 + 20);
+  });
+
+  it("grows the rate as users' ids do (slow start ×1.5 a second, no ceiling known) when it spends its leases; not when they expired unspent", () => {
+    const base = state({ rate: 10, tokens: 2, sweepTokens: 0, grownAt: T - 1_000 });
+    expect(backlogDraw(base, T, 2, OPEN).state.rate).toBeCloseTo(15, 10);
+    expect(draw(base, T, 2, OPEN, false, true, true).state.rate).toBeCloseTo(10.5, 10);
+    expect(backlogDraw(base, T, 2, OPEN, false).state.rate).toBe(10);
+  });
+});

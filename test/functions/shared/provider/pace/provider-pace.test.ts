@@ -1178,3 +1178,33 @@ describe('one pace per connection, one breaker per client id', () => {
     expect(client.writes).toBe(SETTINGS.outageFailures);
   });
 });
+
+describe('a pace with a hold (paceScope connection): what it admits, and when what it sends away comes back', () => {
+  it('admits what its rate serves within the hold, at least one; everything without a hold', () => {
+    // The rate it knows: the operator's 100/s until a draw says otherwise.
+    const held = container({ maxHoldMs: 1_000 });
+    expect(held.admits(500)).toBe(100);
+    expect(held.admits(30)).toBe(30);
+    // The sweep: its share (80%); a backlog: the whole rate.
+    expect(held.admits(500, true)).toBe(80);
+    expect(held.admits(500, true, true)).toBe(100);
+    const slow = container({ maxHoldMs: 1_000, settings: { ...SETTINGS, maxRate: 0.5 } });
+    expect(slow.admits(10)).toBe(1);
+    expect(container().admits(500)).toBe(500);
+  });
+
+  it('books returns at least minMs away, one slot of its rate after the last of the same class', () => {
+    const held = container({ maxHoldMs: 1_000, settings: { ...SETTINGS, maxRate: 4 } });
+    // 4/s: 250 ms apart for users and a backlog, 312.5 ms for the sweep (3.2/s).
+    expect([held.bookReturn(1_000), held.bookReturn(1_000), held.bookReturn(1_000)]).toEqual([T0 + 1_000, T0 + 1_250, T0 + 1_500]);
+    expect(held.bookReturn(1_000, true)).toBe(T0 + 1_000);
+    expect(held.bookReturn(1_000, true)).toBe(T0 + 1_312.5);
+    expect(held.bookReturn(1_000, true, true)).toBe(T0 + 1_000);
+    // A longer wait (a Retry-After) moves the booking on; later bookings follow it.
+    expect(held.bookReturn(5_000)).toBe(T0 + 5_000);
+    expect(held.bookReturn(1_000)).toBe(T0 + 5_250);
+    // Once the bookings are past, the next starts from now again.
+    clock.set(T0 + 60_000);
+    expect(held.bookReturn(1_000)).toBe(T0 + 61_000);
+  });
+});
