@@ -65,7 +65,7 @@ export const LIMITS_FULL: LimitsScale = {
   seed: 11,
 };
 
-/** What `npm test` runs: 3 accounts of 4, 6 and 8 requests/s, 90 s (30 s of warm-up, 30 s steady, 30 s after the halving). */
+/** What `npm test` runs: 3 accounts of 4, 6 and 8 requests/s, 2 minutes (60 s of warm-up: each finds its limit; 30 s steady, 30 s after the halving). */
 export const LIMITS_SHORT: LimitsScale = {
   accounts: 3,
   limits: [4, 8],
@@ -73,7 +73,7 @@ export const LIMITS_SHORT: LimitsScale = {
   backlogSeconds: 4,
   containers: 3,
   batchSize: 10,
-  phaseMinutes: [0.5, 0.5, 0.5],
+  phaseMinutes: [1, 0.5, 0.5],
   settleSeconds: 10,
   tolerance: { limitedShare: 0.05, otherChange: 0.1, otherDuringBurst: 0.85 },
   seed: 5,

@@ -11,7 +11,7 @@ import { dirname, join, normalize } from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { DEFAULTS, ENV } from '../../functions/shared/config.js';
 import { MAX_RECEIVE_COUNT } from '../../functions/shared/sync-queue.js';
-import { DEFAULT_PACE_SETTINGS, MAX_RETRY_AFTER_MS, MIN_RETRY_AFTER_MS } from '../../functions/shared/provider/pace/pace-state.js';
+import { DEFAULT_PACE_SETTINGS, MAX_RETRY_AFTER_MS, MIN_RETRY_AFTER_MS, SLOW_START_CUT } from '../../functions/shared/provider/pace/pace-state.js';
 import { CONNECTION_PACE_HOLD_MS, SYNC_PACE_LEASE_SECONDS } from '../../functions/item-sync/app.js';
 import { USERS_IDS_PER_CONNECTION } from '../../functions/item-sync/sync.js';
 import { CONTEXT_KEYS, NUMBER_RULES, OPTIONAL_NUMBER_RULES, readContentSyncConfig, syncTimeoutSeconds } from '../../infra/context.js';
@@ -401,8 +401,11 @@ describe('what the stacks deploy, as the pages state it', () => {
     expect(syncLease).toBe(SYNC_PACE_LEASE_SECONDS);
     expect(tokenLease).toBe(pace.leaseSeconds);
     expect(Number(figure('docs/scale.md', /takes slots in leases of (\d[\d.]*) s of the rate/)[0])).toBe(SYNC_PACE_LEASE_SECONDS);
-    const [initial, cut, cooldown] = figure('docs/provider-pace.md', /the rate starts at (\d+) requests\/s .*? cuts the rate ×(\d[\d.]*); .*? At most one cut per (\d+) s/).map(Number);
-    expect([initial, cut, cooldown! * 1000]).toEqual([pace.initialRate, pace.cutFactor, pace.cutCooldownMs]);
+    const [initial, first, cut, cooldown] = figure(
+      'docs/provider-pace.md',
+      /the rate starts at (\d+) requests\/s .*? The first 429 (halves) it .*? Every later 429 cuts the rate ×(\d[\d.]*), .*? At most one cut per (\d+) s/,
+    );
+    expect([Number(initial), first === 'halves' ? 0.5 : first, Number(cut), Number(cooldown) * 1000]).toEqual([pace.initialRate, SLOW_START_CUT, pace.cutFactor, pace.cutCooldownMs]);
     const [least, most, absent] = figure('docs/provider-pace.md', /Its `Retry-After` \(at least (\d+) s, at most (\d+) h; (\d+) s when absent\)/).map(Number);
     expect([least! * 1000, most! * 3_600_000, absent! * 1000]).toEqual([MIN_RETRY_AFTER_MS, MAX_RETRY_AFTER_MS, pace.defaultRetryAfterMs]);
     const [failures, probe] = figure('docs/provider-pace.md', /add up to (\d+) in a row .*?except \*\*one probe every (\d+) s\*\*/).map(Number);

@@ -111,6 +111,8 @@ const NEAR_GROWTH = 0.004;
 /** Growth above 110% of the ceiling (the limit rose?) and in slow start: ×(1 + PROBE) per second. */
 const PROBE_GROWTH = 0.05;
 const SLOW_START_GROWTH = 0.5;
+/** The first 429 (no ceiling yet) cuts the rate, and sets the ceiling, to this much of the rate it came at. */
+export const SLOW_START_CUT = 0.5;
 /** The sweep asks again no sooner than this after a wait, and no later than MAX_SWEEP_WAIT_MS. */
 const SWEEP_MIN_WAIT_MS = 10;
 const MAX_SWEEP_WAIT_MS = 1_000;
@@ -329,8 +331,11 @@ export function rateLimited(state: PaceState, now: number, retryAfterMs: number 
     // Refused below the last ceiling: the limit fell. Aim lower than where this 429 came, so that the
     // rate comes down to the new limit in a few cuts rather than creeping down cut after cut.
     const fell = next.ceiling !== undefined && next.rate < 0.98 * next.ceiling;
-    next.ceiling = Math.max(settings.minRate, fell ? next.rate * settings.cutFactor : next.rate);
-    next.rate = Math.max(settings.minRate, next.rate * settings.cutFactor);
+    // The first 429 of a slow start: the rate has grown ×1.5 a second past the limit while the
+    // provider's burst lasted, so the limit is nearer half of it: start from there.
+    const first = next.ceiling === undefined ? SLOW_START_CUT : 1;
+    next.ceiling = Math.max(settings.minRate, (fell ? next.rate * settings.cutFactor : next.rate) * first);
+    next.rate = Math.max(settings.minRate, next.rate * (first < 1 ? first : settings.cutFactor));
     next.cutAt = now;
     // The bucket of the class that met the 429 starts empty: a sweep's leaves users' tokens alone.
     if (sweep) next.sweepTokens = 0;

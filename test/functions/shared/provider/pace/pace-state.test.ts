@@ -170,13 +170,21 @@ describe('a 429', () => {
   const settings: PaceSettings = { ...OPEN, defaultRetryAfterMs: 3_000 };
 
   it('blocks until now + Retry-After, cuts the rate by cutFactor, and takes the rate it had as the ceiling', () => {
-    const next = rateLimited(state({ rate: 100, tokens: 7, at: T - 10 }), T, 5_000, settings);
+    const next = rateLimited(state({ rate: 100, tokens: 7, at: T - 10, ceiling: 100 }), T, 5_000, settings);
     expect(next.blockedUntil).toBe(T + 5_000);
     expect(next.ceiling).toBe(100);
     expect(next.rate).toBeCloseTo(85, 10);
     expect(next.cutAt).toBe(T);
     expect(next.tokens).toBe(0);
     expect(next.at).toBe(T);
+  });
+
+  it('the first 429 (no ceiling yet: slow start) halves the rate and takes that half as the ceiling', () => {
+    // Slow start grew the rate ×1.5 a second past the limit while the provider's burst lasted.
+    const first = rateLimited(state({ rate: 80, tokens: 7 }), T, 1_000, settings);
+    expect(first).toMatchObject({ rate: 40, ceiling: 40, cutAt: T, blockedUntil: T + 1_000, tokens: 0 });
+    // After it, a ceiling is known: the next cut is by cutFactor again.
+    expect(rateLimited(first, T + 2_000, 1_000, settings).rate).toBeCloseTo(34, 10);
   });
 
   it('clamps Retry-After to at least 1 s and at most 1 h; without one it blocks defaultRetryAfterMs', () => {
@@ -187,7 +195,7 @@ describe('a 429', () => {
   });
 
   it('cuts once per cool-down (one episode is one signal); a shorter Retry-After never shortens the block', () => {
-    const first = rateLimited(state({ rate: 100 }), T, 5_000, settings);
+    const first = rateLimited(state({ rate: 100, ceiling: 100 }), T, 5_000, settings);
     const second = rateLimited(first, T + 1_999, 1_000, settings);
     expect(second.rate).toBeCloseTo(85, 10);
     expect(second.ceiling).toBe(100);
@@ -234,7 +242,7 @@ describe('a 429', () => {
   });
 
   it('makes a draw during the block wait until it ends, and the block is not refilled', () => {
-    const blocked = rateLimited(state({ rate: 100, tokens: 20 }), T, 5_000, settings);
+    const blocked = rateLimited(state({ rate: 100, tokens: 20, ceiling: 100 }), T, 5_000, settings);
     const during = draw(blocked, T + 1_000, 8, settings);
     expect(during.draw).toEqual({ kind: 'wait', retryAt: T + 5_000, why: 'retry-after' });
     expect(during.state).toBe(blocked);
@@ -566,7 +574,7 @@ describe('the sweep (the reconciler’s ids)', () => {
   });
 
   it("its 429 stops the sweep alone: users' ids draw on at the cut rate, the sweep waits out the Retry-After", () => {
-    const after = rateLimited(state({ rate: 100, tokens: 20, sweepTokens: 20 }), T, 5_000, OPEN, true);
+    const after = rateLimited(state({ rate: 100, tokens: 20, sweepTokens: 20, ceiling: 100 }), T, 5_000, OPEN, true);
     expect(after).toMatchObject({ blockedUntil: 0, sweepBlockedUntil: T + 5_000, tokens: 20, sweepTokens: 0, ceiling: 100, cutAt: T });
     expect(after.rate).toBeCloseTo(85, 10);
     expect(draw(after, T + 1, 5, OPEN).draw).toMatchObject({ kind: 'granted', tokens: 5 });
