@@ -20,7 +20,7 @@
  * while it had work, every id done, nothing dead-lettered.
  */
 import { enqueueMessages, type EnqueueMessage } from '../../tools/enqueue/send.js';
-import { accountLimits } from './scope-scenarios.js';
+import { accountLimits, controlRequests } from './scope-scenarios.js';
 import { quantiles, quietIdDone, quietLeft, quietTimes, sendQuietIds, type QuietWatch } from './fairness-scenario.js';
 import { check, round, timed, type Check, type ScenarioResult } from './scenario.js';
 import { startSystem } from './system.js';
@@ -158,7 +158,11 @@ export function scopeAccounts(scale: AccountsScale, progress: (line: string) => 
         messages.push(...ids.map((id) => ({ connection, id })));
       }
       const sentAt = t0 + backlogAt;
-      system.clock.at(sentAt, () => void enqueueMessages(sqs, system.queueUrl, messages, send));
+      let controlAtSend = 0;
+      system.clock.at(sentAt, () => {
+        controlAtSend = controlRequests(system);
+        void enqueueMessages(sqs, system.queueUrl, messages, send);
+      });
       const total = messages.length;
       const doneCount = (): number => [...watches.values()].reduce((sum, w) => sum + w.done.size, 0);
       const realStart = Date.now();
@@ -169,6 +173,7 @@ export function scopeAccounts(scale: AccountsScale, progress: (line: string) => 
       system.clock.at(t0 + MINUTE, report);
       await system.pollUntil(() => doneCount() >= total || system.clock.ms() >= t0 + hardStopMs);
       const backlogEnd = Math.max(...[...watches.values()].map((w) => w.doneAt.at(-1) ?? system.clock.ms()));
+      const control = controlRequests(system) - controlAtSend;
 
       const figures: Record<string, number | string> = {
         accounts: `${scale.accounts}, limits ${busy.map((id) => limits.get(id)).join(', ')} requests/s (unknown to the system; Retry-After ${scale.retryAfterSeconds} s)`,
@@ -203,6 +208,8 @@ export function scopeAccounts(scale: AccountsScale, progress: (line: string) => 
       figures['quiet accounts, send to done: idle'] = `p50 ${idle.p50} s, p99 ${idle.p99} s`;
       figures['quiet accounts, send to done: beside the backlogs'] = `p50 ${during.p50} s, p99 ${during.p99} s (p99 ${idle.p99 > 0 ? round(during.p99 / idle.p99, 2) : '–'}× idle)`;
       const quietLeftNow = quietLeft(quiet, system.clock.ms());
+      const requests = busy.reduce((sum, id) => sum + system.provider.accountCounters(id).itemRequests, 0);
+      figures['control table requests a provider request (the sync, from the send to the end)'] = round(control / Math.max(1, requests), 2);
       const dead = system.sqs.size(system.dlqUrl) + (system.reconcileDlqUrl ? system.sqs.size(system.reconcileDlqUrl) : 0);
       figures['dead-lettered'] = dead;
       figures['real time'] = `${round((Date.now() - realStart) / 1000, 1)} s`;

@@ -275,7 +275,7 @@ export function perAccountLimits(scale: LimitsScale, progress: (line: string) =>
 }
 
 /** The sync containers' requests to the control table (the pace rows) so far. */
-function controlRequests(system: SimSystem): number {
+export function controlRequests(system: SimSystem): number {
   const table = system.local.names.controlTable;
   return Object.entries(system.meter.dynamo.sync)
     .filter(([key]) => key.endsWith(` ${table}`))
