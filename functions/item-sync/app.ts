@@ -246,8 +246,8 @@ function postponementsOf(record: SQSEvent['Records'][number]): number {
 
 /**
  * The record's lane: the `reconcilePass` attribute of a message the reconciler sent (a whole number
- * from 0), and whether it is the background lane's (`lane` = `background`, or a `reconcilePass`
- * sent before `lane` existed). Anything else is users'.
+ * from 0), and whether it is the background lane's (`lane` = `background` or `backlog`, or a
+ * `reconcilePass` sent before `lane` existed) and a users' backlog there (`backlog`). Anything else is users'.
  */
 function laneOf(record: SQSEvent['Records'][number]): { reconcilePass?: number; background?: true; backlog?: true } {
   const raw = record.messageAttributes?.[RECONCILE_PASS_ATTRIBUTE]?.stringValue;

@@ -18,9 +18,9 @@ export interface SyncRecord {
   /** Set when the reconciler sent this id (message attribute `reconcilePass`): kept when it is sent again. */
   reconcilePass?: number;
   /**
-   * The background lane (message attribute `lane` = `background`, or a `reconcilePass` without
-   * it): the reconciler's ids and backfills, whose requests are the pace's sweep and yield to
-   * users' ids. Kept when it is sent again.
+   * The background lane (message attribute `lane` = `background` or `backlog`, or a `reconcilePass`
+   * without it): the reconciler's ids, backfills and users' backlogs, whose requests yield to users'
+   * ids (the pace's sweep, or a backlog: sync.ts). Kept when it is sent again.
    */
   background?: boolean;
   /** Of the background lane as a users' backlog (message attribute `lane` = `backlog`): kept when it is sent again. */

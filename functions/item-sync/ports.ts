@@ -218,7 +218,7 @@ export interface RequeueRequest {
   postponements: number;
   /** Kept from the original (message attribute `reconcilePass`). */
   reconcilePass?: number;
-  /** The original was the background lane's (message attribute `lane` = `background`): it stays in it. */
+  /** The original was the background lane's (message attribute `lane` = `background` or `backlog`): it stays in it. */
   background?: boolean;
   /** …as a users' backlog (`lane` = `backlog`). */
   backlog?: boolean;

@@ -236,7 +236,8 @@ export function fairOrder(keysByConnection: ReadonlyArray<readonly ItemKey[]>): 
 
 /**
  * The outcome of every item: each connection's gate asked once (all at once), then (a users' batch:
- * `background` given) each ready connection's backlog moved, then the stored revisions of the ready
+ * `background` given) each ready connection's backlog moved, then of each connection what its pace
+ * admits within its hold (the others sent back), then the stored revisions of the ready
  * connections' items left read at once, then each item synced with bounded concurrency, the
  * connections in turn. A connection whose pace's breaker is open, with no probe due here, waits
  * without a read or a request.

@@ -19,8 +19,8 @@ export const RECONCILE_PASS_ATTRIBUTE = 'reconcilePass';
 /**
  * The String message attribute that names a record's lane. `background` (BACKGROUND_LANE): the
  * reconciler's ids and backfills (`npm run enqueue -- --backfill`), drawn from the provider pace as
- * the sweep, which yields to users' ids; any other value, or none: users' ids. The item sync keeps
- * it when it sends a record back to wait.
+ * the sweep, which yields to users' ids; `backlog` (BACKLOG_LANE, below): the background lane too;
+ * any other value, or none: users' ids. The item sync keeps it when it sends a record back to wait.
  */
 export const LANE_ATTRIBUTE = 'lane';
 export const BACKGROUND_LANE = 'background';

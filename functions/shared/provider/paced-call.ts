@@ -247,24 +247,26 @@ export class PacedCaller {
           const now = this.now();
           const why = grant.why === 'retry-after' ? "the provider's Retry-After" : 'the provider pace';
           // Keep back the time a request needs: a slot too close to the deadline is no use.
-          if (grant.until >= this.scope.deadline - SLOT_MARGIN_MS) {
+          const pastDeadline = grant.until >= this.scope.deadline - SLOT_MARGIN_MS;
+          if (pace.maxHoldMs !== undefined && (grant.until > holdUntil || pastDeadline)) {
+            // It waited its hold out (or its slot is past the invocation): it waits outside the
+            // invocation, at least as long again and past the pace's wait, its return booked behind
+            // the others sent away (spread at the pace's rate). The pace's word, not a Retry-After's:
+            // it comes back once, when it can go.
+            const holdMs = pace.maxHoldMs;
+            const minMs = Math.max(holdMs, grant.until - now);
+            const at = pace.bookReturn?.(minMs, this.scope.sweep, backlog) ?? now + minMs;
+            const message =
+              grant.until > holdUntil
+                ? `no slot of the connection's provider pace within ${holdMs / 1000} s (${why}); the batch's other records are not held for it`
+                : `no slot of the provider pace before this invocation ends (${why})`;
+            throw new WaitError(message, { kind: 'pace', seconds: (at - now) / 1000, retryAfter: false });
+          }
+          if (pastDeadline) {
             throw new WaitError(`no slot of the provider pace before this invocation ends (${why})`, {
               kind: 'pace',
               seconds: (grant.until - now) / 1000,
               retryAfter: grant.why === 'retry-after',
-            });
-          }
-          if (grant.until > holdUntil) {
-            // It waited its hold out: it waits outside the invocation, at least as long again and
-            // past the pace's wait, its return booked behind the others sent away (spread at the
-            // pace's rate). The pace's word, not a Retry-After's: it comes back once, when it can go.
-            const holdMs = pace.maxHoldMs!;
-            const minMs = Math.max(holdMs, grant.until - now);
-            const at = pace.bookReturn?.(minMs, this.scope.sweep, backlog) ?? now + minMs;
-            throw new WaitError(`no slot of the connection's provider pace within ${holdMs / 1000} s (${why}); the batch's other records are not held for it`, {
-              kind: 'pace',
-              seconds: (at - now) / 1000,
-              retryAfter: false,
             });
           }
           await this.ports.sleep(Math.max(1, grant.until - now));

@@ -229,7 +229,7 @@ export function draw(
     next.rate = grownRate(next, now - next.grownAt, settings, sweep && !backlog);
   }
   next.grownAt = Math.max(next.grownAt, now);
-  if (sweep) return drawSweep(next, now, want, settings, backlog);
+  if (sweep) return drawSweep(next, now, want, settings, backlog, cap);
   const intervalMs = 1000 / next.rate;
   const after = next.tokens - want;
   const maxDebt = Math.max(want, next.rate * settings.maxDebtSeconds);
@@ -291,15 +291,17 @@ function sweepLease(rate: number, want: number, settings: PaceSettings): number 
  * whole lease at a time: a draw that found a token or two would cost one write of the shared row
  * per request or two (with several containers polling the bucket, it never fills otherwise).
  */
-function drawSweep(next: PaceState, now: number, want: number, settings: PaceSettings, backlog: boolean): { state: PaceState; draw: Draw } {
+function drawSweep(next: PaceState, now: number, want: number, settings: PaceSettings, backlog: boolean, cap: number): { state: PaceState; draw: Draw } {
   if (next.sweepBlockedUntil !== undefined && now < next.sweepBlockedUntil) {
     return { state: next, draw: { kind: 'wait', retryAt: next.sweepBlockedUntil, why: 'retry-after' } };
   }
   const sweepTokens = next.sweepTokens ?? 0;
-  const need = sweepLease(next.rate, want, settings);
+  // A backlog's lease and the half lease it leaves fit the bucket as it is (`cap`, its size before
+  // this draw's growth): a lease sized by the grown rate could never be there while the rate grows.
+  const need = backlog ? Math.min(sweepLease(next.rate, want, settings), Math.max(1, Math.floor(cap))) : sweepLease(next.rate, want, settings);
   // A backlog is not held to the sweep's share but leaves half a lease in the bucket when it can
   // hold that much: its account's own users' ids find a token there and do not wait behind it.
-  const floor = backlog ? Math.min(burst(next.rate, settings), need * 1.5) : need;
+  const floor = backlog ? Math.min(cap, need * 1.5) : need;
   if (next.tokens < floor || (!backlog && sweepTokens < need)) {
     // When both buckets will hold the lease (at least SWEEP_MIN_WAIT_MS: no tight polling).
     const sweepRate = next.rate * (1 - settings.userShare);
@@ -319,7 +321,14 @@ function drawSweep(next: PaceState, now: number, want: number, settings: PaceSet
  * cut (once per cool-down: the many 429s of one episode are one signal). A sweep request's 429
  * (`sweep`) stops the sweep alone: users' ids go on, at the cut rate.
  */
-export function rateLimited(state: PaceState, now: number, retryAfterMs: number | undefined, settings: PaceSettings, metBySweep = false): PaceState {
+export function rateLimited(
+  state: PaceState,
+  now: number,
+  retryAfterMs: number | undefined,
+  settings: PaceSettings,
+  metBySweep = false,
+  metByBacklog = false,
+): PaceState {
   const next: PaceState = { ...state };
   const blockMs = Math.min(MAX_RETRY_AFTER_MS, Math.max(MIN_RETRY_AFTER_MS, retryAfterMs ?? settings.defaultRetryAfterMs));
   // While the sweep draws (a lease within SWEEP_ACTIVE_MS), a 429 is its overshoot whoever met it:
@@ -331,9 +340,10 @@ export function rateLimited(state: PaceState, now: number, retryAfterMs: number 
     // Refused below the last ceiling: the limit fell. Aim lower than where this 429 came, so that the
     // rate comes down to the new limit in a few cuts rather than creeping down cut after cut.
     const fell = next.ceiling !== undefined && next.rate < 0.98 * next.ceiling;
-    // The first 429 of a slow start: the rate has grown ×1.5 a second past the limit while the
-    // provider's burst lasted, so the limit is nearer half of it: start from there.
-    const first = next.ceiling === undefined ? SLOW_START_CUT : 1;
+    // The first 429 of a slow start (users' ids' or a backlog's: the sweep never slow-starts): the
+    // rate has grown ×1.5 a second past the limit while the provider's burst lasted, so the limit is
+    // nearer half of it: start from there.
+    const first = next.ceiling === undefined && (!sweep || metByBacklog) ? SLOW_START_CUT : 1;
     next.ceiling = Math.max(settings.minRate, (fell ? next.rate * settings.cutFactor : next.rate) * first);
     next.rate = Math.max(settings.minRate, next.rate * (first < 1 ? first : settings.cutFactor));
     next.cutAt = now;

@@ -39,7 +39,7 @@ import {
   withoutBreaker,
 } from './pace-state.js';
 
-import { admittedWithin, classRate, paceClass, ReturnBook } from './pace-hold.js';
+import { admitted, classRate, paceClass, ReturnBook } from './pace-hold.js';
 import { PaceDemand, spend, type Lease } from './lease.js';
 import { PaceBreaker, type Grant, type PaceSnapshot, type PaceStore, type ProviderPaceOptions, type RequestResult } from './pace-types.js';
 
@@ -82,8 +82,7 @@ export class ProviderPace {
   private fallbackNextAt = 0;
   /** A request of this container succeeded since its last draw (the draw resets the shared count). */
   private okSinceDraw = false;
-  /** The returns booked for requests sent away (bookReturn). */
-  private readonly returns = new ReturnBook();
+  private readonly returns: ReturnBook; // the returns booked for requests sent away (bookReturn)
   private drawing: Promise<Grant> | undefined;
   /** No draw before this (the shared bucket was empty); epoch ms. */
   private drawNotBefore = 0;
@@ -107,6 +106,7 @@ export class ProviderPace {
     this.writeAttempts = options.writeAttempts ?? DEFAULT_WRITE_ATTEMPTS;
     this.lastRate = this.settings.maxRate ?? this.settings.initialRate;
     this.random = options.random ?? Math.random;
+    this.returns = new ReturnBook(this.random);
   }
 
   /** How long a request may wait for a slot within its invocation (ProviderPaceOptions.maxHoldMs); undefined: until its end. */
@@ -114,20 +114,23 @@ export class ProviderPace {
     return this.options.maxHoldMs;
   }
 
-  /** When a request sent away should come back (epoch ms): ReturnBook.book at its class's rate (pace-hold.ts). */
+  /** When a request sent away should come back (epoch ms): not before a Retry-After this container knows of, then ReturnBook.book (pace-hold.ts). */
   bookReturn(minMs: number, sweep = false, backlog = false): number {
     const cls = paceClass(sweep, backlog);
-    return this.returns.book(cls, this.now(), minMs, classRate(this.snapshot().rate, cls, this.settings.userShare, this.settings.minRate));
+    const now = this.now();
+    return this.returns.book(cls, now, Math.max(minMs, this.blockedUntil(sweep) - now), classRate(this.snapshot().rate, cls, this.settings));
   }
 
-  /**
-   * Of `requests` a batch is about to ask of this pace, how many it serves within its hold at the
-   * rate it knows, at least one (the others are sent away at once); all without a hold.
-   */
+  /** Of `requests` a batch is about to ask of this pace, how many it serves within its hold (pace-hold.ts admitted); all without a hold. */
   admits(requests: number, sweep = false, backlog = false): number {
     const hold = this.options.maxHoldMs;
-    if (hold === undefined) return requests;
-    return admittedWithin(requests, classRate(this.snapshot().rate, paceClass(sweep, backlog), this.settings.userShare, this.settings.minRate), hold);
+    const rate = classRate(this.snapshot().rate, paceClass(sweep, backlog), this.settings);
+    return hold === undefined ? requests : admitted(requests, rate, hold, this.blockedUntil(sweep) - this.now());
+  }
+
+  /** Until when this container knows the class is stopped by a Retry-After (the sweep and a backlog by the sweep's too). */
+  private blockedUntil(sweep: boolean): number {
+    return sweep ? Math.max(this.localBlockedUntil, this.localSweepBlockedUntil) : this.localBlockedUntil;
   }
 
   snapshot(): PaceSnapshot {
@@ -252,7 +255,7 @@ export class ProviderPace {
         if (sweep) this.localSweepBlockedUntil = Math.max(this.localSweepBlockedUntil, now + retryAfterMs);
         else this.localBlockedUntil = Math.max(this.localBlockedUntil, now + retryAfterMs);
         this.lease = undefined;
-        await this.change('rate limited', (state) => rateLimited(state, now, result.retryAfterMs, this.settings, sweep));
+        await this.change('rate limited', (state) => rateLimited(state, now, result.retryAfterMs, this.settings, sweep, this.leaseIsBacklog));
         return;
       }
       case 'failed': {

@@ -218,9 +218,18 @@ describe('PacedCaller: the pace and the answer', () => {
     expect(pace.asked).toEqual([{ afterFailure: false, sweep: true, backlog: true }]);
     expect(sent).toEqual([]);
 
+    // A slot within the hold but past the invocation's deadline (less the time a request needs): booked too.
+    booking.grants.push({ kind: 'wait', until: now + 800, why: 'retry-after' });
+    await expect(caller({ deadline: now + 1_500 }).call(session, request, {})).rejects.toMatchObject({
+      message: "no slot of the provider pace before this invocation ends (the provider's Retry-After)",
+      wait: { kind: 'pace', seconds: 7.5, retryAfter: false },
+    });
+    expect(booked.at(-1)).toEqual({ minMs: 1_000, sweep: false, backlog: false });
+    pace.asked.length = 0;
+
     // A session that is no backlog asks as before (no `backlog` key).
     expect(await caller().call(session, request, {})).toBe('x');
-    expect(pace.asked[1]).toEqual({ afterFailure: false, sweep: false });
+    expect(pace.asked[0]).toEqual({ afterFailure: false, sweep: false });
   });
 
   it('an open breaker: no request, the call waits (outage)', async () => {

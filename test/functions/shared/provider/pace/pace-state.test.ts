@@ -686,3 +686,34 @@ describe("a users' backlog in the background lane (draw's `backlog`: paceScope c
     expect(backlogDraw(base, T, 2, OPEN, false).state.rate).toBe(10);
   });
 });
+
+describe('a backlog at a rate whose bucket holds one or two tokens (the sync’s leases of 0.25 s)', () => {
+  it('takes its rate as it grows to it: 2.25 to 2.5 requests/s, not stuck where a lease of the grown rate would not fit', () => {
+    const settings: PaceSettings = { ...OPEN, leaseSeconds: 0.25, maxRate: 2.5 };
+    let current: PaceState = { ...initialPaceState(settings, T), rate: 2.25 };
+    let now = T;
+    let taken = 0;
+    while (now < T + 60_000) {
+      const result = draw(current, now, leaseSize(current.rate, settings), settings, false, true, true, true);
+      if (result.draw.kind === 'granted') {
+        current = result.state;
+        taken += result.draw.tokens;
+        now += 1;
+      } else if (result.draw.kind === 'wait') now = result.draw.retryAt;
+      else throw new Error(`unexpected ${result.draw.kind}`);
+    }
+    expect(current.rate).toBe(2.5);
+    // 2.5/s for 60 s, less the first second's climb: at least 96% of it.
+    expect(taken).toBeGreaterThanOrEqual(0.96 * 150);
+  });
+});
+
+describe('the first 429 of whom', () => {
+  it('the sweep’s (it never slow-starts: near the limit) cuts ×0.85; a backlog’s (it slow-starts) halves', () => {
+    const sweep = rateLimited(state({ rate: 80, sweepTokens: 10 }), T, 1_000, OPEN, true);
+    expect(sweep.rate).toBeCloseTo(68, 10);
+    expect(sweep.ceiling).toBe(80);
+    const backlog = rateLimited(state({ rate: 80 }), T, 1_000, OPEN, true, true);
+    expect(backlog).toMatchObject({ rate: 40, ceiling: 40, sweepBlockedUntil: T + 1_000 });
+  });
+});

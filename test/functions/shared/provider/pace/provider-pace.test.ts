@@ -1208,4 +1208,32 @@ describe('a pace with a hold (paceScope connection): what it admits, and when wh
     clock.set(T0 + 60_000);
     expect(held.bookReturn(1_000)).toBe(T0 + 61_000);
   });
+
+  it('books no further than SQS delays (900 s): beyond, a return is spread at random over that horizon and books nothing', () => {
+    const held = container({ maxHoldMs: 1_000, settings: { ...SETTINGS, maxRate: 4 }, random: () => 0.5 });
+    let last = 0;
+    for (let n = 0; n < 3_597; n += 1) last = held.bookReturn(1_000);
+    // 1 s, then 3,596 slots of 250 ms: 900 s.
+    expect(last).toBe(T0 + 900_000);
+    expect(held.bookReturn(1_000)).toBe(T0 + 1_000 + 0.5 * 899_000);
+    expect(held.bookReturn(1_000)).toBe(T0 + 1_000 + 0.5 * 899_000);
+  });
+
+  it('admits none and books past a Retry-After it knows of that outlasts the hold', async () => {
+    const held = container({ maxHoldMs: 1_000 });
+    expect(await held.acquire()).toMatchObject({ kind: 'go' });
+    await held.report({ kind: 'rate-limited', retryAfterMs: 30_000 }, GO);
+    expect(held.admits(50)).toBe(0);
+    expect(held.bookReturn(1_000)).toBe(T0 + 30_000);
+    // A sweep's Retry-After stops the sweep (and a backlog), not users.
+    const sweep = container({ maxHoldMs: 1_000 }, new MemoryPaceStore());
+    expect(await sweep.acquire({ sweep: true })).toMatchObject({ kind: 'go' });
+    await sweep.report({ kind: 'rate-limited', retryAfterMs: 30_000 }, GO);
+    expect(sweep.admits(50, true)).toBe(0);
+    expect(sweep.admits(50, true, true)).toBe(0);
+    expect(sweep.admits(50)).toBe(50);
+    // Past it, the rate decides again.
+    clock.set(T0 + 30_001);
+    expect(held.admits(500)).toBeGreaterThan(0);
+  });
 });
