@@ -250,12 +250,12 @@ export class PacedCaller {
           const pastDeadline = grant.until >= this.scope.deadline - SLOT_MARGIN_MS;
           if (pace.maxHoldMs !== undefined && (grant.until > holdUntil || pastDeadline)) {
             // It waited its hold out (or its slot is past the invocation): it waits outside the
-            // invocation, at least as long again and past the pace's wait, its return booked behind
-            // the others sent away (spread at the pace's rate). The pace's word, not a Retry-After's:
-            // it comes back once, when it can go.
+            // invocation, at least as long again and past the pace's wait. The pace's word, not a
+            // Retry-After's: no floor. Not booked behind the ids the batch sent away unadmitted
+            // (ProviderPace.bookReturn): it was due now, and another container's bookings of the same
+            // pace would put it past when the pace is free (an idle tail at a backlog's end).
             const holdMs = pace.maxHoldMs;
-            const minMs = Math.max(holdMs, grant.until - now);
-            const at = pace.bookReturn?.(minMs, this.scope.sweep, backlog) ?? now + minMs;
+            const at = now + Math.max(holdMs, grant.until - now);
             const message =
               grant.until > holdUntil
                 ? `no slot of the connection's provider pace within ${holdMs / 1000} s (${why}); the batch's other records are not held for it`

@@ -199,32 +199,30 @@ describe('PacedCaller: the pace and the answer', () => {
     expect(sleeps).toEqual([500, 500, 500, 500, 500]);
   });
 
-  it("a pace that books returns: the held call waits outside until its booked return, asked with its class; a backlog's session draws as one", async () => {
-    const booked: Array<{ minMs: number; sweep: boolean; backlog: boolean }> = [];
+  it("a held call waits outside for the pace's wait, at least the hold, not booked behind the batch's ids sent away; a backlog's session draws as one", async () => {
+    const booked: number[] = [];
     const booking = Object.assign(pace, {
       maxHoldMs: 1_000,
-      bookReturn(minMs: number, sweep = false, backlog = false): number {
-        booked.push({ minMs, sweep, backlog });
-        return now + 7_500;
+      bookReturn(minMs: number): number {
+        booked.push(minMs);
+        return now + 60_000;
       },
     });
     booking.grants.push({ kind: 'wait', until: now + 3_000, why: 'retry-after' });
     const { request, sent } = scripted('x');
     await expect(caller({ sweep: true }).call({ ...session, backlog: true }, request, {})).rejects.toMatchObject({
-      wait: { kind: 'pace', seconds: 7.5, retryAfter: false },
+      wait: { kind: 'pace', seconds: 3, retryAfter: false },
     });
-    // At least the pace's wait (3 s, beyond the 1 s hold), booked in the backlog's class.
-    expect(booked).toEqual([{ minMs: 3_000, sweep: true, backlog: true }]);
     expect(pace.asked).toEqual([{ afterFailure: false, sweep: true, backlog: true }]);
     expect(sent).toEqual([]);
 
-    // A slot within the hold but past the invocation's deadline (less the time a request needs): booked too.
+    // A slot within the hold but past the invocation's deadline (less the time a request needs): the hold.
     booking.grants.push({ kind: 'wait', until: now + 800, why: 'retry-after' });
     await expect(caller({ deadline: now + 1_500 }).call(session, request, {})).rejects.toMatchObject({
       message: "no slot of the provider pace before this invocation ends (the provider's Retry-After)",
-      wait: { kind: 'pace', seconds: 7.5, retryAfter: false },
+      wait: { kind: 'pace', seconds: 1, retryAfter: false },
     });
-    expect(booked.at(-1)).toEqual({ minMs: 1_000, sweep: false, backlog: false });
+    expect(booked).toEqual([]);
     pace.asked.length = 0;
 
     // A session that is no backlog asks as before (no `backlog` key).
