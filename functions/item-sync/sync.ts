@@ -266,7 +266,7 @@ async function syncConnections(
     [...sessions.keys()].map((connection) => (background ? moveBacklog(keysOf(connection), outcomes, background, ports.log) : keysOf(connection))),
   );
   // A pace with a hold (PACE_SCOPE=connection) takes what it can serve within it; the rest waits outside.
-  const keys = fairOrder(kept.map((connectionKeys) => admitted(connectionKeys, sessions, outcomes, sweep, ports.clock.now().getTime())));
+  const keys = fairOrder(kept.map((connectionKeys) => admitWithinHold(connectionKeys, sessions, outcomes, sweep, ports.clock.now().getTime())));
   if (keys.length === 0) return outcomes;
   let stored: StoredRevisions;
   try {
@@ -293,15 +293,15 @@ async function syncConnections(
  * others wait outside the invocation, each one's return booked one slot of the pace after the last
  * (outcome `later`, the pace's wait: no Retry-After's floor). No hold, no limit.
  */
-function admitted(keys: readonly ItemKey[], sessions: ReadonlyMap<string, ConnectionSession>, outcomes: ItemOutcomes, sweep: boolean, now: number): ItemKey[] {
+function admitWithinHold(keys: readonly ItemKey[], sessions: ReadonlyMap<string, ConnectionSession>, outcomes: ItemOutcomes, sweep: boolean, now: number): ItemKey[] {
   if (keys.length === 0) return [];
   const { pace, backlog } = sessions.get(keys[0]!.connection)!;
   const holdMs = pace.maxHoldMs;
   if (holdMs === undefined || !pace.admits || !pace.bookReturn) return [...keys];
   const n = pace.admits(keys.length, sweep, backlog === true);
+  const reason = `more of the connection's ids than its provider pace serves within ${holdMs / 1000} s; the others wait outside the invocation`;
   for (const key of keys.slice(n)) {
     const at = pace.bookReturn(holdMs, sweep, backlog === true);
-    const reason = `more of the connection's ids than its provider pace serves within ${holdMs / 1000} s; the others wait outside the invocation`;
     outcomes.set(key, { kind: 'later', reason, wait: { kind: 'pace', seconds: (at - now) / 1000, retryAfter: false } });
   }
   return keys.slice(0, n);
