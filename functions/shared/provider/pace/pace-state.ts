@@ -53,6 +53,8 @@ export interface PaceState {
   sweepBlockedUntil?: number;
   /** Epoch ms the sweep last took a lease (a 429 soon after is the sweep's overshoot, whoever met it). */
   sweepDrawnAt?: number;
+  /** Epoch ms a users' backlog last took a lease (it slow-starts, as users' ids do: a 429 soon after halves the rate). */
+  backlogDrawnAt?: number;
   breaker: Breaker;
   /** Failed requests (5xx, time-outs, connections) reported by any container since the last success anyone reported. */
   failures: number;
@@ -313,6 +315,7 @@ function drawSweep(next: PaceState, now: number, want: number, settings: PaceSet
   next.tokens -= need;
   if (!backlog) next.sweepTokens = sweepTokens - need;
   next.sweepDrawnAt = now;
+  if (backlog) next.backlogDrawnAt = now;
   return { state: next, draw: { kind: 'granted', tokens: need, startAt: now, intervalMs: 1000 / next.rate, probe: false } };
 }
 
@@ -340,10 +343,11 @@ export function rateLimited(
     // Refused below the last ceiling: the limit fell. Aim lower than where this 429 came, so that the
     // rate comes down to the new limit in a few cuts rather than creeping down cut after cut.
     const fell = next.ceiling !== undefined && next.rate < 0.98 * next.ceiling;
-    // The first 429 of a slow start (users' ids' or a backlog's: the sweep never slow-starts): the
-    // rate has grown ×1.5 a second past the limit while the provider's burst lasted, so the limit is
-    // nearer half of it: start from there.
-    const first = next.ceiling === undefined && (!sweep || metByBacklog) ? SLOW_START_CUT : 1;
+    // The first 429 of a slow start (users' ids' or a backlog's, or met while a backlog draws: the
+    // sweep alone never slow-starts): the rate has grown ×1.5 a second past the limit while the
+    // provider's burst lasted, so the limit is nearer half of it: start from there.
+    const backlogDrew = metByBacklog || (next.backlogDrawnAt !== undefined && now - next.backlogDrawnAt < SWEEP_ACTIVE_MS);
+    const first = next.ceiling === undefined && (!sweep || backlogDrew) ? SLOW_START_CUT : 1;
     next.ceiling = Math.max(settings.minRate, (fell ? next.rate * settings.cutFactor : next.rate) * first);
     next.rate = Math.max(settings.minRate, next.rate * (first < 1 ? first : settings.cutFactor));
     next.cutAt = now;
@@ -390,6 +394,7 @@ export function isPaceState(value: unknown): value is PaceState {
   if (v.sweepTokens !== undefined && !finite(v.sweepTokens)) return false;
   if (v.sweepBlockedUntil !== undefined && !finite(v.sweepBlockedUntil)) return false;
   if (v.sweepDrawnAt !== undefined && !finite(v.sweepDrawnAt)) return false;
+  if (v.backlogDrawnAt !== undefined && !finite(v.backlogDrawnAt)) return false;
   const breaker = v.breaker as Record<string, unknown> | undefined;
   if (typeof breaker !== 'object' || breaker === null || typeof breaker.open !== 'boolean') return false;
   if (breaker.open) {

@@ -716,4 +716,16 @@ describe('the first 429 of whom', () => {
     const backlog = rateLimited(state({ rate: 80 }), T, 1_000, OPEN, true, true);
     expect(backlog).toMatchObject({ rate: 40, ceiling: 40, sweepBlockedUntil: T + 1_000 });
   });
+
+  it("a users' 429 within a second of a backlog's lease (the backlog's overshoot, which slow-started) halves; of the sweep's lease alone, ×0.85", () => {
+    const backlogDrew = draw(state({ rate: 80, tokens: 16, sweepTokens: 0 }), T, 8, OPEN, false, true, true, true).state;
+    expect(backlogDrew).toMatchObject({ sweepDrawnAt: T, backlogDrawnAt: T });
+    expect(rateLimited(backlogDrew, T + 500, 1_000, OPEN)).toMatchObject({ ceiling: backlogDrew.rate / 2, sweepBlockedUntil: T + 1_500 });
+    const sweepDrew = draw(state({ rate: 80, tokens: 16, sweepTokens: 16 }), T, 8, OPEN, false, true).state;
+    expect(sweepDrew.backlogDrawnAt).toBeUndefined();
+    expect(rateLimited(sweepDrew, T + 500, 1_000, OPEN).ceiling).toBe(sweepDrew.rate);
+    // A stored row with backlogDrawnAt is a pace state; one with it not a number is not.
+    expect(isPaceState(JSON.parse(JSON.stringify(backlogDrew)))).toBe(true);
+    expect(isPaceState({ ...backlogDrew, backlogDrawnAt: 'x' })).toBe(false);
+  });
 });
