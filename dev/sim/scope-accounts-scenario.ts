@@ -77,6 +77,7 @@ export const SCOPE_ACCOUNTS_FULL: AccountsScale = {
 
 /** What `npm test` runs: 2 accounts of 4 and 8 requests/s, 40 s of work each. */
 export const SCOPE_ACCOUNTS_SHORT: AccountsScale = {
+  ...SCOPE_ACCOUNTS_FULL,
   accounts: 2,
   limits: [4, 8],
   workSeconds: 40,
@@ -84,8 +85,6 @@ export const SCOPE_ACCOUNTS_SHORT: AccountsScale = {
   sendEverySeconds: 2,
   idleMinutes: 0.5,
   tolerance: { use: 0.75, limited: 0.04 },
-  retryAfterSeconds: 1,
-  providerLatencyMs: 50,
   maxMinutes: 6,
   dynalite: 'in-process',
   seed: 5,

@@ -26,7 +26,7 @@ import {
   QueueUrls,
   RECONCILE_PASS_ATTRIBUTE,
   SqsDeadLetterSink,
-  SqsDiscoverySink,
+  SqsBackgroundLane,
   SqsMessageRequeue,
   SqsMessageVisibility,
 } from './adapters/sqs.js';
@@ -165,9 +165,9 @@ export function createSyncHandler(deps: SyncHandlerDeps): SyncHandler {
     visibility: new SqsMessageVisibility(deps.sqs, queueUrls),
     requeue: new SqsMessageRequeue(deps.sqs, queueUrls, { sleep }),
     // Discovery on (CHILDREN_PATH): a folder's children go to the reconcile queue, in the background lane.
-    ...(config.discovery !== undefined ? { discovery: new SqsDiscoverySink(deps.sqs, config.discovery.queueUrl, { sleep }) } : {}),
+    ...(config.discovery !== undefined ? { discovery: new SqsBackgroundLane(deps.sqs, config.discovery.queueUrl, { sleep }) } : {}),
     // A connection's backlog in a users' batch goes to the background lane (the reconcile queue).
-    ...(config.backgroundQueueUrl !== undefined ? { background: new SqsDiscoverySink(deps.sqs, config.backgroundQueueUrl, { sleep }, BACKLOG_LANE) } : {}),
+    ...(config.backgroundQueueUrl !== undefined ? { background: new SqsBackgroundLane(deps.sqs, config.backgroundQueueUrl, { sleep }, BACKLOG_LANE) } : {}),
     clock,
     log: logger,
     random,

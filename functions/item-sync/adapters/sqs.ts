@@ -15,7 +15,7 @@ import { ChangeMessageVisibilityBatchCommand, GetQueueUrlCommand, type SendMessa
 import { resendPolicy, sendMessageBatch, type EntryFailure, type ResendOptions, type ResendPolicy } from '../../shared/adapters/sqs-batch.js';
 import { forEachLimited } from '../../shared/limited.js';
 import { BACKGROUND_LANE, BACKLOG_LANE, LANE_ATTRIBUTE, messageGroupIdOf, RECONCILE_PASS_ATTRIBUTE } from '../../shared/sync-queue.js';
-import type { DeadLetter, DeadLetterSink, DiscoverySink, MessageRequeue, MessageVisibility, PostponeRequest, RequeueRequest } from '../ports.js';
+import type { BackgroundLane, DeadLetter, DeadLetterSink, MessageRequeue, MessageVisibility, PostponeRequest, RequeueRequest } from '../ports.js';
 
 /** Entries per SendMessageBatch / ChangeMessageVisibilityBatch call (SQS's limit). */
 const BATCH_ENTRIES = 10;
@@ -64,13 +64,14 @@ export class SqsDeadLetterSink implements DeadLetterSink {
 }
 
 /**
- * A folder's children, sent for checking to the reconcile queue (RECONCILE_QUEUE_URL) as a backfill
- * is (`npm run enqueue -- --backfill`): body `{"connection", "id"}`, the message attribute `lane` =
- * `background` (the item sync takes them as the pace's sweep, after users' ids), the connection as
- * the MessageGroupId (fair queues). SendMessageBatch of 10; entries refused for a reason that may
- * pass are sent again (bounded); a call that throws has already been retried by the SDK.
+ * Ids sent to the background lane, the reconcile queue (RECONCILE_QUEUE_URL), as a backfill is
+ * (`npm run enqueue -- --backfill`): a folder's children (`lane` = `background`: the item sync takes
+ * them as the pace's sweep, after users' ids) or a users' batch's backlog (`lane` = `backlog`).
+ * Body `{"connection", "id"}`, the connection as the MessageGroupId (fair queues). SendMessageBatch
+ * of 10; entries refused for a reason that may pass are sent again (bounded); a call that throws has
+ * already been retried by the SDK.
  */
-export class SqsDiscoverySink implements DiscoverySink {
+export class SqsBackgroundLane implements BackgroundLane {
   private readonly resend: ResendPolicy;
 
   constructor(

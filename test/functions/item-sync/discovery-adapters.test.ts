@@ -2,7 +2,7 @@
  * Discovery's parts apart from the handler (docs/discovery.md): reading a folder's list
  * (discovery.ts), and the adapters it adds over mocked clients: the items table's stored copy
  * (DynamoDbItemStore.getItem), the items bucket's read (S3ItemObjectStore.get) and the reconcile
- * queue's sink (SqsDiscoverySink: the exact SendMessageBatch entries, chunks of 10, re-sends).
+ * queue's sink (SqsBackgroundLane: the exact SendMessageBatch entries, chunks of 10, re-sends).
  */
 import { beforeEach, describe, expect, it } from 'vitest';
 import { mockClient } from 'aws-sdk-client-mock';
@@ -11,7 +11,7 @@ import { SendMessageBatchCommand, SQSClient } from '@aws-sdk/client-sqs';
 import { GetObjectCommand, S3Client, S3ServiceException } from '@aws-sdk/client-s3';
 import { DynamoDbItemStore } from '../../../functions/item-sync/adapters/dynamodb-item-store.js';
 import { S3ItemObjectStore } from '../../../functions/item-sync/adapters/s3-item-object-store.js';
-import { DISCOVERY_CALLS_IN_FLIGHT, SqsDiscoverySink } from '../../../functions/item-sync/adapters/sqs.js';
+import { DISCOVERY_CALLS_IN_FLIGHT, SqsBackgroundLane } from '../../../functions/item-sync/adapters/sqs.js';
 import { childrenThatLeft, childrenToCheck, readListing, type DiscoverySettings } from '../../../functions/item-sync/discovery.js';
 import { TransientError } from '../../../functions/shared/errors.js';
 import { parseJson } from '../../../functions/shared/json.js';
@@ -124,9 +124,9 @@ describe('S3ItemObjectStore.get', () => {
   });
 });
 
-describe('SqsDiscoverySink', () => {
+describe('SqsBackgroundLane', () => {
   const URL = 'https://sqs.eu-west-1.amazonaws.com/123456789012/reconcile';
-  const sink = () => new SqsDiscoverySink(new SQSClient({ region: 'eu-west-1' }), URL, { sleep: async () => undefined });
+  const sink = () => new SqsBackgroundLane(new SQSClient({ region: 'eu-west-1' }), URL, { sleep: async () => undefined });
   const ok = (input: { Entries: Array<{ Id: string }> }) => ({ Successful: input.Entries.map((entry) => ({ Id: entry.Id, MessageId: 'x', MD5OfMessageBody: 'x' })), Failed: [] });
 
   it('sends each id as a backfill is sent: {"connection","id"}, lane background, the connection as the group; 10 a call', async () => {

@@ -34,6 +34,43 @@ function state(overrides: Partial<PaceState> = {}): PaceState {
   return { rate: 100, tokens: 0, at: T, cutAt: 0, grownAt: T, blockedUntil: 0, breaker: { open: false }, failures: 0, ...overrides };
 }
 
+/**
+ * A background container (the sweep, or a backlog with `backlog`) as provider-pace.ts runs it: draws,
+ * keeps the state only when granted (a wait is not written), comes back at the wait's retryAt (never
+ * sooner than 10 ms nor later than 1 s), or `afterGrantMs` after a grant; from `from` (default a
+ * fresh state) until `ms` have passed.
+ */
+function backgroundAlone(
+  settings: PaceSettings,
+  ms: number,
+  afterGrantMs: number,
+  want: (rate: number) => number,
+  options: { backlog?: boolean; from?: PaceState } = {},
+) {
+  let current = options.from ?? initialPaceState(settings, T);
+  let now = T;
+  let taken = 0;
+  let grants = 0;
+  let waits = 0;
+  while (now <= T + ms) {
+    const result = draw(current, now, want(current.rate), settings, false, true, true, options.backlog === true);
+    if (result.draw.kind === 'granted') {
+      current = result.state;
+      taken += result.draw.tokens;
+      grants += 1;
+      now += afterGrantMs;
+    } else if (result.draw.kind === 'wait') {
+      waits += 1;
+      expect(result.draw.retryAt).toBeGreaterThanOrEqual(now + 10);
+      expect(result.draw.retryAt).toBeLessThanOrEqual(now + 1_000);
+      now = result.draw.retryAt;
+    } else {
+      throw new Error(`unexpected ${result.draw.kind}`);
+    }
+  }
+  return { current, taken, grants, waits };
+}
+
 describe('the bucket', () => {
   it('keeps two leases of tokens, at least one; a lease is leaseSeconds of the rate, at least one token', () => {
     expect(burst(100, OPEN)).toBe(20);
@@ -511,37 +548,8 @@ describe('the sweep (the reconciler’s ids)', () => {
     expect(probe.state.breaker).toMatchObject({ nextProbeAt: T + 40_000 });
   });
 
-  /**
-   * A sweep container as provider-pace.ts runs it: draws, keeps the state only when granted (a wait
-   * is not written), comes back at the wait's retryAt, or `afterGrantMs` after a grant.
-   */
-  function sweepAlone(settings: PaceSettings, ms: number, afterGrantMs: number, want: (rate: number) => number) {
-    let current = initialPaceState(settings, T);
-    let now = T;
-    let swept = 0;
-    let grants = 0;
-    let waits = 0;
-    while (now <= T + ms) {
-      const result = draw(current, now, want(current.rate), settings, false, true);
-      if (result.draw.kind === 'granted') {
-        current = result.state;
-        swept += result.draw.tokens;
-        grants += 1;
-        now += afterGrantMs;
-      } else if (result.draw.kind === 'wait') {
-        waits += 1;
-        expect(result.draw.retryAt).toBeGreaterThanOrEqual(now + 10);
-        expect(result.draw.retryAt).toBeLessThanOrEqual(now + 1_000);
-        now = result.draw.retryAt;
-      } else {
-        throw new Error(`unexpected ${result.draw.kind}`);
-      }
-    }
-    return { current, swept, grants, waits };
-  }
-
   it('over a minute with users idle, gets (1 − userShare) of the rate (± one burst), one lease a draw', () => {
-    const { current, swept, grants, waits } = sweepAlone(AT_MAX, 60_000, 1, () => 10);
+    const { current, taken: swept, grants, waits } = backgroundAlone(AT_MAX, 60_000, 1, () => 10);
     // 80/s for 60 s, and the bucket it started with (one burst, 20).
     expect(swept).toBeGreaterThanOrEqual(4_800 - 20);
     expect(swept).toBeLessThanOrEqual(4_800 + 20);
@@ -559,11 +567,11 @@ describe('the sweep (the reconciler’s ids)', () => {
     // Coming back at once after each lease: the rate is what holds it back, so the rate grows; by
     // ×1.05 a second at most, never by the users' slow start (×1.5): at an unknown limit the sweep
     // comes up to it rather than overshooting it.
-    const busy = sweepAlone(OPEN, 10_000, 1, lease);
+    const busy = backgroundAlone(OPEN, 10_000, 1, lease);
     expect(busy.current.rate).toBeGreaterThan(OPEN.initialRate * 1.05 ** 5);
     expect(busy.current.rate).toBeLessThanOrEqual(OPEN.initialRate * 1.05 ** 10 + 1e-9);
     // One lease a second: the buckets are full at every draw; the rate stays where it started.
-    const idle = sweepAlone(OPEN, 10_000, 1_000, lease);
+    const idle = backgroundAlone(OPEN, 10_000, 1_000, lease);
     expect(idle.current.rate).toBe(OPEN.initialRate);
   });
 
@@ -663,18 +671,7 @@ describe("a users' backlog in the background lane (draw's `backlog`: paceScope c
   });
 
   it('over a minute with users idle, gets the whole rate (± one burst), not the sweep’s share', () => {
-    let current = initialPaceState(AT_MAX, T);
-    let now = T;
-    let taken = 0;
-    while (now <= T + 60_000) {
-      const result = backlogDraw(current, now, 10);
-      if (result.draw.kind === 'granted') {
-        current = result.state;
-        taken += result.draw.tokens;
-        now += 1;
-      } else if (result.draw.kind === 'wait') now = result.draw.retryAt;
-      else throw new Error(`unexpected ${result.draw.kind}`);
-    }
+    const { taken } = backgroundAlone(AT_MAX, 60_000, 1, () => 10, { backlog: true });
     expect(taken).toBeGreaterThanOrEqual(6_000 - 20);
     expect(taken).toBeLessThanOrEqual(6_000 + 20);
   });
@@ -690,18 +687,8 @@ describe("a users' backlog in the background lane (draw's `backlog`: paceScope c
 describe('a backlog at a rate whose bucket holds one or two tokens (the sync’s leases of 0.25 s)', () => {
   it('takes its rate as it grows to it: 2.25 to 2.5 requests/s, not stuck where a lease of the grown rate would not fit', () => {
     const settings: PaceSettings = { ...OPEN, leaseSeconds: 0.25, maxRate: 2.5 };
-    let current: PaceState = { ...initialPaceState(settings, T), rate: 2.25 };
-    let now = T;
-    let taken = 0;
-    while (now < T + 60_000) {
-      const result = draw(current, now, leaseSize(current.rate, settings), settings, false, true, true, true);
-      if (result.draw.kind === 'granted') {
-        current = result.state;
-        taken += result.draw.tokens;
-        now += 1;
-      } else if (result.draw.kind === 'wait') now = result.draw.retryAt;
-      else throw new Error(`unexpected ${result.draw.kind}`);
-    }
+    const from: PaceState = { ...initialPaceState(settings, T), rate: 2.25 };
+    const { current, taken } = backgroundAlone(settings, 60_000, 1, (rate) => leaseSize(rate, settings), { backlog: true, from });
     expect(current.rate).toBe(2.5);
     // 2.5/s for 60 s, less the first second's climb: at least 96% of it.
     expect(taken).toBeGreaterThanOrEqual(0.96 * 150);
