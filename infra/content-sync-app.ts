@@ -31,13 +31,14 @@ export function buildContentSyncApp(app: App): ContentSyncApp {
     config,
   });
   const stateless = new StatelessStack(app, names.stateless, {
-    description: `${description} (stateless: functions, schedule, alarms, dashboard)`,
+    description: `${description} (stateless: functions, client API, schedules, alarms, dashboard)`,
     config,
     stateful: {
       storage: stateful.storage,
       connections: stateful.connections,
       syncQueues: stateful.syncQueues,
       reconcileQueues: stateful.reconcileQueues,
+      eraseQueues: stateful.eraseQueues,
       changeEvents: stateful.changeEvents,
     },
   });

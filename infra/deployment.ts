@@ -1,13 +1,15 @@
 /**
  * What every function is deployed with, as plain values: memory, time-out and environment, the
- * queues' numbers, the event sources' and the schedules'. The stacks build their resources from it
- * (infra/), and so does the local system (dev/system), so `npm start`, the bench, the soak and the
- * simulations run what `cdk deploy` creates, with no number typed twice.
+ * queues' numbers, the event sources', the schedules' and the client API stage's throttling. The
+ * stacks build their resources from it (infra/), and so does the local system (dev/system), so
+ * `npm start`, the bench, the soak and the simulations run what `cdk deploy` creates, with no
+ * number typed twice.
  *
  * No aws-cdk-lib import: the development harness loads it without the CDK. The resource names are
  * whatever the caller has: CloudFormation tokens in the stacks, local names in dev/system.
  */
-import { ENV } from '../functions/shared/config.js';
+import { DEFAULTS, ENV } from '../functions/shared/config.js';
+import { eraseSettleSeconds } from '../functions/shared/connections/erase.js';
 import { refresherRunMinutes } from '../functions/shared/connections/refresh-schedule.js';
 import { MAX_RECEIVE_COUNT } from '../functions/shared/sync-queue.js';
 import type { ContentSyncConfig } from './context.js';
@@ -23,6 +25,12 @@ export interface ResourceNames {
   readonly connectionsTableName: string;
   /** The change-event bus (its ARN when deployed). */
   readonly eventBusName: string;
+  /** The connections key (its ARN): every token is sealed under it (docs/connections.md). */
+  readonly connectionsKeyArn: string;
+  /** The sync queue: the users' lane the client API sends ids to. */
+  readonly syncQueueUrl: string;
+  /** The erase queue: one message per connection to erase (infra/connection-eraser). */
+  readonly eraseQueueUrl: string;
 }
 
 /** One function as deployed. */
@@ -53,6 +61,19 @@ export const RECONCILER_MEMORY_MB = 512;
 export const RECONCILER_TIMEOUT_SECONDS = 60;
 export const CHANGE_EVENTS_MEMORY_MB = 256;
 export const CHANGE_EVENTS_TIMEOUT_SECONDS = 30;
+export const CLIENT_API_MEMORY_MB = 256;
+/**
+ * A request is a few reads and writes of one connection (a KMS call when it puts credentials, up to
+ * 100 SQS batches when it sends 1,000 ids): 10 s is ample, and well inside API Gateway's 30 s
+ * integration limit, so a request never outlives its answer.
+ */
+export const CLIENT_API_TIMEOUT_SECONDS = 10;
+export const ERASER_MEMORY_MB = 256;
+/**
+ * One run erases pages of rows and objects until its time is nearly out, then sends itself the rest
+ * (ERASE_QUEUE_URL): a longer run only means fewer messages.
+ */
+export const ERASER_TIMEOUT_SECONDS = 300;
 
 /**
  * The token refresher: refreshes the connections' access tokens in the connections table, each in
@@ -60,7 +81,10 @@ export const CHANGE_EVENTS_TIMEOUT_SECONDS = 30;
  * paced by the token endpoint's pace, whose rows are in the control table (REFRESH_CONCURRENCY,
  * IDLE_REFRESH_HOURS and TOKEN_REQUESTS_PER_SECOND keep the function's defaults).
  */
-export function refresherDeployment(config: ContentSyncConfig, names: Pick<ResourceNames, 'connectionsTableName' | 'controlTableName'>): FunctionDeployment {
+export function refresherDeployment(
+  config: ContentSyncConfig,
+  names: Pick<ResourceNames, 'connectionsTableName' | 'connectionsKeyArn' | 'controlTableName'>,
+): FunctionDeployment {
   return {
     memoryMb: REFRESHER_MEMORY_MB,
     timeoutSeconds: REFRESHER_TIMEOUT_SECONDS,
@@ -68,6 +92,7 @@ export function refresherDeployment(config: ContentSyncConfig, names: Pick<Resou
     environment: {
       [ENV.baseUrl]: config.baseUrl,
       [ENV.connectionsTableName]: names.connectionsTableName,
+      [ENV.connectionsKeyArn]: names.connectionsKeyArn,
       [ENV.controlTableName]: names.controlTableName,
       [ENV.tokenRefreshMinutes]: String(config.tokenRefreshMinutes),
     },
@@ -87,6 +112,7 @@ export function syncDeployment(config: ContentSyncConfig, names: ResourceNames):
       [ENV.baseUrl]: config.baseUrl,
       // It refreshes a connection's token on demand (CONNECTION_WAIT_SECONDS keeps the function's default).
       [ENV.connectionsTableName]: names.connectionsTableName,
+      [ENV.connectionsKeyArn]: names.connectionsKeyArn,
       [ENV.tokenRefreshMinutes]: String(config.tokenRefreshMinutes),
       [ENV.paceScope]: config.paceScope,
       [ENV.itemsTableName]: names.itemsTableName,
@@ -152,12 +178,65 @@ export function changeEventsDeployment(
   };
 }
 
+/**
+ * The client API (docs/client-api.md): the connections (tokens sealed under the connections key),
+ * the items it reads, the reconciler's cursor (each connection's last pass), the users' lane (the
+ * sync queue), the background lane (the reconcile queue) and the erase queue. ERASE_SETTLE_SECONDS,
+ * the safety wait between a removal and its erase, follows the deployed sync's time-out and its
+ * token cache (ACCESS_TOKEN_CACHE_SECONDS keeps the function's default; functions/shared/connections/erase.ts).
+ */
+export function apiDeployment(
+  config: Pick<ContentSyncConfig, 'tracing' | 'freshnessHours' | 'syncTimeoutSeconds'>,
+  names: Pick<
+    ResourceNames,
+    'connectionsTableName' | 'connectionsKeyArn' | 'itemsTableName' | 'itemsBucketName' | 'controlTableName' | 'syncQueueUrl' | 'reconcileQueueUrl' | 'eraseQueueUrl'
+  >,
+): FunctionDeployment {
+  return {
+    memoryMb: CLIENT_API_MEMORY_MB,
+    timeoutSeconds: CLIENT_API_TIMEOUT_SECONDS,
+    tracing: config.tracing,
+    environment: {
+      [ENV.connectionsTableName]: names.connectionsTableName,
+      [ENV.connectionsKeyArn]: names.connectionsKeyArn,
+      [ENV.itemsTableName]: names.itemsTableName,
+      [ENV.itemsBucketName]: names.itemsBucketName,
+      [ENV.controlTableName]: names.controlTableName,
+      [ENV.syncQueueUrl]: names.syncQueueUrl,
+      [ENV.reconcileQueueUrl]: names.reconcileQueueUrl,
+      [ENV.eraseQueueUrl]: names.eraseQueueUrl,
+      [ENV.freshnessHours]: String(config.freshnessHours),
+      [ENV.eraseSettleSeconds]: String(eraseSettleSeconds(config.syncTimeoutSeconds, DEFAULTS.tokenCacheSeconds)),
+    },
+  };
+}
+
+/** The eraser: a connection's rows, objects and connection row; the erase queue for the rest of a run cut short. */
+export function eraserDeployment(
+  config: Pick<ContentSyncConfig, 'tracing'>,
+  names: Pick<ResourceNames, 'connectionsTableName' | 'itemsTableName' | 'itemsBucketName' | 'eraseQueueUrl'>,
+): FunctionDeployment {
+  return {
+    memoryMb: ERASER_MEMORY_MB,
+    timeoutSeconds: ERASER_TIMEOUT_SECONDS,
+    tracing: config.tracing,
+    environment: {
+      [ENV.connectionsTableName]: names.connectionsTableName,
+      [ENV.itemsTableName]: names.itemsTableName,
+      [ENV.itemsBucketName]: names.itemsBucketName,
+      [ENV.eraseQueueUrl]: names.eraseQueueUrl,
+    },
+  };
+}
+
 /** Every function of one deployment. */
 export interface FunctionDeployments {
   readonly refresher: FunctionDeployment;
   readonly sync: FunctionDeployment;
   readonly reconciler: FunctionDeployment | undefined;
   readonly changeEvents: FunctionDeployment;
+  readonly api: FunctionDeployment;
+  readonly eraser: FunctionDeployment;
 }
 
 export function functionDeployments(config: ContentSyncConfig, names: ResourceNames): FunctionDeployments {
@@ -166,7 +245,30 @@ export function functionDeployments(config: ContentSyncConfig, names: ResourceNa
     sync: syncDeployment(config, names),
     reconciler: reconcilerDeployment(config, names),
     changeEvents: changeEventsDeployment(config, names),
+    api: apiDeployment(config, names),
+    eraser: eraserDeployment(config, names),
   };
+}
+
+// ---- the client API's stage -------------------------------------------------------------------------
+
+/**
+ * The client API's stage throttling (every route, as the stage's default route settings): a steady
+ * rate and a burst, requests a second, for the whole API. A request carries up to 1,000 ids, so
+ * 50 a second is 50,000 ids a second offered, far past any provider's pace; the numbers bound the
+ * function's concurrency (about 50 × its duration) and keep the application's loops from using the
+ * account's API Gateway quota that other APIs share. Over them API Gateway answers 429.
+ */
+export const API_RATE_LIMIT_PER_SECOND = 50;
+export const API_BURST_LIMIT = 100;
+
+export interface ApiStageDeployment {
+  readonly rateLimitPerSecond: number;
+  readonly burstLimit: number;
+}
+
+export function apiStageDeployment(): ApiStageDeployment {
+  return { rateLimitPerSecond: API_RATE_LIMIT_PER_SECOND, burstLimit: API_BURST_LIMIT };
 }
 
 // ---- queues ----------------------------------------------------------------------------------------
@@ -190,6 +292,20 @@ export interface WorkQueueDeployment {
 export function workQueueDeployment(config: ContentSyncConfig): WorkQueueDeployment {
   return {
     visibilityTimeoutSeconds: config.syncTimeoutSeconds * VISIBILITY_FACTOR,
+    retentionDays: QUEUE_RETENTION_DAYS,
+    maxReceiveCount: MAX_RECEIVE_COUNT,
+    deadLetterRetentionDays: DEAD_LETTER_RETENTION_DAYS,
+  };
+}
+
+/**
+ * The erase queue and its dead-letter queue: made as a work queue, its visibility 6× the eraser's
+ * time-out. A run cut short sends itself a new message, so the receive count counts failures only:
+ * after MAX_RECEIVE_COUNT failed runs of one message it goes to the dead-letter queue (an alarm).
+ */
+export function eraseQueueDeployment(): WorkQueueDeployment {
+  return {
+    visibilityTimeoutSeconds: ERASER_TIMEOUT_SECONDS * VISIBILITY_FACTOR,
     retentionDays: QUEUE_RETENTION_DAYS,
     maxReceiveCount: MAX_RECEIVE_COUNT,
     deadLetterRetentionDays: DEAD_LETTER_RETENTION_DAYS,
@@ -222,6 +338,18 @@ export function syncEventSourceDeployment(config: Pick<ContentSyncConfig, 'syncB
   };
 }
 
+/**
+ * Erases at once: Lambda's smallest maximum concurrency for an SQS source. One erase is one message
+ * (a batch of one); two at a time keep the deletes' load on the items table and bucket small
+ * beside the sync's writes, and more waiting erases simply wait their turn.
+ */
+export const ERASER_MAX_CONCURRENCY = 2;
+
+/** The eraser's event source on the erase queue: one message (one connection) per invocation. */
+export function eraseEventSourceDeployment(): SqsEventSourceDeployment {
+  return { batchSize: 1, maxBatchingWindowSeconds: undefined, maxConcurrency: ERASER_MAX_CONCURRENCY, reportBatchItemFailures: true };
+}
+
 /** Stream records per invocation: Lambda's default for DynamoDB streams (at most ten PutEvents calls). */
 export const CHANGE_EVENTS_BATCH_SIZE = 100;
 /** Retries of a failing batch (bisected) before its range goes to the failure queue. */
@@ -229,7 +357,10 @@ export const CHANGE_EVENTS_RETRY_ATTEMPTS = 10;
 /** One batch per shard at a time (infra/change-events/change-events.ts says why). */
 export const CHANGE_EVENTS_PARALLELIZATION_FACTOR = 1;
 
-/** The change-events function's event source on the items table's stream. */
+/**
+ * The change-events function's event sources: the items table's stream and the connections table's
+ * (the account lifecycle events), with the same numbers.
+ */
 export interface StreamEventSourceDeployment {
   /** Where a new mapping starts: the oldest record the stream holds. */
   readonly startingPosition: 'TRIM_HORIZON';

@@ -1,19 +1,21 @@
 /**
  * Everything that holds data or state, as a list of features: the shared storage (items table,
- * items bucket, control table), the connections table and its key, the item sync's queues, the
- * reconciler's queues, the change events' bus and failure queue. Each feature module adds its
- * stateful half (and its outputs) here; its stateless half goes into the stateless stack
- * (infra/stateless-stack.ts).
+ * items bucket, control table), the connections table (with its stream) and its key, the item
+ * sync's queues, the reconciler's queues, the eraser's queues, the change events' bus and failure
+ * queue. Each feature module adds its stateful half (and its outputs) here; its stateless half
+ * goes into the stateless stack (infra/stateless-stack.ts).
  * Every resource is retained when the stack is deleted; nothing has a hard-coded physical name.
  *
  * Layout: infra/storage (shared), infra/connections/connections-table.ts,
  * infra/item-sync/sync-queues.ts, infra/reconciler/reconcile-queues.ts,
- * infra/change-events/change-event-resources.ts. Each adds its resources to this stack under
- * their own ids, so logical ids do not depend on where the code lives.
+ * infra/connection-eraser/erase-queues.ts, infra/change-events/change-event-resources.ts. Each
+ * adds its resources to this stack under their own ids, so logical ids do not depend on where the
+ * code lives.
  */
 import { Stack, type StackProps } from 'aws-cdk-lib';
 import type { Construct } from 'constructs';
 import { addChangeEventResources, type ChangeEventResources } from './change-events/change-event-resources.js';
+import { addEraseQueues, type EraseQueues } from './connection-eraser/erase-queues.js';
 import { addConnectionsTable, type Connections } from './connections/connections-table.js';
 import type { ContentSyncConfig } from './context.js';
 import { addSyncQueues, type SyncQueues } from './item-sync/sync-queues.js';
@@ -37,7 +39,9 @@ export class StatefulStack extends Stack {
   readonly syncQueues: SyncQueues;
   /** The reconciler's queue of known ids, taken by the item sync, and its dead-letter queue (infra/reconciler). */
   readonly reconcileQueues: ReconcileQueues;
-  /** The change-event bus and the stream event source's failure queue (infra/change-events). */
+  /** The erase queue, taken by the eraser, and its dead-letter queue (infra/connection-eraser). */
+  readonly eraseQueues: EraseQueues;
+  /** The change-event bus and the stream event sources' failure queue (infra/change-events). */
   readonly changeEvents: ChangeEventResources;
 
   constructor(scope: Construct, id: string, props: StatefulStackProps) {
@@ -48,6 +52,7 @@ export class StatefulStack extends Stack {
     this.connections = addConnectionsTable(this);
     this.syncQueues = addSyncQueues(this, config);
     this.reconcileQueues = addReconcileQueues(this, config);
+    this.eraseQueues = addEraseQueues(this);
     this.changeEvents = addChangeEventResources(this);
   }
 }

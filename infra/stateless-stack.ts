@@ -1,13 +1,14 @@
 /**
  * Everything that can be torn down and rebuilt without losing data, as a list of features: the
- * token refresher, the item sync, reconciliation and the change events, each with its functions,
- * grants, event sources, schedules and outputs; then operations, every feature's alarms on one
- * alarm topic and its rows on one dashboard. The stateful resources come in through typed props
- * (infra/stateful-stack.ts holds each feature's stateful half).
+ * token refresher, the item sync, reconciliation, the change events (and the account lifecycle
+ * events), the client API and the eraser, each with its functions, grants, event sources,
+ * schedules and outputs; then operations, every feature's alarms on one alarm topic and its rows
+ * on one dashboard. The stateful resources come in through typed props (infra/stateful-stack.ts
+ * holds each feature's stateful half).
  *
- * Layout: infra/token-refresher, infra/item-sync, infra/reconciler, infra/change-events (each
- * granted its own access to the connections table: infra/connections/grants.ts); each feature's
- * alarms and widgets in its own operations.ts; the alarm topic, the dashboard frame and the
+ * Layout: infra/token-refresher, infra/item-sync, infra/reconciler, infra/change-events,
+ * infra/client-api, infra/connection-eraser (each granted its own access to the connections table:
+ * infra/connections/grants.ts); each feature's alarms and widgets in its own operations.ts; the alarm topic, the dashboard frame and the
  * alarm-status widget in infra/operations. Every part adds its resources to this stack under their
  * own ids, so logical ids do not depend on where the code lives.
  */
@@ -16,6 +17,8 @@ import type * as cloudwatch from 'aws-cdk-lib/aws-cloudwatch';
 import type * as sns from 'aws-cdk-lib/aws-sns';
 import type { Construct } from 'constructs';
 import { addChangeEvents, type ChangeEventsStateful } from './change-events/change-events.js';
+import { addClientApi } from './client-api/client-api.js';
+import { addEraser } from './connection-eraser/eraser.js';
 import type { ConnectionsResources } from './connections/connections-table.js';
 import type { ContentSyncFunction } from './constructs/content-sync-function.js';
 import type { WorkQueueResources } from './constructs/queues.js';
@@ -40,7 +43,9 @@ export interface StatefulResources {
   readonly syncQueues: WorkQueueResources;
   /** The reconcile queue (the sync's second event source) and its dead-letter queue (infra/reconciler). */
   readonly reconcileQueues: WorkQueueResources;
-  /** The change-event bus and the stream event source's failure queue (infra/change-events). */
+  /** The erase queue (the eraser's event source) and its dead-letter queue (infra/connection-eraser). */
+  readonly eraseQueues: WorkQueueResources;
+  /** The change-event bus and the stream event sources' failure queue (infra/change-events). */
   readonly changeEvents: ChangeEventsStateful;
 }
 
@@ -54,6 +59,9 @@ export function resourceNames(stateful: StatefulResources): ResourceNames {
     reconcileQueueUrl: stateful.reconcileQueues.queue.queueUrl,
     connectionsTableName: stateful.connections.table.tableName,
     eventBusName: stateful.changeEvents.bus.eventBusArn,
+    connectionsKeyArn: stateful.connections.key.keyArn,
+    syncQueueUrl: stateful.syncQueues.queue.queueUrl,
+    eraseQueueUrl: stateful.eraseQueues.queue.queueUrl,
   };
 }
 
@@ -67,8 +75,12 @@ export class StatelessStack extends Stack {
   readonly sync: ContentSyncFunction;
   /** Sends every known id to the reconcile queue once per pass; undefined when freshnessHours is 0 (infra/reconciler). */
   readonly reconciler: ContentSyncFunction | undefined;
-  /** Announces every real change of an items-table row (infra/change-events). */
+  /** Announces every real change of an items-table row and every connection status change (infra/change-events). */
   readonly changeEvents: ContentSyncFunction;
+  /** The client API's function, behind its HTTP API (infra/client-api). */
+  readonly api: ContentSyncFunction;
+  /** Erases removed connections' data from the erase queue (infra/connection-eraser). */
+  readonly eraser: ContentSyncFunction;
   readonly alarmTopic: sns.Topic;
   readonly alarms: cloudwatch.Alarm[];
 
@@ -83,25 +95,39 @@ export class StatelessStack extends Stack {
     const sync = addItemSync(this, { config, names, storage, connections, queues: stateful.syncQueues });
     const reconciliation = addReconciliation(this, { config, storage, queues: stateful.reconcileQueues, sync: sync.fn });
     const changeEvents = addChangeEvents(this, { table: storage.table, connections, logLevel: config.logLevel, logRetentionDays: config.logRetentionDays, tracing: config.tracing, stage: config.stage, ...stateful.changeEvents });
+    const api = addClientApi(this, {
+      config,
+      names,
+      storage,
+      connections,
+      syncQueues: stateful.syncQueues,
+      reconcileQueues: stateful.reconcileQueues,
+      eraseQueues: stateful.eraseQueues,
+    });
+    const eraser = addEraser(this, { config, names, storage, connections, queues: stateful.eraseQueues });
 
     // ---- operations (infra/operations): every feature's alarms on one topic, its rows on one dashboard ----
     // Both orders are the dashboard as deployed: the alarm-status widget lists the sync's dead
     // letters first, then feature by feature; the refresher's two graphs share a row with it.
     const operations = addAlarms(this, {
       alarmEmail: config.alarmEmail,
-      alarms: [sync.deadLetterAlarm, ...refresher.alarms, ...sync.alarms, ...reconciliation.alarms, ...changeEvents.alarms],
+      alarms: [sync.deadLetterAlarm, ...refresher.alarms, ...sync.alarms, ...reconciliation.alarms, ...changeEvents.alarms, ...eraser.alarms],
     });
     addDashboard(this, [
       ...sync.rows,
       [...refresher.graphs, alarmStatusWidget(operations.alarms, 8)],
       ...reconciliation.rows,
       ...changeEvents.rows,
+      ...api.rows,
+      ...eraser.rows,
     ]);
 
     this.refresher = refresher.fn;
     this.sync = sync.fn;
     this.reconciler = reconciliation.fn;
     this.changeEvents = changeEvents.fn;
+    this.api = api.fn;
+    this.eraser = eraser.fn;
     this.alarmTopic = operations.topic;
     this.alarms = operations.alarms;
   }

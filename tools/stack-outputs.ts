@@ -17,6 +17,7 @@ export const DEFAULT_STACK = stackNames(undefined).stateful;
 /** The outputs that name what the CLIs use. */
 export const OUTPUT_KEYS = {
   connectionsTable: 'ConnectionsTableName',
+  connectionsKey: 'ConnectionsKeyArn',
   itemsTable: 'ItemsTableName',
   itemsBucket: 'ItemsBucketName',
   controlTable: 'ControlTableName',

@@ -4,12 +4,18 @@
  * the in-process clients of the bench, the soak and the simulations use the same model without
  * HTTP, in-process-aws.ts). No npm package emulates it for SDK v3.
  *
+ * KMS beside it on the same port (awsJson1_1, `X-Amz-Target: TrentService.<Operation>`, blobs as
+ * base64 in the JSON), over the KMS model (kms-model.ts): a KMSClient, or the CLI run with
+ * AWS_ENDPOINT_URL_KMS, pointed at the emulator reaches it. It holds no key until one is created.
+ *
  * Requests are not authenticated (signatures are ignored). Errors use the `__type` form the SDK
  * parses (plus SQS's `x-amzn-query-error` header). Imports node built-ins and the models only.
  */
 import { randomUUID } from 'node:crypto';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { Clock } from './clock.js';
+import { handleKms } from './kms-api.js';
+import { KmsModel } from './kms-model.js';
 import { listenOnLoopback } from './loopback.js';
 import { isObject, ServiceError } from './service-error.js';
 import { handleSqs } from './sqs-api.js';
@@ -25,7 +31,7 @@ export interface EmulatorOptions {
 }
 
 export interface RecordedAwsRequest {
-  service: 'sqs' | 'unknown';
+  service: 'sqs' | 'kms' | 'unknown';
   operation: string;
   status: number;
 }
@@ -34,6 +40,7 @@ export class AwsEmulator {
   readonly endpoint: string;
   readonly region: string;
   readonly sqs: SqsModel;
+  readonly kms: KmsModel;
   /** Operation names and statuses, in arrival order (no payloads). */
   readonly requests: RecordedAwsRequest[] = [];
 
@@ -48,6 +55,7 @@ export class AwsEmulator {
     this.endpoint = `http://127.0.0.1:${port}`;
     this.region = region;
     this.sqs = new SqsModel({ region, origin: () => this.endpoint, ...(clock ? { clock } : {}) });
+    this.kms = new KmsModel({ region });
   }
 
   static async start(options: EmulatorOptions = {}): Promise<AwsEmulator> {
@@ -75,7 +83,7 @@ export class AwsEmulator {
     const dot = target.indexOf('.');
     const prefix = dot < 0 ? '' : target.slice(0, dot);
     const operation = dot < 0 ? '' : target.slice(dot + 1);
-    const service = prefix === 'AmazonSQS' ? 'sqs' : 'unknown';
+    const service = prefix === 'AmazonSQS' ? 'sqs' : prefix === 'TrentService' ? 'kms' : 'unknown';
     const contentType = service === 'sqs' ? 'application/x-amz-json-1.0' : 'application/x-amz-json-1.1';
     const record: RecordedAwsRequest = { service, operation, status: 0 };
     this.requests.push(record);
@@ -93,6 +101,7 @@ export class AwsEmulator {
       if (!isObject(input)) throw new ServiceError('SerializationException', 'The request body is not a JSON object.');
       let output: unknown;
       if (service === 'sqs') output = await handleSqs(this.sqs, operation, input);
+      else if (service === 'kms') output = handleKms(this.kms, operation, input, 'base64');
       else throw new ServiceError('UnknownOperationException', `Unknown X-Amz-Target "${target}".`);
       this.reply(res, record, 200, contentType, output);
     } catch (error) {

@@ -1,5 +1,5 @@
 /**
- * The SQS model in process, for the bench, the soak and the simulations (no HTTP, no ports):
+ * The SQS and KMS models in process, for the bench, the soak and the simulations (no HTTP, no ports):
  *
  * - attachSqs plugs the model into a real SDK v3 client: a middleware at the very start
  *   of the client's stack (the `initialize` step, highest priority) answers every command through
@@ -7,11 +7,16 @@
  *   under test talks to a real `SQSClient`, but no request leaves the
  *   process. An error comes out as the SDK's own exception, above the SDK's retries: a fault injected
  *   in a model reaches the caller as if the SDK had given up.
+ * - attachKms does the same for a KMSClient over the KMS model (kms-api.ts), blobs as the
+ *   Uint8Array values the SDK takes and returns.
  * - InProcessEventSource is the queue side of an event source mapping (lambda.ts) on the SQS model;
  *   it holds the messages it hands out until the invocation is over (see sqs-model.ts).
  */
+import * as kmsSdk from '@aws-sdk/client-kms';
 import * as sqsSdk from '@aws-sdk/client-sqs';
 import { randomUUID } from 'node:crypto';
+import { handleKms } from './kms-api.js';
+import type { KmsModel } from './kms-model.js';
 import type { EventSourceQueue } from './lambda.js';
 import { ServiceError } from './service-error.js';
 import { handleSqs, renderMessage } from './sqs-api.js';
@@ -34,6 +39,12 @@ type ExceptionOptions = { name?: string; $fault?: 'client' | 'server'; message: 
 /** Answers an SQSClient's commands from the model; counts them by operation into `calls`. */
 export function attachSqs(client: sqsSdk.SQSClient, model: SqsModel, calls: CallCounts = {}): sqsSdk.SQSClient {
   attach(client, 'inProcessSqs', (operation, input) => handleSqs(model, operation, input), sqsSdk, sqsSdk.SQSServiceException, calls);
+  return client;
+}
+
+/** Answers a KMSClient's commands from the model; counts them by operation into `calls`. */
+export function attachKms(client: kmsSdk.KMSClient, model: KmsModel, calls: CallCounts = {}): kmsSdk.KMSClient {
+  attach(client, 'inProcessKms', (operation, input) => handleKms(model, operation, input, 'bytes'), kmsSdk, kmsSdk.KMSServiceException, calls);
   return client;
 }
 

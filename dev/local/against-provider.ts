@@ -85,7 +85,9 @@ async function playAgainstProvider(
   screen.line('2. Refresh the access token (token refresher)');
   const report = await refresh(run);
   const record = await run.system.connections.get(DEFAULT_CONNECTION, { consistent: true });
-  if (report.refreshed !== 1) {
+  if (report.refreshed === 0 && report.refused === 0 && report.failed === 0 && record?.accessToken !== undefined) {
+    screen.line('   its access token (from the last run) is not due yet: the credentials put again changed nothing');
+  } else if (report.refreshed !== 1) {
     throw new Error(`the token refresher got no access token: ${record?.health.lastFailureReason ?? `${report.refused} refused, ${report.failed} failed`}`);
   }
   found.rotated = record !== undefined && record.refreshToken !== options.credentials.refreshToken;

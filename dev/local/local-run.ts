@@ -5,7 +5,9 @@
  * (which add the connections with the operator CLI: operator.ts). Whatever throws ends the run as
  * one problem; everything started is stopped.
  */
-import { mkdirSync, writeFileSync } from 'node:fs';
+import type { KMSClient } from '@aws-sdk/client-kms';
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { randomBytes, randomUUID } from 'node:crypto';
 import { join } from 'node:path';
 import type { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import type { S3Client } from '@aws-sdk/client-s3';
@@ -16,6 +18,7 @@ import { RECONCILER_SERVICE, REFRESHER_SERVICE, SYNC_SERVICE } from '../../funct
 import type { RefresherResult } from '../../functions/token-refresher/app.js';
 import type { ItemRow } from '../fakes/items-table.js';
 import type { SqsModel } from '../fakes/sqs-model.js';
+import type { KeyMaterial } from '../fakes/kms-model.js';
 import { emulatorAws } from '../system/aws.js';
 import type { ContextOverrides } from '../system/config.js';
 import type { BuiltFunction, RefresherHandler } from '../system/functions.js';
@@ -87,6 +90,8 @@ export interface RunClients {
   dynamodb: DynamoDBClient;
   sqs: SQSClient;
   s3: S3Client;
+  /** The local KMS model's client: tokens are sealed under its key (system.aws.tokensKeyArn). */
+  kms: KMSClient;
 }
 
 export interface LocalRun {
@@ -155,6 +160,21 @@ export async function runStory(plan: StoryPlan): Promise<RunOutcome> {
   return { problems, logFile, snapshotFile, dynamodbStorage };
 }
 
+/**
+ * The local KMS key's material, kept (owner-only) beside the tables on disk: the tokens sealed in
+ * one run open in the next. Made on the first run, or after the data folder was cleared.
+ */
+function localTokensKey(dataDir: string): KeyMaterial {
+  const file = join(dataDir, 'kms-key.json');
+  if (existsSync(file)) {
+    const saved = JSON.parse(readFileSync(file, 'utf8')) as { id: string; rootKey: string };
+    return { id: saved.id, rootKey: Buffer.from(saved.rootKey, 'base64') };
+  }
+  const material = { id: randomUUID(), rootKey: randomBytes(32) };
+  writeFileSync(file, JSON.stringify({ id: material.id, rootKey: material.rootKey.toString('base64') }), { mode: 0o600 });
+  return material;
+}
+
 /** The local system: dynalite (on disk unless `inMemory`) and s3rver under the data folder, the HTTP emulator, the deployment of cdk.json for this provider. */
 async function startLocalSystem(plan: StoryPlan, provider: ProviderSide): Promise<LocalSystem> {
   const storage = await startStorage(LOCAL_NAMES, {
@@ -162,7 +182,7 @@ async function startLocalSystem(plan: StoryPlan, provider: ProviderSide): Promis
     fresh: plan.fresh,
   });
   try {
-    const aws = await emulatorAws();
+    const aws = await emulatorAws(plan.inMemory ? {} : { tokensKey: localTokensKey(plan.dataDir) });
     const context: ContextOverrides = { ...plan.context, baseUrl: provider.baseUrl, revisionField: plan.revisionField };
     return buildSystem({
       names: LOCAL_NAMES,
@@ -180,7 +200,7 @@ async function startLocalSystem(plan: StoryPlan, provider: ProviderSide): Promis
 }
 
 function runClients(system: LocalSystem): RunClients {
-  return { dynamodb: system.storage.dynamo.client(), sqs: system.aws.sqsClient(), s3: system.storage.s3!.client() };
+  return { dynamodb: system.storage.dynamo.client(), sqs: system.aws.sqsClient(), s3: system.storage.s3!.client(), kms: system.aws.kmsClient() };
 }
 
 export function describe(error: unknown): string {

@@ -5,9 +5,9 @@
  * read. What the CLI prints goes to the screen, indented under the command an operator would type
  * (a refresh token is never among its arguments, and the CLI never prints one).
  */
+import type { ConnectionView } from '../../functions/shared/connections/view.js';
 import { Readable, Writable } from 'node:stream';
 import { ENV } from '../../functions/shared/config.js';
-import type { ConnectionStatus } from '../../functions/shared/connections/connection.js';
 import { runCli } from '../../tools/connections/connections.js';
 import type { LocalRun } from './local-run.js';
 
@@ -18,15 +18,8 @@ export interface CliRun {
   stderr: string;
 }
 
-/** A connection as `list --json` prints it (no token). */
-export interface ListedConnection {
-  connection: string;
-  clientId: string;
-  status: ConnectionStatus;
-  health: { consecutiveFailures: number; lastSuccessAt?: string; lastFailureAt?: string; lastFailureReason?: string };
-  refreshedAt?: string;
-  lastUsedAt?: string;
-}
+/** A connection as `list --json` prints it: its view (no token). */
+export type ListedConnection = ConnectionView;
 
 function collector(): { stream: Writable; text: () => string } {
   let text = '';
@@ -50,8 +43,10 @@ export async function connectionsCli(run: LocalRun, args: readonly string[], std
     {
       dynamodb: run.clients.dynamodb,
       s3: run.clients.s3,
+      kms: run.clients.kms,
       env: {
         [ENV.connectionsTableName]: names.connectionsTable,
+        [ENV.connectionsKeyArn]: run.system.aws.tokensKeyArn,
         [ENV.itemsTableName]: names.itemsTable,
         [ENV.itemsBucketName]: names.itemsBucket,
         [ENV.controlTableName]: names.controlTable,

@@ -119,7 +119,7 @@ export async function revokeAndRecover(run: LocalRun, simulator: ProviderSimulat
   );
   await listConnections(run);
   const listedRecord = (await listedConnections(run)).find((c) => c.connection === connection);
-  const listed = { status: listedRecord?.status ?? 'missing', ...(listedRecord?.health.lastFailureReason !== undefined ? { reason: listedRecord.health.lastFailureReason } : {}) };
+  const listed = { status: listedRecord?.status ?? 'missing', ...(listedRecord?.refresh.lastFailureReason !== undefined ? { reason: listedRecord.refresh.lastFailureReason } : {}) };
   const beforeAdd = simulator.accountCounters(connection);
   const failingSeconds = (Date.now() - failingSince) / 1000;
   const requestsUntilFailing = requestsBetween(atRevocation, atFailing);

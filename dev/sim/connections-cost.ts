@@ -206,7 +206,12 @@ export interface IdleCost {
  * average connections-table row (`rowBytes`, DynamoDB's size of the item; storage adds 100 bytes of
  * index overhead a row).
  */
-export function idleMonthlyCost(day: Usage, table: string, measured: number, rowBytes: number, connections: number): IdleCost {
+/**
+ * An idle connection's month at `connections` connections, from an idle day of `measured`
+ * connections; `sealing`: the KMS requests that day that sealed and opened tokens (by operation),
+ * per connection.
+ */
+export function idleMonthlyCost(day: Usage, table: string, measured: number, rowBytes: number, connections: number, sealing: Record<string, number> = {}): IdleCost {
   const days = HOURS_PER_MONTH / 24;
   const refresherOnly: Usage = { ...day, dynamo: { ...day.dynamo, sync: {}, reconcile: {}, reconciler: {} } };
   const { lines } = dayCost(refresherOnly, table);
@@ -223,6 +228,12 @@ export function idleMonthlyCost(day: Usage, table: string, measured: number, row
   out.push({
     what: `KMS requests: ${Math.round(runs * KMS_REQUESTS_PER_REFRESHER_RUN)} a month (one per refresher run), shared`,
     usd: ((runs * KMS_REQUESTS_PER_REFRESHER_RUN) / 10_000) * (PRICES.kmsRequestPer10k / connections),
+  });
+  const sealingRequests = Object.values(sealing).reduce((sum, count) => sum + count, 0);
+  const described = Object.entries(sealing).map(([operation, count]) => `${count} ${operation}`).join(', ') || 'none';
+  out.push({
+    what: `KMS requests of the sealed tokens: ${described} a day for ${measured.toLocaleString('en-US')}`,
+    usd: (sealingRequests / measured) * days * (PRICES.kmsRequestPer10k / 10_000),
   });
   return { connections, lines: out, total: out.reduce((sum, line) => sum + line.usd, 0) };
 }

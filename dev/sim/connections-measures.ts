@@ -114,13 +114,22 @@ export interface DayFigures {
   table: Record<string, number>;
   /** Records the sync queue delivered that day. */
   deliveries: number;
+  /** KMS requests that day (the sealed tokens: GenerateDataKey to seal, Decrypt to open), by operation. */
+  kms: Record<string, number>;
 }
 
 /**
  * The figures of day `day` (from 0): `snapshots[day]` and `snapshots[day + 1]` are the meter at its
  * start and end, `deliveries` the sync queue's deliveries at the same moments.
  */
-export function dayFigures(system: SimSystem, t0: number, day: number, snapshots: readonly Usage[], deliveries: readonly number[]): DayFigures {
+export function dayFigures(
+  system: SimSystem,
+  t0: number,
+  day: number,
+  snapshots: readonly Usage[],
+  deliveries: readonly number[],
+  kms: ReadonlyArray<Record<string, number>>,
+): DayFigures {
   const from = t0 + day * DAY;
   const to = from + DAY;
   const usage = usageBetween(snapshots[day]!, snapshots[day + 1]!);
@@ -135,5 +144,6 @@ export function dayFigures(system: SimSystem, t0: number, day: number, snapshots
     getToken: { all, refresher, onDemand: all - refresher },
     table: tableRequests(usage, system.local.names.connectionsTable),
     deliveries: deliveries[day + 1]! - deliveries[day]!,
+    kms: Object.fromEntries(Object.entries(kms[day + 1]!).map(([operation, count]) => [operation, count - (kms[day]![operation] ?? 0)])),
   };
 }

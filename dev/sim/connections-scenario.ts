@@ -93,11 +93,11 @@ export function connectionsScenario(scale: ConnectionsScale, progress: (line: st
       const revoked = system.connectionIds[Math.floor(n / 3)]!;
       const sent = sendEveryId(system, scale.seed);
       system.clock.at(t0 + scale.revokeAfterSeconds * 1000, () => system.provider.revokeAccount(revoked));
-      const { snapshots, deliveries, syncedAt } = watchDays(system, scale, revoked, t0, realStart, progress);
+      const { snapshots, deliveries, kms, syncedAt } = watchDays(system, scale, revoked, t0, realStart, progress);
       const end = t0 + scale.days * DAY;
       await system.pollUntil(() => system.clock.ms() >= end);
 
-      const days = Array.from({ length: scale.days }, (_, day) => dayFigures(system, t0, day, snapshots, deliveries));
+      const days = Array.from({ length: scale.days }, (_, day) => dayFigures(system, t0, day, snapshots, deliveries, kms));
       const { figures, checks } = await measure(system, scale, { revoked, sent, t0, end, days, syncedAt: syncedAt() });
       figures['real time'] = `${((Date.now() - realStart) / 1000).toFixed(0)} s`;
       return { virtualMs: end - t0, figures, checks };
@@ -135,13 +135,15 @@ function watchDays(
   t0: number,
   realStart: number,
   progress: (line: string) => void,
-): { snapshots: Usage[]; deliveries: number[]; syncedAt: () => number | undefined } {
+): { snapshots: Usage[]; deliveries: number[]; kms: Array<Record<string, number>>; syncedAt: () => number | undefined } {
   const snapshots: Usage[] = [snapshot(system.meter)];
   const deliveries: number[] = [0];
+  const kms: Array<Record<string, number>> = [{ ...system.local.aws.kms.calls }];
   for (let day = 1; day <= scale.days; day += 1) {
     system.clock.at(t0 + day * DAY, () => {
       snapshots.push(snapshot(system.meter));
       deliveries.push(system.sqs.queue(system.queueUrl).stats.receives);
+      kms.push({ ...system.local.aws.kms.calls });
     });
   }
   let syncedAt: number | undefined;
@@ -159,7 +161,7 @@ function watchDays(
     if (now + HOUR < t0 + scale.days * DAY) system.clock.at(now + HOUR, report);
   };
   system.clock.at(t0 + HOUR, report);
-  return { snapshots, deliveries, syncedAt: () => syncedAt };
+  return { snapshots, deliveries, kms, syncedAt: () => syncedAt };
 }
 
 interface RunFacts {
@@ -182,8 +184,8 @@ async function measure(system: SimSystem, scale: ConnectionsScale, facts: RunFac
   const replays = system.connectionIds.reduce((sum, id) => sum + system.provider.accountCounters(id).replays, 0);
   const unauthorized = system.connectionIds.filter((id) => id !== revoked && !system.provider.account(id).authorized).length;
   const idle = days.at(-1)!;
-  const idleAtN = idleMonthlyCost(idle.usage, system.local.names.connectionsTable, n, state.rowBytes, n);
-  const idleAtGoal = idleMonthlyCost(idle.usage, system.local.names.connectionsTable, n, state.rowBytes, COST_AT);
+  const idleAtN = idleMonthlyCost(idle.usage, system.local.names.connectionsTable, n, state.rowBytes, n, idle.kms);
+  const idleAtGoal = idleMonthlyCost(idle.usage, system.local.names.connectionsTable, n, state.rowBytes, COST_AT, idle.kms);
 
   const minutes = (ms: number | undefined): string => (ms === undefined ? 'never' : `${((ms - t0) / MINUTE).toFixed(1)} min`);
   const figures: Record<string, number | string> = {
@@ -254,6 +256,10 @@ function dayLines(figures: Record<string, number | string>, day: DayFigures, n: 
   const getItems = day.table[`GetItem ${table} (sync on the sync queue)`] ?? 0;
   figures[`${label}: sync queue deliveries`] = day.deliveries;
   if (day.deliveries > 0) figures[`${label}: item sync GetItem on the connections table per 1,000 records delivered`] = round((getItems * 1000) / day.deliveries, 1);
+  const kmsAll = Object.values(day.kms).reduce((sum, count) => sum + count, 0);
+  figures[`${label}: KMS requests (sealed tokens)`] =
+    `${Object.entries(day.kms).map(([operation, count]) => `${count} ${operation}`).join(', ') || 'none'} (${round(kmsAll / n, 3)} a connection` +
+    `${day.deliveries > 0 ? `; ${round((kmsAll * 1000) / day.deliveries, 1)} per 1,000 records delivered` : ''})`;
   figures[`${label}: Lambda token refresher`] = `${lambda.invocations} invocations, ${round(gbSeconds, 3)} GB-s (${round(gbSeconds / n, 6)} a connection)`;
   const sync = day.usage.lambda.sync;
   figures[`${label}: Lambda item sync (users' queue)`] = `${sync.invocations} invocations, ${round((sync.durationMs / 1000) * (sync.memoryMb / 1024), 1)} GB-s`;

@@ -1,17 +1,20 @@
 /**
- * SQS for the local system, the harness's one model of the service (dev/fakes/sqs-model.ts) behind
- * real SDK clients, reached one of two ways:
+ * SQS and KMS for the local system, the harness's one model of each service (dev/fakes/sqs-model.ts,
+ * dev/fakes/kms-model.ts) behind real SDK clients, reached one of two ways:
  *
  * - inProcessAws: the clients answered in process (dev/fakes/in-process-aws.ts), each call
  *   counted when asked, on any clock (the soak's scaled one, a simulation's virtual one);
  * - emulatorAws: the HTTP emulator on 127.0.0.1 (dev/fakes/aws-emulator.ts), as `npm start` runs.
  *
- * Either way the queues are the model's, so a scenario looks at them directly.
+ * Either way the queues and keys are the models', so a scenario looks at them directly. Each backend
+ * holds one KMS key from the start, the one the tokens are sealed under (`tokensKeyArn`).
  */
+import { KMSClient } from '@aws-sdk/client-kms';
 import { SQSClient } from '@aws-sdk/client-sqs';
 import { AwsEmulator } from '../fakes/aws-emulator.js';
 import type { Clock } from '../fakes/clock.js';
-import { attachSqs, InProcessEventSource, type CallCounts } from '../fakes/in-process-aws.js';
+import { attachKms, attachSqs, InProcessEventSource, type CallCounts } from '../fakes/in-process-aws.js';
+import { KmsModel, type KeyMaterial } from '../fakes/kms-model.js';
 import { sqsClientQueue, type EventSourceQueue } from '../fakes/lambda.js';
 import { LOCAL_CREDENTIALS, LOCAL_REGION } from '../fakes/local-aws.js';
 import { SqsModel } from '../fakes/sqs-model.js';
@@ -23,14 +26,24 @@ export interface SqsClientOptions {
   watch?: (client: SQSClient) => void;
 }
 
+export interface KmsClientOptions {
+  /** SDK calls counted by operation (`GenerateDataKey`, `Decrypt`), in process and through the emulator alike. */
+  calls?: CallCounts;
+}
+
 export interface AwsBackend {
   readonly kind: 'in-process' | 'emulator';
   readonly region: string;
   readonly sqs: SqsModel;
+  readonly kms: KmsModel;
+  /** The ARN of the backend's one KMS key (CONNECTIONS_KEY_ARN of the local system). */
+  readonly tokensKeyArn: string;
   /** The emulator's address (emulatorAws only). */
   readonly endpoint: string | undefined;
   /** A new SQS client reaching the model. */
   sqsClient(options?: SqsClientOptions): SQSClient;
+  /** A new KMS client reaching the model. */
+  kmsClient(options?: KmsClientOptions): KMSClient;
   /**
    * A queue as Lambda's event source mapping polls it: its long poll (`waitSeconds` of the model's
    * time, in process; through the emulator, SQS's one-second wait of the local run).
@@ -46,6 +59,8 @@ export interface InProcessOptions {
 
 export function inProcessAws(options: InProcessOptions = {}): AwsBackend {
   const sqs = new SqsModel({ region: LOCAL_REGION, ...(options.sqsClock ? { clock: options.sqsClock } : {}) });
+  const kms = new KmsModel({ region: LOCAL_REGION });
+  const tokensKeyArn = kms.createKey();
   const clients: Array<{ destroy(): void }> = [];
   const made = <T extends { destroy(): void }>(client: T): T => {
     clients.push(client);
@@ -55,11 +70,17 @@ export function inProcessAws(options: InProcessOptions = {}): AwsBackend {
     kind: 'in-process',
     region: LOCAL_REGION,
     sqs,
+    kms,
+    tokensKeyArn,
     endpoint: undefined,
     sqsClient(clientOptions = {}) {
       const client = made(new SQSClient({ region: LOCAL_REGION, credentials: LOCAL_CREDENTIALS }));
       clientOptions.watch?.(client);
       return attachSqs(client, sqs, clientOptions.calls);
+    },
+    kmsClient(clientOptions = {}) {
+      const client = made(new KMSClient({ region: LOCAL_REGION, credentials: LOCAL_CREDENTIALS }));
+      return attachKms(client, kms, clientOptions.calls);
     },
     eventSourceQueue: (queueName, waitSeconds) => new InProcessEventSource(sqs, queueName, waitSeconds),
     async close() {
@@ -70,8 +91,9 @@ export function inProcessAws(options: InProcessOptions = {}): AwsBackend {
 }
 
 /** The HTTP emulator on 127.0.0.1 (an ephemeral port). */
-export async function emulatorAws(): Promise<AwsBackend> {
+export async function emulatorAws(options: { tokensKey?: KeyMaterial } = {}): Promise<AwsBackend> {
   const emulator = await AwsEmulator.start({ region: LOCAL_REGION });
+  const tokensKeyArn = emulator.kms.createKey(options.tokensKey);
   const config = { endpoint: emulator.endpoint, region: LOCAL_REGION, credentials: LOCAL_CREDENTIALS };
   const clients: Array<{ destroy(): void }> = [];
   const eventSourceClient = new SQSClient(config);
@@ -80,11 +102,19 @@ export async function emulatorAws(): Promise<AwsBackend> {
     kind: 'emulator',
     region: LOCAL_REGION,
     sqs: emulator.sqs,
+    kms: emulator.kms,
+    tokensKeyArn,
     endpoint: emulator.endpoint,
     sqsClient(clientOptions = {}) {
       const client = new SQSClient(config);
       clients.push(client);
       clientOptions.watch?.(client);
+      return client;
+    },
+    kmsClient(clientOptions = {}) {
+      const client = new KMSClient(config);
+      clients.push(client);
+      if (clientOptions.calls) countCalls(client, clientOptions.calls);
       return client;
     },
     eventSourceQueue(queueName) {
@@ -96,4 +126,16 @@ export async function emulatorAws(): Promise<AwsBackend> {
       await emulator.close().catch(() => undefined);
     },
   };
+}
+
+/** Counts a client's commands by operation (each once, however often the SDK retries it). */
+function countCalls(client: KMSClient, calls: CallCounts): void {
+  client.middlewareStack.add(
+    (next, context) => (args) => {
+      const operation = (context.commandName ?? '').replace(/Command$/, '');
+      calls[operation] = (calls[operation] ?? 0) + 1;
+      return next(args);
+    },
+    { step: 'initialize', priority: 'high', name: 'countKmsCalls' },
+  );
 }

@@ -53,10 +53,16 @@ export interface LocalDeployment {
   readonly schedule: ScheduleDeployment;
 }
 
-/** Where the queues are once created: the dead-letter and reconcile queues' URLs the functions are given. */
+/** Where the queues and the key are once created: what the functions' environments name beside the local names. */
 export interface QueueUrls {
   readonly syncDeadLetterQueueUrl: string;
   readonly reconcileQueueUrl: string;
+  /** The sync queue (the client API's users' lane); default none. */
+  readonly syncQueueUrl?: string;
+  /** The erase queue (the client API's erases); default none. */
+  readonly eraseQueueUrl?: string;
+  /** The key tokens are sealed under (the local KMS model's: dev/system/aws.ts `tokensKeyArn`). */
+  readonly connectionsKeyArn: string;
 }
 
 /** What the functions' environments name: the local names, the queues' URLs. */
@@ -69,6 +75,9 @@ export function resourceNames(names: LocalNames, queues: QueueUrls): ResourceNam
     reconcileQueueUrl: queues.reconcileQueueUrl,
     connectionsTableName: names.connectionsTable,
     eventBusName: names.eventBus,
+    connectionsKeyArn: queues.connectionsKeyArn,
+    syncQueueUrl: queues.syncQueueUrl ?? '',
+    eraseQueueUrl: queues.eraseQueueUrl ?? '',
   };
 }
 

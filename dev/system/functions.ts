@@ -7,6 +7,7 @@
 import type { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import type { S3Client } from '@aws-sdk/client-s3';
 import type { SQSClient } from '@aws-sdk/client-sqs';
+import type { KMSClient } from '@aws-sdk/client-kms';
 import type { Context } from 'aws-lambda';
 import { createSyncHandler, type SyncHandler, type SyncHandlerDeps } from '../../functions/item-sync/app.js';
 import { createReconcilerHandler, type ReconcilerHandler, type ReconcilerTuning } from '../../functions/reconciler/app.js';
@@ -46,6 +47,8 @@ interface CommonParts extends Partial<Observability> {
 
 export interface RefresherParts extends CommonParts {
   dynamodb: DynamoDBClient;
+  /** Seals and opens the tokens (the local KMS model). */
+  kms: KMSClient;
   /** The provider reached through this fetch (a model in process); default the global fetch. */
   fetch?: typeof globalThis.fetch;
 }
@@ -53,6 +56,7 @@ export interface RefresherParts extends CommonParts {
 export interface SyncParts extends CommonParts, Pick<SyncHandlerDeps, 'paceStoreFor' | 'paceSettings' | 'random'> {
   dynamodb: DynamoDBClient;
   sqs: SQSClient;
+  kms: KMSClient;
   s3?: S3Client;
   fetch?: typeof globalThis.fetch;
 }
@@ -85,6 +89,7 @@ export function buildRefresher(deployment: FunctionDeployment, parts: RefresherP
   const handler = createRefresherHandler({
     config,
     dynamodb: parts.dynamodb,
+    kms: parts.kms,
     provider: providerClient(config.provider, parts.fetch),
     ...common(parts),
   });
@@ -99,6 +104,7 @@ export function buildSyncContainer(deployment: FunctionDeployment, parts: SyncPa
   const connections = createConnectionAccess({
     config,
     dynamodb: parts.dynamodb,
+    kms: parts.kms,
     provider,
     clock: parts.clock ?? systemClock,
     logger,

@@ -14,7 +14,7 @@
 import type { Context } from 'aws-lambda';
 import type { SyncHandler } from '../../functions/item-sync/app.js';
 import type { ReconcilerHandler } from '../../functions/reconciler/app.js';
-import { DynamoDbConnectionStore } from '../../functions/shared/adapters/dynamodb-connection-store.js';
+import { sealedConnectionStore } from '../../functions/shared/adapters/sealed-connection-store.js';
 import type { ConnectionStore } from '../../functions/shared/connections/ports.js';
 import type { ContentSyncConfig } from '../../infra/context.js';
 import type { WorkQueueDeployment } from '../../infra/deployment.js';
@@ -85,11 +85,11 @@ export function buildSystem(options: SystemOptions): LocalSystem {
   // The reconcile queue: the reconciler's, and where discovery sends a folder's children (the stacks
   // deploy it whatever freshnessHours is; locally it is made when something sends to it).
   const withReconcile = config.freshnessHours !== 0 || config.discovery !== undefined;
-  const placeholder = localDeployment(config, resourceNames(names, { syncDeadLetterQueueUrl: '', reconcileQueueUrl: '' }));
+  const placeholder = localDeployment(config, resourceNames(names, { syncDeadLetterQueueUrl: '', reconcileQueueUrl: '', connectionsKeyArn: aws.tokensKeyArn }));
   const queues = createWorkQueues(aws.sqs, names, { ...placeholder.workQueues, ...options.queues }, withReconcile);
   const deployment = localDeployment(
     config,
-    resourceNames(names, { syncDeadLetterQueueUrl: queues.sync.deadLetterUrl, reconcileQueueUrl: queues.reconcile?.url ?? '' }),
+    resourceNames(names, { syncDeadLetterQueueUrl: queues.sync.deadLetterUrl, reconcileQueueUrl: queues.reconcile?.url ?? '', syncQueueUrl: queues.sync.url, connectionsKeyArn: aws.tokensKeyArn }),
     options.tuning,
   );
   const workQueues = { ...deployment.workQueues, ...options.queues };
@@ -108,9 +108,13 @@ export function buildSystem(options: SystemOptions): LocalSystem {
     queues,
     aws,
     storage,
-    connections: new DynamoDbConnectionStore(kept(storage.dynamo.client()), names.connectionsTable),
+    connections: sealedConnectionStore({
+      dynamodb: kept(storage.dynamo.client()),
+      kms: aws.kmsClient(),
+      config: { connectionsTableName: names.connectionsTable, connectionsKeyArn: aws.tokensKeyArn },
+    }),
     refresher: (parts = {}) =>
-      buildRefresher(deployment.refresher, { ...parts, dynamodb: parts.dynamodb ?? kept(storage.dynamo.client()) }, FUNCTION_NAMES.refresher + suffix),
+      buildRefresher(deployment.refresher, { ...parts, dynamodb: parts.dynamodb ?? kept(storage.dynamo.client()), kms: parts.kms ?? aws.kmsClient() }, FUNCTION_NAMES.refresher + suffix),
     syncContainer({ tuning, ...parts } = {}) {
       const fn = tuning ? retuned(deployment.sync, tuning) : deployment.sync;
       const s3 = parts.s3 ?? (storage.s3 ? kept(storage.s3.client()) : undefined);
@@ -119,6 +123,7 @@ export function buildSystem(options: SystemOptions): LocalSystem {
         {
           dynamodb: parts.dynamodb ?? kept(storage.dynamo.client()),
           sqs: parts.sqs ?? aws.sqsClient(),
+          kms: parts.kms ?? aws.kmsClient(),
           ...parts,
           ...(s3 ? { s3 } : {}),
         },

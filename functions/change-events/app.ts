@@ -1,10 +1,12 @@
 /**
  * The change-events handler, built from its dependencies (handler.ts builds it once per container
- * from the environment). Fed by the items table's stream (DynamoDB event source with
- * ReportBatchItemFailures, bisect on error, bounded retries and an on-failure destination). Thin:
- * hand the batch to the core with a deadline taken from the invocation's remaining time, then the
- * connections' counters of the records it is done with (best effort: stats.ts), publish the
- * batch's metrics and answer `{"batchItemFailures": [{"itemIdentifier": "<sequence number>"}, ...]}`.
+ * from the environment). Fed by two streams, the items table's (item change events) and the
+ * connections table's (account lifecycle events), each a DynamoDB event source with
+ * ReportBatchItemFailures, bisect on error, bounded retries and an on-failure destination. Thin:
+ * hand the batch to the core with a deadline taken from the invocation's remaining time (each
+ * record mapped by its stream: sources.ts), then the connections' counters of the items table's
+ * records it is done with (best effort: stats.ts), publish the batch's metrics and answer
+ * `{"batchItemFailures": [{"itemIdentifier": "<sequence number>"}, ...]}`.
  */
 import type { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import type { EventBridgeClient } from '@aws-sdk/client-eventbridge';
@@ -16,8 +18,10 @@ import { systemClock, type Clock } from '../shared/ports.js';
 import { DynamoDbConnectionStats } from './adapters/dynamodb-connection-stats.js';
 import { EventBridgePublisher } from './adapters/eventbridge.js';
 import type { ChangeEventsConfig } from '../shared/config.js';
+import { LIFECYCLE_METRIC_NAMES } from './metric-names.js';
 import type { ConnectionStats, EventPublisher, StreamRecord } from './ports.js';
 import { announceBatch, type BatchCounts } from './publish.js';
+import { eventRouter, sourceOf } from './sources.js';
 import { keepConnectionStats } from './stats.js';
 
 /** Time kept back from the invocation's remaining time: no PutEvents call starts within it. */
@@ -54,6 +58,8 @@ export function createChangeEventsHandler(deps: ChangeEventsHandlerDeps): Change
       ...(deps.random ? { random: deps.random } : {}),
     });
   const connectionStats = deps.connectionStats ?? new DynamoDbConnectionStats(deps.dynamodb, deps.config.connectionsTableName);
+  const connectionsTable = deps.config.connectionsTableName;
+  const eventOf = eventRouter({ connectionsTable, now: () => clock.now().getTime() });
 
   return async function handler(event: DynamoDBStreamEvent, context: Context): Promise<DynamoDBBatchResponse> {
     logger.addContext(context);
@@ -62,16 +68,17 @@ export function createChangeEventsHandler(deps: ChangeEventsHandlerDeps): Change
       const remaining = context.getRemainingTimeInMillis();
       const margin = deps.safetyMarginMs ?? Math.min(DEFAULT_SAFETY_MARGIN_MS, Math.floor(remaining / 4));
       const deadline = clock.now().getTime() + remaining - margin;
-      const report = await announceBatch(records, { publisher, log: logger, now: () => clock.now().getTime(), deadline });
-      // Only the records the batch is done with: the others come again.
-      const stats = await keepConnectionStats(records.slice(0, report.done), { stats: connectionStats, log: logger });
+      const report = await announceBatch(records, { publisher, log: logger, now: () => clock.now().getTime(), deadline, eventOf });
+      // Only the items table's records the batch is done with: the others come again.
+      const done = records.slice(0, report.done).filter((record) => sourceOf(record, connectionsTable) === 'items');
+      const stats = await keepConnectionStats(done, { stats: connectionStats, log: logger });
       publishCounts(metrics, report.counts);
       logger.info('batch done', { records: records.length, ...report.counts, connectionStats: stats });
       return { batchItemFailures: report.failures.map((itemIdentifier) => ({ itemIdentifier })) };
     } catch (error) {
       // The core decides every record itself; this is the last resort: hand the whole batch back.
       logger.error('batch failed unexpectedly; every record will be retried', { error: describeError(error) });
-      publishCounts(metrics, { published: 0, failed: 0, ignored: 0, retried: records.length });
+      publishCounts(metrics, { published: 0, lifecycle: 0, failed: 0, ignored: 0, retried: records.length });
       return { batchItemFailures: records.map((record) => ({ itemIdentifier: record.dynamodb?.SequenceNumber ?? '' })) };
     } finally {
       metrics.publishStoredMetrics();
@@ -80,7 +87,8 @@ export function createChangeEventsHandler(deps: ChangeEventsHandlerDeps): Change
 }
 
 function publishCounts(metrics: ReturnType<typeof createMetrics>, counts: BatchCounts): void {
-  for (const [counter, name] of Object.entries(CHANGE_EVENTS_METRIC_NAMES) as Array<[keyof BatchCounts, string]>) {
+  const names = { ...CHANGE_EVENTS_METRIC_NAMES, ...LIFECYCLE_METRIC_NAMES };
+  for (const [counter, name] of Object.entries(names) as Array<[keyof BatchCounts, string]>) {
     metrics.addMetric(name, MetricUnit.Count, counts[counter]);
   }
 }

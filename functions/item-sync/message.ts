@@ -54,6 +54,29 @@ export function parseMessageBody(body: string): SyncMessage {
   return { connection, id: validateItemId(id) };
 }
 
+/** Characters SQS cannot carry in a message that the id rules (contract) do not already exclude. */
+const NOT_SENDABLE = /[\uFFFE\uFFFF]/;
+
+/**
+ * The reason an id cannot be sent for the sync (what `npm run enqueue` and the client API check
+ * before they send anything): not a valid item id (itemIdProblem: 1 to 1,024 bytes in UTF-8, no
+ * control characters, well-formed Unicode), or holding what SQS cannot carry; undefined when it can be.
+ */
+export function sendableIdProblem(id: string): string | undefined {
+  const problem = itemIdProblem(id);
+  if (problem !== undefined) return problem;
+  const bad = NOT_SENDABLE.exec(id);
+  if (bad) {
+    return `the item id contains U+${bad[0].charCodeAt(0).toString(16).toUpperCase()} at position ${bad.index}, which SQS cannot carry`;
+  }
+  return undefined;
+}
+
+/** The message body: exactly `{"id":"…"}`, or `{"connection":"…","id":"…"}` when a connection is given. */
+export function messageBody(id: string, connection?: string): string {
+  return connection === undefined ? JSON.stringify({ id }) : JSON.stringify({ connection, id });
+}
+
 /** The reason `id` is not a valid item id (docs/item-sync.md, "Messages"), or undefined when it is one. */
 export function itemIdProblem(id: string): string | undefined {
   if (id.length === 0) return 'the item id is empty';

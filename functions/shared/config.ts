@@ -1,5 +1,6 @@
 /**
- * Run-time configuration: read and validated once, when a function's module loads. Every problem
+ * Run-time configuration: read and validated once, when a function's module loads (the client
+ * API's and the eraser's: client-config.ts, from the same names and rules). Every problem
  * throws a ConfigError naming the environment variable. Required values have no default; the few
  * tunables that do are documented in docs/configuration.md.
  */
@@ -22,6 +23,8 @@ export interface ProviderConfig {
 export interface ConnectionsConfig {
   /** The connections table: one row per connection, tokens included (encrypted with the stack's key). */
   connectionsTableName: string;
+  /** The operator's KMS key that seals every token (CONNECTIONS_KEY_ARN: functions/shared/connections/sealing.ts). */
+  connectionsKeyArn: string;
   /**
    * The refresh interval, in minutes (context `tokenRefreshMinutes`): an access token older than
    * this is refreshed before it is used, and a connection in use is refreshed by the refresher's
@@ -173,6 +176,8 @@ export interface ChangeEventsConfig extends MetricsConfig {
 export const ENV = {
   baseUrl: 'PROVIDER_BASE_URL',
   connectionsTableName: 'CONNECTIONS_TABLE_NAME',
+  // The KMS key that seals the tokens (its ARN): the refresher, the item sync, the client API and the CLI.
+  connectionsKeyArn: 'CONNECTIONS_KEY_ARN',
   tokenRefreshMinutes: 'TOKEN_REFRESH_MINUTES',
   tokenRequestsPerSecond: 'TOKEN_REQUESTS_PER_SECOND',
   refreshConcurrency: 'REFRESH_CONCURRENCY',
@@ -211,6 +216,10 @@ export const ENV = {
   // The change-events function (functions/change-events): the bus the events go to, its name or ARN
   // (the stack sets the ARN).
   eventBusName: 'EVENT_BUS_NAME',
+  // The client API (functions/client-api) and the eraser (functions/connection-eraser): client-config.ts.
+  syncQueueUrl: 'SYNC_QUEUE_URL',
+  eraseQueueUrl: 'ERASE_QUEUE_URL',
+  eraseSettleSeconds: 'ERASE_SETTLE_SECONDS',
   // The AWS SDK's standard endpoint variables (local endpoints), as the item sync's S3 client needs them.
   s3EndpointUrl: 'AWS_ENDPOINT_URL_S3',
   endpointUrl: 'AWS_ENDPOINT_URL',
@@ -335,7 +344,7 @@ function discovery(env: Env): DiscoveryConfig | undefined {
   };
 }
 
-function queueUrl(env: Env, key: string): string {
+export function queueUrl(env: Env, key: string): string {
   const raw = required(env, key);
   try {
     const url = new URL(raw);
@@ -350,7 +359,7 @@ function queueUrl(env: Env, key: string): string {
  * The S3 endpoint as the SDK takes it from the environment: AWS_ENDPOINT_URL_S3, else
  * AWS_ENDPOINT_URL; none when AWS_IGNORE_CONFIGURED_ENDPOINT_URLS is true. An http(s) URL.
  */
-function s3Endpoint(env: Env): ConfiguredEndpoint | undefined {
+export function s3Endpoint(env: Env): ConfiguredEndpoint | undefined {
   if (env[ENV.ignoreConfiguredEndpointUrls]?.trim().toLowerCase() === 'true') return undefined;
   for (const variable of [ENV.s3EndpointUrl, ENV.endpointUrl]) {
     const raw = env[variable]?.trim();
@@ -387,7 +396,7 @@ function logLevel(env: Env): LogLevel {
  * The deployment's stage, by the context key's own rule (./stage.ts, which imports nothing: no
  * CDK in the functions); undefined when unset or blank.
  */
-function stage(env: Env): string | undefined {
+export function stage(env: Env): string | undefined {
   const raw = env[ENV.stage]?.trim();
   if (raw === undefined || raw === '') return undefined;
   const problem = stageProblem(raw);
@@ -404,9 +413,19 @@ function paceScope(env: Env): PaceScope {
   return raw as PaceScope;
 }
 
+/** A KMS key's ARN (or an alias's): `arn:<partition>:kms:<region>:<account>:key/…` or `…:alias/…`. */
+export const KMS_KEY_ARN_PATTERN = /^arn:aws[a-z-]*:kms:[a-z0-9-]+:\d{12}:(key|alias)\/[A-Za-z0-9/_-]+$/;
+
+export function kmsKeyArn(env: Env, key: string): string {
+  const value = required(env, key);
+  if (!KMS_KEY_ARN_PATTERN.test(value)) throw new ConfigError(key, `must be a KMS key ARN (arn:aws:kms:<region>:<account>:key/<id>), got "${value}"`);
+  return value;
+}
+
 export function loadConnectionsConfig(env: Env = process.env): ConnectionsConfig {
   return {
     connectionsTableName: required(env, ENV.connectionsTableName),
+    connectionsKeyArn: kmsKeyArn(env, ENV.connectionsKeyArn),
     tokenRefreshMinutes: integer(env, ENV.tokenRefreshMinutes, DEFAULTS.tokenRefreshMinutes, 1, 1440),
     tokenRequestsPerSecond: integer(env, ENV.tokenRequestsPerSecond, DEFAULTS.tokenRequestsPerSecond, 1, 1000),
   };

@@ -107,3 +107,8 @@ export const RECONCILER_METRIC_NAMES = {
   /** Length of a pass, seconds: published once, by the tick that ends it. */
   passLength: 'PassLengthSeconds',
 } as const;
+
+/** The client API (functions/client-api): its log lines' service. */
+export const API_SERVICE = 'client-api';
+/** The eraser (functions/connection-eraser): its log lines' service. */
+export const ERASER_SERVICE = 'connection-eraser';

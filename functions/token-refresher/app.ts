@@ -9,9 +9,10 @@
  * fails the invocation; a scan that fails does. handler.ts builds it once per container.
  */
 import type { DynamoDBClient } from '@aws-sdk/client-dynamodb';
+import type { KMSClient } from '@aws-sdk/client-kms';
 import { MetricUnit } from '@aws-lambda-powertools/metrics';
 import type { Context } from 'aws-lambda';
-import { DynamoDbConnectionStore } from '../shared/adapters/dynamodb-connection-store.js';
+import { sealedConnectionStore } from '../shared/adapters/sealed-connection-store.js';
 import { DynamoDbPaceStore } from '../shared/adapters/dynamodb-pace-store.js';
 import type { RefresherConfig } from '../shared/config.js';
 import type { ConnectionStore } from '../shared/connections/ports.js';
@@ -36,6 +37,8 @@ export const MARGIN_BEYOND_TIMEOUT_MS = 10_000;
 export interface RefresherHandlerDeps {
   config: RefresherConfig;
   dynamodb: DynamoDBClient;
+  /** Opens the refresh tokens and seals the new tokens under CONNECTIONS_KEY_ARN. */
+  kms: KMSClient;
   provider?: ProviderClient;
   clock?: Clock;
   logger?: ReturnType<typeof createLogger>;
@@ -60,7 +63,7 @@ export function createRefresherHandler(deps: RefresherHandlerDeps): RefresherHan
   const { config } = deps;
   const logger = deps.logger ?? createLogger(REFRESHER_SERVICE);
   const metrics = deps.metrics ?? createMetrics(REFRESHER_SERVICE, { stage: config.stage });
-  const store = deps.store ?? new DynamoDbConnectionStore(deps.dynamodb, config.connectionsTableName);
+  const store = deps.store ?? sealedConnectionStore({ dynamodb: deps.dynamodb, kms: deps.kms, config });
   const provider = deps.provider ?? new HttpProviderClient(config.provider);
   const clock = deps.clock ?? systemClock;
   const marginMs = deps.marginMs ?? config.provider.timeoutMs + MARGIN_BEYOND_TIMEOUT_MS;

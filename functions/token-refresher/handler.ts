@@ -1,10 +1,12 @@
 /** Lambda entry point of the token refresher: configuration and AWS clients once per container. */
 import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
+import { KMSClient } from '@aws-sdk/client-kms';
 import { loadRefresherConfig } from '../shared/config.js';
 import { createRefresherHandler } from './app.js';
 
 const config = loadRefresherConfig();
 // Created once per container and reused across invocations.
 const dynamodbClient = new DynamoDBClient({});
+const kmsClient = new KMSClient({});
 
-export const handler = createRefresherHandler({ config, dynamodb: dynamodbClient });
+export const handler = createRefresherHandler({ config, dynamodb: dynamodbClient, kms: kmsClient });

@@ -30,7 +30,7 @@
  * again until the invocation's end is near (RESULT_DEADLINE_MARGIN_MS).
  */
 import type { Log } from '../shared/ports.js';
-import type { ConnectionRecord, ConnectionStatus } from '../shared/connections/connection.js';
+import type { ConnectionListing, ConnectionStatus } from '../shared/connections/connection.js';
 import { refreshConnection, reasonOf, type RefreshPorts, type RefreshResult, type SeenToken } from '../shared/connections/refresh.js';
 import { refresherRunMinutes } from '../shared/connections/refresh-schedule.js';
 
@@ -96,7 +96,7 @@ interface Planned {
 }
 
 /** Why the connection is due for a refresh now, or undefined. */
-export function dueReason(record: ConnectionRecord, now: number, settings: RunSettings): DueReason | undefined {
+export function dueReason(record: ConnectionListing, now: number, settings: RunSettings): DueReason | undefined {
   const { reason } = classify(record, now, settings);
   return reason === 'not-yet' ? undefined : reason;
 }
@@ -105,7 +105,7 @@ export function dueReason(record: ConnectionRecord, now: number, settings: RunSe
  * Why and since when the connection is due; `not-yet`: a token in use old enough to be renewed
  * early, and when it will be due. `inUse`: an active connection in use with a token.
  */
-function classify(record: ConnectionRecord, now: number, settings: RunSettings): { reason?: DueReason | 'not-yet'; dueAt: number; inUse: boolean } {
+function classify(record: ConnectionListing, now: number, settings: RunSettings): { reason?: DueReason | 'not-yet'; dueAt: number; inUse: boolean } {
   const refreshMs = settings.tokenRefreshMinutes * 60_000;
   if (record.status === 'failing') {
     const lastFailure = time(record.health.lastFailureAt);
@@ -114,7 +114,7 @@ function classify(record: ConnectionRecord, now: number, settings: RunSettings):
   }
   if (record.status !== 'active') return { dueAt: 0, inUse: false };
   const refreshedAt = time(record.refreshedAt);
-  if (record.accessToken === undefined || refreshedAt === undefined) return { reason: 'no-token', dueAt: time(record.updatedAt) ?? 0, inUse: false };
+  if (record.accessTokenStamp === undefined || refreshedAt === undefined) return { reason: 'no-token', dueAt: time(record.updatedAt) ?? 0, inUse: false };
   const lastUsed = time(record.lastUsedAt);
   const inUse = lastUsed !== undefined && now - lastUsed <= 2 * refreshMs;
   const inUseDueAt = refreshedAt + refreshMs - SCHEDULED_LEAD_MS;
@@ -138,7 +138,7 @@ export async function runRefresher(ports: RunPorts, settings: RunSettings): Prom
     if (found.inUse) inUse += 1;
     if (found.reason === undefined) continue;
     const seen: SeenToken = {
-      ...(record.accessToken !== undefined ? { token: record.accessToken } : {}),
+      ...(record.accessTokenStamp !== undefined ? { stamp: record.accessTokenStamp } : {}),
       ...(record.refreshedAt !== undefined ? { refreshedAt: record.refreshedAt } : {}),
     };
     const planned: Planned = { connection: record.connection, clientId: record.clientId, reason: found.reason === 'not-yet' ? 'early' : found.reason, seen, dueAt: found.dueAt, done: false };

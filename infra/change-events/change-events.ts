@@ -1,12 +1,15 @@
 /**
  * The stateless half of the change events (docs/change-events.md; the bus and the failure queue,
- * the stateful half: ./change-event-resources.ts): the change-events function fed by the items
- * table's stream, its permissions (publish on the bus; on the connections table, update each
- * connection's `idsKnown` and `lastWriteAt` and nothing else) and its output; its two alarms and
- * its dashboard row (./operations.ts). Memory, time-out, environment and the stream event source's
- * numbers come from infra/deployment.ts.
+ * the stateful half: ./change-event-resources.ts): the change-events function fed by two streams,
+ * the items table's (item change events) and the connections table's (the account lifecycle
+ * events: ConnectionAdded, ConnectionFailing, ... one per status change); its permissions
+ * (publish on the bus; on the connections table, update each connection's `idsKnown` and
+ * `lastWriteAt` and nothing else; read both streams, the event sources' grants) and its output;
+ * its two alarms and its dashboard row (./operations.ts). Memory, time-out, environment and the
+ * stream event sources' numbers come from infra/deployment.ts. It never opens a token (they are
+ * sealed in the connections stream's images): no grant on the connections key but DynamoDB's own.
  *
- * The stream event source:
+ * Each stream event source, with the same numbers:
  * - TRIM_HORIZON: a mapping that is created (first deploy) or re-created starts at the oldest
  *   record the stream still holds (24 hours), so no write made before it existed goes unannounced.
  *   LATEST would skip every write between the table's stream and the mapping, silently.
@@ -14,16 +17,16 @@
  *   one after it) by sequence number; Lambda checkpoints before it and tries again from there.
  * - Bisect on error, at most CHANGE_EVENTS_RETRY_ATTEMPTS retries, then the failure queue gets the
  *   batch's shard and sequence range and the shard moves on (bounded, never stuck for a day).
- * - Parallelization factor 1 (one batch per shard at a time): an item's records are in one shard,
- *   in order, and the function puts an item's event only after its earlier one was accepted. Lambda
- *   would keep that per-key order with a higher factor too; one is the default and the table's write
- *   rate (bounded by the provider pace) needs no more.
+ * - Parallelization factor 1 (one batch per shard at a time): an item's (a connection's) records
+ *   are in one shard, in order, and the function puts its event only after its earlier one was
+ *   accepted. Lambda would keep that per-key order with a higher factor too; one is the default and
+ *   the tables' write rates (the items table's bounded by the provider pace) need no more.
  *
  * Added to the given scope (the stateless stack) under their own ids, so their logical ids do not
  * depend on where this code lives.
  */
 import { CfnOutput, Duration, type Stack } from 'aws-cdk-lib';
-import type * as dynamodb from 'aws-cdk-lib/aws-dynamodb';
+import * as dynamodb from 'aws-cdk-lib/aws-dynamodb';
 import type * as events from 'aws-cdk-lib/aws-events';
 import * as lambda from 'aws-cdk-lib/aws-lambda';
 import { DynamoEventSource, SqsDlq } from 'aws-cdk-lib/aws-lambda-event-sources';
@@ -68,7 +71,7 @@ export interface ChangeEventsStateful {
 export interface ChangeEventsProps extends ChangeEventsStateful {
   /** The items table; its stream (NEW_AND_OLD_IMAGES) feeds the function. */
   readonly table: dynamodb.ITable;
-  /** The connections table and its key (infra/connections). */
+  /** The connections table and its key (infra/connections); its stream (NEW_AND_OLD_IMAGES) feeds the function too. */
   readonly connections: ConnectionsResources;
   /** The context key `logLevel`. */
   readonly logLevel: LogLevel;
@@ -89,7 +92,7 @@ export function addChangeEvents(stack: Stack, props: ChangeEventsProps): ChangeE
   const fn = new ContentSyncFunction(stack, 'ChangeEvents', {
     entry: 'functions/change-events/handler.ts',
     serviceName: CHANGE_EVENTS_SERVICE,
-    description: 'content-sync: announces every real change of an items-table row on the change-event bus',
+    description: 'content-sync: announces every real change of an items-table row, and every connection status change, on the change-event bus',
     logLevel: props.logLevel,
     logRetentionDays: props.logRetentionDays,
     stage: props.stage,
@@ -101,28 +104,38 @@ export function addChangeEvents(stack: Stack, props: ChangeEventsProps): ChangeE
     resources: [props.bus.eventBusArn],
   });
   grantConnections(fn, props.connections, CHANGE_EVENTS_CONNECTIONS_ACCESS);
-  // The event source grants the stream read (and ListStreams) and, for the on-failure destination,
-  // sqs:SendMessage on the failure queue (SQS-managed encryption: no KMS permission is needed).
+  // Each event source grants its stream's read (and ListStreams) and, for the on-failure
+  // destination, sqs:SendMessage on the failure queue (SQS-managed encryption: no KMS permission is
+  // needed). The connections stream is given as a table without its key: the event source would
+  // otherwise grant kms:Decrypt on the connections key directly, with no condition (a token's data
+  // key opened by anyone with the role); the stream's records are decrypted by DynamoDB, under the
+  // ConnectionsKey grant (kms:ViaService DynamoDB).
+  const connectionsStream = dynamodb.Table.fromTableAttributes(stack, 'ConnectionsTableStream', {
+    tableArn: props.connections.table.tableArn,
+    tableStreamArn: props.connections.streamArn,
+  });
   const source = changeEventSourceDeployment();
-  fn.function.addEventSource(
-    new DynamoEventSource(props.table, {
-      startingPosition: lambda.StartingPosition[source.startingPosition],
-      batchSize: source.batchSize,
-      parallelizationFactor: source.parallelizationFactor,
-      reportBatchItemFailures: source.reportBatchItemFailures,
-      bisectBatchOnError: source.bisectBatchOnError,
-      retryAttempts: source.retryAttempts,
-      onFailure: new SqsDlq(props.failureQueue),
-    }),
-  );
+  for (const table of [props.table, connectionsStream]) {
+    fn.function.addEventSource(
+      new DynamoEventSource(table, {
+        startingPosition: lambda.StartingPosition[source.startingPosition],
+        batchSize: source.batchSize,
+        parallelizationFactor: source.parallelizationFactor,
+        reportBatchItemFailures: source.reportBatchItemFailures,
+        bisectBatchOnError: source.bisectBatchOnError,
+        retryAttempts: source.retryAttempts,
+        onFailure: new SqsDlq(props.failureQueue),
+      }),
+    );
+  }
 
   acknowledgeFunctionFindings(
     fn,
-    'The stream event source grant (dynamodb:ListStreams) supports no resource-level permission; the stream read itself is on the items table stream only.',
+    'The stream event sources\' grant (dynamodb:ListStreams) supports no resource-level permission; the stream reads themselves are on the items table\'s and the connections table\'s streams only.',
   );
 
   new CfnOutput(stack, 'ChangeEventsFunctionName', {
-    description: 'Publishes the change events from the items table stream (its logs say which records were handed back)',
+    description: 'Publishes the change events from the items table stream and the lifecycle events from the connections table stream (its logs say which records were handed back)',
     value: fn.function.functionName,
   });
   return { fn, ...changeEventsOperations({ fn: fn.function, failureQueue: props.failureQueue, stage: props.stage }) };

@@ -2,8 +2,11 @@
  * The stateful half of the connections (docs/connections.md): the connections table, one row per
  * connection with its credentials and tokens, encrypted at rest with a customer-managed KMS key of
  * the stack's own (the operator controls its key policy, sees its use in CloudTrail, and disabling
- * it stops every read of a token). Both are retained when the stack is deleted; no hard-coded
- * physical name. What each function's role may do on them: ./grants.ts.
+ * it stops every read of a token). The tokens are also sealed by the functions under the same key
+ * (envelope encryption, the connection id as encryption context), so neither the table, its
+ * stream, a backup nor an export shows one in clear. The table's stream (new and old images)
+ * drives the account lifecycle events (infra/change-events). Both are retained when the stack is
+ * deleted; no hard-coded physical name. What each function's role may do on them: ./grants.ts.
  *
  * Added to the given stack (the stateful stack) under their own ids, so their logical ids do not
  * depend on where this code lives.
@@ -16,10 +19,13 @@ import * as kms from 'aws-cdk-lib/aws-kms';
 /** The connections table's partition key (string): the connection id (functions/shared/connections). */
 export const CONNECTIONS_TABLE_PARTITION_KEY = 'connection';
 
-/** The connections table and its key as the functions' stack uses them. */
+/** The connections table, its stream and its key as the functions' stack uses them. */
 export interface ConnectionsResources {
+  /** With its stream (NEW_AND_OLD_IMAGES): the change-events function's second event source. */
   readonly table: dynamodb.ITable;
   readonly key: kms.IKey;
+  /** The table's stream: every write of a connection's row, old and new image (tokens sealed). */
+  readonly streamArn: string;
 }
 
 export interface Connections extends ConnectionsResources {
@@ -75,6 +81,8 @@ export function addConnectionsTable(stack: Stack): Connections {
     partitionKey: { name: CONNECTIONS_TABLE_PARTITION_KEY, type: dynamodb.AttributeType.STRING },
     billingMode: dynamodb.BillingMode.PAY_PER_REQUEST,
     pointInTimeRecoverySpecification: { pointInTimeRecoveryEnabled: true },
+    // The account lifecycle events (ConnectionAdded, ConnectionFailing, ...): one per status change.
+    stream: dynamodb.StreamViewType.NEW_AND_OLD_IMAGES,
     encryption: dynamodb.TableEncryption.CUSTOMER_MANAGED,
     encryptionKey: key,
     deletionProtection: true,
@@ -89,5 +97,5 @@ export function addConnectionsTable(stack: Stack): Connections {
     description: 'Customer-managed KMS key of the connections table',
     value: key.keyArn,
   });
-  return { table, key };
+  return { table, key, streamArn: table.tableStreamArn! };
 }

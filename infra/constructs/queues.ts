@@ -1,14 +1,15 @@
 /**
  * How every content-sync queue is made: SQS-managed encryption, TLS only, a stated retention,
  * retained when the stack is deleted, no physical name. A work queue (the sync queue, the
- * reconcile queue) comes with its own dead-letter queue: redrive after MAX_RECEIVE_COUNT receives,
- * visibility 6× the sync's time-out, and its outputs (both queues' URLs and ARNs).
+ * reconcile queue, the erase queue) comes with its own dead-letter queue: redrive after
+ * MAX_RECEIVE_COUNT receives, visibility 6× its consumer's time-out, and its outputs (both queues'
+ * URLs and ARNs).
  */
 import { CfnOutput, Duration, RemovalPolicy } from 'aws-cdk-lib';
 import * as sqs from 'aws-cdk-lib/aws-sqs';
 import type { Construct } from 'constructs';
 import type { ContentSyncConfig } from '../context.js';
-import { DEAD_LETTER_RETENTION_DAYS, QUEUE_RETENTION_DAYS, workQueueDeployment } from '../deployment.js';
+import { DEAD_LETTER_RETENTION_DAYS, QUEUE_RETENTION_DAYS, workQueueDeployment, type WorkQueueDeployment } from '../deployment.js';
 
 export { VISIBILITY_FACTOR } from '../deployment.js';
 /** infra/deployment.ts, DEAD_LETTER_RETENTION_DAYS. */
@@ -53,7 +54,15 @@ export function addWorkQueues(
   ids: { readonly queue: string; readonly deadLetterQueue: string },
   config: ContentSyncConfig,
 ): WorkQueues {
-  const deployed = workQueueDeployment(config);
+  return addQueueWithDeadLetterQueue(scope, ids, workQueueDeployment(config));
+}
+
+/** A queue and its dead-letter queue with the numbers of `deployed`, under the given construct ids. */
+export function addQueueWithDeadLetterQueue(
+  scope: Construct,
+  ids: { readonly queue: string; readonly deadLetterQueue: string },
+  deployed: WorkQueueDeployment,
+): WorkQueues {
   const deadLetterQueue = addRetainedQueue(scope, ids.deadLetterQueue, { retentionPeriod: Duration.days(deployed.deadLetterRetentionDays) });
   const queue = addRetainedQueue(scope, ids.queue, {
     visibilityTimeout: Duration.seconds(deployed.visibilityTimeoutSeconds),

@@ -1,12 +1,13 @@
 /**
  * The item sync (its queues, the stateful half: ./sync-queues.ts): the function that fetches queued
  * item ids of every connection from the provider into the items table; its permissions (read a
- * connection's tokens and refresh them on demand in the connections table, read and write items,
- * put and delete item objects in the items bucket, draw on the provider pace in the control table,
- * send waiting records back to the sync queue and dead ones to the dead-letter queue); the sync
- * queue as its event source; its output; its alarms and dashboard rows (./operations.ts). Memory,
- * time-out, environment and the event source's numbers come from infra/deployment.ts. The
- * reconcile queue, its second event source, is the reconciler's (infra/reconciler).
+ * connection's tokens and refresh them on demand in the connections table, sealed under its key;
+ * read and write items, put and delete item objects in the items bucket, draw on the provider pace
+ * in the control table, send waiting records back to the sync queue and dead ones to the
+ * dead-letter queue); the sync queue as its event source; its output; its alarms and dashboard
+ * rows (./operations.ts). Memory, time-out, environment and the event source's numbers come from
+ * infra/deployment.ts. The reconcile queue, its second event source, is the reconciler's
+ * (infra/reconciler).
  *
  * Added to the given stack (the stateless stack) under their own ids, so their logical ids do not
  * depend on where this code lives.
@@ -16,7 +17,7 @@ import { SqsEventSource } from 'aws-cdk-lib/aws-lambda-event-sources';
 import { ITEM_SYNC_LAZY_MODULES } from '../../functions/item-sync/lazy-modules.js';
 import { SYNC_SERVICE } from '../../functions/shared/metric-names.js';
 import type { ConnectionsResources } from '../connections/connections-table.js';
-import { grantConnections, type ConnectionsAccess } from '../connections/grants.js';
+import { CONNECTION_TOKEN_ACTIONS, grantConnections, grantConnectionTokens, type ConnectionsAccess } from '../connections/grants.js';
 import { acknowledgeFunctionFindings, ContentSyncFunction, functionProps, sqsEventSourceProps } from '../constructs/content-sync-function.js';
 import type { WorkQueueResources } from '../constructs/queues.js';
 import type { ContentSyncConfig } from '../context.js';
@@ -90,6 +91,8 @@ export function addItemSync(stack: Stack, props: ItemSyncProps): ItemSync {
   // (infra/reconciler/reconciler.ts, RequeueReconcile: sqs:SendMessage on that queue only).
   grantItemObjects(sync.role, storage.itemsBucket, { read: props.config.discovery !== undefined });
   grantConnections(sync, props.connections, SYNC_CONNECTIONS_ACCESS);
+  // Opens a connection's access token; seals the new ones of an on-demand refresh (infra/connections/grants.ts).
+  grantConnectionTokens(sync, props.connections, CONNECTION_TOKEN_ACTIONS);
   // The sync queue feeds the item sync (partial batch failures reported). The event source grants
   // receive/delete/attributes and ChangeMessageVisibility (Retry-After) on the sync queue.
   sync.function.addEventSource(new SqsEventSource(queues.queue, sqsEventSourceProps(syncEventSourceDeployment(props.config))));

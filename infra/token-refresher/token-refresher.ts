@@ -2,11 +2,11 @@
  * The token refresher (docs/connections.md, "Refresh"): the function that keeps the connections'
  * access tokens fresh in the connections table (infra/connections, the stateful half), scanning it
  * and refreshing, a few at a time, the connections whose token is due, each getToken paced by the
- * token endpoint's pace (its rows in the control table); its permissions on that table and its key,
- * and on its pace rows; its EventBridge Scheduler schedule (every 5 minutes, or every
- * tokenRefreshMinutes when shorter, {"trigger":"schedule"}); its output; its alarms and its
- * dashboard graphs (./operations.ts). Memory, time-out, environment and the schedule's numbers come
- * from infra/deployment.ts.
+ * token endpoint's pace (its rows in the control table); its permissions on that table and its key
+ * (the tokens sealed under it), and on its pace rows; its EventBridge Scheduler schedule (every 5
+ * minutes, or every tokenRefreshMinutes when shorter, {"trigger":"schedule"}); its output; its
+ * alarms and its dashboard graphs (./operations.ts). Memory, time-out, environment and the
+ * schedule's numbers come from infra/deployment.ts.
  *
  * Nothing runs at deploy time: connections are added with the operator CLI after the deploy
  * (`npm run connections -- add`), and the first scheduled run, or the item sync on demand,
@@ -21,7 +21,7 @@ import * as scheduler from 'aws-cdk-lib/aws-scheduler';
 import * as schedulerTargets from 'aws-cdk-lib/aws-scheduler-targets';
 import { REFRESHER_SERVICE } from '../../functions/shared/metric-names.js';
 import type { ConnectionsResources } from '../connections/connections-table.js';
-import { grantConnections, type ConnectionsAccess } from '../connections/grants.js';
+import { CONNECTION_TOKEN_ACTIONS, grantConnections, grantConnectionTokens, type ConnectionsAccess } from '../connections/grants.js';
 import { acknowledgeFunctionFindings, addSchedulerInvokeRole, ContentSyncFunction, functionProps } from '../constructs/content-sync-function.js';
 import type { ContentSyncConfig } from '../context.js';
 import {
@@ -81,6 +81,8 @@ export function addTokenRefresher(stack: Stack, props: TokenRefresherProps): Tok
     ...functionProps(refresherDeployment(config, props.names)),
   });
   grantConnections(refresher, props.connections, REFRESHER_CONNECTIONS_ACCESS);
+  // Opens a connection's refresh token, seals the new tokens (infra/connections/grants.ts).
+  grantConnectionTokens(refresher, props.connections, CONNECTION_TOKEN_ACTIONS);
   refresher.allow({
     sid: 'TokenPace',
     actions: [...REFRESHER_TOKEN_PACE_ACTIONS],

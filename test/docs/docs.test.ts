@@ -142,8 +142,9 @@ function syncEventSources(): Array<Record<string, any>> {
   return sources;
 }
 
+/** The change-events function's event source on the items table's stream (the other is the connections table's). */
 function changeEventsSource(): Record<string, any> {
-  return resource(t.statelessTemplate, 'AWS::Lambda::EventSourceMapping', 'ChangeEventsFunction').Properties;
+  return resource(t.statelessTemplate, 'AWS::Lambda::EventSourceMapping', 'ChangeEventsFunctionDynamoDBEventSourceContentSyncStatefulItemsTable').Properties;
 }
 
 const DAY = 86_400;
@@ -386,7 +387,7 @@ describe('what the stacks deploy, as the pages state it', () => {
   it("waits before a purge as long as docs/connections.md says, from the defaults", () => {
     const [settle, cacheSeconds, syncTimeout, margin, thenPlus] = figure(
       'docs/connections.md',
-      /`--purge` then waits until (\d+) seconds after the removal: .*?`ACCESS_TOKEN_CACHE_SECONDS` \((\d+) by default\), .*? until the sync's time-out \((\d+) s at the default `syncBatchSize`\), plus a (\d+)-second margin\. .*? once (\d+) seconds plus that time-out have passed/,
+      /An erase waits until (\d+) seconds after the removal: .*?`ACCESS_TOKEN_CACHE_SECONDS` \((\d+) by default\), .*? until the sync's time-out \((\d+) s at the default `syncBatchSize`\), plus a\s+(\d+)-second margin\. .*? once (\d+) seconds plus that time-out have passed/s,
     ).map(Number);
     expect(settle).toBe(PURGE_SETTLE_SECONDS);
     expect(cacheSeconds).toBe(DEFAULTS.tokenCacheSeconds);

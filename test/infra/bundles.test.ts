@@ -11,7 +11,7 @@ import { pathToFileURL } from 'node:url';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { runProcess } from '../../dev/fakes/loopback.js';
 import { ENV } from '../../functions/shared/config.js';
-import { ITEM_SYNC_LAZY_MODULES, S3_ITEM_OBJECT_STORE_MODULE } from '../../functions/item-sync/lazy-modules.js';
+import { ITEM_SYNC_LAZY_MODULES, KMS_CLIENT_MODULE, S3_ITEM_OBJECT_STORE_MODULE } from '../../functions/item-sync/lazy-modules.js';
 import { LAMBDA_UNUSED_CREDENTIAL_SOURCES } from '../../infra/constructs/content-sync-function.js';
 import { buildApp, resource, ROOT } from './helpers.js';
 import { Template } from 'aws-cdk-lib/assertions';
@@ -24,6 +24,8 @@ const SDK_CALLS: Record<string, string> = {
   ItemSyncFunction: 'DynamoDB_20120810',
   ChangeEventsFunction: 'PutEvents',
   ReconcilerFunction: 'SendMessageBatch',
+  ClientApiFunction: 'GenerateDataKey',
+  ConnectionEraserFunction: 'BatchWriteItem',
 };
 
 beforeAll(() => {
@@ -39,6 +41,7 @@ beforeAll(() => {
 const ENVIRONMENT: Record<string, string> = {
   [ENV.baseUrl]: 'https://example.com/api',
   [ENV.connectionsTableName]: 'connections-table',
+  [ENV.connectionsKeyArn]: 'arn:aws:kms:eu-west-1:123456789012:key/1234abcd-12ab-34cd-56ef-1234567890ab',
   [ENV.tokenRefreshMinutes]: '30',
   [ENV.paceScope]: 'client',
   [ENV.itemsTableName]: 'items-table',
@@ -48,6 +51,10 @@ const ENVIRONMENT: Record<string, string> = {
   [ENV.controlTableName]: 'control-table',
   [ENV.reconcileQueueUrl]: 'https://sqs.eu-west-1.amazonaws.com/123456789012/reconcile',
   [ENV.eventBusName]: 'arn:aws:events:eu-west-1:123456789012:event-bus/change-events',
+  [ENV.syncQueueUrl]: 'https://sqs.eu-west-1.amazonaws.com/123456789012/sync',
+  [ENV.eraseQueueUrl]: 'https://sqs.eu-west-1.amazonaws.com/123456789012/erase',
+  [ENV.freshnessHours]: '24',
+  [ENV.eraseSettleSeconds]: '150',
 };
 
 /**
@@ -108,11 +115,19 @@ describe('the item sync lazy module (its S3 client, loaded when the first item t
   const chunk = () => join(dir(), S3_ITEM_OBJECT_STORE_MODULE);
 
   it('is left out of index.mjs, which imports it by its path when needed and holds no S3 client', () => {
-    expect(ITEM_SYNC_LAZY_MODULES).toEqual(['./adapters/s3-item-object-store.js']);
+    expect(ITEM_SYNC_LAZY_MODULES).toEqual(['./adapters/s3-item-object-store.js', KMS_CLIENT_MODULE]);
     const code = readFileSync(join(dir(), 'index.mjs'), 'utf8');
     expect(code).toContain(`import("${S3_ITEM_OBJECT_STORE_MODULE}")`);
     expect(code).not.toContain('com.amazonaws.s3');
     expect(code).not.toContain('PutObject');
+  });
+
+  it('its KMS client is a module of its own too, loaded when a token is first opened', () => {
+    const code = readFileSync(join(dir(), 'index.mjs'), 'utf8');
+    expect(code).toContain(`import("${KMS_CLIENT_MODULE}")`);
+    const kms = readFileSync(join(dir(), KMS_CLIENT_MODULE), 'utf8');
+    expect(kms).toContain('createKmsClient');
+    expect(statSync(join(dir(), KMS_CLIENT_MODULE)).size).toBeLessThan(400_000);
   });
 
   it('is a minified ES module next to it (with a source map and the banner), the SDK inside but for the credential sources, under 400 KB', () => {

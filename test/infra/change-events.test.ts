@@ -1,9 +1,11 @@
 /**
  * The change events in both templates (docs/change-events.md): the bus and the failure queue in the
  * stateful stack (retained, encrypted, TLS-only, no literal names, outputs), the change-events
- * function, its items-stream event source (TRIM_HORIZON, ReportBatchItemFailures, bisect, bounded
- * retries, on-failure destination, parallelization factor 1), its exact IAM statements (the
- * connections table's two attributes among them), its two alarms and its dashboard row.
+ * function, its two stream event sources, the items table's and the connections table's (the
+ * account lifecycle events), each TRIM_HORIZON, ReportBatchItemFailures, bisect, bounded retries,
+ * on-failure destination, parallelization factor 1; its exact IAM statements (the connections
+ * table's two attributes among them, both streams' reads, no direct use of the connections key),
+ * its two alarms and its dashboard row.
  */
 import type { Template } from 'aws-cdk-lib/assertions';
 import { beforeAll, describe, expect, it } from 'vitest';
@@ -29,6 +31,7 @@ beforeAll(() => {
   imports.failureQueueArn = importOf(f, { 'Fn::GetAtt': [ids.failureQueue, 'Arn'] });
   imports.failureQueueName = importOf(f, { 'Fn::GetAtt': [ids.failureQueue, 'QueueName'] });
   imports.streamArn = importOf(f, { 'Fn::GetAtt': [ids.table, 'StreamArn'] });
+  imports.connectionsStreamArn = importOf(f, { 'Fn::GetAtt': [logicalId(f, 'AWS::DynamoDB::Table', 'ConnectionsTable'), 'StreamArn'] });
   imports.connectionsTableName = importOf(f, { Ref: logicalId(f, 'AWS::DynamoDB::Table', 'ConnectionsTable') });
   imports.connectionsTableArn = importOf(f, { 'Fn::GetAtt': [logicalId(f, 'AWS::DynamoDB::Table', 'ConnectionsTable'), 'Arn'] });
   imports.connectionsKeyArn = importOf(f, { 'Fn::GetAtt': [logicalId(f, 'AWS::KMS::Key', 'ConnectionsKey'), 'Arn'] });
@@ -113,7 +116,7 @@ describe('change events: the function', () => {
     });
   });
 
-  it('IAM: own logs, PutEvents on the bus only, two attributes of a connection, send to the failure queue, read the items stream; nothing else', () => {
+  it('IAM: own logs, PutEvents on the bus only, two attributes of a connection, send to the failure queue, read both streams; nothing else', () => {
     expect(roleStatements(t.statelessTemplate, ids.role!)).toEqual([
       { Sid: 'WriteOwnLogs', Effect: 'Allow', Action: ['logs:CreateLogStream', 'logs:PutLogEvents'], Resource: { 'Fn::GetAtt': [ids.logs, 'Arn'] } },
       { Sid: 'PublishChangeEvents', Effect: 'Allow', Action: 'events:PutEvents', Resource: imports.busArn },
@@ -139,32 +142,52 @@ describe('change events: the function', () => {
       },
       // The on-failure destination's grant.
       { Effect: 'Allow', Action: ['sqs:SendMessage', 'sqs:GetQueueAttributes', 'sqs:GetQueueUrl'], Resource: imports.failureQueueArn },
-      // The stream event source's grant: ListStreams has no resource-level permissions.
+      // The stream event sources' grant: ListStreams has no resource-level permissions (one statement for both).
       { Effect: 'Allow', Action: 'dynamodb:ListStreams', Resource: '*' },
       { Effect: 'Allow', Action: ['dynamodb:DescribeStream', 'dynamodb:GetRecords', 'dynamodb:GetShardIterator'], Resource: imports.streamArn },
+      // The connections stream: read as the items stream is, with no kms statement of its own (DynamoDB
+      // decrypts it under the ConnectionsKey statement above): the role never calls the key itself.
+      { Effect: 'Allow', Action: ['dynamodb:DescribeStream', 'dynamodb:GetRecords', 'dynamodb:GetShardIterator'], Resource: imports.connectionsStreamArn },
     ]);
   });
 
-  it('the items stream feeds it: TRIM_HORIZON, 100 records, ReportBatchItemFailures, bisect, 10 retries, failure queue, factor 1', () => {
-    const mappings = Object.entries(t.statelessTemplate.findResources('AWS::Lambda::EventSourceMapping')).filter(
+  /** The function's event source mappings, by the stream they read. */
+  const mappings = () =>
+    Object.entries(t.statelessTemplate.findResources('AWS::Lambda::EventSourceMapping')).filter(
       ([, body]) => JSON.stringify(body.Properties.FunctionName) === JSON.stringify({ Ref: ids.fn }),
     );
-    expect(mappings).toHaveLength(1);
-    expect(mappings[0]![1].Properties).toEqual({
-      EventSourceArn: imports.streamArn,
-      FunctionName: { Ref: ids.fn },
-      StartingPosition: 'TRIM_HORIZON',
-      BatchSize: 100,
-      FunctionResponseTypes: ['ReportBatchItemFailures'],
-      BisectBatchOnFunctionError: true,
-      MaximumRetryAttempts: 10,
-      ParallelizationFactor: 1,
-      DestinationConfig: { OnFailure: { Destination: imports.failureQueueArn } },
-    });
+  const streamSource = (streamArn: unknown) => ({
+    EventSourceArn: streamArn,
+    FunctionName: { Ref: ids.fn },
+    StartingPosition: 'TRIM_HORIZON',
+    BatchSize: 100,
+    FunctionResponseTypes: ['ReportBatchItemFailures'],
+    BisectBatchOnFunctionError: true,
+    MaximumRetryAttempts: 10,
+    ParallelizationFactor: 1,
+    DestinationConfig: { OnFailure: { Destination: imports.failureQueueArn } },
   });
 
-  it('the stream it reads carries old and new images (the mapping needs both)', () => {
-    expect(resource(t.statefulTemplate, 'AWS::DynamoDB::Table', 'ItemsTable').Properties['StreamSpecification']).toEqual({ StreamViewType: 'NEW_AND_OLD_IMAGES' });
+  it('two streams feed it, the items table\'s and the connections table\'s, nothing else', () => {
+    expect(mappings().map(([, body]) => body.Properties.EventSourceArn)).toEqual([imports.streamArn, imports.connectionsStreamArn]);
+  });
+
+  it('the items stream feeds it: TRIM_HORIZON, 100 records, ReportBatchItemFailures, bisect, 10 retries, failure queue, factor 1', () => {
+    const items = mappings().filter(([, body]) => JSON.stringify(body.Properties.EventSourceArn) === JSON.stringify(imports.streamArn));
+    expect(items).toHaveLength(1);
+    expect(items[0]![1].Properties).toEqual(streamSource(imports.streamArn));
+  });
+
+  it('the connections stream feeds it (the account lifecycle events) with the same settings', () => {
+    const connections = mappings().filter(([, body]) => JSON.stringify(body.Properties.EventSourceArn) === JSON.stringify(imports.connectionsStreamArn));
+    expect(connections).toHaveLength(1);
+    expect(connections[0]![1].Properties).toEqual(streamSource(imports.connectionsStreamArn));
+  });
+
+  it('the streams it reads carry old and new images (the mappings need both)', () => {
+    for (const prefix of ['ItemsTable', 'ConnectionsTable']) {
+      expect(resource(t.statefulTemplate, 'AWS::DynamoDB::Table', prefix).Properties['StreamSpecification'], prefix).toEqual({ StreamViewType: 'NEW_AND_OLD_IMAGES' });
+    }
   });
 
   it('output: the function name', () => {

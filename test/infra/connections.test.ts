@@ -1,14 +1,19 @@
 /**
  * The connections in both templates (docs/connections.md, "Where credentials live"): the
- * connections table (key schema, on demand, PITR, deletion protection, retained) under the
- * customer-managed key (rotation on, retained, SSE with its ARN), their outputs; each function's
- * exact statements on the table and the key (the refresher reads and updates, the item sync gets
- * and updates, the change-events function updates two attributes only, the reconciler nothing);
- * the environment that names the table.
+ * connections table (key schema, on demand, PITR, its stream of new and old images, deletion
+ * protection, retained) under the customer-managed key (rotation on, retained, SSE with its ARN),
+ * their outputs; each function's exact statements on the table and the key (the refresher reads
+ * and updates, the item sync gets and updates, the change-events function updates two attributes
+ * only and reads the stream, the client API gets, lists and updates, the eraser gets, updates and
+ * deletes, the reconciler nothing), and the key called directly only by the three that seal or
+ * open tokens, only for a context of `connection` alone; the environment that names the table and
+ * the key.
  */
+import { Stack } from 'aws-cdk-lib';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { ENV } from '../../functions/shared/config.js';
 import { CONNECTIONS_TABLE_PARTITION_KEY } from '../../infra/connections/connections-table.js';
+import { CONNECTION_TOKEN_ACTIONS, CONNECTION_TOKEN_CONDITIONS } from '../../infra/connections/grants.js';
 import { CHANGE_EVENTS_CONNECTION_ATTRIBUTES } from '../../infra/change-events/change-events.js';
 import { fnArn, importOf, logicalId, resource, roleStatements, synthTemplates, type Templates } from './helpers.js';
 
@@ -24,6 +29,7 @@ beforeAll(() => {
   imports.tableName = importOf(f, { Ref: ids.table });
   imports.tableArn = importOf(f, fnArn(ids.table));
   imports.keyArn = importOf(f, fnArn(ids.key));
+  imports.streamArn = importOf(f, { 'Fn::GetAtt': [ids.table, 'StreamArn'] });
 });
 
 /** The key statement every role that may use the table gets: through DynamoDB of the stack's region only. */
@@ -37,6 +43,21 @@ const keyStatement = () => ({
   },
 });
 
+/**
+ * The statement of the roles that seal or open tokens: the key called directly (not through
+ * DynamoDB), a data key or a decrypt only, only with the encryption context `connection` alone.
+ */
+const tokensStatement = () => ({
+  Sid: 'ConnectionTokens',
+  Effect: 'Allow',
+  Action: ['kms:Decrypt', 'kms:GenerateDataKey'],
+  Resource: imports.keyArn,
+  Condition: {
+    'ForAllValues:StringEquals': { 'kms:EncryptionContextKeys': ['connection'] },
+    Null: { 'kms:EncryptionContextKeys': 'false' },
+  },
+});
+
 /** The statements of `rolePrefix`'s policy that name the connections table or its key. */
 function connectionStatements(rolePrefix: string): unknown[] {
   const roleId = logicalId(t.statelessTemplate, 'AWS::IAM::Role', rolePrefix);
@@ -47,7 +68,7 @@ function connectionStatements(rolePrefix: string): unknown[] {
 }
 
 describe('the connections table and its key (stateful)', () => {
-  it('the table: partition key connection (string) only, on demand, PITR, deletion protection, no stream, retained, no name', () => {
+  it('the table: partition key connection (string) only, on demand, PITR, a stream of new and old images, deletion protection, retained, no name', () => {
     const table = resource(t.statefulTemplate, 'AWS::DynamoDB::Table', 'ConnectionsTable');
     expect(CONNECTIONS_TABLE_PARTITION_KEY).toBe('connection');
     expect(table.Properties).toEqual({
@@ -55,11 +76,21 @@ describe('the connections table and its key (stateful)', () => {
       AttributeDefinitions: [{ AttributeName: 'connection', AttributeType: 'S' }],
       BillingMode: 'PAY_PER_REQUEST',
       PointInTimeRecoverySpecification: { PointInTimeRecoveryEnabled: true },
+      // The account lifecycle events (test/infra/change-events.test.ts).
+      StreamSpecification: { StreamViewType: 'NEW_AND_OLD_IMAGES' },
       SSESpecification: { SSEEnabled: true, SSEType: 'KMS', KMSMasterKeyId: fnArn(ids.key!) },
       DeletionProtectionEnabled: true,
     });
     expect(table.DeletionPolicy).toBe('Retain');
     expect(table.UpdateReplacePolicy).toBe('Retain');
+  });
+
+  it('the stream is the stack\'s ConnectionsResources.streamArn, exported to the functions\' stack, read by the change-events function only', () => {
+    expect(Stack.of(t.stateful).resolve(t.stateful.connections.streamArn)).toEqual({ 'Fn::GetAtt': [ids.table, 'StreamArn'] });
+    const readers = Object.entries(t.statelessTemplate.findResources('AWS::IAM::Policy'))
+      .filter(([, body]) => JSON.stringify(body.Properties).includes(imports.streamArn!['Fn::ImportValue']))
+      .map(([id]) => id.replace(/[0-9A-F]{8}$/, ''));
+    expect(readers).toEqual(['ChangeEventsRoleDefaultPolicy']);
   });
 
   it('the key: customer-managed, symmetric, rotation on, described, retained; its policy leaves access to IAM in the account, grants to AWS services', () => {
@@ -106,16 +137,41 @@ describe('the connections table and its key (stateful)', () => {
 });
 
 describe('who may do what on the connections table (stateless)', () => {
-  it('token refresher: GetItem, Scan and UpdateItem on the table; the key through DynamoDB', () => {
+  it('the token grant: decrypt and generate data keys, under a context whose only key is connection (and that has one)', () => {
+    expect(CONNECTION_TOKEN_ACTIONS).toEqual(['kms:Decrypt', 'kms:GenerateDataKey']);
+    expect(CONNECTION_TOKEN_CONDITIONS).toEqual({
+      'ForAllValues:StringEquals': { 'kms:EncryptionContextKeys': ['connection'] },
+      Null: { 'kms:EncryptionContextKeys': 'false' },
+    });
+  });
+
+  it('token refresher: GetItem, Scan and UpdateItem on the table; the key through DynamoDB; the tokens it opens and seals', () => {
     expect(connectionStatements('TokenRefresherRole')).toEqual([
       { Sid: 'Connections', Effect: 'Allow', Action: ['dynamodb:GetItem', 'dynamodb:Scan', 'dynamodb:UpdateItem'], Resource: imports.tableArn },
       keyStatement(),
+      tokensStatement(),
     ]);
   });
 
-  it('item sync: GetItem and UpdateItem on the table (tokens on demand, lastUsedAt); the key through DynamoDB', () => {
+  it('item sync: GetItem and UpdateItem on the table (tokens on demand, lastUsedAt); the key through DynamoDB; the tokens it opens and seals', () => {
     expect(connectionStatements('ItemSyncRole')).toEqual([
       { Sid: 'Connections', Effect: 'Allow', Action: ['dynamodb:GetItem', 'dynamodb:UpdateItem'], Resource: imports.tableArn },
+      keyStatement(),
+      tokensStatement(),
+    ]);
+  });
+
+  it('client API: GetItem, Scan and UpdateItem on the table (no PutItem, no DeleteItem); the key through DynamoDB; the tokens it seals', () => {
+    expect(connectionStatements('ClientApiRole')).toEqual([
+      { Sid: 'Connections', Effect: 'Allow', Action: ['dynamodb:GetItem', 'dynamodb:Scan', 'dynamodb:UpdateItem'], Resource: imports.tableArn },
+      keyStatement(),
+      tokensStatement(),
+    ]);
+  });
+
+  it('eraser: GetItem, UpdateItem and DeleteItem on the table; the key through DynamoDB only (it never opens a token)', () => {
+    expect(connectionStatements('ConnectionEraserRole')).toEqual([
+      { Sid: 'Connections', Effect: 'Allow', Action: ['dynamodb:GetItem', 'dynamodb:UpdateItem', 'dynamodb:DeleteItem'], Resource: imports.tableArn },
       keyStatement(),
     ]);
   });
@@ -150,19 +206,41 @@ describe('who may do what on the connections table (stateless)', () => {
         return text.includes(imports.tableArn!['Fn::ImportValue']) || text.includes(imports.keyArn!['Fn::ImportValue']);
       })
       .map(([id]) => id.replace(/[0-9A-F]{8}$/, ''));
-    expect(naming.sort()).toEqual(['ChangeEventsRoleDefaultPolicy', 'ItemSyncRoleDefaultPolicy', 'TokenRefresherRoleDefaultPolicy']);
+    expect(naming.sort()).toEqual([
+      'ChangeEventsRoleDefaultPolicy',
+      'ClientApiRoleDefaultPolicy',
+      'ConnectionEraserRoleDefaultPolicy',
+      'ItemSyncRoleDefaultPolicy',
+      'TokenRefresherRoleDefaultPolicy',
+    ]);
+    // The key called directly (the ConnectionTokens statement): the three that seal or open tokens only.
+    const direct = Object.entries(template.Resources as Record<string, { Type: string; Properties: { PolicyDocument?: { Statement: Array<{ Sid?: string }> } } }>)
+      .filter(([, body]) => body.Type === 'AWS::IAM::Policy' && body.Properties.PolicyDocument!.Statement.some((statement) => statement.Sid === 'ConnectionTokens'))
+      .map(([id]) => id.replace(/[0-9A-F]{8}$/, ''));
+    expect(direct.sort()).toEqual(['ClientApiRoleDefaultPolicy', 'ItemSyncRoleDefaultPolicy', 'TokenRefresherRoleDefaultPolicy']);
     // The key's policy is the stateful stack's own and names no role: access is granted in IAM.
     const keyPolicy = JSON.stringify(resource(t.statefulTemplate, 'AWS::KMS::Key', 'ConnectionsKey').Properties['KeyPolicy']);
     expect(keyPolicy).not.toMatch(/Role/);
   });
 });
 
-describe('the environment that names the connections table', () => {
-  it('CONNECTIONS_TABLE_NAME is the table name on the refresher, the item sync and the change-events function; not on the reconciler', () => {
-    const variables = (prefix: string) => resource(t.statelessTemplate, 'AWS::Lambda::Function', prefix).Properties['Environment'].Variables as Record<string, unknown>;
-    for (const prefix of ['TokenRefresherFunction', 'ItemSyncFunction', 'ChangeEventsFunction']) {
+describe('the environment that names the connections table and its key', () => {
+  const variables = (prefix: string) => resource(t.statelessTemplate, 'AWS::Lambda::Function', prefix).Properties['Environment'].Variables as Record<string, unknown>;
+
+  it('CONNECTIONS_TABLE_NAME is the table name on every function but the reconciler', () => {
+    for (const prefix of ['TokenRefresherFunction', 'ItemSyncFunction', 'ChangeEventsFunction', 'ClientApiFunction', 'ConnectionEraserFunction']) {
       expect(variables(prefix)[ENV.connectionsTableName], prefix).toEqual(imports.tableName);
     }
     expect(variables('ReconcilerFunction')).not.toHaveProperty(ENV.connectionsTableName);
+  });
+
+  it('CONNECTIONS_KEY_ARN is the key ARN on the three that seal or open tokens only', () => {
+    expect(ENV.connectionsKeyArn).toBe('CONNECTIONS_KEY_ARN');
+    for (const prefix of ['TokenRefresherFunction', 'ItemSyncFunction', 'ClientApiFunction']) {
+      expect(variables(prefix)[ENV.connectionsKeyArn], prefix).toEqual(imports.keyArn);
+    }
+    for (const prefix of ['ChangeEventsFunction', 'ConnectionEraserFunction', 'ReconcilerFunction']) {
+      expect(variables(prefix), prefix).not.toHaveProperty(ENV.connectionsKeyArn);
+    }
   });
 });

@@ -1,8 +1,8 @@
 /**
  * The stacks build from infra/deployment.ts, the module the local system (dev/) builds from too:
- * every function's memory, time-out and environment, the work queues' visibility, retention and
- * redrive, the event sources' and the schedules' numbers in the synthesized templates are the
- * module's, for the default context and for contexts that move every number. And when the
+ * every function's memory, time-out and environment, the work queues' (the erase queue's too)
+ * visibility, retention and redrive, the event sources', the schedules' and the client API stage's
+ * throttling numbers in the synthesized templates are the module's, for the default context and for contexts that move every number. And when the
  * module's numbers move, the templates follow: a stack that types a number of its own (even the
  * same one) fails here.
  */
@@ -32,12 +32,23 @@ vi.mock('../../infra/deployment.js', async (importOriginal) => {
       : deployment;
   const maybe = (deployment: FunctionDeployment | undefined) => deployment && fn(deployment);
   const down = (n: number) => (n > 1 ? n - 1 : n + 1);
+  const queue = (queues: Deployment.WorkQueueDeployment): Deployment.WorkQueueDeployment =>
+    shifted.on
+      ? {
+          visibilityTimeoutSeconds: queues.visibilityTimeoutSeconds + 7,
+          retentionDays: queues.retentionDays + 1,
+          maxReceiveCount: queues.maxReceiveCount + 1,
+          deadLetterRetentionDays: queues.deadLetterRetentionDays - 1,
+        }
+      : queues;
   return {
     ...real,
     refresherDeployment: (...args: Parameters<typeof real.refresherDeployment>) => fn(real.refresherDeployment(...args)),
     syncDeployment: (...args: Parameters<typeof real.syncDeployment>) => fn(real.syncDeployment(...args)),
     reconcilerDeployment: (...args: Parameters<typeof real.reconcilerDeployment>) => maybe(real.reconcilerDeployment(...args)),
     changeEventsDeployment: (...args: Parameters<typeof real.changeEventsDeployment>) => fn(real.changeEventsDeployment(...args)),
+    apiDeployment: (...args: Parameters<typeof real.apiDeployment>) => fn(real.apiDeployment(...args)),
+    eraserDeployment: (...args: Parameters<typeof real.eraserDeployment>) => fn(real.eraserDeployment(...args)),
     functionDeployments: (...args: Parameters<typeof real.functionDeployments>): Deployment.FunctionDeployments => {
       const deployments = real.functionDeployments(...args);
       return {
@@ -45,18 +56,19 @@ vi.mock('../../infra/deployment.js', async (importOriginal) => {
         sync: fn(deployments.sync),
         reconciler: maybe(deployments.reconciler),
         changeEvents: fn(deployments.changeEvents),
+        api: fn(deployments.api),
+        eraser: fn(deployments.eraser),
       };
     },
-    workQueueDeployment: (...args: Parameters<typeof real.workQueueDeployment>): Deployment.WorkQueueDeployment => {
-      const queues = real.workQueueDeployment(...args);
-      return shifted.on
-        ? {
-            visibilityTimeoutSeconds: queues.visibilityTimeoutSeconds + 7,
-            retentionDays: queues.retentionDays + 1,
-            maxReceiveCount: queues.maxReceiveCount + 1,
-            deadLetterRetentionDays: queues.deadLetterRetentionDays - 1,
-          }
-        : queues;
+    workQueueDeployment: (...args: Parameters<typeof real.workQueueDeployment>): Deployment.WorkQueueDeployment => queue(real.workQueueDeployment(...args)),
+    eraseQueueDeployment: (): Deployment.WorkQueueDeployment => queue(real.eraseQueueDeployment()),
+    eraseEventSourceDeployment: (): Deployment.SqsEventSourceDeployment => {
+      const source = real.eraseEventSourceDeployment();
+      return shifted.on ? { ...source, batchSize: down(source.batchSize), maxConcurrency: source.maxConcurrency + 1 } : source;
+    },
+    apiStageDeployment: (): Deployment.ApiStageDeployment => {
+      const stage = real.apiStageDeployment();
+      return shifted.on ? { rateLimitPerSecond: stage.rateLimitPerSecond + 1, burstLimit: stage.burstLimit + 1 } : stage;
     },
     syncEventSourceDeployment: (...args: Parameters<typeof real.syncEventSourceDeployment>): Deployment.SqsEventSourceDeployment => {
       const source = real.syncEventSourceDeployment(...args);
@@ -116,6 +128,9 @@ function resourceNames(t: Templates): Deployment.ResourceNames {
     reconcileQueueUrl: ref('AWS::SQS::Queue', 'ReconcileQueue'),
     connectionsTableName: ref('AWS::DynamoDB::Table', 'ConnectionsTable'),
     eventBusName: arn('AWS::Events::EventBus', 'ChangeEventBus'),
+    connectionsKeyArn: arn('AWS::KMS::Key', 'ConnectionsKey'),
+    syncQueueUrl: ref('AWS::SQS::Queue', 'SyncQueue'),
+    eraseQueueUrl: ref('AWS::SQS::Queue', 'EraseQueue'),
   };
   // Tokens where the module has strings: compared as template values.
   return names as unknown as Deployment.ResourceNames;
@@ -148,17 +163,19 @@ function expectTemplatesFollowTheModule(t: Templates): void {
   expectFunction(s, 'TokenRefresherFunction', functions.refresher);
   expectFunction(s, 'ItemSyncFunction', functions.sync);
   expectFunction(s, 'ChangeEventsFunction', functions.changeEvents);
+  expectFunction(s, 'ClientApiFunction', functions.api);
+  expectFunction(s, 'ConnectionEraserFunction', functions.eraser);
   if (functions.reconciler) expectFunction(s, 'ReconcilerFunction', functions.reconciler);
   else expect(Object.keys(s.findResources('AWS::Lambda::Function')).filter((id) => id.startsWith('Reconciler'))).toEqual([]);
   // No other function: nothing runs at deploy time.
-  expect(Object.keys(s.findResources('AWS::Lambda::Function'))).toHaveLength(functions.reconciler ? 4 : 3);
+  expect(Object.keys(s.findResources('AWS::Lambda::Function'))).toHaveLength(functions.reconciler ? 6 : 5);
   const refresherId = logicalId(s, 'AWS::Lambda::Function', 'TokenRefresherFunction');
 
-  // Work queues: visibility, retention, redrive; their dead-letter queues' retention.
-  const queues = deployment.workQueueDeployment(config);
-  for (const [queuePrefix, deadLetterPrefix] of [
-    ['SyncQueue', 'DeadLetterQueue'],
-    ['ReconcileQueue', 'ReconcileDeadLetterQueue'],
+  // Work queues (and the erase queue): visibility, retention, redrive; their dead-letter queues' retention.
+  for (const [queuePrefix, deadLetterPrefix, queues] of [
+    ['SyncQueue', 'DeadLetterQueue', deployment.workQueueDeployment(config)],
+    ['ReconcileQueue', 'ReconcileDeadLetterQueue', deployment.workQueueDeployment(config)],
+    ['EraseQueue', 'EraseDeadLetterQueue', deployment.eraseQueueDeployment()],
   ] as const) {
     const queue = resource(f, 'AWS::SQS::Queue', queuePrefix);
     const deadLetter = resource(f, 'AWS::SQS::Queue', deadLetterPrefix);
@@ -183,16 +200,37 @@ function expectTemplatesFollowTheModule(t: Templates): void {
     });
   }
 
-  // The change-events function's event source on the items table's stream.
+  // The eraser's event source on the erase queue.
+  const eraseSource = deployment.eraseEventSourceDeployment();
+  const erase = resource(s, 'AWS::Lambda::EventSourceMapping', 'ConnectionEraserFunctionSqsEventSourceContentSyncStatefulEraseQueue');
+  expect(erase.Properties).toEqual({
+    EventSourceArn: importOf(f, fnArn(logicalId(f, 'AWS::SQS::Queue', 'EraseQueue'))),
+    FunctionName: { Ref: logicalId(s, 'AWS::Lambda::Function', 'ConnectionEraserFunction') },
+    BatchSize: eraseSource.batchSize,
+    ...(eraseSource.maxBatchingWindowSeconds === undefined ? {} : { MaximumBatchingWindowInSeconds: eraseSource.maxBatchingWindowSeconds }),
+    FunctionResponseTypes: eraseSource.reportBatchItemFailures ? ['ReportBatchItemFailures'] : undefined,
+    ScalingConfig: { MaximumConcurrency: eraseSource.maxConcurrency },
+  });
+
+  // The change-events function's event sources on the items table's stream and the connections table's.
   const streamSource = deployment.changeEventSourceDeployment();
-  const stream = resource(s, 'AWS::Lambda::EventSourceMapping', 'ChangeEventsFunctionDynamoDBEventSource');
-  expect(stream.Properties).toMatchObject({
-    StartingPosition: streamSource.startingPosition,
-    BatchSize: streamSource.batchSize,
-    ParallelizationFactor: streamSource.parallelizationFactor,
-    BisectBatchOnFunctionError: streamSource.bisectBatchOnError,
-    MaximumRetryAttempts: streamSource.retryAttempts,
-    FunctionResponseTypes: streamSource.reportBatchItemFailures ? ['ReportBatchItemFailures'] : undefined,
+  for (const prefix of ['ChangeEventsFunctionDynamoDBEventSourceContentSyncStatefulItemsTable', 'ChangeEventsFunctionDynamoDBEventSourceContentSyncStatelessConnectionsTableStream']) {
+    const stream = resource(s, 'AWS::Lambda::EventSourceMapping', prefix);
+    expect(stream.Properties, prefix).toMatchObject({
+      StartingPosition: streamSource.startingPosition,
+      BatchSize: streamSource.batchSize,
+      ParallelizationFactor: streamSource.parallelizationFactor,
+      BisectBatchOnFunctionError: streamSource.bisectBatchOnError,
+      MaximumRetryAttempts: streamSource.retryAttempts,
+      FunctionResponseTypes: streamSource.reportBatchItemFailures ? ['ReportBatchItemFailures'] : undefined,
+    });
+  }
+
+  // The client API's stage: its throttling, the steady rate and the burst.
+  const stage = deployment.apiStageDeployment();
+  expect(resource(s, 'AWS::ApiGatewayV2::Stage', 'ApiStage').Properties['DefaultRouteSettings']).toEqual({
+    ThrottlingRateLimit: stage.rateLimitPerSecond,
+    ThrottlingBurstLimit: stage.burstLimit,
   });
 
   // The schedules: how often, how many, and how each invocation is delivered.
@@ -290,12 +328,12 @@ describe('the stacks read the module, never a number of their own', () => {
       const queue = (prefix: string) => resource(f, 'AWS::SQS::Queue', prefix).Properties;
       const schedules = Object.values(s.findResources('AWS::Scheduler::Schedule')) as Array<{ Properties: Record<string, any> }>;
       return {
-        functions: ['TokenRefresherFunction', 'ItemSyncFunction', 'ReconcilerFunction', 'ChangeEventsFunction'].map((prefix) => [
+        functions: ['TokenRefresherFunction', 'ItemSyncFunction', 'ReconcilerFunction', 'ChangeEventsFunction', 'ClientApiFunction', 'ConnectionEraserFunction'].map((prefix) => [
           fn(prefix)['MemorySize'],
           fn(prefix)['Timeout'],
           fn(prefix)['Environment'].Variables['DEPLOYMENT_PROBE'],
         ]),
-        queues: ['SyncQueue', 'ReconcileQueue', 'DeadLetterQueue', 'ReconcileDeadLetterQueue'].map((prefix) => [
+        queues: ['SyncQueue', 'ReconcileQueue', 'EraseQueue', 'DeadLetterQueue', 'ReconcileDeadLetterQueue', 'EraseDeadLetterQueue'].map((prefix) => [
           queue(prefix)['VisibilityTimeout'],
           queue(prefix)['MessageRetentionPeriod'],
           queue(prefix)['RedrivePolicy']?.maxReceiveCount,
@@ -307,6 +345,7 @@ describe('the stacks read the module, never a number of their own', () => {
           mapping.Properties.MaximumRetryAttempts,
         ]),
         schedules: schedules.map((one) => [one.Properties['ScheduleExpression'], one.Properties['Target'].RetryPolicy]),
+        stage: Object.values(resource(s, 'AWS::ApiGatewayV2::Stage', 'ApiStage').Properties['DefaultRouteSettings'] as Record<string, number>),
       };
     };
     const before = numbers(real);
@@ -318,12 +357,15 @@ describe('the stacks read the module, never a number of their own', () => {
     }
     for (const [i, numbersOfQueue] of after.queues.entries()) {
       expect(numbersOfQueue[1]).not.toBe(before.queues[i]![1]);
-      if (i < 2) {
+      // The three queues with a dead-letter queue: visibility and redrive moved too.
+      if (i < 3) {
         expect(numbersOfQueue[0]).not.toBe(before.queues[i]![0]);
         expect(numbersOfQueue[2]).not.toBe(before.queues[i]![2]);
       }
     }
-    expect(after.sources).toHaveLength(3);
+    expect(after.stage).toHaveLength(2);
+    for (const [i, value] of after.stage.entries()) expect(value).not.toBe(before.stage[i]);
+    expect(after.sources).toHaveLength(5);
     for (const [i, source] of after.sources.entries()) {
       expect(source[0]).not.toBe(before.sources[i]![0]);
       const other = source[1] === undefined ? [source[2], source[3]] : [source[1]];

@@ -86,6 +86,9 @@ describe('the item sync environment (infra/deployment.ts)', () => {
     reconcileQueueUrl: 'https://sqs.example/reconcile',
     connectionsTableName: 'connections',
     eventBusName: 'bus',
+    connectionsKeyArn: 'arn:aws:kms:eu-west-1:123456789012:key/1234abcd-12ab-34cd-56ef-1234567890ab',
+    syncQueueUrl: 'https://sqs.example/sync',
+    eraseQueueUrl: 'https://sqs.example/erase',
   };
 
   it('discovery off: none of its variables; RECONCILE_QUEUE_URL all the same (the background lane of a backlog)', () => {
@@ -141,8 +144,9 @@ describe('the stacks with discovery on', () => {
       [ENV.childrenTotalPath]: 'item_collection.total_count',
       [ENV.reconcileQueueUrl]: imports.queueUrl,
     });
-    // No reconciler (freshnessHours 0), and no other function is given the variables.
-    on.statelessTemplate.resourceCountIs('AWS::Lambda::Function', 3);
+    // No reconciler (freshnessHours 0), and no other function (the refresher, the change events, the
+    // client API, the eraser) is given the variables.
+    on.statelessTemplate.resourceCountIs('AWS::Lambda::Function', 5);
     const others = Object.entries(on.statelessTemplate.findResources('AWS::Lambda::Function')).filter(([id]) => !id.startsWith('ItemSyncFunction'));
     for (const [, fn] of others) expect(JSON.stringify(fn)).not.toContain(ENV.childrenPath);
   });

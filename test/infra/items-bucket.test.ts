@@ -1,7 +1,8 @@
 /**
  * The items bucket (infra/storage/items-bucket.ts): retained, SSE-S3, TLS only, every public access blocked,
  * ACLs off, versioned with deleted versions expired, no physical name; its ARN exported under a
- * fixed name; the item sync's grant (put and delete under items/ only) and ITEMS_BUCKET_NAME; the
+ * fixed name; the item sync's grant (put and delete under items/ only), the client API's (read
+ * under items/), the eraser's (list under items/, delete under items/) and ITEMS_BUCKET_NAME; the
  * lazy module of the item sync's bundle.
  */
 import { beforeAll, describe, expect, it } from 'vitest';
@@ -92,13 +93,54 @@ describe('the item sync and the bucket', () => {
         Resource: { 'Fn::Join': ['', [{ 'Fn::ImportValue': 'ContentSyncStateful:ItemsBucketArn' }, '/items/*']] },
       },
     ]);
-    // No other function touches the bucket.
+    // Three roles name the bucket: the item sync's, the client API's and the eraser's (below); no resource policy does.
+    const naming = Object.entries(t.statelessTemplate.toJSON().Resources as Record<string, { Type: string; Properties: unknown }>)
+      .filter(([, body]) => JSON.stringify(body.Properties).includes('ItemsBucketArn'))
+      .map(([id, body]) => `${body.Type} ${id.replace(/[0-9A-F]{8}$/, '')}`);
+    expect(naming.sort()).toEqual(
+      ['AWS::IAM::Policy ClientApiRoleDefaultPolicy', 'AWS::IAM::Policy ConnectionEraserRoleDefaultPolicy', 'AWS::IAM::Policy ItemSyncRoleDefaultPolicy'].sort(),
+    );
     const text = JSON.stringify(t.statelessTemplate.toJSON().Resources);
-    expect(text.split('ItemsBucketArn').length - 1).toBe(1);
+    expect(text.split('ItemsBucketArn').length - 1).toBe(4);
+  });
+
+  it('the client API: ITEMS_BUCKET_NAME, and GetObject under items/ only (the presigned URL of an item held there)', () => {
+    const fn = resource(t.statelessTemplate, 'AWS::Lambda::Function', 'ClientApiFunction');
+    expect(fn.Properties['Environment'].Variables[ENV.itemsBucketName]).toEqual(importOf(t.statefulTemplate, { Ref: bucketId }));
+    const statements = roleStatements(t.statelessTemplate, logicalId(t.statelessTemplate, 'AWS::IAM::Role', 'ClientApiRole')) as Array<{ Action: unknown }>;
+    expect(statements.filter((statement) => JSON.stringify(statement.Action).includes('s3:'))).toEqual([
+      {
+        Sid: 'ReadItemObjects',
+        Effect: 'Allow',
+        Action: 's3:GetObject',
+        Resource: { 'Fn::Join': ['', [{ 'Fn::ImportValue': 'ContentSyncStateful:ItemsBucketArn' }, '/items/*']] },
+      },
+    ]);
+  });
+
+  it('the eraser: ITEMS_BUCKET_NAME, ListBucket of keys under items/ only, DeleteObject under items/ only (no version-specific delete)', () => {
+    const fn = resource(t.statelessTemplate, 'AWS::Lambda::Function', 'ConnectionEraserFunction');
+    expect(fn.Properties['Environment'].Variables[ENV.itemsBucketName]).toEqual(importOf(t.statefulTemplate, { Ref: bucketId }));
+    const statements = roleStatements(t.statelessTemplate, logicalId(t.statelessTemplate, 'AWS::IAM::Role', 'ConnectionEraserRole')) as Array<{ Action: unknown }>;
+    expect(statements.filter((statement) => JSON.stringify(statement.Action).includes('s3:'))).toEqual([
+      {
+        Sid: 'ListItemObjects',
+        Effect: 'Allow',
+        Action: 's3:ListBucket',
+        Resource: { 'Fn::ImportValue': 'ContentSyncStateful:ItemsBucketArn' },
+        Condition: { StringLike: { 's3:prefix': 'items/*' } },
+      },
+      {
+        Sid: 'EraseItemObjects',
+        Effect: 'Allow',
+        Action: 's3:DeleteObject',
+        Resource: { 'Fn::Join': ['', [{ 'Fn::ImportValue': 'ContentSyncStateful:ItemsBucketArn' }, '/items/*']] },
+      },
+    ]);
   });
 
   it('the lazy module is bundled by esbuild with the function bundle\'s options, next to index.mjs, as an ES module', () => {
-    expect(ITEM_SYNC_LAZY_MODULES).toEqual(['./adapters/s3-item-object-store.js']);
+    expect(ITEM_SYNC_LAZY_MODULES).toEqual(['./adapters/s3-item-object-store.js', './adapters/kms-client.js']);
     const [mkdir, typeModule, esbuild] = lazyModuleCommands('/repo', '/out', 'functions/item-sync', './adapters/s3-item-object-store.js');
     expect(mkdir).toBe("mkdir -p '/out/adapters'");
     expect(typeModule).toBe(`printf '%s' '{"type":"module"}' > '/out/adapters/package.json'`);

@@ -1,7 +1,8 @@
 /**
  * The context key `logRetentionDays` in the templates: every log group the stacks create keeps its
- * logs that many days (30 unless given), and every function writes to a log group of the stacks
- * (none to one Lambda would create itself, which would keep its logs forever). The values the key
+ * logs that many days (30 unless given), the client API's access logs among them, and every
+ * function writes to a log group of the stacks (none to one Lambda would create itself, which would
+ * keep its logs forever). The values the key
  * accepts are the ones aws-cdk-lib (and CloudWatch Logs) know.
  */
 import type { Template } from 'aws-cdk-lib/assertions';
@@ -47,11 +48,15 @@ describe.each([
   it('every function writes to a log group of its own among them', () => {
     const groups = Object.keys(all('AWS::Logs::LogGroup'));
     const functions = Object.values(all('AWS::Lambda::Function'));
-    // The token refresher, the item sync, the change-events function and, unless freshnessHours is 0, the reconciler.
-    expect(functions.length).toBe('freshnessHours' in context ? 3 : 4);
+    // The token refresher, the item sync, the change-events function, the client API, the eraser
+    // and, unless freshnessHours is 0, the reconciler.
+    expect(functions.length).toBe('freshnessHours' in context ? 5 : 6);
     const used = functions.map((fn) => (fn.Properties?.['LoggingConfig'] as { LogGroup?: { Ref?: string } } | undefined)?.LogGroup?.Ref);
     expect(new Set(used).size).toBe(functions.length);
     expect(used.every((ref) => ref !== undefined && groups.includes(ref))).toBe(true);
-    expect(groups).toHaveLength(functions.length);
+    // One more: the client API's access logs (its stage's destination).
+    const accessLogs = groups.filter((id) => !used.includes(id));
+    expect(accessLogs.map((id) => id.replace(/[0-9A-F]{8}$/, ''))).toEqual(['ApiAccessLogs']);
+    expect(groups).toHaveLength(functions.length + 1);
   });
 });

@@ -73,6 +73,12 @@ describe('cdk-nag AwsSolutions', () => {
         'ContentSyncStateless/ReconcileScheduleRole AwsSolutions-IAM5[Resource::<function>:*]',
         'ContentSyncStateless/TokenRefreshScheduleRole AwsSolutions-IAM5[Resource::<function>:*]',
         'ContentSyncStateless/TokenRefresher/Function AwsSolutions-L1',
+        // The client API (infra/client-api): its runtime; its GetObject on items/* only (presigned URLs).
+        'ContentSyncStateless/ClientApi/Function AwsSolutions-L1',
+        'ContentSyncStateless/ClientApi/Role AwsSolutions-IAM5[Resource::ContentSyncStateful:ItemsBucketArn/items/*]',
+        // The eraser (infra/connection-eraser): its runtime; its DeleteObject on items/* only.
+        'ContentSyncStateless/ConnectionEraser/Function AwsSolutions-L1',
+        'ContentSyncStateless/ConnectionEraser/Role AwsSolutions-IAM5[Resource::ContentSyncStateful:ItemsBucketArn/items/*]',
       ].sort(),
     );
   });

@@ -66,8 +66,8 @@ describe('operations', () => {
   const queueName = (prefix: string) =>
     importOf(t.statefulTemplate, { 'Fn::GetAtt': [logicalId(t.statefulTemplate, 'AWS::SQS::Queue', prefix), 'QueueName'] });
 
-  it('eleven alarms (two for the refresher, two for the change events, three for reconciliation), each notifying the topic on alarm and on recovery', () => {
-    t.statelessTemplate.resourceCountIs('AWS::CloudWatch::Alarm', 11);
+  it('twelve alarms (two for the refresher, two for the change events, three for reconciliation, one for the eraser), each notifying the topic on alarm and on recovery', () => {
+    t.statelessTemplate.resourceCountIs('AWS::CloudWatch::Alarm', 12);
     for (const alarm of Object.values(t.statelessTemplate.findResources('AWS::CloudWatch::Alarm'))) {
       expect(alarm.Properties).toMatchObject(actions());
       expect(alarm.Properties.AlarmName).toBeUndefined();
@@ -254,7 +254,7 @@ describe('operations', () => {
     expect(row.reduce((sum, w) => sum + w.width, 0)).toBe(24);
     // The alarm status widget lists every alarm, the breaker's included.
     const status = widgets.find((w) => w.type === 'alarm') as unknown as { properties: { alarms: unknown[] } };
-    expect(status.properties.alarms).toHaveLength(11);
+    expect(status.properties.alarms).toHaveLength(12);
   });
 
   it('dashboard: the refresher\'s counters and the connections by status beside the alarm status, one row', () => {

@@ -15,9 +15,10 @@ import { synthTemplates, type Templates } from './helpers.js';
 /**
  * Properties ending in `Name` that name no resource of the account: a table's key attributes, an
  * inline policy's name (unique within its role only, and the roles' names are generated), a
- * topic's display name, an alarm's metric and its dimensions' names.
+ * topic's display name, an alarm's metric and its dimensions' names, an API stage's name (unique
+ * within its API only: `$default`, the stage at the root of each client API's own URL).
  */
-const NOT_RESOURCE_NAMES = new Set(['AttributeName', 'PolicyName', 'DisplayName', 'MetricName']);
+const NOT_RESOURCE_NAMES = new Set(['AttributeName', 'PolicyName', 'DisplayName', 'MetricName', 'StageName']);
 
 /** The same in both apps: one account and region. */
 const PSEUDO = { 'AWS::AccountId': '123456789012', 'AWS::Region': 'eu-west-1', 'AWS::Partition': 'aws', 'AWS::URLSuffix': 'amazonaws.com' } as Record<string, string>;
@@ -130,10 +131,13 @@ describe('the default deployment and the stage staging, side by side in one acco
     }
   });
 
-  it('find the names they fix: the change-event bus (from the stack name) and the exports', () => {
+  it('find the names they fix: the change-event bus and the client API (from the stack names) and the exports', () => {
     const busName = (one: Deployment) => [...one.names].filter(([where]) => /\/ChangeEventBus\w+\.Name$/.test(where)).map(([, name]) => name);
     expect(busName(main)).toEqual(['ContentSyncStateful-change-events']);
     expect(busName(staging)).toEqual(['ContentSyncStateful-staging-change-events']);
+    const apiName = (one: Deployment) => [...one.names].filter(([where]) => /\/Api[0-9A-F]{8}\.Name$/.test(where)).map(([, name]) => name);
+    expect(apiName(main)).toEqual(['ContentSyncStateless-client-api']);
+    expect(apiName(staging)).toEqual(['ContentSyncStateless-staging-client-api']);
     expect([...main.names.values()]).toContain('ContentSyncStateful:ItemsBucketArn');
     expect([...staging.names.values()]).toContain('ContentSyncStateful-staging:ItemsBucketArn');
     expect([...staging.names.values()].filter((name) => name.startsWith('ContentSyncStateful-staging:ExportsOutput')).length).toBeGreaterThan(5);
@@ -148,8 +152,9 @@ describe('the default deployment and the stage staging, side by side in one acco
   it('give the stage to every function of the stage as CONTENT_SYNC_STAGE, and none without one', () => {
     const stages = (one: Deployment) =>
       Object.values(one.t.statelessTemplate.findResources('AWS::Lambda::Function')).map((fn) => fn.Properties.Environment.Variables['CONTENT_SYNC_STAGE']);
-    expect(stages(main)).toEqual([undefined, undefined, undefined, undefined]);
-    expect(stages(staging)).toEqual(['staging', 'staging', 'staging', 'staging']);
+    // Six functions: the refresher, the item sync, the reconciler, the change events, the client API, the eraser.
+    expect(stages(main)).toEqual(Array.from({ length: 6 }, () => undefined));
+    expect(stages(staging)).toEqual(Array.from({ length: 6 }, () => 'staging'));
   });
 
   it('select the functions’ metrics by service alone without a stage, by service and stage with one: every alarm', () => {

@@ -149,6 +149,11 @@ describe('stateful stack', () => {
         'ConnectionsTableName',
         'DeadLetterQueueArn',
         'DeadLetterQueueUrl',
+        // The erase queue (test/infra/eraser.test.ts).
+        'EraseDeadLetterQueueArn',
+        'EraseDeadLetterQueueUrl',
+        'EraseQueueArn',
+        'EraseQueueUrl',
         // The items bucket (test/infra/items-bucket.test.ts): its name, and its ARN as a named export.
         'ExportContentSyncStatefulItemsBucketArn',
         'ItemsBucketName',
@@ -194,6 +199,11 @@ describe('stateful stack', () => {
         'AWS::SQS::Queue',
         'AWS::SQS::QueuePolicy',
         // Reconciliation (test/infra/reconciler.test.ts): the reconcile queue and its dead-letter queue, with their TLS policies.
+        'AWS::SQS::Queue',
+        'AWS::SQS::Queue',
+        'AWS::SQS::QueuePolicy',
+        'AWS::SQS::QueuePolicy',
+        // The erase (test/infra/eraser.test.ts): the erase queue and its dead-letter queue, with their TLS policies.
         'AWS::SQS::Queue',
         'AWS::SQS::Queue',
         'AWS::SQS::QueuePolicy',

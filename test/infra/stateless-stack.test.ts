@@ -1,7 +1,8 @@
 /**
  * The stateless stack's template: the refresher and the item sync with their Lambda defaults,
  * environment, IAM statements of every role, schedule, event source; no deploy-time run; least
- * privilege across the stack; outputs. Alarms, topic and dashboard: test/infra/operations.test.ts.
+ * privilege across the stack; outputs. Alarms, topic and dashboard: test/infra/operations.test.ts;
+ * the client API and the eraser: test/infra/client-api.test.ts and test/infra/eraser.test.ts.
  */
 import { Capture, Match } from 'aws-cdk-lib/assertions';
 import { beforeAll, describe, expect, it } from 'vitest';
@@ -62,6 +63,17 @@ const connectionsKeyStatement = () => ({
     StringEquals: { 'kms:ViaService': { 'Fn::Join': ['', ['dynamodb.', { Ref: 'AWS::Region' }, '.', { Ref: 'AWS::URLSuffix' }]] } },
   },
 });
+/** The key called directly by the roles that seal or open tokens (test/infra/connections.test.ts). */
+const connectionTokensStatement = () => ({
+  Sid: 'ConnectionTokens',
+  Effect: 'Allow',
+  Action: ['kms:Decrypt', 'kms:GenerateDataKey'],
+  Resource: imports.connectionsKeyArn,
+  Condition: {
+    'ForAllValues:StringEquals': { 'kms:EncryptionContextKeys': ['connection'] },
+    Null: { 'kms:EncryptionContextKeys': 'false' },
+  },
+});
 const lambdaAssumeRole = {
   Statement: [{ Action: 'sts:AssumeRole', Effect: 'Allow', Principal: { Service: 'lambda.amazonaws.com' } }],
   Version: '2012-10-17',
@@ -105,7 +117,14 @@ describe('stateless stack', () => {
     it('tracing true: every function traced (Active), and its role may write traces (the one wildcard X-Ray needs)', () => {
       const traced = synthTemplates({ tracing: 'true' });
       const functions = Object.entries(traced.statelessTemplate.findResources('AWS::Lambda::Function')).filter(([id]) => !id.startsWith('LogRetention'));
-      expect(functions.map(([id]) => id.replace(/[0-9A-F]{8}$/, '')).sort()).toEqual(['ChangeEventsFunction', 'ItemSyncFunction', 'ReconcilerFunction', 'TokenRefresherFunction']);
+      expect(functions.map(([id]) => id.replace(/[0-9A-F]{8}$/, '')).sort()).toEqual([
+        'ChangeEventsFunction',
+        'ClientApiFunction',
+        'ConnectionEraserFunction',
+        'ItemSyncFunction',
+        'ReconcilerFunction',
+        'TokenRefresherFunction',
+      ]);
       for (const [id, body] of functions) {
         expect(body.Properties.TracingConfig, id).toEqual({ Mode: 'Active' });
         const roleId = (body.Properties.Role as { 'Fn::GetAtt': [string, string] })['Fn::GetAtt'][0];
@@ -139,12 +158,13 @@ describe('stateless stack', () => {
   });
 
   describe('token refresher', () => {
-    it('environment: exactly the contract variables, the connections and control tables by name, the refresh interval', () => {
+    it('environment: exactly the contract variables, the connections table and key and the control table, the refresh interval', () => {
       const fn = resource(t.statelessTemplate, 'AWS::Lambda::Function', ids.refresher!);
       // REFRESH_CONCURRENCY, IDLE_REFRESH_HOURS and TOKEN_REQUESTS_PER_SECOND keep the function's defaults.
       expect(fn.Properties['Environment'].Variables).toEqual({
         [ENV.baseUrl]: 'https://provider.example.com/api/v2',
         [ENV.connectionsTableName]: imports.connectionsTableName,
+        [ENV.connectionsKeyArn]: imports.connectionsKeyArn,
         [ENV.controlTableName]: imports.controlTableName,
         [ENV.tokenRefreshMinutes]: '30',
         POWERTOOLS_SERVICE_NAME: 'token-refresher',
@@ -153,11 +173,13 @@ describe('stateless stack', () => {
       });
     });
 
-    it('IAM: own logs, get, scan and update connections (the key through DynamoDB), get and put its token pace rows only; nothing else', () => {
+    it('IAM: own logs, get, scan and update connections (the key through DynamoDB, and directly for the tokens), get and put its token pace rows only; nothing else', () => {
       expect(roleStatements(t.statelessTemplate, ids.refresherRole!)).toEqual([
         logsStatement(ids.refresherLogs!),
         { Sid: 'Connections', Effect: 'Allow', Action: ['dynamodb:GetItem', 'dynamodb:Scan', 'dynamodb:UpdateItem'], Resource: imports.connectionsTableArn },
         connectionsKeyStatement(),
+        // Opens the refresh token, seals the new tokens: a data key per connection, bound to its id.
+        connectionTokensStatement(),
         // The token endpoint's pace: a strongly consistent GetItem and a conditional PutItem of the rows `provider-pace#token#<client id>`.
         {
           Sid: 'TokenPace',
@@ -216,9 +238,9 @@ describe('stateless stack', () => {
   });
 
   describe('no deploy-time run', () => {
-    it('no trigger, no function but the four, no custom resource: connections are added after the deploy', () => {
+    it('no trigger, no function but the six, no custom resource: connections are added after the deploy', () => {
       t.statelessTemplate.resourceCountIs('Custom::Trigger', 0);
-      t.statelessTemplate.resourceCountIs('AWS::Lambda::Function', 4);
+      t.statelessTemplate.resourceCountIs('AWS::Lambda::Function', 6);
       const types = Object.values(t.statelessTemplate.toJSON().Resources as Record<string, { Type: string }>).map((r) => r.Type);
       expect(types.filter((type) => type.startsWith('Custom::') || type === 'AWS::CloudFormation::CustomResource')).toEqual([]);
     });
@@ -233,6 +255,7 @@ describe('stateless stack', () => {
         [ENV.baseUrl]: 'https://provider.example.com/api/v2',
         // CONNECTION_WAIT_SECONDS keeps the function's default.
         [ENV.connectionsTableName]: imports.connectionsTableName,
+        [ENV.connectionsKeyArn]: imports.connectionsKeyArn,
         [ENV.tokenRefreshMinutes]: '30',
         [ENV.paceScope]: 'client',
         [ENV.itemsTableName]: imports.tableName,
@@ -263,6 +286,7 @@ describe('stateless stack', () => {
         [
           ENV.baseUrl,
           ENV.connectionsTableName,
+          ENV.connectionsKeyArn,
           ENV.tokenRefreshMinutes,
           ENV.paceScope,
           ENV.itemsTableName,
@@ -307,7 +331,7 @@ describe('stateless stack', () => {
       const other = synthTemplates({ paceScope: value });
       const sync = resource(other.statelessTemplate, 'AWS::Lambda::Function', 'ItemSyncFunction');
       expect(sync.Properties['Environment'].Variables[ENV.paceScope]).toBe(expected);
-      for (const prefix of ['TokenRefresherFunction', 'ChangeEventsFunction', 'ReconcilerFunction']) {
+      for (const prefix of ['TokenRefresherFunction', 'ChangeEventsFunction', 'ReconcilerFunction', 'ClientApiFunction', 'ConnectionEraserFunction']) {
         const fn = resource(other.statelessTemplate, 'AWS::Lambda::Function', prefix);
         expect(fn.Properties['Environment'].Variables, prefix).not.toHaveProperty(ENV.paceScope);
       }
@@ -325,6 +349,8 @@ describe('stateless stack', () => {
         .filter(([, body]) => body.Properties.Environment?.Variables?.['POWERTOOLS_SERVICE_NAME'] !== undefined);
       expect(functions.map(([id]) => id.replace(/[0-9A-F]{8}$/, '')).sort()).toEqual([
         'ChangeEventsFunction',
+        'ClientApiFunction',
+        'ConnectionEraserFunction',
         'ItemSyncFunction',
         'ReconcilerFunction',
         'TokenRefresherFunction',
@@ -369,6 +395,8 @@ describe('stateless stack', () => {
         // A connection's tokens, refreshed on demand, and lastUsedAt (test/infra/connections.test.ts).
         { Sid: 'Connections', Effect: 'Allow', Action: ['dynamodb:GetItem', 'dynamodb:UpdateItem'], Resource: imports.connectionsTableArn },
         connectionsKeyStatement(),
+        // Opens the access token; seals the tokens of an on-demand refresh.
+        connectionTokensStatement(),
         // The SQS event source's grant; ChangeMessageVisibility is also how the function honours Retry-After.
         {
           Effect: 'Allow',
@@ -386,8 +414,9 @@ describe('stateless stack', () => {
     });
 
     it('SQS event source: batch size, ReportBatchItemFailures, maximum concurrency', () => {
-      // The sync queue's, the items stream's (test/infra/change-events.test.ts) and the reconcile queue's (test/infra/reconciler.test.ts).
-      t.statelessTemplate.resourceCountIs('AWS::Lambda::EventSourceMapping', 3);
+      // The sync queue's, the items and connections streams' (test/infra/change-events.test.ts), the
+      // reconcile queue's (test/infra/reconciler.test.ts) and the erase queue's (test/infra/eraser.test.ts).
+      t.statelessTemplate.resourceCountIs('AWS::Lambda::EventSourceMapping', 5);
       const mapping = resource(t.statelessTemplate, 'AWS::Lambda::EventSourceMapping', 'ItemSyncFunctionSqsEventSourceContentSyncStatefulSyncQueue');
       expect(mapping.Properties).toEqual({
         EventSourceArn: imports.queueArn,
@@ -438,9 +467,22 @@ describe('stateless stack', () => {
     });
   });
 
-  it('outputs: the function names, the alarm topic and the dashboard', () => {
+  it('outputs: the function names, the client API\'s URL and ARN, the alarm topic and the dashboard', () => {
     const outputs = t.statelessTemplate.toJSON().Outputs as Record<string, { Value: unknown }>;
-    expect(Object.keys(outputs).sort()).toEqual(['AlarmTopicArn', 'ChangeEventsFunctionName', 'DashboardName', 'ItemSyncFunctionName', 'ReconcilerFunctionName', 'TokenRefresherFunctionName']);
+    expect(Object.keys(outputs).sort()).toEqual([
+      'AlarmTopicArn',
+      // The client API (test/infra/client-api.test.ts).
+      'ApiExecuteArn',
+      'ApiUrl',
+      'ChangeEventsFunctionName',
+      'ClientApiFunctionName',
+      // The eraser (test/infra/eraser.test.ts).
+      'ConnectionEraserFunctionName',
+      'DashboardName',
+      'ItemSyncFunctionName',
+      'ReconcilerFunctionName',
+      'TokenRefresherFunctionName',
+    ]);
     expect(outputs['TokenRefresherFunctionName']!.Value).toEqual({ Ref: ids.refresher });
     expect(outputs['ItemSyncFunctionName']!.Value).toEqual({ Ref: ids.sync });
     expect(outputs['AlarmTopicArn']!.Value).toEqual({ Ref: ids.topic });

@@ -18,7 +18,11 @@
 import { parseArgs } from 'node:util';
 import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { S3Client, type S3ClientConfig } from '@aws-sdk/client-s3';
+import { KMSClient } from '@aws-sdk/client-kms';
 import { DynamoDbConnectionStore } from '../../functions/shared/adapters/dynamodb-connection-store.js';
+import { AwsItemsEraser } from '../../functions/shared/adapters/items-eraser.js';
+import { KmsDataKeys } from '../../functions/shared/adapters/kms-data-keys.js';
+import { NO_TOKENS, TokenSealer, type Sealer } from '../../functions/shared/connections/sealing.js';
 import { DynamoDbCursorStore } from '../../functions/reconciler/adapters/dynamodb-cursor-store.js';
 import { ENV } from '../../functions/shared/config.js';
 import { connectionIdProblem } from '../../functions/shared/connections/connection.js';
@@ -32,6 +36,7 @@ import {
   pauseConnection,
   removeConnection,
   resumeConnection,
+  sealConnections,
   UsageError,
   type CliIo,
   type CommandContext,
@@ -39,7 +44,7 @@ import {
 import { DEFAULT_STACK, describeStackOutputs, OUTPUT_KEYS, stackReadFailure, statefulStackName, type StackOutputs } from '../stack-outputs.js';
 import { runWhenMain } from '../cli-main.js';
 
-export { PURGE_SETTLE_SECONDS, publicView, type CliIo } from './commands.js';
+export { PURGE_SETTLE_SECONDS, type CliIo } from './commands.js';
 
 export const USAGE = `Usage:
   <refresh token> | npm run connections -- add <id> --client-id <client id>
@@ -47,6 +52,7 @@ export const USAGE = `Usage:
   npm run connections -- pause <id>
   npm run connections -- resume <id>
   npm run connections -- remove <id> [--purge] [--yes]
+  npm run connections -- seal
   npm run connections -- import-items --from-table <old items table>
 
 Manages the connections of a deployment: one per account that authorized the client application.
@@ -70,6 +76,9 @@ Commands:
         Its messages are dead-lettered from now on; its tokens are deleted. --purge also deletes
         its rows in the items table, its objects in the items bucket and then its row in the
         connections table, after you type the connection id to confirm (--yes: without asking).
+  seal
+        Upgrade from a deployment that stored tokens in clear: seal every token still stored in
+        clear under the connections key (rows written since the upgrade are sealed already).
   import-items --from-table <old items table>
         Upgrade from a one-account deployment: copy every row of the old items table (key id)
         into the items table as the connection "default"; a row already written is kept, a row
@@ -77,6 +86,7 @@ Commands:
 
 Where the deployment is (a flag, else the variable, else the stack's output):
   --connections-table <name>   ${ENV.connectionsTableName}   ${OUTPUT_KEYS.connectionsTable}
+  --connections-key <arn>      ${ENV.connectionsKeyArn}   ${OUTPUT_KEYS.connectionsKey}   (add, seal: seals tokens)
   --items-table <name>         ${ENV.itemsTableName}   ${OUTPUT_KEYS.itemsTable}   (remove --purge, import-items)
   --items-bucket <name>        ${ENV.itemsBucketName}  ${OUTPUT_KEYS.itemsBucket}  (remove --purge)
   --control-table <name>       ${ENV.controlTableName}  ${OUTPUT_KEYS.controlTable}  (list: the last passes)
@@ -93,7 +103,8 @@ Exit status: 0 done, 1 failed (an unknown connection, an AWS error, a stack that
 export interface CliDeps {
   dynamodb?: DynamoDBClient;
   s3?: S3Client;
-  /** The connections table; default the DynamoDB adapter over `dynamodb`. */
+  kms?: KMSClient;
+  /** The connections table; default the DynamoDB adapter over `dynamodb`, its tokens sealed under the connections key. */
   store?: ConnectionStore;
   /** Where the variables are read; default process.env. */
   env?: NodeJS.ProcessEnv;
@@ -110,6 +121,7 @@ const OPTIONS = {
   yes: { type: 'boolean', short: 'y' },
   'from-table': { type: 'string' },
   'connections-table': { type: 'string' },
+  'connections-key': { type: 'string' },
   'items-table': { type: 'string' },
   'items-bucket': { type: 'string' },
   'control-table': { type: 'string' },
@@ -126,11 +138,12 @@ const DEPLOYMENT_OPTIONS: readonly Option[] = ['stage', 'stack', 'help'];
 
 /** The options each command takes, beyond the deployment's and --help. */
 const COMMANDS: Record<string, { id: boolean; options: Option[] }> = {
-  add: { id: true, options: ['client-id', 'connections-table'] },
+  add: { id: true, options: ['client-id', 'connections-table', 'connections-key'] },
   list: { id: false, options: ['json', 'connections-table', 'control-table'] },
   pause: { id: true, options: ['connections-table'] },
   resume: { id: true, options: ['connections-table'] },
   remove: { id: true, options: ['purge', 'yes', 'connections-table', 'items-table', 'items-bucket'] },
+  seal: { id: false, options: ['connections-table', 'connections-key'] },
   'import-items': { id: false, options: ['from-table', 'items-table'] },
 };
 
@@ -203,19 +216,28 @@ async function dispatch(command: string, args: string[], values: Values, io: Cli
   let dynamodb: DynamoDBClient | undefined = deps.dynamodb;
   const dynamoClient = (): DynamoDBClient => (dynamodb ??= new DynamoDBClient({}));
   let s3: S3Client | undefined = deps.s3;
+  let store: ConnectionStore | undefined;
+  const sleep = deps.sleep ?? ((ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms)));
   // Settings are found before anything is read or written.
   const connectionsTable = command !== 'import-items' && !deps.store
     ? await setting('connections-table', ENV.connectionsTableName, OUTPUT_KEYS.connectionsTable, 'the connections table')
     : 'the connections table';
+  // Only `add` and `seal` seal a token (and `add` opens the stored one to compare): the key, before the token is read.
+  let sealer: Sealer = NO_TOKENS;
+  if ((command === 'add' || command === 'seal') && !deps.store) {
+    const keyArn = await setting('connections-key', ENV.connectionsKeyArn, OUTPUT_KEYS.connectionsKey, 'the connections key');
+    sealer = new TokenSealer(new KmsDataKeys(deps.kms ?? new KMSClient({}), keyArn));
+  }
   // Only `list` reads the reconciler's cursor; without a control table it lists all but the last passes.
   const controlTable = command === 'list' ? await find('control-table', ENV.controlTableName, OUTPUT_KEYS.controlTable, 'the control table') : undefined;
   const context: CommandContext = {
     io,
-    store: () => deps.store ?? new DynamoDbConnectionStore(dynamoClient(), connectionsTable, { setting: `--connections-table or ${ENV.connectionsTableName}` }),
+    store: () => (store ??= deps.store ?? new DynamoDbConnectionStore(dynamoClient(), connectionsTable, { sealer, setting: `--connections-table or ${ENV.connectionsTableName}` })),
     dynamodb: dynamoClient,
-    s3: () => (s3 ??= new S3Client(s3ClientConfig(env))),
+    items: (targets) =>
+      new AwsItemsEraser({ dynamodb: dynamoClient(), s3: (s3 ??= new S3Client(s3ClientConfig(env))), itemsTable: targets.itemsTable, itemsBucket: targets.itemsBucket, sleep }),
     clock: deps.clock ?? systemClock,
-    sleep: deps.sleep ?? ((ms) => new Promise((resolve) => setTimeout(resolve, ms))),
+    sleep,
     reconcileCursor:
       controlTable === undefined ? 'not asked for' : 'problem' in controlTable ? controlTable.problem : () => new DynamoDbCursorStore(dynamoClient(), controlTable.value).read(),
   };
@@ -243,6 +265,8 @@ async function dispatch(command: string, args: string[], values: Values, io: Cli
         : undefined;
       return removeConnection(context, id!, { ...(purge ? { purge } : {}), yes: values.yes === true });
     }
+    case 'seal':
+      return sealConnections(context);
     case 'import-items': {
       const fromTable = (values['from-table'] as string | undefined)?.trim();
       if (!fromTable) throw new UsageError('import-items needs --from-table <old items table>');

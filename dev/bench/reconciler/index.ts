@@ -137,7 +137,7 @@ function lambdaEstimate(invocation: Phase, deployedMemoryMb: number): Reconciler
  */
 function reconcilerOf(client: ReturnType<Dynalite['client']>, sqs: SQSClient, queueUrl: string, o: ReconcilerBenchOptions) {
   const config = systemConfig();
-  const deployment = localDeployment(config, resourceNames(NAMES, { syncDeadLetterQueueUrl: '', reconcileQueueUrl: queueUrl }), { reconcileSegments: o.segments });
+  const deployment = localDeployment(config, resourceNames(NAMES, { syncDeadLetterQueueUrl: '', reconcileQueueUrl: queueUrl, connectionsKeyArn: '' }), { reconcileSegments: o.segments });
   if (!deployment.reconciler) throw new Error('cdk.json deploys no reconciler (freshnessHours 0)');
   return buildReconciler(deployment.reconciler, {
     dynamodb: client,

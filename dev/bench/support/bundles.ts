@@ -46,6 +46,9 @@ const EXAMPLE_RESOURCES: ResourceNames = {
   reconcileQueueUrl: 'https://sqs.eu-west-1.amazonaws.com/000000000000/content-sync-reconcile',
   connectionsTableName: 'content-sync-connections',
   eventBusName: 'arn:aws:events:eu-west-1:000000000000:event-bus/content-sync-change-events',
+  connectionsKeyArn: 'arn:aws:kms:eu-west-1:000000000000:key/00000000-0000-4000-8000-000000000000',
+  syncQueueUrl: 'https://sqs.eu-west-1.amazonaws.com/000000000000/content-sync-sync',
+  eraseQueueUrl: 'https://sqs.eu-west-1.amazonaws.com/000000000000/content-sync-erase',
 };
 
 /** Each function's environment as the stacks deploy it (infra/deployment.ts) for cdk.json's context and a provider. */

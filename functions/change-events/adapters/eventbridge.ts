@@ -9,7 +9,7 @@
 import { PutEventsCommand, type EventBridgeClient, type PutEventsRequestEntry } from '@aws-sdk/client-eventbridge';
 import { backoffDelayMs, sleepMs } from '../../shared/backoff.js';
 import { EVENT_SOURCE } from '../change.js';
-import type { ChangeEvent, EventPublisher, PublishOutcome } from '../ports.js';
+import type { BusEvent, EventPublisher, PublishOutcome } from '../ports.js';
 
 export const DEFAULT_PUT_ATTEMPTS = 3;
 export const DEFAULT_RETRY_BASE_MS = 100;
@@ -41,8 +41,8 @@ export class EventBridgePublisher implements EventPublisher {
     this.random = options.random ?? Math.random;
   }
 
-  /** The PutEvents entry of an event. */
-  entry(event: ChangeEvent): PutEventsRequestEntry {
+  /** The PutEvents entry of an event (an item's change or a connection's lifecycle event alike). */
+  entry(event: BusEvent): PutEventsRequestEntry {
     return {
       EventBusName: this.eventBusName,
       Source: EVENT_SOURCE,
@@ -51,7 +51,7 @@ export class EventBridgePublisher implements EventPublisher {
     };
   }
 
-  async publish(events: readonly ChangeEvent[]): Promise<PublishOutcome[]> {
+  async publish(events: readonly BusEvent[]): Promise<PublishOutcome[]> {
     const outcomes: PublishOutcome[] = events.map(() => ({ published: false, error: 'not sent' }));
     let pending = events.map((_, index) => index);
     for (let attempt = 1; pending.length > 0 && attempt <= this.attempts; attempt += 1) {

@@ -10,6 +10,8 @@
  *   (a refresh that outlived its lease writes its result and leaves the next holder's lease);
  * - a status change: from the statuses the caller allows;
  * - the row's deletion (purge): only while the connection is `removed`.
+ * Tokens are sealed before every write and opened after every read that returns them (the Sealer:
+ * functions/shared/connections/sealing.ts); a scan (`list`, `page`) opens none.
  * AWS failures are re-thrown without values: a TransientError for throttling, 5xx and network
  * failures; a ConfigError naming the setting for a table that does not exist or may not be used;
  * an Error naming the operation otherwise.
@@ -24,8 +26,12 @@ import {
   type DynamoDBClient,
   type UpdateItemCommandInput,
 } from '@aws-sdk/client-dynamodb';
-import { CONNECTION_STATUSES, CONNECTIONS_TABLE_KEY, type ConnectionRecord, type ConnectionStatus } from '../connections/connection.js';
-import type { ConnectionStore } from '../connections/ports.js';
+import { CONNECTIONS_TABLE_KEY, type ConnectionListing, type ConnectionRecord, type ConnectionStatus, type EraseProgress } from '../connections/connection.js';
+import type { ConnectionPage, ConnectionStore } from '../connections/ports.js';
+import { isSealed, stampOf, type Sealer } from '../connections/sealing.js';
+import { eraseValue, toListing } from './connection-rows.js';
+
+export { toListing } from './connection-rows.js';
 import { ENV } from '../config.js';
 import { ConfigError, TransientError } from '../errors.js';
 
@@ -50,39 +56,107 @@ const CONFIG_NAMES = new Set(['ResourceNotFoundException', 'AccessDeniedExceptio
 const RESULT_WRITE_ROUNDS = 5;
 
 export interface DynamoDbConnectionStoreOptions {
+  /** Seals every token written and opens every token read. */
+  sealer: Sealer;
   /** What names the table in errors: the variable (default CONNECTIONS_TABLE_NAME) or the CLI's flag. */
   setting?: string;
 }
 
 export class DynamoDbConnectionStore implements ConnectionStore {
   private readonly setting: string;
+  private readonly sealer: Sealer;
 
   constructor(
     private readonly client: DynamoDBClient,
     readonly tableName: string,
-    options: DynamoDbConnectionStoreOptions = {},
+    options: DynamoDbConnectionStoreOptions,
   ) {
     this.setting = options.setting ?? ENV.connectionsTableName;
+    this.sealer = options.sealer;
   }
 
   async get(connection: string, options: { consistent?: boolean } = {}): Promise<ConnectionRecord | undefined> {
     const row = await this.getRow(connection, options.consistent ?? false);
-    return row ? toRecord(row) : undefined;
+    return row ? this.opened(row) : undefined;
   }
 
-  async *list(): AsyncIterable<ConnectionRecord> {
+  async view(connection: string, options: { consistent?: boolean } = {}): Promise<ConnectionListing | undefined> {
+    const row = await this.getRow(connection, options.consistent ?? false);
+    return row ? toListing(row) : undefined;
+  }
+
+  async *list(): AsyncIterable<ConnectionListing> {
     let start: Row | undefined;
     do {
       const page = await this.send('Scan', () => this.client.send(new ScanCommand({ TableName: this.tableName, ExclusiveStartKey: start })));
       for (const row of page.Items ?? []) {
-        const record = toRecord(row);
-        if (record) yield record;
+        const listing = toListing(row);
+        if (listing) yield listing;
       }
       start = page.LastEvaluatedKey;
     } while (start);
   }
 
+  async page(options: { status?: ConnectionStatus; limit: number; after?: string }): Promise<ConnectionPage> {
+    const connections: ConnectionListing[] = [];
+    let start: Row | undefined = options.after === undefined ? undefined : this.key(options.after);
+    const values: Row = options.status === undefined ? {} : { ':status': { S: options.status } };
+    do {
+      const page = await this.send('Scan', () =>
+        this.client.send(
+          new ScanCommand({
+            TableName: this.tableName,
+            ExclusiveStartKey: start,
+            Limit: Math.max(options.limit - connections.length, 1),
+            FilterExpression: options.status === undefined ? 'attribute_exists(#status)' : '#status = :status',
+            ExpressionAttributeNames: { '#status': 'status' },
+            ...(options.status === undefined ? {} : { ExpressionAttributeValues: values }),
+          }),
+        ),
+      );
+      for (const row of page.Items ?? []) {
+        const listing = toListing(row);
+        if (listing) connections.push(listing);
+      }
+      start = page.LastEvaluatedKey;
+    } while (start && connections.length < options.limit);
+    // The last connection returned is where the next page starts (Scan takes any item's key).
+    const last = connections.at(-1);
+    return { connections, ...(start && last ? { after: last.connection } : {}) };
+  }
+
+  async requestErase(connection: string, erase: { startedAt: string; notBefore: string }): Promise<'written' | 'requested' | 'missing' | 'conflict'> {
+    const written = await this.conditional('UpdateItem', {
+      TableName: this.tableName,
+      Key: this.key(connection),
+      UpdateExpression: 'SET #erase = :erase, updatedAt = :at',
+      ConditionExpression: '#status = :removed AND attribute_not_exists(#erase)',
+      ExpressionAttributeNames: { '#status': 'status', '#erase': 'erase' },
+      ExpressionAttributeValues: {
+        ':removed': { S: 'removed' },
+        ':at': { S: erase.startedAt },
+        ':erase': eraseValue({ state: 'waiting', startedAt: erase.startedAt, notBefore: erase.notBefore, rowsDeleted: 0, objectsDeleted: 0 }),
+      },
+    });
+    if (written) return 'written';
+    const current = await this.view(connection, { consistent: true });
+    if (!current) return 'missing';
+    return current.status === 'removed' && current.erase ? 'requested' : 'conflict';
+  }
+
+  async updateErase(connection: string, progress: EraseProgress): Promise<boolean> {
+    return this.conditional('UpdateItem', {
+      TableName: this.tableName,
+      Key: this.key(connection),
+      UpdateExpression: 'SET #erase = :erase',
+      ConditionExpression: '#status = :removed AND #erase.startedAt = :startedAt',
+      ExpressionAttributeNames: { '#status': 'status', '#erase': 'erase' },
+      ExpressionAttributeValues: { ':removed': { S: 'removed' }, ':startedAt': { S: progress.startedAt }, ':erase': eraseValue(progress) },
+    });
+  }
+
   async putCredentials(input: { connection: string; clientId: string; refreshToken: string; at: string }): Promise<'created' | 'replaced'> {
+    const sealed = await this.sealer.seal(input.connection, input.refreshToken);
     const output = await this.send('UpdateItem', () =>
       this.client.send(
         new UpdateItemCommand({
@@ -91,13 +165,13 @@ export class DynamoDbConnectionStore implements ConnectionStore {
           UpdateExpression:
             'SET clientId = :clientId, #status = :active, refreshToken = :refreshToken, ' +
             'credentialsVersion = if_not_exists(credentialsVersion, :zero) + :one, consecutiveFailures = :zero, ' +
-            'createdAt = if_not_exists(createdAt, :at), updatedAt = :at ' +
-            'REMOVE accessToken, refreshedAt, lastSuccessAt, lastFailureAt, lastFailureReason, leaseOwner, leaseUntil',
-          ExpressionAttributeNames: { '#status': 'status' },
+            'createdAt = if_not_exists(createdAt, :at), updatedAt = :at, credentialsAt = :at ' +
+            'REMOVE accessToken, refreshedAt, lastSuccessAt, lastFailureAt, lastFailureReason, leaseOwner, leaseUntil, #erase',
+          ExpressionAttributeNames: { '#status': 'status', '#erase': 'erase' },
           ExpressionAttributeValues: {
             ':clientId': { S: input.clientId },
             ':active': { S: 'active' },
-            ':refreshToken': { S: input.refreshToken },
+            ':refreshToken': { S: sealed },
             ':zero': { N: '0' },
             ':one': { N: '1' },
             ':at': { S: input.at },
@@ -129,18 +203,18 @@ export class DynamoDbConnectionStore implements ConnectionStore {
       ExpressionAttributeValues: values,
     });
     if (written) return 'written';
-    return (await this.get(connection, { consistent: true })) ? 'conflict' : 'missing';
+    return (await this.getRow(connection, true)) ? 'conflict' : 'missing';
   }
 
-  async delete(connection: string): Promise<'deleted' | 'conflict' | 'missing'> {
+  async delete(connection: string, erase?: { startedAt: string }): Promise<'deleted' | 'conflict' | 'missing'> {
     try {
       await this.client.send(
         new DeleteItemCommand({
           TableName: this.tableName,
           Key: this.key(connection),
-          ConditionExpression: '#status = :removed',
-          ExpressionAttributeNames: { '#status': 'status' },
-          ExpressionAttributeValues: { ':removed': { S: 'removed' } },
+          ConditionExpression: erase === undefined ? '#status = :removed' : '#status = :removed AND #erase.startedAt = :startedAt',
+          ExpressionAttributeNames: { '#status': 'status', ...(erase === undefined ? {} : { '#erase': 'erase' }) },
+          ExpressionAttributeValues: { ':removed': { S: 'removed' }, ...(erase === undefined ? {} : { ':startedAt': { S: erase.startedAt } }) },
         }),
       );
       return 'deleted';
@@ -176,7 +250,7 @@ export class DynamoDbConnectionStore implements ConnectionStore {
         if (!(error instanceof ConditionalCheckFailedException)) throw this.failure('UpdateItem', error);
       }
       if (taken) {
-        const record = toRecord(taken);
+        const record = await this.opened(taken);
         if (!record) throw new Error(`the connections table's row of a connection lacks its credentials (UpdateItem)`);
         return { kind: 'taken', record };
       }
@@ -200,16 +274,17 @@ export class DynamoDbConnectionStore implements ConnectionStore {
     accessToken: string;
     refreshedAt: string;
     rotatedRefreshToken?: string;
-  }): Promise<{ kind: 'written'; status: ConnectionStatus } | { kind: 'conflict' }> {
+  }): Promise<{ kind: 'written'; status: ConnectionStatus; accessTokenStamp: string } | { kind: 'conflict' }> {
     const set = ['accessToken = :accessToken', 'refreshedAt = :refreshedAt', 'lastSuccessAt = :refreshedAt', 'consecutiveFailures = :zero', 'updatedAt = :refreshedAt'];
-    const values: Row = { ':accessToken': { S: input.accessToken }, ':refreshedAt': { S: input.refreshedAt }, ':zero': { N: '0' } };
+    const accessToken = await this.sealer.seal(input.connection, input.accessToken);
+    const values: Row = { ':accessToken': { S: accessToken }, ':refreshedAt': { S: input.refreshedAt }, ':zero': { N: '0' } };
     if (input.rotatedRefreshToken !== undefined) {
       set.push('refreshToken = :refreshToken', 'credentialsVersion = credentialsVersion + :one');
-      values[':refreshToken'] = { S: input.rotatedRefreshToken };
+      values[':refreshToken'] = { S: await this.sealer.seal(input.connection, input.rotatedRefreshToken) };
       values[':one'] = { N: '1' };
     }
     const written = await this.writeResult(input.connection, input.credentialsVersion, input.owner, set, values, 'active');
-    return written === undefined ? { kind: 'conflict' } : { kind: 'written', status: written.status ?? 'active' };
+    return written === undefined ? { kind: 'conflict' } : { kind: 'written', status: written.status ?? 'active', accessTokenStamp: stampOf(accessToken) };
   }
 
   async failRefresh(input: { connection: string; owner: string; credentialsVersion: number; at: string; reason: string; refused: boolean }): Promise<'written' | 'conflict'> {
@@ -227,6 +302,25 @@ export class DynamoDbConnectionStore implements ConnectionStore {
       ConditionExpression: 'leaseOwner = :owner',
       ExpressionAttributeValues: { ':owner': { S: owner } },
     });
+  }
+
+  async sealClearTokens(connection: string): Promise<number> {
+    const row = await this.getRow(connection, true);
+    let sealed = 0;
+    for (const name of ['refreshToken', 'accessToken']) {
+      const clear = row?.[name]?.S;
+      if (clear === undefined || isSealed(clear)) continue;
+      const written = await this.conditional('UpdateItem', {
+        TableName: this.tableName,
+        Key: this.key(connection),
+        UpdateExpression: 'SET #token = :sealed',
+        ConditionExpression: '#token = :clear',
+        ExpressionAttributeNames: { '#token': name },
+        ExpressionAttributeValues: { ':sealed': { S: await this.sealer.seal(connection, clear) }, ':clear': { S: clear } },
+      });
+      if (written) sealed += 1;
+    }
+    return sealed;
   }
 
   async markUsed(connection: string, at: string): Promise<void> {
@@ -297,6 +391,20 @@ export class DynamoDbConnectionStore implements ConnectionStore {
     );
   }
 
+  /** The row as a record, its tokens opened. */
+  private async opened(row: Row): Promise<ConnectionRecord | undefined> {
+    const listing = toListing(row);
+    if (!listing) return undefined;
+    const connection = listing.connection;
+    const refreshToken = row['refreshToken']?.S;
+    const accessToken = row['accessToken']?.S;
+    return {
+      ...listing,
+      refreshToken: refreshToken === undefined ? '' : await this.sealer.open(connection, refreshToken),
+      ...(accessToken !== undefined ? { accessToken: await this.sealer.open(connection, accessToken) } : {}),
+    };
+  }
+
   private async getRow(connection: string, consistent: boolean): Promise<Row | undefined> {
     const output = await this.send('GetItem', () =>
       this.client.send(new GetItemCommand({ TableName: this.tableName, Key: this.key(connection), ConsistentRead: consistent })),
@@ -339,45 +447,4 @@ export class DynamoDbConnectionStore implements ConnectionStore {
     if ((name !== undefined && TRANSIENT_NAMES.has(name)) || status === undefined || status >= 500) return new TransientError(message);
     return new Error(message);
   }
-}
-
-/** The row as a ConnectionRecord; undefined for a row that is not a connection (no status or client id). */
-export function toRecord(row: Row): ConnectionRecord | undefined {
-  const connection = row[CONNECTIONS_TABLE_KEY]?.S;
-  const status = row['status']?.S as ConnectionStatus | undefined;
-  const clientId = row['clientId']?.S;
-  if (connection === undefined || clientId === undefined || status === undefined || !CONNECTION_STATUSES.includes(status)) return undefined;
-  const refreshToken = row['refreshToken']?.S;
-  if (refreshToken === undefined && status !== 'removed') return undefined;
-  const s = (name: string): string | undefined => row[name]?.S;
-  const n = (name: string): number | undefined => {
-    const text = row[name]?.N;
-    return text === undefined ? undefined : Number(text);
-  };
-  const leaseOwner = s('leaseOwner');
-  const leaseUntil = n('leaseUntil');
-  const record: ConnectionRecord = {
-    connection,
-    clientId,
-    status,
-    refreshToken: refreshToken ?? '',
-    credentialsVersion: n('credentialsVersion') ?? 0,
-    health: { consecutiveFailures: n('consecutiveFailures') ?? 0 },
-    createdAt: s('createdAt') ?? '',
-    updatedAt: s('updatedAt') ?? '',
-  };
-  const optional: Array<[keyof ConnectionRecord, string | number | undefined]> = [
-    ['accessToken', s('accessToken')],
-    ['refreshedAt', s('refreshedAt')],
-    ['lastUsedAt', s('lastUsedAt')],
-    ['idsKnown', n('idsKnown')],
-    ['lastWriteAt', s('lastWriteAt')],
-  ];
-  for (const [field, value] of optional) if (value !== undefined) (record as unknown as Record<string, unknown>)[field] = value;
-  const health = record.health;
-  if (s('lastSuccessAt') !== undefined) health.lastSuccessAt = s('lastSuccessAt');
-  if (s('lastFailureAt') !== undefined) health.lastFailureAt = s('lastFailureAt');
-  if (s('lastFailureReason') !== undefined) health.lastFailureReason = s('lastFailureReason');
-  if (leaseOwner !== undefined && leaseUntil !== undefined) record.refreshLease = { owner: leaseOwner, until: leaseUntil };
-  return record;
 }

@@ -1,12 +1,13 @@
 /**
  * The item sync's ConnectionAccess, wired: the per-container cache of connection-access.ts over the
- * connections table (CONNECTIONS_TABLE_NAME, dynamodb-connection-store.ts), its on-demand refreshes
+ * connections table (CONNECTIONS_TABLE_NAME, its tokens sealed under CONNECTIONS_KEY_ARN: sealed-connection-store.ts), its on-demand refreshes
  * paced by the token endpoint's pace (token-pace.ts: its rows in the control table,
  * CONTROL_TABLE_NAME, dynamodb-pace-store.ts). Built once per container, in the handler's module
  * scope, so the cache and the paces live as long as the container.
  */
 import type { DynamoDBClient } from '@aws-sdk/client-dynamodb';
-import { DynamoDbConnectionStore } from '../adapters/dynamodb-connection-store.js';
+import type { KmsClientSource } from '../adapters/kms-data-keys.js';
+import { sealedConnectionStore } from '../adapters/sealed-connection-store.js';
 import { DynamoDbPaceStore } from '../adapters/dynamodb-pace-store.js';
 import type { SyncConfig } from '../config.js';
 import type { Clock, Log, ProviderClient } from '../ports.js';
@@ -20,10 +21,12 @@ import { TokenPaces } from './token-pace.js';
 export const ON_DEMAND_TOKEN_CONCURRENCY = 1;
 
 export interface ConnectionAccessDeps {
-  config: Pick<SyncConfig, 'connectionsTableName' | 'controlTableName' | 'tokenRefreshMinutes' | 'tokenRequestsPerSecond' | 'tokenCacheSeconds' | 'connectionWaitSeconds' | 'paceScope'> & {
+  config: Pick<SyncConfig, 'connectionsTableName' | 'connectionsKeyArn' | 'controlTableName' | 'tokenRefreshMinutes' | 'tokenRequestsPerSecond' | 'tokenCacheSeconds' | 'connectionWaitSeconds' | 'paceScope'> & {
     provider: Pick<SyncConfig['provider'], 'timeoutMs'>;
   };
   dynamodb: DynamoDBClient;
+  /** Opens the tokens (and seals those an on-demand refresh writes) under CONNECTIONS_KEY_ARN. */
+  kms: KmsClientSource;
   provider: ProviderClient;
   clock: Clock;
   logger: Log;
@@ -43,7 +46,7 @@ export function createConnectionAccess(deps: ConnectionAccessDeps): ConnectionAc
   const { config } = deps;
   return new CachedConnectionAccess(
     {
-      store: deps.store ?? new DynamoDbConnectionStore(deps.dynamodb, config.connectionsTableName),
+      store: deps.store ?? sealedConnectionStore({ dynamodb: deps.dynamodb, kms: deps.kms, config }),
       provider: deps.provider,
       clock: deps.clock,
       log: deps.logger,

@@ -99,6 +99,7 @@ interface View {
   clientId: string;
   status: ConnectionStatus;
   accessToken?: string;
+  accessTokenStamp?: string;
   /** Epoch ms. */
   refreshedAt?: number;
   lastUsedAt?: number;
@@ -178,7 +179,7 @@ export class CachedConnectionAccess implements ConnectionAccess {
     if (view.refreshedAt !== undefined && this.now() - view.refreshedAt < FRESH_REFUSAL_SECONDS * 1000) {
       return { kind: 'wait', reason: `connection "${connection}": the provider refused an access token issued less than a minute ago`, seconds: FRESH_REFUSAL_SECONDS };
     }
-    return this.refresh(connection, view.clientId, deadline, { token: rejected, ...(view.refreshedAt !== undefined ? { refreshedAt: view.refreshedAt } : {}) });
+    return this.refresh(connection, view.clientId, deadline, { ...(view.accessTokenStamp !== undefined ? { stamp: view.accessTokenStamp } : {}), ...(view.refreshedAt !== undefined ? { refreshedAt: view.refreshedAt } : {}) });
   }
 
   /** The gate of what was read: a dead answer read again consistently first; a token too old refreshed. */
@@ -188,7 +189,7 @@ export class CachedConnectionAccess implements ConnectionAccess {
     const now = this.now();
     if (view?.status === 'active' && (view.accessToken === undefined || view.refreshedAt === undefined || now - view.refreshedAt >= this.refreshAgeMs())) {
       return this.refresh(connection, view.clientId, deadline, {
-        ...(view.accessToken !== undefined ? { token: view.accessToken } : {}),
+        ...(view.accessTokenStamp !== undefined ? { stamp: view.accessTokenStamp } : {}),
         ...(view.refreshedAt !== undefined ? { refreshedAt: view.refreshedAt } : {}),
       });
     }
@@ -261,6 +262,7 @@ export class CachedConnectionAccess implements ConnectionAccess {
           clientId: result.clientId,
           status: result.status,
           accessToken: result.token,
+          accessTokenStamp: result.stamp,
           refreshedAt: Date.parse(result.refreshedAt),
           ...(previous?.lastUsedAt !== undefined ? { lastUsedAt: previous.lastUsedAt } : {}),
           ...(previous?.failureReason !== undefined ? { failureReason: previous.failureReason } : {}),
@@ -371,6 +373,7 @@ function viewOf(record: ConnectionRecord): View {
   };
   const view: View = { connection: record.connection, clientId: record.clientId, status: record.status };
   if (record.accessToken !== undefined) view.accessToken = record.accessToken;
+  if (record.accessTokenStamp !== undefined) view.accessTokenStamp = record.accessTokenStamp;
   const refreshedAt = time(record.refreshedAt);
   if (refreshedAt !== undefined) view.refreshedAt = refreshedAt;
   const lastUsedAt = time(record.lastUsedAt);

@@ -46,6 +46,11 @@ export interface ConnectionRecord {
   /** Raised whenever the refresh token changes (the operator's `add`, a rotation): a refresh writes only over the one it used. */
   credentialsVersion: number;
   accessToken?: string;
+  /**
+   * A one-way name of the access token as stored (sealing.ts `stampOf`), present with it: what a
+   * scan (which opens no token) and a later read compare.
+   */
+  accessTokenStamp?: string;
   /** When `accessToken` was issued (ISO-8601 UTC). */
   refreshedAt?: string;
   /** Last time the item sync used the connection (written at most a few times an hour). */
@@ -58,6 +63,26 @@ export interface ConnectionRecord {
   /** Ids the items table holds for it, and its last row write (kept by the change-events function). */
   idsKnown?: number;
   lastWriteAt?: string;
+  /** When its credentials were last put (`add`, the API's PUT); a token rotation does not change it. */
+  credentialsAt?: string;
+  /** An erase asked for (the API's `DELETE ?erase=true`, `remove --purge`): erase.ts. */
+  erase?: EraseProgress;
+}
+
+/** A connection as a scan of the table gives it: no token opened (`accessTokenStamp` tells one is stored). */
+export type ConnectionListing = Omit<ConnectionRecord, 'refreshToken' | 'accessToken'>;
+
+/** Where a connection's erase is: `waiting` for the safety wait to pass, `running`, `done` (the row is deleted then). */
+export type EraseState = 'waiting' | 'running' | 'done';
+
+export interface EraseProgress {
+  state: EraseState;
+  /** When it was asked for (ISO-8601 UTC). */
+  startedAt: string;
+  /** Not before then (ISO-8601 UTC): no item sync container still uses the connection. */
+  notBefore: string;
+  rowsDeleted: number;
+  objectsDeleted: number;
 }
 
 /** The reason a value is not a connection id, or undefined when it is one. */

@@ -6,16 +6,34 @@
  * endpoint's pace every getToken takes a slot of (TokenSlots; token-pace.ts).
  */
 import type { RequestResult } from '../provider/pace/provider-pace.js';
-import type { ConnectionRecord, ConnectionStatus } from './connection.js';
+import type { ConnectionListing, ConnectionRecord, ConnectionStatus, EraseProgress } from './connection.js';
+
+/** One page of connections: `after` is where the next starts (absent: the last page). */
+export interface ConnectionPage {
+  connections: ConnectionListing[];
+  after?: string;
+}
 
 export interface ConnectionStore {
-  /** The connection's row, undefined when there is none. Throws TransientError when DynamoDB keeps failing. */
+  /** The connection's row, its tokens opened; undefined when there is none. Throws TransientError when DynamoDB keeps failing. */
   get(connection: string, options?: { consistent?: boolean }): Promise<ConnectionRecord | undefined>;
-  /** Every connection (a Scan), page by page; a row that is not a connection (no credentials ever added) is left out. */
-  list(): AsyncIterable<ConnectionRecord>;
+  /** The connection's row without its tokens (none opened); undefined when there is none. */
+  view(connection: string, options?: { consistent?: boolean }): Promise<ConnectionListing | undefined>;
+  /** Every connection (a Scan), page by page, no token opened; a row that is not a connection (no credentials ever added) is left out. */
+  list(): AsyncIterable<ConnectionListing>;
+  /** Up to `limit` connections (of `status`, when given) after the connection `after`, no token opened. */
+  page(options: { status?: ConnectionStatus; limit: number; after?: string }): Promise<ConnectionPage>;
+  /**
+   * Marks a removed connection's erase as asked for (`waiting`), once: `requested` when an erase
+   * already is, `conflict` when the connection is not removed, `missing` when there is no row.
+   */
+  requestErase(connection: string, erase: { startedAt: string; notBefore: string }): Promise<'written' | 'requested' | 'missing' | 'conflict'>;
+  /** Writes an erase's progress while that erase (its startedAt) is the row's and the connection removed: false otherwise. */
+  updateErase(connection: string, progress: EraseProgress): Promise<boolean>;
   /**
    * Creates the connection as `active`, or replaces the credentials of an existing one (status back
-   * to `active`, health reset, access token and any lease cleared, credentialsVersion raised).
+   * to `active`, health reset, access token, any lease and any erase asked for cleared,
+   * credentialsVersion raised, credentialsAt set).
    */
   putCredentials(input: { connection: string; clientId: string; refreshToken: string; at: string }): Promise<'created' | 'replaced'>;
   /**
@@ -29,7 +47,7 @@ export interface ConnectionStore {
    * while its status is `removed`: `conflict` when it is not (added again meanwhile: the row and its
    * new credentials are kept), `missing` when there is no row.
    */
-  delete(connection: string): Promise<'deleted' | 'conflict' | 'missing'>;
+  delete(connection: string, erase?: { startedAt: string }): Promise<'deleted' | 'conflict' | 'missing'>;
   /**
    * Takes the refresh lease: written only if the status is `active` (or `failing` when
    * `includeFailing`) and no unexpired lease is held. Returns the row with the lease taken, tokens
@@ -47,7 +65,7 @@ export interface ConnectionStore {
    * still `credentialsVersion`, and `conflict` only when it is not (a status or a lease that changed
    * meanwhile is read again and the write tried again). The lease is released only if `owner` still
    * holds it: a refresh that outlived its lease writes its tokens and leaves the new holder's lease.
-   * `written` says the status the row was left with.
+   * `written` says the status the row was left with, and the stamp of the access token as stored.
    */
   completeRefresh(input: {
     connection: string;
@@ -56,7 +74,7 @@ export interface ConnectionStore {
     accessToken: string;
     refreshedAt: string;
     rotatedRefreshToken?: string;
-  }): Promise<{ kind: 'written'; status: ConnectionStatus } | { kind: 'conflict' }>;
+  }): Promise<{ kind: 'written'; status: ConnectionStatus; accessTokenStamp: string } | { kind: 'conflict' }>;
   /**
    * A failed refresh: health updated; `refused` also sets the status `failing` (unless the
    * connection was paused meanwhile); the lease released if `owner` still holds it.
@@ -66,6 +84,11 @@ export interface ConnectionStore {
   failRefresh(input: { connection: string; owner: string; credentialsVersion: number; at: string; reason: string; refused: boolean }): Promise<'written' | 'conflict'>;
   /** Releases the refresh lease if `owner` still holds it (a refresh that found it had nothing to do). */
   releaseRefreshLease(connection: string, owner: string): Promise<void>;
+  /**
+   * Seals the connection's tokens still stored in clear (rows written before tokens were sealed),
+   * each only while it is still the one read: how many it sealed.
+   */
+  sealClearTokens(connection: string): Promise<number>;
   /** Records that the item sync used the connection: `lastUsedAt`, written only over an older one (best effort). */
   markUsed(connection: string, at: string): Promise<void>;
 }

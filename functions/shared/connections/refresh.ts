@@ -68,8 +68,8 @@ export const STATUS_CHANGE_MESSAGE = 'connection status changed';
 
 /** What the caller saw of the connection's access token when it decided to refresh it. */
 export interface SeenToken {
-  /** The access token it had (or that the provider refused); none: it saw no token. */
-  token?: string;
+  /** The stamp (ConnectionRecord.accessTokenStamp) of the access token it had, or that the provider refused; none: it saw no token. */
+  stamp?: string;
   /** When that token was issued (ISO-8601 or epoch ms); none: unknown, or no token. */
   refreshedAt?: string | number;
 }
@@ -99,9 +99,9 @@ export type RefreshResult =
    * A new access token, stored. `rotated`: the provider returned a new refresh token, stored too.
    * `status`: the connection's status after the write (one paused meanwhile stays paused).
    */
-  | { kind: 'refreshed'; connection: string; clientId: string; token: string; refreshedAt: string; rotated: boolean; previousStatus: ConnectionStatus; status: ConnectionStatus }
+  | { kind: 'refreshed'; connection: string; clientId: string; token: string; stamp: string; refreshedAt: string; rotated: boolean; previousStatus: ConnectionStatus; status: ConnectionStatus }
   /** The row already held a newer access token than the caller saw: that one, no getToken made. */
-  | { kind: 'current'; connection: string; clientId: string; token: string; refreshedAt: string; status: ConnectionStatus }
+  | { kind: 'current'; connection: string; clientId: string; token: string; stamp: string; refreshedAt: string; status: ConnectionStatus }
   /** Another refresh holds the lease until `until` (epoch ms): its token will be in the table. */
   | { kind: 'busy'; connection: string; until: number }
   /** The provider refused the refresh token: the connection is `failing` (`previousStatus` says whether it was before). */
@@ -154,10 +154,10 @@ export async function refreshConnection(ports: RefreshPorts, connection: string,
       ports.log.warn('releasing a refresh lease failed', { connection, error: reasonOf(error, secrets) });
     }
   };
-  if (options.seen !== undefined && record.accessToken !== undefined && record.refreshedAt !== undefined && newerThanSeen(record.accessToken, record.refreshedAt, options.seen)) {
+  if (options.seen !== undefined && record.accessToken !== undefined && record.refreshedAt !== undefined && newerThanSeen(record.accessTokenStamp, record.refreshedAt, options.seen)) {
     // The token in the row is what the caller needs.
     await release();
-    return { kind: 'current', connection, clientId: record.clientId, token: record.accessToken, refreshedAt: record.refreshedAt, status: record.status };
+    return { kind: 'current', connection, clientId: record.clientId, token: record.accessToken, stamp: record.accessTokenStamp ?? '', refreshedAt: record.refreshedAt, status: record.status };
   }
   if (record.clientId !== options.clientId) {
     // The credentials were replaced with another client id since the caller read them: its pace.
@@ -219,7 +219,7 @@ export async function refreshConnection(ports: RefreshPorts, connection: string,
       if (written.kind === 'conflict' && attempt > 1) {
         // An earlier attempt may have been written although its answer was lost.
         const row = await ports.store.get(connection, { consistent: true });
-        if (row?.accessToken === accessToken) written = { kind: 'written', status: row.status };
+        if (row?.accessToken === accessToken) written = { kind: 'written', status: row.status, accessTokenStamp: row.accessTokenStamp ?? '' };
       }
       if (written.kind === 'conflict') {
         if (rotatedRefreshToken !== undefined) {
@@ -235,6 +235,7 @@ export async function refreshConnection(ports: RefreshPorts, connection: string,
         connection,
         clientId: record.clientId,
         token: accessToken,
+        stamp: written.accessTokenStamp,
         refreshedAt,
         rotated: rotatedRefreshToken !== undefined,
         previousStatus: record.status,
@@ -281,8 +282,8 @@ async function logRefusal(ports: RefreshPorts, connection: string, reason: strin
 }
 
 /** Whether the row holds an access token newer than the one the caller saw (another refresh ended meanwhile). */
-function newerThanSeen(accessToken: string, refreshedAt: string, seen: SeenToken): boolean {
-  if (accessToken === seen.token) return false;
+function newerThanSeen(stamp: string | undefined, refreshedAt: string, seen: SeenToken): boolean {
+  if (stamp === seen.stamp) return false;
   if (seen.refreshedAt === undefined) return true;
   const issued = Date.parse(refreshedAt);
   const before = typeof seen.refreshedAt === 'number' ? seen.refreshedAt : Date.parse(seen.refreshedAt);

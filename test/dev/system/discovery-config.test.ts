@@ -12,7 +12,7 @@ import { startStorage } from '../../../dev/system/storage.js';
 import { buildSystem } from '../../../dev/system/system.js';
 import { loadSyncConfig } from '../../../functions/shared/config.js';
 
-const queues = { syncDeadLetterQueueUrl: 'http://127.0.0.1:1/queue/sync-dlq', reconcileQueueUrl: 'http://127.0.0.1:1/queue/reconcile' };
+const queues = { syncDeadLetterQueueUrl: 'http://127.0.0.1:1/queue/sync-dlq', reconcileQueueUrl: 'http://127.0.0.1:1/queue/reconcile', connectionsKeyArn: 'arn:aws:kms:eu-west-1:000000000000:key/00000000-0000-4000-8000-000000000000' };
 
 describe('discovery in the local system', () => {
   it('a scenario\'s context override turns it on, the reconcile queue given to the sync as deployed', () => {

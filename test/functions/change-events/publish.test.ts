@@ -4,10 +4,12 @@
  * and the counts.
  */
 import { describe, expect, it } from 'vitest';
-import type { ChangeEvent, EventPublisher, PublishOutcome } from '../../../functions/change-events/ports.js';
+import { isLifecycleEvent } from '../../../functions/change-events/lifecycle.js';
+import type { BusEvent, ChangeEvent, EventPublisher, PublishOutcome } from '../../../functions/change-events/ports.js';
 import { announceBatch, entryBytes, MAX_CALL_BYTES, MAX_EVENTS_PER_CALL } from '../../../functions/change-events/publish.js';
+import { eventRouter } from '../../../functions/change-events/sources.js';
 import type { Log } from '../../../functions/shared/ports.js';
-import { live, record, tombstone } from './helpers.js';
+import { CONNECTIONS_TABLE, connectionRecord, connectionRow, live, record, tombstone, type ConnectionRow } from './helpers.js';
 
 /** Records each call; refuses the events `refuse` says (by call number from 1 and id). */
 class ScriptedPublisher implements EventPublisher {
@@ -49,7 +51,7 @@ const seq = (n: number) => `${n}`.padStart(21, '0');
 describe('announceBatch', () => {
   it('an empty batch makes no call and hands nothing back', async () => {
     const publisher = new ScriptedPublisher();
-    expect(await announceBatch([], deps(publisher))).toEqual({ counts: { published: 0, failed: 0, ignored: 0, retried: 0 }, done: 0, failures: [] });
+    expect(await announceBatch([], deps(publisher))).toEqual({ counts: { published: 0, lifecycle: 0, failed: 0, ignored: 0, retried: 0 }, done: 0, failures: [] });
     expect(publisher.calls).toEqual([]);
   });
 
@@ -65,7 +67,7 @@ describe('announceBatch', () => {
     ];
     const report = await announceBatch(records, deps(publisher));
     expect(publisher.summary()).toEqual([['ItemCreated a 1', 'ItemUpdated c 2', 'ItemDeleted e 1', 'ItemRestored f 1']]);
-    expect(report).toEqual({ counts: { published: 4, failed: 0, ignored: 2, retried: 0 }, done: 6, failures: [] });
+    expect(report).toEqual({ counts: { published: 4, lifecycle: 0, failed: 0, ignored: 2, retried: 0 }, done: 6, failures: [] });
   });
 
   it(`at most ${MAX_EVENTS_PER_CALL} events a call`, async () => {
@@ -119,7 +121,7 @@ describe('announceBatch', () => {
     // One call of ten: a, b, d.. j were accepted, c was refused; k.. n never sent.
     expect(publisher.calls).toHaveLength(1);
     expect(report.failures).toEqual(records.slice(2).map((_, i) => seq(i + 3)));
-    expect(report.counts).toEqual({ published: 9, failed: 1, ignored: 0, retried: 12 });
+    expect(report.counts).toEqual({ published: 9, lifecycle: 0, failed: 1, ignored: 0, retried: 12 });
     expect(log.lines.filter((line) => line.level === 'error')).toEqual([
       {
         level: 'error',
@@ -154,7 +156,7 @@ describe('announceBatch', () => {
   it('a missing outcome counts as refused', async () => {
     const publisher: EventPublisher = { publish: async () => [] };
     const report = await announceBatch([record(undefined, live('a', '1', T0), { sequenceNumber: seq(7) })], deps(publisher));
-    expect(report).toEqual({ counts: { published: 0, failed: 1, ignored: 0, retried: 1 }, done: 0, failures: [seq(7)] });
+    expect(report).toEqual({ counts: { published: 0, lifecycle: 0, failed: 1, ignored: 0, retried: 1 }, done: 0, failures: [seq(7)] });
   });
 
   it('a record that cannot be mapped: the records before it are announced, it and the rest handed back', async () => {
@@ -168,7 +170,7 @@ describe('announceBatch', () => {
     ];
     const report = await announceBatch(records, deps(publisher, log));
     expect(publisher.summary()).toEqual([['ItemCreated a 1']]);
-    expect(report).toEqual({ counts: { published: 1, failed: 0, ignored: 1, retried: 2 }, done: 2, failures: [seq(3), seq(4)] });
+    expect(report).toEqual({ counts: { published: 1, lifecycle: 0, failed: 0, ignored: 1, retried: 2 }, done: 2, failures: [seq(3), seq(4)] });
     expect(log.lines.find((line) => line.level === 'error')).toEqual({
       level: 'error',
       message: 'stream record cannot be mapped to a change event: it and the records after it are handed back',
@@ -190,8 +192,101 @@ describe('announceBatch', () => {
     const log = new MemoryLog();
     const report = await announceBatch(records, deps(publisher, log, () => now, 1_000));
     expect(publisher.calls).toBe(2);
-    expect(report.counts).toEqual({ published: 20, failed: 0, ignored: 0, retried: 5 });
+    expect(report.counts).toEqual({ published: 20, lifecycle: 0, failed: 0, ignored: 0, retried: 5 });
     expect(report.failures).toEqual(records.slice(20).map((_, i) => seq(i + 21)));
     expect(log.lines.find((line) => line.level === 'warn')?.message).toBe('out of time: the rest of the batch is handed back');
+  });
+});
+
+describe('announceBatch with lifecycle events (the connections table’s stream, routed by eventOf)', () => {
+  /** Records each call of item changes and lifecycle events alike; refuses the events `refuse` says. */
+  class BusPublisher implements EventPublisher {
+    readonly calls: BusEvent[][] = [];
+    constructor(private readonly refuse: (event: BusEvent) => string | undefined = () => undefined) {}
+
+    async publish(events: readonly BusEvent[]): Promise<PublishOutcome[]> {
+      this.calls.push([...events]);
+      return events.map((event) => {
+        const error = this.refuse(event);
+        return error === undefined ? { published: true } : { published: false, error };
+      });
+    }
+
+    /** Each call as `detailType connection` (lifecycle) or `detailType connection/id` (items) strings. */
+    summary(): string[][] {
+      return this.calls.map((call) =>
+        call.map((event) => (isLifecycleEvent(event) ? `${event.detailType} ${event.detail.connection}` : `${event.detailType} ${event.detail.connection}/${event.detail.id}`)),
+      );
+    }
+  }
+
+  const eventOf = eventRouter({ connectionsTable: CONNECTIONS_TABLE, now: () => 0 });
+  const lifecycleDeps = (publisher: EventPublisher, log = new MemoryLog()) => ({ ...deps(publisher, log), eventOf });
+  const change = (row: ConnectionRow, status: string): ConnectionRow => ({ ...row, status, updatedAt: T1 });
+  const acme = connectionRow('acme', 'active');
+  const globex = connectionRow('globex', 'active');
+
+  it('one connection’s lifecycle events never share a call; an item’s event and its connection’s may; counted in `lifecycle`', async () => {
+    const publisher = new BusPublisher();
+    const records = [
+      connectionRecord(acme, change(acme, 'paused')),
+      connectionRecord(globex, change(globex, 'paused')),
+      record(undefined, live('f1', '1', T0, { connection: 'acme' })),
+      connectionRecord(change(acme, 'paused'), change(acme, 'active')),
+      connectionRecord(globex, { ...globex, leaseOwner: 'refresher-1', leaseUntil: 5 }),
+      connectionRecord(acme, undefined),
+    ];
+    const report = await announceBatch(records, lifecycleDeps(publisher));
+    expect(publisher.summary()).toEqual([
+      ['ConnectionPaused acme', 'ConnectionPaused globex', 'ItemCreated acme/f1'],
+      ['ConnectionResumed acme'],
+    ]);
+    expect(report).toEqual({ counts: { published: 4, lifecycle: 3, failed: 0, ignored: 2, retried: 0 }, done: 6, failures: [] });
+  });
+
+  it('a refused lifecycle event: as an item’s, it and every record after it are handed back, logged without an id', async () => {
+    const publisher = new BusPublisher((event) => (event.detail.connection === 'globex' ? 'InternalFailure: Internal failure' : undefined));
+    const log = new MemoryLog();
+    const records = [
+      connectionRecord(acme, change(acme, 'paused'), { sequenceNumber: seq(1) }),
+      connectionRecord(globex, change(globex, 'removed'), { sequenceNumber: seq(2) }),
+      connectionRecord(acme, change(acme, 'failing'), { sequenceNumber: seq(3) }),
+    ];
+    const report = await announceBatch(records, lifecycleDeps(publisher, log));
+    expect(publisher.summary()).toEqual([['ConnectionPaused acme', 'ConnectionRemoved globex']]);
+    expect(report).toEqual({ counts: { published: 1, lifecycle: 1, failed: 1, ignored: 0, retried: 2 }, done: 1, failures: [seq(2), seq(3)] });
+    expect(log.lines.filter((line) => line.level === 'error')).toEqual([
+      {
+        level: 'error',
+        message: 'change event not published: the record is handed back',
+        attributes: { connection: 'globex', detailType: 'ConnectionRemoved', sequenceNumber: seq(2), error: 'InternalFailure: Internal failure' },
+      },
+    ]);
+  });
+
+  it('a lifecycle record that cannot be mapped: the records before it are announced, it and the rest handed back', async () => {
+    const publisher = new BusPublisher();
+    const log = new MemoryLog();
+    const broken = connectionRecord(acme, change(acme, 'paused'), { sequenceNumber: seq(2), eventID: 'ev-broken' });
+    delete broken.dynamodb!.OldImage;
+    const records = [connectionRecord(globex, change(globex, 'paused'), { sequenceNumber: seq(1) }), broken, connectionRecord(acme, change(acme, 'removed'), { sequenceNumber: seq(3) })];
+    const report = await announceBatch(records, lifecycleDeps(publisher, log));
+    expect(publisher.summary()).toEqual([['ConnectionPaused globex']]);
+    expect(report).toEqual({ counts: { published: 1, lifecycle: 1, failed: 0, ignored: 0, retried: 2 }, done: 1, failures: [seq(2), seq(3)] });
+    expect(log.lines.find((line) => line.level === 'error')).toEqual({
+      level: 'error',
+      message: 'stream record cannot be mapped to a change event: it and the records after it are handed back',
+      attributes: {
+        eventID: 'ev-broken',
+        eventName: 'MODIFY',
+        sequenceNumber: seq(2),
+        error: 'MODIFY record of the row of connection "acme" without an old image (the stream must be NEW_AND_OLD_IMAGES)',
+      },
+    });
+  });
+
+  it('entryBytes counts a lifecycle event as an item’s: Source, DetailType and the Detail JSON', () => {
+    const event: BusEvent = { detailType: 'ConnectionFailing', detail: { connection: 'acme', status: 'failing', previousStatus: 'active', reason: 'é', at: T1 } };
+    expect(entryBytes(event)).toBe('content-sync'.length + 'ConnectionFailing'.length + JSON.stringify(event.detail).length + 1);
   });
 });

@@ -169,6 +169,7 @@ export async function setup(options: { items?: SimulatorItem[]; revisionField?: 
       config: loadSyncConfig({
         PROVIDER_BASE_URL: sim.baseUrl,
         CONNECTIONS_TABLE_NAME: 'connections',
+        CONNECTIONS_KEY_ARN: 'arn:aws:kms:eu-west-1:000000000000:key/00000000-0000-4000-8000-000000000000',
         ITEMS_TABLE_NAME: table,
         ITEMS_BUCKET_NAME: bucket,
         REVISION_FIELD: options.revisionField ?? 'revision',

@@ -119,6 +119,7 @@ describe('items too large for a row, against s3rver', () => {
         config: loadSyncConfig({
           PROVIDER_BASE_URL: sim.baseUrl,
           CONNECTIONS_TABLE_NAME: 'connections',
+          CONNECTIONS_KEY_ARN: 'arn:aws:kms:eu-west-1:000000000000:key/00000000-0000-4000-8000-000000000000',
           ITEMS_TABLE_NAME: 'items-small',
           ITEMS_BUCKET_NAME: 'items-small-bucket',
           REVISION_FIELD: 'revision',

@@ -34,6 +34,7 @@ export function config(overrides: Record<string, string> = {}): SyncConfig {
   return loadSyncConfig({
     PROVIDER_BASE_URL: 'https://provider.example.com/api/v2',
     CONNECTIONS_TABLE_NAME: 'content-sync-connections',
+    CONNECTIONS_KEY_ARN: 'arn:aws:kms:eu-west-1:000000000000:key/00000000-0000-4000-8000-000000000000',
     ITEMS_TABLE_NAME: TABLE,
     ITEMS_BUCKET_NAME: BUCKET,
     REVISION_FIELD: 'revision',

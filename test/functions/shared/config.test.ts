@@ -5,15 +5,19 @@ import { DEFAULTS, ENV, loadChangeEventsConfig, loadReconcilerConfig, loadRefres
 import { ConfigError } from '../../../functions/shared/errors.js';
 import { normalizeBaseUrl } from '../../../functions/shared/base-url.js';
 
+const KEY_ARN = 'arn:aws:kms:eu-west-1:123456789012:key/1234abcd-12ab-34cd-56ef-1234567890ab';
+
 const refresherEnv = {
   PROVIDER_BASE_URL: 'https://provider.example.com/api/v2/',
   CONNECTIONS_TABLE_NAME: 'connections',
+  CONNECTIONS_KEY_ARN: KEY_ARN,
   CONTROL_TABLE_NAME: 'control',
 };
 
 const syncEnv = {
   PROVIDER_BASE_URL: 'https://provider.example.com/api/v2',
   CONNECTIONS_TABLE_NAME: 'connections',
+  CONNECTIONS_KEY_ARN: KEY_ARN,
   ITEMS_TABLE_NAME: 'items',
   ITEMS_BUCKET_NAME: 'items-bucket',
   REVISION_FIELD: 'meta.rev',
@@ -50,6 +54,7 @@ describe('loadRefresherConfig', () => {
         maxResponseBytes: DEFAULTS.maxResponseBytes,
       },
       connectionsTableName: 'connections',
+      connectionsKeyArn: KEY_ARN,
       controlTableName: 'control',
       tokenRefreshMinutes: 30,
       tokenRequestsPerSecond: 10,
@@ -89,12 +94,26 @@ describe('loadRefresherConfig', () => {
   );
 });
 
+describe('CONNECTIONS_KEY_ARN', () => {
+  it('is required, and must be a KMS key ARN: the error names the variable', () => {
+    const { CONNECTIONS_KEY_ARN: _key, ...without } = refresherEnv;
+    expect(errorOf(() => loadRefresherConfig(without)).message).toBe('CONNECTIONS_KEY_ARN: is required but not set');
+    expect(errorOf(() => loadSyncConfig({ ...syncEnv, CONNECTIONS_KEY_ARN: 'alias/tokens' })).message).toBe(
+      'CONNECTIONS_KEY_ARN: must be a KMS key ARN (arn:aws:kms:<region>:<account>:key/<id>), got "alias/tokens"',
+    );
+    expect(loadRefresherConfig({ ...refresherEnv, CONNECTIONS_KEY_ARN: 'arn:aws:kms:eu-west-1:123456789012:alias/content-sync' }).connectionsKeyArn).toBe(
+      'arn:aws:kms:eu-west-1:123456789012:alias/content-sync',
+    );
+  });
+});
+
 describe('loadSyncConfig', () => {
   it('reads the contract variables with documented tunable defaults', () => {
     expect(loadSyncConfig(syncEnv)).toEqual({
       // The largest item stored: 16 MiB (larger than a row allows: those go to the items bucket).
       provider: { baseUrl: syncEnv.PROVIDER_BASE_URL, timeoutMs: 10_000, maxResponseBytes: 16 * 1024 * 1024 },
       connectionsTableName: 'connections',
+      connectionsKeyArn: KEY_ARN,
       tokenRefreshMinutes: 30,
       tokenRequestsPerSecond: 10,
       logLevel: 'INFO',

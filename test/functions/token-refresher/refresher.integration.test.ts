@@ -13,6 +13,7 @@ import { startDynalite, type Dynalite } from '../../../dev/fakes/dynalite.js';
 import { DynamoDbConnectionStore } from '../../../functions/shared/adapters/dynamodb-connection-store.js';
 import { loadRefresherConfig } from '../../../functions/shared/config.js';
 import { createRefresherHandler } from '../../../functions/token-refresher/app.js';
+import { testSealing } from '../../support/sealer.js';
 import { expectNoToken } from '../shared/connections/fakes.js';
 
 const TABLE = 'connections-refresher';
@@ -63,7 +64,8 @@ afterAll(async () => {
 
 describe('the token refresher against dynalite and a getToken server', () => {
   it('refreshes every due connection, stores a rotation, makes a refused one failing, prints no token', async () => {
-    const store = new DynamoDbConnectionStore(client, TABLE);
+    const sealing = testSealing();
+    const store = new DynamoDbConnectionStore(client, TABLE, { sealer: sealing.sealer });
     const at = new Date().toISOString();
     await store.putCredentials({ connection: 'plain', clientId: 'client-1', refreshToken: 'rt-plain-secret', at });
     await store.putCredentials({ connection: 'rotating', clientId: 'client-1', refreshToken: 'rt-rotating-secret', at });
@@ -73,8 +75,8 @@ describe('the token refresher against dynalite and a getToken server', () => {
     await store.setStatus('held', 'paused', ['active'], at);
 
     // The longest provider time-out the configuration allows: a loaded machine cannot make a getToken time out.
-    const config = loadRefresherConfig({ PROVIDER_BASE_URL: baseUrl, CONNECTIONS_TABLE_NAME: TABLE, CONTROL_TABLE_NAME: CONTROL, PROVIDER_TIMEOUT_MS: '120000' });
-    const handler = createRefresherHandler({ config, dynamodb: client });
+    const config = loadRefresherConfig({ PROVIDER_BASE_URL: baseUrl, CONNECTIONS_TABLE_NAME: TABLE, CONTROL_TABLE_NAME: CONTROL, CONNECTIONS_KEY_ARN: sealing.keyArn, PROVIDER_TIMEOUT_MS: '120000' });
+    const handler = createRefresherHandler({ config, dynamodb: client, kms: sealing.kms });
     const { result, error, output } = await captureOutput(() => handler({ trigger: 'deploy' }));
 
     expect(error).toBeUndefined();

@@ -7,13 +7,15 @@
  * output.
  */
 import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
+import { KMSClient } from '@aws-sdk/client-kms';
 import type { Context } from 'aws-lambda';
 import { describe, expect, it } from 'vitest';
 import { captureOutput, jsonLines } from '../../../dev/fakes/capture-output.js';
 import { emfDimensionSets, sumEmfMetrics } from '../../../dev/fakes/emf.js';
 import { MemoryPaceStore } from '../../../dev/fakes/memory-pace-store.js';
 import type { RefresherConfig } from '../../../functions/shared/config.js';
-import type { ConnectionRecord } from '../../../functions/shared/connections/connection.js';
+import type { ConnectionListing, ConnectionRecord } from '../../../functions/shared/connections/connection.js';
+import { stampOf } from '../../../functions/shared/connections/sealing.js';
 import { createRefresherHandler } from '../../../functions/token-refresher/app.js';
 import { STATUS_CHANGE_MESSAGE } from '../../../functions/shared/connections/refresh.js';
 import { ProviderError } from '../../../functions/shared/errors.js';
@@ -27,6 +29,7 @@ const settings: RunSettings = { tokenRefreshMinutes: 30, idleRefreshHours: 24, r
 const config: RefresherConfig = {
   provider: { baseUrl: 'https://provider.example.com/api', timeoutMs: 1000, maxResponseBytes: 1024 },
   connectionsTableName: 'connections',
+  connectionsKeyArn: 'arn:aws:kms:eu-west-1:000000000000:key/00000000-0000-4000-8000-000000000000',
   controlTableName: 'control',
   tokenRefreshMinutes: 30,
   // Far above what a test asks for, but where the pace itself is tested.
@@ -35,17 +38,19 @@ const config: RefresherConfig = {
   idleRefreshHours: 24,
 };
 
-function record(overrides: Partial<ConnectionRecord>): ConnectionRecord {
+/** A connection as a scan lists it: an access token given is named by its stamp. */
+function record(overrides: Partial<ConnectionRecord>): ConnectionListing {
+  const { accessToken, refreshToken: _refresh, ...rest } = overrides;
   return {
     connection: 'acme',
     clientId: 'client-1',
     status: 'active',
-    refreshToken: 'rt-secret',
     credentialsVersion: 1,
     health: { consecutiveFailures: 0 },
     createdAt: iso(T0),
     updatedAt: iso(T0),
-    ...overrides,
+    ...(accessToken !== undefined ? { accessTokenStamp: stampOf(accessToken) } : {}),
+    ...rest,
   };
 }
 
@@ -76,6 +81,7 @@ function setup(configOverrides: Partial<RefresherConfig> = {}) {
   const handler = createRefresherHandler({
     config: { ...config, ...configOverrides },
     dynamodb: new DynamoDBClient({}),
+    kms: new KMSClient({}),
     store,
     provider,
     clock,

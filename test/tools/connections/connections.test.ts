@@ -1,8 +1,9 @@
 /**
  * The connections CLI (tools/connections) run through runCli against dynalite and s3rver on
  * 127.0.0.1: every command, the deployment's settings from flags or variables, the refresh token
- * from standard input (never printed), bad ids, empty tokens, unknown connections, the purge's
- * confirmation, the upgrade's import.
+ * from standard input (never printed) and sealed under the connections key before it is stored,
+ * bad ids, empty tokens, unknown connections, the purge's confirmation and erase, the sealing of
+ * tokens stored in clear, the upgrade's import.
  */
 import { PassThrough, Readable, Writable } from 'node:stream';
 import { CreateTableCommand, GetItemCommand, PutItemCommand, QueryCommand, type AttributeValue, type DynamoDBClient } from '@aws-sdk/client-dynamodb';
@@ -16,6 +17,9 @@ import { DEFAULTS } from '../../../functions/shared/config.js';
 import { syncTimeoutSeconds } from '../../../infra/context.js';
 import { ensureItemsTable, waitUntilActive } from '../../../dev/fakes/items-table.js';
 import { DynamoDbCursorStore } from '../../../functions/reconciler/adapters/dynamodb-cursor-store.js';
+import { testSealing } from '../../support/sealer.js';
+
+const sealing = testSealing();
 
 const RT = 'rt-cli-secret-0001';
 const BUCKET = 'content-sync-items';
@@ -81,6 +85,8 @@ async function cli(
     stackOutputs?: (stackName: string) => Promise<Record<string, string>>;
     dynamodb?: DynamoDBClient;
     s3?: S3Client;
+    /** Called at each wait (after it is recorded in `sleeps`). */
+    onSleep?: (ms: number) => Promise<void>;
   } = {},
 ): Promise<Run> {
   let out = '';
@@ -91,14 +97,18 @@ async function cli(
     stdout: new Writable({ write: (chunk, _enc, cb) => ((out += String(chunk)), cb()) }),
     stderr: new Writable({ write: (chunk, _enc, cb) => ((err += String(chunk)), cb()) }),
   };
-  const env = options.env ?? { CONNECTIONS_TABLE_NAME: connectionsTable, ITEMS_TABLE_NAME: itemsTable, ITEMS_BUCKET_NAME: BUCKET };
+  const env = options.env ?? { CONNECTIONS_TABLE_NAME: connectionsTable, CONNECTIONS_KEY_ARN: sealing.keyArn, ITEMS_TABLE_NAME: itemsTable, ITEMS_BUCKET_NAME: BUCKET };
   const status = await runCli(argv, io, {
     dynamodb: options.dynamodb ?? db,
     s3: options.s3 ?? s3Client,
+    kms: sealing.kms,
     env,
     stackOutputs: options.stackOutputs ?? noStack,
     clock: { now: () => new Date(options.now ?? NOW) },
-    sleep: async (ms) => void sleeps.push(ms),
+    sleep: async (ms) => {
+      sleeps.push(ms);
+      await options.onSleep?.(ms);
+    },
   });
   printed.push(out, err);
   return { status, out, err };
@@ -117,7 +127,7 @@ async function itemsOf(connection: string) {
   );
 }
 
-const store = (): DynamoDbConnectionStore => new DynamoDbConnectionStore(db, connectionsTable);
+const store = (): DynamoDbConnectionStore => new DynamoDbConnectionStore(db, connectionsTable, { sealer: sealing.sealer });
 
 /**
  * Clients for one CLI run that do something else once, right after the first command of a name
@@ -202,7 +212,7 @@ describe('add', () => {
       'connections: the connections table is not known: give --connections-table, set CONNECTIONS_TABLE_NAME, or name the deployment with --stage or --stack (reading the stack ContentSyncStateful failed: ValidationError: Stack with id ContentSyncStateful does not exist)\n',
     );
     expect(stacksRead).toEqual(['ContentSyncStateful']);
-    expect((await cli(['add', 'acme', '--client-id', 'c', '--connections-table', connectionsTable], { stdin: RT, env: {} })).status).toBe(0);
+    expect((await cli(['add', 'acme', '--client-id', 'c', '--connections-table', connectionsTable], { stdin: RT, env: { CONNECTIONS_KEY_ARN: sealing.keyArn } })).status).toBe(0);
     expect((await store().get('acme'))?.clientId).toBe('c');
   });
 
@@ -210,7 +220,7 @@ describe('add', () => {
     const asked: string[] = [];
     const outputs = async (stackName: string) => {
       asked.push(stackName);
-      return { ConnectionsTableName: connectionsTable, ItemsTableName: itemsTable, ItemsBucketName: BUCKET };
+      return { ConnectionsTableName: connectionsTable, ConnectionsKeyArn: sealing.keyArn, ItemsTableName: itemsTable, ItemsBucketName: BUCKET };
     };
     const added = await cli(['add', 'acme', '--client-id', 'from-stack', '--stack', 'MySync'], { stdin: RT, env: {}, stackOutputs: outputs });
     expect(added.status).toBe(0);
@@ -234,7 +244,7 @@ describe('add', () => {
       asked.push(stackName);
       return { ConnectionsTableName: connectionsTable, ControlTableName: 'no-such-control-table' };
     };
-    const added = await cli(['add', 'acme', '--client-id', 'staged', '--stage', 'staging'], { stdin: RT, env: {}, stackOutputs: outputs });
+    const added = await cli(['add', 'acme', '--client-id', 'staged', '--stage', 'staging', '--connections-key', sealing.keyArn], { stdin: RT, env: {}, stackOutputs: outputs });
     expect(added.status).toBe(0);
     expect((await store().get('acme'))?.clientId).toBe('staged');
     expect(asked).toEqual(['ContentSyncStateful-staging']);
@@ -268,9 +278,76 @@ describe('add', () => {
   });
 
   it('a table that does not exist: a failure (1) that says so', async () => {
-    const run = await cli(['add', 'acme', '--client-id', 'c', '--connections-table', 'no-such-table'], { stdin: RT, env: {} });
+    const run = await cli(['add', 'acme', '--client-id', 'c', '--connections-table', 'no-such-table', '--connections-key', sealing.keyArn], { stdin: RT, env: {} });
     expect(run.status).toBe(1);
-    expect(run.err).toMatch(/ConfigError: --connections-table or CONNECTIONS_TABLE_NAME: DynamoDB UpdateItem on the connections table no-such-table failed \(ResourceNotFoundException/);
+    // The connection's row is read first (the same credentials again change nothing).
+    expect(run.err).toMatch(/ConfigError: --connections-table or CONNECTIONS_TABLE_NAME: DynamoDB GetItem on the connections table no-such-table failed \(ResourceNotFoundException/);
+  });
+
+  it('the token is sealed under the connections key: a raw read of the table holds it nowhere; the store opens it', async () => {
+    await cli(['add', 'acme', '--client-id', 'client-1'], { stdin: RT });
+    await cli(['add', 'beta', '--client-id', 'client-1'], { stdin: 'rt-beta-secret' });
+    const rows = await dynamo.scan(connectionsTable);
+    expect(rows.map((row) => row['connection']?.S)).toEqual(['acme', 'beta']);
+    const raw = JSON.stringify(rows);
+    expect(raw).not.toContain(RT);
+    expect(raw).not.toContain('rt-beta-secret');
+    expect(raw).not.toMatch(/secret/);
+    for (const row of rows) expect(row['refreshToken']?.S).toMatch(/^cs-sealed-v1 /);
+    expect((await store().get('acme', { consistent: true }))?.refreshToken).toBe(RT);
+    expect((await store().get('beta', { consistent: true }))?.refreshToken).toBe('rt-beta-secret');
+  });
+
+  it('the connections key from --connections-key, else CONNECTIONS_KEY_ARN, else the stack; none: an error naming all three, before the token is read, nothing written', async () => {
+    const env = { CONNECTIONS_TABLE_NAME: connectionsTable };
+    // The stack cannot be read: a failure (1), with the whole reason.
+    stacksRead.length = 0;
+    const unread = Readable.from([Buffer.from('rt-never-read-1', 'utf8')]);
+    const failed = await cli(['add', 'acme', '--client-id', 'c'], { stdin: unread, env });
+    expect(failed).toEqual({
+      status: 1,
+      out: '',
+      err: 'connections: the connections key is not known: give --connections-key, set CONNECTIONS_KEY_ARN, or name the deployment with --stage or --stack (reading the stack ContentSyncStateful failed: ValidationError: Stack with id ContentSyncStateful does not exist)\n',
+    });
+    expect(stacksRead).toEqual(['ContentSyncStateful']);
+    expect(unread.readableEnded).toBe(false);
+    // The stack holds no such output: a usage error (2).
+    const bare = Readable.from([Buffer.from('rt-never-read-2', 'utf8')]);
+    const missing = await cli(['add', 'acme', '--client-id', 'c', '--stack', 'MySync'], { stdin: bare, env, stackOutputs: async () => ({ ConnectionsTableName: connectionsTable }) });
+    expect(missing).toEqual({
+      status: 2,
+      out: '',
+      err: 'connections: the connections key is not known: give --connections-key, set CONNECTIONS_KEY_ARN, or name the deployment with --stage or --stack (the stack MySync has no output ConnectionsKeyArn)\nRun with --help for usage.\n',
+    });
+    expect(bare.readableEnded).toBe(false);
+    expect(await dynamo.scan(connectionsTable)).toEqual([]);
+
+    // Each way gives it; the flag wins over the variable, the variable over the stack.
+    expect((await cli(['add', 'acme', '--client-id', 'flag', '--connections-key', sealing.keyArn], { stdin: RT, env: { ...env, CONNECTIONS_KEY_ARN: 'arn:aws:kms:us-east-1:000000000000:key/not-this-one' } })).status).toBe(0);
+    expect((await store().get('acme', { consistent: true }))?.clientId).toBe('flag');
+    expect((await cli(['add', 'acme', '--client-id', 'variable'], { stdin: RT, env: { ...env, CONNECTIONS_KEY_ARN: sealing.keyArn }, stackOutputs: async () => ({ ConnectionsKeyArn: 'arn:aws:kms:us-east-1:000000000000:key/not-this-one' }) })).status).toBe(0);
+    expect((await store().get('acme', { consistent: true }))?.clientId).toBe('variable');
+    expect((await cli(['add', 'acme', '--client-id', 'stack'], { stdin: RT, env, stackOutputs: async () => ({ ConnectionsKeyArn: sealing.keyArn }) })).status).toBe(0);
+    expect((await store().get('acme', { consistent: true }))?.clientId).toBe('stack');
+
+    // The commands that seal no token do not need it.
+    expect((await cli(['list', '--json'], { env })).status).toBe(0);
+    expect((await cli(['remove', 'acme'], { env })).status).toBe(0);
+  });
+
+  it('the very same credentials again on an active connection: nothing changed, and it says so', async () => {
+    await cli(['add', 'acme', '--client-id', 'client-1'], { stdin: RT });
+    const before = await store().get('acme', { consistent: true });
+    expect(before).toMatchObject({ status: 'active', credentialsVersion: 1 });
+    const again = await cli(['add', 'acme', '--client-id', 'client-1'], { stdin: `${RT}\n`, now: NOW + 60_000 });
+    expect(again).toEqual({ status: 0, out: 'connection "acme" already holds these credentials (client id "client-1") and is active: nothing changed\n', err: '' });
+    expect(await store().get('acme', { consistent: true })).toEqual(before);
+    // Another client id, or a connection not active: the credentials are put again.
+    expect((await cli(['add', 'acme', '--client-id', 'client-2'], { stdin: RT })).out).toMatch(/credentials replaced \(client id "client-2"\)/);
+    expect((await store().get('acme', { consistent: true }))?.credentialsVersion).toBe(2);
+    await cli(['pause', 'acme']);
+    expect((await cli(['add', 'acme', '--client-id', 'client-2'], { stdin: RT })).out).toMatch(/credentials replaced \(client id "client-2"\); active/);
+    expect(await store().get('acme', { consistent: true })).toMatchObject({ status: 'active', credentialsVersion: 3 });
   });
 });
 
@@ -297,16 +374,26 @@ describe('list', () => {
     const json = await cli(['list', '--json']);
     const parsed = JSON.parse(json.out) as Array<Record<string, unknown>>;
     expect(parsed.map((c) => c['connection'])).toEqual(['acme', 'beta']);
+    // Each connection's view (functions/shared/connections/view.ts): no control table known here, so no last pass.
     expect(parsed[0]).toEqual({
       connection: 'acme',
       clientId: 'client-1',
       status: 'active',
-      health: { consecutiveFailures: 0, lastSuccessAt: '2026-11-24T09:00:00.000Z' },
-      refreshedAt: '2026-11-24T09:00:00.000Z',
+      refresh: { consecutiveFailures: 0, lastSuccessAt: '2026-11-24T09:00:00.000Z' },
       idsKnown: 1234,
       lastWriteAt: '2026-11-24T09:45:00.000Z',
+      fresh: false,
       createdAt: new Date(NOW).toISOString(),
       updatedAt: '2026-11-24T09:00:00.000Z',
+    });
+    expect(parsed[1]).toEqual({
+      connection: 'beta',
+      clientId: 'client-1',
+      status: 'failing',
+      refresh: { consecutiveFailures: 1, lastFailureAt: '2026-11-24T09:30:00.000Z', lastFailureReason: 'getToken: the provider refused the credentials; HTTP 401' },
+      fresh: false,
+      createdAt: new Date(NOW).toISOString(),
+      updatedAt: '2026-11-24T09:30:00.000Z',
     });
     expect(json.out).not.toContain('at-acme-secret');
     expect(table.out + json.out).not.toMatch(/secret/);
@@ -345,11 +432,28 @@ describe('list: each connection\'s last reconciliation pass', () => {
       ['late', '-'],
       ['middle', '2026-11-24T09:50:00.000Z'],
     ]);
+    // lastPassAt: when pass 2 ended; fresh: it ended within freshnessHours (24) of the CLI's clock (10:00).
     const json = JSON.parse((await cli(['list', '--json'], { env })).out) as Array<Record<string, unknown>>;
-    expect(json.map((c) => [c['connection'], c['lastPass']])).toEqual([
-      ['early', { pass: 2, startedAt: '2026-11-24T09:30:00.000Z', endedAt: '2026-11-24T09:50:00.000Z' }],
-      ['late', undefined],
-      ['middle', { pass: 2, startedAt: '2026-11-24T09:30:00.000Z', endedAt: '2026-11-24T09:50:00.000Z' }],
+    expect(json.map((c) => [c['connection'], c['lastPassAt'], c['fresh']])).toEqual([
+      ['early', '2026-11-24T09:50:00.000Z', true],
+      ['late', undefined, false],
+      ['middle', '2026-11-24T09:50:00.000Z', true],
+    ]);
+    expect(json[1]).not.toHaveProperty('lastPassAt');
+    // freshnessHours after the pass ended it is still fresh; a moment later it is not.
+    expect(DEFAULTS.freshnessHours).toBe(24);
+    const freshness = async (now: number) =>
+      (JSON.parse((await cli(['list', '--json'], { env, now })).out) as Array<Record<string, unknown>>).map((c) => [c['lastPassAt'], c['fresh']]);
+    const endedAt = at('2026-11-24T09:50:00.000Z');
+    expect(await freshness(endedAt + 24 * 3_600_000)).toEqual([
+      ['2026-11-24T09:50:00.000Z', true],
+      [undefined, false],
+      ['2026-11-24T09:50:00.000Z', true],
+    ]);
+    expect(await freshness(endedAt + 24 * 3_600_000 + 1)).toEqual([
+      ['2026-11-24T09:50:00.000Z', false],
+      [undefined, false],
+      ['2026-11-24T09:50:00.000Z', false],
     ]);
   });
 
@@ -359,11 +463,12 @@ describe('list: each connection\'s last reconciliation pass', () => {
     await twoPasses();
     const previous = { pass: 2, startedAt: at('2026-11-24T09:30:00.000Z'), endedAt: at('2026-11-24T09:50:00.000Z'), ids: 10 };
     expect(await cursors().startPass({ pass: 3, startedAt: at('2026-11-24T10:00:00.000Z'), segments: [{ done: false, version: 0, ids: 0 }], previous }, 2)).toBe('written');
+    // Pass 2 (09:30-09:50), not pass 1 (ended 09:00) nor pass 3 (running).
     const flagged = await cli(['list', '--json', '--control-table', controlTable]);
-    expect((JSON.parse(flagged.out) as Array<Record<string, unknown>>).map((c) => (c['lastPass'] as { pass: number } | undefined)?.pass)).toEqual([2, 2]);
+    expect((JSON.parse(flagged.out) as Array<Record<string, unknown>>).map((c) => c['lastPassAt'])).toEqual(['2026-11-24T09:50:00.000Z', '2026-11-24T09:50:00.000Z']);
     const fromStack = await cli(['list', '--json'], { env: { CONNECTIONS_TABLE_NAME: connectionsTable }, stackOutputs: async () => ({ ControlTableName: controlTable }) });
     expect(fromStack.err).toBe('');
-    expect((JSON.parse(fromStack.out) as Array<Record<string, unknown>>).map((c) => (c['lastPass'] as { pass: number } | undefined)?.pass)).toEqual([2, 2]);
+    expect((JSON.parse(fromStack.out) as Array<Record<string, unknown>>).map((c) => c['lastPassAt'])).toEqual(['2026-11-24T09:50:00.000Z', '2026-11-24T09:50:00.000Z']);
   });
 
   it('no control table known, or none readable: the list without its last passes, and a line that says why', async () => {
@@ -376,7 +481,8 @@ describe('list: each connection\'s last reconciliation pass', () => {
     );
     const missing = await cli(['list', '--json', '--control-table', 'no-such-table']);
     expect(missing.status).toBe(0);
-    expect((JSON.parse(missing.out) as Array<Record<string, unknown>>)[0]).not.toHaveProperty('lastPass');
+    expect((JSON.parse(missing.out) as Array<Record<string, unknown>>)[0]).not.toHaveProperty('lastPassAt');
+    expect((JSON.parse(missing.out) as Array<Record<string, unknown>>)[0]).toMatchObject({ connection: 'acme', fresh: false });
     expect(missing.err).toMatch(/^last reconciliation passes not shown: reading the control table failed: ResourceNotFoundException/);
   });
 });
@@ -405,7 +511,7 @@ describe('pause and resume', () => {
     await s.failRefresh({ connection: 'acme', owner: 'o', credentialsVersion: 1, at: new Date(NOW).toISOString(), reason: 'getToken: HTTP 401', refused: true });
     const run = await cli(['resume', 'acme']);
     expect(run.status).toBe(1);
-    expect(run.err).toContain('connection "acme" is failing, not paused: the provider refused its refresh token (getToken: HTTP 401). resume does not apply; add it again with new credentials');
+    expect(run.err).toContain('connection "acme" is failing, not paused: the provider refused its refresh token (getToken: HTTP 401); resume does not apply; add it again with new credentials');
     expect(run.err).toContain('npm run connections -- add acme --client-id client-7');
   });
 });
@@ -436,9 +542,10 @@ describe('remove', () => {
     await cli(['add', 'acme', '--client-id', 'c'], { stdin: RT });
     await cli(['add', 'other', '--client-id', 'c'], { stdin: 'rt-other-secret' });
     for (let i = 0; i < 30; i++) await itemRow('acme', `fil-${i}`);
-    await itemRow('acme', 'imported', { itemObject: { M: { key: { S: 'items/old-layout/imported.json' }, size: { N: '2' }, sha256: { S: 'x' } } } });
+    // A row that names a key outside every items/<connection>/ prefix: deleted with the connection's objects.
+    await itemRow('acme', 'imported', { itemObject: { M: { key: { S: 'legacy/imported.json' }, size: { N: '2' }, sha256: { S: 'x' } } } });
     await itemRow('other', 'fil-1');
-    for (const key of ['items/acme/a.json', 'items/acme/b/c.json', 'items/old-layout/imported.json', 'items/other/a.json', 'items/acme-2/a.json']) {
+    for (const key of ['items/acme/a.json', 'items/acme/b/c.json', 'legacy/imported.json', 'items/other/a.json', 'items/acme-2/a.json']) {
       await s3Client.send(new PutObjectCommand({ Bucket: BUCKET, Key: key, Body: '{}' }));
     }
 
@@ -448,8 +555,10 @@ describe('remove', () => {
       'connection "acme" removed: its messages are dead-lettered from now on; its tokens are deleted (add it again with a refresh token to use it)\n' +
         `connection "acme" purged: 31 rows deleted from ${itemsTable}, 3 objects from ${BUCKET}, and its row from ${connectionsTable}\n`,
     );
+    // The safety wait, once; then each sweep's progress (the second finds nothing left).
     expect(sleeps).toEqual([PURGE_SETTLE_SECONDS * 1000]);
     expect(run.err).toContain(`waiting ${PURGE_SETTLE_SECONDS} s, until no item sync container still uses the connection`);
+    expect(run.err.split('\n').filter((line) => line.startsWith('acme: '))).toEqual(['acme: deleted 31 rows', 'acme: deleted 3 objects', 'acme: deleted 0 rows']);
     const left = await itemsOf('acme');
     expect(left.Count).toBe(0);
     const others = await itemsOf('other');
@@ -476,7 +585,13 @@ describe('remove', () => {
     const run = await cli(['remove', 'acme', '--purge', '--yes'], racing);
     expect(run.status).toBe(0);
     expect(run.out).toMatch(new RegExp(`purged: 4 rows deleted from ${itemsTable}, 2 objects from ${BUCKET}, and its row`));
-    expect(run.err).toContain('acme: sweeping again, for anything written during the first sweep');
+    // The second sweep deletes what was written during the first.
+    expect(run.err).toBe(
+      `waiting ${PURGE_SETTLE_SECONDS} s, until no item sync container still uses the connection...\n` +
+        'acme: deleted 3 rows\nacme: deleted 1 objects\n' +
+        'acme: deleted 1 rows\nacme: deleted 1 objects\n',
+    );
+    expect(sleeps).toEqual([PURGE_SETTLE_SECONDS * 1000]);
     expect((await itemsOf('acme')).Count).toBe(0);
     expect([...(await s3.listObjects(BUCKET)).keys()].filter((key) => key.startsWith('items/acme/'))).toEqual([]);
     expect(await store().get('acme', { consistent: true })).toBeUndefined();
@@ -490,9 +605,57 @@ describe('remove', () => {
     });
     const run = await cli(['remove', 'acme', '--purge', '--yes'], racing);
     expect(run.status).toBe(1);
-    expect(run.out).toContain(`connection "acme": 1 rows deleted from ${itemsTable}, 0 objects from ${BUCKET}`);
-    expect(run.err).toContain('connection "acme" was re-added during the purge: its row is kept (with its new credentials)');
+    expect(run.out).not.toMatch(/purged/);
+    expect(run.err).toContain('acme: deleted 1 rows\n');
+    expect(run.err).toContain('connections: connection "acme" was put again during its erase: its row and new credentials are kept');
+    expect(run.err).toContain('send its items again (npm run enqueue with --connection acme) to restore them');
     expect(await store().get('acme', { consistent: true })).toMatchObject({ status: 'active', refreshToken: 'rt-readded-secret' });
+    expect(await store().view('acme', { consistent: true })).not.toHaveProperty('erase');
+  });
+
+  it("--purge marks the erase in the connection's row, then waits the safety wait once, counted from the removal", async () => {
+    await cli(['add', 'acme', '--client-id', 'c'], { stdin: RT });
+    await itemRow('acme', 'fil-1');
+    const seen: Array<{ erase: unknown; listed: unknown; items: number | undefined }> = [];
+    const run = await cli(['remove', 'acme', '--purge', '--yes'], {
+      onSleep: async () => {
+        const listed = JSON.parse((await cli(['list', '--json'])).out) as Array<Record<string, unknown>>;
+        seen.push({ erase: (await rawRow('acme'))['erase'], listed: listed[0], items: (await itemsOf('acme')).Count });
+      },
+    });
+    expect(run.status).toBe(0);
+    expect(sleeps).toEqual([PURGE_SETTLE_SECONDS * 1000]);
+    const startedAt = new Date(NOW).toISOString();
+    expect(seen).toEqual([
+      {
+        erase: { M: { state: { S: 'waiting' }, startedAt: { S: startedAt }, notBefore: { S: new Date(NOW + PURGE_SETTLE_SECONDS * 1000).toISOString() }, rowsDeleted: { N: '0' }, objectsDeleted: { N: '0' } } },
+        listed: expect.objectContaining({ connection: 'acme', status: 'removed', erase: { state: 'waiting', startedAt, rowsDeleted: 0, objectsDeleted: 0 } }),
+        // Nothing is deleted before the wait has passed.
+        items: 1,
+      },
+    ]);
+    expect(await store().view('acme', { consistent: true })).toBeUndefined();
+  });
+
+  it("--purge keeps another connection's objects and rows, even a key under its prefix that a row of the purged connection names", async () => {
+    await cli(['add', 'acme', '--client-id', 'c'], { stdin: RT });
+    await cli(['add', 'other', '--client-id', 'c'], { stdin: 'rt-other-secret' });
+    await itemRow('acme', 'fil-1', { itemObject: { M: { key: { S: 'items/acme/fil-1.json' }, size: { N: '2' }, sha256: { S: 'x' } } } });
+    // A row of acme that names a key under other's prefix (copied, or written wrong): that object is other's.
+    await itemRow('acme', 'fil-2', { itemObject: { M: { key: { S: 'items/other/fil-2.json' }, size: { N: '2' }, sha256: { S: 'x' } } } });
+    await itemRow('other', 'fil-1', { itemObject: { M: { key: { S: 'items/other/fil-1.json' }, size: { N: '2' }, sha256: { S: 'x' } } } });
+    await itemRow('other', 'fil-2', { itemObject: { M: { key: { S: 'items/other/fil-2.json' }, size: { N: '2' }, sha256: { S: 'x' } } } });
+    const written = ['items/acme/fil-1.json', 'items/other/fil-1.json', 'items/other/fil-2.json', 'items/acmeX/fil-1.json'];
+    for (const key of written) await s3Client.send(new PutObjectCommand({ Bucket: BUCKET, Key: key, Body: '{}' }));
+    const run = await cli(['remove', 'acme', '--purge', '--yes']);
+    expect(run.status).toBe(0);
+    expect(run.out).toMatch(new RegExp(`purged: 2 rows deleted from ${itemsTable}, 1 objects from ${BUCKET}, and its row`));
+    expect((await itemsOf('acme')).Count).toBe(0);
+    expect(((await itemsOf('other')).Items ?? []).map((row) => row['id']?.S).sort()).toEqual(['fil-1', 'fil-2']);
+    // The bucket is shared by the tests: the keys this one wrote.
+    expect([...(await s3.listObjects(BUCKET)).keys()].filter((key) => written.includes(key)).sort()).toEqual(['items/acmeX/fil-1.json', 'items/other/fil-1.json', 'items/other/fil-2.json']);
+    expect(await store().view('acme', { consistent: true })).toBeUndefined();
+    expect(await store().get('other', { consistent: true })).toMatchObject({ status: 'active', refreshToken: 'rt-other-secret' });
   });
 
   it('--purge --yes of a connection removed long ago: no question, no wait', async () => {
@@ -513,6 +676,68 @@ describe('remove', () => {
       err: expect.stringMatching(/the items bucket is not known: give --items-bucket, set ITEMS_BUCKET_NAME, or name the deployment with --stage or --stack \(the stack ContentSyncStateful has no output ItemsBucketName\)/),
     });
     expect((await store().get('acme'))?.status).toBe('active');
+  });
+});
+
+describe('seal', () => {
+  /** A row as a deployment that did not seal yet wrote it: its tokens in clear. */
+  async function clearRow(connection: string, tokens: { refreshToken: string; accessToken?: string }): Promise<void> {
+    const at = new Date(NOW - 86_400_000).toISOString();
+    await db.send(
+      new PutItemCommand({
+        TableName: connectionsTable,
+        Item: {
+          connection: { S: connection },
+          clientId: { S: 'client-1' },
+          status: { S: 'active' },
+          refreshToken: { S: tokens.refreshToken },
+          ...(tokens.accessToken !== undefined ? { accessToken: { S: tokens.accessToken }, refreshedAt: { S: at }, lastSuccessAt: { S: at } } : {}),
+          credentialsVersion: { N: '1' },
+          consecutiveFailures: { N: '0' },
+          createdAt: { S: at },
+          updatedAt: { S: at },
+        },
+      }),
+    );
+  }
+
+  it('seals every token stored in clear; a run again seals none; the store still opens each to the original', async () => {
+    await clearRow('old-1', { refreshToken: 'rt-clear-secret-1' });
+    await clearRow('old-2', { refreshToken: 'rt-clear-secret-2', accessToken: 'at-clear-secret-2' });
+    await cli(['add', 'acme', '--client-id', 'c'], { stdin: RT });
+    const sealedBefore = (await rawRow('acme'))['refreshToken']?.S;
+    expect(JSON.stringify(await dynamo.scan(connectionsTable))).toContain('rt-clear-secret-1');
+
+    const run = await cli(['seal']);
+    expect(run).toEqual({ status: 0, out: "3 tokens sealed in 3 connections' rows; every token in the table is sealed now\n", err: '' });
+    for (const [connection, name, token] of [
+      ['old-1', 'refreshToken', 'rt-clear-secret-1'],
+      ['old-2', 'refreshToken', 'rt-clear-secret-2'],
+      ['old-2', 'accessToken', 'at-clear-secret-2'],
+    ] as const) {
+      const stored = (await rawRow(connection))[name]?.S;
+      expect(stored, `${connection} ${name}`).toMatch(/^cs-sealed-v1 /);
+      expect(stored).not.toContain(token);
+      expect((await store().get(connection, { consistent: true }))?.[name]).toBe(token);
+    }
+    // A token sealed already is left as it is.
+    expect((await rawRow('acme'))['refreshToken']?.S).toBe(sealedBefore);
+    expect(JSON.stringify(await dynamo.scan(connectionsTable))).not.toMatch(/secret/);
+    expect(await store().get('old-2', { consistent: true })).toMatchObject({ status: 'active', clientId: 'client-1', credentialsVersion: 1 });
+
+    expect(await cli(['seal'])).toEqual({ status: 0, out: "0 tokens sealed in 3 connections' rows; every token in the table is sealed now\n", err: '' });
+  });
+
+  it('needs the connections key, and takes no argument', async () => {
+    await clearRow('old-1', { refreshToken: 'rt-clear-secret-1' });
+    const run = await cli(['seal'], { env: { CONNECTIONS_TABLE_NAME: connectionsTable } });
+    expect(run.status).toBe(1);
+    expect(run.err).toMatch(/^connections: the connections key is not known: give --connections-key, set CONNECTIONS_KEY_ARN, or name the deployment with --stage or --stack \(reading the stack ContentSyncStateful failed/);
+    expect((await rawRow('old-1'))['refreshToken']?.S).toBe('rt-clear-secret-1');
+    expect(await cli(['seal', 'old-1'])).toMatchObject({ status: 2, err: expect.stringMatching(/seal takes no arguments/) });
+    expect(await cli(['seal', '--json'])).toMatchObject({ status: 2, err: expect.stringMatching(/seal takes no --json/) });
+    expect((await cli(['seal', '--connections-key', sealing.keyArn], { env: { CONNECTIONS_TABLE_NAME: connectionsTable } })).out).toMatch(/^1 tokens sealed in 1 connections' rows/);
+    expect((await rawRow('old-1'))['refreshToken']?.S).toMatch(/^cs-sealed-v1 /);
   });
 });
 
@@ -618,8 +843,9 @@ describe('the command line', () => {
   it('--help prints the usage; no command, an unknown command or option, or an option of another command: usage errors', async () => {
     expect(await cli(['--help'])).toMatchObject({ status: 0, out: `${USAGE}\n` });
     expect(await cli([])).toMatchObject({ status: 2, err: `${USAGE}\n` });
-    expect((await cli(['frobnicate'])).err).toMatch(/unknown command "frobnicate"; the commands are add, list, pause, resume, remove, import-items/);
+    expect((await cli(['frobnicate'])).err).toMatch(/unknown command "frobnicate"; the commands are add, list, pause, resume, remove, seal, import-items/);
     expect(await cli(['list', '--purge'])).toMatchObject({ status: 2, err: expect.stringMatching(/list takes no --purge/) });
+    expect(await cli(['list', '--connections-key', sealing.keyArn])).toMatchObject({ status: 2, err: expect.stringMatching(/list takes no --connections-key/) });
     expect(await cli(['list', '--nope'])).toMatchObject({ status: 2, err: expect.stringMatching(/Unknown option '--nope'/) });
     expect(await cli(['pause'])).toMatchObject({ status: 2, err: expect.stringMatching(/pause takes one connection id/) });
     expect(await cli(['remove', 'acme', '--yes'])).toMatchObject({ status: 2, err: expect.stringMatching(/--yes goes with --purge/) });

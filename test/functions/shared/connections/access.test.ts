@@ -6,6 +6,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
+import { KMSClient } from '@aws-sdk/client-kms';
 import { createConnectionAccess } from '../../../../functions/shared/connections/access.js';
 import {
   BUSY_WAIT_SECONDS,
@@ -26,11 +27,12 @@ import { expectNoToken, FakeClock, FakeProvider, FakeTokenSlots, MemoryConnectio
 const MINUTE = 60_000;
 const config: Pick<
   SyncConfig,
-  'connectionsTableName' | 'controlTableName' | 'tokenRefreshMinutes' | 'tokenRequestsPerSecond' | 'tokenCacheSeconds' | 'connectionWaitSeconds' | 'paceScope'
+  'connectionsTableName' | 'connectionsKeyArn' | 'controlTableName' | 'tokenRefreshMinutes' | 'tokenRequestsPerSecond' | 'tokenCacheSeconds' | 'connectionWaitSeconds' | 'paceScope'
 > & {
   provider: { timeoutMs: number };
 } = {
   connectionsTableName: 'connections',
+  connectionsKeyArn: 'arn:aws:kms:eu-west-1:000000000000:key/00000000-0000-4000-8000-000000000000',
   controlTableName: 'control',
   tokenRefreshMinutes: 30,
   // Far above what a test asks for: the token pace grants at once (its own tests are in token-pace.test.ts).
@@ -55,6 +57,7 @@ function setup(overrides: Partial<typeof config> = {}, cacheSize?: number) {
     createConnectionAccess({
       config: { ...config, ...overrides },
       dynamodb: new DynamoDBClient({}),
+      kms: new KMSClient({}),
       provider,
       clock,
       logger: log,

@@ -9,6 +9,9 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { DynamoMeter, instrumentDynamo } from '../../../../dev/fakes/dynamo-meter.js';
 import { startDynalite, type Dynalite } from '../../../../dev/fakes/dynalite.js';
 import { DynamoDbConnectionStore } from '../../../../functions/shared/adapters/dynamodb-connection-store.js';
+import { testSealing } from '../../../support/sealer.js';
+
+const sealing = testSealing();
 
 const AT = '2026-11-24T10:00:00.000Z';
 const NOW = Date.parse(AT);
@@ -35,7 +38,7 @@ describe('DynamoDbConnectionStore against dynalite', () => {
   beforeEach(async () => {
     const name = `connections-${++table}`;
     await dynamo.createConnectionsTable(name);
-    store = new DynamoDbConnectionStore(client, name);
+    store = new DynamoDbConnectionStore(client, name, { sealer: sealing.sealer });
   });
 
   const lease = (owner: string, now = NOW) => ({ owner, until: now + 300_000, now });
@@ -51,6 +54,7 @@ describe('DynamoDbConnectionStore against dynalite', () => {
       health: { consecutiveFailures: 0 },
       createdAt: AT,
       updatedAt: AT,
+      credentialsAt: AT,
     });
     const taken = await store.takeRefreshLease('acme', lease('one'));
     expect(taken.kind).toBe('taken');
@@ -78,7 +82,7 @@ describe('DynamoDbConnectionStore against dynalite', () => {
     const draws = [0];
     const losing = instrumentDynamo(dynamo.client(), meter, { random: () => draws.shift() ?? 1, throttleRate: 0, unprocessedRate: 0, lostAckRate: 0.5 });
     try {
-      const taken = await new DynamoDbConnectionStore(losing, store.tableName).takeRefreshLease('acme', lease('one'));
+      const taken = await new DynamoDbConnectionStore(losing, store.tableName, { sealer: sealing.sealer }).takeRefreshLease('acme', lease('one'));
       expect(meter.injected.lostAcks).toBe(1);
       expect(meter.requests['UpdateItem']).toBe(2);
       expect(taken).toMatchObject({ kind: 'taken', record: { connection: 'acme', refreshToken: RT, refreshLease: { owner: 'one', until: NOW + 300_000 } } });
@@ -104,7 +108,7 @@ describe('DynamoDbConnectionStore against dynalite', () => {
   it('a rotated refresh token is stored with the access token; the version is raised and the lease released', async () => {
     await store.putCredentials({ connection: 'acme', clientId: 'client-1', refreshToken: RT, at: AT });
     await store.takeRefreshLease('acme', lease('one'));
-    expect(await store.completeRefresh({ connection: 'acme', owner: 'one', credentialsVersion: 1, accessToken: AT_TOKEN, refreshedAt: AT, rotatedRefreshToken: ROTATED })).toEqual({ kind: 'written', status: 'active' });
+    expect(await store.completeRefresh({ connection: 'acme', owner: 'one', credentialsVersion: 1, accessToken: AT_TOKEN, refreshedAt: AT, rotatedRefreshToken: ROTATED })).toEqual({ kind: 'written', status: 'active', accessTokenStamp: expect.any(String) });
     const record = await store.get('acme', { consistent: true });
     expect(record).toMatchObject({ refreshToken: ROTATED, accessToken: AT_TOKEN, refreshedAt: AT, credentialsVersion: 2, health: { lastSuccessAt: AT, consecutiveFailures: 0 } });
     expect(record?.refreshLease).toBeUndefined();
@@ -125,7 +129,7 @@ describe('DynamoDbConnectionStore against dynalite', () => {
     await store.putCredentials({ connection: 'acme', clientId: 'client-1', refreshToken: RT, at: AT });
     await store.takeRefreshLease('acme', lease('one'));
     expect(await store.setStatus('acme', 'paused', ['active', 'failing'], AT)).toBe('written');
-    expect(await store.completeRefresh({ connection: 'acme', owner: 'one', credentialsVersion: 1, accessToken: AT_TOKEN, refreshedAt: AT, rotatedRefreshToken: ROTATED })).toEqual({ kind: 'written', status: 'paused' });
+    expect(await store.completeRefresh({ connection: 'acme', owner: 'one', credentialsVersion: 1, accessToken: AT_TOKEN, refreshedAt: AT, rotatedRefreshToken: ROTATED })).toEqual({ kind: 'written', status: 'paused', accessTokenStamp: expect.any(String) });
     expect(await store.get('acme', { consistent: true })).toMatchObject({ status: 'paused', refreshToken: ROTATED, accessToken: AT_TOKEN });
   });
 
@@ -137,6 +141,7 @@ describe('DynamoDbConnectionStore against dynalite', () => {
     expect(await store.completeRefresh({ connection: 'acme', owner: 'one', credentialsVersion: 1, accessToken: AT_TOKEN, refreshedAt: AT, rotatedRefreshToken: ROTATED })).toEqual({
       kind: 'written',
       status: 'active',
+      accessTokenStamp: expect.any(String),
     });
     expect(await store.get('acme', { consistent: true })).toMatchObject({ accessToken: AT_TOKEN, refreshToken: ROTATED, credentialsVersion: 2, refreshLease: { owner: 'two', until: later + 300_000 } });
     expect(await store.failRefresh({ connection: 'acme', owner: 'one', credentialsVersion: 2, at: AT, reason: 'getToken: HTTP 503', refused: false })).toBe('written');
@@ -146,7 +151,7 @@ describe('DynamoDbConnectionStore against dynalite', () => {
     await store.releaseRefreshLease('acme', 'two');
     expect((await store.get('acme', { consistent: true }))?.refreshLease).toBeUndefined();
     // No lease at all: the result is written too.
-    expect(await store.completeRefresh({ connection: 'acme', owner: 'one', credentialsVersion: 2, accessToken: 'at-store-secret-0002', refreshedAt: AT })).toEqual({ kind: 'written', status: 'active' });
+    expect(await store.completeRefresh({ connection: 'acme', owner: 'one', credentialsVersion: 2, accessToken: 'at-store-secret-0002', refreshedAt: AT })).toEqual({ kind: 'written', status: 'active', accessTokenStamp: expect.any(String) });
     expect((await store.get('acme', { consistent: true }))?.accessToken).toBe('at-store-secret-0002');
   });
 
@@ -154,7 +159,7 @@ describe('DynamoDbConnectionStore against dynalite', () => {
     await store.putCredentials({ connection: 'acme', clientId: 'client-1', refreshToken: RT, at: AT });
     await store.takeRefreshLease('acme', lease('one'));
     await store.setStatus('acme', 'paused', ['active'], AT);
-    expect(await store.completeRefresh({ connection: 'acme', owner: 'one', credentialsVersion: 1, accessToken: AT_TOKEN, refreshedAt: AT })).toEqual({ kind: 'written', status: 'paused' });
+    expect(await store.completeRefresh({ connection: 'acme', owner: 'one', credentialsVersion: 1, accessToken: AT_TOKEN, refreshedAt: AT })).toEqual({ kind: 'written', status: 'paused', accessTokenStamp: expect.any(String) });
     expect((await store.get('acme', { consistent: true }))?.refreshLease).toBeUndefined();
   });
 

@@ -14,7 +14,14 @@ import {
 } from '@aws-sdk/client-dynamodb';
 import { mockClient } from 'aws-sdk-client-mock';
 import { beforeEach, describe, expect, it } from 'vitest';
-import { DynamoDbConnectionStore, toRecord } from '../../../../functions/shared/adapters/dynamodb-connection-store.js';
+import { DynamoDbConnectionStore, toListing } from '../../../../functions/shared/adapters/dynamodb-connection-store.js';
+import { stampOf, type Sealer } from '../../../../functions/shared/connections/sealing.js';
+
+/** Seals a token as `sealed:<connection>:<token>`: the commands below show what was sealed, and for which connection. */
+const VISIBLE_SEALER: Sealer = {
+  seal: async (connection, token) => `sealed:${connection}:${token}`,
+  open: async (connection, stored) => (stored.startsWith(`sealed:${connection}:`) ? stored.slice(`sealed:${connection}:`.length) : stored),
+};
 import { ConfigError, TransientError } from '../../../../functions/shared/errors.js';
 
 const TABLE = 'content-sync-connections';
@@ -28,7 +35,7 @@ describe('DynamoDbConnectionStore: the exact commands', () => {
   // This instance only: the dynalite tests below use real clients.
   const mocked = new DynamoDBClient({});
   const mock = mockClient(mocked);
-  const store = new DynamoDbConnectionStore(mocked, TABLE);
+  const store = new DynamoDbConnectionStore(mocked, TABLE, { sealer: VISIBLE_SEALER });
   const key = { connection: { S: 'acme' } };
 
   beforeEach(() => mock.reset());
@@ -43,7 +50,7 @@ describe('DynamoDbConnectionStore: the exact commands', () => {
     ]);
   });
 
-  it('putCredentials: one UpdateItem that sets active, raises the version and clears tokens, health and lease', async () => {
+  it('putCredentials: one UpdateItem that sets active with the token sealed for its connection, raises the version and clears tokens, health, lease and erase', async () => {
     mock.on(UpdateItemCommand).resolves({ Attributes: { status: { S: 'failing' } } });
     expect(await store.putCredentials({ connection: 'acme', clientId: 'client-1', refreshToken: RT, at: AT })).toBe('replaced');
     expect(mock).toReceiveCommandWith(UpdateItemCommand, {
@@ -52,13 +59,13 @@ describe('DynamoDbConnectionStore: the exact commands', () => {
       UpdateExpression:
         'SET clientId = :clientId, #status = :active, refreshToken = :refreshToken, ' +
         'credentialsVersion = if_not_exists(credentialsVersion, :zero) + :one, consecutiveFailures = :zero, ' +
-        'createdAt = if_not_exists(createdAt, :at), updatedAt = :at ' +
-        'REMOVE accessToken, refreshedAt, lastSuccessAt, lastFailureAt, lastFailureReason, leaseOwner, leaseUntil',
-      ExpressionAttributeNames: { '#status': 'status' },
+        'createdAt = if_not_exists(createdAt, :at), updatedAt = :at, credentialsAt = :at ' +
+        'REMOVE accessToken, refreshedAt, lastSuccessAt, lastFailureAt, lastFailureReason, leaseOwner, leaseUntil, #erase',
+      ExpressionAttributeNames: { '#status': 'status', '#erase': 'erase' },
       ExpressionAttributeValues: {
         ':clientId': { S: 'client-1' },
         ':active': { S: 'active' },
-        ':refreshToken': { S: RT },
+        ':refreshToken': { S: `sealed:acme:${RT}` },
         ':zero': { N: '0' },
         ':one': { N: '1' },
         ':at': { S: AT },
@@ -116,10 +123,10 @@ describe('DynamoDbConnectionStore: the exact commands', () => {
       ConditionExpression: 'credentialsVersion = :version AND #status IN (:active, :failing) AND leaseOwner = :owner',
       ExpressionAttributeNames: { '#status': 'status' },
       ExpressionAttributeValues: {
-        ':accessToken': { S: AT_TOKEN },
+        ':accessToken': { S: `sealed:acme:${AT_TOKEN}` },
         ':refreshedAt': { S: AT },
         ':zero': { N: '0' },
-        ':refreshToken': { S: ROTATED },
+        ':refreshToken': { S: `sealed:acme:${ROTATED}` },
         ':one': { N: '1' },
         ':version': { N: '3' },
         ':owner': { S: 'me' },
@@ -148,7 +155,7 @@ describe('DynamoDbConnectionStore: the exact commands', () => {
     mock.on(UpdateItemCommand).rejectsOnce(failed).resolves({});
     mock.on(GetItemCommand).resolves({ Item: row({ credentialsVersion: { N: '3' }, status: { S: 'paused' }, leaseOwner: { S: 'other' }, leaseUntil: { N: String(NOW) } }) });
     const input = { connection: 'acme', owner: 'me', credentialsVersion: 3, accessToken: AT_TOKEN, refreshedAt: AT };
-    expect(await store.completeRefresh(input)).toEqual({ kind: 'written', status: 'paused' });
+    expect(await store.completeRefresh(input)).toEqual({ kind: 'written', status: 'paused', accessTokenStamp: expect.any(String) });
     const second = mock.commandCalls(UpdateItemCommand)[1]!.args[0].input;
     expect(second.ConditionExpression).toBe('credentialsVersion = :version AND #status = :seen AND (attribute_not_exists(leaseOwner) OR leaseOwner <> :owner)');
     expect(second.UpdateExpression).not.toContain('REMOVE');
@@ -281,10 +288,10 @@ function row(overrides: Record<string, AttributeValue>): Record<string, Attribut
   };
 }
 
-describe('toRecord', () => {
-  it('reads every attribute', () => {
+describe('toListing', () => {
+  it('reads every attribute but the tokens, which it names by their stamp only', () => {
     expect(
-      toRecord(
+      toListing(
         row({
           accessToken: { S: AT_TOKEN },
           refreshedAt: { S: AT },
@@ -297,15 +304,16 @@ describe('toRecord', () => {
           leaseUntil: { N: '5' },
           idsKnown: { N: '9' },
           lastWriteAt: { S: AT },
+          credentialsAt: { S: AT },
+          erase: { M: { state: { S: 'running' }, startedAt: { S: AT }, notBefore: { S: AT }, rowsDeleted: { N: '3' }, objectsDeleted: { N: '1' } } },
         }),
       ),
     ).toEqual({
       connection: 'acme',
       clientId: 'client-1',
       status: 'active',
-      refreshToken: RT,
       credentialsVersion: 1,
-      accessToken: AT_TOKEN,
+      accessTokenStamp: stampOf(AT_TOKEN),
       refreshedAt: AT,
       lastUsedAt: AT,
       health: { lastSuccessAt: AT, lastFailureAt: AT, lastFailureReason: 'why', consecutiveFailures: 2 },
@@ -314,6 +322,8 @@ describe('toRecord', () => {
       updatedAt: AT,
       idsKnown: 9,
       lastWriteAt: AT,
+      credentialsAt: AT,
+      erase: { state: 'running', startedAt: AT, notBefore: AT, rowsDeleted: 3, objectsDeleted: 1 },
     });
   });
 });

@@ -1,11 +1,12 @@
 /**
- * Fakes for the connections' tests: an in-memory ConnectionStore with the adapter's conditional
- * semantics (the DynamoDB adapter's own tests hold it to DynamoDB's), a provider whose getToken
+ * Fakes for the connections' tests: an in-memory ConnectionStore (tokens kept in clear; each
+ * access token's stamp is that of its clear value) with the adapter's conditional semantics (the DynamoDB adapter's own tests hold it to DynamoDB's), a provider whose getToken
  * answers per refresh token and can be held open, a token pace that says what it is told and keeps
  * what it is told back, a log that keeps its lines, and a clock.
  */
-import type { ConnectionRecord, ConnectionStatus } from '../../../../functions/shared/connections/connection.js';
-import type { ConnectionStore, TokenSlot, TokenSlots } from '../../../../functions/shared/connections/ports.js';
+import type { ConnectionListing, ConnectionRecord, ConnectionStatus, EraseProgress } from '../../../../functions/shared/connections/connection.js';
+import type { ConnectionPage, ConnectionStore, TokenSlot, TokenSlots } from '../../../../functions/shared/connections/ports.js';
+import { stampOf } from '../../../../functions/shared/connections/sealing.js';
 import type { RequestResult } from '../../../../functions/shared/provider/pace/provider-pace.js';
 import { ProviderError } from '../../../../functions/shared/errors.js';
 import type { Clock, Credentials, Log, ProviderClient, TokenGrant } from '../../../../functions/shared/ports.js';
@@ -46,7 +47,52 @@ export class MemoryConnectionStore implements ConnectionStore {
 
   row(connection: string): ConnectionRecord | undefined {
     const row = this.rows.get(connection);
-    return row && structuredClone(row);
+    if (!row) return undefined;
+    const copy = structuredClone(row);
+    delete copy.accessTokenStamp;
+    return copy.accessToken === undefined ? copy : { ...copy, accessTokenStamp: stampOf(copy.accessToken) };
+  }
+
+  private listing(connection: string): ConnectionListing | undefined {
+    const row = this.row(connection);
+    if (!row) return undefined;
+    const { refreshToken: _refresh, accessToken: _access, ...listing } = row;
+    return listing;
+  }
+
+  async view(connection: string): Promise<ConnectionListing | undefined> {
+    this.enter('view');
+    return this.listing(connection);
+  }
+
+  async page(options: { status?: ConnectionStatus; limit: number; after?: string }): Promise<ConnectionPage> {
+    this.enter('page');
+    const all = [...this.rows.keys()].sort().filter((c) => (options.after === undefined || c > options.after) && (options.status === undefined || this.rows.get(c)!.status === options.status));
+    const connections = all.slice(0, options.limit).map((c) => this.listing(c)!);
+    return { connections, ...(all.length > options.limit ? { after: connections.at(-1)!.connection } : {}) };
+  }
+
+  async requestErase(connection: string, erase: { startedAt: string; notBefore: string }): Promise<'written' | 'requested' | 'missing' | 'conflict'> {
+    this.enter('requestErase');
+    const row = this.rows.get(connection);
+    if (!row) return 'missing';
+    if (row.status !== 'removed') return 'conflict';
+    if (row.erase) return 'requested';
+    row.erase = { state: 'waiting', startedAt: erase.startedAt, notBefore: erase.notBefore, rowsDeleted: 0, objectsDeleted: 0 };
+    return 'written';
+  }
+
+  async updateErase(connection: string, progress: EraseProgress): Promise<boolean> {
+    this.enter('updateErase');
+    const row = this.rows.get(connection);
+    if (!row || row.status !== 'removed' || row.erase?.startedAt !== progress.startedAt) return false;
+    row.erase = { ...progress };
+    return true;
+  }
+
+  async sealClearTokens(): Promise<number> {
+    this.enter('sealClearTokens');
+    return 0;
   }
 
   private enter(operation: string): void {
@@ -63,9 +109,9 @@ export class MemoryConnectionStore implements ConnectionStore {
     return this.row(connection);
   }
 
-  async *list(): AsyncIterable<ConnectionRecord> {
+  async *list(): AsyncIterable<ConnectionListing> {
     this.enter('list');
-    for (const connection of [...this.rows.keys()].sort()) yield this.row(connection)!;
+    for (const connection of [...this.rows.keys()].sort()) yield this.listing(connection)!;
   }
 
   async putCredentials(input: { connection: string; clientId: string; refreshToken: string; at: string }): Promise<'created' | 'replaced'> {
@@ -117,7 +163,7 @@ export class MemoryConnectionStore implements ConnectionStore {
     if (!(row.status === 'active' || (lease.includeFailing && row.status === 'failing'))) return { kind: 'not-refreshable' as const, status: row.status };
     if (row.refreshLease && row.refreshLease.until >= lease.now) return { kind: 'held' as const, until: row.refreshLease.until };
     row.refreshLease = { owner: lease.owner, until: lease.until };
-    return { kind: 'taken' as const, record: structuredClone(row) };
+    return { kind: 'taken' as const, record: this.row(connection)! };
   }
 
   async completeRefresh(input: {
@@ -127,7 +173,7 @@ export class MemoryConnectionStore implements ConnectionStore {
     accessToken: string;
     refreshedAt: string;
     rotatedRefreshToken?: string;
-  }): Promise<{ kind: 'written'; status: ConnectionStatus } | { kind: 'conflict' }> {
+  }): Promise<{ kind: 'written'; status: ConnectionStatus; accessTokenStamp: string } | { kind: 'conflict' }> {
     await Promise.resolve();
     this.enter('completeRefresh');
     const row = this.rows.get(input.connection);
@@ -141,7 +187,7 @@ export class MemoryConnectionStore implements ConnectionStore {
     }
     if (row.status === 'failing') row.status = 'active';
     if (row.refreshLease?.owner === input.owner) delete row.refreshLease;
-    return { kind: 'written', status: row.status };
+    return { kind: 'written', status: row.status, accessTokenStamp: stampOf(input.accessToken) };
   }
 
   async failRefresh(input: { connection: string; owner: string; credentialsVersion: number; at: string; reason: string; refused: boolean }): Promise<'written' | 'conflict'> {

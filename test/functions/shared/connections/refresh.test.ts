@@ -8,6 +8,7 @@ import { describe, expect, it } from 'vitest';
 import { refreshConnection, REFRESH_LEASE_MS, STATUS_CHANGE_MESSAGE, type RefreshPorts } from '../../../../functions/shared/connections/refresh.js';
 import { expectNoToken, FakeClock, FakeProvider, FakeTokenSlots, MemoryConnectionStore, MemoryLog, providerError, T0 } from './fakes.js';
 import { ProviderError, TransientError } from '../../../../functions/shared/errors.js';
+import { stampOf } from '../../../../functions/shared/connections/sealing.js';
 
 const RT = 'rt-acme-secret';
 
@@ -43,6 +44,7 @@ describe('refreshConnection', () => {
       connection: 'acme',
       clientId: 'client-acme',
       token: 'at-new-secret',
+      stamp: stampOf('at-new-secret'),
       refreshedAt: new Date(T0).toISOString(),
       rotated: false,
       previousStatus: 'active',
@@ -195,19 +197,20 @@ describe('refreshConnection', () => {
     const { store, provider, ports } = setup();
     store.rows.get('acme')!.accessToken = 'at-newer-secret';
     store.rows.get('acme')!.refreshedAt = new Date(T0 - 1000).toISOString();
-    const seen = { token: 'at-older-secret', refreshedAt: T0 - 31 * 60_000 };
+    const seen = { stamp: stampOf('at-older-secret'), refreshedAt: T0 - 31 * 60_000 };
     expect(await refreshConnection(ports, 'acme', { ...ACME, seen })).toEqual({
       kind: 'current',
       connection: 'acme',
       clientId: 'client-acme',
       token: 'at-newer-secret',
+      stamp: stampOf('at-newer-secret'),
       refreshedAt: new Date(T0 - 1000).toISOString(),
       status: 'active',
     });
     expect(provider.calls).toHaveLength(0);
     expect(store.row('acme')?.refreshLease).toBeUndefined();
     // The token the caller saw (or refused) is still the row's: refreshed.
-    expect(await refreshConnection(ports, 'acme', { ...ACME, seen: { token: 'at-newer-secret', refreshedAt: T0 - 1000 } })).toMatchObject({ kind: 'refreshed' });
+    expect(await refreshConnection(ports, 'acme', { ...ACME, seen: { stamp: stampOf('at-newer-secret'), refreshedAt: T0 - 1000 } })).toMatchObject({ kind: 'refreshed' });
     // A caller that saw no token takes any token the row holds.
     expect(await refreshConnection(ports, 'acme', { ...ACME, seen: {} })).toMatchObject({ kind: 'current' });
     // Without `seen`, always a refresh.

@@ -1,12 +1,12 @@
 /**
- * A connection's last reconciliation pass, as `list` shows it, from the reconciler's cursor (one
+ * A connection's last reconciliation pass, as its view shows it (view.ts), from the reconciler's cursor (one
  * control-table row: the pass running or last ended, and the one before it). A pass scans the
  * whole items table once, every connection's rows together: a pass that started after a
  * connection was added and has ended re-checked every id the connection held when it started. So
  * a connection's last pass is the latest such pass the cursor still records; none when the
  * connection was added after the last ended pass began (or reconciliation is off).
  */
-import type { Cursor, PassRecord } from '../../functions/reconciler/ports.js';
+import type { Cursor, PassRecord } from '../../reconciler/ports.js';
 
 export interface LastPass {
   pass: number;

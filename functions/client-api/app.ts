@@ -1,0 +1,98 @@
+/**
+ * The client API's handler, built from its dependencies (handler.ts builds it once per container
+ * from the environment): API Gateway's HTTP API event (payload 2.0) to a request for routes.ts,
+ * over the connections' core (functions/shared/connections/operations.ts) on the connections table
+ * (tokens sealed under CONNECTIONS_KEY_ARN), the reconciler's cursor (each connection's last pass),
+ * the sync and reconcile queues (the lanes) and the erase queue. One log line per request: method,
+ * route, status, connection, duration; never a body, a header or a token. An error the caller
+ * cannot fix is a 500 `internal` (a TransientError a 503 `unavailable`: trying again may pass).
+ */
+import type { DynamoDBClient } from '@aws-sdk/client-dynamodb';
+import type { KMSClient } from '@aws-sdk/client-kms';
+import type { SQSClient } from '@aws-sdk/client-sqs';
+import type { APIGatewayProxyEventV2, APIGatewayProxyStructuredResultV2 } from 'aws-lambda';
+import { DynamoDbCursorStore } from '../reconciler/adapters/dynamodb-cursor-store.js';
+import { sealedConnectionStore } from '../shared/adapters/sealed-connection-store.js';
+import { SqsEraseScheduler } from '../shared/adapters/sqs-erase-scheduler.js';
+import { SqsIdLanes } from '../shared/adapters/sqs-id-lanes.js';
+import type { ApiConfig } from '../shared/client-config.js';
+import { ConnectionOperations } from '../shared/connections/operations.js';
+import type { ConnectionStore } from '../shared/connections/ports.js';
+import { TransientError } from '../shared/errors.js';
+import { API_SERVICE } from '../shared/metric-names.js';
+import { createLogger, describeError } from '../shared/observability.js';
+import { systemClock, type Clock } from '../shared/ports.js';
+import { route, type ApiRequest, type ApiResponse } from './routes.js';
+
+export interface ApiHandlerDeps {
+  config: ApiConfig;
+  dynamodb: DynamoDBClient;
+  kms: KMSClient;
+  sqs: SQSClient;
+  clock?: Clock;
+  logger?: ReturnType<typeof createLogger>;
+  /** The connections table; default the sealed DynamoDB adapter. */
+  store?: ConnectionStore;
+}
+
+export type ApiHandler = (event: APIGatewayProxyEventV2) => Promise<APIGatewayProxyStructuredResultV2>;
+
+export function createApiHandler(deps: ApiHandlerDeps): ApiHandler {
+  const { config } = deps;
+  const logger = deps.logger ?? createLogger(API_SERVICE);
+  const clock = deps.clock ?? systemClock;
+  const cursors = new DynamoDbCursorStore(deps.dynamodb, config.controlTableName);
+  const operations = new ConnectionOperations(
+    {
+      store: deps.store ?? sealedConnectionStore({ dynamodb: deps.dynamodb, kms: deps.kms, config }),
+      clock,
+      cursor: () => cursors.read(),
+      erasures: new SqsEraseScheduler(deps.sqs, config.eraseQueueUrl),
+      lanes: new SqsIdLanes(deps.sqs, { users: config.syncQueueUrl, background: config.reconcileQueueUrl }),
+    },
+    { freshnessHours: config.freshnessHours, eraseSettleSeconds: config.eraseSettleSeconds },
+  );
+
+  return async function handler(event) {
+    const started = clock.now().getTime();
+    const request = requestOf(event);
+    let response: ApiResponse;
+    try {
+      response = await route(operations, request);
+    } catch (error) {
+      const transient = error instanceof TransientError;
+      logger.error('request failed', { method: request.method, error: describeError(error) });
+      response = {
+        statusCode: transient ? 503 : 500,
+        body: { error: { code: transient ? 'unavailable' : 'internal', message: transient ? 'a service the API depends on failed for now: try again' : 'the request failed inside the API: its log line says why' } },
+      };
+    }
+    logger.info('request', {
+      method: request.method,
+      route: response.route ?? 'none',
+      status: response.statusCode,
+      ...(response.connection !== undefined ? { connection: response.connection } : {}),
+      durationMs: clock.now().getTime() - started,
+    });
+    return { statusCode: response.statusCode, headers: { 'content-type': 'application/json' }, body: JSON.stringify(response.body) };
+  };
+}
+
+/** What routes.ts reads of the event. */
+export function requestOf(event: APIGatewayProxyEventV2): ApiRequest {
+  const body = event.body === undefined || event.body === null ? undefined : Buffer.from(event.body, event.isBase64Encoded ? 'base64' : 'utf8');
+  return {
+    method: event.requestContext?.http?.method ?? 'GET',
+    rawPath: event.rawPath ?? '/',
+    query: parseQuery(event.rawQueryString ?? ''),
+    headers: event.headers ?? {},
+    body,
+  };
+}
+
+/** The query string's parameters, each percent-decoded once; a repeated one keeps its last value. */
+function parseQuery(raw: string): Record<string, string> {
+  const query: Record<string, string> = {};
+  for (const [key, value] of new URLSearchParams(raw)) query[key] = value;
+  return query;
+}

@@ -1,0 +1,212 @@
+/**
+ * The client API's routes (contract, "The client API"; docs/client-api.md): an HTTP request as API
+ * Gateway's HTTP API gives it (payload 2.0, reduced to what is read here) to one call of the
+ * connections' core (functions/shared/connections/operations.ts), and its outcome to a status and a
+ * JSON body. No AWS import.
+ *
+ * The path is split on `/` and each segment percent-decoded once (an id holding `/` is sent as
+ * `%2F`). A refusal is `{"error": {"code", "message"}}`: 400 `bad-request`, 404 `not-found` (an
+ * unknown route too), 409 `conflict`, 413 `too-large` (a body over MAX_BODY_BYTES). A body is read
+ * only where the route takes one, and must be a JSON object with the route's fields and no other;
+ * no answer ever quotes a refused value or a token.
+ */
+import { LANES, type ConnectionOperations, type Lane, type Outcome } from '../shared/connections/operations.js';
+import type { ConnectionView } from '../shared/connections/view.js';
+
+/** The largest body accepted (contract: 1 MiB). */
+export const MAX_BODY_BYTES = 1024 * 1024;
+
+export interface ApiRequest {
+  method: string;
+  /** The path as sent, percent-encoded (API Gateway's `rawPath`). */
+  rawPath: string;
+  query: Readonly<Record<string, string | undefined>>;
+  headers: Readonly<Record<string, string | undefined>>;
+  /** The body's bytes; undefined when there is none. */
+  body: Buffer | undefined;
+}
+
+export interface ApiResponse {
+  statusCode: number;
+  body: unknown;
+  /** The route as matched (`PUT /connections/{connection}`), for the log line; undefined for none. */
+  route?: string;
+  /** The connection the request was for, when it named a valid one (log lines know their connection). */
+  connection?: string;
+}
+
+export type ErrorCode = 'bad-request' | 'not-found' | 'conflict' | 'too-large' | 'cursor-expired';
+
+const STATUS: Record<ErrorCode, number> = { 'bad-request': 400, 'not-found': 404, conflict: 409, 'cursor-expired': 410, 'too-large': 413 };
+
+export function errorResponse(code: ErrorCode, message: string, extra: Record<string, unknown> = {}): ApiResponse {
+  return { statusCode: STATUS[code], body: { error: { code, message }, ...extra } };
+}
+
+/** A refusal of the request's input, before any route runs. */
+class BadInput extends Error {
+  constructor(
+    readonly code: ErrorCode,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+export async function route(operations: ConnectionOperations, request: ApiRequest): Promise<ApiResponse> {
+  let segments: string[];
+  try {
+    segments = splitPath(request.rawPath);
+  } catch (error) {
+    if (error instanceof BadInput) return errorResponse(error.code, error.message);
+    throw error;
+  }
+  const method = request.method.toUpperCase();
+  const [root, connection, sub, id, ...rest] = segments;
+  const named = (response: ApiResponse, routeKey: string): ApiResponse => ({ ...response, route: routeKey, ...(connection !== undefined ? { connection } : {}) });
+  try {
+    if (root !== 'connections' || rest.length > 0) return notFound(method, request.rawPath);
+    if (connection === undefined) {
+      if (method !== 'GET') return wrongMethod(method, '/connections', ['GET']);
+      noBody(request);
+      return { ...(await list(operations, request.query)), route: 'GET /connections' };
+    }
+    if (sub === undefined) {
+      switch (method) {
+        case 'PUT': {
+          const body = jsonBody(request, ['clientId', 'refreshToken'], ['clientId', 'refreshToken']);
+          const clientId = stringField(body, 'clientId');
+          const refreshToken = stringField(body, 'refreshToken');
+          const outcome = await operations.put(connection, { clientId, refreshToken });
+          return named(answer(outcome, (value) => ({ statusCode: 200, body: value.view })), 'PUT /connections/{connection}');
+        }
+        case 'GET':
+          noBody(request);
+          return named(answer(await operations.get(connection), view200), 'GET /connections/{connection}');
+        case 'DELETE': {
+          noBody(request);
+          const erase = request.query['erase'];
+          if (erase !== undefined && erase !== 'true' && erase !== 'false') throw new BadInput('bad-request', 'erase must be true or false');
+          if (erase === 'true') return named(answer(await operations.erase(connection), (view) => ({ statusCode: 202, body: view })), 'DELETE /connections/{connection}?erase=true');
+          return named(answer(await operations.remove(connection), view200), 'DELETE /connections/{connection}');
+        }
+        default:
+          return wrongMethod(method, '/connections/{connection}', ['PUT', 'GET', 'DELETE']);
+      }
+    }
+    if (id === undefined && (sub === 'pause' || sub === 'resume')) {
+      if (method !== 'POST') return wrongMethod(method, `/connections/{connection}/${sub}`, ['POST']);
+      noBody(request);
+      const outcome = sub === 'pause' ? await operations.pause(connection) : await operations.resume(connection);
+      return named(answer(outcome, view200), `POST /connections/{connection}/${sub}`);
+    }
+    if (id === undefined && sub === 'items' && method === 'POST') {
+      const body = jsonBody(request, ['ids', 'lane'], ['ids']);
+      const ids = body['ids'];
+      if (!Array.isArray(ids)) throw new BadInput('bad-request', 'ids must be an array of item ids');
+      const lane = body['lane'] ?? 'users';
+      if (typeof lane !== 'string' || !(LANES as readonly string[]).includes(lane)) throw new BadInput('bad-request', `lane must be one of ${LANES.join(', ')}`);
+      const outcome = await operations.send(connection, { ids, lane: lane as Lane });
+      return named(answer(outcome, (value) => ({ statusCode: 200, body: value })), 'POST /connections/{connection}/items');
+    }
+    return notFound(method, request.rawPath);
+  } catch (error) {
+    if (error instanceof BadInput) return named(errorResponse(error.code, error.message), `${method} ${request.rawPath.split('?')[0]}`);
+    throw error;
+  }
+}
+
+const view200 = (view: ConnectionView): { statusCode: number; body: unknown } => ({ statusCode: 200, body: view });
+
+function answer<T>(outcome: Outcome<T>, ok: (value: T) => { statusCode: number; body: unknown }): ApiResponse {
+  if (outcome.ok) return ok(outcome.value);
+  return errorResponse(outcome.code, outcome.message, outcome.rejected ? { rejected: outcome.rejected } : {});
+}
+
+async function list(operations: ConnectionOperations, query: ApiRequest['query']): Promise<ApiResponse> {
+  const unknown = Object.keys(query).filter((key) => !['status', 'limit', 'cursor'].includes(key));
+  if (unknown.length > 0) throw new BadInput('bad-request', `GET /connections takes the parameters status, limit and cursor only (not ${unknown.length === 1 ? 'that one' : 'those'})`);
+  const limitText = query['limit'];
+  if (limitText !== undefined && !/^\d{1,7}$/.test(limitText)) throw new BadInput('bad-request', 'limit must be a whole number from 1 to 1000');
+  const after = query['cursor'] === undefined ? undefined : decodeCursor(query['cursor']);
+  const outcome = await operations.list({
+    ...(query['status'] !== undefined ? { status: query['status'] } : {}),
+    ...(limitText !== undefined ? { limit: Number(limitText) } : {}),
+    ...(after !== undefined ? { after } : {}),
+  });
+  return answer(outcome, (page) => ({ statusCode: 200, body: { connections: page.connections, cursor: page.after === undefined ? null : encodeCursor(page.after) } }));
+}
+
+/** A page's cursor: opaque to the caller (base64url of where the next page starts). */
+export function encodeCursor(after: string): string {
+  return Buffer.from(JSON.stringify({ v: 1, after }), 'utf8').toString('base64url');
+}
+
+function decodeCursor(cursor: string): string {
+  try {
+    const parsed = JSON.parse(Buffer.from(cursor, 'base64url').toString('utf8')) as { v?: unknown; after?: unknown };
+    if (parsed.v === 1 && typeof parsed.after === 'string') return parsed.after;
+  } catch {
+    // Below.
+  }
+  throw new BadInput('bad-request', 'the cursor is not one this API gave: pass the cursor of the previous page as it was');
+}
+
+function splitPath(rawPath: string): string[] {
+  const path = rawPath.split('?')[0] ?? '';
+  const parts = path.split('/').filter((part, i, all) => !(part === '' && (i === 0 || i === all.length - 1)));
+  return parts.map((part) => {
+    if (part === '') throw new BadInput('not-found', 'no route has an empty path segment');
+    try {
+      return decodeURIComponent(part);
+    } catch {
+      throw new BadInput('bad-request', 'a path segment is not well-formed percent-encoded UTF-8');
+    }
+  });
+}
+
+function notFound(method: string, rawPath: string): ApiResponse {
+  void rawPath;
+  return errorResponse('not-found', `no route ${method} for that path: the routes are listed in docs/client-api.md`);
+}
+
+function wrongMethod(method: string, path: string, allowed: string[]): ApiResponse {
+  return errorResponse('not-found', `no route ${method} ${path}: it takes ${allowed.join(', ')}`);
+}
+
+function contentTypeOf(request: ApiRequest): string | undefined {
+  const entry = Object.entries(request.headers).find(([name]) => name.toLowerCase() === 'content-type');
+  return entry?.[1]?.split(';')[0]?.trim().toLowerCase();
+}
+
+function noBody(request: ApiRequest): void {
+  if (request.body !== undefined && request.body.length > 0) throw new BadInput('bad-request', 'this route takes no body');
+}
+
+/** The body as a JSON object with only `allowed` fields, `required` among them. */
+function jsonBody(request: ApiRequest, allowed: readonly string[], required: readonly string[]): Record<string, unknown> {
+  const { body } = request;
+  if (body === undefined || body.length === 0) throw new BadInput('bad-request', `this route takes a JSON body with ${required.join(' and ')}`);
+  if (body.length > MAX_BODY_BYTES) throw new BadInput('too-large', `the body is ${body.length} bytes; the limit is ${MAX_BODY_BYTES} bytes (1 MiB)`);
+  const type = contentTypeOf(request);
+  if (type !== 'application/json') throw new BadInput('bad-request', 'the body must be JSON, sent with Content-Type: application/json');
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(new TextDecoder('utf-8', { fatal: true }).decode(body));
+  } catch {
+    throw new BadInput('bad-request', 'the body is not well-formed JSON in UTF-8');
+  }
+  if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) throw new BadInput('bad-request', 'the body must be a JSON object');
+  const fields = parsed as Record<string, unknown>;
+  const extra = Object.keys(fields).filter((key) => !allowed.includes(key));
+  if (extra.length > 0) throw new BadInput('bad-request', `the body may hold only ${allowed.join(', ')}; it holds ${extra.length} other field${extra.length === 1 ? '' : 's'}`);
+  const missing = required.filter((key) => !(key in fields));
+  if (missing.length > 0) throw new BadInput('bad-request', `the body lacks ${missing.join(' and ')}`);
+  return fields;
+}
+
+function stringField(body: Record<string, unknown>, name: string): string {
+  const value = body[name];
+  if (typeof value !== 'string') throw new BadInput('bad-request', `${name} must be a string`);
+  return value;
+}

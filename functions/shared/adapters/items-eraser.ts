@@ -1,0 +1,143 @@
+/**
+ * The ItemsEraser port (functions/shared/connections/erase.ts) on the items table and bucket:
+ * - rows: Query on the partition key `connection` (consistent, 1 MB pages), BatchWriteItem deletes
+ *   of 25, unprocessed ones sent again with backoff;
+ * - objects: every key under `items/<connection>/`, plus the keys its rows named (erase.ts leaves
+ *   out those under another connection's `items/<other>/`), DeleteObjects of up to 1,000.
+ * Only that connection's partition and prefix are ever read or deleted. AWS failures are reported
+ * by name and status only (never a row's values).
+ */
+import { BatchWriteItemCommand, QueryCommand, type AttributeValue, type DynamoDBClient, type WriteRequest } from '@aws-sdk/client-dynamodb';
+import { DeleteObjectsCommand, ListObjectsV2Command, type S3Client } from '@aws-sdk/client-s3';
+import { backoffDelayMs } from '../backoff.js';
+import type { EraseStep, ItemsEraser } from '../connections/erase.js';
+
+type Row = Record<string, AttributeValue>;
+
+/** Attempts at a batch's unprocessed deletes before giving up. */
+const BATCH_ATTEMPTS = 8;
+
+/** A failed AWS call, named without its values. */
+export class AwsCallError extends Error {
+  override readonly name = 'AwsCallError';
+}
+
+export function awsFailure(what: string, error: unknown): AwsCallError {
+  const { name, $metadata } = (error ?? {}) as { name?: string; $metadata?: { httpStatusCode?: number } };
+  const status = $metadata?.httpStatusCode;
+  return new AwsCallError(`${what} failed (${name ?? 'Error'}${status !== undefined ? `, HTTP ${status}` : ''})`);
+}
+
+export async function call<T>(what: string, run: () => Promise<T>): Promise<T> {
+  try {
+    return await run();
+  } catch (error) {
+    throw awsFailure(what, error);
+  }
+}
+
+/** The prefix of a connection's objects in the items bucket. */
+export function objectPrefixOf(connection: string): string {
+  return `items/${connection}/`;
+}
+
+export interface ItemsEraserDeps {
+  dynamodb: DynamoDBClient;
+  /** The S3 client, or how to get it when first needed (a module loaded lazily). */
+  s3: S3Client | (() => Promise<S3Client>);
+  itemsTable: string;
+  itemsBucket: string;
+  sleep: (ms: number) => Promise<void>;
+}
+
+export class AwsItemsEraser implements ItemsEraser {
+  private s3Client: Promise<S3Client> | undefined;
+
+  constructor(private readonly deps: ItemsEraserDeps) {}
+
+  private s3(): Promise<S3Client> {
+    const { s3 } = this.deps;
+    return (this.s3Client ??= typeof s3 === 'function' ? s3() : Promise.resolve(s3));
+  }
+
+  async deleteRows(connection: string, step: EraseStep): Promise<{ deleted: number; objectKeys: string[]; complete: boolean }> {
+    const { dynamodb, itemsTable } = this.deps;
+    let deleted = 0;
+    const objectKeys: string[] = [];
+    let start: Row | undefined;
+    do {
+      const page = await call(`DynamoDB Query on the items table ${itemsTable}`, () =>
+        dynamodb.send(
+          new QueryCommand({
+            TableName: itemsTable,
+            KeyConditionExpression: '#connection = :connection',
+            ProjectionExpression: '#connection, #id, itemObject',
+            ExpressionAttributeNames: { '#connection': 'connection', '#id': 'id' },
+            ExpressionAttributeValues: { ':connection': { S: connection } },
+            ConsistentRead: true,
+            ExclusiveStartKey: start,
+          }),
+        ),
+      );
+      const rows = page.Items ?? [];
+      for (const row of rows) {
+        const key = row['itemObject']?.M?.['key']?.S;
+        if (key !== undefined) objectKeys.push(key);
+      }
+      for (let i = 0; i < rows.length; i += 25) {
+        const requests = rows.slice(i, i + 25).map((row) => ({ DeleteRequest: { Key: { connection: row['connection']!, id: row['id']! } } }));
+        await this.batchWrite(requests);
+        deleted += requests.length;
+      }
+      await step.onProgress?.(deleted);
+      start = page.LastEvaluatedKey;
+    } while (start && !step.stop());
+    return { deleted, objectKeys, complete: start === undefined };
+  }
+
+  async deleteObjects(connection: string, extraKeys: readonly string[], step: EraseStep): Promise<{ deleted: number; complete: boolean }> {
+    const { itemsBucket } = this.deps;
+    const s3 = await this.s3();
+    const prefix = objectPrefixOf(connection);
+    const keys = new Set<string>(extraKeys);
+    let token: string | undefined;
+    do {
+      const page = await call(`S3 ListObjectsV2 on the items bucket ${itemsBucket}`, () =>
+        s3.send(new ListObjectsV2Command({ Bucket: itemsBucket, Prefix: prefix, ContinuationToken: token })),
+      );
+      for (const object of page.Contents ?? []) if (object.Key !== undefined) keys.add(object.Key);
+      token = page.IsTruncated ? page.NextContinuationToken : undefined;
+    } while (token);
+    const all = [...keys];
+    let deleted = 0;
+    for (let i = 0; i < all.length; i += 1000) {
+      if (i > 0 && step.stop()) return { deleted, complete: false };
+      const chunk = all.slice(i, i + 1000);
+      const output = await call(`S3 DeleteObjects on the items bucket ${itemsBucket}`, () =>
+        s3.send(new DeleteObjectsCommand({ Bucket: itemsBucket, Delete: { Objects: chunk.map((Key) => ({ Key })), Quiet: true } })),
+      );
+      const errors = output.Errors ?? [];
+      if (errors.length > 0) {
+        const first = errors[0]!;
+        throw new AwsCallError(`S3 DeleteObjects on the items bucket ${itemsBucket} could not delete ${errors.length} objects (first: ${first.Code ?? 'error'})`);
+      }
+      deleted += chunk.length;
+      await step.onProgress?.(deleted);
+    }
+    return { deleted, complete: true };
+  }
+
+  private async batchWrite(requests: WriteRequest[]): Promise<void> {
+    const { dynamodb, itemsTable } = this.deps;
+    let pending = requests;
+    for (let attempt = 1; pending.length > 0; attempt++) {
+      const output = await call(`DynamoDB BatchWriteItem on the items table ${itemsTable}`, () =>
+        dynamodb.send(new BatchWriteItemCommand({ RequestItems: { [itemsTable]: pending } })),
+      );
+      pending = output.UnprocessedItems?.[itemsTable] ?? [];
+      if (pending.length === 0) return;
+      if (attempt >= BATCH_ATTEMPTS) throw new AwsCallError(`DynamoDB BatchWriteItem on the items table ${itemsTable} left ${pending.length} deletes unprocessed after ${attempt} attempts`);
+      await this.deps.sleep(backoffDelayMs(attempt, { baseMs: 100, capMs: 5_000, jitter: 'equal' }, Math.random));
+    }
+  }
+}

@@ -1,0 +1,80 @@
+/**
+ * The DataKeys port (functions/shared/connections/sealing.ts) on AWS KMS: one GenerateDataKey
+ * (AES_256) per sealed token and one Decrypt per token opened (then cached by the sealer), both
+ * under the operator's key (CONNECTIONS_KEY_ARN, the connections key) with the encryption context
+ * `{"connection": <connection id>}`. KMS binds the data key to that context: a sealed value copied
+ * into another connection's row fails its Decrypt there (InvalidCiphertextException), and
+ * CloudTrail shows each use of the key with the connection it was for.
+ *
+ * AWS failures are re-thrown without values: a SealError for a data key that is not this
+ * connection's or this key's; a ConfigError naming CONNECTIONS_KEY_ARN for a key that does not
+ * exist, is disabled or may not be used; a TransientError for throttling, 5xx and network failures.
+ */
+import { DecryptCommand, GenerateDataKeyCommand, type KMSClient } from '@aws-sdk/client-kms';
+import { ENV } from '../config.js';
+import { SealError, type DataKeys } from '../connections/sealing.js';
+import { ConfigError, TransientError } from '../errors.js';
+
+/** The encryption context every data key of a connection is bound to. */
+export function encryptionContextOf(connection: string): Record<string, string> {
+  return { connection };
+}
+
+const CONFIG_NAMES = new Set(['NotFoundException', 'DisabledException', 'KMSInvalidStateException', 'AccessDeniedException', 'InvalidKeyUsageException', 'KeyUnavailableException']);
+const SEAL_NAMES = new Set(['InvalidCiphertextException', 'IncorrectKeyException']);
+
+/** A KMS client, or how to get one when first needed (a module loaded lazily: functions/item-sync/lazy-modules.ts). */
+export type KmsClientSource = KMSClient | (() => Promise<KMSClient>);
+
+export class KmsDataKeys implements DataKeys {
+  private client: Promise<KMSClient> | undefined;
+
+  constructor(
+    private readonly kms: KmsClientSource,
+    readonly keyArn: string,
+  ) {}
+
+  private kmsClient(): Promise<KMSClient> {
+    return (this.client ??= typeof this.kms === 'function' ? this.kms() : Promise.resolve(this.kms));
+  }
+
+  async generate(connection: string): Promise<{ plaintext: Uint8Array; encrypted: Uint8Array }> {
+    const kms = await this.kmsClient();
+    const output = await this.send('GenerateDataKey', connection, () =>
+      kms.send(new GenerateDataKeyCommand({ KeyId: this.keyArn, KeySpec: 'AES_256', EncryptionContext: encryptionContextOf(connection) })),
+    );
+    if (output.Plaintext?.length !== 32 || !output.CiphertextBlob?.length) {
+      throw new Error(`KMS GenerateDataKey with ${ENV.connectionsKeyArn} answered without a 256-bit data key`);
+    }
+    return { plaintext: output.Plaintext, encrypted: output.CiphertextBlob };
+  }
+
+  async decrypt(connection: string, encrypted: Uint8Array): Promise<Uint8Array> {
+    const kms = await this.kmsClient();
+    const output = await this.send('Decrypt', connection, () =>
+      kms.send(new DecryptCommand({ KeyId: this.keyArn, CiphertextBlob: encrypted, EncryptionContext: encryptionContextOf(connection) })),
+    );
+    if (output.Plaintext?.length !== 32) throw new Error(`KMS Decrypt with ${ENV.connectionsKeyArn} answered without a 256-bit data key`);
+    return output.Plaintext;
+  }
+
+  private async send<T>(operation: string, connection: string, call: () => Promise<T>): Promise<T> {
+    try {
+      return await call();
+    } catch (error) {
+      const { name, $metadata } = (error ?? {}) as { name?: string; $metadata?: { httpStatusCode?: number } };
+      const status = $metadata?.httpStatusCode;
+      const what = `${name ?? 'Error'}${status !== undefined ? `, HTTP ${status}` : ''}`;
+      if (name !== undefined && SEAL_NAMES.has(name)) {
+        throw new SealError(`connection "${connection}": KMS ${operation} refused a sealed token of its row (${what}): it was sealed for another connection or under another key`);
+      }
+      if (name !== undefined && CONFIG_NAMES.has(name)) {
+        throw new ConfigError(ENV.connectionsKeyArn, `KMS ${operation} on ${this.keyArn} failed (${what}): check that the key exists, is enabled and may be used`);
+      }
+      if (name === 'ThrottlingException' || name === 'KMSInternalException' || name === 'DependencyTimeoutException' || status === undefined || status >= 500) {
+        throw new TransientError(`KMS ${operation} failed (${what})`);
+      }
+      throw new Error(`KMS ${operation} failed (${what})`);
+    }
+  }
+}
