@@ -14,14 +14,16 @@ import type { S3Client } from '@aws-sdk/client-s3';
 import type { SQSClient } from '@aws-sdk/client-sqs';
 import type { SyncHandler } from '../../functions/item-sync/app.js';
 import type { ReconcilerHandler } from '../../functions/reconciler/app.js';
-import { RECONCILER_SERVICE, REFRESHER_SERVICE, SYNC_SERVICE } from '../../functions/shared/metric-names.js';
+import { API_SERVICE, ERASER_SERVICE, RECONCILER_SERVICE, REFRESHER_SERVICE, SYNC_SERVICE } from '../../functions/shared/metric-names.js';
+import { callApi, startLocalApi, type LocalApi } from './client-api.js';
+import { describeLifecycleEvent, LifecycleWatch } from './lifecycle-watch.js';
 import type { RefresherResult } from '../../functions/token-refresher/app.js';
 import type { ItemRow } from '../fakes/items-table.js';
 import type { SqsModel } from '../fakes/sqs-model.js';
 import type { KeyMaterial } from '../fakes/kms-model.js';
 import { emulatorAws } from '../system/aws.js';
 import type { ContextOverrides } from '../system/config.js';
-import type { BuiltFunction, RefresherHandler } from '../system/functions.js';
+import type { ApiHandler, BuiltFunction, EraserHandler, RefresherHandler } from '../system/functions.js';
 import type { LocalNames } from '../system/names.js';
 import { streamObservability } from '../system/observability.js';
 import { startStorage } from '../system/storage.js';
@@ -38,6 +40,8 @@ export const LOCAL_NAMES: LocalNames = {
   syncDeadLetterQueue: 'content-sync-items-local-dlq',
   reconcileQueue: 'content-sync-reconcile-local',
   reconcileDeadLetterQueue: 'content-sync-reconcile-local-dlq',
+  eraseQueue: 'content-sync-erase-local',
+  eraseDeadLetterQueue: 'content-sync-erase-local-dlq',
   connectionsTable: 'content-sync-connections-local',
   eventBus: 'content-sync-change-events-local',
 };
@@ -55,6 +59,9 @@ export interface Handlers {
    */
   sweep: BuiltFunction<SyncHandler>;
   reconciler: BuiltFunction<ReconcilerHandler>;
+  /** The client API's function (served on a loopback port: `api`) and the eraser (fed from the erase queue). */
+  api: BuiltFunction<ApiHandler>;
+  eraser: BuiltFunction<EraserHandler>;
 }
 
 /** The provider a run talks to, and how to stop it (its connections are the story's to add). */
@@ -107,6 +114,10 @@ export interface LocalRun {
   handlers: Handlers;
   /** Failures of a sync invocation as a whole (it threw instead of answering). */
   invocationErrors: string[];
+  /** The client API on 127.0.0.1 (client-api.ts). */
+  api: LocalApi;
+  /** The account lifecycle events of the connections' changes (lifecycle-watch.ts). */
+  lifecycle: LifecycleWatch;
 }
 
 export interface RunOutcome {
@@ -123,6 +134,30 @@ export interface RunOutcome {
  */
 export const LOCAL_FRESHNESS_HOURS = 0;
 
+/**
+ * The client API's safety wait before an erase, locally: 2 s instead of the deployed 150 (the
+ * sync's time-out and the token cache): the local run erases once its sync is idle.
+ */
+export const LOCAL_ERASE_SETTLE_SECONDS = 2;
+
+/** The account lifecycle events since the last look, printed (lifecycle-watch.ts). */
+export async function showLifecycle(run: LocalRun): Promise<void> {
+  for (const event of await run.lifecycle.poll()) run.screen.line(`   event ${describeLifecycleEvent(event)}`);
+}
+
+/** Puts a connection's credentials through the client API (the token shown as its variable); throws unless 200. */
+export async function putConnection(run: LocalRun, connection: string, clientId: string, refreshToken: string): Promise<void> {
+  const answer = await callApi(run.api, run.screen, {
+    method: 'PUT',
+    path: `connections/${encodeURIComponent(connection)}`,
+    body: { clientId, refreshToken },
+    shownBody: `{"clientId": "${clientId}", "refreshToken": "$REFRESH_TOKEN"}`,
+  });
+  if (answer.status !== 200) throw new Error(`PUT /connections/${connection} answered ${answer.status}: ${JSON.stringify(answer.body)}`);
+  run.screen.line(`     200: ${connection} ${String(answer.body['status'])}`);
+  await showLifecycle(run);
+}
+
 export async function runStory(plan: StoryPlan): Promise<RunOutcome> {
   mkdirSync(plan.dataDir, { recursive: true });
   const logFile = join(plan.dataDir, 'handlers.log');
@@ -132,6 +167,7 @@ export async function runStory(plan: StoryPlan): Promise<RunOutcome> {
   const problems: string[] = [];
   let provider: ProviderSide | undefined;
   let system: LocalSystem | undefined;
+  let api: LocalApi | undefined;
   let dynamodbStorage: 'disk' | 'memory' = 'memory';
   try {
     provider = await plan.provider();
@@ -143,8 +179,13 @@ export async function runStory(plan: StoryPlan): Promise<RunOutcome> {
       sync: system.syncContainer(observability(SYNC_SERVICE)),
       sweep: system.syncContainer(observability(SYNC_SERVICE)),
       reconciler: system.reconciler(observability(RECONCILER_SERVICE)),
+      api: system.api({ logger: observability(API_SERVICE).logger }),
+      eraser: system.eraser({ logger: observability(ERASER_SERVICE).logger }),
     };
-    const run: LocalRun = { dataDir: plan.dataDir, logFile, snapshotFile, screen, problems, system, clients: runClients(system), sqsModel: system.aws.sqs, handlers, invocationErrors: [] };
+    api = await startLocalApi(handlers.api.handler);
+    const clients = runClients(system);
+    const lifecycle = new LifecycleWatch(clients.dynamodb, system.names.connectionsTable);
+    const run: LocalRun = { dataDir: plan.dataDir, logFile, snapshotFile, screen, problems, system, clients, sqsModel: system.aws.sqs, handlers, invocationErrors: [], api, lifecycle };
     plan.header(run);
     await plan.play(run);
   } catch (error) {
@@ -153,6 +194,7 @@ export async function runStory(plan: StoryPlan): Promise<RunOutcome> {
     screen.line(`FAILED: ${problems[problems.length - 1]}`);
     screen.line(`Handler logs: ${display(logFile)}`);
   } finally {
+    await api?.close().catch(() => undefined);
     await system?.close().catch(() => undefined);
     await provider?.close().catch(() => undefined);
     log.close();
@@ -187,7 +229,7 @@ async function startLocalSystem(plan: StoryPlan, provider: ProviderSide): Promis
     return buildSystem({
       names: LOCAL_NAMES,
       context,
-      tuning: { reconcilerFreshnessHours: LOCAL_FRESHNESS_HOURS, ...plan.tuning },
+      tuning: { reconcilerFreshnessHours: LOCAL_FRESHNESS_HOURS, eraseSettleSeconds: LOCAL_ERASE_SETTLE_SECONDS, ...plan.tuning },
       aws,
       storage,
       queues: { visibilityTimeoutSeconds: plan.visibilityTimeoutSeconds },

@@ -11,8 +11,8 @@ import { ENV } from '../../functions/shared/config.js';
 import { formatDuration } from '../../tools/enqueue/progress.js';
 import type { AccountCounters, ProviderSimulator } from '../simulator/provider-simulator.js';
 import { REVOKED } from './accounts.js';
-import { refresh, type LocalRun } from './local-run.js';
-import { addConnection, listConnections, listedConnections } from './operator.js';
+import { putConnection, refresh, showLifecycle, type LocalRun } from './local-run.js';
+import { listConnections, listedConnections } from './operator.js';
 import {
   connectionOfBody,
   drainPass,
@@ -93,6 +93,7 @@ export async function revokeAndRecover(run: LocalRun, simulator: ProviderSimulat
   const record = await run.system.connections.get(connection, { consistent: true });
   if (record?.status !== 'failing') problems.push(`after the revocation: ${connection} is ${record?.status ?? 'missing'}, expected failing`);
   screen.line(`   ${connection} is failing: ${record?.health.lastFailureReason ?? '(no reason recorded)'}`);
+  await showLifecycle(run);
   const atFailing = simulator.accountCounters(connection);
   const failingSince = Date.now();
 
@@ -128,10 +129,10 @@ export async function revokeAndRecover(run: LocalRun, simulator: ProviderSimulat
     `   provider requests for ${connection}: ${requestsUntilFailing} until it was failing (the token refresher's getToken, refused), ${requestsWhileFailing} in the ${formatDuration(failingSeconds * 1000)} since`,
   );
 
-  screen.line(`${step + 2}. ${connection} authorizes the application again; the operator replaces the credentials with the CLI, and its waiting ids sync`);
+  screen.line(`${step + 2}. ${connection} authorizes the application again; its code puts the new credentials (a second PUT), and its waiting ids sync`);
   const refreshToken = simulator.reauthorizeAccount(connection);
   const start = await startPass(run);
-  await addConnection(run, connection, account.clientId, refreshToken);
+  await putConnection(run, connection, account.clientId, refreshToken);
   const recoveredPass = await drainPass(run, `${connection} re-added`, start, new Map([[connection, new Set(waiting.map((m) => idOfBody(m.body)))]]), plan.limits);
   plan.onPass(recoveredPass);
   printPass(screen, recoveredPass);

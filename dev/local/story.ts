@@ -49,8 +49,9 @@ import {
   smallAccountSize,
   startSimulator,
 } from './accounts.js';
-import { runStory, refresh, type LocalRun } from './local-run.js';
-import { addConnection, listConnections } from './operator.js';
+import { putConnection, runStory, refresh, type LocalRun } from './local-run.js';
+import { listConnections } from './operator.js';
+import { eraseConnectionStep } from './erase-step.js';
 import { idsByConnection, printPass, readRows, sentSets, syncPass, type ConnectionIds, type PassLimits, type PassSummary } from './passes.js';
 import { RECONCILIATION, reconcilerLine, reconciliationPass } from './reconciliation.js';
 import { revokeAndRecover } from './revocation.js';
@@ -221,11 +222,11 @@ async function playStory(run: LocalRun, simulator: ProviderSimulator, settings: 
     return pass;
   };
 
-  // 1. The operator adds a connection per account.
-  screen.line('1. Add the three connections, as an operator does (the refresh token on standard input, never an argument)');
+  // 1. The application's code puts a connection per account through the client API.
+  screen.line("1. Add the three connections, as the client application's code does: one PUT each to the client API (on a loopback port)");
   for (const connection of CONNECTIONS) {
     const account = simulator.account(connection);
-    await addConnection(run, connection, account.clientId, account.refreshToken);
+    await putConnection(run, connection, account.clientId, account.refreshToken);
   }
   await listConnections(run);
   screen.line('   (IDS KNOWN and LAST WRITE are kept by the change-events function, from the table\'s stream, which the local run has not)');
@@ -376,7 +377,13 @@ async function playStory(run: LocalRun, simulator: ProviderSimulator, settings: 
     limit: LOCAL_PROVIDER_LIMIT,
     burst: LOCAL_PROVIDER_BURST,
   });
+
+  // 10. One account leaves: the application erases its data through the client API.
+  await eraseConnectionStep(run, ERASED, 10);
 }
+
+/** The account that leaves at the end (its data erased). */
+export const ERASED = 'acme';
 
 /** The deepest folder of default's tree now (the first such by id), and how deep it is. */
 function deepestFolder(simulator: ProviderSimulator): { id: string; depth: number } {

@@ -11,6 +11,7 @@ import {
   scheduleDeployment,
   syncEventSourceDeployment,
   workQueueDeployment,
+  eraseQueueDeployment,
   type FunctionDeployment,
   type ResourceNames,
   type ScheduleDeployment,
@@ -27,6 +28,7 @@ import { tuned, type Tuning } from './tuning.js';
  */
 const READS = {
   refresher: new Set<string>([ENV.refreshConcurrency, ENV.idleRefreshHours]),
+  api: new Set<string>([ENV.eraseSettleSeconds]),
   sync: new Set<string>([
     ENV.timeoutMs,
     ENV.maxResponseBytes,
@@ -48,7 +50,11 @@ export interface LocalDeployment {
   /** Undefined when freshnessHours is 0 (no reconciler, as deployed). */
   readonly reconciler: FunctionDeployment | undefined;
   readonly changeEvents: FunctionDeployment;
+  /** The client API's function and the eraser (infra/client-api, infra/connection-eraser). */
+  readonly api: FunctionDeployment;
+  readonly eraser: FunctionDeployment;
   readonly workQueues: WorkQueueDeployment;
+  readonly eraseQueue: WorkQueueDeployment;
   readonly syncEventSource: SqsEventSourceDeployment;
   readonly schedule: ScheduleDeployment;
 }
@@ -94,7 +100,10 @@ export function localDeployment(config: ContentSyncConfig, resources: ResourceNa
     sync: withTuning(functions.sync, READS.sync),
     reconciler: functions.reconciler && withTuning(functions.reconciler, READS.reconciler),
     changeEvents: functions.changeEvents,
+    api: withTuning(functions.api, READS.api),
+    eraser: functions.eraser,
     workQueues: workQueueDeployment(config),
+    eraseQueue: eraseQueueDeployment(),
     syncEventSource: syncEventSourceDeployment(config),
     schedule: scheduleDeployment(config),
   };

@@ -18,11 +18,16 @@ import { createLogger } from '../../functions/shared/observability.js';
 import { systemClock, type Clock } from '../../functions/shared/ports.js';
 import { HttpProviderClient } from '../../functions/shared/provider/provider-client.js';
 import { createRefresherHandler } from '../../functions/token-refresher/app.js';
+import { createApiHandler, type ApiHandler } from '../../functions/client-api/app.js';
+import { createEraserHandler } from '../../functions/connection-eraser/app.js';
+import { loadApiConfig, loadEraserConfig } from '../../functions/shared/client-config.js';
 import type { FunctionDeployment } from '../../infra/deployment.js';
 import { createContext } from '../fakes/lambda.js';
 import type { Observability } from './observability.js';
 
 export type RefresherHandler = ReturnType<typeof createRefresherHandler>;
+export type EraserHandler = ReturnType<typeof createEraserHandler>;
+export type { ApiHandler };
 
 /** A function as built: its handler and what it is deployed with. */
 export interface BuiltFunction<H> {
@@ -35,6 +40,8 @@ export interface BuiltFunction<H> {
 
 export const FUNCTION_NAMES = {
   refresher: 'content-sync-token-refresher',
+  api: 'content-sync-client-api',
+  eraser: 'content-sync-connection-eraser',
   sync: 'content-sync-item-sync',
   reconciler: 'content-sync-reconciler',
 } as const;
@@ -59,6 +66,18 @@ export interface SyncParts extends CommonParts, Pick<SyncHandlerDeps, 'paceStore
   kms: KMSClient;
   s3?: S3Client;
   fetch?: typeof globalThis.fetch;
+}
+
+export interface ApiParts extends CommonParts {
+  dynamodb: DynamoDBClient;
+  kms: KMSClient;
+  sqs: SQSClient;
+}
+
+export interface EraserParts extends CommonParts {
+  dynamodb: DynamoDBClient;
+  s3: S3Client;
+  sqs: SQSClient;
 }
 
 export interface ReconcilerParts extends CommonParts {
@@ -122,6 +141,28 @@ export function buildSyncContainer(deployment: FunctionDeployment, parts: SyncPa
     ...(parts.random ? { random: parts.random } : {}),
     ...common(parts),
     logger,
+  });
+  return built(name, deployment, handler);
+}
+
+export function buildApi(deployment: FunctionDeployment, parts: ApiParts, name: string = FUNCTION_NAMES.api): BuiltFunction<ApiHandler> {
+  const config = loadApiConfig(deployment.environment);
+  const { clock, logger } = parts;
+  const handler = createApiHandler({ config, dynamodb: parts.dynamodb, kms: parts.kms, sqs: parts.sqs, ...(clock ? { clock } : {}), ...(logger ? { logger } : {}) });
+  return built(name, deployment, handler);
+}
+
+export function buildEraser(deployment: FunctionDeployment, parts: EraserParts, name: string = FUNCTION_NAMES.eraser): BuiltFunction<EraserHandler> {
+  const config = loadEraserConfig(deployment.environment);
+  const { clock, logger, sleep } = parts;
+  const handler = createEraserHandler({
+    config,
+    dynamodb: parts.dynamodb,
+    s3: parts.s3,
+    sqs: parts.sqs,
+    ...(clock ? { clock } : {}),
+    ...(logger ? { logger } : {}),
+    ...(sleep ? { sleep } : {}),
   });
   return built(name, deployment, handler);
 }

@@ -10,6 +10,8 @@ export interface LocalNames {
   readonly syncDeadLetterQueue: string;
   readonly reconcileQueue: string;
   readonly reconcileDeadLetterQueue: string;
+  readonly eraseQueue: string;
+  readonly eraseDeadLetterQueue: string;
   readonly connectionsTable: string;
   readonly eventBus: string;
 }
@@ -24,6 +26,8 @@ export function localNames(prefix: string): LocalNames {
     syncDeadLetterQueue: `${prefix}-sync-dlq`,
     reconcileQueue: `${prefix}-reconcile-queue`,
     reconcileDeadLetterQueue: `${prefix}-reconcile-dlq`,
+    eraseQueue: `${prefix}-erase-queue`,
+    eraseDeadLetterQueue: `${prefix}-erase-dlq`,
     connectionsTable: `${prefix}-connections`,
     eventBus: `${prefix}-change-events`,
   };

@@ -1,6 +1,6 @@
 /**
- * The work queues as deployed (infra/deployment.ts workQueueDeployment): the sync queue and the
- * reconcile queue, each with its visibility time-out, retention and redrive policy to its own
+ * The work queues as deployed (infra/deployment.ts workQueueDeployment, eraseQueueDeployment): the
+ * sync queue, the reconcile queue and the erase queue, each with its visibility time-out, retention and redrive policy to its own
  * dead-letter queue, in the SQS model.
  */
 import type { WorkQueueDeployment } from '../../infra/deployment.js';
@@ -21,10 +21,18 @@ export interface WorkQueues {
   readonly sync: WorkQueue;
   /** Undefined when there is no reconciler and discovery is off (nothing sends to it). */
   readonly reconcile: WorkQueue | undefined;
+  /** The client API's erases, taken by the eraser. */
+  readonly erase: WorkQueue;
 }
 
-export function createWorkQueues(sqs: SqsModel, names: LocalNames, deployment: WorkQueueDeployment, withReconcile: boolean): WorkQueues {
-  const pair = (name: string, deadLetterName: string): WorkQueue => {
+export function createWorkQueues(
+  sqs: SqsModel,
+  names: LocalNames,
+  deployment: WorkQueueDeployment,
+  withReconcile: boolean,
+  eraseDeployment: WorkQueueDeployment = deployment,
+): WorkQueues {
+  const pair = (name: string, deadLetterName: string, deployment: WorkQueueDeployment): WorkQueue => {
     const deadLetterUrl = sqs.createQueue(deadLetterName, { MessageRetentionPeriod: String(deployment.deadLetterRetentionDays * DAY_SECONDS) });
     const url = sqs.createQueue(name, {
       VisibilityTimeout: String(deployment.visibilityTimeoutSeconds),
@@ -34,7 +42,8 @@ export function createWorkQueues(sqs: SqsModel, names: LocalNames, deployment: W
     return { name, url, arn: sqs.queue(name).arn, deadLetterName, deadLetterUrl };
   };
   return {
-    sync: pair(names.syncQueue, names.syncDeadLetterQueue),
-    reconcile: withReconcile ? pair(names.reconcileQueue, names.reconcileDeadLetterQueue) : undefined,
+    sync: pair(names.syncQueue, names.syncDeadLetterQueue, deployment),
+    reconcile: withReconcile ? pair(names.reconcileQueue, names.reconcileDeadLetterQueue, deployment) : undefined,
+    erase: pair(names.eraseQueue, names.eraseDeadLetterQueue, eraseDeployment),
   };
 }

@@ -25,8 +25,14 @@ import {
   buildReconciler,
   buildRefresher,
   buildSyncContainer,
+  buildApi,
+  buildEraser,
   FUNCTION_NAMES,
   invocationContext,
+  type ApiHandler,
+  type ApiParts,
+  type EraserHandler,
+  type EraserParts,
   type BuiltFunction,
   type InvocationOptions,
   type ReconcilerParts,
@@ -71,6 +77,10 @@ export interface LocalSystem {
   refresher(parts?: Partial<RefresherParts>): BuiltFunction<RefresherHandler>;
   /** One container of the item sync (its own clients unless given), with more tuning if asked (the bench's sequential baseline). */
   syncContainer(parts?: Partial<SyncParts> & { tuning?: Tuning }): BuiltFunction<SyncHandler>;
+  /** The client API's function, with its own clients unless given. */
+  api(parts?: Partial<ApiParts>): BuiltFunction<ApiHandler>;
+  /** The eraser, with its own clients unless given. */
+  eraser(parts?: Partial<EraserParts>): BuiltFunction<EraserHandler>;
   /** The reconciler; throws when freshnessHours is 0 (none deployed). */
   reconciler(parts?: Partial<ReconcilerParts>): BuiltFunction<ReconcilerHandler>;
   /** The context of one invocation of `fn` (its deployed time-out and memory, counting down in the system's time). */
@@ -86,10 +96,16 @@ export function buildSystem(options: SystemOptions): LocalSystem {
   // deploy it whatever freshnessHours is; locally it is made when something sends to it).
   const withReconcile = config.freshnessHours !== 0 || config.discovery !== undefined;
   const placeholder = localDeployment(config, resourceNames(names, { syncDeadLetterQueueUrl: '', reconcileQueueUrl: '', connectionsKeyArn: aws.tokensKeyArn }));
-  const queues = createWorkQueues(aws.sqs, names, { ...placeholder.workQueues, ...options.queues }, withReconcile);
+  const queues = createWorkQueues(aws.sqs, names, { ...placeholder.workQueues, ...options.queues }, withReconcile, placeholder.eraseQueue);
   const deployment = localDeployment(
     config,
-    resourceNames(names, { syncDeadLetterQueueUrl: queues.sync.deadLetterUrl, reconcileQueueUrl: queues.reconcile?.url ?? '', syncQueueUrl: queues.sync.url, connectionsKeyArn: aws.tokensKeyArn }),
+    resourceNames(names, {
+      syncDeadLetterQueueUrl: queues.sync.deadLetterUrl,
+      reconcileQueueUrl: queues.reconcile?.url ?? '',
+      syncQueueUrl: queues.sync.url,
+      eraseQueueUrl: queues.erase.url,
+      connectionsKeyArn: aws.tokensKeyArn,
+    }),
     options.tuning,
   );
   const workQueues = { ...deployment.workQueues, ...options.queues };
@@ -129,6 +145,17 @@ export function buildSystem(options: SystemOptions): LocalSystem {
         },
         FUNCTION_NAMES.sync + suffix,
       );
+    },
+    api: (parts = {}) =>
+      buildApi(
+        deployment.api,
+        { ...parts, dynamodb: parts.dynamodb ?? kept(storage.dynamo.client()), kms: parts.kms ?? aws.kmsClient(), sqs: parts.sqs ?? aws.sqsClient() },
+        FUNCTION_NAMES.api + suffix,
+      ),
+    eraser(parts = {}) {
+      const s3 = parts.s3 ?? (storage.s3 ? kept(storage.s3.client()) : undefined);
+      if (!s3) throw new Error('no eraser without the items bucket (storage.s3)');
+      return buildEraser(deployment.eraser, { ...parts, dynamodb: parts.dynamodb ?? kept(storage.dynamo.client()), s3, sqs: parts.sqs ?? aws.sqsClient() }, FUNCTION_NAMES.eraser + suffix);
     },
     reconciler(parts = {}) {
       if (!deployment.reconciler) throw new Error('no reconciler: freshnessHours is 0');

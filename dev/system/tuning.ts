@@ -25,6 +25,11 @@ export const TUNABLE = {
    * reconciler at all): 0 here runs each pass right after the last (the local run).
    */
   reconcilerFreshnessHours: ENV.freshnessHours,
+  /**
+   * The client API's safety wait before an erase (the stack sets it from the sync's time-out): a
+   * local run that erases once its sync is idle waits less.
+   */
+  eraseSettleSeconds: ENV.eraseSettleSeconds,
 } as const;
 
 export type Tuning = Partial<Record<keyof typeof TUNABLE, number>>;

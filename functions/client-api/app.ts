@@ -22,7 +22,7 @@ import { TransientError } from '../shared/errors.js';
 import { API_SERVICE } from '../shared/metric-names.js';
 import { createLogger, describeError } from '../shared/observability.js';
 import { systemClock, type Clock } from '../shared/ports.js';
-import { route, type ApiRequest, type ApiResponse } from './routes.js';
+import { describeRoute, route, type ApiRequest, type ApiResponse } from './routes.js';
 
 export interface ApiHandlerDeps {
   config: ApiConfig;
@@ -61,8 +61,10 @@ export function createApiHandler(deps: ApiHandlerDeps): ApiHandler {
       response = await route(operations, request);
     } catch (error) {
       const transient = error instanceof TransientError;
-      logger.error('request failed', { method: request.method, error: describeError(error) });
+      const described = describeRoute(request);
+      logger.error('request failed', { method: request.method, ...described, error: describeError(error) });
       response = {
+        ...described,
         statusCode: transient ? 503 : 500,
         body: { error: { code: transient ? 'unavailable' : 'internal', message: transient ? 'a service the API depends on failed for now: try again' : 'the request failed inside the API: its log line says why' } },
       };

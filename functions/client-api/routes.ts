@@ -10,6 +10,7 @@
  * only where the route takes one, and must be a JSON object with the route's fields and no other;
  * no answer ever quotes a refused value or a token.
  */
+import { connectionIdProblem } from '../shared/connections/connection.js';
 import { LANES, type ConnectionOperations, type Lane, type Outcome } from '../shared/connections/operations.js';
 import type { ConnectionView } from '../shared/connections/view.js';
 
@@ -53,6 +54,34 @@ class BadInput extends Error {
   }
 }
 
+/**
+ * The route a request is for, as its log line names it (a pattern, never a refused value), and its
+ * connection when it names a valid one.
+ */
+export function describeRoute(request: Pick<ApiRequest, 'method' | 'rawPath'>): { route: string; connection?: string } {
+  let segments: string[];
+  try {
+    segments = splitPath(request.rawPath);
+  } catch {
+    return { route: 'none' };
+  }
+  const [root, connection, sub, id, ...rest] = segments;
+  const method = request.method.toUpperCase();
+  if (root !== 'connections' || rest.length > 0) return { route: 'none' };
+  const valid = connection !== undefined && connectionIdProblem(connection) === undefined ? { connection } : {};
+  const path =
+    connection === undefined
+      ? '/connections'
+      : sub === undefined
+        ? '/connections/{connection}'
+        : id === undefined && ['pause', 'resume', 'items', 'changes'].includes(sub)
+          ? `/connections/{connection}/${sub}`
+          : id !== undefined && sub === 'items'
+            ? '/connections/{connection}/items/{id}'
+            : undefined;
+  return path === undefined ? { route: 'none' } : { route: `${method} ${path}`, ...valid };
+}
+
 export async function route(operations: ConnectionOperations, request: ApiRequest): Promise<ApiResponse> {
   let segments: string[];
   try {
@@ -63,7 +92,12 @@ export async function route(operations: ConnectionOperations, request: ApiReques
   }
   const method = request.method.toUpperCase();
   const [root, connection, sub, id, ...rest] = segments;
-  const named = (response: ApiResponse, routeKey: string): ApiResponse => ({ ...response, route: routeKey, ...(connection !== undefined ? { connection } : {}) });
+  const described = describeRoute(request);
+  const named = (response: ApiResponse, routeKey: string): ApiResponse => ({
+    ...response,
+    route: routeKey,
+    ...(described.connection !== undefined ? { connection: described.connection } : {}),
+  });
   try {
     if (root !== 'connections' || rest.length > 0) return notFound(method, request.rawPath);
     if (connection === undefined) {
@@ -111,7 +145,7 @@ export async function route(operations: ConnectionOperations, request: ApiReques
     }
     return notFound(method, request.rawPath);
   } catch (error) {
-    if (error instanceof BadInput) return named(errorResponse(error.code, error.message), `${method} ${request.rawPath.split('?')[0]}`);
+    if (error instanceof BadInput) return named(errorResponse(error.code, error.message), described.route);
     throw error;
   }
 }

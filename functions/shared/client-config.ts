@@ -47,13 +47,13 @@ export function loadApiConfig(env: Env = process.env): ApiConfig {
     reconcileQueueUrl: queueUrl(env, ENV.reconcileQueueUrl),
     eraseQueueUrl: queueUrl(env, ENV.eraseQueueUrl),
     freshnessHours: integer(env, ENV.freshnessHours, DEFAULTS.freshnessHours, 0, 8760),
-    eraseSettleSeconds: requiredInteger(env, ENV.eraseSettleSeconds, 90, MAX_ERASE_SETTLE_SECONDS),
+    eraseSettleSeconds: requiredInteger(env, ENV.eraseSettleSeconds, 0, MAX_ERASE_SETTLE_SECONDS),
     s3Endpoint: s3Endpoint(env),
     stage: stage(env),
   };
 }
 
-/** A whole number that must be set. */
+/** A whole number that must be set (ERASE_SETTLE_SECONDS: the stack sets it from the sync's time-out, at least 90). */
 function requiredInteger(env: Env, key: string, min: number, max: number): number {
   required(env, key);
   return integer(env, key, min, min, max);

@@ -209,7 +209,12 @@ export async function removeConnection(context: CommandContext, connection: stri
   const items = context.items(purge);
   const counting: ItemsEraser = {
     deleteRows: (c, step) => items.deleteRows(c, { ...step, onProgress: async (n) => (progress('rows')(n), step.onProgress?.(n)) }),
-    deleteObjects: (c, keys, step) => items.deleteObjects(c, keys, { ...step, onProgress: async (n) => (progress('objects')(n), step.onProgress?.(n)) }),
+    deleteKeys: async (keys) => {
+      const deleted = await items.deleteKeys(keys);
+      err(context, `${connection}: deleted ${deleted} objects its rows name`);
+      return deleted;
+    },
+    deleteObjects: (c, step) => items.deleteObjects(c, { ...step, onProgress: async (n) => (progress('objects')(n), step.onProgress?.(n)) }),
   };
   // The time this command has waited counts as passed (a clock that stands still in a test, too).
   let waitedMs = 0;

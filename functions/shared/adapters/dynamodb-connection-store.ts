@@ -254,13 +254,14 @@ export class DynamoDbConnectionStore implements ConnectionStore {
         if (!record) throw new Error(`the connections table's row of a connection lacks its credentials (UpdateItem)`);
         return { kind: 'taken', record };
       }
-      // Why not: read the row as it is now.
-      const record = await this.get(connection, { consistent: true });
+      // Why not: read the row as it is now (its tokens opened only if the lease is this caller's).
+      const row = await this.getRow(connection, true);
+      const record = row ? toListing(row) : undefined;
       if (!record) return { kind: 'missing' };
       if (!statuses.includes(record.status)) return { kind: 'not-refreshable', status: record.status };
       // A write DynamoDB applied whose answer was lost, sent again by the SDK, meets the lease it took:
       // the lease is this caller's (else nobody would refresh the connection until it ran out).
-      if (record.refreshLease?.owner === lease.owner) return { kind: 'taken', record };
+      if (record.refreshLease?.owner === lease.owner) return { kind: 'taken', record: (await this.opened(row!))! };
       if (record.refreshLease && record.refreshLease.until >= lease.now) return { kind: 'held', until: record.refreshLease.until };
       // The lease was released between the two requests: try again, a few times.
       if (round >= RESULT_WRITE_ROUNDS) return { kind: 'held', until: lease.now };
@@ -381,7 +382,8 @@ export class DynamoDbConnectionStore implements ConnectionStore {
       });
       // Without `status` and before any read, the status it was left with is not known (not needed either).
       if (written) return leftWith === undefined ? {} : { status: leftWith };
-      const current = await this.get(connection, { consistent: true });
+      const currentRow = await this.getRow(connection, true);
+      const current = currentRow ? toListing(currentRow) : undefined;
       if (!current || current.credentialsVersion !== version) return undefined;
       seen = current.status;
       holder = current.refreshLease?.owner === owner;

@@ -1,9 +1,9 @@
 /**
  * The ItemsEraser port (functions/shared/connections/erase.ts) on the items table and bucket:
- * - rows: Query on the partition key `connection` (consistent, 1 MB pages), BatchWriteItem deletes
- *   of 25, unprocessed ones sent again with backoff;
- * - objects: every key under `items/<connection>/`, plus the keys its rows named (erase.ts leaves
- *   out those under another connection's `items/<other>/`), DeleteObjects of up to 1,000.
+ * - rows: Query on the partition key `connection` (consistent, 1 MB pages), the object keys a
+ *   page's rows name handed to the caller first (erase.ts deletes those that are the connection's
+ *   with `deleteKeys`), then BatchWriteItem deletes of 25, unprocessed ones sent again with backoff;
+ * - objects: every key under `items/<connection>/`, DeleteObjects of up to 1,000.
  * Only that connection's partition and prefix are ever read or deleted. AWS failures are reported
  * by name and status only (never a row's values).
  */
@@ -60,10 +60,9 @@ export class AwsItemsEraser implements ItemsEraser {
     return (this.s3Client ??= typeof s3 === 'function' ? s3() : Promise.resolve(s3));
   }
 
-  async deleteRows(connection: string, step: EraseStep): Promise<{ deleted: number; objectKeys: string[]; complete: boolean }> {
+  async deleteRows(connection: string, step: EraseStep & { beforeDelete(objectKeys: string[]): Promise<void> }): Promise<{ deleted: number; complete: boolean }> {
     const { dynamodb, itemsTable } = this.deps;
     let deleted = 0;
-    const objectKeys: string[] = [];
     let start: Row | undefined;
     do {
       const page = await call(`DynamoDB Query on the items table ${itemsTable}`, () =>
@@ -80,10 +79,12 @@ export class AwsItemsEraser implements ItemsEraser {
         ),
       );
       const rows = page.Items ?? [];
+      const objectKeys: string[] = [];
       for (const row of rows) {
         const key = row['itemObject']?.M?.['key']?.S;
         if (key !== undefined) objectKeys.push(key);
       }
+      if (objectKeys.length > 0) await step.beforeDelete(objectKeys);
       for (let i = 0; i < rows.length; i += 25) {
         const requests = rows.slice(i, i + 25).map((row) => ({ DeleteRequest: { Key: { connection: row['connection']!, id: row['id']! } } }));
         await this.batchWrite(requests);
@@ -92,14 +93,20 @@ export class AwsItemsEraser implements ItemsEraser {
       await step.onProgress?.(deleted);
       start = page.LastEvaluatedKey;
     } while (start && !step.stop());
-    return { deleted, objectKeys, complete: start === undefined };
+    return { deleted, complete: start === undefined };
   }
 
-  async deleteObjects(connection: string, extraKeys: readonly string[], step: EraseStep): Promise<{ deleted: number; complete: boolean }> {
+  async deleteKeys(keys: readonly string[]): Promise<number> {
+    const all = [...new Set(keys)];
+    for (let i = 0; i < all.length; i += 1000) await this.deleteChunk(all.slice(i, i + 1000));
+    return all.length;
+  }
+
+  async deleteObjects(connection: string, step: EraseStep): Promise<{ deleted: number; complete: boolean }> {
     const { itemsBucket } = this.deps;
     const s3 = await this.s3();
     const prefix = objectPrefixOf(connection);
-    const keys = new Set<string>(extraKeys);
+    const keys = new Set<string>();
     let token: string | undefined;
     do {
       const page = await call(`S3 ListObjectsV2 on the items bucket ${itemsBucket}`, () =>
@@ -113,18 +120,26 @@ export class AwsItemsEraser implements ItemsEraser {
     for (let i = 0; i < all.length; i += 1000) {
       if (i > 0 && step.stop()) return { deleted, complete: false };
       const chunk = all.slice(i, i + 1000);
-      const output = await call(`S3 DeleteObjects on the items bucket ${itemsBucket}`, () =>
-        s3.send(new DeleteObjectsCommand({ Bucket: itemsBucket, Delete: { Objects: chunk.map((Key) => ({ Key })), Quiet: true } })),
-      );
-      const errors = output.Errors ?? [];
-      if (errors.length > 0) {
-        const first = errors[0]!;
-        throw new AwsCallError(`S3 DeleteObjects on the items bucket ${itemsBucket} could not delete ${errors.length} objects (first: ${first.Code ?? 'error'})`);
-      }
+      await this.deleteChunk(chunk);
       deleted += chunk.length;
       await step.onProgress?.(deleted);
     }
     return { deleted, complete: true };
+  }
+
+  /** One DeleteObjects of at most 1,000 keys; an error for any key it could not delete. */
+  private async deleteChunk(keys: readonly string[]): Promise<void> {
+    if (keys.length === 0) return;
+    const { itemsBucket } = this.deps;
+    const s3 = await this.s3();
+    const output = await call(`S3 DeleteObjects on the items bucket ${itemsBucket}`, () =>
+      s3.send(new DeleteObjectsCommand({ Bucket: itemsBucket, Delete: { Objects: keys.map((Key) => ({ Key })), Quiet: true } })),
+    );
+    const errors = output.Errors ?? [];
+    if (errors.length > 0) {
+      const first = errors[0]!;
+      throw new AwsCallError(`S3 DeleteObjects on the items bucket ${itemsBucket} could not delete ${errors.length} objects (first: ${first.Code ?? 'error'})`);
+    }
   }
 
   private async batchWrite(requests: WriteRequest[]): Promise<void> {

@@ -20,7 +20,7 @@ export function encryptionContextOf(connection: string): Record<string, string> 
   return { connection };
 }
 
-const CONFIG_NAMES = new Set(['NotFoundException', 'DisabledException', 'KMSInvalidStateException', 'AccessDeniedException', 'InvalidKeyUsageException', 'KeyUnavailableException']);
+const CONFIG_NAMES = new Set(['NotFoundException', 'DisabledException', 'KMSInvalidStateException', 'AccessDeniedException', 'InvalidKeyUsageException']);
 const SEAL_NAMES = new Set(['InvalidCiphertextException', 'IncorrectKeyException']);
 
 /** A KMS client, or how to get one when first needed (a module loaded lazily: functions/item-sync/lazy-modules.ts). */
@@ -35,7 +35,12 @@ export class KmsDataKeys implements DataKeys {
   ) {}
 
   private kmsClient(): Promise<KMSClient> {
-    return (this.client ??= typeof this.kms === 'function' ? this.kms() : Promise.resolve(this.kms));
+    // A client that failed to load is loaded again at the next request.
+    this.client ??= (typeof this.kms === 'function' ? this.kms() : Promise.resolve(this.kms)).catch((error: unknown) => {
+      this.client = undefined;
+      throw error;
+    });
+    return this.client;
   }
 
   async generate(connection: string): Promise<{ plaintext: Uint8Array; encrypted: Uint8Array }> {
@@ -71,7 +76,7 @@ export class KmsDataKeys implements DataKeys {
       if (name !== undefined && CONFIG_NAMES.has(name)) {
         throw new ConfigError(ENV.connectionsKeyArn, `KMS ${operation} on ${this.keyArn} failed (${what}): check that the key exists, is enabled and may be used`);
       }
-      if (name === 'ThrottlingException' || name === 'KMSInternalException' || name === 'DependencyTimeoutException' || status === undefined || status >= 500) {
+      if (name === 'ThrottlingException' || name === 'KMSInternalException' || name === 'DependencyTimeoutException' || name === 'KeyUnavailableException' || status === undefined || status >= 500) {
         throw new TransientError(`KMS ${operation} failed (${what})`);
       }
       throw new Error(`KMS ${operation} failed (${what})`);

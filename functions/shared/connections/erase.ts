@@ -10,7 +10,8 @@
  * that began within that time writes until the sync's time-out). It then deletes the connection's
  * rows in the items table and its objects in the items bucket, twice (a row or an object written
  * while the first sweep ran, behind its Query or its listing, is caught by the second), writing its
- * progress in the connection's row, and last deletes that row, only while it is still removed and
+ * progress in the connection's row (the object keys a page of rows names deleted before those rows,
+ * so a run cut short loses none), and last deletes that row, only while it is still removed and
  * still holds this erase: a connection put again meanwhile keeps its row and its new credentials
  * (putCredentials clears the erase; rows and objects deleted before that stay deleted).
  * Everything is repeatable: a run cut short (its time, a failure) is run again from its message,
@@ -43,18 +44,18 @@ export interface EraseRequest {
 export interface ItemsEraser {
   /**
    * Deletes the connection's rows, page by page, until there are none or `stop()` says so after a
-   * page; `deleted` counts this call's deletes, `objectKeys` the object keys those rows named.
+   * page; `deleted` counts this call's deletes. A page's rows are deleted only once `beforeDelete`
+   * has taken the object keys they name (so no key is lost with its row).
    */
-  deleteRows(connection: string, options: EraseStep): Promise<{ deleted: number; objectKeys: string[]; complete: boolean }>;
-  /**
-   * Deletes the connection's objects (every key under `items/<connection>/`, and `extraKeys`), until
-   * done or `stop()` says so.
-   */
-  deleteObjects(connection: string, extraKeys: readonly string[], options: EraseStep): Promise<{ deleted: number; complete: boolean }>;
+  deleteRows(connection: string, options: EraseStep & { beforeDelete(objectKeys: string[]): Promise<void> }): Promise<{ deleted: number; complete: boolean }>;
+  /** Deletes these object keys (some may not exist); how many were asked to be deleted. */
+  deleteKeys(keys: readonly string[]): Promise<number>;
+  /** Deletes every object under `items/<connection>/`, until done or `stop()` says so. */
+  deleteObjects(connection: string, options: EraseStep): Promise<{ deleted: number; complete: boolean }>;
 }
 
 export interface EraseStep {
-  /** Asked after each page: true stops the work there (the invocation's time runs out). */
+  /** Asked after each page: true stops the work there (the invocation's time runs out, the erase is no longer the row's). */
   stop(): boolean;
   /** Told after each page how many it deleted in all so far. */
   onProgress?(deleted: number): Promise<void> | void;
@@ -90,33 +91,47 @@ export async function runErase(ports: ErasePorts, request: EraseRequest, stop: (
   if (wait > 0) return { kind: 'wait', seconds: Math.ceil(wait / 1000) };
 
   const progress: EraseProgress = { ...row.erase, state: 'running' };
-  const write = async (): Promise<boolean> => ports.store.updateErase(connection, progress);
+  // A write that fails means the erase is no longer the row's (put again): it stops at once.
+  let stale = false;
+  const write = async (): Promise<boolean> => {
+    if (!stale && !(await ports.store.updateErase(connection, progress))) stale = true;
+    return !stale;
+  };
   if (!(await write())) return { kind: 'stale', reason: `connection "${connection}": its erase changed while it started`, deleted: false };
-  const base = { rows: progress.rowsDeleted, objects: progress.objectsDeleted };
+  const halt = (): boolean => stale || stop();
+  const putAgain = `connection "${connection}" was put again during its erase: its row and new credentials are kept`;
+  let keysDeleted = 0;
   for (let sweep = 0; sweep < 2; sweep++) {
+    const rowsBase = progress.rowsDeleted;
     const rows = await ports.items.deleteRows(connection, {
-      stop,
+      stop: halt,
+      // The keys a page's rows name go before those rows: a run cut short loses none.
+      beforeDelete: async (keys) => {
+        keysDeleted += await ports.items.deleteKeys(await ownKeys(ports.store, connection, keys));
+        progress.objectsDeleted = row.erase!.objectsDeleted + keysDeleted;
+      },
       onProgress: async (deleted) => {
-        progress.rowsDeleted = base.rows + deleted;
+        progress.rowsDeleted = rowsBase + deleted;
         await write();
       },
     });
-    base.rows += rows.deleted;
-    progress.rowsDeleted = base.rows;
-    if (!rows.complete) return unfinished(progress, write);
-    const objects = await ports.items.deleteObjects(connection, await ownKeys(ports.store, connection, rows.objectKeys), {
-      stop,
+    progress.rowsDeleted = rowsBase + rows.deleted;
+    if (stale) return { kind: 'stale', reason: putAgain, deleted: true };
+    if (!rows.complete) return (await write()) ? unfinished(progress) : { kind: 'stale', reason: putAgain, deleted: true };
+    const objectsBase = progress.objectsDeleted;
+    const objects = await ports.items.deleteObjects(connection, {
+      stop: halt,
       onProgress: async (deleted) => {
-        progress.objectsDeleted = base.objects + deleted;
+        progress.objectsDeleted = objectsBase + deleted;
         await write();
       },
     });
-    base.objects += objects.deleted;
-    progress.objectsDeleted = base.objects;
-    if (!objects.complete) return unfinished(progress, write);
+    progress.objectsDeleted = objectsBase + objects.deleted;
+    keysDeleted = progress.objectsDeleted - row.erase.objectsDeleted;
+    if (stale) return { kind: 'stale', reason: putAgain, deleted: true };
+    if (!objects.complete) return (await write()) ? unfinished(progress) : { kind: 'stale', reason: putAgain, deleted: true };
   }
   progress.state = 'done';
-  const putAgain = `connection "${connection}" was put again during its erase: its row and new credentials are kept`;
   if (!(await write())) return { kind: 'stale', reason: putAgain, deleted: true };
   const deleted = await ports.store.delete(connection, { startedAt });
   if (deleted === 'conflict') return { kind: 'stale', reason: putAgain, deleted: true };
@@ -134,7 +149,7 @@ async function ownKeys(store: ConnectionStore, connection: string, keys: readonl
   for (const key of keys) {
     const other = /^items\/([^/]+)\//.exec(key)?.[1];
     if (other !== undefined && other !== connection) {
-      if (!others.has(other)) others.set(other, (await store.view(other)) !== undefined);
+      if (!others.has(other)) others.set(other, (await store.view(other, { consistent: true })) !== undefined);
       if (others.get(other)) continue;
     }
     own.push(key);
@@ -142,7 +157,6 @@ async function ownKeys(store: ConnectionStore, connection: string, keys: readonl
   return own;
 }
 
-async function unfinished(progress: EraseProgress, write: () => Promise<boolean>): Promise<EraseRun> {
-  await write();
+function unfinished(progress: EraseProgress): EraseRun {
   return { kind: 'unfinished', rowsDeleted: progress.rowsDeleted, objectsDeleted: progress.objectsDeleted };
 }

@@ -52,10 +52,10 @@ describe('npm start', () => {
     const result = await run('dev/local/run.ts', ['--items', '10', '--seed', '5'], { cwd });
     expect(result.stderr).toBe('');
     expect(result.status).toBe(0);
-    // The connections added as an operator adds them, listed at the start and at the end.
+    // The connections put as the application's code puts them (the client API on a loopback port), listed at the start and at the end.
     expect(result.stdout).toContain('1. Add the three connections');
     for (const connection of ['default', 'acme', 'globex']) {
-      expect(result.stdout).toMatch(new RegExp(`\\$ printf '%s' "\\$REFRESH_TOKEN" \\| npm run connections -- add ${connection} --client-id \\S+\\n +connection "${connection}" added`));
+      expect(result.stdout).toMatch(new RegExp(`\\$ curl -X PUT http://127\\.0\\.0\\.1:\\d+/connections/${connection} .*\\n +200: ${connection} active\\n +event ConnectionAdded ${connection}`));
     }
     expect(result.stdout.match(/\$ npm run connections -- list\n/g)).toHaveLength(3);
     expect(result.stdout).toContain('2. Refresh the access tokens');
@@ -69,7 +69,8 @@ describe('npm start', () => {
     expect(result.stdout).toMatch(/globex is failing: getToken: .*HTTP 401/);
     expect(result.stdout).toMatch(/\n +globex +failing +/);
     expect(result.stdout).toMatch(/globex failing +27 +0 +0 +9 +10 +0 +\d+ +0 +8 /);
-    expect(result.stdout).toContain('connection "globex": credentials replaced');
+    expect(result.stdout).toContain('event ConnectionRecovered globex (failing → active)');
+    expect(result.stdout).toContain('event ConnectionErased acme (removed → none)');
     expect(result.stdout).toMatch(/globex re-added +8 +0 +0 +3 +5 +0 +\d+ +0 +0 /);
     // No id sent: the reconciler's pass over the 27 rows finds default's 2 new revisions, 1 restored item, 1 deletion and
     // 1 new file (found through its folder, whose list changed), one new revision each in acme and globex, and their folders.

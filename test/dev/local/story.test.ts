@@ -225,12 +225,20 @@ describe('runLocalStory', () => {
 
     // What it printed: the operator's commands, a summary per pass and connection, the verdict.
     const printed = output.text();
-    expect(printed).toContain(`$ printf '%s' "$REFRESH_TOKEN" | npm run connections -- add acme --client-id ${sim.clientId}`);
-    expect(printed).toMatch(/connection "globex" added \(client id "[^"]+"\): active/);
+    // The application's code puts each account through the client API (the token shown as its variable), and hears the lifecycle events.
+    expect(printed).toMatch(
+      new RegExp(`\\$ curl -X PUT http://127\\.0\\.0\\.1:\\d+/connections/acme -H 'content-type: application/json' -d '\\{"clientId": "${sim.clientId}", "refreshToken": "\\$REFRESH_TOKEN"\\}'\\n +200: acme active\\n +event ConnectionAdded acme \\(none → active\\)`),
+    );
+    expect(printed).toMatch(/event ConnectionFailing globex \(active → failing\): getToken: .*HTTP 401/);
+    expect(printed).toContain('event ConnectionRecovered globex (failing → active)');
+    // At the end acme leaves: erased through the client API, then gone.
+    expect(printed).toMatch(/\$ curl -X DELETE http:\/\/127\.0\.0\.1:\d+\/connections\/acme\?erase=true\n +202: acme removed, erase waiting\n +event ConnectionRemoved acme \(active → removed\)/);
+    expect(printed).toContain('event ConnectionErased acme (removed → none)');
+    expect(printed).toMatch(/acme: \d+ rows and \d+ objects before, 0 and 0 after; the others: default \d+ rows, globex \d+ rows \(as before\)/);
     expect(printed).toMatch(/\$ npm run connections -- list\n +CONNECTION +STATUS/);
     expect(printed).toMatch(/\n +globex +failing +\S+ +\S+ getToken: the provider refused the credentials; HTTP 401/);
     expect(printed).toMatch(/globex is failing: getToken: .*HTTP 401/);
-    expect(printed).toContain('connection "globex": credentials replaced');
+    expect(printed).toMatch(/\$ curl -X PUT http:\/\/127\.0\.0\.1:\d+\/connections\/globex .*\n +200: globex active/);
     expect(printed).toMatch(/globex: 8 messages wait in the sync queue, each sent again with a 2 s delay \d+( to \d+)? times so far; 0 dead-lettered/);
     expect(printed).toMatch(/provider requests for globex: 1 until it was failing \(the token refresher's getToken, refused\), 0 in the [\d.]+ m?s since/);
     expect(printed).toContain('CONNECTION_WAIT_SECONDS=2 (deployed 300)');
