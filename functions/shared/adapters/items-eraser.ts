@@ -3,7 +3,8 @@
  * - rows: Query on the partition key `connection` (consistent, 1 MB pages), the object keys a
  *   page's rows name handed to the caller first (erase.ts deletes those that are the connection's
  *   with `deleteKeys`), then BatchWriteItem deletes of 25, unprocessed ones sent again with backoff;
- * - objects: every key under `items/<connection>/`, DeleteObjects of up to 1,000.
+ * - objects: every key under `items/<connection>/` (but a one-account deployment's key that a
+ *   connection named like an id's hash would list: isOneAccountKey), DeleteObjects of up to 1,000.
  * Only that connection's partition and prefix are ever read or deleted. AWS failures are reported
  * by name and status only (never a row's values).
  */
@@ -34,6 +35,16 @@ export async function call<T>(what: string, run: () => Promise<T>): Promise<T> {
   } catch (error) {
     throw awsFailure(what, error);
   }
+}
+
+/**
+ * Whether a key listed under `items/<connection>/` is one a one-account deployment wrote for the
+ * connection `default` (`items/<SHA-256 of the id>/<revision>/<file>`, imported rows keep it), not
+ * the connection's: that happens only to a connection whose id is a 64-hex hash, whose own keys have
+ * three parts under its prefix (`<SHA-256 of the id>/<revision>/<file>`), never two.
+ */
+export function isOneAccountKey(connection: string, key: string): boolean {
+  return /^[0-9a-f]{64}$/.test(connection) && key.slice(objectPrefixOf(connection).length).split('/').length === 2;
 }
 
 /** The prefix of a connection's objects in the items bucket. */
@@ -112,7 +123,7 @@ export class AwsItemsEraser implements ItemsEraser {
       const page = await call(`S3 ListObjectsV2 on the items bucket ${itemsBucket}`, () =>
         s3.send(new ListObjectsV2Command({ Bucket: itemsBucket, Prefix: prefix, ContinuationToken: token })),
       );
-      for (const object of page.Contents ?? []) if (object.Key !== undefined) keys.add(object.Key);
+      for (const object of page.Contents ?? []) if (object.Key !== undefined && !isOneAccountKey(connection, object.Key)) keys.add(object.Key);
       token = page.IsTruncated ? page.NextContinuationToken : undefined;
     } while (token);
     const all = [...keys];
