@@ -155,10 +155,11 @@ export class DynamoDbConnectionStore implements ConnectionStore {
     });
   }
 
-  async putCredentials(input: { connection: string; clientId: string; refreshToken: string; at: string }): Promise<'created' | 'replaced'> {
+  async putCredentials(input: { connection: string; clientId: string; refreshToken: string; at: string }): Promise<'created' | 'replaced' | 'erasing'> {
     const sealed = await this.sealer.seal(input.connection, input.refreshToken);
-    const output = await this.send('UpdateItem', () =>
-      this.client.send(
+    let output;
+    try {
+      output = await this.client.send(
         new UpdateItemCommand({
           TableName: this.tableName,
           Key: this.key(input.connection),
@@ -167,7 +168,9 @@ export class DynamoDbConnectionStore implements ConnectionStore {
             'credentialsVersion = if_not_exists(credentialsVersion, :zero) + :one, consecutiveFailures = :zero, ' +
             'createdAt = if_not_exists(createdAt, :at), updatedAt = :at, credentialsAt = :at ' +
             'REMOVE accessToken, refreshedAt, lastSuccessAt, lastFailureAt, lastFailureReason, leaseOwner, leaseUntil, #erase',
-          ExpressionAttributeNames: { '#status': 'status', '#erase': 'erase' },
+          // Not while its erase runs (it would delete what the connection writes next).
+          ConditionExpression: 'attribute_not_exists(#erase) OR #erase.#state <> :running',
+          ExpressionAttributeNames: { '#status': 'status', '#erase': 'erase', '#state': 'state' },
           ExpressionAttributeValues: {
             ':clientId': { S: input.clientId },
             ':active': { S: 'active' },
@@ -175,11 +178,15 @@ export class DynamoDbConnectionStore implements ConnectionStore {
             ':zero': { N: '0' },
             ':one': { N: '1' },
             ':at': { S: input.at },
+            ':running': { S: 'running' },
           },
           ReturnValues: 'UPDATED_OLD',
         }),
-      ),
-    );
+      );
+    } catch (error) {
+      if (error instanceof ConditionalCheckFailedException) return 'erasing';
+      throw this.failure('UpdateItem', error);
+    }
     // A row the change-events function made (ids known, no credentials) is not a connection yet.
     return output.Attributes?.['status']?.S !== undefined ? 'replaced' : 'created';
   }

@@ -120,6 +120,9 @@ export class ConnectionOperations {
       }
     }
     const result = await this.ports.store.putCredentials({ connection, clientId: input.clientId, refreshToken: input.refreshToken, at: this.now() });
+    if (result === 'erasing') {
+      return refuse('conflict', `connection "${connection}" is being erased: put it again once its erase is over (it then answers 404)`);
+    }
     const after = await this.ports.store.view(connection, { consistent: true });
     if (!after) return this.unknown(connection);
     return done({ view: await this.viewOf(after), result }, true);

@@ -33,9 +33,9 @@ export interface ConnectionStore {
   /**
    * Creates the connection as `active`, or replaces the credentials of an existing one (status back
    * to `active`, health reset, access token, any lease and any erase asked for cleared,
-   * credentialsVersion raised, credentialsAt set).
+   * credentialsVersion raised, credentialsAt set). `erasing` (nothing written) while its erase runs.
    */
-  putCredentials(input: { connection: string; clientId: string; refreshToken: string; at: string }): Promise<'created' | 'replaced'>;
+  putCredentials(input: { connection: string; clientId: string; refreshToken: string; at: string }): Promise<'created' | 'replaced' | 'erasing'>;
   /**
    * Sets the status if the row exists and its status is one of `from`; `missing` / `conflict`
    * otherwise. `removed` also deletes the tokens and raises credentialsVersion (a refresh still

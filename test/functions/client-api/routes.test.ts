@@ -394,6 +394,25 @@ describe('DELETE /connections/{connection}?erase=true', () => {
     erase: { state: 'waiting', startedAt: iso(startedAt), rowsDeleted: 0, objectsDeleted: 0 },
   });
 
+  it('a PUT while its erase runs: 409 conflict, nothing written; while it waits, the PUT takes the connection back', async () => {
+    await created('acme', 'client-1', RT);
+    expect((await api.delete('/connections/acme', 'erase=true')).status).toBe(202);
+    // The eraser has started: the erase is `running` (the eraser's own write).
+    const removed = (await api.store().view('acme', { consistent: true }))!;
+    expect(await api.store().updateErase('acme', { ...removed.erase!, state: 'running' })).toBe(true);
+    const before = await api.row('acme');
+    const refused = await api.put('acme', { clientId: 'client-1', refreshToken: token('acme-0002') });
+    expect(refused.status).toBe(409);
+    expect(refused.body).toEqual({ error: { code: 'conflict', message: 'connection "acme" is being erased: put it again once its erase is over (it then answers 404)' } });
+    expect(await api.row('acme')).toEqual(before);
+    // Waiting (not started): the PUT clears the erase and the connection is active again.
+    expect(await api.store().updateErase('acme', { ...removed.erase!, state: 'waiting' })).toBe(true);
+    const back = await api.put('acme', { clientId: 'client-1', refreshToken: token('acme-0003') });
+    expect(back.status).toBe(200);
+    expect(back.body).toMatchObject({ connection: 'acme', status: 'active' });
+    expect(back.body).not.toHaveProperty('erase');
+  });
+
   it('202: removed, the erase waiting, and one message on the erase queue delayed by the safety wait', async () => {
     await created('acme', 'client-1', RT);
     api.clock.advance(60_000);

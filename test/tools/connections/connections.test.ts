@@ -604,19 +604,45 @@ describe('remove', () => {
     expect(await store().get('acme', { consistent: true })).toBeUndefined();
   });
 
-  it('--purge of a connection added again during the purge: its row and new credentials are kept, and the purge says so', async () => {
+  it('--purge of a connection added again during the purge: the add fails (being erased), nothing written; the purge runs to its end, then an add creates it anew', async () => {
     await cli(['add', 'acme', '--client-id', 'c'], { stdin: RT });
+    await cli(['add', 'other', '--client-id', 'c'], { stdin: 'rt-other-secret' });
     await itemRow('acme', 'fil-1');
+    await itemRow('other', 'fil-1');
+    const written = ['items/acme/readd.json', 'items/other/readd.json'];
+    for (const key of written) await s3Client.send(new PutObjectCommand({ Bucket: BUCKET, Key: key, Body: '{}' }));
+    let readded: Run | undefined;
+    let during: unknown;
     const racing = racingClients({
-      BatchWriteItemCommand: () => store().putCredentials({ connection: 'acme', clientId: 'c', refreshToken: 'rt-readded-secret', at: new Date(NOW).toISOString() }).then(() => undefined),
+      // An operator adds acme again while its first sweep deletes.
+      BatchWriteItemCommand: async () => {
+        readded = await cli(['add', 'acme', '--client-id', 'c'], { stdin: 'rt-readded-secret' });
+        during = await store().view('acme', { consistent: true });
+      },
     });
     const run = await cli(['remove', 'acme', '--purge', '--yes'], racing);
-    expect(run.status).toBe(1);
-    expect(run.out).not.toMatch(/purged/);
-    expect(run.err).toContain('acme: deleted 1 rows\n');
-    expect(run.err).toContain('connections: connection "acme" was put again during its erase: its row and new credentials are kept');
-    expect(run.err).toContain('send its items again (npm run enqueue with --connection acme) to restore them');
-    expect(await store().get('acme', { consistent: true })).toMatchObject({ status: 'active', refreshToken: 'rt-readded-secret' });
+
+    expect(readded).toEqual({
+      status: 1,
+      out: '',
+      err: 'connections: connection "acme" is being erased: add it again once its erase is over (it then answers 404)\n',
+    });
+    // Nothing written: still removed, its erase running.
+    expect(during).toMatchObject({ status: 'removed', erase: { state: 'running', startedAt: new Date(NOW).toISOString() } });
+    expect(run.status).toBe(0);
+    expect(run.out).toMatch(new RegExp(`purged: 1 rows deleted from ${itemsTable}, 1 objects from ${BUCKET}, and its row from ${connectionsTable}\\n$`));
+    expect((await itemsOf('acme')).Count).toBe(0);
+    expect(await store().view('acme', { consistent: true })).toBeUndefined();
+    // The other connection's row, rows and objects are kept.
+    expect(((await itemsOf('other')).Items ?? []).map((row) => row['id']?.S)).toEqual(['fil-1']);
+    expect([...(await s3.listObjects(BUCKET)).keys()].filter((key) => written.includes(key))).toEqual(['items/other/readd.json']);
+    expect(await store().get('other', { consistent: true })).toMatchObject({ status: 'active', refreshToken: 'rt-other-secret' });
+
+    // Once the erase is over, an add creates the connection anew.
+    const added = await cli(['add', 'acme', '--client-id', 'c'], { stdin: 'rt-readded-secret' });
+    expect(added.status).toBe(0);
+    expect(added.out).toMatch(/^connection "acme" added \(client id "c"\): active/);
+    expect(await store().get('acme', { consistent: true })).toMatchObject({ status: 'active', refreshToken: 'rt-readded-secret', credentialsVersion: 1 });
     expect(await store().view('acme', { consistent: true })).not.toHaveProperty('erase');
   });
 

@@ -61,7 +61,8 @@ describe('DynamoDbConnectionStore: the exact commands', () => {
         'credentialsVersion = if_not_exists(credentialsVersion, :zero) + :one, consecutiveFailures = :zero, ' +
         'createdAt = if_not_exists(createdAt, :at), updatedAt = :at, credentialsAt = :at ' +
         'REMOVE accessToken, refreshedAt, lastSuccessAt, lastFailureAt, lastFailureReason, leaseOwner, leaseUntil, #erase',
-      ExpressionAttributeNames: { '#status': 'status', '#erase': 'erase' },
+      ConditionExpression: 'attribute_not_exists(#erase) OR #erase.#state <> :running',
+      ExpressionAttributeNames: { '#status': 'status', '#erase': 'erase', '#state': 'state' },
       ExpressionAttributeValues: {
         ':clientId': { S: 'client-1' },
         ':active': { S: 'active' },
@@ -69,11 +70,15 @@ describe('DynamoDbConnectionStore: the exact commands', () => {
         ':zero': { N: '0' },
         ':one': { N: '1' },
         ':at': { S: AT },
+        ':running': { S: 'running' },
       },
       ReturnValues: 'UPDATED_OLD',
     });
     mock.on(UpdateItemCommand).resolves({});
     expect(await store.putCredentials({ connection: 'acme', clientId: 'client-1', refreshToken: RT, at: AT })).toBe('created');
+    // While its erase runs, nothing is written.
+    mock.on(UpdateItemCommand).rejects(new ConditionalCheckFailedException({ message: 'The conditional request failed', $metadata: {} }));
+    expect(await store.putCredentials({ connection: 'acme', clientId: 'client-1', refreshToken: RT, at: AT })).toBe('erasing');
   });
 
   it('takeRefreshLease: the status condition and no unexpired lease', async () => {

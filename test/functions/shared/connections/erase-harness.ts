@@ -76,8 +76,8 @@ export interface EraseWorld {
   eraserStore(): DynamoDbConnectionStore;
   /** The real ItemsEraser on this test's table and bucket. */
   itemsEraser(overrides?: Partial<ItemsEraserDeps>): AwsItemsEraser;
-  /** Puts the connection as the client API does (active, its token sealed). */
-  put(connection: string, refreshToken: string, at?: number): Promise<void>;
+  /** Puts the connection as the client API does (active, its token sealed); the store's answer ('erasing': refused, nothing written). */
+  put(connection: string, refreshToken: string, at?: number): Promise<'created' | 'replaced' | 'erasing'>;
   /** Removes the connection at `removedAt` and asks for its erase, as ConnectionOperations.erase does. */
   removeForErase(connection: string, removedAt: number, settleSeconds?: number): Promise<EraseRequest>;
   /** A row of the items table; `key`: its itemObject; `pad`: characters of padding. */
@@ -163,7 +163,7 @@ export function useEraseWorld(): EraseWorld {
     itemsEraser: (overrides = {}) =>
       new AwsItemsEraser({ dynamodb: db, s3: s3Client, itemsTable, itemsBucket: bucket, sleep: async () => undefined, ...overrides }),
     async put(connection, refreshToken, at = NOW - 3_600_000) {
-      await world.store().putCredentials({ connection, clientId: `client-${connection}`, refreshToken, at: iso(at) });
+      return world.store().putCredentials({ connection, clientId: `client-${connection}`, refreshToken, at: iso(at) });
     },
     async removeForErase(connection, removedAt, settleSeconds = SETTLE_SECONDS) {
       const store = world.store();

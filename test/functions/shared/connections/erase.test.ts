@@ -2,9 +2,10 @@
  * A connection's erase (functions/shared/connections/erase.ts `runErase`) over dynalite and s3rver
  * with the real AwsItemsEraser: the safety wait, the two sweeps and their progress in the
  * connection's row, the rule of the keys a row names (its own, not another connection's, deleted
- * before the row), a run cut short and run again, a connection put again while its erase waits or
- * runs (the erase stops at its next write), the safety wait's length; and how the client API asks for it (ConnectionOperations.erase, through the erase queue's
- * SqsEraseScheduler on a mocked SQS).
+ * before the row), a run cut short and run again, a connection put again while its erase waits
+ * (the erase does nothing) or runs (the put is refused, the erase runs to its end), the safety
+ * wait's length; and how the client API asks for it (ConnectionOperations.erase, through the erase
+ * queue's SqsEraseScheduler on a mocked SQS).
  */
 import { SendMessageCommand, SQSClient } from '@aws-sdk/client-sqs';
 import { mockClient } from 'aws-sdk-client-mock';
@@ -343,56 +344,81 @@ describe('runErase: a connection put again, another erase', () => {
     expect(await world.row('acme')).not.toHaveProperty('erase');
   });
 
-  it('put again between the sweeps: stale (deleted) at the second sweep\'s first write, its row and new credentials kept, no erase', async () => {
+  it("put again between the sweeps: refused ('erasing'), nothing written; the erase runs to done, acme's rows, objects and row gone, other's kept; a put after it creates acme anew", async () => {
     await world.seed();
     const request = await world.removeForErase('acme', NOW);
     const items = new WatchedEraser(world.itemsEraser());
+    const running = (rowsDeleted: number, objectsDeleted: number) => ({ ...waiting(request), state: 'running', rowsDeleted, objectsDeleted });
+    const during: Array<{ put: string; row: Record<string, unknown> | undefined }> = [];
     items.afterObjects = async (call) => {
-      if (call === 1) await world.put('acme', 'rt-acme-secret-2', AFTER);
+      if (call === 1) during.push({ put: await world.put('acme', 'rt-acme-secret-2', AFTER), row: await world.row('acme') });
     };
 
-    expect(await erase(request, { items })).toEqual({
-      kind: 'stale',
-      reason: 'connection "acme" was put again during its erase: its row and new credentials are kept',
-      deleted: true,
-    });
-    // The second sweep's rows page (empty) is written: that write fails, and the erase stops there.
-    expect(items.calls).toEqual([{ op: 'deleteRows' }, { op: 'deleteKeys', keys: SEEDED.acmeOwnKeys, rows: SEEDED.rows }, { op: 'deleteObjects' }, { op: 'deleteRows' }]);
-    const running = (rowsDeleted: number, objectsDeleted: number) => ({ ...waiting(request), state: 'running', rowsDeleted, objectsDeleted });
-    expect(items.progress).toEqual([running(5, 4), running(5, 5), undefined]);
-    // What the first sweep deleted stays deleted.
+    expect(await erase(request, { items })).toEqual({ kind: 'done', rowsDeleted: SEEDED.rowsDeleted, objectsDeleted: SEEDED.objectsDeleted });
+    // The put is refused: the row is still removed (no token, not updated), its erase running.
+    expect(during).toEqual([{ put: 'erasing', row: expect.objectContaining({ status: 'removed', updatedAt: iso(NOW), erase: running(5, 5) }) }]);
+    expect(during[0]?.row).not.toHaveProperty('refreshToken');
+    // Both sweeps run, their progress written as without the put.
+    expect(items.calls).toEqual([
+      { op: 'deleteRows' },
+      { op: 'deleteKeys', keys: SEEDED.acmeOwnKeys, rows: SEEDED.rows },
+      { op: 'deleteObjects' },
+      { op: 'deleteRows' },
+      { op: 'deleteObjects' },
+    ]);
+    expect(items.progress).toEqual([running(5, 4), running(5, 5), running(5, 5)]);
     expect(await world.rows()).toEqual(SEEDED.rowsAfter);
     expect(await world.objects()).toEqual(SEEDED.objectsAfter);
-    expect(await world.store().get('acme', { consistent: true })).toMatchObject({ status: 'active', refreshToken: 'rt-acme-secret-2', credentialsVersion: 3, updatedAt: iso(AFTER) });
+    expect(await world.row('acme')).toBeUndefined();
+    expect(await world.store().get('other', { consistent: true })).toMatchObject({ status: 'active', refreshToken: 'rt-other-secret-1', credentialsVersion: 1 });
+    expect(await world.row('other')).not.toHaveProperty('erase');
+
+    // Once the erase is over, a put creates the connection anew; the old erase, delivered again, leaves it be.
+    expect(await world.put('acme', 'rt-acme-secret-2', AFTER + 60_000)).toBe('created');
+    expect(await world.store().get('acme', { consistent: true })).toMatchObject({ status: 'active', refreshToken: 'rt-acme-secret-2', credentialsVersion: 1, createdAt: iso(AFTER + 60_000) });
     expect(await world.row('acme')).not.toHaveProperty('erase');
+    expect(await erase(request, { at: AFTER + 120_000 })).toEqual({ kind: 'stale', reason: 'connection "acme" is active again: this erase is not run', deleted: false });
+    expect(await world.store().get('acme', { consistent: true })).toMatchObject({ status: 'active', refreshToken: 'rt-acme-secret-2', credentialsVersion: 1 });
   });
 
-  it('put again during its erase: the erase stops at its next write; rows and objects the connection writes after the put are kept', async () => {
+  it("put again during its first sweep: refused ('erasing'); a late write of acme then is deleted by the second sweep; done, acme's row gone, other's kept; a put after it creates acme anew", async () => {
     await world.seed();
     const request = await world.removeForErase('acme', NOW);
     const items = new WatchedEraser(world.itemsEraser());
+    const running = (rowsDeleted: number, objectsDeleted: number) => ({ ...waiting(request), state: 'running', rowsDeleted, objectsDeleted });
+    const during: Array<{ put: string; row: Record<string, unknown> | undefined }> = [];
     items.afterRows = async (call) => {
-      if (call === 1) await world.put('acme', 'rt-acme-secret-2', AFTER);
+      if (call === 1) during.push({ put: await world.put('acme', 'rt-acme-secret-2', AFTER), row: await world.row('acme') });
     };
-    // After the first sweep's objects (whose progress write meets the put), a sync of acme, active again, writes.
+    // After the first sweep's objects, a sync of acme still running (from before its removal) writes.
     items.afterObjects = async (call) => {
       if (call !== 1) return;
       await world.itemRow('acme', 'fresh', { key: 'items/acme/fresh.json' });
       await world.putObject('items/acme/fresh.json');
     };
-    expect(await erase(request, { items })).toEqual({
-      kind: 'stale',
-      reason: 'connection "acme" was put again during its erase: its row and new credentials are kept',
-      deleted: true,
-    });
-    // The first sweep's objects page (items/acme/deep/z.json) is written: that write fails, and the
-    // erase stops there (no second sweep).
-    expect(items.calls).toEqual([{ op: 'deleteRows' }, { op: 'deleteKeys', keys: SEEDED.acmeOwnKeys, rows: SEEDED.rows }, { op: 'deleteObjects' }]);
-    const running = (rowsDeleted: number, objectsDeleted: number) => ({ ...waiting(request), state: 'running', rowsDeleted, objectsDeleted });
-    expect(items.progress).toEqual([running(5, 4), undefined]);
-    expect(await world.rows()).toEqual(['acme/fresh', ...SEEDED.rowsAfter]);
-    expect(await world.objects()).toEqual(['items/acme/fresh.json', ...SEEDED.objectsAfter]);
-    expect(await world.store().get('acme', { consistent: true })).toMatchObject({ status: 'active', refreshToken: 'rt-acme-secret-2', credentialsVersion: 3, updatedAt: iso(AFTER) });
+
+    expect(await erase(request, { items })).toEqual({ kind: 'done', rowsDeleted: SEEDED.rowsDeleted + 1, objectsDeleted: SEEDED.objectsDeleted + 1 });
+    expect(during).toEqual([{ put: 'erasing', row: expect.objectContaining({ status: 'removed', updatedAt: iso(NOW), erase: running(5, 4) }) }]);
+    expect(during[0]?.row).not.toHaveProperty('refreshToken');
+    // The second sweep's page holds the late row: the key it names goes before it.
+    expect(items.calls).toEqual([
+      { op: 'deleteRows' },
+      { op: 'deleteKeys', keys: SEEDED.acmeOwnKeys, rows: SEEDED.rows },
+      { op: 'deleteObjects' },
+      { op: 'deleteRows' },
+      { op: 'deleteKeys', keys: ['items/acme/fresh.json'], rows: ['acme/fresh', ...SEEDED.rowsAfter] },
+      { op: 'deleteObjects' },
+    ]);
+    // The second sweep's rows page counts the late row and its key; its objects listing finds none left.
+    expect(items.progress).toEqual([running(5, 4), running(5, 5), running(6, 6)]);
+    expect(await world.rows()).toEqual(SEEDED.rowsAfter);
+    expect(await world.objects()).toEqual(SEEDED.objectsAfter);
+    expect(await world.row('acme')).toBeUndefined();
+    expect(await world.store().get('other', { consistent: true })).toMatchObject({ status: 'active', refreshToken: 'rt-other-secret-1', credentialsVersion: 1 });
+    expect(await world.row('other')).not.toHaveProperty('erase');
+
+    expect(await world.put('acme', 'rt-acme-secret-2', AFTER + 60_000)).toBe('created');
+    expect(await world.store().get('acme', { consistent: true })).toMatchObject({ status: 'active', refreshToken: 'rt-acme-secret-2', credentialsVersion: 1 });
     expect(await world.row('acme')).not.toHaveProperty('erase');
   });
 
@@ -400,7 +426,7 @@ describe('runErase: a connection put again, another erase', () => {
     await world.seed();
     const request = await world.removeForErase('acme', NOW);
     const store = eraserStore();
-    store.afterNextView = () => world.put('acme', 'rt-acme-secret-2', AFTER);
+    store.afterNextView = async () => void (await world.put('acme', 'rt-acme-secret-2', AFTER));
     const items = new WatchedEraser(world.itemsEraser());
 
     expect(await erase(request, { store, items })).toEqual({ kind: 'stale', reason: 'connection "acme": its erase changed while it started', deleted: false });

@@ -114,9 +114,10 @@ export class MemoryConnectionStore implements ConnectionStore {
     for (const connection of [...this.rows.keys()].sort()) yield this.listing(connection)!;
   }
 
-  async putCredentials(input: { connection: string; clientId: string; refreshToken: string; at: string }): Promise<'created' | 'replaced'> {
+  async putCredentials(input: { connection: string; clientId: string; refreshToken: string; at: string }): Promise<'created' | 'replaced' | 'erasing'> {
     this.enter('putCredentials');
     const old = this.rows.get(input.connection);
+    if (old?.erase?.state === 'running') return 'erasing';
     this.rows.set(input.connection, {
       connection: input.connection,
       clientId: input.clientId,
