@@ -33,8 +33,8 @@ export const ERASER_CONNECTIONS_ACCESS: ConnectionsAccess = {
   actions: ['dynamodb:GetItem', 'dynamodb:UpdateItem', 'dynamodb:DeleteItem'],
 };
 
-/** The eraser on the items table: Query a connection's partition, delete its rows (BatchWriteItem and DeleteItem). */
-export const ERASER_ITEMS_ACTIONS: readonly string[] = ['dynamodb:Query', 'dynamodb:BatchWriteItem', 'dynamodb:DeleteItem'];
+/** The eraser on the items table: Query a connection's partition, delete its rows (BatchWriteItem's DeleteRequests: no DeleteItem). */
+export const ERASER_ITEMS_ACTIONS: readonly string[] = ['dynamodb:Query', 'dynamodb:BatchWriteItem'];
 
 export interface EraserProps {
   readonly config: ContentSyncConfig;

@@ -125,12 +125,12 @@ describe('the eraser (stateless)', () => {
   });
 
   it('IAM: own logs; query and delete items; list and delete objects under items/; get, update and delete a connection row (the key through DynamoDB only); send to the erase queue; consume it', () => {
-    expect(ERASER_ITEMS_ACTIONS).toEqual(['dynamodb:Query', 'dynamodb:BatchWriteItem', 'dynamodb:DeleteItem']);
+    expect(ERASER_ITEMS_ACTIONS).toEqual(['dynamodb:Query', 'dynamodb:BatchWriteItem']);
     expect(ERASER_CONNECTIONS_ACCESS.actions).toEqual(['dynamodb:GetItem', 'dynamodb:UpdateItem', 'dynamodb:DeleteItem']);
     const objects = { 'Fn::Join': ['', [{ 'Fn::ImportValue': 'ContentSyncStateful:ItemsBucketArn' }, '/items/*']] };
     expect(roleStatements(t.statelessTemplate, ids.role!)).toEqual([
       { Sid: 'WriteOwnLogs', Effect: 'Allow', Action: ['logs:CreateLogStream', 'logs:PutLogEvents'], Resource: fnArn(ids.logs!) },
-      { Sid: 'EraseItems', Effect: 'Allow', Action: ['dynamodb:Query', 'dynamodb:BatchWriteItem', 'dynamodb:DeleteItem'], Resource: imports.itemsTableArn },
+      { Sid: 'EraseItems', Effect: 'Allow', Action: ['dynamodb:Query', 'dynamodb:BatchWriteItem'], Resource: imports.itemsTableArn },
       // test/infra/items-bucket.test.ts.
       {
         Sid: 'ListItemObjects',
