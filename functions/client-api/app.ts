@@ -10,6 +10,9 @@
 import type { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import type { KMSClient } from '@aws-sdk/client-kms';
 import type { SQSClient } from '@aws-sdk/client-sqs';
+import { stringify } from 'lossless-json';
+import { DynamoDbItemRows } from './adapters/dynamodb-item-rows.js';
+import { readItem, type ObjectLinks } from './items.js';
 import type { APIGatewayProxyEventV2, APIGatewayProxyStructuredResultV2 } from 'aws-lambda';
 import { DynamoDbCursorStore } from '../reconciler/adapters/dynamodb-cursor-store.js';
 import { sealedConnectionStore } from '../shared/adapters/sealed-connection-store.js';
@@ -29,6 +32,8 @@ export interface ApiHandlerDeps {
   dynamodb: DynamoDBClient;
   kms: KMSClient;
   sqs: SQSClient;
+  /** The presigned URLs of items held in the items bucket; default the S3 signer, loaded at first use. */
+  links?: ObjectLinks;
   clock?: Clock;
   logger?: ReturnType<typeof createLogger>;
   /** The connections table; default the sealed DynamoDB adapter. */
@@ -42,9 +47,19 @@ export function createApiHandler(deps: ApiHandlerDeps): ApiHandler {
   const logger = deps.logger ?? createLogger(API_SERVICE);
   const clock = deps.clock ?? systemClock;
   const cursors = new DynamoDbCursorStore(deps.dynamodb, config.controlTableName);
+  const store = deps.store ?? sealedConnectionStore({ dynamodb: deps.dynamodb, kms: deps.kms, config });
+  const rows = new DynamoDbItemRows(deps.dynamodb, config.itemsTableName);
+  let loaded: Promise<ObjectLinks> | undefined;
+  const links: ObjectLinks = deps.links ?? {
+    // The literal is OBJECT_LINKS_MODULE (lazy-modules.ts): the bundle keeps this import.
+    urlFor: async (key, seconds) => {
+      loaded ??= import('./adapters/s3-object-links.js').then((module) => module.createObjectLinks(config.itemsBucketName, config.s3Endpoint));
+      return (await loaded).urlFor(key, seconds);
+    },
+  };
   const operations = new ConnectionOperations(
     {
-      store: deps.store ?? sealedConnectionStore({ dynamodb: deps.dynamodb, kms: deps.kms, config }),
+      store,
       clock,
       cursor: () => cursors.read(),
       erasures: new SqsEraseScheduler(deps.sqs, config.eraseQueueUrl),
@@ -58,7 +73,7 @@ export function createApiHandler(deps: ApiHandlerDeps): ApiHandler {
     const request = requestOf(event);
     let response: ApiResponse;
     try {
-      response = await route(operations, request);
+      response = await route({ operations, readItem: (connection, id) => readItem({ store, rows, links }, connection, id) }, request);
     } catch (error) {
       const transient = error instanceof TransientError;
       const described = describeRoute(request);
@@ -76,7 +91,8 @@ export function createApiHandler(deps: ApiHandlerDeps): ApiHandler {
       ...(response.connection !== undefined ? { connection: response.connection } : {}),
       durationMs: clock.now().getTime() - started,
     });
-    return { statusCode: response.statusCode, headers: { 'content-type': 'application/json' }, body: JSON.stringify(response.body) };
+    // lossless-json: an item's numbers keep their JSON text (a large integer stays exact).
+    return { statusCode: response.statusCode, headers: { 'content-type': 'application/json' }, body: stringify(response.body) ?? 'null' };
   };
 }
 

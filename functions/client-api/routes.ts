@@ -13,6 +13,7 @@
 import { connectionIdProblem } from '../shared/connections/connection.js';
 import { LANES, type ConnectionOperations, type Lane, type Outcome } from '../shared/connections/operations.js';
 import type { ConnectionView } from '../shared/connections/view.js';
+import type { ItemAnswer } from './items.js';
 
 /** The largest body accepted (contract: 1 MiB). */
 export const MAX_BODY_BYTES = 1024 * 1024;
@@ -82,7 +83,14 @@ export function describeRoute(request: Pick<ApiRequest, 'method' | 'rawPath'>): 
   return path === undefined ? { route: 'none' } : { route: `${method} ${path}`, ...valid };
 }
 
-export async function route(operations: ConnectionOperations, request: ApiRequest): Promise<ApiResponse> {
+/** What the routes call: the connections' core, and the item reads (items.ts). */
+export interface RouteCore {
+  operations: ConnectionOperations;
+  readItem(connection: string, id: string): Promise<Outcome<ItemAnswer>>;
+}
+
+export async function route(core: RouteCore, request: ApiRequest): Promise<ApiResponse> {
+  const { operations } = core;
   let segments: string[];
   try {
     segments = splitPath(request.rawPath);
@@ -133,6 +141,11 @@ export async function route(operations: ConnectionOperations, request: ApiReques
       noBody(request);
       const outcome = sub === 'pause' ? await operations.pause(connection) : await operations.resume(connection);
       return named(answer(outcome, view200), `POST /connections/{connection}/${sub}`);
+    }
+    if (id !== undefined && sub === 'items') {
+      if (method !== 'GET') return wrongMethod(method, '/connections/{connection}/items/{id}', ['GET']);
+      noBody(request);
+      return named(answer(await core.readItem(connection, id), (item) => ({ statusCode: 200, body: item })), 'GET /connections/{connection}/items/{id}');
     }
     if (id === undefined && sub === 'items' && method === 'POST') {
       const body = jsonBody(request, ['ids', 'lane'], ['ids']);

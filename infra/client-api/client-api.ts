@@ -15,6 +15,7 @@
  * Added to the given stack (the stateless stack) under their own ids, so their logical ids do not
  * depend on where this code lives.
  */
+import { CLIENT_API_LAZY_MODULES } from '../../functions/client-api/lazy-modules.js';
 import { Aws, CfnOutput, RemovalPolicy, type Stack } from 'aws-cdk-lib';
 import { AccessLogFormat } from 'aws-cdk-lib/aws-apigateway';
 import * as apigwv2 from 'aws-cdk-lib/aws-apigatewayv2';
@@ -105,6 +106,7 @@ export function addClientApi(stack: Stack, props: ClientApiProps): ClientApi {
   const fn = new ContentSyncFunction(stack, 'ClientApi', {
     entry: 'functions/client-api/handler.ts',
     serviceName: API_SERVICE,
+    lazyModules: CLIENT_API_LAZY_MODULES,
     description: 'content-sync: the client API (connections, ids to sync, items, changes), behind API Gateway with IAM authorization',
     logLevel: config.logLevel,
     logRetentionDays: config.logRetentionDays,
