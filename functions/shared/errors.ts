@@ -101,3 +101,13 @@ export function redact(text: string, secrets: ReadonlyArray<string | undefined>)
   }
   return out;
 }
+
+/**
+ * What an AWS SDK error says of itself, without any value of the request: its name, its HTTP
+ * status, and both as the adapters quote them (`ThrottlingException, HTTP 400`; `Error` without a name).
+ */
+export function awsErrorOf(error: unknown): { name: string | undefined; status: number | undefined; summary: string } {
+  const { name, $metadata } = (error ?? {}) as { name?: string; $metadata?: { httpStatusCode?: number } };
+  const status = $metadata?.httpStatusCode;
+  return { name, status, summary: `${name ?? 'Error'}${status !== undefined ? `, HTTP ${status}` : ''}` };
+}

@@ -6,7 +6,7 @@
  */
 import { GetItemCommand, type DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { fromAttributeValue } from '../../item-sync/adapters/attribute-values.js';
-import { TransientError } from '../../shared/errors.js';
+import { awsErrorOf, TransientError } from '../../shared/errors.js';
 import type { ItemRows, StoredItem } from '../items.js';
 
 export class DynamoDbItemRows implements ItemRows {
@@ -20,9 +20,8 @@ export class DynamoDbItemRows implements ItemRows {
     try {
       output = await this.dynamodb.send(new GetItemCommand({ TableName: this.table, Key: { connection: { S: connection }, id: { S: id } }, ConsistentRead: true }));
     } catch (error) {
-      const { name, $metadata } = (error ?? {}) as { name?: string; $metadata?: { httpStatusCode?: number } };
-      const status = $metadata?.httpStatusCode;
-      const message = `DynamoDB GetItem on the items table ${this.table} failed (${name ?? 'Error'}${status !== undefined ? `, HTTP ${status}` : ''})`;
+      const { name, status, summary } = awsErrorOf(error);
+      const message = `DynamoDB GetItem on the items table ${this.table} failed (${summary})`;
       throw status === undefined || status >= 500 || name === 'ProvisionedThroughputExceededException' || name === 'ThrottlingException' ? new TransientError(message) : new Error(message);
     }
     const row = output.Item;

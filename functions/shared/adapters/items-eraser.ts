@@ -12,6 +12,7 @@ import { BatchWriteItemCommand, QueryCommand, type AttributeValue, type DynamoDB
 import { DeleteObjectsCommand, ListObjectsV2Command, type S3Client } from '@aws-sdk/client-s3';
 import { backoffDelayMs } from '../backoff.js';
 import type { EraseStep, ItemsEraser } from '../connections/erase.js';
+import { awsErrorOf } from '../errors.js';
 
 type Row = Record<string, AttributeValue>;
 
@@ -24,9 +25,7 @@ export class AwsCallError extends Error {
 }
 
 export function awsFailure(what: string, error: unknown): AwsCallError {
-  const { name, $metadata } = (error ?? {}) as { name?: string; $metadata?: { httpStatusCode?: number } };
-  const status = $metadata?.httpStatusCode;
-  return new AwsCallError(`${what} failed (${name ?? 'Error'}${status !== undefined ? `, HTTP ${status}` : ''})`);
+  return new AwsCallError(`${what} failed (${awsErrorOf(error).summary})`);
 }
 
 export async function call<T>(what: string, run: () => Promise<T>): Promise<T> {

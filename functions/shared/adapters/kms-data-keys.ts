@@ -13,7 +13,7 @@
 import { DecryptCommand, GenerateDataKeyCommand, type KMSClient } from '@aws-sdk/client-kms';
 import { ENV } from '../config.js';
 import { SealError, type DataKeys } from '../connections/sealing.js';
-import { ConfigError, TransientError } from '../errors.js';
+import { awsErrorOf, ConfigError, TransientError } from '../errors.js';
 
 /** The encryption context every data key of a connection is bound to. */
 export function encryptionContextOf(connection: string): Record<string, string> {
@@ -67,9 +67,7 @@ export class KmsDataKeys implements DataKeys {
     try {
       return await call();
     } catch (error) {
-      const { name, $metadata } = (error ?? {}) as { name?: string; $metadata?: { httpStatusCode?: number } };
-      const status = $metadata?.httpStatusCode;
-      const what = `${name ?? 'Error'}${status !== undefined ? `, HTTP ${status}` : ''}`;
+      const { name, status, summary: what } = awsErrorOf(error);
       if (name !== undefined && SEAL_NAMES.has(name)) {
         throw new SealError(`connection "${connection}": KMS ${operation} refused a sealed token of its row (${what}): it was sealed for another connection or under another key`);
       }

@@ -6,7 +6,7 @@
  */
 import { SendMessageCommand, type SQSClient } from '@aws-sdk/client-sqs';
 import type { EraseRequest, EraseScheduler } from '../connections/erase.js';
-import { TransientError } from '../errors.js';
+import { awsErrorOf, TransientError } from '../errors.js';
 
 /** The longest delay SQS gives a message. */
 export const MAX_DELAY_SECONDS = 900;
@@ -22,8 +22,7 @@ export class SqsEraseScheduler implements EraseScheduler {
       await this.send(request, delaySeconds);
     } catch (error) {
       // The erase is written in the row already: asking again sends the message again, safely.
-      const { name, $metadata } = (error ?? {}) as { name?: string; $metadata?: { httpStatusCode?: number } };
-      throw new TransientError(`SQS SendMessage to the erase queue failed (${name ?? 'Error'}${$metadata?.httpStatusCode !== undefined ? `, HTTP ${$metadata.httpStatusCode}` : ''}): ask for the erase again`);
+      throw new TransientError(`SQS SendMessage to the erase queue failed (${awsErrorOf(error).summary}): ask for the erase again`);
     }
   }
 
