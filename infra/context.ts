@@ -7,7 +7,7 @@
  * numbers are accepted in both forms; anything else (fractions, `12abc`, booleans) is rejected.
  */
 import { normalizeBaseUrl } from '../functions/shared/base-url.js';
-import { DEFAULTS, dotPathProblem, LOG_LEVELS, PACE_SCOPES, parseLogLevel, type LogLevel, type PaceScope } from '../functions/shared/config.js';
+import { CHANGES_RETENTION_DAYS_RANGE, DEFAULTS, dotPathProblem, LOG_LEVELS, PACE_SCOPES, parseLogLevel, type LogLevel, type PaceScope } from '../functions/shared/config.js';
 import { ConfigError } from '../functions/shared/errors.js';
 import { stageProblem } from '../functions/shared/stage.js';
 
@@ -29,6 +29,8 @@ export const CONTEXT_KEYS = {
   // One deployment among several in an account and region (functions/shared/stage.ts).
   stage: 'stage',
   logRetentionDays: 'logRetentionDays',
+  // How long a connection's changes stay readable from its changes feed (docs/changes.md).
+  changesRetentionDays: 'changesRetentionDays',
   // Discovery (docs/discovery.md): absent childrenPath = off.
   childrenPath: 'childrenPath',
   childIdPath: 'childIdPath',
@@ -48,6 +50,8 @@ export const NUMBER_RULES = {
   freshnessHours: { min: 0, max: 8760, fallback: DEFAULTS.freshnessHours },
   // Percent of the provider pace the reconciliation sweep may never take: kept for users' ids.
   usersReservedPercent: { min: 0, max: 90, fallback: DEFAULTS.usersReservedPercent },
+  // Days a change stays in the changes table (CHANGES_RETENTION_DAYS, whose range it shares): five weeks.
+  changesRetentionDays: { ...CHANGES_RETENTION_DAYS_RANGE, fallback: 35 },
 } as const;
 
 /** Allowed range of the optional numeric keys (no default: unset means "not given"). */
@@ -116,6 +120,11 @@ export interface ContentSyncConfig {
   /** Days every log group of the stacks keeps its logs (one of LOG_RETENTION_DAYS). */
   readonly logRetentionDays: number;
   /**
+   * Days a connection's changes stay readable from its changes feed: each change row expires this
+   * long after it is written (the changes table's TTL attribute, `expiresAt`; docs/changes.md).
+   */
+  readonly changesRetentionDays: number;
+  /**
    * Discovery (docs/discovery.md): where a folder item lists its children; undefined when
    * `childrenPath` is not given (discovery off).
    */
@@ -164,6 +173,7 @@ export function readContentSyncConfig(source: ContextSource): ContentSyncConfig 
     logLevel: logLevel(source),
     stage: stage(source),
     logRetentionDays: logRetentionDays(source),
+    changesRetentionDays: integer(source, 'changesRetentionDays'),
     discovery: discovery(source),
     syncTimeoutSeconds: syncTimeoutSeconds(syncBatchSize),
   });

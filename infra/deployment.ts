@@ -19,6 +19,8 @@ export interface ResourceNames {
   readonly itemsTableName: string;
   readonly itemsBucketName: string;
   readonly controlTableName: string;
+  /** The changes table: each connection's changes feed (infra/storage/changes-table.ts). */
+  readonly changesTableName: string;
   readonly deadLetterQueueUrl: string;
   readonly reconcileQueueUrl: string;
   /** The connections table: every connection's credentials and tokens (docs/connections.md). */
@@ -117,6 +119,9 @@ export function syncDeployment(config: ContentSyncConfig, names: ResourceNames):
       [ENV.paceScope]: config.paceScope,
       [ENV.itemsTableName]: names.itemsTableName,
       [ENV.itemsBucketName]: names.itemsBucketName,
+      // Each change is written with its items-table row, to expire changesRetentionDays later.
+      [ENV.changesTableName]: names.changesTableName,
+      [ENV.changesRetentionDays]: String(config.changesRetentionDays),
       [ENV.revisionField]: config.revisionField,
       [ENV.deadLetterQueueUrl]: names.deadLetterQueueUrl,
       [ENV.controlTableName]: names.controlTableName,
@@ -180,16 +185,25 @@ export function changeEventsDeployment(
 
 /**
  * The client API (docs/client-api.md): the connections (tokens sealed under the connections key),
- * the items it reads, the reconciler's cursor (each connection's last pass), the users' lane (the
- * sync queue), the background lane (the reconcile queue) and the erase queue. ERASE_SETTLE_SECONDS,
+ * the items it reads, the changes feed (and how long a change stays in it), the reconciler's cursor
+ * (each connection's last pass), the users' lane (the sync queue), the background lane (the
+ * reconcile queue) and the erase queue. ERASE_SETTLE_SECONDS,
  * the safety wait between a removal and its erase, follows the deployed sync's time-out and its
  * token cache (ACCESS_TOKEN_CACHE_SECONDS keeps the function's default; functions/shared/connections/erase.ts).
  */
 export function apiDeployment(
-  config: Pick<ContentSyncConfig, 'tracing' | 'freshnessHours' | 'syncTimeoutSeconds'>,
+  config: Pick<ContentSyncConfig, 'tracing' | 'freshnessHours' | 'syncTimeoutSeconds' | 'changesRetentionDays'>,
   names: Pick<
     ResourceNames,
-    'connectionsTableName' | 'connectionsKeyArn' | 'itemsTableName' | 'itemsBucketName' | 'controlTableName' | 'syncQueueUrl' | 'reconcileQueueUrl' | 'eraseQueueUrl'
+    | 'connectionsTableName'
+    | 'connectionsKeyArn'
+    | 'itemsTableName'
+    | 'itemsBucketName'
+    | 'controlTableName'
+    | 'changesTableName'
+    | 'syncQueueUrl'
+    | 'reconcileQueueUrl'
+    | 'eraseQueueUrl'
   >,
 ): FunctionDeployment {
   return {
@@ -201,6 +215,8 @@ export function apiDeployment(
       [ENV.connectionsKeyArn]: names.connectionsKeyArn,
       [ENV.itemsTableName]: names.itemsTableName,
       [ENV.itemsBucketName]: names.itemsBucketName,
+      [ENV.changesTableName]: names.changesTableName,
+      [ENV.changesRetentionDays]: String(config.changesRetentionDays),
       [ENV.controlTableName]: names.controlTableName,
       [ENV.syncQueueUrl]: names.syncQueueUrl,
       [ENV.reconcileQueueUrl]: names.reconcileQueueUrl,
@@ -211,10 +227,13 @@ export function apiDeployment(
   };
 }
 
-/** The eraser: a connection's rows, objects and connection row; the erase queue for the rest of a run cut short. */
+/**
+ * The eraser: a connection's rows, objects, changes feed and connection row; the erase queue for the
+ * rest of a run cut short.
+ */
 export function eraserDeployment(
   config: Pick<ContentSyncConfig, 'tracing'>,
-  names: Pick<ResourceNames, 'connectionsTableName' | 'itemsTableName' | 'itemsBucketName' | 'eraseQueueUrl'>,
+  names: Pick<ResourceNames, 'connectionsTableName' | 'itemsTableName' | 'itemsBucketName' | 'changesTableName' | 'eraseQueueUrl'>,
 ): FunctionDeployment {
   return {
     memoryMb: ERASER_MEMORY_MB,
@@ -224,6 +243,7 @@ export function eraserDeployment(
       [ENV.connectionsTableName]: names.connectionsTableName,
       [ENV.itemsTableName]: names.itemsTableName,
       [ENV.itemsBucketName]: names.itemsBucketName,
+      [ENV.changesTableName]: names.changesTableName,
       [ENV.eraseQueueUrl]: names.eraseQueueUrl,
     },
   };

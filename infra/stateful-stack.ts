@@ -1,7 +1,7 @@
 /**
  * Everything that holds data or state, as a list of features: the shared storage (items table,
- * items bucket, control table), the connections table (with its stream) and its key, the item
- * sync's queues, the reconciler's queues, the eraser's queues, the change events' bus and failure
+ * items bucket, control table, changes table), the connections table (with its stream) and its
+ * key, the item sync's queues, the reconciler's queues, the eraser's queues, the change events' bus and failure
  * queue. Each feature module adds its stateful half (and its outputs) here; its stateless half
  * goes into the stateless stack (infra/stateless-stack.ts).
  * Every resource is retained when the stack is deleted; nothing has a hard-coded physical name.
@@ -31,7 +31,7 @@ export interface StatefulStackProps extends StackProps {
 }
 
 export class StatefulStack extends Stack {
-  /** The items table, the items bucket and the control table (infra/storage). */
+  /** The items table, the items bucket, the control table and the changes table (infra/storage). */
   readonly storage: Storage;
   /** The connections table and its customer-managed key (infra/connections). */
   readonly connections: Connections;

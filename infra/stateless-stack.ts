@@ -35,7 +35,7 @@ export { REFRESHER_TIMEOUT } from './token-refresher/token-refresher.js';
 
 /** The stateful resources this stack uses, feature by feature (infra/stateful-stack.ts). */
 export interface StatefulResources {
-  /** The items table, the items bucket and the control table (infra/storage). */
+  /** The items table, the items bucket, the control table and the changes table (infra/storage). */
   readonly storage: StorageResources;
   /** The connections table and its customer-managed key (infra/connections). */
   readonly connections: ConnectionsResources;
@@ -55,6 +55,7 @@ export function resourceNames(stateful: StatefulResources): ResourceNames {
     itemsTableName: stateful.storage.table.tableName,
     itemsBucketName: stateful.storage.itemsBucket.bucketName,
     controlTableName: stateful.storage.controlTable.tableName,
+    changesTableName: stateful.storage.changesTable.tableName,
     deadLetterQueueUrl: stateful.syncQueues.deadLetterQueue.queueUrl,
     reconcileQueueUrl: stateful.reconcileQueues.queue.queueUrl,
     connectionsTableName: stateful.connections.table.tableName,

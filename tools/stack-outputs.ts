@@ -20,6 +20,7 @@ export const OUTPUT_KEYS = {
   connectionsKey: 'ConnectionsKeyArn',
   itemsTable: 'ItemsTableName',
   itemsBucket: 'ItemsBucketName',
+  changesTable: 'ChangesTableName',
   controlTable: 'ControlTableName',
   queue: 'QueueUrl',
   reconcileQueue: 'ReconcileQueueUrl',

@@ -10,8 +10,10 @@
  * and Query's key condition on the table's partition key. dynalite runs its own checks first; a key
  * they let through but that is too large in bytes is answered as DynamoDB answers it: HTTP 400,
  * ValidationException, with DynamoDB's messages word for word (the partition key's lacks a space
- * before 2048 in AWS's answers too). dynalite has no TransactWriteItems (it answers
- * UnknownOperationException), and no table of the harness has a secondary index.
+ * before 2048 in AWS's answers too). TransactWriteItems (dynalite-transactions.ts) checks each
+ * action's key with the same functions (a Put's item, the other actions' key): a key too large is
+ * refused before the transaction runs, as DynamoDB refuses it. No table of the harness has a
+ * secondary index.
  *
  * Applied once per process, to every dynalite server of that process: dynalite.ts applies it in this
  * process, and dynalite-child.ts in a child process.

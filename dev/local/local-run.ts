@@ -36,6 +36,7 @@ export const LOCAL_NAMES: LocalNames = {
   itemsTable: 'content-sync-items-local',
   itemsBucket: 'content-sync-items-local',
   controlTable: 'content-sync-control-local',
+  changesTable: 'content-sync-changes-local',
   syncQueue: 'content-sync-items-local',
   syncDeadLetterQueue: 'content-sync-items-local-dlq',
   reconcileQueue: 'content-sync-reconcile-local',

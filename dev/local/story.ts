@@ -52,6 +52,7 @@ import {
 import { putConnection, runStory, refresh, type LocalRun } from './local-run.js';
 import { listConnections } from './operator.js';
 import { eraseConnectionStep } from './erase-step.js';
+import { feedStep, takeSnapshots } from './feed-step.js';
 import { idsByConnection, printPass, readRows, sentSets, syncPass, type ConnectionIds, type PassLimits, type PassSummary } from './passes.js';
 import { RECONCILIATION, reconcilerLine, reconciliationPass } from './reconciliation.js';
 import { revokeAndRecover } from './revocation.js';
@@ -230,6 +231,8 @@ async function playStory(run: LocalRun, simulator: ProviderSimulator, settings: 
   }
   await listConnections(run);
   screen.line('   (IDS KNOWN and LAST WRITE are kept by the change-events function, from the table\'s stream, which the local run has not)');
+  screen.line('   The application takes a snapshot of each, to keep its own copy from the changes feed (step 10)');
+  const mirrors = await takeSnapshots(run, CONNECTIONS);
 
   // 2. The scheduled token refresh.
   screen.line('2. Refresh the access tokens (token refresher)');
@@ -378,8 +381,11 @@ async function playStory(run: LocalRun, simulator: ProviderSimulator, settings: 
     burst: LOCAL_PROVIDER_BURST,
   });
 
-  // 10. One account leaves: the application erases its data through the client API.
-  await eraseConnectionStep(run, ERASED, 10);
+  // 10. The application's copy of each connection, from its snapshot and the changes feed.
+  await feedStep(run, mirrors, 10);
+
+  // 11. One account leaves: the application erases its data through the client API.
+  await eraseConnectionStep(run, ERASED, 11);
 }
 
 /** The account that leaves at the end (its data erased). */

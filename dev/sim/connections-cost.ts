@@ -37,6 +37,12 @@ export function usageBetween(earlier: Usage, later: Usage): Usage {
       count.requests -= before.requests;
       count.capacityUnits -= before.capacityUnits;
       count.conditionFailures -= before.conditionFailures;
+      if (count.transactions && before.transactions) {
+        count.transactions.cancelled -= before.transactions.cancelled;
+        count.transactions.cancelledUnits -= before.transactions.cancelledUnits;
+        count.transactions.replays -= before.transactions.replays;
+        count.transactions.replayReadUnits -= before.transactions.replayReadUnits;
+      }
     }
     out.lambda[source].invocations -= earlier.lambda[source].invocations;
     out.lambda[source].durationMs -= earlier.lambda[source].durationMs;

@@ -7,19 +7,28 @@
  *
  * - `streamWrites` adds a record for every row write the sync's DynamoDB client makes on the items
  *   table, once DynamoDB has accepted it: a PutItem's row is its new image, the row it replaced
- *   (the item store asks for ALL_OLD when a row exists) its old one; INSERT without one.
+ *   (the item store asks for ALL_OLD when a row exists) its old one; INSERT without one. A
+ *   TransactWriteItems returns no rows: its Put and Update of an items-table row are recorded with
+ *   the rows the harness's dynalite reports when it commits them (dev/fakes/dynalite-commits.ts, by
+ *   the request's ClientRequestToken), as it commits them, so in commit order (a transaction the SDK
+ *   sends again after a lost answer is committed, so recorded, once). A PutItem's record is added
+ *   when its answer comes back. UpdateItem, DeleteItem and a transaction's Delete are counted as
+ *   unmodelled.
  * - `buildChangeEvents` is the real change-events handler (functions/change-events/app.ts), built
  *   as its handler.ts builds it from the deployed environment, with a metered connections-table
  *   client and an EventBridge client answered in process (`meteredEventBridge`: every entry
  *   accepted, after `roundTripMs` of virtual time).
  * - `pollStream` is the event source mapping on one shard: Lambda reads a shard at most four times a
  *   second (GetRecords, each one counted), and hands what it read (up to the batch size) to one
- *   invocation at a time.
+ *   invocation at a time. A scenario can make it lose a batch (`lose`): it moves past the records
+ *   without invoking the function, as when a batch expires from the stream or is skipped after
+ *   failing: their events never reach the bus (counted in `lostBatches`, `lostRecords`).
  *
  * Simplification, said where the figures are used: the stream has one shard (one batch at a time
  * for the whole table). DynamoDB splits a busy table's stream into more shards; more shards mean
  * more, smaller batches (more invocations, as many PutEvents entries).
  */
+import { randomUUID } from 'node:crypto';
 import { EventBridgeClient } from '@aws-sdk/client-eventbridge';
 import type { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import type { Context } from 'aws-lambda';
@@ -28,6 +37,7 @@ import type { StreamImage, StreamRecord } from '../../functions/change-events/po
 import { loadChangeEventsConfig } from '../../functions/shared/config.js';
 import { changeEventSourceDeployment, type FunctionDeployment } from '../../infra/deployment.js';
 import { ITEMS_TABLE_PARTITION_KEY, ITEMS_TABLE_SORT_KEY } from '../../infra/storage/storage.js';
+import { askForCommitReports, notCommitted, watchCommit, type CommittedWrite } from '../fakes/dynalite-commits.js';
 import { LOCAL_CREDENTIALS, LOCAL_REGION } from '../fakes/local-aws.js';
 import type { BuiltFunction } from '../system/functions.js';
 import type { Observability } from '../system/observability.js';
@@ -96,8 +106,10 @@ type Next = (args: { input: AnyInput }) => Promise<{ output: AnyInput; response:
 
 /** Every row write `client` makes on `itemsTable`, once accepted, as a record of `stream`. */
 export function streamWrites(client: DynamoDBClient, itemsTable: string, stream: ItemsStream): void {
+  askForCommitReports(client);
   client.middlewareStack.add(
     ((next: Next, context: { commandName?: string }) => async (args: { input: AnyInput }) => {
+      if (context.commandName === 'TransactWriteItemsCommand' && writesTable(args.input, itemsTable)) return streamTransaction(next, args, itemsTable, stream);
       const result = await next(args);
       if (args.input['TableName'] !== itemsTable) return result;
       const operation = (context.commandName ?? '').replace(/Command$/, '');
@@ -112,6 +124,40 @@ export function streamWrites(client: DynamoDBClient, itemsTable: string, stream:
     }) as never,
     { step: 'initialize', priority: 'low', name: 'itemsStream' },
   );
+}
+
+/** The transaction's items-table writes, recorded as the harness's dynalite reports its commit; resolves once recorded. */
+async function streamTransaction(next: Next, args: { input: AnyInput }, itemsTable: string, stream: ItemsStream): ReturnType<Next> {
+  // The token the SDK would make, made here: it names this request's commit.
+  const token = typeof args.input['ClientRequestToken'] === 'string' ? args.input['ClientRequestToken'] : randomUUID();
+  const watch = watchCommit(token, (commit) => {
+    for (const write of commit.writes) if (write.table === itemsTable) appendWrite(stream, write);
+  });
+  let result: Awaited<ReturnType<Next>>;
+  try {
+    result = await next({ ...args, input: { ...args.input, ClientRequestToken: token } });
+  } catch (error) {
+    if (notCommitted(error)) watch.stop();
+    throw error;
+  }
+  await watch.committed();
+  return result;
+}
+
+/** A Put or Update of a row as a record (INSERT when there was no row); a Delete is not modelled. */
+function appendWrite(stream: ItemsStream, write: CommittedWrite): void {
+  if (!write.newImage) {
+    stream.count.unmodelled += 1;
+    return;
+  }
+  const old = write.oldImage as StreamImage | undefined;
+  stream.append(old ? 'MODIFY' : 'INSERT', write.newImage as StreamImage, old);
+}
+
+/** A TransactWriteItems with a Put, Update or Delete on `table`. */
+function writesTable(input: AnyInput, table: string): boolean {
+  const actions = (input['TransactItems'] ?? []) as Array<Record<string, { TableName?: string } | undefined>>;
+  return actions.some((action) => [action['Put'], action['Update'], action['Delete']].some((write) => write?.TableName === table));
 }
 
 /** An EventBridge client answered in process: every PutEvents entry accepted after `roundTripMs` of virtual time, counted. */
@@ -171,8 +217,10 @@ export async function pollStream(options: {
   clock: VirtualClock;
   invocations: InvocationCount;
   stopped: () => boolean;
+  /** Whether the event source loses this batch (default never). */
+  lose?: (records: readonly StreamRecord[]) => boolean;
 }): Promise<void> {
-  const { stream, fn, context, clock, invocations, stopped } = options;
+  const { stream, fn, context, clock, invocations, stopped, lose } = options;
   const { batchSize } = changeEventSourceDeployment();
   let lastRead = Number.NEGATIVE_INFINITY;
   while (!stopped()) {
@@ -184,6 +232,12 @@ export async function pollStream(options: {
     const records = stream.peek(batchSize);
     if (records.length === 0) {
       stream.count.emptyGetRecords += 1;
+      continue;
+    }
+    if (lose?.(records)) {
+      stream.count.lostBatches += 1;
+      stream.count.lostRecords += records.length;
+      stream.done(records.length);
       continue;
     }
     const started = clock.ms();

@@ -1,16 +1,19 @@
 /**
  * What a simulation counts of the system it runs (system.ts), so that a scenario can price it:
  * every function's DynamoDB requests and the capacity units dynalite computes for them
- * (ReturnConsumedCapacity added to every read and write), its SQS calls, the event sources' own
+ * (ReturnConsumedCapacity added to every read and write; a TransactWriteItems counted against each
+ * table it writes, its cancelled attempts and replays apart: `TransactionCount`), its SQS calls, the event sources' own
  * receives and deletes, invocations and their virtual durations, and (with the counting logs of
  * dev/system/observability.ts) the bytes of log lines and EMF metrics. Also here: the clients and
  * wrappers that count, and the observers' hooks (the provider's answers, the sync's item log lines,
  * the reconciler's sends, the functions' metrics).
  */
-import type { DynamoDBClient } from '@aws-sdk/client-dynamodb';
+import type { AttributeValue, DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import type { SQSClient } from '@aws-sdk/client-sqs';
 import type { SyncHandler } from '../../functions/item-sync/app.js';
+import { estimateItemSize } from '../../functions/item-sync/adapters/attribute-values.js';
 import type { Dynalite } from '../fakes/dynalite.js';
+import { instrumentDynamo, type DynamoChaos, type DynamoMeter } from '../fakes/dynamo-meter.js';
 import type { CallCounts } from '../fakes/in-process-aws.js';
 import type { EventSourceQueue, SyncHandlerFn } from '../fakes/lambda.js';
 import type { LogCount } from '../system/observability.js';
@@ -28,11 +31,41 @@ export type MeterSource = EventSourceName | 'reconciler' | 'refresher' | 'change
 
 /** DynamoDB requests of one operation on one table. */
 export interface DynamoCount {
+  /** Requests (a TransactWriteItems: each request that wrote this table, whatever became of it). */
   requests: number;
-  /** Capacity units as dynalite computes them (read units for reads, write units for writes). */
+  /**
+   * Capacity units as dynalite computes them (read units for reads, write units for writes; a
+   * TransactWriteItems: the write units its committed attempts consumed on this table).
+   */
   capacityUnits: number;
-  /** Conditional writes refused (DynamoDB charges them as writes). */
+  /**
+   * Conditional writes refused (DynamoDB charges them as writes); a TransactWriteItems: requests
+   * cancelled with a ConditionalCheckFailed reason at an action on this table.
+   */
   conditionFailures: number;
+  /** TransactWriteItems only: what did not commit on this table, and the answers replayed. */
+  transactions?: TransactionCount;
+}
+
+/**
+ * A TransactWriteItems's attempts on one table beyond its commit. DynamoDB writes every item of a
+ * transaction twice, once to prepare it and once to commit it (2 write units per KB: "Capacity
+ * management for transactions", DynamoDB developer guide), and charges a write whose condition
+ * fails; a cancelled transaction is charged here as its prepare phase: 1 write unit per KB of each
+ * action's item on this table (a Put: the item it sends; an Update, Delete or ConditionCheck: 1,
+ * the row not being known to the client). A request the SDK sends again after a lost answer, with
+ * the same ClientRequestToken, is answered without being applied again, and DynamoDB charges the
+ * rows it reads (its read units) instead.
+ */
+export interface TransactionCount {
+  /** Requests cancelled (any reason: a condition, TransactionConflict, throttling...). */
+  cancelled: number;
+  /** Write units of their prepare phase on this table. */
+  cancelledUnits: number;
+  /** Requests answered as the replay of a committed one (a lost answer sent again). */
+  replays: number;
+  /** Read units of those replays on this table. */
+  replayReadUnits: number;
 }
 
 /** The event source mapping's own SQS calls on one queue. */
@@ -94,7 +127,8 @@ type AnyInput = Record<string, unknown>;
 type Next = (args: { input: AnyInput }) => Promise<{ output: AnyInput; response: unknown }>;
 
 /** Operations that take ReturnConsumedCapacity. */
-const METERED = new Set(['GetItem', 'PutItem', 'UpdateItem', 'DeleteItem', 'BatchGetItem', 'BatchWriteItem', 'Scan', 'Query']);
+const METERED = new Set(['GetItem', 'PutItem', 'UpdateItem', 'DeleteItem', 'BatchGetItem', 'BatchWriteItem', 'Scan', 'Query', 'TransactWriteItems']);
+const TRANSACT_WRITE = 'TransactWriteItems';
 
 export interface TrackedDynamoOptions {
   clock: VirtualClock;
@@ -103,34 +137,55 @@ export interface TrackedDynamoOptions {
   /** The items table, whose ItemCount DescribeTable answers from `itemCount()`. */
   itemsTable: string;
   itemCount: () => number | undefined;
+  /**
+   * Faults below the SDK's retries (dev/fakes/dynamo-meter.ts instrumentDynamo): lost write
+   * answers, TransactionConflict cancellations, throttling, counted in `meter`.
+   */
+  faults?: { meter: DynamoMeter; chaos: DynamoChaos };
 }
 
 /**
  * A DynamoDB client whose calls hold virtual time still while dynalite answers, then take
  * `roundTripMs` of it; each call counted into `counts` with the capacity dynalite computed for it.
+ * A TransactWriteItems is counted against every table it writes (`TransactWriteItems <table>`):
+ * the write units of each attempt that committed, as DynamoDB answered them (below the SDK's
+ * retries, under the faults: an attempt whose answer is then lost is counted), the replays of a
+ * committed request, and each cancellation the caller gets (TransactionCount).
  * DescribeTable answers `itemCount()` as the items table's ItemCount when it is known: DynamoDB
  * refreshes it about every six hours, dynalite never (always 0).
  */
 export function trackedDynamo(dynamo: Dynalite, options: TrackedDynamoOptions): DynamoDBClient {
-  const { clock, roundTripMs, counts, itemsTable, itemCount } = options;
+  const { clock, roundTripMs, counts, itemsTable, itemCount, faults } = options;
   const client = dynamo.client();
+  if (faults) instrumentDynamo(client, faults.meter, faults.chaos);
+  const countOf = (key: string): DynamoCount => (counts[key] ??= { requests: 0, capacityUnits: 0, conditionFailures: 0 });
+  // Added after the faults' middleware, same step and priority: it runs inside it, on each attempt as DynamoDB answered it.
+  client.middlewareStack.add(
+    ((next: Next, context: { commandName?: string }) => async (args: { input: AnyInput }) => {
+      const result = await next(args);
+      if (context.commandName === `${TRANSACT_WRITE}Command`) countCommitted(result.output['ConsumedCapacity'], countOf);
+      return result;
+    }) as never,
+    { step: 'deserialize', priority: 'high', name: 'transactionUnits' },
+  );
   client.middlewareStack.add(
     ((next: Next, context: { commandName?: string }) => async (args: { input: AnyInput }) => {
       const operation = (context.commandName ?? '').replace(/Command$/, '');
       const input = METERED.has(operation) ? { ...args.input, ReturnConsumedCapacity: 'TOTAL' } : args.input;
-      const table = typeof input['TableName'] === 'string' ? input['TableName'] : Object.keys((input['RequestItems'] as AnyInput | undefined) ?? {}).join(',');
-      const count = (counts[`${operation} ${table}`] ??= { requests: 0, capacityUnits: 0, conditionFailures: 0 });
-      count.requests += 1;
+      const transaction = operation === TRANSACT_WRITE;
+      const tables = transaction ? tablesOf(input) : [tableOf(input)];
+      for (const table of tables) countOf(`${operation} ${table}`).requests += 1;
       try {
         const result = await clock.track(next({ ...args, input }));
-        count.capacityUnits += consumed(result.output['ConsumedCapacity']);
+        if (!transaction) countOf(`${operation} ${tables[0]}`).capacityUnits += consumed(result.output['ConsumedCapacity']);
         if (operation === 'DescribeTable' && itemCount() !== undefined) {
           const described = result.output['Table'] as AnyInput | undefined;
           if (described && described['TableName'] === itemsTable) described['ItemCount'] = itemCount();
         }
         return result;
       } catch (error) {
-        if ((error as { name?: string }).name === 'ConditionalCheckFailedException') count.conditionFailures += 1;
+        if (transaction) countCancelled(input, error, countOf);
+        else if ((error as { name?: string }).name === 'ConditionalCheckFailedException') countOf(`${operation} ${tables[0]}`).conditionFailures += 1;
         throw error;
       } finally {
         if (roundTripMs > 0) await clock.sleep(roundTripMs);
@@ -139,6 +194,70 @@ export function trackedDynamo(dynamo: Dynalite, options: TrackedDynamoOptions): 
     { step: 'initialize', priority: 'high', name: 'virtualTime' },
   );
   return client;
+}
+
+function tableOf(input: AnyInput): string {
+  return typeof input['TableName'] === 'string' ? input['TableName'] : Object.keys((input['RequestItems'] as AnyInput | undefined) ?? {}).join(',');
+}
+
+type TransactAction = Record<string, { TableName?: string; Item?: Record<string, AttributeValue> } | undefined>;
+
+/** A TransactWriteItems's actions, each as its one member (Put, Update, Delete or ConditionCheck). */
+function actionsOf(input: AnyInput): Array<{ kind: string; table: string; item?: Record<string, AttributeValue> }> {
+  return ((input['TransactItems'] ?? []) as TransactAction[]).map((action) => {
+    const [kind = '', member] = Object.entries(action).find(([, value]) => value !== undefined) ?? [];
+    return { kind, table: member?.TableName ?? '', ...(member?.Item ? { item: member.Item } : {}) };
+  });
+}
+
+/** The tables a TransactWriteItems writes, in the order of its actions. */
+function tablesOf(input: AnyInput): string[] {
+  return [...new Set(actionsOf(input).map((action) => action.table))];
+}
+
+function transactionsOf(count: DynamoCount): TransactionCount {
+  return (count.transactions ??= { cancelled: 0, cancelledUnits: 0, replays: 0, replayReadUnits: 0 });
+}
+
+/**
+ * A committed attempt's units by table, as DynamoDB answered them: write units; or, for a request
+ * answered as the replay of a committed one, read units.
+ */
+function countCommitted(capacity: unknown, countOf: (key: string) => DynamoCount): void {
+  const list = (Array.isArray(capacity) ? capacity : []) as Array<{ TableName?: string; CapacityUnits?: number; ReadCapacityUnits?: number }>;
+  const replay = list.length > 0 && list.every((entry) => entry.ReadCapacityUnits !== undefined);
+  for (const entry of list) {
+    const count = countOf(`${TRANSACT_WRITE} ${entry.TableName ?? ''}`);
+    const units = Number(entry.CapacityUnits) || 0;
+    if (!replay) {
+      count.capacityUnits += units;
+      continue;
+    }
+    const transactions = transactionsOf(count);
+    transactions.replays += 1;
+    transactions.replayReadUnits += units;
+  }
+}
+
+/** A cancellation the caller got: each table's prepare units, and its condition failures. */
+function countCancelled(input: AnyInput, error: unknown, countOf: (key: string) => DynamoCount): void {
+  const cancelled = error as { name?: string; CancellationReasons?: Array<{ Code?: string } | undefined> };
+  if (cancelled.name !== 'TransactionCanceledException') return;
+  const actions = actionsOf(input);
+  const byTable = new Map<string, { units: number; conditionFailed: boolean }>();
+  for (const [i, action] of actions.entries()) {
+    const table = byTable.get(action.table) ?? { units: 0, conditionFailed: false };
+    table.units += action.kind === 'Put' && action.item ? Math.max(1, Math.ceil(estimateItemSize(action.item) / 1024)) : 1;
+    if (cancelled.CancellationReasons?.[i]?.Code === 'ConditionalCheckFailed') table.conditionFailed = true;
+    byTable.set(action.table, table);
+  }
+  for (const [table, { units, conditionFailed }] of byTable) {
+    const count = countOf(`${TRANSACT_WRITE} ${table}`);
+    const transactions = transactionsOf(count);
+    transactions.cancelled += 1;
+    transactions.cancelledUnits += units;
+    if (conditionFailed) count.conditionFailures += 1;
+  }
 }
 
 function consumed(capacity: unknown): number {
@@ -251,6 +370,9 @@ export interface StreamCount {
   emptyGetRecords: number;
   /** Records handed to the function again after it reported them failed. */
   retried: number;
+  /** Batches the event source lost (a scenario's fault: items-stream.ts pollStream `lose`), and their records. */
+  lostBatches: number;
+  lostRecords: number;
 }
 
 export interface EventBridgeCount {
@@ -261,7 +383,7 @@ export interface EventBridgeCount {
 }
 
 export function emptyStreamCount(): StreamCount {
-  return { records: 0, unmodelled: 0, getRecords: 0, emptyGetRecords: 0, retried: 0 };
+  return { records: 0, unmodelled: 0, getRecords: 0, emptyGetRecords: 0, retried: 0, lostBatches: 0, lostRecords: 0 };
 }
 
 export function emptyEventBridgeCount(): EventBridgeCount {

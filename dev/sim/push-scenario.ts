@@ -12,8 +12,9 @@
  *   of 10, users' lane, to the sync queue); each is fetched, found unchanged, done (one account's N
  *   ids at once are a backlog: a users' batch syncs 10 of them and sends the rest to the background
  *   lane, where they are done: both lanes are counted).
- * - changed: the same after every item got a new revision at the provider: each row is written,
- *   its stream record read by the change-events function, its event put on the bus.
+ * - changed: the same after every item got a new revision at the provider: each row is written
+ *   with its change and the connection's head in one TransactWriteItems (the changes feed), its
+ *   stream record read by the change-events function, its event put on the bus.
  *
  * Measured from the first send to the last record done (and the stream read through): every
  * request, priced (push-cost.ts), per million ids.
@@ -23,7 +24,7 @@ import type { CallCounts } from '../fakes/in-process-aws.js';
 import { systemConfig } from '../system/config.js';
 import { pushCost, SERVICES, type PushCost } from './push-cost.js';
 import { check, round, timed, type Check, type ScenarioResult } from './scenario.js';
-import { atLimit, startSystem, type SimSystem, type SystemOptions } from './system.js';
+import { atLimit, startSystem, type SimMeter, type SimSystem, type SystemOptions } from './system.js';
 
 const HOUR = 3_600_000;
 
@@ -73,6 +74,8 @@ export interface PushRun {
   itemLogs: Record<string, number>;
   cost: PushCost;
   sends: CallCounts;
+  /** The sync's DynamoDB counts on each queue (what the cost lines price). */
+  dynamo: Pick<SimMeter['dynamo'], 'sync' | 'reconcile'>;
   realMs: number;
 }
 
@@ -137,7 +140,8 @@ export async function pushRun(scale: PushScale, kind: PushRunKind, progress: (li
     const seconds = (end - t0) / 1000;
     const cost = pushCost(system.meter, sends, scale.ids, seconds, { logsMetered: scale.meterLogs, tracing: system.local.deployment.sync.tracing });
     const deadLettered = system.sqs.size(system.dlqUrl);
-    return { kind, ids: scale.ids, done: done.size, measuredMs: end - t0, providerRequests, rateLimited, deadLettered, itemLogs, cost, sends, realMs: Date.now() - realStart };
+    const dynamo = structuredClone({ sync: system.meter.dynamo.sync, reconcile: system.meter.dynamo.reconcile });
+    return { kind, ids: scale.ids, done: done.size, measuredMs: end - t0, providerRequests, rateLimited, deadLettered, itemLogs, cost, sends, dynamo, realMs: Date.now() - realStart };
   } finally {
     await system.close();
   }

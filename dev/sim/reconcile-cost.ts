@@ -13,7 +13,8 @@ import type { InvocationCount, MeterSource, SimMeter, DynamoCount } from './mete
  * table storage and continuous backups (point-in-time recovery) per GB-month (the DynamoDB pricing
  * page, aws.amazon.com/dynamodb/pricing/on-demand/), and KMS: a customer-managed key per month (each
  * of its first two yearly rotations adds $1 a month) and symmetric requests (Decrypt, ...) per
- * 10,000 (the KMS pricing page, aws.amazon.com/kms/pricing/). Free tiers left out.
+ * 10,000 (the KMS pricing page, aws.amazon.com/kms/pricing/); API Gateway HTTP API requests, the
+ * first 300 million a month (aws.amazon.com/api-gateway/pricing/). Free tiers left out.
  */
 export const PRICES = {
   dynamoReadRequestUnitPerMillion: 0.125,
@@ -29,6 +30,7 @@ export const PRICES = {
   dynamoPitrPerGbMonth: 0.2,
   kmsKeyPerMonth: 1,
   kmsRequestPer10k: 0.03,
+  apiGatewayHttpRequestPerMillion: 1,
 } as const;
 
 /** Hours in a month as AWS prices a month (730 h: 30.4 days). */
@@ -136,15 +138,27 @@ export function xrayTraced(invocations: number, seconds: number): number {
 
 /**
  * One DynamoDB count (`<Operation> <table>`) at PRICES: its read or write request units as dynalite
- * computed them (a conditional write refused is charged as a write: at least one unit); other
- * operations (DescribeTable) take no request units.
+ * computed them (a conditional write refused is charged as a write: at least one unit); a
+ * TransactWriteItems its committed write units on the table, its cancelled attempts' prepare units
+ * (meters.ts TransactionCount: a condition refused there is in them) and its replays' read units;
+ * other operations (DescribeTable) take no request units.
  */
 export function dynamoCost(key: string, count: DynamoCount, who: string): CostLine & { table: string; write: boolean } {
   const [operation = '', table = ''] = key.split(' ');
   const read = READS.has(operation);
-  const write = WRITES.has(operation);
+  const transaction = operation === 'TransactWriteItems';
+  const write = WRITES.has(operation) || transaction;
   const what = `DynamoDB ${key} (${who})`;
   if (!read && !write) return { what, requests: count.requests, units: 'no request units', usd: 0, table, write };
+  if (transaction) {
+    const { cancelled = 0, cancelledUnits = 0, replays = 0, replayReadUnits = 0 } = count.transactions ?? {};
+    const writeUnits = count.capacityUnits + cancelledUnits;
+    const usd = (writeUnits / 1e6) * PRICES.dynamoWriteRequestUnitPerMillion + (replayReadUnits / 1e6) * PRICES.dynamoReadRequestUnitPerMillion;
+    const refused = count.conditionFailures > 0 ? `, ${count.conditionFailures.toLocaleString('en-US')} of them by a condition on this table` : '';
+    const parts = [`${round(count.capacityUnits, 1)} committed`, ...(cancelled > 0 ? [`${round(cancelledUnits, 1)} for ${cancelled.toLocaleString('en-US')} cancelled${refused}`] : [])];
+    const replayed = replays > 0 ? ` + ${round(replayReadUnits, 1)} RRU (${replays.toLocaleString('en-US')} replays of a lost answer)` : '';
+    return { what, requests: count.requests, units: `${round(writeUnits, 1)} WRU (${parts.join(' + ')})${replayed}`, usd, table, write };
+  }
   const units = count.capacityUnits + (write ? count.conditionFailures : 0);
   const usd = (units / 1e6) * (read ? PRICES.dynamoReadRequestUnitPerMillion : PRICES.dynamoWriteRequestUnitPerMillion);
   const refused = write && count.conditionFailures > 0 ? ` (${count.conditionFailures.toLocaleString('en-US')} refused by their condition)` : '';

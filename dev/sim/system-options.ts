@@ -2,8 +2,12 @@
  * What a scenario asks of the system in virtual time (system.ts startSystem): its options, what it
  * watches as it happens, and the provider at a limit told to the system that the large scenarios share.
  */
+import type { DynamoDBClient } from '@aws-sdk/client-dynamodb';
+import type { StreamRecord } from '../../functions/change-events/ports.js';
 import type { ReconcilerTuning } from '../../functions/reconciler/app.js';
 import type { PaceScope } from '../../functions/shared/config.js';
+import type { DynamoChaos, DynamoMeter } from '../fakes/dynamo-meter.js';
+import type { SyncHandlerFn } from '../fakes/lambda.js';
 import type { RateLimit } from '../simulator/provider-model.js';
 import type { Tuning } from '../system/tuning.js';
 import type { EventSourceName, MeterSource } from './meters.js';
@@ -35,6 +39,18 @@ export interface SystemObserver {
   reconcileSent?(ids: readonly string[], at: number): void;
   /** A function of `source` added this value to one of its metrics (`ChildrenDiscovered`, ...), at `at`. */
   metric?(source: MeterSource, name: string, value: number, at: number): void;
+  /** The DynamoDB client of the sync's containers on `source`'s queue, once made (a scenario's own middleware). */
+  syncDynamo?(client: DynamoDBClient, source: EventSourceName): void;
+}
+
+/** Faults a scenario injects into the sync and the stream (each counted where it is injected). */
+export interface SyncFaults {
+  /** Below the SDK's retries of the sync containers' DynamoDB client (lost answers, TransactionConflict...), counted in `meter`. */
+  dynamo?: { meter: DynamoMeter; chaos: DynamoChaos };
+  /** Wraps each sync container's handler as its event source invokes it (an invocation that fails after its work...). */
+  invocation?(handler: SyncHandlerFn, source: EventSourceName): SyncHandlerFn;
+  /** The stream's event source loses this batch: it moves past it without invoking the function (its events never reach the bus). */
+  loseStreamBatch?(records: readonly StreamRecord[]): boolean;
 }
 
 /** Discovery's context keys (docs/discovery.md); `childIdPath` defaults as deployed. */
@@ -88,6 +104,8 @@ export interface SystemOptions {
    * shard, PutEvents answered in process after this many ms of virtual time); none when undefined.
    */
   changeEvents?: { eventBridgeRoundTripMs: number };
+  /** Faults injected into the sync's containers and the stream; none when undefined. */
+  faults?: SyncFaults;
 }
 
 /** What a scenario at a provider limit says of it: the limit, the latency, where dynalite runs. */

@@ -63,11 +63,11 @@ import { buildChangeEvents, ItemsStream, meteredEventBridge, pollStream, streamW
 import { modelFetch } from './model-fetch.js';
 import { batchWrite, itemRows } from './preload.js';
 import { addConnections, startProvider } from './sim-provider.js';
-import type { SystemOptions } from './system-options.js';
+import type { SyncFaults, SystemOptions } from './system-options.js';
 import { VirtualClock } from './virtual-clock.js';
 
 export type { DynamoCount, EventSourceName, InvocationCount, MeterSource, SimMeter } from './meters.js';
-export { atLimit, type DiscoveryContext, type LimitScale, type ReconcileOptions, type SystemObserver, type SystemOptions } from './system-options.js';
+export { atLimit, type DiscoveryContext, type LimitScale, type ReconcileOptions, type SyncFaults, type SystemObserver, type SystemOptions } from './system-options.js';
 
 export interface RefreshRun {
   startedAt: number;
@@ -132,8 +132,8 @@ export interface SimSystem {
   close(): Promise<void>;
 }
 
-/** The tables by their plain names: the cost figures name them (`DynamoDB Scan items`, `PutItem control`, `GetItem connections`). */
-const NAMES = { ...localNames('sim'), itemsTable: 'items', controlTable: 'control', connectionsTable: 'connections' };
+/** The tables by their plain names: the cost figures name them (`DynamoDB Scan items`, `PutItem control`, `GetItem connections`, `TransactWriteItems changes`). */
+const NAMES = { ...localNames('sim'), itemsTable: 'items', controlTable: 'control', connectionsTable: 'connections', changesTable: 'changes' };
 
 /** The context and tuning a simulation's options make (what differs from cdk.json's deployment). */
 export function simDeploymentInput(options: SystemOptions): { context: Record<string, number | string>; tuning: Tuning } {
@@ -190,8 +190,15 @@ export async function startSystem(options: SystemOptions): Promise<SimSystem> {
     changeEvents: deployment.changeEvents.memoryMb,
   });
   let itemCount: number | undefined;
-  const dynamoFor = (source: MeterSource): DynamoDBClient =>
-    trackedDynamo(storage.dynamo, { clock, roundTripMs: options.dynamoRoundTripMs, counts: meter.dynamo[source], itemsTable: NAMES.itemsTable, itemCount: () => itemCount });
+  const dynamoFor = (source: MeterSource, faults?: SyncFaults['dynamo']): DynamoDBClient =>
+    trackedDynamo(storage.dynamo, {
+      clock,
+      roundTripMs: options.dynamoRoundTripMs,
+      counts: meter.dynamo[source],
+      itemsTable: NAMES.itemsTable,
+      itemCount: () => itemCount,
+      ...(faults ? { faults } : {}),
+    });
   const fetch = modelFetch(provider, clock);
   const observability = (source: MeterSource): Observability => {
     const service =
@@ -209,8 +216,9 @@ export async function startSystem(options: SystemOptions): Promise<SimSystem> {
   const stream = options.changeEvents ? new ItemsStream(clock, meter.stream) : undefined;
   /** The sync's containers of one event source: its source's DynamoDB and SQS clients, each container its own provider client. */
   const containers = (source: EventSourceName): Array<BuiltFunction<SyncHandler>> => {
-    const dynamodb = dynamoFor(source);
+    const dynamodb = dynamoFor(source, options.faults?.dynamo);
     if (stream) streamWrites(dynamodb, NAMES.itemsTable, stream);
+    options.observe?.syncDynamo?.(dynamodb, source);
     const sqs = aws.sqsClient({ calls: meter.sqs[source] });
     const answer = options.observe?.providerAnswer;
     const observed = observedFetch(fetch, clock, answer && ((itemId, status, at) => answer(source, itemId, status, at)));
@@ -275,10 +283,11 @@ export async function startSystem(options: SystemOptions): Promise<SimSystem> {
             context: () => local.context(changeEvents.fn),
             clock,
             invocations: meter.lambda.changeEvents,
+            ...(options.faults?.loseStreamBatch ? { lose: options.faults.loseStreamBatch } : {}),
             stopped: () => stopped,
           }).finally(() => void (streamEnded = true))
         : undefined;
-      const result = await pollEventSources(local, clock, meter, sources, () => {
+      const result = await pollEventSources(local, clock, meter, sources, options.faults?.invocation, () => {
         if (!stop()) return false;
         ticking?.stop();
         stopped = true;
@@ -399,13 +408,14 @@ async function pollEventSources(
   clock: VirtualClock,
   meter: SimMeter,
   sources: ReadonlyArray<{ name: EventSourceName; functions: ReadonlyArray<BuiltFunction<SyncHandler>> }>,
+  wrap: SyncFaults['invocation'],
   stop: () => boolean,
 ): Promise<DrainResult> {
   const results: Array<DrainResult | undefined> = sources.map(() => undefined);
   const runs = sources.map((source, index) =>
     runEventSource({
       queue: meteredQueue(eventSourceQueue(local, source.name), meter.eventSource[source.name]),
-      handlers: source.functions.map((fn) => timed(fn.handler, clock, meter.lambda[source.name])),
+      handlers: source.functions.map((fn) => timed(wrap ? wrap(fn.handler, source.name) : fn.handler, clock, meter.lambda[source.name])),
       ...batchingOf(local),
       context: () => local.context(source.functions[0]!),
       now: () => clock.ms(),

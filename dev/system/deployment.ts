@@ -77,6 +77,7 @@ export function resourceNames(names: LocalNames, queues: QueueUrls): ResourceNam
     itemsTableName: names.itemsTable,
     itemsBucketName: names.itemsBucket,
     controlTableName: names.controlTable,
+    changesTableName: names.changesTable,
     deadLetterQueueUrl: queues.syncDeadLetterQueueUrl,
     reconcileQueueUrl: queues.reconcileQueueUrl,
     connectionsTableName: names.connectionsTable,

@@ -6,6 +6,8 @@ export interface LocalNames {
   readonly itemsTable: string;
   readonly itemsBucket: string;
   readonly controlTable: string;
+  /** Each connection's changes feed (infra/storage/changes-table.ts). */
+  readonly changesTable: string;
   readonly syncQueue: string;
   readonly syncDeadLetterQueue: string;
   readonly reconcileQueue: string;
@@ -22,6 +24,7 @@ export function localNames(prefix: string): LocalNames {
     itemsTable: `${prefix}-items`,
     itemsBucket: `${prefix}-items`,
     controlTable: `${prefix}-control`,
+    changesTable: `${prefix}-changes`,
     syncQueue: `${prefix}-sync-queue`,
     syncDeadLetterQueue: `${prefix}-sync-dlq`,
     reconcileQueue: `${prefix}-reconcile-queue`,

@@ -1,7 +1,7 @@
 /**
  * DynamoDB (dynalite) and S3 (s3rver) for the local system: started in this process or in a child,
- * in memory or on disk, with the items table, the control table, the connections table and the
- * items bucket the stateful stack defines.
+ * in memory or on disk, with the items table, the control table, the changes table, the connections
+ * table and the items bucket the stateful stack defines.
  */
 import { rmSync } from 'node:fs';
 import { ListTablesCommand } from '@aws-sdk/client-dynamodb';
@@ -44,6 +44,7 @@ export async function startStorage(names: LocalNames, options: StorageOptions = 
   try {
     await dynamo.createItemsTable(names.itemsTable);
     await dynamo.createControlTable(names.controlTable);
+    await dynamo.createChangesTable(names.changesTable);
     await dynamo.createConnectionsTable(names.connectionsTable);
     if (!options.noBucket) {
       // The objects go with the table: on disk when it is, else in a temporary folder.

@@ -3,18 +3,12 @@
  * any (docs/change-events.md). Pure: no AWS import, no clock, no I/O.
  *
  * A row is live when `deleted` is absent or false, a tombstone when `deleted` is true. The images
- * decide, not the record's eventName (but for REMOVE):
+ * decide, not the record's eventName (but for REMOVE).
  *
- * | record          | old image            | new image                   | event                                   |
- * |-----------------|----------------------|-----------------------------|-----------------------------------------|
- * | INSERT / MODIFY | none (INSERT)        | live                        | ItemCreated, previousRevision null      |
- * | INSERT / MODIFY | none (INSERT)        | tombstone                   | ItemDeleted, previousRevision null      |
- * | MODIFY          | live                 | live, another revision      | ItemUpdated                             |
- * | MODIFY          | live                 | live, the same revision     | none (nothing the contract names moved) |
- * | MODIFY          | live                 | tombstone                   | ItemDeleted                             |
- * | MODIFY          | tombstone            | live (any revision)         | ItemRestored                            |
- * | MODIFY          | tombstone            | tombstone (any revision)    | none (it was and stays deleted)         |
- * | REMOVE          | any                  | none                        | none (see below)                        |
+ * INSERT and MODIFY records are mapped by the rule of functions/shared/changes/transition.ts (the
+ * one the changes feed uses): created → ItemCreated (previousRevision null without an old image),
+ * updated → ItemUpdated, deleted → ItemDeleted, restored → ItemRestored, none → no event. A REMOVE
+ * announces nothing.
  *
  * REMOVE: the sync never deletes a row (a provider delete keeps the row as a tombstone, which is
  * announced as ItemDeleted). A REMOVE is an operator's act outside the contract (a clean-up, a
@@ -28,6 +22,7 @@
  * image, a new image without a required attribute, a malformed itemObject) throws MappingError: the
  * caller hands it back to the event source rather than dropping it.
  */
+import { changeKindOf, type ChangeKind } from '../shared/changes/transition.js';
 import type { AttributeValue, ChangeEvent, ItemObject, StreamImage, StreamRecord } from './ports.js';
 
 /** Every event's `source`. */
@@ -81,11 +76,17 @@ export function changeOf(record: StreamRecord): ChangeEvent | undefined {
   return { detailType, detail };
 }
 
+/** Each change's event type. */
+const DETAIL_TYPES: Record<ChangeKind, ChangeEvent['detailType']> = {
+  created: 'ItemCreated',
+  updated: 'ItemUpdated',
+  deleted: 'ItemDeleted',
+  restored: 'ItemRestored',
+};
+
 function transition(before: RowState | undefined, after: RowState): ChangeEvent['detailType'] | undefined {
-  if (!before) return after.deleted ? 'ItemDeleted' : 'ItemCreated';
-  if (before.deleted) return after.deleted ? undefined : 'ItemRestored';
-  if (after.deleted) return 'ItemDeleted';
-  return before.revision === after.revision ? undefined : 'ItemUpdated';
+  const kind = changeKindOf(before, after);
+  return kind === undefined ? undefined : DETAIL_TYPES[kind];
 }
 
 function rowOf(image: StreamImage): RowState {

@@ -3,7 +3,8 @@
  * from the environment): API Gateway's HTTP API event (payload 2.0) to a request for routes.ts,
  * over the connections' core (functions/shared/connections/operations.ts) on the connections table
  * (tokens sealed under CONNECTIONS_KEY_ARN), the reconciler's cursor (each connection's last pass),
- * the sync and reconcile queues (the lanes) and the erase queue. One log line per request: method,
+ * the sync and reconcile queues (the lanes), the erase queue, and, for the item reads, the feed and
+ * the snapshot, the items table, the items bucket and the changes table. One log line per request: method,
  * route, status, connection, duration; never a body, a header or a token. An error the caller
  * cannot fix is a 500 `internal` (a TransientError a 503 `unavailable`: trying again may pass).
  */
@@ -12,9 +13,11 @@ import type { KMSClient } from '@aws-sdk/client-kms';
 import type { SQSClient } from '@aws-sdk/client-sqs';
 import { stringify } from 'lossless-json';
 import { DynamoDbItemRows } from './adapters/dynamodb-item-rows.js';
+import { readFeed, readSnapshot, type ChangesPorts } from './changes.js';
 import { readItem, type ObjectLinks } from './items.js';
 import type { APIGatewayProxyEventV2, APIGatewayProxyStructuredResultV2 } from 'aws-lambda';
 import { DynamoDbCursorStore } from '../reconciler/adapters/dynamodb-cursor-store.js';
+import { DynamoDbChangesLog } from '../shared/adapters/dynamodb-changes-log.js';
 import { sealedConnectionStore } from '../shared/adapters/sealed-connection-store.js';
 import { SqsEraseScheduler } from '../shared/adapters/sqs-erase-scheduler.js';
 import { SqsIdLanes } from '../shared/adapters/sqs-id-lanes.js';
@@ -57,6 +60,12 @@ export function createApiHandler(deps: ApiHandlerDeps): ApiHandler {
       return (await loaded).urlFor(key, seconds);
     },
   };
+  const reads: ChangesPorts = { store, rows, links, log: new DynamoDbChangesLog(deps.dynamodb, config.changesTableName), clock };
+  const core = {
+    readItem: (connection: string, id: string) => readItem({ store, rows, links }, connection, id),
+    readFeed: (connection: string, after: string | undefined, limit: number) => readFeed(reads, connection, after, limit),
+    readSnapshot: (connection: string, cursor: string | undefined, limit: number) => readSnapshot(reads, connection, cursor, limit),
+  };
   const operations = new ConnectionOperations(
     {
       store,
@@ -73,7 +82,7 @@ export function createApiHandler(deps: ApiHandlerDeps): ApiHandler {
     const request = requestOf(event);
     let response: ApiResponse;
     try {
-      response = await route({ operations, readItem: (connection, id) => readItem({ store, rows, links }, connection, id) }, request);
+      response = await route({ operations, ...core }, request);
     } catch (error) {
       const transient = error instanceof TransientError;
       const described = describeRoute(request);

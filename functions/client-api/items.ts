@@ -29,6 +29,12 @@ export interface StoredItem {
 export interface ItemRows {
   /** The connection's row of `id` (strongly consistent), undefined when there is none. */
   get(connection: string, id: string): Promise<StoredItem | undefined>;
+  /**
+   * The connection's rows in id order after `afterId` (from the first when undefined), strongly
+   * consistent, at most `limit` (fewer when a page of the store is full); `lastId` when there may
+   * be more.
+   */
+  page(connection: string, afterId: string | undefined, limit: number): Promise<{ rows: StoredItem[]; lastId?: string }>;
 }
 
 export interface ObjectLinks {
@@ -55,8 +61,14 @@ export async function readItem(ports: { store: ConnectionStore; rows: ItemRows; 
   if (!(await ports.store.view(connection, { consistent: true }))) return { ok: false, code: 'not-found', message: `connection "${connection}" is not known` };
   const row = await ports.rows.get(connection, id);
   if (!row) return { ok: false, code: 'not-found', message: `connection "${connection}" holds no item of that id` };
+  return { ok: true, value: await answerOf(row, ports.links), changed: false };
+}
+
+/** A row as the item routes answer it: its item, or a presigned URL of its object. */
+export async function answerOf(row: StoredItem, links: ObjectLinks): Promise<ItemAnswer> {
+  const { connection, id } = row;
   const answer: ItemAnswer = { connection, id, type: row.type, revision: row.revision, syncedAt: row.syncedAt, ...(row.deleted ? { deleted: true as const } : {}) };
-  if (row.objectKey !== undefined) answer.itemUrl = await ports.links.urlFor(row.objectKey, ITEM_URL_SECONDS);
+  if (row.objectKey !== undefined) answer.itemUrl = await links.urlFor(row.objectKey, ITEM_URL_SECONDS);
   else if (row.item !== undefined) answer.item = row.item;
-  return { ok: true, value: answer, changed: false };
+  return answer;
 }

@@ -13,6 +13,8 @@
 import { connectionIdProblem } from '../shared/connections/connection.js';
 import { LANES, type ConnectionOperations, type Lane, type Outcome } from '../shared/connections/operations.js';
 import type { ConnectionView } from '../shared/connections/view.js';
+import type { FeedPage } from '../shared/changes/feed.js';
+import type { SnapshotPage } from './changes.js';
 import type { ItemAnswer } from './items.js';
 
 /** The largest body accepted (contract: 1 MiB). */
@@ -83,11 +85,16 @@ export function describeRoute(request: Pick<ApiRequest, 'method' | 'rawPath'>): 
   return path === undefined ? { route: 'none' } : { route: `${method} ${path}`, ...valid };
 }
 
-/** What the routes call: the connections' core, and the item reads (items.ts). */
+/** What the routes call: the connections' core, the item reads (items.ts), the feed and the snapshot (changes.ts). */
 export interface RouteCore {
   operations: ConnectionOperations;
   readItem(connection: string, id: string): Promise<Outcome<ItemAnswer>>;
+  readFeed(connection: string, after: string | undefined, limit: number): Promise<Outcome<FeedPage>>;
+  readSnapshot(connection: string, cursor: string | undefined, limit: number): Promise<Outcome<SnapshotPage>>;
 }
+
+/** The most changes or rows a page answers, and how many by default (contract: limit 1–1000). */
+export const PAGE_LIMIT = { max: 1000, default: 100 } as const;
 
 export async function route(core: RouteCore, request: ApiRequest): Promise<ApiResponse> {
   const { operations } = core;
@@ -147,6 +154,17 @@ export async function route(core: RouteCore, request: ApiRequest): Promise<ApiRe
       noBody(request);
       return named(answer(await core.readItem(connection, id), (item) => ({ statusCode: 200, body: item })), 'GET /connections/{connection}/items/{id}');
     }
+    if (id === undefined && sub === 'changes') {
+      if (method !== 'GET') return wrongMethod(method, '/connections/{connection}/changes', ['GET']);
+      noBody(request);
+      const { cursor: after, limit } = pageQuery(request.query, 'after', 'GET /connections/{connection}/changes');
+      return named(answer(await core.readFeed(connection, after, limit), (page) => ({ statusCode: 200, body: page })), 'GET /connections/{connection}/changes');
+    }
+    if (id === undefined && sub === 'items' && method === 'GET') {
+      noBody(request);
+      const { cursor, limit } = pageQuery(request.query, 'cursor', 'GET /connections/{connection}/items');
+      return named(answer(await core.readSnapshot(connection, cursor, limit), (page) => ({ statusCode: 200, body: page })), 'GET /connections/{connection}/items');
+    }
     if (id === undefined && sub === 'items' && method === 'POST') {
       const body = jsonBody(request, ['ids', 'lane'], ['ids']);
       const ids = body['ids'];
@@ -182,6 +200,21 @@ async function list(operations: ConnectionOperations, query: ApiRequest['query']
     ...(after !== undefined ? { after } : {}),
   });
   return answer(outcome, (page) => ({ statusCode: 200, body: { connections: page.connections, cursor: page.after === undefined ? null : encodeCursor(page.after) } }));
+}
+
+/** A page route's query: its cursor parameter (`name`) and `limit` (1–1000, default 100), nothing else. */
+function pageQuery(query: ApiRequest['query'], name: 'after' | 'cursor', routeName: string): { cursor: string | undefined; limit: number } {
+  const unknown = Object.keys(query).filter((key) => key !== name && key !== 'limit');
+  if (unknown.length > 0) throw new BadInput('bad-request', `${routeName} takes the parameters ${name} and limit only (not ${unknown.length === 1 ? 'that one' : 'those'})`);
+  const limitText = query['limit'];
+  let limit: number = PAGE_LIMIT.default;
+  if (limitText !== undefined) {
+    limit = /^\d{1,4}$/.test(limitText) ? Number(limitText) : 0;
+    if (limit < 1 || limit > PAGE_LIMIT.max) throw new BadInput('bad-request', `limit must be a whole number from 1 to ${PAGE_LIMIT.max}`);
+  }
+  const cursor = query[name];
+  if (cursor === '') throw new BadInput('bad-request', `${name} must be a cursor this API gave, not empty`);
+  return { cursor, limit };
 }
 
 /** A page's cursor: opaque to the caller (base64url of where the next page starts). */

@@ -47,7 +47,7 @@ export function createEraserHandler(deps: EraserHandlerDeps): (event: SQSEvent, 
   const sleep = deps.sleep ?? ((ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms)));
   // The eraser opens and seals no token (its role may not use the key either).
   const store = deps.store ?? new DynamoDbConnectionStore(deps.dynamodb, config.connectionsTableName, { sealer: NO_TOKENS });
-  const items = deps.items ?? new AwsItemsEraser({ dynamodb: deps.dynamodb, s3: deps.s3, itemsTable: config.itemsTableName, itemsBucket: config.itemsBucketName, sleep });
+  const items = deps.items ?? new AwsItemsEraser({ dynamodb: deps.dynamodb, s3: deps.s3, itemsTable: config.itemsTableName, itemsBucket: config.itemsBucketName, changesTable: config.changesTableName, sleep });
   const scheduler = deps.scheduler ?? new SqsEraseScheduler(deps.sqs, config.eraseQueueUrl);
 
   return async function handler(event, context) {

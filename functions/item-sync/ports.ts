@@ -29,6 +29,8 @@ export interface StoredRevision {
    * behind, to delete once the row no longer points to it (also when the write's answer was lost).
    */
   objectKey?: string;
+  /** The `type` attribute, when the row has one: what a change of this row names (its tombstone's too). */
+  type?: string;
 }
 
 /**
@@ -70,7 +72,8 @@ export type ItemRow =
 
 /**
  * The state a conditional write expects to find: the one the decision was made on (the condition is
- * on `revision` and `deleted`; `objectKey` is what the row held besides, as it was read).
+ * on `revision` and `deleted`, and, when the write commits a change, on `objectKey`: what the row
+ * held besides, as it was read).
  */
 export type ExpectedRow = { exists: false } | { exists: true; revision: string; deleted: boolean; objectKey?: string };
 
@@ -115,9 +118,10 @@ export interface ItemStore {
   put(row: ItemRow, expected: ExpectedRow): Promise<PutResult>;
   /**
    * Marks the live row `deleted` (keeping its last copy, `item` or `itemObject`) and sets
-   * `syncedAt`, on condition that it still holds `expectedRevision` and is not deleted yet.
+   * `syncedAt`, on condition that it still holds `expectedRevision` and is not deleted yet. `type`:
+   * the row's, for the change the write makes.
    */
-  markDeleted(key: ItemKey, expectedRevision: string, syncedAt: string): Promise<WriteResult>;
+  markDeleted(key: ItemKey, expectedRevision: string, syncedAt: string, type?: string): Promise<WriteResult>;
   /** The row of `key` now (strongly consistent), undefined when there is none. Throws TransientError. */
   rowState(key: ItemKey): Promise<RowState | undefined>;
   /**

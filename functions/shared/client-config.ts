@@ -3,12 +3,27 @@
  * (functions/connection-eraser), read and validated once when their module loads, with the names
  * (ENV) and rules of config.ts: every problem throws a ConfigError naming the variable.
  */
-import { DEFAULTS, ENV, integer, kmsKeyArn, queueUrl, required, s3Endpoint, stage, type ConfiguredEndpoint, type Env, type MetricsConfig } from './config.js';
+import {
+  DEFAULTS,
+  ENV,
+  integer,
+  kmsKeyArn,
+  loadChangesConfig,
+  queueUrl,
+  required,
+  requiredInteger,
+  s3Endpoint,
+  stage,
+  type ChangesConfig,
+  type ConfiguredEndpoint,
+  type Env,
+  type MetricsConfig,
+} from './config.js';
 
 /** The longest safety wait before an erase (ERASE_SETTLE_SECONDS): past Lambda's 900 s and the token cache's 3,600 s. */
 export const MAX_ERASE_SETTLE_SECONDS = 4_600;
 
-export interface ApiConfig extends MetricsConfig {
+export interface ApiConfig extends ChangesConfig, MetricsConfig {
   connectionsTableName: string;
   /** Seals a connection's refresh token when it is put (and opens the stored one to compare). */
   connectionsKeyArn: string;
@@ -32,6 +47,8 @@ export interface EraserConfig extends MetricsConfig {
   connectionsTableName: string;
   itemsTableName: string;
   itemsBucketName: string;
+  /** The changes table: the connection's feed (its head row and its changes) is deleted with its rows. */
+  changesTableName: string;
   /** Where an erase cut short sends itself again. */
   eraseQueueUrl: string;
 }
@@ -42,21 +59,17 @@ export function loadApiConfig(env: Env = process.env): ApiConfig {
     connectionsKeyArn: kmsKeyArn(env, ENV.connectionsKeyArn),
     itemsTableName: required(env, ENV.itemsTableName),
     itemsBucketName: required(env, ENV.itemsBucketName),
+    ...loadChangesConfig(env),
     controlTableName: required(env, ENV.controlTableName),
     syncQueueUrl: queueUrl(env, ENV.syncQueueUrl),
     reconcileQueueUrl: queueUrl(env, ENV.reconcileQueueUrl),
     eraseQueueUrl: queueUrl(env, ENV.eraseQueueUrl),
     freshnessHours: integer(env, ENV.freshnessHours, DEFAULTS.freshnessHours, 0, 8760),
+    // The stack sets it from the sync's time-out (at least 90): no default hides it.
     eraseSettleSeconds: requiredInteger(env, ENV.eraseSettleSeconds, 0, MAX_ERASE_SETTLE_SECONDS),
     s3Endpoint: s3Endpoint(env),
     stage: stage(env),
   };
-}
-
-/** A whole number that must be set (ERASE_SETTLE_SECONDS: the stack sets it from the sync's time-out, at least 90). */
-function requiredInteger(env: Env, key: string, min: number, max: number): number {
-  required(env, key);
-  return integer(env, key, min, min, max);
 }
 
 export function loadEraserConfig(env: Env = process.env): EraserConfig {
@@ -64,6 +77,7 @@ export function loadEraserConfig(env: Env = process.env): EraserConfig {
     connectionsTableName: required(env, ENV.connectionsTableName),
     itemsTableName: required(env, ENV.itemsTableName),
     itemsBucketName: required(env, ENV.itemsBucketName),
+    changesTableName: required(env, ENV.changesTableName),
     eraseQueueUrl: queueUrl(env, ENV.eraseQueueUrl),
     stage: stage(env),
   };

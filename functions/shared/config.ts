@@ -1,14 +1,16 @@
 /**
  * Run-time configuration: read and validated once, when a function's module loads (the client
  * API's and the eraser's: client-config.ts, from the same names and rules). Every problem
- * throws a ConfigError naming the environment variable. Required values have no default; the few
- * tunables that do are documented in docs/configuration.md.
+ * throws a ConfigError naming the environment variable (the rules: env-values.ts). Required values
+ * have no default; the few tunables that do are documented in docs/configuration.md.
  */
 import { normalizeBaseUrl } from './base-url.js';
+import { integer, kmsKeyArn, optionalInteger, queueUrl, required, requiredInteger, type Env } from './env-values.js';
 import { ConfigError } from './errors.js';
 import { stageProblem } from './stage.js';
 
-export type Env = Readonly<Record<string, string | undefined>>;
+// The rules every variable is read by (./env-values.ts), where they have always been imported from.
+export { integer, KMS_KEY_ARN_PATTERN, kmsKeyArn, optionalInteger, queueUrl, required, requiredInteger, type Env } from './env-values.js';
 
 export interface ProviderConfig {
   /** Base address without trailing slash, e.g. `https://host/api/v2`. */
@@ -71,7 +73,20 @@ export function parseLogLevel(raw: string): LogLevel | undefined {
   return (LOG_LEVELS as readonly string[]).includes(upper) ? (upper as LogLevel) : undefined;
 }
 
-export interface SyncConfig extends ConnectionsConfig, MetricsConfig {
+/**
+ * The changes table (docs/changes.md): each connection's changes feed, written by the item sync with
+ * its items-table rows, read by the client API (the eraser reads CHANGES_TABLE_NAME alone).
+ */
+export interface ChangesConfig {
+  changesTableName: string;
+  /** Days a change stays readable (the context key `changesRetentionDays`): a change row expires after them. */
+  changesRetentionDays: number;
+}
+
+/** CHANGES_RETENTION_DAYS's range, and the context key `changesRetentionDays`'s (infra/context.ts). */
+export const CHANGES_RETENTION_DAYS_RANGE = { min: 1, max: 3650 } as const;
+
+export interface SyncConfig extends ConnectionsConfig, ChangesConfig, MetricsConfig {
   provider: ProviderConfig;
   /**
    * The log level (POWERTOOLS_LOG_LEVEL, default INFO). Above DEBUG, an invocation's DEBUG lines
@@ -208,6 +223,9 @@ export const ENV = {
   childIdPath: 'CHILD_ID_PATH',
   childRevisionPath: 'CHILD_REVISION_PATH',
   childrenTotalPath: 'CHILDREN_TOTAL_PATH',
+  // The changes table (the item sync, the client API; the eraser reads its name only).
+  changesTableName: 'CHANGES_TABLE_NAME',
+  changesRetentionDays: 'CHANGES_RETENTION_DAYS',
   // The reconciler (functions/reconciler); it also reads itemsTableName and controlTableName.
   reconcileQueueUrl: 'RECONCILE_QUEUE_URL',
   freshnessHours: 'FRESHNESS_HOURS',
@@ -263,34 +281,6 @@ export function dotPathProblem(value: string): string | undefined {
   return REVISION_FIELD_PATTERN.test(value) ? undefined : `must be a dot path such as "revision" or "meta.rev", got "${value}"`;
 }
 
-export function required(env: Env, key: string): string {
-  const value = env[key];
-  if (value === undefined || value.trim() === '') {
-    throw new ConfigError(key, 'is required but not set');
-  }
-  return value.trim();
-}
-
-export function integer(env: Env, key: string, fallback: number, min: number, max: number): number {
-  const raw = env[key];
-  if (raw === undefined || raw.trim() === '') return fallback;
-  if (!/^\d+$/.test(raw.trim())) {
-    throw new ConfigError(key, `must be a whole number from ${min} to ${max}, got "${raw}"`);
-  }
-  const value = Number(raw.trim());
-  if (value < min || value > max) {
-    throw new ConfigError(key, `must be a whole number from ${min} to ${max}, got ${value}`);
-  }
-  return value;
-}
-
-/** An optional whole number; undefined when unset. */
-export function optionalInteger(env: Env, key: string, min: number, max: number): number | undefined {
-  const raw = env[key];
-  if (raw === undefined || raw.trim() === '') return undefined;
-  return integer(env, key, min, min, max);
-}
-
 function baseUrl(env: Env): string {
   const raw = required(env, ENV.baseUrl);
   try {
@@ -342,17 +332,6 @@ function discovery(env: Env): DiscoveryConfig | undefined {
     ...(childrenTotalPath !== undefined ? { childrenTotalPath } : {}),
     queueUrl: queueUrl(env, ENV.reconcileQueueUrl),
   };
-}
-
-export function queueUrl(env: Env, key: string): string {
-  const raw = required(env, key);
-  try {
-    const url = new URL(raw);
-    if (url.protocol !== 'https:' && url.protocol !== 'http:') throw new Error('not http(s)');
-  } catch {
-    throw new ConfigError(key, `must be an SQS queue URL, got "${raw}"`);
-  }
-  return raw;
 }
 
 /**
@@ -413,15 +392,6 @@ function paceScope(env: Env): PaceScope {
   return raw as PaceScope;
 }
 
-/** A KMS key's ARN (or an alias's): `arn:<partition>:kms:<region>:<account>:key/…` or `…:alias/…`. */
-export const KMS_KEY_ARN_PATTERN = /^arn:aws[a-z-]*:kms:[a-z0-9-]+:\d{12}:(key|alias)\/[A-Za-z0-9/_-]+$/;
-
-export function kmsKeyArn(env: Env, key: string): string {
-  const value = required(env, key);
-  if (!KMS_KEY_ARN_PATTERN.test(value)) throw new ConfigError(key, `must be a KMS key ARN (arn:aws:kms:<region>:<account>:key/<id>), got "${value}"`);
-  return value;
-}
-
 export function loadConnectionsConfig(env: Env = process.env): ConnectionsConfig {
   return {
     connectionsTableName: required(env, ENV.connectionsTableName),
@@ -429,6 +399,12 @@ export function loadConnectionsConfig(env: Env = process.env): ConnectionsConfig
     tokenRefreshMinutes: integer(env, ENV.tokenRefreshMinutes, DEFAULTS.tokenRefreshMinutes, 1, 1440),
     tokenRequestsPerSecond: integer(env, ENV.tokenRequestsPerSecond, DEFAULTS.tokenRequestsPerSecond, 1, 1000),
   };
+}
+
+/** CHANGES_TABLE_NAME and CHANGES_RETENTION_DAYS, both required (the stacks set them). */
+export function loadChangesConfig(env: Env = process.env): ChangesConfig {
+  const { min, max } = CHANGES_RETENTION_DAYS_RANGE;
+  return { changesTableName: required(env, ENV.changesTableName), changesRetentionDays: requiredInteger(env, ENV.changesRetentionDays, min, max) };
 }
 
 export function loadRefresherConfig(env: Env = process.env): RefresherConfig {
@@ -451,6 +427,7 @@ export function loadSyncConfig(env: Env = process.env): SyncConfig {
     connectionWaitSeconds: integer(env, ENV.connectionWaitSeconds, DEFAULTS.connectionWaitSeconds, 1, 900),
     itemsTableName: required(env, ENV.itemsTableName),
     itemsBucketName: required(env, ENV.itemsBucketName),
+    ...loadChangesConfig(env),
     revisionField: revisionField(env),
     deadLetterQueueUrl: queueUrl(env, ENV.deadLetterQueueUrl),
     fetchConcurrency: integer(env, ENV.fetchConcurrency, DEFAULTS.fetchConcurrency, 1, 100),

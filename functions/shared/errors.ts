@@ -111,3 +111,16 @@ export function awsErrorOf(error: unknown): { name: string | undefined; status: 
   const status = $metadata?.httpStatusCode;
   return { name, status, summary: `${name ?? 'Error'}${status !== undefined ? `, HTTP ${status}` : ''}` };
 }
+
+/**
+ * A failed AWS read, named by `what` (`DynamoDB Query on the changes table <name>`) and the error's
+ * name and status, never a value: a TransientError for throttling and 5xx (trying again may pass),
+ * an Error otherwise.
+ */
+export function readFailure(what: string, error: unknown): Error {
+  const { name, status, summary } = awsErrorOf(error);
+  const message = `${what} failed (${summary})`;
+  return status === undefined || status >= 500 || name === 'ProvisionedThroughputExceededException' || name === 'ThrottlingException'
+    ? new TransientError(message)
+    : new Error(message);
+}

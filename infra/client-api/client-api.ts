@@ -136,10 +136,16 @@ export function addClientApi(stack: Stack, props: ClientApiProps): ClientApi {
 }
 
 /**
+ * The client API on the changes table: GetItem (a connection's head row) and Query (its changes, in
+ * order from a cursor). It writes nothing there.
+ */
+export const API_CHANGES_ACTIONS: readonly string[] = ['dynamodb:GetItem', 'dynamodb:Query'];
+
+/**
  * The function's permissions: the connections (the table, the key through DynamoDB, and the key
- * directly for the tokens it seals), the items and their objects (read), the reconciler's cursor
- * row (read), and send on the three queues it feeds (SendMessageBatch is authorised by
- * sqs:SendMessage; SQS-managed encryption needs no KMS permission).
+ * directly for the tokens it seals), the items and their objects (read; Query: the snapshot), the
+ * changes feed (read), the reconciler's cursor row (read), and send on the three queues it feeds
+ * (SendMessageBatch is authorised by sqs:SendMessage; SQS-managed encryption needs no KMS permission).
  */
 function grantClientApi(fn: ContentSyncFunction, props: ClientApiProps): void {
   const { storage } = props;
@@ -148,6 +154,7 @@ function grantClientApi(fn: ContentSyncFunction, props: ClientApiProps): void {
   grantConnectionTokens(fn, props.connections, CONNECTION_TOKEN_ACTIONS);
   fn.allow({ sid: 'ReadItems', actions: ['dynamodb:GetItem', 'dynamodb:Query'], resources: [storage.table.tableArn] });
   grantReadItemObjects(fn.role, storage.itemsBucket);
+  fn.allow({ sid: 'ReadChanges', actions: [...API_CHANGES_ACTIONS], resources: [storage.changesTable.tableArn] });
   fn.allow({
     sid: 'ReadReconcileCursor',
     actions: ['dynamodb:GetItem'],

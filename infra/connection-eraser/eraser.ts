@@ -1,9 +1,9 @@
 /**
  * The eraser, the stateless half of the erase (docs/connections.md, "Erase"; the queues, the
  * stateful half: ./erase-queues.ts): the function that erases one removed connection's data per
- * message of the erase queue (its rows in the items table, its objects in the items bucket, last
- * its connection row), and sends itself the rest of a run cut short; its permissions; the erase
- * queue as its event source (one message at a time, partial batch failures reported); its output;
+ * message of the erase queue (its rows in the items table, its objects in the items bucket, its
+ * changes feed in the changes table, last its connection row), and sends itself the rest of a run
+ * cut short; its permissions; the erase queue as its event source (one message at a time, partial batch failures reported); its output;
  * its alarm and dashboard row (./operations.ts). Memory, time-out, environment and the event
  * source's numbers come from infra/deployment.ts. It never reads a token: no grant on the
  * connections key but DynamoDB's own.
@@ -36,6 +36,9 @@ export const ERASER_CONNECTIONS_ACCESS: ConnectionsAccess = {
 /** The eraser on the items table: Query a connection's partition, delete its rows (BatchWriteItem's DeleteRequests: no DeleteItem). */
 export const ERASER_ITEMS_ACTIONS: readonly string[] = ['dynamodb:Query', 'dynamodb:BatchWriteItem'];
 
+/** The eraser on the changes table: Query a connection's feed (head row and changes), delete its rows (BatchWriteItem). */
+export const ERASER_CHANGES_ACTIONS: readonly string[] = ['dynamodb:Query', 'dynamodb:BatchWriteItem'];
+
 export interface EraserProps {
   readonly config: ContentSyncConfig;
   /** What its environment names (infra/deployment.ts, eraserDeployment). */
@@ -65,6 +68,7 @@ export function addEraser(stack: Stack, props: EraserProps): Eraser {
   });
   fn.allow({ sid: 'EraseItems', actions: [...ERASER_ITEMS_ACTIONS], resources: [storage.table.tableArn] });
   grantEraseItemObjects(fn.role, storage.itemsBucket);
+  fn.allow({ sid: 'EraseChanges', actions: [...ERASER_CHANGES_ACTIONS], resources: [storage.changesTable.tableArn] });
   grantConnections(fn, props.connections, ERASER_CONNECTIONS_ACCESS);
   // The rest of a run cut short goes back to the erase queue (SQS-managed encryption: no KMS permission).
   fn.allow({ sid: 'ContinueErase', actions: ['sqs:SendMessage'], resources: [queues.queue.queueArn] });

@@ -1,8 +1,9 @@
 /**
  * The storage every feature shares: the items table (one row per item per connection; its stream
- * feeds the change events), the items bucket (an item too large for a row, whole; ./items-bucket.ts)
- * and the control table (the item sync's provider pace rows and the reconciler's cursor row). What
- * downstream consumers read is here: a row's `item`, or the object its `itemObject.key` names.
+ * feeds the change events), the items bucket (an item too large for a row, whole; ./items-bucket.ts),
+ * the control table (the item sync's provider pace rows and the reconciler's cursor row) and the
+ * changes table (each connection's changes feed; ./changes-table.ts). What downstream consumers
+ * read is here: a row's `item`, or the object its `itemObject.key` names.
  *
  * Retained when the stack is deleted; no hard-coded physical name. Added to the given stack (the
  * stateful stack) under their own ids, so their logical ids do not depend on where this code lives.
@@ -10,6 +11,7 @@
 import { CfnOutput, RemovalPolicy, type Stack } from 'aws-cdk-lib';
 import * as dynamodb from 'aws-cdk-lib/aws-dynamodb';
 import type * as s3 from 'aws-cdk-lib/aws-s3';
+import { CHANGES_TABLE_PARTITION_KEY, CHANGES_TABLE_SORT_KEY, CHANGES_TABLE_TTL_ATTRIBUTE } from './changes-table.js';
 import { addItemsBucket } from './items-bucket.js';
 
 /**
@@ -30,15 +32,18 @@ export interface StorageResources {
   readonly controlTable: dynamodb.ITable;
   /** Items too large for a row (./items-bucket.ts). */
   readonly itemsBucket: s3.IBucket;
+  /** Each connection's changes feed: written by the item sync, read by the client API, emptied by the eraser. */
+  readonly changesTable: dynamodb.ITable;
 }
 
 export interface Storage extends StorageResources {
   readonly table: dynamodb.Table;
   readonly controlTable: dynamodb.Table;
   readonly itemsBucket: s3.Bucket;
+  readonly changesTable: dynamodb.Table;
 }
 
-/** The items table, the items bucket and the control table, with their outputs. */
+/** The items table, the items bucket, the control table and the changes table, with their outputs. */
 export function addStorage(stack: Stack): Storage {
   // One row per item per connection: two connections may hold the same item id, and one
   // connection's rows are one item collection. The key changed from `id` alone: CloudFormation
@@ -84,5 +89,24 @@ export function addStorage(stack: Stack): Storage {
     value: controlTable.tableName,
   });
 
-  return { table, controlTable, itemsBucket };
+  // Each connection's changes feed (./changes-table.ts): an outbox the item sync writes in the
+  // transaction of each items-table row, read in order by the client API. Settings as the items
+  // table's (point-in-time recovery: cdk-nag DDB3), but no stream and no index; a change row
+  // expires `changesRetentionDays` after it is written (DynamoDB's TTL deletes it, at no charge).
+  const changesTable = new dynamodb.Table(stack, 'ChangesTable', {
+    partitionKey: { name: CHANGES_TABLE_PARTITION_KEY, type: dynamodb.AttributeType.STRING },
+    sortKey: { name: CHANGES_TABLE_SORT_KEY, type: dynamodb.AttributeType.NUMBER },
+    billingMode: dynamodb.BillingMode.PAY_PER_REQUEST,
+    timeToLiveAttribute: CHANGES_TABLE_TTL_ATTRIBUTE,
+    pointInTimeRecoverySpecification: { pointInTimeRecoveryEnabled: true },
+    encryption: dynamodb.TableEncryption.AWS_MANAGED,
+    deletionProtection: true,
+    removalPolicy: RemovalPolicy.RETAIN,
+  });
+  new CfnOutput(stack, 'ChangesTableName', {
+    description: 'DynamoDB table of each connection\'s changes feed (GET /connections/{connection}/changes)',
+    value: changesTable.tableName,
+  });
+
+  return { table, controlTable, itemsBucket, changesTable };
 }

@@ -13,7 +13,7 @@ import { AwsSolutionsChecks } from 'cdk-nag';
 import { afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 import { ENV } from '../../functions/shared/config.js';
 import { API_SERVICE } from '../../functions/shared/metric-names.js';
-import { API_ACCESS_LOG_FIELDS, API_BURST_LIMIT, API_CONNECTIONS_ACCESS, API_RATE_LIMIT_PER_SECOND, CLIENT_API_ROUTES } from '../../infra/client-api/client-api.js';
+import { API_ACCESS_LOG_FIELDS, API_BURST_LIMIT, API_CHANGES_ACTIONS, API_CONNECTIONS_ACCESS, API_RATE_LIMIT_PER_SECOND, CLIENT_API_ROUTES } from '../../infra/client-api/client-api.js';
 import { CLIENT_API_MEMORY_MB, CLIENT_API_TIMEOUT_SECONDS } from '../../infra/deployment.js';
 import { buildApp, fnArn, importOf, logicalId, resource, roleStatements, synthTemplates, type Templates } from './helpers.js';
 
@@ -41,6 +41,8 @@ beforeAll(() => {
   imports.bucketName = ref('AWS::S3::Bucket', 'ItemsBucket');
   imports.controlTableName = ref('AWS::DynamoDB::Table', 'ControlTable');
   imports.controlTableArn = arn('AWS::DynamoDB::Table', 'ControlTable');
+  imports.changesTableName = ref('AWS::DynamoDB::Table', 'ChangesTable');
+  imports.changesTableArn = arn('AWS::DynamoDB::Table', 'ChangesTable');
   imports.syncQueueUrl = ref('AWS::SQS::Queue', 'SyncQueue');
   imports.syncQueueArn = arn('AWS::SQS::Queue', 'SyncQueue');
   imports.reconcileQueueUrl = ref('AWS::SQS::Queue', 'ReconcileQueue');
@@ -220,13 +222,16 @@ describe('the function', () => {
     expect(role.Properties).not.toHaveProperty('ManagedPolicyArns');
   });
 
-  it('environment: exactly the tables, the key, the bucket, the three queues, freshnessHours and the erase\'s safety wait', () => {
+  it('environment: exactly the tables, the key, the bucket, the three queues, freshnessHours, changesRetentionDays and the erase\'s safety wait', () => {
     const fn = resource(t.statelessTemplate, 'AWS::Lambda::Function', ids.fn!);
     expect(fn.Properties['Environment'].Variables).toEqual({
       [ENV.connectionsTableName]: imports.connectionsTableName,
       [ENV.connectionsKeyArn]: imports.connectionsKeyArn,
       [ENV.itemsTableName]: imports.itemsTableName,
       [ENV.itemsBucketName]: imports.bucketName,
+      // The changes feed, and how long a change stays in it (changesRetentionDays' default).
+      [ENV.changesTableName]: imports.changesTableName,
+      [ENV.changesRetentionDays]: '35',
       [ENV.controlTableName]: imports.controlTableName,
       [ENV.syncQueueUrl]: imports.syncQueueUrl,
       [ENV.reconcileQueueUrl]: imports.reconcileQueueUrl,
@@ -249,8 +254,9 @@ describe('the function', () => {
     expect(variables[ENV.eraseSettleSeconds]).toBe(String(60 + 600 + 30));
   });
 
-  it('IAM: own logs; get, list and update connections (the key through DynamoDB, and directly for the tokens it seals); read items and their objects; the reconcile cursor; send to the three queues; nothing else', () => {
+  it('IAM: own logs; get, list and update connections (the key through DynamoDB, and directly for the tokens it seals); read items and their objects; read changes; the reconcile cursor; send to the three queues; nothing else', () => {
     expect(API_CONNECTIONS_ACCESS.actions).toEqual(['dynamodb:GetItem', 'dynamodb:Scan', 'dynamodb:UpdateItem']);
+    expect(API_CHANGES_ACTIONS).toEqual(['dynamodb:GetItem', 'dynamodb:Query']);
     expect(roleStatements(t.statelessTemplate, ids.role!)).toEqual([
       { Sid: 'WriteOwnLogs', Effect: 'Allow', Action: ['logs:CreateLogStream', 'logs:PutLogEvents'], Resource: fnArn(ids.logs!) },
       // No PutItem, no DeleteItem (test/infra/connections.test.ts).
@@ -276,6 +282,8 @@ describe('the function', () => {
         Action: 's3:GetObject',
         Resource: { 'Fn::Join': ['', [{ 'Fn::ImportValue': 'ContentSyncStateful:ItemsBucketArn' }, '/items/*']] },
       },
+      // The changes feed: a connection's head row, its changes from a cursor. It writes nothing there.
+      { Sid: 'ReadChanges', Effect: 'Allow', Action: ['dynamodb:GetItem', 'dynamodb:Query'], Resource: imports.changesTableArn },
       {
         Sid: 'ReadReconcileCursor',
         Effect: 'Allow',

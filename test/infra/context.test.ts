@@ -3,8 +3,8 @@
  * through readContentSyncConfig and through the app (what `cdk synth` runs).
  */
 import { describe, expect, it } from 'vitest';
-import { DEFAULTS, LOG_LEVELS, PACE_SCOPES } from '../../functions/shared/config.js';
-import { syncTimeoutSeconds } from '../../infra/context.js';
+import { CHANGES_RETENTION_DAYS_RANGE, DEFAULTS, LOG_LEVELS, PACE_SCOPES } from '../../functions/shared/config.js';
+import { NUMBER_RULES, syncTimeoutSeconds } from '../../infra/context.js';
 import { buildApp, CDK_JSON_CONTEXT, contextErrorFor as errorFor, readContext as read } from './helpers.js';
 
 
@@ -29,6 +29,8 @@ describe('context defaults', () => {
       // One deployment per account and region: stacks ContentSyncStateful and ContentSyncStateless.
       stage: undefined,
       logRetentionDays: 30,
+      // Five weeks of each connection's changes feed.
+      changesRetentionDays: 35,
       // Discovery off (test/infra/discovery.test.ts).
       discovery: undefined,
       syncTimeoutSeconds: 60,
@@ -48,6 +50,7 @@ describe('context defaults', () => {
       paceScope: 'client',
       logLevel: 'INFO',
       logRetentionDays: 30,
+      changesRetentionDays: 35,
       'cli-telemetry': false,
     });
     expect(CDK_JSON_CONTEXT).not.toHaveProperty('baseUrl');
@@ -316,6 +319,43 @@ describe('the app validates the context once, before creating anything', () => {
 
   it('a loopback http baseUrl builds', () => {
     expect(buildApp({ baseUrl: 'http://127.0.0.1:9000' }).config.baseUrl).toBe('http://127.0.0.1:9000');
+  });
+});
+
+describe('changesRetentionDays', () => {
+  it('ranges as CHANGES_RETENTION_DAYS does (1 to 3650 days), 35 unless given', () => {
+    expect(NUMBER_RULES.changesRetentionDays).toEqual({ ...CHANGES_RETENTION_DAYS_RANGE, fallback: 35 });
+    expect(CHANGES_RETENTION_DAYS_RANGE).toEqual({ min: 1, max: 3650 });
+    expect(read(base).changesRetentionDays).toBe(35);
+    expect(buildApp({ changesRetentionDays: undefined }).config.changesRetentionDays).toBe(35);
+  });
+
+  it.each([
+    [1, 1],
+    ['7', 7],
+    [' 90 ', 90],
+    [3650, 3650],
+    ['3650', 3650],
+    ['', 35],
+    [null, 35],
+  ])('changesRetentionDays %j (cdk.json number or -c string) is %j', (value, expected) => {
+    expect(read({ ...base, changesRetentionDays: value }).changesRetentionDays).toBe(expected);
+  });
+
+  it.each([[0], ['0'], [3651], ['3651'], ['x'], [1.5], ['1.5'], [-1], ['35d']])('changesRetentionDays %j is an error naming the key', (value) => {
+    expect(errorFor({ ...base, changesRetentionDays: value }, 'changesRetentionDays')).toBe(
+      `changesRetentionDays: must be a whole number from 1 to 3650, got "${value}"`,
+    );
+  });
+
+  it('changesRetentionDays: a non-scalar value is rejected naming the key', () => {
+    expect(errorFor({ ...base, changesRetentionDays: [35] }, 'changesRetentionDays')).toMatch(/must be a single value/);
+    expect(errorFor({ ...base, changesRetentionDays: true }, 'changesRetentionDays')).toMatch(/must be a single value/);
+  });
+
+  it('a bad changesRetentionDays fails the build naming the key', () => {
+    expect(() => buildApp({ changesRetentionDays: '0' })).toThrow(/^changesRetentionDays: must be a whole number from 1 to 3650, got "0"/);
+    expect(() => buildApp({ changesRetentionDays: 'x' })).toThrow(/^changesRetentionDays: /);
   });
 });
 

@@ -124,6 +124,7 @@ function resourceNames(t: Templates): Deployment.ResourceNames {
     itemsTableName: ref('AWS::DynamoDB::Table', 'ItemsTable'),
     itemsBucketName: ref('AWS::S3::Bucket', 'ItemsBucket'),
     controlTableName: ref('AWS::DynamoDB::Table', 'ControlTable'),
+    changesTableName: ref('AWS::DynamoDB::Table', 'ChangesTable'),
     deadLetterQueueUrl: ref('AWS::SQS::Queue', 'DeadLetterQueue'),
     reconcileQueueUrl: ref('AWS::SQS::Queue', 'ReconcileQueue'),
     connectionsTableName: ref('AWS::DynamoDB::Table', 'ConnectionsTable'),

@@ -82,6 +82,7 @@ describe('the item sync environment (infra/deployment.ts)', () => {
     itemsTableName: 'items',
     itemsBucketName: 'bucket',
     controlTableName: 'control',
+    changesTableName: 'changes',
     deadLetterQueueUrl: 'https://sqs.example/dlq',
     reconcileQueueUrl: 'https://sqs.example/reconcile',
     connectionsTableName: 'connections',

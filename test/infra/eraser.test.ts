@@ -9,7 +9,7 @@
 import { beforeAll, describe, expect, it } from 'vitest';
 import { ENV } from '../../functions/shared/config.js';
 import { ERASER_SERVICE } from '../../functions/shared/metric-names.js';
-import { ERASER_CONNECTIONS_ACCESS, ERASER_ITEMS_ACTIONS } from '../../infra/connection-eraser/eraser.js';
+import { ERASER_CHANGES_ACTIONS, ERASER_CONNECTIONS_ACCESS, ERASER_ITEMS_ACTIONS } from '../../infra/connection-eraser/eraser.js';
 import { ERASER_MAX_CONCURRENCY, ERASER_MEMORY_MB, ERASER_TIMEOUT_SECONDS, VISIBILITY_FACTOR } from '../../infra/deployment.js';
 import { fnArn, importOf, logicalId, resource, roleStatements, synthTemplates, type Templates } from './helpers.js';
 
@@ -38,6 +38,8 @@ beforeAll(() => {
   imports.itemsTableName = ref('AWS::DynamoDB::Table', 'ItemsTable');
   imports.itemsTableArn = arn('AWS::DynamoDB::Table', 'ItemsTable');
   imports.bucketName = ref('AWS::S3::Bucket', 'ItemsBucket');
+  imports.changesTableName = ref('AWS::DynamoDB::Table', 'ChangesTable');
+  imports.changesTableArn = arn('AWS::DynamoDB::Table', 'ChangesTable');
 });
 
 describe('the erase queue and its dead-letter queue (stateful)', () => {
@@ -111,11 +113,13 @@ describe('the eraser (stateless)', () => {
     expect(role.Properties).not.toHaveProperty('ManagedPolicyArns');
   });
 
-  it('environment: exactly the connections and items tables, the bucket and the erase queue (no key: it never opens a token)', () => {
+  it('environment: exactly the connections, items and changes tables, the bucket and the erase queue (no key: it never opens a token)', () => {
     expect(resource(t.statelessTemplate, 'AWS::Lambda::Function', ids.fn!).Properties['Environment'].Variables).toEqual({
       [ENV.connectionsTableName]: imports.connectionsTableName,
       [ENV.itemsTableName]: imports.itemsTableName,
       [ENV.itemsBucketName]: imports.bucketName,
+      // Its name only: a connection's whole feed goes, whatever its age.
+      [ENV.changesTableName]: imports.changesTableName,
       [ENV.eraseQueueUrl]: imports.queueUrl,
       POWERTOOLS_SERVICE_NAME: ERASER_SERVICE,
       POWERTOOLS_LOG_LEVEL: 'INFO',
@@ -124,8 +128,9 @@ describe('the eraser (stateless)', () => {
     expect(ERASER_SERVICE).toBe('connection-eraser');
   });
 
-  it('IAM: own logs; query and delete items; list and delete objects under items/; get, update and delete a connection row (the key through DynamoDB only); send to the erase queue; consume it', () => {
+  it('IAM: own logs; query and delete items; list and delete objects under items/; query and delete changes; get, update and delete a connection row (the key through DynamoDB only); send to the erase queue; consume it', () => {
     expect(ERASER_ITEMS_ACTIONS).toEqual(['dynamodb:Query', 'dynamodb:BatchWriteItem']);
+    expect(ERASER_CHANGES_ACTIONS).toEqual(['dynamodb:Query', 'dynamodb:BatchWriteItem']);
     expect(ERASER_CONNECTIONS_ACCESS.actions).toEqual(['dynamodb:GetItem', 'dynamodb:UpdateItem', 'dynamodb:DeleteItem']);
     const objects = { 'Fn::Join': ['', [{ 'Fn::ImportValue': 'ContentSyncStateful:ItemsBucketArn' }, '/items/*']] };
     expect(roleStatements(t.statelessTemplate, ids.role!)).toEqual([
@@ -140,6 +145,8 @@ describe('the eraser (stateless)', () => {
         Condition: { StringLike: { 's3:prefix': 'items/*' } },
       },
       { Sid: 'EraseItemObjects', Effect: 'Allow', Action: 's3:DeleteObject', Resource: objects },
+      // The connection's changes feed (its head row and its changes): BatchWriteItem's DeleteRequests, no DeleteItem.
+      { Sid: 'EraseChanges', Effect: 'Allow', Action: ['dynamodb:Query', 'dynamodb:BatchWriteItem'], Resource: imports.changesTableArn },
       // test/infra/connections.test.ts.
       { Sid: 'Connections', Effect: 'Allow', Action: ['dynamodb:GetItem', 'dynamodb:UpdateItem', 'dynamodb:DeleteItem'], Resource: imports.connectionsTableArn },
       {

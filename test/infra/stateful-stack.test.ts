@@ -1,5 +1,5 @@
 /**
- * The stateful stack's template: items table, control table, no secret (the connections table and
+ * The stateful stack's template: items table, control table, changes table, no secret (the connections table and
  * its key: test/infra/connections.test.ts), the sync queue and its DLQ, outputs, retention on
  * deletion and the absence of physical names.
  */
@@ -8,6 +8,7 @@ import { beforeAll, describe, expect, it } from 'vitest';
 import { CONTROL_TABLE_KEY } from '../../functions/shared/adapters/dynamodb-pace-store.js';
 import { STACK_NAMES } from '../../infra/content-sync-app.js';
 import { CONTROL_TABLE_PARTITION_KEY } from '../../infra/stateful-stack.js';
+import { CHANGES_TABLE_PARTITION_KEY, CHANGES_TABLE_SORT_KEY, CHANGES_TABLE_TTL_ATTRIBUTE } from '../../infra/storage/changes-table.js';
 import { ITEMS_TABLE_PARTITION_KEY, ITEMS_TABLE_SORT_KEY } from '../../infra/storage/storage.js';
 import { logicalId, resource, synthTemplates, type Templates } from './helpers.js';
 
@@ -23,8 +24,8 @@ describe('stateful stack', () => {
   });
 
   it('items table: partition key connection, sort key id (both strings), on demand, PITR, new-and-old-image stream, retained', () => {
-    // The items table, the control table and the connections table (test/infra/connections.test.ts).
-    t.statefulTemplate.resourceCountIs('AWS::DynamoDB::Table', 3);
+    // The items table, the control table, the changes table and the connections table (test/infra/connections.test.ts).
+    t.statefulTemplate.resourceCountIs('AWS::DynamoDB::Table', 4);
     const itemsTableId = logicalId(t.statefulTemplate, 'AWS::DynamoDB::Table', 'ItemsTable');
     t.statefulTemplate.hasResource('AWS::DynamoDB::Table', {
       Properties: {
@@ -69,6 +70,38 @@ describe('stateful stack', () => {
     });
     expect(table.DeletionPolicy).toBe('Retain');
     expect(table.UpdateReplacePolicy).toBe('Retain');
+  });
+
+  it('changes table: partition key connection (string), sort key seq (number), on demand, TTL on expiresAt, PITR, no stream or index, retained', () => {
+    const table = resource(t.statefulTemplate, 'AWS::DynamoDB::Table', 'ChangesTable');
+    expect(table.id).toMatch(/^ChangesTable[0-9A-F]{8}$/);
+    expect(table.Properties).toEqual({
+      KeySchema: [
+        { AttributeName: 'connection', KeyType: 'HASH' },
+        { AttributeName: 'seq', KeyType: 'RANGE' },
+      ],
+      AttributeDefinitions: [
+        { AttributeName: 'connection', AttributeType: 'S' },
+        { AttributeName: 'seq', AttributeType: 'N' },
+      ],
+      BillingMode: 'PAY_PER_REQUEST',
+      // A change row expires changesRetentionDays after it is written (epoch seconds).
+      TimeToLiveSpecification: { AttributeName: 'expiresAt', Enabled: true },
+      PointInTimeRecoverySpecification: { PointInTimeRecoveryEnabled: true },
+      // Encryption and deletion protection as the items table's.
+      SSESpecification: { SSEEnabled: true },
+      DeletionProtectionEnabled: true,
+    });
+    // No StreamSpecification, GlobalSecondaryIndexes, LocalSecondaryIndexes, TableName or ProvisionedThroughput (toEqual above).
+    expect([table.DeletionPolicy, table.UpdateReplacePolicy]).toEqual(['Retain', 'Retain']);
+    // The same settings as the items table, but for its keys, its TTL and its stream.
+    const items = resource(t.statefulTemplate, 'AWS::DynamoDB::Table', 'ItemsTable');
+    for (const setting of ['BillingMode', 'PointInTimeRecoverySpecification', 'SSESpecification', 'DeletionProtectionEnabled']) {
+      expect(table.Properties[setting], setting).toEqual(items.Properties[setting]);
+    }
+    expect([items.DeletionPolicy, items.UpdateReplacePolicy]).toEqual([table.DeletionPolicy, table.UpdateReplacePolicy]);
+    // The names the local harness creates the table with (dev/fakes/dynalite.ts) are these.
+    expect([CHANGES_TABLE_PARTITION_KEY, CHANGES_TABLE_SORT_KEY, CHANGES_TABLE_TTL_ATTRIBUTE]).toEqual(['connection', 'seq', 'expiresAt']);
   });
 
   it('holds no secret: credentials and tokens live in the connections table', () => {
@@ -135,7 +168,7 @@ describe('stateful stack', () => {
     }
   });
 
-  it('outputs: queue URL and ARN, DLQ URL and ARN, table name and stream, control table name, connections table name and key ARN', () => {
+  it('outputs: queue URL and ARN, DLQ URL and ARN, table name and stream, control and changes table names, connections table name and key ARN', () => {
     const outputs = t.statefulTemplate.toJSON().Outputs as Record<string, { Value: unknown }>;
     const named = Object.keys(outputs).filter((id) => !id.startsWith('ExportsOutput'));
     expect(named.sort()).toEqual(
@@ -143,6 +176,8 @@ describe('stateful stack', () => {
         'ChangeEventBusArn',
         'ChangeEventBusName',
         'ChangeEventsFailureQueueUrl',
+        // The changes table's name (each connection's changes feed).
+        'ChangesTableName',
         'ControlTableName',
         // The connections (test/infra/connections.test.ts).
         'ConnectionsKeyArn',
@@ -176,6 +211,7 @@ describe('stateful stack', () => {
     expect(outputs['ItemsTableName']!.Value).toEqual({ Ref: id('AWS::DynamoDB::Table', 'ItemsTable') });
     expect(outputs['ItemsTableStreamArn']!.Value).toEqual({ 'Fn::GetAtt': [id('AWS::DynamoDB::Table', 'ItemsTable'), 'StreamArn'] });
     expect(outputs['ControlTableName']!.Value).toEqual({ Ref: id('AWS::DynamoDB::Table', 'ControlTable') });
+    expect(outputs['ChangesTableName']!.Value).toEqual({ Ref: id('AWS::DynamoDB::Table', 'ChangesTable') });
   });
 
   it('holds only the stateful resources', () => {
@@ -183,6 +219,8 @@ describe('stateful stack', () => {
     expect(types.sort()).toEqual(
       [
         'AWS::DynamoDB::Table',
+        'AWS::DynamoDB::Table',
+        // The changes table.
         'AWS::DynamoDB::Table',
         'AWS::SQS::Queue',
         'AWS::SQS::Queue',

@@ -8,6 +8,7 @@ import { Capture, Match } from 'aws-cdk-lib/assertions';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { ENV } from '../../functions/shared/config.js';
 import { STACK_NAMES } from '../../infra/content-sync-app.js';
+import { SYNC_CHANGES_ACTIONS } from '../../infra/item-sync/item-sync.js';
 
 import { expectSchedulerInvokeRole, fnArn, importOf, logicalId, resource, roleStatements, synthTemplates, type Templates } from './helpers.js';
 
@@ -38,6 +39,8 @@ beforeAll(() => {
   imports.tableArn = importOf(f, arn('AWS::DynamoDB::Table', 'ItemsTable'));
   imports.controlTableName = importOf(f, ref('AWS::DynamoDB::Table', 'ControlTable'));
   imports.controlTableArn = importOf(f, arn('AWS::DynamoDB::Table', 'ControlTable'));
+  imports.changesTableName = importOf(f, ref('AWS::DynamoDB::Table', 'ChangesTable'));
+  imports.changesTableArn = importOf(f, arn('AWS::DynamoDB::Table', 'ChangesTable'));
   imports.queueArn = importOf(f, arn('AWS::SQS::Queue', 'SyncQueue'));
   imports.dlqUrl = importOf(f, ref('AWS::SQS::Queue', 'DeadLetterQueue'));
   imports.dlqArn = importOf(f, arn('AWS::SQS::Queue', 'DeadLetterQueue'));
@@ -260,6 +263,9 @@ describe('stateless stack', () => {
         [ENV.paceScope]: 'client',
         [ENV.itemsTableName]: imports.tableName,
         [ENV.itemsBucketName]: imports.bucketName,
+        // Each change goes to the changes table with its row; changesRetentionDays' default.
+        [ENV.changesTableName]: imports.changesTableName,
+        [ENV.changesRetentionDays]: '35',
         [ENV.revisionField]: 'revision',
         [ENV.deadLetterQueueUrl]: imports.dlqUrl,
         [ENV.controlTableName]: imports.controlTableName,
@@ -291,6 +297,8 @@ describe('stateless stack', () => {
           ENV.paceScope,
           ENV.itemsTableName,
           ENV.itemsBucketName,
+          ENV.changesTableName,
+          ENV.changesRetentionDays,
           ENV.revisionField,
           ENV.deadLetterQueueUrl,
           ENV.controlTableName,
@@ -316,6 +324,52 @@ describe('stateless stack', () => {
       expect(sync.Properties['Environment'].Variables[ENV.usersReservedPercent]).toBe(expected);
       const refresher = resource(other.statelessTemplate, 'AWS::Lambda::Function', 'TokenRefresherFunction');
       expect(refresher.Properties['Environment'].Variables).not.toHaveProperty(ENV.usersReservedPercent);
+    });
+
+    it.each([
+      [undefined, '35'],
+      [1, '1'],
+      [' 90 ', '90'],
+      ['3650', '3650'],
+    ])('changesRetentionDays=%j sets CHANGES_RETENTION_DAYS=%s on the item sync and the client API only', (value, expected) => {
+      const other = synthTemplates({ changesRetentionDays: value });
+      for (const prefix of ['ItemSyncFunction', 'ClientApiFunction']) {
+        const fn = resource(other.statelessTemplate, 'AWS::Lambda::Function', prefix);
+        expect(fn.Properties['Environment'].Variables[ENV.changesRetentionDays], prefix).toBe(expected);
+      }
+      for (const prefix of ['TokenRefresherFunction', 'ChangeEventsFunction', 'ReconcilerFunction', 'ConnectionEraserFunction']) {
+        const fn = resource(other.statelessTemplate, 'AWS::Lambda::Function', prefix);
+        expect(fn.Properties['Environment'].Variables, prefix).not.toHaveProperty(ENV.changesRetentionDays);
+      }
+    });
+
+    it('CHANGES_TABLE_NAME: the item sync, the client API and the eraser only, each the changes table\'s imported name', () => {
+      for (const prefix of ['ItemSyncFunction', 'ClientApiFunction', 'ConnectionEraserFunction']) {
+        const fn = resource(t.statelessTemplate, 'AWS::Lambda::Function', prefix);
+        expect(fn.Properties['Environment'].Variables[ENV.changesTableName], prefix).toEqual(imports.changesTableName);
+      }
+      for (const prefix of ['TokenRefresherFunction', 'ChangeEventsFunction', 'ReconcilerFunction']) {
+        const fn = resource(t.statelessTemplate, 'AWS::Lambda::Function', prefix);
+        expect(fn.Properties['Environment'].Variables, prefix).not.toHaveProperty(ENV.changesTableName);
+      }
+    });
+
+    it('only the item sync, the client API and the eraser may touch the changes table, with exactly their actions', () => {
+      const arn = JSON.stringify(imports.changesTableArn);
+      const onChanges: Array<{ role: string; sid: string; actions: string[] }> = [];
+      for (const [, body] of Object.entries(t.statelessTemplate.findResources('AWS::IAM::Policy'))) {
+        const role = (body.Properties.Roles as Array<{ Ref: string }>)[0]!.Ref.replace(/[0-9A-F]{8}$/, '');
+        for (const statement of body.Properties.PolicyDocument.Statement as Array<{ Sid?: string; Action: string | string[]; Resource: unknown }>) {
+          if ([statement.Resource].flat().some((resource) => JSON.stringify(resource).includes(arn.slice(1, -1)))) {
+            onChanges.push({ role, sid: statement.Sid ?? '', actions: [statement.Action].flat() });
+          }
+        }
+      }
+      expect(onChanges.sort((a, b) => (a.role < b.role ? -1 : 1))).toEqual([
+        { role: 'ClientApiRole', sid: 'ReadChanges', actions: ['dynamodb:GetItem', 'dynamodb:Query'] },
+        { role: 'ConnectionEraserRole', sid: 'EraseChanges', actions: ['dynamodb:Query', 'dynamodb:BatchWriteItem'] },
+        { role: 'ItemSyncRole', sid: 'WriteChanges', actions: ['dynamodb:GetItem', 'dynamodb:PutItem', 'dynamodb:UpdateItem'] },
+      ]);
     });
 
     it('PROVIDER_USERS_RESERVED_PERCENT is 20 when usersReservedPercent is not in the context at all', () => {
@@ -371,7 +425,8 @@ describe('stateless stack', () => {
       });
     });
 
-    it('IAM: own logs, read/write items (no Scan/Delete), the pace rows, send back to its queue and to the DLQ, get and update connections, consume its queue', () => {
+    it('IAM: own logs, read/write items (no Scan/Delete), write changes, the pace rows, send back to its queue and to the DLQ, get and update connections, consume its queue', () => {
+      expect(SYNC_CHANGES_ACTIONS).toEqual(['dynamodb:GetItem', 'dynamodb:PutItem', 'dynamodb:UpdateItem']);
       expect(roleStatements(t.statelessTemplate, ids.syncRole!)).toEqual([
         logsStatement(ids.syncLogs!),
         {
@@ -380,6 +435,10 @@ describe('stateless stack', () => {
           Action: ['dynamodb:BatchGetItem', 'dynamodb:PutItem', 'dynamodb:UpdateItem'],
           Resource: imports.tableArn,
         },
+        // The changes table: the head row (a consistent GetItem), and the change and head writes of the
+        // TransactWriteItems that writes each row (authorized by PutItem and UpdateItem). No Query,
+        // Scan or DeleteItem.
+        { Sid: 'WriteChanges', Effect: 'Allow', Action: ['dynamodb:GetItem', 'dynamodb:PutItem', 'dynamodb:UpdateItem'], Resource: imports.changesTableArn },
         // The provider pace: one strongly consistent GetItem and conditional PutItem on the control table.
         { Sid: 'ProviderPace', Effect: 'Allow', Action: ['dynamodb:GetItem', 'dynamodb:PutItem'], Resource: imports.controlTableArn },
         // Waiting records go back to the sync queue with a delay (SendMessageBatch is authorised by sqs:SendMessage).

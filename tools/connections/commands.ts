@@ -47,7 +47,7 @@ export interface CommandContext {
   io: CliIo;
   store: () => ConnectionStore;
   dynamodb: () => DynamoDBClient;
-  /** The items table and bucket of a purge. */
+  /** The items table and bucket, and the changes table, of a purge. */
   items: (targets: PurgeTargets) => ItemsEraser;
   clock: Clock;
   sleep: (ms: number) => Promise<void>;
@@ -174,6 +174,7 @@ export async function resumeConnection(context: CommandContext, connection: stri
 export interface PurgeTargets {
   itemsTable: string;
   itemsBucket: string;
+  changesTable: string;
   connectionsTable: string;
 }
 
@@ -185,7 +186,7 @@ export async function removeConnection(context: CommandContext, connection: stri
   if (purge && !options.yes) {
     context.io.stderr.write(
       `This deletes every row of connection "${connection}" in the items table ${purge.itemsTable}, its objects under items/${connection}/ ` +
-        `in the items bucket ${purge.itemsBucket}, and its row in ${purge.connectionsTable}. It cannot be undone.\n` +
+        `in the items bucket ${purge.itemsBucket}, its changes in ${purge.changesTable}, and its row in ${purge.connectionsTable}. It cannot be undone.\n` +
         `Type the connection id to confirm: `,
     );
     const answer = (await readLine(context.io.stdin)).trim();
@@ -215,6 +216,7 @@ export async function removeConnection(context: CommandContext, connection: stri
       return deleted;
     },
     deleteObjects: (c, step) => items.deleteObjects(c, { ...step, onProgress: async (n) => (progress('objects')(n), step.onProgress?.(n)) }),
+    deleteChanges: (c, step) => items.deleteChanges(c, { ...step, onProgress: async (n) => (progress('changes')(n), step.onProgress?.(n)) }),
   };
   // The time this command has waited counts as passed (a clock that stands still in a test, too).
   let waitedMs = 0;
@@ -235,7 +237,7 @@ export async function removeConnection(context: CommandContext, connection: stri
       );
     }
     if (run.kind === 'done') {
-      out(context, `connection "${connection}" purged: ${run.rowsDeleted} rows deleted from ${purge.itemsTable}, ${run.objectsDeleted} objects from ${purge.itemsBucket}, and its row from ${purge.connectionsTable}`);
+      out(context, `connection "${connection}" purged: ${run.rowsDeleted} rows deleted from ${purge.itemsTable}, ${run.objectsDeleted} objects from ${purge.itemsBucket}, its changes from ${purge.changesTable}, and its row from ${purge.connectionsTable}`);
       return;
     }
   }

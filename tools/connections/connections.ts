@@ -89,6 +89,7 @@ Where the deployment is (a flag, else the variable, else the stack's output):
   --connections-key <arn>      ${ENV.connectionsKeyArn}   ${OUTPUT_KEYS.connectionsKey}   (add, seal: seals tokens)
   --items-table <name>         ${ENV.itemsTableName}   ${OUTPUT_KEYS.itemsTable}   (remove --purge, import-items)
   --items-bucket <name>        ${ENV.itemsBucketName}  ${OUTPUT_KEYS.itemsBucket}  (remove --purge)
+  --changes-table <name>       ${ENV.changesTableName}  ${OUTPUT_KEYS.changesTable}  (remove --purge)
   --control-table <name>       ${ENV.controlTableName}  ${OUTPUT_KEYS.controlTable}  (list: the last passes)
   --stage <stage>              the deployment whose stateful stack's outputs are read
                                (${DEFAULT_STACK}-<stage>; default ${DEFAULT_STACK})
@@ -124,6 +125,7 @@ const OPTIONS = {
   'connections-key': { type: 'string' },
   'items-table': { type: 'string' },
   'items-bucket': { type: 'string' },
+  'changes-table': { type: 'string' },
   'control-table': { type: 'string' },
   stage: { type: 'string' },
   stack: { type: 'string' },
@@ -142,7 +144,7 @@ const COMMANDS: Record<string, { id: boolean; options: Option[] }> = {
   list: { id: false, options: ['json', 'connections-table', 'control-table'] },
   pause: { id: true, options: ['connections-table'] },
   resume: { id: true, options: ['connections-table'] },
-  remove: { id: true, options: ['purge', 'yes', 'connections-table', 'items-table', 'items-bucket'] },
+  remove: { id: true, options: ['purge', 'yes', 'connections-table', 'items-table', 'items-bucket', 'changes-table'] },
   seal: { id: false, options: ['connections-table', 'connections-key'] },
   'import-items': { id: false, options: ['from-table', 'items-table'] },
 };
@@ -235,7 +237,7 @@ async function dispatch(command: string, args: string[], values: Values, io: Cli
     store: () => (store ??= deps.store ?? new DynamoDbConnectionStore(dynamoClient(), connectionsTable, { sealer, setting: `--connections-table or ${ENV.connectionsTableName}` })),
     dynamodb: dynamoClient,
     items: (targets) =>
-      new AwsItemsEraser({ dynamodb: dynamoClient(), s3: (s3 ??= new S3Client(s3ClientConfig(env))), itemsTable: targets.itemsTable, itemsBucket: targets.itemsBucket, sleep }),
+      new AwsItemsEraser({ dynamodb: dynamoClient(), s3: (s3 ??= new S3Client(s3ClientConfig(env))), itemsTable: targets.itemsTable, itemsBucket: targets.itemsBucket, changesTable: targets.changesTable, sleep }),
     clock: deps.clock ?? systemClock,
     sleep,
     reconcileCursor:
@@ -260,6 +262,7 @@ async function dispatch(command: string, args: string[], values: Values, io: Cli
         ? {
             itemsTable: await setting('items-table', ENV.itemsTableName, OUTPUT_KEYS.itemsTable, 'the items table'),
             itemsBucket: await setting('items-bucket', ENV.itemsBucketName, OUTPUT_KEYS.itemsBucket, 'the items bucket'),
+            changesTable: await setting('changes-table', ENV.changesTableName, OUTPUT_KEYS.changesTable, 'the changes table'),
             connectionsTable,
           }
         : undefined;

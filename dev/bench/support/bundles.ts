@@ -42,6 +42,7 @@ const EXAMPLE_RESOURCES: ResourceNames = {
   itemsTableName: 'content-sync-items',
   itemsBucketName: 'content-sync-items-bucket',
   controlTableName: 'content-sync-control',
+  changesTableName: 'content-sync-changes',
   deadLetterQueueUrl: 'https://sqs.eu-west-1.amazonaws.com/000000000000/content-sync-dead-letters',
   reconcileQueueUrl: 'https://sqs.eu-west-1.amazonaws.com/000000000000/content-sync-reconcile',
   connectionsTableName: 'content-sync-connections',

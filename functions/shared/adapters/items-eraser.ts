@@ -4,7 +4,9 @@
  *   page's rows name handed to the caller first (erase.ts deletes those that are the connection's
  *   with `deleteKeys`), then BatchWriteItem deletes of 25, unprocessed ones sent again with backoff;
  * - objects: every key under `items/<connection>/` (but a one-account deployment's key that a
- *   connection named like an id's hash would list: isOneAccountKey), DeleteObjects of up to 1,000.
+ *   connection named like an id's hash would list: isOneAccountKey), DeleteObjects of up to 1,000;
+ * - changes: the connection's partition of the changes table (its changes and its head), Query
+ *   and BatchWriteItem deletes as for the rows.
  * Only that connection's partition and prefix are ever read or deleted. AWS failures are reported
  * by name and status only (never a row's values).
  */
@@ -57,6 +59,7 @@ export interface ItemsEraserDeps {
   s3: S3Client | (() => Promise<S3Client>);
   itemsTable: string;
   itemsBucket: string;
+  changesTable: string;
   sleep: (ms: number) => Promise<void>;
 }
 
@@ -71,17 +74,38 @@ export class AwsItemsEraser implements ItemsEraser {
   }
 
   async deleteRows(connection: string, step: EraseStep & { beforeDelete(objectKeys: string[]): Promise<void> }): Promise<{ deleted: number; complete: boolean }> {
-    const { dynamodb, itemsTable } = this.deps;
+    return this.deletePartition(connection, { table: this.deps.itemsTable, what: 'the items table', sortKey: 'id', extra: ['itemObject'] }, step, async (rows) => {
+      const objectKeys: string[] = [];
+      for (const row of rows) {
+        const key = row['itemObject']?.M?.['key']?.S;
+        if (key !== undefined) objectKeys.push(key);
+      }
+      if (objectKeys.length > 0) await step.beforeDelete(objectKeys);
+    });
+  }
+
+  async deleteChanges(connection: string, step: EraseStep): Promise<{ deleted: number; complete: boolean }> {
+    return this.deletePartition(connection, { table: this.deps.changesTable, what: 'the changes table', sortKey: 'seq', extra: [] }, step);
+  }
+
+  /** Deletes a table's partition `connection`, page by page (a page's rows handed to `beforeDelete` first). */
+  private async deletePartition(
+    connection: string,
+    table: { table: string; what: string; sortKey: string; extra: string[] },
+    step: EraseStep,
+    beforeDelete?: (rows: Row[]) => Promise<void>,
+  ): Promise<{ deleted: number; complete: boolean }> {
+    const { dynamodb } = this.deps;
     let deleted = 0;
     let start: Row | undefined;
     do {
-      const page = await call(`DynamoDB Query on the items table ${itemsTable}`, () =>
+      const page = await call(`DynamoDB Query on ${table.what} ${table.table}`, () =>
         dynamodb.send(
           new QueryCommand({
-            TableName: itemsTable,
+            TableName: table.table,
             KeyConditionExpression: '#connection = :connection',
-            ProjectionExpression: '#connection, #id, itemObject',
-            ExpressionAttributeNames: { '#connection': 'connection', '#id': 'id' },
+            ProjectionExpression: ['#connection', '#sort', ...table.extra].join(', '),
+            ExpressionAttributeNames: { '#connection': 'connection', '#sort': table.sortKey },
             ExpressionAttributeValues: { ':connection': { S: connection } },
             ConsistentRead: true,
             ExclusiveStartKey: start,
@@ -89,15 +113,10 @@ export class AwsItemsEraser implements ItemsEraser {
         ),
       );
       const rows = page.Items ?? [];
-      const objectKeys: string[] = [];
-      for (const row of rows) {
-        const key = row['itemObject']?.M?.['key']?.S;
-        if (key !== undefined) objectKeys.push(key);
-      }
-      if (objectKeys.length > 0) await step.beforeDelete(objectKeys);
+      await beforeDelete?.(rows);
       for (let i = 0; i < rows.length; i += 25) {
-        const requests = rows.slice(i, i + 25).map((row) => ({ DeleteRequest: { Key: { connection: row['connection']!, id: row['id']! } } }));
-        await this.batchWrite(requests);
+        const requests = rows.slice(i, i + 25).map((row) => ({ DeleteRequest: { Key: { connection: row['connection']!, [table.sortKey]: row[table.sortKey]! } } }));
+        await this.batchWrite(table, requests);
         deleted += requests.length;
       }
       await step.onProgress?.(deleted);
@@ -152,16 +171,16 @@ export class AwsItemsEraser implements ItemsEraser {
     }
   }
 
-  private async batchWrite(requests: WriteRequest[]): Promise<void> {
-    const { dynamodb, itemsTable } = this.deps;
+  private async batchWrite(table: { table: string; what: string }, requests: WriteRequest[]): Promise<void> {
+    const { dynamodb } = this.deps;
     let pending = requests;
     for (let attempt = 1; pending.length > 0; attempt++) {
-      const output = await call(`DynamoDB BatchWriteItem on the items table ${itemsTable}`, () =>
-        dynamodb.send(new BatchWriteItemCommand({ RequestItems: { [itemsTable]: pending } })),
+      const output = await call(`DynamoDB BatchWriteItem on ${table.what} ${table.table}`, () =>
+        dynamodb.send(new BatchWriteItemCommand({ RequestItems: { [table.table]: pending } })),
       );
-      pending = output.UnprocessedItems?.[itemsTable] ?? [];
+      pending = output.UnprocessedItems?.[table.table] ?? [];
       if (pending.length === 0) return;
-      if (attempt >= BATCH_ATTEMPTS) throw new AwsCallError(`DynamoDB BatchWriteItem on the items table ${itemsTable} left ${pending.length} deletes unprocessed after ${attempt} attempts`);
+      if (attempt >= BATCH_ATTEMPTS) throw new AwsCallError(`DynamoDB BatchWriteItem on ${table.what} ${table.table} left ${pending.length} deletes unprocessed after ${attempt} attempts`);
       await this.deps.sleep(backoffDelayMs(attempt, { baseMs: 100, capMs: 5_000, jitter: 'equal' }, Math.random));
     }
   }

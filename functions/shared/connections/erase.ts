@@ -8,7 +8,7 @@
  * its removal has passed (`eraseSettleSeconds`: an item sync container that read the connection
  * just before it was removed may use it for ACCESS_TOKEN_CACHE_SECONDS more, and an invocation
  * that began within that time writes until the sync's time-out). It then deletes the connection's
- * rows in the items table and its objects in the items bucket, twice (a row or an object written
+ * rows in the items table, its objects in the items bucket and its changes log, twice (a row or an object written
  * while the first sweep ran, behind its Query or its listing, is caught by the second), writing its
  * progress in the connection's row (the object keys a page of rows names deleted before those rows,
  * so a run cut short loses none), and last deletes that row, only while it is still removed and
@@ -52,6 +52,8 @@ export interface ItemsEraser {
   deleteKeys(keys: readonly string[]): Promise<number>;
   /** Deletes every object under `items/<connection>/`, until done or `stop()` says so. */
   deleteObjects(connection: string, options: EraseStep): Promise<{ deleted: number; complete: boolean }>;
+  /** Deletes the connection's changes log (its changes and its head), page by page, until there is none or `stop()` says so. */
+  deleteChanges(connection: string, options: EraseStep): Promise<{ deleted: number; complete: boolean }>;
 }
 
 export interface EraseStep {
@@ -130,6 +132,10 @@ export async function runErase(ports: ErasePorts, request: EraseRequest, stop: (
     keysDeleted = progress.objectsDeleted - row.erase.objectsDeleted;
     if (stale) return { kind: 'stale', reason: putAgain, deleted: true };
     if (!objects.complete) return (await write()) ? unfinished(progress) : { kind: 'stale', reason: putAgain, deleted: true };
+    // The changes log last: a row written late (a sync already under way) writes its change with it.
+    const changes = await ports.items.deleteChanges(connection, { stop: halt });
+    if (stale) return { kind: 'stale', reason: putAgain, deleted: true };
+    if (!changes.complete) return (await write()) ? unfinished(progress) : { kind: 'stale', reason: putAgain, deleted: true };
   }
   progress.state = 'done';
   if (!(await write())) return { kind: 'stale', reason: putAgain, deleted: true };

@@ -48,7 +48,8 @@ export interface OperationsSettings {
   eraseSettleSeconds: number;
 }
 
-export type RefusalCode = 'bad-request' | 'not-found' | 'conflict';
+/** Why a request was refused (its status: docs/client-api.md); `cursor-expired` only for the feed and the snapshot. */
+export type RefusalCode = 'bad-request' | 'not-found' | 'conflict' | 'cursor-expired';
 
 export interface Refusal {
   ok: false;

@@ -61,7 +61,7 @@ describe('the push path in virtual time (short)', () => {
   it('unchanged ids: every id fetched and done, no row written, no change event, every request counted and priced', async () => {
     const run = await pushRun(PUSH_SHORT, 'unchanged');
     expectSyncCounted(run);
-    expect(run.cost.lines.some((l) => l.what.startsWith('DynamoDB PutItem items'))).toBe(false);
+    expect(run.cost.lines.some((l) => /^DynamoDB (PutItem|TransactWriteItems) (items|changes)/.test(l.what))).toBe(false);
     // The stream's event source reads (free) and finds nothing; nothing is put on the bus.
     const reads = line(run, 'DynamoDB Streams GetRecords');
     expect(reads.requests).toBeGreaterThan(0);
@@ -85,9 +85,33 @@ describe('the push path in virtual time (short)', () => {
     expectSyncCounted(run);
     // One row written an id, in either lane: the account's N ids at once are a backlog, and a users'
     // batch syncs USERS_IDS_PER_CONNECTION of them and moves the others to the background lane.
-    const written = (queue: string) => line(run, `DynamoDB PutItem items (sync on the ${queue}`).requests;
-    expect(written('sync queue') + written('reconcile queue')).toBe(N);
-    expect(written('reconcile queue')).toBeGreaterThan(0);
+    // Each row is written with its change and the connection's head in one TransactWriteItems: a
+    // request counted against both tables, its units against each (2 WRU per KB per item written:
+    // rows, changes and heads all under 1 KB).
+    expect(run.cost.lines.some((l) => l.what.startsWith('DynamoDB PutItem items'))).toBe(false);
+    const sources = ['sync', 'reconcile'] as const;
+    const count = (source: (typeof sources)[number], table: string) => run.dynamo[source][`TransactWriteItems ${table}`]!;
+    const committed = sources.reduce((sum, s) => sum + count(s, 'items').requests - (count(s, 'items').transactions?.cancelled ?? 0), 0);
+    expect(committed).toBe(N);
+    expect(count('reconcile', 'items').requests).toBeGreaterThan(0);
+    for (const source of sources) {
+      const items = count(source, 'items');
+      const changes = count(source, 'changes');
+      const cancelled = items.transactions?.cancelled ?? 0;
+      expect(changes.requests).toBe(items.requests);
+      expect(changes.transactions?.cancelled ?? 0).toBe(cancelled);
+      expect(items.capacityUnits).toBe(2 * (items.requests - cancelled));
+      expect(changes.capacityUnits).toBe(4 * (items.requests - cancelled));
+      // Two containers on one connection race for its head: the loser's transaction is cancelled by
+      // the head's condition, charged its prepare phase (1 WRU an item), and tried again.
+      expect(changes.conditionFailures).toBe(cancelled);
+      expect(items.conditionFailures).toBe(0);
+      expect(items.transactions?.cancelledUnits ?? 0).toBe(cancelled);
+      expect(changes.transactions?.cancelledUnits ?? 0).toBe(2 * cancelled);
+      const priced = line(run, `DynamoDB TransactWriteItems changes (sync on the ${source === 'sync' ? 'sync queue' : 'reconcile queue'}`);
+      expect(priced.requests).toBe(changes.requests);
+      expect(priced.usd).toBeCloseTo(((4 * (changes.requests - cancelled) + 2 * cancelled) / 1e6) * PRICES.dynamoWriteRequestUnitPerMillion, 12);
+    }
     expect(line(run, 'DynamoDB Streams GetRecords').units).toBe(`${N} records`);
     const changeEvents = line(run, 'Lambda change events').requests;
     expect(changeEvents).toBeGreaterThan(0);
@@ -111,6 +135,24 @@ describe('the push path in virtual time (short)', () => {
     meter.eventBridge = { putEventsCalls: 100, entries: 1_000, billedEvents: 1_000 };
     const cost = pushCost(meter, { SendMessageBatch: 100 }, 1_000, 10, { logsMetered: false, tracing: true });
     expect(cost.byService.DynamoDB).toBeCloseTo((500 / 1e6) * 0.125 + (10 / 1e6) * 0.625, 12);
+    // A row written with its change and head: committed write units, cancelled attempts' prepare
+    // units and the read units of a replayed answer, each at its price.
+    meter.dynamo.sync['TransactWriteItems items'] = {
+      requests: 12,
+      capacityUnits: 20,
+      conditionFailures: 0,
+      transactions: { cancelled: 2, cancelledUnits: 2, replays: 1, replayReadUnits: 2 },
+    };
+    meter.dynamo.sync['TransactWriteItems changes'] = {
+      requests: 12,
+      capacityUnits: 40,
+      conditionFailures: 2,
+      transactions: { cancelled: 2, cancelledUnits: 4, replays: 1, replayReadUnits: 4 },
+    };
+    const transactional = pushCost(meter, { SendMessageBatch: 100 }, 1_000, 10, { logsMetered: false, tracing: true });
+    expect(transactional.byService.DynamoDB - cost.byService.DynamoDB).toBeCloseTo((66 / 1e6) * 0.625 + (6 / 1e6) * 0.125, 12);
+    const changesLine = transactional.lines.find((l) => l.what.startsWith('DynamoDB TransactWriteItems changes'))!;
+    expect(changesLine.units).toBe('44 WRU (40 committed + 4 for 2 cancelled, 2 of them by a condition on this table) + 4 RRU (1 replays of a lost answer)');
     expect(cost.byService.SQS).toBeCloseTo((320 / 1e6) * 0.4, 12);
     expect(cost.byService.Lambda).toBeCloseTo((100 / 1e6) * 0.2 + 200 * (SYNC_MEMORY_MB / 1024) * PRICES.lambdaArmGbSecond, 12);
     // X-Ray: one trace a second (10 s), 5 % of the other 90 invocations.

@@ -137,6 +137,7 @@ export class ApiHarness {
   clock = new TestClock();
   connectionsTable = '';
   controlTable = '';
+  changesTable = '';
   handler!: ApiHandler;
   /** Every body answered and everything written, over the harness's life. */
   readonly answered: string[] = [];
@@ -160,8 +161,10 @@ export class ApiHarness {
     this.tables += 1;
     this.connectionsTable = `connections-${this.tables}`;
     this.controlTable = `control-${this.tables}`;
+    this.changesTable = `changes-${this.tables}`;
     await this.dynamo.createConnectionsTable(this.connectionsTable);
     await this.dynamo.createControlTable(this.controlTable);
+    await this.dynamo.createChangesTable(this.changesTable);
     this.clock = new TestClock();
     this.sqsMock.reset();
     this.sqsMock.on(SendMessageBatchCommand).callsFake(acceptAll);
@@ -176,6 +179,8 @@ export class ApiHarness {
       CONNECTIONS_KEY_ARN: this.sealing.keyArn,
       ITEMS_TABLE_NAME: 'content-sync-items',
       ITEMS_BUCKET_NAME: 'content-sync-items-bucket',
+      CHANGES_TABLE_NAME: this.changesTable,
+      CHANGES_RETENTION_DAYS: '35',
       CONTROL_TABLE_NAME: this.controlTable,
       SYNC_QUEUE_URL,
       RECONCILE_QUEUE_URL,

@@ -142,6 +142,8 @@ describe('connection ids in the path', () => {
     { method: 'POST', path: `/connections/${segment}/pause` },
     { method: 'POST', path: `/connections/${segment}/resume` },
     { method: 'POST', path: `/connections/${segment}/items`, body: { ids: ['fil-1'] } },
+    { method: 'GET', path: `/connections/${segment}/items` },
+    { method: 'GET', path: `/connections/${segment}/changes` },
   ];
 
   it.each(ids)('%s: 400 bad-request on every route', async (_name, segment, message, notQuoting) => {
@@ -161,9 +163,8 @@ describe('unknown routes: 404 not-found', () => {
     ['GET', '/nope', anyRoute],
     ['GET', '/', anyRoute],
     ['GET', '/Connections/acme', anyRoute],
-    ['GET', '/connections/acme/items', anyRoute],
-    // GET of one item is a route (items.test.ts); another method is not.
-    ['GET', '/connections/acme/changes', anyRoute],
+    // GET of the snapshot, of the feed and of one item are routes (changes.test.ts, items.test.ts); another method is not.
+    ['POST', '/connections/acme/changes', 'no route POST /connections/{connection}/changes: it takes GET'],
     ['POST', '/connections/acme/items/fil-1', 'no route POST /connections/{connection}/items/{id}: it takes GET'],
     ['POST', '/connections/acme/pause/now', anyRoute],
     ['POST', '/connections/acme/stop', anyRoute],
@@ -181,6 +182,42 @@ describe('unknown routes: 404 not-found', () => {
 
   it('an unknown route with a body is 404 too, its body not read', async () => {
     await refused({ method: 'POST', path: '/nope', body: `{"refreshToken": "${RT}"` }, { status: 404, code: 'not-found', message: anyRoute.replace('%s', 'POST'), notQuoting: [RT] });
+  });
+});
+
+describe('the snapshot and the changes feed (their full tests: changes.test.ts)', () => {
+  const notKnown: Refusal = { status: 404, code: 'not-found', message: 'connection "nobody" is not known' };
+
+  /** The refusal, and nothing written to the changes table either. */
+  async function refusedReading(request: Request, refusal: Refusal, route: string): Promise<void> {
+    const before = await api.dynamo.scan(api.changesTable);
+    const answer = await refused(request, refusal);
+    expect(await api.dynamo.scan(api.changesTable)).toEqual(before);
+    expect(requestLine(answer)['route']).toBe(route);
+  }
+
+  it('GET /connections/{connection}/items of an unknown connection: 404 not-found', async () => {
+    await refusedReading({ method: 'GET', path: '/connections/nobody/items' }, notKnown, 'GET /connections/{connection}/items');
+  });
+
+  it('GET /connections/{connection}/changes of an unknown connection: 404 not-found', async () => {
+    await refusedReading({ method: 'GET', path: '/connections/nobody/changes' }, notKnown, 'GET /connections/{connection}/changes');
+  });
+
+  it('a malformed snapshot cursor: 400 bad-request, the cursor not quoted', async () => {
+    await refusedReading(
+      { method: 'GET', path: '/connections/acme/items', query: 'cursor=garbage' },
+      bad("the cursor is not one this API gave for this connection's snapshot: pass the previous page's cursor as it was", ['garbage']),
+      'GET /connections/{connection}/items',
+    );
+  });
+
+  it('a malformed feed cursor: 400 bad-request, the cursor not quoted', async () => {
+    await refusedReading(
+      { method: 'GET', path: '/connections/acme/changes', query: 'after=garbage' },
+      bad("the cursor is not one this API gave for this connection: pass a cursor from this connection's changes or snapshot as it was", ['garbage']),
+      'GET /connections/{connection}/changes',
+    );
   });
 });
 

@@ -66,7 +66,14 @@ function eraser(options: { at?: number; config?: Partial<EraserConfig> } = {}) {
   const clock = new TestClock(options.at ?? AFTER);
   const loads = { s3: 0 };
   const handler = createEraserHandler({
-    config: { connectionsTableName: world.connectionsTable, itemsTableName: world.itemsTable, itemsBucketName: world.bucket, eraseQueueUrl: QUEUE_URL, ...options.config },
+    config: {
+      connectionsTableName: world.connectionsTable,
+      itemsTableName: world.itemsTable,
+      itemsBucketName: world.bucket,
+      changesTableName: world.changesTable,
+      eraseQueueUrl: QUEUE_URL,
+      ...options.config,
+    },
     dynamodb: world.db,
     s3: async () => {
       loads.s3 += 1;

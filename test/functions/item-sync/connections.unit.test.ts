@@ -163,8 +163,8 @@ describe('two connections holding the same item id', () => {
     ]);
     const puts = ddb.commandCalls(PutItemCommand).map((call) => call.args[0].input);
     expect(puts.map((put) => [put.Item!['connection'], put.Item!['id'], put.Item!['revision'], put.ConditionExpression])).toEqual([
-      [{ S: 'acme' }, { S: 'same' }, { S: '5' }, 'attribute_not_exists(#id)'],
-      [{ S: 'globex' }, { S: 'same' }, { S: '2' }, '#revision = :expected AND attribute_not_exists(#deleted)'],
+      [{ S: 'acme' }, { S: 'same' }, { S: '5' }, 'attribute_not_exists(#id) AND attribute_not_exists(#itemObject)'],
+      [{ S: 'globex' }, { S: 'same' }, { S: '2' }, '#revision = :expected AND attribute_not_exists(#deleted) AND attribute_not_exists(#itemObject)'],
     ]);
     expect(metrics).toMatchObject({ ItemsCreated: 1, ItemsUpdated: 1 });
   });

@@ -35,9 +35,17 @@ describe('parsing and the stored revisions', () => {
       RequestItems: {
         [TABLE]: {
           Keys: [k('a'), k('b')],
-          // The object key too: a write replacing the row deletes it (also when its answer is lost).
-          ProjectionExpression: '#connection, #id, #revision, #deleted, #itemObject',
-          ExpressionAttributeNames: { '#connection': 'connection', '#id': 'id', '#revision': 'revision', '#deleted': 'deleted', '#itemObject': 'itemObject' },
+          // The object key too: a write replacing the row deletes it (also when its answer is lost);
+          // the type too: a tombstone's change names it.
+          ProjectionExpression: '#connection, #id, #type, #revision, #deleted, #itemObject',
+          ExpressionAttributeNames: {
+            '#connection': 'connection',
+            '#id': 'id',
+            '#type': 'type',
+            '#revision': 'revision',
+            '#deleted': 'deleted',
+            '#itemObject': 'itemObject',
+          },
         },
       },
     });
@@ -61,8 +69,9 @@ describe('parsing and the stored revisions', () => {
           },
         },
       },
-      ConditionExpression: 'attribute_not_exists(#id)',
-      ExpressionAttributeNames: { '#id': 'id' },
+      // A write with its change (TransactWriteItems): the row compared had no object either.
+      ConditionExpression: 'attribute_not_exists(#id) AND attribute_not_exists(#itemObject)',
+      ExpressionAttributeNames: { '#id': 'id', '#itemObject': 'itemObject' },
     });
     expect(ddb).toReceiveCommandWith(PutItemCommand, { Item: marshalled({ ...k('b'), revision: { S: 'rev-7' } }) });
     expect(provider.calls.map((call) => [call.id, call.token])).toEqual([
@@ -143,8 +152,8 @@ describe('compare and write', () => {
     expect(ddb).toReceiveCommandWith(PutItemCommand, {
       TableName: TABLE,
       Item: marshalled({ revision: { S: '2' } }),
-      ConditionExpression: '#revision = :expected AND attribute_not_exists(#deleted)',
-      ExpressionAttributeNames: { '#revision': 'revision', '#deleted': 'deleted' },
+      ConditionExpression: '#revision = :expected AND attribute_not_exists(#deleted) AND attribute_not_exists(#itemObject)',
+      ExpressionAttributeNames: { '#revision': 'revision', '#deleted': 'deleted', '#itemObject': 'itemObject' },
       ExpressionAttributeValues: { ':expected': { S: '1' } },
     });
     expect(metrics['ItemsUpdated']).toBe(1);
@@ -198,7 +207,7 @@ describe('compare and write', () => {
 
     expect(ddb).toReceiveCommandWith(PutItemCommand, {
       Item: expect.not.objectContaining({ deleted: expect.anything() }),
-      ConditionExpression: '#revision = :expected AND #deleted = :true',
+      ConditionExpression: '#revision = :expected AND #deleted = :true AND attribute_not_exists(#itemObject)',
       ExpressionAttributeValues: { ':expected': { S: '3' }, ':true': { BOOL: true } },
     });
     expect(metrics['ItemsUpdated']).toBe(1);
@@ -398,7 +407,7 @@ describe('dead letters', () => {
     expect(result.batchItemFailures).toEqual([]);
     const sent = sqs.commandCalls(SendMessageBatchCommand).flatMap((call) => call.args[0].input.Entries ?? []);
     expect(sent.map((entry) => entry.MessageAttributes?.['error']?.StringValue)).toEqual([
-      `DynamoDB refused the item's PutItem as invalid (ValidationException: ${message})`,
+      `DynamoDB refused the item's TransactWriteItems as invalid (ValidationException: ${message})`,
     ]);
     expect(ddb).toHaveReceivedCommandTimes(PutItemCommand, 1);
     expect(s3).not.toHaveReceivedCommand(PutObjectCommand);

@@ -98,6 +98,8 @@ export interface Env {
   run(bodies: string[], options?: { handler?: ReturnType<typeof createSyncHandler>; remainingMs?: number }): Promise<Run>;
   rows(): Promise<Array<Record<string, unknown>>>;
   row(id: string, connection?: string): Promise<Record<string, unknown> | undefined>;
+  /** The changes written so far (every row of the changes table but the heads), by connection, then number. */
+  changes(): Promise<Array<Record<string, unknown>>>;
   /** The access layer: `default` holds a token from the start. */
   access: SimulatorAccess;
 }
@@ -156,8 +158,11 @@ export async function setup(options: { items?: SimulatorItem[]; revisionField?: 
   simulators.push(sim);
   const table = `items-${++tableCounter}`;
   const bucket = `items-bucket-${tableCounter}`;
+  // The changes table of this items table: each change is written with its row (as deployed).
+  const changes = `changes-${tableCounter}`;
   const client = ctx.dynamo.client();
   await createItemsTable(client, table);
+  await ctx.dynamo.createChangesTable(changes);
   await ctx.s3.createBucket(bucket);
   const access = new SimulatorAccess(sim);
   access.issue('default');
@@ -172,6 +177,8 @@ export async function setup(options: { items?: SimulatorItem[]; revisionField?: 
         CONNECTIONS_KEY_ARN: 'arn:aws:kms:eu-west-1:000000000000:key/00000000-0000-4000-8000-000000000000',
         ITEMS_TABLE_NAME: table,
         ITEMS_BUCKET_NAME: bucket,
+        CHANGES_TABLE_NAME: changes,
+        CHANGES_RETENTION_DAYS: '35',
         REVISION_FIELD: options.revisionField ?? 'revision',
         DEAD_LETTER_QUEUE_URL: DLQ_URL,
         // The longest the configuration allows: a request to the simulator that a loaded machine
@@ -216,10 +223,17 @@ export async function setup(options: { items?: SimulatorItem[]; revisionField?: 
       const row = await getRow(client, table, id, connection);
       return row ? toRow(row) : undefined;
     },
+    async changes() {
+      return (await ctx.dynamo.scan(changes))
+        .map(toRow)
+        .filter((row) => Number(row['seq']) !== 0)
+        .sort((a, b) => (a['connection'] === b['connection'] ? Number(a['seq']) - Number(b['seq']) : String(a['connection']) < String(b['connection']) ? -1 : 1));
+    },
   };
 }
 
-export const writes = (operations: string[]) => operations.filter((op) => op === 'PutItem' || op === 'UpdateItem');
+/** The writes of an items-table row: a plain PutItem or UpdateItem, or TransactWriteItems (a row with its change). */
+export const writes = (operations: string[]) => operations.filter((op) => op === 'PutItem' || op === 'UpdateItem' || op === 'TransactWriteItems');
 export const failed = (result: SQSBatchResponse) => result.batchItemFailures.map((failure) => failure.itemIdentifier);
 
 /**
@@ -252,7 +266,7 @@ export function heldAfterFirstFetch(baseUrl: string, maxResponseBytes: number): 
  * The client with the answer to its first `operation` lost: DynamoDB applies the write, then the
  * client sees a dropped connection (below the SDK's retry middleware, which sends it again).
  */
-export function losingFirstAnswer(client: DynamoDBClient, operation: 'PutItem' | 'UpdateItem'): DynamoDBClient {
+export function losingFirstAnswer(client: DynamoDBClient, operation: 'PutItem' | 'UpdateItem' | 'TransactWriteItems'): DynamoDBClient {
   let lost = false;
   client.middlewareStack.add(
     (next, context) => async (args) => {

@@ -64,8 +64,9 @@ describe('items too large for a row, against s3rver', () => {
     expect(p1.size).toBeGreaterThan(600 * 1024);
     expect(p1.sha256).toMatch(/^[0-9a-f]{64}$/);
     expect(await env.objects()).toEqual(new Map([[p1.key, p1.size]]));
-    // The object first, then the row: one PutItem, nothing before it in the table but the read.
-    expect(first.operations).toEqual(['BatchGetItem', 'PutItem']);
+    // The object first, then the row with its change: one TransactWriteItems, nothing before it in
+    // the table but the read (and the read of the connection's head, this container's first write).
+    expect(first.operations).toEqual(['BatchGetItem', 'GetItem', 'TransactWriteItems']);
 
     env.sim.setItem(big(2, 700 * 1024));
     expect((await env.run(['big'])).metrics).toMatchObject({ ItemsUpdated: 1 });
@@ -111,6 +112,7 @@ describe('items too large for a row, against s3rver', () => {
       const sim = await ProviderSimulator.start({ items: [{ id: 'mid', type: 'file', revision: 1, content: 'y'.repeat(100 * 1024) }] });
       simulators.push(sim);
       await createItemsTable(small.client(), 'items-small');
+      await small.createChangesTable('changes');
       await ctx.s3.createBucket('items-small-bucket');
       const access = new SimulatorAccess(sim);
       access.issue('default');
@@ -122,6 +124,8 @@ describe('items too large for a row, against s3rver', () => {
           CONNECTIONS_KEY_ARN: 'arn:aws:kms:eu-west-1:000000000000:key/00000000-0000-4000-8000-000000000000',
           ITEMS_TABLE_NAME: 'items-small',
           ITEMS_BUCKET_NAME: 'items-small-bucket',
+          CHANGES_TABLE_NAME: 'changes',
+          CHANGES_RETENTION_DAYS: '35',
           REVISION_FIELD: 'revision',
           DEAD_LETTER_QUEUE_URL: DLQ_URL,
           CONTROL_TABLE_NAME: 'control',
@@ -137,8 +141,9 @@ describe('items too large for a row, against s3rver', () => {
       everything.push(output);
 
       expect(result).toEqual({ batchItemFailures: [] });
-      // The inline row (refused by DynamoDB), then the row pointing to the object.
-      expect(small.operations.filter((op) => op === 'PutItem')).toHaveLength(2);
+      // The inline row (refused by DynamoDB), then the row pointing to the object: each with its change.
+      expect(small.operations.filter((op) => op === 'TransactWriteItems')).toHaveLength(2);
+      expect(small.operations.filter((op) => op === 'PutItem' || op === 'UpdateItem')).toEqual([]);
       expect(deadLetters()).toEqual([]);
       const row = toRow((await getRow(small.client(), 'items-small', 'mid'))!);
       const pointer = itemObjectOf(row)!;
@@ -193,16 +198,18 @@ describe('items too large for a row, against s3rver', () => {
     expect(count('item too large for a row; storing it in the items bucket') - count('item object deleted')).toBe(4);
   });
 
-  it('a write DynamoDB applied whose answer was lost (the SDK sends it again and meets its own write): the replaced object is deleted, the record counts as the change', async () => {
+  it('a write DynamoDB applied whose answer was lost (the SDK sends it again with its ClientRequestToken, applied once): the replaced object is deleted, the record counts as the change', async () => {
     const env = await setup({ items: [{ id: 'lost', type: 'file', revision: 1, content: 'q'.repeat(600 * 1024) }] });
     expect((await env.run(['lost'])).metrics).toMatchObject({ ItemsCreated: 1 });
     const { pointer: replaced } = await objectOf(env, await env.row('lost'));
 
-    // Going back inline: the PutItem is applied, its answer lost; the SDK's second send fails its condition.
+    // Going back inline: the row and its change are applied (one TransactWriteItems), the answer lost;
+    // the SDK's second send carries the same ClientRequestToken and is answered as applied, not applied again.
     env.sim.setItem({ id: 'lost', type: 'file', revision: 2, content: 'small again' });
-    const put = await env.run(['lost'], { handler: env.handler({ dynamodb: losingFirstAnswer(ctx.dynamo.client(), 'PutItem') }) });
+    const put = await env.run(['lost'], { handler: env.handler({ dynamodb: losingFirstAnswer(ctx.dynamo.client(), 'TransactWriteItems') }) });
     expect(put.result).toEqual({ batchItemFailures: [] });
-    expect(put.operations).toEqual(['BatchGetItem', 'PutItem', 'PutItem', 'BatchGetItem']);
+    // A new container: it reads the connection's head first.
+    expect(put.operations).toEqual(['BatchGetItem', 'GetItem', 'TransactWriteItems', 'TransactWriteItems']);
     expect(put.metrics).toMatchObject({ ItemsFetched: 1, ItemsUpdated: 1, ItemsUnchanged: 0, RecordsRetried: 0 });
     expect(await env.row('lost')).toMatchObject({ revision: '2', item: { content: 'small again' } });
     expect(logLines(put.output).find((line) => line['message'] === 'item object deleted')).toMatchObject({
@@ -215,10 +222,16 @@ describe('items too large for a row, against s3rver', () => {
 
     // A tombstone whose answer is lost the same way: counted as deleted.
     env.sim.deleteItem('lost');
-    const tombstone = await env.run(['lost'], { handler: env.handler({ dynamodb: losingFirstAnswer(ctx.dynamo.client(), 'UpdateItem') }) });
-    expect(tombstone.operations).toEqual(['BatchGetItem', 'UpdateItem', 'UpdateItem', 'BatchGetItem']);
+    const tombstone = await env.run(['lost'], { handler: env.handler({ dynamodb: losingFirstAnswer(ctx.dynamo.client(), 'TransactWriteItems') }) });
+    expect(tombstone.operations).toEqual(['BatchGetItem', 'GetItem', 'TransactWriteItems', 'TransactWriteItems']);
     expect(tombstone.metrics).toMatchObject({ ItemsDeleted: 1, ItemsUnchanged: 0, RecordsRetried: 0 });
     expect(await env.row('lost')).toMatchObject({ revision: '2', deleted: true });
+    // Each write's change once, however many times the SDK sent it.
+    expect((await env.changes()).map((change) => [change['seq'], change['change'], change['revision'], change['previousRevision']])).toEqual([
+      [1, 'created', '1', undefined],
+      [2, 'updated', '2', '1'],
+      [3, 'deleted', '2', '2'],
+    ]);
   });
 
   it('dead-letters an item larger than PROVIDER_MAX_RESPONSE_BYTES with a reason, storing nothing', async () => {

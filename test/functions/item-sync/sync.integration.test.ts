@@ -88,8 +88,14 @@ describe('item sync against the provider simulator and dynalite', () => {
     for (const id of changed) env.sim.bumpRevision(id);
     const third = await env.run(bodies);
     expect(third.result.batchItemFailures).toEqual([]);
-    expect(writes(third.operations)).toEqual(['PutItem', 'PutItem']);
+    // Each row with its change, in one transaction.
+    expect(writes(third.operations)).toEqual(['TransactWriteItems', 'TransactWriteItems']);
     expect(third.metrics).toMatchObject({ ItemsUpdated: 2, ItemsUnchanged: 6 });
+    // One change per write, numbered without a hole: the 8 creations, then the 2 updates (none for the run that wrote nothing).
+    const changes = await env.changes();
+    expect(changes.map((change) => change['seq'])).toEqual([1, 2, 3, 4, 5, 6, 7, 8, 9, 10]);
+    expect(changes.map((change) => change['change'])).toEqual([...Array<string>(8).fill('created'), 'updated', 'updated']);
+    expect(changes.slice(8).map((change) => change['id']).sort()).toEqual([...changed].sort());
     const after = await env.rows();
     for (const row of after) {
       const id = row['id'] as string;
@@ -123,7 +129,7 @@ describe('item sync against the provider simulator and dynalite', () => {
     const third = await env.run(['big']);
 
     expect(second.metrics).toMatchObject({ ItemsUpdated: 1, ItemsUnchanged: 0 });
-    expect(writes(second.operations)).toEqual(['PutItem']);
+    expect(writes(second.operations)).toEqual(['TransactWriteItems']);
     expect(third.metrics).toMatchObject({ ItemsUpdated: 0, ItemsUnchanged: 1 });
     expect(writes(third.operations)).toEqual([]);
     const row = (await env.row('big'))!;
@@ -274,7 +280,7 @@ describe('item sync against the provider simulator and dynalite', () => {
 
     expect(result).toEqual({ batchItemFailures: [] });
     expect(metrics).toMatchObject({ ItemsDeleted: 1 });
-    expect(writes(operations)).toEqual(['UpdateItem']);
+    expect(writes(operations)).toEqual(['TransactWriteItems']);
     const after = await env.row('doomed');
     expect(after).toMatchObject({ deleted: true, revision: '4', item: before?.['item'] });
     expect(after?.['syncedAt']).not.toBe(undefined);
@@ -287,6 +293,14 @@ describe('item sync against the provider simulator and dynalite', () => {
     const restored = await env.row('doomed');
     expect(restored).not.toHaveProperty('deleted');
     expect(restored?.['item']).toMatchObject({ name: 'Restored' });
+    // Each write committed with its change, numbered in order; the writes of nothing made none.
+    const changes = await env.changes();
+    expect(changes.map((change) => [change['seq'], change['change'], change['id'], change['type'], change['revision'], change['previousRevision']])).toEqual([
+      [1, 'created', 'doomed', 'folder', '4', undefined],
+      [2, 'deleted', 'doomed', 'folder', '4', '4'],
+      [3, 'restored', 'doomed', 'folder', '4', '4'],
+    ]);
+    expect(changes.every((change) => change['connection'] === 'default')).toBe(true);
   });
 
   it('fetches an id once for duplicate records in a batch', async () => {
@@ -369,7 +383,8 @@ describe('item sync against the provider simulator and dynalite', () => {
   it('absorbs DynamoDB throttling (reads and writes)', async () => {
     const env = await setup({ items: ['t1', 't2', 't3'].map((id) => ({ id, type: 'file' as const, revision: 1 })) });
     ctx.dynamo.throttle({ operation: 'BatchGetItem', times: 1, error: 'ThrottlingException' });
-    ctx.dynamo.throttle({ operation: 'PutItem', times: 2, error: 'ProvisionedThroughputExceededException' });
+    // A row is written with its change: the write is a TransactWriteItems.
+    ctx.dynamo.throttle({ operation: 'TransactWriteItems', times: 2, error: 'ProvisionedThroughputExceededException' });
     const throttledBefore = ctx.dynamo.throttled;
 
     const { result, metrics } = await env.run(['t1', 't2', 't3']);

@@ -1,7 +1,16 @@
 import { join, resolve } from 'node:path';
 import { build } from 'esbuild';
 import { describe, expect, it } from 'vitest';
-import { DEFAULTS, ENV, loadChangeEventsConfig, loadReconcilerConfig, loadRefresherConfig, loadSyncConfig } from '../../../functions/shared/config.js';
+import {
+  CHANGES_RETENTION_DAYS_RANGE,
+  DEFAULTS,
+  ENV,
+  loadChangeEventsConfig,
+  loadChangesConfig,
+  loadReconcilerConfig,
+  loadRefresherConfig,
+  loadSyncConfig,
+} from '../../../functions/shared/config.js';
 import { ConfigError } from '../../../functions/shared/errors.js';
 import { normalizeBaseUrl } from '../../../functions/shared/base-url.js';
 
@@ -20,6 +29,8 @@ const syncEnv = {
   CONNECTIONS_KEY_ARN: KEY_ARN,
   ITEMS_TABLE_NAME: 'items',
   ITEMS_BUCKET_NAME: 'items-bucket',
+  CHANGES_TABLE_NAME: 'changes',
+  CHANGES_RETENTION_DAYS: '35',
   REVISION_FIELD: 'meta.rev',
   DEAD_LETTER_QUEUE_URL: 'https://sqs.eu-west-1.amazonaws.com/123456789012/dlq',
   CONTROL_TABLE_NAME: 'control',
@@ -121,6 +132,8 @@ describe('loadSyncConfig', () => {
       connectionWaitSeconds: 300,
       itemsTableName: 'items',
       itemsBucketName: 'items-bucket',
+      changesTableName: 'changes',
+      changesRetentionDays: 35,
       revisionField: 'meta.rev',
       deadLetterQueueUrl: syncEnv.DEAD_LETTER_QUEUE_URL,
       fetchConcurrency: 50,
@@ -138,7 +151,17 @@ describe('loadSyncConfig', () => {
     });
   });
 
-  it.each(['PROVIDER_BASE_URL', 'CONNECTIONS_TABLE_NAME', 'ITEMS_TABLE_NAME', 'ITEMS_BUCKET_NAME', 'REVISION_FIELD', 'DEAD_LETTER_QUEUE_URL', 'CONTROL_TABLE_NAME'])(
+  it.each([
+    'PROVIDER_BASE_URL',
+    'CONNECTIONS_TABLE_NAME',
+    'ITEMS_TABLE_NAME',
+    'ITEMS_BUCKET_NAME',
+    'CHANGES_TABLE_NAME',
+    'CHANGES_RETENTION_DAYS',
+    'REVISION_FIELD',
+    'DEAD_LETTER_QUEUE_URL',
+    'CONTROL_TABLE_NAME',
+  ])(
     'names %s when it is missing: no default hides it',
     (key) => {
       expect(errorOf(() => loadSyncConfig({ ...syncEnv, [key]: undefined })).message).toBe(
@@ -269,6 +292,39 @@ describe('loadSyncConfig: discovery (CHILDREN_PATH and the variables beside it)'
     const error = errorOf(() => loadSyncConfig({ ...syncEnv, RECONCILE_QUEUE_URL: reconcile, [key]: 'x' }));
     expect(error.key).toBe(key);
     expect(error.message).toBe(`${key}: is set but CHILDREN_PATH is not: without it discovery is off and this does nothing`);
+  });
+});
+
+describe('CHANGES_TABLE_NAME and CHANGES_RETENTION_DAYS (the changes table; the item sync)', () => {
+  it('are the variables ENV names; the range is 1 to 3650 days', () => {
+    expect([ENV.changesTableName, ENV.changesRetentionDays]).toEqual(['CHANGES_TABLE_NAME', 'CHANGES_RETENTION_DAYS']);
+    expect(CHANGES_RETENTION_DAYS_RANGE).toEqual({ min: 1, max: 3650 });
+  });
+
+  it.each([
+    ['1', 1],
+    [' 90 ', 90],
+    ['3650', 3650],
+  ])('CHANGES_RETENTION_DAYS %j is %i days', (value, days) => {
+    expect(loadSyncConfig({ ...syncEnv, CHANGES_RETENTION_DAYS: value })).toMatchObject({ changesTableName: 'changes', changesRetentionDays: days });
+    expect(loadChangesConfig({ CHANGES_TABLE_NAME: ' changes ', CHANGES_RETENTION_DAYS: value })).toEqual({ changesTableName: 'changes', changesRetentionDays: days });
+  });
+
+  it.each([
+    ['CHANGES_TABLE_NAME', undefined, 'CHANGES_TABLE_NAME: is required but not set'],
+    ['CHANGES_TABLE_NAME', '  ', 'CHANGES_TABLE_NAME: is required but not set'],
+    // Required: the stacks always set it; no default hides a deployment that lost it.
+    ['CHANGES_RETENTION_DAYS', undefined, 'CHANGES_RETENTION_DAYS: is required but not set'],
+    ['CHANGES_RETENTION_DAYS', '', 'CHANGES_RETENTION_DAYS: is required but not set'],
+    ['CHANGES_RETENTION_DAYS', '0', 'CHANGES_RETENTION_DAYS: must be a whole number from 1 to 3650, got 0'],
+    ['CHANGES_RETENTION_DAYS', '3651', 'CHANGES_RETENTION_DAYS: must be a whole number from 1 to 3650, got 3651'],
+    ['CHANGES_RETENTION_DAYS', '1.5', 'CHANGES_RETENTION_DAYS: must be a whole number from 1 to 3650, got "1.5"'],
+    ['CHANGES_RETENTION_DAYS', 'x', 'CHANGES_RETENTION_DAYS: must be a whole number from 1 to 3650, got "x"'],
+    ['CHANGES_RETENTION_DAYS', '-1', 'CHANGES_RETENTION_DAYS: must be a whole number from 1 to 3650, got "-1"'],
+  ])('%s %j fails the start naming the variable', (key, value, message) => {
+    const error = errorOf(() => loadSyncConfig({ ...syncEnv, [key]: value }));
+    expect(error.key).toBe(key);
+    expect(error.message).toBe(message);
   });
 });
 

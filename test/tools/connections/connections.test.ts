@@ -32,6 +32,7 @@ let s3Client: S3Client;
 let n = 0;
 let connectionsTable: string;
 let itemsTable: string;
+let changesTable: string;
 let sleeps: number[];
 /** Everything any run printed, checked for tokens at the end. */
 const printed: string[] = [];
@@ -56,9 +57,11 @@ beforeEach(async () => {
   n += 1;
   connectionsTable = `connections-${n}`;
   itemsTable = `items-${n}`;
+  changesTable = `changes-${n}`;
   sleeps = [];
   await dynamo.createConnectionsTable(connectionsTable);
   await ensureItemsTable(db, itemsTable);
+  await dynamo.createChangesTable(changesTable);
 });
 
 interface Run {
@@ -97,7 +100,7 @@ async function cli(
     stdout: new Writable({ write: (chunk, _enc, cb) => ((out += String(chunk)), cb()) }),
     stderr: new Writable({ write: (chunk, _enc, cb) => ((err += String(chunk)), cb()) }),
   };
-  const env = options.env ?? { CONNECTIONS_TABLE_NAME: connectionsTable, CONNECTIONS_KEY_ARN: sealing.keyArn, ITEMS_TABLE_NAME: itemsTable, ITEMS_BUCKET_NAME: BUCKET };
+  const env = options.env ?? { CONNECTIONS_TABLE_NAME: connectionsTable, CONNECTIONS_KEY_ARN: sealing.keyArn, ITEMS_TABLE_NAME: itemsTable, ITEMS_BUCKET_NAME: BUCKET, CHANGES_TABLE_NAME: changesTable };
   const status = await runCli(argv, io, {
     dynamodb: options.dynamodb ?? db,
     s3: options.s3 ?? s3Client,
@@ -548,12 +551,16 @@ describe('remove', () => {
     for (const key of ['items/acme/a.json', 'items/acme/b/c.json', 'legacy/imported.json', 'items/other/a.json', 'items/acme-2/a.json']) {
       await s3Client.send(new PutObjectCommand({ Bucket: BUCKET, Key: key, Body: '{}' }));
     }
+    // Their changes logs: acme's head and 2 changes, other's head and 1.
+    for (const [connection, seq] of [['acme', 0], ['acme', 1], ['acme', 2], ['other', 0], ['other', 1]] as const) {
+      await db.send(new PutItemCommand({ TableName: changesTable, Item: { connection: { S: connection }, seq: { N: String(seq) } } }));
+    }
 
     const run = await cli(['remove', 'acme', '--purge'], { stdin: 'acme\n' });
     expect(run.status).toBe(0);
     expect(run.out).toBe(
       'connection "acme" removed: its messages are dead-lettered from now on; its tokens are deleted (add it again with a refresh token to use it)\n' +
-        `connection "acme" purged: 31 rows deleted from ${itemsTable}, 3 objects from ${BUCKET}, and its row from ${connectionsTable}\n`,
+        `connection "acme" purged: 31 rows deleted from ${itemsTable}, 3 objects from ${BUCKET}, its changes from ${changesTable}, and its row from ${connectionsTable}\n`,
     );
     // The safety wait, once; then each sweep's progress (the second finds nothing left).
     expect(sleeps).toEqual([PURGE_SETTLE_SECONDS * 1000]);
@@ -563,8 +570,11 @@ describe('remove', () => {
       'acme: deleted 1 objects its rows name',
       'acme: deleted 31 rows',
       'acme: deleted 2 objects',
+      'acme: deleted 3 changes',
       'acme: deleted 0 rows',
+      'acme: deleted 0 changes',
     ]);
+    expect((await dynamo.scan(changesTable)).map((row) => `${row['connection']?.S}/${row['seq']?.N}`)).toEqual(['other/0', 'other/1']);
     const left = await itemsOf('acme');
     expect(left.Count).toBe(0);
     const others = await itemsOf('other');
@@ -590,13 +600,13 @@ describe('remove', () => {
     });
     const run = await cli(['remove', 'acme', '--purge', '--yes'], racing);
     expect(run.status).toBe(0);
-    expect(run.out).toMatch(new RegExp(`purged: 4 rows deleted from ${itemsTable}, 2 objects from ${BUCKET}, and its row`));
+    expect(run.out).toMatch(new RegExp(`purged: 4 rows deleted from ${itemsTable}, 2 objects from ${BUCKET}, its changes from ${changesTable}, and its row`));
     // The second sweep deletes what was written during the first.
     expect(run.err).toBe(
       `waiting ${PURGE_SETTLE_SECONDS} s, until no item sync container still uses the connection...\n` +
-        'acme: deleted 3 rows\nacme: deleted 1 objects\n' +
+        'acme: deleted 3 rows\nacme: deleted 1 objects\nacme: deleted 0 changes\n' +
         // The late row names its object: deleted before the row, in the second sweep.
-        'acme: deleted 1 objects its rows name\nacme: deleted 1 rows\n',
+        'acme: deleted 1 objects its rows name\nacme: deleted 1 rows\nacme: deleted 0 changes\n',
     );
     expect(sleeps).toEqual([PURGE_SETTLE_SECONDS * 1000]);
     expect((await itemsOf('acme')).Count).toBe(0);
@@ -630,7 +640,7 @@ describe('remove', () => {
     // Nothing written: still removed, its erase running.
     expect(during).toMatchObject({ status: 'removed', erase: { state: 'running', startedAt: new Date(NOW).toISOString() } });
     expect(run.status).toBe(0);
-    expect(run.out).toMatch(new RegExp(`purged: 1 rows deleted from ${itemsTable}, 1 objects from ${BUCKET}, and its row from ${connectionsTable}\\n$`));
+    expect(run.out).toMatch(new RegExp(`purged: 1 rows deleted from ${itemsTable}, 1 objects from ${BUCKET}, its changes from ${changesTable}, and its row from ${connectionsTable}\\n$`));
     expect((await itemsOf('acme')).Count).toBe(0);
     expect(await store().view('acme', { consistent: true })).toBeUndefined();
     // The other connection's row, rows and objects are kept.
@@ -682,7 +692,7 @@ describe('remove', () => {
     for (const key of written) await s3Client.send(new PutObjectCommand({ Bucket: BUCKET, Key: key, Body: '{}' }));
     const run = await cli(['remove', 'acme', '--purge', '--yes']);
     expect(run.status).toBe(0);
-    expect(run.out).toMatch(new RegExp(`purged: 2 rows deleted from ${itemsTable}, 1 objects from ${BUCKET}, and its row`));
+    expect(run.out).toMatch(new RegExp(`purged: 2 rows deleted from ${itemsTable}, 1 objects from ${BUCKET}, its changes from ${changesTable}, and its row`));
     expect((await itemsOf('acme')).Count).toBe(0);
     expect(((await itemsOf('other')).Items ?? []).map((row) => row['id']?.S).sort()).toEqual(['fil-1', 'fil-2']);
     // The bucket is shared by the tests: the keys this one wrote.

@@ -55,6 +55,9 @@ export const SEEDED = {
   /** The keys acme's rows name that are its own, in the order its Query returns them (by id): what its one page's deleteKeys gets. */
   acmeOwnKeys: ['items/acme/fil-1.json', 'items/acme/fil-2.json', 'legacy/x.json', 'items/gone/q.json'],
   rowsAfter: ['other/fil-1', 'other/fil-2', 'other/y'],
+  /** The changes tables' rows (`<connection>/<seq>`, seq 0 the head): acme's 3 changes and other's 2. */
+  changes: ['acme/0', 'acme/1', 'acme/2', 'acme/3', 'other/0', 'other/1', 'other/2'],
+  changesAfter: ['other/0', 'other/1', 'other/2'],
   objectsAfter: ['items/acmeX/fil-1.json', 'items/other/fil-1.json', 'items/other/y.json', 'legacy/kept.json'],
   /** acme's rows (5) and objects (its 3 under items/acme/, legacy/x.json, items/gone/q.json). */
   rowsDeleted: 5,
@@ -69,6 +72,7 @@ export interface EraseWorld {
   readonly sealing: TestSealing;
   readonly connectionsTable: string;
   readonly itemsTable: string;
+  readonly changesTable: string;
   readonly bucket: string;
   /** The store as the client API has it: it seals the tokens it writes. */
   store(): DynamoDbConnectionStore;
@@ -89,6 +93,10 @@ export interface EraseWorld {
   putObjects(keys: readonly string[]): Promise<void>;
   /** Every row of the items table, `<connection>/<id>`, sorted. */
   rows(): Promise<string[]>;
+  /** A changes log of `count` changes (and its head) for the connection. */
+  changeRows(connection: string, count: number): Promise<void>;
+  /** Every row of the changes table, `<connection>/<seq>`, sorted. */
+  changes(): Promise<string[]>;
   /** Every object key in the bucket, sorted. */
   objects(): Promise<string[]>;
   /** The connection's row, unmarshalled (undefined: no row). */
@@ -107,6 +115,7 @@ export function useEraseWorld(): EraseWorld {
   let s3Client: S3Client;
   let connectionsTable = '';
   let itemsTable = '';
+  let changesTable = '';
   let bucket = '';
   let n = 0;
   const sealing = testSealing();
@@ -129,9 +138,11 @@ export function useEraseWorld(): EraseWorld {
     n += 1;
     connectionsTable = `connections-${n}`;
     itemsTable = `items-${n}`;
+    changesTable = `changes-${n}`;
     bucket = `content-sync-items-${n}`;
     await dynamo.createConnectionsTable(connectionsTable);
     await ensureItemsTable(db, itemsTable);
+    await dynamo.createChangesTable(changesTable);
     await s3.createBucket(bucket);
   });
 
@@ -155,13 +166,16 @@ export function useEraseWorld(): EraseWorld {
     get itemsTable() {
       return itemsTable;
     },
+    get changesTable() {
+      return changesTable;
+    },
     get bucket() {
       return bucket;
     },
     store: () => new DynamoDbConnectionStore(db, connectionsTable, { sealer: sealing.sealer }),
     eraserStore: () => new DynamoDbConnectionStore(db, connectionsTable, { sealer: NO_TOKENS }),
     itemsEraser: (overrides = {}) =>
-      new AwsItemsEraser({ dynamodb: db, s3: s3Client, itemsTable, itemsBucket: bucket, sleep: async () => undefined, ...overrides }),
+      new AwsItemsEraser({ dynamodb: db, s3: s3Client, itemsTable, itemsBucket: bucket, changesTable, sleep: async () => undefined, ...overrides }),
     async put(connection, refreshToken, at = NOW - 3_600_000) {
       return world.store().putCredentials({ connection, clientId: `client-${connection}`, refreshToken, at: iso(at) });
     },
@@ -181,6 +195,18 @@ export function useEraseWorld(): EraseWorld {
         const output = await db.send(new BatchWriteItemCommand({ RequestItems: { [itemsTable]: requests } }));
         if (Object.keys(output.UnprocessedItems ?? {}).length > 0) throw new Error('dynalite left writes unprocessed');
       }
+    },
+    async changeRows(connection, count) {
+      const head = { connection: { S: connection }, seq: { N: '0' }, head: { N: String(count) }, epoch: { S: `epoch-${connection}` } };
+      await db.send(new PutItemCommand({ TableName: changesTable, Item: head }));
+      for (let seq = 1; seq <= count; seq++) {
+        const change = { connection: { S: connection }, seq: { N: String(seq) }, change: { S: 'created' }, id: { S: `fil-${seq}` }, revision: { S: '1' }, syncedAt: { S: iso(NOW) }, expiresAt: { N: String(NOW / 1000 + 86_400) } };
+        await db.send(new PutItemCommand({ TableName: changesTable, Item: change }));
+      }
+    },
+    async changes() {
+      const rows = await dynamo.scan(changesTable);
+      return rows.map((row) => `${row['connection']?.S}/${row['seq']?.N}`).sort();
     },
     async putObject(key) {
       await s3Client.send(new PutObjectCommand({ Bucket: bucket, Key: key, Body: '{}' }));
@@ -216,6 +242,8 @@ export function useEraseWorld(): EraseWorld {
       await world.itemRow('other', 'fil-2');
       await world.itemRow('other', 'y', { key: 'items/other/y.json' });
       for (const key of SEEDED.objects) await world.putObject(key);
+      await world.changeRows('acme', 3);
+      await world.changeRows('other', 2);
     },
   };
   return world;

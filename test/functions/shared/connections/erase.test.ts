@@ -49,7 +49,7 @@ class WatchedStore extends DynamoDbConnectionStore {
 }
 
 /** `deleteKeys`: the keys asked for, and every row of the items table when they were (the page's rows not deleted yet). */
-type Call = { op: 'deleteRows' } | { op: 'deleteKeys'; keys: string[]; rows: string[] } | { op: 'deleteObjects' };
+type Call = { op: 'deleteRows' } | { op: 'deleteKeys'; keys: string[]; rows: string[] } | { op: 'deleteObjects' } | { op: 'deleteChanges' };
 
 type RowsStep = Parameters<ItemsEraser['deleteRows']>[1];
 
@@ -82,6 +82,11 @@ class WatchedEraser implements ItemsEraser {
     const result = await this.inner.deleteObjects(connection, this.recorded(connection, step));
     await this.afterObjects?.(++this.objectCalls);
     return result;
+  }
+
+  async deleteChanges(connection: string, step: EraseStep) {
+    this.calls.push({ op: 'deleteChanges' });
+    return this.inner.deleteChanges(connection, step);
   }
 
   private recorded<S extends EraseStep>(connection: string, step: S): S {
@@ -158,8 +163,10 @@ describe('runErase: the sweeps', () => {
       { op: 'deleteRows' },
       { op: 'deleteKeys', keys: SEEDED.acmeOwnKeys, rows: SEEDED.rows },
       { op: 'deleteObjects' },
+      { op: 'deleteChanges' },
       { op: 'deleteRows' },
       { op: 'deleteObjects' },
+      { op: 'deleteChanges' },
     ]);
     // The progress, in the connection's row after each page: the rows page counts its 4 keys; the
     // objects page, items/acme/deep/z.json (the keys were gone already); the second sweep's rows
@@ -171,6 +178,8 @@ describe('runErase: the sweeps', () => {
 
     expect(await world.rows()).toEqual(SEEDED.rowsAfter);
     expect(await world.objects()).toEqual(SEEDED.objectsAfter);
+    // acme's changes log (its 3 changes and its head) is gone; other's is whole.
+    expect(await world.changes()).toEqual(SEEDED.changesAfter);
     expect(await world.row('acme')).toBeUndefined();
     const other = await world.store().get('other', { consistent: true });
     expect(other).toMatchObject({ status: 'active', refreshToken: 'rt-other-secret-1', credentialsVersion: 1 });
@@ -300,6 +309,7 @@ describe('runErase: the sweeps', () => {
       deleteRows: (connection, step) => real.deleteRows(connection, step),
       deleteKeys: (keys) => real.deleteKeys(keys),
       deleteObjects: (connection, step) => failing.deleteObjects(connection, step),
+      deleteChanges: (connection, step) => real.deleteChanges(connection, step),
     };
     await expect(erase(request, { items })).rejects.toThrow(/^S3 ListObjectsV2 on the items bucket no-such-bucket failed \(NoSuchBucket, HTTP 404\)$/);
     expect(await world.eraseOf('acme')).toEqual({ ...waiting(request), state: 'running', rowsDeleted: 5, objectsDeleted: 4 });
@@ -363,8 +373,10 @@ describe('runErase: a connection put again, another erase', () => {
       { op: 'deleteRows' },
       { op: 'deleteKeys', keys: SEEDED.acmeOwnKeys, rows: SEEDED.rows },
       { op: 'deleteObjects' },
+      { op: 'deleteChanges' },
       { op: 'deleteRows' },
       { op: 'deleteObjects' },
+      { op: 'deleteChanges' },
     ]);
     expect(items.progress).toEqual([running(5, 4), running(5, 5), running(5, 5)]);
     expect(await world.rows()).toEqual(SEEDED.rowsAfter);
@@ -405,9 +417,11 @@ describe('runErase: a connection put again, another erase', () => {
       { op: 'deleteRows' },
       { op: 'deleteKeys', keys: SEEDED.acmeOwnKeys, rows: SEEDED.rows },
       { op: 'deleteObjects' },
+      { op: 'deleteChanges' },
       { op: 'deleteRows' },
       { op: 'deleteKeys', keys: ['items/acme/fresh.json'], rows: ['acme/fresh', ...SEEDED.rowsAfter] },
       { op: 'deleteObjects' },
+      { op: 'deleteChanges' },
     ]);
     // The second sweep's rows page counts the late row and its key; its objects listing finds none left.
     expect(items.progress).toEqual([running(5, 4), running(5, 5), running(6, 6)]);

@@ -33,7 +33,7 @@ describe('AwsItemsEraser.deleteObjects', () => {
     const legacy = `items/${connection}/7/${hex('old body')}.json`;
     mock.on(ListObjectsV2Command).resolves({ Contents: [{ Key: own }, { Key: legacy }], IsTruncated: false });
     mock.on(DeleteObjectsCommand).resolves({});
-    const eraser = new AwsItemsEraser({ dynamodb: new DynamoDBClient({ region: 'eu-west-1' }), s3, itemsTable: 'items', itemsBucket: 'bucket', sleep: async () => undefined });
+    const eraser = new AwsItemsEraser({ dynamodb: new DynamoDBClient({ region: 'eu-west-1' }), s3, itemsTable: 'items', itemsBucket: 'bucket', changesTable: 'changes', sleep: async () => undefined });
 
     expect(await eraser.deleteObjects(connection, { stop: () => false })).toEqual({ deleted: 1, complete: true });
     expect(mock.commandCalls(ListObjectsV2Command).map((call) => call.args[0].input)).toEqual([{ Bucket: 'bucket', Prefix: `items/${connection}/`, ContinuationToken: undefined }]);

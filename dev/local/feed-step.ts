@@ -1,0 +1,75 @@
+/**
+ * The client application's own copy of each connection, kept from the client API as docs/changes.md
+ * says: a snapshot when the connection is added (`GET /connections/{c}/items`, page by page, and its
+ * `changesCursor`), then, at the end of the story, the changes feed from that cursor with the
+ * consumer of tools/changes/consumer.ts, each change applied by revision. Checked: every
+ * connection's copy equals its rows in the items table (ids, revisions, tombstones), after every
+ * write of the whole story: discovery, changes, deletions, the revoked account's wait, the
+ * reconciler's pass.
+ */
+import { readChanges, type Get } from '../../tools/changes/consumer.js';
+import { callApi } from './client-api.js';
+import type { LocalRun } from './local-run.js';
+import { readRows } from './passes.js';
+
+/** A connection's copy: each id's revision, or `deleted`. */
+export interface Mirror {
+  items: Map<string, string>;
+  /** Where its feed continues. */
+  cursor: string;
+}
+
+/** Each connection's snapshot, read through the client API. */
+export async function takeSnapshots(run: LocalRun, connections: readonly string[]): Promise<Map<string, Mirror>> {
+  const mirrors = new Map<string, Mirror>();
+  for (const connection of connections) {
+    const items = new Map<string, string>();
+    let page: { status: number; body: Record<string, unknown> } = await callApi(run.api, run.screen, { method: 'GET', path: `connections/${encodeURIComponent(connection)}/items?limit=1000` });
+    const cursor = page.body['changesCursor'];
+    for (;;) {
+      if (page.status !== 200 || typeof cursor !== 'string') {
+        run.problems.push(`snapshot of ${connection}: GET items answered ${page.status}`);
+        break;
+      }
+      for (const item of page.body['items'] as Array<{ id: string; revision: string; deleted?: boolean }>) items.set(item.id, item.deleted ? 'deleted' : item.revision);
+      const next = page.body['cursor'];
+      if (typeof next !== 'string') break;
+      const answer = await get(run, `connections/${encodeURIComponent(connection)}/items?limit=1000&cursor=${encodeURIComponent(next)}`);
+      page = { status: answer.status, body: answer.body as Record<string, unknown> };
+    }
+    run.screen.line(`     ${connection}: ${items.size} items in its snapshot; its feed continues from its changesCursor`);
+    mirrors.set(connection, { items, cursor: typeof cursor === 'string' ? cursor : '' });
+  }
+  return mirrors;
+}
+
+/** The feed of each connection from its mirror's cursor, applied, and each copy checked against the table. */
+export async function feedStep(run: LocalRun, mirrors: Map<string, Mirror>, step: number): Promise<void> {
+  const { screen, problems } = run;
+  screen.line(`${step}. The application's copy of each connection: its snapshot from step 1, then its changes feed from there (GET /connections/{c}/changes)`);
+  const rows = await readRows(run);
+  for (const [connection, mirror] of mirrors) {
+    let read = 0;
+    const counts = new Map<string, number>();
+    mirror.cursor = await readChanges((path) => get(run, path), connection, mirror.cursor, async (changes) => {
+      for (const change of changes) {
+        read += 1;
+        counts.set(change.change, (counts.get(change.change) ?? 0) + 1);
+        mirror.items.set(change.id, change.change === 'deleted' ? 'deleted' : change.revision);
+      }
+    });
+    const table = new Map<string, string>();
+    for (const row of rows.values()) if (row.connection === connection) table.set(row.id, row.deleted ? 'deleted' : (row.revision ?? ''));
+    const differ = [...new Set([...table.keys(), ...mirror.items.keys()])].filter((id) => table.get(id) !== mirror.items.get(id));
+    screen.line(
+      `     ${connection}: ${read} changes (${[...counts].map(([kind, n]) => `${n} ${kind}`).join(', ') || 'none'}); its copy ${differ.length === 0 ? `equals its ${table.size} rows` : `differs from its rows on ${differ.length} ids`}`,
+    );
+    if (differ.length > 0) problems.push(`feed: ${connection}'s copy from its snapshot and changes differs from its rows on ${differ.length} ids (first: ${differ.slice(0, 3).join(', ')})`);
+    if (read === 0) problems.push(`feed: ${connection} read no change, though the story wrote its rows`);
+  }
+}
+
+const get = async (run: LocalRun, path: string): ReturnType<Get> => {
+  const response = await fetch(`${run.api.url}${path}`);
+  return { status: response.status, body: await response.json() };
+};

@@ -1,0 +1,138 @@
+/**
+ * The bench's and the soak's DynamoDB meter (dev/fakes/dynamo-meter.ts) sees TransactWriteItems: the
+ * items-table rows a transaction stored (from the commit the harness's dynalite reports, not the
+ * change and head rows), a cancellation on a condition as a conditional failure, and a lost
+ * acknowledgement that the SDK sends again with the same ClientRequestToken, applied and recorded
+ * once; with dynalite in this process and in a child process. It injects TransactionConflict
+ * cancellations when asked.
+ */
+import { PutItemCommand, type DynamoDBClient } from '@aws-sdk/client-dynamodb';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { DynamoMeter, instrumentDynamo, type DynamoChaos } from '../../../dev/fakes/dynamo-meter.js';
+import { startDynalite, type Dynalite, type LocalDynamo } from '../../../dev/fakes/dynalite.js';
+import { CHANGES, createTables, getRow, headKey, itemRow, ITEMS, markDeleted, outbox, putRow, refusal } from './outbox-transactions.js';
+
+/** Every successful write's answer lost (a draw of 0 is under any rate); nothing else injected. */
+const LOSE_EVERY_ANSWER: DynamoChaos = { random: () => 0, throttleRate: 0, unprocessedRate: 0, lostAckRate: 1 };
+
+describe('the DynamoDB meter, dynalite in this process', () => {
+  let dynamo: LocalDynamo;
+  let plain: DynamoDBClient;
+
+  beforeAll(async () => {
+    dynamo = await startDynalite();
+    await createTables(dynamo);
+    plain = dynamo.client();
+  });
+
+  afterAll(async () => {
+    plain?.destroy();
+    await dynamo?.close();
+  });
+
+  it('records the items-table row a transaction stored, once, and the SDK sends a lost answer again without a second apply', async () => {
+    const meter = new DynamoMeter();
+    const client = instrumentDynamo(dynamo.client(), meter, LOSE_EVERY_ANSWER);
+    try {
+      // The row it replaces points to an object: the meter notes its key, as for a PutItem's lost answer.
+      await plain.send(new PutItemCommand({ TableName: ITEMS, Item: itemRow('m1', 'a', '1', { itemObject: { M: { key: { S: 'objects/a-1' } } } }) }));
+      const sentBefore = dynamo.operations.length;
+      const out = await client.send(outbox(putRow(itemRow('m1', 'a', '2'), '1'), 'm1', 'a', 0));
+      expect(out.$metadata.attempts).toBe(2);
+      expect(dynamo.operations.slice(sentBefore)).toEqual(['TransactWriteItems', 'TransactWriteItems']);
+      expect(meter.requests).toEqual({ TransactWriteItems: 2 });
+      expect(meter.injected.lostAcks).toBe(1);
+      expect(meter.lostAckReplacedObjectKeys).toEqual(['objects/a-1']);
+      // The change row has an `id` too: only the items-table row is a write of the item.
+      expect(meter.writes).toEqual([{ id: 'a', state: 'live:2', operation: 'TransactWriteItems' }]);
+      expect(await getRow(plain, CHANGES, headKey('m1'))).toMatchObject({ head: { N: '1' } });
+      expect(await getRow(plain, CHANGES, { connection: { S: 'm1' }, seq: { N: '2' } })).toBeUndefined();
+
+      await client.send(outbox(markDeleted('m1', 'a', '2', 'now'), 'm1', 'a', 1));
+      expect(meter.writes.map((write) => write.state)).toEqual(['live:2', 'deleted:2']);
+      expect(meter.injected.lostAcks).toBe(2);
+    } finally {
+      client.destroy();
+    }
+  });
+
+  it('counts a cancellation on a condition as a conditional failure, and records nothing', async () => {
+    const meter = new DynamoMeter();
+    const client = instrumentDynamo(dynamo.client(), meter);
+    try {
+      await client.send(outbox(putRow(itemRow('m2', 'a', '1')), 'm2', 'a', 0));
+      expect((await refusal(client, outbox(putRow(itemRow('m2', 'b', '1')), 'm2', 'b', 0)))?.name).toBe('TransactionCanceledException');
+      expect(meter.conditionalFailures).toEqual({ TransactWriteItems: 1 });
+      expect(meter.writes).toEqual([{ id: 'a', state: 'live:1', operation: 'TransactWriteItems' }]);
+      expect(meter.transactions.size).toBe(1);
+      meter.reset();
+      expect(meter.transactions.size).toBe(0);
+    } finally {
+      client.destroy();
+    }
+  });
+});
+
+describe('the DynamoDB meter injecting conflicts', () => {
+  let dynamo: Dynalite;
+
+  beforeAll(async () => {
+    dynamo = await startDynalite({ proxy: false });
+    await createTables(dynamo);
+  });
+
+  afterAll(async () => {
+    await dynamo?.close();
+  });
+
+  it('cancels a transaction with a TransactionConflict reason on one action, before it reaches the table', async () => {
+    const meter = new DynamoMeter();
+    // Draws: 0 for the conflict (under the rate), 0.9 for the action (the last of 3).
+    const draws = [0, 0.9];
+    const chaos: DynamoChaos = { random: () => draws.shift() ?? 1, throttleRate: 0, unprocessedRate: 0, lostAckRate: 0, conflictRate: 0.5 };
+    const client = instrumentDynamo(dynamo.client({ maxAttempts: 1 }), meter, chaos);
+    try {
+      expect(await refusal(client, outbox(putRow(itemRow('m4', 'a', '1')), 'm4', 'a', 0))).toMatchObject({
+        name: 'TransactionCanceledException',
+        status: 400,
+        reasons: [{ Code: 'None' }, { Code: 'None' }, { Code: 'TransactionConflict', Message: 'Transaction is ongoing for the item' }],
+      });
+      expect(meter.injected.conflicts).toBe(1);
+      expect(meter.requests).toEqual({});
+      expect(await getRow(client, ITEMS, { connection: { S: 'm4' }, id: { S: 'a' } })).toBeUndefined();
+      // The next draw (1) is over the rate: the transaction goes through.
+      await client.send(outbox(putRow(itemRow('m4', 'a', '1')), 'm4', 'a', 0));
+      expect(meter.writes).toEqual([{ id: 'a', state: 'live:1', operation: 'TransactWriteItems' }]);
+    } finally {
+      client.destroy();
+    }
+  });
+});
+
+describe('the DynamoDB meter, dynalite in a child process', () => {
+  let dynamo: Dynalite | undefined;
+
+  afterAll(async () => {
+    await dynamo?.close();
+  });
+
+  it('records what the child reports it committed, once, across a lost answer', async () => {
+    dynamo = await startDynalite({ where: 'child', proxy: false });
+    await createTables(dynamo);
+    const meter = new DynamoMeter();
+    const client = instrumentDynamo(dynamo.client(), meter, LOSE_EVERY_ANSWER);
+    try {
+      await client.send(outbox(putRow(itemRow('m3', 'a', '1')), 'm3', 'a', 0));
+      await client.send(outbox(putRow(itemRow('m3', 'b', '1')), 'm3', 'b', 1));
+      expect(meter.requests).toEqual({ TransactWriteItems: 4 });
+      expect(meter.injected.lostAcks).toBe(2);
+      expect(meter.writes).toEqual([
+        { id: 'a', state: 'live:1', operation: 'TransactWriteItems' },
+        { id: 'b', state: 'live:1', operation: 'TransactWriteItems' },
+      ]);
+      expect(await getRow(client, CHANGES, headKey('m3'))).toMatchObject({ head: { N: '2' } });
+    } finally {
+      client.destroy();
+    }
+  });
+});
