@@ -19,6 +19,7 @@ import { n } from '../bench/support/format.js';
 import { BENCH_DIR, machineInfo } from '../bench/support/machine.js';
 import { ACCOUNTS_FULL, ACCOUNTS_SHORT, accountsPass } from './accounts-scenario.js';
 import { BACKLOG_FULL, BACKLOG_SHORT, backlogScenario, type BacklogScale } from './backlog-scenario.js';
+import { CHANGES_FULL, CHANGES_SHORT, changesScenario, type ChangesScale } from './changes-scenario.js';
 import { CONNECTIONS_FULL, CONNECTIONS_SHORT, connectionsScenario } from './connections-scenario.js';
 import { DISCOVERY_FULL, DISCOVERY_SHORT, discoveryScenario, type DiscoveryScale } from './discovery-scenario.js';
 import { FAIRNESS_FULL, FAIRNESS_SHORT, fairnessScenario } from './fairness-scenario.js';
@@ -167,6 +168,12 @@ const SCENARIOS: Record<string, Scenario> = {
     short: discoverySize(DISCOVERY_SHORT),
     run: (o) => discoveryScenario(discoveryScale(o, true), progress),
   },
+  changes: {
+    about: 'the changes feed: a million changes written by the sync, with racing writers, redelivered records, lost answers and stream batches, read by a consumer through the client API that stops and resumes; the cost of a million changes; progress on standard error',
+    full: `${changesSize(CHANGES_FULL)} (dynalite in a child process; most of an hour of real time)`,
+    short: changesSize(CHANGES_SHORT),
+    run: (o) => changesScenario(o.short ? CHANGES_SHORT : CHANGES_FULL, progress),
+  },
   push: {
     about: 'the push path\'s cost: users send N ids at once to the sync queue, unchanged then changed at the provider; progress on standard error',
     full: `${n(PUSH_FULL.ids)} ids, L = ${PUSH_FULL.limit}/s told (about 15 minutes of real time)`,
@@ -183,6 +190,10 @@ const DEFAULT_GROUP = 'pace';
 function backlogSize(scale: BacklogScale): string {
   const known = scale.limitKnown.length > 1 ? 'told and not' : scale.limitKnown[0] ? 'told' : 'not told';
   return `${scale.quietAccounts} quiet accounts, a backlog of ${n(scale.backfillIds)} ids, L = ${scale.limits.join(' and ')}/s ${known}, ${scale.lanes.length * scale.limits.length * scale.limitKnown.length} runs`;
+}
+
+function changesSize(scale: ChangesScale): string {
+  return `${n(scale.connections * scale.itemsEach * scale.rounds)} changes: ${n(scale.connections)} connections × ${scale.itemsEach} items × ${scale.rounds} rounds, L = ${scale.limit}/s told, read every ${scale.consumerPeriodSeconds} s`;
 }
 
 function discoverySize(scale: DiscoveryScale): string {
@@ -372,6 +383,7 @@ export async function main(argv: string[], io: SimIo = process): Promise<number>
     ...(names.includes('discovery') ? { discovery: discoveryScale(options, false) } : {}),
     ...(names.includes('discovery-cycle') ? { discoveryCycle: discoveryScale(options, true) } : {}),
     ...(names.includes('push') ? { push: pushScale(options) } : {}),
+    ...(names.includes('changes') ? { changes: options.short ? CHANGES_SHORT : CHANGES_FULL } : {}),
     ...(names.includes('scope-limits') ? { scopeLimits: options.short ? LIMITS_SHORT : LIMITS_FULL } : {}),
     ...(names.includes('scope-accounts') ? { scopeAccounts: options.short ? SCOPE_ACCOUNTS_SHORT : SCOPE_ACCOUNTS_FULL } : {}),
     ...(names.includes('scope-outage') ? { scopeOutage: options.short ? OUTAGE_SHORT : OUTAGE_FULL } : {}),

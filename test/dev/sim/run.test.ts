@@ -25,6 +25,7 @@ const SCENARIOS = [
   'refresher',
   'discovery',
   'discovery-cycle',
+  'changes',
   'push',
 ];
 

@@ -1,0 +1,131 @@
+/**
+ * What the changes scenario's million changes cost (changes-scenario.ts), at the public prices of
+ * reconcile-cost.ts, by AWS service:
+ *
+ * - written: the whole write path as push-cost.ts prices it (users' sends, the event sources, the
+ *   sync's containers and their DynamoDB requests, the items table's stream, the change-events
+ *   function and EventBridge), and in it the feed's own share: the changes table's part of every
+ *   transaction (the change and the head; cancelled attempts, replays), the second write unit a
+ *   transactional row write costs over a plain one, and the sync's reads of a head;
+ * - read: the consumer's calls of the client API: API Gateway HTTP API requests, the API function's
+ *   invocations and GB-seconds at its deployed memory, its DynamoDB reads (the connection's row,
+ *   the head, the Query of the changes), its log lines when counted;
+ * - kept: the change rows' storage, DynamoDB standard table class, and their continuous backups
+ *   (the changes table has point-in-time recovery), a month.
+ */
+import type { CallCounts } from '../fakes/in-process-aws.js';
+import type { ApiCalls } from './changes-consumer.js';
+import type { DynamoCount, LogCount, SimMeter } from './meters.js';
+import { pushCost, type PushCost } from './push-cost.js';
+import { dynamoCost, LAMBDA_PLATFORM_LOG_BYTES, PRICES, type CostLine, type CostOptions } from './reconcile-cost.js';
+
+/** DynamoDB's storage overhead of an item (bytes), added to its attributes' size. */
+export const ITEM_STORAGE_OVERHEAD_BYTES = 100;
+
+export interface ReadCost {
+  lines: Array<CostLine & { service: 'API Gateway' | 'Lambda' | 'DynamoDB' | 'CloudWatch Logs' }>;
+  byService: Record<'API Gateway' | 'Lambda' | 'DynamoDB' | 'CloudWatch Logs', number>;
+  total: number;
+}
+
+export interface FeedShare {
+  lines: CostLine[];
+  total: number;
+}
+
+/** The write path, priced as push-cost.ts prices it; per million changes by scaling from `changes`. */
+export function writeCost(meter: SimMeter, sends: CallCounts, changes: number, seconds: number, options: CostOptions): PushCost {
+  return pushCost(meter, sends, changes, seconds, options);
+}
+
+/**
+ * The feed's share of the writes: the changes table's requests by the sync (its part of each
+ * transaction, the heads it read), and on the items table the second write unit of a row written
+ * in a transaction (half its committed units).
+ */
+export function feedShare(meter: SimMeter, changesTable: string, itemsTable: string): FeedShare {
+  const lines: CostLine[] = [];
+  for (const source of ['sync', 'reconcile'] as const) {
+    const who = source === 'sync' ? 'sync on the sync queue' : 'sync on the reconcile queue';
+    for (const [key, count] of Object.entries(meter.dynamo[source])) {
+      const [operation, table] = key.split(' ');
+      if (table === changesTable) {
+        const { table: _table, write: _write, ...line } = dynamoCost(key, count, who);
+        lines.push(line);
+      } else if (table === itemsTable && operation === 'TransactWriteItems' && count.capacityUnits > 0) {
+        const units = count.capacityUnits / 2;
+        lines.push({
+          what: `DynamoDB ${key} (${who}): the second write unit of each row written in a transaction`,
+          requests: 0,
+          units: `${units} WRU`,
+          usd: (units / 1e6) * PRICES.dynamoWriteRequestUnitPerMillion,
+        });
+      }
+    }
+  }
+  return { lines, total: lines.reduce((sum, line) => sum + line.usd, 0) };
+}
+
+/** The consumer's reads: API Gateway, the API function, its DynamoDB reads, its logs (when counted). */
+export function readCost(calls: ApiCalls, dynamo: Record<string, DynamoCount>, logs: Record<string, LogCount> | undefined): ReadCost {
+  const lines: ReadCost['lines'] = [];
+  lines.push({
+    service: 'API Gateway',
+    what: 'API Gateway HTTP API requests (GET /connections/{c}/changes)',
+    requests: calls.invocations,
+    units: `${calls.invocations} requests`,
+    usd: (calls.invocations / 1e6) * PRICES.apiGatewayHttpRequestPerMillion,
+  });
+  const gbSeconds = (calls.durationMs / 1000) * (calls.memoryMb / 1024);
+  lines.push({
+    service: 'Lambda',
+    what: `Lambda client API (${calls.memoryMb} MB, Arm)`,
+    requests: calls.invocations,
+    units: `${round(gbSeconds, 1)} GB-s`,
+    usd: (calls.invocations / 1e6) * PRICES.lambdaRequestPerMillion + gbSeconds * PRICES.lambdaArmGbSecond,
+  });
+  for (const [key, count] of Object.entries(dynamo)) {
+    const { table: _table, write: _write, ...line } = dynamoCost(key, count, 'client API');
+    lines.push({ service: 'DynamoDB', ...line });
+  }
+  if (logs) {
+    const bytes = Object.values(logs).reduce((sum, count) => sum + count.bytes, 0) + calls.invocations * LAMBDA_PLATFORM_LOG_BYTES;
+    lines.push({
+      service: 'CloudWatch Logs',
+      what: "CloudWatch Logs ingestion (client API: its line a request, Lambda's START/END/REPORT)",
+      requests: 0,
+      units: `${round(bytes / 1e6, 1)} MB`,
+      usd: (bytes / 2 ** 30) * PRICES.logsIngestedPerGb,
+    });
+  }
+  const byService = { 'API Gateway': 0, Lambda: 0, DynamoDB: 0, 'CloudWatch Logs': 0 };
+  for (const line of lines) byService[line.service] += line.usd;
+  return { lines, byService, total: lines.reduce((sum, line) => sum + line.usd, 0) };
+}
+
+export interface StorageCost {
+  /** A change row's size as DynamoDB bills its storage (its attributes and the item overhead), bytes. */
+  rowBytes: number;
+  /** A million changes kept a month: table storage, continuous backups. */
+  perMillionMonth: { storage: number; backups: number };
+  /** A million changes a day, each kept `retentionDays`: the rows held at any time, and their monthly cost. */
+  steady: { rows: number; gb: number; storage: number; backups: number };
+}
+
+/** The change rows' storage, from their average size as written. */
+export function storageCost(averageRowBytes: number, retentionDays: number): StorageCost {
+  const rowBytes = averageRowBytes + ITEM_STORAGE_OVERHEAD_BYTES;
+  const gbPerMillion = (rowBytes * 1e6) / 2 ** 30;
+  const rows = 1e6 * retentionDays;
+  const gb = (rowBytes * rows) / 2 ** 30;
+  return {
+    rowBytes,
+    perMillionMonth: { storage: gbPerMillion * PRICES.dynamoStoragePerGbMonth, backups: gbPerMillion * PRICES.dynamoPitrPerGbMonth },
+    steady: { rows, gb, storage: gb * PRICES.dynamoStoragePerGbMonth, backups: gb * PRICES.dynamoPitrPerGbMonth },
+  };
+}
+
+function round(value: number, digits: number): number {
+  const f = 10 ** digits;
+  return Math.round(value * f) / f;
+}
