@@ -67,7 +67,7 @@ export function feedShare(meter: SimMeter, changesTable: string, itemsTable: str
 }
 
 /** The consumer's reads: API Gateway, the API function, its DynamoDB reads, its logs (when counted). */
-export function readCost(calls: ApiCalls, dynamo: Record<string, DynamoCount>, logs: Record<string, LogCount> | undefined): ReadCost {
+export function readCost(calls: ApiCalls, dynamo: Record<string, DynamoCount>, logs?: Record<string, LogCount>): ReadCost {
   const lines: ReadCost['lines'] = [];
   lines.push({
     service: 'API Gateway',

@@ -29,7 +29,9 @@ export interface ChangesRun {
   replayCalls: ApiCalls;
   probeCalls: ApiCalls;
   apiDynamo: Record<string, DynamoCount>;
-  apiLogs: Record<string, LogCount> | undefined;
+  apiLogs: Record<string, LogCount>;
+  /** The sync's and the change-events function's log lines were counted (the scale's meterLogs). */
+  logsMetered: boolean;
   faults: { failedInvocations: number; lostAcks: number; conflicts: number; throttled: number };
   attempts: { most: number; retried: number };
   meter: SimMeter;
@@ -154,13 +156,19 @@ function outsideTransactions(meter: SimMeter, itemsTable: string): number {
 function costFigures(figures: Record<string, number | string>, run: ChangesRun, committed: number, perMillion: number): void {
   const sends = { SendMessageBatch: Math.ceil(run.rounds.messages / 10) };
   const seconds = (run.endMs - run.t0) / 1000;
-  const written = writeCost(run.meter, sends, Math.max(1, committed), seconds, { logsMetered: run.apiLogs !== undefined, tracing: run.tracing });
+  const written = writeCost(run.meter, sends, Math.max(1, committed), seconds, { logsMetered: run.logsMetered, tracing: run.tracing });
+  if (!run.logsMetered) figures['written: CloudWatch Logs'] = 'not counted in this run (meterLogs off: the push scenario counts the sync\'s log lines)';
   for (const line of written.lines) {
     if (line.usd === 0 && line.requests === 0) continue;
     figures[`written: ${line.what}`] = `${n(line.requests)} requests, ${line.units} → ${usd(line.usd)} (${usd(line.usd * perMillion)} per million changes)`;
   }
   for (const service of SERVICES) figures[`written, per million changes: ${service} (USD)`] = round(written.perMillionByService[service], 4);
   figures['written, per million changes (USD)'] = round(written.perMillion, 4);
+  const units = (table: string): number => (['sync', 'reconcile'] as const).reduce((sum, s) => sum + (run.meter.dynamo[s][`TransactWriteItems ${table}`]?.capacityUnits ?? 0), 0);
+  if (committed > 0) {
+    figures['written: one committed change\'s transaction (write units)'] =
+      `${round(units(run.names.items) / committed, 2)} the row + ${round(units(run.names.changes) / committed, 2)} the change and the head (each item 2 a KB, transactional)`;
+  }
   const share = feedShare(run.meter, run.names.changes, run.names.items);
   for (const line of share.lines) figures[`… the feed's share: ${line.what}`] = `${line.units} → ${usd(line.usd * perMillion)} per million changes`;
   figures["… the feed's share, per million changes (USD)"] = round(share.total * perMillion, 4);
