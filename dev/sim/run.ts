@@ -169,8 +169,8 @@ const SCENARIOS: Record<string, Scenario> = {
     run: (o) => discoveryScenario(discoveryScale(o, true), progress),
   },
   changes: {
-    about: 'the changes feed: a million changes written by the sync, with racing writers, redelivered records, lost answers and stream batches, read by a consumer through the client API that stops and resumes; the cost of a million changes; progress on standard error',
-    full: `${changesSize(CHANGES_FULL)} (dynalite in a child process; about two hours of real time on 2 cores)`,
+    about: 'the changes feed: changes written by the sync, with racing writers, redelivered records, lost answers and stream batches, read by a consumer through the client API that stops and resumes; the cost of a million changes; progress on standard error',
+    full: `${changesSize(CHANGES_FULL)} (dynalite in a child process; about an hour of real time on 2 cores; the figures per million changes)`,
     short: changesSize(CHANGES_SHORT),
     run: (o) => changesScenario(o.short ? CHANGES_SHORT : CHANGES_FULL, progress),
   },
