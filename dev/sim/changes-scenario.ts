@@ -82,16 +82,15 @@ export interface ChangesScale {
 }
 
 /**
- * 1,000 connections × 100 items × 6 rounds: 600,000 changes, the most this machine writes in about
- * an hour (about 5 ms of real time a change: every change is a real transaction on dynalite, and
- * half of them race another container for the head); the million's figures are these scaled
- * (`changesFigures`: per million changes). L = 300/s keeps the sync within what the stream's one
- * shard reads (100 records four times a second): the records do not pile up in memory.
+ * 1,000 connections × 100 items × 10 rounds: 1,000,000 changes (about 5 ms of real time a change
+ * on 2 cores: every change is a real transaction on dynalite, and half of them race another
+ * container for the head). L = 300/s keeps the sync within what the stream's one shard reads (100
+ * records four times a second): the records do not pile up in memory.
  */
 export const CHANGES_FULL: ChangesScale = {
   connections: 1_000,
   itemsEach: 100,
-  rounds: 6,
+  rounds: 10,
   limit: 300,
   providerLatencyMs: 50,
   deletes: 0.03,
