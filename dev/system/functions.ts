@@ -24,6 +24,7 @@ import { loadApiConfig, loadEraserConfig } from '../../functions/shared/client-c
 import type { FunctionDeployment } from '../../infra/deployment.js';
 import { createContext } from '../fakes/lambda.js';
 import type { Observability } from './observability.js';
+import { kmsApi } from '../../functions/shared/adapters/kms-api.js';
 
 export type RefresherHandler = ReturnType<typeof createRefresherHandler>;
 export type EraserHandler = ReturnType<typeof createEraserHandler>;
@@ -123,7 +124,7 @@ export function buildSyncContainer(deployment: FunctionDeployment, parts: SyncPa
   const connections = createConnectionAccess({
     config,
     dynamodb: parts.dynamodb,
-    kms: parts.kms,
+    kms: kmsApi(parts.kms),
     provider,
     clock: parts.clock ?? systemClock,
     logger,

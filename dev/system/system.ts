@@ -44,6 +44,7 @@ import type { LocalNames } from './names.js';
 import { createWorkQueues, type WorkQueues } from './queues.js';
 import type { Storage } from './storage.js';
 import type { Tuning } from './tuning.js';
+import { kmsApi } from '../../functions/shared/adapters/kms-api.js';
 
 export interface SystemOptions {
   names: LocalNames;
@@ -126,7 +127,7 @@ export function buildSystem(options: SystemOptions): LocalSystem {
     storage,
     connections: sealedConnectionStore({
       dynamodb: kept(storage.dynamo.client()),
-      kms: aws.kmsClient(),
+      kms: kmsApi(aws.kmsClient()),
       config: { connectionsTableName: names.connectionsTable, connectionsKeyArn: aws.tokensKeyArn },
     }),
     refresher: (parts = {}) =>

@@ -18,6 +18,7 @@ import { readItem, type ObjectLinks } from './items.js';
 import type { APIGatewayProxyEventV2, APIGatewayProxyStructuredResultV2 } from 'aws-lambda';
 import { DynamoDbCursorStore } from '../reconciler/adapters/dynamodb-cursor-store.js';
 import { DynamoDbChangesLog } from '../shared/adapters/dynamodb-changes-log.js';
+import { kmsApi } from '../shared/adapters/kms-api.js';
 import { sealedConnectionStore } from '../shared/adapters/sealed-connection-store.js';
 import { SqsEraseScheduler } from '../shared/adapters/sqs-erase-scheduler.js';
 import { SqsIdLanes } from '../shared/adapters/sqs-id-lanes.js';
@@ -50,7 +51,7 @@ export function createApiHandler(deps: ApiHandlerDeps): ApiHandler {
   const logger = deps.logger ?? createLogger(API_SERVICE);
   const clock = deps.clock ?? systemClock;
   const cursors = new DynamoDbCursorStore(deps.dynamodb, config.controlTableName);
-  const store = deps.store ?? sealedConnectionStore({ dynamodb: deps.dynamodb, kms: deps.kms, config });
+  const store = deps.store ?? sealedConnectionStore({ dynamodb: deps.dynamodb, kms: kmsApi(deps.kms), config });
   const rows = new DynamoDbItemRows(deps.dynamodb, config.itemsTableName);
   let loaded: Promise<ObjectLinks> | undefined;
   const links: ObjectLinks = deps.links ?? {

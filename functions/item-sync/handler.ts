@@ -16,13 +16,13 @@ const config = loadSyncConfig();
 // Created once per container and reused across invocations.
 const dynamodbClient = new DynamoDBClient({});
 const sqsClient = new SQSClient({});
-// The KMS client (tokens are sealed) is a module of its own, loaded at the first token opened
-// (the literal is KMS_CLIENT_MODULE: lazy-modules.ts); then kept for the container's life.
-const kmsClient = async () => (await import('./adapters/kms-client.js')).createKmsClient();
+// The KMS client and its commands (tokens are sealed) are a module of its own, loaded at the first
+// token opened (the literal is KMS_CLIENT_MODULE: lazy-modules.ts); then kept for the container's life.
+const kms = async () => (await import('./adapters/kms-client.js')).createKmsApi();
 const provider = new HttpProviderClient(config.provider);
 // At INFO and above, each invocation's `record done` lines (DEBUG) are printed only if it logs an error.
 const logger = createLogger(SYNC_SERVICE, { logLevel: config.logLevel, bufferDebug: true });
 // Each connection's gate and token (its cache, refresh on demand and after a 401): the connections table.
-const connections = createConnectionAccess({ config, dynamodb: dynamodbClient, kms: kmsClient, provider, clock: systemClock, logger });
+const connections = createConnectionAccess({ config, dynamodb: dynamodbClient, kms, provider, clock: systemClock, logger });
 
 export const handler = createSyncHandler({ config, dynamodb: dynamodbClient, sqs: sqsClient, connections, provider, logger });

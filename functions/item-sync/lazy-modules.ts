@@ -7,7 +7,7 @@
  */
 export const S3_ITEM_OBJECT_STORE_MODULE = './adapters/s3-item-object-store.js';
 
-/** The KMS client opens a connection's tokens: needed once per connection and container, after the cold start's first read. */
+/** The KMS client and its two commands open a connection's tokens: needed once per connection and container, after the cold start's first read. */
 export const KMS_CLIENT_MODULE = './adapters/kms-client.js';
 
 /** The changes log's writer: loaded at the first change a container writes. */

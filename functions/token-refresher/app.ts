@@ -12,6 +12,7 @@ import type { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import type { KMSClient } from '@aws-sdk/client-kms';
 import { MetricUnit } from '@aws-lambda-powertools/metrics';
 import type { Context } from 'aws-lambda';
+import { kmsApi } from '../shared/adapters/kms-api.js';
 import { sealedConnectionStore } from '../shared/adapters/sealed-connection-store.js';
 import { DynamoDbPaceStore } from '../shared/adapters/dynamodb-pace-store.js';
 import type { RefresherConfig } from '../shared/config.js';
@@ -63,7 +64,7 @@ export function createRefresherHandler(deps: RefresherHandlerDeps): RefresherHan
   const { config } = deps;
   const logger = deps.logger ?? createLogger(REFRESHER_SERVICE);
   const metrics = deps.metrics ?? createMetrics(REFRESHER_SERVICE, { stage: config.stage });
-  const store = deps.store ?? sealedConnectionStore({ dynamodb: deps.dynamodb, kms: deps.kms, config });
+  const store = deps.store ?? sealedConnectionStore({ dynamodb: deps.dynamodb, kms: kmsApi(deps.kms), config });
   const provider = deps.provider ?? new HttpProviderClient(config.provider);
   const clock = deps.clock ?? systemClock;
   const marginMs = deps.marginMs ?? config.provider.timeoutMs + MARGIN_BEYOND_TIMEOUT_MS;

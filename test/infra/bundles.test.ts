@@ -124,11 +124,14 @@ describe('the item sync lazy module (its S3 client, loaded when the first item t
     expect(code).not.toContain('PutObject');
   });
 
-  it('its KMS client is a module of its own too, loaded when a token is first opened', () => {
+  it('its KMS client and commands are a module of its own too, loaded when a token is first opened', () => {
     const code = readFileSync(join(dir(), 'index.mjs'), 'utf8');
     expect(code).toContain(`import("${KMS_CLIENT_MODULE}")`);
+    // The KMS API's namespace, in its client's and its commands' schemas: none of them in index.mjs.
+    expect(code).not.toContain('com.amazonaws.kms');
     const kms = readFileSync(join(dir(), KMS_CLIENT_MODULE), 'utf8');
-    expect(kms).toContain('createKmsClient');
+    expect(kms).toContain('createKmsApi');
+    expect(kms).toContain('com.amazonaws.kms');
     expect(statSync(join(dir(), KMS_CLIENT_MODULE)).size).toBeLessThan(400_000);
   });
 

@@ -9,6 +9,7 @@ import { TokenSealer } from '../../functions/shared/connections/sealing.js';
 import { attachKms, type CallCounts } from '../../dev/fakes/in-process-aws.js';
 import { LOCAL_CREDENTIALS, LOCAL_REGION } from '../../dev/fakes/local-aws.js';
 import { KmsModel } from '../../dev/fakes/kms-model.js';
+import { kmsApi } from '../../functions/shared/adapters/kms-api.js';
 
 export interface TestSealing {
   sealer: TokenSealer;
@@ -23,5 +24,5 @@ export function testSealing(): TestSealing {
   const keyArn = model.createKey();
   const calls: CallCounts = {};
   const kms = attachKms(new KMSClient({ region: LOCAL_REGION, credentials: LOCAL_CREDENTIALS }), model, calls);
-  return { sealer: new TokenSealer(new KmsDataKeys(kms, keyArn)), kms, model, keyArn, calls };
+  return { sealer: new TokenSealer(new KmsDataKeys(kmsApi(kms), keyArn)), kms, model, keyArn, calls };
 }

@@ -21,6 +21,7 @@ import { S3Client, type S3ClientConfig } from '@aws-sdk/client-s3';
 import { KMSClient } from '@aws-sdk/client-kms';
 import { DynamoDbConnectionStore } from '../../functions/shared/adapters/dynamodb-connection-store.js';
 import { AwsItemsEraser } from '../../functions/shared/adapters/items-eraser.js';
+import { kmsApi } from '../../functions/shared/adapters/kms-api.js';
 import { KmsDataKeys } from '../../functions/shared/adapters/kms-data-keys.js';
 import { NO_TOKENS, TokenSealer, type Sealer } from '../../functions/shared/connections/sealing.js';
 import { DynamoDbCursorStore } from '../../functions/reconciler/adapters/dynamodb-cursor-store.js';
@@ -228,7 +229,7 @@ async function dispatch(command: string, args: string[], values: Values, io: Cli
   let sealer: Sealer = NO_TOKENS;
   if ((command === 'add' || command === 'seal') && !deps.store) {
     const keyArn = await setting('connections-key', ENV.connectionsKeyArn, OUTPUT_KEYS.connectionsKey, 'the connections key');
-    sealer = new TokenSealer(new KmsDataKeys(deps.kms ?? new KMSClient({}), keyArn));
+    sealer = new TokenSealer(new KmsDataKeys(kmsApi(deps.kms ?? new KMSClient({})), keyArn));
   }
   // Only `list` reads the reconciler's cursor; without a control table it lists all but the last passes.
   const controlTable = command === 'list' ? await find('control-table', ENV.controlTableName, OUTPUT_KEYS.controlTable, 'the control table') : undefined;

@@ -10,7 +10,7 @@
  * connection's or this key's; a ConfigError naming CONNECTIONS_KEY_ARN for a key that does not
  * exist, is disabled or may not be used; a TransientError for throttling, 5xx and network failures.
  */
-import { DecryptCommand, GenerateDataKeyCommand, type KMSClient } from '@aws-sdk/client-kms';
+import type { DecryptCommand, GenerateDataKeyCommand, KMSClient } from '@aws-sdk/client-kms';
 import { ENV } from '../config.js';
 import { SealError, type DataKeys } from '../connections/sealing.js';
 import { awsErrorOf, ConfigError, TransientError } from '../errors.js';
@@ -23,30 +23,41 @@ export function encryptionContextOf(connection: string): Record<string, string> 
 const CONFIG_NAMES = new Set(['NotFoundException', 'DisabledException', 'KMSInvalidStateException', 'AccessDeniedException', 'InvalidKeyUsageException']);
 const SEAL_NAMES = new Set(['InvalidCiphertextException', 'IncorrectKeyException']);
 
-/** A KMS client, or how to get one when first needed (a module loaded lazily: functions/item-sync/lazy-modules.ts). */
-export type KmsClientSource = KMSClient | (() => Promise<KMSClient>);
+/**
+ * A KMS client with the two commands the data keys send (kms-api.ts builds it). This module imports
+ * the SDK's types only, so that a bundle that loads the KMS client lazily (the item sync:
+ * functions/item-sync/lazy-modules.ts) does not carry the commands' code in its cold start either.
+ */
+export interface KmsApi {
+  readonly client: KMSClient;
+  readonly DecryptCommand: typeof DecryptCommand;
+  readonly GenerateDataKeyCommand: typeof GenerateDataKeyCommand;
+}
+
+/** The KMS API, or how to get it when first needed (a module loaded lazily). */
+export type KmsClientSource = KmsApi | (() => Promise<KmsApi>);
 
 export class KmsDataKeys implements DataKeys {
-  private client: Promise<KMSClient> | undefined;
+  private api: Promise<KmsApi> | undefined;
 
   constructor(
     private readonly kms: KmsClientSource,
     readonly keyArn: string,
   ) {}
 
-  private kmsClient(): Promise<KMSClient> {
+  private kmsApi(): Promise<KmsApi> {
     // A client that failed to load is loaded again at the next request.
-    this.client ??= (typeof this.kms === 'function' ? this.kms() : Promise.resolve(this.kms)).catch((error: unknown) => {
-      this.client = undefined;
+    this.api ??= (typeof this.kms === 'function' ? this.kms() : Promise.resolve(this.kms)).catch((error: unknown) => {
+      this.api = undefined;
       throw error;
     });
-    return this.client;
+    return this.api;
   }
 
   async generate(connection: string): Promise<{ plaintext: Uint8Array; encrypted: Uint8Array }> {
-    const kms = await this.kmsClient();
+    const kms = await this.kmsApi();
     const output = await this.send('GenerateDataKey', connection, () =>
-      kms.send(new GenerateDataKeyCommand({ KeyId: this.keyArn, KeySpec: 'AES_256', EncryptionContext: encryptionContextOf(connection) })),
+      kms.client.send(new kms.GenerateDataKeyCommand({ KeyId: this.keyArn, KeySpec: 'AES_256', EncryptionContext: encryptionContextOf(connection) })),
     );
     if (output.Plaintext?.length !== 32 || !output.CiphertextBlob?.length) {
       throw new Error(`KMS GenerateDataKey with ${ENV.connectionsKeyArn} answered without a 256-bit data key`);
@@ -55,9 +66,9 @@ export class KmsDataKeys implements DataKeys {
   }
 
   async decrypt(connection: string, encrypted: Uint8Array): Promise<Uint8Array> {
-    const kms = await this.kmsClient();
+    const kms = await this.kmsApi();
     const output = await this.send('Decrypt', connection, () =>
-      kms.send(new DecryptCommand({ KeyId: this.keyArn, CiphertextBlob: encrypted, EncryptionContext: encryptionContextOf(connection) })),
+      kms.client.send(new kms.DecryptCommand({ KeyId: this.keyArn, CiphertextBlob: encrypted, EncryptionContext: encryptionContextOf(connection) })),
     );
     if (output.Plaintext?.length !== 32) throw new Error(`KMS Decrypt with ${ENV.connectionsKeyArn} answered without a 256-bit data key`);
     return output.Plaintext;

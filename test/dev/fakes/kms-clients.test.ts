@@ -21,6 +21,7 @@ import { LOCAL_CREDENTIALS, LOCAL_REGION } from '../../../dev/fakes/local-aws.js
 import { emulatorAws, inProcessAws, type AwsBackend } from '../../../dev/system/aws.js';
 import { KmsDataKeys } from '../../../functions/shared/adapters/kms-data-keys.js';
 import { SealError } from '../../../functions/shared/connections/sealing.js';
+import { kmsApi } from '../../../functions/shared/adapters/kms-api.js';
 
 /** What `promise` was rejected with (fails the test when it was not). */
 async function refusal(promise: Promise<unknown>): Promise<KMSServiceException> {
@@ -140,7 +141,7 @@ describe.each([
   });
 
   it("serves the application's DataKeys adapter: a data key opens for its connection only", async () => {
-    const keys = new KmsDataKeys(kms, aws.tokensKeyArn);
+    const keys = new KmsDataKeys(kmsApi(kms), aws.tokensKeyArn);
     const { plaintext, encrypted } = await keys.generate('conn-1');
     expect(Array.from(await keys.decrypt('conn-1', encrypted))).toEqual(Array.from(plaintext));
     await expect(keys.decrypt('conn-2', encrypted)).rejects.toBeInstanceOf(SealError);

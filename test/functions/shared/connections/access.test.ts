@@ -23,6 +23,7 @@ import { MemoryPaceStore } from '../../../../dev/fakes/memory-pace-store.js';
 import { ProviderError } from '../../../../functions/shared/errors.js';
 import { STATUS_CHANGE_MESSAGE } from '../../../../functions/shared/connections/refresh.js';
 import { expectNoToken, FakeClock, FakeProvider, FakeTokenSlots, MemoryConnectionStore, MemoryLog, providerError, T0 } from './fakes.js';
+import { kmsApi } from '../../../../functions/shared/adapters/kms-api.js';
 
 const MINUTE = 60_000;
 const config: Pick<
@@ -57,7 +58,7 @@ function setup(overrides: Partial<typeof config> = {}, cacheSize?: number) {
     createConnectionAccess({
       config: { ...config, ...overrides },
       dynamodb: new DynamoDBClient({}),
-      kms: new KMSClient({}),
+      kms: kmsApi(new KMSClient({})),
       provider,
       clock,
       logger: log,

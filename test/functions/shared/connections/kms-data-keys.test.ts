@@ -24,6 +24,7 @@ import { beforeEach, describe, expect, it } from 'vitest';
 import { encryptionContextOf, KmsDataKeys } from '../../../../functions/shared/adapters/kms-data-keys.js';
 import { SealError } from '../../../../functions/shared/connections/sealing.js';
 import { ConfigError, PermanentError, TransientError } from '../../../../functions/shared/errors.js';
+import { kmsApi } from '../../../../functions/shared/adapters/kms-api.js';
 
 const KEY_ARN = 'arn:aws:kms:eu-west-1:123456789012:key/1234abcd-12ab-34cd-56ef-1234567890ab';
 /** A plaintext data key and its encrypted form, recognisable in any text they could leak into. */
@@ -88,7 +89,7 @@ const FAILURES: Array<[string, () => Error, Kind, string]> = [
 describe('KmsDataKeys: the exact KMS commands', () => {
   const kms = new KMSClient({});
   const mock = mockClient(kms);
-  const keys = new KmsDataKeys(kms, KEY_ARN);
+  const keys = new KmsDataKeys(kmsApi(kms), KEY_ARN);
 
   beforeEach(() => mock.reset());
 
@@ -213,7 +214,7 @@ describe('KmsDataKeys: a client loaded when first needed', () => {
     const keys = new KmsDataKeys(async () => {
       loads += 1;
       await new Promise((resolve) => setTimeout(resolve, 5));
-      return kms;
+      return kmsApi(kms);
     }, KEY_ARN);
     expect(keys.keyArn).toBe(KEY_ARN);
     expect(loads).toBe(0);

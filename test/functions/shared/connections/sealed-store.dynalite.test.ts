@@ -23,6 +23,7 @@ import { KmsDataKeys } from '../../../../functions/shared/adapters/kms-data-keys
 import type { ConnectionListing } from '../../../../functions/shared/connections/connection.js';
 import { isSealed, NO_TOKENS, SEALED_PREFIX, SealError, stampOf, TokenSealer, type Sealer } from '../../../../functions/shared/connections/sealing.js';
 import { testSealing, type TestSealing } from '../../../support/sealer.js';
+import { kmsApi } from '../../../../functions/shared/adapters/kms-api.js';
 
 type Row = Record<string, AttributeValue>;
 
@@ -84,7 +85,7 @@ describe('the connections table over dynalite, tokens sealed under KMS', () => {
   });
 
   /** The store of another container: same table and KMS key, nothing opened yet. */
-  const newContainer = (sealer: Sealer = new TokenSealer(new KmsDataKeys(sealing.kms, sealing.keyArn))) =>
+  const newContainer = (sealer: Sealer = new TokenSealer(new KmsDataKeys(kmsApi(sealing.kms), sealing.keyArn))) =>
     new DynamoDbConnectionStore(client, store.tableName, { sealer });
 
   const rawRow = async (connection: string): Promise<Row> => {
@@ -387,7 +388,7 @@ describe('sealClearTokens: the exact commands', () => {
     // What it wrote opens, for this connection, as the token it replaces.
     const sealedRefresh = updates[0]!.ExpressionAttributeValues![':sealed']!.S!;
     const sealedAccess = updates[1]!.ExpressionAttributeValues![':sealed']!.S!;
-    const opener = new TokenSealer(new KmsDataKeys(sealing.kms, sealing.keyArn));
+    const opener = new TokenSealer(new KmsDataKeys(kmsApi(sealing.kms), sealing.keyArn));
     expect(await opener.open('acme', sealedRefresh)).toBe(RT);
     expect(await opener.open('acme', sealedAccess)).toBe(AT_TOKEN);
   });

@@ -20,13 +20,14 @@ import {
 } from '../../../../functions/shared/connections/sealing.js';
 import { PermanentError } from '../../../../functions/shared/errors.js';
 import { testSealing, type TestSealing } from '../../../support/sealer.js';
+import { kmsApi } from '../../../../functions/shared/adapters/kms-api.js';
 
 const TOKEN = 'rt-sealing-secret-0001-abcdefghijklmnop';
 const PART = /^[A-Za-z0-9_-]+$/;
 
 /** The sealer a new container builds over the same KMS key: nothing opened yet. */
 function freshSealer(sealing: TestSealing, options: { cacheSize?: number } = {}): TokenSealer {
-  return new TokenSealer(new KmsDataKeys(sealing.kms, sealing.keyArn), options);
+  return new TokenSealer(new KmsDataKeys(kmsApi(sealing.kms), sealing.keyArn), options);
 }
 
 /** The three parts of a stored value, decoded. */
@@ -180,7 +181,7 @@ describe('TokenSealer over KMS (the KMS model)', () => {
     const sealing = testSealing();
     const stored = await sealing.sealer.seal('acme', TOKEN);
     const otherKey = sealing.model.createKey();
-    const error = await rejection(new TokenSealer(new KmsDataKeys(sealing.kms, otherKey)).open('acme', stored));
+    const error = await rejection(new TokenSealer(new KmsDataKeys(kmsApi(sealing.kms), otherKey)).open('acme', stored));
     expect(error).toBeInstanceOf(SealError);
     expect(error.message).toContain('IncorrectKeyException');
   });
