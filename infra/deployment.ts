@@ -192,7 +192,7 @@ export function changeEventsDeployment(
  * token cache (ACCESS_TOKEN_CACHE_SECONDS keeps the function's default; functions/shared/connections/erase.ts).
  */
 export function apiDeployment(
-  config: Pick<ContentSyncConfig, 'tracing' | 'freshnessHours' | 'syncTimeoutSeconds' | 'changesRetentionDays'>,
+  config: Pick<ContentSyncConfig, 'tracing' | 'freshnessHours' | 'syncTimeoutSeconds'>,
   names: Pick<
     ResourceNames,
     | 'connectionsTableName'
@@ -216,7 +216,6 @@ export function apiDeployment(
       [ENV.itemsTableName]: names.itemsTableName,
       [ENV.itemsBucketName]: names.itemsBucketName,
       [ENV.changesTableName]: names.changesTableName,
-      [ENV.changesRetentionDays]: String(config.changesRetentionDays),
       [ENV.controlTableName]: names.controlTableName,
       [ENV.syncQueueUrl]: names.syncQueueUrl,
       [ENV.reconcileQueueUrl]: names.reconcileQueueUrl,

@@ -7,8 +7,7 @@
  * write of the whole story: discovery, changes, deletions, the revoked account's wait, the
  * reconciler's pass.
  */
-import { readChanges, type Get } from '../../tools/changes/consumer.js';
-import { callApi } from './client-api.js';
+import { readChanges, readSnapshot, type Get } from '../../tools/changes/consumer.js';
 import type { LocalRun } from './local-run.js';
 import { readRows } from './passes.js';
 
@@ -19,26 +18,20 @@ export interface Mirror {
   cursor: string;
 }
 
-/** Each connection's snapshot, read through the client API. */
+/** Each connection's snapshot, read through the client API with the consumer of tools/changes/consumer.ts. */
 export async function takeSnapshots(run: LocalRun, connections: readonly string[]): Promise<Map<string, Mirror>> {
   const mirrors = new Map<string, Mirror>();
   for (const connection of connections) {
     const items = new Map<string, string>();
-    let page: { status: number; body: Record<string, unknown> } = await callApi(run.api, run.screen, { method: 'GET', path: `connections/${encodeURIComponent(connection)}/items?limit=1000` });
-    const cursor = page.body['changesCursor'];
-    for (;;) {
-      if (page.status !== 200 || typeof cursor !== 'string') {
-        run.problems.push(`snapshot of ${connection}: GET items answered ${page.status}`);
-        break;
-      }
-      for (const item of page.body['items'] as Array<{ id: string; revision: string; deleted?: boolean }>) items.set(item.id, item.deleted ? 'deleted' : item.revision);
-      const next = page.body['cursor'];
-      if (typeof next !== 'string') break;
-      const answer = await get(run, `connections/${encodeURIComponent(connection)}/items?limit=1000&cursor=${encodeURIComponent(next)}`);
-      page = { status: answer.status, body: answer.body as Record<string, unknown> };
+    try {
+      const cursor = await readSnapshot((path) => get(run, path), connection, async (rows) => {
+        for (const row of rows) items.set(row.id, row.deleted ? 'deleted' : row.revision);
+      });
+      run.screen.line(`     ${connection}: ${items.size} items in its snapshot; its feed continues from its changesCursor`);
+      mirrors.set(connection, { items, cursor });
+    } catch (error) {
+      run.problems.push(`snapshot of ${connection}: ${(error as Error).message}`);
     }
-    run.screen.line(`     ${connection}: ${items.size} items in its snapshot; its feed continues from its changesCursor`);
-    mirrors.set(connection, { items, cursor: typeof cursor === 'string' ? cursor : '' });
   }
   return mirrors;
 }

@@ -251,6 +251,7 @@ function apiFunctions(system: SimSystem) {
     system.local.api({
       dynamodb: trackedDynamo(system.dynamo, { clock: system.clock, roundTripMs: 5, counts: dynamo, itemsTable: system.local.names.itemsTable, itemCount: () => undefined }),
       clock: system.clock,
+      sleep: system.clock.sleep,
       ...(counted ? countingObservability(API_SERVICE, logs) : quietObservability()),
     });
   const consumerCounts = counts();

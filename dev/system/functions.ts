@@ -148,8 +148,8 @@ export function buildSyncContainer(deployment: FunctionDeployment, parts: SyncPa
 
 export function buildApi(deployment: FunctionDeployment, parts: ApiParts, name: string = FUNCTION_NAMES.api): BuiltFunction<ApiHandler> {
   const config = loadApiConfig(deployment.environment);
-  const { clock, logger } = parts;
-  const handler = createApiHandler({ config, dynamodb: parts.dynamodb, kms: parts.kms, sqs: parts.sqs, ...(clock ? { clock } : {}), ...(logger ? { logger } : {}) });
+  const { clock, logger, sleep } = parts;
+  const handler = createApiHandler({ config, dynamodb: parts.dynamodb, kms: parts.kms, sqs: parts.sqs, ...(clock ? { clock } : {}), ...(logger ? { logger } : {}), ...(sleep ? { sleep } : {}) });
   return built(name, deployment, handler);
 }
 

@@ -42,6 +42,8 @@ export interface ApiHandlerDeps {
   logger?: ReturnType<typeof createLogger>;
   /** The connections table; default the sealed DynamoDB adapter. */
   store?: ConnectionStore;
+  /** Waits before a missing change is taken for expired (functions/shared/changes/feed.ts); default real time. */
+  sleep?: (ms: number) => Promise<void>;
 }
 
 export type ApiHandler = (event: APIGatewayProxyEventV2) => Promise<APIGatewayProxyStructuredResultV2>;
@@ -61,7 +63,7 @@ export function createApiHandler(deps: ApiHandlerDeps): ApiHandler {
       return (await loaded).urlFor(key, seconds);
     },
   };
-  const reads: ChangesPorts = { store, rows, links, log: new DynamoDbChangesLog(deps.dynamodb, config.changesTableName), clock };
+  const reads: ChangesPorts = { store, rows, links, log: new DynamoDbChangesLog(deps.dynamodb, config.changesTableName), clock, ...(deps.sleep ? { sleep: deps.sleep } : {}) };
   const core = {
     readItem: (connection: string, id: string) => readItem({ store, rows, links }, connection, id),
     readFeed: (connection: string, after: string | undefined, limit: number) => readFeed(reads, connection, after, limit),

@@ -6,17 +6,19 @@
  * - the snapshot (`GET /connections/{connection}/items?cursor=&limit=`): the connection's rows,
  *   page by page in id order, each answered as `GET …/items/{id}` answers it, with the feed cursor
  *   `changesCursor` where its feed continues. The first page reads the head first, then the rows:
- *   every change up to the head is in the rows read after it, every later one is in the feed after
- *   `changesCursor`. A change after it may be in the snapshot already; it is then read twice, once
- *   as a row and once as a change, never missed. Every page of one snapshot carries the first
- *   page's `changesCursor`.
+ *   every change up to the head is in the rows read after it (but for those DynamoDB was still
+ *   applying: `changesCursor` is before the last changes, feed.ts snapshotPlace), every later one
+ *   is in the feed after `changesCursor`. A change after it may be in the snapshot already; it is
+ *   then read twice, once as a row and once as a change, never missed. Every page of one snapshot
+ *   carries the first page's `changesCursor`.
  *
  * No AWS import: the rows, the links and the log are ports.
  */
 import { connectionIdProblem } from '../shared/connections/connection.js';
 import type { Outcome } from '../shared/connections/operations.js';
 import type { ConnectionStore } from '../shared/connections/ports.js';
-import { cursorFields, decodeFeedCursor, encodeFeedCursor, placeOfHead, readChanges, type ChangesLog, type FeedPage } from '../shared/changes/feed.js';
+import { cursorFields, decodeFeedCursor, encodeFeedCursor, readChanges, snapshotPlace, type ChangesLog, type FeedPage, type Sleep } from '../shared/changes/feed.js';
+import { itemIdProblem } from '../item-sync/message.js';
 import type { Clock } from '../shared/ports.js';
 import { answerOf, type ItemAnswer, type ItemRows, type ObjectLinks } from './items.js';
 
@@ -34,13 +36,18 @@ export interface ChangesPorts {
   links: ObjectLinks;
   log: ChangesLog;
   clock: Clock;
+  /** Waits before a missing change is taken for expired (feed.ts SETTLE_WAITS_MS); default real time. */
+  sleep?: Sleep;
 }
+
+const realSleep: Sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
+const nowSeconds = (clock: Clock): number => Math.floor(clock.now().getTime() / 1000);
 
 /** The changes of `connection` after the cursor `after` (from its first change when undefined), at most `limit`. */
 export async function readFeed(ports: ChangesPorts, connection: string, after: string | undefined, limit: number): Promise<Outcome<FeedPage>> {
   const known = await knownConnection(ports.store, connection);
   if (known) return known;
-  return readChanges(ports.log, connection, after, limit, Math.floor(ports.clock.now().getTime() / 1000));
+  return readChanges(ports.log, connection, after, limit, nowSeconds(ports.clock), ports.sleep ?? realSleep);
 }
 
 /** A page of the snapshot of `connection`: the first when `cursor` is undefined. */
@@ -50,7 +57,8 @@ export async function readSnapshot(ports: ChangesPorts, connection: string, curs
   let start: { afterId: string | undefined; changesCursor: string };
   if (cursor === undefined) {
     // The head before the rows: what is committed by now is in the rows read next.
-    start = { afterId: undefined, changesCursor: encodeFeedCursor(placeOfHead(connection, await ports.log.head(connection))) };
+    const place = await snapshotPlace(ports.log, connection, nowSeconds(ports.clock), ports.sleep ?? realSleep);
+    start = { afterId: undefined, changesCursor: encodeFeedCursor(place) };
   } else {
     const decoded = decodeSnapshotCursor(cursor, connection);
     if (!decoded) {
@@ -80,7 +88,7 @@ function decodeSnapshotCursor(cursor: string, connection: string): { afterId: st
   const fields = cursorFields(cursor, 4096);
   if (!fields) return undefined;
   const { v, c, k, f } = fields;
-  if (v !== 1 || c !== connection || typeof k !== 'string' || k.length === 0 || typeof f !== 'string') return undefined;
+  if (v !== 1 || c !== connection || typeof k !== 'string' || itemIdProblem(k) !== undefined || typeof f !== 'string') return undefined;
   if (decodeFeedCursor(f)?.connection !== connection) return undefined;
   return { afterId: k, changesCursor: f };
 }

@@ -8,7 +8,6 @@ import {
   ENV,
   integer,
   kmsKeyArn,
-  loadChangesConfig,
   queueUrl,
   required,
   requiredInteger,
@@ -23,7 +22,7 @@ import {
 /** The longest safety wait before an erase (ERASE_SETTLE_SECONDS): past Lambda's 900 s and the token cache's 3,600 s. */
 export const MAX_ERASE_SETTLE_SECONDS = 4_600;
 
-export interface ApiConfig extends ChangesConfig, MetricsConfig {
+export interface ApiConfig extends Pick<ChangesConfig, 'changesTableName'>, MetricsConfig {
   connectionsTableName: string;
   /** Seals a connection's refresh token when it is put (and opens the stored one to compare). */
   connectionsKeyArn: string;
@@ -59,7 +58,8 @@ export function loadApiConfig(env: Env = process.env): ApiConfig {
     connectionsKeyArn: kmsKeyArn(env, ENV.connectionsKeyArn),
     itemsTableName: required(env, ENV.itemsTableName),
     itemsBucketName: required(env, ENV.itemsBucketName),
-    ...loadChangesConfig(env),
+    // The feed reads each change's own expiry: the retention is the sync's (CHANGES_RETENTION_DAYS).
+    changesTableName: required(env, ENV.changesTableName),
     controlTableName: required(env, ENV.controlTableName),
     syncQueueUrl: queueUrl(env, ENV.syncQueueUrl),
     reconcileQueueUrl: queueUrl(env, ENV.reconcileQueueUrl),

@@ -22,6 +22,7 @@ import { SOAK_DEFAULTS } from '../../dev/bench/soak/options.js';
 import { DEFAULT_ITEM_COUNT } from '../../dev/local/story.js';
 import { HEAD_ATTEMPTS } from '../../functions/item-sync/adapters/change-outbox.js';
 import { ITEM_URL_SECONDS } from '../../functions/client-api/items.js';
+import { SETTLE_WAITS_MS, SNAPSHOT_OVERLAP } from '../../functions/shared/changes/feed.js';
 import { PAGE_LIMIT } from '../../functions/client-api/routes.js';
 import { ACCOUNTS_FULL, ACCOUNTS_SHORT } from '../../dev/sim/accounts-scenario.js';
 import { BACKLOG_FULL, BACKLOG_SHORT } from '../../dev/sim/backlog-scenario.js';
@@ -252,15 +253,17 @@ describe('defaults restated in prose', () => {
 // ---- what the stacks deploy ---------------------------------------------------------------------------
 
 describe('the item reads and the changes feed, as the pages state them', () => {
-  it("states the presigned URL's life, the page limit and the head's attempts as the code has them", () => {
+  it("states the presigned URL's life, the page limit, the head's attempts, the snapshot's overlap and the reader's waits as the code has them", () => {
     const [minutes] = figure('docs/client-api.md', /valid (\d+) minutes \(`ITEM_URL_SECONDS`/);
     expect(Number(minutes) * 60).toBe(ITEM_URL_SECONDS);
     const [least, most, byDefault] = figure('docs/client-api.md', /`limit` is (\d+)–(\d+), (\d+) by default/);
     expect([Number(least), toNumber(most!), Number(byDefault)]).toEqual([1, PAGE_LIMIT.max, PAGE_LIMIT.default]);
-    const [feedMost, feedDefault] = figure('docs/changes.md', /`limit` 1–(\d+) \((\d+) by default\)/);
-    expect([toNumber(feedMost!), Number(feedDefault)]).toEqual([PAGE_LIMIT.max, PAGE_LIMIT.default]);
     const [attempts] = figure('docs/scale.md', /loses `HEAD_ATTEMPTS` \((\d+)\)/);
     expect(Number(attempts)).toBe(HEAD_ATTEMPTS);
+    const [overlap] = figure('docs/changes.md', /up to `SNAPSHOT_OVERLAP`, (\d+),/);
+    expect(Number(overlap)).toBe(SNAPSHOT_OVERLAP);
+    const [a, b, c] = figure('docs/changes.md', /waits of (\d+), (\d+) and (\d+) ms \(`SETTLE_WAITS_MS`/);
+    expect([a, b, c].map(Number)).toEqual([...SETTLE_WAITS_MS]);
   });
 });
 

@@ -222,16 +222,15 @@ describe('the function', () => {
     expect(role.Properties).not.toHaveProperty('ManagedPolicyArns');
   });
 
-  it('environment: exactly the tables, the key, the bucket, the three queues, freshnessHours, changesRetentionDays and the erase\'s safety wait', () => {
+  it('environment: exactly the tables, the key, the bucket, the three queues, freshnessHours and the erase\'s safety wait', () => {
     const fn = resource(t.statelessTemplate, 'AWS::Lambda::Function', ids.fn!);
     expect(fn.Properties['Environment'].Variables).toEqual({
       [ENV.connectionsTableName]: imports.connectionsTableName,
       [ENV.connectionsKeyArn]: imports.connectionsKeyArn,
       [ENV.itemsTableName]: imports.itemsTableName,
       [ENV.itemsBucketName]: imports.bucketName,
-      // The changes feed, and how long a change stays in it (changesRetentionDays' default).
+      // The changes feed (each change row carries its own expiry).
       [ENV.changesTableName]: imports.changesTableName,
-      [ENV.changesRetentionDays]: '35',
       [ENV.controlTableName]: imports.controlTableName,
       [ENV.syncQueueUrl]: imports.syncQueueUrl,
       [ENV.reconcileQueueUrl]: imports.reconcileQueueUrl,

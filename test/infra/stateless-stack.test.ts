@@ -331,13 +331,13 @@ describe('stateless stack', () => {
       [1, '1'],
       [' 90 ', '90'],
       ['3650', '3650'],
-    ])('changesRetentionDays=%j sets CHANGES_RETENTION_DAYS=%s on the item sync and the client API only', (value, expected) => {
+    ])('changesRetentionDays=%j sets CHANGES_RETENTION_DAYS=%s on the item sync only (the feed reads each change\'s own expiry)', (value, expected) => {
       const other = synthTemplates({ changesRetentionDays: value });
-      for (const prefix of ['ItemSyncFunction', 'ClientApiFunction']) {
+      for (const prefix of ['ItemSyncFunction']) {
         const fn = resource(other.statelessTemplate, 'AWS::Lambda::Function', prefix);
         expect(fn.Properties['Environment'].Variables[ENV.changesRetentionDays], prefix).toBe(expected);
       }
-      for (const prefix of ['TokenRefresherFunction', 'ChangeEventsFunction', 'ReconcilerFunction', 'ConnectionEraserFunction']) {
+      for (const prefix of ['TokenRefresherFunction', 'ChangeEventsFunction', 'ReconcilerFunction', 'ConnectionEraserFunction', 'ClientApiFunction']) {
         const fn = resource(other.statelessTemplate, 'AWS::Lambda::Function', prefix);
         expect(fn.Properties['Environment'].Variables, prefix).not.toHaveProperty(ENV.changesRetentionDays);
       }

@@ -39,6 +39,7 @@ import { BoundedMap } from '../../shared/bounded-map.js';
 import type { ChangeKind } from '../../shared/changes/transition.js';
 import { HEAD_SEQ, headOf } from '../../shared/adapters/dynamodb-changes-log.js';
 import { awsErrorOf, PermanentError, TransientError } from '../../shared/errors.js';
+import { ITEM_SIZE_REFUSAL, ROW_TOO_LARGE } from './size-refusal.js';
 import type { ExpectedRow } from '../ports.js';
 
 /** The changes table and how long a change stays in it (context `changesRetentionDays`). */
@@ -172,6 +173,12 @@ export class ChangeOutbox {
           continue;
         }
         const invalid = reasons.find((reason) => reason.Code === 'ValidationError') as { Message?: string } | undefined;
+        if (invalid && invalid === row && ITEM_SIZE_REFUSAL.test(invalid.Message ?? '')) {
+          // The row too large for DynamoDB after all: the store puts the item in the items bucket.
+          throw Object.assign(new PermanentError(`DynamoDB refused the item's row for its size (ValidationError: ${String(invalid.Message).slice(0, 300)})`, { cause: error }), {
+            name: ROW_TOO_LARGE,
+          });
+        }
         if (invalid && !/expression|ExpressionAttribute/i.test(invalid.Message ?? '')) {
           throw new PermanentError(`DynamoDB refused the item's TransactWriteItems as invalid (ValidationError: ${String(invalid.Message ?? '').slice(0, 300)})`, { cause: error });
         }

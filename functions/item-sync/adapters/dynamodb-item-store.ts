@@ -36,6 +36,7 @@ import { PermanentError, TransientError } from '../../shared/errors.js';
 import { changeKindOf } from '../../shared/changes/transition.js';
 import { estimateItemSize, fromAttributeValue, toAttributeValue } from './attribute-values.js';
 import type { ChangeOutbox, ChangesTable } from './change-outbox.js';
+import { isSizeRefusal } from './size-refusal.js';
 import type { ExpectedRow, ItemKey, ItemRow, ItemStore, PutResult, RowState, StoredItem, StoredRevisions, WriteResult } from '../ports.js';
 
 // The marshalling (attribute-values.ts), kept importable from here.
@@ -330,21 +331,6 @@ function keyAttributes(key: ItemKey): Record<string, AttributeValue> {
 /** `itemObject` as the contract has it: `{"key": S, "size": N, "sha256": S}`. */
 function objectAttribute(ref: { key: string; size: number; sha256: string }): AttributeValue {
   return { M: { key: { S: ref.key }, size: { N: String(ref.size) }, sha256: { S: ref.sha256 } } };
-}
-
-/**
- * DynamoDB's refusal of a row for its size, and only that: ValidationException "Item size has
- * exceeded the maximum allowed size" (PutItem, BatchWriteItem), "Item size to update has exceeded
- * the maximum allowed size" (UpdateItem). Other refusals speak of sizes too ("Size of hashkey has
- * exceeded…", "Aggregated size of all range keys has exceeded…" for a key over its limit) and are
- * not about the row's size.
- */
-const ITEM_SIZE_REFUSAL = /\bItem size (?:to update )?has exceeded the maximum allowed size\b/i;
-
-function isSizeRefusal(error: unknown): boolean {
-  const name = (error as { name?: string })?.name;
-  const message = String((error as { message?: string })?.message ?? '');
-  return name === 'ValidationException' && ITEM_SIZE_REFUSAL.test(message);
 }
 
 function tooLarge(size: number): PermanentError {

@@ -18,6 +18,12 @@
  *   the head;
  * - 410 `cursor-expired` when the changes after it are gone: older than changesRetentionDays (its
  *   next change is missing or past its `expiresAt`), or its log was erased since.
+ *
+ * One more thing a reader allows for: DynamoDB applies a committed transaction's items one by one,
+ * and a Query is read-committed with a transaction, not serializable. For a few milliseconds a read
+ * may find the head moved and its change, or its items-table row, not there yet. So a change missing
+ * below the head is read again after short waits (SETTLE_WAITS_MS) before it is taken for expired,
+ * and a snapshot's feed starts before the last changes (SNAPSHOT_OVERLAP), not at the head.
  */
 import type { Outcome } from '../connections/operations.js';
 import type { ChangeKind } from './transition.js';
@@ -72,6 +78,33 @@ export interface FeedPlace {
 
 const CURSOR_VERSION = 1;
 
+/**
+ * The waits, in ms, before a change missing below the head is taken for expired: still missing
+ * after them, TTL deleted it; there after one, it was being applied.
+ */
+export const SETTLE_WAITS_MS: readonly number[] = [50, 200, 750];
+
+/**
+ * The last changes a snapshot's feed reads again, at most: its `changesCursor` is before them, so a
+ * change whose transaction was still being applied while the snapshot's rows were read is in its
+ * feed. A change read twice changes nothing applied by revision.
+ */
+export const SNAPSHOT_OVERLAP = 100;
+
+/** Waits `ms` (real time unless a test or a simulation gives its own). */
+export type Sleep = (ms: number) => Promise<void>;
+
+/** The log's changes as `read` answers them, read again after each of SETTLE_WAITS_MS until `ready`. */
+async function settled(read: () => Promise<ChangeRecord[]>, ready: (records: ChangeRecord[]) => boolean, sleep: Sleep): Promise<ChangeRecord[]> {
+  let records = await read();
+  for (const ms of SETTLE_WAITS_MS) {
+    if (ready(records)) return records;
+    await sleep(ms);
+    records = await read();
+  }
+  return records;
+}
+
 /** A place as the opaque cursor the API answers: base64url of a small JSON object. */
 export function encodeFeedCursor(place: FeedPlace): string {
   return Buffer.from(JSON.stringify({ v: CURSOR_VERSION, c: place.connection, e: place.epoch, s: place.seq }), 'utf8').toString('base64url');
@@ -106,10 +139,32 @@ export function placeOfHead(connection: string, head: LogHead | undefined): Feed
 const NOT_OURS = 'the cursor is not one this API gave for this connection: pass a cursor from this connection\'s changes or snapshot as it was';
 
 /**
+ * Where a snapshot's feed continues: before the run of kept changes that ends at the head, at most
+ * SNAPSHOT_OVERLAP of them (the head itself when none is kept, or before the first change).
+ */
+export async function snapshotPlace(log: ChangesLog, connection: string, nowSeconds: number, sleep: Sleep): Promise<FeedPlace> {
+  const head = await log.head(connection);
+  const place = placeOfHead(connection, head);
+  if (!head) return place;
+  const from = Math.max(1, head.head - SNAPSHOT_OVERLAP + 1);
+  const records = await settled(() => log.range(connection, from, head.head, SNAPSHOT_OVERLAP), (read) => read.at(-1)?.seq === head.head, sleep);
+  let seq = head.head;
+  for (let i = records.length - 1; i >= 0 && records[i]!.seq === seq && records[i]!.expiresAt > nowSeconds; i -= 1) seq -= 1;
+  return { ...place, seq };
+}
+
+/**
  * The changes after `after` (a cursor; undefined: from the log's first change), at most `limit`.
  * `nowSeconds`: the time, to leave out what has expired.
  */
-export async function readChanges(log: ChangesLog, connection: string, after: string | undefined, limit: number, nowSeconds: number): Promise<Outcome<FeedPage>> {
+export async function readChanges(
+  log: ChangesLog,
+  connection: string,
+  after: string | undefined,
+  limit: number,
+  nowSeconds: number,
+  sleep: Sleep,
+): Promise<Outcome<FeedPage>> {
   const from = after === undefined ? { connection, epoch: '', seq: 0 } : decodeFeedCursor(after);
   if (from === undefined || from.connection !== connection) return { ok: false, code: 'bad-request', message: NOT_OURS };
   const head = await log.head(connection);
@@ -121,7 +176,8 @@ export async function readChanges(log: ChangesLog, connection: string, after: st
   const place = { ...from, epoch: now.epoch };
   if (from.seq === now.seq) return { ok: true, value: { changes: [], next: encodeFeedCursor(place) }, changed: false };
 
-  const records = await log.range(connection, from.seq + 1, Math.min(now.seq, from.seq + limit), limit);
+  const first = from.seq + 1;
+  const records = await settled(() => log.range(connection, first, Math.min(now.seq, from.seq + limit), limit), (read) => read[0]?.seq === first, sleep);
   const changes: FeedChange[] = [];
   let expected = from.seq + 1;
   for (const record of records) {

@@ -24,7 +24,7 @@ import type { ExpectedRow, ItemRow } from '../../../functions/item-sync/ports.js
 import { DynamoDbConnectionStore } from '../../../functions/shared/adapters/dynamodb-connection-store.js';
 import { AwsItemsEraser } from '../../../functions/shared/adapters/items-eraser.js';
 import { loadApiConfig } from '../../../functions/shared/client-config.js';
-import type { Change } from '../../../tools/changes/consumer.js';
+import { CursorExpired, readChanges, readSnapshot, type Change, type Get } from '../../../tools/changes/consumer.js';
 import { testSealing } from '../../support/sealer.js';
 import { httpEvent } from './harness.js';
 
@@ -295,8 +295,11 @@ describe('GET /connections/{connection}/items (the snapshot)', () => {
     expect(c).toMatchObject({ id: 'c' });
     const last = await get(`/connections/acme/items?limit=2&cursor=${second.body['cursor']}`);
     expect(last.body).toEqual({ items: [], cursor: null, changesCursor });
-    // The feed after changesCursor: nothing yet (the three changes are in the snapshot).
-    expect((await readAll('acme', changesCursor)).changes).toEqual([]);
+    // The feed after changesCursor: the last changes again (SNAPSHOT_OVERLAP: in case DynamoDB was still
+    // applying one while the rows were read); here the three, which the snapshot holds already.
+    const overlap = await readAll('acme', changesCursor);
+    expect(overlap.changes.map((change) => `${change.change} ${change.id} ${change.revision}`)).toEqual(['created a 1', 'created b 1', 'created c 1']);
+    expect((await readAll('acme', overlap.next)).changes).toEqual([]);
   });
 
   it('hand-off: changes made while the snapshot is read are in the feed after its changesCursor; snapshot + feed give every row as the table holds it', async () => {
@@ -323,14 +326,72 @@ describe('GET /connections/{connection}/items (the snapshot)', () => {
     expect(mirror).toEqual(table);
   });
 
-  it('refusals: a malformed or another connection\'s cursor, a bad limit, unknown parameters (400), an unknown connection (404)', async () => {
+  it('refusals: a malformed or another connection\'s cursor, one of no item id, a bad limit, unknown parameters (400), an unknown connection (404)', async () => {
     for (const id of ['a', 'b']) await sync(container(), id, '1');
     await sync(container(), 'z', '1', T0, 'other');
     await sync(container(), 'zz', '1', T0, 'other');
     const otherCursor = (await get('/connections/other/items?limit=1')).body['cursor'] as string;
-    for (const query of ['cursor=nope', `cursor=${otherCursor}`, 'limit=0', 'limit=1001', 'after=x']) {
+    // A page cursor of acme's whose id is no item id (over 1,024 bytes: DynamoDB would refuse the key).
+    const first = (await get('/connections/acme/items?limit=1')).body;
+    const longId = Buffer.from(JSON.stringify({ v: 1, c: 'acme', k: 'x'.repeat(1025), f: first['changesCursor'] })).toString('base64url');
+    expect(await get(`/connections/acme/items?limit=1&cursor=${first['cursor']}`)).toMatchObject({ status: 200 });
+    for (const query of ['cursor=nope', `cursor=${otherCursor}`, `cursor=${longId}`, 'limit=0', 'limit=1001', 'after=x']) {
       expect(await get(`/connections/acme/items?${query}`), query).toMatchObject({ status: 400, body: { error: { code: 'bad-request' } } });
     }
     expect(await get('/connections/globex/items')).toMatchObject({ status: 404, body: { error: { code: 'not-found' } } });
+  });
+});
+
+describe("the README's consumer (tools/changes/consumer.ts) on the handler", () => {
+  /** The consumer's `get`, its pages of 1,000 lowered to 3 so that each read takes several. */
+  const consumerGet: Get = async (path) => {
+    const answer = await get(`/${path.replace('limit=1000', 'limit=3')}`);
+    return { status: answer.status, body: answer.body };
+  };
+
+  it('readSnapshot, then readChanges from the cursor it answers: the copy equals the table, with the writes made between the pages; a second read applies nothing', async () => {
+    const ids = Array.from({ length: 8 }, (_, i) => `item-${i}`);
+    for (const id of ids) await sync(container(), id, '1');
+    const copy = new Map<string, string>();
+    let pages = 0;
+    const cursor = await readSnapshot(consumerGet, 'acme', async (rows) => {
+      pages += 1;
+      for (const row of rows) copy.set(row.id, row.deleted ? 'deleted' : row.revision);
+      // While the snapshot is read: a new id (after the ids read so far), an id already read changes.
+      await sync(container(), `new-${pages}`, '1');
+      await sync(container(), ids[0]!, String(pages + 1));
+    });
+    // item-0..2, item-3..5, item-6, item-7, new-1, then new-2, new-3 (new-4 came after the last page).
+    expect(pages).toBe(4);
+    expect(copy.size).toBe(11);
+    const applied: Change[] = [];
+    const next = await readChanges(consumerGet, 'acme', cursor, async (changes) => {
+      applied.push(...changes);
+      for (const change of changes) copy.set(change.id, change.change === 'deleted' ? 'deleted' : change.revision);
+    });
+    // The 8 changes before the snapshot again (SNAPSHOT_OVERLAP), then the 8 made while it was read.
+    expect(applied.map((change) => `${change.change} ${change.id} ${change.revision}`)).toEqual([
+      ...ids.map((id) => `created ${id} 1`),
+      ...[1, 2, 3, 4].flatMap((page) => [`created new-${page} 1`, `updated item-0 ${page + 1}`]),
+    ]);
+    const table = new Map((await dynamo.scan(items)).map((item) => [item['id']!.S!, item['deleted']?.BOOL ? 'deleted' : item['revision']!.S!]));
+    expect(copy).toEqual(table);
+    expect(await readChanges(consumerGet, 'acme', next, async () => expect.fail('nothing is new'))).toBe(next);
+  });
+
+  it('no cursor reads from the first change; a 410 is CursorExpired; another refusal an error with its status, no token', async () => {
+    await sync(container(), 'a', '1', T0);
+    await sync(container(), 'a', '2', T0 + 1000);
+    const seen: string[] = [];
+    await readChanges(consumerGet, 'acme', undefined, async (changes) => void seen.push(...changes.map((change) => `${change.change} ${change.revision}`)));
+    expect(seen).toEqual(['created 1', 'updated 2']);
+    apiNow = T0 + RETENTION_DAYS * 86_400_000 + 500;
+    await expect(readChanges(consumerGet, 'acme', undefined, async () => undefined)).rejects.toBeInstanceOf(CursorExpired);
+    const unknown = await readSnapshot(consumerGet, 'nobody', async () => undefined).then(
+      () => expect.fail('a snapshot of an unknown connection'),
+      (error: Error) => error.message,
+    );
+    expect(unknown).toMatch(/^GET items of connection "nobody" answered 404: /);
+    expect(unknown).not.toMatch(/rt-[a-z]+-secret/);
   });
 });

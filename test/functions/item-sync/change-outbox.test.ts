@@ -258,6 +258,24 @@ describe('DynamoDbItemStore with the changes table', () => {
     expect((error as Error).message).toBe("DynamoDB refused the item's TransactWriteItems as invalid (ValidationError: One or more parameter values were invalid: Type mismatch for key id)");
   });
 
+  it("a transaction cancelled for the row's size (its reason a ValidationError, DynamoDB's size message) is 'too-large', as a PutItem refused for it: the item goes to the bucket", async () => {
+    ddb.on(GetItemCommand).resolves({});
+    const refused = cancelled(['ValidationError', 'None', 'None']);
+    refused.CancellationReasons![0]!.Message = 'Item size has exceeded the maximum allowed size';
+    ddb.on(TransactWriteItemsCommand).rejects(refused);
+    expect(await store().put(row, { exists: false })).toEqual({ result: 'too-large', bytes: expect.any(Number) });
+    expect(transactions()).toHaveLength(1);
+    // The same message on the change's row is no size of the item's: dead-lettered with its reason.
+    ddb.reset();
+    ddb.on(GetItemCommand).resolves({});
+    const other = cancelled(['None', 'ValidationError', 'None']);
+    other.CancellationReasons![1]!.Message = 'Item size has exceeded the maximum allowed size';
+    ddb.on(TransactWriteItemsCommand).rejects(other);
+    const error = await store().put(row, { exists: false }).catch((caught: unknown) => caught);
+    expect(error).toBeInstanceOf(PermanentError);
+    expect((error as Error).message).toBe("DynamoDB refused the item's TransactWriteItems as invalid (ValidationError: Item size has exceeded the maximum allowed size)");
+  });
+
   it('a put that changes nothing the contract names (the same revision, live over live) is a plain PutItem: no change', async () => {
     ddb.on(GetItemCommand).resolves({});
     ddb.on(TransactWriteItemsCommand).resolves({});

@@ -16,7 +16,6 @@ const apiEnv = {
   ITEMS_TABLE_NAME: 'items',
   ITEMS_BUCKET_NAME: 'items-bucket',
   CHANGES_TABLE_NAME: 'changes',
-  CHANGES_RETENTION_DAYS: '35',
   CONTROL_TABLE_NAME: 'control',
   SYNC_QUEUE_URL: `${QUEUE}/sync`,
   RECONCILE_QUEUE_URL: `${QUEUE}/reconcile`,
@@ -43,14 +42,13 @@ function errorOf(fn: () => unknown): ConfigError {
 }
 
 describe('loadApiConfig', () => {
-  it('reads every variable the stack sets, the changes table and its retention among them', () => {
+  it('reads every variable the stack sets, the changes table among them', () => {
     expect(loadApiConfig(apiEnv)).toEqual({
       connectionsTableName: 'connections',
       connectionsKeyArn: KEY_ARN,
       itemsTableName: 'items',
       itemsBucketName: 'items-bucket',
       changesTableName: 'changes',
-      changesRetentionDays: 35,
       controlTableName: 'control',
       syncQueueUrl: `${QUEUE}/sync`,
       reconcileQueueUrl: `${QUEUE}/reconcile`,
@@ -60,18 +58,13 @@ describe('loadApiConfig', () => {
       s3Endpoint: undefined,
       stage: undefined,
     });
-    expect(loadApiConfig({ ...apiEnv, CHANGES_RETENTION_DAYS: '3650' }).changesRetentionDays).toBe(3650);
-    expect(loadApiConfig({ ...apiEnv, CHANGES_RETENTION_DAYS: '1' }).changesRetentionDays).toBe(1);
+    // The feed reads each change's own expiry: the retention is the item sync's alone.
+    expect(loadApiConfig({ ...apiEnv, CHANGES_RETENTION_DAYS: 'ignored' })).not.toHaveProperty('changesRetentionDays');
   });
 
   it.each([
     ['CHANGES_TABLE_NAME', undefined, 'CHANGES_TABLE_NAME: is required but not set'],
     ['CHANGES_TABLE_NAME', ' ', 'CHANGES_TABLE_NAME: is required but not set'],
-    ['CHANGES_RETENTION_DAYS', undefined, 'CHANGES_RETENTION_DAYS: is required but not set'],
-    ['CHANGES_RETENTION_DAYS', '0', 'CHANGES_RETENTION_DAYS: must be a whole number from 1 to 3650, got 0'],
-    ['CHANGES_RETENTION_DAYS', '3651', 'CHANGES_RETENTION_DAYS: must be a whole number from 1 to 3650, got 3651'],
-    ['CHANGES_RETENTION_DAYS', '1.5', 'CHANGES_RETENTION_DAYS: must be a whole number from 1 to 3650, got "1.5"'],
-    ['CHANGES_RETENTION_DAYS', 'x', 'CHANGES_RETENTION_DAYS: must be a whole number from 1 to 3650, got "x"'],
     // ERASE_SETTLE_SECONDS, required in the same way.
     ['ERASE_SETTLE_SECONDS', undefined, 'ERASE_SETTLE_SECONDS: is required but not set'],
     ['ERASE_SETTLE_SECONDS', '4601', 'ERASE_SETTLE_SECONDS: must be a whole number from 0 to 4600, got 4601'],

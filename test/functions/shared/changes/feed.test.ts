@@ -4,10 +4,33 @@
  * and cursors this API never gave. The log as DynamoDB holds it, written by the item sync, is in
  * test/functions/client-api/changes.test.ts.
  */
-import { describe, expect, it } from 'vitest';
-import { decodeFeedCursor, encodeFeedCursor, readChanges, type ChangeRecord, type ChangesLog, type LogHead } from '../../../../functions/shared/changes/feed.js';
+import { beforeEach, describe, expect, it } from 'vitest';
+import {
+  decodeFeedCursor,
+  encodeFeedCursor,
+  readChanges,
+  SETTLE_WAITS_MS,
+  SNAPSHOT_OVERLAP,
+  snapshotPlace,
+  type ChangeRecord,
+  type ChangesLog,
+  type LogHead,
+} from '../../../../functions/shared/changes/feed.js';
 
 const NOW = 1_800_000_000;
+
+/** Every wait the reader asked for (ms), and what runs during a wait (a change being applied, say). */
+let waits: number[] = [];
+let duringWait: () => void = () => undefined;
+const sleep = async (ms: number): Promise<void> => {
+  waits.push(ms);
+  duringWait();
+};
+
+beforeEach(() => {
+  waits = [];
+  duringWait = () => undefined;
+});
 
 /** A log in memory: `heads` and `records` as the table would hold them; the calls recorded. */
 class MemoryLog implements ChangesLog {
@@ -72,7 +95,7 @@ describe('feed cursors', () => {
 describe('readChanges', () => {
   it('from the start (no cursor): the changes in order, each with its cursor; next is the last one; the head read before the changes', async () => {
     const log = acmeLog();
-    const page = await readChanges(log, 'acme', undefined, 3, NOW);
+    const page = await readChanges(log, 'acme', undefined, 3, NOW, sleep);
     expect(page).toEqual({
       ok: true,
       changed: false,
@@ -89,17 +112,17 @@ describe('readChanges', () => {
 
   it('replayable: the same cursor read again answers the same changes; reading on from next answers the rest, then nothing', async () => {
     const log = acmeLog();
-    const first = await readChanges(log, 'acme', cursorOf(1), 2, NOW);
-    const again = await readChanges(log, 'acme', cursorOf(1), 2, NOW);
+    const first = await readChanges(log, 'acme', cursorOf(1), 2, NOW, sleep);
+    const again = await readChanges(log, 'acme', cursorOf(1), 2, NOW, sleep);
     expect(again).toEqual(first);
     if (!first.ok) throw new Error('refused');
     expect(first.value.changes.map((change) => change.revision)).toEqual(['2', '3']);
-    const rest = await readChanges(log, 'acme', first.value.next, 100, NOW);
+    const rest = await readChanges(log, 'acme', first.value.next, 100, NOW, sleep);
     if (!rest.ok) throw new Error('refused');
     expect(rest.value.changes.map((change) => change.revision)).toEqual(['4', '5']);
     // Only up to the head is asked for.
     expect(log.calls.at(-1)).toBe('range acme 4-5 limit 100');
-    const end = await readChanges(log, 'acme', rest.value.next, 100, NOW);
+    const end = await readChanges(log, 'acme', rest.value.next, 100, NOW, sleep);
     expect(end).toEqual({ ok: true, changed: false, value: { changes: [], next: cursorOf(5) } });
   });
 
@@ -107,7 +130,7 @@ describe('readChanges', () => {
     const log = acmeLog();
     // Change 6 is in the table, the head read says 5 (6 committed after the read: the next read has it).
     log.records.push(record('acme', 6));
-    const page = await readChanges(log, 'acme', cursorOf(4), 100, NOW);
+    const page = await readChanges(log, 'acme', cursorOf(4), 100, NOW, sleep);
     if (!page.ok) throw new Error('refused');
     expect(page.value.changes.map((change) => change.revision)).toEqual(['5']);
     expect(log.calls.at(-1)).toBe('range acme 5-5 limit 100');
@@ -115,13 +138,13 @@ describe('readChanges', () => {
 
   it('a connection without a log: nothing, and a cursor before its first change that reads it once it is there', async () => {
     const log = new MemoryLog();
-    const empty = await readChanges(log, 'acme', undefined, 100, NOW);
+    const empty = await readChanges(log, 'acme', undefined, 100, NOW, sleep);
     if (!empty.ok) throw new Error('refused');
     expect(empty.value).toEqual({ changes: [], next: encodeFeedCursor({ connection: 'acme', epoch: '', seq: 0 }) });
     expect(log.calls).toEqual(['head acme']);
     log.heads.set('acme', { head: 1, epoch: 'E9' });
     log.records.push(record('acme', 1));
-    const later = await readChanges(log, 'acme', empty.value.next, 100, NOW);
+    const later = await readChanges(log, 'acme', empty.value.next, 100, NOW, sleep);
     if (!later.ok) throw new Error('refused');
     expect(later.value.changes.map((change) => change.cursor)).toEqual([cursorOf(1, 'E9')]);
   });
@@ -129,12 +152,17 @@ describe('readChanges', () => {
   it('expired: the next change past its expiresAt, or gone from the table, is a 410 cursor-expired; so is the start once change 1 is gone', async () => {
     const log = acmeLog();
     log.records[0] = record('acme', 1, { expiresAt: NOW });
-    const expired = await readChanges(log, 'acme', undefined, 100, NOW);
+    const expired = await readChanges(log, 'acme', undefined, 100, NOW, sleep);
     expect(expired).toEqual({ ok: false, code: 'cursor-expired', message: 'the changes after that cursor have expired (they are kept changesRetentionDays days): read a snapshot again' });
+    // Past its expiresAt: expired at once, no wait.
+    expect(waits).toEqual([]);
     log.records.splice(0, 2);
-    expect(await readChanges(log, 'acme', cursorOf(1), 100, NOW)).toMatchObject({ ok: false, code: 'cursor-expired' });
+    // Gone from the table: read again after each wait (it might have been being applied), then expired.
+    expect(await readChanges(log, 'acme', cursorOf(1), 100, NOW, sleep)).toMatchObject({ ok: false, code: 'cursor-expired' });
+    expect(waits).toEqual([...SETTLE_WAITS_MS]);
+    expect(log.calls.filter((call) => call === 'range acme 2-5 limit 100')).toHaveLength(SETTLE_WAITS_MS.length + 1);
     // Change 3 on is kept: a cursor at 2 reads it.
-    const kept = await readChanges(log, 'acme', cursorOf(2), 100, NOW);
+    const kept = await readChanges(log, 'acme', cursorOf(2), 100, NOW, sleep);
     if (!kept.ok) throw new Error('refused');
     expect(kept.value.changes.map((change) => change.revision)).toEqual(['3', '4', '5']);
   });
@@ -142,15 +170,36 @@ describe('readChanges', () => {
   it("a missing change inside the range ends the read before it (never skipped); the next read from there is refused as expired", async () => {
     const log = acmeLog();
     log.records.splice(2, 1);
-    const page = await readChanges(log, 'acme', undefined, 100, NOW);
+    const page = await readChanges(log, 'acme', undefined, 100, NOW, sleep);
     if (!page.ok) throw new Error('refused');
     expect(page.value.changes.map((change) => change.revision)).toEqual(['1', '2']);
-    expect(await readChanges(log, 'acme', page.value.next, 100, NOW)).toMatchObject({ ok: false, code: 'cursor-expired' });
+    // Inside the range, no wait: the read ends before it.
+    expect(waits).toEqual([]);
+    expect(await readChanges(log, 'acme', page.value.next, 100, NOW, sleep)).toMatchObject({ ok: false, code: 'cursor-expired' });
+    expect(waits).toEqual([...SETTLE_WAITS_MS]);
+  });
+
+  it('a next change not there yet below the head (DynamoDB still applying its transaction) is read after a wait, never refused as expired', async () => {
+    const log = acmeLog();
+    const [third] = log.records.splice(2, 1);
+    const page = await readChanges(log, 'acme', undefined, 100, NOW, sleep);
+    if (!page.ok) throw new Error('refused');
+    expect(page.value.changes.map((change) => change.revision)).toEqual(['1', '2']);
+    // Applied during the second wait.
+    let waited = 0;
+    duringWait = () => {
+      waited += 1;
+      if (waited === 2) log.records.splice(2, 0, third!);
+    };
+    const rest = await readChanges(log, 'acme', page.value.next, 100, NOW, sleep);
+    if (!rest.ok) throw new Error(rest.message);
+    expect(rest.value.changes.map((change) => change.revision)).toEqual(['3', '4', '5']);
+    expect(waits).toEqual(SETTLE_WAITS_MS.slice(0, 2));
   });
 
   it('a log erased since the cursor was given (another epoch): 410 cursor-expired', async () => {
     const log = acmeLog();
-    expect(await readChanges(log, 'acme', cursorOf(2, 'E0'), 100, NOW)).toEqual({
+    expect(await readChanges(log, 'acme', cursorOf(2, 'E0'), 100, NOW, sleep)).toEqual({
       ok: false,
       code: 'cursor-expired',
       message: 'the changes after that cursor are gone: the connection was erased since it was given; read a snapshot again',
@@ -163,12 +212,53 @@ describe('readChanges', () => {
     ['ahead of the head', cursorOf(6)],
   ])("a cursor this API did not give for it (%s): 400 bad-request, the message quoting no cursor", async (_name, cursor) => {
     const log = acmeLog();
-    const refused = await readChanges(log, 'acme', cursor, 100, NOW);
+    const refused = await readChanges(log, 'acme', cursor, 100, NOW, sleep);
     expect(refused).toEqual({
       ok: false,
       code: 'bad-request',
       message: "the cursor is not one this API gave for this connection: pass a cursor from this connection's changes or snapshot as it was",
     });
     if (!refused.ok) expect(refused.message).not.toContain(cursor);
+  });
+});
+
+describe('snapshotPlace: where a snapshot\'s feed continues', () => {
+  it('before the last kept changes, at most SNAPSHOT_OVERLAP: from the log\'s start when it holds fewer', async () => {
+    expect(await snapshotPlace(acmeLog(), 'acme', NOW, sleep)).toEqual({ connection: 'acme', epoch: 'E1', seq: 0 });
+    const records = Array.from({ length: 150 }, (_, i) => record('acme', i + 1));
+    const log = new MemoryLog(new Map([['acme', { head: 150, epoch: 'E1' }]]), records);
+    expect(await snapshotPlace(log, 'acme', NOW, sleep)).toEqual({ connection: 'acme', epoch: 'E1', seq: 150 - SNAPSHOT_OVERLAP });
+    expect(log.calls).toEqual(['head acme', `range acme ${150 - SNAPSHOT_OVERLAP + 1}-150 limit ${SNAPSHOT_OVERLAP}`]);
+    expect(waits).toEqual([]);
+  });
+
+  it('never before an expired or missing change (its feed would be 410): after the run of kept changes that ends at the head', async () => {
+    const log = acmeLog();
+    log.records[1] = record('acme', 2, { expiresAt: NOW });
+    expect(await snapshotPlace(log, 'acme', NOW, sleep)).toEqual({ connection: 'acme', epoch: 'E1', seq: 2 });
+    log.records.splice(2, 1);
+    expect(await snapshotPlace(log, 'acme', NOW, sleep)).toEqual({ connection: 'acme', epoch: 'E1', seq: 3 });
+    // The feed from there reads the kept ones.
+    const page = await readChanges(log, 'acme', cursorOf(3), 100, NOW, sleep);
+    if (!page.ok) throw new Error(page.message);
+    expect(page.value.changes.map((change) => change.revision)).toEqual(['4', '5']);
+  });
+
+  it('the head\'s own change not there yet: read again after a wait, and the feed starts before it; gone for good (expired): the head', async () => {
+    const log = acmeLog();
+    const [fifth] = log.records.splice(4, 1);
+    duringWait = () => log.records.push(fifth!);
+    expect(await snapshotPlace(log, 'acme', NOW, sleep)).toEqual({ connection: 'acme', epoch: 'E1', seq: 0 });
+    expect(waits).toEqual([SETTLE_WAITS_MS[0]]);
+    // A quiet connection whose changes all expired (TTL deleted them): nothing to read again.
+    const quiet = new MemoryLog(new Map([['acme', { head: 5, epoch: 'E1' }]]), []);
+    waits = [];
+    duringWait = () => undefined;
+    expect(await snapshotPlace(quiet, 'acme', NOW, sleep)).toEqual({ connection: 'acme', epoch: 'E1', seq: 5 });
+    expect(waits).toEqual([...SETTLE_WAITS_MS]);
+  });
+
+  it('a connection without a log: its start, no epoch', async () => {
+    expect(await snapshotPlace(new MemoryLog(), 'acme', NOW, sleep)).toEqual({ connection: 'acme', epoch: '', seq: 0 });
   });
 });
