@@ -63,7 +63,7 @@ export async function readSnapshot(get: Get, connection: string, apply: (items: 
  * Reads `connection`'s changes after `cursor` (from its first change when undefined) to the end,
  * calls `apply` with each page in order, and answers the cursor to continue from. Store the cursor
  * `apply` is given after applying its page: a consumer that stops between the two reads that page
- * again (apply changes by revision, and a change read twice changes nothing).
+ * again (applied again in order, it leaves the copy as it was).
  */
 export async function readChanges(
   get: Get,
