@@ -185,7 +185,7 @@ export function changeEventsDeployment(
 
 /**
  * The client API (docs/client-api.md): the connections (tokens sealed under the connections key),
- * the items it reads, the changes feed (and how long a change stays in it), the reconciler's cursor
+ * the items it reads, the changes feed (each change carries its own expiry), the reconciler's cursor
  * (each connection's last pass), the users' lane (the sync queue), the background lane (the
  * reconcile queue) and the erase queue. ERASE_SETTLE_SECONDS,
  * the safety wait between a removal and its erase, follows the deployed sync's time-out and its

@@ -3,8 +3,45 @@
  * from status codes, provider error codes/messages (redacted) and ids only.
  */
 
+/**
+ * `instanceof` for ConfigError, PermanentError (and its subclasses) and TransientError holds across
+ * copies of this module. The item sync's lazily loaded modules are bundled on their own
+ * (functions/item-sync/lazy-modules.ts), each with its own copy of these classes, and an error one
+ * of them throws must be known by the checks of index.mjs (functions/item-sync/outcome/decide.ts).
+ * An instance carries the kinds of its class and its ancestors under a global symbol; a class is
+ * known by its `kind`, not its name (a minified bundle renames classes).
+ */
+const KINDS = Symbol.for('content-sync.error-kinds');
+
+interface Kinded {
+  readonly kind?: string;
+}
+
+function brand(error: Error, target: unknown): void {
+  const kinds: string[] = [];
+  for (let type = target as (Kinded & object) | null; type !== null && type !== Error; type = Object.getPrototypeOf(type) as (Kinded & object) | null) {
+    if (Object.hasOwn(type, 'kind') && typeof type.kind === 'string') kinds.push(type.kind);
+  }
+  Object.defineProperty(error, KINDS, { value: kinds, enumerable: false });
+}
+
+/** A class's own `kind`: a subclass without one is known by no instance (none is made of it here). */
+function ownKind(type: object): string | undefined {
+  return Object.hasOwn(type, 'kind') ? (type as Kinded).kind : undefined;
+}
+
+function isKind(value: unknown, kind: string | undefined): boolean {
+  if (typeof value !== 'object' || value === null || kind === undefined) return false;
+  const kinds = (value as { [KINDS]?: unknown })[KINDS];
+  return Array.isArray(kinds) && kinds.includes(kind);
+}
+
 /** A configuration value (environment variable or CDK context key) is missing or malformed. */
 export class ConfigError extends Error {
+  static readonly kind: string = 'ConfigError';
+  static override [Symbol.hasInstance](value: unknown): boolean {
+    return isKind(value, ownKind(this));
+  }
   override readonly name = 'ConfigError';
   constructor(
     /** The environment variable or context key at fault. */
@@ -12,6 +49,7 @@ export class ConfigError extends Error {
     message: string,
   ) {
     super(`${key}: ${message}`);
+    brand(this, new.target);
   }
 }
 
@@ -74,14 +112,24 @@ export class ProviderError extends Error {
 
 /** The input can never succeed as sent; the record is dead-lettered with this message as the reason. */
 export class PermanentError extends Error {
+  /** Each subclass has its own (SealError): `instanceof` a subclass holds for it and its subclasses only. */
+  static readonly kind: string = 'PermanentError';
+  static override [Symbol.hasInstance](value: unknown): boolean {
+    return isKind(value, ownKind(this));
+  }
   override readonly name = 'PermanentError';
   constructor(message: string, options?: { cause?: unknown }) {
     super(message, options);
+    brand(this, new.target);
   }
 }
 
 /** A failure that may pass later (AWS throttling, a lost write race after bounded retries...). */
 export class TransientError extends Error {
+  static readonly kind: string = 'TransientError';
+  static override [Symbol.hasInstance](value: unknown): boolean {
+    return isKind(value, ownKind(this));
+  }
   override readonly name = 'TransientError';
   constructor(
     message: string,
@@ -89,6 +137,7 @@ export class TransientError extends Error {
   ) {
     super(message, options?.cause === undefined ? undefined : { cause: options.cause });
     this.retryAfterSeconds = options?.retryAfterSeconds;
+    brand(this, new.target);
   }
   readonly retryAfterSeconds: number | undefined;
 }

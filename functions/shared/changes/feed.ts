@@ -87,9 +87,18 @@ export const SETTLE_WAITS_MS: readonly number[] = [50, 200, 750];
 /**
  * The last changes a snapshot's feed reads again, at most: its `changesCursor` is before them, so a
  * change whose transaction was still being applied while the snapshot's rows were read is in its
- * feed. A change read twice changes nothing applied by revision.
+ * feed. Only changes written within SNAPSHOT_OVERLAP_SECONDS of the read: an older one is applied
+ * long since, and a cursor before it would expire with it, soon perhaps. Applied again in order,
+ * the changes read again leave the copy as the feed's end has it.
  */
 export const SNAPSHOT_OVERLAP = 100;
+
+/**
+ * How recent (by its `syncedAt`, the writer's clock when it built the row) a change a snapshot's
+ * feed reads again is: longer than a write takes from building its row to its commit (head races
+ * wait about 50 s at most: change-outbox.ts HEAD_ATTEMPTS) and any clock skew between containers.
+ */
+export const SNAPSHOT_OVERLAP_SECONDS = 300;
 
 /** Waits `ms` (real time unless a test or a simulation gives its own). */
 export type Sleep = (ms: number) => Promise<void>;
@@ -139,8 +148,9 @@ export function placeOfHead(connection: string, head: LogHead | undefined): Feed
 const NOT_OURS = 'the cursor is not one this API gave for this connection: pass a cursor from this connection\'s changes or snapshot as it was';
 
 /**
- * Where a snapshot's feed continues: before the run of kept changes that ends at the head, at most
- * SNAPSHOT_OVERLAP of them (the head itself when none is kept, or before the first change).
+ * Where a snapshot's feed continues: before the run of kept changes that ends at the head, written
+ * within SNAPSHOT_OVERLAP_SECONDS, at most SNAPSHOT_OVERLAP of them (the head itself when there is
+ * none, or before the first change).
  */
 export async function snapshotPlace(log: ChangesLog, connection: string, nowSeconds: number, sleep: Sleep): Promise<FeedPlace> {
   const head = await log.head(connection);
@@ -148,8 +158,13 @@ export async function snapshotPlace(log: ChangesLog, connection: string, nowSeco
   if (!head) return place;
   const from = Math.max(1, head.head - SNAPSHOT_OVERLAP + 1);
   const records = await settled(() => log.range(connection, from, head.head, SNAPSHOT_OVERLAP), (read) => read.at(-1)?.seq === head.head, sleep);
+  const recentMs = (nowSeconds - SNAPSHOT_OVERLAP_SECONDS) * 1000;
   let seq = head.head;
-  for (let i = records.length - 1; i >= 0 && records[i]!.seq === seq && records[i]!.expiresAt > nowSeconds; i -= 1) seq -= 1;
+  for (let i = records.length - 1; i >= 0; i -= 1) {
+    const record = records[i]!;
+    if (record.seq !== seq || record.expiresAt <= nowSeconds || !(Date.parse(record.syncedAt) >= recentMs)) break;
+    seq -= 1;
+  }
   return { ...place, seq };
 }
 

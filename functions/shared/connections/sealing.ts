@@ -48,7 +48,9 @@ export const NO_TOKENS: Sealer = {
 };
 
 /** A stored value that cannot be opened for the connection it is read for (never quotes a value). */
-export class SealError extends PermanentError {}
+export class SealError extends PermanentError {
+  static override readonly kind: string = 'SealError';
+}
 
 export const SEALED_PREFIX = 'cs-sealed-v1 ';
 const AES = 'aes-256-gcm';

@@ -11,6 +11,7 @@ import {
   readChanges,
   SETTLE_WAITS_MS,
   SNAPSHOT_OVERLAP,
+  SNAPSHOT_OVERLAP_SECONDS,
   snapshotPlace,
   type ChangeRecord,
   type ChangesLog,
@@ -256,6 +257,21 @@ describe('snapshotPlace: where a snapshot\'s feed continues', () => {
     duringWait = () => undefined;
     expect(await snapshotPlace(quiet, 'acme', NOW, sleep)).toEqual({ connection: 'acme', epoch: 'E1', seq: 5 });
     expect(waits).toEqual([...SETTLE_WAITS_MS]);
+  });
+
+  it('only changes written within SNAPSHOT_OVERLAP_SECONDS: a quiet connection\'s older ones are not read again (a cursor before them would expire with them)', async () => {
+    const log = acmeLog();
+    const old = (seq: number) => new Date((NOW - SNAPSHOT_OVERLAP_SECONDS - seq) * 1000).toISOString();
+    for (const seq of [1, 2, 3]) log.records[seq - 1] = record('acme', seq, { syncedAt: old(seq) });
+    expect(await snapshotPlace(log, 'acme', NOW, sleep)).toEqual({ connection: 'acme', epoch: 'E1', seq: 3 });
+    // Exactly SNAPSHOT_OVERLAP_SECONDS old is recent still.
+    log.records[2] = record('acme', 3, { syncedAt: new Date((NOW - SNAPSHOT_OVERLAP_SECONDS) * 1000).toISOString() });
+    expect(await snapshotPlace(log, 'acme', NOW, sleep)).toEqual({ connection: 'acme', epoch: 'E1', seq: 2 });
+    // All of them old (a quiet connection): the head, nothing read again, no wait.
+    for (const seq of [4, 5]) log.records[seq - 1] = record('acme', seq, { syncedAt: old(seq) });
+    log.records[2] = record('acme', 3, { syncedAt: old(3) });
+    expect(await snapshotPlace(log, 'acme', NOW, sleep)).toEqual({ connection: 'acme', epoch: 'E1', seq: 5 });
+    expect(waits).toEqual([]);
   });
 
   it('a connection without a log: its start, no epoch', async () => {
