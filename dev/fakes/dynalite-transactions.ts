@@ -176,16 +176,23 @@ async function answer(store: Store, req: IncomingMessage, res: ServerResponse, b
 
 /**
  * The tokens of a store bound to a request: those whose window has passed are dropped (looked for at
- * most once a second, and whenever there are MAX_TOKENS), then the oldest beyond MAX_TOKENS.
+ * most once a second), then the oldest beyond MAX_TOKENS. Both walks stop at the first token they
+ * keep, the running ones aside: the map is in the order of first use, and a completed token's window
+ * ends in that order (the window starts at completion: a token left behind a few ms is dropped at
+ * the next walk, and never used, its window checked at use). A walk of every token at each request
+ * (what this once did at MAX_TOKENS) made a long run's every transaction slower.
  */
 function tokensOf(store: Store): Map<string, TokenUse> {
   let tokens = tokensByStore.get(store);
   if (!tokens) tokensByStore.set(store, (tokens = { uses: new Map(), prunedAt: 0 }));
   const { uses } = tokens;
   const now = Date.now();
-  if (now - tokens.prunedAt >= 1000 || uses.size >= MAX_TOKENS) {
+  if (now - tokens.prunedAt >= 1000) {
     tokens.prunedAt = now;
-    for (const [token, use] of uses) if (use.until <= now) uses.delete(token);
+    for (const [token, use] of uses) {
+      if (use.until <= now) uses.delete(token);
+      else if (use.state !== 'running') break;
+    }
   }
   // In the order of first use: the first ones are the oldest.
   for (const [token, use] of uses) {
