@@ -7,7 +7,7 @@ import type { ApiCalls, ProbeResult, ReplayResult } from './changes-consumer.js'
 import { feedShare, readCost, storageCost, writeCost } from './changes-cost.js';
 import type { LedgerCheck } from './changes-ledger.js';
 import type { RoundCounts } from './changes-rounds.js';
-import type { ChangesScale } from './changes-scenario.js';
+import type { ChangesScale } from './changes-scale.js';
 import type { DynamoCount, LogCount, SimMeter } from './meters.js';
 import { SERVICES } from './push-cost.js';
 import { HOURS_PER_MONTH } from './reconcile-cost.js';

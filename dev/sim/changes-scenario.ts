@@ -36,6 +36,7 @@ import { ChangesLedger, type LedgerCheck } from './changes-ledger.js';
 import { changesFigures, type ChangesRun } from './changes-report.js';
 import { Rounds, syncFaults, WriteAttempts } from './changes-rounds.js';
 import { trackedDynamo, type DynamoCount, type LogCount } from './meters.js';
+import type { ChangesScale } from './changes-scale.js';
 import { timed, type ScenarioResult } from './scenario.js';
 import { atLimit, startSystem, type SimSystem } from './system.js';
 
@@ -43,94 +44,6 @@ const MINUTE = 60_000;
 const HOUR = 60 * MINUTE;
 /** A progress line this often (virtual). */
 const PROGRESS_EVERY_MS = 5 * MINUTE;
-
-export interface ChangesScale {
-  connections: number;
-  /** Items of each account. */
-  itemsEach: number;
-  /** Rounds: each changes every item once. */
-  rounds: number;
-  /** The provider's limit L, requests a second, told to the system. */
-  limit: number;
-  providerLatencyMs: number;
-  /** Share of the live items deleted each round (restored the next). */
-  deletes: number;
-  /** Share of the ids sent twice each round. */
-  sentTwice: number;
-  /** Share of the messages SQS delivers twice. */
-  sqsDuplicates: number;
-  /** Every this-th sync invocation fails after its work. */
-  failEvery: number;
-  /** Share of the sync's writes whose answer is lost (the SDK sends them again). */
-  lostAcks: number;
-  /** Share of the sync's transactions cancelled with TransactionConflict. */
-  conflicts: number;
-  /** Share of the stream's batches lost by the change-events function's event source. */
-  lostStreamBatches: number;
-  /** The consumer reads each connection this often. */
-  consumerPeriodSeconds: number;
-  /** The consumer stops when this round begins (from 0), for stopMinutes. */
-  stopAtRound: number;
-  stopMinutes: number;
-  /** About this many reads right after a commit. */
-  probes: number;
-  /** A run stops here if it has not ended. */
-  maxHours: number;
-  dynalite: 'in-process' | 'child';
-  meterLogs: boolean;
-  seed: number;
-}
-
-/**
- * 1,000 connections × 100 items × 10 rounds: 1,000,000 changes (about 5 ms of real time a change
- * on 2 cores: every change is a real transaction on dynalite, and half of them race another
- * container for the head). L = 300/s keeps the sync within what the stream's one shard reads (100
- * records four times a second): the records do not pile up in memory.
- */
-export const CHANGES_FULL: ChangesScale = {
-  connections: 1_000,
-  itemsEach: 100,
-  rounds: 10,
-  limit: 300,
-  providerLatencyMs: 50,
-  deletes: 0.03,
-  sentTwice: 0.02,
-  sqsDuplicates: 0.01,
-  failEvery: 100,
-  lostAcks: 0.001,
-  conflicts: 0.002,
-  lostStreamBatches: 0.01,
-  consumerPeriodSeconds: 60,
-  stopAtRound: 2,
-  stopMinutes: 30,
-  probes: 1_000,
-  maxHours: 12,
-  dynalite: 'child',
-  meterLogs: false,
-  seed: 17,
-};
-
-/** What `npm test` runs: 20 connections × 20 items × 3 rounds (1,200 changes), every hazard met. */
-export const CHANGES_SHORT: ChangesScale = {
-  ...CHANGES_FULL,
-  connections: 20,
-  itemsEach: 20,
-  rounds: 3,
-  limit: 50,
-  sentTwice: 0.05,
-  sqsDuplicates: 0.03,
-  failEvery: 7,
-  lostAcks: 0.02,
-  conflicts: 0.03,
-  lostStreamBatches: 0.2,
-  consumerPeriodSeconds: 5,
-  stopAtRound: 1,
-  stopMinutes: 2,
-  probes: 20,
-  maxHours: 3,
-  dynalite: 'in-process',
-  seed: 5,
-};
 
 /** The scenario; `progress` gets a line every 5 virtual minutes. */
 export function changesScenario(scale: ChangesScale, progress: (line: string) => void = () => undefined): Promise<ScenarioResult> {

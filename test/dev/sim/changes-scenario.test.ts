@@ -1,5 +1,5 @@
 /**
- * The changes feed in virtual time, short (dev/sim/changes-scenario.ts CHANGES_SHORT: 20 connections
+ * The changes feed in virtual time, short (dev/sim/changes-scale.ts CHANGES_SHORT: 20 connections
  * × 20 items × 3 rounds): the real item sync writes every change with its row and head in one
  * transaction, under racing writers, redelivered records, lost answers, TransactionConflict and lost
  * stream batches; a consumer reads the feed through the real client API, stops, goes on from its
@@ -7,7 +7,8 @@
  * million changes).
  */
 import { describe, expect, it } from 'vitest';
-import { CHANGES_SHORT, changesRun } from '../../../dev/sim/changes-scenario.js';
+import { CHANGES_SHORT } from '../../../dev/sim/changes-scale.js';
+import { changesRun } from '../../../dev/sim/changes-scenario.js';
 import { changesFigures } from '../../../dev/sim/changes-report.js';
 import { PRICES } from '../../../dev/sim/reconcile-cost.js';
 import { readCost, storageCost } from '../../../dev/sim/changes-cost.js';
