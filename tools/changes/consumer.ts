@@ -1,6 +1,6 @@
 /**
- * A consumer of a connection's changes feed, as the client application writes one (docs/changes.md;
- * the README shows it): the snapshot once, page by page, for the cursor its feed continues from;
+ * A consumer of a connection's changes feed, as the client application writes one (docs/changes.md
+ * and the README show it): the snapshot once, page by page, for the cursor its feed continues from;
  * then from the cursor it kept to the end of the feed, one page at a time, applying a page before it
  * moves on, and hand back where the next read continues. How a request is sent (signed with SigV4
  * in AWS, plain on the local run's loopback API) is the caller's `get`.
