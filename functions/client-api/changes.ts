@@ -19,6 +19,7 @@ import type { Outcome } from '../shared/connections/operations.js';
 import type { ConnectionStore } from '../shared/connections/ports.js';
 import { cursorFields, decodeFeedCursor, encodeFeedCursor, readChanges, snapshotPlace, type ChangesLog, type FeedPage, type Sleep } from '../shared/changes/feed.js';
 import { itemIdProblem } from '../item-sync/message.js';
+import { sleepMs } from '../shared/backoff.js';
 import type { Clock } from '../shared/ports.js';
 import { answerOf, type ItemAnswer, type ItemRows, type ObjectLinks } from './items.js';
 
@@ -40,14 +41,13 @@ export interface ChangesPorts {
   sleep?: Sleep;
 }
 
-const realSleep: Sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 const nowSeconds = (clock: Clock): number => Math.floor(clock.now().getTime() / 1000);
 
 /** The changes of `connection` after the cursor `after` (from its first change when undefined), at most `limit`. */
 export async function readFeed(ports: ChangesPorts, connection: string, after: string | undefined, limit: number): Promise<Outcome<FeedPage>> {
   const known = await knownConnection(ports.store, connection);
   if (known) return known;
-  return readChanges(ports.log, connection, after, limit, nowSeconds(ports.clock), ports.sleep ?? realSleep);
+  return readChanges(ports.log, connection, after, limit, nowSeconds(ports.clock), ports.sleep ?? sleepMs);
 }
 
 /** A page of the snapshot of `connection`: the first when `cursor` is undefined. */
@@ -57,7 +57,7 @@ export async function readSnapshot(ports: ChangesPorts, connection: string, curs
   let start: { afterId: string | undefined; changesCursor: string };
   if (cursor === undefined) {
     // The head before the rows: what is committed by now is in the rows read next.
-    const place = await snapshotPlace(ports.log, connection, nowSeconds(ports.clock), ports.sleep ?? realSleep);
+    const place = await snapshotPlace(ports.log, connection, nowSeconds(ports.clock), ports.sleep ?? sleepMs);
     start = { afterId: undefined, changesCursor: encodeFeedCursor(place) };
   } else {
     const decoded = decodeSnapshotCursor(cursor, connection);
