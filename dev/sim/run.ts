@@ -171,7 +171,7 @@ const SCENARIOS: Record<string, Scenario> = {
   },
   changes: {
     about: 'the changes feed: changes written by the sync, with racing writers, redelivered records, lost answers and stream batches, read by a consumer through the client API that stops and resumes; the cost of a million changes; progress on standard error',
-    full: `${changesSize(CHANGES_FULL)} (dynalite in a child process; give Node.js --max-old-space-size=8192, a machine with 14 GB of memory and about 2.5 hours on 2 cores)`,
+    full: `${changesSize(CHANGES_FULL)} (dynalite in a child process; give Node.js --max-old-space-size=8192; the time and memory it took: docs/changes.md, Measured)`,
     short: changesSize(CHANGES_SHORT),
     run: (o) => changesScenario(o.short ? CHANGES_SHORT : CHANGES_FULL, progress),
   },
