@@ -13,6 +13,8 @@ export default defineConfig({
       { extends: true, test: { name: 'isolated', include: ['test/**/*.test.ts'], exclude: [...configDefaults.exclude, ...SYNTH_FILES] } },
       { extends: true, test: { name: 'synth-isolated', include: [...ISOLATED_SYNTH_FILES] } },
     ],
+    // One DynamoDB Local for the whole run (test/support/dynamodb-global.ts).
+    globalSetup: ['test/support/dynamodb-global.ts'],
     setupFiles: ['test/setup.ts'],
     reporters: ['default', './test/support/summary-reporter.ts'],
     environment: 'node',

@@ -4,6 +4,7 @@
  * .bench/latest.json, so that runs can be compared. Not a test: it asserts nothing about time.
  */
 import '../system/sdk-notice.js';
+import { exitUnlessJava } from '../fakes/dynamodb-local.js';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
@@ -39,6 +40,7 @@ if (values.help) {
   process.stdout.write(USAGE);
   process.exit(0);
 }
+exitUnlessJava('bench');
 
 
 const machine = machineInfo();

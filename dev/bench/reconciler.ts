@@ -4,6 +4,7 @@
  * writes the results to .bench/reconciler-<time>.json and .bench/reconciler-latest.json. Not a test.
  */
 import '../system/sdk-notice.js';
+import { exitUnlessJava } from '../fakes/dynamodb-local.js';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
@@ -38,6 +39,7 @@ if (values.help) {
   process.stdout.write(USAGE);
   process.exit(0);
 }
+exitUnlessJava('bench:reconciler');
 
 
 const machine = machineInfo();

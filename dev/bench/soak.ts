@@ -5,6 +5,7 @@
  * when any figure is off.
  */
 import '../system/sdk-notice.js';
+import { exitUnlessJava } from '../fakes/dynamodb-local.js';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
@@ -44,6 +45,7 @@ if (values.help) {
   process.stdout.write(USAGE);
   process.exit(0);
 }
+exitUnlessJava('soak');
 
 
 const started = new Date();

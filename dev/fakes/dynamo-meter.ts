@@ -1,19 +1,22 @@
 /**
- * DynamoDB as the bench and the soak see it: dynalite is real (over HTTP); `instrumentDynamo` adds a
- * middleware in the client's `deserialize` step, below the SDK's retry middleware, that counts every
- * request that reaches the table and every successful write (with the row state it stored), and can
- * inject throttling (ProvisionedThroughputExceededException / ThrottlingException, which the SDK
- * retries with its own backoff), BatchGetItem UnprocessedKeys, and lost write acknowledgements (the
- * write is applied, then the caller sees a time-out and the SDK sends it again).
+ * DynamoDB as the bench and the soak see it: DynamoDB Local is real (over HTTP); `instrumentDynamo`
+ * adds a middleware in the client's `deserialize` step, below the SDK's retry middleware, that
+ * counts every request that reaches the table and every successful write (with the row state it
+ * stored), and can inject throttling (ProvisionedThroughputExceededException / ThrottlingException,
+ * which the SDK retries with its own backoff), BatchGetItem UnprocessedKeys, and lost write
+ * acknowledgements (the write is applied, then the caller sees a time-out and the SDK sends it
+ * again).
  *
- * A TransactWriteItems returns no rows: the rows it stored are the ones the harness's dynalite
- * reports for its ClientRequestToken when it commits (dynalite-commits.ts; the client asks a dynalite
- * in a child process for them), each items-table row recorded once per commit. The SDK sends a
- * transaction whose answer was lost again with the same token, and dynalite answers it without
- * applying it again: a success after the commit was reported is that replay, not a write. A
- * cancellation with a ConditionalCheckFailed reason counts as a conditional failure. `conflictRate`
- * cancels a share of them with a TransactionConflict reason, as DynamoDB cancels a transaction that
- * meets another on an item (the harness's dynalite makes it wait instead).
+ * A TransactWriteItems returns no rows, and needs none here: a committed transaction stored its Put
+ * items as sent, and an Update as the sync sends it (markDeleted: `deleted` set, the revision its
+ * condition compared kept). The meter knows which attempt committed, since it is the one that loses
+ * answers: the first attempt of a ClientRequestToken that DynamoDB answers with success. The SDK
+ * sends a transaction whose answer was lost again with the same token, and DynamoDB answers it
+ * without applying it again: a later success with that token is that replay, not a write. A
+ * cancellation with a ConditionalCheckFailed reason counts as a conditional failure.
+ * `conflictRate` cancels a share of them with a TransactionConflict reason, as DynamoDB cancels a
+ * transaction that meets another on an item (DynamoDB Local, answering one request at a time on
+ * loopback, seldom does).
  */
 import {
   DynamoDBServiceException,
@@ -22,7 +25,6 @@ import {
   type AttributeValue,
   type DynamoDBClient,
 } from '@aws-sdk/client-dynamodb';
-import { notCommitted, REPORT_COMMIT_HEADER, watchCommit, type CommitWatch, type CommittedTransaction, type Row } from './dynalite-commits.js';
 
 type AnyInput = Record<string, unknown>;
 /** The HTTP request, in the `deserialize` step (serialized: the SDK has filled the ClientRequestToken). */
@@ -48,15 +50,14 @@ export interface RecordedWrite {
   operation: 'PutItem' | 'UpdateItem' | 'TransactWriteItems';
 }
 
-/** A transaction the meter saw sent: its commit's watch, and the commit once reported. */
+/** A transaction the meter saw sent: whether an attempt of it has committed. */
 interface SentTransaction {
-  watch: CommitWatch;
-  commit?: CommittedTransaction;
+  committed: boolean;
 }
 /** Transactions remembered by token (a token's attempts all come within the SDK's retries). */
 const TRANSACTIONS_KEPT = 10_000;
-/** The items table's key (infra/storage/storage.ts): a committed write on a table keyed so is an items-table row. */
-const ITEMS_TABLE_KEY = 'connection,id';
+/** The errors that say a transaction did not commit (no other attempt of its request will). */
+const NOT_COMMITTED = new Set(['TransactionCanceledException', 'ValidationException', 'ResourceNotFoundException', 'IdempotentParameterMismatchException']);
 
 export interface DynamoChaos {
   random: () => number;
@@ -95,7 +96,6 @@ export class DynamoMeter {
     this.injected.unprocessedKeys = 0;
     this.injected.lostAcks = 0;
     this.injected.conflicts = 0;
-    for (const sent of this.transactions.values()) sent.watch.stop();
     this.transactions.clear();
   }
 
@@ -135,9 +135,8 @@ export function instrumentDynamo(client: DynamoDBClient, meter: DynamoMeter, cha
     meter.requests[operation] = (meter.requests[operation] ?? 0) + 1;
     const token = operation === 'TransactWriteItems' ? tokenOf(args.request) : undefined;
     const sent = token === undefined ? undefined : sentTransaction(meter, token);
-    if (sent && args.request) args.request.headers[REPORT_COMMIT_HEADER] = '1';
     // A transaction already committed when this attempt was sent: its success is a replay.
-    const replay = sent?.commit !== undefined;
+    const replay = sent?.committed === true;
     let result: { output: AnyInput; response: unknown };
     try {
       result = await next(args);
@@ -146,21 +145,18 @@ export function instrumentDynamo(client: DynamoDBClient, meter: DynamoMeter, cha
       if (name === 'ConditionalCheckFailedException' || conditionCancelled(error)) {
         meter.conditionalFailures[operation] = (meter.conditionalFailures[operation] ?? 0) + 1;
       }
-      if (sent && !sent.commit && notCommitted(error)) {
-        sent.watch.stop();
-        meter.transactions.delete(token!);
-      }
+      if (sent && !sent.committed && NOT_COMMITTED.has(name)) meter.transactions.delete(token!);
       throw error;
     }
     if (sent && !replay) {
-      const commit = sent.commit ?? (await sent.watch.committed());
+      // This attempt committed: its items-table rows are stored.
+      sent.committed = true;
+      const actions = transactionWrites(args.input);
+      for (const action of actions) if (action.write) meter.writes.push(action.write);
       if (chaos && chaos.lostAckRate > 0 && chaos.random() < chaos.lostAckRate) {
         meter.injected.lostAcks += 1;
-        // The rows it replaced are in its commit (a transaction returns none).
-        for (const write of commit.writes) {
-          const replaced = write.keyNames.join(',') === ITEMS_TABLE_KEY ? objectKeyOf(write.oldImage) : undefined;
-          if (replaced !== undefined) meter.lostAckReplacedObjectKeys.push(replaced);
-        }
+        // The rows it replaced are named by its conditions (a transaction returns none).
+        for (const action of actions) if (action.replacedObjectKey !== undefined) meter.lostAckReplacedObjectKeys.push(action.replacedObjectKey);
         throw lostAnswer();
       }
     }
@@ -170,7 +166,7 @@ export function instrumentDynamo(client: DynamoDBClient, meter: DynamoMeter, cha
       if (chaos && chaos.lostAckRate > 0 && chaos.random() < chaos.lostAckRate) {
         meter.injected.lostAcks += 1;
         // A PutItem's Attributes are the row it replaced (ReturnValues ALL_OLD); an UpdateItem's, the row as written.
-        const replaced = operation === 'PutItem' ? objectKeyOf(result.output['Attributes'] as Row | undefined) : undefined;
+        const replaced = operation === 'PutItem' ? objectKeyOf(result.output['Attributes'] as Record<string, AttributeValue> | undefined) : undefined;
         if (replaced !== undefined) meter.lostAckReplacedObjectKeys.push(replaced);
         throw lostAnswer();
       }
@@ -202,9 +198,8 @@ function lostAnswer(): Error {
 }
 
 /** The `itemObject` key of a row (an items-table row of an item too large for a row). */
-function objectKeyOf(row: Row | Record<string, AttributeValue> | undefined): string | undefined {
-  const itemObject = row?.['itemObject'] as AttributeValue | undefined;
-  return itemObject?.M?.['key']?.S;
+function objectKeyOf(row: Record<string, AttributeValue> | undefined): string | undefined {
+  return row?.['itemObject']?.M?.['key']?.S;
 }
 
 /**
@@ -212,7 +207,7 @@ function objectKeyOf(row: Row | Record<string, AttributeValue> | undefined): str
  * the key with a string value is the request's member (an attribute value is an object, and a key
  * inside a string is escaped). Only the bytes around it are decoded.
  */
-function tokenOf(request: SentRequest | undefined): string | undefined {
+export function tokenOf(request: SentRequest | undefined): string | undefined {
   const body = request?.body;
   const bytes = typeof body === 'string' ? Buffer.from(body, 'utf8') : body instanceof Uint8Array ? Buffer.from(body.buffer, body.byteOffset, body.byteLength) : undefined;
   const at = bytes?.lastIndexOf('"ClientRequestToken":');
@@ -221,28 +216,77 @@ function tokenOf(request: SentRequest | undefined): string | undefined {
   return match ? (JSON.parse(match[1]!) as string) : undefined;
 }
 
-/** The transaction with `token`, watched from its first attempt: its commit records its items-table rows. */
+/** The transaction with `token`, remembered from its first attempt. */
 function sentTransaction(meter: DynamoMeter, token: string): SentTransaction {
   const known = meter.transactions.get(token);
   if (known) return known;
-  const sent: SentTransaction = {
-    watch: watchCommit(token, (commit) => {
-      sent.commit = commit;
-      for (const write of commit.writes) {
-        const id = write.newImage?.['id']?.['S'];
-        if (write.keyNames.join(',') !== ITEMS_TABLE_KEY || typeof id !== 'string') continue;
-        const row = write.newImage!;
-        meter.writes.push({ id, state: `${row['deleted']?.['BOOL'] ? 'deleted' : 'live'}:${String(row['revision']?.['S'] ?? '?')}`, operation: 'TransactWriteItems' });
-      }
-    }),
-  };
+  const sent: SentTransaction = { committed: false };
   meter.transactions.set(token, sent);
-  for (const [old, kept] of meter.transactions) {
+  for (const old of meter.transactions.keys()) {
     if (meter.transactions.size <= TRANSACTIONS_KEPT) break;
-    kept.watch.stop();
     meter.transactions.delete(old);
   }
   return sent;
+}
+
+interface TransactAction {
+  TableName?: string;
+  Item?: Record<string, AttributeValue>;
+  Key?: Record<string, AttributeValue>;
+  UpdateExpression?: string;
+  ConditionExpression?: string;
+  ExpressionAttributeNames?: Record<string, string>;
+  ExpressionAttributeValues?: Record<string, AttributeValue>;
+}
+
+/**
+ * A committed transaction's items-table writes, in the order of its actions: the row each stored,
+ * and the `itemObject` key of the row it replaced when its condition names it (the sync's writer
+ * compares it: functions/item-sync/adapters/change-outbox.ts commitPut). An items-table row is
+ * keyed by `connection` and `id`; a changes-table row (a change, the head) has a `seq`.
+ */
+function transactionWrites(input: AnyInput): Array<{ write?: RecordedWrite; replacedObjectKey?: string }> {
+  const actions = (input['TransactItems'] ?? []) as Array<{ Put?: TransactAction; Update?: TransactAction }>;
+  return actions.map((action) => {
+    const member = action.Put ?? action.Update;
+    const row = action.Put ? member?.Item : member?.Key;
+    const id = row?.['id']?.S;
+    if (!member || !row || id === undefined || row['connection'] === undefined || row['seq'] !== undefined) return {};
+    const replacedObjectKey = comparedObjectKey(member);
+    const state = action.Put ? `${row['deleted']?.BOOL ? 'deleted' : 'live'}:${row['revision']?.S ?? ''}` : updatedState(member);
+    return { write: { id, state, operation: 'TransactWriteItems' }, ...(replacedObjectKey !== undefined ? { replacedObjectKey } : {}) };
+  });
+}
+
+/** The value a condition compares a name path with (`#a.#b = :v`, or `#a = :v`), by the path's attribute names. */
+function compared(member: TransactAction, path: string[]): AttributeValue | undefined {
+  const names = member.ExpressionAttributeNames ?? {};
+  const pattern = /((?:#\w+)(?:\.#\w+)*)\s*=\s*(:\w+)/g;
+  for (const match of (member.ConditionExpression ?? '').matchAll(pattern)) {
+    const resolved = match[1]!.split('.').map((name) => names[name]);
+    if (resolved.join('.') === path.join('.')) return member.ExpressionAttributeValues?.[match[2]!];
+  }
+  return undefined;
+}
+
+/** The object key of the row a write replaces, when its condition compares `itemObject.key`. */
+function comparedObjectKey(member: TransactAction): string | undefined {
+  return compared(member, ['itemObject', 'key'])?.S;
+}
+
+/** An Update's row as stored: deleted when it sets `deleted` true; its revision the one its condition compared (an Update keeps it). */
+function updatedState(member: TransactAction): string {
+  const names = member.ExpressionAttributeNames ?? {};
+  const values = member.ExpressionAttributeValues ?? {};
+  let deleted = false;
+  let revision: string | undefined = compared(member, ['revision'])?.S;
+  for (const match of (member.UpdateExpression ?? '').matchAll(/(#\w+)\s*=\s*(:\w+)/g)) {
+    const name = names[match[1]!];
+    const value = values[match[2]!];
+    if (name === 'deleted') deleted = value?.BOOL === true;
+    if (name === 'revision' && value?.S !== undefined) revision = value.S;
+  }
+  return `${deleted ? 'deleted' : 'live'}:${revision ?? '?'}`;
 }
 
 /** A TransactionCanceledException with a ConditionalCheckFailed reason. */

@@ -32,7 +32,7 @@ export function rowKey(connection: string, id: string): string {
   return `${connection}/${id}`;
 }
 
-/** Creates the items table (partition key `connection`, sort key `id`, strings) unless it exists; waits until it is ACTIVE. */
+/** Creates the items table (partition key `connection`, sort key `id`, strings; its stream of new and old images) unless it exists; waits until it is ACTIVE. */
 export async function ensureItemsTable(dynamodb: DynamoDBClient, tableName: string): Promise<'created' | 'existed'> {
   let result: 'created' | 'existed' = 'created';
   try {
@@ -48,6 +48,8 @@ export async function ensureItemsTable(dynamodb: DynamoDBClient, tableName: stri
           { AttributeName: 'id', KeyType: 'RANGE' },
         ],
         BillingMode: 'PAY_PER_REQUEST',
+        // As the stateful stack defines it (infra/storage/storage.ts): the change events read it.
+        StreamSpecification: { StreamEnabled: true, StreamViewType: 'NEW_AND_OLD_IMAGES' },
       }),
     );
   } catch (error) {
@@ -58,7 +60,7 @@ export async function ensureItemsTable(dynamodb: DynamoDBClient, tableName: stri
   return result;
 }
 
-/** Waits until the table is ACTIVE (dynalite answers CreateTable with CREATING, even with createTableMs 0). */
+/** Waits until the table is ACTIVE (as in AWS, CreateTable may answer CREATING). */
 export async function waitUntilActive(dynamodb: DynamoDBClient, tableName: string): Promise<void> {
   for (let i = 0; i < 100; i++) {
     const described = await dynamodb.send(new DescribeTableCommand({ TableName: tableName }));

@@ -2,7 +2,7 @@
  * The control table's pace row as a port-level fake, with the adapter's semantics (a conditional
  * write on the version): for unit tests whose DynamoDB is a mock that must see only the items
  * table's commands, and for simulations in virtual time (with a round-trip `sleep`). The adapter
- * itself (functions/shared/adapters/dynamodb-pace-store.ts) is tested against dynalite. Faults:
+ * itself (functions/shared/adapters/dynamodb-pace-store.ts) is tested against DynamoDB Local. Faults:
  * `failing` makes every call throw, as a throttled or unreachable table does.
  */
 import type { PaceStore } from '../../functions/shared/provider/pace/provider-pace.js';

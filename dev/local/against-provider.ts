@@ -68,7 +68,7 @@ function printProviderHeader(run: LocalRun, options: ProviderRunOptions): void {
   const storage = system.storage.dynamodbStorage === 'disk' ? `data kept in ${display(join(run.dataDir, 'dynamodb'))}` : 'in memory';
   screen.line(`content-sync, local run against ${options.baseUrl}`);
   screen.line(`   revision field         ${options.revisionField}`);
-  screen.line(`   DynamoDB (dynalite)    items table ${system.names.itemsTable}, connections table ${system.names.connectionsTable}, ${storage}`);
+  screen.line(`   DynamoDB Local         items table ${system.names.itemsTable}, connections table ${system.names.connectionsTable}, ${storage}`);
   screen.line(`   S3 (s3rver)            items bucket ${system.names.itemsBucket}`);
   screen.line(`   handler logs           ${display(run.logFile)}`);
   screen.line();

@@ -1,7 +1,7 @@
 /**
  * The account lifecycle events of the local run. In AWS the connections table's stream feeds the
  * change-events function, which maps each record with functions/change-events/lifecycle.ts and puts
- * the event on the bus; dynalite has no stream. So the local run reads the connections table after
+ * the event on the bus; the local run runs no change-events function. So it reads the connections table after
  * each step (a Scan), compares each row with the one it read before, and hands the change to the
  * same mapping as a stream record would carry it (old and new images): the events printed are the
  * ones the function would publish for those writes. Two writes of one row between two reads show as

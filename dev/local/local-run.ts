@@ -1,6 +1,6 @@
 /**
  * The skeleton both local stories share (story.ts, against-provider.ts): files under the data
- * folder, the provider, the local system (dev/system) on the HTTP emulator, dynalite and s3rver,
+ * folder, the provider, the local system (dev/system) on the HTTP emulator, DynamoDB Local and s3rver,
  * its functions with their logs and metrics written to the log file, then the story's own steps
  * (which add the connections with the operator CLI: operator.ts). Whatever throws ends the run as
  * one problem; everything started is stopped.
@@ -218,11 +218,13 @@ function localTokensKey(dataDir: string): KeyMaterial {
   return material;
 }
 
-/** The local system: dynalite (on disk unless `inMemory`) and s3rver under the data folder, the HTTP emulator, the deployment of cdk.json for this provider. */
+/** The local system: DynamoDB Local (on disk unless `inMemory`) and s3rver under the data folder, the HTTP emulator, the deployment of cdk.json for this provider. */
 async function startLocalSystem(plan: StoryPlan, provider: ProviderSide): Promise<LocalSystem> {
   const storage = await startStorage(LOCAL_NAMES, {
     ...(plan.inMemory ? {} : { dynamodbPath: join(plan.dataDir, 'dynamodb'), s3Path: join(plan.dataDir, 's3') }),
     fresh: plan.fresh,
+    // The local run is on the wall clock: expired changes go as in AWS.
+    changesTimeToLive: true,
   });
   try {
     const aws = await emulatorAws(plan.inMemory ? {} : { tokensKey: localTokensKey(plan.dataDir) });

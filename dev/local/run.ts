@@ -13,6 +13,7 @@
  * Exit status: 0 when the run behaved as expected, 1 otherwise, 2 on a usage error.
  */
 import '../system/sdk-notice.js';
+import { missingJava } from '../fakes/dynamodb-local.js';
 import { statSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import { normalizeBaseUrl } from '../../functions/shared/base-url.js';
@@ -63,6 +64,11 @@ async function main(argv: string[], io: Io = { stdin: process.stdin, stdout: pro
   if (values.help) {
     io.stdout.write(`${USAGE}\n`);
     return 0;
+  }
+  const java = missingJava();
+  if (java !== undefined) {
+    io.stderr.write(`start: ${java}\n`);
+    return 1;
   }
   try {
     // Without a provider address, the demo: everything embedded.

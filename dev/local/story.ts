@@ -1,14 +1,14 @@
 /**
  * The local run (`npm start`), as functions the CLI (dev/local/run.ts) and the tests call. Both
  * stories run on one skeleton (local-run.ts runStory): the local system as deployed (dev/system:
- * the deployment of cdk.json for this provider, on the HTTP emulator, dynalite and s3rver), its
+ * the deployment of cdk.json for this provider, on the HTTP emulator, DynamoDB Local and s3rver), its
  * functions with their logs in the log file, the connections added with the operator CLI
  * (operator.ts), then the story's own steps.
  *
  * - runLocalStory: no configuration at all. A provider simulator with three accounts (accounts.ts:
  *   `default` with a seeded tree of files and folders, one of them too large for a DynamoDB row;
  *   `acme` and `globex` with trees of their own whose ids overlap), whose folders list their children
- *   (Box's `item_collection`), DynamoDB (dynalite), S3 (s3rver) and SQS (local emulator) on
+ *   (Box's `item_collection`), DynamoDB (AWS's DynamoDB Local), S3 (s3rver) and SQS (local emulator) on
  *   127.0.0.1, and the deployed handlers, discovery on with the simulator's shape (the context keys
  *   of LOCAL_DISCOVERY), through a whole story: add the three connections with the CLI, refresh
  *   their tokens, send each account's root alone and let discovery bring every item (checked), change
@@ -75,9 +75,9 @@ export interface LocalStoryOptions {
   seed?: number;
   /** Dot path of the revision inside an item; default 'revision'. */
   revisionField?: string;
-  /** Where the run keeps its files (dynalite data, logs, snapshot); default `.local/demo`. */
+  /** Where the run keeps its files (DynamoDB Local's data, logs, snapshot); default `.local/demo`. */
   dataDir?: string;
-  /** Keeps dynalite in memory instead of `dataDir/dynamodb`. */
+  /** Keeps DynamoDB Local in memory instead of `dataDir/dynamodb`. */
   inMemory?: boolean;
   /** Where the run prints; default the terminal. `quiet` prints nothing. */
   output?: Writer;
@@ -188,7 +188,7 @@ function printStoryHeader(run: LocalRun, simulator: ProviderSimulator, seed: num
   }
   screen.line(`                          rate limit ${LOCAL_PROVIDER_LIMIT} requests/s for them all (429 beyond it): the run is not told, the pace finds it`);
   screen.line(`                          folders list their children (item_collection, at most ${LOCAL_CHILDREN_CAP} entries, as Box's); a change to a child gives its folders new revisions, up to the root`);
-  screen.line(`   DynamoDB (dynalite)    ${system.storage.dynamo.endpoint}, items table ${system.names.itemsTable} (one row per connection and id), connections table ${system.names.connectionsTable}, ${storage}`);
+  screen.line(`   DynamoDB Local         ${system.storage.dynamo.endpoint}, items table ${system.names.itemsTable} (one row per connection and id), connections table ${system.names.connectionsTable}, ${storage}`);
   screen.line(`   S3 (s3rver)            ${system.storage.s3?.endpoint}, items bucket ${system.names.itemsBucket} (items too large for a row, under items/<connection>/)`);
   screen.line(`   SQS                    ${system.aws.endpoint} (local emulator): the sync queue, the reconcile queue, their dead-letter queues`);
   const discovery = run.system.config.discovery;

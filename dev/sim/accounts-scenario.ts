@@ -2,7 +2,7 @@
  * A reconciliation pass over many accounts in virtual time (system.ts with `accounts` and
  * `reconcile`: the real reconciler on its deployed schedule, the real item-sync handlers on both
  * queues, the real token refresher on its schedule, the real pace, provider client and DynamoDB
- * adapters on dynalite, the SQS model), against a provider with one account per connection.
+ * adapters on DynamoDB Local, the SQS model), against a provider with one account per connection.
  *
  * The items table starts as after a first sync of every account's items (rows written as the sync
  * writes them). The reconciler's schedule starts after `idleMinutes`; the run ends when every
@@ -36,7 +36,6 @@ export interface AccountsScale {
   minRunMinutes: number;
   maxPassHours: number;
   providerLatencyMs: number;
-  dynalite: 'in-process' | 'child';
   meterLogs: boolean;
   seed: number;
 }
@@ -51,7 +50,6 @@ export const ACCOUNTS_FULL: AccountsScale = {
   minRunMinutes: 0,
   maxPassHours: 6,
   providerLatencyMs: 50,
-  dynalite: 'child',
   meterLogs: true,
   seed: 11,
 };
@@ -68,7 +66,6 @@ export const ACCOUNTS_SHORT: AccountsScale = {
   idleMinutes: 1,
   minRunMinutes: 20,
   maxPassHours: 1,
-  dynalite: 'in-process',
   meterLogs: false,
   seed: 5,
 };

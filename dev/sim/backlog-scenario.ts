@@ -1,7 +1,7 @@
 /**
  * Fairness beside a backlog, at a provider limit told to the system or not (fairness-scenario.ts's
  * runs: the real item-sync handlers on both queues with their deployed concurrency, the real
- * reconciler on its schedule, the real pace, provider client and DynamoDB adapters on dynalite, the
+ * reconciler on its schedule, the real pace, provider client and DynamoDB adapters on DynamoDB Local, the
  * SQS model with fair queues and both redrive policies, in virtual time).
  *
  * Quiet accounts each send one new id every `sendEverySeconds` to the sync queue, in their
@@ -65,7 +65,6 @@ export const BACKLOG_FULL: BacklogScale = {
   passesBackToBack: false,
   maxBackfillMinutes: 30,
   providerLatencyMs: 50,
-  dynalite: 'child',
   seed: 11,
 };
 
@@ -83,7 +82,6 @@ export const BACKLOG_SHORT: BacklogScale = {
   limitKnown: [false],
   idleMinutes: 0.5,
   maxBackfillMinutes: 10,
-  dynalite: 'in-process',
   seed: 5,
 };
 

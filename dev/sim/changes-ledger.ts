@@ -2,26 +2,46 @@
  * The changes scenario's ground truth and its check of what the feed's consumer read
  * (changes-scenario.ts).
  *
- * The truth is what DynamoDB committed: every transaction the harness's dynalite reports
- * (dev/fakes/dynalite-commits.ts `onCommit`, in commit order), its items-table rows before and
- * after. A row write is a change when the rule of functions/shared/changes/transition.ts says so
- * (`changeKindOf`, the one rule the feed and the events follow); each connection's changes in
- * commit order are its truth, each with the virtual time it committed. The change row the same
- * transaction wrote carries its number: it must be its place in that order (1, 2, 3…), and its
- * size is what a million changes keep in the table.
+ * The truth is what DynamoDB holds and streams, read on its own, not from the writer:
  *
- * What the consumer read is checked against it as it reads: each change's number (from its
+ * - the items table's stream (DynamoDB Local's, NEW_AND_OLD_IMAGES), read by a reader of the
+ *   ledger's own (items-stream.ts TableStream: a second reader of each shard, as DynamoDB allows)
+ *   every STREAM_POLL_MS of virtual time, each call held in virtual time. A record's images are the
+ *   row before and after a write DynamoDB committed; the write is a change when the rule of
+ *   functions/shared/changes/transition.ts says so (`changeKindOf`, the one rule the feed and the
+ *   events follow). Every record of a connection's rows is in one shard's lineage (the partition
+ *   key is the connection), in commit order: each connection's changes in stream order are its
+ *   truth. Reading them is also when `committed` hears of a change (the scenario's probes read it
+ *   from the feed then: up to STREAM_POLL_MS after its commit), with the connection's epoch from its
+ *   head row (read once a connection).
+ * - the changes table's rows, read at `check` (Query, every connection): the change row numbered n
+ *   must be the n-th change of the truth (the same id, change, revision and previous revision), and
+ *   no number may be missing or extra; their size is what a million changes keep in the table.
+ *
+ * A change's commit time is stamped when DynamoDB answers the writer's TransactWriteItems
+ * (`watchWriter`, a middleware on the sync's clients, below the SDK's retries and the injected
+ * faults: the attempt DynamoDB committed, even when its answer is then lost; virtual time stands
+ * still while DynamoDB answers, so this is the instant it committed), by the number of the change
+ * row it wrote. That is when AWS makes the change readable (a strongly consistent read after the
+ * answer sees it), and the stream's record comes later: stamped when the record is read, a change
+ * could be read from the feed before its commit. A change whose stamp is missing is stamped when
+ * its record is read.
+ *
+ * What the consumer read is checked against the truth as it reads: each change's number (from its
  * cursor), a number at or below the last one read is a duplicate, one past the next a hole (the
  * changes skipped are missed); at the end, each connection's changes read must equal its truth,
  * element by element (id, change, revision, previous revision), and every one of them must have
  * been read: nothing missed, nothing duplicated, every item's changes in its commit order. The lag
  * of each change is the time from its commit to the consumer's read that returned it.
  */
+import { GetItemCommand, QueryCommand, type AttributeValue, type DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { estimateItemSize } from '../../functions/item-sync/adapters/attribute-values.js';
+import type { StreamImage } from '../../functions/change-events/ports.js';
 import { decodeFeedCursor } from '../../functions/shared/changes/feed.js';
 import { changeKindOf, type ChangeKind, type RowSide } from '../../functions/shared/changes/transition.js';
 import type { Change } from '../../tools/changes/consumer.js';
-import { onCommit, type CommittedTransaction, type Row } from '../fakes/dynalite-commits.js';
+import type { LocalDynamoDb } from '../fakes/local-dynamo.js';
+import { GET_RECORDS_LIMIT, STREAM_POLL_MS, TableStream } from './items-stream.js';
 import type { VirtualClock } from './virtual-clock.js';
 
 /** A change as both sides can name it. */
@@ -62,7 +82,10 @@ export interface LedgerCheck {
   mismatched: number;
   /** Changes read beyond the truth (never committed). */
   phantom: number;
-  /** Transactions whose change row's number was not its place in the connection's commit order. */
+  /**
+   * Change rows whose number is not their change's place in the connection's commit order (another
+   * change there), and places of the truth without a row or rows without a change.
+   */
   misnumbered: number;
   /** The consumer's reads that returned each change, ms after its commit (in change order). */
   lags: Float64Array;
@@ -73,34 +96,74 @@ export interface LedgerCheck {
   changeRowBytes: number;
 }
 
+type AnyInput = Record<string, unknown>;
+type Next = (args: { input: AnyInput }) => Promise<{ output: AnyInput; response: unknown }>;
+type Put = { TableName?: string; Item?: Record<string, AttributeValue> };
+
 export class ChangesLedger {
   private readonly connections = new Map<string, ConnectionLedger>();
+  /** By connection, the commit time of each change row's transaction, by its number − 1. */
+  private readonly stamps = new Map<string, number[]>();
+  private readonly reader: TableStream;
+  private readonly client: DynamoDBClient;
   private unchangedWrites = 0;
-  private misnumbered = 0;
   private duplicated = 0;
   private holes = 0;
-  private changeRows = 0;
-  private changeRowBytes = 0;
-  private readonly stop: () => void;
+  private streamRecords = 0;
+  private closed = false;
+  /** `check` reads the stream's last records: no probe then. */
+  private draining = false;
+  private failure: unknown;
 
-  /** Listens to every commit from now on, until `close()`; `committed` hears each change as it commits. */
+  /**
+   * Reads the items table's stream from now on (every STREAM_POLL_MS of virtual time), until
+   * `close()`; `committed` hears each change as it is read.
+   */
   constructor(
     private readonly clock: VirtualClock,
+    dynamo: LocalDynamoDb,
     private readonly tables: { items: string; changes: string },
     private readonly committed?: (change: CommittedChange) => void,
   ) {
-    this.stop = onCommit((commit) => this.record(commit));
+    const track = <T>(work: Promise<T>): Promise<T> => clock.track(work);
+    this.reader = new TableStream(dynamo, tables.items, track, () => clock.ms());
+    this.client = dynamo.client();
+    clock.at(clock.ms(), () => void this.follow());
+  }
+
+  /**
+   * Stamps the commit time of every TransactWriteItems `client` sends that writes a change row: the
+   * first attempt DynamoDB answers with success (a later success with the same token is the replay
+   * of a lost answer, already stamped). Add it after the client's fault injection.
+   */
+  watchWriter(client: DynamoDBClient): void {
+    client.middlewareStack.add(
+      ((next: Next, context: { commandName?: string }) => async (args: { input: AnyInput }) => {
+        const result = await next(args);
+        if (context.commandName === 'TransactWriteItemsCommand') this.stamp(args.input);
+        return result;
+      }) as never,
+      // Same step and priority as the fault injection, added after it: it runs inside it, on each attempt as DynamoDB answered it.
+      { step: 'deserialize', priority: 'high', name: 'changesLedgerCommits' },
+    );
   }
 
   close(): void {
-    this.stop();
+    this.closed = true;
+    this.reader.close();
+    this.client.destroy();
   }
 
-  /** Changes committed so far. */
+  /** Changes committed (read from the stream) so far. */
   get total(): number {
     let sum = 0;
     for (const ledger of this.connections.values()) sum += ledger.truth.length;
     return sum;
+  }
+
+  /** The items table's stream records read so far (changes or not). */
+  get records(): number {
+    return this.streamRecords;
   }
 
   /** Whether every change of every connection committed so far has been read. */
@@ -115,39 +178,61 @@ export class ChangesLedger {
     return ledger;
   }
 
-  private record(commit: CommittedTransaction): void {
-    let changeRow: Row | undefined;
-    let head: Row | undefined;
-    const rows: Array<{ old: Row | undefined; row: Row }> = [];
-    for (const write of commit.writes) {
-      if (!write.newImage) continue;
-      if (write.table === this.tables.items) rows.push({ old: write.oldImage, row: write.newImage });
-      else if (write.table === this.tables.changes) {
-        if (Number(write.newImage['seq']?.['N']) === 0) head = write.newImage;
-        else changeRow = write.newImage;
-      }
+  private stamp(input: AnyInput): void {
+    const actions = (input['TransactItems'] ?? []) as Array<{ Put?: Put }>;
+    for (const action of actions) {
+      const item = action.Put?.TableName === this.tables.changes ? action.Put.Item : undefined;
+      const seq = Number(item?.['seq']?.N);
+      const connection = item?.['connection']?.S;
+      if (connection === undefined || !(seq > 0)) continue;
+      let stamps = this.stamps.get(connection);
+      if (!stamps) this.stamps.set(connection, (stamps = []));
+      stamps[seq - 1] ??= this.clock.ms();
     }
-    for (const { old, row } of rows) {
-      const kind = changeKindOf(old ? side(old) : undefined, side(row));
-      if (kind === undefined) {
-        this.unchangedWrites += 1;
-        continue;
+  }
+
+  /** Reads the stream through every STREAM_POLL_MS, until closed. */
+  private async follow(): Promise<void> {
+    try {
+      while (!this.closed) {
+        for (;;) {
+          const read = await this.reader.read(GET_RECORDS_LIMIT);
+          for (const record of read.records) await this.record(record.dynamodb.OldImage, record.dynamodb.NewImage);
+          if (this.closed || read.records.length < GET_RECORDS_LIMIT) break;
+        }
+        await this.clock.sleep(STREAM_POLL_MS);
       }
-      const connection = text(row, 'connection');
-      const ledger = this.ledger(connection);
-      const key = changeKey(text(row, 'id'), kind, text(row, 'revision'), old ? text(old, 'revision') : null);
-      ledger.truth.push(key);
-      ledger.committedAt.push(this.clock.ms());
-      const seq = Number(changeRow?.['seq']?.['N']);
-      if (seq !== ledger.truth.length) this.misnumbered += 1;
-      if (changeRow) {
-        this.changeRows += 1;
-        this.changeRowBytes += estimateItemSize(changeRow as never);
-      }
-      const epoch = head?.['epoch']?.['S'];
-      if (typeof epoch === 'string') ledger.epoch = epoch;
-      if (this.committed && ledger.epoch !== undefined) this.committed({ connection, seq: ledger.truth.length, epoch: ledger.epoch, key });
+    } catch (error) {
+      if (!this.closed) this.failure = error;
     }
+  }
+
+  private async record(old: StreamImage | undefined, row: StreamImage | undefined): Promise<void> {
+    this.streamRecords += 1;
+    // A row removed: no change of the feed (the sync keeps tombstones).
+    if (!row) return;
+    const kind = changeKindOf(old ? side(old) : undefined, side(row));
+    if (kind === undefined) {
+      this.unchangedWrites += 1;
+      return;
+    }
+    const connection = text(row, 'connection');
+    const ledger = this.ledger(connection);
+    const key = changeKey(text(row, 'id'), kind, text(row, 'revision'), old ? text(old, 'revision') : null);
+    ledger.truth.push(key);
+    const seq = ledger.truth.length;
+    ledger.committedAt.push(this.stamps.get(connection)?.[seq - 1] ?? this.clock.ms());
+    if (!this.committed || this.draining) return;
+    ledger.epoch ??= await this.epochOf(connection);
+    if (ledger.epoch !== undefined) this.committed({ connection, seq, epoch: ledger.epoch, key });
+  }
+
+  /** The connection's epoch, from its head row (set by its first change, never changed). */
+  private async epochOf(connection: string): Promise<string | undefined> {
+    const out = await this.clock.track(
+      this.client.send(new GetItemCommand({ TableName: this.tables.changes, Key: { connection: { S: connection }, seq: { N: '0' } }, ConsistentRead: true })),
+    );
+    return out.Item?.['epoch']?.S;
   }
 
   /** The consumer read `change` of `connection` at `at` (virtual ms). */
@@ -178,16 +263,29 @@ export class ChangesLedger {
     return this.connections.get(connection)?.lastSeq ?? 0;
   }
 
-  /** Every connection's changes read against its truth. */
-  check(): LedgerCheck {
+  /**
+   * Every connection's changes read against its truth, once the stream has been read to its end;
+   * the change rows (Query, every connection) against the truth's order.
+   */
+  async check(): Promise<LedgerCheck> {
+    if (this.failure !== undefined) throw new Error(`the ledger's reader of the items table's stream failed: ${String(this.failure)}`, { cause: this.failure });
+    this.draining = true;
+    for (;;) {
+      const read = await this.reader.read(GET_RECORDS_LIMIT);
+      for (const record of read.records) await this.record(record.dynamodb.OldImage, record.dynamodb.NewImage);
+      if (read.records.length === 0) break;
+    }
     let committed = 0;
     let matched = 0;
     let mismatched = 0;
     let phantom = 0;
     let missed = 0;
+    let misnumbered = 0;
+    let changeRows = 0;
+    let changeRowBytes = 0;
     const lags: number[] = [];
     const committedAt: number[] = [];
-    for (const ledger of this.connections.values()) {
+    for (const [connection, ledger] of this.connections) {
       committed += ledger.truth.length;
       for (const [i, key] of ledger.received.entries()) {
         if (key === '') continue;
@@ -199,6 +297,17 @@ export class ChangesLedger {
         } else mismatched += 1;
       }
       missed += Math.max(0, ledger.truth.length - ledger.received.length);
+      const rows = await this.changeRowsOf(connection);
+      changeRows += rows.length;
+      for (const row of rows) changeRowBytes += estimateItemSize(row);
+      let place = 0;
+      for (const row of rows) {
+        const seq = Number(row['seq']?.N);
+        const truth = ledger.truth[seq - 1];
+        if (seq !== place + 1 || truth === undefined || truth !== rowKeyOf(row)) misnumbered += 1;
+        place = seq;
+      }
+      misnumbered += Math.max(0, ledger.truth.length - rows.length);
     }
     missed += this.holes;
     return {
@@ -210,12 +319,35 @@ export class ChangesLedger {
       duplicated: this.duplicated,
       mismatched,
       phantom,
-      misnumbered: this.misnumbered,
+      misnumbered,
       lags: Float64Array.from(lags),
       committedAt: Float64Array.from(committedAt),
-      changeRows: this.changeRows,
-      changeRowBytes: this.changeRowBytes,
+      changeRows,
+      changeRowBytes,
     };
+  }
+
+  /** The connection's change rows (its head left out), by number, strongly consistent. */
+  private async changeRowsOf(connection: string): Promise<Array<Record<string, AttributeValue>>> {
+    const rows: Array<Record<string, AttributeValue>> = [];
+    let start: Record<string, AttributeValue> | undefined;
+    do {
+      const page = await this.clock.track(
+        this.client.send(
+          new QueryCommand({
+            TableName: this.tables.changes,
+            KeyConditionExpression: '#connection = :connection AND #seq > :head',
+            ExpressionAttributeNames: { '#connection': 'connection', '#seq': 'seq' },
+            ExpressionAttributeValues: { ':connection': { S: connection }, ':head': { N: '0' } },
+            ConsistentRead: true,
+            ...(start ? { ExclusiveStartKey: start } : {}),
+          }),
+        ),
+      );
+      rows.push(...(page.Items ?? []));
+      start = page.LastEvaluatedKey;
+    } while (start);
+    return rows;
   }
 }
 
@@ -224,11 +356,15 @@ export function keyOf(change: Pick<Change, 'id' | 'change' | 'revision' | 'previ
   return changeKey(change.id, change.change, change.revision, change.previousRevision);
 }
 
-function side(row: Row): RowSide {
-  return { deleted: row['deleted']?.['BOOL'] === true, revision: typeof row['revision']?.['S'] === 'string' ? (row['revision']['S'] as string) : undefined };
+/** A change row (the changes table), named as the truth names its change. */
+function rowKeyOf(row: Record<string, AttributeValue>): string {
+  return changeKey(row['id']?.S ?? '', (row['change']?.S ?? '') as ChangeKind, row['revision']?.S ?? '', row['previousRevision']?.S ?? null);
 }
 
-function text(row: Row, name: string): string {
-  const value = row[name]?.['S'];
-  return typeof value === 'string' ? value : '';
+function side(row: StreamImage): RowSide {
+  return { deleted: row['deleted']?.BOOL === true, revision: row['revision']?.S };
+}
+
+function text(row: StreamImage, name: string): string {
+  return row[name]?.S ?? '';
 }

@@ -34,14 +34,13 @@ export interface ChangesScale {
   probes: number;
   /** A run stops here if it has not ended. */
   maxHours: number;
-  dynalite: 'in-process' | 'child';
   meterLogs: boolean;
   seed: number;
 }
 
 /**
  * 1,000 connections × 100 items × 10 rounds: 1,000,000 changes (about 5 ms of real time a change
- * on 2 cores: every change is a real transaction on dynalite, and half of them race another
+ * on 2 cores: every change is a real transaction on DynamoDB Local, and half of them race another
  * container for the head). L = 300/s keeps the sync within what the stream's one shard reads (100
  * records four times a second): the records do not pile up in memory.
  */
@@ -63,7 +62,6 @@ export const CHANGES_FULL: ChangesScale = {
   stopMinutes: 30,
   probes: 1_000,
   maxHours: 12,
-  dynalite: 'child',
   meterLogs: false,
   seed: 17,
 };
@@ -86,6 +84,5 @@ export const CHANGES_SHORT: ChangesScale = {
   stopMinutes: 2,
   probes: 20,
   maxHours: 3,
-  dynalite: 'in-process',
   seed: 5,
 };

@@ -6,8 +6,8 @@
  * The system (system.ts): many connections, each an account at the provider model; the real
  * item-sync handlers on the SQS model (both queues, as deployed), writing each row with its change
  * and the connection's head in one TransactWriteItems (functions/item-sync/adapters/change-outbox.ts)
- * on dynalite in a child process; the items table's stream and the real change-events function on
- * it; the real client API handler, built as dev/system builds it, each call an API Gateway event.
+ * on DynamoDB Local; the items table's own stream and the real change-events function on it; the
+ * real client API handler, built as dev/system builds it, each call an API Gateway event.
  *
  * The work (changes-rounds.ts): `rounds` rounds; in each, every item of every account changes once
  * at the provider (created, then updated, deleted, restored) and users send every id; the next
@@ -21,13 +21,14 @@
  * older cursor (changes-consumer.ts).
  *
  * The truth is what DynamoDB committed (changes-ledger.ts): every items-table row write that changed
- * the item, by the rule of functions/shared/changes/transition.ts, in commit order per connection.
+ * the item, read from the table's stream, by the rule of functions/shared/changes/transition.ts, in
+ * commit order per connection; the change rows as the changes table holds them.
  * Checked: each connection's changes read equal it (none missed, none duplicated, numbered 1..head
  * without a hole, each item's in its commit order), the replay is the same bytes, a read right after
  * a commit returns it. Figures: the hazards, the lag from commit to the consumer's read, what a
  * million changes cost written, read and kept (changes-cost.ts).
  */
-import { GetItemCommand } from '@aws-sdk/client-dynamodb';
+import { GetItemCommand, type DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { API_SERVICE } from '../../functions/shared/metric-names.js';
 import { systemConfig } from '../system/config.js';
 import { countingObservability, quietObservability } from '../system/observability.js';
@@ -60,6 +61,7 @@ export async function changesRun(scale: ChangesScale, progress: (line: string) =
   const realStart = Date.now();
   const injected = syncFaults(scale, scale.seed);
   const attempts = new WriteAttempts();
+  const writers: DynamoDBClient[] = [];
   const system = await startSystem({
     ids: 0,
     accounts: { count: scale.connections, idsEach: scale.itemsEach },
@@ -69,7 +71,12 @@ export async function changesRun(scale: ChangesScale, progress: (line: string) =
     changeEvents: { eventBridgeRoundTripMs: 20 },
     meterLogs: scale.meterLogs,
     faults: injected.faults,
-    observe: { syncDynamo: (client) => attempts.watch(client) },
+    observe: {
+      syncDynamo: (client) => {
+        attempts.watch(client);
+        writers.push(client);
+      },
+    },
   });
   const names = system.local.names;
   let consumer: FeedConsumer | undefined;
@@ -77,10 +84,11 @@ export async function changesRun(scale: ChangesScale, progress: (line: string) =
   // Every probeEvery-th commit is read at once, from the cursor before it.
   const probeEvery = Math.max(1, Math.round(expected / scale.probes));
   let commits = 0;
-  const ledger = new ChangesLedger(system.clock, { items: names.itemsTable, changes: names.changesTable }, (committed) => {
+  const ledger = new ChangesLedger(system.clock, system.dynamo, { items: names.itemsTable, changes: names.changesTable }, (committed) => {
     commits += 1;
     if (consumer && commits % probeEvery === 0) system.clock.at(system.clock.ms(), () => void consumer!.probe(committed));
   });
+  for (const writer of writers) ledger.watchWriter(writer);
   try {
     const api = apiFunctions(system);
     consumer = new FeedConsumer({
@@ -98,13 +106,15 @@ export async function changesRun(scale: ChangesScale, progress: (line: string) =
     const queues = [system.queueUrl, system.reconcileQueueUrl].filter((url): url is string => url !== undefined);
     const drained = (): boolean => queues.every((url) => system.sqs.size(url) === 0);
     const ended = (): boolean => endMs !== undefined;
+    // The change events' event source has read every record the ledger read, and handed on all it read.
+    const streamDone = (): boolean => !system.changeEvents || (system.changeEvents.stream.size === 0 && system.changeEvents.stream.count.records >= ledger.records);
     const drive = (): void => {
       const now = system.clock.ms();
       if (drained() && rounds.counts.rounds < scale.rounds) {
         if (rounds.counts.rounds === scale.stopAtRound) consumer!.stopFor(scale.stopMinutes * MINUTE);
         roundStarts.push(now);
         rounds.next();
-      } else if (drained() && (system.changeEvents?.stream.size ?? 0) === 0 && !consumer!.isStopped && ledger.caughtUp() && ledger.total >= expected) {
+      } else if (drained() && streamDone() && !consumer!.isStopped && ledger.caughtUp() && ledger.total >= expected) {
         endMs = now;
       }
       if (endMs === undefined) system.clock.at(now + 1000, drive);
@@ -118,7 +128,7 @@ export async function changesRun(scale: ChangesScale, progress: (line: string) =
     const replayStart = system.clock.ms();
     const replay = await inVirtualTime(system, () => consumer!.replay());
     const heads = await headsAgainstLedger(system, ledger);
-    const check: LedgerCheck = ledger.check();
+    const check: LedgerCheck = await ledger.check();
     return {
       t0,
       endMs,

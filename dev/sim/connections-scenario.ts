@@ -1,7 +1,7 @@
 /**
  * Many connections in virtual time (system.ts with `accounts`: the real item-sync handlers with
  * their connections' access layer, the real token refresher on its deployed schedule, the real
- * provider client and DynamoDB adapters on dynalite, the SQS model with the deployed redrive
+ * provider client and DynamoDB adapters on DynamoDB Local, the SQS model with the deployed redrive
  * policy), against a provider with one account per connection.
  *
  * Every account's ids are sent by users at the start (`{"connection","id"}`, shuffled: a batch
@@ -41,7 +41,6 @@ export interface ConnectionsScale {
   /** Simulated days (the first with the sync, the others idle). */
   days: number;
   providerLatencyMs: number;
-  dynalite: 'in-process' | 'child';
   /** The real Powertools logger and metrics writing to byte counters (the refresher's log ingestion in the cost). */
   meterLogs: boolean;
   seed: number;
@@ -55,7 +54,6 @@ export const CONNECTIONS_FULL: ConnectionsScale = {
   revokeAfterSeconds: 120,
   days: 2,
   providerLatencyMs: 50,
-  dynalite: 'child',
   meterLogs: true,
   seed: 11,
 };
@@ -67,7 +65,6 @@ export const CONNECTIONS_SHORT: ConnectionsScale = {
   idsEach: 20,
   limit: 20,
   revokeAfterSeconds: 10,
-  dynalite: 'in-process',
   seed: 5,
 };
 
@@ -85,7 +82,6 @@ export function connectionsScenario(scale: ConnectionsScale, progress: (line: st
       knownLimit: scale.limit,
       providerLatencyMs: scale.providerLatencyMs,
       dynamoRoundTripMs: 5,
-      dynalite: scale.dynalite,
       meterLogs: scale.meterLogs,
     });
     try {

@@ -8,7 +8,7 @@
  * through the builder the stacks' configuration goes through, the real item-sync handlers on both
  * queues (their deployed containers), the real reconciler on its deployed schedule and
  * freshnessHours, the real pace (L told to the system), provider client and DynamoDB adapters on
- * dynalite, and the SQS model. Quiet accounts each send one id every `sendEverySeconds` to the sync
+ * DynamoDB Local, and the SQS model. Quiet accounts each send one id every `sendEverySeconds` to the sync
  * queue, as users do (fairness-scenario.ts's quiet accounts; their folders list their children too,
  * so their own small trees are crawled in the warm-up). After the warm-up (each quiet account's
  * first id) and `idleMinutes` of that alone (idle), the root's id is sent once, between two quiet
@@ -85,7 +85,6 @@ export interface DiscoveryScale {
   /** Once crawled (every row, the reconcile queue empty), the run goes on this long. */
   settleMinutes: number;
   providerLatencyMs: number;
-  dynalite: 'in-process' | 'child';
   /** The real Powertools logger and metrics writing to byte counters (log ingestion in the cost). */
   meterLogs: boolean;
   seed: number;
@@ -104,7 +103,6 @@ export const DISCOVERY_FULL: DiscoveryScale = {
   maxCrawlMinutes: 60,
   settleMinutes: 2,
   providerLatencyMs: 50,
-  dynalite: 'child',
   meterLogs: true,
   seed: 7,
 };
@@ -123,7 +121,6 @@ export const DISCOVERY_SHORT: DiscoveryScale = {
   idleMinutes: 0.5,
   maxCrawlMinutes: 1,
   settleMinutes: 0.25,
-  dynalite: 'in-process',
   meterLogs: false,
   seed: 5,
 };

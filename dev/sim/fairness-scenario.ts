@@ -1,7 +1,7 @@
 /**
  * Fairness between connections, in virtual time (system.ts with `accounts` and `reconcile`: the real
  * item-sync handlers on both queues with their deployed concurrency, the real reconciler on its
- * schedule, the real pace, provider client and DynamoDB adapters on dynalite, the SQS model with
+ * schedule, the real pace, provider client and DynamoDB adapters on DynamoDB Local, the SQS model with
  * fair queues and both redrive policies).
  *
  * Quiet accounts each send one new id a minute to the sync queue, as users do (`{"connection",
@@ -59,7 +59,6 @@ export interface FairnessScale {
   /** The run stops this long after the backfill started, done or not. */
   maxBackfillMinutes: number;
   providerLatencyMs: number;
-  dynalite: 'in-process' | 'child';
   seed: number;
 }
 
@@ -320,7 +319,6 @@ export const FAIRNESS_FULL: FairnessScale = {
   passesBackToBack: true,
   maxBackfillMinutes: 60,
   providerLatencyMs: 50,
-  dynalite: 'child',
   seed: 11,
 };
 
@@ -339,7 +337,6 @@ export const FAIRNESS_SHORT: FairnessScale = {
   idleMinutes: 0.5,
   passesBackToBack: false,
   maxBackfillMinutes: 10,
-  dynalite: 'in-process',
   seed: 5,
 };
 

@@ -1,6 +1,6 @@
 /**
  * What a simulation counts of the system it runs (system.ts), so that a scenario can price it:
- * every function's DynamoDB requests and the capacity units dynalite computes for them
+ * every function's DynamoDB requests and the capacity units DynamoDB Local computes for them
  * (ReturnConsumedCapacity added to every read and write; a TransactWriteItems counted against each
  * table it writes, its cancelled attempts and replays apart: `TransactionCount`), its SQS calls, the event sources' own
  * receives and deletes, invocations and their virtual durations, and (with the counting logs of
@@ -12,8 +12,8 @@ import type { AttributeValue, DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import type { SQSClient } from '@aws-sdk/client-sqs';
 import type { SyncHandler } from '../../functions/item-sync/app.js';
 import { estimateItemSize } from '../../functions/item-sync/adapters/attribute-values.js';
-import type { Dynalite } from '../fakes/dynalite.js';
-import { instrumentDynamo, type DynamoChaos, type DynamoMeter } from '../fakes/dynamo-meter.js';
+import type { LocalDynamoDb } from '../fakes/local-dynamo.js';
+import { instrumentDynamo, tokenOf, type DynamoChaos, type DynamoMeter } from '../fakes/dynamo-meter.js';
 import type { CallCounts } from '../fakes/in-process-aws.js';
 import type { EventSourceQueue, SyncHandlerFn } from '../fakes/lambda.js';
 import type { LogCount } from '../system/observability.js';
@@ -34,8 +34,9 @@ export interface DynamoCount {
   /** Requests (a TransactWriteItems: each request that wrote this table, whatever became of it). */
   requests: number;
   /**
-   * Capacity units as dynalite computes them (read units for reads, write units for writes; a
-   * TransactWriteItems: the write units its committed attempts consumed on this table).
+   * Capacity units as DynamoDB Local computes them (read units for reads, write units for writes; a
+   * TransactWriteItems: the write units its committed attempts consume on this table, as AWS
+   * counts them: countCommitted).
    */
   capacityUnits: number;
   /**
@@ -129,6 +130,8 @@ type Next = (args: { input: AnyInput }) => Promise<{ output: AnyInput; response:
 /** Operations that take ReturnConsumedCapacity. */
 const METERED = new Set(['GetItem', 'PutItem', 'UpdateItem', 'DeleteItem', 'BatchGetItem', 'BatchWriteItem', 'Scan', 'Query', 'TransactWriteItems']);
 const TRANSACT_WRITE = 'TransactWriteItems';
+/** Committed transactions' tokens a client remembers (a token's attempts all come within the SDK's retries). */
+const COMMITTED_KEPT = 10_000;
 
 export interface TrackedDynamoOptions {
   clock: VirtualClock;
@@ -145,25 +148,35 @@ export interface TrackedDynamoOptions {
 }
 
 /**
- * A DynamoDB client whose calls hold virtual time still while dynalite answers, then take
- * `roundTripMs` of it; each call counted into `counts` with the capacity dynalite computed for it.
+ * A DynamoDB client whose calls hold virtual time still while DynamoDB Local answers, then take
+ * `roundTripMs` of it; each call counted into `counts` with the capacity DynamoDB Local computed for it.
  * A TransactWriteItems is counted against every table it writes (`TransactWriteItems <table>`):
- * the write units of each attempt that committed, as DynamoDB answered them (below the SDK's
+ * the write units of each attempt that committed, as AWS counts them (below the SDK's
  * retries, under the faults: an attempt whose answer is then lost is counted), the replays of a
  * committed request, and each cancellation the caller gets (TransactionCount).
  * DescribeTable answers `itemCount()` as the items table's ItemCount when it is known: DynamoDB
- * refreshes it about every six hours, dynalite never (always 0).
+ * refreshes it about every six hours, so a simulation says what it would be.
  */
-export function trackedDynamo(dynamo: Dynalite, options: TrackedDynamoOptions): DynamoDBClient {
+export function trackedDynamo(dynamo: LocalDynamoDb, options: TrackedDynamoOptions): DynamoDBClient {
   const { clock, roundTripMs, counts, itemsTable, itemCount, faults } = options;
   const client = dynamo.client();
   if (faults) instrumentDynamo(client, faults.meter, faults.chaos);
   const countOf = (key: string): DynamoCount => (counts[key] ??= { requests: 0, capacityUnits: 0, conditionFailures: 0 });
+  // The tokens of the transactions committed (their later successes are replays), the latest kept.
+  const committed = new Set<string>();
   // Added after the faults' middleware, same step and priority: it runs inside it, on each attempt as DynamoDB answered it.
   client.middlewareStack.add(
-    ((next: Next, context: { commandName?: string }) => async (args: { input: AnyInput }) => {
+    ((next: Next, context: { commandName?: string }) => async (args: { input: AnyInput; request?: { headers: Record<string, string>; body?: unknown } }) => {
       const result = await next(args);
-      if (context.commandName === `${TRANSACT_WRITE}Command`) countCommitted(result.output['ConsumedCapacity'], countOf);
+      if (context.commandName === `${TRANSACT_WRITE}Command`) {
+        const token = tokenOf(args.request);
+        const replay = token !== undefined && committed.has(token);
+        if (token !== undefined && !replay) {
+          committed.add(token);
+          if (committed.size > COMMITTED_KEPT) committed.delete(committed.values().next().value!);
+        }
+        countCommitted(args.input, result.output['ConsumedCapacity'], replay, countOf);
+      }
       return result;
     }) as never,
     { step: 'deserialize', priority: 'high', name: 'transactionUnits' },
@@ -220,22 +233,34 @@ function transactionsOf(count: DynamoCount): TransactionCount {
 }
 
 /**
- * A committed attempt's units by table, as DynamoDB answered them: write units; or, for a request
- * answered as the replay of a committed one, read units.
+ * A committed attempt's write units by table, as AWS counts them: each action 2 units a KB of its
+ * item, rounded up item by item. DynamoDB Local sizes a table's items in a transaction together (one
+ * rounding for all of them) and answers a replay as if it wrote again: so a Put counts its item as
+ * sent, another action at least 2 units, and a table at least what DynamoDB Local answered (an
+ * Update's row is only known to it). A replay of a committed request (its token committed before)
+ * is counted apart, with a strongly consistent read unit for each item it reads back.
  */
-function countCommitted(capacity: unknown, countOf: (key: string) => DynamoCount): void {
-  const list = (Array.isArray(capacity) ? capacity : []) as Array<{ TableName?: string; CapacityUnits?: number; ReadCapacityUnits?: number }>;
-  const replay = list.length > 0 && list.every((entry) => entry.ReadCapacityUnits !== undefined);
-  for (const entry of list) {
-    const count = countOf(`${TRANSACT_WRITE} ${entry.TableName ?? ''}`);
-    const units = Number(entry.CapacityUnits) || 0;
+function countCommitted(input: AnyInput, capacity: unknown, replay: boolean, countOf: (key: string) => DynamoCount): void {
+  const answered = new Map<string, number>();
+  for (const entry of (Array.isArray(capacity) ? capacity : []) as Array<{ TableName?: string; CapacityUnits?: number }>) {
+    answered.set(entry.TableName ?? '', Number(entry.CapacityUnits) || 0);
+  }
+  const byTable = new Map<string, { units: number; items: number }>();
+  for (const action of actionsOf(input)) {
+    const table = byTable.get(action.table) ?? { units: 0, items: 0 };
+    table.units += action.kind === 'Put' && action.item ? 2 * Math.max(1, Math.ceil(estimateItemSize(action.item) / 1024)) : 2;
+    table.items += 1;
+    byTable.set(action.table, table);
+  }
+  for (const [table, { units, items }] of byTable) {
+    const count = countOf(`${TRANSACT_WRITE} ${table}`);
     if (!replay) {
-      count.capacityUnits += units;
+      count.capacityUnits += Math.max(units, answered.get(table) ?? 0);
       continue;
     }
     const transactions = transactionsOf(count);
     transactions.replays += 1;
-    transactions.replayReadUnits += units;
+    transactions.replayReadUnits += items;
   }
 }
 
@@ -359,12 +384,10 @@ export function watchMetrics(metrics: unknown, clock: VirtualClock, observe: (na
   };
 }
 
-/** The items table's stream, as its model (items-stream.ts) counts it. */
+/** The items table's stream, as the change events' event source (items-stream.ts) read it. */
 export interface StreamCount {
-  /** Records the stream was given (row writes on the items table). */
+  /** Records the event source read from the stream (each once, however often it was handed to the function). */
   records: number;
-  /** Row writes not turned into a record (an UpdateItem or DeleteItem: no image to give). */
-  unmodelled: number;
   /** The event source's GetRecords calls (idle reads included). */
   getRecords: number;
   emptyGetRecords: number;
@@ -383,7 +406,7 @@ export interface EventBridgeCount {
 }
 
 export function emptyStreamCount(): StreamCount {
-  return { records: 0, unmodelled: 0, getRecords: 0, emptyGetRecords: 0, retried: 0, lostBatches: 0, lostRecords: 0 };
+  return { records: 0, getRecords: 0, emptyGetRecords: 0, retried: 0, lostBatches: 0, lostRecords: 0 };
 }
 
 export function emptyEventBridgeCount(): EventBridgeCount {

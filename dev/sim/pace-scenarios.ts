@@ -1,6 +1,6 @@
 /**
  * The provider pace, measured in virtual time (system.ts: the real handlers, pace, provider client,
- * DynamoDB adapters on dynalite, the SQS model with the deployed redrive policy):
+ * DynamoDB adapters on DynamoDB Local, the SQS model with the deployed redrive policy):
  *
  * - unknown limit L: the pace finds it (429s in the first minutes and at steady state, use of L),
  *   L halves (how long 429s go on), L doubles (how long until 80% of the new L);

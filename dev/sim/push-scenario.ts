@@ -2,7 +2,7 @@
  * The push path measured in virtual time: what the ids users send cost, per million ids.
  *
  * The system as deployed (system.ts): the real item-sync handlers on the sync queue with the
- * deployed containers, the real pace, provider client and DynamoDB adapters on dynalite, the SQS
+ * deployed containers, the real pace, provider client and DynamoDB adapters on DynamoDB Local, the SQS
  * model; L told (providerRequestsPerSecond); reconciliation deployed with the deployed
  * freshnessHours but its schedule's first tick after the measurement (no pass runs); the items
  * table's stream and the real change-events function on it (items-stream.ts).
@@ -36,7 +36,6 @@ export interface PushScale {
   /** Virtual time of one PutEvents call. */
   eventBridgeRoundTripMs: number;
   seed: number;
-  dynalite: 'in-process' | 'child';
   meterLogs: boolean;
   /** A run stops here if its ids are not done by then. */
   maxHours: number;
@@ -51,13 +50,12 @@ export const PUSH_FULL: PushScale = {
   providerLatencyMs: 50,
   eventBridgeRoundTripMs: 20,
   seed: 11,
-  dynalite: 'child',
   meterLogs: true,
   maxHours: 12,
 };
 
 /** What `npm test` runs. */
-export const PUSH_SHORT: PushScale = { ...PUSH_FULL, ids: 600, dynalite: 'in-process', maxHours: 1 };
+export const PUSH_SHORT: PushScale = { ...PUSH_FULL, ids: 600, maxHours: 1 };
 
 export type PushRunKind = 'unchanged' | 'changed';
 
@@ -170,10 +168,13 @@ async function runUntilDone(
   };
   system.clock.at(t0 + 10 * 60_000, report);
   const hardStop = t0 + scale.maxHours * HOUR;
+  // When every id was done: the stream is read through once a read after that finds nothing more.
+  let allDoneAt: number | undefined;
   await system.pollUntil(() => {
     if (end !== undefined) return true;
     const now = system.clock.ms();
-    const through = done.size >= scale.ids && (stream === undefined || stream.size === 0);
+    if (allDoneAt === undefined && done.size >= scale.ids) allDoneAt = now;
+    const through = allDoneAt !== undefined && (stream === undefined || stream.readThroughSince(allDoneAt));
     if (through || now >= hardStop) end = now;
     return end !== undefined;
   });

@@ -137,7 +137,7 @@ export function xrayTraced(invocations: number, seconds: number): number {
 }
 
 /**
- * One DynamoDB count (`<Operation> <table>`) at PRICES: its read or write request units as dynalite
+ * One DynamoDB count (`<Operation> <table>`) at PRICES: its read or write request units as DynamoDB Local
  * computed them (a conditional write refused is charged as a write: at least one unit); a
  * TransactWriteItems its committed write units on the table, its cancelled attempts' prepare units
  * (meters.ts TransactionCount: a condition refused there is in them) and its replays' read units;

@@ -25,7 +25,6 @@ export interface ReconcileScale {
   providerLatencyMs: number;
   /** Gives up this long after the first tick when the pass has not been checked through. */
   maxPassHours: number;
-  dynalite: 'in-process' | 'child';
   /** The real Powertools logger and metrics writing to byte counters (log ingestion in the cost). */
   meterLogs: boolean;
   seed: number;
@@ -43,7 +42,6 @@ export const RECONCILE_FULL: ReconcileScale = {
   idleMinutes: 10,
   providerLatencyMs: 50,
   maxPassHours: 6,
-  dynalite: 'child',
   meterLogs: true,
   seed: 11,
 };
@@ -63,7 +61,6 @@ export const RECONCILE_SHORT: ReconcileScale = {
   projectionWarmupMs: 20_000,
   idleMinutes: 1,
   maxPassHours: 1,
-  dynalite: 'in-process',
   meterLogs: false,
   seed: 5,
 };

@@ -1,7 +1,7 @@
 /**
  * Reconciliation measured in virtual time (system.ts with `reconcile`: the real reconciler handler
  * on its deployed schedule, the sync's two event sources with their deployed concurrency, the
- * real pace, provider client and DynamoDB adapters on dynalite, the SQS model with both redrive
+ * real pace, provider client and DynamoDB adapters on DynamoDB Local, the SQS model with both redrive
  * policies).
  *
  * The items table starts as after a first sync of the N ids (rows written as the sync writes them).

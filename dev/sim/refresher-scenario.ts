@@ -6,7 +6,7 @@
  * configuration, the deployment infra/deployment.ts makes of it), and the real token refresher
  * handler runs on its deployed schedule (every 5 minutes at `tokenRefreshMinutes` 30), with its
  * deployed time-out counting down in virtual time, its real DynamoDB adapters (the connections
- * table and the token pace's row in the control table, on dynalite) and the real provider client,
+ * table and the token pace's row in the control table, on DynamoDB Local) and the real provider client,
  * against the provider model with one account per connection (one client id: one token pace). The
  * token endpoint has a limit the system is not told (refresher-provider.ts), below the token pace's
  * ceiling (TOKEN_REQUESTS_PER_SECOND, 10): the pace has to find it.
@@ -53,7 +53,6 @@ export interface RefresherScale {
   providerLatencyMs: number;
   /** Each connection's lastUsedAt is written this often (minutes): in use throughout. */
   useEveryMinutes: number;
-  dynalite: 'in-process' | 'child';
   /** The real Powertools logger and metrics writing to byte counters (the log ingestion in the cost). */
   meterLogs: boolean;
   seed: number;
@@ -66,7 +65,6 @@ export const REFRESHER_FULL: RefresherScale = {
   tokenLimit: 8,
   providerLatencyMs: 100,
   useEveryMinutes: 45,
-  dynalite: 'child',
   meterLogs: true,
   seed: 3,
 };
@@ -81,7 +79,6 @@ export const REFRESHER_SHORT: RefresherScale = {
   connections: 60,
   hours: 1,
   tokenLimit: 2,
-  dynalite: 'in-process',
   seed: 5,
 };
 
@@ -106,7 +103,7 @@ export function refresherScenario(scale: RefresherScale, progress: (line: string
       clock,
     );
     const aws = inProcessAws({ sqsClock: clock.asFakeClock() });
-    const storage = await startStorage(NAMES, { where: scale.dynalite, noBucket: true });
+    const storage = await startStorage(NAMES, { noBucket: true });
     const local = buildSystem({ names: NAMES, context: { freshnessHours: 0 }, aws, storage, now: () => clock.ms() });
     try {
       await addConnections(local.connections, provider, connectionIds, clock.now().toISOString());
@@ -160,7 +157,7 @@ export function refresherScenario(scale: RefresherScale, progress: (line: string
 /**
  * Every connection in use: its lastUsedAt written at the start, then every `everyMinutes`, each at
  * its own minute (as the item sync writes it: through the store, over an older value only). The
- * writes hold virtual time still while dynalite takes them; they are not the refresher's cost.
+ * writes hold virtual time still while DynamoDB Local takes them; they are not the refresher's cost.
  */
 function useConnections(
   local: LocalSystem,

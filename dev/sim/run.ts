@@ -9,6 +9,7 @@
  * when a check fails and 2 on a mistake in the command line (naming it, with the usage).
  */
 import '../system/sdk-notice.js';
+import { missingJava } from '../fakes/dynamodb-local.js';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
@@ -171,7 +172,7 @@ const SCENARIOS: Record<string, Scenario> = {
   },
   changes: {
     about: 'the changes feed: changes written by the sync, with racing writers, redelivered records, lost answers and stream batches, read by a consumer through the client API that stops and resumes; the cost of a million changes; progress on standard error',
-    full: `${changesSize(CHANGES_FULL)} (dynalite in a child process; give Node.js --max-old-space-size=8192; the time and memory it took: docs/changes.md, Measured)`,
+    full: `${changesSize(CHANGES_FULL)} (give Node.js --max-old-space-size=8192; the time and memory it took: docs/changes.md, Measured)`,
     short: changesSize(CHANGES_SHORT),
     run: (o) => changesScenario(o.short ? CHANGES_SHORT : CHANGES_FULL, progress),
   },
@@ -370,6 +371,11 @@ export async function main(argv: string[], io: SimIo = process): Promise<number>
   if ('mistake' in command) {
     io.stderr.write(`${command.mistake}\n\n${simUsage()}`);
     return 2;
+  }
+  const java = missingJava();
+  if (java !== undefined) {
+    io.stderr.write(`sim: ${java}\n`);
+    return 1;
   }
   const { names, options } = command;
   const machine = machineInfo();

@@ -1,7 +1,7 @@
 /**
  * paceScope `connection` as deployed, in virtual time (system.ts: the real item-sync handlers on both
  * queues with their deployed concurrency and batches, the real reconciler on its schedule, pace,
- * connections' access layer, provider client and DynamoDB adapters on dynalite, the SQS model with
+ * connections' access layer, provider client and DynamoDB adapters on DynamoDB Local, the SQS model with
  * fair queues and both redrive policies), against a provider with one account per connection, each
  * its own limit, unknown to the system.
  *
@@ -55,7 +55,6 @@ export interface AccountsScale {
   providerLatencyMs: number;
   /** The run stops this long after the sends, done or not. */
   maxMinutes: number;
-  dynalite: 'in-process' | 'child';
   seed: number;
 }
 
@@ -71,7 +70,6 @@ export const SCOPE_ACCOUNTS_FULL: AccountsScale = {
   retryAfterSeconds: 1,
   providerLatencyMs: 50,
   maxMinutes: 15,
-  dynalite: 'child',
   seed: 11,
 };
 
@@ -86,7 +84,6 @@ export const SCOPE_ACCOUNTS_SHORT: AccountsScale = {
   idleMinutes: 0.5,
   tolerance: { use: 0.75, limited: 0.04 },
   maxMinutes: 6,
-  dynalite: 'in-process',
   seed: 5,
 };
 
@@ -120,7 +117,6 @@ export function scopeAccounts(scale: AccountsScale, progress: (line: string) => 
       paceScope: 'connection',
       providerLatencyMs: scale.providerLatencyMs,
       dynamoRoundTripMs: 5,
-      dynalite: scale.dynalite,
       recordedRequests: 1_000,
       // As deployed: the reconcile queue and its event source (the background lane). The reconciler's
       // first pass would check every row as it is written (a table filling up); it starts after the run.

@@ -1,7 +1,7 @@
 /**
  * The provider pace's scope (`paceScope`) in virtual time (system.ts: the real item-sync handlers,
  * pace, connections' access layer, token refresher, provider client and DynamoDB adapters on
- * dynalite, the SQS model), against a provider with one account per connection:
+ * DynamoDB Local, the SQS model), against a provider with one account per connection:
  *
  * - `scope-limits`: paceScope `connection`, accounts whose limits differ (scope 'account' in the
  *   provider model, each its own rate, unknown to the system). Users keep every account's pace busy

@@ -92,8 +92,6 @@ export interface SystemOptions {
   tuning?: Tuning;
   /** Reconciliation as deployed; none when undefined. */
   reconcile?: ReconcileOptions;
-  /** dynalite in this process (default) or in a child process (large tables: their memory and DynamoDB's CPU apart). */
-  dynalite?: 'in-process' | 'child';
   observe?: SystemObserver;
   /** The real Powertools logger and metrics of every function, writing to counters (meter.logs); default loggers that keep nothing. */
   meterLogs?: boolean;
@@ -108,13 +106,12 @@ export interface SystemOptions {
   faults?: SyncFaults;
 }
 
-/** What a scenario at a provider limit says of it: the limit, the latency, where dynalite runs. */
+/** What a scenario at a provider limit says of it: the limit, the latency. */
 export interface LimitScale {
   seed: number;
   /** The provider's limit L, requests a second (one bucket, 429 with `Retry-After: 1` past it). */
   limit: number;
   providerLatencyMs: number;
-  dynalite: 'in-process' | 'child';
   meterLogs?: boolean;
 }
 
@@ -123,14 +120,13 @@ export interface LimitScale {
  * (`providerRequestsPerSecond`) unless `known` is false; a DynamoDB round trip of 5 ms; the last
  * 1,000 provider requests kept.
  */
-export function atLimit(scale: LimitScale, known = true): Pick<SystemOptions, 'seed' | 'rateLimit' | 'knownLimit' | 'providerLatencyMs' | 'dynamoRoundTripMs' | 'dynalite' | 'meterLogs' | 'recordedRequests'> {
+export function atLimit(scale: LimitScale, known = true): Pick<SystemOptions, 'seed' | 'rateLimit' | 'knownLimit' | 'providerLatencyMs' | 'dynamoRoundTripMs' | 'meterLogs' | 'recordedRequests'> {
   return {
     seed: scale.seed,
     rateLimit: { requestsPerSecond: scale.limit, retryAfterSeconds: 1 },
     ...(known ? { knownLimit: scale.limit } : {}),
     providerLatencyMs: scale.providerLatencyMs,
     dynamoRoundTripMs: 5,
-    dynalite: scale.dynalite,
     ...(scale.meterLogs !== undefined ? { meterLogs: scale.meterLogs } : {}),
     recordedRequests: 1_000,
   };

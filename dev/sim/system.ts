@@ -3,7 +3,7 @@
  * as deployed, with the deployment's numbers from infra/deployment.ts, on a virtual clock. The real
  * item-sync handlers (one per container, each with its own provider client and its own cache of the
  * connections' rows), the real token refresher on its schedule, the real provider client over the
- * provider model (its accounts, rate limit, outages), the real DynamoDB adapters on dynalite (the
+ * provider model (its accounts, rate limit, outages), the real DynamoDB adapters on DynamoDB Local (the
  * items, control and connections tables), and the SQS model behind real SDK clients. Lambda's event
  * source mapping polls the sync queue with the deployed batch size, time-out and maximum
  * concurrency.
@@ -33,7 +33,7 @@ import type { ConnectionStore } from '../../functions/shared/connections/ports.j
 import type { ChangeEventsHandler } from '../../functions/change-events/app.js';
 import { CHANGE_EVENTS_SERVICE, RECONCILER_SERVICE, REFRESHER_SERVICE, SYNC_SERVICE } from '../../functions/shared/metric-names.js';
 import type { RefresherResult } from '../../functions/token-refresher/app.js';
-import type { Dynalite } from '../fakes/dynalite.js';
+import type { LocalDynamoDb } from '../fakes/local-dynamo.js';
 import { runEventSource, type DrainResult } from '../fakes/lambda.js';
 import type { SqsModel } from '../fakes/sqs-model.js';
 import type { ProviderModel } from '../simulator/provider-model.js';
@@ -59,7 +59,7 @@ import {
   type MeterSource,
   type SimMeter,
 } from './meters.js';
-import { buildChangeEvents, ItemsStream, meteredEventBridge, pollStream, streamWrites } from './items-stream.js';
+import { buildChangeEvents, ItemsStream, meteredEventBridge, pollStream } from './items-stream.js';
 import { modelFetch } from './model-fetch.js';
 import { batchWrite, itemRows } from './preload.js';
 import { addConnections, startProvider } from './sim-provider.js';
@@ -94,7 +94,7 @@ export interface SimSystem {
   connections: ConnectionStore;
   /** Every connection added, `default` first when it has items, then the accounts' in order. */
   connectionIds: string[];
-  dynamo: Dynalite;
+  dynamo: LocalDynamoDb;
   /** The sync containers' DynamoDB client (users' event source). */
   client: DynamoDBClient;
   /** The account `default`'s item ids (the connection `default`'s). */
@@ -165,7 +165,7 @@ export async function startSystem(options: SystemOptions): Promise<SimSystem> {
   const clock = new VirtualClock();
   const { provider, ids, connectionIds } = startProvider(options, clock);
   const aws = inProcessAws({ sqsClock: clock.asFakeClock() });
-  const storage = await startStorage(NAMES, { where: options.dynalite ?? 'in-process', noBucket: true });
+  const storage = await startStorage(NAMES, { noBucket: true });
   const input = simDeploymentInput(options);
   const local = buildSystem({
     names: NAMES,
@@ -213,11 +213,11 @@ export async function startSystem(options: SystemOptions): Promise<SimSystem> {
     return made;
   };
 
-  const stream = options.changeEvents ? new ItemsStream(clock, meter.stream) : undefined;
+  // The event source on the items table's own stream (DynamoDB Local's), read in virtual time.
+  const stream = options.changeEvents ? new ItemsStream({ dynamo: storage.dynamo, tableName: NAMES.itemsTable, clock, count: meter.stream }) : undefined;
   /** The sync's containers of one event source: its source's DynamoDB and SQS clients, each container its own provider client. */
   const containers = (source: EventSourceName): Array<BuiltFunction<SyncHandler>> => {
     const dynamodb = dynamoFor(source, options.faults?.dynamo);
-    if (stream) streamWrites(dynamodb, NAMES.itemsTable, stream);
     options.observe?.syncDynamo?.(dynamodb, source);
     const sqs = aws.sqsClient({ calls: meter.sqs[source] });
     const answer = options.observe?.providerAnswer;
@@ -310,6 +310,8 @@ export async function startSystem(options: SystemOptions): Promise<SimSystem> {
           await batchWrite(client, NAMES.itemsTable, rows);
           written += rows.length;
         }
+        // The rows as after a first sync: written before the stream's event source starts, never its records.
+        await stream?.skipToLatest();
       } finally {
         client.destroy();
       }
@@ -319,6 +321,7 @@ export async function startSystem(options: SystemOptions): Promise<SimSystem> {
     async close() {
       refreshing.stop();
       ticking?.stop();
+      stream?.close();
       await local.close();
     },
   };

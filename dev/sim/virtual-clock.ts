@@ -2,7 +2,7 @@
  * Virtual time for simulations: hours of system behaviour in seconds of real time, running the real
  * code. Everything the simulated code waits for (sleep, provider latency, SQS delays) is a timer
  * here; `run` moves the clock from timer to timer, each time after letting every pending promise
- * settle. Simulated code uses no real timers, and real I/O (dynalite over loopback) only through
+ * settle. Simulated code uses no real timers, and real I/O (DynamoDB Local over loopback) only through
  * `track`: while a tracked call is under way, time stands still, so a DynamoDB call takes no
  * virtual time (a simulation adds the round trip it wants as a virtual sleep).
  */

@@ -7,7 +7,7 @@
  * unless a scenario gives its own (metered, faulty, in virtual time).
  *
  * What differs from scenario to scenario is an option: the AWS backend (aws.ts: in process, on any
- * clock, or the HTTP emulator), the storage (storage.ts: dynalite in process or in a child, in
+ * clock, or the HTTP emulator), the storage (storage.ts: DynamoDB Local, in
  * memory or on disk; s3rver), the provider (its base URL, or a fetch that reaches a model), the
  * context overrides, the tuning, and the clients, clock and logs each function gets.
  */

@@ -2,7 +2,7 @@
  * Ports of the reconciler's core (tick.ts) beyond the shared ones in functions/shared/ports.ts. The
  * adapters in ./adapters implement them with the AWS SDK (dynamodb-item-ids.ts: ItemIds;
  * dynamodb-cursor-store.ts: CursorStore; sqs-reconcile-queue.ts: ReconcileQueue), the tests with
- * fakes or with the real adapters over mocked clients and dynalite.
+ * fakes or with the real adapters over mocked clients and DynamoDB Local.
  */
 
 /**

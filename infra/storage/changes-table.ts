@@ -1,6 +1,6 @@
 /**
  * The changes table's key schema and expiry attribute, as the stateful stack defines the table
- * (./storage.ts) and the local harness creates it (dev/fakes/dynalite.ts). No aws-cdk-lib import:
+ * (./storage.ts) and the local harness creates it (dev/fakes/local-dynamo.ts). No aws-cdk-lib import:
  * the harness loads this without the CDK.
  *
  * One item collection per connection: row `seq` 0 is the connection's head (`{connection, seq: 0,

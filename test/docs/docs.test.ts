@@ -35,6 +35,7 @@ import { REFRESHER_FULL, REFRESHER_SHORT } from '../../dev/sim/refresher-scenari
 import { LIMITS_FULL, OUTAGE_FULL } from '../../dev/sim/scope-scenarios.js';
 import { PURGE_SETTLE_SECONDS } from '../../tools/connections/commands.js';
 import { DEFAULT_MAX_ATTEMPTS } from '../../tools/enqueue/send.js';
+import { JAVA_MIN_MAJOR, JAVA_REQUIRED } from '../../dev/fakes/dynamodb-local.js';
 import { BASE_URL, CDK_JSON_CONTEXT, contextErrorFor, readContext, resource, ROOT, synthTemplates, type Templates } from '../infra/helpers.js';
 import { anchors, codeSpans, DOC_PAGES, flat, links, page, section, tables, tableWithHeader, toNumber, type Table } from './markdown.js';
 
@@ -586,6 +587,13 @@ describe('links and anchors of README.md and docs/*.md', () => {
 });
 
 describe("the README's prerequisites", () => {
+  it('name Java 17 and the command that installs it before the two commands, as the commands say it when Java is missing', () => {
+    const twoCommands = flat(section(page('README.md'), 'Two commands'));
+    expect(twoCommands).toContain(`Java ${JAVA_MIN_MAJOR} or later`);
+    const install = /apt-get install -y [\w.-]+/.exec(JAVA_REQUIRED)![0];
+    expect(twoCommands).toContain(`\`${install}\``);
+  });
+
   it('name the AWS CLI v2 and jq where the docs use them', () => {
     const prerequisites = flat(page('README.md')).split('**Prerequisites.**')[1]!.split('2. **')[0]!;
     const used = (pattern: RegExp) => DOC_PAGES.some((path) => pattern.test(page(path)));

@@ -100,7 +100,7 @@ describe('stateful stack', () => {
       expect(table.Properties[setting], setting).toEqual(items.Properties[setting]);
     }
     expect([items.DeletionPolicy, items.UpdateReplacePolicy]).toEqual([table.DeletionPolicy, table.UpdateReplacePolicy]);
-    // The names the local harness creates the table with (dev/fakes/dynalite.ts) are these.
+    // The names the local harness creates the table with (dev/fakes/local-dynamo.ts) are these.
     expect([CHANGES_TABLE_PARTITION_KEY, CHANGES_TABLE_SORT_KEY, CHANGES_TABLE_TTL_ATTRIBUTE]).toEqual(['connection', 'seq', 'expiresAt']);
   });
 

@@ -1,20 +1,20 @@
 /**
- * The enqueue tool's table read (`--resync-table`) against dynalite, on the items table keyed by
+ * The enqueue tool's table read (`--resync-table`) against DynamoDB Local, on the items table keyed by
  * connection and id: it reads both row shapes (the item inline, or itemObject for an item in the
  * items bucket) and tombstones of either, across pages, with each row's connection; with a
  * connection, that connection's rows only (a Query).
  */
 import { PutItemCommand, type AttributeValue } from '@aws-sdk/client-dynamodb';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startDynalite, type Dynalite } from '../../dev/fakes/dynalite.js';
+import { startLocalDynamo, type LocalDynamoDb } from '../../dev/fakes/local-dynamo.js';
 import { scanTableKeys } from '../../tools/enqueue/enqueue.js';
 import { ensureItemsTable } from '../../dev/fakes/items-table.js';
 
 const TABLE = 'items-both-shapes';
-let dynamo: Dynalite;
+let dynamo: LocalDynamoDb;
 
 beforeAll(async () => {
-  dynamo = await startDynalite({ proxy: false });
+  dynamo = await startLocalDynamo({ proxy: false });
   const client = dynamo.client();
   await ensureItemsTable(client, TABLE);
   const base = (connection: string, id: string): Record<string, AttributeValue> => ({

@@ -1,13 +1,13 @@
 /**
  * The benchmark: the real item-sync handler (createSyncHandler, real adapters) against the provider
- * simulator (latency L) and dynalite, on warm containers:
+ * simulator (latency L) and DynamoDB Local, on warm containers:
  *
  *   - wall time of one invocation for batches of N = 10 and N = 100 records, for new items (no row
  *     yet), unchanged items (same revision) and changed items (revision bumped at the provider),
  *     with the in-batch concurrency C (SYNC_FETCH_CONCURRENCY, default 10) and, in the same run, a
  *     sequential baseline (the same handler built with C = 1);
  *   - the ideal time of a batch: ⌈N/C⌉·L + the DynamoDB round trips the sync must make in sequence,
- *     measured against the same dynalite in the same run: one BatchGetItem for the batch, then per
+ *     measured against the same DynamoDB Local in the same run: one BatchGetItem for the batch, then per
  *     wave of C items one provider fetch and (new or changed items) one conditional PutItem;
  *   - DynamoDB requests and writes per item (the items table and the pace), and the connections
  *     table's GetItem calls per 1,000 records (a container reads a connection's row once per
@@ -50,7 +50,7 @@ async function measure(world: BenchWorld, t0: number): Promise<Pick<BenchReport,
   const { o, capture } = world;
   capture.start();
   const print = (line: string): void => capture.released(() => o.progress?.(line));
-  const rttClient = world.dynalite.client();
+  const rttClient = world.dynamo.client();
   const dynamodbRttMs = await measureDynamoRtt(rttClient, NAMES.itemsTable, o.batchSizes, o.concurrency);
   rttClient.destroy();
   const providerRttMs = await measureProviderRtt(world.sim);

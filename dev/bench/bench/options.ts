@@ -12,7 +12,6 @@ export interface BenchOptions {
   /** Also measure the bundles and their cold import (slower: builds with esbuild, loads aws-cdk-lib). */
   bundles: boolean;
   seed: number;
-  dynalite: 'child' | 'in-process';
   progress?: (line: string) => void;
 }
 
@@ -23,7 +22,6 @@ export const BENCH_DEFAULTS: Omit<BenchOptions, 'progress'> = {
   concurrency: DEFAULTS.fetchConcurrency,
   bundles: true,
   seed: 1,
-  dynalite: 'child',
 };
 
 export type Scenario = 'new' | 'unchanged' | 'changed';

@@ -10,7 +10,7 @@ export interface BenchReport {
   options: Omit<BenchOptions, 'progress'>;
   startedAt: string;
   durationMs: number;
-  /** Measured against dynalite in this run, median of 20 calls each. */
+  /** Measured against DynamoDB Local in this run, median of 20 calls each. */
   dynamodbRttMs: DynamoRtt;
   /** Provider round trip measured with fetch in this run (L plus HTTP on loopback), median of 20. */
   providerRttMs: number;
@@ -57,14 +57,14 @@ function header(report: BenchReport): string[] {
   return [
     `Benchmark — item-sync handler, provider latency L = ${o.latencyMs} ms, in-batch concurrency C = ${o.concurrency}, ` +
       `${o.runs} runs per figure: median [min–max], warm containers — ${(report.durationMs / 1000).toFixed(0)} s`,
-    `Measured in this run: provider round trip ${report.providerRttMs.toFixed(1)} ms; dynalite: ` +
+    `Measured in this run: provider round trip ${report.providerRttMs.toFixed(1)} ms; DynamoDB Local: ` +
       Object.entries(rtt.batchGetItem).map(([size, ms]) => `BatchGetItem of ${size} keys ${ms.toFixed(1)} ms`).join(', ') +
       `, conditional PutItem ${rtt.putItem.toFixed(1)} ms, ` +
       Object.entries(rtt.putItemWave)
         .filter(([k]) => k !== '1')
         .map(([k, ms]) => `${k} PutItems at once ${ms.toFixed(1)} ms`)
         .join(', ') +
-      ' (dynalite answers one request at a time)',
+      '',
     'ideal = ⌈N/C⌉·L + the DynamoDB round trips the sync makes in sequence: 1 BatchGetItem for the batch, then per wave of C items one wave of C conditional PutItems at once (new, changed; none when unchanged)',
   ];
 }

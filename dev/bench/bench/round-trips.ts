@@ -1,5 +1,5 @@
 /**
- * Round trips measured in the bench's own run: DynamoDB (dynalite) calls as the sync makes them
+ * Round trips measured in the bench's own run: DynamoDB (DynamoDB Local) calls as the sync makes them
  * (rows of the connection `default`, keyed by connection and id), and a provider fetch.
  */
 import { BatchGetItemCommand, PutItemCommand, type DynamoDBClient } from '@aws-sdk/client-dynamodb';
@@ -8,8 +8,7 @@ import { median, round } from '../support/stats.js';
 
 /**
  * DynamoDB round trips measured in the run: BatchGetItem by number of keys, one conditional PutItem,
- * and a wave of k conditional PutItems sent at once (until the last answer) by k. dynalite serves one
- * request at a time, so a wave of 10 takes about 10 single round trips; DynamoDB would not.
+ * and a wave of k conditional PutItems sent at once (until the last answer) by k.
  */
 export interface DynamoRtt {
   batchGetItem: Record<string, number>;

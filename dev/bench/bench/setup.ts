@@ -1,6 +1,6 @@
 /**
  * The bench's world: the local system (dev/system) as deployed for the provider simulator (latency
- * L) with enough items for every run: dynalite with the items table and the connections table (the
+ * L) with enough items for every run: DynamoDB Local with the items table and the connections table (the
  * simulator's account as the connection `default`, added as the operator CLI adds it), s3rver with
  * the items bucket (the generated items fit in a row: the sync never loads its S3 adapter here),
  * SQS in process (the sync calls it only for dead letters and waiting records, which a bench batch
@@ -15,7 +15,7 @@ import { loadSyncConfig } from '../../../functions/shared/config.js';
 import { DEFAULT_CONNECTION } from '../../../functions/shared/connections/connection.js';
 import { OutputCapture } from '../../fakes/capture-output.js';
 import { DynamoMeter, instrumentDynamo } from '../../fakes/dynamo-meter.js';
-import type { Dynalite } from '../../fakes/dynalite.js';
+import type { LocalDynamoDb } from '../../fakes/local-dynamo.js';
 import type { CallCounts } from '../../fakes/in-process-aws.js';
 import { sqsEvent, type EventSourceQueue } from '../../fakes/lambda.js';
 import { MemoryPaceStore } from '../../fakes/memory-pace-store.js';
@@ -41,7 +41,7 @@ export interface Invocation {
 export interface BenchWorld {
   o: BenchOptions;
   sim: ProviderSimulator;
-  dynalite: Dynalite;
+  dynamo: LocalDynamoDb;
   handlers: { concurrent: BuiltFunction<SyncHandler>; sequential: BuiltFunction<SyncHandler> };
   tokenCacheSeconds: number;
   /** The containers' requests to the connections table, by operation. */
@@ -74,7 +74,7 @@ export async function setUpBench(o: BenchOptions): Promise<BenchWorld> {
     await system?.close();
   };
   try {
-    const storage = await startStorage(NAMES, { where: o.dynalite });
+    const storage = await startStorage(NAMES);
     system = buildSystem({
       names: NAMES,
       // A ceiling above anything a batch asks for: the pace never holds a request back here.
@@ -93,7 +93,7 @@ export async function setUpBench(o: BenchOptions): Promise<BenchWorld> {
     const world: BenchWorld = {
       o,
       sim,
-      dynalite: storage.dynamo,
+      dynamo: storage.dynamo,
       capture,
       warnings: [],
       records: 0,

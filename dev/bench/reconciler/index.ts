@@ -1,6 +1,6 @@
 /**
  * The reconciler's throughput: ids sent to the reconcile queue per second by ONE invocation of the
- * real handler (createReconcilerHandler, real adapters) making a whole pass, against dynalite and
+ * real handler (createReconcilerHandler, real adapters) making a whole pass, against DynamoDB Local and
  * the HTTP SQS emulator, each in a child process of its own (so that this process does the
  * invocation's work only, as a Lambda invocation would: its CPU time is measured). Its two halves
  * are measured alone too: the parallel Scan of every segment (pages of `pageSize` ids, projection
@@ -24,7 +24,7 @@ import type { ItemKey } from '../../../functions/reconciler/ports.js';
 import type { TickReport } from '../../../functions/reconciler/tick.js';
 import { DEFAULT_CONNECTION } from '../../../functions/shared/connections/connection.js';
 import { OutputCapture } from '../../fakes/capture-output.js';
-import { startDynalite, type Dynalite } from '../../fakes/dynalite.js';
+import { startLocalDynamo, type LocalDynamoDb } from '../../fakes/local-dynamo.js';
 import { LOCAL_CREDENTIALS, LOCAL_REGION } from '../../fakes/local-aws.js';
 import { systemConfig } from '../../system/config.js';
 import { localDeployment, resourceNames } from '../../system/deployment.js';
@@ -76,7 +76,7 @@ const CONTROL = NAMES.controlTable;
 export async function runReconcilerBench(input: Partial<ReconcilerBenchOptions> = {}): Promise<ReconcilerBenchReport> {
   const o: ReconcilerBenchOptions = { ...RECONCILER_BENCH_DEFAULTS, ...input };
   const startedAt = new Date().toISOString();
-  const dynamo = await startDynalite({ where: 'child', proxy: false });
+  const dynamo = await startLocalDynamo({ proxy: false });
   const emulator = await startEmulatorChild();
   const client = dynamo.client();
   const sqs = new SQSClient({ region: LOCAL_REGION, endpoint: emulator.endpoint, credentials: LOCAL_CREDENTIALS });
@@ -135,7 +135,7 @@ function lambdaEstimate(invocation: Phase, deployedMemoryMb: number): Reconciler
  * mark above the table (beyond what its variable allows: the tick is bounded by its own speed, not
  * by the backlog) and a tick budget of 15 minutes.
  */
-function reconcilerOf(client: ReturnType<Dynalite['client']>, sqs: SQSClient, queueUrl: string, o: ReconcilerBenchOptions) {
+function reconcilerOf(client: ReturnType<LocalDynamoDb['client']>, sqs: SQSClient, queueUrl: string, o: ReconcilerBenchOptions) {
   const config = systemConfig();
   const deployment = localDeployment(config, resourceNames(NAMES, { syncDeadLetterQueueUrl: '', reconcileQueueUrl: queueUrl, connectionsKeyArn: '' }), { reconcileSegments: o.segments });
   if (!deployment.reconciler) throw new Error('cdk.json deploys no reconciler (freshnessHours 0)');
@@ -184,7 +184,7 @@ function line(phase: Phase): string {
 }
 
 /** `count` rows as the sync writes them (live, every tenth a tombstone), BatchWriteItem 25 at a time, 8 in flight. */
-async function seed(dynamo: Dynalite, count: number, rowBytes: number): Promise<void> {
+async function seed(dynamo: LocalDynamoDb, count: number, rowBytes: number): Promise<void> {
   const client = dynamo.client();
   const padding = 'x'.repeat(Math.max(0, rowBytes - 120));
   const row = (index: number): Record<string, AttributeValue> => {
@@ -216,7 +216,7 @@ async function seed(dynamo: Dynalite, count: number, rowBytes: number): Promise<
 }
 
 /** Every segment walked at once, page by page: the Scan half of a tick. */
-async function scanAlone(client: ReturnType<Dynalite['client']>, o: ReconcilerBenchOptions): Promise<Phase> {
+async function scanAlone(client: ReturnType<LocalDynamoDb['client']>, o: ReconcilerBenchOptions): Promise<Phase> {
   const items = new DynamoDbItemIds(client, ITEMS);
   const start = clockStart();
   let total = 0;
@@ -250,7 +250,7 @@ async function sendAlone(sqs: SQSClient, queueUrl: string, o: ReconcilerBenchOpt
   return phase(`SendMessageBatch alone (${o.sendConcurrency} in flight per page, ${o.segments} pages at once)`, o.ids, start);
 }
 
-async function oneInvocation(client: ReturnType<Dynalite['client']>, sqs: SQSClient, queueUrl: string, o: ReconcilerBenchOptions): Promise<Phase> {
+async function oneInvocation(client: ReturnType<LocalDynamoDb['client']>, sqs: SQSClient, queueUrl: string, o: ReconcilerBenchOptions): Promise<Phase> {
   const capture = new OutputCapture();
   const reconciler = reconcilerOf(client, sqs, queueUrl, o);
   await resetCursor(client);
@@ -268,7 +268,7 @@ async function oneInvocation(client: ReturnType<Dynalite['client']>, sqs: SQSCli
   return phase('one reconciler invocation (a whole pass)', report.enqueued, start);
 }
 
-async function resetCursor(client: ReturnType<Dynalite['client']>): Promise<void> {
+async function resetCursor(client: ReturnType<LocalDynamoDb['client']>): Promise<void> {
   await client.send(new DeleteItemCommand({ TableName: CONTROL, Key: { pk: { S: RECONCILE_CURSOR_KEY } } }));
 }
 

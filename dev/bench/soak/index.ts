@@ -17,7 +17,7 @@
  *     maxReceiveCount) feeds batches to several handler instances at once through the event source
  *     mapping, each built by its own createSyncHandler call (its own token cache and clients: a
  *     separate container);
- *   - DynamoDB (dynalite) throttles a share of requests, leaves BatchGetItem keys unprocessed and
+ *   - DynamoDB (DynamoDB Local) throttles a share of requests, leaves BatchGetItem keys unprocessed and
  *     loses some write acknowledgements (the SDK re-sends the conditional write); a share of the
  *     containers' reads of the connections table is refused above the SDK's retries;
  *   - a few deliberately bad messages are mixed in.

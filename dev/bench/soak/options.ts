@@ -68,8 +68,6 @@ export interface SoakOptions {
   /** SQS faults on the handler's calls. */
   deadLetterSendFailureRate: number;
   visibilityFailureRate: number;
-  /** dynalite in a child process (another core) or in this one. */
-  dynalite: 'child' | 'in-process';
   /** Give up (and fail) if the queue has not drained after this long, real ms. */
   maxDurationMs: number;
   /** Where to write everything the run printed (optional). */
@@ -110,6 +108,5 @@ export const SOAK_DEFAULTS: Omit<SoakOptions, 'logFile' | 'progress'> = {
   s3FailureRate: 0.05,
   deadLetterSendFailureRate: 0.3,
   visibilityFailureRate: 0.1,
-  dynalite: 'child',
   maxDurationMs: 20 * 60_000,
 };

@@ -1,7 +1,7 @@
 /**
  * The soak's world before the first message: the provider simulator with its tree (a few files too
  * large for a row), its faults and the deliberately bad items; the local system as deployed
- * (dev/system: dynalite with the items table and the connections table, s3rver with the items
+ * (dev/system: DynamoDB Local with the items table and the connections table, s3rver with the items
  * bucket, the SQS model in process on a scaled clock) with the simulator's account added as the
  * connection `default` (as the operator CLI adds it) and its injected faults (a share of the
  * handlers' S3 and SQS calls and of their reads of the connections table fail); one sync container
@@ -56,7 +56,7 @@ export async function setUpSoak(o: SoakOptions): Promise<SoakWorld> {
       capture,
       say: (line) => capture.released(() => o.progress?.(line)),
       system,
-      dynalite: system.storage.dynamo,
+      dynamo: system.storage.dynamo,
       s3: system.storage.s3!,
       large,
       sqs: system.aws.sqs,
@@ -84,13 +84,13 @@ export async function setUpSoak(o: SoakOptions): Promise<SoakWorld> {
 }
 
 /**
- * The local system as deployed for the simulator: dynalite and s3rver, SQS in process on a clock
+ * The local system as deployed for the simulator: DynamoDB Local and s3rver, SQS in process on a clock
  * where an SQS second lasts `msPerSecond` real milliseconds (the queues' visibility time-out and
  * maxReceiveCount the soak's options, by default the deployed ones), and the simulator's account
  * as the connection `default`.
  */
 async function startSystem(o: SoakOptions, sim: ProviderSimulator): Promise<LocalSystem> {
-  const storage = await startStorage(NAMES, { where: o.dynalite });
+  const storage = await startStorage(NAMES);
   const system = buildSystem({
     names: NAMES,
     context: {
@@ -227,7 +227,7 @@ function createInstances(world: SoakWorld, clients: Array<{ destroy(): void }>):
   const sureReads = { left: SURE_CONNECTION_READ_FAILURES };
   const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, Math.max(0, ms * o.backoffScale)));
   return Array.from({ length: o.instances }, (_, index) => {
-    const dynamodb = instrumentDynamo(world.dynalite.client(), world.meter, {
+    const dynamodb = instrumentDynamo(world.dynamo.client(), world.meter, {
       random: mulberry32(o.seed * 7919 + index),
       throttleRate: o.throttleRate,
       unprocessedRate: o.unprocessedRate,
@@ -258,7 +258,7 @@ function createInstances(world: SoakWorld, clients: Array<{ destroy(): void }>):
  */
 function refreshersOf(world: SoakWorld, clients: Array<{ destroy(): void }>): (trigger: string) => Promise<void> {
   const refreshers = [0, 1].map(() => {
-    const dynamodb = world.dynalite.client();
+    const dynamodb = world.dynamo.client();
     clients.push(dynamodb);
     countConnectionCalls(dynamodb, world);
     return world.system.refresher({ dynamodb });
@@ -290,7 +290,7 @@ const AGED_TOKEN_MS = 60 * 60_000;
 
 /** The connection's access token made an old one (world.ageAccessToken), with a client of its own. */
 function tokenAger(world: SoakWorld, clients: Array<{ destroy(): void }>): () => Promise<void> {
-  const client = world.dynalite.client();
+  const client = world.dynamo.client();
   clients.push(client);
   return async () => {
     await client.send(

@@ -92,7 +92,7 @@ export interface Verdict {
 /** Checks the state the run left (the output capture stopped), and writes the output to the log file. */
 export async function judge(world: SoakWorld, feed: Feed, run: RunResult): Promise<Verdict> {
   const { o } = world;
-  const rows = new Map((await world.dynalite.scan(NAMES.itemsTable)).map((row) => [row['id']!.S!, row]));
+  const rows = new Map((await world.dynamo.scan(NAMES.itemsTable)).map((row) => [row['id']!.S!, row]));
   const { reads, listing } = await readBucket(world, rows);
   const state = checkState(feed.ledger.goodIds, (id) => world.sim.getItem(id), rows, o.revisionField, reads);
   const writes = checkWrites(world.meter.writes);
@@ -108,7 +108,7 @@ export async function judge(world: SoakWorld, feed: Feed, run: RunResult): Promi
   // A write whose answer was lost deletes the object of the row it replaced like any other write (or
   // logs it as left): only the log explains an object no row points to.
   const objects = checkObjects(rows, reads, listing, new Set(objectsLeftInLogs(output)));
-  const connectionRows = await world.dynalite.scan(NAMES.connectionsTable);
+  const connectionRows = await world.dynamo.scan(NAMES.connectionsTable);
   for (const token of tokensInConnections(connectionRows)) world.tokens.add(token);
   // The refresh token: never lost, never replayed (the provider would have revoked the grant).
   const stored = await world.system.connections.get(DEFAULT_CONNECTION, { consistent: true });

@@ -7,7 +7,7 @@
 import type { SyncHandler } from '../../../functions/item-sync/app.js';
 import type { OutputCapture } from '../../fakes/capture-output.js';
 import type { DynamoMeter } from '../../fakes/dynamo-meter.js';
-import type { Dynalite } from '../../fakes/dynalite.js';
+import type { LocalDynamoDb } from '../../fakes/local-dynamo.js';
 import type { CallCounts } from '../../fakes/in-process-aws.js';
 import type { LocalS3 } from '../../fakes/s3.js';
 import type { SqsModel } from '../../fakes/sqs-model.js';
@@ -66,7 +66,7 @@ export interface SoakWorld {
   capture: OutputCapture;
   /** A progress line, around the capture. */
   say(line: string): void;
-  dynalite: Dynalite;
+  dynamo: LocalDynamoDb;
   /** s3rver with the items bucket; `s3.client()` makes clients that reach it. */
   s3: LocalS3;
   /** Files that carry the large field now (the change feed makes some cross the row limit). */

@@ -1,26 +1,26 @@
 /**
- * The bench's and the soak's DynamoDB meter (dev/fakes/dynamo-meter.ts) sees TransactWriteItems: the
- * items-table rows a transaction stored (from the commit the harness's dynalite reports, not the
- * change and head rows), a cancellation on a condition as a conditional failure, and a lost
+ * The bench's and the soak's DynamoDB meter (dev/fakes/dynamo-meter.ts) sees TransactWriteItems on
+ * DynamoDB Local: the items-table rows a transaction stored (its Put items, a markDeleted Update;
+ * not the change and head rows), a cancellation on a condition as a conditional failure, and a lost
  * acknowledgement that the SDK sends again with the same ClientRequestToken, applied and recorded
- * once; with dynalite in this process and in a child process. It injects TransactionConflict
+ * once (the replay is answered without a second apply). It injects TransactionConflict
  * cancellations when asked.
  */
-import { PutItemCommand, type DynamoDBClient } from '@aws-sdk/client-dynamodb';
+import { PutItemCommand, type DynamoDBClient, type TransactWriteItem } from '@aws-sdk/client-dynamodb';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DynamoMeter, instrumentDynamo, type DynamoChaos } from '../../../dev/fakes/dynamo-meter.js';
-import { startDynalite, type Dynalite, type LocalDynamo } from '../../../dev/fakes/dynalite.js';
+import { startLocalDynamo, type LocalDynamoDb, type LocalDynamo } from '../../../dev/fakes/local-dynamo.js';
 import { CHANGES, createTables, getRow, headKey, itemRow, ITEMS, markDeleted, outbox, putRow, refusal } from './outbox-transactions.js';
 
 /** Every successful write's answer lost (a draw of 0 is under any rate); nothing else injected. */
 const LOSE_EVERY_ANSWER: DynamoChaos = { random: () => 0, throttleRate: 0, unprocessedRate: 0, lostAckRate: 1 };
 
-describe('the DynamoDB meter, dynalite in this process', () => {
+describe('the DynamoDB meter', () => {
   let dynamo: LocalDynamo;
   let plain: DynamoDBClient;
 
   beforeAll(async () => {
-    dynamo = await startDynalite();
+    dynamo = await startLocalDynamo();
     await createTables(dynamo);
     plain = dynamo.client();
   });
@@ -37,7 +37,7 @@ describe('the DynamoDB meter, dynalite in this process', () => {
       // The row it replaces points to an object: the meter notes its key, as for a PutItem's lost answer.
       await plain.send(new PutItemCommand({ TableName: ITEMS, Item: itemRow('m1', 'a', '1', { itemObject: { M: { key: { S: 'objects/a-1' } } } }) }));
       const sentBefore = dynamo.operations.length;
-      const out = await client.send(outbox(putRow(itemRow('m1', 'a', '2'), '1'), 'm1', 'a', 0));
+      const out = await client.send(outbox(comparingObject(putRow(itemRow('m1', 'a', '2'), '1'), 'objects/a-1'), 'm1', 'a', 0));
       expect(out.$metadata.attempts).toBe(2);
       expect(dynamo.operations.slice(sentBefore)).toEqual(['TransactWriteItems', 'TransactWriteItems']);
       expect(meter.requests).toEqual({ TransactWriteItems: 2 });
@@ -74,10 +74,10 @@ describe('the DynamoDB meter, dynalite in this process', () => {
 });
 
 describe('the DynamoDB meter injecting conflicts', () => {
-  let dynamo: Dynalite;
+  let dynamo: LocalDynamoDb;
 
   beforeAll(async () => {
-    dynamo = await startDynalite({ proxy: false });
+    dynamo = await startLocalDynamo({ proxy: false });
     await createTables(dynamo);
   });
 
@@ -109,16 +109,19 @@ describe('the DynamoDB meter injecting conflicts', () => {
   });
 });
 
-describe('the DynamoDB meter, dynalite in a child process', () => {
-  let dynamo: Dynalite | undefined;
+describe('the DynamoDB meter across lost answers', () => {
+  let dynamo: LocalDynamoDb;
+
+  beforeAll(async () => {
+    dynamo = await startLocalDynamo({ proxy: false });
+    await createTables(dynamo);
+  });
 
   afterAll(async () => {
     await dynamo?.close();
   });
 
-  it('records what the child reports it committed, once, across a lost answer', async () => {
-    dynamo = await startDynalite({ where: 'child', proxy: false });
-    await createTables(dynamo);
+  it('records each committed transaction once, and DynamoDB applies each once', async () => {
     const meter = new DynamoMeter();
     const client = instrumentDynamo(dynamo.client(), meter, LOSE_EVERY_ANSWER);
     try {
@@ -126,13 +129,29 @@ describe('the DynamoDB meter, dynalite in a child process', () => {
       await client.send(outbox(putRow(itemRow('m3', 'b', '1')), 'm3', 'b', 1));
       expect(meter.requests).toEqual({ TransactWriteItems: 4 });
       expect(meter.injected.lostAcks).toBe(2);
+      // Nothing names an object the rows replaced (there were none).
+      expect(meter.lostAckReplacedObjectKeys).toEqual([]);
       expect(meter.writes).toEqual([
         { id: 'a', state: 'live:1', operation: 'TransactWriteItems' },
         { id: 'b', state: 'live:1', operation: 'TransactWriteItems' },
       ]);
+      expect(meter.transactions.size).toBe(2);
       expect(await getRow(client, CHANGES, headKey('m3'))).toMatchObject({ head: { N: '2' } });
     } finally {
       client.destroy();
     }
   });
 });
+
+/** The sync's Put with its condition on the object of the row it replaces (change-outbox.ts commitPut). */
+function comparingObject(write: TransactWriteItem, objectKey: string): TransactWriteItem {
+  const put = write.Put!;
+  return {
+    Put: {
+      ...put,
+      ConditionExpression: `${put.ConditionExpression} AND #itemObject.#objectKey = :objectKey`,
+      ExpressionAttributeNames: { ...put.ExpressionAttributeNames, '#itemObject': 'itemObject', '#objectKey': 'key' },
+      ExpressionAttributeValues: { ...put.ExpressionAttributeValues, ':objectKey': { S: objectKey } },
+    },
+  };
+}

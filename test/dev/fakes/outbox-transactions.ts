@@ -14,7 +14,7 @@ import {
   type TransactWriteItem,
   type TransactWriteItemsCommandInput,
 } from '@aws-sdk/client-dynamodb';
-import type { Dynalite } from '../../../dev/fakes/dynalite.js';
+import type { LocalDynamoDb } from '../../../dev/fakes/local-dynamo.js';
 
 export const ITEMS = 'items-table';
 export const CHANGES = 'changes-table';
@@ -24,7 +24,7 @@ export const NONE = { Code: 'None' };
 export type Row = Record<string, AttributeValue>;
 
 /** The items table and the changes table, as the stateful stack keys them. */
-export async function createTables(dynamo: Dynalite): Promise<void> {
+export async function createTables(dynamo: LocalDynamoDb): Promise<void> {
   await dynamo.createItemsTable(ITEMS);
   const admin = dynamo.client();
   try {

@@ -5,21 +5,19 @@
  * that no token is printed.
  */
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
-import { createRequire } from 'node:module';
-import type { Server } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
-import { DynamoDBClient, PutItemCommand } from '@aws-sdk/client-dynamodb';
-import { listenOnLoopback, runProcess, type ProcessRun as Run } from '../../../dev/fakes/loopback.js';
+import { PutItemCommand } from '@aws-sdk/client-dynamodb';
+import { runProcess, type ProcessRun as Run } from '../../../dev/fakes/loopback.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { AwsEmulator } from '../../../dev/fakes/aws-emulator.js';
 import { ensureItemsTable } from '../../../dev/fakes/items-table.js';
+import { startLocalDynamo, type LocalDynamoDb } from '../../../dev/fakes/local-dynamo.js';
 import { generateItemTree } from '../../../dev/simulator/item-tree.js';
 import { ProviderSimulator } from '../../../dev/simulator/provider-simulator.js';
 
 const ROOT = resolve(import.meta.dirname, '../../..');
 const TSX = join(ROOT, 'node_modules', '.bin', 'tsx');
-const require = createRequire(import.meta.url);
 
 /** Runs a script with tsx in `cwd`; the environment is the test's, without provider settings, plus `env`. */
 function run(script: string, args: string[], options: { cwd: string; env?: Record<string, string | undefined>; stdin?: string }): Promise<Run> {
@@ -177,17 +175,14 @@ describe('npm start', () => {
 
 describe('npm run enqueue', () => {
   let emulator: AwsEmulator;
-  let dynalite: Server;
-  let dynamodbEndpoint: string;
+  let dynamo: LocalDynamoDb;
   beforeAll(async () => {
     emulator = await AwsEmulator.start({ region: 'eu-west-1' });
-    const create = require('dynalite') as (options: Record<string, unknown>) => Server;
-    dynalite = create({ createTableMs: 0 });
-    dynamodbEndpoint = `http://127.0.0.1:${await listenOnLoopback(dynalite)}`;
+    dynamo = await startLocalDynamo({ proxy: false });
   });
   afterAll(async () => {
     await emulator.close();
-    await new Promise((done) => dynalite.close(done));
+    await dynamo.close();
   });
 
   it('uses AWS_ENDPOINT_URL_SQS (the standard SDK variable) and sends the ids read from standard input', async () => {
@@ -218,7 +213,7 @@ describe('npm run enqueue', () => {
   });
 
   it('--resync-table enqueues every row the table knows with its connection, or one connection\'s with --connection (AWS_ENDPOINT_URL_DYNAMODB)', async () => {
-    const dynamodb = new DynamoDBClient({ endpoint: dynamodbEndpoint });
+    const dynamodb = dynamo.client();
     await ensureItemsTable(dynamodb, 'items-resync');
     // 25 rows: 15 of acme, 10 of default, the ids id-0 to id-9 in both.
     for (let i = 0; i < 25; i++) {
@@ -227,7 +222,13 @@ describe('npm run enqueue', () => {
       await dynamodb.send(new PutItemCommand({ TableName: 'items-resync', Item: { connection: { S: connection }, id: { S: id }, revision: { S: String(i) } } }));
     }
     dynamodb.destroy();
-    const env = { AWS_ENDPOINT_URL_DYNAMODB: dynamodbEndpoint };
+    // The tool signs with the namespace's key, as a user's CLI signs with theirs.
+    const env = {
+      AWS_ENDPOINT_URL_DYNAMODB: dynamo.endpoint,
+      AWS_ACCESS_KEY_ID: dynamo.credentials.accessKeyId,
+      AWS_SECRET_ACCESS_KEY: dynamo.credentials.secretAccessKey,
+      AWS_REGION: dynamo.region,
+    };
     const queueUrl = emulator.sqs.createQueue('cli-resync');
     const result = await run('tools/enqueue/enqueue.ts', ['--queue-url', queueUrl, '--resync-table', 'items-resync'], { cwd: tempDir(), env });
     expect(result.status).toBe(0);

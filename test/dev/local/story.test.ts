@@ -1,6 +1,6 @@
 /**
  * The local run, in process: the deployed handlers against the provider simulator (three accounts,
- * folders that list their children), dynalite, s3rver and the local AWS emulator, with discovery on.
+ * folders that list their children), DynamoDB Local, s3rver and the local AWS emulator, with discovery on.
  * The connections are added with the operator CLI; each account's first sync is its root alone, and
  * discovery brings every item; the whole story completes and each connection's rows end equal to its
  * account's items as the provider serves them (the large items through the items bucket), the last

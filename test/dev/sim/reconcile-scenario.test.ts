@@ -1,7 +1,7 @@
 /**
  * A reconciliation pass in virtual time, short (dev/sim/reconcile-scenario.ts RECONCILE_SHORT: 2,400
  * ids, L = 50/s): the real reconciler on its one-minute schedule, the sync's two event sources, the
- * real pace, provider client and DynamoDB adapters on dynalite. `npm run sim reconcile` runs it at
+ * real pace, provider client and DynamoDB adapters on DynamoDB Local. `npm run sim reconcile` runs it at
  * full scale, where the cost goal is judged.
  */
 import { describe, expect, it } from 'vitest';
@@ -73,7 +73,7 @@ describe('a reconciliation pass in virtual time (short)', () => {
   it('runs with the settings the stacks deploy', async () => {
     // The full scale's system (fewer ids: the deployed settings do not depend on them).
     const idleMinutes = 1;
-    const system = await startSystem(reconcileSystemOptions({ ...RECONCILE_FULL, ids: 100, dynalite: 'in-process', idleMinutes }, {}));
+    const system = await startSystem(reconcileSystemOptions({ ...RECONCILE_FULL, ids: 100, idleMinutes }, {}));
     try {
       const { reconciler, sync, sweep } = system.functions;
       // The reconciler's schedule, time-out and memory; the sync's memory.

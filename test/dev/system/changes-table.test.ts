@@ -1,6 +1,6 @@
 /**
  * The changes table in the local system, as the stacks deploy it: the storage creates it with the
- * stateful stack's key schema (infra/storage/changes-table.ts; no time to live: dynalite has none),
+ * stateful stack's key schema (infra/storage/changes-table.ts; no time to live: DynamoDB Local has none),
  * and the local item sync, client API and eraser get its name (and the first two
  * changesRetentionDays) from infra/deployment.ts, read by the functions' own loaders.
  */

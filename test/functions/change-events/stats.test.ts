@@ -2,7 +2,7 @@
  * Each connection's counters in the connections table (functions/change-events/stats.ts and
  * adapters/dynamodb-connection-stats.ts): the updates of a batch (ItemCreated counted, the latest
  * syncedAt), the exact UpdateItem commands (aws-sdk-client-mock on one client), and their
- * conditions against dynalite (only a newer lastWriteAt, never a row created). The handler's use of
+ * conditions against DynamoDB Local (only a newer lastWriteAt, never a row created). The handler's use of
  * them is in handler.test.ts.
  */
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
@@ -19,7 +19,7 @@ import { DynamoDbConnectionStats } from '../../../functions/change-events/adapte
 import type { ConnectionStats, ConnectionStatsUpdate } from '../../../functions/change-events/ports.js';
 import { keepConnectionStats, statsOf } from '../../../functions/change-events/stats.js';
 import type { Log } from '../../../functions/shared/ports.js';
-import { startDynalite, type Dynalite } from '../../../dev/fakes/dynalite.js';
+import { startLocalDynamo, type LocalDynamoDb } from '../../../dev/fakes/local-dynamo.js';
 import { live, record, tombstone } from './helpers.js';
 
 const TABLE = 'content-sync-connections';
@@ -146,15 +146,15 @@ describe('DynamoDbConnectionStats: the commands', () => {
   });
 });
 
-describe('DynamoDbConnectionStats against dynalite', () => {
-  let dynamo: Dynalite;
+describe('DynamoDbConnectionStats against DynamoDB Local', () => {
+  let dynamo: LocalDynamoDb;
   let client: DynamoDBClient;
   let stats: DynamoDbConnectionStats;
   const row = async (connection: string) =>
     (await client.send(new GetItemCommand({ TableName: TABLE, Key: { connection: { S: connection } }, ConsistentRead: true }))).Item;
 
   beforeAll(async () => {
-    dynamo = await startDynalite({ proxy: false });
+    dynamo = await startLocalDynamo({ proxy: false });
     client = dynamo.client();
     await dynamo.createConnectionsTable(TABLE);
     stats = new DynamoDbConnectionStats(client, TABLE);

@@ -1,5 +1,5 @@
 /**
- * The changes feed and the snapshot end to end on the harness's DynamoDB (dynalite, with its
+ * The changes feed and the snapshot end to end on the harness's DynamoDB (DynamoDB Local, with its
  * TransactWriteItems): rows written by the item sync's own store (DynamoDbItemStore with the changes
  * table: each row and its change in one transaction), read through the client API's handler as
  * production builds it. Each gap hazard the design names is played here:
@@ -14,7 +14,7 @@ import { S3Client } from '@aws-sdk/client-s3';
 import { SQSClient } from '@aws-sdk/client-sqs';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { captureOutput } from '../../../dev/fakes/capture-output.js';
-import { startDynalite, type Dynalite } from '../../../dev/fakes/dynalite.js';
+import { startLocalDynamo, type LocalDynamoDb } from '../../../dev/fakes/local-dynamo.js';
 import { ensureItemsTable } from '../../../dev/fakes/items-table.js';
 import { LOCAL_CREDENTIALS, LOCAL_REGION } from '../../../dev/fakes/local-aws.js';
 import { S3ObjectLinks } from '../../../functions/client-api/adapters/s3-object-links.js';
@@ -35,7 +35,7 @@ const T0 = Date.parse('2026-11-27T10:00:00.000Z');
 const iso = (ms: number): string => new Date(ms).toISOString();
 const sealing = testSealing();
 
-let dynamo: Dynalite;
+let dynamo: LocalDynamoDb;
 let db: DynamoDBClient;
 let n = 0;
 let items = '';
@@ -44,7 +44,7 @@ let changes = '';
 let apiNow = T0;
 
 beforeAll(async () => {
-  dynamo = await startDynalite({ proxy: false });
+  dynamo = await startLocalDynamo({ proxy: false });
   db = dynamo.client();
   await dynamo.createConnectionsTable(CONNECTIONS);
   await dynamo.createControlTable('control-feed');

@@ -1,5 +1,5 @@
 /**
- * The client API's handler (functions/client-api/app.ts) as deployed, over dynalite, the local KMS
+ * The client API's handler (functions/client-api/app.ts) as deployed, over DynamoDB Local, the local KMS
  * model and a mocked SQS: what it reads of API Gateway's event (path segments percent-decoded once,
  * the query string, base64-encoded bodies, an event with little in it), its failures (503
  * `unavailable` for one that may pass, 500 `internal` otherwise) and its one log line a request,

@@ -1,7 +1,7 @@
 /**
  * The client API's handler built as production builds it (functions/client-api/app.ts
  * `createApiHandler` over `loadApiConfig`), for the tests of this folder: a real connections table
- * and control table in dynalite on 127.0.0.1, tokens sealed by the real TokenSealer over a KMS
+ * and control table in DynamoDB Local on 127.0.0.1, tokens sealed by the real TokenSealer over a KMS
  * client answered by the local KMS model (test/support/sealer.ts, which counts the KMS calls), an
  * SQSClient mocked with aws-sdk-client-mock, and a clock the test moves. Requests are API Gateway
  * HTTP API (payload 2.0) events; every answer and every line the handler writes is kept, so a file
@@ -18,7 +18,7 @@ import {
 import type { APIGatewayProxyEventV2 } from 'aws-lambda';
 import { mockClient, type AwsClientStub } from 'aws-sdk-client-mock';
 import { captureOutput, jsonLines } from '../../../dev/fakes/capture-output.js';
-import { startDynalite, type Dynalite } from '../../../dev/fakes/dynalite.js';
+import { startLocalDynamo, type LocalDynamoDb } from '../../../dev/fakes/local-dynamo.js';
 import { LOCAL_CREDENTIALS, LOCAL_REGION } from '../../../dev/fakes/local-aws.js';
 import { createApiHandler, type ApiHandler } from '../../../functions/client-api/app.js';
 import { DynamoDbCursorStore } from '../../../functions/reconciler/adapters/dynamodb-cursor-store.js';
@@ -127,9 +127,9 @@ export function acceptAll(input: SendMessageBatchCommandInput) {
   return { Successful: (input.Entries ?? []).map((entry) => ({ Id: entry.Id!, MessageId: `msg-${entry.Id}`, MD5OfMessageBody: 'x' })), Failed: [] };
 }
 
-/** One client API over its own dynalite; `reset` gives each test new tables and a new handler. */
+/** One client API over its own DynamoDB Local; `reset` gives each test new tables and a new handler. */
 export class ApiHarness {
-  dynamo!: Dynalite;
+  dynamo!: LocalDynamoDb;
   db!: DynamoDBClient;
   readonly sqs = new SQSClient({ region: LOCAL_REGION, credentials: LOCAL_CREDENTIALS });
   readonly sqsMock: AwsClientStub<SQSClient> = mockClient(this.sqs);
@@ -145,7 +145,7 @@ export class ApiHarness {
   private tables = 0;
 
   async start(): Promise<void> {
-    this.dynamo = await startDynalite({ proxy: false });
+    this.dynamo = await startLocalDynamo({ proxy: false });
     this.db = this.dynamo.client();
   }
 

@@ -1,6 +1,6 @@
 /**
  * `GET /connections/{connection}/items/{id}` through the client API's handler as production builds
- * it, over dynalite (the connections and items tables): an item stored in its row is answered as
+ * it, over DynamoDB Local (the connections and items tables): an item stored in its row is answered as
  * stored (its numbers exact), a tombstone says `deleted`, an item held in the items bucket is a
  * presigned URL of its object (the S3 signer with local credentials: no request is made), and the
  * refusals: a bad id, an unknown connection or item, another method, a body.
@@ -9,7 +9,7 @@ import { PutItemCommand, type DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { S3Client } from '@aws-sdk/client-s3';
 import { SQSClient } from '@aws-sdk/client-sqs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startDynalite, type Dynalite } from '../../../dev/fakes/dynalite.js';
+import { startLocalDynamo, type LocalDynamoDb } from '../../../dev/fakes/local-dynamo.js';
 import { ensureItemsTable } from '../../../dev/fakes/items-table.js';
 import { LOCAL_CREDENTIALS, LOCAL_REGION } from '../../../dev/fakes/local-aws.js';
 import { S3ObjectLinks } from '../../../functions/client-api/adapters/s3-object-links.js';
@@ -24,12 +24,12 @@ const ITEMS = 'items-read';
 const CONNECTIONS = 'connections-read';
 const BUCKET = 'content-sync-items-bucket';
 const sealing = testSealing();
-let dynamo: Dynalite;
+let dynamo: LocalDynamoDb;
 let db: DynamoDBClient;
 let handler: ApiHandler;
 
 beforeAll(async () => {
-  dynamo = await startDynalite({ proxy: false });
+  dynamo = await startLocalDynamo({ proxy: false });
   db = dynamo.client();
   await dynamo.createConnectionsTable(CONNECTIONS);
   await dynamo.createControlTable('control-read');

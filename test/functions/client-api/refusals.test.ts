@@ -1,6 +1,6 @@
 /**
  * The client API's refusals (contract, "The client API"; docs/client-api.md, "Errors"), the handler
- * built as deployed over dynalite, the local KMS model and a mocked SQS: each refused request gets
+ * built as deployed over DynamoDB Local, the local KMS model and a mocked SQS: each refused request gets
  * its status, its code and a sentence that quotes neither the refused value nor a token; it writes
  * nothing (both tables read raw before and after) and sends nothing.
  */

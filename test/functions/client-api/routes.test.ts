@@ -1,6 +1,6 @@
 /**
  * The client API's routes as deployed (functions/client-api: createApiHandler over loadApiConfig),
- * against a real connections table and control table in dynalite, tokens sealed under the local KMS
+ * against a real connections table and control table in DynamoDB Local, tokens sealed under the local KMS
  * model, SQS mocked: every route's success, with its exact status and body (the contract's view),
  * the exact SQS commands it sends, and what a request repeated changes (nothing).
  */

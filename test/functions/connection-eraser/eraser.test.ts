@@ -1,5 +1,5 @@
 /**
- * The eraser's handler (functions/connection-eraser/app.ts) over dynalite and s3rver, the erase
+ * The eraser's handler (functions/connection-eraser/app.ts) over DynamoDB Local and s3rver, the erase
  * queue a mocked SQS: a message before its erase's safety wait has passed is sent back delayed, one
  * after it is erased, a malformed one or a failure is reported in `batchItemFailures`, an
  * invocation whose time runs short sends its erase back; one log line per message; the S3 client is

@@ -1,5 +1,5 @@
 /**
- * Discovery against the provider simulator, dynalite and s3rver (integration-harness.ts; SQS
+ * Discovery against the provider simulator, DynamoDB Local and s3rver (integration-harness.ts; SQS
  * mocked, so the exact messages to the reconcile queue are asserted): a large folder (its row in
  * the items bucket) sends its children, then, once changed, the children that left its list (its
  * previous copy read back from the bucket), then, once gone at the provider, the children of its

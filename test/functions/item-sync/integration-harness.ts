@@ -1,6 +1,6 @@
 /**
  * The harness of the item sync's integration tests (*.integration.test.ts): the real handler (real
- * HTTP provider client, real DynamoDB and S3 adapters) against the provider simulator, dynalite (the
+ * HTTP provider client, real DynamoDB and S3 adapters) against the provider simulator, DynamoDB Local (the
  * items table keyed by connection and id) and s3rver, with SQS mocked (aws-sdk-client-mock), so the
  * exact dead-letter and visibility commands can be asserted, and the connections' access layer
  * played by SimulatorAccess (each connection's token issued by the simulator). Every run's output
@@ -19,7 +19,7 @@ import type { ConnectionAccess, ConnectionGate } from '../../../functions/shared
 import { HttpProviderClient } from '../../../functions/shared/provider/provider-client.js';
 import type { ProviderClient } from '../../../functions/shared/ports.js';
 import { captureOutput } from '../../../dev/fakes/capture-output.js';
-import { startDynalite, type LocalDynamo } from '../../../dev/fakes/dynalite.js';
+import { startLocalDynamo, type LocalDynamo } from '../../../dev/fakes/local-dynamo.js';
 import { startS3, type LocalS3 } from '../../../dev/fakes/s3.js';
 import { ProviderSimulator, type SimulatorItem } from '../../../dev/simulator/provider-simulator.js';
 import { DLQ_URL, QUEUE_URL, RECONCILE_URL, lambdaContext, metricsIn, sqsEvent } from './helpers.js';
@@ -285,7 +285,7 @@ export function losingFirstAnswer(client: DynamoDBClient, operation: 'PutItem' |
 /** Registers the start and stop of the local services and the per-test reset of the SQS mock. */
 export function useIntegrationHarness(): void {
   beforeAll(async () => {
-    ctx.dynamo = await startDynalite();
+    ctx.dynamo = await startLocalDynamo();
     ctx.s3 = await startS3();
     ctx.s3Client = ctx.s3.client();
   });

@@ -1,5 +1,5 @@
 /**
- * The item sync's items too large for a row against dynalite and s3rver (integration-harness.ts):
+ * The item sync's items too large for a row against DynamoDB Local and s3rver (integration-harness.ts):
  * the object in the items bucket, the row pointing to it, objects replaced and deleted, races and
  * lost answers leaving no orphan and no pointer to nothing.
  */
@@ -9,7 +9,7 @@ import { MemoryPaceStore } from '../../../dev/fakes/memory-pace-store.js';
 import { createSyncHandler } from '../../../functions/item-sync/app.js';
 import { loadSyncConfig } from '../../../functions/shared/config.js';
 import { captureOutput } from '../../../dev/fakes/capture-output.js';
-import { startDynalite } from '../../../dev/fakes/dynalite.js';
+import { startLocalDynamo } from '../../../dev/fakes/local-dynamo.js';
 import { itemObjectOf, readItemObject, S3_LOCAL_CREDENTIALS } from '../../../dev/fakes/s3.js';
 import { ProviderSimulator, type SimulatorItem } from '../../../dev/simulator/provider-simulator.js';
 import { DLQ_URL, lambdaContext, logLines, sqsEvent } from './helpers.js';
@@ -107,7 +107,9 @@ describe('items too large for a row, against s3rver', () => {
   });
 
   it('a row DynamoDB refuses for its size although the estimate let it through goes to the bucket', async () => {
-    const small = await startDynalite({ maxItemSizeKb: 64 });
+    const small = await startLocalDynamo();
+    // DynamoDB refuses the first transaction's row (its first action) for its size.
+    small.cancel({ times: 1, code: 'ValidationError', actions: [0] });
     try {
       const sim = await ProviderSimulator.start({ items: [{ id: 'mid', type: 'file', revision: 1, content: 'y'.repeat(100 * 1024) }] });
       simulators.push(sim);

@@ -1,5 +1,5 @@
 /**
- * The item sync against the provider simulator and dynalite (integration-harness.ts): what rows it
+ * The item sync against the provider simulator and DynamoDB Local (integration-harness.ts): what rows it
  * stores and when, the dead letters, the failures that pass, a refused token that stops its
  * connection alone, two connections holding one item id, races between containers.
  */
@@ -42,7 +42,7 @@ const RICH: SimulatorItem = {
   versions: [{ number: 1, comment: '' }, { number: 2, comment: null, nested: [[1, [2, [3]]]] }],
 };
 
-describe('item sync against the provider simulator and dynalite', () => {
+describe('item sync against the provider simulator and DynamoDB Local', () => {
   it('stores a new batch whole: every field, nested values, unicode, empty strings and null', async () => {
     const tree = generateItemTree({ count: 9, seed: 7 });
     const env = await setup({ items: [...tree, RICH] });

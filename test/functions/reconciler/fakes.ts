@@ -1,6 +1,6 @@
 /**
  * Fakes of the reconciler's ports, with the adapters' semantics (the adapter tests check those
- * against dynalite and the SDK): a cursor store whose writes are conditional exactly as the
+ * against DynamoDB Local and the SDK): a cursor store whose writes are conditional exactly as the
  * control-table row's, an items table (keys: connection and id) walked by hash segments with
  * DynamoDB's paging (a full page carries a LastEvaluatedKey even when nothing follows), a queue that
  * records what was sent and lets the test take messages off it, and a clock the sleeps move.

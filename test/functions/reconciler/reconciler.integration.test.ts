@@ -1,5 +1,5 @@
 /**
- * The reconciler against dynalite (items table keyed by connection and id, and control table, on
+ * The reconciler against DynamoDB Local (items table keyed by connection and id, and control table, on
  * 127.0.0.1) and the HTTP SQS emulator: parallel Scan segments really cover every row of every
  * connection exactly once, tombstones and rows too big for one Scan page included; the cursor row's
  * conditional writes as DynamoDB evaluates them, its key round-tripped; and the handler built as
@@ -17,7 +17,7 @@ import {
 import { SQSClient } from '@aws-sdk/client-sqs';
 import { AwsEmulator } from '../../../dev/fakes/aws-emulator.js';
 import { captureOutput, jsonLines } from '../../../dev/fakes/capture-output.js';
-import { startDynalite, type LocalDynamo } from '../../../dev/fakes/dynalite.js';
+import { startLocalDynamo, type LocalDynamo } from '../../../dev/fakes/local-dynamo.js';
 import { sumEmfMetrics } from '../../../dev/fakes/emf.js';
 import { createContext } from '../../../dev/fakes/lambda.js';
 import { LOCAL_CREDENTIALS, LOCAL_REGION } from '../../../dev/fakes/local-aws.js';
@@ -70,7 +70,7 @@ function label(body: string): string {
 }
 
 beforeAll(async () => {
-  dynamo = await startDynalite();
+  dynamo = await startLocalDynamo();
   client = dynamo.client();
   await ensureItemsTable(client, ITEMS);
   await dynamo.createControlTable(CONTROL);
@@ -97,7 +97,7 @@ beforeEach(async () => {
   await client.send(new DeleteItemCommand({ TableName: CONTROL, Key: { pk: { S: RECONCILE_CURSOR_KEY } } }));
 });
 
-describe('parallel Scan segments on dynalite', () => {
+describe('parallel Scan segments on DynamoDB Local', () => {
   it.each([1, 4, 7])('%i segment(s), pages of at most 64 rows, cover every row of every connection exactly once, tombstones included', async (segments) => {
     const items = new DynamoDbItemIds(client, ITEMS);
     const seen: string[] = [];
@@ -115,7 +115,7 @@ describe('parallel Scan segments on dynalite', () => {
   });
 });
 
-describe('the cursor row on dynalite', () => {
+describe('the cursor row on DynamoDB Local', () => {
   it('a new pass, advances of different segments (never in conflict), a stale version refused, the end once', async () => {
     const store = new DynamoDbCursorStore(client, CONTROL);
     expect(await store.read()).toBeUndefined();
@@ -155,7 +155,7 @@ describe('the cursor row on dynalite', () => {
   });
 });
 
-describe('the reconciler handler on dynalite and the SQS emulator', () => {
+describe('the reconciler handler on DynamoDB Local and the SQS emulator', () => {
   const env = (overrides: Record<string, string> = {}) => ({
     [ENV.itemsTableName]: ITEMS,
     [ENV.controlTableName]: CONTROL,

@@ -1,6 +1,6 @@
 /**
  * The token refresher as deployed, in process: its handler over the connections table and the
- * control table (the token pace's row) in dynalite and the HTTP provider client against a small
+ * control table (the token pace's row) in DynamoDB Local and the HTTP provider client against a small
  * getToken server on 127.0.0.1 (real HTTP): rotation stored, a refused connection failing beside a
  * refreshed one, a 429 waited out and tried again, the pace's row written, no token in anything printed.
  */
@@ -9,7 +9,7 @@ import type { AddressInfo } from 'node:net';
 import { type DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { captureOutput } from '../../../dev/fakes/capture-output.js';
-import { startDynalite, type Dynalite } from '../../../dev/fakes/dynalite.js';
+import { startLocalDynamo, type LocalDynamoDb } from '../../../dev/fakes/local-dynamo.js';
 import { DynamoDbConnectionStore } from '../../../functions/shared/adapters/dynamodb-connection-store.js';
 import { loadRefresherConfig } from '../../../functions/shared/config.js';
 import { createRefresherHandler } from '../../../functions/token-refresher/app.js';
@@ -29,13 +29,13 @@ const grants = new Map<string, { access_token: string; refresh_token?: string }>
 ]);
 const seen = new Set<string>(['rt-plain-secret', 'rt-rotating-secret', 'rt-rotated-secret', 'rt-revoked-secret', 'at-plain-secret', 'at-rotating-secret', LIMITED, 'at-limited-secret']);
 
-let dynamo: Dynalite;
+let dynamo: LocalDynamoDb;
 let client: DynamoDBClient;
 let server: Server;
 let baseUrl: string;
 
 beforeAll(async () => {
-  dynamo = await startDynalite({ proxy: false });
+  dynamo = await startLocalDynamo({ proxy: false });
   client = dynamo.client();
   await dynamo.createConnectionsTable(TABLE);
   await dynamo.createControlTable(CONTROL);
@@ -62,7 +62,7 @@ afterAll(async () => {
   await new Promise((resolve) => server?.close(resolve));
 });
 
-describe('the token refresher against dynalite and a getToken server', () => {
+describe('the token refresher against DynamoDB Local and a getToken server', () => {
   it('refreshes every due connection, stores a rotation, makes a refused one failing, prints no token', async () => {
     const sealing = testSealing();
     const store = new DynamoDbConnectionStore(client, TABLE, { sealer: sealing.sealer });

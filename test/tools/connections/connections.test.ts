@@ -1,5 +1,5 @@
 /**
- * The connections CLI (tools/connections) run through runCli against dynalite and s3rver on
+ * The connections CLI (tools/connections) run through runCli against DynamoDB Local and s3rver on
  * 127.0.0.1: every command, the deployment's settings from flags or variables, the refresh token
  * from standard input (never printed) and sealed under the connections key before it is stored,
  * bad ids, empty tokens, unknown connections, the purge's confirmation and erase, the sealing of
@@ -9,7 +9,7 @@ import { PassThrough, Readable, Writable } from 'node:stream';
 import { CreateTableCommand, GetItemCommand, PutItemCommand, QueryCommand, type AttributeValue, type DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { PutObjectCommand, type S3Client } from '@aws-sdk/client-s3';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { startDynalite, type Dynalite } from '../../../dev/fakes/dynalite.js';
+import { startLocalDynamo, type LocalDynamoDb } from '../../../dev/fakes/local-dynamo.js';
 import { startS3, type LocalS3 } from '../../../dev/fakes/s3.js';
 import { DynamoDbConnectionStore } from '../../../functions/shared/adapters/dynamodb-connection-store.js';
 import { PURGE_SETTLE_SECONDS, runCli, s3ClientConfig, USAGE } from '../../../tools/connections/connections.js';
@@ -25,7 +25,7 @@ const RT = 'rt-cli-secret-0001';
 const BUCKET = 'content-sync-items';
 const NOW = Date.parse('2026-11-24T10:00:00.000Z');
 
-let dynamo: Dynalite;
+let dynamo: LocalDynamoDb;
 let db: DynamoDBClient;
 let s3: LocalS3;
 let s3Client: S3Client;
@@ -38,7 +38,7 @@ let sleeps: number[];
 const printed: string[] = [];
 
 beforeAll(async () => {
-  dynamo = await startDynalite({ proxy: false });
+  dynamo = await startLocalDynamo({ proxy: false });
   db = dynamo.client();
   s3 = await startS3();
   s3Client = s3.client();
@@ -821,7 +821,7 @@ describe('import-items', () => {
 
   // The old table's partition key held up to 2,048 bytes; the items table's sort key holds 1,024.
   const TOO_LONG = 'x'.repeat(1025);
-  // 1,200 bytes in 600 characters: dynalite would store it; DynamoDB would refuse it.
+  // 1,200 bytes in 600 characters: DynamoDB counts a key in UTF-8 bytes and refuses it.
   const TOO_WIDE = 'é'.repeat(600);
   const BELL = 'bell\u0007';
   const LONGEST = 'y'.repeat(1024);

@@ -1,6 +1,6 @@
 /**
  * The pace row in the control table (functions/shared/adapters/dynamodb-pace-store.ts) against
- * dynalite on 127.0.0.1: the row's exact attributes, the version that every write raises, the
+ * DynamoDB Local on 127.0.0.1: the row's exact attributes, the version that every write raises, the
  * conditional write that refuses a stale version; and the exact commands, with the client mocked.
  */
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
@@ -14,7 +14,7 @@ import {
   PutItemCommand,
   type AttributeValue,
 } from '@aws-sdk/client-dynamodb';
-import { startDynalite, type LocalDynamo } from '../../../../dev/fakes/dynalite.js';
+import { startLocalDynamo, type LocalDynamo } from '../../../../dev/fakes/local-dynamo.js';
 import { MemoryPaceStore } from '../../../../dev/fakes/memory-pace-store.js';
 import { CONTROL_TABLE_KEY, DynamoDbPaceStore, paceRowKey } from '../../../../functions/shared/adapters/dynamodb-pace-store.js';
 import { DEFAULT_PACE_SETTINGS, initialPaceState, openBreaker, type PaceState } from '../../../../functions/shared/provider/pace/pace-state.js';
@@ -27,13 +27,13 @@ const SETTINGS = { ...DEFAULT_PACE_SETTINGS, maxRate: 50 };
 const PACE_KEY = 'client#my-client-id';
 const KEY = { [CONTROL_TABLE_KEY]: { S: paceRowKey(PACE_KEY) } };
 
-describe('DynamoDbPaceStore against dynalite', () => {
+describe('DynamoDbPaceStore against DynamoDB Local', () => {
   let dynamo: LocalDynamo;
   let client: DynamoDBClient;
   let store: DynamoDbPaceStore;
 
   beforeAll(async () => {
-    dynamo = await startDynalite();
+    dynamo = await startLocalDynamo();
     client = dynamo.client();
     await dynamo.createControlTable(CONTROL_TABLE);
     store = new DynamoDbPaceStore(client, CONTROL_TABLE, PACE_KEY);

@@ -1,7 +1,7 @@
 /**
  * The connections table's adapter (functions/shared/adapters/dynamodb-connection-store.ts): the exact
- * commands, with the client mocked (its conditional writes against dynalite:
- * dynamodb-connection-store.dynalite.test.ts), and toRecord.
+ * commands, with the client mocked (its conditional writes against DynamoDB Local:
+ * dynamodb-connection-store.dynamodb.test.ts), and toRecord.
  */
 import {
   ConditionalCheckFailedException,
@@ -32,7 +32,7 @@ const ROTATED = 'rt-store-secret-0002';
 const AT_TOKEN = 'at-store-secret-0001';
 
 describe('DynamoDbConnectionStore: the exact commands', () => {
-  // This instance only: the dynalite tests below use real clients.
+  // This instance only: the DynamoDB Local tests below use real clients.
   const mocked = new DynamoDBClient({});
   const mock = mockClient(mocked);
   const store = new DynamoDbConnectionStore(mocked, TABLE, { sealer: VISIBLE_SEALER });

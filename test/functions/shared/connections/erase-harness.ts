@@ -1,6 +1,6 @@
 /**
  * The erase's tests' world (erase.test.ts here, test/functions/connection-eraser/eraser.test.ts):
- * dynalite and s3rver on 127.0.0.1, and for each test a connections table, an items table and an
+ * DynamoDB Local and s3rver on 127.0.0.1, and for each test a connections table, an items table and an
  * items bucket of its own; connections put as the client API puts them (tokens sealed), rows and
  * objects written as the item sync writes them, and readers of what is left.
  *
@@ -12,7 +12,7 @@
 import { BatchWriteItemCommand, GetItemCommand, PutItemCommand, type AttributeValue, type DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { PutObjectCommand, type S3Client } from '@aws-sdk/client-s3';
 import { afterAll, beforeAll, beforeEach } from 'vitest';
-import { startDynalite, type Dynalite } from '../../../../dev/fakes/dynalite.js';
+import { startLocalDynamo, type LocalDynamoDb } from '../../../../dev/fakes/local-dynamo.js';
 import { ensureItemsTable, readTable } from '../../../../dev/fakes/items-table.js';
 import { startS3, type LocalS3 } from '../../../../dev/fakes/s3.js';
 import { fromAttributeValue } from '../../../../functions/item-sync/adapters/dynamodb-item-store.js';
@@ -25,7 +25,7 @@ import { testSealing, type TestSealing } from '../../../support/sealer.js';
 export const NOW = Date.parse('2026-11-24T10:00:00.000Z');
 /** The safety wait at the default sync time-out and token cache (eraseSettleSeconds(60, 60)). */
 export const SETTLE_SECONDS = 150;
-/** A padding that makes four rows fill one 1 MB Query page (dynalite counts sizes as DynamoDB does). */
+/** A padding that makes four rows fill one 1 MB Query page (DynamoDB Local counts sizes as DynamoDB does). */
 export const PAGE_QUARTER = 300_000;
 
 export const iso = (ms: number): string => new Date(ms).toISOString();
@@ -65,7 +65,7 @@ export const SEEDED = {
 } as const;
 
 export interface EraseWorld {
-  readonly dynamo: Dynalite;
+  readonly dynamo: LocalDynamoDb;
   readonly db: DynamoDBClient;
   readonly s3: LocalS3;
   readonly s3Client: S3Client;
@@ -107,9 +107,9 @@ export interface EraseWorld {
   seed(): Promise<void>;
 }
 
-/** Starts dynalite and s3rver for the file; a table pair and a bucket of its own for each test. */
+/** Starts DynamoDB Local and s3rver for the file; a table pair and a bucket of its own for each test. */
 export function useEraseWorld(): EraseWorld {
-  let dynamo: Dynalite;
+  let dynamo: LocalDynamoDb;
   let db: DynamoDBClient;
   let s3: LocalS3;
   let s3Client: S3Client;
@@ -121,7 +121,7 @@ export function useEraseWorld(): EraseWorld {
   const sealing = testSealing();
 
   beforeAll(async () => {
-    dynamo = await startDynalite({ proxy: false });
+    dynamo = await startLocalDynamo({ proxy: false });
     db = dynamo.client();
     s3 = await startS3();
     s3Client = s3.client();
@@ -193,7 +193,7 @@ export function useEraseWorld(): EraseWorld {
       for (let i = 0; i < ids.length; i += 25) {
         const requests = ids.slice(i, i + 25).map((id) => ({ PutRequest: { Item: rowItem(connection, id, keyOf ? { key: keyOf(id) } : {}) } }));
         const output = await db.send(new BatchWriteItemCommand({ RequestItems: { [itemsTable]: requests } }));
-        if (Object.keys(output.UnprocessedItems ?? {}).length > 0) throw new Error('dynalite left writes unprocessed');
+        if (Object.keys(output.UnprocessedItems ?? {}).length > 0) throw new Error('DynamoDB Local left writes unprocessed');
       }
     },
     async changeRows(connection, count) {

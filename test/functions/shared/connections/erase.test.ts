@@ -1,5 +1,5 @@
 /**
- * A connection's erase (functions/shared/connections/erase.ts `runErase`) over dynalite and s3rver
+ * A connection's erase (functions/shared/connections/erase.ts `runErase`) over DynamoDB Local and s3rver
  * with the real AwsItemsEraser: the safety wait, the two sweeps and their progress in the
  * connection's row, the rule of the keys a row names (its own, not another connection's, deleted
  * before the row), a run cut short and run again, a connection put again while its erase waits

@@ -3,7 +3,7 @@
  * KMS adapter and a real KMSClient answered by the KMS model (test/support/sealer.ts), and over a
  * hand-written DataKeys where the sealer's own checks are the point (a data key handed out for any
  * connection: the additional authenticated data still refuses it). The KMS commands themselves:
- * kms-data-keys.test.ts; the table: sealed-store.dynalite.test.ts.
+ * kms-data-keys.test.ts; the table: sealed-store.dynamodb.test.ts.
  */
 import { randomBytes } from 'node:crypto';
 import { describe, expect, it } from 'vitest';

@@ -1,13 +1,13 @@
 /**
  * The connections table's adapter (functions/shared/adapters/dynamodb-connection-store.ts) against
- * dynalite on 127.0.0.1: its conditional writes (two lease takers at once, a lease taken whose
+ * DynamoDB Local on 127.0.0.1: its conditional writes (two lease takers at once, a lease taken whose
  * answer was lost, a refresh over replaced credentials, a rotated refresh token, a pause while a
  * refresh runs, a refresh that outlived its lease, removal, the purge's conditional delete). The exact commands: dynamodb-connection-store.test.ts.
  */
 import { DynamoDBClient, PutItemCommand } from '@aws-sdk/client-dynamodb';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { DynamoMeter, instrumentDynamo } from '../../../../dev/fakes/dynamo-meter.js';
-import { startDynalite, type Dynalite } from '../../../../dev/fakes/dynalite.js';
+import { startLocalDynamo, type LocalDynamoDb } from '../../../../dev/fakes/local-dynamo.js';
 import { DynamoDbConnectionStore } from '../../../../functions/shared/adapters/dynamodb-connection-store.js';
 import { testSealing } from '../../../support/sealer.js';
 
@@ -19,14 +19,14 @@ const RT = 'rt-store-secret-0001';
 const ROTATED = 'rt-store-secret-0002';
 const AT_TOKEN = 'at-store-secret-0001';
 
-describe('DynamoDbConnectionStore against dynalite', () => {
-  let dynamo: Dynalite;
+describe('DynamoDbConnectionStore against DynamoDB Local', () => {
+  let dynamo: LocalDynamoDb;
   let client: DynamoDBClient;
   let store: DynamoDbConnectionStore;
   let table = 0;
 
   beforeAll(async () => {
-    dynamo = await startDynalite({ proxy: false });
+    dynamo = await startLocalDynamo({ proxy: false });
     client = dynamo.client();
   });
 

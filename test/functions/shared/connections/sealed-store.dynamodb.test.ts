@@ -1,7 +1,7 @@
 /**
  * The connections table holds no token in clear (the contract's "Credentials live in the
  * connections table…"): the DynamoDB adapter (functions/shared/adapters/dynamodb-connection-store.ts)
- * over dynalite, its tokens sealed by the application's TokenSealer over KMS (the KMS model:
+ * over DynamoDB Local, its tokens sealed by the application's TokenSealer over KMS (the KMS model:
  * test/support/sealer.ts). A raw read of the table shows only ciphertext; a sealed token copied into
  * another connection's row does not open there; listings open nothing; clear rows of an older
  * deployment are sealed in place without overwriting a newer token.
@@ -17,7 +17,7 @@ import {
 } from '@aws-sdk/client-dynamodb';
 import { mockClient } from 'aws-sdk-client-mock';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { startDynalite, type Dynalite } from '../../../../dev/fakes/dynalite.js';
+import { startLocalDynamo, type LocalDynamoDb } from '../../../../dev/fakes/local-dynamo.js';
 import { DynamoDbConnectionStore } from '../../../../functions/shared/adapters/dynamodb-connection-store.js';
 import { KmsDataKeys } from '../../../../functions/shared/adapters/kms-data-keys.js';
 import type { ConnectionListing } from '../../../../functions/shared/connections/connection.js';
@@ -60,15 +60,15 @@ async function rejection(promise: Promise<unknown>): Promise<Error> {
 
 const lease = (owner: string) => ({ owner, until: NOW + 300_000, now: NOW });
 
-describe('the connections table over dynalite, tokens sealed under KMS', () => {
-  let dynamo: Dynalite;
+describe('the connections table over DynamoDB Local, tokens sealed under KMS', () => {
+  let dynamo: LocalDynamoDb;
   let client: DynamoDBClient;
   let sealing: TestSealing;
   let store: DynamoDbConnectionStore;
   let table = 0;
 
   beforeAll(async () => {
-    dynamo = await startDynalite({ proxy: false });
+    dynamo = await startLocalDynamo({ proxy: false });
     client = dynamo.client();
   });
 

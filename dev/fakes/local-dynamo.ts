@@ -1,47 +1,42 @@
 /**
- * DynamoDB for the harness: dynalite on 127.0.0.1 (ephemeral port), the one way the tests, the local
- * run, the bench and the soak start it.
+ * DynamoDB for the harness: AWS's own DynamoDB Local (dynamodb-local.ts), the one way the tests,
+ * the local run, the bench, the soak and the simulations reach it.
  *
- * - `where: 'in-process'` (default) runs it in this process; `'child'` in a child Node.js process,
- *   so that DynamoDB's own CPU work runs on another core than the handlers, as it would in AWS.
- * - `path` keeps the tables in LevelDB files in that folder (the local run); in memory otherwise.
+ * - `startLocalDynamo` opens a namespace of its own (an access key of its own: DynamoDB Local
+ *   keeps one database per access key) on the run's shared server when there is one (the test
+ *   run's, its endpoint in RUN_ENDPOINT_VARIABLE, set by test/setup.ts from the global setup), or
+ *   on a server it starts (and stops at `close`) otherwise.
  * - `proxy` (default on, for the tests) puts a small HTTP proxy in front that records every
  *   operation (X-Amz-Target) and can answer a number of requests with a throttling error, as
- *   DynamoDB does under load (dynalite itself never throttles), or with TransactionConflictException
- *   (DynamoDB's answer to a write on an item a transaction is writing), and cancel a number of
- *   TransactWriteItems with TransactionConflict (or throttling) reasons, as DynamoDB cancels a
- *   transaction that meets another one on an item (dynalite's transactions wait for each other
- *   instead). The SDK sees real HTTP either way.
- * - Either way, key sizes are counted in UTF-8 bytes, as DynamoDB counts them (dynalite-key-sizes.ts),
- *   and TransactWriteItems is there (dynalite-transactions.ts), its commits told in this process
- *   (dynalite-commits.ts; from a child, those of the requests that ask).
+ *   DynamoDB does under load (DynamoDB Local never throttles), or with TransactionConflictException,
+ *   and cancel a number of TransactWriteItems with TransactionConflict (or throttling) reasons. The
+ *   SDK sees real HTTP either way.
+ * - The tables are created as the stateful stack defines them: the items table with its stream
+ *   (new and old images), the changes table (its time to live when asked: see createChangesTable).
  */
-import { spawn } from 'node:child_process';
-import { mkdirSync } from 'node:fs';
 import { createServer, request as httpRequest, type IncomingMessage, type ServerResponse } from 'node:http';
-import { createRequire } from 'node:module';
-import type { Readable, Writable } from 'node:stream';
-import { fileURLToPath, pathToFileURL } from 'node:url';
 import {
   CreateTableCommand,
+  DeleteTableCommand,
   DynamoDBClient,
   GetItemCommand,
+  ListTablesCommand,
   ResourceInUseException,
   ScanCommand,
+  UpdateTimeToLiveCommand,
   type AttributeValue,
   type DynamoDBClientConfig,
 } from '@aws-sdk/client-dynamodb';
-import type { DynaliteOptions } from 'dynalite';
 import { CONTROL_TABLE_KEY } from '../../functions/shared/adapters/dynamodb-pace-store.js';
 import { DEFAULT_CONNECTION } from '../../functions/shared/connections/connection.js';
-import { CHANGES_TABLE_PARTITION_KEY, CHANGES_TABLE_SORT_KEY } from '../../infra/storage/changes-table.js';
-import { tellCommit, type CommittedTransaction } from './dynalite-commits.js';
-import { checkKeySizesInBytes } from './dynalite-key-sizes.js';
-import { cancellationBody, REASON_MESSAGES, type CancellationReason } from './dynalite-transact-write.js';
-import { dynaliteWithTransactions } from './dynalite-transactions.js';
+import { CHANGES_TABLE_PARTITION_KEY, CHANGES_TABLE_SORT_KEY, CHANGES_TABLE_TTL_ATTRIBUTE } from '../../infra/storage/changes-table.js';
+import { namespaceCredentials, startDynamoDbLocal, type DynamoDbLocalServer } from './dynamodb-local.js';
 import { ensureItemsTable, waitUntilActive } from './items-table.js';
-import { LOCAL_CREDENTIALS, LOCAL_REGION } from './local-aws.js';
+import { LOCAL_REGION } from './local-aws.js';
 import { listenOnLoopback } from './loopback.js';
+
+/** The environment variable that names the run's shared DynamoDB Local (set in the test workers by test/setup.ts). */
+export const RUN_ENDPOINT_VARIABLE = 'CONTENT_SYNC_TEST_DYNAMODB_ENDPOINT';
 
 export type ThrottleError = 'ProvisionedThroughputExceededException' | 'ThrottlingException' | 'TransactionConflictException';
 
@@ -56,47 +51,69 @@ export interface ThrottleRule {
 export interface CancelRule {
   /** How many TransactWriteItems requests are cancelled (answered by the proxy: nothing is applied). */
   times: number;
-  /** The reason of the actions `actions` names; default TransactionConflict. */
-  code?: 'TransactionConflict' | 'ThrottlingError' | 'ProvisionedThroughputExceeded';
+  /**
+   * The reason of the actions `actions` names; default TransactionConflict. ValidationError is
+   * DynamoDB's refusal of a row over 400 KB (a size the item sync's estimate should never let through).
+   */
+  code?: 'TransactionConflict' | 'ThrottlingError' | 'ProvisionedThroughputExceeded' | 'ValidationError';
   /** The positions (from 0) in TransactItems of the actions with that reason, the others `None`; default every action. */
   actions?: number[];
 }
 
+/** DynamoDB's reason messages in a TransactionCanceledException, as AWS words them. */
+export const REASON_MESSAGES: Record<NonNullable<CancelRule['code']>, string> = {
+  ValidationError: 'Item size has exceeded the maximum allowed size',
+  TransactionConflict: 'Transaction is ongoing for the item',
+  ThrottlingError:
+    'Throughput exceeds the current capacity of your table or index. DynamoDB is automatically scaling your table or index so please try again shortly. ' +
+    'If exceptions persist, check if you have a hot key: https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/bp-partition-key-design.html',
+  ProvisionedThroughputExceeded:
+    'The level of configured provisioned throughput for the table was exceeded. Consider increasing your provisioning level with the UpdateTable API',
+};
+
 export interface StartOptions {
-  where?: 'in-process' | 'child';
-  /** Folder for dynalite's LevelDB files (created if need be); in memory when undefined. */
+  /** Keeps the tables in files in this folder (a server of its own, created if need be); in memory when undefined. */
   path?: string;
-  /** dynalite's item size limit, default 400 (DynamoDB's). */
-  maxItemSizeKb?: number;
+  /** A server of its own even when the run shares one. */
+  ownServer?: boolean;
   /** The recording and throttling proxy; default true. */
   proxy?: boolean;
+  /** The namespace's access key (default a new one): the same key on the same server reaches the same tables. */
+  namespace?: string;
 }
 
-export interface Dynalite {
+export interface LocalDynamoDb {
   /** `http://127.0.0.1:<port>` (of the proxy, when there is one). */
   endpoint: string;
-  /** A client for this endpoint (region and dummy credentials set; the SDK's default retries). */
+  /** The credentials of this namespace: a client must sign with them to see its tables. */
+  credentials: { accessKeyId: string; secretAccessKey: string };
+  region: string;
+  /** A client for this endpoint and namespace (the SDK's default retries). */
   client(config?: DynamoDBClientConfig): DynamoDBClient;
+  /** The items table (key `connection`, `id`) with its stream (new and old images), as the stateful stack defines it, unless it exists. */
   createItemsTable(tableName: string): Promise<void>;
-  /** The connections table (partition key `connection`) as the stateful stack defines it, unless it exists. */
+  /** The connections table (partition key `connection`) with its stream (new and old images), as the stateful stack defines it, unless it exists. */
   createConnectionsTable(tableName: string): Promise<void>;
   /** The control table (the provider pace's row) as the stateful stack defines it, unless it exists. */
   createControlTable(tableName: string): Promise<void>;
   /**
    * The changes table (partition key `connection`, string; sort key `seq`, number) as the stateful
-   * stack defines it, unless it exists. Without its time to live: dynalite has no UpdateTimeToLive,
-   * so a change row never expires here.
+   * stack defines it, unless it exists; its time to live only when `timeToLive` says so.
+   * DynamoDB Local deletes expired rows by the wall clock (within seconds): a test or a simulation
+   * on a clock of its own would see its rows vanish, so by default the table has no time to live
+   * (a simulation deletes expired rows itself, by its clock); the local run, on the wall clock, turns it on.
    */
-  createChangesTable(tableName: string): Promise<void>;
+  createChangesTable(tableName: string, options?: { timeToLive?: boolean }): Promise<void>;
   /** Every row of a table, raw AttributeValues, sorted by connection, then id (where the table has them). */
   scan(tableName: string): Promise<Array<Record<string, AttributeValue>>>;
   /** A row of the items table (key `connection`, `id`), strongly consistent. */
   getRow(tableName: string, id: string, connection?: string): Promise<Record<string, AttributeValue> | undefined>;
+  /** Deletes this namespace's tables (on a shared server) and stops what it started. */
   close(): Promise<void>;
 }
 
-/** dynalite behind the proxy. */
-export interface LocalDynamo extends Dynalite {
+/** DynamoDB Local behind the proxy. */
+export interface LocalDynamo extends LocalDynamoDb {
   /** Every operation the proxy passed on or refused, in order (`PutItem`, `BatchGetItem`...). */
   operations: string[];
   throttle(rule: ThrottleRule): void;
@@ -114,23 +131,24 @@ interface Server {
   close(): Promise<void>;
 }
 
-export function startDynalite(options: StartOptions & { proxy: false }): Promise<Dynalite>;
-export function startDynalite(options?: StartOptions): Promise<LocalDynamo>;
-export async function startDynalite(options: StartOptions = {}): Promise<Dynalite | LocalDynamo> {
-  const settings: DynaliteOptions = {
-    createTableMs: 0,
-    deleteTableMs: 0,
-    updateTableMs: 0,
-    ...(options.maxItemSizeKb !== undefined ? { maxItemSizeKb: options.maxItemSizeKb } : {}),
-    ...(options.path !== undefined ? { path: options.path } : {}),
+export function startLocalDynamo(options: StartOptions & { proxy: false }): Promise<LocalDynamoDb>;
+export function startLocalDynamo(options?: StartOptions): Promise<LocalDynamo>;
+export async function startLocalDynamo(options: StartOptions = {}): Promise<LocalDynamoDb | LocalDynamo> {
+  const shared = process.env[RUN_ENDPOINT_VARIABLE];
+  const own: DynamoDbLocalServer | undefined =
+    shared === undefined || shared === '' || options.ownServer || options.path !== undefined
+      ? await startDynamoDbLocal(options.path !== undefined ? { path: options.path } : {})
+      : undefined;
+  const upstream = own ? own.endpoint : (shared as string);
+  const credentials = namespaceCredentials(options.namespace);
+  const stop = async (): Promise<void> => {
+    if (own) await own.close();
   };
-  if (options.path !== undefined) mkdirSync(options.path, { recursive: true });
-  const server = options.where === 'child' ? await startChild(settings) : await startInProcess(settings);
-  if (options.proxy === false) return withHelpers(server.endpoint, () => server.close());
-  const proxy = await startProxy(server.port);
-  const base = withHelpers(proxy.endpoint, async () => {
+  if (options.proxy === false) return withHelpers(upstream, credentials, !own, stop);
+  const proxy = await startProxy(Number(new URL(upstream).port));
+  const base = withHelpers(proxy.endpoint, credentials, !own, async () => {
     await proxy.close();
-    await server.close();
+    await stop();
   });
   const { operations, throttle, cancel } = proxy.control;
   return {
@@ -147,18 +165,28 @@ export async function startDynalite(options: StartOptions = {}): Promise<Dynalit
   };
 }
 
-function withHelpers(endpoint: string, close: () => Promise<void>): Dynalite {
-  const client = (config: DynamoDBClientConfig = {}): DynamoDBClient =>
-    new DynamoDBClient({ endpoint, region: LOCAL_REGION, credentials: LOCAL_CREDENTIALS, ...config });
+function withHelpers(
+  endpoint: string,
+  credentials: LocalDynamoDb['credentials'],
+  sharedServer: boolean,
+  close: () => Promise<void>,
+): LocalDynamoDb {
+  const client = (config: DynamoDBClientConfig = {}): DynamoDBClient => new DynamoDBClient({ endpoint, region: LOCAL_REGION, credentials, ...config });
   const admin = client();
   return {
     endpoint,
+    credentials,
+    region: LOCAL_REGION,
     client,
     createItemsTable: async (tableName) => void (await ensureItemsTable(admin, tableName)),
-    createControlTable: (tableName) => createKeyedTable(admin, tableName, CONTROL_TABLE_KEY),
-    createConnectionsTable: (tableName) => createKeyedTable(admin, tableName, 'connection'),
-    createChangesTable: (tableName) =>
-      createKeyedTable(admin, tableName, CHANGES_TABLE_PARTITION_KEY, { name: CHANGES_TABLE_SORT_KEY, type: 'N' }),
+    createControlTable: async (tableName) => void (await createKeyedTable(admin, tableName, CONTROL_TABLE_KEY)),
+    createConnectionsTable: async (tableName) => void (await createKeyedTable(admin, tableName, 'connection', undefined, true)),
+    async createChangesTable(tableName, options = {}) {
+      const created = await createKeyedTable(admin, tableName, CHANGES_TABLE_PARTITION_KEY, { name: CHANGES_TABLE_SORT_KEY, type: 'N' });
+      if (created && options.timeToLive) {
+        await admin.send(new UpdateTimeToLiveCommand({ TableName: tableName, TimeToLiveSpecification: { AttributeName: CHANGES_TABLE_TTL_ATTRIBUTE, Enabled: true } }));
+      }
+    },
     async scan(tableName) {
       const rows: Array<Record<string, AttributeValue>> = [];
       let start: Record<string, AttributeValue> | undefined;
@@ -177,14 +205,32 @@ function withHelpers(endpoint: string, close: () => Promise<void>): Dynalite {
       return out.Item;
     },
     async close() {
+      // On a shared server, the namespace's tables go (the run's server lives on, in memory).
+      if (sharedServer) await dropTables(admin).catch(() => undefined);
       admin.destroy();
       await close();
     },
   };
 }
 
-/** A table with one string partition key (and a sort key, when given), unless it exists. */
-async function createKeyedTable(admin: DynamoDBClient, tableName: string, key: string, sortKey?: { name: string; type: 'S' | 'N' }): Promise<void> {
+async function dropTables(admin: DynamoDBClient): Promise<void> {
+  let start: string | undefined;
+  do {
+    const page = await admin.send(new ListTablesCommand({ ExclusiveStartTableName: start }));
+    for (const name of page.TableNames ?? []) await admin.send(new DeleteTableCommand({ TableName: name }));
+    start = page.LastEvaluatedTableName;
+  } while (start);
+}
+
+/** A table with one string partition key (and a sort key, when given; its stream of new and old images when asked), unless it exists; true when created. */
+async function createKeyedTable(
+  admin: DynamoDBClient,
+  tableName: string,
+  key: string,
+  sortKey?: { name: string; type: 'S' | 'N' },
+  stream = false,
+): Promise<boolean> {
+  let created = true;
   try {
     await admin.send(
       new CreateTableCommand({
@@ -192,69 +238,15 @@ async function createKeyedTable(admin: DynamoDBClient, tableName: string, key: s
         AttributeDefinitions: [{ AttributeName: key, AttributeType: 'S' }, ...(sortKey ? [{ AttributeName: sortKey.name, AttributeType: sortKey.type }] : [])],
         KeySchema: [{ AttributeName: key, KeyType: 'HASH' }, ...(sortKey ? [{ AttributeName: sortKey.name, KeyType: 'RANGE' as const }] : [])],
         BillingMode: 'PAY_PER_REQUEST',
+        ...(stream ? { StreamSpecification: { StreamEnabled: true, StreamViewType: 'NEW_AND_OLD_IMAGES' as const } } : {}),
       }),
     );
   } catch (error) {
     if (!(error instanceof ResourceInUseException)) throw error;
+    created = false;
   }
   await waitUntilActive(admin, tableName);
-}
-
-async function startInProcess(settings: DynaliteOptions): Promise<Server> {
-  checkKeySizesInBytes();
-  const server = dynaliteWithTransactions(settings);
-  const port = await listenOnLoopback(server);
-  return {
-    endpoint: `http://127.0.0.1:${port}`,
-    port,
-    close: () =>
-      new Promise<void>((resolve) => {
-        server.closeAllConnections();
-        server.close(() => resolve());
-      }),
-  };
-}
-
-/** dynalite-child.ts, run with tsx's loader. */
-async function startChild(settings: DynaliteOptions): Promise<Server> {
-  const tsx = pathToFileURL(createRequire(import.meta.url).resolve('tsx')).href;
-  const entry = fileURLToPath(new URL('./dynalite-child.ts', import.meta.url));
-  const child = spawn(process.execPath, ['--import', tsx, entry, JSON.stringify(settings)], { stdio: ['pipe', 'pipe', 'inherit', 'ipc'] });
-  // With the IPC channel as a fourth stream, Node's types no longer know the first two are pipes.
-  const stdin = child.stdin as Writable;
-  const stdout = child.stdout as Readable;
-  // The commits the child reports (dynalite-commits.ts), told here in the order they come.
-  child.on('message', (commit) => tellCommit(commit as CommittedTransaction));
-  const port = await new Promise<number>((resolve, reject) => {
-    let text = '';
-    const onData = (chunk: Buffer): void => {
-      text += chunk.toString('utf8');
-      const match = /PORT (\d+)/.exec(text);
-      if (match) {
-        stdout.off('data', onData);
-        resolve(Number(match[1]));
-      }
-    };
-    stdout.on('data', onData);
-    child.once('error', reject);
-    child.once('exit', (code) => reject(new Error(`dynalite child process exited early (code ${code})`)));
-  });
-  child.unref();
-  child.channel?.unref();
-  (stdout as unknown as { unref?: () => void }).unref?.();
-  (stdin as unknown as { unref?: () => void }).unref?.();
-  return {
-    endpoint: `http://127.0.0.1:${port}`,
-    port,
-    close: () =>
-      new Promise<void>((resolve) => {
-        if (child.exitCode !== null) return resolve();
-        child.ref(); // keep the event loop alive until it has gone
-        child.once('exit', () => resolve());
-        stdin.end();
-        child.kill();
-      }),
-  };
+  return created;
 }
 
 async function startProxy(dbPort: number): Promise<Server & { control: Pick<LocalDynamo, 'operations' | 'throttle' | 'throttled' | 'cancel' | 'cancelled'> }> {
@@ -297,10 +289,14 @@ async function startProxy(dbPort: number): Promise<Server & { control: Pick<Loca
           // An unreadable request: no reasons.
         }
         const code = cancelRule.code ?? 'TransactionConflict';
-        const reasons: CancellationReason[] = Array.from({ length: actions }, (_, i) =>
+        const reasons: Array<{ Code: string; Message?: string }> = Array.from({ length: actions }, (_, i) =>
           cancelRule.actions === undefined || cancelRule.actions.includes(i) ? { Code: code, Message: REASON_MESSAGES[code] } : { Code: 'None' },
         );
-        const body = JSON.stringify(cancellationBody(reasons));
+        const body = JSON.stringify({
+          __type: 'com.amazonaws.dynamodb.v20120810#TransactionCanceledException',
+          CancellationReasons: reasons,
+          Message: `Transaction cancelled, please refer cancellation reasons for specific reasons [${reasons.map((reason) => reason.Code).join(', ')}]`,
+        });
         res.writeHead(400, { 'Content-Type': 'application/x-amz-json-1.0', 'Content-Length': Buffer.byteLength(body) });
         res.end(body);
       });

@@ -1,0 +1,118 @@
+/**
+ * DynamoDB Local as the harness starts it (dev/fakes/dynamodb-local.ts): Java 17 named in one line
+ * when it is missing or too old; nothing left running after a run that is interrupted (Ctrl-C) or
+ * killed outright, and none after `close()`.
+ */
+import { spawn } from 'node:child_process';
+import { chmodSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { afterAll, describe, expect, it } from 'vitest';
+import { JAVA_REQUIRED, JavaMissingError, requireJava, startDynamoDbLocal } from '../../../dev/fakes/dynamodb-local.js';
+
+const require = createRequire(import.meta.url);
+const folder = mkdtempSync(join(tmpdir(), 'dynamodb-local-test-'));
+afterAll(() => rmSync(folder, { recursive: true, force: true }));
+
+/** The live (not zombie) processes of a process group, from /proc. */
+function liveInGroup(pgid: number): Array<{ pid: number; command: string }> {
+  const live: Array<{ pid: number; command: string }> = [];
+  for (const entry of readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    let stat: string;
+    try {
+      stat = readFileSync(`/proc/${entry}/stat`, 'utf8');
+    } catch {
+      continue; // gone meanwhile
+    }
+    // pid (comm) state ppid pgrp ...: comm may hold spaces, so read after its closing parenthesis.
+    const close = stat.lastIndexOf(')');
+    const [state, , pgrp] = stat.slice(close + 2).split(' ');
+    if (Number(pgrp) === pgid && state !== 'Z') live.push({ pid: Number(entry), command: stat.slice(stat.indexOf('(') + 1, close) });
+  }
+  return live;
+}
+
+async function untilGroupGone(pgid: number): Promise<void> {
+  while (liveInGroup(pgid).length > 0) await new Promise((resolve) => setTimeout(resolve, 100));
+}
+
+/** A fake `java` in a folder of its own that prints `version` as `java -version` does. */
+function fakeJava(version: string): string {
+  const home = mkdtempSync(join(folder, 'jdk-'));
+  const bin = join(home, 'bin');
+  mkdirSync(bin);
+  writeFileSync(join(bin, 'java'), `#!/bin/sh\necho 'openjdk version "${version}" 2019-01-15' >&2\n`);
+  chmodSync(join(bin, 'java'), 0o755);
+  return home;
+}
+describe('Java', () => {
+  it('is named in one line with the command that installs it when it is missing', () => {
+    expect(() => requireJava(join(folder, 'no-such-java'))).toThrow(JavaMissingError);
+    expect(() => requireJava(join(folder, 'no-such-java'))).toThrow(JAVA_REQUIRED);
+    expect(JAVA_REQUIRED).toContain('Java 17');
+    expect(JAVA_REQUIRED).toContain('apt-get install -y openjdk-17-jre-headless');
+    expect(JAVA_REQUIRED).not.toContain('\n');
+  });
+
+  it('older than 17 is refused with what was found; 17 and 21 are taken', () => {
+    expect(() => requireJava(join(fakeJava('11.0.2'), 'bin', 'java'))).toThrow(`${JAVA_REQUIRED} (found: openjdk version "11.0.2" 2019-01-15)`);
+    expect(() => requireJava(join(fakeJava('1.8.0_392'), 'bin', 'java'))).toThrow(JavaMissingError);
+    expect(requireJava(join(fakeJava('17.0.15'), 'bin', 'java'))).toBe(17);
+    expect(requireJava(join(fakeJava('21'), 'bin', 'java'))).toBe(21);
+  });
+
+  it('missing stops the start at once, before anything is spawned', async () => {
+    const home = process.env.JAVA_HOME;
+    process.env.JAVA_HOME = join(folder, 'no-such-jdk');
+    try {
+      await expect(startDynamoDbLocal()).rejects.toThrow(JAVA_REQUIRED);
+    } finally {
+      if (home === undefined) delete process.env.JAVA_HOME;
+      else process.env.JAVA_HOME = home;
+    }
+  });
+});
+
+describe('the server', () => {
+  it('is gone, every process of its group, once closed', async () => {
+    const server = await startDynamoDbLocal();
+    expect(server.endpoint).toBe(`http://127.0.0.1:${server.port}`);
+    expect(liveInGroup(server.pid).map((p) => p.command)).toContain('java');
+    await server.close();
+    expect(liveInGroup(server.pid)).toEqual([]);
+  });
+
+  /** Starts the fixture run in a child process; resolves with it and its server's process group once the server answers. */
+  async function startRun(): Promise<{ child: ReturnType<typeof spawn>; pgid: number }> {
+    const tsx = require.resolve('tsx');
+    const entry = fileURLToPath(new URL('./fixtures/start-dynamodb-local.ts', import.meta.url));
+    const child = spawn(process.execPath, ['--import', tsx, entry], { stdio: ['ignore', 'pipe', 'inherit'] });
+    const pgid = await new Promise<number>((resolve, reject) => {
+      let text = '';
+      child.stdout!.on('data', (chunk: Buffer) => {
+        text += chunk.toString('utf8');
+        const match = /PID (\d+)/.exec(text);
+        if (match) resolve(Number(match[1]));
+      });
+      child.once('exit', (code) => reject(new Error(`the run ended early (code ${code})`)));
+    });
+    return { child, pgid };
+  }
+
+  it.each([
+    ['interrupted (Ctrl-C, SIGINT)', 'SIGINT'],
+    ['terminated (SIGTERM)', 'SIGTERM'],
+    ['killed outright (SIGKILL: no handler runs)', 'SIGKILL'],
+  ] as const)('leaves no Java process behind when its run is %s', async (_, signal) => {
+    const { child, pgid } = await startRun();
+    expect(liveInGroup(pgid).map((p) => p.command)).toContain('java');
+    const ended = new Promise((resolve) => child.once('exit', resolve));
+    child.kill(signal);
+    await ended;
+    await untilGroupGone(pgid);
+    expect(liveInGroup(pgid)).toEqual([]);
+  });
+});
