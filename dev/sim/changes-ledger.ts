@@ -6,13 +6,13 @@
  *
  * - the items table's stream (DynamoDB Local's, NEW_AND_OLD_IMAGES), read by a reader of the
  *   ledger's own (items-stream.ts TableStream: a second reader of each shard, as DynamoDB allows)
- *   every STREAM_POLL_MS of virtual time, each call held in virtual time. A record's images are the
+ *   every LEDGER_POLL_MS of virtual time, each call held in virtual time. A record's images are the
  *   row before and after a write DynamoDB committed; the write is a change when the rule of
  *   functions/shared/changes/transition.ts says so (`changeKindOf`, the one rule the feed and the
  *   events follow). Every record of a connection's rows is in one shard's lineage (the partition
  *   key is the connection), in commit order: each connection's changes in stream order are its
  *   truth. Reading them is also when `committed` hears of a change (the scenario's probes read it
- *   from the feed then: up to STREAM_POLL_MS after its commit), with the connection's epoch from its
+ *   from the feed then: up to LEDGER_POLL_MS after its commit), with the connection's epoch from its
  *   head row (read once a connection).
  * - the changes table's rows, read at `check` (Query, every connection): the change row numbered n
  *   must be the n-th change of the truth (the same id, change, revision and previous revision), and
@@ -41,8 +41,15 @@ import { decodeFeedCursor } from '../../functions/shared/changes/feed.js';
 import { changeKindOf, type ChangeKind, type RowSide } from '../../functions/shared/changes/transition.js';
 import type { Change } from '../../tools/changes/consumer.js';
 import type { LocalDynamoDb } from '../fakes/local-dynamo.js';
-import { GET_RECORDS_LIMIT, STREAM_POLL_MS, TableStream } from './items-stream.js';
+import { GET_RECORDS_LIMIT, TableStream } from './items-stream.js';
 import type { VirtualClock } from './virtual-clock.js';
+
+/**
+ * How often the ledger reads the stream, in virtual time: seldom enough that its reads (real
+ * requests to DynamoDB Local, none of them the system's) stay few beside the event source's four a
+ * second; its truth is complete at `check`, which reads the stream to its end.
+ */
+export const LEDGER_POLL_MS = 2_000;
 
 /** A change as both sides can name it. */
 function changeKey(id: string, change: ChangeKind, revision: string, previousRevision: string | null): string {
@@ -116,7 +123,7 @@ export class ChangesLedger {
   private failure: unknown;
 
   /**
-   * Reads the items table's stream from now on (every STREAM_POLL_MS of virtual time), until
+   * Reads the items table's stream from now on (every LEDGER_POLL_MS of virtual time), until
    * `close()`; `committed` hears each change as it is read.
    */
   constructor(
@@ -191,7 +198,7 @@ export class ChangesLedger {
     }
   }
 
-  /** Reads the stream through every STREAM_POLL_MS, until closed. */
+  /** Reads the stream through every LEDGER_POLL_MS, until closed. */
   private async follow(): Promise<void> {
     try {
       while (!this.closed) {
@@ -200,7 +207,7 @@ export class ChangesLedger {
           for (const record of read.records) await this.record(record.dynamodb.OldImage, record.dynamodb.NewImage);
           if (this.closed || read.records.length < GET_RECORDS_LIMIT) break;
         }
-        await this.clock.sleep(STREAM_POLL_MS);
+        await this.clock.sleep(LEDGER_POLL_MS);
       }
     } catch (error) {
       if (!this.closed) this.failure = error;

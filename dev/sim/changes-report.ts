@@ -5,7 +5,7 @@
  */
 import type { ApiCalls, ProbeResult, ReplayResult } from './changes-consumer.js';
 import { feedShare, readCost, storageCost, writeCost } from './changes-cost.js';
-import type { LedgerCheck } from './changes-ledger.js';
+import { LEDGER_POLL_MS, type LedgerCheck } from './changes-ledger.js';
 import type { RoundCounts } from './changes-rounds.js';
 import type { ChangesScale } from './changes-scale.js';
 import type { DynamoCount, LogCount, SimMeter } from './meters.js';
@@ -113,7 +113,7 @@ export function changesFigures(run: ChangesRun, scale: ChangesScale): { figures:
     'committed row writes that changed nothing (by transition.ts); items-table writes outside a transaction': `${c.unchangedWrites}; ${outsideTransactions(meter, run.names.items)}`,
     [`lag commit → the consumer's read (read every ${scale.consumerPeriodSeconds} s), changes committed while it read: p50 / p99 / max`]: `${seconds(percentile(lags.steady, 0.5))} / ${seconds(percentile(lags.steady, 0.99))} / ${seconds(percentile(lags.steady, 1))} (${n(lags.steady.length)} changes)`,
     '… changes committed while it was stopped (or its next read fell in the stop): p50 / max': `${seconds(percentile(lags.stopped, 0.5))} / ${seconds(percentile(lags.stopped, 1))} (${n(lags.stopped.length)} changes)`,
-    'a read right after a commit (the same virtual instant, from the cursor before it) returned it': `${run.probes.found} of ${run.probes.probes}`,
+    [`a read right after a commit (within ${LEDGER_POLL_MS / 1000} s of virtual time, from the cursor before it) returned it`]: `${run.probes.found} of ${run.probes.probes}`,
     'replay from the cursors stored at the stop, to the end': `${run.replay.connections} connections, ${n(run.replay.changes)} changes, ${run.replay.differing} connections not the same bytes (${n(run.replayCalls.invocations)} API calls)`,
     'dead-lettered': run.deadLettered,
   };

@@ -79,7 +79,7 @@ export const CHANGES_SHORT: ChangesScale = {
   lostAcks: 0.02,
   conflicts: 0.03,
   lostStreamBatches: 0.2,
-  consumerPeriodSeconds: 5,
+  consumerPeriodSeconds: 15,
   stopAtRound: 1,
   stopMinutes: 2,
   probes: 20,

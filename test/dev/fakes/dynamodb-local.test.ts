@@ -1,16 +1,17 @@
 /**
  * DynamoDB Local as the harness starts it (dev/fakes/dynamodb-local.ts): Java 17 named in one line
- * when it is missing or too old; nothing left running after a run that is interrupted (Ctrl-C) or
+ * when it is missing or too old, by every command that needs it; nothing left running after a run that is interrupted (Ctrl-C) or
  * killed outright, and none after `close()`.
  */
-import { spawn } from 'node:child_process';
-import { chmodSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { spawn, spawnSync } from 'node:child_process';
+import { chmodSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, describe, expect, it } from 'vitest';
 import { JAVA_REQUIRED, JavaMissingError, requireJava, startDynamoDbLocal } from '../../../dev/fakes/dynamodb-local.js';
+import { HANG_GUARD_MS } from '../../support/hang-guard.js';
 
 const require = createRequire(import.meta.url);
 const folder = mkdtempSync(join(tmpdir(), 'dynamodb-local-test-'));
@@ -73,6 +74,34 @@ describe('Java', () => {
       if (home === undefined) delete process.env.JAVA_HOME;
       else process.env.JAVA_HOME = home;
     }
+  });
+});
+
+describe('the commands that need DynamoDB Local, without Java', () => {
+  /** A PATH with node and the shell but no java. */
+  function pathWithoutJava(): string {
+    const bin = mkdtempSync(join(folder, 'bin-'));
+    for (const tool of ['node', 'sh']) {
+      const found = spawnSync('/bin/sh', ['-c', `command -v ${tool}`], { encoding: 'utf8' }).stdout.trim();
+      symlinkSync(found, join(bin, tool));
+    }
+    return bin;
+  }
+
+  it.each([
+    ['npm start', 'dev/local/run.ts', [], 'start'],
+    ['npm test', 'dev/require-java.ts', [], 'test'],
+    ['npm run sim', 'dev/sim/run.ts', ['--short', 'known'], 'sim'],
+    ['npm run bench', 'dev/bench/bench.ts', [], 'bench'],
+    ['npm run soak', 'dev/bench/soak.ts', [], 'soak'],
+    ['npm run bench:reconciler', 'dev/bench/reconciler.ts', [], 'bench:reconciler'],
+  ] as const)('%s stops with exit status 1 and one line naming Java 17 and its install command', (_, entry, args, command) => {
+    const env: NodeJS.ProcessEnv = { ...process.env, PATH: pathWithoutJava() };
+    delete env.JAVA_HOME;
+    const run = spawnSync(process.execPath, ['--import', require.resolve('tsx'), entry, ...args], { encoding: 'utf8', env, timeout: HANG_GUARD_MS });
+    expect(run.status).toBe(1);
+    expect(run.stderr).toBe(`${command}: ${JAVA_REQUIRED}\n`);
+    expect(run.stdout).not.toContain('Error');
   });
 });
 
