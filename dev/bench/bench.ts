@@ -12,11 +12,12 @@ import { runBench } from './bench/index.js';
 import { BENCH_DEFAULTS } from './bench/options.js';
 import { formatBenchReport } from './bench/report.js';
 import { BENCH_DIR, machineInfo, timestampForFile } from './support/machine.js';
-import { intOption, parsedOrExit, progressLog } from './support/cli.js';
+import { DYNAMO_LATENCY_USAGE, factorOption, intOption, parsedOrExit, progressLog } from './support/cli.js';
 
 const USAGE = [
-  'usage: npm run bench -- [--latency MS] [--runs N] [--concurrency C] [--seed N] [--no-bundles] [--json]',
-  `defaults: --latency ${BENCH_DEFAULTS.latencyMs} --runs ${BENCH_DEFAULTS.runs} --concurrency ${BENCH_DEFAULTS.concurrency} (SYNC_FETCH_CONCURRENCY's default)`,
+  'usage: npm run bench -- [--latency MS] [--dynamo-latency F] [--runs N] [--concurrency C] [--seed N] [--no-bundles] [--json]',
+  `defaults: --latency ${BENCH_DEFAULTS.latencyMs} --dynamo-latency ${BENCH_DEFAULTS.dynamoLatency} --runs ${BENCH_DEFAULTS.runs} --concurrency ${BENCH_DEFAULTS.concurrency} (SYNC_FETCH_CONCURRENCY's default)`,
+  DYNAMO_LATENCY_USAGE,
   '--json prints the results as JSON instead of the tables (they are always written under .bench/).',
   '',
 ].join('\n');
@@ -25,6 +26,7 @@ const { values } = parsedOrExit(USAGE, () =>
   parseArgs({
     options: {
       latency: { type: 'string' },
+      'dynamo-latency': { type: 'string' },
       runs: { type: 'string' },
       concurrency: { type: 'string' },
       seed: { type: 'string' },
@@ -48,6 +50,7 @@ const log = progressLog(values.json);
 log(`bench: ${machine.summary}`);
 const report = await runBench({
   latencyMs: intOption('latency', values.latency, BENCH_DEFAULTS.latencyMs, 0, 10_000),
+  dynamoLatency: factorOption('dynamo-latency', values['dynamo-latency'], BENCH_DEFAULTS.dynamoLatency),
   runs: intOption('runs', values.runs, BENCH_DEFAULTS.runs, 1, 100),
   concurrency: intOption('concurrency', values.concurrency, BENCH_DEFAULTS.concurrency, 1, 100),
   seed: intOption('seed', values.seed, BENCH_DEFAULTS.seed, 0, 2 ** 31),

@@ -11,12 +11,13 @@ import { parseArgs } from 'node:util';
 import { RECONCILER_BENCH_DEFAULTS, runReconcilerBench } from './reconciler/index.js';
 import { n, table } from './support/format.js';
 import { BENCH_DIR, machineInfo, timestampForFile } from './support/machine.js';
-import { intOption, parsedOrExit, progressLog } from './support/cli.js';
+import { DYNAMO_LATENCY_USAGE, factorOption, intOption, parsedOrExit, progressLog } from './support/cli.js';
 
 const d = RECONCILER_BENCH_DEFAULTS;
 const USAGE = [
-  'usage: npm run bench:reconciler -- [--ids N] [--segments S] [--page-size P] [--send-concurrency C] [--row-bytes B] [--json]',
-  `defaults: --ids ${d.ids} --segments ${d.segments} --page-size ${d.pageSize} --send-concurrency ${d.sendConcurrency} --row-bytes ${d.rowBytes}`,
+  'usage: npm run bench:reconciler -- [--ids N] [--segments S] [--page-size P] [--send-concurrency C] [--row-bytes B] [--dynamo-latency F] [--json]',
+  `defaults: --ids ${d.ids} --segments ${d.segments} --page-size ${d.pageSize} --send-concurrency ${d.sendConcurrency} --row-bytes ${d.rowBytes} --dynamo-latency ${d.dynamoLatency}`,
+  DYNAMO_LATENCY_USAGE,
   '',
 ].join('\n');
 
@@ -28,6 +29,7 @@ const { values } = parsedOrExit(USAGE, () =>
       'page-size': { type: 'string' },
       'send-concurrency': { type: 'string' },
       'row-bytes': { type: 'string' },
+      'dynamo-latency': { type: 'string' },
       json: { type: 'boolean', default: false },
       help: { type: 'boolean', short: 'h', default: false },
     },
@@ -51,6 +53,7 @@ const report = await runReconcilerBench({
   pageSize: intOption('page-size', values['page-size'], d.pageSize, 10, 10_000),
   sendConcurrency: intOption('send-concurrency', values['send-concurrency'], d.sendConcurrency, 1, 100),
   rowBytes: intOption('row-bytes', values['row-bytes'], d.rowBytes, 150, 300_000),
+  dynamoLatency: factorOption('dynamo-latency', values['dynamo-latency'], d.dynamoLatency),
   progress: log,
 });
 

@@ -13,13 +13,14 @@ import { runSoak } from './soak/index.js';
 import { SOAK_DEFAULTS } from './soak/options.js';
 import { formatSoakReport } from './soak/report.js';
 import { BENCH_DIR, machineInfo, timestampForFile } from './support/machine.js';
-import { intOption, parsedOrExit } from './support/cli.js';
+import { DYNAMO_LATENCY_USAGE, factorOption, intOption, parsedOrExit } from './support/cli.js';
 
 const USAGE = [
-  'usage: npm run soak -- [--ids N] [--seed N] [--instances N] [--latency MS] [--batch-size N] [--rotations N] [--max-receive-count N] [--json]',
+  'usage: npm run soak -- [--ids N] [--seed N] [--instances N] [--latency MS] [--dynamo-latency F] [--batch-size N] [--rotations N] [--max-receive-count N] [--json]',
   `defaults: --ids ${SOAK_DEFAULTS.ids} --seed ${SOAK_DEFAULTS.seed} --instances ${SOAK_DEFAULTS.instances} ` +
-    `--latency ${SOAK_DEFAULTS.latencyMs} --batch-size ${SOAK_DEFAULTS.batchSize} --rotations ${SOAK_DEFAULTS.rotations} ` +
+    `--latency ${SOAK_DEFAULTS.latencyMs} --dynamo-latency ${SOAK_DEFAULTS.dynamoLatency} --batch-size ${SOAK_DEFAULTS.batchSize} --rotations ${SOAK_DEFAULTS.rotations} ` +
     `--max-receive-count ${SOAK_DEFAULTS.maxReceiveCount}`,
+  DYNAMO_LATENCY_USAGE,
   '--json prints the report as JSON instead of the table (it is always written under .bench/).',
   '',
 ].join('\n');
@@ -31,6 +32,7 @@ const { values } = parsedOrExit(USAGE, () =>
       seed: { type: 'string' },
       instances: { type: 'string' },
       latency: { type: 'string' },
+      'dynamo-latency': { type: 'string' },
       'batch-size': { type: 'string' },
       rotations: { type: 'string' },
       'max-receive-count': { type: 'string' },
@@ -56,6 +58,7 @@ const report = await runSoak({
   seed: intOption('seed', values.seed, SOAK_DEFAULTS.seed, 0),
   instances: intOption('instances', values.instances, SOAK_DEFAULTS.instances, 1),
   latencyMs: intOption('latency', values.latency, SOAK_DEFAULTS.latencyMs, 0),
+  dynamoLatency: factorOption('dynamo-latency', values['dynamo-latency'], SOAK_DEFAULTS.dynamoLatency),
   batchSize: intOption('batch-size', values['batch-size'], SOAK_DEFAULTS.batchSize, 1),
   rotations: intOption('rotations', values.rotations, SOAK_DEFAULTS.rotations, 0),
   maxReceiveCount: intOption('max-receive-count', values['max-receive-count'], SOAK_DEFAULTS.maxReceiveCount, 1),

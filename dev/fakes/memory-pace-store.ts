@@ -1,17 +1,20 @@
 /**
  * The control table's pace row as a port-level fake, with the adapter's semantics (a conditional
  * write on the version): for unit tests whose DynamoDB is a mock that must see only the items
- * table's commands, and for simulations in virtual time (with a round-trip `sleep`). The adapter
- * itself (functions/shared/adapters/dynamodb-pace-store.ts) is tested against DynamoDB Local. Faults:
- * `failing` makes every call throw, as a throttled or unreachable table does.
+ * table's commands, and for the soak (with `latency`: the row's races as AWS's latency makes them).
+ * The adapter itself (functions/shared/adapters/dynamodb-pace-store.ts) is tested against DynamoDB
+ * Local. Faults: `failing` makes every call throw, as a throttled or unreachable table does.
  */
 import type { PaceStore } from '../../functions/shared/provider/pace/provider-pace.js';
 import type { PaceState } from '../../functions/shared/provider/pace/pace-state.js';
+import { withRoundTrip, type LatencyParts } from './dynamo-latency.js';
 
 export interface MemoryPaceStoreOptions {
-  /** Waits one round trip (a simulation's virtual sleep); default none. */
-  sleep?: (ms: number) => Promise<void>;
-  roundTripMs?: number;
+  /**
+   * Each call takes the latency model's round trip of the adapter's request (a read its GetItem, a
+   * write its PutItem), half before the row is read or written and half after; default none.
+   */
+  latency?: LatencyParts;
 }
 
 export class MemoryPaceStore implements PaceStore {
@@ -23,30 +26,36 @@ export class MemoryPaceStore implements PaceStore {
 
   constructor(private readonly options: MemoryPaceStoreOptions = {}) {}
 
-  private async roundTrip(): Promise<void> {
-    if (this.options.sleep) await this.options.sleep(this.options.roundTripMs ?? 5);
+  /** The call as the adapter's request, after the model's round trip when there is one. */
+  private async roundTrip<T>(operation: 'GetItem' | 'PutItem', call: () => T): Promise<T> {
+    const { latency } = this.options;
+    if (latency) return withRoundTrip(latency, operation, async () => call());
+    await Promise.resolve();
+    return call();
   }
 
   get state(): PaceState | undefined {
     return this.row?.state;
   }
 
-  async read(): Promise<{ state: unknown; version: number } | undefined> {
-    await this.roundTrip();
-    this.reads += 1;
-    if (this.failing) throw new Error('ProvisionedThroughputExceededException: the control table is throttled');
-    return this.row ? { state: structuredClone(this.row.state), version: this.row.version } : undefined;
+  read(): Promise<{ state: unknown; version: number } | undefined> {
+    return this.roundTrip('GetItem', () => {
+      this.reads += 1;
+      if (this.failing) throw new Error('ProvisionedThroughputExceededException: the control table is throttled');
+      return this.row ? { state: structuredClone(this.row.state), version: this.row.version } : undefined;
+    });
   }
 
-  async write(state: PaceState, expectedVersion: number): Promise<'written' | 'conflict'> {
-    await this.roundTrip();
-    this.writes += 1;
-    if (this.failing) throw new Error('ProvisionedThroughputExceededException: the control table is throttled');
-    if ((this.row?.version ?? 0) !== expectedVersion) {
-      this.conflicts += 1;
-      return 'conflict';
-    }
-    this.row = { state: structuredClone(state), version: expectedVersion + 1 };
-    return 'written';
+  write(state: PaceState, expectedVersion: number): Promise<'written' | 'conflict'> {
+    return this.roundTrip('PutItem', () => {
+      this.writes += 1;
+      if (this.failing) throw new Error('ProvisionedThroughputExceededException: the control table is throttled');
+      if ((this.row?.version ?? 0) !== expectedVersion) {
+        this.conflicts += 1;
+        return 'conflict' as const;
+      }
+      this.row = { state: structuredClone(state), version: expectedVersion + 1 };
+      return 'written' as const;
+    });
   }
 }

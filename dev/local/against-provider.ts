@@ -98,6 +98,9 @@ async function playAgainstProvider(
   found.pass = pass;
   printPass(screen, pass);
 
+  // The change-events function has read what the pass wrote (its counters in the connection's row).
+  await run.changeEvents.readThrough();
+  problems.push(...run.changeEvents.problems());
   const rows = await readRows(run);
   writeSnapshot(run.snapshotFile, rows);
   screen.line();

@@ -58,7 +58,7 @@ export async function eraseConnectionStep(run: LocalRun, connection: string, ste
   for (const [other, ids] of before) {
     if (other !== connection && (rows.get(other)?.length ?? 0) !== ids.length) problems.push(`erase: ${other} had ${ids.length} rows, now ${rows.get(other)?.length ?? 0}`);
   }
-  const events = run.lifecycle.events.filter((event) => event.detail.connection === connection).map((event) => event.detailType);
+  const events = run.changeEvents.lifecycle().filter((event) => event.detail.connection === connection).map((event) => event.detailType);
   if (events.at(-2) !== 'ConnectionRemoved' || events.at(-1) !== 'ConnectionErased') {
     problems.push(`erase: ${connection}'s last lifecycle events are ${events.slice(-2).join(', ') || 'none'}, expected ConnectionRemoved, ConnectionErased`);
   }

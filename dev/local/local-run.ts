@@ -1,7 +1,8 @@
 /**
  * The skeleton both local stories share (story.ts, against-provider.ts): files under the data
  * folder, the provider, the local system (dev/system) on the HTTP emulator, DynamoDB Local and s3rver,
- * its functions with their logs and metrics written to the log file, then the story's own steps
+ * its functions with their logs and metrics written to the log file (the change-events function on
+ * both tables' streams from the start: change-events.ts), then the story's own steps
  * (which add the connections with the operator CLI: operator.ts). Whatever throws ends the run as
  * one problem; everything started is stopped.
  */
@@ -16,7 +17,7 @@ import type { SyncHandler } from '../../functions/item-sync/app.js';
 import type { ReconcilerHandler } from '../../functions/reconciler/app.js';
 import { API_SERVICE, ERASER_SERVICE, RECONCILER_SERVICE, REFRESHER_SERVICE, SYNC_SERVICE } from '../../functions/shared/metric-names.js';
 import { callApi, startLocalApi, type LocalApi } from './client-api.js';
-import { describeLifecycleEvent, LifecycleWatch } from './lifecycle-watch.js';
+import { describeLifecycleEvent, startChangeEvents, type LocalChangeEvents } from './change-events.js';
 import type { RefresherResult } from '../../functions/token-refresher/app.js';
 import type { ItemRow } from '../fakes/items-table.js';
 import type { SqsModel } from '../fakes/sqs-model.js';
@@ -117,8 +118,10 @@ export interface LocalRun {
   invocationErrors: string[];
   /** The client API on 127.0.0.1 (client-api.ts). */
   api: LocalApi;
-  /** The account lifecycle events of the connections' changes (lifecycle-watch.ts). */
-  lifecycle: LifecycleWatch;
+  /** The change-events function on both tables' streams, and what it put on the bus (change-events.ts). */
+  changeEvents: LocalChangeEvents;
+  /** How many of its lifecycle events the run has printed. */
+  lifecycleShown: number;
 }
 
 export interface RunOutcome {
@@ -141,9 +144,15 @@ export const LOCAL_FRESHNESS_HOURS = 0;
  */
 export const LOCAL_ERASE_SETTLE_SECONDS = 2;
 
-/** The account lifecycle events since the last look, printed (lifecycle-watch.ts). */
+/**
+ * The account lifecycle events the change-events function put since the last ones printed, once
+ * both streams are read through (every write so far has reached the function), printed in order.
+ */
 export async function showLifecycle(run: LocalRun): Promise<void> {
-  for (const event of await run.lifecycle.poll()) run.screen.line(`   event ${describeLifecycleEvent(event)}`);
+  await run.changeEvents.readThrough();
+  const events = run.changeEvents.lifecycle();
+  for (const event of events.slice(run.lifecycleShown)) run.screen.line(`   event ${describeLifecycleEvent(event)}`);
+  run.lifecycleShown = events.length;
 }
 
 /** Puts a connection's credentials through the client API (the token shown as its variable); throws unless 200. */
@@ -169,6 +178,7 @@ export async function runStory(plan: StoryPlan): Promise<RunOutcome> {
   let provider: ProviderSide | undefined;
   let system: LocalSystem | undefined;
   let api: LocalApi | undefined;
+  let changeEvents: LocalChangeEvents | undefined;
   let dynamodbStorage: 'disk' | 'memory' = 'memory';
   try {
     provider = await plan.provider();
@@ -183,10 +193,25 @@ export async function runStory(plan: StoryPlan): Promise<RunOutcome> {
       api: system.api({ logger: observability(API_SERVICE).logger }),
       eraser: system.eraser({ logger: observability(ERASER_SERVICE).logger }),
     };
+    // Before anything is written: its event sources read every write of the run.
+    changeEvents = await startChangeEvents(system, observability, plan.fresh);
     api = await startLocalApi(handlers.api.handler);
     const clients = runClients(system);
-    const lifecycle = new LifecycleWatch(clients.dynamodb, system.names.connectionsTable);
-    const run: LocalRun = { dataDir: plan.dataDir, logFile, snapshotFile, screen, problems, system, clients, sqsModel: system.aws.sqs, handlers, invocationErrors: [], api, lifecycle };
+    const run: LocalRun = {
+      dataDir: plan.dataDir,
+      logFile,
+      snapshotFile,
+      screen,
+      problems,
+      system,
+      clients,
+      sqsModel: system.aws.sqs,
+      handlers,
+      invocationErrors: [],
+      api,
+      changeEvents,
+      lifecycleShown: 0,
+    };
     plan.header(run);
     await plan.play(run);
   } catch (error) {
@@ -196,6 +221,7 @@ export async function runStory(plan: StoryPlan): Promise<RunOutcome> {
     screen.line(`Handler logs: ${display(logFile)}`);
   } finally {
     await api?.close().catch(() => undefined);
+    await changeEvents?.stop().catch(() => undefined);
     await system?.close().catch(() => undefined);
     await provider?.close().catch(() => undefined);
     log.close();

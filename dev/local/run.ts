@@ -1,8 +1,12 @@
 /**
  * `npm start`: the local run.
  *
- *   npm start                                   the whole story on embedded defaults (no AWS, no network):
- *                                               three connections, one revoked mid-run and recovered
+ *   npm start                                   the main job on embedded defaults (no AWS, no network):
+ *                                               three connections added, synced from their roots, checked,
+ *                                               and the application's copy from the changes feed
+ *   npm run tour                                the whole tour (npm start -- --tour): also changes synced
+ *                                               again, one connection revoked mid-run and recovered, the
+ *                                               reconciler's pass, an erase
  *   npm start -- --items 1000 --seed 7          a bigger or different simulated provider
  *   PROVIDER_BASE_URL=https://… npm start -- id1 id2     sync these ids from a real provider into the
  *                                               local table (ids from standard input when none are given)
@@ -23,8 +27,10 @@ import { CREDENTIALS_FILE, readCredentials, saveCredentials, type CredentialsSou
 import { DEFAULT_ITEM_COUNT, DEFAULT_SEED, runAgainstProvider, runLocalStory } from './story.js';
 
 const USAGE = `Usage:
-  npm start                                  the whole sync, locally, on a simulated provider with three
-                                             connections (one revoked mid-run, then recovered with the CLI)
+  npm start                                  the main job, locally, on a simulated provider with three
+                                             connections: added, synced from their roots, checked, copied
+  npm start -- --tour  (npm run tour)        the whole tour: also changes synced again, one connection
+                                             revoked mid-run and recovered, the reconciler, an erase
   npm start -- --items <n> --seed <n>        the account "default" holds n items (default ${DEFAULT_ITEM_COUNT}), another tree
   ${ENV.baseUrl}=<url> npm start -- [id ...]
                                              sync these ids from a real provider into a local table
@@ -45,7 +51,7 @@ interface Io {
 /** A mistake in how the run was asked for: printed after `start: `, exit status 2. */
 class UsageError extends Error {}
 
-type Options = { items?: string; seed?: string; help?: boolean };
+type Options = { items?: string; seed?: string; tour?: boolean; help?: boolean };
 
 async function main(argv: string[], io: Io = { stdin: process.stdin, stdout: process.stdout, stderr: process.stderr, env: process.env }): Promise<number> {
   let values: Options;
@@ -53,7 +59,7 @@ async function main(argv: string[], io: Io = { stdin: process.stdin, stdout: pro
   try {
     ({ values, positionals } = parseArgs({
       args: argv,
-      options: { items: { type: 'string' }, seed: { type: 'string' }, help: { type: 'boolean', short: 'h' } },
+      options: { items: { type: 'string' }, seed: { type: 'string' }, tour: { type: 'boolean' }, help: { type: 'boolean', short: 'h' } },
       allowPositionals: true,
       strict: true,
     }));
@@ -87,13 +93,13 @@ async function runDemo(values: Options, positionals: readonly string[]): Promise
   const seed = values.seed === undefined ? DEFAULT_SEED : Number(values.seed);
   if (!Number.isInteger(itemCount) || itemCount < 10 || itemCount > 100_000) throw new UsageError('--items must be a whole number from 10 to 100000');
   if (!Number.isInteger(seed) || seed < 0) throw new UsageError('--seed must be a whole number');
-  return (await runLocalStory({ itemCount, seed })).ok;
+  return (await runLocalStory({ itemCount, seed, tour: values.tour === true })).ok;
 }
 
 async function runWithProvider(values: Options, positionals: readonly string[], io: Io): Promise<boolean> {
   const err = (line: string): void => void io.stderr.write(`${line}\n`);
-  if (values.items !== undefined || values.seed !== undefined) {
-    throw new UsageError(`--items and --seed are for the simulated provider; unset ${ENV.baseUrl} to use it`);
+  if (values.items !== undefined || values.seed !== undefined || values.tour) {
+    throw new UsageError(`--items, --seed and --tour are for the simulated provider; unset ${ENV.baseUrl} to use it`);
   }
   const { baseUrl, revisionField, revisionFieldSet } = providerSettings(io.env);
   const credentials = credentialsFor(io.env, err);

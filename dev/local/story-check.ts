@@ -9,7 +9,7 @@ import { paceKeyOf } from '../../functions/shared/connections/connection.js';
 import type { ProviderSimulator } from '../simulator/provider-simulator.js';
 import { accountItems, CONNECTIONS } from './accounts.js';
 import { writeSnapshot, type LocalRun } from './local-run.js';
-import { listConnections } from './operator.js';
+import { listConnections, listedConnections } from './operator.js';
 import { deadLetterReasons, formatPassTable, readRows, type PassSummary } from './passes.js';
 import { reconcilerLine, type ReconcilerRun } from './reconciliation.js';
 import type { RevocationRun } from './revocation.js';
@@ -107,6 +107,15 @@ async function paceLines(run: LocalRun, simulator: ProviderSimulator, load: read
   return lines;
 }
 
+/** What the change-events function put on the bus, by detail-type, and what its event sources read. */
+function changeEventsLine(run: LocalRun): string {
+  const byType = new Map<string, number>();
+  for (const { event } of run.changeEvents.entries) byType.set(event.detailType, (byType.get(event.detailType) ?? 0) + 1);
+  const [items, connections] = run.changeEvents.sources;
+  const read = `${items?.counts.records ?? 0} records of the items table's stream and ${connections?.counts.records ?? 0} of the connections table's, in ${(items?.counts.invocations ?? 0) + (connections?.counts.invocations ?? 0)} invocations`;
+  return `change events: ${run.changeEvents.entries.length} put on the bus (${[...byType].map(([type, n]) => `${n} ${type}`).join(', ') || 'none'}) from ${read}; IDS KNOWN and LAST WRITE below are its counters`;
+}
+
 /** The revocation in two lines. */
 function revocationLines(revocation: RevocationRun): string[] {
   const times = revocation.postponed.fewest === revocation.postponed.most ? `${revocation.postponed.most}` : `${revocation.postponed.fewest} to ${revocation.postponed.most}`;
@@ -117,9 +126,31 @@ function revocationLines(revocation: RevocationRun): string[] {
 }
 
 /**
+ * Each connection's counters, as the change-events function keeps them from the items table's
+ * stream, against its rows: `idsKnown` counts the rows that appeared live (every row of the story
+ * was created live once: a tombstone is a row the sync marked later), `lastWriteAt` is the latest
+ * `syncedAt` a row was written with (each row's own is its latest). Read once both streams are
+ * read through. The differences.
+ */
+export async function checkCounters(run: LocalRun, rows: Awaited<ReturnType<typeof readRows>>): Promise<string[]> {
+  const differences: string[] = [];
+  const listed = new Map((await listedConnections(run)).map((view) => [view.connection, view]));
+  for (const connection of CONNECTIONS) {
+    const own = [...rows.values()].filter((row) => row.connection === connection);
+    const lastWrite = own.reduce<string | undefined>((latest, row) => (row.syncedAt !== undefined && (latest === undefined || row.syncedAt > latest) ? row.syncedAt : latest), undefined);
+    const view = listed.get(connection);
+    if (view?.idsKnown !== own.length) differences.push(`change events: ${connection}'s IDS KNOWN is ${view?.idsKnown ?? '-'}, its rows ${own.length}`);
+    if (view?.lastWriteAt !== lastWrite) differences.push(`change events: ${connection}'s LAST WRITE is ${view?.lastWriteAt ?? '-'}, its latest row write ${lastWrite ?? 'none'}`);
+  }
+  return differences;
+}
+
+/**
  * The last step: each connection's rows against its account's items (`deletedIds`: the ids each
  * account deleted, whose rows are tombstones), the bucket against the rows, what went wrong on the
- * way, the summary, the connections as the CLI lists them, the verdict.
+ * way, the summary, the connections as the CLI lists them (their counters checked against the
+ * rows), the verdict. The change-events function's event sources are read through first: the
+ * counters and the events count every write of the story.
  */
 export async function checkTable(
   run: LocalRun,
@@ -130,6 +161,7 @@ export async function checkTable(
   limit: { limit: number; burst: number },
 ): Promise<void> {
   const { screen, problems } = run;
+  await run.changeEvents.readThrough();
   const rows = await readRows(run);
   const accounts: AccountHoldings[] = CONNECTIONS.map((connection) => ({
     connection,
@@ -157,6 +189,7 @@ export async function checkTable(
   }
   for (const reason of deadLetterReasons(run)) problems.push(`dead-lettered ${reason}`);
   for (const error of run.invocationErrors.slice(0, 5)) problems.push(`an invocation of the sync handler failed: ${error}`);
+  problems.push(...run.changeEvents.problems(), ...(await checkCounters(run, rows)));
   writeSnapshot(run.snapshotFile, rows);
 
   screen.line();
@@ -171,6 +204,7 @@ export async function checkTable(
     screen.line(`   ${c.connection.padEnd(8)} ${String(c.providerItems).padStart(5)} items at the provider, ${String(c.rows).padStart(5)} rows (${c.deleted} marked deleted)`);
   }
   screen.line(`   ${findings.shared.shared} item ids are held by two or more accounts with different contents: ${findings.shared.distinct} of them have each connection's own item in its row`);
+  screen.line(`   ${changeEventsLine(run)}`);
   await listConnections(run);
   screen.line();
   const deleted = findings.connections.reduce((sum, c) => sum + c.deleted, 0);

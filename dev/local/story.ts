@@ -86,6 +86,12 @@ export interface LocalStoryOptions {
   timeLimitMs?: number;
   /** Called once the simulator is up, before anything runs (tests add faults, collect tokens). */
   onSimulatorStarted?: (simulator: ProviderSimulator) => void;
+  /**
+   * The whole tour (`npm run tour`): after the first sync, changes at the provider synced again, a
+   * revoked account recovered, the reconciler's pass, an erase. Default: the main job (`npm
+   * start`): the connections added, the first sync, the table checked, the application's copy.
+   */
+  tour?: boolean;
 }
 
 export type StoryResult = StoryFindings & {
@@ -122,6 +128,7 @@ export const LOCAL_TOKEN_CACHE_SECONDS = 0;
 export const LOCAL_TOKEN_REFRESH_MINUTES = 1;
 
 interface StorySettings {
+  tour: boolean;
   itemCount: number;
   seed: number;
   revisionField: string;
@@ -135,6 +142,7 @@ export async function runLocalStory(options: LocalStoryOptions = {}): Promise<St
   const revisionField = options.revisionField ?? 'revision';
   const dataDir = options.dataDir ?? join(process.cwd(), '.local', 'demo');
   const settings: StorySettings = {
+    tour: options.tour === true,
     itemCount,
     seed,
     revisionField,
@@ -152,7 +160,13 @@ export async function runLocalStory(options: LocalStoryOptions = {}): Promise<St
     // twice, but shorter than the deployed visibility (6 × that), so a retried record comes back within the story.
     visibilityTimeoutSeconds: 60,
     // Discovery on, with the simulator's folders' shape: default's first sync is its root alone.
-    context: { tokenRefreshMinutes: LOCAL_TOKEN_REFRESH_MINUTES, ...LOCAL_DISCOVERY },
+    // The main job is told the simulator's limit, as an operator who knows theirs sets it; the
+    // tour leaves it for the pace to find.
+    context: {
+      tokenRefreshMinutes: LOCAL_TOKEN_REFRESH_MINUTES,
+      ...LOCAL_DISCOVERY,
+      ...(settings.tour ? {} : { providerRequestsPerSecond: LOCAL_PROVIDER_LIMIT }),
+    },
     tuning: {
       // The story shows one 429 with Retry-After: 1; the deployed minute-long floor would stall it.
       rateLimitMinDelaySeconds: 1,
@@ -166,13 +180,13 @@ export async function runLocalStory(options: LocalStoryOptions = {}): Promise<St
       options.onSimulatorStarted?.(simulator);
       return { baseUrl: simulator.baseUrl, close: () => simulator!.close() };
     },
-    header: (run) => printStoryHeader(run, simulator!, settings.seed),
+    header: (run) => printStoryHeader(run, simulator!, settings.seed, settings.tour),
     play: (run) => playStory(run, simulator!, settings, findings),
   });
   return { ok: outcome.problems.length === 0, ...outcome, dataDir, ...findings, elapsedMs: Date.now() - started };
 }
 
-function printStoryHeader(run: LocalRun, simulator: ProviderSimulator, seed: number): void {
+function printStoryHeader(run: LocalRun, simulator: ProviderSimulator, seed: number, tour: boolean): void {
   const { screen, system } = run;
   const items = accountItems(simulator, DEFAULT_CONNECTION);
   const folders = items.filter((i) => i.type === 'folder').length;
@@ -186,7 +200,10 @@ function printStoryHeader(run: LocalRun, simulator: ProviderSimulator, seed: num
     const note = connection === REVOKED ? `; ${common} of its ids are acme's too, with other contents` : '';
     screen.line(`                             ${connection.padEnd(8)} ${String(simulator.account(connection).itemCount).padStart(5)} items (seed ${seed + 1 + n}${note})`);
   }
-  screen.line(`                          rate limit ${LOCAL_PROVIDER_LIMIT} requests/s for them all (429 beyond it): the run is not told, the pace finds it`);
+  screen.line(
+    `                          rate limit ${LOCAL_PROVIDER_LIMIT} requests/s for them all (429 beyond it): ` +
+      (tour ? 'the run is not told, the pace finds it' : 'told to the run (providerRequestsPerSecond), as an operator who knows it sets it; npm run tour lets the pace find it'),
+  );
   screen.line(`                          folders list their children (item_collection, at most ${LOCAL_CHILDREN_CAP} entries, as Box's); a change to a child gives its folders new revisions, up to the root`);
   screen.line(`   DynamoDB Local         ${system.storage.dynamo.endpoint}, items table ${system.names.itemsTable} (one row per connection and id), connections table ${system.names.connectionsTable}, ${storage}`);
   screen.line(`   S3 (s3rver)            ${system.storage.s3?.endpoint}, items bucket ${system.names.itemsBucket} (items too large for a row, under items/<connection>/)`);
@@ -230,7 +247,7 @@ async function playStory(run: LocalRun, simulator: ProviderSimulator, settings: 
     await putConnection(run, connection, account.clientId, account.refreshToken);
   }
   await listConnections(run);
-  screen.line('   (IDS KNOWN and LAST WRITE are kept by the change-events function, from the table\'s stream, which the local run has not)');
+  screen.line("   (IDS KNOWN and LAST WRITE: the change-events function's counters, from the items table's stream; no item is synced yet)");
   screen.line('   The application takes a snapshot of each, to keep its own copy from the changes feed (step 10)');
   const mirrors = await takeSnapshots(run, CONNECTIONS);
 
@@ -247,11 +264,15 @@ async function playStory(run: LocalRun, simulator: ProviderSimulator, settings: 
   const roots = new Map(CONNECTIONS.map((connection) => [connection, rootOf(simulator, connection)]));
   const lastThird = Math.floor((ids.length * 2) / 3);
   const limitedId = ids[lastThird + Math.floor(rand() * (ids.length - lastThird))]!;
-  simulator.addFault({ endpoint: 'items', account: DEFAULT_CONNECTION, itemId: limitedId, times: 1, fault: { kind: 'status', status: 429, headers: { 'Retry-After': '1' } } });
+  if (settings.tour) {
+    simulator.addFault({ endpoint: 'items', account: DEFAULT_CONNECTION, itemId: limitedId, times: 1, fault: { kind: 'status', status: 429, headers: { 'Retry-After': '1' } } });
+  }
   screen.line(
     `3. The first sync: each account's root alone, as \`npm run enqueue -- --connection default ${roots.get(DEFAULT_CONNECTION)}\` sends default's; ` +
-      `each folder written sends its children on (the provider answers 429 Too Many Requests, Retry-After: 1, to default's ${limitedId} once, ` +
-      `and to every request beyond its rate limit while the pace finds that limit)`,
+      `each folder written sends its children on` +
+      (settings.tour
+        ? ` (the provider answers 429 Too Many Requests, Retry-After: 1, to default's ${limitedId} once, and to every request beyond its rate limit while the pace finds that limit)`
+        : ''),
   );
   const first = await passOf('initial sync', [...roots].map(([connection, root]) => ({ connection, ids: [root] })));
   findings.discovery = [];
@@ -274,6 +295,14 @@ async function playStory(run: LocalRun, simulator: ProviderSimulator, settings: 
   }
   const largeId = largeFileOf(ids.map((id) => simulator.getItem(id)!));
   await expectInBucket(run, largeId === undefined ? [] : [largeId], 'initial sync');
+
+  if (!settings.tour) {
+    // The main job ends here: the table against the provider, then the application's copy.
+    await checkTable(run, simulator, new Map(), settings.revisionField, findings, { limit: LOCAL_PROVIDER_LIMIT, burst: LOCAL_PROVIDER_BURST });
+    await feedStep(run, mirrors, 4);
+    screen.line('The whole tour (changes synced again, a revoked account recovered, the reconciler, an erase): npm run tour');
+    return;
+  }
 
   // 4. Changes at the provider: new revisions, deletions, a new item; one id two accounts hold, changed in one; the next scheduled refresh.
   const change = changeProvider(simulator, ids, limitedId, rand, settings.revisionField);

@@ -172,7 +172,7 @@ function apiFunctions(system: SimSystem) {
   const logs: Record<string, LogCount> = {};
   const build = (dynamo: Record<string, DynamoCount>, counted: boolean) =>
     system.local.api({
-      dynamodb: trackedDynamo(system.dynamo, { clock: system.clock, roundTripMs: 5, counts: dynamo, itemsTable: system.local.names.itemsTable, itemCount: () => undefined }),
+      dynamodb: trackedDynamo(system.dynamo, { clock: system.clock, counts: dynamo, itemsTable: system.local.names.itemsTable, itemCount: () => undefined }),
       clock: system.clock,
       sleep: system.clock.sleep,
       ...(counted ? countingObservability(API_SERVICE, logs) : quietObservability()),

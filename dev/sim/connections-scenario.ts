@@ -81,7 +81,6 @@ export function connectionsScenario(scale: ConnectionsScale, progress: (line: st
       rateLimit: { requestsPerSecond: scale.limit, retryAfterSeconds: 1 },
       knownLimit: scale.limit,
       providerLatencyMs: scale.providerLatencyMs,
-      dynamoRoundTripMs: 5,
       meterLogs: scale.meterLogs,
     });
     try {

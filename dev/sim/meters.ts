@@ -13,6 +13,7 @@ import type { SQSClient } from '@aws-sdk/client-sqs';
 import type { SyncHandler } from '../../functions/item-sync/app.js';
 import { estimateItemSize } from '../../functions/item-sync/adapters/attribute-values.js';
 import type { LocalDynamoDb } from '../fakes/local-dynamo.js';
+import { addDynamoLatency, dynamoLatency, type DynamoLatency } from '../fakes/dynamo-latency.js';
 import { instrumentDynamo, tokenOf, type DynamoChaos, type DynamoMeter } from '../fakes/dynamo-meter.js';
 import type { CallCounts } from '../fakes/in-process-aws.js';
 import type { EventSourceQueue, SyncHandlerFn } from '../fakes/lambda.js';
@@ -133,9 +134,27 @@ const TRANSACT_WRITE = 'TransactWriteItems';
 /** Committed transactions' tokens a client remembers (a token's attempts all come within the SDK's retries). */
 const COMMITTED_KEPT = 10_000;
 
+/**
+ * The latency every simulated DynamoDB client takes (dev/fakes/dynamo-latency.ts, AWS's as the
+ * model has it), unless one is given: `npm run sim -- --dynamo-latency F` scales it for its run.
+ */
+let simLatency: DynamoLatency = dynamoLatency();
+
+/** The latency simulated DynamoDB clients take from now on; returns the one they took until now. */
+export function setSimDynamoLatency(latency: DynamoLatency): DynamoLatency {
+  const previous = simLatency;
+  simLatency = latency;
+  return previous;
+}
+
+export function simDynamoLatency(): DynamoLatency {
+  return simLatency;
+}
+
 export interface TrackedDynamoOptions {
   clock: VirtualClock;
-  roundTripMs: number;
+  /** Each call's round trip, in virtual time; default the simulations' (simDynamoLatency). */
+  latency?: DynamoLatency;
   counts: Record<string, DynamoCount>;
   /** The items table, whose ItemCount DescribeTable answers from `itemCount()`. */
   itemsTable: string;
@@ -148,8 +167,9 @@ export interface TrackedDynamoOptions {
 }
 
 /**
- * A DynamoDB client whose calls hold virtual time still while DynamoDB Local answers, then take
- * `roundTripMs` of it; each call counted into `counts` with the capacity DynamoDB Local computed for it.
+ * A DynamoDB client whose calls take the latency model's round trip of virtual time, half before
+ * the request reaches DynamoDB Local and half after its answer, and hold virtual time still while
+ * DynamoDB Local answers; each call counted into `counts` with the capacity DynamoDB Local computed for it.
  * A TransactWriteItems is counted against every table it writes (`TransactWriteItems <table>`):
  * the write units of each attempt that committed, as AWS counts them (below the SDK's
  * retries, under the faults: an attempt whose answer is then lost is counted), the replays of a
@@ -158,7 +178,7 @@ export interface TrackedDynamoOptions {
  * refreshes it about every six hours, so a simulation says what it would be.
  */
 export function trackedDynamo(dynamo: LocalDynamoDb, options: TrackedDynamoOptions): DynamoDBClient {
-  const { clock, roundTripMs, counts, itemsTable, itemCount, faults } = options;
+  const { clock, counts, itemsTable, itemCount, faults } = options;
   const client = dynamo.client();
   if (faults) instrumentDynamo(client, faults.meter, faults.chaos);
   const countOf = (key: string): DynamoCount => (counts[key] ??= { requests: 0, capacityUnits: 0, conditionFailures: 0 });
@@ -189,7 +209,7 @@ export function trackedDynamo(dynamo: LocalDynamoDb, options: TrackedDynamoOptio
       const tables = transaction ? tablesOf(input) : [tableOf(input)];
       for (const table of tables) countOf(`${operation} ${table}`).requests += 1;
       try {
-        const result = await clock.track(next({ ...args, input }));
+        const result = await next({ ...args, input });
         if (!transaction) countOf(`${operation} ${tables[0]}`).capacityUnits += consumed(result.output['ConsumedCapacity']);
         if (operation === 'DescribeTable' && itemCount() !== undefined) {
           const described = result.output['Table'] as AnyInput | undefined;
@@ -200,13 +220,12 @@ export function trackedDynamo(dynamo: LocalDynamoDb, options: TrackedDynamoOptio
         if (transaction) countCancelled(input, error, countOf);
         else if ((error as { name?: string }).name === 'ConditionalCheckFailedException') countOf(`${operation} ${tables[0]}`).conditionFailures += 1;
         throw error;
-      } finally {
-        if (roundTripMs > 0) await clock.sleep(roundTripMs);
       }
     }) as never,
     { step: 'initialize', priority: 'high', name: 'virtualTime' },
   );
-  return client;
+  // Added after the meter, same step and priority: it runs inside it, so a call is counted once whatever its latency.
+  return addDynamoLatency(client, { latency: options.latency ?? simLatency, sleep: clock.sleep, track: (work) => clock.track(work) });
 }
 
 function tableOf(input: AnyInput): string {

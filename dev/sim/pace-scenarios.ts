@@ -58,7 +58,6 @@ function systemOptions(scale: Scale, extra: Partial<SystemOptions> = {}): System
     rateLimit: { requestsPerSecond: scale.limit, retryAfterSeconds: RETRY_AFTER_SECONDS },
     syncMaxConcurrency: scale.containers,
     providerLatencyMs: 50,
-    dynamoRoundTripMs: 5,
     ...extra,
   };
 }

@@ -84,8 +84,6 @@ export const REFRESHER_SHORT: RefresherScale = {
 
 /** The tables by their plain names, as the cost lines name them. */
 const NAMES = { ...localNames('sim'), itemsTable: 'items', controlTable: 'control', connectionsTable: 'connections' };
-/** Virtual round trip of a DynamoDB call. */
-const DYNAMO_ROUND_TRIP_MS = 5;
 
 /** One refresher invocation, as its schedule made it. */
 type Run = RefreshRun;
@@ -115,7 +113,6 @@ export function refresherScenario(scale: RefresherScale, progress: (line: string
       const meter = emptyMeter({ sync: 0, reconcile: 0, reconciler: 0, refresher: local.deployment.refresher.memoryMb, changeEvents: 0 });
       const dynamodb: DynamoDBClient = trackedDynamo(storage.dynamo, {
         clock,
-        roundTripMs: DYNAMO_ROUND_TRIP_MS,
         counts: meter.dynamo.refresher,
         itemsTable: NAMES.itemsTable,
         itemCount: () => undefined,

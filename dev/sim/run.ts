@@ -9,13 +9,14 @@
  * when a check fails and 2 on a mistake in the command line (naming it, with the usage).
  */
 import '../system/sdk-notice.js';
+import { dynamoLatency } from '../fakes/dynamo-latency.js';
 import { missingJava } from '../fakes/dynamodb-local.js';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { NUMBER_RULES } from '../../infra/context.js';
 import { isMain } from '../../tools/cli-main.js';
-import { commandLineMistake } from '../bench/support/cli.js';
+import { commandLineMistake, MAX_LATENCY_FACTOR, parsedFactor } from '../bench/support/cli.js';
 import { n } from '../bench/support/format.js';
 import { BENCH_DIR, machineInfo } from '../bench/support/machine.js';
 import { ACCOUNTS_FULL, ACCOUNTS_SHORT, accountsPass } from './accounts-scenario.js';
@@ -31,6 +32,7 @@ import { RECONCILE_FULL, RECONCILE_SHORT, reconcilePass, type ReconcileScale } f
 import { REFRESHER_FULL, REFRESHER_SHORT, refresherScenario } from './refresher-scenario.js';
 import { SCOPE_ACCOUNTS_FULL, SCOPE_ACCOUNTS_SHORT, scopeAccounts } from './scope-accounts-scenario.js';
 import { LIMITS_FULL, LIMITS_SHORT, OUTAGE_FULL, OUTAGE_SHORT, outageByScope, perAccountLimits } from './scope-scenarios.js';
+import { setSimDynamoLatency } from './meters.js';
 import { judged, type ScenarioResult } from './scenario.js';
 
 interface RunOptions {
@@ -39,6 +41,8 @@ interface RunOptions {
   unknownLimit: boolean;
   /** `--batch-size N` (push only): the context key syncBatchSize the run deploys. */
   batchSize?: number | undefined;
+  /** `--dynamo-latency F` (every scenario): scales AWS's DynamoDB latency (dev/fakes/dynamo-latency.ts); 1 when undefined. */
+  dynamoLatency?: number | undefined;
 }
 
 /** Progress lines of the longer scenarios, on standard error. */
@@ -239,6 +243,7 @@ const OPTIONS = {
   ids: { type: 'string' },
   'unknown-limit': { type: 'boolean', default: false },
   'batch-size': { type: 'string' },
+  'dynamo-latency': { type: 'string' },
   help: { type: 'boolean', short: 'h', default: false },
 } as const;
 
@@ -248,8 +253,12 @@ const OPTION_HELP: Record<keyof typeof OPTIONS, { value?: string; about: string 
   ids: { value: 'N', about: 'the number of ids, at least 100' },
   'unknown-limit': { about: 'L is not told to the system: the pace has to find it' },
   'batch-size': { value: 'N', about: `the context key syncBatchSize the run deploys (${BATCH_SIZE_MIN} to ${BATCH_SIZE_MAX}), to price it` },
+  'dynamo-latency': { value: 'F', about: "scales AWS's DynamoDB latency every DynamoDB call takes in virtual time (docs/development.md, AWS's latency): 0 turns it off, 2 doubles it; default 1" },
   help: { about: 'this text' },
 };
+
+/** The options every scenario reads. */
+const EVERY_SCENARIO: ReadonlySet<keyof typeof OPTIONS> = new Set(['short', 'dynamo-latency', 'help']);
 
 /** What the command line asks for: the usage, a run, or neither because of a mistake (one line naming it). */
 export type SimCommand = { help: true } | { mistake: string } | { names: string[]; options: RunOptions };
@@ -276,6 +285,10 @@ export function parseCommandLine(argv: string[]): SimCommand {
       mistake: `--batch-size must be a whole number from ${BATCH_SIZE_MIN} to ${BATCH_SIZE_MAX} (syncBatchSize), got ${values['batch-size']}`,
     };
   }
+  const factor = values['dynamo-latency'] === undefined ? undefined : parsedFactor(values['dynamo-latency']);
+  if (values['dynamo-latency'] !== undefined && factor === undefined) {
+    return { mistake: `--dynamo-latency must be a number from 0 to ${MAX_LATENCY_FACTOR}, got ${values['dynamo-latency']}` };
+  }
   const names = (positionals.length > 0 ? positionals : [DEFAULT_GROUP]).flatMap((name) => GROUPS[name] ?? [name]);
   const unknown = names.filter((name) => !(name in SCENARIOS));
   if (unknown.length > 0) return { mistake: `unknown scenario ${unknown.join(', ')}` };
@@ -286,7 +299,7 @@ export function parseCommandLine(argv: string[]): SimCommand {
   ];
   const unread = given.find((option) => !names.some((name) => SCENARIOS[name]!.options?.includes(option)));
   if (unread !== undefined) return { mistake: `--${unread} is read by ${readersOf(unread).join(' and ')} only` };
-  return { names, options: { short: values.short, ids, unknownLimit: values['unknown-limit'], batchSize } };
+  return { names, options: { short: values.short, ids, unknownLimit: values['unknown-limit'], batchSize, dynamoLatency: factor } };
 }
 
 function parseOptions(argv: string[]) {
@@ -314,10 +327,11 @@ export function simUsage(): string {
     paragraphs.flatMap((text, i) => wrapped(text, USAGE_WIDTH - column).map((line, j) => (i === 0 && j === 0 ? `  ${label}`.padEnd(column) : ' '.repeat(column)) + line));
   const scenarioOptions = (scenario: Scenario): string[] =>
     scenario.options === undefined ? [] : [`options: ${scenario.options.map((name) => `--${name}${OPTION_HELP[name].value ? ` ${OPTION_HELP[name].value}` : ''}`).join(', ')}`];
-  const optionReaders = (name: keyof typeof OPTIONS): string =>
-    name === 'short' || name === 'help' ? '' : ` (${readersOf(name).join(', ')})`;
+  const optionReaders = (name: keyof typeof OPTIONS): string => (EVERY_SCENARIO.has(name) ? '' : ` (${readersOf(name as ScenarioOption).join(', ')})`);
   return [
-    `usage: npm run sim -- [${optionNames.filter((name) => name !== 'help').map(optionLabel).join('] [')}] [scenario or group ...]`,
+    // The scenarios on a line of their own: the options fill the first.
+    `usage: npm run sim -- [${optionNames.filter((name) => name !== 'help').map(optionLabel).join('] [')}]`,
+    `${' '.repeat('usage: npm run sim -- '.length)}[scenario or group ...]`,
     '',
     ...wrapped(
       'Simulations in virtual time: the real handlers on a virtual clock, at full scale or --short. ' +
@@ -395,19 +409,28 @@ export async function main(argv: string[], io: SimIo = process): Promise<number>
     ...(names.includes('scope-accounts') ? { scopeAccounts: options.short ? SCOPE_ACCOUNTS_SHORT : SCOPE_ACCOUNTS_FULL } : {}),
     ...(names.includes('scope-outage') ? { scopeOutage: options.short ? OUTAGE_SHORT : OUTAGE_FULL } : {}),
   };
-  io.stdout.write(`simulation, ${options.short ? 'short' : 'full'} scale: ${JSON.stringify(scales)}\n${JSON.stringify(machine)}\n\n`);
+  const factor = options.dynamoLatency ?? 1;
+  io.stdout.write(
+    `simulation, ${options.short ? 'short' : 'full'} scale, AWS's DynamoDB latency × ${factor}: ${JSON.stringify(scales)}\n${JSON.stringify(machine)}\n\n`,
+  );
   const results: ScenarioResult[] = [];
-  for (const name of names) {
-    const result = await SCENARIOS[name]!.run(options);
-    results.push(result);
-    io.stdout.write(`${formatScenario(result, options.short)}\n\n`);
+  // Every simulated DynamoDB client of the run takes the model so scaled (meters.ts trackedDynamo).
+  const previous = setSimDynamoLatency(dynamoLatency({ factor }));
+  try {
+    for (const name of names) {
+      const result = await SCENARIOS[name]!.run(options);
+      results.push(result);
+      io.stdout.write(`${formatScenario(result, options.short)}\n\n`);
+    }
+  } finally {
+    setSimDynamoLatency(previous);
   }
   mkdirSync(BENCH_DIR, { recursive: true });
   // The pace scenarios' figures go to sim-latest.json, the scope scenarios' to sim-scope-latest.json;
   // another scenario's to sim-<its name>-latest.json.
   const other = names.find((name) => !(name in PACE_SCENARIOS));
   const file = other === undefined ? 'sim-latest.json' : other in SCOPE_SCENARIOS ? 'sim-scope-latest.json' : `sim-${other}-latest.json`;
-  writeFileSync(join(BENCH_DIR, file), `${JSON.stringify({ machine, scales, results }, null, 2)}\n`);
+  writeFileSync(join(BENCH_DIR, file), `${JSON.stringify({ machine, scales, dynamoLatency: factor, results }, null, 2)}\n`);
   return results.every((result) => result.checks.every((check) => check.ok || !judged(check, options.short))) ? 0 : 1;
 }
 

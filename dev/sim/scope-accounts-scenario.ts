@@ -116,7 +116,6 @@ export function scopeAccounts(scale: AccountsScale, progress: (line: string) => 
       rateLimit: { requestsPerSecond: max, scope: 'account', accountRequestsPerSecond: (id) => limits.get(id), retryAfterSeconds: scale.retryAfterSeconds },
       paceScope: 'connection',
       providerLatencyMs: scale.providerLatencyMs,
-      dynamoRoundTripMs: 5,
       recordedRequests: 1_000,
       // As deployed: the reconcile queue and its event source (the background lane). The reconciler's
       // first pass would check every row as it is written (a table filling up); it starts after the run.

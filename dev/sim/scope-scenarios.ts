@@ -163,7 +163,6 @@ export function perAccountLimits(scale: LimitsScale, progress: (line: string) =>
       syncMaxConcurrency: scale.containers,
       syncBatchSize: scale.batchSize,
       providerLatencyMs: 50,
-      dynamoRoundTripMs: 5,
       recordedRequests: 1_000,
       observe: {
         itemLog(_source, message, _itemId, _at, connection) {
@@ -318,7 +317,6 @@ async function outageRun(scale: OutageScale, scope: PaceScope): Promise<OutageRu
     paceScope: scope,
     ...(scale.containers !== undefined ? { syncMaxConcurrency: scale.containers } : {}),
     providerLatencyMs: 50,
-    dynamoRoundTripMs: 5,
     recordedRequests: 200_000,
   });
   try {

@@ -84,8 +84,6 @@ export interface SystemOptions {
   /** The context key syncBatchSize; default the deployed one. */
   syncBatchSize?: number;
   providerLatencyMs: number;
-  /** Virtual round trip of a DynamoDB call (pace draws and the items table). */
-  dynamoRoundTripMs: number;
   /** The context key tokenRefreshMinutes; default the deployed one. */
   tokenRefreshMinutes?: number;
   /** The functions' tunables beyond the deployed environment (dev/system/tuning.ts). */
@@ -117,16 +115,14 @@ export interface LimitScale {
 
 /**
  * The options every large scenario shares: the provider at L, told to the system
- * (`providerRequestsPerSecond`) unless `known` is false; a DynamoDB round trip of 5 ms; the last
- * 1,000 provider requests kept.
+ * (`providerRequestsPerSecond`) unless `known` is false; the last 1,000 provider requests kept.
  */
-export function atLimit(scale: LimitScale, known = true): Pick<SystemOptions, 'seed' | 'rateLimit' | 'knownLimit' | 'providerLatencyMs' | 'dynamoRoundTripMs' | 'meterLogs' | 'recordedRequests'> {
+export function atLimit(scale: LimitScale, known = true): Pick<SystemOptions, 'seed' | 'rateLimit' | 'knownLimit' | 'providerLatencyMs' | 'meterLogs' | 'recordedRequests'> {
   return {
     seed: scale.seed,
     rateLimit: { requestsPerSecond: scale.limit, retryAfterSeconds: 1 },
     ...(known ? { knownLimit: scale.limit } : {}),
     providerLatencyMs: scale.providerLatencyMs,
-    dynamoRoundTripMs: 5,
     ...(scale.meterLogs !== undefined ? { meterLogs: scale.meterLogs } : {}),
     recordedRequests: 1_000,
   };

@@ -193,7 +193,6 @@ export async function startSystem(options: SystemOptions): Promise<SimSystem> {
   const dynamoFor = (source: MeterSource, faults?: SyncFaults['dynamo']): DynamoDBClient =>
     trackedDynamo(storage.dynamo, {
       clock,
-      roundTripMs: options.dynamoRoundTripMs,
       counts: meter.dynamo[source],
       itemsTable: NAMES.itemsTable,
       itemCount: () => itemCount,

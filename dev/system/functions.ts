@@ -8,11 +8,13 @@ import type { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import type { S3Client } from '@aws-sdk/client-s3';
 import type { SQSClient } from '@aws-sdk/client-sqs';
 import type { KMSClient } from '@aws-sdk/client-kms';
+import type { EventBridgeClient } from '@aws-sdk/client-eventbridge';
 import type { Context } from 'aws-lambda';
+import { createChangeEventsHandler, type ChangeEventsHandler } from '../../functions/change-events/app.js';
 import { createSyncHandler, type SyncHandler, type SyncHandlerDeps } from '../../functions/item-sync/app.js';
 import { createReconcilerHandler, type ReconcilerHandler, type ReconcilerTuning } from '../../functions/reconciler/app.js';
 import { createConnectionAccess } from '../../functions/shared/connections/access.js';
-import { loadReconcilerConfig, loadRefresherConfig, loadSyncConfig, type ProviderConfig, type ReconcilerConfig } from '../../functions/shared/config.js';
+import { loadChangeEventsConfig, loadReconcilerConfig, loadRefresherConfig, loadSyncConfig, type ProviderConfig, type ReconcilerConfig } from '../../functions/shared/config.js';
 import { SYNC_SERVICE } from '../../functions/shared/metric-names.js';
 import { createLogger } from '../../functions/shared/observability.js';
 import { systemClock, type Clock } from '../../functions/shared/ports.js';
@@ -28,7 +30,7 @@ import { kmsApi } from '../../functions/shared/adapters/kms-api.js';
 
 export type RefresherHandler = ReturnType<typeof createRefresherHandler>;
 export type EraserHandler = ReturnType<typeof createEraserHandler>;
-export type { ApiHandler };
+export type { ApiHandler, ChangeEventsHandler };
 
 /** A function as built: its handler and what it is deployed with. */
 export interface BuiltFunction<H> {
@@ -45,6 +47,7 @@ export const FUNCTION_NAMES = {
   eraser: 'content-sync-connection-eraser',
   sync: 'content-sync-item-sync',
   reconciler: 'content-sync-reconciler',
+  changeEvents: 'content-sync-change-events',
 } as const;
 
 /** What every function may be given instead of its defaults. */
@@ -88,6 +91,13 @@ export interface ReconcilerParts extends CommonParts {
   tuning?: Partial<ReconcilerTuning>;
   /** Settings beyond what its variables allow (a bench's high-water mark above any table); default none. */
   beyondEnvironment?: Partial<ReconcilerConfig>;
+}
+
+export interface ChangeEventsParts extends CommonParts {
+  /** The connections table's client (the connections' counters). */
+  dynamodb: DynamoDBClient;
+  /** The bus's client: no AWS backend models EventBridge, so a scenario answers it (in process, or metered). */
+  eventbridge: EventBridgeClient;
 }
 
 function built<H>(name: string, deployment: FunctionDeployment, handler: H): BuiltFunction<H> {
@@ -177,6 +187,13 @@ export function buildReconciler(deployment: FunctionDeployment, parts: Reconcile
     ...(parts.tuning ? { tuning: parts.tuning } : {}),
     ...common(parts),
   });
+  return built(name, deployment, handler);
+}
+
+/** The change-events function, fed by the items table's stream and the connections table's (event-sources.ts). */
+export function buildChangeEvents(deployment: FunctionDeployment, parts: ChangeEventsParts, name: string = FUNCTION_NAMES.changeEvents): BuiltFunction<ChangeEventsHandler> {
+  const config = loadChangeEventsConfig(deployment.environment);
+  const handler = createChangeEventsHandler({ config, eventbridge: parts.eventbridge, dynamodb: parts.dynamodb, ...common(parts) });
   return built(name, deployment, handler);
 }
 

@@ -26,11 +26,14 @@ import {
   buildRefresher,
   buildSyncContainer,
   buildApi,
+  buildChangeEvents,
   buildEraser,
   FUNCTION_NAMES,
   invocationContext,
   type ApiHandler,
   type ApiParts,
+  type ChangeEventsHandler,
+  type ChangeEventsParts,
   type EraserHandler,
   type EraserParts,
   type BuiltFunction,
@@ -82,6 +85,11 @@ export interface LocalSystem {
   api(parts?: Partial<ApiParts>): BuiltFunction<ApiHandler>;
   /** The eraser, with its own clients unless given. */
   eraser(parts?: Partial<EraserParts>): BuiltFunction<EraserHandler>;
+  /**
+   * The change-events function (its own connections-table client unless given), on the bus client
+   * given: no backend models EventBridge. Its event sources: event-sources.ts startStreamEventSource.
+   */
+  changeEvents(parts: Partial<ChangeEventsParts> & Pick<ChangeEventsParts, 'eventbridge'>): BuiltFunction<ChangeEventsHandler>;
   /** The reconciler; throws when freshnessHours is 0 (none deployed). */
   reconciler(parts?: Partial<ReconcilerParts>): BuiltFunction<ReconcilerHandler>;
   /** The context of one invocation of `fn` (its deployed time-out and memory, counting down in the system's time). */
@@ -158,6 +166,8 @@ export function buildSystem(options: SystemOptions): LocalSystem {
       if (!s3) throw new Error('no eraser without the items bucket (storage.s3)');
       return buildEraser(deployment.eraser, { ...parts, dynamodb: parts.dynamodb ?? kept(storage.dynamo.client()), s3, sqs: parts.sqs ?? aws.sqsClient() }, FUNCTION_NAMES.eraser + suffix);
     },
+    changeEvents: (parts) =>
+      buildChangeEvents(deployment.changeEvents, { ...parts, dynamodb: parts.dynamodb ?? kept(storage.dynamo.client()) }, FUNCTION_NAMES.changeEvents + suffix),
     reconciler(parts = {}) {
       if (!deployment.reconciler) throw new Error('no reconciler: freshnessHours is 0');
       const dynamodb = parts.dynamodb ?? kept(storage.dynamo.client());

@@ -36,6 +36,8 @@ import { LIMITS_FULL, OUTAGE_FULL } from '../../dev/sim/scope-scenarios.js';
 import { PURGE_SETTLE_SECONDS } from '../../tools/connections/commands.js';
 import { DEFAULT_MAX_ATTEMPTS } from '../../tools/enqueue/send.js';
 import { JAVA_MIN_MAJOR, JAVA_REQUIRED } from '../../dev/fakes/dynamodb-local.js';
+import { DYNAMO_LATENCY_MS, OTHER_OPERATION_MS } from '../../dev/fakes/dynamo-latency.js';
+import { simDynamoLatency } from '../../dev/sim/meters.js';
 import { BASE_URL, CDK_JSON_CONTEXT, contextErrorFor, readContext, resource, ROOT, synthTemplates, type Templates } from '../infra/helpers.js';
 import { anchors, codeSpans, DOC_PAGES, flat, links, page, section, tables, tableWithHeader, toNumber, type Table } from './markdown.js';
 
@@ -534,6 +536,23 @@ describe("the CLIs' option defaults, as docs/development.md and docs/item-sync.m
     expect(nums(row('discovery'), /`--short` \(([\d,]+) items (\d+) deep, (\d+) quiet accounts/)).toEqual([DISCOVERY_SHORT.items, DISCOVERY_SHORT.depth, DISCOVERY_SHORT.quietAccounts]);
     expect(nums(row('refresher'), /([\d,]+) connections in use for (\d+) hours/)).toEqual([REFRESHER_FULL.connections, REFRESHER_FULL.hours]);
     expect(nums(row('refresher'), /`--short` \((\d+) connections for (an|\d+) hours?/)).toEqual([REFRESHER_SHORT.connections, REFRESHER_SHORT.hours]);
+  });
+});
+
+describe("AWS's latency, as docs/development.md states the model", () => {
+  it('gives each operation the figure dev/fakes/dynamo-latency.ts has, every operation once, and the default of any other; the simulations take it unscaled by default', () => {
+    const latency = tableWithHeader(section(page('docs/development.md'), "AWS's latency"), ['operation', 'ms', 'why']);
+    const stated = new Map<string, number>();
+    for (const row of latency.rows) {
+      const ms = toNumber(row[1]!);
+      for (const operation of codeSpans(row[0]!)) {
+        expect(stated.has(operation), `docs/development.md states ${operation}'s latency once`).toBe(false);
+        stated.set(operation, ms);
+      }
+      if (/any other operation/.test(row[0]!)) stated.set('any other operation', ms);
+    }
+    expect(Object.fromEntries(stated)).toEqual({ ...DYNAMO_LATENCY_MS, 'any other operation': OTHER_OPERATION_MS });
+    expect(simDynamoLatency().factor).toBe(1);
   });
 });
 

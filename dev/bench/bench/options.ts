@@ -4,6 +4,8 @@ import { DEFAULTS } from '../../../functions/shared/config.js';
 export interface BenchOptions {
   /** Provider latency per request, ms. */
   latencyMs: number;
+  /** Scales AWS's DynamoDB latency injected into every call (dev/fakes/dynamo-latency.ts): 0 turns it off. */
+  dynamoLatency: number;
   /** Runs per measurement; the table shows their median, min and max. */
   runs: number;
   batchSizes: number[];
@@ -17,6 +19,7 @@ export interface BenchOptions {
 
 export const BENCH_DEFAULTS: Omit<BenchOptions, 'progress'> = {
   latencyMs: 50,
+  dynamoLatency: 1,
   runs: 5,
   batchSizes: [10, 100],
   concurrency: DEFAULTS.fetchConcurrency,

@@ -1,6 +1,6 @@
 /** The bench's report, as data and as the tables `npm run bench` prints. */
 import type { BundleResult } from '../support/bundles.js';
-import { n, table } from '../support/format.js';
+import { dynamoLatencyLabel, n, table } from '../support/format.js';
 import { formatSummary } from '../support/stats.js';
 import type { BatchResult } from './measure.js';
 import type { BenchOptions } from './options.js';
@@ -57,7 +57,7 @@ function header(report: BenchReport): string[] {
   return [
     `Benchmark — item-sync handler, provider latency L = ${o.latencyMs} ms, in-batch concurrency C = ${o.concurrency}, ` +
       `${o.runs} runs per figure: median [min–max], warm containers — ${(report.durationMs / 1000).toFixed(0)} s`,
-    `Measured in this run: provider round trip ${report.providerRttMs.toFixed(1)} ms; DynamoDB Local: ` +
+    `Measured in this run: provider round trip ${report.providerRttMs.toFixed(1)} ms; DynamoDB Local with ${dynamoLatencyLabel(o.dynamoLatency)}: ` +
       Object.entries(rtt.batchGetItem).map(([size, ms]) => `BatchGetItem of ${size} keys ${ms.toFixed(1)} ms`).join(', ') +
       `, conditional PutItem ${rtt.putItem.toFixed(1)} ms, ` +
       Object.entries(rtt.putItemWave)

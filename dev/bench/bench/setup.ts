@@ -5,7 +5,8 @@
  * the items bucket (the generated items fit in a row: the sync never loads its S3 adapter here),
  * SQS in process (the sync calls it only for dead letters and waiting records, which a bench batch
  * does not produce), and two warm containers of the real sync: in-batch concurrency C, and C = 1
- * (the sequential baseline, SYNC_FETCH_CONCURRENCY tuned to 1). Each container reads the
+ * (the sequential baseline, SYNC_FETCH_CONCURRENCY tuned to 1). Every DynamoDB client takes AWS's
+ * latency as dev/fakes/dynamo-latency.ts models it (`dynamoLatency` scales it). Each container reads the
  * connection's row once per ACCESS_TOKEN_CACHE_SECONDS (and refreshes its first token on demand):
  * those connections-table requests are counted apart from the batches' own.
  */
@@ -14,6 +15,7 @@ import type { SyncHandler } from '../../../functions/item-sync/app.js';
 import { loadSyncConfig } from '../../../functions/shared/config.js';
 import { DEFAULT_CONNECTION } from '../../../functions/shared/connections/connection.js';
 import { OutputCapture } from '../../fakes/capture-output.js';
+import { dynamoLatency, withDynamoLatency } from '../../fakes/dynamo-latency.js';
 import { DynamoMeter, instrumentDynamo } from '../../fakes/dynamo-meter.js';
 import type { LocalDynamoDb } from '../../fakes/local-dynamo.js';
 import type { CallCounts } from '../../fakes/in-process-aws.js';
@@ -74,7 +76,9 @@ export async function setUpBench(o: BenchOptions): Promise<BenchWorld> {
     await system?.close();
   };
   try {
-    const storage = await startStorage(NAMES);
+    const started = await startStorage(NAMES);
+    // Every client the system and the bench make takes AWS's latency (the round trips measured include it).
+    const storage = { ...started, dynamo: withDynamoLatency(started.dynamo, dynamoLatency({ factor: o.dynamoLatency })) };
     system = buildSystem({
       names: NAMES,
       // A ceiling above anything a batch asks for: the pace never holds a request back here.
@@ -128,7 +132,7 @@ function containersOf(
 ): Pick<BenchWorld, 'handlers' | 'tokenCacheSeconds' | 'connectionCalls'> & { meter: DynamoMeter } {
   const meter = new DynamoMeter();
   const connectionCalls: CallCounts = {};
-  // The control table's pace row, in memory here (a bench batch does not measure the pace).
+  // The control table's pace row, in memory and without latency here (a bench batch does not measure the pace).
   const paceStore = new MemoryPaceStore();
   const container = (concurrency: number): BuiltFunction<SyncHandler> => {
     const dynamodb = countTable(instrumentDynamo(system.storage.dynamo.client(), meter), system.names.connectionsTable, connectionCalls);

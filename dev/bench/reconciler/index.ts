@@ -4,7 +4,8 @@
  * the HTTP SQS emulator, each in a child process of its own (so that this process does the
  * invocation's work only, as a Lambda invocation would: its CPU time is measured). Its two halves
  * are measured alone too: the parallel Scan of every segment (pages of `pageSize` ids, projection
- * id) and the SendMessageBatch calls (10 ids each, `sendConcurrency` in flight).
+ * id) and the SendMessageBatch calls (10 ids each, `sendConcurrency` in flight). Its DynamoDB calls
+ * take AWS's latency as dev/fakes/dynamo-latency.ts models it (`dynamoLatency` scales it).
  *
  * The items table is filled with `ids` rows of about `rowBytes` bytes (a Scan reads whole rows, so
  * their size sets the Scan's work). The emulator empties the queue every 200 ms, as the item sync
@@ -24,6 +25,7 @@ import type { ItemKey } from '../../../functions/reconciler/ports.js';
 import type { TickReport } from '../../../functions/reconciler/tick.js';
 import { DEFAULT_CONNECTION } from '../../../functions/shared/connections/connection.js';
 import { OutputCapture } from '../../fakes/capture-output.js';
+import { dynamoLatency, withDynamoLatency } from '../../fakes/dynamo-latency.js';
 import { startLocalDynamo, type LocalDynamoDb } from '../../fakes/local-dynamo.js';
 import { LOCAL_CREDENTIALS, LOCAL_REGION } from '../../fakes/local-aws.js';
 import { systemConfig } from '../../system/config.js';
@@ -38,6 +40,8 @@ export interface ReconcilerBenchOptions {
   pageSize: number;
   sendConcurrency: number;
   rowBytes: number;
+  /** Scales AWS's DynamoDB latency injected into the reconciler's calls (dev/fakes/dynamo-latency.ts): 0 turns it off. */
+  dynamoLatency: number;
   progress?: (line: string) => void;
 }
 
@@ -47,6 +51,7 @@ export const RECONCILER_BENCH_DEFAULTS: Omit<ReconcilerBenchOptions, 'progress'>
   pageSize: DEFAULT_TUNING.pageSize,
   sendConcurrency: DEFAULT_TUNING.sendConcurrency,
   rowBytes: 400,
+  dynamoLatency: 1,
 };
 
 export interface Phase {
@@ -78,7 +83,8 @@ export async function runReconcilerBench(input: Partial<ReconcilerBenchOptions> 
   const startedAt = new Date().toISOString();
   const dynamo = await startLocalDynamo({ proxy: false });
   const emulator = await startEmulatorChild();
-  const client = dynamo.client();
+  // The reconciler's client takes AWS's latency; the table is filled without it (set-up, not measured).
+  const client = withDynamoLatency(dynamo, dynamoLatency({ factor: o.dynamoLatency })).client();
   const sqs = new SQSClient({ region: LOCAL_REGION, endpoint: emulator.endpoint, credentials: LOCAL_CREDENTIALS });
   const phases: Phase[] = [];
   try {

@@ -19,6 +19,8 @@ export interface SoakOptions {
   batchSize: number;
   /** Provider latency per request, ms. */
   latencyMs: number;
+  /** Scales AWS's DynamoDB latency injected into every call and the pace row's (dev/fakes/dynamo-latency.ts): 0 turns it off. */
+  dynamoLatency: number;
   /** Dot path of the revision in an item (REVISION_FIELD). */
   revisionField: string;
   /** SQS redrive policy; default the deployed one. */
@@ -82,6 +84,7 @@ export const SOAK_DEFAULTS: Omit<SoakOptions, 'logFile' | 'progress'> = {
   instances: DEPLOYED.syncMaxConcurrency,
   batchSize: DEPLOYED.syncBatchSize,
   latencyMs: 2,
+  dynamoLatency: 1,
   revisionField: 'revision',
   maxReceiveCount: DEPLOYED_QUEUE.maxReceiveCount,
   visibilityTimeoutSeconds: DEPLOYED_QUEUE.visibilityTimeoutSeconds,

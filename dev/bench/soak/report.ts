@@ -1,6 +1,6 @@
 /** The soak's report: the verdict's figures and everything the run did, as data and as text. */
 import type { CallCounts } from '../../fakes/in-process-aws.js';
-import { n, table } from '../support/format.js';
+import { dynamoLatencyLabel, n, table } from '../support/format.js';
 import type { DeadLetterSummary } from './checks.js';
 import type { SoakFigures, Verdict } from './verdict.js';
 import type { Feed, FeedStats } from './feed.js';
@@ -182,7 +182,7 @@ export function formatSoakReport(report: SoakReport): string {
 function header(report: SoakReport): string[] {
   const o = report.options;
   return [
-    `Chaos soak — ${n(o.ids)} ids, seed ${o.seed}, ${o.instances} instances × batch ${o.batchSize}, provider latency ${o.latencyMs} ms — ` +
+    `Chaos soak — ${n(o.ids)} ids, seed ${o.seed}, ${o.instances} instances × batch ${o.batchSize}, provider latency ${o.latencyMs} ms, DynamoDB ${dynamoLatencyLabel(o.dynamoLatency)} — ` +
       `${(report.durationMs / 1000).toFixed(1)} s (drain after the last change ${(report.drainMs / 1000).toFixed(1)} s)`,
     `SQS time is scaled: 1 s = ${o.msPerSecond} ms (visibility ${o.visibilityTimeoutSeconds} s; 429s carry Retry-After 1 s, 2 s or none, and stop every instance that long, in real time (the provider pace)); the handlers' own backoff sleeps × ${o.backoffScale}; the SDK's retry backoff and the provider run in real time`,
   ];

@@ -1,8 +1,9 @@
 /**
  * The soak's world before the first message: the provider simulator with its tree (a few files too
  * large for a row), its faults and the deliberately bad items; the local system as deployed
- * (dev/system: DynamoDB Local with the items table and the connections table, s3rver with the items
- * bucket, the SQS model in process on a scaled clock) with the simulator's account added as the
+ * (dev/system: DynamoDB Local with the items table and the connections table, every call taking AWS's
+ * latency as dev/fakes/dynamo-latency.ts models it, s3rver with the items bucket, the SQS model in
+ * process on a scaled clock) with the simulator's account added as the
  * connection `default` (as the operator CLI adds it) and its injected faults (a share of the
  * handlers' S3 and SQS calls and of their reads of the connections table fail); one sync container
  * per instance (its own clients, connections' cache and random source) and two token refreshers,
@@ -14,6 +15,7 @@ import type { SyncHandler } from '../../../functions/item-sync/app.js';
 import { DEFAULT_CONNECTION } from '../../../functions/shared/connections/connection.js';
 import { OutputCapture } from '../../fakes/capture-output.js';
 import { scaledClock } from '../../fakes/clock.js';
+import { dynamoLatency, realSleep, withDynamoLatency } from '../../fakes/dynamo-latency.js';
 import { DynamoMeter, instrumentDynamo } from '../../fakes/dynamo-meter.js';
 import { MemoryPaceStore } from '../../fakes/memory-pace-store.js';
 import { generateItemTree } from '../../simulator/item-tree.js';
@@ -90,7 +92,9 @@ export async function setUpSoak(o: SoakOptions): Promise<SoakWorld> {
  * as the connection `default`.
  */
 async function startSystem(o: SoakOptions, sim: ProviderSimulator): Promise<LocalSystem> {
-  const storage = await startStorage(NAMES);
+  const started = await startStorage(NAMES);
+  // Every client the system and the soak make takes AWS's latency (its checks read the tables without it).
+  const storage = { ...started, dynamo: withDynamoLatency(started.dynamo, dynamoLatency({ factor: o.dynamoLatency })) };
   const system = buildSystem({
     names: NAMES,
     context: {
@@ -221,8 +225,9 @@ const PROBE_INTERVAL_MS = 200;
 /** One sync container per instance, each with its own clients (DynamoDB with its own chaos draws) and random source. */
 function createInstances(world: SoakWorld, clients: Array<{ destroy(): void }>): Array<BuiltFunction<SyncHandler>> {
   const { o, system } = world;
-  // The control table's pace row, shared by every container.
-  const paceStore = new MemoryPaceStore();
+  // The control table's pace row, shared by every container: its reads and conditional writes take
+  // AWS's latency too, so that the containers race for it as they would in AWS.
+  const paceStore = new MemoryPaceStore({ latency: { latency: dynamoLatency({ factor: o.dynamoLatency }), sleep: realSleep } });
   const sureS3: SureS3Faults = { uploadsToFail: SURE_S3_UPLOAD_FAILURES, sparedDeletes: new Set() };
   const sureReads = { left: SURE_CONNECTION_READ_FAILURES };
   const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, Math.max(0, ms * o.backoffScale)));

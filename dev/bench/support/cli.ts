@@ -42,6 +42,30 @@ export function intOption(name: string, raw: string | undefined, fallback: numbe
   return value;
 }
 
+/** The usage line of --dynamo-latency, the same for every command that takes it. */
+export const DYNAMO_LATENCY_USAGE =
+  "--dynamo-latency F scales AWS's DynamoDB latency injected into every call (docs/development.md, AWS's latency): 0 turns it off, 2 doubles it.";
+
+/** The largest factor --dynamo-latency takes. */
+export const MAX_LATENCY_FACTOR = 100;
+
+/** A factor as the command line gives it: a number from 0 to MAX_LATENCY_FACTOR; undefined when it is not one. */
+export function parsedFactor(raw: string): number | undefined {
+  const value = raw.trim() === '' ? Number.NaN : Number(raw);
+  return Number.isFinite(value) && value >= 0 && value <= MAX_LATENCY_FACTOR ? value : undefined;
+}
+
+/** A factor option (--dynamo-latency): its fallback when absent; exits 2 naming the option when it is not one. */
+export function factorOption(name: string, raw: string | undefined, fallback: number): number {
+  if (raw === undefined) return fallback;
+  const value = parsedFactor(raw);
+  if (value === undefined) {
+    process.stderr.write(`--${name} must be a number from 0 to ${MAX_LATENCY_FACTOR}, got "${raw}"\n`);
+    process.exit(2);
+  }
+  return value;
+}
+
 /** Progress lines on standard output, none with --json (the JSON is the only output then). */
 export function progressLog(json: boolean | undefined): (line: string) => void {
   return (line) => {

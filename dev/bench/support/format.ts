@@ -13,3 +13,9 @@ export function table(header: string[], rows: string[][]): string {
 
 /** 12,345 */
 export const n = (value: number): string => value.toLocaleString('en-US');
+
+/** What the DynamoDB figures include: AWS's latency as modelled, scaled, or none. */
+export function dynamoLatencyLabel(factor: number): string {
+  if (factor === 0) return 'no latency injected';
+  return `AWS's latency injected${factor === 1 ? '' : ` × ${factor}`} (dev/fakes/dynamo-latency.ts)`;
+}

@@ -62,7 +62,7 @@ afterAll(() => {
 });
 
 describe('runLocalStory', () => {
-  it('syncs three connections from their roots, revokes one mid-run and recovers it, finds a new file deep in the tree, and ends with each connection equal to its account', async () => {
+  it('the tour: syncs three connections from their roots, revokes one mid-run and recovers it, finds a new file deep in the tree, and ends with each connection equal to its account', async () => {
     const dataDir = tempDir();
     const output = recorder();
     let simulator: ProviderSimulator | undefined;
@@ -70,6 +70,8 @@ describe('runLocalStory', () => {
     const endpointBefore = process.env.AWS_ENDPOINT_URL_SQS;
 
     const result = await runLocalStory({
+      // The whole tour (npm run tour).
+      tour: true,
       // default's tree of 10 items at this seed: 5 folders, the deepest 3 levels below the root.
       itemCount: 10,
       seed: 6,
@@ -235,6 +237,26 @@ describe('runLocalStory', () => {
     expect(printed).toMatch(/\$ curl -X DELETE http:\/\/127\.0\.0\.1:\d+\/connections\/acme\?erase=true\n +202: acme removed, erase waiting\n +event ConnectionRemoved acme \(active → removed\)/);
     expect(printed).toContain('event ConnectionErased acme (removed → none)');
     expect(printed).toMatch(/acme: \d+ rows and \d+ objects before, 0 and 0 after; the others: default \d+ rows, globex \d+ rows \(as before\)/);
+    // The lifecycle events come from the change-events function on the connections table's stream:
+    // every one of the story, in order, each printed once.
+    expect([...printed.matchAll(/^ +event (\S+ \S+)/gm)].map((match) => match[1])).toEqual([
+      'ConnectionAdded default',
+      'ConnectionAdded acme',
+      'ConnectionAdded globex',
+      'ConnectionFailing globex',
+      'ConnectionRecovered globex',
+      'ConnectionRemoved acme',
+      'ConnectionErased acme',
+    ]);
+    // Its counters, from the items table's stream: the first list has none (no item synced yet), the
+    // final one each connection's rows and its last write.
+    expect(printed).toMatch(/\n +default +active +- +- +0 +- +- +-\n/);
+    const iso = '\\d{4}-\\d\\d-\\d\\dT[\\d:.]+Z';
+    for (const [connection, rows] of [['acme', 8], ['default', 12], ['globex', 8]] as const) {
+      expect(printed).toMatch(new RegExp(`\\n +${connection} +active +${iso} +- +0 +${rows} +${iso} +${iso}\\n`));
+    }
+    expect(printed).toMatch(/change events: \d+ put on the bus \(3 ConnectionAdded, 28 ItemCreated, .*1 ConnectionFailing, 1 ConnectionRecovered.*\) from \d+ records of the items table's stream and \d+ of the connections table's/);
+    expect(logLines(log, 'batch done').filter((line) => line.service === 'change-events').length).toBeGreaterThan(0);
     expect(printed).toMatch(/\$ npm run connections -- list\n +CONNECTION +STATUS/);
     expect(printed).toMatch(/\n +globex +failing +\S+ +\S+ getToken: the provider refused the credentials; HTTP 401/);
     expect(printed).toMatch(/globex is failing: getToken: .*HTTP 401/);

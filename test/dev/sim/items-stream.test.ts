@@ -1,26 +1,22 @@
 /**
- * The items table's stream as the simulations read it (dev/sim/items-stream.ts): DynamoDB Local's
- * own stream, in the shape Lambda hands a function. A record per items-table write that changed the
- * row (the sync's TransactWriteItems Put and Update, a PutItem), with the row before (OldImage) and
- * after (NewImage), in commit order per connection; none for the changes table's rows, a cancelled
- * transaction, or a transaction the SDK sent again after a lost answer (DynamoDB applies it once).
- * The event source (`pollStream`) hands the function batches of up to the deployed size, takes a
- * failed batch again from its first failed record, and can lose a batch; every read counted.
+ * The items table's stream as the simulations' event source reads it (dev/sim/items-stream.ts), on
+ * the virtual clock; the reading itself is tested in test/dev/fakes/dynamodb-stream.test.ts. The
+ * event source's side holds what it read until done, every read counted; `pollStream` hands the
+ * function batches of up to the deployed size, takes a failed batch again from its first failed
+ * record, and can lose a batch.
  */
 import { PutItemCommand, type DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import type { Context } from 'aws-lambda';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { ChangeEventsHandler } from '../../../functions/change-events/app.js';
 import type { StreamRecord } from '../../../functions/change-events/ports.js';
-import { streamTableName } from '../../../functions/change-events/sources.js';
 import { CHANGE_EVENTS_BATCH_SIZE } from '../../../infra/deployment.js';
-import { DynamoMeter, instrumentDynamo } from '../../../dev/fakes/dynamo-meter.js';
 import { startLocalDynamo, type LocalDynamoDb } from '../../../dev/fakes/local-dynamo.js';
 import type { BuiltFunction } from '../../../dev/system/functions.js';
 import { ItemsStream, pollStream, type LambdaStreamRecord } from '../../../dev/sim/items-stream.js';
 import { emptyStreamCount, type InvocationCount } from '../../../dev/sim/meters.js';
 import { VirtualClock } from '../../../dev/sim/virtual-clock.js';
-import { createTables, itemRow, ITEMS, markDeleted, outbox, putRow, refusal } from '../fakes/outbox-transactions.js';
+import { createTables, itemRow, ITEMS } from '../fakes/outbox-transactions.js';
 
 /** The records as event name, keys and images. */
 function shapes(records: readonly LambdaStreamRecord[]): Array<{ event?: string; keys?: object; old?: object; new?: object }> {
@@ -63,76 +59,27 @@ describe('the items stream', () => {
     await dynamo?.close();
   });
 
-  it("reads a transaction's items-table row with the row it replaced, nothing for a cancelled one, in Lambda's shape", async () => {
+  it('counts its reads and records, and holds what it read until done', async () => {
     const clock = new VirtualClock();
     const stream = await newStream(clock);
-    const client = dynamo.client({ maxAttempts: 1 });
+    const client = dynamo.client();
     try {
-      await client.send(outbox(putRow(itemRow('s1', 'a', '1')), 's1', 'a', 0));
-      await client.send(outbox(putRow(itemRow('s1', 'a', '2'), '1'), 's1', 'a', 1));
-      expect((await refusal(client, outbox(putRow(itemRow('s1', 'a', '3'), '1'), 's1', 'a', 2)))?.name).toBe('TransactionCanceledException');
-      await client.send(outbox(markDeleted('s1', 'a', '2', 'now'), 's1', 'a', 2));
-      await client.send(new PutItemCommand({ TableName: ITEMS, Item: itemRow('s1', 'a', '4') }));
-      // The same row again changes nothing: DynamoDB writes no record.
-      await client.send(new PutItemCommand({ TableName: ITEMS, Item: itemRow('s1', 'a', '4') }));
+      for (const revision of ['1', '2', '3', '4']) await client.send(new PutItemCommand({ TableName: ITEMS, Item: itemRow('s1', 'a', revision) }));
     } finally {
       client.destroy();
     }
     await clock.run(clock.ms() + 7_000);
     const records = await readAll(stream);
-    const keys = { connection: { S: 's1' }, id: { S: 'a' } };
-    const deleted = itemRow('s1', 'a', '2', { deleted: { BOOL: true }, syncedAt: { S: 'now' } });
-    expect(shapes(records)).toEqual([
-      { event: 'INSERT', keys, new: itemRow('s1', 'a', '1') },
-      { event: 'MODIFY', keys, old: itemRow('s1', 'a', '1'), new: itemRow('s1', 'a', '2') },
-      { event: 'MODIFY', keys, old: itemRow('s1', 'a', '2'), new: deleted },
-      { event: 'MODIFY', keys, old: deleted, new: itemRow('s1', 'a', '4') },
-    ]);
-    for (const record of records) {
-      expect(record).toMatchObject({ eventSource: 'aws:dynamodb', dynamodb: { StreamViewType: 'NEW_AND_OLD_IMAGES', ApproximateCreationDateTime: Math.floor(clock.ms() / 1000) } });
-      expect(streamTableName(record.eventSourceARN)).toBe(ITEMS);
-      expect(record.dynamodb.SizeBytes).toBeGreaterThan(0);
-    }
-    const sequences = records.map((record) => BigInt(record.dynamodb.SequenceNumber!));
-    expect(sequences).toEqual([...sequences].sort((a, b) => (a < b ? -1 : a > b ? 1 : 0)));
+    expect(shapes(records).map((shape) => shape.event)).toEqual(['INSERT', 'MODIFY', 'MODIFY', 'MODIFY']);
+    // Stamped with the virtual time it read them.
+    for (const record of records) expect(record.dynamodb.ApproximateCreationDateTime).toBe(Math.floor(clock.ms() / 1000));
+    expect(stream.size).toBe(4);
     expect(stream.count).toMatchObject({ records: 4 });
     expect(stream.count.getRecords).toBeGreaterThanOrEqual(2);
     expect(stream.count.emptyGetRecords).toBe(1);
-  });
-
-  it("reads concurrent writers' transactions in each connection's commit order", async () => {
-    const stream = await newStream();
-    const client = dynamo.client();
-    try {
-      // Each connection's writer moves its own head: 10 connections at once, 5 writes each.
-      await Promise.all(
-        Array.from({ length: 10 }, async (_, c) => {
-          for (let head = 0; head < 5; head++) await client.send(outbox(putRow(itemRow(`s2-${c}`, `id-${c}-${head}`, '1')), `s2-${c}`, `id-${c}-${head}`, head));
-        }),
-      );
-    } finally {
-      client.destroy();
-    }
-    const records = await readAll(stream);
-    expect(records).toHaveLength(50);
-    for (let c = 0; c < 10; c++) {
-      const ids = records.filter((record) => record.dynamodb.Keys?.['connection']?.S === `s2-${c}`).map((record) => record.dynamodb.NewImage?.['id']?.S);
-      expect(ids).toEqual([0, 1, 2, 3, 4].map((head) => `id-${c}-${head}`));
-    }
-  });
-
-  it('reads once a transaction whose answer was lost and that the SDK sent again', async () => {
-    const stream = await newStream();
-    const meter = new DynamoMeter();
-    const client = instrumentDynamo(dynamo.client(), meter, { random: () => 0, throttleRate: 0, unprocessedRate: 0, lostAckRate: 1 });
-    try {
-      const out = await client.send(outbox(putRow(itemRow('s3', 'a', '1')), 's3', 'a', 0));
-      expect(out.$metadata.attempts).toBe(2);
-      expect(meter.injected.lostAcks).toBe(1);
-    } finally {
-      client.destroy();
-    }
-    expect(shapes(await readAll(stream))).toEqual([{ event: 'INSERT', keys: { connection: { S: 's3' }, id: { S: 'a' } }, new: itemRow('s3', 'a', '1') }]);
+    expect(stream.readThroughSince(clock.ms())).toBe(false);
+    stream.done(4);
+    expect(stream.size).toBe(0);
   });
 
   it('hands the function batches of the deployed size, loses a batch, takes a failed batch again from its first failed record', async () => {

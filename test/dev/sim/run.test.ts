@@ -67,6 +67,11 @@ describe('the command line', () => {
     expect(parseCommandLine(['reconcile', '--unknown-limit'])).toEqual({ names: ['reconcile'], options: { ...FULL, unknownLimit: true } });
   });
 
+  it('takes --dynamo-latency for every scenario, any factor from 0 to 100', () => {
+    expect(parseCommandLine(['known', '--dynamo-latency', '0'])).toEqual({ names: ['known'], options: { ...FULL, dynamoLatency: 0 } });
+    expect(parseCommandLine(['push', '--dynamo-latency', '2.5'])).toEqual({ names: ['push'], options: { ...FULL, dynamoLatency: 2.5 } });
+  });
+
   it('accepts every scenario the usage lists, and only those', () => {
     const usage = simUsage();
     expect(listed(usage, 'Scenarios')).toEqual(SCENARIOS);
@@ -89,6 +94,8 @@ describe('the command line', () => {
     [['push', '--batch-size', '0'], '--batch-size must be a whole number from 1 to 10000 (syncBatchSize), got 0'],
     [['known', '--ids', '1000'], '--ids is read by reconcile and push only'],
     [['push', '--unknown-limit'], '--unknown-limit is read by reconcile only'],
+    [['known', '--dynamo-latency', '101'], '--dynamo-latency must be a number from 0 to 100, got 101'],
+    [['known', '--dynamo-latency', 'fast'], '--dynamo-latency must be a number from 0 to 100, got fast'],
   ])('names the mistake in %j in one line', (argv, mistake) => {
     expect(parseCommandLine(argv)).toEqual({ mistake });
   });
@@ -105,9 +112,11 @@ describe('the usage', () => {
   });
 
   it('names every option, with the scenarios that read it', () => {
-    expect(listed(usage, 'Options')).toEqual(['--short', '--ids', '--unknown-limit', '--batch-size', '-h, --help']);
+    expect(listed(usage, 'Options')).toEqual(['--short', '--ids', '--unknown-limit', '--batch-size', '--dynamo-latency', '-h, --help']);
     expect(usage).toMatch(/\n {2}--ids N +the number of ids, at least 100 \(reconcile, push\)\n/);
     expect(usage).toMatch(/\n {2}--unknown-limit +.* \(reconcile\)\n/);
+    // Every scenario reads it: no list of readers.
+    expect(usage).toMatch(/\n {2}--dynamo-latency F +scales AWS's DynamoDB latency [^(]+\n/);
   });
 
   it('keeps its lines within 100 characters', () => {
