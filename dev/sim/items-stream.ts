@@ -12,10 +12,9 @@
  *   the same stream with a reader of its own (DynamoDB allows two readers a shard).
  * - `ItemsStream` is the event source's side: the records read and not yet done (a failed batch's
  *   rest is handed again, topped up with newer records), counted in StreamCount.
- * - `buildChangeEvents` is the real change-events handler (functions/change-events/app.ts), built
- *   as its handler.ts builds it from the deployed environment, with a metered connections-table
- *   client and an EventBridge client answered in process (`meteredEventBridge`: every entry
- *   accepted, after `roundTripMs` of virtual time).
+ * - `meteredEventBridge` answers the change-events function's PutEvents in process (every entry
+ *   accepted, after `roundTripMs` of virtual time, counted); the function itself is the system's
+ *   (dev/system/functions.ts `buildChangeEvents`), built from its deployed environment.
  * - `pollStream` is the event source mapping: Lambda reads a shard at most four times a second
  *   (GetRecords, each one counted), and hands what it read (up to the batch size) to one invocation
  *   at a time. A scenario can make it lose a batch (`lose`): it moves past the records without
@@ -29,18 +28,15 @@
  * first read it (DynamoDB Local stamps the wall clock, which is not the simulation's); the change
  * events do not use it.
  */
-import type { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { EventBridgeClient } from '@aws-sdk/client-eventbridge';
 import type { Context } from 'aws-lambda';
-import { createChangeEventsHandler, type ChangeEventsHandler } from '../../functions/change-events/app.js';
+import type { ChangeEventsHandler } from '../../functions/change-events/app.js';
 import type { StreamRecord } from '../../functions/change-events/ports.js';
-import { loadChangeEventsConfig } from '../../functions/shared/config.js';
-import { changeEventSourceDeployment, type FunctionDeployment } from '../../infra/deployment.js';
+import { changeEventSourceDeployment } from '../../infra/deployment.js';
 import { STREAM_POLL_MS, TableStream, type LambdaStreamRecord } from '../fakes/dynamodb-stream.js';
 import { LOCAL_CREDENTIALS, LOCAL_REGION } from '../fakes/local-aws.js';
 import type { LocalDynamoDb } from '../fakes/local-dynamo.js';
 import type { BuiltFunction } from '../system/functions.js';
-import type { Observability } from '../system/observability.js';
 import type { EventBridgeCount, InvocationCount, StreamCount } from './meters.js';
 import type { VirtualClock } from './virtual-clock.js';
 
@@ -48,7 +44,6 @@ export { GET_RECORDS_LIMIT, lambdaRecord, STREAM_POLL_MS, TableStream, type Lamb
 
 /** EventBridge bills each 64 KB chunk of an entry as one event. */
 const EVENT_CHUNK_BYTES = 64 * 1024;
-export const CHANGE_EVENTS_FUNCTION_NAME = 'content-sync-change-events';
 
 /** The event source's records of the items table's stream: read, handed to the function, done; counted in `count`. */
 export class ItemsStream {
@@ -148,22 +143,6 @@ function entryBytes(entry: Record<string, unknown>): number {
     if (typeof value === 'string') bytes += Buffer.byteLength(value);
   }
   return bytes;
-}
-
-/** The change-events function as its handler.ts builds it, from its deployed environment, with these clients. */
-export function buildChangeEvents(
-  deployment: FunctionDeployment,
-  parts: { eventbridge: EventBridgeClient; dynamodb: DynamoDBClient; clock: VirtualClock } & Observability,
-): BuiltFunction<ChangeEventsHandler> {
-  const { eventbridge, dynamodb, clock, logger, metrics } = parts;
-  const config = loadChangeEventsConfig(deployment.environment);
-  return {
-    name: CHANGE_EVENTS_FUNCTION_NAME,
-    handler: createChangeEventsHandler({ config, eventbridge, dynamodb, clock, sleep: clock.sleep, logger, metrics }),
-    memoryMb: deployment.memoryMb,
-    timeoutMs: deployment.timeoutSeconds * 1000,
-    environment: deployment.environment,
-  };
 }
 
 /**

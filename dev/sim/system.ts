@@ -39,7 +39,7 @@ import type { SqsModel } from '../fakes/sqs-model.js';
 import type { ProviderModel } from '../simulator/provider-model.js';
 import { inProcessAws } from '../system/aws.js';
 import { batchingOf, eventSourceQueue } from '../system/event-sources.js';
-import type { BuiltFunction, RefresherHandler } from '../system/functions.js';
+import { buildChangeEvents, type BuiltFunction, type RefresherHandler } from '../system/functions.js';
 import { localNames } from '../system/names.js';
 import { countingObservability, quietObservability, type Observability } from '../system/observability.js';
 import { every } from '../system/schedules.js';
@@ -59,7 +59,7 @@ import {
   type MeterSource,
   type SimMeter,
 } from './meters.js';
-import { buildChangeEvents, ItemsStream, meteredEventBridge, pollStream } from './items-stream.js';
+import { ItemsStream, meteredEventBridge, pollStream } from './items-stream.js';
 import { modelFetch } from './model-fetch.js';
 import { batchWrite, itemRows } from './preload.js';
 import { addConnections, startProvider } from './sim-provider.js';
@@ -238,6 +238,7 @@ export async function startSystem(options: SystemOptions): Promise<SimSystem> {
             eventbridge: meteredEventBridge(clock, options.changeEvents.eventBridgeRoundTripMs, meter.eventBridge),
             dynamodb: dynamoFor('changeEvents'),
             clock,
+            sleep: clock.sleep,
             ...observability('changeEvents'),
           }),
         }
