@@ -8,10 +8,12 @@ export default defineConfig({
     // The files that synthesize the app share their modules (aws-cdk-lib loaded and each context
     // synthesized once a worker); every other file, and one that mocks a module, runs isolated
     // (test/support/shared-modules.ts).
+    // Each project inherits the root's settings but not its global setup: the root's runs once for
+    // the whole run (one DynamoDB Local), and the projects get what it provides.
     projects: [
-      { extends: true, test: { name: 'synth', include: [...SYNTH_FILES], exclude: [...configDefaults.exclude, ...ISOLATED_SYNTH_FILES], isolate: false } },
-      { extends: true, test: { name: 'isolated', include: ['test/**/*.test.ts'], exclude: [...configDefaults.exclude, ...SYNTH_FILES] } },
-      { extends: true, test: { name: 'synth-isolated', include: [...ISOLATED_SYNTH_FILES] } },
+      { extends: true, test: { name: 'synth', include: [...SYNTH_FILES], exclude: [...configDefaults.exclude, ...ISOLATED_SYNTH_FILES], isolate: false, globalSetup: [] } },
+      { extends: true, test: { name: 'isolated', include: ['test/**/*.test.ts'], exclude: [...configDefaults.exclude, ...SYNTH_FILES], globalSetup: [] } },
+      { extends: true, test: { name: 'synth-isolated', include: [...ISOLATED_SYNTH_FILES], globalSetup: [] } },
     ],
     // One DynamoDB Local for the whole run (test/support/dynamodb-global.ts).
     globalSetup: ['test/support/dynamodb-global.ts'],

@@ -13,7 +13,7 @@
  */
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
-import { mkdirSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, readFileSync, readlinkSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
@@ -72,6 +72,8 @@ export interface DynamoDbLocalServer {
 export interface ServerOptions {
   /** Keeps the tables in files in this folder (created if need be); in memory when undefined. */
   path?: string;
+  /** This port, once (a taken one fails); default a free one, tried again on another if it is taken meanwhile. */
+  port?: number;
 }
 
 /** Waits for DynamoDB Local to answer at most this long: a guard against a server that never comes up, not a speed limit. */
@@ -85,6 +87,7 @@ export async function startDynamoDbLocal(options: ServerOptions = {}): Promise<D
   const java = javaCommand();
   requireJava(java);
   if (options.path !== undefined) mkdirSync(options.path, { recursive: true });
+  if (options.port !== undefined) return startOn(java, options.port, options);
   let lastError: unknown;
   for (let attempt = 0; attempt < PORT_ATTEMPTS; attempt++) {
     const port = await freePort();
@@ -98,7 +101,8 @@ export async function startDynamoDbLocal(options: ServerOptions = {}): Promise<D
   throw lastError;
 }
 
-class PortTakenError extends Error {}
+/** The port was taken by another process before the server could listen on it. */
+export class PortTakenError extends Error {}
 
 /** Every server this process started and has not stopped: stopped at exit. */
 const running = new Set<ChildProcess>();
@@ -134,6 +138,9 @@ async function startOn(java: string, port: number, options: ServerOptions): Prom
     '-port',
     String(port),
     '-disableTelemetry',
+    // No web page may drive it from a browser (the default allows every origin).
+    '-cors',
+    'http://127.0.0.1',
   ];
   // The watchdog: the JVM runs in the background of a shell whose standard input is this
   // process's pipe; when that closes (`close()`, or this process ended, however), the shell stops
@@ -164,6 +171,9 @@ async function startOn(java: string, port: number, options: ServerOptions): Prom
   const endpoint = `http://127.0.0.1:${port}`;
   try {
     await waitUntilServing(endpoint, exited, () => output);
+    // The port was free when chosen, not held: another server may have taken it meanwhile and
+    // answered for ours (which then dies on its BindException). Ours must be the one listening.
+    if (listenerOwnedByGroup(port, child.pid ?? 0) === false) throw new PortTakenError(`port ${port} is another process's`);
   } catch (error) {
     killGroup(child);
     throw error;
@@ -215,6 +225,47 @@ async function waitUntilServing(endpoint: string, exited: Promise<number | null>
   } finally {
     client.destroy();
   }
+}
+
+/**
+ * Whether the socket listening on `port` belongs to a child of `shell` (the JVM under the
+ * watchdog), from Linux's /proc; undefined where /proc cannot say (another system).
+ */
+function listenerOwnedByGroup(port: number, shell: number): boolean | undefined {
+  if (!existsSync('/proc/net/tcp')) return undefined;
+  const hexPort = port.toString(16).toUpperCase().padStart(4, '0');
+  const inodes = new Set<string>();
+  for (const table of ['/proc/net/tcp', '/proc/net/tcp6']) {
+    if (!existsSync(table)) continue;
+    for (const line of readFileSync(table, 'utf8').split('\n').slice(1)) {
+      const fields = line.trim().split(/\s+/);
+      // local_address is field 1 (address:port), st field 3 (0A: LISTEN), inode field 9.
+      if (fields[1]?.endsWith(`:${hexPort}`) && fields[3] === '0A' && fields[9]) inodes.add(fields[9]);
+    }
+  }
+  let children: string[];
+  try {
+    children = readFileSync(`/proc/${shell}/task/${shell}/children`, 'utf8').trim().split(/\s+/).filter(Boolean);
+  } catch {
+    return undefined;
+  }
+  for (const pid of children) {
+    let fds: string[];
+    try {
+      fds = readdirSync(`/proc/${pid}/fd`);
+    } catch {
+      continue;
+    }
+    for (const fd of fds) {
+      try {
+        const target = readlinkSync(`/proc/${pid}/fd/${fd}`);
+        if (target.startsWith('socket:[') && inodes.has(target.slice(8, -1))) return true;
+      } catch {
+        // closed meanwhile
+      }
+    }
+  }
+  return false;
 }
 
 /** A port free on 127.0.0.1 now (the jar takes no port 0, so one is chosen here and handed to it). */

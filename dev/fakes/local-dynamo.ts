@@ -18,6 +18,7 @@ import { createServer, request as httpRequest, type IncomingMessage, type Server
 import {
   CreateTableCommand,
   DeleteTableCommand,
+  DescribeTimeToLiveCommand,
   DynamoDBClient,
   GetItemCommand,
   ListTablesCommand,
@@ -101,7 +102,8 @@ export interface LocalDynamoDb {
    * stack defines it, unless it exists; its time to live only when `timeToLive` says so.
    * DynamoDB Local deletes expired rows by the wall clock (within seconds): a test or a simulation
    * on a clock of its own would see its rows vanish, so by default the table has no time to live
-   * (a simulation deletes expired rows itself, by its clock); the local run, on the wall clock, turns it on.
+   * (no simulation shows expiry yet); the local run, on the wall clock, turns it on (on a table
+   * kept from an earlier run too, when it has none).
    */
   createChangesTable(tableName: string, options?: { timeToLive?: boolean }): Promise<void>;
   /** Every row of a table, raw AttributeValues, sorted by connection, then id (where the table has them). */
@@ -182,8 +184,8 @@ function withHelpers(
     createControlTable: async (tableName) => void (await createKeyedTable(admin, tableName, CONTROL_TABLE_KEY)),
     createConnectionsTable: async (tableName) => void (await createKeyedTable(admin, tableName, 'connection', undefined, true)),
     async createChangesTable(tableName, options = {}) {
-      const created = await createKeyedTable(admin, tableName, CHANGES_TABLE_PARTITION_KEY, { name: CHANGES_TABLE_SORT_KEY, type: 'N' });
-      if (created && options.timeToLive) {
+      await createKeyedTable(admin, tableName, CHANGES_TABLE_PARTITION_KEY, { name: CHANGES_TABLE_SORT_KEY, type: 'N' });
+      if (options.timeToLive && !(await timeToLiveOn(admin, tableName))) {
         await admin.send(new UpdateTimeToLiveCommand({ TableName: tableName, TimeToLiveSpecification: { AttributeName: CHANGES_TABLE_TTL_ATTRIBUTE, Enabled: true } }));
       }
     },
@@ -211,6 +213,11 @@ function withHelpers(
       await close();
     },
   };
+}
+
+async function timeToLiveOn(admin: DynamoDBClient, tableName: string): Promise<boolean> {
+  const described = await admin.send(new DescribeTimeToLiveCommand({ TableName: tableName }));
+  return described.TimeToLiveDescription?.TimeToLiveStatus === 'ENABLED';
 }
 
 async function dropTables(admin: DynamoDBClient): Promise<void> {

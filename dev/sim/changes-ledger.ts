@@ -277,10 +277,14 @@ export class ChangesLedger {
   async check(): Promise<LedgerCheck> {
     if (this.failure !== undefined) throw new Error(`the ledger's reader of the items table's stream failed: ${String(this.failure)}`, { cause: this.failure });
     this.draining = true;
+    // To the end of every shard: an empty read may be another shard's turn, or a shard just ended
+    // before its children were looked up; the stream is read through once every shard has had an
+    // empty read since the drain began.
+    const drainFrom = this.clock.ms();
     for (;;) {
       const read = await this.reader.read(GET_RECORDS_LIMIT);
       for (const record of read.records) await this.record(record.dynamodb.OldImage, record.dynamodb.NewImage);
-      if (read.records.length === 0) break;
+      if (read.records.length === 0 && this.reader.readThroughSince(drainFrom)) break;
     }
     let committed = 0;
     let matched = 0;

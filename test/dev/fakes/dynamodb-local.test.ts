@@ -10,7 +10,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, describe, expect, it } from 'vitest';
-import { JAVA_REQUIRED, JavaMissingError, requireJava, startDynamoDbLocal } from '../../../dev/fakes/dynamodb-local.js';
+import { JAVA_REQUIRED, JavaMissingError, PortTakenError, requireJava, startDynamoDbLocal } from '../../../dev/fakes/dynamodb-local.js';
 import { HANG_GUARD_MS } from '../../support/hang-guard.js';
 
 const require = createRequire(import.meta.url);
@@ -36,8 +36,11 @@ function liveInGroup(pgid: number): Array<{ pid: number; command: string }> {
   return live;
 }
 
+/** Waits for the group to end, at most GONE_GUARD_MS (far beyond the watchdog's kill); the caller asserts. */
+const GONE_GUARD_MS = 60_000;
 async function untilGroupGone(pgid: number): Promise<void> {
-  while (liveInGroup(pgid).length > 0) await new Promise((resolve) => setTimeout(resolve, 100));
+  const until = Date.now() + GONE_GUARD_MS;
+  while (liveInGroup(pgid).length > 0 && Date.now() < until) await new Promise((resolve) => setTimeout(resolve, 100));
 }
 
 /** A fake `java` in a folder of its own that prints `version` as `java -version` does. */
@@ -114,6 +117,16 @@ describe('the server', () => {
     expect(liveInGroup(server.pid)).toEqual([]);
   });
 
+  it('is never taken for ours when another process holds the port: refused, the other server left alone', async () => {
+    const other = await startDynamoDbLocal();
+    try {
+      await expect(startDynamoDbLocal({ port: other.port })).rejects.toThrow(PortTakenError);
+      expect(liveInGroup(other.pid).map((p) => p.command)).toContain('java');
+    } finally {
+      await other.close();
+    }
+  });
+
   /** Starts the fixture run in a child process; resolves with it and its server's process group once the server answers. */
   async function startRun(): Promise<{ child: ReturnType<typeof spawn>; pgid: number }> {
     const tsx = require.resolve('tsx');
@@ -141,7 +154,16 @@ describe('the server', () => {
     const ended = new Promise((resolve) => child.once('exit', resolve));
     child.kill(signal);
     await ended;
-    await untilGroupGone(pgid);
-    expect(liveInGroup(pgid)).toEqual([]);
+    try {
+      await untilGroupGone(pgid);
+      expect(liveInGroup(pgid)).toEqual([]);
+    } finally {
+      // A leak fails the test above; it must not outlive it.
+      try {
+        process.kill(-pgid, 'SIGKILL');
+      } catch {
+        // gone, as it should be
+      }
+    }
   });
 });

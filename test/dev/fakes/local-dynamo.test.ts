@@ -76,6 +76,10 @@ describe('tables', () => {
       expect(ttl.TimeToLiveDescription).toEqual({ AttributeName: CHANGES_TABLE_TTL_ATTRIBUTE, TimeToLiveStatus: 'ENABLED' });
       const none = await dynamo.client().send(new DescribeTimeToLiveCommand({ TableName: 'changes-no-ttl' }));
       expect(none.TimeToLiveDescription).toEqual({ TimeToLiveStatus: 'DISABLED' });
+      // A table kept without it (an earlier run's) gets it when asked.
+      await dynamo.createChangesTable('changes-no-ttl', { timeToLive: true });
+      const later = await dynamo.client().send(new DescribeTimeToLiveCommand({ TableName: 'changes-no-ttl' }));
+      expect(later.TimeToLiveDescription?.TimeToLiveStatus).toBe('ENABLED');
     } finally {
       await dynamo.close();
     }

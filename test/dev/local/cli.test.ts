@@ -91,6 +91,9 @@ describe('npm start', () => {
     const ids = await run('dev/local/run.ts', ['some-id'], { cwd });
     expect(ids.status).toBe(2);
     expect(ids.stderr).toContain('set PROVIDER_BASE_URL');
+    const tourWithProvider = await run('dev/local/run.ts', ['--tour'], { cwd, env: { PROVIDER_BASE_URL: 'https://provider.example.com/api' } });
+    expect(tourWithProvider.status).toBe(2);
+    expect(tourWithProvider.stderr).toContain('--items, --seed and --tour are for the simulated provider; unset PROVIDER_BASE_URL to use it');
     const insecure = await run('dev/local/run.ts', ['x'], { cwd, env: { PROVIDER_BASE_URL: 'http://provider.example.com/api' } });
     expect(insecure.status).toBe(2);
     expect(insecure.stderr).toContain('PROVIDER_BASE_URL: plain http:// is accepted only for loopback hosts');
