@@ -14,19 +14,9 @@ import { streamTableName } from '../../../functions/change-events/sources.js';
 import { DynamoMeter, instrumentDynamo } from '../../../dev/fakes/dynamo-meter.js';
 import { TableStream, untracked, type LambdaStreamRecord } from '../../../dev/fakes/dynamodb-stream.js';
 import { startLocalDynamo, type LocalDynamoDb } from '../../../dev/fakes/local-dynamo.js';
-import { createTables, itemRow, ITEMS, markDeleted, outbox, putRow, refusal } from './outbox-transactions.js';
+import { createTables, itemRow, ITEMS, markDeleted, outbox, putRow, refusal, shapes } from './outbox-transactions.js';
 
 const CONNECTIONS = 'connections-table';
-
-/** The records as event name, keys and images. */
-function shapes(records: readonly LambdaStreamRecord[]): Array<{ event?: string; keys?: object; old?: object; new?: object }> {
-  return records.map((record) => ({
-    event: record.eventName,
-    keys: record.dynamodb.Keys,
-    ...(record.dynamodb.OldImage ? { old: record.dynamodb.OldImage } : {}),
-    new: record.dynamodb.NewImage,
-  }));
-}
 
 describe('a table stream', () => {
   let dynamo: LocalDynamoDb;

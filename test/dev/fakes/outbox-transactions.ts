@@ -1,8 +1,8 @@
 /**
  * The transactions the item sync sends (functions/item-sync/adapters/change-outbox.ts), for the
- * tests of the harness's TransactWriteItems: an items-table row (partition `connection`, sort `id`),
+ * tests of the harness's stream readers and meter on DynamoDB Local: an items-table row (partition `connection`, sort `id`),
  * its change in the changes table (partition `connection`, sort `seq`, a number) and the
- * connection's head (`seq` 0), in one request.
+ * connection's head (`seq` 0), in one request; and the records those tests read, as they compare them.
  */
 import {
   CreateTableCommand,
@@ -14,6 +14,7 @@ import {
   type TransactWriteItem,
   type TransactWriteItemsCommandInput,
 } from '@aws-sdk/client-dynamodb';
+import type { LambdaStreamRecord } from '../../../dev/fakes/dynamodb-stream.js';
 import type { LocalDynamoDb } from '../../../dev/fakes/local-dynamo.js';
 
 export const ITEMS = 'items-table';
@@ -140,4 +141,14 @@ export async function refusal(
 /** DynamoDB's message of a cancellation with these reason codes. */
 export function cancelledMessage(...codes: string[]): string {
   return `Transaction cancelled, please refer cancellation reasons for specific reasons [${codes.join(', ')}]`;
+}
+
+/** Stream records as event name, keys and images (what the tests compare). */
+export function shapes(records: readonly LambdaStreamRecord[]): Array<{ event?: string; keys?: object; old?: object; new?: object }> {
+  return records.map((record) => ({
+    event: record.eventName,
+    keys: record.dynamodb.Keys,
+    ...(record.dynamodb.OldImage ? { old: record.dynamodb.OldImage } : {}),
+    new: record.dynamodb.NewImage,
+  }));
 }

@@ -16,17 +16,7 @@ import type { BuiltFunction } from '../../../dev/system/functions.js';
 import { ItemsStream, pollStream, type LambdaStreamRecord } from '../../../dev/sim/items-stream.js';
 import { emptyStreamCount, type InvocationCount } from '../../../dev/sim/meters.js';
 import { VirtualClock } from '../../../dev/sim/virtual-clock.js';
-import { createTables, itemRow, ITEMS } from '../fakes/outbox-transactions.js';
-
-/** The records as event name, keys and images. */
-function shapes(records: readonly LambdaStreamRecord[]): Array<{ event?: string; keys?: object; old?: object; new?: object }> {
-  return records.map((record) => ({
-    event: record.eventName,
-    keys: record.dynamodb.Keys,
-    ...(record.dynamodb.OldImage ? { old: record.dynamodb.OldImage } : {}),
-    new: record.dynamodb.NewImage,
-  }));
-}
+import { createTables, itemRow, ITEMS, shapes } from '../fakes/outbox-transactions.js';
 
 describe('the items stream', () => {
   let dynamo: LocalDynamoDb;
