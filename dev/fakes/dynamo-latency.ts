@@ -100,7 +100,7 @@ export interface LatencyParts {
    * Wraps the request to DynamoDB Local (a virtual clock's `track`: its time stands still while the
    * real server answers, so that the call takes the model's time and nothing more); default none.
    */
-  track?: <T>(work: Promise<T>) => Promise<T>;
+  track?: <T>(work: () => Promise<T>) => Promise<T>;
 }
 
 /** `call` as AWS would answer it: half of `operation`'s round trip before it, half after it (an error's answer too). */
@@ -109,8 +109,7 @@ export async function withRoundTrip<T>(parts: LatencyParts, operation: string, c
   const before = total / 2;
   if (before > 0) await parts.sleep(before);
   try {
-    const work = call();
-    return await (parts.track ? parts.track(work) : work);
+    return await (parts.track ? parts.track(call) : call());
   } finally {
     if (total - before > 0) await parts.sleep(total - before);
   }

@@ -30,6 +30,7 @@ import {
   type ShardIteratorType,
 } from '@aws-sdk/client-dynamodb-streams';
 import type { AttributeValue, StreamImage, StreamRecord } from '../../functions/change-events/ports.js';
+import { withRoundTrip, type LatencyParts } from './dynamo-latency.js';
 import { LOCAL_REGION } from './local-aws.js';
 import type { LocalDynamoDb } from './local-dynamo.js';
 
@@ -51,10 +52,10 @@ export type LambdaStreamRecord = StreamRecord & {
  * way (DynamoDB Local answers in real time, which a simulation does not count); on the wall clock
  * it is the call itself.
  */
-export type Track = <T>(work: Promise<T>) => Promise<T>;
+export type Track = <T>(work: () => Promise<T>) => Promise<T>;
 
 /** The wall clock's Track: the call as it is. */
-export const untracked: Track = (work) => work;
+export const untracked: Track = (work) => work();
 
 interface Shard {
   id: string;
@@ -99,8 +100,15 @@ export class TableStream {
     private readonly track: Track,
     /** The reader's time, ms: what a record is stamped with (ApproximateCreationDateTime, in seconds), and what `readThroughSince` counts in. */
     private readonly now: () => number,
+    /** AWS's round trip each call waits, on the reader's clock (dev/fakes/dynamo-latency.ts); default none. */
+    private readonly roundTrip?: Omit<LatencyParts, 'track'>,
   ) {
     this.client = new DynamoDBStreamsClient({ endpoint: dynamo.endpoint, region: dynamo.region, credentials: dynamo.credentials });
+  }
+
+  /** One call to DynamoDB Local, tracked on the reader's clock, with AWS's round trip for `operation` when one is given. */
+  private call<T>(operation: string, work: () => Promise<T>): Promise<T> {
+    return this.roundTrip ? withRoundTrip({ ...this.roundTrip, track: this.track }, operation, work) : this.track(work);
   }
 
   /** The stream's ARN (the table's latest stream). */
@@ -108,7 +116,7 @@ export class TableStream {
     if (this.arn !== undefined) return this.arn;
     const admin: DynamoDBClient = this.dynamo.client();
     try {
-      const described = await this.track(admin.send(new DescribeTableCommand({ TableName: this.tableName })));
+      const described = await this.call('DescribeTable', () => admin.send(new DescribeTableCommand({ TableName: this.tableName })));
       const arn = described.Table?.LatestStreamArn;
       if (arn === undefined) throw new Error(`the table ${this.tableName} has no stream (it must be created with NEW_AND_OLD_IMAGES, as the stateful stack does)`);
       this.arn = arn;
@@ -144,10 +152,10 @@ export class TableStream {
   /** Whether the shard has no record to read from its beginning (a trimmed beginning counts as none). */
   private async holdsNothing(shard: Shard): Promise<boolean> {
     const arn = await this.streamArn();
-    const at = await this.track(this.client.send(new GetShardIteratorCommand({ StreamArn: arn, ShardId: shard.id, ShardIteratorType: 'TRIM_HORIZON' })));
+    const at = await this.call('GetShardIterator', () => this.client.send(new GetShardIteratorCommand({ StreamArn: arn, ShardId: shard.id, ShardIteratorType: 'TRIM_HORIZON' })));
     if (at.ShardIterator === undefined) return true;
     try {
-      const out = await this.track(this.client.send(new GetRecordsCommand({ ShardIterator: at.ShardIterator, Limit: 1 })));
+      const out = await this.call('GetRecords', () => this.client.send(new GetRecordsCommand({ ShardIterator: at.ShardIterator, Limit: 1 })));
       return (out.Records ?? []).length === 0;
     } catch (error) {
       if ((error as { name?: string }).name === 'TrimmedDataAccessException') return true;
@@ -216,13 +224,13 @@ export class TableStream {
    */
   private async getRecords(shard: Shard, iterator: string, limit: number): Promise<GetRecordsCommandOutput> {
     try {
-      return await this.track(this.client.send(new GetRecordsCommand({ ShardIterator: iterator, Limit: limit })));
+      return await this.call('GetRecords', () => this.client.send(new GetRecordsCommand({ ShardIterator: iterator, Limit: limit })));
     } catch (error) {
       const name = (error as { name?: string }).name;
       if (name !== 'ExpiredIteratorException' && name !== 'TrimmedDataAccessException') throw error;
       const fresh = await this.iteratorOf(shard);
       if (fresh === undefined) throw error;
-      return await this.track(this.client.send(new GetRecordsCommand({ ShardIterator: fresh, Limit: limit })));
+      return await this.call('GetRecords', () => this.client.send(new GetRecordsCommand({ ShardIterator: fresh, Limit: limit })));
     }
   }
 
@@ -241,7 +249,7 @@ export class TableStream {
     const first = this.shards.length === 0 && !this.described;
     let from: string | undefined;
     do {
-      const out = await this.track(this.client.send(new DescribeStreamCommand({ StreamArn: arn, ...(from ? { ExclusiveStartShardId: from } : {}) })));
+      const out = await this.call('DescribeStream', () => this.client.send(new DescribeStreamCommand({ StreamArn: arn, ...(from ? { ExclusiveStartShardId: from } : {}) })));
       const description = out.StreamDescription;
       for (const shard of description?.Shards ?? []) {
         if (shard.ShardId === undefined || this.shards.some((known) => known.id === shard.ShardId)) continue;
@@ -261,7 +269,7 @@ export class TableStream {
       shard.lastSequence !== undefined
         ? { ShardIteratorType: 'AFTER_SEQUENCE_NUMBER' as const, SequenceNumber: shard.lastSequence }
         : { ShardIteratorType: this.opened.has(shard.id) ? ('TRIM_HORIZON' as const) : this.start };
-    const out = await this.track(this.client.send(new GetShardIteratorCommand({ StreamArn: arn, ShardId: shard.id, ...input })));
+    const out = await this.call('GetShardIterator', () => this.client.send(new GetShardIteratorCommand({ StreamArn: arn, ShardId: shard.id, ...input })));
     return out.ShardIterator;
   }
 }

@@ -132,7 +132,7 @@ export class ChangesLedger {
     private readonly tables: { items: string; changes: string },
     private readonly committed?: (change: CommittedChange) => void,
   ) {
-    const track = <T>(work: Promise<T>): Promise<T> => clock.track(work);
+    const track = <T>(work: () => Promise<T>): Promise<T> => clock.track(work);
     this.reader = new TableStream(dynamo, tables.items, track, () => clock.ms());
     this.client = dynamo.client();
     clock.at(clock.ms(), () => void this.follow());
@@ -236,7 +236,7 @@ export class ChangesLedger {
 
   /** The connection's epoch, from its head row (set by its first change, never changed). */
   private async epochOf(connection: string): Promise<string | undefined> {
-    const out = await this.clock.track(
+    const out = await this.clock.track(() =>
       this.client.send(new GetItemCommand({ TableName: this.tables.changes, Key: { connection: { S: connection }, seq: { N: '0' } }, ConsistentRead: true })),
     );
     return out.Item?.['epoch']?.S;
@@ -343,7 +343,7 @@ export class ChangesLedger {
     const rows: Array<Record<string, AttributeValue>> = [];
     let start: Record<string, AttributeValue> | undefined;
     do {
-      const page = await this.clock.track(
+      const page = await this.clock.track(() =>
         this.client.send(
           new QueryCommand({
             TableName: this.tables.changes,

@@ -8,7 +8,8 @@
  *
  * - The reading itself is the harness's (dev/fakes/dynamodb-stream.ts: `TableStream`,
  *   `lambdaRecord`, re-exported here), each call held in virtual time (`track`: DynamoDB Local
- *   answers in real time, which the simulation does not count). The changes scenario's ledger reads
+ *   answers in real time, which the simulation does not count) and taking AWS's round trip for its
+ *   operation, as the simulation's other DynamoDB calls do (meters.ts `simDynamoLatency`). The changes scenario's ledger reads
  *   the same stream with a reader of its own (DynamoDB allows two readers a shard).
  * - `ItemsStream` is the event source's side: the records read and not yet done (a failed batch's
  *   rest is handed again, topped up with newer records), counted in StreamCount.
@@ -37,7 +38,7 @@ import { STREAM_POLL_MS, TableStream, type LambdaStreamRecord } from '../fakes/d
 import { LOCAL_CREDENTIALS, LOCAL_REGION } from '../fakes/local-aws.js';
 import type { LocalDynamoDb } from '../fakes/local-dynamo.js';
 import type { BuiltFunction } from '../system/functions.js';
-import type { EventBridgeCount, InvocationCount, StreamCount } from './meters.js';
+import { simDynamoLatency, type EventBridgeCount, type InvocationCount, type StreamCount } from './meters.js';
 import type { VirtualClock } from './virtual-clock.js';
 
 export { GET_RECORDS_LIMIT, lambdaRecord, STREAM_POLL_MS, TableStream, type LambdaStreamRecord, type StreamRead } from '../fakes/dynamodb-stream.js';
@@ -56,7 +57,7 @@ export class ItemsStream {
   constructor(options: { dynamo: LocalDynamoDb; tableName: string; clock: VirtualClock; count: StreamCount }) {
     const { dynamo, tableName, clock } = options;
     this.count = options.count;
-    this.reader = new TableStream(dynamo, tableName, (work) => clock.track(work), () => clock.ms());
+    this.reader = new TableStream(dynamo, tableName, (work) => clock.track(work), () => clock.ms(), { latency: simDynamoLatency(), sleep: clock.sleep });
     this.now = () => clock.ms();
   }
 

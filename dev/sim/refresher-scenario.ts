@@ -180,7 +180,7 @@ function useConnections(
     if (!running || at >= end) return;
     clock.at(at, () => {
       if (!running) return;
-      void clock.track(mark(slots[(minute + 1) % everyMinutes]!));
+      void clock.track(() => mark(slots[(minute + 1) % everyMinutes]!));
       tick(minute + 1);
     });
   };

@@ -5,6 +5,11 @@
  * settle. Simulated code uses no real timers, and real I/O (DynamoDB Local over loopback) only through
  * `track`: while a tracked call is under way, time stands still, so a DynamoDB call takes no
  * virtual time (a simulation adds the round trip it wants as a virtual sleep).
+ *
+ * Tracked calls reach DynamoDB Local one at a time, in the order the simulated code made them: the
+ * answers, and which of two transactions on one row wins, are then the same on every run, however
+ * fast the machine and the server answer. Two calls at one virtual instant still race as they would
+ * in AWS: the later one finds the row the earlier one wrote (its condition fails, it is cancelled).
  */
 import type { Clock as FakeClock, Timer as FakeTimer } from '../fakes/clock.js';
 import type { Clock } from '../../functions/shared/ports.js';
@@ -21,6 +26,8 @@ export class VirtualClock implements Clock {
   private readonly heap: Timer[] = [];
   private busy = 0;
   private idle: Array<() => void> = [];
+  /** The last tracked call (the next one starts when it has settled). */
+  private tail: Promise<unknown> = Promise.resolve();
 
   constructor(startMs = Date.UTC(2026, 0, 1)) {
     this.nowMs = startMs;
@@ -56,14 +63,30 @@ export class VirtualClock implements Clock {
     };
   }
 
-  /** Holds virtual time still until `work` settles (real I/O the simulated code waits for). */
-  track<T>(work: Promise<T>): Promise<T> {
+  /**
+   * Starts `work` (real I/O the simulated code waits for) once every call tracked before it has
+   * settled, and holds virtual time still until it settles. `work` must not wait for virtual time
+   * or for another tracked call.
+   */
+  track<T>(work: () => Promise<T>): Promise<T> {
     this.busy += 1;
     const done = (): void => {
       this.busy -= 1;
       if (this.busy === 0) for (const resolve of this.idle.splice(0)) resolve();
     };
-    work.then(done, done);
+    const result = this.tail.then(() => work());
+    this.tail = result.then(done, done);
+    return result;
+  }
+
+  /** `work` awaited with the clock running until it settles (for work that waits virtual time: a call with AWS's round trip). */
+  async during<T>(work: Promise<T>): Promise<T> {
+    let settled = false;
+    work.then(
+      () => void (settled = true),
+      () => void (settled = true),
+    );
+    await this.run(Number.MAX_SAFE_INTEGER, () => settled);
     return work;
   }
 

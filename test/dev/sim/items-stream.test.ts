@@ -14,6 +14,7 @@ import { CHANGE_EVENTS_BATCH_SIZE } from '../../../infra/deployment.js';
 import { startLocalDynamo, type LocalDynamoDb } from '../../../dev/fakes/local-dynamo.js';
 import type { BuiltFunction } from '../../../dev/system/functions.js';
 import { ItemsStream, pollStream, type LambdaStreamRecord } from '../../../dev/sim/items-stream.js';
+import { DYNAMO_LATENCY_MS } from '../../../dev/fakes/dynamo-latency.js';
 import { emptyStreamCount, type InvocationCount } from '../../../dev/sim/meters.js';
 import { VirtualClock } from '../../../dev/sim/virtual-clock.js';
 import { createTables, itemRow, ITEMS, shapes } from '../fakes/outbox-transactions.js';
@@ -26,15 +27,16 @@ describe('the items stream', () => {
   async function newStream(clock = new VirtualClock()): Promise<ItemsStream> {
     const stream = new ItemsStream({ dynamo, tableName: ITEMS, clock, count: emptyStreamCount() });
     streams.push(stream);
-    await stream.skipToLatest();
+    // The stream's calls wait AWS's round trip in virtual time.
+    await clock.during(stream.skipToLatest());
     return stream;
   }
 
   /** Every record the stream holds now (read until a read comes back empty). */
-  async function readAll(stream: ItemsStream): Promise<LambdaStreamRecord[]> {
+  async function readAll(stream: ItemsStream, clock: VirtualClock): Promise<LambdaStreamRecord[]> {
     for (;;) {
       const before = stream.size;
-      const records = await stream.take(before + 1_000);
+      const records = await clock.during(stream.take(before + 1_000));
       if (records.length === before) return records;
     }
   }
@@ -59,7 +61,11 @@ describe('the items stream', () => {
       client.destroy();
     }
     await clock.run(clock.ms() + 7_000);
-    const records = await readAll(stream);
+    const readFrom = clock.ms();
+    const records = await readAll(stream, clock);
+    // Each call waited AWS's round trip in virtual time: the shard was empty when the reader started,
+    // so its first read took the shard's iterator (GetShardIterator), then the GetRecords.
+    expect(clock.ms() - readFrom).toBe(DYNAMO_LATENCY_MS.GetShardIterator + stream.count.getRecords * DYNAMO_LATENCY_MS.GetRecords);
     expect(shapes(records).map((shape) => shape.event)).toEqual(['INSERT', 'MODIFY', 'MODIFY', 'MODIFY']);
     // Stamped with the virtual time it read them.
     for (const record of records) expect(record.dynamodb.ApproximateCreationDateTime).toBe(Math.floor(clock.ms() / 1000));
