@@ -74,7 +74,16 @@ export interface ServerOptions {
   path?: string;
   /** This port, once (a taken one fails); default a free one, tried again on another if it is taken meanwhile. */
   port?: number;
+  /** The JVM's largest heap, MB (-Xmx); default DYNAMODB_LOCAL_HEAP_MB. */
+  heapMb?: number;
 }
+
+/**
+ * The JVM's largest heap by default, MB. The tables are not in it: DynamoDB Local keeps them in
+ * SQLite, in native memory (in memory) or in files (on disk); the heap holds the requests under way.
+ * Without it the JVM may take a quarter of the machine's memory.
+ */
+export const DYNAMODB_LOCAL_HEAP_MB = 512;
 
 /** Waits for DynamoDB Local to answer at most this long: a guard against a server that never comes up, not a speed limit. */
 const READY_GUARD_MS = 120_000;
@@ -132,6 +141,7 @@ async function startOn(java: string, port: number, options: ServerOptions): Prom
     // One garbage collector thread: the server shares two cores with the run. (The full JIT is
     // kept: a simulation's thousands of requests run faster with it than with a quicker start.)
     '-XX:+UseSerialGC',
+    `-Xmx${options.heapMb ?? DYNAMODB_LOCAL_HEAP_MB}m`,
     '-jar',
     join(folder, 'DynamoDBLocal.jar'),
     ...(options.path !== undefined ? ['-dbPath', options.path] : ['-inMemory']),

@@ -211,6 +211,11 @@ export class TableStream {
     return open.length > 0 && open.every((shard) => shard.emptyAt >= ms);
   }
 
+  /** The shards not read to their end (open, or closed with records left). */
+  get openShards(): number {
+    return this.shards.filter((shard) => !shard.ended).length;
+  }
+
   close(): void {
     this.client.destroy();
   }

@@ -35,6 +35,8 @@ export interface ChangesScale {
   /** A run stops here if it has not ended. */
   maxHours: number;
   meterLogs: boolean;
+  /** DynamoDB Local keeps the tables in files (SystemOptions.dynamodbOnDisk), not in its memory. */
+  dynamodbOnDisk: boolean;
   seed: number;
 }
 
@@ -63,6 +65,8 @@ export const CHANGES_FULL: ChangesScale = {
   probes: 1_000,
   maxHours: 12,
   meterLogs: false,
+  // A million changes' rows (and the items') would otherwise sit in the server's memory.
+  dynamodbOnDisk: true,
   seed: 17,
 };
 
@@ -84,5 +88,6 @@ export const CHANGES_SHORT: ChangesScale = {
   stopMinutes: 2,
   probes: 20,
   maxHours: 3,
+  dynamodbOnDisk: false,
   seed: 5,
 };

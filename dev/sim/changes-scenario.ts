@@ -71,6 +71,7 @@ export async function changesRun(scale: ChangesScale, progress: (line: string) =
     changeEvents: { eventBridgeRoundTripMs: 20 },
     meterLogs: scale.meterLogs,
     faults: injected.faults,
+    dynamodbOnDisk: scale.dynamodbOnDisk,
     observe: {
       syncDynamo: (client) => {
         attempts.watch(client);

@@ -38,6 +38,7 @@ import { STREAM_POLL_MS, TableStream, type LambdaStreamRecord } from '../fakes/d
 import { LOCAL_CREDENTIALS, LOCAL_REGION } from '../fakes/local-aws.js';
 import type { LocalDynamoDb } from '../fakes/local-dynamo.js';
 import type { BuiltFunction } from '../system/functions.js';
+import type { DynamoLatency } from '../fakes/dynamo-latency.js';
 import { simDynamoLatency, type EventBridgeCount, type InvocationCount, type StreamCount } from './meters.js';
 import type { VirtualClock } from './virtual-clock.js';
 
@@ -54,14 +55,28 @@ export class ItemsStream {
   /** The virtual time of the last GetRecords that found nothing new while nothing was held. */
   private caughtUpAt = Number.NEGATIVE_INFINITY;
 
-  constructor(options: { dynamo: LocalDynamoDb; tableName: string; clock: VirtualClock; count: StreamCount }) {
+  /**
+   * `writes`: how many writes the table has had so far (meters.ts `tableWrites`). When given, a read
+   * is known to come back empty, and DynamoDB Local is not asked, once every open shard has come back
+   * empty with no write since (the read is still counted, and waits its round trip): an idle stream
+   * costs the simulation nothing. Undefined: every read is made.
+   */
+  constructor(options: { dynamo: LocalDynamoDb; tableName: string; clock: VirtualClock; count: StreamCount; writes?: () => number }) {
     const { dynamo, tableName, clock } = options;
     this.count = options.count;
-    this.reader = new TableStream(dynamo, tableName, (work) => clock.track(work), () => clock.ms(), { latency: simDynamoLatency(), sleep: clock.sleep });
+    this.roundTrip = { latency: simDynamoLatency(), sleep: clock.sleep };
+    this.reader = new TableStream(dynamo, tableName, (work) => clock.track(work), () => clock.ms(), this.roundTrip);
     this.now = () => clock.ms();
+    this.writes = options.writes;
   }
 
   private readonly now: () => number;
+  private readonly roundTrip: { latency: DynamoLatency; sleep: (ms: number) => Promise<void> };
+  private readonly writes: (() => number) | undefined;
+  /** The table's writes when `emptyReads` began to be counted. */
+  private writesSeen = -1;
+  /** Reads in a row that found nothing, with no write to the table meanwhile. */
+  private emptyReads = 0;
 
   readonly count: StreamCount;
 
@@ -81,7 +96,22 @@ export class ItemsStream {
    */
   async take(max: number): Promise<LambdaStreamRecord[]> {
     if (this.held.length < max) {
+      const writes = this.writes?.();
+      if (writes !== this.writesSeen) {
+        this.writesSeen = writes ?? -1;
+        this.emptyReads = 0;
+      }
+      if (writes !== undefined && this.held.length === 0 && this.emptyReads > 0 && this.emptyReads >= this.reader.openShards) {
+        // Every open shard was read empty since the last write: this read would find nothing too.
+        await this.roundTrip.sleep(this.roundTrip.latency.ms('GetRecords'));
+        this.count.getRecords += 1;
+        this.count.emptyGetRecords += 1;
+        this.caughtUpAt = this.now();
+        return [];
+      }
       const read = await this.reader.read(max - this.held.length);
+      if (read.called && read.records.length === 0 && this.writes?.() === writes) this.emptyReads += 1;
+      else this.emptyReads = 0;
       if (read.called) {
         this.count.getRecords += 1;
         if (read.records.length === 0) {

@@ -166,6 +166,20 @@ export interface TrackedDynamoOptions {
   faults?: { meter: DynamoMeter; chaos: DynamoChaos };
 }
 
+/** The operations that write a table's items (what its stream may hold a record of). */
+const WRITES = new Set(['PutItem', 'UpdateItem', 'DeleteItem', 'BatchWriteItem', 'TransactWriteItems']);
+/** Writes sent through trackedDynamo clients to each server's tables, by table name, counted as each call ends. */
+const tableWriteCounts = new WeakMap<LocalDynamoDb, Map<string, number>>();
+
+/**
+ * How many writes trackedDynamo's clients of `dynamo` have made to `table` (succeeded or not: a write
+ * whose answer was lost did land). Every system call of a simulation goes through trackedDynamo;
+ * the harness's own writes (a preload) are not counted.
+ */
+export function tableWrites(dynamo: LocalDynamoDb, table: string): number {
+  return tableWriteCounts.get(dynamo)?.get(table) ?? 0;
+}
+
 /**
  * A DynamoDB client whose calls take the latency model's round trip of virtual time, half before
  * the request reaches DynamoDB Local and half after its answer, and hold virtual time still while
@@ -208,6 +222,7 @@ export function trackedDynamo(dynamo: LocalDynamoDb, options: TrackedDynamoOptio
       const transaction = operation === TRANSACT_WRITE;
       const tables = transaction ? tablesOf(input) : [tableOf(input)];
       for (const table of tables) countOf(`${operation} ${table}`).requests += 1;
+      const writes = WRITES.has(operation) ? tableWriteCounts.get(dynamo) ?? tableWriteCounts.set(dynamo, new Map()).get(dynamo)! : undefined;
       try {
         const result = await next({ ...args, input });
         if (!transaction) countOf(`${operation} ${tables[0]}`).capacityUnits += consumed(result.output['ConsumedCapacity']);
@@ -220,6 +235,8 @@ export function trackedDynamo(dynamo: LocalDynamoDb, options: TrackedDynamoOptio
         if (transaction) countCancelled(input, error, countOf);
         else if ((error as { name?: string }).name === 'ConditionalCheckFailedException') countOf(`${operation} ${tables[0]}`).conditionFailures += 1;
         throw error;
+      } finally {
+        if (writes) for (const table of tables) for (const name of table.split(',')) writes.set(name, (writes.get(name) ?? 0) + 1);
       }
     }) as never,
     { step: 'initialize', priority: 'high', name: 'virtualTime' },

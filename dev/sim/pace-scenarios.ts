@@ -46,7 +46,7 @@ export const FULL_SCALE: Scale = { limit: 50, ids: 2_000, containers: systemConf
  * the item sync refreshes a token on demand (tokenRefreshMinutes + 5 minutes), so the refreshes an
  * outage makes fail are counted against its requests a minute.
  */
-export const SHORT_SCALE: Scale = { limit: 20, ids: 200, containers: 3, phaseMinutes: [2, 2, 2, 4], outageMinutes: 45, seed: 5 };
+export const SHORT_SCALE: Scale = { limit: 20, ids: 200, containers: 3, phaseMinutes: [1, 1, 1, 3], outageMinutes: 45, seed: 5 };
 
 const MINUTE = 60_000;
 const RETRY_AFTER_SECONDS = 1;

@@ -102,6 +102,11 @@ export interface SystemOptions {
   changeEvents?: { eventBridgeRoundTripMs: number };
   /** Faults injected into the sync's containers and the stream; none when undefined. */
   faults?: SyncFaults;
+  /**
+   * DynamoDB Local keeps the tables in files, in a temporary folder removed at `close()`, instead of
+   * in its memory: a run whose tables outgrow the memory it may use (the million changes).
+   */
+  dynamodbOnDisk?: boolean;
 }
 
 /** What a scenario at a provider limit says of it: the limit, the latency. */

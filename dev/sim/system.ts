@@ -24,6 +24,9 @@
  *
  * Every source has its own SDK clients, so `meter` (meters.ts) counts what each does.
  */
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import type { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import type { SyncHandler } from '../../functions/item-sync/app.js';
 import type { ReconcilerHandler } from '../../functions/reconciler/app.js';
@@ -51,6 +54,7 @@ import {
   meteredQueue,
   observedFetch,
   timed,
+  tableWrites,
   trackedDynamo,
   watchItemLogs,
   watchMetrics,
@@ -165,7 +169,13 @@ export async function startSystem(options: SystemOptions): Promise<SimSystem> {
   const clock = new VirtualClock();
   const { provider, ids, connectionIds } = startProvider(options, clock);
   const aws = inProcessAws({ sqsClock: clock.asFakeClock() });
-  const storage = await startStorage(NAMES, { noBucket: true });
+  const tablesFolder = options.dynamodbOnDisk ? mkdtempSync(join(tmpdir(), 'content-sync-sim-')) : undefined;
+  const storage = await startStorage(NAMES, { noBucket: true, ...(tablesFolder ? { dynamodbPath: tablesFolder } : {}) });
+  if (tablesFolder && storage.dynamodbStorage !== 'disk') {
+    await storage.close();
+    rmSync(tablesFolder, { recursive: true, force: true });
+    throw new Error(`DynamoDB Local could not keep its tables in ${tablesFolder}`);
+  }
   const input = simDeploymentInput(options);
   const local = buildSystem({
     names: NAMES,
@@ -213,7 +223,9 @@ export async function startSystem(options: SystemOptions): Promise<SimSystem> {
   };
 
   // The event source on the items table's own stream (DynamoDB Local's), read in virtual time.
-  const stream = options.changeEvents ? new ItemsStream({ dynamo: storage.dynamo, tableName: NAMES.itemsTable, clock, count: meter.stream }) : undefined;
+  const stream = options.changeEvents
+    ? new ItemsStream({ dynamo: storage.dynamo, tableName: NAMES.itemsTable, clock, count: meter.stream, writes: () => tableWrites(storage.dynamo, NAMES.itemsTable) })
+    : undefined;
   /** The sync's containers of one event source: its source's DynamoDB and SQS clients, each container its own provider client. */
   const containers = (source: EventSourceName): Array<BuiltFunction<SyncHandler>> => {
     const dynamodb = dynamoFor(source, options.faults?.dynamo);
@@ -323,6 +335,7 @@ export async function startSystem(options: SystemOptions): Promise<SimSystem> {
       ticking?.stop();
       stream?.close();
       await local.close();
+      if (tablesFolder) rmSync(tablesFolder, { recursive: true, force: true });
     },
   };
 }

@@ -10,7 +10,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, describe, expect, it } from 'vitest';
-import { JAVA_REQUIRED, JavaMissingError, PortTakenError, requireJava, startDynamoDbLocal } from '../../../dev/fakes/dynamodb-local.js';
+import { DYNAMODB_LOCAL_HEAP_MB, JAVA_REQUIRED, JavaMissingError, PortTakenError, requireJava, startDynamoDbLocal } from '../../../dev/fakes/dynamodb-local.js';
 import { HANG_GUARD_MS } from '../../support/hang-guard.js';
 
 const require = createRequire(import.meta.url);
@@ -34,6 +34,13 @@ function liveInGroup(pgid: number): Array<{ pid: number; command: string }> {
     if (Number(pgrp) === pgid && state !== 'Z') live.push({ pid: Number(entry), command: stat.slice(stat.indexOf('(') + 1, close) });
   }
   return live;
+}
+
+/** The command line of the group's JVM. */
+function javaArgs(pgid: number): string[] {
+  const java = liveInGroup(pgid).find((p) => p.command === 'java');
+  if (java === undefined) throw new Error(`no java in the process group ${pgid}`);
+  return readFileSync(`/proc/${java.pid}/cmdline`, 'utf8').split('\0');
 }
 
 /** Waits for the group to end, at most GONE_GUARD_MS (far beyond the watchdog's kill); the caller asserts. */
@@ -113,8 +120,23 @@ describe('the server', () => {
     const server = await startDynamoDbLocal();
     expect(server.endpoint).toBe(`http://127.0.0.1:${server.port}`);
     expect(liveInGroup(server.pid).map((p) => p.command)).toContain('java');
+    // Its heap capped (the machine's quarter otherwise), in memory.
+    expect(javaArgs(server.pid)).toEqual(expect.arrayContaining([`-Xmx${DYNAMODB_LOCAL_HEAP_MB}m`, '-inMemory']));
     await server.close();
     expect(liveInGroup(server.pid)).toEqual([]);
+  });
+
+  it('takes the heap it is given, and keeps its tables in the folder it is given', async () => {
+    const server = await startDynamoDbLocal({ heapMb: 256, path: join(folder, 'tables') });
+    try {
+      const args = javaArgs(server.pid);
+      expect(args).toContain('-Xmx256m');
+      expect(args.filter((arg) => arg.startsWith('-Xmx'))).toHaveLength(1);
+      expect(args.slice(args.indexOf('-dbPath'), args.indexOf('-dbPath') + 2)).toEqual(['-dbPath', join(folder, 'tables')]);
+      expect(args).not.toContain('-inMemory');
+    } finally {
+      await server.close();
+    }
   });
 
   it('is never taken for ours when another process holds the port: refused, the other server left alone', async () => {

@@ -78,6 +78,38 @@ describe('the items stream', () => {
     expect(stream.size).toBe(0);
   });
 
+  it('knows an idle stream is empty without asking once every shard came back empty with no write since, and reads again after a write', async () => {
+    const clock = new VirtualClock();
+    let writes = 0;
+    const stream = new ItemsStream({ dynamo, tableName: ITEMS, clock, count: emptyStreamCount(), writes: () => writes });
+    streams.push(stream);
+    await clock.during(stream.skipToLatest());
+    const client = dynamo.client();
+    const put = (id: string) => client.send(new PutItemCommand({ TableName: ITEMS, Item: itemRow('s5', id, '1') }));
+    try {
+      await put('before');
+      writes += 1;
+      expect(shapes(await readAll(stream, clock)).map((shape) => shape.event)).toEqual(['INSERT']);
+      stream.done(1);
+      // Read empty since the last write: a write the counter does not know of is not seen, the read
+      // still counted and taking its round trip.
+      await clock.during(stream.take(100));
+      await put('unannounced');
+      const counted = { ...stream.count };
+      const from = clock.ms();
+      expect(await clock.during(stream.take(100))).toEqual([]);
+      expect(clock.ms() - from).toBe(DYNAMO_LATENCY_MS.GetRecords);
+      expect(stream.count).toMatchObject({ getRecords: counted.getRecords + 1, emptyGetRecords: counted.emptyGetRecords + 1, records: counted.records });
+      expect(stream.readThroughSince(from)).toBe(true);
+      // Once the counter moves, the stream is read again: the record it had not seen.
+      writes += 1;
+      const records = await readAll(stream, clock);
+      expect(records.map((record) => record.dynamodb.NewImage?.['id']?.S)).toEqual(['unannounced']);
+    } finally {
+      client.destroy();
+    }
+  });
+
   it('hands the function batches of the deployed size, loses a batch, takes a failed batch again from its first failed record', async () => {
     const clock = new VirtualClock();
     const stream = await newStream(clock);
