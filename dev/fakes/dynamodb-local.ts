@@ -76,6 +76,8 @@ export interface ServerOptions {
   port?: number;
   /** The JVM's largest heap, MB (-Xmx); default DYNAMODB_LOCAL_HEAP_MB. */
   heapMb?: number;
+  /** With `path`: the folder is removed once the server has stopped, however the run ended. */
+  removeOnStop?: boolean;
 }
 
 /**
@@ -155,18 +157,21 @@ async function startOn(java: string, port: number, options: ServerOptions): Prom
   // The watchdog: the JVM runs in the background of a shell whose standard input is this
   // process's pipe; when that closes (`close()`, or this process ended, however), the shell stops
   // the JVM, waits for it and exits, every process reaped by its parent. (A background list's
-  // standard input is /dev/null unless redirected: the pipe goes by fd 3.)
+  // standard input is /dev/null unless redirected: the pipe goes by fd 3.) A folder to remove goes
+  // once the JVM has gone.
   const script = [
     'exec 3<&0',
-    'java_bin="$1"; shift',
+    'java_bin="$1"; remove="$2"; shift 2',
     '"$java_bin" "$@" </dev/null 3<&- & jvm=$!',
     '(cat <&3 >/dev/null; kill $jvm 2>/dev/null) & watchdog=$!',
     'exec 3<&-',
     'wait $jvm; status=$?',
     'kill $watchdog 2>/dev/null; wait',
+    '[ -z "$remove" ] || rm -rf -- "$remove"',
     'exit $status',
   ].join('\n');
-  const child = spawn('/bin/sh', ['-c', script, 'dynamodb-local', java, ...args], {
+  const remove = options.removeOnStop && options.path !== undefined ? options.path : '';
+  const child = spawn('/bin/sh', ['-c', script, 'dynamodb-local', java, remove, ...args], {
     cwd: folder,
     detached: true,
     stdio: ['pipe', 'pipe', 'pipe'],

@@ -75,6 +75,8 @@ export const REASON_MESSAGES: Record<NonNullable<CancelRule['code']>, string> = 
 export interface StartOptions {
   /** Keeps the tables in files in this folder (a server of its own, created if need be); in memory when undefined. */
   path?: string;
+  /** With `path`: the folder goes when the server stops, however the run ends (a run's scratch tables). */
+  temporary?: boolean;
   /** A server of its own even when the run shares one. */
   ownServer?: boolean;
   /** The recording and throttling proxy; default true. */
@@ -139,7 +141,7 @@ export async function startLocalDynamo(options: StartOptions = {}): Promise<Loca
   const shared = process.env[RUN_ENDPOINT_VARIABLE];
   const own: DynamoDbLocalServer | undefined =
     shared === undefined || shared === '' || options.ownServer || options.path !== undefined
-      ? await startDynamoDbLocal(options.path !== undefined ? { path: options.path } : {})
+      ? await startDynamoDbLocal(options.path !== undefined ? { path: options.path, removeOnStop: options.temporary === true } : {})
       : undefined;
   const upstream = own ? own.endpoint : (shared as string);
   const credentials = namespaceCredentials(options.namespace);

@@ -9,8 +9,9 @@
  * - The reading itself is the harness's (dev/fakes/dynamodb-stream.ts: `TableStream`,
  *   `lambdaRecord`, re-exported here), each call held in virtual time (`track`: DynamoDB Local
  *   answers in real time, which the simulation does not count) and taking AWS's round trip for its
- *   operation, as the simulation's other DynamoDB calls do (meters.ts `simDynamoLatency`). The changes scenario's ledger reads
- *   the same stream with a reader of its own (DynamoDB allows two readers a shard).
+ *   operation, as the simulation's other DynamoDB calls do (meters.ts `simDynamoLatency`). The
+ *   changes scenario's ledger reads the same stream with a reader of its own (DynamoDB allows two
+ *   readers a shard).
  * - `ItemsStream` is the event source's side: the records read and not yet done (a failed batch's
  *   rest is handed again, topped up with newer records), counted in StreamCount.
  * - `meteredEventBridge` answers the change-events function's PutEvents in process (every entry

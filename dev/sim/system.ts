@@ -170,7 +170,8 @@ export async function startSystem(options: SystemOptions): Promise<SimSystem> {
   const { provider, ids, connectionIds } = startProvider(options, clock);
   const aws = inProcessAws({ sqsClock: clock.asFakeClock() });
   const tablesFolder = options.dynamodbOnDisk ? mkdtempSync(join(tmpdir(), 'content-sync-sim-')) : undefined;
-  const storage = await startStorage(NAMES, { noBucket: true, ...(tablesFolder ? { dynamodbPath: tablesFolder } : {}) });
+  // The folder goes with the server, however the run ends (Ctrl-C included).
+  const storage = await startStorage(NAMES, { noBucket: true, ...(tablesFolder ? { dynamodbPath: tablesFolder, dynamodbTemporary: true } : {}) });
   if (tablesFolder && storage.dynamodbStorage !== 'disk') {
     await storage.close();
     rmSync(tablesFolder, { recursive: true, force: true });
@@ -335,7 +336,6 @@ export async function startSystem(options: SystemOptions): Promise<SimSystem> {
       ticking?.stop();
       stream?.close();
       await local.close();
-      if (tablesFolder) rmSync(tablesFolder, { recursive: true, force: true });
     },
   };
 }

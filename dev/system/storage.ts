@@ -16,6 +16,8 @@ export interface StorageOptions {
   s3Path?: string;
   /** Deletes both folders first. */
   fresh?: boolean;
+  /** DynamoDB's folder is removed when its server stops, however the run ends. */
+  dynamodbTemporary?: boolean;
   /**
    * The changes table's time to live on, as deployed: DynamoDB Local then deletes expired changes
    * by the wall clock. Only for a run on the wall clock (the local run); off by default.
@@ -67,7 +69,7 @@ export async function startStorage(names: LocalNames, options: StorageOptions = 
  */
 async function startDynamo(options: StorageOptions): Promise<{ dynamo: LocalDynamoDb; storage: 'disk' | 'memory' }> {
   if (options.dynamodbPath) {
-    const onDisk = await startLocalDynamo({ path: options.dynamodbPath, proxy: false, namespace: DISK_NAMESPACE }).catch(rethrowJava);
+    const onDisk = await startLocalDynamo({ path: options.dynamodbPath, temporary: options.dynamodbTemporary === true, proxy: false, namespace: DISK_NAMESPACE }).catch(rethrowJava);
     if (onDisk) {
       const probe = onDisk.client();
       try {

@@ -4,7 +4,7 @@
  * killed outright, and none after `close()`.
  */
 import { spawn, spawnSync } from 'node:child_process';
-import { chmodSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -137,6 +137,8 @@ describe('the server', () => {
     } finally {
       await server.close();
     }
+    // Kept: only a server asked to remove its folder does.
+    expect(existsSync(join(folder, 'tables'))).toBe(true);
   });
 
   it('is never taken for ours when another process holds the port: refused, the other server left alone', async () => {
@@ -150,10 +152,10 @@ describe('the server', () => {
   });
 
   /** Starts the fixture run in a child process; resolves with it and its server's process group once the server answers. */
-  async function startRun(): Promise<{ child: ReturnType<typeof spawn>; pgid: number }> {
+  async function startRun(tables?: string): Promise<{ child: ReturnType<typeof spawn>; pgid: number }> {
     const tsx = require.resolve('tsx');
     const entry = fileURLToPath(new URL('./fixtures/start-dynamodb-local.ts', import.meta.url));
-    const child = spawn(process.execPath, ['--import', tsx, entry], { stdio: ['ignore', 'pipe', 'inherit'] });
+    const child = spawn(process.execPath, ['--import', tsx, entry, ...(tables !== undefined ? [tables] : [])], { stdio: ['ignore', 'pipe', 'inherit'] });
     const pgid = await new Promise<number>((resolve, reject) => {
       let text = '';
       child.stdout!.on('data', (chunk: Buffer) => {
@@ -170,15 +172,18 @@ describe('the server', () => {
     ['interrupted (Ctrl-C, SIGINT)', 'SIGINT'],
     ['terminated (SIGTERM)', 'SIGTERM'],
     ['killed outright (SIGKILL: no handler runs)', 'SIGKILL'],
-  ] as const)('leaves no Java process behind when its run is %s', async (_, signal) => {
-    const { child, pgid } = await startRun();
+  ] as const)('leaves no Java process behind, nor the tables of a server that removes them, when its run is %s', async (_, signal) => {
+    const tables = join(folder, `tables-${signal}`);
+    const { child, pgid } = await startRun(tables);
     expect(liveInGroup(pgid).map((p) => p.command)).toContain('java');
+    expect(existsSync(tables)).toBe(true);
     const ended = new Promise((resolve) => child.once('exit', resolve));
     child.kill(signal);
     await ended;
     try {
       await untilGroupGone(pgid);
       expect(liveInGroup(pgid)).toEqual([]);
+      expect(existsSync(tables)).toBe(false);
     } finally {
       // A leak fails the test above; it must not outlive it.
       try {
