@@ -13,10 +13,10 @@
  */
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
-import { existsSync, mkdirSync, readdirSync, readFileSync, readlinkSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, readFileSync, readlinkSync, rmSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { createRequire } from 'node:module';
-import { dirname, join } from 'node:path';
+import { dirname, join, resolve } from 'node:path';
 import { DynamoDBClient, ListTablesCommand } from '@aws-sdk/client-dynamodb';
 import { LOCAL_REGION } from './local-aws.js';
 
@@ -94,10 +94,14 @@ const PORT_ATTEMPTS = 5;
 const STOP_GUARD_MS = 10_000;
 
 /** Starts DynamoDB Local on a free port; throws JavaMissingError at once when Java is missing. */
-export async function startDynamoDbLocal(options: ServerOptions = {}): Promise<DynamoDbLocalServer> {
+export async function startDynamoDbLocal(given: ServerOptions = {}): Promise<DynamoDbLocalServer> {
   const java = javaCommand();
   requireJava(java);
-  if (options.path !== undefined) mkdirSync(options.path, { recursive: true });
+  const heapMb = given.heapMb ?? DYNAMODB_LOCAL_HEAP_MB;
+  if (!Number.isInteger(heapMb) || heapMb < 64) throw new Error(`heapMb must be a whole number of MB, at least 64 (got ${given.heapMb})`);
+  // One absolute path for the folder made here, DynamoDB Local's -dbPath and the watchdog's removal
+  // (the server runs in its own folder: a relative path would name another there).
+  const options: ServerOptions = { ...given, heapMb, ...(given.path !== undefined ? { path: resolve(given.path) } : {}) };
   if (options.port !== undefined) return startOn(java, options.port, options);
   let lastError: unknown;
   for (let attempt = 0; attempt < PORT_ATTEMPTS; attempt++) {
@@ -117,6 +121,8 @@ export class PortTakenError extends Error {}
 
 /** Every server this process started and has not stopped: stopped at exit. */
 const running = new Set<ChildProcess>();
+/** The folder each server removes when it stops (`removeOnStop`). */
+const toRemove = new WeakMap<ChildProcess, string>();
 let exitHookAdded = false;
 
 function killGroup(child: ChildProcess, signal: NodeJS.Signals = 'SIGKILL'): void {
@@ -126,6 +132,9 @@ function killGroup(child: ChildProcess, signal: NodeJS.Signals = 'SIGKILL'): voi
   } catch {
     // Gone already.
   }
+  // The watchdog, killed with the group, cannot remove the server's folder: it goes here.
+  const folder = toRemove.get(child);
+  if (folder !== undefined) rmSync(folder, { recursive: true, force: true, maxRetries: 3 });
 }
 
 function addExitHook(): void {
@@ -138,12 +147,14 @@ function addExitHook(): void {
 
 async function startOn(java: string, port: number, options: ServerOptions): Promise<DynamoDbLocalServer> {
   const folder = jarFolder();
+  // Made at each attempt: a server that failed on a taken port has removed a folder it was to remove.
+  if (options.path !== undefined) mkdirSync(options.path, { recursive: true });
   const args = [
     `-Djava.library.path=${join(folder, 'DynamoDBLocal_lib')}`,
     // One garbage collector thread: the server shares two cores with the run. (The full JIT is
     // kept: a simulation's thousands of requests run faster with it than with a quicker start.)
     '-XX:+UseSerialGC',
-    `-Xmx${options.heapMb ?? DYNAMODB_LOCAL_HEAP_MB}m`,
+    `-Xmx${options.heapMb}m`,
     '-jar',
     join(folder, 'DynamoDBLocal.jar'),
     ...(options.path !== undefined ? ['-dbPath', options.path] : ['-inMemory']),
@@ -177,6 +188,7 @@ async function startOn(java: string, port: number, options: ServerOptions): Prom
     stdio: ['pipe', 'pipe', 'pipe'],
   });
   running.add(child);
+  if (remove !== '') toRemove.set(child, remove);
   addExitHook();
   let output = '';
   child.stdout?.on('data', (chunk: Buffer) => (output = (output + chunk.toString('utf8')).slice(-4000)));

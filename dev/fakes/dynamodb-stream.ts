@@ -68,6 +68,8 @@ interface Shard {
   ended: boolean;
   /** When (`now`) the last read of it that found nothing began; it has had none since a read brought records. */
   emptyAt: number;
+  /** The table's write count (`writes`) when the last read of it that found nothing was sent; undefined since a read brought records. */
+  emptyWrites: number | undefined;
 }
 
 /** One GetRecords: the records (Lambda's shape), or none when no shard could be read. */
@@ -100,15 +102,20 @@ export class TableStream {
     private readonly track: Track,
     /** The reader's time, ms: what a record is stamped with (ApproximateCreationDateTime, in seconds), and what `readThroughSince` counts in. */
     private readonly now: () => number,
-    /** AWS's round trip each call waits, on the reader's clock (dev/fakes/dynamo-latency.ts); default none. */
-    private readonly roundTrip?: Omit<LatencyParts, 'track'>,
+    private readonly options: {
+      /** AWS's round trip each call waits, on the reader's clock (dev/fakes/dynamo-latency.ts); default none. */
+      roundTrip?: Omit<LatencyParts, 'track'>;
+      /** How many writes the table has had (a simulation's count); what `knownEmpty` compares. */
+      writes?: () => number;
+    } = {},
   ) {
     this.client = new DynamoDBStreamsClient({ endpoint: dynamo.endpoint, region: dynamo.region, credentials: dynamo.credentials });
   }
 
   /** One call to DynamoDB Local, tracked on the reader's clock, with AWS's round trip for `operation` when one is given. */
   private call<T>(operation: string, work: () => Promise<T>): Promise<T> {
-    return this.roundTrip ? withRoundTrip({ ...this.roundTrip, track: this.track }, operation, work) : this.track(work);
+    const { roundTrip } = this.options;
+    return roundTrip ? withRoundTrip({ ...roundTrip, track: this.track }, operation, work) : this.track(work);
   }
 
   /** The stream's ARN (the table's latest stream). */
@@ -178,7 +185,7 @@ export class TableStream {
       return { records: [], called: false };
     }
     const began = this.now();
-    const out = await this.getRecords(shard, iterator, Math.min(limit, GET_RECORDS_LIMIT));
+    const { out, writes } = await this.getRecords(shard, iterator, Math.min(limit, GET_RECORDS_LIMIT));
     const arn = await this.streamArn();
     const seconds = Math.floor(this.now() / 1000);
     const records = (out.Records ?? []).map((record) => lambdaRecord(record, arn, seconds));
@@ -194,8 +201,10 @@ export class TableStream {
     if (records.length === 0) {
       this.turn += 1;
       shard.emptyAt = began;
+      shard.emptyWrites = writes;
     } else {
       shard.emptyAt = Number.NEGATIVE_INFINITY;
+      shard.emptyWrites = undefined;
     }
     return { records, called: true };
   }
@@ -211,9 +220,16 @@ export class TableStream {
     return open.length > 0 && open.every((shard) => shard.emptyAt >= ms);
   }
 
-  /** The shards not read to their end (open, or closed with records left). */
-  get openShards(): number {
-    return this.shards.filter((shard) => !shard.ended).length;
+  /**
+   * Whether a read now would find nothing, known without asking: the table's write count (`writes`)
+   * is what it was when the last read of every shard not read to its end was sent and found nothing,
+   * and no shard has ended since the stream was last described (its children would be unknown).
+   */
+  knownEmpty(): boolean {
+    const writes = this.options.writes?.();
+    if (writes === undefined || this.stale) return false;
+    const open = this.shards.filter((shard) => !shard.ended);
+    return open.length > 0 && open.every((shard) => shard.emptyWrites === writes);
   }
 
   close(): void {
@@ -227,15 +243,21 @@ export class TableStream {
    * sequence number, and the namespace's writes to other tables may have used it): the new one
    * starts after the last record read, or at the oldest record.
    */
-  private async getRecords(shard: Shard, iterator: string, limit: number): Promise<GetRecordsCommandOutput> {
+  private async getRecords(shard: Shard, iterator: string, limit: number): Promise<{ out: GetRecordsCommandOutput; writes: number | undefined }> {
+    // The table's write count as the request goes (a write counted later may be in the answer or not).
+    let writes: number | undefined;
+    const send = (from: string) => () => {
+      writes = this.options.writes?.();
+      return this.client.send(new GetRecordsCommand({ ShardIterator: from, Limit: limit }));
+    };
     try {
-      return await this.call('GetRecords', () => this.client.send(new GetRecordsCommand({ ShardIterator: iterator, Limit: limit })));
+      return { out: await this.call('GetRecords', send(iterator)), writes };
     } catch (error) {
       const name = (error as { name?: string }).name;
       if (name !== 'ExpiredIteratorException' && name !== 'TrimmedDataAccessException') throw error;
       const fresh = await this.iteratorOf(shard);
       if (fresh === undefined) throw error;
-      return await this.call('GetRecords', () => this.client.send(new GetRecordsCommand({ ShardIterator: fresh, Limit: limit })));
+      return { out: await this.call('GetRecords', send(fresh)), writes };
     }
   }
 
@@ -258,7 +280,7 @@ export class TableStream {
       const description = out.StreamDescription;
       for (const shard of description?.Shards ?? []) {
         if (shard.ShardId === undefined || this.shards.some((known) => known.id === shard.ShardId)) continue;
-        this.shards.push({ id: shard.ShardId, parent: shard.ParentShardId, iterator: undefined, lastSequence: undefined, ended: false, emptyAt: Number.NEGATIVE_INFINITY });
+        this.shards.push({ id: shard.ShardId, parent: shard.ParentShardId, iterator: undefined, lastSequence: undefined, ended: false, emptyAt: Number.NEGATIVE_INFINITY, emptyWrites: undefined });
         // A shard opened since the reader first looked is read from its beginning.
         if (!first) this.opened.add(shard.ShardId);
       }

@@ -48,6 +48,13 @@ export { GET_RECORDS_LIMIT, lambdaRecord, STREAM_POLL_MS, TableStream, type Lamb
 /** EventBridge bills each 64 KB chunk of an entry as one event. */
 const EVENT_CHUNK_BYTES = 64 * 1024;
 
+/**
+ * However idle the stream, one read in this many is made (a minute of polls at four a second, in
+ * virtual time: decided by the simulation, not by how fast it runs): DynamoDB Local's iterators
+ * expire after 15 minutes of real time, and a simulation runs faster than real time.
+ */
+const REAL_READ_EVERY = 240;
+
 /** The event source's records of the items table's stream: read, handed to the function, done; counted in `count`. */
 export class ItemsStream {
   private readonly reader: TableStream;
@@ -58,26 +65,27 @@ export class ItemsStream {
 
   /**
    * `writes`: how many writes the table has had so far (meters.ts `tableWrites`). When given, a read
-   * is known to come back empty, and DynamoDB Local is not asked, once every open shard has come back
-   * empty with no write since (the read is still counted, and waits its round trip): an idle stream
-   * costs the simulation nothing. Undefined: every read is made.
+   * known to come back empty (`TableStream.knownEmpty`: every open shard came back empty with no
+   * write since) does not ask DynamoDB Local; it is still counted and waits its round trip, so an
+   * idle stream costs the simulation nothing. One read in REAL_READ_EVERY is made all the same, so
+   * that an iterator never outlives its 15 minutes.
+   * Undefined: every read is made.
    */
   constructor(options: { dynamo: LocalDynamoDb; tableName: string; clock: VirtualClock; count: StreamCount; writes?: () => number }) {
     const { dynamo, tableName, clock } = options;
     this.count = options.count;
     this.roundTrip = { latency: simDynamoLatency(), sleep: clock.sleep };
-    this.reader = new TableStream(dynamo, tableName, (work) => clock.track(work), () => clock.ms(), this.roundTrip);
+    this.reader = new TableStream(dynamo, tableName, (work) => clock.track(work), () => clock.ms(), {
+      roundTrip: this.roundTrip,
+      ...(options.writes ? { writes: options.writes } : {}),
+    });
     this.now = () => clock.ms();
-    this.writes = options.writes;
   }
 
   private readonly now: () => number;
   private readonly roundTrip: { latency: DynamoLatency; sleep: (ms: number) => Promise<void> };
-  private readonly writes: (() => number) | undefined;
-  /** The table's writes when `emptyReads` began to be counted. */
-  private writesSeen = -1;
-  /** Reads in a row that found nothing, with no write to the table meanwhile. */
-  private emptyReads = 0;
+  /** Reads known empty since the last one made. */
+  private skipped = 0;
 
   readonly count: StreamCount;
 
@@ -97,22 +105,19 @@ export class ItemsStream {
    */
   async take(max: number): Promise<LambdaStreamRecord[]> {
     if (this.held.length < max) {
-      const writes = this.writes?.();
-      if (writes !== this.writesSeen) {
-        this.writesSeen = writes ?? -1;
-        this.emptyReads = 0;
-      }
-      if (writes !== undefined && this.held.length === 0 && this.emptyReads > 0 && this.emptyReads >= this.reader.openShards) {
-        // Every open shard was read empty since the last write: this read would find nothing too.
-        await this.roundTrip.sleep(this.roundTrip.latency.ms('GetRecords'));
+      if (this.held.length === 0 && this.skipped < REAL_READ_EVERY - 1 && this.reader.knownEmpty()) {
+        // The read's round trip, waited as a read made waits it (half before, half after).
+        const total = this.roundTrip.latency.ms('GetRecords');
+        if (total / 2 > 0) await this.roundTrip.sleep(total / 2);
+        if (total - total / 2 > 0) await this.roundTrip.sleep(total - total / 2);
+        this.skipped += 1;
         this.count.getRecords += 1;
         this.count.emptyGetRecords += 1;
         this.caughtUpAt = this.now();
         return [];
       }
       const read = await this.reader.read(max - this.held.length);
-      if (read.called && read.records.length === 0 && this.writes?.() === writes) this.emptyReads += 1;
-      else this.emptyReads = 0;
+      this.skipped = 0;
       if (read.called) {
         this.count.getRecords += 1;
         if (read.records.length === 0) {

@@ -222,7 +222,6 @@ export function trackedDynamo(dynamo: LocalDynamoDb, options: TrackedDynamoOptio
       const transaction = operation === TRANSACT_WRITE;
       const tables = transaction ? tablesOf(input) : [tableOf(input)];
       for (const table of tables) countOf(`${operation} ${table}`).requests += 1;
-      const writes = WRITES.has(operation) ? tableWriteCounts.get(dynamo) ?? tableWriteCounts.set(dynamo, new Map()).get(dynamo)! : undefined;
       try {
         const result = await next({ ...args, input });
         if (!transaction) countOf(`${operation} ${tables[0]}`).capacityUnits += consumed(result.output['ConsumedCapacity']);
@@ -235,11 +234,25 @@ export function trackedDynamo(dynamo: LocalDynamoDb, options: TrackedDynamoOptio
         if (transaction) countCancelled(input, error, countOf);
         else if ((error as { name?: string }).name === 'ConditionalCheckFailedException') countOf(`${operation} ${tables[0]}`).conditionFailures += 1;
         throw error;
-      } finally {
-        if (writes) for (const table of tables) for (const name of table.split(',')) writes.set(name, (writes.get(name) ?? 0) + 1);
       }
     }) as never,
     { step: 'initialize', priority: 'high', name: 'virtualTime' },
+  );
+  // Each attempt of a write, counted by table as its answer comes (or its error), inside the call's
+  // tracked part: the count has moved before any later call reaches DynamoDB Local (tableWrites).
+  client.middlewareStack.add(
+    ((next: Next, context: { commandName?: string }) => async (args: { input: AnyInput }) => {
+      const operation = (context.commandName ?? '').replace(/Command$/, '');
+      if (!WRITES.has(operation)) return next(args);
+      const writes = tableWriteCounts.get(dynamo) ?? tableWriteCounts.set(dynamo, new Map()).get(dynamo)!;
+      try {
+        return await next(args);
+      } finally {
+        const tables = operation === TRANSACT_WRITE ? tablesOf(args.input) : tableOf(args.input).split(',');
+        for (const table of tables) writes.set(table, (writes.get(table) ?? 0) + 1);
+      }
+    }) as never,
+    { step: 'deserialize', priority: 'high', name: 'tableWrites' },
   );
   // Added after the meter, same step and priority: it runs inside it, so a call is counted once whatever its latency.
   return addDynamoLatency(client, { latency: options.latency ?? simLatency, sleep: clock.sleep, track: (work) => clock.track(work) });

@@ -171,7 +171,10 @@ export async function startSystem(options: SystemOptions): Promise<SimSystem> {
   const aws = inProcessAws({ sqsClock: clock.asFakeClock() });
   const tablesFolder = options.dynamodbOnDisk ? mkdtempSync(join(tmpdir(), 'content-sync-sim-')) : undefined;
   // The folder goes with the server, however the run ends (Ctrl-C included).
-  const storage = await startStorage(NAMES, { noBucket: true, ...(tablesFolder ? { dynamodbPath: tablesFolder, dynamodbTemporary: true } : {}) });
+  const storage = await startStorage(NAMES, { noBucket: true, ...(tablesFolder ? { dynamodbPath: tablesFolder, dynamodbTemporary: true } : {}) }).catch((error: unknown) => {
+    if (tablesFolder) rmSync(tablesFolder, { recursive: true, force: true });
+    throw error;
+  });
   if (tablesFolder && storage.dynamodbStorage !== 'disk') {
     await storage.close();
     rmSync(tablesFolder, { recursive: true, force: true });

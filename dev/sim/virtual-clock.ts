@@ -86,7 +86,9 @@ export class VirtualClock implements Clock {
       () => void (settled = true),
       () => void (settled = true),
     );
-    await this.run(Number.MAX_SAFE_INTEGER, () => settled);
+    await this.run(Number.MAX_SAFE_INTEGER, () => settled || (this.heap.length === 0 && this.busy === 0));
+    await settle();
+    if (!settled) throw new Error('the work waits for something that is neither a timer nor a tracked call: nothing is left to run');
     return work;
   }
 

@@ -4,7 +4,7 @@
  *
  *   - wall time of one invocation for batches of N = 10 and N = 100 records, for new items (no row
  *     yet), unchanged items (same revision) and changed items (revision bumped at the provider),
- *     with the in-batch concurrency C (SYNC_FETCH_CONCURRENCY, default 10) and, in the same run, a
+ *     with the in-batch concurrency C (SYNC_FETCH_CONCURRENCY's default unless --concurrency) and, in the same run, a
  *     sequential baseline (the same handler built with C = 1);
  *   - the ideal time of a batch: ⌈N/C⌉·L + the DynamoDB round trips the sync must make in sequence,
  *     measured against the same DynamoDB Local in the same run: one BatchGetItem for the batch, then per

@@ -152,10 +152,14 @@ describe('the server', () => {
   });
 
   /** Starts the fixture run in a child process; resolves with it and its server's process group once the server answers. */
-  async function startRun(tables?: string): Promise<{ child: ReturnType<typeof spawn>; pgid: number }> {
-    const tsx = require.resolve('tsx');
+  async function startRun(tables?: string, options: { cli?: boolean; exit?: boolean } = {}): Promise<{ child: ReturnType<typeof spawn>; pgid: number }> {
     const entry = fileURLToPath(new URL('./fixtures/start-dynamodb-local.ts', import.meta.url));
-    const child = spawn(process.execPath, ['--import', tsx, entry, ...(tables !== undefined ? [tables] : [])], { stdio: ['ignore', 'pipe', 'inherit'] });
+    const args = [entry, ...(tables !== undefined ? [tables] : []), ...(options.exit ? ['exit'] : [])];
+    // As npm runs a script (the tsx command, which handles SIGINT itself and exits), in a process
+    // group of its own as a terminal's Ctrl-C reaches it; or node with tsx's loader.
+    const child = options.cli
+      ? spawn(process.execPath, [fileURLToPath(new URL('../../../node_modules/tsx/dist/cli.mjs', import.meta.url)), ...args], { stdio: ['ignore', 'pipe', 'inherit'], detached: true })
+      : spawn(process.execPath, ['--import', require.resolve('tsx'), ...args], { stdio: ['ignore', 'pipe', 'inherit'] });
     const pgid = await new Promise<number>((resolve, reject) => {
       let text = '';
       child.stdout!.on('data', (chunk: Buffer) => {
@@ -167,6 +171,36 @@ describe('the server', () => {
     });
     return { child, pgid };
   }
+
+  it.each([
+    ['interrupted with Ctrl-C under the tsx command, as npm runs it', 'cli'],
+    ['ended by process.exit() without closing its server', 'exit'],
+  ] as const)('leaves no Java process behind, nor the tables of a server that removes them, when its run is %s', async (_, how) => {
+    const tables = join(folder, `tables-${how}`);
+    const { child, pgid } = await startRun(tables, how === 'cli' ? { cli: true } : { exit: true });
+    expect(existsSync(tables)).toBe(true);
+    const ended = new Promise((resolve) => child.once('exit', resolve));
+    if (how === 'cli') process.kill(-child.pid!, 'SIGINT');
+    await ended;
+    try {
+      await untilGroupGone(pgid);
+      expect(liveInGroup(pgid)).toEqual([]);
+      expect(existsSync(tables)).toBe(false);
+    } finally {
+      try {
+        process.kill(-pgid, 'SIGKILL');
+      } catch {
+        // gone, as it should be
+      }
+      if (how === 'cli') {
+        try {
+          process.kill(-child.pid!, 'SIGKILL');
+        } catch {
+          // gone
+        }
+      }
+    }
+  });
 
   it.each([
     ['interrupted (Ctrl-C, SIGINT)', 'SIGINT'],

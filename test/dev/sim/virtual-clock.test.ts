@@ -77,4 +77,12 @@ describe('VirtualClock', () => {
     expect(clock.ms()).toBe(30);
     expect(clock.pending).toBe(1);
   });
+
+  it('refuses to run on for work that waits for something else than a timer or a tracked call', async () => {
+    const clock = new VirtualClock(0);
+    const never = new Promise<void>(() => undefined);
+    await expect(clock.during(never)).rejects.toThrow('the work waits for something that is neither a timer nor a tracked call');
+    // The clock did not run to the end of time.
+    expect(clock.ms()).toBe(0);
+  });
 });
