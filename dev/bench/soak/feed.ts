@@ -355,7 +355,9 @@ export class Feed {
    * every rotation is met with the revoked token, however the instances' requests fall around it;
    * the containers refresh it on demand, and the refreshers race each other (and any container) for
    * the connection's lease. The first rotation leaves the stored token as it is (issued moments ago
-   * by the first refresh): its records wait for the refreshers' new token, sent again to the queue.
+   * by the first refresh): its records wait for the refreshers' new token, sent again to the queue;
+   * its window lasts until one has been (a send of it the soak's SQS faults refused comes back and
+   * waits again), so that the soak meets a waiting record however the instances' requests fall.
    */
   private async rotate(): Promise<void> {
     const unauthorizedBefore = this.unauthorized();
@@ -363,7 +365,10 @@ export class Feed {
     if (this.rotationsStarted > 1) await this.world.ageAccessToken();
     this.world.tokenStats.revocations += 1;
     const started = Date.now();
-    const met = (): boolean => this.unauthorized() > unauthorizedBefore;
+    const sentAgain = (): number => this.world.sqs.queue(NAMES.syncQueue).stats.sent - this.ledger.initialMessageIds.size - this.ledger.changeNotifications;
+    const sentAgainBefore = sentAgain();
+    const first = this.rotationsStarted === 1;
+    const met = (): boolean => this.unauthorized() > unauthorizedBefore && (!first || sentAgain() > sentAgainBefore);
     while (Date.now() - started < this.world.o.rotationGapMs || (!met() && Date.now() - started < ROTATION_WINDOW_LIMIT_MS)) {
       await new Promise((resolve) => setTimeout(resolve, 5));
     }
