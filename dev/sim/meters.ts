@@ -168,7 +168,7 @@ export interface TrackedDynamoOptions {
 
 /** The operations that write a table's items (what its stream may hold a record of). */
 const WRITES = new Set(['PutItem', 'UpdateItem', 'DeleteItem', 'BatchWriteItem', 'TransactWriteItems']);
-/** Writes sent through trackedDynamo clients to each server's tables, by table name, counted as each call ends. */
+/** Writes sent through trackedDynamo clients to each server's tables, by table name: each attempt, counted as its answer (or error) comes. */
 const tableWriteCounts = new WeakMap<LocalDynamoDb, Map<string, number>>();
 
 /**
