@@ -172,59 +172,38 @@ describe('the server', () => {
     return { child, pgid };
   }
 
-  it.each([
-    ['interrupted with Ctrl-C under the tsx command, as npm runs it', 'cli'],
-    ['ended by process.exit() without closing its server', 'exit'],
-  ] as const)('leaves no Java process behind, nor the tables of a server that removes them, when its run is %s', async (_, how) => {
-    const tables = join(folder, `tables-${how}`);
-    const { child, pgid } = await startRun(tables, how === 'cli' ? { cli: true } : { exit: true });
-    expect(existsSync(tables)).toBe(true);
-    const ended = new Promise((resolve) => child.once('exit', resolve));
-    if (how === 'cli') process.kill(-child.pid!, 'SIGINT');
-    await ended;
+  /** Kills a process group, gone or not (a leak fails its test; it must not outlive it). */
+  function killQuietly(pgid: number): void {
     try {
-      await untilGroupGone(pgid);
-      expect(liveInGroup(pgid)).toEqual([]);
-      expect(existsSync(tables)).toBe(false);
-    } finally {
-      try {
-        process.kill(-pgid, 'SIGKILL');
-      } catch {
-        // gone, as it should be
-      }
-      if (how === 'cli') {
-        try {
-          process.kill(-child.pid!, 'SIGKILL');
-        } catch {
-          // gone
-        }
-      }
+      process.kill(-pgid, 'SIGKILL');
+    } catch {
+      // gone, as it should be
     }
-  });
+  }
 
-  it.each([
-    ['interrupted (Ctrl-C, SIGINT)', 'SIGINT'],
-    ['terminated (SIGTERM)', 'SIGTERM'],
-    ['killed outright (SIGKILL: no handler runs)', 'SIGKILL'],
-  ] as const)('leaves no Java process behind, nor the tables of a server that removes them, when its run is %s', async (_, signal) => {
-    const tables = join(folder, `tables-${signal}`);
-    const { child, pgid } = await startRun(tables);
-    expect(liveInGroup(pgid).map((p) => p.command)).toContain('java');
+  type Run = Awaited<ReturnType<typeof startRun>>;
+  it.each<[string, 'cli' | 'exit' | 'node', (run: Run) => void]>([
+    ['interrupted with Ctrl-C under the tsx command, as npm runs it', 'cli', ({ child }) => process.kill(-child.pid!, 'SIGINT')],
+    ['ended by process.exit() without closing its server', 'exit', () => undefined],
+    ['interrupted (Ctrl-C, SIGINT)', 'node', ({ child }) => child.kill('SIGINT')],
+    ['terminated (SIGTERM)', 'node', ({ child }) => child.kill('SIGTERM')],
+    ['killed outright (SIGKILL: no handler runs)', 'node', ({ child }) => child.kill('SIGKILL')],
+  ])('leaves no Java process behind, nor the tables of a server that removes them, when its run is %s', async (what, how, end) => {
+    const tables = join(folder, `tables-${what.replace(/\W+/g, '-')}`);
+    const run = await startRun(tables, how === 'cli' ? { cli: true } : how === 'exit' ? { exit: true } : {});
+    expect(liveInGroup(run.pgid).map((p) => p.command)).toContain('java');
     expect(existsSync(tables)).toBe(true);
-    const ended = new Promise((resolve) => child.once('exit', resolve));
-    child.kill(signal);
+    const ended = new Promise((resolve) => run.child.once('exit', resolve));
+    end(run);
     await ended;
     try {
-      await untilGroupGone(pgid);
-      expect(liveInGroup(pgid)).toEqual([]);
+      await untilGroupGone(run.pgid);
+      expect(liveInGroup(run.pgid)).toEqual([]);
       expect(existsSync(tables)).toBe(false);
     } finally {
-      // A leak fails the test above; it must not outlive it.
-      try {
-        process.kill(-pgid, 'SIGKILL');
-      } catch {
-        // gone, as it should be
-      }
+      killQuietly(run.pgid);
+      // Under the tsx command the run has a group of its own.
+      if (how === 'cli') killQuietly(run.child.pid!);
     }
   });
 });
