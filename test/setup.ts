@@ -1,6 +1,5 @@
-import 'aws-sdk-client-mock-vitest/extend';
 import { afterAll, inject } from 'vitest';
-import { RUN_ENDPOINT_VARIABLE } from '../dev/fakes/local-dynamo.js';
+import { RUN_ENDPOINT_VARIABLE } from '../dev/fakes/local-aws.js';
 import { removeSynthDir } from './support/shared-modules.js';
 
 // The run's DynamoDB Local (test/support/dynamodb-global.ts), for dev/fakes/local-dynamo.ts.

@@ -33,11 +33,8 @@ import { DEFAULT_CONNECTION } from '../../functions/shared/connections/connectio
 import { CHANGES_TABLE_PARTITION_KEY, CHANGES_TABLE_SORT_KEY, CHANGES_TABLE_TTL_ATTRIBUTE } from '../../infra/storage/changes-table.js';
 import { namespaceCredentials, startDynamoDbLocal, type DynamoDbLocalServer } from './dynamodb-local.js';
 import { ensureItemsTable, waitUntilActive } from './items-table.js';
-import { LOCAL_REGION } from './local-aws.js';
+import { LOCAL_REGION, RUN_ENDPOINT_VARIABLE } from './local-aws.js';
 import { listenOnLoopback } from './loopback.js';
-
-/** The environment variable that names the run's shared DynamoDB Local (set in the test workers by test/setup.ts). */
-export const RUN_ENDPOINT_VARIABLE = 'CONTENT_SYNC_TEST_DYNAMODB_ENDPOINT';
 
 export type ThrottleError = 'ProvisionedThroughputExceededException' | 'ThrottlingException' | 'TransactionConflictException';
 

@@ -3,6 +3,7 @@
  * entries, re-sends, giving up, validation before anything is sent, standard input, table scans and
  * queries, the connection of the messages.
  */
+import 'aws-sdk-client-mock-vitest/extend';
 import { Readable } from 'node:stream';
 import { DynamoDBClient, QueryCommand, ScanCommand } from '@aws-sdk/client-dynamodb';
 import { QueueDoesNotExist, SendMessageBatchCommand, SQSClient, type SendMessageBatchCommandInput } from '@aws-sdk/client-sqs';

@@ -7,6 +7,7 @@
  * the connections table's stream, told from the items table's by eventSourceARN (never a token in
  * an entry or a log line).
  */
+import 'aws-sdk-client-mock-vitest/extend';
 import { PassThrough } from 'node:stream';
 import { ConditionalCheckFailedException, DynamoDBClient, UpdateItemCommand } from '@aws-sdk/client-dynamodb';
 import { EventBridgeClient, EventBridgeServiceException, PutEventsCommand, type PutEventsCommandInput } from '@aws-sdk/client-eventbridge';

@@ -5,6 +5,7 @@
  * `unavailable` for one that may pass, 500 `internal` otherwise) and its one log line a request,
  * which never holds a body, a header or a token.
  */
+import 'aws-sdk-client-mock-vitest/extend';
 import { createServer } from 'node:net';
 import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { SendMessageBatchCommand, SendMessageCommand, SQSServiceException } from '@aws-sdk/client-sqs';

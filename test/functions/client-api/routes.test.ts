@@ -4,6 +4,7 @@
  * model, SQS mocked: every route's success, with its exact status and body (the contract's view),
  * the exact SQS commands it sends, and what a request repeated changes (nothing).
  */
+import 'aws-sdk-client-mock-vitest/extend';
 import { UpdateItemCommand } from '@aws-sdk/client-dynamodb';
 import { SendMessageBatchCommand, SendMessageCommand } from '@aws-sdk/client-sqs';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';

@@ -2,6 +2,7 @@
  * The DynamoDB, S3 and SQS adapters' own rules: marshalling, size, both row shapes, object puts and
  * deletes, chunking, attribute text, queue URLs.
  */
+import 'aws-sdk-client-mock-vitest/extend';
 import { beforeEach, describe, expect, it } from 'vitest';
 import { mockClient } from 'aws-sdk-client-mock';
 import { ChangeMessageVisibilityBatchCommand, GetQueueUrlCommand, SendMessageBatchCommand, SQSClient } from '@aws-sdk/client-sqs';

@@ -4,6 +4,7 @@
  * (DynamoDbItemStore.getItem), the items bucket's read (S3ItemObjectStore.get) and the reconcile
  * queue's sink (SqsBackgroundLane: the exact SendMessageBatch entries, chunks of 10, re-sends).
  */
+import 'aws-sdk-client-mock-vitest/extend';
 import { beforeEach, describe, expect, it } from 'vitest';
 import { mockClient } from 'aws-sdk-client-mock';
 import { BatchGetItemCommand, DynamoDBClient } from '@aws-sdk/client-dynamodb';

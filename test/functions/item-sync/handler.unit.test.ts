@@ -5,6 +5,7 @@
  * docs/item-sync.md ("How each message ends") are in large-items, retry, pace and connections
  * .unit.test.ts.
  */
+import 'aws-sdk-client-mock-vitest/extend';
 import { describe, expect, it } from 'vitest';
 import {
   BatchGetItemCommand,

@@ -3,6 +3,7 @@
  * first, the row pointing to it after, the objects of replaced rows deleted, and what a write whose
  * answer was lost leaves.
  */
+import 'aws-sdk-client-mock-vitest/extend';
 import { describe, expect, it } from 'vitest';
 import {
   BatchGetItemCommand,

@@ -3,6 +3,7 @@
  * unit-harness.ts): the sweep's share, an open breaker known in the container, and the container's
  * paces, one per pace key.
  */
+import 'aws-sdk-client-mock-vitest/extend';
 import { describe, expect, it, vi } from 'vitest';
 import { BatchGetItemCommand, PutItemCommand } from '@aws-sdk/client-dynamodb';
 import { SendMessageBatchCommand } from '@aws-sdk/client-sqs';

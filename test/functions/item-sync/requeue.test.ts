@@ -3,6 +3,7 @@
  * queue, body unchanged, with DelaySeconds and the `postponements` attribute; the exact
  * SendMessageBatch calls, chunking, re-sends of what may pass, and what is reported failed.
  */
+import 'aws-sdk-client-mock-vitest/extend';
 import { beforeEach, describe, expect, it } from 'vitest';
 import { mockClient } from 'aws-sdk-client-mock';
 import {

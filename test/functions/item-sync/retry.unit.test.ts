@@ -3,6 +3,7 @@
  * transient failures, the breaker, 429s and their Retry-After, the time budget, and what one batch
  * publishes and logs.
  */
+import 'aws-sdk-client-mock-vitest/extend';
 import { describe, expect, it } from 'vitest';
 import { ChangeMessageVisibilityBatchCommand, GetQueueUrlCommand, SendMessageBatchCommand } from '@aws-sdk/client-sqs';
 import { MemoryPaceStore } from '../../../dev/fakes/memory-pace-store.js';

@@ -3,6 +3,7 @@
  * stores and when, the dead letters, the failures that pass, a refused token that stops its
  * connection alone, two connections holding one item id, races between containers.
  */
+import 'aws-sdk-client-mock-vitest/extend';
 import { describe, expect, it } from 'vitest';
 import { ChangeMessageVisibilityBatchCommand, SendMessageBatchCommand } from '@aws-sdk/client-sqs';
 import { generateItemTree } from '../../../dev/simulator/item-tree.js';

@@ -3,6 +3,7 @@
  * commands, with the client mocked (its conditional writes against DynamoDB Local:
  * dynamodb-connection-store.dynamodb.test.ts), and toRecord.
  */
+import 'aws-sdk-client-mock-vitest/extend';
 import {
   ConditionalCheckFailedException,
   DeleteItemCommand,

@@ -4,6 +4,7 @@
  * connection id as encryption context), how each AWS failure is re-thrown (never with a value), the
  * replies it refuses, and the lazily loaded client. Against the KMS model: sealing.test.ts.
  */
+import 'aws-sdk-client-mock-vitest/extend';
 import {
   DecryptCommand,
   DependencyTimeoutException,

@@ -6,6 +6,7 @@
  * another connection's row does not open there; listings open nothing; clear rows of an older
  * deployment are sealed in place without overwriting a newer token.
  */
+import 'aws-sdk-client-mock-vitest/extend';
 import {
   ConditionalCheckFailedException,
   DynamoDBClient,
