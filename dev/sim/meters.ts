@@ -240,11 +240,11 @@ export function trackedDynamo(dynamo: LocalDynamoDb, options: TrackedDynamoOptio
   );
   // Each attempt of a write, counted by table as its answer comes (or its error), inside the call's
   // tracked part: the count has moved before any later call reaches DynamoDB Local (tableWrites).
+  const writes = tableWriteCounts.get(dynamo) ?? tableWriteCounts.set(dynamo, new Map()).get(dynamo)!;
   client.middlewareStack.add(
     ((next: Next, context: { commandName?: string }) => async (args: { input: AnyInput }) => {
       const operation = (context.commandName ?? '').replace(/Command$/, '');
       if (!WRITES.has(operation)) return next(args);
-      const writes = tableWriteCounts.get(dynamo) ?? tableWriteCounts.set(dynamo, new Map()).get(dynamo)!;
       try {
         return await next(args);
       } finally {
