@@ -46,6 +46,15 @@ interface RowState {
 
 /** The event `record` announces, or undefined when it announces nothing. Throws MappingError. */
 export function changeOf(record: StreamRecord): ChangeEvent | undefined {
+  const change = rowChangeOf(record);
+  return change === undefined ? undefined : { detailType: DETAIL_TYPES[change.kind], detail: change.detail };
+}
+
+/**
+ * The change `record` makes to its row (the one rule of transition.ts) with what the event and the
+ * changes feed say of it, or undefined when it makes none. Throws MappingError.
+ */
+export function rowChangeOf(record: StreamRecord): { kind: ChangeKind; detail: ChangeEvent['detail'] } | undefined {
   const eventName = record.eventName;
   if (eventName === 'REMOVE') return undefined;
   if (eventName !== 'INSERT' && eventName !== 'MODIFY') {
@@ -60,8 +69,8 @@ export function changeOf(record: StreamRecord): ChangeEvent | undefined {
 
   const after = rowOf(newImage);
   const before = oldImage ? rowOf(oldImage) : undefined;
-  const detailType = transition(before, after);
-  if (detailType === undefined) return undefined;
+  const kind = changeKindOf(before, after);
+  if (kind === undefined) return undefined;
 
   const where = rowName(after);
   const detail: ChangeEvent['detail'] = {
@@ -73,7 +82,7 @@ export function changeOf(record: StreamRecord): ChangeEvent | undefined {
     syncedAt: requireText(after.syncedAt, 'syncedAt', where),
   };
   if (after.itemObject) detail.itemObject = after.itemObject;
-  return { detailType, detail };
+  return { kind, detail };
 }
 
 /** Each change's event type. */
@@ -83,11 +92,6 @@ const DETAIL_TYPES: Record<ChangeKind, ChangeEvent['detailType']> = {
   deleted: 'ItemDeleted',
   restored: 'ItemRestored',
 };
-
-function transition(before: RowState | undefined, after: RowState): ChangeEvent['detailType'] | undefined {
-  const kind = changeKindOf(before, after);
-  return kind === undefined ? undefined : DETAIL_TYPES[kind];
-}
 
 function rowOf(image: StreamImage): RowState {
   const connection = text(image['connection']);

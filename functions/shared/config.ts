@@ -188,6 +188,12 @@ export interface ChangeEventsConfig extends MetricsConfig {
   connectionsTableName: string;
 }
 
+/** The changes writer (functions/changes-writer): numbers the items table's stream into the changes table. */
+export interface ChangesWriterConfig extends ChangesConfig, MetricsConfig {
+  /** The connections table: a connection whose erase runs (or ran) has no change numbered. */
+  connectionsTableName: string;
+}
+
 export const ENV = {
   baseUrl: 'PROVIDER_BASE_URL',
   connectionsTableName: 'CONNECTIONS_TABLE_NAME',
@@ -405,6 +411,10 @@ export function loadConnectionsConfig(env: Env = process.env): ConnectionsConfig
 export function loadChangesConfig(env: Env = process.env): ChangesConfig {
   const { min, max } = CHANGES_RETENTION_DAYS_RANGE;
   return { changesTableName: required(env, ENV.changesTableName), changesRetentionDays: requiredInteger(env, ENV.changesRetentionDays, min, max) };
+}
+
+export function loadChangesWriterConfig(env: Env = process.env): ChangesWriterConfig {
+  return { ...loadChangesConfig(env), connectionsTableName: required(env, ENV.connectionsTableName), stage: stage(env) };
 }
 
 export function loadRefresherConfig(env: Env = process.env): RefresherConfig {

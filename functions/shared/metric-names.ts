@@ -92,6 +92,23 @@ export const CHANGE_EVENTS_METRIC_NAMES = {
   retried: 'StreamRecordsRetried',
 } as const;
 
+/** The changes writer (functions/changes-writer): it numbers the items table's stream into each connection's changes feed (docs/changes.md). */
+export const CHANGES_WRITER_SERVICE = 'changes-writer';
+
+/** Per stream batch, zeros included. */
+export const CHANGES_WRITER_METRIC_NAMES = {
+  /** Changes numbered into a connection's feed. */
+  numbered: 'ChangesNumbered',
+  /** Changes found numbered already (a batch delivered again). */
+  already: 'ChangesAlreadyNumbered',
+  /** Records of a connection whose erase runs or ran: no change numbered. */
+  erased: 'ChangesOfErasedSkipped',
+  /** Records that cannot be read as a change (a row the sync did not write): no change numbered, an error logged; the alarm reads it. */
+  unreadable: 'ChangesUnreadable',
+  /** Records handed back to the event source (a connection's first one not numbered; Lambda retries from the lowest). */
+  retried: 'ChangeRecordsRetried',
+} as const;
+
 /** Per reconciler tick (functions/reconciler/app.ts). */
 export const RECONCILER_METRIC_NAMES = {
   /** Ids sent to the reconcile queue by the tick. */

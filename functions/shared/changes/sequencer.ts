@@ -1,0 +1,191 @@
+/**
+ * The changes log's sequencer: numbers, without a hole and once each, the changes the items table's
+ * stream carries (docs/changes.md, "How a change is numbered"). Pure: it talks to the changes table
+ * through the ChangesLogWriter port (adapters/dynamodb-changes-writer.ts), to time through the
+ * injected clock and sleep. No AWS import.
+ *
+ * The item sync writes a row alone (one conditional PutItem); DynamoDB puts the write in the
+ * table's stream, which holds it 24 hours, in order per item. Fed one shard's batch at a time
+ * (records in stream order), the sequencer appends each connection's changes in chunks, each
+ * chunk with one move of the connection's head:
+ *
+ * 1. read the head `{head: n, epoch, lastSrc}` (strongly consistent);
+ * 2. drop the changes already numbered: a change whose record (its SequenceNumber, `src`) is
+ *    above `lastSrc` is new: the common case, one shard in order. One at or below it may have been
+ *    numbered already (the batch came again after a failure, or another shard's record went first):
+ *    those are looked up among the log's last changes, back to the record's own time;
+ * 3. put the chunk's changes at n + 1, n + 2, …, each on condition that its number is free, or
+ *    holds this writer's own row, or a row left over (above the head) by a writer that died:
+ *    one written more than `staleAfterMs` ago. n + 1 is put first: it is the chunk's claim, so two
+ *    live writers never both hold rows above one head;
+ * 4. move the head n → n + k (on condition that it is n), with `lastSrc` the chunk's last record.
+ *
+ * A reader takes the head first and reads changes up to it (feed.ts): rows above the head are
+ * never read. Another writer that moved the head first, or holds n + 1, makes this one read the
+ * head again and go on from there: the same records, numbered later; nothing is handed back for
+ * it. A writer's token is its chunk's first record: the same batch, delivered again after its
+ * writer died, takes that writer's rows over at once.
+ */
+import type { ChangeKind } from './transition.js';
+
+/** A change read from one record of the items table's stream. */
+export interface StreamedChange {
+  connection: string;
+  id: string;
+  change: ChangeKind;
+  /** The row's `type`; undefined when it has none. */
+  type: string | undefined;
+  revision: string;
+  previousRevision: string | null;
+  syncedAt: string;
+  /** The record's SequenceNumber (decimal digits). */
+  src: string;
+  /** The record's ApproximateCreationDateTime, epoch seconds. */
+  srcAt: number;
+}
+
+/** A connection's head as the sequencer needs it. */
+export interface SequencerHead {
+  head: number;
+  epoch: string;
+  /** The highest record numbered in this log; undefined before the first (or in a log written before the sequencer). */
+  lastSrc: string | undefined;
+}
+
+export interface ChangesLogWriter {
+  /** The head, strongly consistent; undefined before the log's first change. */
+  head(connection: string): Promise<SequencerHead | undefined>;
+  /**
+   * Puts `change` as number `seq` written by `writer` at `writtenAtMs`, on condition that no row
+   * holds `seq`, or `writer`'s own row, or one written before `staleBeforeMs`. 'taken' otherwise.
+   */
+  put(seq: number, change: StreamedChange, writer: string, writtenAtMs: number, staleBeforeMs: number): Promise<'written' | 'taken'>;
+  /**
+   * Moves the head from `from` (undefined: no head yet; a new log, new epoch) to `to`, with
+   * `lastSrc` and `writer`; false when the head was not `from`.
+   */
+  move(connection: string, from: SequencerHead | undefined, to: number, lastSrc: string, writer: string): Promise<boolean>;
+  /** The records (`src`) of the changes numbered up to `head` and written at `sinceMs` or later. */
+  sourcesSince(connection: string, head: number, sinceMs: number): Promise<Set<string>>;
+}
+
+export interface SequencerOptions {
+  writer: ChangesLogWriter;
+  now: () => number;
+  sleep: (ms: number) => Promise<void>;
+  random: () => number;
+  /** A row above the head written this long ago belongs to a writer that is gone: the function's time-out and a margin. */
+  staleAfterMs: number;
+  /** Changes per head move; default CHUNK_SIZE. */
+  chunkSize?: number;
+}
+
+/** Changes per head move. */
+export const CHUNK_SIZE = 100;
+/** Puts of one chunk in flight at once, after its claim. */
+export const PUTS_IN_FLIGHT = 10;
+/** How far before a record's own time its change may have been written (clocks, the record's rounding). */
+export const CLOCK_SKEW_MS = 60_000;
+/** The longest wait before reading a head again, ms. */
+const WAIT_CAP_MS = 1_000;
+
+/** A wait for the head would end past the caller's deadline: the changes not numbered yet are handed back. */
+export class SequencerDeadlineError extends Error {
+  override readonly name = 'SequencerDeadlineError';
+}
+
+/** What became of a connection's changes. */
+export interface SequencedOutcome {
+  /** Changes numbered by this call. */
+  numbered: number;
+  /** Changes found already numbered (a batch that came again). */
+  already: number;
+  /** Times another writer held the next number or moved the head first. */
+  lost: number;
+}
+
+/** Compares two SequenceNumbers (decimal digits of any length) as numbers. */
+export function compareSequenceNumbers(a: string, b: string): number {
+  const x = a.replace(/^0+(?=\d)/, '');
+  const y = b.replace(/^0+(?=\d)/, '');
+  if (x.length !== y.length) return x.length < y.length ? -1 : 1;
+  return x < y ? -1 : x > y ? 1 : 0;
+}
+
+export class ChangeSequencer {
+  private readonly chunkSize: number;
+
+  constructor(private readonly options: SequencerOptions) {
+    this.chunkSize = options.chunkSize ?? CHUNK_SIZE;
+    if (!Number.isInteger(this.chunkSize) || this.chunkSize < 1) throw new Error(`chunkSize must be a whole number ≥ 1 (got ${this.chunkSize})`);
+  }
+
+  /**
+   * Numbers `changes` (one connection's, in stream order) after the connection's last change.
+   * Resolves once every one is numbered; rejects with what the store answered, or with
+   * SequencerDeadlineError when a wait for the head would end past `deadline` (epoch ms): the
+   * caller hands the records back, and a later call finds those already numbered.
+   */
+  async append(connection: string, changes: readonly StreamedChange[], options: { deadline?: number } = {}): Promise<SequencedOutcome> {
+    const outcome: SequencedOutcome = { numbered: 0, already: 0, lost: 0 };
+    for (const change of changes) {
+      if (change.connection !== connection) throw new Error(`a change of connection ${JSON.stringify(change.connection)} given as one of ${JSON.stringify(connection)}`);
+    }
+    let pending = [...changes];
+    let waits = 0;
+    while (pending.length > 0) {
+      const head = await this.options.writer.head(connection);
+      const fresh = await this.withoutNumbered(connection, head, pending);
+      outcome.already += pending.length - fresh.length;
+      pending = fresh;
+      if (pending.length === 0) break;
+      const chunk = pending.slice(0, this.chunkSize);
+      if (await this.commit(connection, head, chunk)) {
+        outcome.numbered += chunk.length;
+        pending = pending.slice(chunk.length);
+        waits = 0;
+        continue;
+      }
+      outcome.lost += 1;
+      waits += 1;
+      // Another writer is at work on this head: wait a little (full jitter, growing), then read it again.
+      const wait = Math.floor(this.options.random() * Math.min(WAIT_CAP_MS, 10 * 2 ** Math.min(waits, 10)));
+      if (options.deadline !== undefined && this.options.now() + wait > options.deadline) {
+        throw new SequencerDeadlineError(`connection ${JSON.stringify(connection)}: another writer held its head until the deadline (${pending.length} changes not numbered)`);
+      }
+      await this.options.sleep(wait);
+    }
+    return outcome;
+  }
+
+  /** `pending` without the changes the log holds already. */
+  private async withoutNumbered(connection: string, head: SequencerHead | undefined, pending: StreamedChange[]): Promise<StreamedChange[]> {
+    const lastSrc = head?.lastSrc;
+    if (head === undefined || lastSrc === undefined) return pending;
+    const suspect = pending.filter((change) => compareSequenceNumbers(change.src, lastSrc) <= 0);
+    if (suspect.length === 0) return pending;
+    const since = Math.min(...suspect.map((change) => change.srcAt * 1000)) - CLOCK_SKEW_MS;
+    const numbered = await this.options.writer.sourcesSince(connection, head.head, since);
+    return pending.filter((change) => !numbered.has(change.src));
+  }
+
+  /** Puts the chunk above `head` and moves the head over it; false when another writer came first. */
+  private async commit(connection: string, head: SequencerHead | undefined, chunk: StreamedChange[]): Promise<boolean> {
+    const { writer, now, staleAfterMs } = this.options;
+    const token = chunk[0]!.src;
+    const n = head?.head ?? 0;
+    const writtenAt = now();
+    const staleBefore = writtenAt - staleAfterMs;
+    if ((await writer.put(n + 1, chunk[0]!, token, writtenAt, staleBefore)) === 'taken') return false;
+    let taken = false;
+    for (let start = 1; start < chunk.length; start += PUTS_IN_FLIGHT) {
+      const results = await Promise.all(
+        chunk.slice(start, start + PUTS_IN_FLIGHT).map((change, index) => writer.put(n + 1 + start + index, change, token, writtenAt, staleBefore)),
+      );
+      if (results.includes('taken')) taken = true;
+    }
+    if (taken) return false;
+    const lastSrc = chunk.reduce((max, change) => (compareSequenceNumbers(change.src, max) > 0 ? change.src : max), head?.lastSrc ?? chunk[0]!.src);
+    return writer.move(connection, head, n + chunk.length, lastSrc, token);
+  }
+}
