@@ -40,6 +40,7 @@ export function buildContentSyncApp(app: App): ContentSyncApp {
       reconcileQueues: stateful.reconcileQueues,
       eraseQueues: stateful.eraseQueues,
       changeEvents: stateful.changeEvents,
+      changesWriter: stateful.changesWriter,
     },
   });
   // cdk-nag 3 is a policy-validation plugin: synthesis fails on any unacknowledged finding.

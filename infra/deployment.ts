@@ -8,6 +8,7 @@
  * No aws-cdk-lib import: the development harness loads it without the CDK. The resource names are
  * whatever the caller has: CloudFormation tokens in the stacks, local names in dev/system.
  */
+import { CHANGES_WRITER_TIMEOUT_SECONDS } from '../functions/changes-writer/limits.js';
 import { DEFAULTS, ENV } from '../functions/shared/config.js';
 import { eraseSettleSeconds } from '../functions/shared/connections/erase.js';
 import { refresherRunMinutes } from '../functions/shared/connections/refresh-schedule.js';
@@ -63,6 +64,8 @@ export const RECONCILER_MEMORY_MB = 512;
 export const RECONCILER_TIMEOUT_SECONDS = 60;
 export const CHANGE_EVENTS_MEMORY_MB = 256;
 export const CHANGE_EVENTS_TIMEOUT_SECONDS = 30;
+export const CHANGES_WRITER_MEMORY_MB = 256;
+export { CHANGES_WRITER_TIMEOUT_SECONDS };
 export const CLIENT_API_MEMORY_MB = 256;
 /**
  * A request is a few reads and writes of one connection (a KMS call when it puts credentials, up to
@@ -119,9 +122,6 @@ export function syncDeployment(config: ContentSyncConfig, names: ResourceNames):
       [ENV.paceScope]: config.paceScope,
       [ENV.itemsTableName]: names.itemsTableName,
       [ENV.itemsBucketName]: names.itemsBucketName,
-      // Each change is written with its items-table row, to expire changesRetentionDays later.
-      [ENV.changesTableName]: names.changesTableName,
-      [ENV.changesRetentionDays]: String(config.changesRetentionDays),
       [ENV.revisionField]: config.revisionField,
       [ENV.deadLetterQueueUrl]: names.deadLetterQueueUrl,
       [ENV.controlTableName]: names.controlTableName,
@@ -180,6 +180,27 @@ export function changeEventsDeployment(
     timeoutSeconds: CHANGE_EVENTS_TIMEOUT_SECONDS,
     tracing: config.tracing,
     environment: { [ENV.eventBusName]: names.eventBusName, [ENV.connectionsTableName]: names.connectionsTableName },
+  };
+}
+
+/**
+ * The changes writer: numbers the items table's stream into each connection's changes feed, each
+ * change to expire changesRetentionDays after its write; it reads the connections table (a
+ * connection being erased has nothing more numbered).
+ */
+export function changesWriterDeployment(
+  config: Pick<ContentSyncConfig, 'tracing' | 'changesRetentionDays'>,
+  names: Pick<ResourceNames, 'changesTableName' | 'connectionsTableName'>,
+): FunctionDeployment {
+  return {
+    memoryMb: CHANGES_WRITER_MEMORY_MB,
+    timeoutSeconds: CHANGES_WRITER_TIMEOUT_SECONDS,
+    tracing: config.tracing,
+    environment: {
+      [ENV.changesTableName]: names.changesTableName,
+      [ENV.changesRetentionDays]: String(config.changesRetentionDays),
+      [ENV.connectionsTableName]: names.connectionsTableName,
+    },
   };
 }
 
@@ -254,6 +275,7 @@ export interface FunctionDeployments {
   readonly sync: FunctionDeployment;
   readonly reconciler: FunctionDeployment | undefined;
   readonly changeEvents: FunctionDeployment;
+  readonly changesWriter: FunctionDeployment;
   readonly api: FunctionDeployment;
   readonly eraser: FunctionDeployment;
 }
@@ -264,6 +286,7 @@ export function functionDeployments(config: ContentSyncConfig, names: ResourceNa
     sync: syncDeployment(config, names),
     reconciler: reconcilerDeployment(config, names),
     changeEvents: changeEventsDeployment(config, names),
+    changesWriter: changesWriterDeployment(config, names),
     api: apiDeployment(config, names),
     eraser: eraserDeployment(config, names),
   };
@@ -387,8 +410,8 @@ export interface StreamEventSourceDeployment {
   readonly parallelizationFactor: number;
   readonly reportBatchItemFailures: true;
   readonly bisectBatchOnError: true;
-  /** Retries before the batch's shard and sequence range go to the failure queue. */
-  readonly retryAttempts: number;
+  /** Retries before the batch's shard and sequence range go to the failure queue; undefined: until its records leave the stream (24 hours). */
+  readonly retryAttempts: number | undefined;
 }
 
 export function changeEventSourceDeployment(): StreamEventSourceDeployment {
@@ -399,6 +422,30 @@ export function changeEventSourceDeployment(): StreamEventSourceDeployment {
     reportBatchItemFailures: true,
     bisectBatchOnError: true,
     retryAttempts: CHANGE_EVENTS_RETRY_ATTEMPTS,
+  };
+}
+
+/**
+ * Stream records per invocation of the changes writer: the more of one connection's changes a batch
+ * holds, the fewer head moves (one per chunk: functions/shared/changes/sequencer.ts).
+ */
+export const CHANGES_WRITER_BATCH_SIZE = 1_000;
+
+/**
+ * The changes writer's event source: the items table's stream, one batch per shard at a time (a
+ * shard's records numbered in order). Retried until the records leave the stream: the writer hands
+ * a record back only for a failure that passes (DynamoDB, a head held by a writer that died), never
+ * for a record that cannot be read (it counts it and goes on), so a retry is never used up by
+ * waiting; records that leave the stream unnumbered go to the on-failure queue, which alarms.
+ */
+export function changesWriterEventSourceDeployment(): StreamEventSourceDeployment {
+  return {
+    startingPosition: 'TRIM_HORIZON',
+    batchSize: CHANGES_WRITER_BATCH_SIZE,
+    parallelizationFactor: 1,
+    reportBatchItemFailures: true,
+    bisectBatchOnError: true,
+    retryAttempts: undefined,
   };
 }
 

@@ -15,6 +15,7 @@
 import { Stack, type StackProps } from 'aws-cdk-lib';
 import type { Construct } from 'constructs';
 import { addChangeEventResources, type ChangeEventResources } from './change-events/change-event-resources.js';
+import { addChangesWriterResources, type ChangesWriterResources } from './changes-writer/changes-writer-resources.js';
 import { addEraseQueues, type EraseQueues } from './connection-eraser/erase-queues.js';
 import { addConnectionsTable, type Connections } from './connections/connections-table.js';
 import type { ContentSyncConfig } from './context.js';
@@ -43,6 +44,8 @@ export class StatefulStack extends Stack {
   readonly eraseQueues: EraseQueues;
   /** The change-event bus and the stream event sources' failure queue (infra/change-events). */
   readonly changeEvents: ChangeEventResources;
+  /** The changes writer's failure queue (infra/changes-writer). */
+  readonly changesWriter: ChangesWriterResources;
 
   constructor(scope: Construct, id: string, props: StatefulStackProps) {
     super(scope, id, props);
@@ -54,5 +57,6 @@ export class StatefulStack extends Stack {
     this.reconcileQueues = addReconcileQueues(this, config);
     this.eraseQueues = addEraseQueues(this);
     this.changeEvents = addChangeEventResources(this);
+    this.changesWriter = addChangesWriterResources(this);
   }
 }

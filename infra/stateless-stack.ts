@@ -1,13 +1,13 @@
 /**
  * Everything that can be torn down and rebuilt without losing data, as a list of features: the
  * token refresher, the item sync, reconciliation, the change events (and the account lifecycle
- * events), the client API and the eraser, each with its functions, grants, event sources,
+ * events), the changes writer, the client API and the eraser, each with its functions, grants, event sources,
  * schedules and outputs; then operations, every feature's alarms on one alarm topic and its rows
  * on one dashboard. The stateful resources come in through typed props (infra/stateful-stack.ts
  * holds each feature's stateful half).
  *
  * Layout: infra/token-refresher, infra/item-sync, infra/reconciler, infra/change-events,
- * infra/client-api, infra/connection-eraser (each granted its own access to the connections table:
+ * infra/changes-writer, infra/client-api, infra/connection-eraser (each granted its own access to the connections table:
  * infra/connections/grants.ts); each feature's alarms and widgets in its own operations.ts; the alarm topic, the dashboard frame and the
  * alarm-status widget in infra/operations. Every part adds its resources to this stack under their
  * own ids, so logical ids do not depend on where the code lives.
@@ -17,6 +17,8 @@ import type * as cloudwatch from 'aws-cdk-lib/aws-cloudwatch';
 import type * as sns from 'aws-cdk-lib/aws-sns';
 import type { Construct } from 'constructs';
 import { addChangeEvents, type ChangeEventsStateful } from './change-events/change-events.js';
+import { addChangesWriter } from './changes-writer/changes-writer.js';
+import type { ChangesWriterResources } from './changes-writer/changes-writer-resources.js';
 import { addClientApi } from './client-api/client-api.js';
 import { addEraser } from './connection-eraser/eraser.js';
 import type { ConnectionsResources } from './connections/connections-table.js';
@@ -47,6 +49,8 @@ export interface StatefulResources {
   readonly eraseQueues: WorkQueueResources;
   /** The change-event bus and the stream event sources' failure queue (infra/change-events). */
   readonly changeEvents: ChangeEventsStateful;
+  /** The changes writer's failure queue (infra/changes-writer). */
+  readonly changesWriter: ChangesWriterResources;
 }
 
 /** The names each function's environment gives the stateful resources (infra/deployment.ts). */
@@ -78,6 +82,8 @@ export class StatelessStack extends Stack {
   readonly reconciler: ContentSyncFunction | undefined;
   /** Announces every real change of an items-table row and every connection status change (infra/change-events). */
   readonly changeEvents: ContentSyncFunction;
+  /** Numbers each connection's changes into its changes feed from the items table's stream (infra/changes-writer). */
+  readonly changesWriter: ContentSyncFunction;
   /** The client API's function, behind its HTTP API (infra/client-api). */
   readonly api: ContentSyncFunction;
   /** Erases removed connections' data from the erase queue (infra/connection-eraser). */
@@ -96,6 +102,14 @@ export class StatelessStack extends Stack {
     const sync = addItemSync(this, { config, names, storage, connections, queues: stateful.syncQueues });
     const reconciliation = addReconciliation(this, { config, storage, queues: stateful.reconcileQueues, sync: sync.fn });
     const changeEvents = addChangeEvents(this, { table: storage.table, connections, logLevel: config.logLevel, logRetentionDays: config.logRetentionDays, tracing: config.tracing, stage: config.stage, ...stateful.changeEvents });
+    const changesWriter = addChangesWriter(this, {
+      config,
+      names,
+      itemsTable: storage.table,
+      changesTable: storage.changesTable,
+      connections,
+      failureQueue: stateful.changesWriter.failureQueue,
+    });
     const api = addClientApi(this, {
       config,
       names,
@@ -112,13 +126,14 @@ export class StatelessStack extends Stack {
     // letters first, then feature by feature; the refresher's two graphs share a row with it.
     const operations = addAlarms(this, {
       alarmEmail: config.alarmEmail,
-      alarms: [sync.deadLetterAlarm, ...refresher.alarms, ...sync.alarms, ...reconciliation.alarms, ...changeEvents.alarms, ...eraser.alarms],
+      alarms: [sync.deadLetterAlarm, ...refresher.alarms, ...sync.alarms, ...reconciliation.alarms, ...changeEvents.alarms, ...changesWriter.alarms, ...eraser.alarms],
     });
     addDashboard(this, [
       ...sync.rows,
       [...refresher.graphs, alarmStatusWidget(operations.alarms, 8)],
       ...reconciliation.rows,
       ...changeEvents.rows,
+      ...changesWriter.rows,
       ...api.rows,
       ...eraser.rows,
     ]);
@@ -127,6 +142,7 @@ export class StatelessStack extends Stack {
     this.sync = sync.fn;
     this.reconciler = reconciliation.fn;
     this.changeEvents = changeEvents.fn;
+    this.changesWriter = changesWriter.fn;
     this.api = api.fn;
     this.eraser = eraser.fn;
     this.alarmTopic = operations.topic;

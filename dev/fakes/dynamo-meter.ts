@@ -128,10 +128,6 @@ export function instrumentDynamo(client: DynamoDBClient, meter: DynamoMeter, cha
       meter.injected.conflicts += 1;
       throw conflict((args.input['TransactItems'] as unknown[] | undefined)?.length ?? 0, chaos.random);
     }
-    if (operation === 'UpdateItem' && args.input['ReturnValues'] === undefined) {
-      // Ask for the row as written, to record its state; the adapter ignores the extra output.
-      args = { ...args, input: { ...args.input, ReturnValues: 'ALL_NEW' } };
-    }
     meter.requests[operation] = (meter.requests[operation] ?? 0) + 1;
     const token = operation === 'TransactWriteItems' ? tokenOf(args.request) : undefined;
     const sent = token === undefined ? undefined : sentTransaction(meter, token);
@@ -177,6 +173,11 @@ export function instrumentDynamo(client: DynamoDBClient, meter: DynamoMeter, cha
     return result;
   };
   (client as unknown as Stack).middlewareStack.add(middleware, { step: 'deserialize', priority: 'high', name: 'benchDynamoMeter' });
+  // Before the request is built: an UpdateItem asks for the row as written, to record its state (the
+  // adapter ignores the extra output).
+  const askRow: Middleware = (next, context) => (args) =>
+    next(commandName(context) === 'UpdateItem' && args.input['ReturnValues'] === undefined ? { ...args, input: { ...args.input, ReturnValues: 'ALL_NEW' } } : args);
+  (client as unknown as Stack).middlewareStack.add(askRow, { step: 'initialize', priority: 'high', name: 'benchDynamoMeterRow' });
   return client;
 }
 
@@ -241,8 +242,7 @@ interface TransactAction {
 
 /**
  * A committed transaction's items-table writes, in the order of its actions: the row each stored,
- * and the `itemObject` key of the row it replaced when its condition names it (the sync's writer
- * compares it: functions/item-sync/adapters/change-outbox.ts commitPut). An items-table row is
+ * and the `itemObject` key of the row it replaced when its condition names it. An items-table row is
  * keyed by `connection` and `id`; a changes-table row (a change, the head) has a `seq`.
  */
 function transactionWrites(input: AnyInput): Array<{ write?: RecordedWrite; replacedObjectKey?: string }> {

@@ -1,9 +1,10 @@
 /**
- * The change-events function in the local run, as in AWS: the real function (its handler built
- * from its deployed environment: dev/system/functions.ts), fed by both tables' own streams (the
- * items table's: item change events and each connection's `idsKnown` and `lastWriteAt`; the
- * connections table's: the account lifecycle events), each through Lambda's DynamoDB event source
- * mapping on the wall clock (dev/system/event-sources.ts startStreamEventSource). The bus is
+ * The functions the tables' streams feed in the local run, as in AWS, each the real function (its
+ * handler built from its deployed environment: dev/system/functions.ts) through Lambda's DynamoDB
+ * event source mapping on the wall clock (dev/system/event-sources.ts startStreamEventSource): the
+ * change-events function, fed by both tables' streams (the items table's: item change events and
+ * each connection's `idsKnown` and `lastWriteAt`; the connections table's: the account lifecycle
+ * events), and the changes writer, fed by the items table's (each connection's changes feed). The bus is
  * answered in process: every PutEvents entry is accepted and kept, in the order put, and the run
  * prints the lifecycle events among them (`event ConnectionAdded acme (none → active)`) after the
  * step that caused them, once the streams have been read through.
@@ -11,7 +12,8 @@
 import { EventBridgeClient } from '@aws-sdk/client-eventbridge';
 import { isLifecycleEvent } from '../../functions/change-events/lifecycle.js';
 import type { BusEvent, LifecycleEvent } from '../../functions/change-events/ports.js';
-import { CHANGE_EVENTS_SERVICE } from '../../functions/shared/metric-names.js';
+import { CHANGE_EVENTS_SERVICE, CHANGES_WRITER_SERVICE } from '../../functions/shared/metric-names.js';
+import { changesWriterEventSourceDeployment } from '../../infra/deployment.js';
 import { LOCAL_CREDENTIALS, LOCAL_REGION } from '../fakes/local-aws.js';
 import { startStreamEventSource, type StreamEventSource } from '../system/event-sources.js';
 import type { Observability } from '../system/observability.js';
@@ -29,9 +31,9 @@ export interface LocalChangeEvents {
   readonly entries: readonly PutEntry[];
   /** The account lifecycle events put so far, in order. */
   lifecycle(): LifecycleEvent[];
-  /** The items table's event source and the connections table's. */
+  /** The change-events function's event sources (the items table's, the connections table's), then the changes writer's. */
   readonly sources: readonly StreamEventSource[];
-  /** Resolves once both streams have been read through: what the tables wrote before the call has reached the function. */
+  /** Resolves once every event source has read its stream through: what the tables wrote before the call has reached the functions. */
   readThrough(): Promise<void>;
   /** What went wrong: batches the event sources gave up on. */
   problems(): string[];
@@ -64,7 +66,7 @@ export function inProcessEventBridge(put: (entry: PutEntry) => void): EventBridg
 }
 
 /**
- * The function and its two event sources, started before the run writes anything. `fresh`: the
+ * The functions and their three event sources, started before the run writes anything. `fresh`: the
  * tables are new, so the mappings start at the oldest record (TRIM_HORIZON, as deployed); a table
  * kept from an earlier run starts after what its stream holds (that run's mapping announced it).
  */
@@ -80,6 +82,8 @@ export async function startChangeEvents(system: LocalSystem, observability: (ser
   };
   try {
     for (const table of ['items', 'connections'] as const) sources.push(await startStreamEventSource(system, table, { fn, startingPosition }));
+    const writer = system.changesWriter(observability(CHANGES_WRITER_SERVICE));
+    sources.push(await startStreamEventSource(system, 'items', { fn: writer, deployment: changesWriterEventSourceDeployment(), startingPosition }));
   } catch (error) {
     await stop();
     throw error;
@@ -93,7 +97,7 @@ export async function startChangeEvents(system: LocalSystem, observability: (ser
       sources.flatMap((source) =>
         source.discarded.map(
           (batch) =>
-            `change events: ${batch.records} records of ${batch.table}'s stream (${batch.firstSequence} to ${batch.lastSequence}) given up after the deployed retries: ${batch.reason}`,
+            `${source === sources[2] ? 'changes writer' : 'change events'}: ${batch.records} records of ${batch.table}'s stream (${batch.firstSequence} to ${batch.lastSequence}) given up after the deployed retries: ${batch.reason}`,
         ),
       ),
     stop,

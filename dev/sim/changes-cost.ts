@@ -4,9 +4,9 @@
  *
  * - written: the whole write path as push-cost.ts prices it (users' sends, the event sources, the
  *   sync's containers and their DynamoDB requests, the items table's stream, the change-events
- *   function and EventBridge), and in it the feed's own share: the changes table's part of every
- *   transaction (the change and the head; cancelled attempts, replays), the second write unit a
- *   transactional row write costs over a plain one, and the sync's reads of a head;
+ *   function and EventBridge), and in it the feed's own share: everything the changes writer costs
+ *   (its DynamoDB requests, the change rows, the heads, the connections' rows it reads, its
+ *   invocations and GB-seconds, their logs and traces when counted);
  * - read: the consumer's calls of the client API: API Gateway HTTP API requests, the API function's
  *   invocations and GB-seconds at its deployed memory, its DynamoDB reads (the connection's row,
  *   the head, the Query of the changes), its log lines when counted;
@@ -17,7 +17,7 @@ import type { CallCounts } from '../fakes/in-process-aws.js';
 import type { ApiCalls } from './changes-consumer.js';
 import type { DynamoCount, LogCount, SimMeter } from './meters.js';
 import { pushCost, type PushCost } from './push-cost.js';
-import { dynamoCost, LAMBDA_PLATFORM_LOG_BYTES, PRICES, type CostLine, type CostOptions } from './reconcile-cost.js';
+import { dynamoCost, LAMBDA_PLATFORM_LOG_BYTES, lambdaCost, logBytes, PRICES, who, type CostLine, type CostOptions } from './reconcile-cost.js';
 
 /** DynamoDB's storage overhead of an item (bytes), added to its attributes' size. */
 export const ITEM_STORAGE_OVERHEAD_BYTES = 100;
@@ -39,29 +39,27 @@ export function writeCost(meter: SimMeter, sends: CallCounts, changes: number, s
 }
 
 /**
- * The feed's share of the writes: the changes table's requests by the sync (its part of each
- * transaction, the heads it read), and on the items table the second write unit of a row written
- * in a transaction (half its committed units).
+ * The feed's share of the writes: what the changes writer costs (its DynamoDB requests on the
+ * changes table and the connections table, its invocations and GB-seconds, its logs when counted,
+ * its traces when traced), and anything the sync still sends to the changes table (nothing, by design).
  */
-export function feedShare(meter: SimMeter, changesTable: string, itemsTable: string): FeedShare {
+export function feedShare(meter: SimMeter, changesTable: string, seconds: number, options: CostOptions): FeedShare {
   const lines: CostLine[] = [];
+  for (const [key, count] of Object.entries(meter.dynamo.changesWriter)) {
+    const { table: _table, write: _write, ...line } = dynamoCost(key, count, who('changesWriter'));
+    lines.push(line);
+  }
   for (const source of ['sync', 'reconcile'] as const) {
-    const who = source === 'sync' ? 'sync on the sync queue' : 'sync on the reconcile queue';
     for (const [key, count] of Object.entries(meter.dynamo[source])) {
-      const [operation, table] = key.split(' ');
-      if (table === changesTable) {
-        const { table: _table, write: _write, ...line } = dynamoCost(key, count, who);
-        lines.push(line);
-      } else if (table === itemsTable && operation === 'TransactWriteItems' && count.capacityUnits > 0) {
-        const units = count.capacityUnits / 2;
-        lines.push({
-          what: `DynamoDB ${key} (${who}): the second write unit of each row written in a transaction`,
-          requests: 0,
-          units: `${units} WRU`,
-          usd: (units / 1e6) * PRICES.dynamoWriteRequestUnitPerMillion,
-        });
-      }
+      if (key.split(' ')[1] !== changesTable) continue;
+      const { table: _table, write: _write, ...line } = dynamoCost(key, count, who(source));
+      lines.push(line);
     }
+  }
+  if (meter.lambda.changesWriter.invocations > 0) lines.push(...lambdaCost(meter.lambda.changesWriter, who('changesWriter'), seconds, options.tracing));
+  if (options.logsMetered) {
+    const bytes = logBytes(meter, 'changesWriter');
+    lines.push({ what: `CloudWatch Logs ingestion (${who('changesWriter')})`, requests: 0, units: `${round(bytes / 1e6, 1)} MB`, usd: (bytes / 2 ** 30) * PRICES.logsIngestedPerGb });
   }
   return { lines, total: lines.reduce((sum, line) => sum + line.usd, 0) };
 }

@@ -18,14 +18,14 @@
  *   must be the n-th change of the truth (the same id, change, revision and previous revision), and
  *   no number may be missing or extra; their size is what a million changes keep in the table.
  *
- * A change's commit time is stamped when DynamoDB answers the writer's TransactWriteItems
- * (`watchWriter`, a middleware on the sync's clients, below the SDK's retries and the injected
- * faults: the attempt DynamoDB committed, even when its answer is then lost; virtual time stands
- * still while DynamoDB answers, so this is the instant it committed), by the number of the change
- * row it wrote. That is when AWS makes the change readable (a strongly consistent read after the
- * answer sees it), and the stream's record comes later: stamped when the record is read, a change
- * could be read from the feed before its commit. A change whose stamp is missing is stamped when
- * its record is read.
+ * A change's commit time is stamped when DynamoDB answers the sync's write of its row (`watchRows`,
+ * a middleware on the sync's clients, below the SDK's retries and the injected faults: the attempt
+ * DynamoDB committed, even when its answer is then lost; virtual time stands still while DynamoDB
+ * answers, so this is the instant it committed), by the row's connection, id and `syncedAt`. A
+ * change whose stamp is missing is stamped when its record is read. It becomes readable when the
+ * changes writer moves the connection's head over its number (`watchNumbering`, on the writer's
+ * client): that instant is stamped too, and `committed` hears of the change then (the scenario's
+ * probes read it from the feed at that instant, from the cursor before it).
  *
  * What the consumer read is checked against the truth as it reads: each change's number (from its
  * cursor), a number at or below the last one read is a duplicate, one past the next a hole (the
@@ -60,6 +60,8 @@ function changeKey(id: string, change: ChangeKind, revision: string, previousRev
 interface ConnectionLedger {
   truth: string[];
   committedAt: number[];
+  /** When each number became readable (its head move answered), by number − 1. */
+  numberedAt: number[];
   /** The read that returned each change, by its number − 1 (NaN: skipped by a hole). */
   received: string[];
   readAt: number[];
@@ -79,7 +81,7 @@ export interface LedgerCheck {
   connections: number;
   /** Changes DynamoDB committed (items-table row writes that changed the item). */
   committed: number;
-  /** Committed row writes that changed nothing (by the rule): none is expected in a transaction. */
+  /** Committed row writes that changed nothing (by the rule): a write that touched a row without changing its revision or its deleted flag. */
   unchangedWrites: number;
   /** Changes read once, in their place, equal to the truth. */
   matched: number;
@@ -96,6 +98,10 @@ export interface LedgerCheck {
   misnumbered: number;
   /** The consumer's reads that returned each change, ms after its commit (in change order). */
   lags: Float64Array;
+  /** Each change's number made readable (its head moved), ms after its row's commit. */
+  numberingLags: Float64Array;
+  /** Change rows above their connection's head at the end (put by a writer whose head move never came: never read). */
+  rowsAboveHead: number;
   /** The commit time of each change, aligned with `lags`. */
   committedAt: Float64Array;
   /** Change rows: how many, and their bytes as DynamoDB sizes them (attribute names and values). */
@@ -105,12 +111,13 @@ export interface LedgerCheck {
 
 type AnyInput = Record<string, unknown>;
 type Next = (args: { input: AnyInput }) => Promise<{ output: AnyInput; response: unknown }>;
-type Put = { TableName?: string; Item?: Record<string, AttributeValue> };
 
 export class ChangesLedger {
   private readonly connections = new Map<string, ConnectionLedger>();
-  /** By connection, the commit time of each change row's transaction, by its number − 1. */
-  private readonly stamps = new Map<string, number[]>();
+  /** The commit time of each row write, by connection, id and syncedAt; taken when its record is read. */
+  private readonly stamps = new Map<string, number>();
+  /** The change rows the writer put and has not moved a head over yet, by connection and number: their keys. */
+  private readonly puts = new Map<string, Map<number, string>>();
   private readonly reader: TableStream;
   private readonly client: DynamoDBClient;
   private unchangedWrites = 0;
@@ -139,19 +146,38 @@ export class ChangesLedger {
   }
 
   /**
-   * Stamps the commit time of every TransactWriteItems `client` sends that writes a change row: the
-   * first attempt DynamoDB answers with success (a later success with the same token is the replay
-   * of a lost answer, already stamped). Add it after the client's fault injection.
+   * Stamps the commit time of every row write `client` sends to the items table (PutItem, UpdateItem):
+   * the first attempt DynamoDB answers with success. Add it after the client's fault injection.
    */
-  watchWriter(client: DynamoDBClient): void {
+  watchRows(client: DynamoDBClient): void {
     client.middlewareStack.add(
       ((next: Next, context: { commandName?: string }) => async (args: { input: AnyInput }) => {
         const result = await next(args);
-        if (context.commandName === 'TransactWriteItemsCommand') this.stamp(args.input);
+        const name = context.commandName;
+        if ((name === 'PutItemCommand' || name === 'UpdateItemCommand') && args.input['TableName'] === this.tables.items) this.stampRow(args.input);
         return result;
       }) as never,
       // Same step and priority as the fault injection, added after it: it runs inside it, on each attempt as DynamoDB answered it.
       { step: 'deserialize', priority: 'high', name: 'changesLedgerCommits' },
+    );
+  }
+
+  /**
+   * Watches the changes writer's client: the change rows it puts, and each head move DynamoDB
+   * answers with success, which makes the numbers up to it readable (stamped, and told to
+   * `committed`). Add it after the client's fault injection.
+   */
+  watchNumbering(client: DynamoDBClient): void {
+    client.middlewareStack.add(
+      ((next: Next, context: { commandName?: string }) => async (args: { input: AnyInput }) => {
+        const result = await next(args);
+        if (args.input['TableName'] === this.tables.changes) {
+          if (context.commandName === 'PutItemCommand') this.notePut(args.input);
+          else if (context.commandName === 'UpdateItemCommand') this.numbered(args.input);
+        }
+        return result;
+      }) as never,
+      { step: 'deserialize', priority: 'high', name: 'changesLedgerNumbering' },
     );
   }
 
@@ -181,21 +207,54 @@ export class ChangesLedger {
 
   private ledger(connection: string): ConnectionLedger {
     let ledger = this.connections.get(connection);
-    if (!ledger) this.connections.set(connection, (ledger = { truth: [], committedAt: [], received: [], readAt: [], lastSeq: 0, epoch: undefined }));
+    if (!ledger) this.connections.set(connection, (ledger = { truth: [], committedAt: [], numberedAt: [], received: [], readAt: [], lastSeq: 0, epoch: undefined }));
     return ledger;
   }
 
-  private stamp(input: AnyInput): void {
-    const actions = (input['TransactItems'] ?? []) as Array<{ Put?: Put }>;
-    for (const action of actions) {
-      const item = action.Put?.TableName === this.tables.changes ? action.Put.Item : undefined;
-      const seq = Number(item?.['seq']?.N);
-      const connection = item?.['connection']?.S;
-      if (connection === undefined || !(seq > 0)) continue;
-      let stamps = this.stamps.get(connection);
-      if (!stamps) this.stamps.set(connection, (stamps = []));
-      stamps[seq - 1] ??= this.clock.ms();
+  private stampRow(input: AnyInput): void {
+    const item = input['Item'] as Record<string, AttributeValue> | undefined;
+    const key = input['Key'] as Record<string, AttributeValue> | undefined;
+    const values = input['ExpressionAttributeValues'] as Record<string, AttributeValue> | undefined;
+    const connection = item?.['connection']?.S ?? key?.['connection']?.S;
+    const id = item?.['id']?.S ?? key?.['id']?.S;
+    const syncedAt = item?.['syncedAt']?.S ?? values?.[':syncedAt']?.S;
+    if (connection === undefined || id === undefined || syncedAt === undefined) return;
+    const stamp = rowStamp(connection, id, syncedAt);
+    if (!this.stamps.has(stamp)) this.stamps.set(stamp, this.clock.ms());
+  }
+
+  private notePut(input: AnyInput): void {
+    const item = input['Item'] as Record<string, AttributeValue> | undefined;
+    const connection = item?.['connection']?.S;
+    const seq = Number(item?.['seq']?.N);
+    if (connection === undefined || !(seq > 0)) return;
+    let puts = this.puts.get(connection);
+    if (!puts) this.puts.set(connection, (puts = new Map()));
+    puts.set(seq, rowKeyOf(item!));
+  }
+
+  /** A head moved: the numbers it passed are readable now. */
+  private numbered(input: AnyInput): void {
+    const key = input['Key'] as Record<string, AttributeValue> | undefined;
+    const values = input['ExpressionAttributeValues'] as Record<string, AttributeValue> | undefined;
+    const connection = key?.['connection']?.S;
+    const to = Number(values?.[':to']?.N);
+    if (connection === undefined || key?.['seq']?.N !== '0' || !(to > 0)) return;
+    const from = Number(values?.[':from']?.N ?? '0');
+    const ledger = this.ledger(connection);
+    const puts = this.puts.get(connection);
+    for (let seq = from + 1; seq <= to; seq++) {
+      ledger.numberedAt[seq - 1] ??= this.clock.ms();
+      const change = puts?.get(seq);
+      puts?.delete(seq);
+      if (change !== undefined && this.committed && !this.draining) void this.tell(connection, seq, change);
     }
+  }
+
+  private async tell(connection: string, seq: number, key: string): Promise<void> {
+    const ledger = this.ledger(connection);
+    ledger.epoch ??= await this.epochOf(connection);
+    if (ledger.epoch !== undefined) this.committed?.({ connection, seq, epoch: ledger.epoch, key });
   }
 
   /** Reads the stream through every LEDGER_POLL_MS, until closed. */
@@ -221,17 +280,16 @@ export class ChangesLedger {
     const kind = changeKindOf(old ? side(old) : undefined, side(row));
     if (kind === undefined) {
       this.unchangedWrites += 1;
+      this.stamps.delete(rowStamp(text(row, 'connection'), text(row, 'id'), text(row, 'syncedAt')));
       return;
     }
     const connection = text(row, 'connection');
     const ledger = this.ledger(connection);
     const key = changeKey(text(row, 'id'), kind, text(row, 'revision'), old ? text(old, 'revision') : null);
     ledger.truth.push(key);
-    const seq = ledger.truth.length;
-    ledger.committedAt.push(this.stamps.get(connection)?.[seq - 1] ?? this.clock.ms());
-    if (!this.committed || this.draining) return;
-    ledger.epoch ??= await this.epochOf(connection);
-    if (ledger.epoch !== undefined) this.committed({ connection, seq, epoch: ledger.epoch, key });
+    const stamp = rowStamp(connection, text(row, 'id'), text(row, 'syncedAt'));
+    ledger.committedAt.push(this.stamps.get(stamp) ?? this.clock.ms());
+    this.stamps.delete(stamp);
   }
 
   /** The connection's epoch, from its head row (set by its first change, never changed). */
@@ -296,6 +354,8 @@ export class ChangesLedger {
     let changeRowBytes = 0;
     const lags: number[] = [];
     const committedAt: number[] = [];
+    const numberingLags: number[] = [];
+    let rowsAboveHead = 0;
     for (const [connection, ledger] of this.connections) {
       committed += ledger.truth.length;
       for (const [i, key] of ledger.received.entries()) {
@@ -308,7 +368,14 @@ export class ChangesLedger {
         } else mismatched += 1;
       }
       missed += Math.max(0, ledger.truth.length - ledger.received.length);
-      const rows = await this.changeRowsOf(connection);
+      for (const [i, at] of ledger.committedAt.entries()) {
+        const numbered = ledger.numberedAt[i];
+        if (numbered !== undefined) numberingLags.push(numbered - at);
+      }
+      const head = await this.headOf(connection);
+      const all = await this.changeRowsOf(connection);
+      const rows = all.filter((row) => Number(row['seq']?.N) <= head);
+      rowsAboveHead += all.length - rows.length;
       changeRows += rows.length;
       for (const row of rows) changeRowBytes += estimateItemSize(row);
       let place = 0;
@@ -333,9 +400,19 @@ export class ChangesLedger {
       misnumbered,
       lags: Float64Array.from(lags),
       committedAt: Float64Array.from(committedAt),
+      numberingLags: Float64Array.from(numberingLags),
+      rowsAboveHead,
       changeRows,
       changeRowBytes,
     };
+  }
+
+  /** The connection's head (0 without one), strongly consistent. */
+  private async headOf(connection: string): Promise<number> {
+    const out = await this.clock.track(() =>
+      this.client.send(new GetItemCommand({ TableName: this.tables.changes, Key: { connection: { S: connection }, seq: { N: '0' } }, ConsistentRead: true })),
+    );
+    return Number(out.Item?.['head']?.N ?? 0);
   }
 
   /** The connection's change rows (its head left out), by number, strongly consistent. */
@@ -370,6 +447,11 @@ export function keyOf(change: Pick<Change, 'id' | 'change' | 'revision' | 'previ
 /** A change row (the changes table), named as the truth names its change. */
 function rowKeyOf(row: Record<string, AttributeValue>): string {
   return changeKey(row['id']?.S ?? '', (row['change']?.S ?? '') as ChangeKind, row['revision']?.S ?? '', row['previousRevision']?.S ?? null);
+}
+
+/** A row write, named by its connection, id and `syncedAt` (a write's own time: two writes of a row never share it). */
+function rowStamp(connection: string, id: string, syncedAt: string): string {
+  return `${connection}\u0000${id}\u0000${syncedAt}`;
 }
 
 function side(row: StreamImage): RowSide {

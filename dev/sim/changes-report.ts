@@ -5,7 +5,7 @@
  */
 import type { ApiCalls, ProbeResult, ReplayResult } from './changes-consumer.js';
 import { feedShare, readCost, storageCost, writeCost } from './changes-cost.js';
-import { LEDGER_POLL_MS, type LedgerCheck } from './changes-ledger.js';
+import type { LedgerCheck } from './changes-ledger.js';
 import type { RoundCounts } from './changes-rounds.js';
 import type { ChangesScale } from './changes-scale.js';
 import type { DynamoCount, LogCount, SimMeter } from './meters.js';
@@ -32,8 +32,10 @@ export interface ChangesRun {
   apiLogs: Record<string, LogCount>;
   /** The sync's and the change-events function's log lines were counted (the scale's meterLogs). */
   logsMetered: boolean;
-  faults: { failedInvocations: number; lostAcks: number; conflicts: number; throttled: number };
+  faults: { failedInvocations: number; lostAcks: number; throttled: number; writerLostAcks: number };
   attempts: { most: number; retried: number };
+  /** The changes writer's outcomes, summed over its invocations (its metrics). */
+  writer: { numbered: number; already: number; erased: number; unreadable: number; retried: number };
   meter: SimMeter;
   deadLettered: number;
   redeliveries: number;
@@ -60,6 +62,11 @@ function syncCount(meter: SimMeter, key: string): { requests: number; conditionF
   return sum;
 }
 
+/** The changes writer's DynamoDB count of `key`. */
+function writerCount(meter: SimMeter, key: string): DynamoCount {
+  return meter.dynamo.changesWriter[key] ?? { requests: 0, capacityUnits: 0, conditionFailures: 0 };
+}
+
 /** The lags of the changes committed while the consumer was reading (its next read not in its stop), and of those it caught up after it. */
 function lagsOf(run: ChangesRun): { steady: Float64Array; stopped: Float64Array } {
   const { lags, committedAt } = run.check;
@@ -76,9 +83,17 @@ function lagsOf(run: ChangesRun): { steady: Float64Array; stopped: Float64Array 
 
 export function changesFigures(run: ChangesRun, scale: ChangesScale): { figures: Record<string, number | string>; checks: Check[] } {
   const { check: c, meter, rounds } = run;
-  const rowRaces = syncCount(meter, `TransactWriteItems ${run.names.items}`);
-  const headRaces = syncCount(meter, `TransactWriteItems ${run.names.changes}`);
+  const rowPuts = syncCount(meter, `PutItem ${run.names.items}`);
+  const rowUpdates = syncCount(meter, `UpdateItem ${run.names.items}`);
+  const rowRaces = rowPuts.conditionFailures + rowUpdates.conditionFailures;
+  const changePuts = writerCount(meter, `PutItem ${run.names.changes}`);
+  const headMoves = writerCount(meter, `UpdateItem ${run.names.changes}`);
   const stream = meter.stream;
+  const writerStream = meter.writerStream;
+  const transactions = (['sync', 'reconcile', 'changesWriter'] as const).reduce(
+    (sum, source) => sum + Object.entries(meter.dynamo[source]).filter(([key]) => key.startsWith('TransactWriteItems ')).reduce((total, [, count]) => total + count.requests, 0),
+    0,
+  );
   const lags = lagsOf(run);
   const seconds = (ms: number): string => `${round(ms / 1000, 1)} s`;
   const minutesAt = (ms: number): string => `${round((ms - run.t0) / 60_000, 1)} min`;
@@ -94,14 +109,19 @@ export function changesFigures(run: ChangesRun, scale: ChangesScale): { figures:
     'messages sent by users': n(rounds.messages),
     'rounds began at (virtual)': run.roundStarts.map(minutesAt).join(', '),
     'hazard: ids sent twice (racing writers)': n(rounds.sentTwice),
-    '… row writes lost to another container (the row\'s condition; no change written)': n(rowRaces.conditionFailures),
-    '… head races lost (the head\'s condition; the write tried again with the head its cancellation named)': n(headRaces.conditionFailures),
-    '… row writes that took more than one TransactWriteItems; the most one took': `${n(run.attempts.retried)}; ${run.attempts.most}`,
+    '… row writes lost to another container (the row\'s condition; no change written)': n(rowRaces),
+    '… row writes that took more than one request; the most one took': `${n(run.attempts.retried)}; ${run.attempts.most}`,
+    'changes writer: invocations; changes numbered; found numbered already (a batch delivered again)': `${n(meter.lambda.changesWriter.invocations)}; ${n(run.writer.numbered)}; ${n(run.writer.already)}`,
+    '… change rows put; head moves (one a chunk of a connection); changes a head move': `${n(changePuts.requests)}; ${n(headMoves.requests)}; ${round(run.writer.numbered / Math.max(1, headMoves.requests - headMoves.conditionFailures), 2)}`,
+    '… numbers held by another writer, or a head moved first (the writer read the head again; nothing handed back for it)': n(changePuts.conditionFailures + headMoves.conditionFailures),
+    '… records handed back to the event source (a failure that passes); records it could not read': `${n(run.writer.retried)}; ${n(run.writer.unreadable)}`,
+    'transactions (TransactWriteItems requests, any function)': n(transactions),
     'hazard: SQS duplicate copies': n(rounds.sqsDuplicates),
     'hazard: sync invocations failed after their work (their batch delivered again)': `${n(run.faults.failedInvocations)} (every ${scale.failEvery}th)`,
     '… records delivered again (SQS redeliveries)': n(run.redeliveries),
-    'hazard: write answers lost (the SDK sent the request again; a transaction answered as its replay)': `${n(run.faults.lostAcks)} (${n(rowRaces.replays)} transactions replayed)`,
-    'hazard: TransactionConflict cancellations': n(run.faults.conflicts),
+    'hazard: write answers lost, the sync\'s (the SDK sent the request again)': n(run.faults.lostAcks),
+    'hazard: write answers lost, the changes writer\'s (the SDK sent the put or the head move again)': n(run.faults.writerLostAcks),
+    'hazard: changes-writer invocations failed after their work (their stream batch delivered again)': `${n(writerStream.failedAfterWork)} (every ${scale.writerFailEvery}th; ${n(writerStream.retried)} records handed again)`,
     'hazard: stream batches lost by the change-events function\'s event source': `${n(stream.lostBatches)} batches, ${n(stream.lostRecords)} records of ${n(stream.records)} (change events put: ${n(meter.eventBridge.entries)})`,
     'hazard: the consumer stopped': stop ? `from ${minutesAt(stop.from)} to ${minutesAt(stop.to)} (virtual), then went on from its stored cursors` : 'no',
     'consumer': `every connection read every ${scale.consumerPeriodSeconds} s (virtual), to the end of its feed, pages of 1,000: ${n(run.consumer.reads)} reads, ${n(run.consumer.calls.invocations)} API calls (${run.consumer.calls.failed} not 200, ${run.consumer.readsFailed} reads failed)`,
@@ -110,10 +130,11 @@ export function changesFigures(run: ChangesRun, scale: ChangesScale): { figures:
     'duplicated': c.duplicated,
     'read out of order or not as committed; read but never committed': `${c.mismatched}; ${c.phantom}`,
     'change rows not numbered as their commit order; heads not equal to the changes committed': `${c.misnumbered}; ${run.heads.differing} of ${run.heads.checked}`,
-    'committed row writes that changed nothing (by transition.ts); items-table writes outside a transaction': `${c.unchangedWrites}; ${outsideTransactions(meter, run.names.items)}`,
+    'committed row writes that changed nothing (by transition.ts); change rows left above a head (never read)': `${c.unchangedWrites}; ${c.rowsAboveHead}`,
+    'lag commit → its change numbered (readable): p50 / p99 / max': `${seconds(percentile(c.numberingLags, 0.5))} / ${seconds(percentile(c.numberingLags, 0.99))} / ${seconds(percentile(c.numberingLags, 1))} (${n(c.numberingLags.length)} changes)`,
     [`lag commit → the consumer's read (read every ${scale.consumerPeriodSeconds} s), changes committed while it read: p50 / p99 / max`]: `${seconds(percentile(lags.steady, 0.5))} / ${seconds(percentile(lags.steady, 0.99))} / ${seconds(percentile(lags.steady, 1))} (${n(lags.steady.length)} changes)`,
     '… changes committed while it was stopped (or its next read fell in the stop): p50 / max': `${seconds(percentile(lags.stopped, 0.5))} / ${seconds(percentile(lags.stopped, 1))} (${n(lags.stopped.length)} changes)`,
-    [`a read right after a commit (within ${LEDGER_POLL_MS / 1000} s of virtual time, from the cursor before it) returned it`]: `${run.probes.found} of ${run.probes.probes}`,
+    'a read at the instant a change was numbered (its head move answered), from the cursor before it, returned it': `${run.probes.found} of ${run.probes.probes}`,
     'replay from the cursors stored at the stop, to the end': `${run.replay.connections} connections, ${n(run.replay.changes)} changes, ${run.replay.differing} connections not the same bytes (${n(run.replayCalls.invocations)} API calls)`,
     'dead-lettered': run.deadLettered,
   };
@@ -125,9 +146,9 @@ export function changesFigures(run: ChangesRun, scale: ChangesScale): { figures:
     ['SQS duplicates', rounds.sqsDuplicates],
     ['failed invocations', run.faults.failedInvocations],
     ['lost answers', run.faults.lostAcks],
-    ['TransactionConflict', run.faults.conflicts],
+    ['lost answers of the changes writer', run.faults.writerLostAcks],
+    ['changes-writer invocations failed after their work', writerStream.failedAfterWork],
     ['lost stream batches', stream.lostBatches],
-    ['head races', headRaces.conditionFailures],
   ];
   const checks: Check[] = [
     check('every change made at the provider committed once', `${n(committed)} of ${n(run.expected)}`, committed === run.expected && rounds.changesMade === run.expected),
@@ -138,18 +159,14 @@ export function changesFigures(run: ChangesRun, scale: ChangesScale): { figures:
       c.matched === committed && c.mismatched === 0 && c.phantom === 0,
     ),
     check('numbered 1..head without a hole', `${c.misnumbered} misnumbered, ${run.heads.differing} heads differing`, c.misnumbered === 0 && run.heads.differing === 0),
-    check('every items-table write that changed the item was written with its change', `${c.unchangedWrites} transactions without a change, ${outsideTransactions(meter, run.names.items)} writes outside one`, c.unchangedWrites === 0),
+    check('no transaction: every row and every change a single-item write', `${transactions} TransactWriteItems`, transactions === 0),
+    check('no record handed back for another writer of its connection; none unreadable', `${run.writer.retried} handed back, ${run.writer.unreadable} unreadable`, run.writer.retried === 0 && run.writer.unreadable === 0),
     check('the replay from an older cursor is the same changes, byte for byte', `${run.replay.differing} of ${run.replay.connections} connections differ`, run.replay.connections === scale.connections && run.replay.differing === 0),
-    check('a read right after a commit returns it', `${run.probes.found} of ${run.probes.probes}`, run.probes.probes > 0 && run.probes.found === run.probes.probes),
+    check('a read at the instant a change is numbered returns it', `${run.probes.found} of ${run.probes.probes}`, run.probes.probes > 0 && run.probes.found === run.probes.probes),
     check('every hazard met', hazards.map(([what, count]) => `${count} ${what}`).join(', '), hazards.every(([, count]) => count > 0) && stop !== undefined),
     check('nothing dead-lettered', run.deadLettered, run.deadLettered === 0),
   ];
   return { figures, checks };
-}
-
-/** The sync's plain writes of the items table (a write that changes nothing the contract names). */
-function outsideTransactions(meter: SimMeter, itemsTable: string): number {
-  return ['PutItem', 'UpdateItem', 'DeleteItem'].reduce((sum, operation) => sum + syncCount(meter, `${operation} ${itemsTable}`).requests, 0);
 }
 
 /** The cost lines: written (by service, and the feed's share), read, kept; each per million changes. */
@@ -164,12 +181,13 @@ function costFigures(figures: Record<string, number | string>, run: ChangesRun, 
   }
   for (const service of SERVICES) figures[`written, per million changes: ${service} (USD)`] = round(written.perMillionByService[service], 4);
   figures['written, per million changes (USD)'] = round(written.perMillion, 4);
-  const units = (table: string): number => (['sync', 'reconcile'] as const).reduce((sum, s) => sum + (run.meter.dynamo[s][`TransactWriteItems ${table}`]?.capacityUnits ?? 0), 0);
+  const units = (sources: ReadonlyArray<'sync' | 'reconcile' | 'changesWriter'>, table: string): number =>
+    sources.reduce((sum, s) => sum + ['PutItem', 'UpdateItem'].reduce((total, operation) => total + (run.meter.dynamo[s][`${operation} ${table}`]?.capacityUnits ?? 0), 0), 0);
   if (committed > 0) {
-    figures['written: one committed change\'s transaction (write units)'] =
-      `${round(units(run.names.items) / committed, 2)} the row + ${round(units(run.names.changes) / committed, 2)} the change and the head (each item 2 a KB, transactional)`;
+    figures['written: write units a committed change (the row; the change row and its share of a head move)'] =
+      `${round(units(['sync', 'reconcile'], run.names.items) / committed, 2)}; ${round(units(['changesWriter'], run.names.changes) / committed, 2)} (single-item writes: 1 a KB)`;
   }
-  const share = feedShare(run.meter, run.names.changes, run.names.items);
+  const share = feedShare(run.meter, run.names.changes, seconds, { logsMetered: run.logsMetered, tracing: run.tracing });
   for (const line of share.lines) figures[`… the feed's share: ${line.what}`] = `${line.units} → ${usd(line.usd * perMillion)} per million changes`;
   figures["… the feed's share, per million changes (USD)"] = round(share.total * perMillion, 4);
 

@@ -5,14 +5,15 @@
  *   item is new; later rounds: a share of the live items is deleted, the items deleted in the round
  *   before come back with a new revision, the others get a new revision), then users send every id
  *   (`{"connection","id"}`, in a seeded shuffle). A share of the ids is sent twice, the copy about a
- *   batch later (two containers race on the row and on the connection's head), and a share of the
+ *   batch later (two containers race on the row), and a share of the
  *   messages is delivered twice by SQS (a duplicate copy, as at-least-once delivery makes).
  * - `syncFaults`: an invocation of the sync that fails after its work (every `failEvery`-th: its
- *   batch comes back after its visibility time-out), lost write answers and TransactionConflict
- *   cancellations below the SDK's retries (dev/fakes/dynamo-meter.ts), stream batches lost by the
- *   change-events function's event source.
- * - `writeAttempts`: how many TransactWriteItems one row write took (the most, and how many writes
- *   took more than one), told from the row each request carries.
+ *   batch comes back after its visibility time-out), lost write answers below the SDK's retries
+ *   (dev/fakes/dynamo-meter.ts), the sync's and the changes writer's; an invocation of the changes
+ *   writer that fails after its work (every `writerFailEvery`-th: its stream batch comes again);
+ *   stream batches lost by the change-events function's event source.
+ * - `writeAttempts`: how many requests one row write took (the most, and how many writes took more
+ *   than one), told from the row each request carries.
  */
 import type { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { DynamoMeter } from '../fakes/dynamo-meter.js';
@@ -120,13 +121,16 @@ export interface FaultRates {
   /** Every this-th invocation of the sync fails after its work (0: none). */
   failEvery: number;
   lostAcks: number;
-  conflicts: number;
+  /** Every this-th invocation of the changes writer fails after its work (0: none). */
+  writerFailEvery: number;
   lostStreamBatches: number;
 }
 
 export interface InjectedFaults {
   faults: SyncFaults;
   dynamo: DynamoMeter;
+  /** The changes writer's injected DynamoDB faults. */
+  writerDynamo: DynamoMeter;
   /** Invocations of the sync failed after their work. */
   failedInvocations: () => number;
 }
@@ -135,10 +139,14 @@ export interface InjectedFaults {
 export function syncFaults(rates: FaultRates, seed: number): InjectedFaults {
   const random = mulberry32(seed ^ 0xfa017);
   const dynamo = new DynamoMeter();
+  const writerDynamo = new DynamoMeter();
   let invocations = 0;
   let failed = 0;
+  let writerInvocations = 0;
   const faults: SyncFaults = {
-    dynamo: { meter: dynamo, chaos: { random, throttleRate: 0, unprocessedRate: 0, lostAckRate: rates.lostAcks, conflictRate: rates.conflicts } },
+    dynamo: { meter: dynamo, chaos: { random, throttleRate: 0, unprocessedRate: 0, lostAckRate: rates.lostAcks } },
+    writerDynamo: { meter: writerDynamo, chaos: { random, throttleRate: 0, unprocessedRate: 0, lostAckRate: rates.lostAcks } },
+    writerFailsAfterWork: () => rates.writerFailEvery > 0 && (writerInvocations += 1) % rates.writerFailEvery === 0,
     invocation: (handler) => async (event, context) => {
       const answer = await handler(event, context);
       invocations += 1;
@@ -150,14 +158,14 @@ export function syncFaults(rates: FaultRates, seed: number): InjectedFaults {
     },
     loseStreamBatch: () => random() < rates.lostStreamBatches,
   };
-  return { faults, dynamo, failedInvocations: () => failed };
+  return { faults, dynamo, writerDynamo, failedInvocations: () => failed };
 }
 
 type AnyInput = Record<string, unknown>;
 type Next = (args: { input: AnyInput }) => Promise<unknown>;
 type Attribute = { S?: string; N?: string };
 
-/** The TransactWriteItems each row write took: watched on the sync's clients (`observe.syncDynamo`). */
+/** The requests each row write took: watched on the sync's clients (`observe.syncDynamo`). */
 export class WriteAttempts {
   private readonly attempts = new Map<string, number>();
   most = 0;
@@ -167,7 +175,7 @@ export class WriteAttempts {
   watch(client: DynamoDBClient): void {
     client.middlewareStack.add(
       ((next: Next, context: { commandName?: string }) => (args: { input: AnyInput }) => {
-        if (context.commandName === 'TransactWriteItemsCommand') this.count(args.input);
+        if (context.commandName === 'PutItemCommand' || context.commandName === 'UpdateItemCommand') this.count(args.input);
         return next(args);
       }) as never,
       { step: 'initialize', priority: 'low', name: 'writeAttempts' },
@@ -175,11 +183,14 @@ export class WriteAttempts {
   }
 
   private count(input: AnyInput): void {
-    const row = ((input['TransactItems'] ?? []) as Array<{ Put?: { Item?: Record<string, Attribute> }; Update?: { Key?: Record<string, Attribute>; ExpressionAttributeValues?: Record<string, Attribute> } }>)[0];
-    const item = row?.Put?.Item;
+    const item = input['Item'] as Record<string, Attribute> | undefined;
+    const keyOf = input['Key'] as Record<string, Attribute> | undefined;
+    const values = input['ExpressionAttributeValues'] as Record<string, Attribute> | undefined;
+    // Only the items table's rows (the sync's client writes the control table's pace row too).
+    if (item ? item['id'] === undefined : keyOf?.['id'] === undefined) return;
     const key = item
       ? `${item['connection']?.S}\u0000${item['id']?.S}\u0000${item['revision']?.S}\u0000${item['syncedAt']?.S}`
-      : `${row?.Update?.Key?.['connection']?.S}\u0000${row?.Update?.Key?.['id']?.S}\u0000deleted\u0000${row?.Update?.ExpressionAttributeValues?.[':syncedAt']?.S}`;
+      : `${keyOf?.['connection']?.S}\u0000${keyOf?.['id']?.S}\u0000deleted\u0000${values?.[':syncedAt']?.S}`;
     const n = (this.attempts.get(key) ?? 0) + 1;
     this.attempts.set(key, n);
     if (n === 2) this.retried += 1;

@@ -19,10 +19,10 @@ export interface ChangesScale {
   sqsDuplicates: number;
   /** Every this-th sync invocation fails after its work. */
   failEvery: number;
-  /** Share of the sync's writes whose answer is lost (the SDK sends them again). */
+  /** Share of the sync's and the changes writer's writes whose answer is lost (the SDK sends them again). */
   lostAcks: number;
-  /** Share of the sync's transactions cancelled with TransactionConflict. */
-  conflicts: number;
+  /** Every this-th invocation of the changes writer fails after its work (its stream batch comes again). */
+  writerFailEvery: number;
   /** Share of the stream's batches lost by the change-events function's event source. */
   lostStreamBatches: number;
   /** The consumer reads each connection this often. */
@@ -41,9 +41,7 @@ export interface ChangesScale {
 }
 
 /**
- * 1,000 connections × 100 items × 10 rounds: 1,000,000 changes (about 5 ms of real time a change
- * on 2 cores: every change is a real transaction on DynamoDB Local, and half of them race another
- * container for the head). L = 300/s keeps the sync within what the stream's one shard reads (100
+ * 1,000 connections × 100 items × 10 rounds: 1,000,000 changes. L = 300/s keeps the sync within what the stream's one shard reads (100
  * records four times a second): the records do not pile up in memory.
  */
 export const CHANGES_FULL: ChangesScale = {
@@ -57,7 +55,7 @@ export const CHANGES_FULL: ChangesScale = {
   sqsDuplicates: 0.01,
   failEvery: 100,
   lostAcks: 0.001,
-  conflicts: 0.002,
+  writerFailEvery: 50,
   lostStreamBatches: 0.01,
   consumerPeriodSeconds: 60,
   stopAtRound: 2,
@@ -81,7 +79,7 @@ export const CHANGES_SHORT: ChangesScale = {
   sqsDuplicates: 0.03,
   failEvery: 7,
   lostAcks: 0.02,
-  conflicts: 0.03,
+  writerFailEvery: 5,
   lostStreamBatches: 0.2,
   consumerPeriodSeconds: 15,
   stopAtRound: 1,

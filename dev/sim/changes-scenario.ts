@@ -4,32 +4,34 @@
  * against (docs/changes.md, "Why nothing is missed, and nothing is read twice").
  *
  * The system (system.ts): many connections, each an account at the provider model; the real
- * item-sync handlers on the SQS model (both queues, as deployed), writing each row with its change
- * and the connection's head in one TransactWriteItems (functions/item-sync/adapters/change-outbox.ts)
- * on DynamoDB Local; the items table's own stream and the real change-events function on it; the
- * real client API handler, built as dev/system builds it, each call an API Gateway event.
+ * item-sync handlers on the SQS model (both queues, as deployed), writing each row alone (one
+ * conditional write) on DynamoDB Local; the items table's own stream, and on it the real changes
+ * writer (numbering each connection's changes into the changes table:
+ * functions/shared/changes/sequencer.ts) and the real change-events function; the real client API
+ * handler, built as dev/system builds it, each call an API Gateway event.
  *
  * The work (changes-rounds.ts): `rounds` rounds; in each, every item of every account changes once
  * at the provider (created, then updated, deleted, restored) and users send every id; the next
  * round starts once both queues are empty. So the sync writes connections × items × rounds changes.
  *
- * The hazards, each counted: ids sent twice (two containers race on a row and on the connection's
- * head); SQS duplicate copies and invocations that fail after their work (their batch comes again);
- * lost write answers and TransactionConflict cancellations below the SDK's retries; stream batches
- * lost by the change-events function's event source (the events are lost; the feed must not be); a
- * consumer that stops for a while and goes on from the cursors it stored, then reads again from an
- * older cursor (changes-consumer.ts).
+ * The hazards, each counted: ids sent twice (two containers race on a row); SQS duplicate copies and
+ * invocations that fail after their work (their batch comes again); lost write answers below the
+ * SDK's retries, the sync's and the changes writer's; changes-writer invocations that fail after
+ * their work (their stream batch comes again); stream batches lost by the change-events function's
+ * event source (the events are lost; the feed must not be); a consumer that stops for a while and
+ * goes on from the cursors it stored, then reads again from an older cursor (changes-consumer.ts).
  *
  * The truth is what DynamoDB committed (changes-ledger.ts): every items-table row write that changed
  * the item, read from the table's stream, by the rule of functions/shared/changes/transition.ts, in
  * commit order per connection; the change rows as the changes table holds them.
  * Checked: each connection's changes read equal it (none missed, none duplicated, numbered 1..head
  * without a hole, each item's in its commit order), the replay is the same bytes, a read right after
- * a commit returns it. Figures: the hazards, the lag from commit to the consumer's read, what a
- * million changes cost written, read and kept (changes-cost.ts).
+ * a change is numbered returns it. Figures: the hazards, the lag from a row's commit to its change's
+ * number and to the consumer's read, what a million changes cost written, read and kept
+ * (changes-cost.ts).
  */
 import { GetItemCommand, type DynamoDBClient } from '@aws-sdk/client-dynamodb';
-import { API_SERVICE } from '../../functions/shared/metric-names.js';
+import { API_SERVICE, CHANGES_WRITER_METRIC_NAMES } from '../../functions/shared/metric-names.js';
 import { systemConfig } from '../system/config.js';
 import { countingObservability, quietObservability } from '../system/observability.js';
 import { FeedConsumer } from './changes-consumer.js';
@@ -62,6 +64,10 @@ export async function changesRun(scale: ChangesScale, progress: (line: string) =
   const injected = syncFaults(scale, scale.seed);
   const attempts = new WriteAttempts();
   const writers: DynamoDBClient[] = [];
+  let numbering: DynamoDBClient | undefined;
+  // The changes writer's outcomes, from its metrics as it publishes them.
+  const writer = { numbered: 0, already: 0, erased: 0, unreadable: 0, retried: 0 };
+  const metricKeys = new Map<string, keyof typeof writer>(Object.entries(CHANGES_WRITER_METRIC_NAMES).map(([key, name]) => [name, key as keyof typeof writer]));
   const system = await startSystem({
     ids: 0,
     accounts: { count: scale.connections, idsEach: scale.itemsEach },
@@ -69,6 +75,7 @@ export async function changesRun(scale: ChangesScale, progress: (line: string) =
     // freshnessHours as deployed (the background lane has its queue and containers); no pass while measured.
     reconcile: { freshnessHours: systemConfig().freshnessHours, firstTickAfterMs: (scale.maxHours + 1) * HOUR },
     changeEvents: { eventBridgeRoundTripMs: 20 },
+    changesWriter: true,
     meterLogs: scale.meterLogs,
     faults: injected.faults,
     dynamodbOnDisk: scale.dynamodbOnDisk,
@@ -76,6 +83,11 @@ export async function changesRun(scale: ChangesScale, progress: (line: string) =
       syncDynamo: (client) => {
         attempts.watch(client);
         writers.push(client);
+      },
+      writerDynamo: (client) => void (numbering = client),
+      metric: (source, name, value) => {
+        const key = source === 'changesWriter' ? metricKeys.get(name) : undefined;
+        if (key) writer[key] += value;
       },
     },
   });
@@ -89,7 +101,8 @@ export async function changesRun(scale: ChangesScale, progress: (line: string) =
     commits += 1;
     if (consumer && commits % probeEvery === 0) system.clock.at(system.clock.ms(), () => void consumer!.probe(committed));
   });
-  for (const writer of writers) ledger.watchWriter(writer);
+  for (const writer of writers) ledger.watchRows(writer);
+  if (numbering) ledger.watchNumbering(numbering);
   try {
     const api = apiFunctions(system);
     consumer = new FeedConsumer({
@@ -107,8 +120,9 @@ export async function changesRun(scale: ChangesScale, progress: (line: string) =
     const queues = [system.queueUrl, system.reconcileQueueUrl].filter((url): url is string => url !== undefined);
     const drained = (): boolean => queues.every((url) => system.sqs.size(url) === 0);
     const ended = (): boolean => endMs !== undefined;
-    // The change events' event source has read every record the ledger read, and handed on all it read.
-    const streamDone = (): boolean => !system.changeEvents || (system.changeEvents.stream.size === 0 && system.changeEvents.stream.count.records >= ledger.records);
+    // The streams' event sources (the change events', the changes writer's) have read every record the ledger read, and handed on all they read.
+    const streamDone = (): boolean =>
+      [system.changeEvents, system.changesWriter].every((source) => !source || (source.stream.size === 0 && source.stream.count.records >= ledger.records));
     const drive = (): void => {
       const now = system.clock.ms();
       if (drained() && rounds.counts.rounds < scale.rounds) {
@@ -147,7 +161,8 @@ export async function changesRun(scale: ChangesScale, progress: (line: string) =
       apiDynamo: api.consumerCounts,
       apiLogs: api.logs,
       logsMetered: scale.meterLogs,
-      faults: { failedInvocations: injected.failedInvocations(), ...injected.dynamo.injected },
+      faults: { failedInvocations: injected.failedInvocations(), ...injected.dynamo.injected, writerLostAcks: injected.writerDynamo.injected.lostAcks },
+      writer,
       attempts: { most: attempts.most, retried: attempts.retried },
       meter: system.meter,
       deadLettered: [system.dlqUrl, system.reconcileDlqUrl].reduce((sum, url) => sum + (url ? system.sqs.size(url) : 0), 0),

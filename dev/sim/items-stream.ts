@@ -33,8 +33,8 @@
 import { EventBridgeClient } from '@aws-sdk/client-eventbridge';
 import type { Context } from 'aws-lambda';
 import type { ChangeEventsHandler } from '../../functions/change-events/app.js';
+import type { ChangesWriterHandler } from '../../functions/changes-writer/app.js';
 import type { StreamRecord } from '../../functions/change-events/ports.js';
-import { changeEventSourceDeployment } from '../../infra/deployment.js';
 import { STREAM_POLL_MS, TableStream, type LambdaStreamRecord } from '../fakes/dynamodb-stream.js';
 import { LOCAL_CREDENTIALS, LOCAL_REGION } from '../fakes/local-aws.js';
 import type { LocalDynamoDb } from '../fakes/local-dynamo.js';
@@ -182,21 +182,23 @@ function entryBytes(entry: Record<string, unknown>): number {
 
 /**
  * The event source mapping on the stream, until `stopped()`: reads (counted), invokes the function
- * with up to the deployed batch size, moves past what it reports done; reads at most every
- * STREAM_POLL_MS. Resolves when it has stopped.
+ * with up to `batchSize` records (its deployed batch size), moves past what it reports done; reads
+ * at most every STREAM_POLL_MS. Resolves when it has stopped.
  */
 export async function pollStream(options: {
   stream: ItemsStream;
-  fn: BuiltFunction<ChangeEventsHandler>;
+  fn: BuiltFunction<ChangeEventsHandler | ChangesWriterHandler>;
+  batchSize: number;
   context: () => Context;
   clock: VirtualClock;
   invocations: InvocationCount;
   stopped: () => boolean;
   /** Whether the event source loses this batch (default never). */
   lose?: (records: readonly StreamRecord[]) => boolean;
+  /** Whether this invocation fails after its work (its answer never reaches the event source: the batch comes again); default never. */
+  failAfter?: (records: readonly StreamRecord[]) => boolean;
 }): Promise<void> {
-  const { stream, fn, context, clock, invocations, stopped, lose } = options;
-  const { batchSize } = changeEventSourceDeployment();
+  const { stream, fn, batchSize, context, clock, invocations, stopped, lose, failAfter } = options;
   let lastRead = Number.NEGATIVE_INFINITY;
   while (!stopped()) {
     // At most four reads a second, busy or idle.
@@ -216,6 +218,10 @@ export async function pollStream(options: {
     let failedFrom = records.length;
     try {
       const answer = await fn.handler({ Records: records } as never, context());
+      if (failAfter?.(records)) {
+        stream.count.failedAfterWork += 1;
+        throw new Error('the invocation failed after its work (injected)');
+      }
       for (const failure of answer.batchItemFailures ?? []) {
         const at = records.findIndex((record) => record.dynamodb.SequenceNumber === failure.itemIdentifier);
         if (at >= 0) failedFrom = Math.min(failedFrom, at);

@@ -26,9 +26,10 @@ export type EventSourceName = 'sync' | 'reconcile';
 /**
  * Who did what: `sync` and `reconcile` are the sync's containers of each event source, `reconciler`
  * the reconciler, `refresher` the token refresher, `changeEvents` the change-events function (on
- * the items table's stream, with `changeEvents`: items-stream.ts).
+ * the items table's stream, with `changeEvents`: items-stream.ts), `changesWriter` the changes
+ * writer (on the same stream, with `changesWriter`).
  */
-export type MeterSource = EventSourceName | 'reconciler' | 'refresher' | 'changeEvents';
+export type MeterSource = EventSourceName | 'reconciler' | 'refresher' | 'changeEvents' | 'changesWriter';
 
 /** DynamoDB requests of one operation on one table. */
 export interface DynamoCount {
@@ -100,13 +101,15 @@ export interface SimMeter {
   logs: Record<MeterSource, Record<string, LogCount>>;
   /** The items table's stream as the change-events function's event source read it (with `changeEvents`). */
   stream: StreamCount;
+  /** The same stream as the changes writer's event source read it (with `changesWriter`). */
+  writerStream: StreamCount;
   /** The change-events function's PutEvents (with `changeEvents`). */
   eventBridge: EventBridgeCount;
 }
 
 /** An empty meter; each source's memory is its function's deployed memory. */
 export function emptyMeter(memoryMb: Record<MeterSource, number>): SimMeter {
-  const bySource = <T>(make: () => T): Record<MeterSource, T> => ({ sync: make(), reconcile: make(), reconciler: make(), refresher: make(), changeEvents: make() });
+  const bySource = <T>(make: () => T): Record<MeterSource, T> => ({ sync: make(), reconcile: make(), reconciler: make(), refresher: make(), changeEvents: make(), changesWriter: make() });
   const eventSource = (): EventSourceCount => ({ receives: 0, emptyReceives: 0, deleteBatches: 0 });
   return {
     dynamo: bySource(() => ({})),
@@ -118,9 +121,11 @@ export function emptyMeter(memoryMb: Record<MeterSource, number>): SimMeter {
       reconciler: { invocations: 0, durationMs: 0, memoryMb: memoryMb.reconciler },
       refresher: { invocations: 0, durationMs: 0, memoryMb: memoryMb.refresher },
       changeEvents: { invocations: 0, durationMs: 0, memoryMb: memoryMb.changeEvents },
+      changesWriter: { invocations: 0, durationMs: 0, memoryMb: memoryMb.changesWriter },
     },
     logs: bySource(() => ({})),
     stream: emptyStreamCount(),
+    writerStream: emptyStreamCount(),
     eventBridge: emptyEventBridgeCount(),
   };
 }
@@ -445,6 +450,8 @@ export interface StreamCount {
   /** Batches the event source lost (a scenario's fault: items-stream.ts pollStream `lose`), and their records. */
   lostBatches: number;
   lostRecords: number;
+  /** Invocations that failed after their work (a scenario's fault: pollStream `failAfter`): their batch came again. */
+  failedAfterWork: number;
 }
 
 export interface EventBridgeCount {
@@ -455,7 +462,7 @@ export interface EventBridgeCount {
 }
 
 export function emptyStreamCount(): StreamCount {
-  return { records: 0, getRecords: 0, emptyGetRecords: 0, retried: 0, lostBatches: 0, lostRecords: 0 };
+  return { records: 0, getRecords: 0, emptyGetRecords: 0, retried: 0, lostBatches: 0, lostRecords: 0, failedAfterWork: 0 };
 }
 
 export function emptyEventBridgeCount(): EventBridgeCount {

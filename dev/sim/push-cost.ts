@@ -4,7 +4,8 @@
  * public prices of reconcile-cost.ts, line by line and by AWS service. The users' sends (the
  * enqueue tool's SendMessageBatch), the sync queue's event source, the sync's containers on it (and
  * on the reconcile queue, when a users' batch moved a backlog's ids to the background lane), the
- * items table's stream and the change-events function with its PutEvents. The token refresher's
+ * items table's stream, the changes writer on it (when it ran) and the change-events function with
+ * its PutEvents. The token refresher's
  * schedule is left out, as in the pass's cost: it runs whatever is sent.
  */
 import type { CallCounts } from '../fakes/in-process-aws.js';
@@ -28,7 +29,7 @@ export interface PushCost {
   perMillionByService: Record<AwsService, number>;
 }
 
-type PushMeter = Pick<SimMeter, 'dynamo' | 'sqs' | 'eventSource' | 'lambda' | 'logs' | 'stream' | 'eventBridge'>;
+type PushMeter = Pick<SimMeter, 'dynamo' | 'sqs' | 'eventSource' | 'lambda' | 'logs' | 'stream' | 'eventBridge'> & Partial<Pick<SimMeter, 'writerStream'>>;
 
 /**
  * The cost of pushing `ids` ids: `sends` the users' SQS calls, `seconds` the measured time (for
@@ -50,7 +51,8 @@ export function pushCost(meter: PushMeter, sends: CallCounts, ids: number, secon
     for (const [operation, calls] of Object.entries(meter.sqs[source])) sqs(`${operation} (${who(source)})`, calls);
   }
 
-  for (const source of [...syncSources, 'changeEvents'] as const) {
+  const streamSources = [...syncSources, 'changeEvents', ...(meter.lambda.changesWriter.invocations > 0 ? (['changesWriter'] as const) : [])] as const;
+  for (const source of streamSources) {
     for (const [key, count] of Object.entries(meter.dynamo[source])) {
       const { table: _table, write: _write, ...line } = dynamoCost(key, count, who(source));
       lines.push({ service: 'DynamoDB', ...line });
@@ -64,8 +66,18 @@ export function pushCost(meter: PushMeter, sends: CallCounts, ids: number, secon
     units: `${stream.records} records`,
     usd: 0,
   });
+  if (meter.writerStream && meter.lambda.changesWriter.invocations > 0) {
+    const writer = meter.writerStream;
+    lines.push({
+      service: 'DynamoDB Streams',
+      what: `DynamoDB Streams GetRecords (changes writer's event source; ${writer.emptyGetRecords} came back empty; free when Lambda reads)`,
+      requests: writer.getRecords,
+      units: `${writer.records} records`,
+      usd: 0,
+    });
+  }
 
-  for (const source of [...syncSources, 'changeEvents'] as const) {
+  for (const source of streamSources) {
     const lambda = meter.lambda[source];
     if (source === 'changeEvents' && lambda.invocations === 0) continue;
     for (const line of lambdaCost(lambda, who(source), seconds, tracing)) lines.push({ service: line.what.startsWith('X-Ray') ? 'X-Ray' : 'Lambda', ...line });
@@ -79,7 +91,7 @@ export function pushCost(meter: PushMeter, sends: CallCounts, ids: number, secon
     usd: (bridge.billedEvents / 1e6) * PRICES.eventBridgeEventPerMillion,
   });
   if (logsMetered) {
-    for (const source of [...syncSources, 'changeEvents'] as const) {
+    for (const source of streamSources) {
       if (source === 'changeEvents' && meter.lambda[source].invocations === 0) continue;
       const bytes = logBytes(meter, source);
       lines.push({ service: 'CloudWatch Logs', what: `CloudWatch Logs ingestion (${who(source)}: log lines, EMF metrics, Lambda's START/END/REPORT)`, requests: 0, units: `${round(bytes / 1e6, 1)} MB`, usd: (bytes / 2 ** 30) * PRICES.logsIngestedPerGb });

@@ -73,7 +73,7 @@ export interface PushRun {
   cost: PushCost;
   sends: CallCounts;
   /** The sync's DynamoDB counts on each queue (what the cost lines price). */
-  dynamo: Pick<SimMeter['dynamo'], 'sync' | 'reconcile'>;
+  dynamo: Pick<SimMeter['dynamo'], 'sync' | 'reconcile' | 'changesWriter'>;
   realMs: number;
 }
 
@@ -98,6 +98,8 @@ export function pushSystemOptions(scale: PushScale, observe: SystemOptions['obse
     // freshnessHours as deployed; the first tick after the run's hard stop: no pass while measured.
     reconcile: { freshnessHours: systemConfig().freshnessHours, firstTickAfterMs: (scale.maxHours + 1) * HOUR },
     changeEvents: { eventBridgeRoundTripMs: scale.eventBridgeRoundTripMs },
+    // As deployed: the changes writer numbers each changed row into its connection's feed.
+    changesWriter: true,
     ...(scale.syncBatchSize !== undefined ? { syncBatchSize: scale.syncBatchSize } : {}),
     ...(observe ? { observe } : {}),
   };
@@ -138,7 +140,7 @@ export async function pushRun(scale: PushScale, kind: PushRunKind, progress: (li
     const seconds = (end - t0) / 1000;
     const cost = pushCost(system.meter, sends, scale.ids, seconds, { logsMetered: scale.meterLogs, tracing: system.local.deployment.sync.tracing });
     const deadLettered = system.sqs.size(system.dlqUrl);
-    const dynamo = structuredClone({ sync: system.meter.dynamo.sync, reconcile: system.meter.dynamo.reconcile });
+    const dynamo = structuredClone({ sync: system.meter.dynamo.sync, reconcile: system.meter.dynamo.reconcile, changesWriter: system.meter.dynamo.changesWriter });
     return { kind, ids: scale.ids, done: done.size, measuredMs: end - t0, providerRequests, rateLimited, deadLettered, itemLogs, cost, sends, dynamo, realMs: Date.now() - realStart };
   } finally {
     await system.close();
@@ -156,6 +158,7 @@ async function runUntilDone(
   progress: (line: string) => void,
 ): Promise<number> {
   const stream = system.changeEvents?.stream;
+  const writerStream = system.changesWriter?.stream;
   let end: number | undefined;
   const report = (): void => {
     if (end !== undefined) return;
@@ -174,7 +177,8 @@ async function runUntilDone(
     if (end !== undefined) return true;
     const now = system.clock.ms();
     if (allDoneAt === undefined && done.size >= scale.ids) allDoneAt = now;
-    const through = allDoneAt !== undefined && (stream === undefined || stream.readThroughSince(allDoneAt));
+    const through =
+      allDoneAt !== undefined && [stream, writerStream].every((source) => source === undefined || source.readThroughSince(allDoneAt!));
     if (through || now >= hardStop) end = now;
     return end !== undefined;
   });

@@ -177,6 +177,8 @@ export function who(source: MeterSource): string {
       return 'sync on the sync queue';
     case 'changeEvents':
       return 'change events';
+    case 'changesWriter':
+      return 'changes writer';
   }
 }
 

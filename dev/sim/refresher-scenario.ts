@@ -110,7 +110,7 @@ export function refresherScenario(scale: RefresherScale, progress: (line: string
       const lateAfterMs = (tokenRefreshMinutes + 5) * MINUTE;
       const endpoint = new TokenEndpoint({ requestsPerSecond: scale.tokenLimit }, clock, owners, lateAfterMs, scale.providerLatencyMs);
 
-      const meter = emptyMeter({ sync: 0, reconcile: 0, reconciler: 0, refresher: local.deployment.refresher.memoryMb, changeEvents: 0 });
+      const meter = emptyMeter({ sync: 0, reconcile: 0, reconciler: 0, refresher: local.deployment.refresher.memoryMb, changeEvents: 0, changesWriter: 0 });
       const dynamodb: DynamoDBClient = trackedDynamo(storage.dynamo, {
         clock,
         counts: meter.dynamo.refresher,

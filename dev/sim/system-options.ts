@@ -41,6 +41,8 @@ export interface SystemObserver {
   metric?(source: MeterSource, name: string, value: number, at: number): void;
   /** The DynamoDB client of the sync's containers on `source`'s queue, once made (a scenario's own middleware). */
   syncDynamo?(client: DynamoDBClient, source: EventSourceName): void;
+  /** The changes writer's DynamoDB client, once made (with `changesWriter`). */
+  writerDynamo?(client: DynamoDBClient): void;
 }
 
 /** Faults a scenario injects into the sync and the stream (each counted where it is injected). */
@@ -51,6 +53,10 @@ export interface SyncFaults {
   invocation?(handler: SyncHandlerFn, source: EventSourceName): SyncHandlerFn;
   /** The stream's event source loses this batch: it moves past it without invoking the function (its events never reach the bus). */
   loseStreamBatch?(records: readonly StreamRecord[]): boolean;
+  /** Below the SDK's retries of the changes writer's DynamoDB client (lost answers...), counted in `meter`. */
+  writerDynamo?: { meter: DynamoMeter; chaos: DynamoChaos };
+  /** The changes writer's invocation fails after its work: its batch comes again. */
+  writerFailsAfterWork?(records: readonly StreamRecord[]): boolean;
 }
 
 /** Discovery's context keys (docs/discovery.md); `childIdPath` defaults as deployed. */
@@ -100,6 +106,8 @@ export interface SystemOptions {
    * shard, PutEvents answered in process after this many ms of virtual time); none when undefined.
    */
   changeEvents?: { eventBridgeRoundTripMs: number };
+  /** The changes writer on the items table's stream (each connection's changes feed); none when false or undefined. */
+  changesWriter?: boolean;
   /** Faults injected into the sync's containers and the stream; none when undefined. */
   faults?: SyncFaults;
   /**

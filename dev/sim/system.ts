@@ -34,7 +34,9 @@ import type { TickReport } from '../../functions/reconciler/tick.js';
 import { DEFAULT_CONNECTION } from '../../functions/shared/connections/connection.js';
 import type { ConnectionStore } from '../../functions/shared/connections/ports.js';
 import type { ChangeEventsHandler } from '../../functions/change-events/app.js';
-import { CHANGE_EVENTS_SERVICE, RECONCILER_SERVICE, REFRESHER_SERVICE, SYNC_SERVICE } from '../../functions/shared/metric-names.js';
+import type { ChangesWriterHandler } from '../../functions/changes-writer/app.js';
+import { changeEventSourceDeployment, changesWriterEventSourceDeployment } from '../../infra/deployment.js';
+import { CHANGE_EVENTS_SERVICE, CHANGES_WRITER_SERVICE, RECONCILER_SERVICE, REFRESHER_SERVICE, SYNC_SERVICE } from '../../functions/shared/metric-names.js';
 import type { RefresherResult } from '../../functions/token-refresher/app.js';
 import type { LocalDynamoDb } from '../fakes/local-dynamo.js';
 import { runEventSource, type DrainResult } from '../fakes/lambda.js';
@@ -118,6 +120,8 @@ export interface SimSystem {
   handlers: SyncHandler[];
   /** With `changeEvents`: the items table's stream and the change-events function on it. */
   changeEvents: { stream: ItemsStream; fn: BuiltFunction<ChangeEventsHandler> } | undefined;
+  /** With `changesWriter`: the items table's stream (a reader of its own) and the changes writer on it. */
+  changesWriter: { stream: ItemsStream; fn: BuiltFunction<ChangesWriterHandler> } | undefined;
   /** The reconciler's ticks so far (with `reconcile`). */
   ticks: TickRecord[];
   /** The token refresher's runs so far. */
@@ -202,6 +206,7 @@ export async function startSystem(options: SystemOptions): Promise<SimSystem> {
     reconciler: deployment.reconciler?.memoryMb ?? 0,
     refresher: deployment.refresher.memoryMb,
     changeEvents: deployment.changeEvents.memoryMb,
+    changesWriter: deployment.changesWriter.memoryMb,
   });
   let itemCount: number | undefined;
   const dynamoFor = (source: MeterSource, faults?: SyncFaults['dynamo']): DynamoDBClient =>
@@ -215,7 +220,7 @@ export async function startSystem(options: SystemOptions): Promise<SimSystem> {
   const fetch = modelFetch(provider, clock);
   const observability = (source: MeterSource): Observability => {
     const service =
-      source === 'reconciler' ? RECONCILER_SERVICE : source === 'refresher' ? REFRESHER_SERVICE : source === 'changeEvents' ? CHANGE_EVENTS_SERVICE : SYNC_SERVICE;
+      source === 'reconciler' ? RECONCILER_SERVICE : source === 'refresher' ? REFRESHER_SERVICE : source === 'changeEvents' ? CHANGE_EVENTS_SERVICE : source === 'changesWriter' ? CHANGES_WRITER_SERVICE : SYNC_SERVICE;
     const made = options.meterLogs ? countingObservability(service, meter.logs[source]) : quietObservability();
     const itemLog = options.observe?.itemLog;
     if ((source === 'sync' || source === 'reconcile') && itemLog) {
@@ -260,6 +265,17 @@ export async function startSystem(options: SystemOptions): Promise<SimSystem> {
         }
       : undefined;
 
+  const changesWriter = options.changesWriter
+    ? (() => {
+        const dynamodb = dynamoFor('changesWriter', options.faults?.writerDynamo);
+        options.observe?.writerDynamo?.(dynamodb);
+        return {
+          stream: new ItemsStream({ dynamo: storage.dynamo, tableName: NAMES.itemsTable, clock, count: meter.writerStream, writes: () => tableWrites(storage.dynamo, NAMES.itemsTable) }),
+          fn: local.changesWriter({ dynamodb, clock, sleep: clock.sleep, ...observability('changesWriter') }),
+        };
+      })()
+    : undefined;
+
   const refreshRuns: RefreshRun[] = [];
   const refresh = (): Promise<RefreshRun> => runRefresher(local, refresher, clock, meter, refreshRuns);
   const refreshing = every(clock.asFakeClock(), deployment.schedule.refresherEveryMinutes * 60_000, () => void refresh());
@@ -287,15 +303,29 @@ export async function startSystem(options: SystemOptions): Promise<SimSystem> {
     functions: { sync, sweep, reconciler, refresher },
     handlers: sync.map((fn) => fn.handler),
     changeEvents,
+    changesWriter,
     ticks,
     refreshRuns,
     meter,
     async pollUntil(stop) {
       let stopped = false;
       let streamEnded = changeEvents === undefined;
+      let writerEnded = changesWriter === undefined;
+      const writing = changesWriter
+        ? pollStream({
+            ...changesWriter,
+            batchSize: changesWriterEventSourceDeployment().batchSize,
+            context: () => local.context(changesWriter.fn),
+            clock,
+            invocations: meter.lambda.changesWriter,
+            ...(options.faults?.writerFailsAfterWork ? { failAfter: options.faults.writerFailsAfterWork } : {}),
+            stopped: () => stopped,
+          }).finally(() => void (writerEnded = true))
+        : undefined;
       const streaming = changeEvents
         ? pollStream({
             ...changeEvents,
+            batchSize: changeEventSourceDeployment().batchSize,
             context: () => local.context(changeEvents.fn),
             clock,
             invocations: meter.lambda.changeEvents,
@@ -310,9 +340,10 @@ export async function startSystem(options: SystemOptions): Promise<SimSystem> {
         return true;
       });
       stopped = true;
-      // The stream's event source ends after its current read or invocation.
-      await clock.run(clock.ms() + 60_000, () => streamEnded);
+      // The streams' event sources end after their current read or invocation.
+      await clock.run(clock.ms() + 60_000, () => streamEnded && writerEnded);
       await streaming;
+      await writing;
       return result;
     },
     refresh,
@@ -328,6 +359,7 @@ export async function startSystem(options: SystemOptions): Promise<SimSystem> {
         }
         // The rows as after a first sync: written before the stream's event source starts, never its records.
         if (stream) await clock.during(stream.skipToLatest());
+        if (changesWriter) await clock.during(changesWriter.stream.skipToLatest());
       } finally {
         client.destroy();
       }
@@ -338,6 +370,7 @@ export async function startSystem(options: SystemOptions): Promise<SimSystem> {
       refreshing.stop();
       ticking?.stop();
       stream?.close();
+      changesWriter?.stream.close();
       await local.close();
     },
   };

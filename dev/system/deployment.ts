@@ -50,6 +50,7 @@ export interface LocalDeployment {
   /** Undefined when freshnessHours is 0 (no reconciler, as deployed). */
   readonly reconciler: FunctionDeployment | undefined;
   readonly changeEvents: FunctionDeployment;
+  readonly changesWriter: FunctionDeployment;
   /** The client API's function and the eraser (infra/client-api, infra/connection-eraser). */
   readonly api: FunctionDeployment;
   readonly eraser: FunctionDeployment;
@@ -101,6 +102,7 @@ export function localDeployment(config: ContentSyncConfig, resources: ResourceNa
     sync: withTuning(functions.sync, READS.sync),
     reconciler: functions.reconciler && withTuning(functions.reconciler, READS.reconciler),
     changeEvents: functions.changeEvents,
+    changesWriter: functions.changesWriter,
     api: withTuning(functions.api, READS.api),
     eraser: functions.eraser,
     workQueues: workQueueDeployment(config),

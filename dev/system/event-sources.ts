@@ -15,7 +15,7 @@ import { sleepMs } from '../../functions/shared/backoff.js';
 import { changeEventSourceDeployment, type StreamEventSourceDeployment } from '../../infra/deployment.js';
 import { STREAM_POLL_MS, TableStream, untracked, type LambdaStreamRecord, type Track } from '../fakes/dynamodb-stream.js';
 import { runEventSource, type DrainResult, type EventSourceOptions, type EventSourceQueue, type SyncHandlerFn } from '../fakes/lambda.js';
-import type { BuiltFunction, ChangeEventsHandler } from './functions.js';
+import type { BuiltFunction, ChangeEventsHandler, ChangesWriterHandler } from './functions.js';
 import type { LocalSystem } from './system.js';
 
 /** The long poll of Lambda's event source mapping (ReceiveMessage WaitTimeSeconds). */
@@ -97,8 +97,10 @@ export interface StreamEventSourceCounts {
 }
 
 export interface StreamEventSourceOptions {
-  /** The change-events function (LocalSystem.changeEvents). */
-  fn: BuiltFunction<ChangeEventsHandler>;
+  /** The function the stream feeds: the change-events function (LocalSystem.changeEvents) or the changes writer (LocalSystem.changesWriter). */
+  fn: BuiltFunction<ChangeEventsHandler | ChangesWriterHandler>;
+  /** Its event source as deployed; default the change-events function's (changeEventSourceDeployment). */
+  deployment?: StreamEventSourceDeployment;
   /**
    * Where reading starts: TRIM_HORIZON, as deployed (the oldest record the stream holds), or LATEST
    * (after what the stream holds now: a table kept from an earlier run, whose records a mapping
@@ -142,7 +144,7 @@ export interface StreamEventSource {
  * where that is the deployed rate.
  */
 export async function startStreamEventSource(system: LocalSystem, table: 'items' | 'connections', options: StreamEventSourceOptions): Promise<StreamEventSource> {
-  const deployed: StreamEventSourceDeployment = changeEventSourceDeployment();
+  const deployed: StreamEventSourceDeployment = options.deployment ?? changeEventSourceDeployment();
   const { fn } = options;
   const clock = options.clock ?? WALL_CLOCK;
   const context = options.context ?? (() => system.context(fn, { now: clock.now }));
@@ -231,7 +233,7 @@ export async function startStreamEventSource(system: LocalSystem, table: 'items'
       } else if (outcome.threw && batch.length > 1) {
         size = Math.ceil(batch.length / 2);
         counts.retried += batch.length;
-      } else if (retries < deployed.retryAttempts) {
+      } else if (deployed.retryAttempts === undefined || retries < deployed.retryAttempts) {
         retries += 1;
         counts.retried += batch.length - outcome.done;
       } else {

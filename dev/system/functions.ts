@@ -11,10 +11,11 @@ import type { KMSClient } from '@aws-sdk/client-kms';
 import type { EventBridgeClient } from '@aws-sdk/client-eventbridge';
 import type { Context } from 'aws-lambda';
 import { createChangeEventsHandler, type ChangeEventsHandler } from '../../functions/change-events/app.js';
+import { createChangesWriterHandler, type ChangesWriterHandler } from '../../functions/changes-writer/app.js';
 import { createSyncHandler, type SyncHandler, type SyncHandlerDeps } from '../../functions/item-sync/app.js';
 import { createReconcilerHandler, type ReconcilerHandler, type ReconcilerTuning } from '../../functions/reconciler/app.js';
 import { createConnectionAccess } from '../../functions/shared/connections/access.js';
-import { loadChangeEventsConfig, loadReconcilerConfig, loadRefresherConfig, loadSyncConfig, type ProviderConfig, type ReconcilerConfig } from '../../functions/shared/config.js';
+import { loadChangeEventsConfig, loadChangesWriterConfig, loadReconcilerConfig, loadRefresherConfig, loadSyncConfig, type ProviderConfig, type ReconcilerConfig } from '../../functions/shared/config.js';
 import { SYNC_SERVICE } from '../../functions/shared/metric-names.js';
 import { createLogger } from '../../functions/shared/observability.js';
 import { systemClock, type Clock } from '../../functions/shared/ports.js';
@@ -30,7 +31,7 @@ import { kmsApi } from '../../functions/shared/adapters/kms-api.js';
 
 export type RefresherHandler = ReturnType<typeof createRefresherHandler>;
 export type EraserHandler = ReturnType<typeof createEraserHandler>;
-export type { ApiHandler, ChangeEventsHandler };
+export type { ApiHandler, ChangeEventsHandler, ChangesWriterHandler };
 
 /** A function as built: its handler and what it is deployed with. */
 export interface BuiltFunction<H> {
@@ -48,6 +49,7 @@ export const FUNCTION_NAMES = {
   sync: 'content-sync-item-sync',
   reconciler: 'content-sync-reconciler',
   changeEvents: 'content-sync-change-events',
+  changesWriter: 'content-sync-changes-writer',
 } as const;
 
 /** What every function may be given instead of its defaults. */
@@ -98,6 +100,12 @@ export interface ChangeEventsParts extends CommonParts {
   dynamodb: DynamoDBClient;
   /** The bus's client: no AWS backend models EventBridge, so a scenario answers it (in process, or metered). */
   eventbridge: EventBridgeClient;
+}
+
+export interface ChangesWriterParts extends CommonParts {
+  /** The changes table's and the connections table's client. */
+  dynamodb: DynamoDBClient;
+  random?: () => number;
 }
 
 function built<H>(name: string, deployment: FunctionDeployment, handler: H): BuiltFunction<H> {
@@ -194,6 +202,13 @@ export function buildReconciler(deployment: FunctionDeployment, parts: Reconcile
 export function buildChangeEvents(deployment: FunctionDeployment, parts: ChangeEventsParts, name: string = FUNCTION_NAMES.changeEvents): BuiltFunction<ChangeEventsHandler> {
   const config = loadChangeEventsConfig(deployment.environment);
   const handler = createChangeEventsHandler({ config, eventbridge: parts.eventbridge, dynamodb: parts.dynamodb, ...common(parts) });
+  return built(name, deployment, handler);
+}
+
+/** The changes writer, fed by the items table's stream (event-sources.ts): each connection's changes feed. */
+export function buildChangesWriter(deployment: FunctionDeployment, parts: ChangesWriterParts, name: string = FUNCTION_NAMES.changesWriter): BuiltFunction<ChangesWriterHandler> {
+  const config = loadChangesWriterConfig(deployment.environment);
+  const handler = createChangesWriterHandler({ config, dynamodb: parts.dynamodb, ...(parts.random ? { random: parts.random } : {}), ...common(parts) });
   return built(name, deployment, handler);
 }
 

@@ -27,12 +27,15 @@ import {
   buildSyncContainer,
   buildApi,
   buildChangeEvents,
+  buildChangesWriter,
   buildEraser,
   FUNCTION_NAMES,
   invocationContext,
   type ApiHandler,
   type ApiParts,
   type ChangeEventsHandler,
+  type ChangesWriterHandler,
+  type ChangesWriterParts,
   type ChangeEventsParts,
   type EraserHandler,
   type EraserParts,
@@ -90,6 +93,8 @@ export interface LocalSystem {
    * given: no backend models EventBridge. Its event sources: event-sources.ts startStreamEventSource.
    */
   changeEvents(parts: Partial<ChangeEventsParts> & Pick<ChangeEventsParts, 'eventbridge'>): BuiltFunction<ChangeEventsHandler>;
+  /** The changes writer (its own DynamoDB client unless given). Its event source: event-sources.ts startStreamEventSource with changesWriterEventSourceDeployment. */
+  changesWriter(parts?: Partial<ChangesWriterParts>): BuiltFunction<ChangesWriterHandler>;
   /** The reconciler; throws when freshnessHours is 0 (none deployed). */
   reconciler(parts?: Partial<ReconcilerParts>): BuiltFunction<ReconcilerHandler>;
   /** The context of one invocation of `fn` (its deployed time-out and memory, counting down in the system's time). */
@@ -168,6 +173,8 @@ export function buildSystem(options: SystemOptions): LocalSystem {
     },
     changeEvents: (parts) =>
       buildChangeEvents(deployment.changeEvents, { ...parts, dynamodb: parts.dynamodb ?? kept(storage.dynamo.client()) }, FUNCTION_NAMES.changeEvents + suffix),
+    changesWriter: (parts = {}) =>
+      buildChangesWriter(deployment.changesWriter, { ...parts, dynamodb: parts.dynamodb ?? kept(storage.dynamo.client()) }, FUNCTION_NAMES.changesWriter + suffix),
     reconciler(parts = {}) {
       if (!deployment.reconciler) throw new Error('no reconciler: freshnessHours is 0');
       const dynamodb = parts.dynamodb ?? kept(storage.dynamo.client());

@@ -26,27 +26,24 @@ import type { Context, DynamoDBBatchResponse, DynamoDBStreamEvent } from 'aws-la
 import { MappingError, rowChangeOf } from '../change-events/change.js';
 import type { StreamRecord } from '../change-events/ports.js';
 import { DynamoDbChangesWriter } from '../shared/adapters/dynamodb-changes-writer.js';
-import { DynamoDbConnectionStore } from '../shared/adapters/dynamodb-connection-store.js';
 import { ChangeSequencer, type ChangesLogWriter, type StreamedChange } from '../shared/changes/sequencer.js';
 import type { ChangesWriterConfig } from '../shared/config.js';
-import type { ConnectionStore } from '../shared/connections/ports.js';
-import { NO_TOKENS } from '../shared/connections/sealing.js';
 import { forEachLimited } from '../shared/limited.js';
 import { CHANGES_WRITER_METRIC_NAMES, CHANGES_WRITER_SERVICE } from '../shared/metric-names.js';
 import { createLogger, createMetrics, describeError } from '../shared/observability.js';
 import { systemClock, type Clock } from '../shared/ports.js';
+import { DynamoDbConnectionGate } from './adapters/dynamodb-erase-state.js';
+import { CHANGES_WRITER_STALE_AFTER_MS } from './limits.js';
 
-/** The function's time-out, seconds (infra/changes-writer sets it). */
-export const CHANGES_WRITER_TIMEOUT_SECONDS = 60;
-/**
- * A change row above a head written this long ago was left by a writer that is gone: no invocation
- * outlives the time-out, and the margin covers clocks.
- */
-export const CHANGES_WRITER_STALE_AFTER_MS = (CHANGES_WRITER_TIMEOUT_SECONDS + 60) * 1000;
 /** Connections of one batch numbered at once. */
 export const CONNECTIONS_IN_FLIGHT = 8;
 /** Time kept back from the invocation's remaining time: no wait for a head ends within it. */
 export const DEFAULT_SAFETY_MARGIN_MS = 5_000;
+
+/** Whether a connection's changes may still be numbered: not once its erase runs (its log is being deleted), nor without its row. */
+export interface ConnectionGate {
+  open(connection: string): Promise<boolean>;
+}
 
 export interface ChangesWriterHandlerDeps {
   config: ChangesWriterConfig;
@@ -54,8 +51,8 @@ export interface ChangesWriterHandlerDeps {
   dynamodb: DynamoDBClient;
   /** Default: the changes table through `dynamodb`. */
   writer?: ChangesLogWriter;
-  /** Default: the connections table through `dynamodb` (no token opened). */
-  connections?: Pick<ConnectionStore, 'view'>;
+  /** Default: the connections table through `dynamodb` (the row's `erase` only). */
+  connections?: ConnectionGate;
   clock?: Clock;
   sleep?: (ms: number) => Promise<void>;
   random?: () => number;
@@ -77,7 +74,7 @@ export function createChangesWriterHandler(deps: ChangesWriterHandlerDeps): Chan
   const clock = deps.clock ?? systemClock;
   const now = (): number => clock.now().getTime();
   const writer = deps.writer ?? new DynamoDbChangesWriter(deps.dynamodb, { tableName: config.changesTableName, retentionDays: config.changesRetentionDays });
-  const connections = deps.connections ?? new DynamoDbConnectionStore(deps.dynamodb, config.connectionsTableName, { sealer: NO_TOKENS });
+  const connections = deps.connections ?? new DynamoDbConnectionGate(deps.dynamodb, config.connectionsTableName);
   const sequencer = new ChangeSequencer({
     writer,
     now,
@@ -108,8 +105,7 @@ export function createChangesWriterHandler(deps: ChangesWriterHandlerDeps): Chan
       const failedAt: number[] = [];
       await forEachLimited([...byConnection], CONNECTIONS_IN_FLIGHT, async ([connection, { changes, first }]) => {
         try {
-          const view = await connections.view(connection, { consistent: true });
-          if (view === undefined || view.erase?.state === 'running' || view.erase?.state === 'done') {
+          if (!(await connections.open(connection))) {
             counts.erased += changes.length;
             logger.info('changes not numbered: the connection is erased or being erased', { connection, records: changes.length });
             return;

@@ -154,16 +154,7 @@ export function createSyncHandler(deps: SyncHandlerDeps): SyncHandler {
     connections: deps.connections,
     paceFor: (paceKey, breakerKey) => paces.get(paceKey, breakerKey),
     provider: deps.provider ?? new HttpProviderClient(config.provider),
-    store: new DynamoDbItemStore(deps.dynamodb, config.itemsTableName, {
-      sleep,
-      random,
-      changes: {
-        tableName: config.changesTableName,
-        retentionDays: config.changesRetentionDays,
-        // The literal is CHANGE_OUTBOX_MODULE (lazy-modules.ts): the bundle keeps this import.
-        load: () => import('./adapters/change-outbox.js'),
-      },
-    }),
+    store: new DynamoDbItemStore(deps.dynamodb, config.itemsTableName, { sleep, random }),
     objects: new LazyItemObjectStore(async () => {
       // The literal is S3_ITEM_OBJECT_STORE_MODULE (lazy-modules.ts): the bundle keeps this import.
       const { createS3ItemObjectStore } = await import('./adapters/s3-item-object-store.js');

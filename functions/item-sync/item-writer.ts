@@ -100,7 +100,7 @@ export class ItemWriter {
   async tombstone(item: ItemKey, expected: StoredRevision, syncedAt: string): Promise<WriteResult> {
     let written: WriteResult;
     try {
-      written = await this.deps.store.markDeleted(item, expected.revision, syncedAt, expected.type);
+      written = await this.deps.store.markDeleted(item, expected.revision, syncedAt);
     } catch (error) {
       if (!(error instanceof PermanentError) && (await this.ownTombstoneAfterAll(item, expected.revision, syncedAt))) return 'written';
       throw error;

@@ -10,7 +10,4 @@ export const S3_ITEM_OBJECT_STORE_MODULE = './adapters/s3-item-object-store.js';
 /** The KMS client and its two commands open a connection's tokens: needed once per connection and container, after the cold start's first read. */
 export const KMS_CLIENT_MODULE = './adapters/kms-client.js';
 
-/** The changes log's writer: loaded at the first change a container writes. */
-export const CHANGE_OUTBOX_MODULE = './adapters/change-outbox.js';
-
-export const ITEM_SYNC_LAZY_MODULES: readonly string[] = [S3_ITEM_OBJECT_STORE_MODULE, KMS_CLIENT_MODULE, CHANGE_OUTBOX_MODULE];
+export const ITEM_SYNC_LAZY_MODULES: readonly string[] = [S3_ITEM_OBJECT_STORE_MODULE, KMS_CLIENT_MODULE];

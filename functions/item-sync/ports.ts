@@ -29,8 +29,6 @@ export interface StoredRevision {
    * behind, to delete once the row no longer points to it (also when the write's answer was lost).
    */
   objectKey?: string;
-  /** The `type` attribute, when the row has one: what a change of this row names (its tombstone's too). */
-  type?: string;
 }
 
 /**
@@ -118,10 +116,9 @@ export interface ItemStore {
   put(row: ItemRow, expected: ExpectedRow): Promise<PutResult>;
   /**
    * Marks the live row `deleted` (keeping its last copy, `item` or `itemObject`) and sets
-   * `syncedAt`, on condition that it still holds `expectedRevision` and is not deleted yet. `type`:
-   * the row's, for the change the write makes.
+   * `syncedAt`, on condition that it still holds `expectedRevision` and is not deleted yet.
    */
-  markDeleted(key: ItemKey, expectedRevision: string, syncedAt: string, type?: string): Promise<WriteResult>;
+  markDeleted(key: ItemKey, expectedRevision: string, syncedAt: string): Promise<WriteResult>;
   /** The row of `key` now (strongly consistent), undefined when there is none. Throws TransientError. */
   rowState(key: ItemKey): Promise<RowState | undefined>;
   /**

@@ -74,8 +74,9 @@ export function parseLogLevel(raw: string): LogLevel | undefined {
 }
 
 /**
- * The changes table (docs/changes.md): each connection's changes feed, written by the item sync with
- * its items-table rows, read by the client API (the eraser reads CHANGES_TABLE_NAME alone).
+ * The changes table (docs/changes.md): each connection's changes feed, written by the changes
+ * writer from the items table's stream, read by the client API (the eraser reads
+ * CHANGES_TABLE_NAME alone).
  */
 export interface ChangesConfig {
   changesTableName: string;
@@ -86,7 +87,7 @@ export interface ChangesConfig {
 /** CHANGES_RETENTION_DAYS's range, and the context key `changesRetentionDays`'s (infra/context.ts). */
 export const CHANGES_RETENTION_DAYS_RANGE = { min: 1, max: 3650 } as const;
 
-export interface SyncConfig extends ConnectionsConfig, ChangesConfig, MetricsConfig {
+export interface SyncConfig extends ConnectionsConfig, MetricsConfig {
   provider: ProviderConfig;
   /**
    * The log level (POWERTOOLS_LOG_LEVEL, default INFO). Above DEBUG, an invocation's DEBUG lines
@@ -229,7 +230,7 @@ export const ENV = {
   childIdPath: 'CHILD_ID_PATH',
   childRevisionPath: 'CHILD_REVISION_PATH',
   childrenTotalPath: 'CHILDREN_TOTAL_PATH',
-  // The changes table (the item sync, the client API; the eraser reads its name only).
+  // The changes table (the changes writer, the client API; the eraser reads its name only).
   changesTableName: 'CHANGES_TABLE_NAME',
   changesRetentionDays: 'CHANGES_RETENTION_DAYS',
   // The reconciler (functions/reconciler); it also reads itemsTableName and controlTableName.
@@ -437,7 +438,6 @@ export function loadSyncConfig(env: Env = process.env): SyncConfig {
     connectionWaitSeconds: integer(env, ENV.connectionWaitSeconds, DEFAULTS.connectionWaitSeconds, 1, 900),
     itemsTableName: required(env, ENV.itemsTableName),
     itemsBucketName: required(env, ENV.itemsBucketName),
-    ...loadChangesConfig(env),
     revisionField: revisionField(env),
     deadLetterQueueUrl: queueUrl(env, ENV.deadLetterQueueUrl),
     fetchConcurrency: integer(env, ENV.fetchConcurrency, DEFAULTS.fetchConcurrency, 1, 100),

@@ -2,8 +2,7 @@
  * The item sync (its queues, the stateful half: ./sync-queues.ts): the function that fetches queued
  * item ids of every connection from the provider into the items table; its permissions (read a
  * connection's tokens and refresh them on demand in the connections table, sealed under its key;
- * read and write items, put and delete item objects in the items bucket, write each change to the
- * changes table, draw on the provider pace in the control table, send waiting records back to the
+ * read and write items, put and delete item objects in the items bucket, draw on the provider pace in the control table, send waiting records back to the
  * sync queue and dead ones to the dead-letter queue); the sync queue as its event source; its output; its alarms and dashboard
  * rows (./operations.ts). Memory, time-out, environment and the event source's numbers come from
  * infra/deployment.ts. The reconcile queue, its second event source, is the reconciler's
@@ -33,14 +32,6 @@ import { itemSyncOperations, type ItemSyncOperations } from './operations.js';
 export const SYNC_CONNECTIONS_ACCESS: ConnectionsAccess = {
   actions: ['dynamodb:GetItem', 'dynamodb:UpdateItem'],
 };
-
-/**
- * The item sync on the changes table: GetItem (a connection's head row, strongly consistent), PutItem
- * and UpdateItem (a change row and the head row, inside the TransactWriteItems that writes the
- * items-table row: a transaction is authorized by the actions of its parts). No Query, Scan or
- * DeleteItem: it never reads a connection's feed back, and change rows expire by themselves.
- */
-export const SYNC_CHANGES_ACTIONS: readonly string[] = ['dynamodb:GetItem', 'dynamodb:PutItem', 'dynamodb:UpdateItem'];
 
 export interface ItemSyncProps {
   readonly config: ContentSyncConfig;
@@ -75,7 +66,6 @@ export function addItemSync(stack: Stack, props: ItemSyncProps): ItemSync {
     actions: ['dynamodb:BatchGetItem', 'dynamodb:PutItem', 'dynamodb:UpdateItem'],
     resources: [storage.table.tableArn],
   });
-  sync.allow({ sid: 'WriteChanges', actions: [...SYNC_CHANGES_ACTIONS], resources: [storage.changesTable.tableArn] });
   sync.allow({
     sid: 'ProviderPace',
     actions: ['dynamodb:GetItem', 'dynamodb:PutItem'],

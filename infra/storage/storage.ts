@@ -32,7 +32,7 @@ export interface StorageResources {
   readonly controlTable: dynamodb.ITable;
   /** Items too large for a row (./items-bucket.ts). */
   readonly itemsBucket: s3.IBucket;
-  /** Each connection's changes feed: written by the item sync, read by the client API, emptied by the eraser. */
+  /** Each connection's changes feed: written by the changes writer, read by the client API, emptied by the eraser. */
   readonly changesTable: dynamodb.ITable;
 }
 
@@ -89,8 +89,8 @@ export function addStorage(stack: Stack): Storage {
     value: controlTable.tableName,
   });
 
-  // Each connection's changes feed (./changes-table.ts): an outbox the item sync writes in the
-  // transaction of each items-table row, read in order by the client API. Settings as the items
+  // Each connection's changes feed (./changes-table.ts): numbered by the changes writer from the
+  // items table's stream, read in order by the client API. Settings as the items
   // table's (point-in-time recovery: cdk-nag DDB3), but no stream and no index; a change row
   // expires `changesRetentionDays` after it is written (DynamoDB's TTL deletes it, at no charge).
   const changesTable = new dynamodb.Table(stack, 'ChangesTable', {

@@ -20,7 +20,8 @@ import { BENCH_DEFAULTS } from '../../dev/bench/bench/options.js';
 import { RECONCILER_BENCH_DEFAULTS } from '../../dev/bench/reconciler/index.js';
 import { SOAK_DEFAULTS } from '../../dev/bench/soak/options.js';
 import { DEFAULT_ITEM_COUNT } from '../../dev/local/story.js';
-import { HEAD_ATTEMPTS } from '../../functions/item-sync/adapters/change-outbox.js';
+import { CHANGES_WRITER_STALE_AFTER_MS, CHANGES_WRITER_TIMEOUT_SECONDS } from '../../functions/changes-writer/limits.js';
+import { CHUNK_SIZE } from '../../functions/shared/changes/sequencer.js';
 import { ITEM_URL_SECONDS } from '../../functions/client-api/items.js';
 import { SETTLE_WAITS_MS, SNAPSHOT_OVERLAP, SNAPSHOT_OVERLAP_SECONDS } from '../../functions/shared/changes/feed.js';
 import { PAGE_LIMIT } from '../../functions/client-api/routes.js';
@@ -256,13 +257,15 @@ describe('defaults restated in prose', () => {
 // ---- what the stacks deploy ---------------------------------------------------------------------------
 
 describe('the item reads and the changes feed, as the pages state them', () => {
-  it("states the presigned URL's life, the page limit, the head's attempts, the snapshot's overlap and the reader's waits as the code has them", () => {
+  it("states the presigned URL's life, the page limit, the writer's chunk and stale rows, the snapshot's overlap and the reader's waits as the code has them", () => {
     const [minutes] = figure('docs/client-api.md', /valid (\d+) minutes \(`ITEM_URL_SECONDS`/);
     expect(Number(minutes) * 60).toBe(ITEM_URL_SECONDS);
     const [least, most, byDefault] = figure('docs/client-api.md', /`limit` is (\d+)–(\d+), (\d+) by default/);
     expect([Number(least), toNumber(most!), Number(byDefault)]).toEqual([1, PAGE_LIMIT.max, PAGE_LIMIT.default]);
-    const [attempts] = figure('docs/scale.md', /loses `HEAD_ATTEMPTS` \((\d+)\)/);
-    expect(Number(attempts)).toBe(HEAD_ATTEMPTS);
+    const [chunk] = figure('docs/changes.md', /up to `CHUNK_SIZE` \((\d+)\) changes/);
+    expect(Number(chunk)).toBe(CHUNK_SIZE);
+    const [stale, timeout] = figure('docs/changes.md', /written more than (\d+) s ago \(`CHANGES_WRITER_STALE_AFTER_MS`: the writer's (\d+) s time-out/);
+    expect([Number(stale) * 1000, Number(timeout)]).toEqual([CHANGES_WRITER_STALE_AFTER_MS, CHANGES_WRITER_TIMEOUT_SECONDS]);
     const [overlapMinutes, overlapSeconds, overlap] = figure('docs/changes.md', /in the last (\d+) minutes\s+\(`SNAPSHOT_OVERLAP_SECONDS`, (\d+)\), up to `SNAPSHOT_OVERLAP`, (\d+),/);
     expect([Number(overlapMinutes) * 60, Number(overlapSeconds), Number(overlap)]).toEqual([SNAPSHOT_OVERLAP_SECONDS, SNAPSHOT_OVERLAP_SECONDS, SNAPSHOT_OVERLAP]);
     const [a, b, c] = figure('docs/changes.md', /waits of (\d+), (\d+) and (\d+) ms \(`SETTLE_WAITS_MS`/);
@@ -284,7 +287,7 @@ describe('what the stacks deploy, as the pages state it', () => {
   });
 
   it("gives each function the memory and time-out docs/stacks.md states (the item sync's: its context keys' defaults)", () => {
-    for (const [name, prefix] of [['the token refresher', 'TokenRefresherFunction'], ['the reconciler', 'ReconcilerFunction'], ['the change-events function', 'ChangeEventsFunction']] as const) {
+    for (const [name, prefix] of [['the token refresher', 'TokenRefresherFunction'], ['the reconciler', 'ReconcilerFunction'], ['the change-events function', 'ChangeEventsFunction'], ['the changes writer', 'ChangesWriterFunction']] as const) {
       const [memory, timeout] = figure('docs/stacks.md', new RegExp(`- ${name} \\((\\d+) MB, (\\d+) s\\b`));
       expect(Number(memory), `docs/stacks.md: ${name}'s memory`).toBe(fn(prefix)['MemorySize']);
       expect(Number(timeout), `docs/stacks.md: ${name}'s time-out`).toBe(fn(prefix)['Timeout']);

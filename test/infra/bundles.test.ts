@@ -11,7 +11,7 @@ import { pathToFileURL } from 'node:url';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { runProcess } from '../../dev/fakes/loopback.js';
 import { ENV } from '../../functions/shared/config.js';
-import { CHANGE_OUTBOX_MODULE, ITEM_SYNC_LAZY_MODULES, KMS_CLIENT_MODULE, S3_ITEM_OBJECT_STORE_MODULE } from '../../functions/item-sync/lazy-modules.js';
+import { ITEM_SYNC_LAZY_MODULES, KMS_CLIENT_MODULE, S3_ITEM_OBJECT_STORE_MODULE } from '../../functions/item-sync/lazy-modules.js';
 import { LAMBDA_UNUSED_CREDENTIAL_SOURCES } from '../../infra/constructs/content-sync-function.js';
 import { buildApp, resource, ROOT } from './helpers.js';
 import { Template } from 'aws-cdk-lib/assertions';
@@ -23,6 +23,8 @@ const SDK_CALLS: Record<string, string> = {
   TokenRefresherFunction: 'DynamoDB_20120810',
   ItemSyncFunction: 'DynamoDB_20120810',
   ChangeEventsFunction: 'PutEvents',
+  // Its one client: the changes and connections tables.
+  ChangesWriterFunction: 'DynamoDB_20120810',
   ReconcilerFunction: 'SendMessageBatch',
   ClientApiFunction: 'GenerateDataKey',
   ConnectionEraserFunction: 'BatchWriteItem',
@@ -117,7 +119,7 @@ describe('the item sync lazy module (its S3 client, loaded when the first item t
   const chunk = () => join(dir(), S3_ITEM_OBJECT_STORE_MODULE);
 
   it('is left out of index.mjs, which imports it by its path when needed and holds no S3 client', () => {
-    expect(ITEM_SYNC_LAZY_MODULES).toEqual(['./adapters/s3-item-object-store.js', KMS_CLIENT_MODULE, CHANGE_OUTBOX_MODULE]);
+    expect(ITEM_SYNC_LAZY_MODULES).toEqual(['./adapters/s3-item-object-store.js', KMS_CLIENT_MODULE]);
     const code = readFileSync(join(dir(), 'index.mjs'), 'utf8');
     expect(code).toContain(`import("${S3_ITEM_OBJECT_STORE_MODULE}")`);
     expect(code).not.toContain('com.amazonaws.s3');
@@ -133,17 +135,6 @@ describe('the item sync lazy module (its S3 client, loaded when the first item t
     expect(kms).toContain('createKmsApi');
     expect(kms).toContain('com.amazonaws.kms');
     expect(statSync(join(dir(), KMS_CLIENT_MODULE)).size).toBeLessThan(400_000);
-  });
-
-  it("the changes log's writer is a module of its own too, loaded at a container's first change", () => {
-    const code = readFileSync(join(dir(), 'index.mjs'), 'utf8');
-    expect(code).toContain(`import("${CHANGE_OUTBOX_MODULE}")`);
-    // Its head update, a text only that module holds.
-    const headUpdate = 'SET #head = :next, #epoch = if_not_exists(#epoch, :epoch)';
-    expect(code).not.toContain(headUpdate);
-    const outbox = readFileSync(join(dir(), CHANGE_OUTBOX_MODULE), 'utf8');
-    expect(outbox).toContain(headUpdate);
-    expect(statSync(join(dir(), CHANGE_OUTBOX_MODULE)).size).toBeLessThan(400_000);
   });
 
   it('is a minified ES module next to it (with a source map and the banner), the SDK inside but for the credential sources, under 400 KB', () => {

@@ -52,8 +52,8 @@ describe('cdk CLI', () => {
     expect(existsSync(join(out, 'ContentSyncStateful.template.json'))).toBe(true);
     expect(existsSync(join(out, 'ContentSyncStateless.template.json'))).toBe(true);
     const assets = readdirSync(out).filter((name) => name.startsWith('asset.'));
-    // The token refresher, the item sync, the change-events function, the reconciler, the client API and the eraser.
-    expect(assets.filter((name) => existsSync(join(out, name, 'index.mjs')))).toHaveLength(6);
+    // The token refresher, the item sync, the change-events function, the changes writer, the reconciler, the client API and the eraser.
+    expect(assets.filter((name) => existsSync(join(out, name, 'index.mjs')))).toHaveLength(7);
   });
 
   it('synth without baseUrl fails with one line naming baseUrl', async () => {

@@ -4,8 +4,9 @@
  * protection, retained) under the customer-managed key (rotation on, retained, SSE with its ARN),
  * their outputs; each function's exact statements on the table and the key (the refresher reads
  * and updates, the item sync gets and updates, the change-events function updates two attributes
- * only and reads the stream, the client API gets, lists and updates, the eraser gets, updates and
- * deletes, the reconciler nothing), and the key called directly only by the three that seal or
+ * only and reads the stream, the changes writer gets two attributes only, the client API gets,
+ * lists and updates, the eraser gets, updates and deletes, the reconciler nothing), and the key
+ * called directly only by the three that seal or
  * open tokens, only for a context of `connection` alone; the environment that names the table and
  * the key.
  */
@@ -15,6 +16,7 @@ import { ENV } from '../../functions/shared/config.js';
 import { CONNECTIONS_TABLE_PARTITION_KEY } from '../../infra/connections/connections-table.js';
 import { CONNECTION_TOKEN_ACTIONS, CONNECTION_TOKEN_CONDITIONS } from '../../infra/connections/grants.js';
 import { CHANGE_EVENTS_CONNECTION_ATTRIBUTES } from '../../infra/change-events/change-events.js';
+import { CHANGES_WRITER_CONNECTION_ATTRIBUTES } from '../../functions/changes-writer/adapters/dynamodb-erase-state.js';
 import { fnArn, importOf, logicalId, resource, roleStatements, synthTemplates, type Templates } from './helpers.js';
 
 let t: Templates;
@@ -193,6 +195,24 @@ describe('who may do what on the connections table (stateless)', () => {
     ]);
   });
 
+  it('changes writer: GetItem of connection and erase only, as a projection (no token, no status); the key through DynamoDB', () => {
+    // The attributes its GetItem projects are the ones the role may read (functions/changes-writer/adapters/dynamodb-erase-state.ts).
+    expect(CHANGES_WRITER_CONNECTION_ATTRIBUTES).toEqual(['connection', 'erase']);
+    expect(connectionStatements('ChangesWriterRole')).toEqual([
+      {
+        Sid: 'Connections',
+        Effect: 'Allow',
+        Action: 'dynamodb:GetItem',
+        Resource: imports.tableArn,
+        Condition: {
+          'ForAllValues:StringEquals': { 'dynamodb:Attributes': ['connection', 'erase'] },
+          StringEqualsIfExists: { 'dynamodb:Select': 'SPECIFIC_ATTRIBUTES' },
+        },
+      },
+      keyStatement(),
+    ]);
+  });
+
   it('reconciler: nothing on the table or the key', () => {
     expect(connectionStatements('ReconcilerRole')).toEqual([]);
   });
@@ -208,6 +228,7 @@ describe('who may do what on the connections table (stateless)', () => {
       .map(([id]) => id.replace(/[0-9A-F]{8}$/, ''));
     expect(naming.sort()).toEqual([
       'ChangeEventsRoleDefaultPolicy',
+      'ChangesWriterRoleDefaultPolicy',
       'ClientApiRoleDefaultPolicy',
       'ConnectionEraserRoleDefaultPolicy',
       'ItemSyncRoleDefaultPolicy',
@@ -228,7 +249,7 @@ describe('the environment that names the connections table and its key', () => {
   const variables = (prefix: string) => resource(t.statelessTemplate, 'AWS::Lambda::Function', prefix).Properties['Environment'].Variables as Record<string, unknown>;
 
   it('CONNECTIONS_TABLE_NAME is the table name on every function but the reconciler', () => {
-    for (const prefix of ['TokenRefresherFunction', 'ItemSyncFunction', 'ChangeEventsFunction', 'ClientApiFunction', 'ConnectionEraserFunction']) {
+    for (const prefix of ['TokenRefresherFunction', 'ItemSyncFunction', 'ChangeEventsFunction', 'ChangesWriterFunction', 'ClientApiFunction', 'ConnectionEraserFunction']) {
       expect(variables(prefix)[ENV.connectionsTableName], prefix).toEqual(imports.tableName);
     }
     expect(variables('ReconcilerFunction')).not.toHaveProperty(ENV.connectionsTableName);
@@ -239,7 +260,7 @@ describe('the environment that names the connections table and its key', () => {
     for (const prefix of ['TokenRefresherFunction', 'ItemSyncFunction', 'ClientApiFunction']) {
       expect(variables(prefix)[ENV.connectionsKeyArn], prefix).toEqual(imports.keyArn);
     }
-    for (const prefix of ['ChangeEventsFunction', 'ConnectionEraserFunction', 'ReconcilerFunction']) {
+    for (const prefix of ['ChangeEventsFunction', 'ChangesWriterFunction', 'ConnectionEraserFunction', 'ReconcilerFunction']) {
       expect(variables(prefix), prefix).not.toHaveProperty(ENV.connectionsKeyArn);
     }
   });

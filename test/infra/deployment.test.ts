@@ -47,6 +47,7 @@ vi.mock('../../infra/deployment.js', async (importOriginal) => {
     syncDeployment: (...args: Parameters<typeof real.syncDeployment>) => fn(real.syncDeployment(...args)),
     reconcilerDeployment: (...args: Parameters<typeof real.reconcilerDeployment>) => maybe(real.reconcilerDeployment(...args)),
     changeEventsDeployment: (...args: Parameters<typeof real.changeEventsDeployment>) => fn(real.changeEventsDeployment(...args)),
+    changesWriterDeployment: (...args: Parameters<typeof real.changesWriterDeployment>) => fn(real.changesWriterDeployment(...args)),
     apiDeployment: (...args: Parameters<typeof real.apiDeployment>) => fn(real.apiDeployment(...args)),
     eraserDeployment: (...args: Parameters<typeof real.eraserDeployment>) => fn(real.eraserDeployment(...args)),
     functionDeployments: (...args: Parameters<typeof real.functionDeployments>): Deployment.FunctionDeployments => {
@@ -56,6 +57,7 @@ vi.mock('../../infra/deployment.js', async (importOriginal) => {
         sync: fn(deployments.sync),
         reconciler: maybe(deployments.reconciler),
         changeEvents: fn(deployments.changeEvents),
+        changesWriter: fn(deployments.changesWriter),
         api: fn(deployments.api),
         eraser: fn(deployments.eraser),
       };
@@ -84,8 +86,13 @@ vi.mock('../../infra/deployment.js', async (importOriginal) => {
     changeEventSourceDeployment: (): Deployment.StreamEventSourceDeployment => {
       const source = real.changeEventSourceDeployment();
       return shifted.on
-        ? { ...source, batchSize: down(source.batchSize), parallelizationFactor: source.parallelizationFactor + 1, retryAttempts: down(source.retryAttempts) }
+        ? { ...source, batchSize: down(source.batchSize), parallelizationFactor: source.parallelizationFactor + 1, retryAttempts: down(source.retryAttempts!) }
         : source;
+    },
+    changesWriterEventSourceDeployment: (): Deployment.StreamEventSourceDeployment => {
+      const source = real.changesWriterEventSourceDeployment();
+      // Its real retries are none given (until the records leave the stream): shifted, a number.
+      return shifted.on ? { ...source, batchSize: down(source.batchSize), parallelizationFactor: source.parallelizationFactor + 1, retryAttempts: 7 } : source;
     },
     scheduleDeployment: (...args: Parameters<typeof real.scheduleDeployment>): Deployment.ScheduleDeployment => {
       const schedule = real.scheduleDeployment(...args);
@@ -164,12 +171,13 @@ function expectTemplatesFollowTheModule(t: Templates): void {
   expectFunction(s, 'TokenRefresherFunction', functions.refresher);
   expectFunction(s, 'ItemSyncFunction', functions.sync);
   expectFunction(s, 'ChangeEventsFunction', functions.changeEvents);
+  expectFunction(s, 'ChangesWriterFunction', functions.changesWriter);
   expectFunction(s, 'ClientApiFunction', functions.api);
   expectFunction(s, 'ConnectionEraserFunction', functions.eraser);
   if (functions.reconciler) expectFunction(s, 'ReconcilerFunction', functions.reconciler);
   else expect(Object.keys(s.findResources('AWS::Lambda::Function')).filter((id) => id.startsWith('Reconciler'))).toEqual([]);
   // No other function: nothing runs at deploy time.
-  expect(Object.keys(s.findResources('AWS::Lambda::Function'))).toHaveLength(functions.reconciler ? 6 : 5);
+  expect(Object.keys(s.findResources('AWS::Lambda::Function'))).toHaveLength(functions.reconciler ? 7 : 6);
   const refresherId = logicalId(s, 'AWS::Lambda::Function', 'TokenRefresherFunction');
 
   // Work queues (and the erase queue): visibility, retention, redrive; their dead-letter queues' retention.
@@ -226,6 +234,20 @@ function expectTemplatesFollowTheModule(t: Templates): void {
       FunctionResponseTypes: streamSource.reportBatchItemFailures ? ['ReportBatchItemFailures'] : undefined,
     });
   }
+
+  // The changes writer's event source on the items table's stream. No MaximumRetryAttempts when the
+  // module gives none (retried until the records leave the stream): CloudFormation's default, -1.
+  const writerSource = deployment.changesWriterEventSourceDeployment();
+  const writer = resource(s, 'AWS::Lambda::EventSourceMapping', 'ChangesWriterFunctionDynamoDBEventSourceContentSyncStatefulItemsTable');
+  expect(writer.Properties).toMatchObject({
+    StartingPosition: writerSource.startingPosition,
+    BatchSize: writerSource.batchSize,
+    ParallelizationFactor: writerSource.parallelizationFactor,
+    BisectBatchOnFunctionError: writerSource.bisectBatchOnError,
+    FunctionResponseTypes: writerSource.reportBatchItemFailures ? ['ReportBatchItemFailures'] : undefined,
+  });
+  if (writerSource.retryAttempts === undefined) expect(writer.Properties).not.toHaveProperty('MaximumRetryAttempts');
+  else expect(writer.Properties['MaximumRetryAttempts']).toBe(writerSource.retryAttempts);
 
   // The client API's stage: its throttling, the steady rate and the burst.
   const stage = deployment.apiStageDeployment();
@@ -329,7 +351,7 @@ describe('the stacks read the module, never a number of their own', () => {
       const queue = (prefix: string) => resource(f, 'AWS::SQS::Queue', prefix).Properties;
       const schedules = Object.values(s.findResources('AWS::Scheduler::Schedule')) as Array<{ Properties: Record<string, any> }>;
       return {
-        functions: ['TokenRefresherFunction', 'ItemSyncFunction', 'ReconcilerFunction', 'ChangeEventsFunction', 'ClientApiFunction', 'ConnectionEraserFunction'].map((prefix) => [
+        functions: ['TokenRefresherFunction', 'ItemSyncFunction', 'ReconcilerFunction', 'ChangeEventsFunction', 'ChangesWriterFunction', 'ClientApiFunction', 'ConnectionEraserFunction'].map((prefix) => [
           fn(prefix)['MemorySize'],
           fn(prefix)['Timeout'],
           fn(prefix)['Environment'].Variables['DEPLOYMENT_PROBE'],
@@ -366,7 +388,8 @@ describe('the stacks read the module, never a number of their own', () => {
     }
     expect(after.stage).toHaveLength(2);
     for (const [i, value] of after.stage.entries()) expect(value).not.toBe(before.stage[i]);
-    expect(after.sources).toHaveLength(5);
+    // The item sync's two, the eraser's, the change-events function's two and the changes writer's.
+    expect(after.sources).toHaveLength(6);
     for (const [i, source] of after.sources.entries()) {
       expect(source[0]).not.toBe(before.sources[i]![0]);
       const other = source[1] === undefined ? [source[2], source[3]] : [source[1]];

@@ -146,8 +146,8 @@ describe('the stacks with discovery on', () => {
       [ENV.reconcileQueueUrl]: imports.queueUrl,
     });
     // No reconciler (freshnessHours 0), and no other function (the refresher, the change events, the
-    // client API, the eraser) is given the variables.
-    on.statelessTemplate.resourceCountIs('AWS::Lambda::Function', 5);
+    // changes writer, the client API, the eraser) is given the variables.
+    on.statelessTemplate.resourceCountIs('AWS::Lambda::Function', 6);
     const others = Object.entries(on.statelessTemplate.findResources('AWS::Lambda::Function')).filter(([id]) => !id.startsWith('ItemSyncFunction'));
     for (const [, fn] of others) expect(JSON.stringify(fn)).not.toContain(ENV.childrenPath);
   });

@@ -140,8 +140,8 @@ describe('the item sync and the bucket', () => {
   });
 
   it('the lazy module is bundled by esbuild with the function bundle\'s options, next to index.mjs, as an ES module', () => {
-    // The S3 client, the KMS client, and the changes log's writer (loaded at a container's first change).
-    expect(ITEM_SYNC_LAZY_MODULES).toEqual(['./adapters/s3-item-object-store.js', './adapters/kms-client.js', './adapters/change-outbox.js']);
+    // The S3 client and the KMS client (the changes are no longer the item sync's: the changes writer numbers them).
+    expect(ITEM_SYNC_LAZY_MODULES).toEqual(['./adapters/s3-item-object-store.js', './adapters/kms-client.js']);
     const [mkdir, typeModule, esbuild] = lazyModuleCommands('/repo', '/out', 'functions/item-sync', './adapters/s3-item-object-store.js');
     expect(mkdir).toBe("mkdir -p '/out/adapters'");
     expect(typeModule).toBe(`printf '%s' '{"type":"module"}' > '/out/adapters/package.json'`);

@@ -48,9 +48,9 @@ describe.each([
   it('every function writes to a log group of its own among them', () => {
     const groups = Object.keys(all('AWS::Logs::LogGroup'));
     const functions = Object.values(all('AWS::Lambda::Function'));
-    // The token refresher, the item sync, the change-events function, the client API, the eraser
-    // and, unless freshnessHours is 0, the reconciler.
-    expect(functions.length).toBe('freshnessHours' in context ? 5 : 6);
+    // The token refresher, the item sync, the change-events function, the changes writer, the client
+    // API, the eraser and, unless freshnessHours is 0, the reconciler.
+    expect(functions.length).toBe('freshnessHours' in context ? 6 : 7);
     const used = functions.map((fn) => (fn.Properties?.['LoggingConfig'] as { LogGroup?: { Ref?: string } } | undefined)?.LogGroup?.Ref);
     expect(new Set(used).size).toBe(functions.length);
     expect(used.every((ref) => ref !== undefined && groups.includes(ref))).toBe(true);

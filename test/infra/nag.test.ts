@@ -65,6 +65,11 @@ describe('cdk-nag AwsSolutions', () => {
         'ContentSyncStateful/ChangeEventsFailureQueue AwsSolutions-SQS3',
         'ContentSyncStateless/ChangeEvents/Function AwsSolutions-L1',
         'ContentSyncStateless/ChangeEvents/Role AwsSolutions-IAM5[Resource::*]',
+        // The changes writer (infra/changes-writer): its failure queue is an end of the line (no DLQ);
+        // its runtime; its stream event source's dynamodb:ListStreams (no resource-level permission).
+        'ContentSyncStateful/ChangesWriterFailureQueue AwsSolutions-SQS3',
+        'ContentSyncStateless/ChangesWriter/Function AwsSolutions-L1',
+        'ContentSyncStateless/ChangesWriter/Role AwsSolutions-IAM5[Resource::*]',
         // The items bucket (infra/storage/items-bucket.ts): no server access logs; the sync's grant on items/* only.
         'ContentSyncStateful/ItemsBucket AwsSolutions-S1',
         'ContentSyncStateless/ItemSync/Role AwsSolutions-IAM5[Resource::ContentSyncStateful:ItemsBucketArn/items/*]',

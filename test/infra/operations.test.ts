@@ -3,8 +3,8 @@
  * alarm on it (the dead-letter queue, the sync queue's age, the item sync's and the refresher's
  * errors, a connection failing, the provider breaker), and the dashboard (every sync, pace,
  * refresher and connection metric; the provider pace's row; the refresher's row beside the alarm
- * status). The change events' and reconciliation's own: test/infra/change-events.test.ts and
- * test/infra/reconciler.test.ts.
+ * status). The change events', the changes writer's and reconciliation's own:
+ * test/infra/change-events.test.ts, test/infra/changes-writer.test.ts and test/infra/reconciler.test.ts.
  */
 import { Match, type Template } from 'aws-cdk-lib/assertions';
 import { beforeAll, describe, expect, it } from 'vitest';
@@ -66,8 +66,8 @@ describe('operations', () => {
   const queueName = (prefix: string) =>
     importOf(t.statefulTemplate, { 'Fn::GetAtt': [logicalId(t.statefulTemplate, 'AWS::SQS::Queue', prefix), 'QueueName'] });
 
-  it('twelve alarms (two for the refresher, two for the change events, three for reconciliation, one for the eraser), each notifying the topic on alarm and on recovery', () => {
-    t.statelessTemplate.resourceCountIs('AWS::CloudWatch::Alarm', 12);
+  it('fifteen alarms (two for the refresher, two for the change events, three for the changes writer, three for reconciliation, one for the eraser), each notifying the topic on alarm and on recovery', () => {
+    t.statelessTemplate.resourceCountIs('AWS::CloudWatch::Alarm', 15);
     for (const alarm of Object.values(t.statelessTemplate.findResources('AWS::CloudWatch::Alarm'))) {
       expect(alarm.Properties).toMatchObject(actions());
       expect(alarm.Properties.AlarmName).toBeUndefined();
@@ -254,7 +254,7 @@ describe('operations', () => {
     expect(row.reduce((sum, w) => sum + w.width, 0)).toBe(24);
     // The alarm status widget lists every alarm, the breaker's included.
     const status = widgets.find((w) => w.type === 'alarm') as unknown as { properties: { alarms: unknown[] } };
-    expect(status.properties.alarms).toHaveLength(12);
+    expect(status.properties.alarms).toHaveLength(15);
   });
 
   it('dashboard: the refresher\'s counters and the connections by status beside the alarm status, one row', () => {

@@ -152,9 +152,9 @@ describe('the default deployment and the stage staging, side by side in one acco
   it('give the stage to every function of the stage as CONTENT_SYNC_STAGE, and none without one', () => {
     const stages = (one: Deployment) =>
       Object.values(one.t.statelessTemplate.findResources('AWS::Lambda::Function')).map((fn) => fn.Properties.Environment.Variables['CONTENT_SYNC_STAGE']);
-    // Six functions: the refresher, the item sync, the reconciler, the change events, the client API, the eraser.
-    expect(stages(main)).toEqual(Array.from({ length: 6 }, () => undefined));
-    expect(stages(staging)).toEqual(Array.from({ length: 6 }, () => 'staging'));
+    // Seven functions: the refresher, the item sync, the reconciler, the change events, the changes writer, the client API, the eraser.
+    expect(stages(main)).toEqual(Array.from({ length: 7 }, () => undefined));
+    expect(stages(staging)).toEqual(Array.from({ length: 7 }, () => 'staging'));
   });
 
   it('select the functions’ metrics by service alone without a stage, by service and stage with one: every alarm', () => {
@@ -171,12 +171,14 @@ describe('the default deployment and the stage staging, side by side in one acco
       ProviderBreakerOpenAlarm: [service('item-sync')],
       ReconcileProjectedPassAlarm: [service('reconciler')],
       ChangeEventsPublishFailedAlarm: [service('change-events')],
+      ChangesUnreadableAlarm: [service('changes-writer')],
     });
     expect(metricAlarms(staging)).toEqual({
       ConnectionsFailingAlarm: [service('token-refresher'), stage],
       ProviderBreakerOpenAlarm: [service('item-sync'), stage],
       ReconcileProjectedPassAlarm: [service('reconciler'), stage],
       ChangeEventsPublishFailedAlarm: [service('change-events'), stage],
+      ChangesUnreadableAlarm: [service('changes-writer'), stage],
     });
   });
 
@@ -197,7 +199,7 @@ describe('the default deployment and the stage staging, side by side in one acco
       });
       return { count: metrics.length, dimensions: [...new Set(dimensions)] };
     };
-    const services = ['item-sync', 'token-refresher', 'reconciler', 'change-events'];
+    const services = ['item-sync', 'token-refresher', 'reconciler', 'change-events', 'changes-writer'];
     const unstaged = graphs(main);
     const staged = graphs(staging);
     expect(unstaged.dimensions).toEqual(services.map((service) => `service=${service}`));

@@ -178,6 +178,8 @@ describe('stateful stack', () => {
         'ChangeEventsFailureQueueUrl',
         // The changes table's name (each connection's changes feed).
         'ChangesTableName',
+        // The changes writer's failure queue (test/infra/changes-writer.test.ts).
+        'ChangesWriterFailureQueueUrl',
         'ControlTableName',
         // The connections (test/infra/connections.test.ts).
         'ConnectionsKeyArn',
@@ -234,6 +236,9 @@ describe('stateful stack', () => {
         'AWS::S3::BucketPolicy',
         // Change events (test/infra/change-events.test.ts): the bus and the failure queue with its TLS policy.
         'AWS::Events::EventBus',
+        'AWS::SQS::Queue',
+        'AWS::SQS::QueuePolicy',
+        // The changes writer (test/infra/changes-writer.test.ts): its failure queue with its TLS policy.
         'AWS::SQS::Queue',
         'AWS::SQS::QueuePolicy',
         // Reconciliation (test/infra/reconciler.test.ts): the reconcile queue and its dead-letter queue, with their TLS policies.

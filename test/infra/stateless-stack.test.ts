@@ -2,13 +2,13 @@
  * The stateless stack's template: the refresher and the item sync with their Lambda defaults,
  * environment, IAM statements of every role, schedule, event source; no deploy-time run; least
  * privilege across the stack; outputs. Alarms, topic and dashboard: test/infra/operations.test.ts;
- * the client API and the eraser: test/infra/client-api.test.ts and test/infra/eraser.test.ts.
+ * the client API and the eraser: test/infra/client-api.test.ts and test/infra/eraser.test.ts; the
+ * changes writer: test/infra/changes-writer.test.ts.
  */
 import { Capture, Match } from 'aws-cdk-lib/assertions';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { ENV } from '../../functions/shared/config.js';
 import { STACK_NAMES } from '../../infra/content-sync-app.js';
-import { SYNC_CHANGES_ACTIONS } from '../../infra/item-sync/item-sync.js';
 
 import { expectSchedulerInvokeRole, fnArn, importOf, logicalId, resource, roleStatements, synthTemplates, type Templates } from './helpers.js';
 
@@ -122,6 +122,7 @@ describe('stateless stack', () => {
       const functions = Object.entries(traced.statelessTemplate.findResources('AWS::Lambda::Function')).filter(([id]) => !id.startsWith('LogRetention'));
       expect(functions.map(([id]) => id.replace(/[0-9A-F]{8}$/, '')).sort()).toEqual([
         'ChangeEventsFunction',
+        'ChangesWriterFunction',
         'ClientApiFunction',
         'ConnectionEraserFunction',
         'ItemSyncFunction',
@@ -241,9 +242,9 @@ describe('stateless stack', () => {
   });
 
   describe('no deploy-time run', () => {
-    it('no trigger, no function but the six, no custom resource: connections are added after the deploy', () => {
+    it('no trigger, no function but the seven, no custom resource: connections are added after the deploy', () => {
       t.statelessTemplate.resourceCountIs('Custom::Trigger', 0);
-      t.statelessTemplate.resourceCountIs('AWS::Lambda::Function', 6);
+      t.statelessTemplate.resourceCountIs('AWS::Lambda::Function', 7);
       const types = Object.values(t.statelessTemplate.toJSON().Resources as Record<string, { Type: string }>).map((r) => r.Type);
       expect(types.filter((type) => type.startsWith('Custom::') || type === 'AWS::CloudFormation::CustomResource')).toEqual([]);
     });
@@ -263,9 +264,8 @@ describe('stateless stack', () => {
         [ENV.paceScope]: 'client',
         [ENV.itemsTableName]: imports.tableName,
         [ENV.itemsBucketName]: imports.bucketName,
-        // Each change goes to the changes table with its row; changesRetentionDays' default.
-        [ENV.changesTableName]: imports.changesTableName,
-        [ENV.changesRetentionDays]: '35',
+        // No CHANGES_TABLE_NAME or CHANGES_RETENTION_DAYS: the changes writer numbers the changes from
+        // the items table's stream (test/infra/changes-writer.test.ts).
         [ENV.revisionField]: 'revision',
         [ENV.deadLetterQueueUrl]: imports.dlqUrl,
         [ENV.controlTableName]: imports.controlTableName,
@@ -297,8 +297,6 @@ describe('stateless stack', () => {
           ENV.paceScope,
           ENV.itemsTableName,
           ENV.itemsBucketName,
-          ENV.changesTableName,
-          ENV.changesRetentionDays,
           ENV.revisionField,
           ENV.deadLetterQueueUrl,
           ENV.controlTableName,
@@ -331,30 +329,32 @@ describe('stateless stack', () => {
       [1, '1'],
       [' 90 ', '90'],
       ['3650', '3650'],
-    ])('changesRetentionDays=%j sets CHANGES_RETENTION_DAYS=%s on the item sync only (the feed reads each change\'s own expiry)', (value, expected) => {
+    ])('changesRetentionDays=%j sets CHANGES_RETENTION_DAYS=%s on the changes writer only, the item sync included among the others (the feed reads each change\'s own expiry)', (value, expected) => {
       const other = synthTemplates({ changesRetentionDays: value });
-      for (const prefix of ['ItemSyncFunction']) {
+      // The changes writer writes each change with its expiry (test/infra/changes-writer.test.ts).
+      for (const prefix of ['ChangesWriterFunction']) {
         const fn = resource(other.statelessTemplate, 'AWS::Lambda::Function', prefix);
         expect(fn.Properties['Environment'].Variables[ENV.changesRetentionDays], prefix).toBe(expected);
       }
-      for (const prefix of ['TokenRefresherFunction', 'ChangeEventsFunction', 'ReconcilerFunction', 'ConnectionEraserFunction', 'ClientApiFunction']) {
+      for (const prefix of ['TokenRefresherFunction', 'ItemSyncFunction', 'ChangeEventsFunction', 'ReconcilerFunction', 'ConnectionEraserFunction', 'ClientApiFunction']) {
         const fn = resource(other.statelessTemplate, 'AWS::Lambda::Function', prefix);
         expect(fn.Properties['Environment'].Variables, prefix).not.toHaveProperty(ENV.changesRetentionDays);
       }
     });
 
-    it('CHANGES_TABLE_NAME: the item sync, the client API and the eraser only, each the changes table\'s imported name', () => {
-      for (const prefix of ['ItemSyncFunction', 'ClientApiFunction', 'ConnectionEraserFunction']) {
+    it('CHANGES_TABLE_NAME: the changes writer, the client API and the eraser only, each the changes table\'s imported name', () => {
+      for (const prefix of ['ChangesWriterFunction', 'ClientApiFunction', 'ConnectionEraserFunction']) {
         const fn = resource(t.statelessTemplate, 'AWS::Lambda::Function', prefix);
         expect(fn.Properties['Environment'].Variables[ENV.changesTableName], prefix).toEqual(imports.changesTableName);
       }
-      for (const prefix of ['TokenRefresherFunction', 'ChangeEventsFunction', 'ReconcilerFunction']) {
+      // The item sync no longer writes the changes: the changes writer numbers them from the items table's stream.
+      for (const prefix of ['TokenRefresherFunction', 'ItemSyncFunction', 'ChangeEventsFunction', 'ReconcilerFunction']) {
         const fn = resource(t.statelessTemplate, 'AWS::Lambda::Function', prefix);
         expect(fn.Properties['Environment'].Variables, prefix).not.toHaveProperty(ENV.changesTableName);
       }
     });
 
-    it('only the item sync, the client API and the eraser may touch the changes table, with exactly their actions', () => {
+    it('only the changes writer, the client API and the eraser may touch the changes table, with exactly their actions', () => {
       const arn = JSON.stringify(imports.changesTableArn);
       const onChanges: Array<{ role: string; sid: string; actions: string[] }> = [];
       for (const [, body] of Object.entries(t.statelessTemplate.findResources('AWS::IAM::Policy'))) {
@@ -366,9 +366,10 @@ describe('stateless stack', () => {
         }
       }
       expect(onChanges.sort((a, b) => (a.role < b.role ? -1 : 1))).toEqual([
+        // A head (strongly consistent), a change, a head's move, the last changes when a batch comes again (test/infra/changes-writer.test.ts).
+        { role: 'ChangesWriterRole', sid: 'WriteChanges', actions: ['dynamodb:GetItem', 'dynamodb:PutItem', 'dynamodb:UpdateItem', 'dynamodb:Query'] },
         { role: 'ClientApiRole', sid: 'ReadChanges', actions: ['dynamodb:GetItem', 'dynamodb:Query'] },
         { role: 'ConnectionEraserRole', sid: 'EraseChanges', actions: ['dynamodb:Query', 'dynamodb:BatchWriteItem'] },
-        { role: 'ItemSyncRole', sid: 'WriteChanges', actions: ['dynamodb:GetItem', 'dynamodb:PutItem', 'dynamodb:UpdateItem'] },
       ]);
     });
 
@@ -385,7 +386,7 @@ describe('stateless stack', () => {
       const other = synthTemplates({ paceScope: value });
       const sync = resource(other.statelessTemplate, 'AWS::Lambda::Function', 'ItemSyncFunction');
       expect(sync.Properties['Environment'].Variables[ENV.paceScope]).toBe(expected);
-      for (const prefix of ['TokenRefresherFunction', 'ChangeEventsFunction', 'ReconcilerFunction', 'ClientApiFunction', 'ConnectionEraserFunction']) {
+      for (const prefix of ['TokenRefresherFunction', 'ChangeEventsFunction', 'ChangesWriterFunction', 'ReconcilerFunction', 'ClientApiFunction', 'ConnectionEraserFunction']) {
         const fn = resource(other.statelessTemplate, 'AWS::Lambda::Function', prefix);
         expect(fn.Properties['Environment'].Variables, prefix).not.toHaveProperty(ENV.paceScope);
       }
@@ -403,6 +404,7 @@ describe('stateless stack', () => {
         .filter(([, body]) => body.Properties.Environment?.Variables?.['POWERTOOLS_SERVICE_NAME'] !== undefined);
       expect(functions.map(([id]) => id.replace(/[0-9A-F]{8}$/, '')).sort()).toEqual([
         'ChangeEventsFunction',
+        'ChangesWriterFunction',
         'ClientApiFunction',
         'ConnectionEraserFunction',
         'ItemSyncFunction',
@@ -425,8 +427,7 @@ describe('stateless stack', () => {
       });
     });
 
-    it('IAM: own logs, read/write items (no Scan/Delete), write changes, the pace rows, send back to its queue and to the DLQ, get and update connections, consume its queue', () => {
-      expect(SYNC_CHANGES_ACTIONS).toEqual(['dynamodb:GetItem', 'dynamodb:PutItem', 'dynamodb:UpdateItem']);
+    it('IAM: own logs, read/write items (no Scan/Delete), the pace rows, send back to its queue and to the DLQ, get and update connections, consume its queue; nothing on the changes table', () => {
       expect(roleStatements(t.statelessTemplate, ids.syncRole!)).toEqual([
         logsStatement(ids.syncLogs!),
         {
@@ -435,10 +436,6 @@ describe('stateless stack', () => {
           Action: ['dynamodb:BatchGetItem', 'dynamodb:PutItem', 'dynamodb:UpdateItem'],
           Resource: imports.tableArn,
         },
-        // The changes table: the head row (a consistent GetItem), and the change and head writes of the
-        // TransactWriteItems that writes each row (authorized by PutItem and UpdateItem). No Query,
-        // Scan or DeleteItem.
-        { Sid: 'WriteChanges', Effect: 'Allow', Action: ['dynamodb:GetItem', 'dynamodb:PutItem', 'dynamodb:UpdateItem'], Resource: imports.changesTableArn },
         // The provider pace: one strongly consistent GetItem and conditional PutItem on the control table.
         { Sid: 'ProviderPace', Effect: 'Allow', Action: ['dynamodb:GetItem', 'dynamodb:PutItem'], Resource: imports.controlTableArn },
         // Waiting records go back to the sync queue with a delay (SendMessageBatch is authorised by sqs:SendMessage).
@@ -474,8 +471,9 @@ describe('stateless stack', () => {
 
     it('SQS event source: batch size, ReportBatchItemFailures, maximum concurrency', () => {
       // The sync queue's, the items and connections streams' (test/infra/change-events.test.ts), the
-      // reconcile queue's (test/infra/reconciler.test.ts) and the erase queue's (test/infra/eraser.test.ts).
-      t.statelessTemplate.resourceCountIs('AWS::Lambda::EventSourceMapping', 5);
+      // items stream's again for the changes writer (test/infra/changes-writer.test.ts), the reconcile
+      // queue's (test/infra/reconciler.test.ts) and the erase queue's (test/infra/eraser.test.ts).
+      t.statelessTemplate.resourceCountIs('AWS::Lambda::EventSourceMapping', 6);
       const mapping = resource(t.statelessTemplate, 'AWS::Lambda::EventSourceMapping', 'ItemSyncFunctionSqsEventSourceContentSyncStatefulSyncQueue');
       expect(mapping.Properties).toEqual({
         EventSourceArn: imports.queueArn,
@@ -534,6 +532,8 @@ describe('stateless stack', () => {
       'ApiExecuteArn',
       'ApiUrl',
       'ChangeEventsFunctionName',
+      // The changes writer (test/infra/changes-writer.test.ts).
+      'ChangesWriterFunctionName',
       'ClientApiFunctionName',
       // The eraser (test/infra/eraser.test.ts).
       'ConnectionEraserFunctionName',

@@ -10,11 +10,8 @@
  * A row holds the item in `item`, or, for an item too large for a row, `itemObject` ({key, size,
  * sha256}) in its place (item-writer.ts decides, on this store's answer).
  *
- * With `changes` (the deployed system), a write that changes the item (created, updated, deleted,
- * restored: functions/shared/changes/transition.ts) commits with its change in the changes table,
- * one TransactWriteItems (change-outbox.ts, which adds to the row's condition its object key, so
- * the key of the object it replaces is the one compared: a transaction returns no old row). A write
- * that changes nothing the contract names is a plain PutItem, as is every write without `changes`.
+ * Every write is one single-item write (PutItem, or UpdateItem for a tombstone): a change it makes
+ * reaches the changes feed through the table's stream (functions/changes-writer), not from here.
  *
  * Failures: a lost condition is the result 'conflict'; a row holding `item` over DynamoDB's size
  * limit (by the estimate, then nothing is sent, or as DynamoDB answers) is the result 'too-large';
@@ -33,9 +30,7 @@ import {
 } from '@aws-sdk/client-dynamodb';
 import { backoffDelayMs, sleepMs } from '../../shared/backoff.js';
 import { PermanentError, TransientError } from '../../shared/errors.js';
-import { changeKindOf } from '../../shared/changes/transition.js';
 import { estimateItemSize, fromAttributeValue, toAttributeValue } from './attribute-values.js';
-import type { ChangeOutbox, ChangesTable } from './change-outbox.js';
 import { isSizeRefusal } from './size-refusal.js';
 import type { ExpectedRow, ItemKey, ItemRow, ItemStore, PutResult, RowState, StoredItem, StoredRevisions, WriteResult } from '../ports.js';
 
@@ -53,14 +48,6 @@ export interface DynamoDbItemStoreOptions {
   backoffBaseMs?: number;
   sleep?: (ms: number) => Promise<void>;
   random?: () => number;
-  /**
-   * The changes table: every change is written with its row (the deployed system always has it).
-   * `load` loads its writer (change-outbox.ts) at the first change: the item sync's handler gives
-   * its lazy module (lazy-modules.ts), a test or a harness a plain import.
-   */
-  changes?: ChangesTable & { load: () => Promise<{ ChangeOutbox: typeof ChangeOutbox }> };
-  /** The epoch of a new changes log (tests); default random. */
-  newEpoch?: () => string;
 }
 
 export class DynamoDbItemStore implements ItemStore {
@@ -68,9 +55,6 @@ export class DynamoDbItemStore implements ItemStore {
   private readonly backoffBaseMs: number;
   private readonly sleep: (ms: number) => Promise<void>;
   private readonly random: () => number;
-  private readonly changes: DynamoDbItemStoreOptions['changes'];
-  private readonly newEpoch: (() => string) | undefined;
-  private outboxLoaded: Promise<ChangeOutbox> | undefined;
 
   constructor(
     private readonly client: DynamoDBClient,
@@ -81,23 +65,6 @@ export class DynamoDbItemStore implements ItemStore {
     this.backoffBaseMs = options.backoffBaseMs ?? 50;
     this.sleep = options.sleep ?? sleepMs;
     this.random = options.random ?? Math.random;
-    this.changes = options.changes;
-    this.newEpoch = options.newEpoch;
-  }
-
-  /** The changes log's writer, loaded at the first change (again after a failed load); undefined without the changes table. */
-  private outbox(): Promise<ChangeOutbox> | undefined {
-    const changes = this.changes;
-    if (changes === undefined) return undefined;
-    const table: ChangesTable = { tableName: changes.tableName, retentionDays: changes.retentionDays };
-    this.outboxLoaded ??= changes.load().then(
-      ({ ChangeOutbox }) => new ChangeOutbox(this.client, table, { sleep: this.sleep, random: this.random, ...(this.newEpoch ? { newEpoch: this.newEpoch } : {}) }),
-      (error: unknown) => {
-        this.outboxLoaded = undefined;
-        throw new TransientError(`the changes log's writer could not be loaded (${String((error as Error)?.message ?? error).slice(0, 200)})`);
-      },
-    );
-    return this.outboxLoaded;
   }
 
   async getRevisions(itemKeys: readonly ItemKey[], options: { consistent?: boolean } = {}): Promise<StoredRevisions> {
@@ -123,11 +90,10 @@ export class DynamoDbItemStore implements ItemStore {
               RequestItems: {
                 [this.tableName]: {
                   Keys: keys,
-                  ProjectionExpression: '#connection, #id, #type, #revision, #deleted, #itemObject',
+                  ProjectionExpression: '#connection, #id, #revision, #deleted, #itemObject',
                   ExpressionAttributeNames: {
                     '#connection': 'connection',
                     '#id': 'id',
-                    '#type': 'type',
                     '#revision': 'revision',
                     '#deleted': 'deleted',
                     '#itemObject': 'itemObject',
@@ -149,12 +115,10 @@ export class DynamoDbItemStore implements ItemStore {
           const objectKey = row['itemObject']?.M?.['key']?.S;
           let items = result.get(connection);
           if (!items) result.set(connection, (items = new Map()));
-          const type = row['type']?.S;
           items.set(id, {
             revision: revision ?? '',
             deleted: row['deleted']?.BOOL === true,
             ...(objectKey !== undefined ? { objectKey } : {}),
-            ...(type !== undefined ? { type } : {}),
           });
         }
         keys = output.UnprocessedKeys?.[this.tableName]?.Keys ?? [];
@@ -194,23 +158,6 @@ export class DynamoDbItemStore implements ItemStore {
         ExpressionAttributeValues: { ':expected': { S: expected.revision } },
       };
     }
-    const change = changeKindOf(expected.exists ? expected : undefined, { deleted: false, revision: row.revision });
-    const outbox = change ? this.outbox() : undefined;
-    if (outbox && change) {
-      const previousRevision = expected.exists ? expected.revision : null;
-      try {
-        const written = await (await outbox).commitPut(
-          { TableName: this.tableName, Item: item, ...condition },
-          expected,
-          { connection: row.connection, id: row.id, change, type: row.type, revision: row.revision, previousRevision, syncedAt: row.syncedAt },
-        );
-        if (written === 'conflict') return { result: 'conflict' };
-        return { result: 'written', ...(expected.exists && expected.objectKey !== undefined ? { replacedObjectKey: expected.objectKey } : {}) };
-      } catch (cause) {
-        if (row.itemObject === undefined && isSizeRefusal(cause)) return { result: 'too-large', bytes: size };
-        throw cause instanceof PermanentError ? cause : awsFailure('TransactWriteItems', cause, size);
-      }
-    }
     try {
       const output = await this.client.send(
         new PutItemCommand({
@@ -230,7 +177,7 @@ export class DynamoDbItemStore implements ItemStore {
     }
   }
 
-  async markDeleted(key: ItemKey, expectedRevision: string, syncedAt: string, type?: string): Promise<WriteResult> {
+  async markDeleted(key: ItemKey, expectedRevision: string, syncedAt: string): Promise<WriteResult> {
     const update = {
       TableName: this.tableName,
       Key: keyAttributes(key),
@@ -243,17 +190,6 @@ export class DynamoDbItemStore implements ItemStore {
         ':syncedAt': { S: syncedAt },
       },
     };
-    const outbox = this.outbox();
-    if (outbox) {
-      try {
-        return await (await outbox).commit(
-          { Update: update },
-          { connection: key.connection, id: key.id, change: 'deleted', type, revision: expectedRevision, previousRevision: expectedRevision, syncedAt },
-        );
-      } catch (cause) {
-        throw cause instanceof PermanentError ? cause : awsFailure('TransactWriteItems', cause);
-      }
-    }
     try {
       await this.client.send(new UpdateItemCommand(update));
       return 'written';

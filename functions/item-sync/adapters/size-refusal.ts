@@ -2,7 +2,7 @@
  * DynamoDB's refusal of a row for its size, and only that: ValidationException "Item size has
  * exceeded the maximum allowed size" (PutItem, BatchWriteItem), "Item size to update has exceeded
  * the maximum allowed size" (UpdateItem), or a transaction cancelled for it (the row's reason a
- * ValidationError with that message: the changes writer, change-outbox.ts, throws ROW_TOO_LARGE).
+ * ValidationError with that message).
  * Other refusals speak of sizes too ("Size of hashkey has exceeded…", "Aggregated size of all range
  * keys has exceeded…" for a key over its limit) and are not about the row's size.
  */

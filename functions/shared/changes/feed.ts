@@ -2,11 +2,11 @@
  * A connection's changes feed (docs/changes.md): reading the changes log from a cursor. No AWS
  * import: the log is the ChangesLog port (functions/shared/adapters/dynamodb-changes-log.ts).
  *
- * The log (written by the item sync, functions/item-sync/adapters/change-outbox.ts): each change
- * of a connection's rows has a sequence number, 1, 2, 3… with no number skipped, and the head row
- * holds the last one. A change and the head that counts it are committed in one transaction with
- * the row they describe, and the head's update is conditional on the head the writer read, so
- * change n + 1 can only commit after change n did. Hence the rule that makes the feed gap-free:
+ * The log (written by the changes writer from the items table's stream,
+ * functions/shared/changes/sequencer.ts): each change of a connection's rows has a sequence number,
+ * 1, 2, 3… with no number skipped, and the head row holds the last one. The change rows are written
+ * before the head moves over them, and the head's move is conditional on the head the writer read,
+ * so the head never counts a change that is not there. Hence the rule that makes the feed gap-free:
  * read the head first (strongly consistent), then the changes up to it; every change at or below
  * the head is already there. A cursor is a place in that sequence: the changes after it are the
  * ones with a greater number, the same ones every time it is read, until they expire.
@@ -94,9 +94,10 @@ export const SETTLE_WAITS_MS: readonly number[] = [50, 200, 750];
 export const SNAPSHOT_OVERLAP = 100;
 
 /**
- * How recent (by its `syncedAt`, the writer's clock when it built the row) a change a snapshot's
- * feed reads again is: longer than a write takes from building its row to its commit (head races
- * wait about 50 s at most: change-outbox.ts HEAD_ATTEMPTS) and any clock skew between containers.
+ * How recent (by its `syncedAt`, the sync's clock when it built the row) a change a snapshot's feed
+ * reads again is: longer than a write takes from building its row to its commit and any clock skew
+ * between containers. (A change numbered after the snapshot's head was read has a higher number
+ * than its cursor, however late the changes writer numbered it.)
  */
 export const SNAPSHOT_OVERLAP_SECONDS = 300;
 

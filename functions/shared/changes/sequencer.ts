@@ -9,7 +9,10 @@
  * (records in stream order), the sequencer appends each connection's changes in chunks, each
  * chunk with one move of the connection's head:
  *
- * 1. read the head `{head: n, epoch, lastSrc}` (strongly consistent);
+ * 1. read the head `{head: n, epoch, lastSrc}` (strongly consistent), or take the one this writer
+ *    left (a container keeps the heads it moved: HEADS_KEPT): one shard's records come to one
+ *    invocation at a time, so it is most often still the head. A head taken so that turns out
+ *    moved (its next number held) is read again at once;
  * 2. drop the changes already numbered: a change whose record (its SequenceNumber, `src`) is
  *    above `lastSrc` is new: the common case, one shard in order. One at or below it may have been
  *    numbered already (the batch came again after a failure, or another shard's record went first):
@@ -26,6 +29,7 @@
  * it. A writer's token is its chunk's first record: the same batch, delivered again after its
  * writer died, takes that writer's rows over at once.
  */
+import { BoundedMap } from '../bounded-map.js';
 import type { ChangeKind } from './transition.js';
 
 /** A change read from one record of the items table's stream. */
@@ -86,6 +90,8 @@ export const CHUNK_SIZE = 100;
 export const PUTS_IN_FLIGHT = 10;
 /** How far before a record's own time its change may have been written (clocks, the record's rounding). */
 export const CLOCK_SKEW_MS = 60_000;
+/** Connections whose head a sequencer (a container) keeps. */
+export const HEADS_KEPT = 10_000;
 /** The longest wait before reading a head again, ms. */
 const WAIT_CAP_MS = 1_000;
 
@@ -114,6 +120,8 @@ export function compareSequenceNumbers(a: string, b: string): number {
 
 export class ChangeSequencer {
   private readonly chunkSize: number;
+  /** The heads this sequencer moved last, by connection. */
+  private readonly heads = new BoundedMap<string, SequencerHead>(HEADS_KEPT);
 
   constructor(private readonly options: SequencerOptions) {
     this.chunkSize = options.chunkSize ?? CHUNK_SIZE;
@@ -134,18 +142,24 @@ export class ChangeSequencer {
     let pending = [...changes];
     let waits = 0;
     while (pending.length > 0) {
-      const head = await this.options.writer.head(connection);
+      const kept = this.heads.use(connection);
+      const head = kept ?? (await this.options.writer.head(connection));
       const fresh = await this.withoutNumbered(connection, head, pending);
       outcome.already += pending.length - fresh.length;
       pending = fresh;
       if (pending.length === 0) break;
       const chunk = pending.slice(0, this.chunkSize);
-      if (await this.commit(connection, head, chunk)) {
+      const moved = await this.commit(connection, head, chunk);
+      if (moved) {
+        this.heads.set(connection, moved);
         outcome.numbered += chunk.length;
         pending = pending.slice(chunk.length);
         waits = 0;
         continue;
       }
+      this.heads.delete(connection);
+      // The head kept was not the head any more: read it, at once.
+      if (kept !== undefined) continue;
       outcome.lost += 1;
       waits += 1;
       // Another writer is at work on this head: wait a little (full jitter, growing), then read it again.
@@ -169,14 +183,14 @@ export class ChangeSequencer {
     return pending.filter((change) => !numbered.has(change.src));
   }
 
-  /** Puts the chunk above `head` and moves the head over it; false when another writer came first. */
-  private async commit(connection: string, head: SequencerHead | undefined, chunk: StreamedChange[]): Promise<boolean> {
+  /** Puts the chunk above `head` and moves the head over it: the head as moved; undefined when another writer came first. */
+  private async commit(connection: string, head: SequencerHead | undefined, chunk: StreamedChange[]): Promise<SequencerHead | undefined> {
     const { writer, now, staleAfterMs } = this.options;
     const token = chunk[0]!.src;
     const n = head?.head ?? 0;
     const writtenAt = now();
     const staleBefore = writtenAt - staleAfterMs;
-    if ((await writer.put(n + 1, chunk[0]!, token, writtenAt, staleBefore)) === 'taken') return false;
+    if ((await writer.put(n + 1, chunk[0]!, token, writtenAt, staleBefore)) === 'taken') return undefined;
     let taken = false;
     for (let start = 1; start < chunk.length; start += PUTS_IN_FLIGHT) {
       const results = await Promise.all(
@@ -184,8 +198,10 @@ export class ChangeSequencer {
       );
       if (results.includes('taken')) taken = true;
     }
-    if (taken) return false;
+    if (taken) return undefined;
     const lastSrc = chunk.reduce((max, change) => (compareSequenceNumbers(change.src, max) > 0 ? change.src : max), head?.lastSrc ?? chunk[0]!.src);
-    return writer.move(connection, head, n + chunk.length, lastSrc, token);
+    if (!(await writer.move(connection, head, n + chunk.length, lastSrc, token))) return undefined;
+    // A new log's epoch is the store's to choose: unknown here, and not needed to write.
+    return { head: n + chunk.length, epoch: head?.epoch ?? '', lastSrc };
   }
 }

@@ -1,12 +1,21 @@
 /**
- * The bench's and the soak's DynamoDB meter (dev/fakes/dynamo-meter.ts) sees TransactWriteItems on
- * DynamoDB Local: the items-table rows a transaction stored (its Put items, a markDeleted Update;
- * not the change and head rows), a cancellation on a condition as a conditional failure, and a lost
- * acknowledgement that the SDK sends again with the same ClientRequestToken, applied and recorded
- * once (the replay is answered without a second apply). It injects TransactionConflict
- * cancellations when asked.
+ * The bench's and the soak's DynamoDB meter (dev/fakes/dynamo-meter.ts) on DynamoDB Local.
+ *
+ * The item sync's writes, each one single-item write (functions/item-sync/adapters/dynamodb-item-store.ts):
+ * the conditional PutItem of a row (ReturnValues ALL_OLD when it replaces one) and the UpdateItem of
+ * a tombstone. The meter records the row each stored, once; when it loses a write's answer, it notes
+ * the object of the row the PutItem replaced (its ALL_OLD answer: the soak counts them), and the
+ * SDK's second send fails its condition (the write's own row is no longer the one it expects): a
+ * conditional failure, nothing stored again.
+ *
+ * TransactWriteItems, which the meter reads too (the sync sent its rows in them with their changes
+ * before the changes writer: outbox-transactions.ts): the items-table rows a transaction stored (its
+ * Put items, a markDeleted Update; not the change and head rows), a cancellation on a condition as a
+ * conditional failure, and a lost acknowledgement that the SDK sends again with the same
+ * ClientRequestToken, applied and recorded once (the replay is answered without a second apply).
+ * It injects TransactionConflict cancellations when asked.
  */
-import { PutItemCommand, type DynamoDBClient, type TransactWriteItem } from '@aws-sdk/client-dynamodb';
+import { PutItemCommand, UpdateItemCommand, type DynamoDBClient, type TransactWriteItem } from '@aws-sdk/client-dynamodb';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DynamoMeter, instrumentDynamo, type DynamoChaos } from '../../../dev/fakes/dynamo-meter.js';
 import { startLocalDynamo, type LocalDynamoDb, type LocalDynamo } from '../../../dev/fakes/local-dynamo.js';
@@ -28,6 +37,44 @@ describe('the DynamoDB meter', () => {
   afterAll(async () => {
     plain?.destroy();
     await dynamo?.close();
+  });
+
+  it("records the item sync's PutItem once; a lost answer names the replaced row's object (ALL_OLD), and the SDK's second send fails its condition", async () => {
+    const meter = new DynamoMeter();
+    const client = instrumentDynamo(dynamo.client(), meter, LOSE_EVERY_ANSWER);
+    try {
+      // The row it replaces points to an object: the PutItem's ALL_OLD answer names it.
+      await plain.send(new PutItemCommand({ TableName: ITEMS, Item: itemRow('m5', 'a', '1', { itemObject: { M: { key: { S: 'objects/a-1' } } } }) }));
+      const sentBefore = dynamo.operations.length;
+      const put = new PutItemCommand({ ...putRow(itemRow('m5', 'a', '2'), '1').Put!, ReturnValues: 'ALL_OLD' });
+      expect(await refusal(client, put)).toMatchObject({ name: 'ConditionalCheckFailedException', status: 400 });
+      expect(dynamo.operations.slice(sentBefore)).toEqual(['PutItem', 'PutItem']);
+      expect(meter.requests).toEqual({ PutItem: 2 });
+      expect(meter.injected.lostAcks).toBe(1);
+      expect(meter.lostAckReplacedObjectKeys).toEqual(['objects/a-1']);
+      expect(meter.conditionalFailures).toEqual({ PutItem: 1 });
+      expect(meter.writes).toEqual([{ id: 'a', state: 'live:2', operation: 'PutItem' }]);
+      expect(await getRow(plain, ITEMS, { connection: { S: 'm5' }, id: { S: 'a' } })).toEqual(itemRow('m5', 'a', '2'));
+      // No transaction: the meter remembers none.
+      expect(meter.transactions.size).toBe(0);
+
+      // The tombstone's UpdateItem, its answer lost too: recorded once with the row as written (the
+      // meter asks for it, ReturnValues ALL_NEW, before the request is built), its second send a
+      // conditional failure; it replaces no object (a tombstone keeps its object).
+      expect(await refusal(client, new UpdateItemCommand(markDeleted('m5', 'a', '2', 'now').Update! as never))).toMatchObject({
+        name: 'ConditionalCheckFailedException',
+      });
+      expect(meter.writes).toEqual([
+        { id: 'a', state: 'live:2', operation: 'PutItem' },
+        { id: 'a', state: 'deleted:2', operation: 'UpdateItem' },
+      ]);
+      expect(meter.injected.lostAcks).toBe(2);
+      expect(meter.conditionalFailures).toEqual({ PutItem: 1, UpdateItem: 1 });
+      expect(meter.lostAckReplacedObjectKeys).toEqual(['objects/a-1']);
+      expect(await getRow(plain, ITEMS, { connection: { S: 'm5' }, id: { S: 'a' } })).toMatchObject({ revision: { S: '2' }, deleted: { BOOL: true }, syncedAt: { S: 'now' } });
+    } finally {
+      client.destroy();
+    }
   });
 
   it('records the items-table row a transaction stored, once, and the SDK sends a lost answer again without a second apply', async () => {
@@ -143,7 +190,10 @@ describe('the DynamoDB meter across lost answers', () => {
   });
 });
 
-/** The sync's Put with its condition on the object of the row it replaces (change-outbox.ts commitPut). */
+/**
+ * A Put whose condition also compares the object key of the row it replaces (as the sync's outbox
+ * did, a transaction returning no old row): the meter names that object when it loses the answer.
+ */
 function comparingObject(write: TransactWriteItem, objectKey: string): TransactWriteItem {
   const put = write.Put!;
   return {

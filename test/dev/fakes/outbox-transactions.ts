@@ -1,8 +1,11 @@
 /**
- * The transactions the item sync sends (functions/item-sync/adapters/change-outbox.ts), for the
- * tests of the harness's stream readers and meter on DynamoDB Local: an items-table row (partition `connection`, sort `id`),
- * its change in the changes table (partition `connection`, sort `seq`, a number) and the
- * connection's head (`seq` 0), in one request; and the records those tests read, as they compare them.
+ * The transactions the item sync sent before the changes writer numbered the items table's stream
+ * (its change outbox, since removed: the sync now writes each row with one PutItem or UpdateItem),
+ * for the tests of the harness's stream readers and meter on DynamoDB Local, which still read
+ * transactions: an items-table row (partition `connection`, sort `id`), its change in the changes
+ * table (partition `connection`, sort `seq`, a number) and the connection's head (`seq` 0), in one
+ * request; `putRow` and `markDeleted` are the sync's row writes (their conditions as
+ * dynamodb-item-store.ts sends them); and the records those tests read, as they compare them.
  */
 import {
   CreateTableCommand,

@@ -134,6 +134,7 @@ describe('the items stream', () => {
     const polling = pollStream({
       stream,
       fn,
+      batchSize: CHANGE_EVENTS_BATCH_SIZE,
       context: () => ({}) as Context,
       clock,
       invocations,

@@ -85,34 +85,27 @@ describe('the push path in virtual time (short)', () => {
     expectSyncCounted(run);
     // One row written an id, in either lane: the account's N ids at once are a backlog, and a users'
     // batch syncs USERS_IDS_PER_CONNECTION of them and moves the others to the background lane.
-    // Each row is written with its change and the connection's head in one TransactWriteItems: a
-    // request counted against both tables, its units against each (2 WRU per KB per item written:
-    // rows, changes and heads all under 1 KB).
-    expect(run.cost.lines.some((l) => l.what.startsWith('DynamoDB PutItem items'))).toBe(false);
+    // Each row is one conditional PutItem (1 WRU: rows under 1 KB); no transaction anywhere. The
+    // changes writer numbers each change from the stream: a change row each (1 WRU), and one head
+    // move for each chunk of a connection's changes in a batch.
     const sources = ['sync', 'reconcile'] as const;
-    const count = (source: (typeof sources)[number], table: string) => run.dynamo[source][`TransactWriteItems ${table}`]!;
-    const committed = sources.reduce((sum, s) => sum + count(s, 'items').requests - (count(s, 'items').transactions?.cancelled ?? 0), 0);
-    expect(committed).toBe(N);
-    expect(count('reconcile', 'items').requests).toBeGreaterThan(0);
-    for (const source of sources) {
-      const items = count(source, 'items');
-      const changes = count(source, 'changes');
-      const cancelled = items.transactions?.cancelled ?? 0;
-      expect(changes.requests).toBe(items.requests);
-      expect(changes.transactions?.cancelled ?? 0).toBe(cancelled);
-      expect(items.capacityUnits).toBe(2 * (items.requests - cancelled));
-      expect(changes.capacityUnits).toBe(4 * (items.requests - cancelled));
-      // Two containers on one connection race for its head: the loser's transaction is cancelled by
-      // the head's condition, charged its prepare phase (1 WRU an item), and tried again.
-      expect(changes.conditionFailures).toBe(cancelled);
-      expect(items.conditionFailures).toBe(0);
-      expect(items.transactions?.cancelledUnits ?? 0).toBe(cancelled);
-      expect(changes.transactions?.cancelledUnits ?? 0).toBe(2 * cancelled);
-      const priced = line(run, `DynamoDB TransactWriteItems changes (sync on the ${source === 'sync' ? 'sync queue' : 'reconcile queue'}`);
-      expect(priced.requests).toBe(changes.requests);
-      expect(priced.usd).toBeCloseTo(((4 * (changes.requests - cancelled) + 2 * cancelled) / 1e6) * PRICES.dynamoWriteRequestUnitPerMillion, 12);
+    const puts = (source: (typeof sources)[number]) => run.dynamo[source][`PutItem items`]!;
+    expect(sources.reduce((sum, s) => sum + puts(s).requests - puts(s).conditionFailures, 0)).toBe(N);
+    expect(puts('reconcile').requests).toBeGreaterThan(0);
+    for (const source of [...sources, 'changesWriter'] as const) {
+      expect(Object.keys(run.dynamo[source]).filter((key) => key.startsWith('TransactWriteItems'))).toEqual([]);
     }
-    expect(line(run, 'DynamoDB Streams GetRecords').units).toBe(`${N} records`);
+    for (const source of sources) expect(puts(source).capacityUnits).toBe(puts(source).requests - puts(source).conditionFailures);
+    const changeRows = run.dynamo.changesWriter['PutItem changes']!;
+    const heads = run.dynamo.changesWriter['UpdateItem changes']!;
+    expect(changeRows.requests - changeRows.conditionFailures).toBe(N);
+    expect(heads.requests).toBeGreaterThan(0);
+    expect(heads.requests).toBeLessThan(N);
+    expect(line(run, 'DynamoDB PutItem changes (changes writer').usd).toBeCloseTo((changeRows.capacityUnits / 1e6) * PRICES.dynamoWriteRequestUnitPerMillion, 12);
+    const writer = line(run, 'Lambda changes writer');
+    expect(writer.requests).toBeGreaterThan(0);
+    expect(line(run, "DynamoDB Streams GetRecords (change events'").units).toBe(`${N} records`);
+    expect(line(run, "DynamoDB Streams GetRecords (changes writer's").units).toBe(`${N} records`);
     const changeEvents = line(run, 'Lambda change events').requests;
     expect(changeEvents).toBeGreaterThan(0);
     expect(changeEvents).toBeLessThan(N / 10);
@@ -126,7 +119,7 @@ describe('the push path in virtual time (short)', () => {
   });
 
   it('prices each family as the public prices say', () => {
-    const meter = emptyMeter({ sync: SYNC_MEMORY_MB, reconcile: 0, reconciler: 0, refresher: 0, changeEvents: 256 });
+    const meter = emptyMeter({ sync: SYNC_MEMORY_MB, reconcile: 0, reconciler: 0, refresher: 0, changeEvents: 256, changesWriter: 0 });
     meter.dynamo.sync['BatchGetItem items'] = { requests: 100, capacityUnits: 500, conditionFailures: 0 };
     meter.dynamo.sync['PutItem control'] = { requests: 10, capacityUnits: 8, conditionFailures: 2 };
     meter.eventSource.sync = { receives: 120, emptyReceives: 20, deleteBatches: 100 };

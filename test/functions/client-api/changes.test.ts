@@ -1,11 +1,13 @@
 /**
- * The changes feed and the snapshot end to end on the harness's DynamoDB (DynamoDB Local, with its
- * TransactWriteItems): rows written by the item sync's own store (DynamoDbItemStore with the changes
- * table: each row and its change in one transaction), read through the client API's handler as
- * production builds it. Each gap hazard the design names is played here:
+ * The changes feed and the snapshot end to end on DynamoDB Local: rows written by the item sync's
+ * own store (DynamoDbItemStore: one conditional write a row), numbered into the changes table by
+ * the changes writer as deployed (its handler, fed the items table's real stream), read through the
+ * client API's handler as production builds it. A read of the feed first hands the writer what the
+ * stream holds, as its event source would within a second. Each gap hazard the design names is
+ * played here:
  * - racing writers: several stores (containers) writing one connection at once;
- * - a write that commits after a later one: a head read before a commit, the change after it;
- * - a lost answer: the SDK sends the same transaction again (same ClientRequestToken);
+ * - a write that commits after a reader's read: in its next read;
+ * - a stream batch delivered again (the writer's answer lost): numbered once;
  * - clock skew: a container whose clock is an hour behind writes between two others;
  * and the snapshot + feed hand-off, large items by URL, expired and erased logs, bad cursors.
  */
@@ -15,6 +17,12 @@ import { SQSClient } from '@aws-sdk/client-sqs';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { captureOutput } from '../../../dev/fakes/capture-output.js';
 import { startLocalDynamo, type LocalDynamoDb } from '../../../dev/fakes/local-dynamo.js';
+import { TableStream, untracked, type LambdaStreamRecord } from '../../../dev/fakes/dynamodb-stream.js';
+import { createContext } from '../../../dev/fakes/lambda.js';
+import { createChangesWriterHandler } from '../../../functions/changes-writer/app.js';
+import { CHANGES_WRITER_SERVICE } from '../../../functions/shared/metric-names.js';
+import { createLogger, createMetrics } from '../../../functions/shared/observability.js';
+import { PassThrough } from 'node:stream';
 import { ensureItemsTable } from '../../../dev/fakes/items-table.js';
 import { LOCAL_CREDENTIALS, LOCAL_REGION } from '../../../dev/fakes/local-aws.js';
 import { S3ObjectLinks } from '../../../functions/client-api/adapters/s3-object-links.js';
@@ -40,6 +48,8 @@ let db: DynamoDBClient;
 let n = 0;
 let items = '';
 let changes = '';
+/** The items table's stream, as the changes writer's event source reads it. */
+let stream: TableStream | undefined;
 /** The API's clock (ms). */
 let apiNow = T0;
 
@@ -56,6 +66,8 @@ beforeAll(async () => {
 
 afterAll(async () => {
   for (const line of lines) expect(line).not.toMatch(/rt-[a-z]+-secret/);
+  expect(writerText).not.toMatch(/rt-[a-z]+-secret/);
+  stream?.close();
   db?.destroy();
   await dynamo?.close();
 });
@@ -67,7 +79,42 @@ beforeEach(async () => {
   apiNow = T0 + 60_000;
   await ensureItemsTable(db, items);
   await dynamo.createChangesTable(changes);
+  stream?.close();
+  stream = new TableStream(dynamo, items, untracked, Date.now);
 });
+
+/** Every line the changes writer wrote, checked for tokens at the end. */
+const writerOutput = new PassThrough();
+let writerText = '';
+writerOutput.on('data', (chunk: Buffer) => (writerText += chunk.toString('utf8')));
+
+/** The changes writer as deployed, on this test's tables. */
+function writer(): ReturnType<typeof createChangesWriterHandler> {
+  return createChangesWriterHandler({
+    config: { changesTableName: changes, changesRetentionDays: RETENTION_DAYS, connectionsTableName: CONNECTIONS, stage: undefined },
+    dynamodb: db,
+    logger: createLogger(CHANGES_WRITER_SERVICE, { output: writerOutput }),
+    metrics: createMetrics(CHANGES_WRITER_SERVICE, { output: writerOutput }),
+  });
+}
+
+/** Hands the changes writer every record the items table's stream holds and it has not had; the records handed. */
+async function numberChanges(): Promise<LambdaStreamRecord[]> {
+  const handed: LambdaStreamRecord[] = [];
+  const handler = writer();
+  for (let empty = 0; empty < 2; ) {
+    const read = await stream!.read(1000);
+    if (read.records.length === 0) {
+      empty += 1;
+      continue;
+    }
+    empty = 0;
+    const answer = await handler({ Records: read.records } as never, createContext('changes-writer', LOCAL_REGION, 60_000));
+    expect(answer.batchItemFailures).toEqual([]);
+    handed.push(...read.records);
+  }
+  return handed;
+}
 
 function api(): ApiHandler {
   return createApiHandler({
@@ -104,9 +151,9 @@ async function get(target: string, method = 'GET'): Promise<{ status: number; te
   return { status: result.statusCode ?? 0, text, body: JSON.parse(text) as Record<string, unknown> };
 }
 
-/** A container's item store, writing each change with its row. */
+/** A container's item store. */
 function container(client: DynamoDBClient = db): DynamoDbItemStore {
-  return new DynamoDbItemStore(client, items, { changes: { tableName: changes, retentionDays: RETENTION_DAYS, load: () => import('../../../functions/item-sync/adapters/change-outbox.js') }, sleep: async () => undefined });
+  return new DynamoDbItemStore(client, items, { sleep: async () => undefined });
 }
 
 const row = (id: string, revision: string, at = T0, connection = 'acme'): ItemRow => ({ connection, id, type: 'file', revision, item: { id, rev: revision }, syncedAt: iso(at) });
@@ -119,8 +166,9 @@ async function sync(store: DynamoDbItemStore, id: string, revision: string, at =
 }
 
 
-/** Every change from `after` to the end, page by page (`limit` each). */
+/** Every change from `after` to the end, page by page (`limit` each), once the changes writer has had what the stream holds. */
 async function readAll(connection: string, after?: string, limit = 1000): Promise<{ changes: Change[]; next: string }> {
+  await numberChanges();
   const all: Change[] = [];
   let cursor = after;
   for (;;) {
@@ -139,7 +187,7 @@ describe('GET /connections/{connection}/changes', () => {
     const store = container();
     expect(await sync(store, 'a', '1', T0)).toBe('written');
     expect(await sync(store, 'a', '2', T0 + 1000)).toBe('written');
-    expect(await store.markDeleted({ connection: 'acme', id: 'a' }, '2', iso(T0 + 2000), 'file')).toBe('written');
+    expect(await store.markDeleted({ connection: 'acme', id: 'a' }, '2', iso(T0 + 2000))).toBe('written');
     expect(await sync(store, 'a', '3', T0 + 3000)).toBe('written');
     expect(await sync(store, 'b', '1', T0 + 4000, 'other')).toBe('written');
 
@@ -157,7 +205,7 @@ describe('GET /connections/{connection}/changes', () => {
     const fromSecond = await get(`/connections/acme/changes?after=${feed[1]!.cursor}`);
     expect(fromSecond.body['changes']).toEqual(feed.slice(2));
     expect((await get(`/connections/acme/changes?after=${feed[1]!.cursor}`)).text).toBe(fromSecond.text);
-    // An unchanged write makes no change (same revision, live over live: no transaction).
+    // An unchanged write makes no change (same revision, live over live).
     expect(await sync(store, 'a', '3', T0 + 5000)).toBe('written');
     expect((await readAll('acme', next)).changes).toEqual([]);
   });
@@ -167,7 +215,7 @@ describe('GET /connections/{connection}/changes', () => {
     const ids = Array.from({ length: 20 }, (_, i) => `item-${i}`);
     let conflicts = 0;
     // Every container tries every write: revision r of an id over r - 1. One wins each (the row's
-    // condition), the others lose it ('conflict') or find it done; all of them race for the head.
+    // condition), the others lose it ('conflict') or find it done.
     await Promise.all(
       stores.map(async (store, s) => {
         for (let revision = 1; revision <= 3; revision++) {
@@ -213,21 +261,14 @@ describe('GET /connections/{connection}/changes', () => {
     expect([...first.changes, ...second.changes].map((change) => change.id)).toEqual(['a', 'b']);
   });
 
-  it('a lost answer: the SDK sends the same transaction again (same ClientRequestToken); it is applied once, one change', async () => {
-    const resending = dynamo.client();
-    resending.middlewareStack.add(
-      (next) => async (args) => {
-        const input = (args as { input?: { TransactItems?: unknown } }).input;
-        if (!input?.TransactItems) return next(args);
-        await next(args);
-        // The first answer is lost; the request goes again as it was.
-        return next(args);
-      },
-      { step: 'finalizeRequest', name: 'loseTheFirstAnswer' },
-    );
-    expect(await sync(container(resending), 'a', '1')).toBe('written');
-    expect((await readAll('acme')).changes.map((change) => change.id)).toEqual(['a']);
-    resending.destroy();
+  it("a stream batch delivered again (the writer's answer lost, or a batch after it failed): numbered once", async () => {
+    await sync(container(), 'a', '1');
+    await sync(container(), 'b', '1');
+    const records = await numberChanges();
+    expect(records).toHaveLength(2);
+    const again = await writer()({ Records: records } as never, createContext('changes-writer', LOCAL_REGION, 60_000));
+    expect(again.batchItemFailures).toEqual([]);
+    expect((await readAll('acme')).changes.map((change) => change.id)).toEqual(['a', 'b']);
   });
 
   it('expired: a cursor whose next change is older than changesRetentionDays is a 410 cursor-expired; the head stays readable', async () => {
@@ -249,7 +290,7 @@ describe('GET /connections/{connection}/changes', () => {
     const eraser = new AwsItemsEraser({ dynamodb: db, s3: new S3Client({ region: LOCAL_REGION }), itemsTable: items, itemsBucket: BUCKET, changesTable: changes, sleep: async () => undefined });
     await eraser.deleteRows('acme', { stop: () => false, beforeDelete: async () => undefined });
     expect(await eraser.deleteChanges('acme', { stop: () => false })).toEqual({ deleted: 2, complete: true });
-    // The store remembers head 1; the erase deleted it: the write starts the new log.
+    // The erase deleted the head: the next change starts a new log.
     expect(await sync(store, 'b', '1')).toBe('written');
     expect(await get(`/connections/acme/changes?after=${old.next}`)).toMatchObject({ status: 410, body: { error: { code: 'cursor-expired' } } });
     expect((await readAll('acme')).changes.map((change) => change.id)).toEqual(['b']);
@@ -295,10 +336,11 @@ describe('GET /connections/{connection}/items (the snapshot)', () => {
     expect(c).toMatchObject({ id: 'c' });
     const last = await get(`/connections/acme/items?limit=2&cursor=${second.body['cursor']}`);
     expect(last.body).toEqual({ items: [], cursor: null, changesCursor });
-    // The feed after changesCursor: the last changes again (SNAPSHOT_OVERLAP: in case DynamoDB was still
-    // applying one while the rows were read); here the three, which the snapshot holds already.
+    // The feed after changesCursor: the last changes again (SNAPSHOT_OVERLAP: in case one was still
+    // being numbered while the rows were read); here the four, which the snapshot holds already (a
+    // row written by hand, as big, is numbered as any other: the stream has every write).
     const overlap = await readAll('acme', changesCursor);
-    expect(overlap.changes.map((change) => `${change.change} ${change.id} ${change.revision}`)).toEqual(['created a 1', 'created b 1', 'created c 1']);
+    expect(overlap.changes.map((change) => `${change.change} ${change.id} ${change.revision}`)).toEqual(['created a 1', 'created b 1', 'created c 1', 'created big 9']);
     expect((await readAll('acme', overlap.next)).changes).toEqual([]);
   });
 
@@ -316,7 +358,7 @@ describe('GET /connections/{connection}/items (the snapshot)', () => {
       round += 1;
       await sync(container(), ids[round - 1]!, '2');
       await sync(container(), ids[Math.min(11, round + 6)]!, String(3 + round));
-      if (round === 2) await store.markDeleted({ connection: 'acme', id: ids[0]! }, '2', iso(T0 + 5000), 'file');
+      if (round === 2) await store.markDeleted({ connection: 'acme', id: ids[0]! }, '2', iso(T0 + 5000));
       await sync(container(), `new-${round}`, '1');
       if (page.body['cursor'] === null) break;
       page = await get(`/connections/acme/items?limit=3&cursor=${page.body['cursor']}`);
@@ -343,8 +385,9 @@ describe('GET /connections/{connection}/items (the snapshot)', () => {
 });
 
 describe("the README's consumer (tools/changes/consumer.ts) on the handler", () => {
-  /** The consumer's `get`, its pages of 1,000 lowered to 3 so that each read takes several. */
+  /** The consumer's `get`, its pages of 1,000 lowered to 3 so that each read takes several; the changes writer keeps up with the stream. */
   const consumerGet: Get = async (path) => {
+    await numberChanges();
     const answer = await get(`/${path.replace('limit=1000', 'limit=3')}`);
     return { status: answer.status, body: answer.body };
   };

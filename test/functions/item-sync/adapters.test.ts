@@ -192,11 +192,10 @@ describe('DynamoDbItemStore: the key (connection, id)', () => {
               { connection: { S: 'globex' }, id: { S: 'big' } },
               { connection: { S: 'acme' }, id: { S: 'none' } },
             ],
-            ProjectionExpression: '#connection, #id, #type, #revision, #deleted, #itemObject',
+            ProjectionExpression: '#connection, #id, #revision, #deleted, #itemObject',
             ExpressionAttributeNames: {
               '#connection': 'connection',
               '#id': 'id',
-              '#type': 'type',
               '#revision': 'revision',
               '#deleted': 'deleted',
               '#itemObject': 'itemObject',

@@ -162,9 +162,10 @@ describe('two connections holding the same item id', () => {
       [k('same', 'acme'), k('same', 'globex')],
     ]);
     const puts = ddb.commandCalls(PutItemCommand).map((call) => call.args[0].input);
-    expect(puts.map((put) => [put.Item!['connection'], put.Item!['id'], put.Item!['revision'], put.ConditionExpression])).toEqual([
-      [{ S: 'acme' }, { S: 'same' }, { S: '5' }, 'attribute_not_exists(#id) AND attribute_not_exists(#itemObject)'],
-      [{ S: 'globex' }, { S: 'same' }, { S: '2' }, '#revision = :expected AND attribute_not_exists(#deleted) AND attribute_not_exists(#itemObject)'],
+    expect(puts.map((put) => [put.Item!['connection'], put.Item!['id'], put.Item!['revision'], put.ConditionExpression, put.ReturnValues])).toEqual([
+      [{ S: 'acme' }, { S: 'same' }, { S: '5' }, 'attribute_not_exists(#id)', undefined],
+      // globex's row is replaced: its old row is asked for (the object it may point to).
+      [{ S: 'globex' }, { S: 'same' }, { S: '2' }, '#revision = :expected AND attribute_not_exists(#deleted)', 'ALL_OLD'],
     ]);
     expect(metrics).toMatchObject({ ItemsCreated: 1, ItemsUpdated: 1 });
   });

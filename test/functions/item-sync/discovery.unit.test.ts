@@ -124,7 +124,7 @@ describe('a folder about to be written sends its children first', () => {
     ]);
     // The folder's own revision, then its children's (one read), the children sent, then its row.
     expect(order).toEqual(['BatchGetItem', 'BatchGetItem', 'Send reconcile', 'PutItem F']);
-    expect(reads()[1]).toEqual({ keys: ['acme/a', 'acme/b', 'acme/c'], consistent: false, projection: '#connection, #id, #type, #revision, #deleted, #itemObject' });
+    expect(reads()[1]).toEqual({ keys: ['acme/a', 'acme/b', 'acme/c'], consistent: false, projection: '#connection, #id, #revision, #deleted, #itemObject' });
     expect(metrics).toMatchObject({ ItemsCreated: 1, ChildrenDiscovered: 2, ChildrenSkipped: 0, ListingsTruncated: 0 });
     expect(logs.filter((line) => line['message'] === 'folder children sent for checking')).toEqual([
       expect.objectContaining({ level: 'INFO', connection: 'acme', itemId: 'F', sent: 2, listed: 2, left: 0 }),

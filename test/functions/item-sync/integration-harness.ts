@@ -5,6 +5,11 @@
  * exact dead-letter and visibility commands can be asserted, and the connections' access layer
  * played by SimulatorAccess (each connection's token issued by the simulator). Every run's output
  * and every DLQ message is kept, and checked at the end of each file for the tokens handed out.
+ *
+ * The sync writes each row with one single-item write (PutItem, or UpdateItem for a tombstone) and
+ * no change: the changes feed is written by the changes writer from the items table's stream
+ * (functions/changes-writer). `changes()` reads that stream (DynamoDB Local's own, the table created
+ * with it as the stateful stack defines it) and reads each record as the changes writer does.
  */
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { mockClient } from 'aws-sdk-client-mock';
@@ -12,6 +17,7 @@ import { SQSClient, SendMessageBatchCommand, GetQueueUrlCommand, ChangeMessageVi
 import { GetItemCommand, type AttributeValue, type DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import type { SQSBatchResponse } from 'aws-lambda';
 import { MemoryPaceStore } from '../../../dev/fakes/memory-pace-store.js';
+import { streamedChangeOf } from '../../../functions/changes-writer/app.js';
 import { createSyncHandler, type SyncHandlerDeps } from '../../../functions/item-sync/app.js';
 import { fromAttributeValue } from '../../../functions/item-sync/adapters/dynamodb-item-store.js';
 import { loadSyncConfig } from '../../../functions/shared/config.js';
@@ -19,6 +25,7 @@ import type { ConnectionAccess, ConnectionGate } from '../../../functions/shared
 import { HttpProviderClient } from '../../../functions/shared/provider/provider-client.js';
 import type { ProviderClient } from '../../../functions/shared/ports.js';
 import { captureOutput } from '../../../dev/fakes/capture-output.js';
+import { TableStream, untracked, type LambdaStreamRecord } from '../../../dev/fakes/dynamodb-stream.js';
 import { startLocalDynamo, type LocalDynamo } from '../../../dev/fakes/local-dynamo.js';
 import { startS3, type LocalS3 } from '../../../dev/fakes/s3.js';
 import { ProviderSimulator, type SimulatorItem } from '../../../dev/simulator/provider-simulator.js';
@@ -98,10 +105,24 @@ export interface Env {
   run(bodies: string[], options?: { handler?: ReturnType<typeof createSyncHandler>; remainingMs?: number }): Promise<Run>;
   rows(): Promise<Array<Record<string, unknown>>>;
   row(id: string, connection?: string): Promise<Record<string, unknown> | undefined>;
-  /** The changes written so far (every row of the changes table but the heads), by connection, then number. */
-  changes(): Promise<Array<Record<string, unknown>>>;
+  /**
+   * The changes the table's writes made so far, in the order they were applied: every record of the
+   * items table's stream, read as the changes writer reads it (its `streamedChangeOf`); a record
+   * that makes no change is `change: 'none'`. The changes writer numbers these (all but `none`).
+   */
+  changes(): Promise<StreamChange[]>;
   /** The access layer: `default` holds a token from the start. */
   access: SimulatorAccess;
+}
+
+/** A stream record's change as the changes writer reads it, without the record's own position. */
+export interface StreamChange {
+  connection: string | undefined;
+  id: string | undefined;
+  change: string;
+  type?: string | undefined;
+  revision?: string;
+  previousRevision?: string | null;
 }
 
 export interface Run {
@@ -158,11 +179,8 @@ export async function setup(options: { items?: SimulatorItem[]; revisionField?: 
   simulators.push(sim);
   const table = `items-${++tableCounter}`;
   const bucket = `items-bucket-${tableCounter}`;
-  // The changes table of this items table: each change is written with its row (as deployed).
-  const changes = `changes-${tableCounter}`;
   const client = ctx.dynamo.client();
   await createItemsTable(client, table);
-  await ctx.dynamo.createChangesTable(changes);
   await ctx.s3.createBucket(bucket);
   const access = new SimulatorAccess(sim);
   access.issue('default');
@@ -177,8 +195,6 @@ export async function setup(options: { items?: SimulatorItem[]; revisionField?: 
         CONNECTIONS_KEY_ARN: 'arn:aws:kms:eu-west-1:000000000000:key/00000000-0000-4000-8000-000000000000',
         ITEMS_TABLE_NAME: table,
         ITEMS_BUCKET_NAME: bucket,
-        CHANGES_TABLE_NAME: changes,
-        CHANGES_RETENTION_DAYS: '35',
         REVISION_FIELD: options.revisionField ?? 'revision',
         DEAD_LETTER_QUEUE_URL: DLQ_URL,
         // The longest the configuration allows: a request to the simulator that a loaded machine
@@ -224,17 +240,47 @@ export async function setup(options: { items?: SimulatorItem[]; revisionField?: 
       return row ? toRow(row) : undefined;
     },
     async changes() {
-      return (await ctx.dynamo.scan(changes))
-        .map(toRow)
-        .filter((row) => Number(row['seq']) !== 0)
-        .sort((a, b) => (a['connection'] === b['connection'] ? Number(a['seq']) - Number(b['seq']) : String(a['connection']) < String(b['connection']) ? -1 : 1));
+      return (await streamRecords(table)).map(changeOfRecord);
     },
   };
 }
 
-/** The writes of an items-table row: a plain PutItem or UpdateItem, or TransactWriteItems (a row with its change). */
+/**
+ * The writes of an items-table row: a PutItem or an UpdateItem (and a TransactWriteItems, which the
+ * sync no longer sends: an exact list of the writes shows one).
+ */
 export const writes = (operations: string[]) => operations.filter((op) => op === 'PutItem' || op === 'UpdateItem' || op === 'TransactWriteItems');
 export const failed = (result: SQSBatchResponse) => result.batchItemFailures.map((failure) => failure.itemIdentifier);
+
+/** Every record of the table's stream so far, from its first, in the order DynamoDB applied the writes. */
+async function streamRecords(table: string): Promise<LambdaStreamRecord[]> {
+  const stream = new TableStream(ctx.dynamo, table, untracked, Date.now);
+  const records: LambdaStreamRecord[] = [];
+  try {
+    // Read until two reads in a row find nothing (the first describes the stream).
+    for (let empty = 0; empty < 2; ) {
+      const read = await stream.read(1000);
+      if (read.records.length === 0) empty += 1;
+      else empty = 0;
+      records.push(...read.records);
+    }
+  } finally {
+    stream.close();
+  }
+  const position = (record: LambdaStreamRecord): bigint => BigInt(record.dynamodb.SequenceNumber ?? '0');
+  return records.sort((a, b) => (position(a) < position(b) ? -1 : position(a) > position(b) ? 1 : 0));
+}
+
+/** A record's change as the changes writer reads it; a record it could not read fails the test. */
+function changeOfRecord(record: LambdaStreamRecord): StreamChange {
+  const change = streamedChangeOf(record, (reason) => {
+    throw new Error(`the changes writer cannot read a record of the items stream: ${reason}`);
+  });
+  const keys = record.dynamodb.Keys;
+  if (change === undefined) return { connection: keys?.['connection']?.S, id: keys?.['id']?.S, change: 'none' };
+  const { connection, id, change: kind, type, revision, previousRevision } = change;
+  return { connection, id, change: kind, type, revision, previousRevision };
+}
 
 /**
  * A provider client over the simulator at `baseUrl` whose first getItem, once fetched, is held
@@ -266,7 +312,7 @@ export function heldAfterFirstFetch(baseUrl: string, maxResponseBytes: number): 
  * The client with the answer to its first `operation` lost: DynamoDB applies the write, then the
  * client sees a dropped connection (below the SDK's retry middleware, which sends it again).
  */
-export function losingFirstAnswer(client: DynamoDBClient, operation: 'PutItem' | 'UpdateItem' | 'TransactWriteItems'): DynamoDBClient {
+export function losingFirstAnswer(client: DynamoDBClient, operation: 'PutItem' | 'UpdateItem'): DynamoDBClient {
   let lost = false;
   client.middlewareStack.add(
     (next, context) => async (args) => {
@@ -280,6 +326,27 @@ export function losingFirstAnswer(client: DynamoDBClient, operation: 'PutItem' |
     { step: 'deserialize', priority: 'high', name: 'loseFirstAnswer' },
   );
   return client;
+}
+
+/**
+ * The client with its first PutItem of an inline row (`item`) padded past DynamoDB's 400 KB on its
+ * way out, after the store's size estimate let the row through: DynamoDB Local refuses it for its
+ * size, as DynamoDB refuses a row its own measure puts over the limit. `padded` counts the rows padded.
+ */
+export function paddingFirstInlineRow(client: DynamoDBClient): { client: DynamoDBClient; padded: () => number } {
+  let padded = 0;
+  client.middlewareStack.add(
+    (next, context) => async (args) => {
+      const input = args.input as { Item?: Record<string, AttributeValue> };
+      if (padded === 0 && context.commandName === 'PutItemCommand' && input.Item?.['item'] !== undefined) {
+        padded += 1;
+        return next({ ...args, input: { ...input, Item: { ...input.Item, padding: { S: 'p'.repeat(400 * 1024) } } } });
+      }
+      return next(args);
+    },
+    { step: 'initialize', name: 'padFirstInlineRow' },
+  );
+  return { client, padded: () => padded };
 }
 
 /** Registers the start and stop of the local services and the per-test reset of the SQS mock. */

@@ -4,28 +4,17 @@
  * lost answers leaving no orphan and no pointer to nothing.
  */
 import { describe, expect, it, vi } from 'vitest';
-import { SQSClient } from '@aws-sdk/client-sqs';
-import { MemoryPaceStore } from '../../../dev/fakes/memory-pace-store.js';
-import { createSyncHandler } from '../../../functions/item-sync/app.js';
-import { loadSyncConfig } from '../../../functions/shared/config.js';
-import { captureOutput } from '../../../dev/fakes/capture-output.js';
-import { startLocalDynamo } from '../../../dev/fakes/local-dynamo.js';
 import { itemObjectOf, readItemObject, S3_LOCAL_CREDENTIALS } from '../../../dev/fakes/s3.js';
-import { ProviderSimulator, type SimulatorItem } from '../../../dev/simulator/provider-simulator.js';
-import { DLQ_URL, lambdaContext, logLines, sqsEvent } from './helpers.js';
+import { type SimulatorItem } from '../../../dev/simulator/provider-simulator.js';
+import { logLines } from './helpers.js';
 import {
-  SimulatorAccess,
-  createItemsTable,
   ctx,
   deadLetters,
-  everything,
   expectNoTokenLeft,
-  getRow,
   heldAfterFirstFetch,
   losingFirstAnswer,
+  paddingFirstInlineRow,
   setup,
-  simulators,
-  toRow,
   twoContainersAtOnce,
   useIntegrationHarness,
   type Env,
@@ -64,9 +53,9 @@ describe('items too large for a row, against s3rver', () => {
     expect(p1.size).toBeGreaterThan(600 * 1024);
     expect(p1.sha256).toMatch(/^[0-9a-f]{64}$/);
     expect(await env.objects()).toEqual(new Map([[p1.key, p1.size]]));
-    // The object first, then the row with its change: one TransactWriteItems, nothing before it in
-    // the table but the read (and the read of the connection's head, this container's first write).
-    expect(first.operations).toEqual(['BatchGetItem', 'GetItem', 'TransactWriteItems']);
+    // The object first, then the row: one PutItem, nothing before it in the table but the read (the
+    // estimate said "too large": the inline row was never sent).
+    expect(first.operations).toEqual(['BatchGetItem', 'PutItem']);
 
     env.sim.setItem(big(2, 700 * 1024));
     expect((await env.run(['big'])).metrics).toMatchObject({ ItemsUpdated: 1 });
@@ -81,6 +70,12 @@ describe('items too large for a row, against s3rver', () => {
     expect(row3).toMatchObject({ revision: '3', item: { id: 'big', type: 'file', revision: 3, content: 'small again' } });
     expect(row3).not.toHaveProperty('itemObject');
     expect(await env.objects()).toEqual(new Map());
+    // One change a write on the items stream (the feed's source), each with the revision it replaced.
+    expect((await env.changes()).map((change) => [change.change, change.revision, change.previousRevision])).toEqual([
+      ['created', '1', null],
+      ['updated', '2', '1'],
+      ['updated', '3', '2'],
+    ]);
   });
 
   it('with AWS_ENDPOINT_URL_S3=http://localhost:PORT and no client given, a large item is stored (the bucket addressed path-style)', async () => {
@@ -107,53 +102,26 @@ describe('items too large for a row, against s3rver', () => {
   });
 
   it('a row DynamoDB refuses for its size although the estimate let it through goes to the bucket', async () => {
-    const small = await startLocalDynamo();
-    // DynamoDB refuses the first transaction's row (its first action) for its size.
-    small.cancel({ times: 1, code: 'ValidationError', actions: [0] });
-    try {
-      const sim = await ProviderSimulator.start({ items: [{ id: 'mid', type: 'file', revision: 1, content: 'y'.repeat(100 * 1024) }] });
-      simulators.push(sim);
-      await createItemsTable(small.client(), 'items-small');
-      await small.createChangesTable('changes');
-      await ctx.s3.createBucket('items-small-bucket');
-      const access = new SimulatorAccess(sim);
-      access.issue('default');
-      const paceStore = new MemoryPaceStore();
-      const handler = createSyncHandler({
-        config: loadSyncConfig({
-          PROVIDER_BASE_URL: sim.baseUrl,
-          CONNECTIONS_TABLE_NAME: 'connections',
-          CONNECTIONS_KEY_ARN: 'arn:aws:kms:eu-west-1:000000000000:key/00000000-0000-4000-8000-000000000000',
-          ITEMS_TABLE_NAME: 'items-small',
-          ITEMS_BUCKET_NAME: 'items-small-bucket',
-          CHANGES_TABLE_NAME: 'changes',
-          CHANGES_RETENTION_DAYS: '35',
-          REVISION_FIELD: 'revision',
-          DEAD_LETTER_QUEUE_URL: DLQ_URL,
-          CONTROL_TABLE_NAME: 'control',
-          PROVIDER_REQUESTS_PER_SECOND: '1000',
-        }),
-        paceStoreFor: () => paceStore,
-        dynamodb: small.client(),
-        sqs: new SQSClient({ region: 'eu-west-1' }),
-        connections: access,
-        s3: ctx.s3Client,
-      });
-      const { result, output } = await captureOutput(() => handler(sqsEvent(['mid']), lambdaContext()));
-      everything.push(output);
+    const env = await setup({ items: [{ id: 'mid', type: 'file', revision: 1, content: 'y'.repeat(100 * 1024) }] });
+    // The inline row passes the estimate (about 100 KB); on its way it is padded past 400 KB, and
+    // DynamoDB Local refuses it for its size, as DynamoDB refuses a row the estimate let through.
+    const padding = paddingFirstInlineRow(ctx.dynamo.client());
+    const { result, operations, output } = await env.run(['mid'], { handler: env.handler({ dynamodb: padding.client }) });
 
-      expect(result).toEqual({ batchItemFailures: [] });
-      // The inline row (refused by DynamoDB), then the row pointing to the object: each with its change.
-      expect(small.operations.filter((op) => op === 'TransactWriteItems')).toHaveLength(2);
-      expect(small.operations.filter((op) => op === 'PutItem' || op === 'UpdateItem')).toEqual([]);
-      expect(deadLetters()).toEqual([]);
-      const row = toRow((await getRow(small.client(), 'items-small', 'mid'))!);
-      const pointer = itemObjectOf(row)!;
-      expect(await readItemObject(ctx.s3Client, 'items-small-bucket', pointer)).toEqual({ kind: 'found', item: sim.getItem('mid') });
-      expect([...(await ctx.s3.listObjects('items-small-bucket')).keys()]).toEqual([pointer.key]);
-    } finally {
-      await small.close();
-    }
+    expect(result).toEqual({ batchItemFailures: [] });
+    expect(padding.padded()).toBe(1);
+    // The inline row (refused by DynamoDB: nothing written), then the row pointing to the object.
+    expect(operations).toEqual(['BatchGetItem', 'PutItem', 'PutItem']);
+    expect(deadLetters()).toEqual([]);
+    expect(logLines(output).find((line) => line['message'] === 'item too large for a row; storing it in the items bucket')).toMatchObject({ itemId: 'mid' });
+    const row = await env.row('mid');
+    expect(row).not.toHaveProperty('item');
+    expect(row).not.toHaveProperty('padding');
+    const { pointer, read } = await objectOf(env, row);
+    expect(read).toEqual({ kind: 'found', item: env.sim.getItem('mid') });
+    expect([...(await env.objects()).keys()]).toEqual([pointer.key]);
+    // The refused write made no change: one, the row pointing to the object.
+    expect((await env.changes()).map((change) => [change.change, change.id, change.revision])).toEqual([['created', 'mid', '1']]);
   });
 
   it('two handler instances racing on a large item leave the newest revision, no orphan and no pointer to nothing', async () => {
@@ -200,39 +168,48 @@ describe('items too large for a row, against s3rver', () => {
     expect(count('item too large for a row; storing it in the items bucket') - count('item object deleted')).toBe(4);
   });
 
-  it('a write DynamoDB applied whose answer was lost (the SDK sends it again with its ClientRequestToken, applied once): the replaced object is deleted, the record counts as the change', async () => {
+  it('a write DynamoDB applied whose answer was lost (the SDK sends it again, which fails its condition on the write\'s own row): the row read back is its own, the replaced object is deleted, the record counts as the change', async () => {
     const env = await setup({ items: [{ id: 'lost', type: 'file', revision: 1, content: 'q'.repeat(600 * 1024) }] });
     expect((await env.run(['lost'])).metrics).toMatchObject({ ItemsCreated: 1 });
     const { pointer: replaced } = await objectOf(env, await env.row('lost'));
 
-    // Going back inline: the row and its change are applied (one TransactWriteItems), the answer lost;
-    // the SDK's second send carries the same ClientRequestToken and is answered as applied, not applied again.
+    // Going back inline: the PutItem is applied, its answer lost (and with it the old row it would
+    // return). The SDK sends it again: the row is no longer the one its condition expects, so that
+    // send fails (a conflict, nothing written). The row read back (strongly consistent) is this
+    // write's own: it counts as written, and the replaced object, known from the row read before the
+    // write, is deleted.
     env.sim.setItem({ id: 'lost', type: 'file', revision: 2, content: 'small again' });
-    const put = await env.run(['lost'], { handler: env.handler({ dynamodb: losingFirstAnswer(ctx.dynamo.client(), 'TransactWriteItems') }) });
+    const put = await env.run(['lost'], { handler: env.handler({ dynamodb: losingFirstAnswer(ctx.dynamo.client(), 'PutItem') }) });
     expect(put.result).toEqual({ batchItemFailures: [] });
-    // A new container: it reads the connection's head first.
-    expect(put.operations).toEqual(['BatchGetItem', 'GetItem', 'TransactWriteItems', 'TransactWriteItems']);
+    expect(put.operations).toEqual(['BatchGetItem', 'PutItem', 'PutItem', 'BatchGetItem']);
     expect(put.metrics).toMatchObject({ ItemsFetched: 1, ItemsUpdated: 1, ItemsUnchanged: 0, RecordsRetried: 0 });
     expect(await env.row('lost')).toMatchObject({ revision: '2', item: { content: 'small again' } });
+    expect(logLines(put.output).find((line) => line['message'] === 'row written after all (the answer to the write was lost)')).toMatchObject({
+      itemId: 'lost',
+      revision: '2',
+    });
     expect(logLines(put.output).find((line) => line['message'] === 'item object deleted')).toMatchObject({
       connection: 'default',
       itemId: 'lost',
       objectKey: replaced.key,
+      reason: 'the row pointing to it was replaced (the answer to that write was lost)',
     });
     expect(replaced.key).toMatch(/^items\/default\//);
     expect(await env.objects()).toEqual(new Map());
 
-    // A tombstone whose answer is lost the same way: counted as deleted.
+    // A tombstone whose answer is lost the same way: its second send fails its condition, the row
+    // read back is the tombstone at this syncedAt: counted as deleted.
     env.sim.deleteItem('lost');
-    const tombstone = await env.run(['lost'], { handler: env.handler({ dynamodb: losingFirstAnswer(ctx.dynamo.client(), 'TransactWriteItems') }) });
-    expect(tombstone.operations).toEqual(['BatchGetItem', 'GetItem', 'TransactWriteItems', 'TransactWriteItems']);
+    const tombstone = await env.run(['lost'], { handler: env.handler({ dynamodb: losingFirstAnswer(ctx.dynamo.client(), 'UpdateItem') }) });
+    expect(tombstone.result).toEqual({ batchItemFailures: [] });
+    expect(tombstone.operations).toEqual(['BatchGetItem', 'UpdateItem', 'UpdateItem', 'BatchGetItem']);
     expect(tombstone.metrics).toMatchObject({ ItemsDeleted: 1, ItemsUnchanged: 0, RecordsRetried: 0 });
-    expect(await env.row('lost')).toMatchObject({ revision: '2', deleted: true });
-    // Each write's change once, however many times the SDK sent it.
-    expect((await env.changes()).map((change) => [change['seq'], change['change'], change['revision'], change['previousRevision']])).toEqual([
-      [1, 'created', '1', undefined],
-      [2, 'updated', '2', '1'],
-      [3, 'deleted', '2', '2'],
+    expect(await env.row('lost')).toMatchObject({ revision: '2', deleted: true, item: { content: 'small again' } });
+    // Each write applied once, however many times the SDK sent it: one change each on the items stream.
+    expect((await env.changes()).map((change) => [change.change, change.revision, change.previousRevision])).toEqual([
+      ['created', '1', null],
+      ['updated', '2', '1'],
+      ['deleted', '2', '2'],
     ]);
   });
 

@@ -78,8 +78,10 @@ describe('items too large for a row', () => {
     // The object holds the item as the provider returned it (the same JSON value).
     expect(parseJson(body.toString('utf8'))).toEqual(big);
     expect(body.byteLength).toBeGreaterThan(600 * 1024);
-    // The estimate already said "too large": the inline row was never sent.
-    expect(ddb).toReceiveCommandExactlyOnceWith(PutItemCommand, {
+    // The estimate already said "too large": the inline row was never sent. The row's one PutItem,
+    // the whole command (a new row: nothing replaced, no ReturnValues).
+    expect(ddb).toHaveReceivedCommandTimes(PutItemCommand, 1);
+    expect(ddb.commandCalls(PutItemCommand)[0]!.args[0].input).toEqual({
       TableName: TABLE,
       Item: {
         connection: { S: 'default' },
@@ -89,10 +91,9 @@ describe('items too large for a row', () => {
         itemObject: { M: { key: { S: key }, size: { N: String(body.byteLength) }, sha256: { S: sha256 } } },
         syncedAt: { S: NOW.toISOString() },
       },
-      ConditionExpression: 'attribute_not_exists(#id) AND attribute_not_exists(#itemObject)',
-      ExpressionAttributeNames: { '#id': 'id', '#itemObject': 'itemObject' },
+      ConditionExpression: 'attribute_not_exists(#id)',
+      ExpressionAttributeNames: { '#id': 'id' },
     });
-    expect(ddb.commandCalls(PutItemCommand)[0]!.args[0].input.Item).not.toHaveProperty('item');
     expect(order).toEqual([`PutObject ${key}`, 'PutItem itemObject']);
     expect(s3).not.toHaveReceivedCommand(DeleteObjectCommand);
     expect(metrics).toMatchObject({ ItemsCreated: 1, RecordsDeadLettered: 0 });
@@ -190,19 +191,22 @@ describe('items too large for a row', () => {
 
   it('going back inline: writes the row with item, then deletes the object the replaced row pointed to', async () => {
     stored([{ id: 'shrunk', revision: '1', objectKey: OLD_KEY }]);
-    const order = recordWrites();
+    // DynamoDB answers the row the write replaced (ALL_OLD): it pointed to OLD_KEY.
+    const order = recordWrites(() => ({ Attributes: { ...k('shrunk'), revision: { S: '1' }, itemObject: { M: { key: { S: OLD_KEY } } } } }));
     const { result, metrics } = await run(build(new ScriptedProvider().on('shrunk', item('shrunk', 2))), ['shrunk']);
 
     expect(result.batchItemFailures).toEqual([]);
-    // A transaction returns no old row: the replaced object is the one of the row compared, which
-    // the condition names.
-    expect(ddb).toReceiveCommandExactlyOnceWith(PutItemCommand, {
+    // The condition is on the revision compared alone; the replaced object is the one of the old row
+    // DynamoDB returns.
+    expect(ddb).toHaveReceivedCommandTimes(PutItemCommand, 1);
+    expect(ddb.commandCalls(PutItemCommand)[0]!.args[0].input).toEqual({
+      TableName: TABLE,
       Item: expect.objectContaining({ item: expect.anything(), revision: { S: '2' } }),
-      ConditionExpression: '#revision = :expected AND attribute_not_exists(#deleted) AND #itemObject.#objectKey = :objectKey',
-      ExpressionAttributeNames: { '#revision': 'revision', '#deleted': 'deleted', '#itemObject': 'itemObject', '#objectKey': 'key' },
-      ExpressionAttributeValues: { ':expected': { S: '1' }, ':objectKey': { S: OLD_KEY } },
+      ConditionExpression: '#revision = :expected AND attribute_not_exists(#deleted)',
+      ExpressionAttributeNames: { '#revision': 'revision', '#deleted': 'deleted' },
+      ExpressionAttributeValues: { ':expected': { S: '1' } },
+      ReturnValues: 'ALL_OLD',
     });
-    expect(ddb.commandCalls(PutItemCommand)[0]!.args[0].input).not.toHaveProperty('ReturnValues');
     expect(ddb.commandCalls(PutItemCommand)[0]!.args[0].input.Item).not.toHaveProperty('itemObject');
     expect(order).toEqual(['PutItem item', `DeleteObject ${OLD_KEY}`]);
     expect(s3).toReceiveCommandExactlyOnceWith(DeleteObjectCommand, { Bucket: BUCKET, Key: OLD_KEY });
@@ -211,19 +215,25 @@ describe('items too large for a row', () => {
   });
 
   it('a newer large revision: new object, row, then the replaced object deleted', async () => {
-    stored([{ id: 'grew', revision: '1', objectKey: OLD_KEY }]);
-    const order = recordWrites();
+    // The row read before the write (eventually consistent) showed no object; the row the write
+    // replaced, as DynamoDB returns it, pointed to OLD_KEY: that is the object deleted.
+    stored([{ id: 'grew', revision: '1' }]);
+    const order = recordWrites(() => ({ Attributes: { ...k('grew'), revision: { S: '1' }, itemObject: { M: { key: { S: OLD_KEY } } } } }));
     const big = largeItem('grew', 2);
     const { result } = await run(build(new ScriptedProvider().on('grew', big)), ['grew']);
 
     const { key } = objectOf(big, 'grew', '2');
     expect(result.batchItemFailures).toEqual([]);
     expect(order).toEqual([`PutObject ${key}`, 'PutItem itemObject', `DeleteObject ${OLD_KEY}`]);
-    expect(ddb).toReceiveCommandWith(PutItemCommand, {
-      ConditionExpression: '#revision = :expected AND attribute_not_exists(#deleted) AND #itemObject.#objectKey = :objectKey',
-      ExpressionAttributeValues: { ':expected': { S: '1' }, ':objectKey': { S: OLD_KEY } },
+    expect(ddb).toHaveReceivedCommandTimes(PutItemCommand, 1);
+    expect(ddb.commandCalls(PutItemCommand)[0]!.args[0].input).toEqual({
+      TableName: TABLE,
+      Item: expect.objectContaining({ itemObject: { M: expect.objectContaining({ key: { S: key } }) }, revision: { S: '2' } }),
+      ConditionExpression: '#revision = :expected AND attribute_not_exists(#deleted)',
+      ExpressionAttributeNames: { '#revision': 'revision', '#deleted': 'deleted' },
+      ExpressionAttributeValues: { ':expected': { S: '1' } },
+      ReturnValues: 'ALL_OLD',
     });
-    expect(ddb.commandCalls(PutItemCommand)[0]!.args[0].input).not.toHaveProperty('ReturnValues');
   });
 
   it('a tombstone keeps its object (the last copy is kept): no S3 request', async () => {
@@ -300,6 +310,7 @@ describe('items too large for a row', () => {
 
   it('a replaced object that cannot be deleted is left behind, logged with its key; the record is done', async () => {
     stored([{ id: 'stuck', revision: '1', objectKey: OLD_KEY }]);
+    ddb.on(PutItemCommand).resolves({ Attributes: { ...k('stuck'), revision: { S: '1' }, itemObject: { M: { key: { S: OLD_KEY } } } } });
     s3.on(DeleteObjectCommand).rejects(new S3ServiceException({ name: 'AccessDenied', $fault: 'client', $metadata: { httpStatusCode: 403 }, message: 'Access Denied' }));
     const { result, metrics, logs } = await run(build(new ScriptedProvider().on('stuck', item('stuck', 2))), ['stuck']);
 

@@ -89,14 +89,17 @@ describe('item sync against the provider simulator and DynamoDB Local', () => {
     for (const id of changed) env.sim.bumpRevision(id);
     const third = await env.run(bodies);
     expect(third.result.batchItemFailures).toEqual([]);
-    // Each row with its change, in one transaction.
-    expect(writes(third.operations)).toEqual(['TransactWriteItems', 'TransactWriteItems']);
+    // Each row with one PutItem (its change reaches the feed through the table's stream).
+    expect(writes(third.operations)).toEqual(['PutItem', 'PutItem']);
     expect(third.metrics).toMatchObject({ ItemsUpdated: 2, ItemsUnchanged: 6 });
-    // One change per write, numbered without a hole: the 8 creations, then the 2 updates (none for the run that wrote nothing).
+    // One change per write on the items stream, as the changes writer reads it: the 8 creations,
+    // then the 2 updates from the revision stored before (none for the run that wrote nothing).
     const changes = await env.changes();
-    expect(changes.map((change) => change['seq'])).toEqual([1, 2, 3, 4, 5, 6, 7, 8, 9, 10]);
-    expect(changes.map((change) => change['change'])).toEqual([...Array<string>(8).fill('created'), 'updated', 'updated']);
-    expect(changes.slice(8).map((change) => change['id']).sort()).toEqual([...changed].sort());
+    expect(changes.map((change) => change.change)).toEqual([...Array<string>(8).fill('created'), 'updated', 'updated']);
+    expect(changes.slice(0, 8).map((change) => change.id).sort()).toEqual([...bodies].sort());
+    expect(changes.slice(8).map((change) => [change.id, change.revision, change.previousRevision]).sort()).toEqual(
+      changed.map((id) => [id, String((env.sim.getItem(id)!['meta'] as { rev: number }).rev), first.find((row) => row['id'] === id)!['revision']]).sort(),
+    );
     const after = await env.rows();
     for (const row of after) {
       const id = row['id'] as string;
@@ -130,7 +133,7 @@ describe('item sync against the provider simulator and DynamoDB Local', () => {
     const third = await env.run(['big']);
 
     expect(second.metrics).toMatchObject({ ItemsUpdated: 1, ItemsUnchanged: 0 });
-    expect(writes(second.operations)).toEqual(['TransactWriteItems']);
+    expect(writes(second.operations)).toEqual(['PutItem']);
     expect(third.metrics).toMatchObject({ ItemsUpdated: 0, ItemsUnchanged: 1 });
     expect(writes(third.operations)).toEqual([]);
     const row = (await env.row('big'))!;
@@ -281,7 +284,7 @@ describe('item sync against the provider simulator and DynamoDB Local', () => {
 
     expect(result).toEqual({ batchItemFailures: [] });
     expect(metrics).toMatchObject({ ItemsDeleted: 1 });
-    expect(writes(operations)).toEqual(['TransactWriteItems']);
+    expect(writes(operations)).toEqual(['UpdateItem']);
     const after = await env.row('doomed');
     expect(after).toMatchObject({ deleted: true, revision: '4', item: before?.['item'] });
     expect(after?.['syncedAt']).not.toBe(undefined);
@@ -294,14 +297,14 @@ describe('item sync against the provider simulator and DynamoDB Local', () => {
     const restored = await env.row('doomed');
     expect(restored).not.toHaveProperty('deleted');
     expect(restored?.['item']).toMatchObject({ name: 'Restored' });
-    // Each write committed with its change, numbered in order; the writes of nothing made none.
+    // Each write is one change on the items stream, as the changes writer reads it, in order; the
+    // runs that wrote nothing made none.
     const changes = await env.changes();
-    expect(changes.map((change) => [change['seq'], change['change'], change['id'], change['type'], change['revision'], change['previousRevision']])).toEqual([
-      [1, 'created', 'doomed', 'folder', '4', undefined],
-      [2, 'deleted', 'doomed', 'folder', '4', '4'],
-      [3, 'restored', 'doomed', 'folder', '4', '4'],
+    expect(changes).toEqual([
+      { connection: 'default', id: 'doomed', change: 'created', type: 'folder', revision: '4', previousRevision: null },
+      { connection: 'default', id: 'doomed', change: 'deleted', type: 'folder', revision: '4', previousRevision: '4' },
+      { connection: 'default', id: 'doomed', change: 'restored', type: 'folder', revision: '4', previousRevision: '4' },
     ]);
-    expect(changes.every((change) => change['connection'] === 'default')).toBe(true);
   });
 
   it('fetches an id once for duplicate records in a batch', async () => {
@@ -379,13 +382,15 @@ describe('item sync against the provider simulator and DynamoDB Local', () => {
     expect(total['ItemsCreated']).toBe(6); // the loser of each race re-read, re-fetched and found it unchanged
     expect((total['ItemsCreated'] ?? 0) + (total['ItemsUnchanged'] ?? 0)).toBe(12);
     expect((await env.rows()).map((row) => row['id'])).toEqual(ids);
+    // The losers' writes failed their condition: one change a row on the items stream, the feed's source.
+    expect((await env.changes()).map((change) => [change.change, change.id]).sort()).toEqual(ids.map((id) => ['created', id]));
   });
 
   it('absorbs DynamoDB throttling (reads and writes)', async () => {
     const env = await setup({ items: ['t1', 't2', 't3'].map((id) => ({ id, type: 'file' as const, revision: 1 })) });
     ctx.dynamo.throttle({ operation: 'BatchGetItem', times: 1, error: 'ThrottlingException' });
-    // A row is written with its change: the write is a TransactWriteItems.
-    ctx.dynamo.throttle({ operation: 'TransactWriteItems', times: 2, error: 'ProvisionedThroughputExceededException' });
+    // A row's write is one PutItem.
+    ctx.dynamo.throttle({ operation: 'PutItem', times: 2, error: 'ProvisionedThroughputExceededException' });
     const throttledBefore = ctx.dynamo.throttled;
 
     const { result, metrics } = await env.run(['t1', 't2', 't3']);

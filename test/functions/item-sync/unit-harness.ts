@@ -4,26 +4,20 @@
  * and port-level pace stores, one per pace key. Each test file calls `useHarness()` once; the mocks
  * are that file's own (vitest loads this module per file).
  *
- * The sync writes a row with its change in one TransactWriteItems (the row's write first, then the
- * change and the connection's head: functions/item-sync/adapters/change-outbox.ts). The tests here
- * are about the row: the mocked TransactWriteItems sends its first action as the PutItem or
- * UpdateItem it is, to this same mock, so that the tests script and assert the row's write as its
- * own command; a ConditionalCheckFailedException scripted for it comes back as DynamoDB cancels
- * the transaction (TransactionCanceledException, the row's reason ConditionalCheckFailed). The
- * head's GetItem answers no head. The transaction itself, and the feed it writes, are tested in
- * change-outbox.test.ts and test/functions/client-api/changes.test.ts.
+ * The sync writes each row with one single-item write: a conditional PutItem, or an UpdateItem for
+ * a tombstone (functions/item-sync/adapters/dynamodb-item-store.ts); the tests script and assert
+ * those commands. It writes no change: the changes feed is written by the changes writer from the
+ * items table's stream (functions/changes-writer), so a TransactWriteItems here is refused (the
+ * record fails, and the test with it).
  */
 import { beforeEach, expect } from 'vitest';
 import { mockClient } from 'aws-sdk-client-mock';
 import {
   BatchGetItemCommand,
   DynamoDBClient,
-  GetItemCommand,
   PutItemCommand,
-  TransactionCanceledException,
   TransactWriteItemsCommand,
   UpdateItemCommand,
-  type TransactWriteItemsCommandInput,
 } from '@aws-sdk/client-dynamodb';
 import { ChangeMessageVisibilityBatchCommand, GetQueueUrlCommand, SendMessageBatchCommand, SQSClient } from '@aws-sdk/client-sqs';
 import { DeleteObjectCommand, PutObjectCommand, S3Client } from '@aws-sdk/client-s3';
@@ -55,8 +49,6 @@ export function config(overrides: Record<string, string> = {}): SyncConfig {
     CONNECTIONS_KEY_ARN: 'arn:aws:kms:eu-west-1:000000000000:key/00000000-0000-4000-8000-000000000000',
     ITEMS_TABLE_NAME: TABLE,
     ITEMS_BUCKET_NAME: BUCKET,
-    CHANGES_TABLE_NAME: 'content-sync-changes',
-    CHANGES_RETENTION_DAYS: '35',
     REVISION_FIELD: 'revision',
     DEAD_LETTER_QUEUE_URL: DLQ_URL,
     CONTROL_TABLE_NAME: 'control',
@@ -277,8 +269,8 @@ export function useHarness(): void {
     stored([]);
     ddb.on(PutItemCommand).resolves({});
     ddb.on(UpdateItemCommand).resolves({});
-    ddb.on(GetItemCommand).resolves({});
-    ddb.on(TransactWriteItemsCommand).callsFake(sendRowWrite);
+    // The sync sends no transaction (see the header): one would fail its record.
+    ddb.on(TransactWriteItemsCommand).rejects(new Error('the item sync sends no TransactWriteItems: each row is one PutItem or UpdateItem'));
     s3.on(PutObjectCommand).resolves({});
     s3.on(DeleteObjectCommand).resolves({});
     sqs.on(SendMessageBatchCommand).callsFake((input: { Entries: Array<{ Id: string }> }) => ({
@@ -288,25 +280,4 @@ export function useHarness(): void {
     sqs.on(GetQueueUrlCommand).resolves({ QueueUrl: QUEUE_URL });
     sqs.on(ChangeMessageVisibilityBatchCommand).resolves({ Successful: [], Failed: [] });
   });
-}
-
-/** A row's write and its change (TransactWriteItems), answered by sending the row's write as its own command (see the header). */
-async function sendRowWrite(input: TransactWriteItemsCommandInput): Promise<Record<string, never>> {
-  const [row, ...rest] = input.TransactItems ?? [];
-  const client = new DynamoDBClient({ region: 'eu-west-1' });
-  try {
-    if (row?.Put) await client.send(new PutItemCommand(row.Put));
-    else if (row?.Update) await client.send(new UpdateItemCommand(row.Update as never));
-    else throw new Error('the first action of a row write is its Put or Update');
-  } catch (error) {
-    if ((error as { name?: string }).name !== 'ConditionalCheckFailedException') throw error;
-    throw new TransactionCanceledException({
-      message: `Transaction cancelled, please refer cancellation reasons for specific reasons [ConditionalCheckFailed${', None'.repeat(rest.length)}]`,
-      $metadata: { httpStatusCode: 400 },
-      CancellationReasons: [{ Code: 'ConditionalCheckFailed', Message: 'The conditional request failed' }, ...rest.map(() => ({ Code: 'None' }))],
-    });
-  } finally {
-    client.destroy();
-  }
-  return {};
 }

@@ -7,6 +7,7 @@ import {
   ENV,
   loadChangeEventsConfig,
   loadChangesConfig,
+  loadChangesWriterConfig,
   loadReconcilerConfig,
   loadRefresherConfig,
   loadSyncConfig,
@@ -29,8 +30,6 @@ const syncEnv = {
   CONNECTIONS_KEY_ARN: KEY_ARN,
   ITEMS_TABLE_NAME: 'items',
   ITEMS_BUCKET_NAME: 'items-bucket',
-  CHANGES_TABLE_NAME: 'changes',
-  CHANGES_RETENTION_DAYS: '35',
   REVISION_FIELD: 'meta.rev',
   DEAD_LETTER_QUEUE_URL: 'https://sqs.eu-west-1.amazonaws.com/123456789012/dlq',
   CONTROL_TABLE_NAME: 'control',
@@ -43,6 +42,8 @@ const reconcilerEnv = {
 };
 
 const changeEventsEnv = { EVENT_BUS_NAME: 'bus', CONNECTIONS_TABLE_NAME: 'connections' };
+
+const changesWriterEnv = { CHANGES_TABLE_NAME: 'changes', CHANGES_RETENTION_DAYS: '35', CONNECTIONS_TABLE_NAME: 'connections' };
 
 const ROOT = resolve(import.meta.dirname, '../../..');
 
@@ -132,8 +133,6 @@ describe('loadSyncConfig', () => {
       connectionWaitSeconds: 300,
       itemsTableName: 'items',
       itemsBucketName: 'items-bucket',
-      changesTableName: 'changes',
-      changesRetentionDays: 35,
       revisionField: 'meta.rev',
       deadLetterQueueUrl: syncEnv.DEAD_LETTER_QUEUE_URL,
       fetchConcurrency: 50,
@@ -156,8 +155,6 @@ describe('loadSyncConfig', () => {
     'CONNECTIONS_TABLE_NAME',
     'ITEMS_TABLE_NAME',
     'ITEMS_BUCKET_NAME',
-    'CHANGES_TABLE_NAME',
-    'CHANGES_RETENTION_DAYS',
     'REVISION_FIELD',
     'DEAD_LETTER_QUEUE_URL',
     'CONTROL_TABLE_NAME',
@@ -169,6 +166,16 @@ describe('loadSyncConfig', () => {
       );
     },
   );
+
+  it('needs no changes-table variable, and ignores them when set: the changes writer writes the feed, from the items stream', () => {
+    // syncEnv sets neither CHANGES_TABLE_NAME nor CHANGES_RETENTION_DAYS (the test above reads it whole).
+    expect(Object.keys(syncEnv).filter((key) => key.startsWith('CHANGES_'))).toEqual([]);
+    // Set, even to values the changes writer refuses, they change nothing and fail nothing.
+    const withChanges = loadSyncConfig({ ...syncEnv, CHANGES_TABLE_NAME: 'changes', CHANGES_RETENTION_DAYS: '0' });
+    expect(withChanges).toEqual(loadSyncConfig(syncEnv));
+    expect(withChanges).not.toHaveProperty('changesTableName');
+    expect(withChanges).not.toHaveProperty('changesRetentionDays');
+  });
 
   it.each([
     ['REVISION_FIELD', 'meta..rev'],
@@ -295,10 +302,20 @@ describe('loadSyncConfig: discovery (CHILDREN_PATH and the variables beside it)'
   });
 });
 
-describe('CHANGES_TABLE_NAME and CHANGES_RETENTION_DAYS (the changes table; the item sync)', () => {
+describe('CHANGES_TABLE_NAME and CHANGES_RETENTION_DAYS (the changes table; the changes writer)', () => {
   it('are the variables ENV names; the range is 1 to 3650 days', () => {
     expect([ENV.changesTableName, ENV.changesRetentionDays]).toEqual(['CHANGES_TABLE_NAME', 'CHANGES_RETENTION_DAYS']);
     expect(CHANGES_RETENTION_DAYS_RANGE).toEqual({ min: 1, max: 3650 });
+  });
+
+  it('the changes writer reads the changes table, the connections table and the stage', () => {
+    expect(loadChangesWriterConfig(changesWriterEnv)).toEqual({
+      changesTableName: 'changes',
+      changesRetentionDays: 35,
+      connectionsTableName: 'connections',
+      stage: undefined,
+    });
+    expect(loadChangesWriterConfig({ ...changesWriterEnv, CONTENT_SYNC_STAGE: ' staging ' }).stage).toBe('staging');
   });
 
   it.each([
@@ -306,7 +323,10 @@ describe('CHANGES_TABLE_NAME and CHANGES_RETENTION_DAYS (the changes table; the 
     [' 90 ', 90],
     ['3650', 3650],
   ])('CHANGES_RETENTION_DAYS %j is %i days', (value, days) => {
-    expect(loadSyncConfig({ ...syncEnv, CHANGES_RETENTION_DAYS: value })).toMatchObject({ changesTableName: 'changes', changesRetentionDays: days });
+    expect(loadChangesWriterConfig({ ...changesWriterEnv, CHANGES_TABLE_NAME: ' changes ', CHANGES_RETENTION_DAYS: value })).toMatchObject({
+      changesTableName: 'changes',
+      changesRetentionDays: days,
+    });
     expect(loadChangesConfig({ CHANGES_TABLE_NAME: ' changes ', CHANGES_RETENTION_DAYS: value })).toEqual({ changesTableName: 'changes', changesRetentionDays: days });
   });
 
@@ -321,8 +341,11 @@ describe('CHANGES_TABLE_NAME and CHANGES_RETENTION_DAYS (the changes table; the 
     ['CHANGES_RETENTION_DAYS', '1.5', 'CHANGES_RETENTION_DAYS: must be a whole number from 1 to 3650, got "1.5"'],
     ['CHANGES_RETENTION_DAYS', 'x', 'CHANGES_RETENTION_DAYS: must be a whole number from 1 to 3650, got "x"'],
     ['CHANGES_RETENTION_DAYS', '-1', 'CHANGES_RETENTION_DAYS: must be a whole number from 1 to 3650, got "-1"'],
-  ])('%s %j fails the start naming the variable', (key, value, message) => {
-    const error = errorOf(() => loadSyncConfig({ ...syncEnv, [key]: value }));
+    // The changes writer skips the changes of a connection being erased: it reads the connections table.
+    ['CONNECTIONS_TABLE_NAME', undefined, 'CONNECTIONS_TABLE_NAME: is required but not set'],
+    ['CONNECTIONS_TABLE_NAME', ' ', 'CONNECTIONS_TABLE_NAME: is required but not set'],
+  ])('%s %j fails the changes writer\'s start naming the variable', (key, value, message) => {
+    const error = errorOf(() => loadChangesWriterConfig({ ...changesWriterEnv, [key]: value }));
     expect(error.key).toBe(key);
     expect(error.message).toBe(message);
   });
@@ -369,12 +392,14 @@ describe('CONTENT_SYNC_STAGE (the deployment’s stage, read by every function)'
     sync: () => loadSyncConfig(syncEnv),
     reconciler: () => loadReconcilerConfig(reconcilerEnv),
     'change events': () => loadChangeEventsConfig(changeEventsEnv),
+    'changes writer': () => loadChangesWriterConfig(changesWriterEnv),
   };
   const withStage = (value: string | undefined) => ({
     refresher: () => loadRefresherConfig({ ...refresherEnv, CONTENT_SYNC_STAGE: value }),
     sync: () => loadSyncConfig({ ...syncEnv, CONTENT_SYNC_STAGE: value }),
     reconciler: () => loadReconcilerConfig({ ...reconcilerEnv, CONTENT_SYNC_STAGE: value }),
     'change events': () => loadChangeEventsConfig({ ...changeEventsEnv, CONTENT_SYNC_STAGE: value }),
+    'changes writer': () => loadChangesWriterConfig({ ...changesWriterEnv, CONTENT_SYNC_STAGE: value }),
   });
 
   it('is the variable ENV names', () => {

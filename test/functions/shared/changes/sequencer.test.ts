@@ -127,6 +127,29 @@ describe('ChangeSequencer on DynamoDB Local', () => {
     expect(head?.epoch).toMatch(/^[\w-]{12}$/);
   });
 
+  it('keeps the head it moved: the next batch reads none; a kept head another writer moved is read again at once, without a wait', async () => {
+    const conn = connection();
+    const real = writer();
+    let reads = 0;
+    const counting: ChangesLogWriter = {
+      head: (c) => ((reads += 1), real.head(c)),
+      put: (...args) => real.put(...args),
+      move: (...args) => real.move(...args),
+      sourcesSince: (...args) => real.sourcesSince(...args),
+    };
+    const time = clock();
+    const mine = sequencer(counting, time);
+    await mine.append(conn, changes(conn, 2, 'k', 6000n));
+    await mine.append(conn, changes(conn, 2, 'l', 6100n));
+    expect(reads).toBe(1);
+    // Another shard's writer moves the head meanwhile.
+    await sequencer(writer()).append(conn, changes(conn, 1, 'other', 6200n));
+    expect(await mine.append(conn, changes(conn, 1, 'm', 6300n))).toEqual({ numbered: 1, already: 0, lost: 0 });
+    expect(reads).toBe(2);
+    expect(time.slept).toEqual([]);
+    expect((await feed(conn)).map((row) => row.id)).toEqual(['k-0', 'k-1', 'l-0', 'l-1', 'other-0', 'm-0']);
+  });
+
   it('a batch delivered again, whole or after its first chunk: nothing numbered twice, the rest once', async () => {
     const conn = connection();
     const batch = changes(conn, 5, 'b', 2000n);

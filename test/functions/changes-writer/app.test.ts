@@ -1,0 +1,184 @@
+/**
+ * The changes writer's handler (functions/changes-writer/app.ts) on DynamoDB Local: a batch of the
+ * items table's stream records, as Lambda hands them, numbered into the changes table connection by
+ * connection; a record that cannot be read numbered nothing, logged and counted, never handed back;
+ * a connection whose erase runs, or that has no row, numbered nothing; a connection whose changes
+ * could not all be numbered handed back from its first record (Lambda goes on from the lowest); a
+ * write that changes nothing and a REMOVE number nothing; its metrics and its one log line.
+ */
+import { PutItemCommand, type DynamoDBClient } from '@aws-sdk/client-dynamodb';
+import type { Context } from 'aws-lambda';
+import { PassThrough } from 'node:stream';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createContext } from '../../../dev/fakes/lambda.js';
+import { startLocalDynamo, type LocalDynamoDb } from '../../../dev/fakes/local-dynamo.js';
+import type { StreamImage, StreamRecord } from '../../../functions/change-events/ports.js';
+import { createChangesWriterHandler } from '../../../functions/changes-writer/app.js';
+import { DynamoDbChangesLog } from '../../../functions/shared/adapters/dynamodb-changes-log.js';
+import { DynamoDbChangesWriter } from '../../../functions/shared/adapters/dynamodb-changes-writer.js';
+import type { ChangesLogWriter } from '../../../functions/shared/changes/sequencer.js';
+import { CHANGES_WRITER_METRIC_NAMES, CHANGES_WRITER_SERVICE } from '../../../functions/shared/metric-names.js';
+import { createLogger, createMetrics } from '../../../functions/shared/observability.js';
+
+const CONNECTIONS = 'connections-writer';
+const CHANGES = 'changes-writer';
+const RETENTION_DAYS = 35;
+const NOW = Date.parse('2026-12-01T10:00:00.000Z');
+
+let dynamo: LocalDynamoDb;
+let db: DynamoDBClient;
+
+beforeAll(async () => {
+  dynamo = await startLocalDynamo({ proxy: false });
+  db = dynamo.client();
+  await dynamo.createConnectionsTable(CONNECTIONS);
+  await dynamo.createChangesTable(CHANGES);
+  // Connections as the connections table holds them: acme and globex live, gone being erased.
+  for (const connection of ['acme', 'globex']) await db.send(new PutItemCommand({ TableName: CONNECTIONS, Item: { connection: { S: connection }, status: { S: 'active' } } }));
+  await db.send(
+    new PutItemCommand({
+      TableName: CONNECTIONS,
+      Item: { connection: { S: 'gone' }, status: { S: 'removed' }, erase: { M: { state: { S: 'running' }, startedAt: { S: 'x' }, notBefore: { S: 'x' }, rowsDeleted: { N: '0' }, objectsDeleted: { N: '0' } } } },
+    }),
+  );
+  await db.send(
+    new PutItemCommand({
+      TableName: CONNECTIONS,
+      Item: { connection: { S: 'leaving' }, status: { S: 'removed' }, erase: { M: { state: { S: 'waiting' }, startedAt: { S: 'x' }, notBefore: { S: 'x' }, rowsDeleted: { N: '0' }, objectsDeleted: { N: '0' } } } },
+    }),
+  );
+});
+
+afterAll(async () => {
+  db?.destroy();
+  await dynamo?.close();
+});
+
+let sequence = 1000;
+/** A row's image as the items table's stream carries it. */
+function image(connection: string, id: string, revision: string, extra: StreamImage = {}): StreamImage {
+  return { connection: { S: connection }, id: { S: id }, type: { S: 'file' }, revision: { S: revision }, syncedAt: { S: new Date(NOW).toISOString() }, ...extra };
+}
+function record(eventName: 'INSERT' | 'MODIFY' | 'REMOVE', newImage: StreamImage | undefined, oldImage?: StreamImage): StreamRecord {
+  sequence += 1;
+  const keys = newImage ?? oldImage!;
+  return {
+    eventID: `e${sequence}`,
+    eventName,
+    dynamodb: {
+      Keys: { connection: keys['connection']!, id: keys['id']! },
+      ...(newImage ? { NewImage: newImage } : {}),
+      ...(oldImage ? { OldImage: oldImage } : {}),
+      ApproximateCreationDateTime: Math.floor(NOW / 1000),
+      SequenceNumber: String(sequence).padStart(21, '0'),
+    },
+  };
+}
+
+function setup(writer?: ChangesLogWriter) {
+  const output = new PassThrough();
+  let text = '';
+  output.on('data', (chunk: Buffer) => (text += chunk.toString('utf8')));
+  const handler = createChangesWriterHandler({
+    config: { changesTableName: CHANGES, changesRetentionDays: RETENTION_DAYS, connectionsTableName: CONNECTIONS, stage: undefined },
+    dynamodb: db,
+    ...(writer ? { writer } : {}),
+    clock: { now: () => new Date(NOW) },
+    sleep: async () => undefined,
+    random: () => 0.5,
+    logger: createLogger(CHANGES_WRITER_SERVICE, { output }),
+    metrics: createMetrics(CHANGES_WRITER_SERVICE, { output }),
+  });
+  const context: Context = createContext('changes-writer', 'eu-west-1', 60_000, { remainingMs: () => 60_000, awsRequestId: 'req-1' });
+  const lines = () => text.split('\n').filter(Boolean).map((line) => JSON.parse(line) as Record<string, unknown>);
+  return { handler, context, lines };
+}
+
+async function feed(connection: string): Promise<string[]> {
+  const log = new DynamoDbChangesLog(db, CHANGES);
+  const head = await log.head(connection);
+  if (!head) return [];
+  return (await log.range(connection, 1, head.head, 1000)).map((change) => `${change.seq} ${change.change} ${change.id} ${change.previousRevision ?? '-'}→${change.revision}`);
+}
+
+describe('the changes writer', () => {
+  it("numbers each connection's changes in stream order; a write that changes nothing, a REMOVE, an erased connection's and one without a row number nothing", async () => {
+    const { handler, context, lines } = setup();
+    const records = [
+      record('INSERT', image('acme', 'a', '1')),
+      record('INSERT', image('globex', 'g', '1')),
+      record('MODIFY', image('acme', 'a', '2'), image('acme', 'a', '1')),
+      // The same revision again: no change.
+      record('MODIFY', image('acme', 'a', '2'), image('acme', 'a', '2')),
+      record('MODIFY', image('acme', 'a', '2', { deleted: { BOOL: true } }), image('acme', 'a', '2')),
+      record('REMOVE', undefined, image('acme', 'b', '1')),
+      record('INSERT', image('gone', 'x', '1')),
+      record('INSERT', image('nobody', 'y', '1')),
+      record('INSERT', image('leaving', 'z', '1')),
+    ];
+    expect(await handler({ Records: records } as never, context)).toEqual({ batchItemFailures: [] });
+
+    expect(await feed('acme')).toEqual(['1 created a -→1', '2 updated a 1→2', '3 deleted a 2→2']);
+    expect(await feed('globex')).toEqual(['1 created g -→1']);
+    expect(await feed('gone')).toEqual([]);
+    expect(await feed('nobody')).toEqual([]);
+    // An erase that waits: the rows are still there, and the connection may yet be put again.
+    expect(await feed('leaving')).toEqual(['1 created z -→1']);
+    const done = lines().find((line) => line['message'] === 'batch done');
+    expect(done).toMatchObject({ records: 9, connections: 5, numbered: 5, already: 0, erased: 2, unreadable: 0, retried: 0 });
+    const metrics = lines().find((line) => line['_aws'] !== undefined)!;
+    expect(Object.fromEntries(Object.values(CHANGES_WRITER_METRIC_NAMES).map((name) => [name, metrics[name]]))).toEqual({
+      ChangesNumbered: 5,
+      ChangesAlreadyNumbered: 0,
+      ChangesOfErasedSkipped: 2,
+      ChangesUnreadable: 0,
+      ChangeRecordsRetried: 0,
+    });
+
+    // The same batch again (its answer lost): nothing numbered twice.
+    const again = setup();
+    expect(await again.handler({ Records: records } as never, again.context)).toEqual({ batchItemFailures: [] });
+    expect(again.lines().find((line) => line['message'] === 'batch done')).toMatchObject({ numbered: 0, already: 5 });
+    expect(await feed('acme')).toHaveLength(3);
+  });
+
+  it('a record that cannot be read as a change numbers nothing and is not handed back: an error names its key and sequence number, never its data', async () => {
+    const { handler, context, lines } = setup();
+    const bad = record('MODIFY', image('acme', 'secretless', '9'));
+    const good = record('INSERT', image('acme', 'after', '1'));
+    expect(await handler({ Records: [bad, good] } as never, context)).toEqual({ batchItemFailures: [] });
+    expect((await feed('acme')).at(-1)).toMatch(/created after -→1$/);
+    const error = lines().find((line) => line['message'] === 'stream record not numbered: it cannot be read as a change');
+    expect(error).toMatchObject({ level: 'ERROR', connection: 'acme', id: 'secretless', sequenceNumber: bad.dynamodb!.SequenceNumber });
+    expect(String(error?.['reason'])).toMatch(/without an old image/);
+    expect(JSON.stringify(error)).not.toContain('"revision"');
+    expect(lines().find((line) => line['message'] === 'batch done')).toMatchObject({ unreadable: 1, numbered: 1, retried: 0 });
+  });
+
+  it("a connection whose changes cannot all be numbered hands the batch back from its first record; the others' are numbered and found numbered on the retry", async () => {
+    const real = new DynamoDbChangesWriter(db, { tableName: CHANGES, retentionDays: RETENTION_DAYS });
+    let failing = true;
+    const flaky: ChangesLogWriter = {
+      head: (connection) => real.head(connection),
+      put: async (seq, change, ...rest) => {
+        if (failing && change.connection === 'globex') throw new Error('DynamoDB PutItem failed (InternalServerError)');
+        return real.put(seq, change, ...rest);
+      },
+      move: (...args) => real.move(...args),
+      sourcesSince: (...args) => real.sourcesSince(...args),
+    };
+    const { handler, context, lines } = setup(flaky);
+    const records = [record('INSERT', image('acme', 'r1', '1')), record('INSERT', image('globex', 'r2', '1')), record('INSERT', image('acme', 'r3', '1'))];
+    expect(await handler({ Records: records } as never, context)).toEqual({ batchItemFailures: [{ itemIdentifier: records[1]!.dynamodb!.SequenceNumber }] });
+    expect(lines().find((line) => line['message'] === 'changes not numbered yet: handed back to the event source')).toMatchObject({ level: 'WARN', connection: 'globex', records: 1 });
+    expect(lines().find((line) => line['message'] === 'batch done')).toMatchObject({ numbered: 2, retried: 2 });
+
+    // Lambda delivers again from the record reported.
+    failing = false;
+    const retry = setup(flaky);
+    expect(await retry.handler({ Records: records.slice(1) } as never, retry.context)).toEqual({ batchItemFailures: [] });
+    expect(retry.lines().find((line) => line['message'] === 'batch done')).toMatchObject({ numbered: 1, already: 1 });
+    expect((await feed('acme')).filter((line) => / r[13] /.test(line))).toHaveLength(2);
+    expect((await feed('globex')).filter((line) => / r2 /.test(line))).toHaveLength(1);
+  });
+});
