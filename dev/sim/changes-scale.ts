@@ -81,7 +81,7 @@ export const CHANGES_SHORT: ChangesScale = {
   lostAcks: 0.02,
   writerFailEvery: 5,
   lostStreamBatches: 0.2,
-  consumerPeriodSeconds: 15,
+  consumerPeriodSeconds: 30,
   stopAtRound: 1,
   stopMinutes: 2,
   probes: 20,

@@ -12,11 +12,15 @@
  *   not handed back, so that it never holds its shard's other accounts: an error is logged with its
  *   connection, id and sequence number, and counted (ChangesUnreadable, which alarms); the feed is
  *   mended from the table (docs/changes.md);
- * - a connection whose erase runs or ran numbers nothing more (its log is being deleted);
+ * - a connection whose erase runs or ran numbers nothing more (its log is being deleted): the gate
+ *   is read with each batch, and again before a log is started (an erase may have deleted it
+ *   meanwhile);
  * - the batch's connections are numbered side by side, each in stream order; a connection whose
- *   changes could not all be numbered (DynamoDB failing, another writer holding its head until the
- *   deadline) has its first record reported in `batchItemFailures`: Lambda delivers the batch
- *   again from the lowest one reported, and what was numbered is found numbered.
+ *   changes could not all be numbered for a reason that passes (DynamoDB failing, another writer
+ *   holding its head until the deadline) has its first record reported in `batchItemFailures`:
+ *   Lambda delivers the batch again from the lowest one reported, and what was numbered is found
+ *   numbered. One no retry mends (a head no writer wrote: PermanentError) numbers nothing for that
+ *   connection and is counted and logged as unreadable records are, never handed back.
  *
  * One log line per batch; metrics per batch, zeros included (CHANGES_WRITER_METRIC_NAMES).
  */
@@ -27,6 +31,7 @@ import { MappingError, rowChangeOf } from '../change-events/change.js';
 import type { StreamRecord } from '../change-events/ports.js';
 import { DynamoDbChangesWriter } from '../shared/adapters/dynamodb-changes-writer.js';
 import { ChangeSequencer, type ChangesLogWriter, type StreamedChange } from '../shared/changes/sequencer.js';
+import { PermanentError } from '../shared/errors.js';
 import type { ChangesWriterConfig } from '../shared/config.js';
 import { forEachLimited } from '../shared/limited.js';
 import { CHANGES_WRITER_METRIC_NAMES, CHANGES_WRITER_SERVICE } from '../shared/metric-names.js';
@@ -110,10 +115,17 @@ export function createChangesWriterHandler(deps: ChangesWriterHandlerDeps): Chan
             logger.info('changes not numbered: the connection is erased or being erased', { connection, records: changes.length });
             return;
           }
-          const outcome = await sequencer.append(connection, changes, { deadline });
+          const outcome = await sequencer.append(connection, changes, { deadline, mayStart: () => connections.open(connection) });
           counts.numbered += outcome.numbered;
           counts.already += outcome.already;
+          counts.erased += outcome.refused;
+          if (outcome.refused > 0) logger.info('changes not numbered: the connection is erased or being erased', { connection, records: outcome.refused });
         } catch (error) {
+          if (error instanceof PermanentError) {
+            counts.unreadable += changes.length;
+            logger.error('changes not numbered: the changes table refused them for good', { connection, records: changes.length, error: describeError(error) });
+            return;
+          }
           failedAt.push(first);
           logger.warn('changes not numbered yet: handed back to the event source', { connection, records: changes.length, error: describeError(error) });
         }

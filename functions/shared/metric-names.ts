@@ -103,7 +103,7 @@ export const CHANGES_WRITER_METRIC_NAMES = {
   already: 'ChangesAlreadyNumbered',
   /** Records of a connection whose erase runs or ran: no change numbered. */
   erased: 'ChangesOfErasedSkipped',
-  /** Records that cannot be read as a change (a row the sync did not write): no change numbered, an error logged; the alarm reads it. */
+  /** Records not numbered for good: not readable as a change (a row the sync did not write), or a connection's log no retry mends; an error logged; the alarm reads it. */
   unreadable: 'ChangesUnreadable',
   /** Records handed back to the event source (a connection's first one not numbered; Lambda retries from the lowest). */
   retried: 'ChangeRecordsRetried',

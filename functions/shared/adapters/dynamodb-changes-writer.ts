@@ -3,12 +3,13 @@
  * table (CHANGES_TABLE_NAME), beside DynamoDbChangesLog, which reads it:
  *
  * - head: one strongly consistent GetItem of `{connection, seq: 0}`;
- * - put: one PutItem of a change row, on condition that its number is free, or holds the same
- *   writer's row, or one written before the stale bound (a row above the head left by a writer that
- *   is gone);
+ * - put: one PutItem of a change row, on condition that its number is free, or (when the writer
+ *   may take a row over) holds the same writer's row, or one written before the stale bound (a row
+ *   above the head left by a writer that is gone);
  * - move: one UpdateItem of the head, on condition that it is where the writer read it;
- * - sourcesSince: strongly consistent Query pages from the head down, `src` and `writtenAt` only,
- *   until a change written before the bound.
+ * - numberedAmong: strongly consistent Query pages from the head down, the changes' identities and
+ *   times only, until every change asked for is found or a change written before the bound (by its
+ *   `writtenAt`; a change written before the sequencer, by its `syncedAt`).
  *
  * A change row holds what DynamoDbChangesLog reads (`change`, `id`, `type`, `revision`,
  * `previousRevision`, `syncedAt`, `expiresAt`: `syncedAt` + changesRetentionDays) and where it
@@ -26,8 +27,9 @@ import {
   type QueryCommandOutput,
 } from '@aws-sdk/client-dynamodb';
 import { randomBytes } from 'node:crypto';
-import type { ChangesLogWriter, SequencerHead, StreamedChange } from '../changes/sequencer.js';
-import { awsErrorOf, readFailure, TransientError } from '../errors.js';
+import { changeIdentity, type ChangesLogWriter, type SequencerHead, type StreamedChange } from '../changes/sequencer.js';
+import { CHANGE_KINDS, type ChangeKind } from '../changes/transition.js';
+import { awsErrorOf, PermanentError, readFailure, TransientError } from '../errors.js';
 import { HEAD_SEQ, headOf } from './dynamodb-changes-log.js';
 
 const SECONDS_PER_DAY = 86_400;
@@ -57,13 +59,19 @@ export class DynamoDbChangesWriter implements ChangesLogWriter {
     } catch (error) {
       throw readFailure(`DynamoDB GetItem of a head on the changes table ${this.table.tableName}`, error);
     }
-    const head = headOf(output.Item);
+    let head;
+    try {
+      head = headOf(output.Item);
+    } catch (error) {
+      // A head no writer of this log wrote (by hand, a restore): no retry mends it.
+      throw new PermanentError(`connection ${JSON.stringify(connection)}: ${(error as Error).message}`);
+    }
     if (head === undefined) return undefined;
     const lastSrc = output.Item?.['lastSrc']?.S;
     return { ...head, lastSrc };
   }
 
-  async put(seq: number, change: StreamedChange, writer: string, writtenAtMs: number, staleBeforeMs: number): Promise<'written' | 'taken'> {
+  async put(seq: number, change: StreamedChange, writer: string, writtenAtMs: number, takeOver: { staleBeforeMs: number } | undefined): Promise<'written' | 'taken'> {
     const expiresAt = Math.floor(Date.parse(change.syncedAt) / 1000) + this.table.retentionDays * SECONDS_PER_DAY;
     const item: Record<string, AttributeValue> = {
       ...keyOf(change.connection, seq),
@@ -84,9 +92,13 @@ export class DynamoDbChangesWriter implements ChangesLogWriter {
         new PutItemCommand({
           TableName: this.table.tableName,
           Item: item,
-          ConditionExpression: 'attribute_not_exists(#seq) OR #writer = :writer OR #writtenAt < :staleBefore',
-          ExpressionAttributeNames: { '#seq': 'seq', '#writer': 'writer', '#writtenAt': 'writtenAt' },
-          ExpressionAttributeValues: { ':writer': { S: writer }, ':staleBefore': { N: String(staleBeforeMs) } },
+          ...(takeOver
+            ? {
+                ConditionExpression: 'attribute_not_exists(#seq) OR #writer = :writer OR #writtenAt < :staleBefore',
+                ExpressionAttributeNames: { '#seq': 'seq', '#writer': 'writer', '#writtenAt': 'writtenAt' },
+                ExpressionAttributeValues: { ':writer': { S: writer }, ':staleBefore': { N: String(takeOver.staleBeforeMs) } },
+              }
+            : { ConditionExpression: 'attribute_not_exists(#seq)', ExpressionAttributeNames: { '#seq': 'seq' } }),
         }),
       );
       return 'written';
@@ -121,8 +133,8 @@ export class DynamoDbChangesWriter implements ChangesLogWriter {
     }
   }
 
-  async sourcesSince(connection: string, head: number, sinceMs: number): Promise<Set<string>> {
-    const sources = new Set<string>();
+  async numberedAmong(connection: string, head: number, sinceMs: number, wanted: ReadonlySet<string>): Promise<Set<string>> {
+    const found = new Set<string>();
     let startKey: Record<string, AttributeValue> | undefined;
     for (;;) {
       let output: QueryCommandOutput;
@@ -131,9 +143,17 @@ export class DynamoDbChangesWriter implements ChangesLogWriter {
           new QueryCommand({
             TableName: this.table.tableName,
             KeyConditionExpression: '#connection = :connection AND #seq BETWEEN :first AND :head',
-            ExpressionAttributeNames: { '#connection': 'connection', '#seq': 'seq', '#src': 'src', '#writtenAt': 'writtenAt' },
+            ExpressionAttributeNames: {
+              '#connection': 'connection',
+              '#seq': 'seq',
+              '#id': 'id',
+              '#syncedAt': 'syncedAt',
+              '#revision': 'revision',
+              '#change': 'change',
+              '#writtenAt': 'writtenAt',
+            },
             ExpressionAttributeValues: { ':connection': { S: connection }, ':first': { N: '1' }, ':head': { N: String(head) } },
-            ProjectionExpression: '#src, #writtenAt',
+            ProjectionExpression: '#id, #syncedAt, #revision, #change, #writtenAt',
             ScanIndexForward: false,
             ConsistentRead: true,
             Limit: SOURCES_PAGE,
@@ -143,19 +163,19 @@ export class DynamoDbChangesWriter implements ChangesLogWriter {
       } catch (error) {
         throw readFailure(`DynamoDB Query of the last changes on the changes table ${this.table.tableName}`, error);
       }
-      let older = false;
       for (const row of output.Items ?? []) {
-        const writtenAt = Number(row['writtenAt']?.N);
-        const src = row['src']?.S;
-        // A change without them was written before the sequencer: older than any it may hold.
-        if (!Number.isFinite(writtenAt) || src === undefined || writtenAt < sinceMs) {
-          older = true;
-          break;
-        }
-        sources.add(src);
+        const syncedAt = row['syncedAt']?.S ?? '';
+        // A change written before the sequencer has no writtenAt: it was written with its row, at its syncedAt.
+        const at = row['writtenAt']?.N !== undefined ? Number(row['writtenAt'].N) : Date.parse(syncedAt);
+        if (!(at >= sinceMs)) return found;
+        const change = row['change']?.S;
+        if (!(CHANGE_KINDS as readonly string[]).includes(change ?? '')) continue;
+        const identity = changeIdentity({ id: row['id']?.S ?? '', syncedAt, revision: row['revision']?.S ?? '', change: change as ChangeKind });
+        if (wanted.has(identity)) found.add(identity);
+        if (found.size === wanted.size) return found;
       }
       startKey = output.LastEvaluatedKey;
-      if (older || startKey === undefined) return sources;
+      if (startKey === undefined) return found;
     }
   }
 

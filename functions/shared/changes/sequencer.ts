@@ -9,18 +9,20 @@
  * (records in stream order), the sequencer appends each connection's changes in chunks, each
  * chunk with one move of the connection's head:
  *
- * 1. read the head `{head: n, epoch, lastSrc}` (strongly consistent), or take the one this writer
- *    left (a container keeps the heads it moved: HEADS_KEPT): one shard's records come to one
- *    invocation at a time, so it is most often still the head. A head taken so that turns out
- *    moved (its next number held) is read again at once;
+ * 1. read the head `{head: n, epoch, lastSrc}` (strongly consistent), or take the one this
+ *    container moved last (HEADS_KEPT): a shard's next batch often comes to the same container. A
+ *    kept head may be behind: its next number is then held, and the head is read again at once;
  * 2. drop the changes already numbered: a change whose record (its SequenceNumber, `src`) is
  *    above `lastSrc` is new: the common case, one shard in order. One at or below it may have been
  *    numbered already (the batch came again after a failure, or another shard's record went first):
- *    those are looked up among the log's last changes, back to the record's own time;
- * 3. put the chunk's changes at n + 1, n + 2, …, each on condition that its number is free, or
- *    holds this writer's own row, or a row left over (above the head) by a writer that died:
- *    one written more than `staleAfterMs` ago. n + 1 is put first: it is the chunk's claim, so two
- *    live writers never both hold rows above one head;
+ *    those are looked up among the log's last changes, back to the record's own time, by their
+ *    identity (the row write's id, time, revision and kind; `changeIdentity`). A head written
+ *    before the sequencer (no `lastSrc`) has every change looked up so;
+ * 3. put the chunk's changes at n + 1, n + 2, …, each on condition that its number is free; above
+ *    a head just read (never a kept one), also over this writer's own row or a row left over by a
+ *    writer that died: one written more than `staleAfterMs` ago, which no live writer can still
+ *    commit. n + 1 is put first: it is the chunk's claim, so two live writers never both hold rows
+ *    above one head;
  * 4. move the head n → n + k (on condition that it is n), with `lastSrc` the chunk's last record.
  *
  * A reader takes the head first and reads changes up to it (feed.ts): rows above the head are
@@ -61,16 +63,26 @@ export interface ChangesLogWriter {
   head(connection: string): Promise<SequencerHead | undefined>;
   /**
    * Puts `change` as number `seq` written by `writer` at `writtenAtMs`, on condition that no row
-   * holds `seq`, or `writer`'s own row, or one written before `staleBeforeMs`. 'taken' otherwise.
+   * holds `seq`, or (with `takeOver`) `writer`'s own row or one written before `takeOver.staleBeforeMs`.
+   * 'taken' otherwise.
    */
-  put(seq: number, change: StreamedChange, writer: string, writtenAtMs: number, staleBeforeMs: number): Promise<'written' | 'taken'>;
+  put(seq: number, change: StreamedChange, writer: string, writtenAtMs: number, takeOver: { staleBeforeMs: number } | undefined): Promise<'written' | 'taken'>;
   /**
    * Moves the head from `from` (undefined: no head yet; a new log, new epoch) to `to`, with
    * `lastSrc` and `writer`; false when the head was not `from`.
    */
   move(connection: string, from: SequencerHead | undefined, to: number, lastSrc: string, writer: string): Promise<boolean>;
-  /** The records (`src`) of the changes numbered up to `head` and written at `sinceMs` or later. */
-  sourcesSince(connection: string, head: number, sinceMs: number): Promise<Set<string>>;
+  /**
+   * Which of `wanted` (changes, by `changeIdentity`) the log holds, among the changes numbered up to
+   * `head` and written at `sinceMs` or later (a change written before the sequencer, by its
+   * `syncedAt`); it stops looking once it has found them all.
+   */
+  numberedAmong(connection: string, head: number, sinceMs: number, wanted: ReadonlySet<string>): Promise<Set<string>>;
+}
+
+/** A change as the log can name it: its row write's id, time, revision and kind (two writes of a row never share all four). */
+export function changeIdentity(change: Pick<StreamedChange, 'id' | 'syncedAt' | 'revision' | 'change'>): string {
+  return `${change.id}\u0000${change.syncedAt}\u0000${change.revision}\u0000${change.change}`;
 }
 
 export interface SequencerOptions {
@@ -108,6 +120,15 @@ export interface SequencedOutcome {
   already: number;
   /** Times another writer held the next number or moved the head first. */
   lost: number;
+  /** Changes not numbered because the connection has no log and may not start one (`mayStart`: its erase runs). */
+  refused: number;
+}
+
+export interface AppendOptions {
+  /** Epoch ms: a wait for the head that would end past it, or a chunk begun past it, hands the rest back (SequencerDeadlineError). */
+  deadline?: number;
+  /** Asked before a new log is started (the connection has no head): false leaves the changes unnumbered (`refused`). */
+  mayStart?: () => Promise<boolean>;
 }
 
 /** Compares two SequenceNumbers (decimal digits of any length) as numbers. */
@@ -134,22 +155,31 @@ export class ChangeSequencer {
    * SequencerDeadlineError when a wait for the head would end past `deadline` (epoch ms): the
    * caller hands the records back, and a later call finds those already numbered.
    */
-  async append(connection: string, changes: readonly StreamedChange[], options: { deadline?: number } = {}): Promise<SequencedOutcome> {
-    const outcome: SequencedOutcome = { numbered: 0, already: 0, lost: 0 };
+  async append(connection: string, changes: readonly StreamedChange[], options: AppendOptions = {}): Promise<SequencedOutcome> {
+    const outcome: SequencedOutcome = { numbered: 0, already: 0, lost: 0, refused: 0 };
     for (const change of changes) {
       if (change.connection !== connection) throw new Error(`a change of connection ${JSON.stringify(change.connection)} given as one of ${JSON.stringify(connection)}`);
     }
     let pending = [...changes];
     let waits = 0;
     while (pending.length > 0) {
+      if (options.deadline !== undefined && this.options.now() > options.deadline) {
+        throw new SequencerDeadlineError(`connection ${JSON.stringify(connection)}: the deadline passed with ${pending.length} changes not numbered`);
+      }
       const kept = this.heads.use(connection);
       const head = kept ?? (await this.options.writer.head(connection));
       const fresh = await this.withoutNumbered(connection, head, pending);
       outcome.already += pending.length - fresh.length;
       pending = fresh;
       if (pending.length === 0) break;
+      if (head === undefined && options.mayStart && !(await options.mayStart())) {
+        outcome.refused += pending.length;
+        break;
+      }
       const chunk = pending.slice(0, this.chunkSize);
-      const moved = await this.commit(connection, head, chunk);
+      // A row above a head may be taken over (the writer's own, or one left by a writer that is gone)
+      // only above a head just read: a kept head may be behind a change another writer committed.
+      const moved = await this.commit(connection, head, chunk, kept === undefined);
       if (moved) {
         this.heads.set(connection, moved);
         outcome.numbered += chunk.length;
@@ -172,29 +202,37 @@ export class ChangeSequencer {
     return outcome;
   }
 
-  /** `pending` without the changes the log holds already. */
+  /**
+   * `pending` without the changes the log holds already: those at or below the head's `lastSrc`
+   * (a batch delivered again, another shard's records) are looked up; with a head written before
+   * the sequencer (no `lastSrc`: the stream's last day was numbered with the rows), all of them.
+   */
   private async withoutNumbered(connection: string, head: SequencerHead | undefined, pending: StreamedChange[]): Promise<StreamedChange[]> {
-    const lastSrc = head?.lastSrc;
-    if (head === undefined || lastSrc === undefined) return pending;
-    const suspect = pending.filter((change) => compareSequenceNumbers(change.src, lastSrc) <= 0);
+    if (head === undefined || head.head === 0) return pending;
+    const lastSrc = head.lastSrc;
+    const suspect = lastSrc === undefined ? pending : pending.filter((change) => compareSequenceNumbers(change.src, lastSrc) <= 0);
     if (suspect.length === 0) return pending;
     const since = Math.min(...suspect.map((change) => change.srcAt * 1000)) - CLOCK_SKEW_MS;
-    const numbered = await this.options.writer.sourcesSince(connection, head.head, since);
-    return pending.filter((change) => !numbered.has(change.src));
+    const numbered = await this.options.writer.numberedAmong(connection, head.head, since, new Set(suspect.map(changeIdentity)));
+    return pending.filter((change) => !numbered.has(changeIdentity(change)));
   }
 
-  /** Puts the chunk above `head` and moves the head over it: the head as moved; undefined when another writer came first. */
-  private async commit(connection: string, head: SequencerHead | undefined, chunk: StreamedChange[]): Promise<SequencerHead | undefined> {
+  /**
+   * Puts the chunk above `head` and moves the head over it: the head as moved; undefined when another
+   * writer came first. `takeOver`: `head` was just read, so a row above it that is this writer's or
+   * stale is no committed change.
+   */
+  private async commit(connection: string, head: SequencerHead | undefined, chunk: StreamedChange[], takeOver: boolean): Promise<SequencerHead | undefined> {
     const { writer, now, staleAfterMs } = this.options;
     const token = chunk[0]!.src;
     const n = head?.head ?? 0;
     const writtenAt = now();
-    const staleBefore = writtenAt - staleAfterMs;
-    if ((await writer.put(n + 1, chunk[0]!, token, writtenAt, staleBefore)) === 'taken') return undefined;
+    const over = takeOver ? { staleBeforeMs: writtenAt - staleAfterMs } : undefined;
+    if ((await writer.put(n + 1, chunk[0]!, token, writtenAt, over)) === 'taken') return undefined;
     let taken = false;
     for (let start = 1; start < chunk.length; start += PUTS_IN_FLIGHT) {
       const results = await Promise.all(
-        chunk.slice(start, start + PUTS_IN_FLIGHT).map((change, index) => writer.put(n + 1 + start + index, change, token, writtenAt, staleBefore)),
+        chunk.slice(start, start + PUTS_IN_FLIGHT).map((change, index) => writer.put(n + 1 + start + index, change, token, writtenAt, over)),
       );
       if (results.includes('taken')) taken = true;
     }

@@ -17,6 +17,7 @@ import { createChangesWriterHandler } from '../../../functions/changes-writer/ap
 import { DynamoDbChangesLog } from '../../../functions/shared/adapters/dynamodb-changes-log.js';
 import { DynamoDbChangesWriter } from '../../../functions/shared/adapters/dynamodb-changes-writer.js';
 import type { ChangesLogWriter } from '../../../functions/shared/changes/sequencer.js';
+import { TransientError } from '../../../functions/shared/errors.js';
 import { CHANGES_WRITER_METRIC_NAMES, CHANGES_WRITER_SERVICE } from '../../../functions/shared/metric-names.js';
 import { createLogger, createMetrics } from '../../../functions/shared/observability.js';
 
@@ -144,14 +145,14 @@ describe('the changes writer', () => {
 
   it('a record that cannot be read as a change numbers nothing and is not handed back: an error names its key and sequence number, never its data', async () => {
     const { handler, context, lines } = setup();
-    const bad = record('MODIFY', image('acme', 'secretless', '9'));
+    const bad = record('MODIFY', image('acme', 'secretless', '9', { item: { M: { body: { S: 'the-item-data-9f3' } } } }));
     const good = record('INSERT', image('acme', 'after', '1'));
     expect(await handler({ Records: [bad, good] } as never, context)).toEqual({ batchItemFailures: [] });
     expect((await feed('acme')).at(-1)).toMatch(/created after -→1$/);
     const error = lines().find((line) => line['message'] === 'stream record not numbered: it cannot be read as a change');
     expect(error).toMatchObject({ level: 'ERROR', connection: 'acme', id: 'secretless', sequenceNumber: bad.dynamodb!.SequenceNumber });
     expect(String(error?.['reason'])).toMatch(/without an old image/);
-    expect(JSON.stringify(error)).not.toContain('"revision"');
+    expect(JSON.stringify(lines())).not.toContain('the-item-data-9f3');
     expect(lines().find((line) => line['message'] === 'batch done')).toMatchObject({ unreadable: 1, numbered: 1, retried: 0 });
   });
 
@@ -160,12 +161,12 @@ describe('the changes writer', () => {
     let failing = true;
     const flaky: ChangesLogWriter = {
       head: (connection) => real.head(connection),
-      put: async (seq, change, ...rest) => {
-        if (failing && change.connection === 'globex') throw new Error('DynamoDB PutItem failed (InternalServerError)');
-        return real.put(seq, change, ...rest);
+      put: async (seq, change, writer, writtenAt, takeOver) => {
+        if (failing && change.connection === 'globex') throw new TransientError('DynamoDB PutItem failed (InternalServerError)');
+        return real.put(seq, change, writer, writtenAt, takeOver);
       },
       move: (...args) => real.move(...args),
-      sourcesSince: (...args) => real.sourcesSince(...args),
+      numberedAmong: (...args) => real.numberedAmong(...args),
     };
     const { handler, context, lines } = setup(flaky);
     const records = [record('INSERT', image('acme', 'r1', '1')), record('INSERT', image('globex', 'r2', '1')), record('INSERT', image('acme', 'r3', '1'))];
@@ -180,5 +181,41 @@ describe('the changes writer', () => {
     expect(retry.lines().find((line) => line['message'] === 'batch done')).toMatchObject({ numbered: 1, already: 1 });
     expect((await feed('acme')).filter((line) => / r[13] /.test(line))).toHaveLength(2);
     expect((await feed('globex')).filter((line) => / r2 /.test(line))).toHaveLength(1);
+  });
+
+  it("an erase that starts while a batch is numbered: the gate is read again before a log is started, and no log is started", async () => {
+    await db.send(new PutItemCommand({ TableName: CONNECTIONS, Item: { connection: { S: 'racing' }, status: { S: 'active' } } }));
+    const real = new DynamoDbChangesWriter(db, { tableName: CHANGES, retentionDays: RETENTION_DAYS });
+    // The gate passes; then, before the writer looks for the head, the erase starts (and has deleted the log).
+    const racing: ChangesLogWriter = {
+      head: async (connection) => {
+        await db.send(
+          new PutItemCommand({
+            TableName: CONNECTIONS,
+            Item: { connection: { S: 'racing' }, status: { S: 'removed' }, erase: { M: { state: { S: 'running' }, startedAt: { S: 'x' }, notBefore: { S: 'x' }, rowsDeleted: { N: '0' }, objectsDeleted: { N: '0' } } } },
+          }),
+        );
+        return real.head(connection);
+      },
+      put: (...args) => real.put(...args),
+      move: (...args) => real.move(...args),
+      numberedAmong: (...args) => real.numberedAmong(...args),
+    };
+    const { handler, context, lines } = setup(racing);
+    expect(await handler({ Records: [record('INSERT', image('racing', 'r', '1'))] } as never, context)).toEqual({ batchItemFailures: [] });
+    expect(await feed('racing')).toEqual([]);
+    expect(await dynamo.scan(CHANGES).then((rows) => rows.filter((row) => row['connection']?.S === 'racing'))).toEqual([]);
+    expect(lines().find((line) => line['message'] === 'batch done')).toMatchObject({ numbered: 0, erased: 1 });
+  });
+
+  it('a head no writer wrote (malformed): that connection numbers nothing and is counted, never handed back; the others go on', async () => {
+    await db.send(new PutItemCommand({ TableName: CONNECTIONS, Item: { connection: { S: 'broken' }, status: { S: 'active' } } }));
+    await db.send(new PutItemCommand({ TableName: CHANGES, Item: { connection: { S: 'broken' }, seq: { N: '0' }, head: { S: 'seven' } } }));
+    const { handler, context, lines } = setup();
+    const records = [record('INSERT', image('broken', 'b', '1')), record('INSERT', image('globex', 'after-broken', '1'))];
+    expect(await handler({ Records: records } as never, context)).toEqual({ batchItemFailures: [] });
+    expect((await feed('globex')).at(-1)).toMatch(/created after-broken -→1$/);
+    expect(lines().find((line) => line['message'] === 'changes not numbered: the changes table refused them for good')).toMatchObject({ level: 'ERROR', connection: 'broken', records: 1 });
+    expect(lines().find((line) => line['message'] === 'batch done')).toMatchObject({ unreadable: 1, retried: 0 });
   });
 });

@@ -7,7 +7,7 @@
  * once, by another writer once stale), a lost answer (the SDK sends a put or the head's move
  * again). Time is a virtual clock: a wait advances it.
  */
-import type { DynamoDBClient } from '@aws-sdk/client-dynamodb';
+import { PutItemCommand, type DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startLocalDynamo, type LocalDynamoDb } from '../../../../dev/fakes/local-dynamo.js';
 import { DynamoDbChangesLog } from '../../../../functions/shared/adapters/dynamodb-changes-log.js';
@@ -15,6 +15,7 @@ import { DynamoDbChangesWriter } from '../../../../functions/shared/adapters/dyn
 import {
   ChangeSequencer,
   compareSequenceNumbers,
+  SequencerDeadlineError,
   type ChangesLogWriter,
   type StreamedChange,
 } from '../../../../functions/shared/changes/sequencer.js';
@@ -52,7 +53,12 @@ function clock(start = T0): { now: () => number; sleep: (ms: number) => Promise<
   let at = start;
   const slept: number[] = [];
   return {
-    now: () => at,
+    get now() {
+      return () => at;
+    },
+    set now(read: () => number) {
+      at = read();
+    },
     slept,
     sleep: async (ms) => {
       slept.push(ms);
@@ -104,10 +110,10 @@ describe('ChangeSequencer on DynamoDB Local', () => {
       head: (c) => real.head(c),
       put: (...args) => real.put(...args),
       move: (c, from, to, lastSrc, token) => (moves.push(to), real.move(c, from, to, lastSrc, token)),
-      sourcesSince: (...args) => real.sourcesSince(...args),
+      numberedAmong: (...args) => real.numberedAmong(...args),
     };
 
-    expect(await sequencer(counting, clock(), 3).append(conn, batch)).toEqual({ numbered: 7, already: 0, lost: 0 });
+    expect(await sequencer(counting, clock(), 3).append(conn, batch)).toEqual({ numbered: 7, already: 0, lost: 0, refused: 0 });
 
     expect(moves).toEqual([3, 6, 7]);
     expect(await feed(conn)).toEqual(batch.map((change, i) => ({ seq: i + 1, id: change.id })));
@@ -135,7 +141,7 @@ describe('ChangeSequencer on DynamoDB Local', () => {
       head: (c) => ((reads += 1), real.head(c)),
       put: (...args) => real.put(...args),
       move: (...args) => real.move(...args),
-      sourcesSince: (...args) => real.sourcesSince(...args),
+      numberedAmong: (...args) => real.numberedAmong(...args),
     };
     const time = clock();
     const mine = sequencer(counting, time);
@@ -144,7 +150,7 @@ describe('ChangeSequencer on DynamoDB Local', () => {
     expect(reads).toBe(1);
     // Another shard's writer moves the head meanwhile.
     await sequencer(writer()).append(conn, changes(conn, 1, 'other', 6200n));
-    expect(await mine.append(conn, changes(conn, 1, 'm', 6300n))).toEqual({ numbered: 1, already: 0, lost: 0 });
+    expect(await mine.append(conn, changes(conn, 1, 'm', 6300n))).toEqual({ numbered: 1, already: 0, lost: 0, refused: 0 });
     expect(reads).toBe(2);
     expect(time.slept).toEqual([]);
     expect((await feed(conn)).map((row) => row.id)).toEqual(['k-0', 'k-1', 'l-0', 'l-1', 'other-0', 'm-0']);
@@ -156,9 +162,9 @@ describe('ChangeSequencer on DynamoDB Local', () => {
     expect(await sequencer(writer(), clock(), 2).append(conn, batch.slice(0, 2))).toMatchObject({ numbered: 2 });
 
     // The batch again, from its start (its first chunk was numbered before its writer failed).
-    expect(await sequencer(writer(), clock(), 2).append(conn, batch)).toEqual({ numbered: 3, already: 2, lost: 0 });
+    expect(await sequencer(writer(), clock(), 2).append(conn, batch)).toEqual({ numbered: 3, already: 2, lost: 0, refused: 0 });
     // And once more, whole.
-    expect(await sequencer(writer(), clock(), 2).append(conn, batch)).toEqual({ numbered: 0, already: 5, lost: 0 });
+    expect(await sequencer(writer(), clock(), 2).append(conn, batch)).toEqual({ numbered: 0, already: 5, lost: 0, refused: 0 });
 
     expect(await feed(conn)).toEqual(batch.map((change, i) => ({ seq: i + 1, id: change.id })));
   });
@@ -177,7 +183,7 @@ describe('ChangeSequencer on DynamoDB Local', () => {
     expect(rows.filter((row) => row.id.startsWith('a-')).map((row) => row.id)).toEqual(shardA.map((change) => change.id));
     expect(rows.filter((row) => row.id.startsWith('b-')).map((row) => row.id)).toEqual(shardB.map((change) => change.id));
     // The batch of either shard delivered again: nothing more.
-    expect(await sequencer(writer(), clock(), 5).append(conn, shardA)).toEqual({ numbered: 0, already: 40, lost: 0 });
+    expect(await sequencer(writer(), clock(), 5).append(conn, shardA)).toEqual({ numbered: 0, already: 40, lost: 0, refused: 0 });
     expect(await feed(conn)).toHaveLength(80);
   });
 
@@ -187,15 +193,69 @@ describe('ChangeSequencer on DynamoDB Local', () => {
     const earlier = changes(conn, 2, 'early', 100n);
     await sequencer(writer(), clock()).append(conn, later);
 
-    expect(await sequencer(writer(), clock()).append(conn, earlier)).toEqual({ numbered: 2, already: 0, lost: 0 });
+    expect(await sequencer(writer(), clock()).append(conn, earlier)).toEqual({ numbered: 2, already: 0, lost: 0, refused: 0 });
     expect((await feed(conn)).map((row) => row.id)).toEqual(['late-0', 'late-1', 'late-2', 'early-0', 'early-1']);
+  });
+
+  it("a kept head behind another writer's commits: the committed rows are never taken over, however old; the head is read again", async () => {
+    const conn = connection();
+    const time = clock();
+    const mine = sequencer(writer(), time);
+    await mine.append(conn, changes(conn, 2, 'x', 7000n));
+    // Another container numbers two changes after the head this one keeps.
+    await sequencer(writer(), clock()).append(conn, changes(conn, 2, 'y', 7100n));
+    // Long after (their rows older than the stale bound), this container numbers one more.
+    time.now = ((at) => () => at)(T0 + 10 * STALE_AFTER_MS);
+    expect(await mine.append(conn, changes(conn, 1, 'z', 7200n))).toEqual({ numbered: 1, already: 0, lost: 0, refused: 0 });
+    expect((await feed(conn)).map((row) => row.id)).toEqual(['x-0', 'x-1', 'y-0', 'y-1', 'z-0']);
+  });
+
+  it('a log written before the sequencer (a head without lastSrc): every record looked up, those its changes hold not numbered again', async () => {
+    const conn = connection();
+    const batch = changes(conn, 3, 'legacy', 8000n);
+    // The first two were numbered with their rows, as the transaction did: no src, no writtenAt.
+    for (const [i, change] of batch.slice(0, 2).entries()) {
+      await db.send(
+        new PutItemCommand({
+          TableName: TABLE,
+          Item: {
+            connection: { S: conn },
+            seq: { N: String(i + 1) },
+            change: { S: change.change },
+            id: { S: change.id },
+            type: { S: 'file' },
+            revision: { S: change.revision },
+            syncedAt: { S: change.syncedAt },
+            expiresAt: { N: '9999999999' },
+          },
+        }),
+      );
+    }
+    await db.send(new PutItemCommand({ TableName: TABLE, Item: { connection: { S: conn }, seq: { N: '0' }, head: { N: '2' }, epoch: { S: 'OLDEPOCH' } } }));
+
+    expect(await sequencer(writer()).append(conn, batch)).toEqual({ numbered: 1, already: 2, lost: 0, refused: 0 });
+    expect((await feed(conn)).map((row) => `${row.seq} ${row.id}`)).toEqual(['1 legacy-0', '2 legacy-1', '3 legacy-2']);
+    expect((await log.head(conn))?.epoch).toBe('OLDEPOCH');
+  });
+
+  it('no log yet and `mayStart` says no (the connection is being erased): nothing written, the changes refused', async () => {
+    const conn = connection();
+    expect(await sequencer(writer()).append(conn, changes(conn, 2, 'e', 9000n), { mayStart: async () => false })).toEqual({ numbered: 0, already: 0, lost: 0, refused: 2 });
+    expect(await log.head(conn)).toBeUndefined();
+    expect(await dynamo.scan(TABLE).then((rows) => rows.filter((row) => row['connection']?.S === conn))).toEqual([]);
+  });
+
+  it('a deadline already passed: nothing numbered, SequencerDeadlineError', async () => {
+    const conn = connection();
+    await expect(sequencer(writer()).append(conn, changes(conn, 1, 'd', 9100n), { deadline: T0 - 1 })).rejects.toBeInstanceOf(SequencerDeadlineError);
+    expect(await log.head(conn)).toBeUndefined();
   });
 
   describe('a chunk half written when its writer died (rows above the head, the head not moved)', () => {
     async function halfWritten(conn: string, batch: StreamedChange[]): Promise<void> {
       const port = writer();
       // The dead writer's token is its chunk's first record; it put 3 of its 4 rows.
-      for (let i = 0; i < 3; i++) expect(await port.put(i + 1, batch[i]!, batch[0]!.src, T0, T0 - STALE_AFTER_MS)).toBe('written');
+      for (let i = 0; i < 3; i++) expect(await port.put(i + 1, batch[i]!, batch[0]!.src, T0, { staleBeforeMs: T0 - STALE_AFTER_MS })).toBe('written');
     }
 
     it('no reader sees its rows', async () => {
@@ -211,7 +271,7 @@ describe('ChangeSequencer on DynamoDB Local', () => {
       await halfWritten(conn, batch);
       const time = clock(T0 + 1_000);
 
-      expect(await sequencer(writer(), time).append(conn, batch)).toEqual({ numbered: 4, already: 0, lost: 0 });
+      expect(await sequencer(writer(), time).append(conn, batch)).toEqual({ numbered: 4, already: 0, lost: 0, refused: 0 });
       expect(time.slept).toEqual([]);
       expect(await feed(conn)).toEqual(batch.map((change, i) => ({ seq: i + 1, id: change.id })));
     });
@@ -229,7 +289,7 @@ describe('ChangeSequencer on DynamoDB Local', () => {
       expect(time.slept.length).toBeGreaterThan(0);
       expect((await feed(conn)).map((row) => row.id)).toEqual(['o-0', 'o-1']);
 
-      expect(await sequencer(writer(), clock(time.now())).append(conn, dead)).toEqual({ numbered: 4, already: 0, lost: 0 });
+      expect(await sequencer(writer(), clock(time.now())).append(conn, dead)).toEqual({ numbered: 4, already: 0, lost: 0, refused: 0 });
       expect((await feed(conn)).map((row) => row.id)).toEqual(['o-0', 'o-1', 'h-0', 'h-1', 'h-2', 'h-3']);
     });
   });
@@ -245,11 +305,11 @@ describe('ChangeSequencer on DynamoDB Local', () => {
           return real.put(...args);
         },
         move: (...args) => real.move(...args),
-        sourcesSince: (...args) => real.sourcesSince(...args),
+        numberedAmong: (...args) => real.numberedAmong(...args),
       };
       const batch = changes(conn, 3, 'p', 4000n);
 
-      expect(await sequencer(replaying).append(conn, batch)).toEqual({ numbered: 3, already: 0, lost: 0 });
+      expect(await sequencer(replaying).append(conn, batch)).toEqual({ numbered: 3, already: 0, lost: 0, refused: 0 });
       expect(await feed(conn)).toEqual(batch.map((change, i) => ({ seq: i + 1, id: change.id })));
     });
 
@@ -263,11 +323,11 @@ describe('ChangeSequencer on DynamoDB Local', () => {
           await real.move(...args);
           return real.move(...args);
         },
-        sourcesSince: (...args) => real.sourcesSince(...args),
+        numberedAmong: (...args) => real.numberedAmong(...args),
       };
       const batch = changes(conn, 3, 'm', 4100n);
 
-      expect(await sequencer(replaying).append(conn, batch)).toEqual({ numbered: 0, already: 3, lost: 1 });
+      expect(await sequencer(replaying).append(conn, batch)).toEqual({ numbered: 0, already: 3, lost: 1, refused: 0 });
       expect(await feed(conn)).toEqual(batch.map((change, i) => ({ seq: i + 1, id: change.id })));
     });
 
@@ -281,12 +341,12 @@ describe('ChangeSequencer on DynamoDB Local', () => {
           await real.move(...args);
           throw new Error('socket hang up');
         },
-        sourcesSince: (...args) => real.sourcesSince(...args),
+        numberedAmong: (...args) => real.numberedAmong(...args),
       };
       const batch = changes(conn, 3, 'g', 4200n);
 
       await expect(sequencer(failing).append(conn, batch)).rejects.toThrow('socket hang up');
-      expect(await sequencer(writer()).append(conn, batch)).toEqual({ numbered: 0, already: 3, lost: 0 });
+      expect(await sequencer(writer()).append(conn, batch)).toEqual({ numbered: 0, already: 3, lost: 0, refused: 0 });
       expect(await feed(conn)).toHaveLength(3);
     });
   });
