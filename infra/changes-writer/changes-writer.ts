@@ -38,10 +38,12 @@ export const CHANGES_WRITER_CHANGES_ACTIONS: readonly string[] = ['dynamodb:GetI
 /**
  * GetItem only, of the row's key and `erase` (its ProjectionExpression: dynamodb:Attributes, and
  * dynamodb:Select SPECIFIC_ATTRIBUTES when the request carries it, as AWS's example of limiting a
- * role to some attributes writes it), so it can read neither a token nor a status.
+ * role to some attributes writes it), so it can read neither a token nor a status; on the key,
+ * kms:Decrypt alone (a read).
  */
 export const CHANGES_WRITER_CONNECTIONS_ACCESS: ConnectionsAccess = {
   actions: ['dynamodb:GetItem'],
+  keyActions: ['kms:Decrypt'],
   conditions: {
     'ForAllValues:StringEquals': { 'dynamodb:Attributes': [...CHANGES_WRITER_CONNECTION_ATTRIBUTES] },
     StringEqualsIfExists: { 'dynamodb:Select': 'SPECIFIC_ATTRIBUTES' },

@@ -28,12 +28,14 @@ export interface ConnectionsAccess {
   readonly actions: readonly string[];
   /** IAM conditions of the table statement (e.g. which attributes it may write). */
   readonly conditions?: Record<string, Record<string, unknown>>;
+  /** The key actions DynamoDB needs of the caller; default CONNECTIONS_KEY_ACTIONS (a role that only reads needs kms:Decrypt alone). */
+  readonly keyActions?: readonly string[];
 }
 
 /**
  * Adds two statements to `fn`'s role: `Connections`, the item actions of `access` on the connections
- * table, and `ConnectionsKey`, CONNECTIONS_KEY_ACTIONS on the connections key through DynamoDB of the
- * stack's region only.
+ * table, and `ConnectionsKey`, the key actions of `access` (CONNECTIONS_KEY_ACTIONS by default) on
+ * the connections key through DynamoDB of the stack's region only.
  */
 export function grantConnections(fn: ContentSyncFunction, connections: ConnectionsResources, access: ConnectionsAccess): void {
   const stack = fn.function.stack;
@@ -45,7 +47,7 @@ export function grantConnections(fn: ContentSyncFunction, connections: Connectio
   });
   fn.allow({
     sid: 'ConnectionsKey',
-    actions: [...CONNECTIONS_KEY_ACTIONS],
+    actions: [...(access.keyActions ?? CONNECTIONS_KEY_ACTIONS)],
     resources: [connections.key.keyArn],
     conditions: { StringEquals: { 'kms:ViaService': `dynamodb.${stack.region}.${stack.urlSuffix}` } },
   });

@@ -162,7 +162,8 @@ describe('changes writer: the function', () => {
       {
         Sid: 'ConnectionsKey',
         Effect: 'Allow',
-        Action: ['kms:Decrypt', 'kms:Encrypt', 'kms:GenerateDataKey'],
+        // A read: DynamoDB decrypts the table key, nothing more.
+        Action: 'kms:Decrypt',
         Resource: imports.connectionsKeyArn,
         Condition: {
           StringEquals: { 'kms:ViaService': { 'Fn::Join': ['', ['dynamodb.', { Ref: 'AWS::Region' }, '.', { Ref: 'AWS::URLSuffix' }]] } },

@@ -35,10 +35,10 @@ beforeAll(() => {
 });
 
 /** The key statement every role that may use the table gets: through DynamoDB of the stack's region only. */
-const keyStatement = () => ({
+const keyStatement = (action: string | string[] = ['kms:Decrypt', 'kms:Encrypt', 'kms:GenerateDataKey']) => ({
   Sid: 'ConnectionsKey',
   Effect: 'Allow',
-  Action: ['kms:Decrypt', 'kms:Encrypt', 'kms:GenerateDataKey'],
+  Action: action,
   Resource: imports.keyArn,
   Condition: {
     StringEquals: { 'kms:ViaService': { 'Fn::Join': ['', ['dynamodb.', { Ref: 'AWS::Region' }, '.', { Ref: 'AWS::URLSuffix' }]] } },
@@ -195,7 +195,7 @@ describe('who may do what on the connections table (stateless)', () => {
     ]);
   });
 
-  it('changes writer: GetItem of connection and erase only, as a projection (no token, no status); the key through DynamoDB', () => {
+  it('changes writer: GetItem of connection and erase only, as a projection (no token, no status); the key through DynamoDB, to decrypt only (a read)', () => {
     // The attributes its GetItem projects are the ones the role may read (functions/changes-writer/adapters/dynamodb-erase-state.ts).
     expect(CHANGES_WRITER_CONNECTION_ATTRIBUTES).toEqual(['connection', 'erase']);
     expect(connectionStatements('ChangesWriterRole')).toEqual([
@@ -209,7 +209,7 @@ describe('who may do what on the connections table (stateless)', () => {
           StringEqualsIfExists: { 'dynamodb:Select': 'SPECIFIC_ATTRIBUTES' },
         },
       },
-      keyStatement(),
+      keyStatement('kms:Decrypt'),
     ]);
   });
 
