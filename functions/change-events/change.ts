@@ -47,14 +47,22 @@ interface RowState {
 /** The event `record` announces, or undefined when it announces nothing. Throws MappingError. */
 export function changeOf(record: StreamRecord): ChangeEvent | undefined {
   const change = rowChangeOf(record);
-  return change === undefined ? undefined : { detailType: DETAIL_TYPES[change.kind], detail: change.detail };
+  if (change === undefined) return undefined;
+  const { detail } = change;
+  // An event names the row's type (the contract's detail); only the feed takes a row without one.
+  const type = requireText(detail.type, 'type', rowName(detail));
+  return { detailType: DETAIL_TYPES[change.kind], detail: { ...detail, type } };
 }
+
+/** What a change says of its row: an event's detail, its `type` undefined when the row has none. */
+export type RowChangeDetail = Omit<ChangeEvent['detail'], 'type'> & { type: string | undefined };
 
 /**
  * The change `record` makes to its row (the one rule of transition.ts) with what the event and the
- * changes feed say of it, or undefined when it makes none. Throws MappingError.
+ * changes feed say of it, or undefined when it makes none. Throws MappingError (a row without `type`
+ * is the event's to refuse: the feed takes it, as null).
  */
-export function rowChangeOf(record: StreamRecord): { kind: ChangeKind; detail: ChangeEvent['detail'] } | undefined {
+export function rowChangeOf(record: StreamRecord): { kind: ChangeKind; detail: RowChangeDetail } | undefined {
   const eventName = record.eventName;
   if (eventName === 'REMOVE') return undefined;
   if (eventName !== 'INSERT' && eventName !== 'MODIFY') {
@@ -73,10 +81,10 @@ export function rowChangeOf(record: StreamRecord): { kind: ChangeKind; detail: C
   if (kind === undefined) return undefined;
 
   const where = rowName(after);
-  const detail: ChangeEvent['detail'] = {
+  const detail: RowChangeDetail = {
     connection: requireText(after.connection, 'connection', where),
     id: requireText(after.id, 'id', where),
-    type: requireText(after.type, 'type', where),
+    type: after.type,
     revision: requireText(after.revision, 'revision', where),
     previousRevision: before?.revision ?? null,
     syncedAt: requireText(after.syncedAt, 'syncedAt', where),

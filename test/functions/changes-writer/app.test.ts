@@ -143,6 +143,15 @@ describe('the changes writer', () => {
     expect(await feed('acme')).toHaveLength(3);
   });
 
+  it('a row without a type (written by hand) is numbered with type null, as the feed answers it', async () => {
+    const { handler, context } = setup();
+    const { type: _type, ...untyped } = image('globex', 'untyped', '1');
+    expect(await handler({ Records: [record('INSERT', untyped)] } as never, context)).toEqual({ batchItemFailures: [] });
+    const log = new DynamoDbChangesLog(db, CHANGES);
+    const head = (await log.head('globex'))!;
+    expect((await log.range('globex', head.head, head.head, 1))[0]).toMatchObject({ id: 'untyped', change: 'created', type: null });
+  });
+
   it('a record that cannot be read as a change numbers nothing and is not handed back: an error names its key and sequence number, never its data', async () => {
     const { handler, context, lines } = setup();
     const bad = record('MODIFY', image('acme', 'secretless', '9', { item: { M: { body: { S: 'the-item-data-9f3' } } } }));
