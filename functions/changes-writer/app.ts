@@ -97,11 +97,9 @@ export function createChangesWriterHandler(deps: ChangesWriterHandlerDeps): Chan
       const margin = deps.safetyMarginMs ?? Math.min(DEFAULT_SAFETY_MARGIN_MS, Math.floor(remaining / 4));
       const deadline = now() + remaining - margin;
       const byConnection = new Map<string, { changes: StreamedChange[]; first: number }>();
+      const unreadable: Array<{ index: number; record: StreamRecord; reason: string }> = [];
       records.forEach((record, index) => {
-        const change = streamedChangeOf(record, (reason) => {
-          counts.unreadable += 1;
-          logger.error('stream record not numbered: it cannot be read as a change', { ...keyOf(record), sequenceNumber: record.dynamodb?.SequenceNumber, reason });
-        });
+        const change = streamedChangeOf(record, (reason) => unreadable.push({ index, record, reason }));
         if (!change) return;
         const entry = byConnection.get(change.connection) ?? { changes: [], first: index };
         entry.changes.push(change);
@@ -132,6 +130,12 @@ export function createChangesWriterHandler(deps: ChangesWriterHandlerDeps): Chan
       });
       const lowest = failedAt.length > 0 ? Math.min(...failedAt) : undefined;
       counts.retried = lowest === undefined ? 0 : records.length - lowest;
+      // Those the batch hands back come again: logged and counted then, once.
+      for (const { index, record, reason } of unreadable) {
+        if (lowest !== undefined && index >= lowest) continue;
+        counts.unreadable += 1;
+        logger.error('stream record not numbered: it cannot be read as a change', { ...keyOf(record), sequenceNumber: record.dynamodb?.SequenceNumber, reason });
+      }
       publishCounts(metrics, counts);
       logger.info('batch done', { records: records.length, connections: byConnection.size, ...counts });
       return { batchItemFailures: lowest === undefined ? [] : [{ itemIdentifier: records[lowest]!.dynamodb?.SequenceNumber ?? '' }] };

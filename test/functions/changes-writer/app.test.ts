@@ -192,6 +192,28 @@ describe('the changes writer', () => {
     expect((await feed('globex')).filter((line) => / r2 /.test(line))).toHaveLength(1);
   });
 
+  it('an unreadable record in the part of a batch handed back is logged and counted when it comes again, not twice', async () => {
+    const real = new DynamoDbChangesWriter(db, { tableName: CHANGES, retentionDays: RETENTION_DAYS });
+    const flaky: ChangesLogWriter = {
+      head: (connection) => real.head(connection),
+      put: async (seq, change, writer, writtenAt, takeOver) => {
+        if (change.connection === 'globex') throw new TransientError('DynamoDB PutItem failed (InternalServerError)');
+        return real.put(seq, change, writer, writtenAt, takeOver);
+      },
+      move: (...args) => real.move(...args),
+      numberedAmong: (...args) => real.numberedAmong(...args),
+    };
+    const { handler, context, lines } = setup(flaky);
+    const before = record('MODIFY', image('acme', 'bad-before', '1'));
+    const after = record('MODIFY', image('acme', 'bad-after', '1'));
+    const failing = record('INSERT', image('globex', 'fails', '1'));
+    const records = [before, record('INSERT', image('acme', 'fine', '1')), failing, after];
+    expect(await handler({ Records: records } as never, context)).toEqual({ batchItemFailures: [{ itemIdentifier: failing.dynamodb!.SequenceNumber }] });
+    const errors = lines().filter((line) => line['message'] === 'stream record not numbered: it cannot be read as a change');
+    expect(errors.map((line) => line['id'])).toEqual(['bad-before']);
+    expect(lines().find((line) => line['message'] === 'batch done')).toMatchObject({ unreadable: 1, retried: 2 });
+  });
+
   it("an erase that starts while a batch is numbered: the gate is read again before a log is started, and no log is started", async () => {
     await db.send(new PutItemCommand({ TableName: CONNECTIONS, Item: { connection: { S: 'racing' }, status: { S: 'active' } } }));
     const real = new DynamoDbChangesWriter(db, { tableName: CHANGES, retentionDays: RETENTION_DAYS });
