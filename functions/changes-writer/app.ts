@@ -39,16 +39,12 @@ import { createLogger, createMetrics, describeError } from '../shared/observabil
 import { systemClock, type Clock } from '../shared/ports.js';
 import { DynamoDbConnectionGate } from './adapters/dynamodb-erase-state.js';
 import { CHANGES_WRITER_STALE_AFTER_MS } from './limits.js';
+import type { ConnectionGate } from './ports.js';
 
 /** Connections of one batch numbered at once. */
 export const CONNECTIONS_IN_FLIGHT = 8;
 /** Time kept back from the invocation's remaining time: no wait for a head ends within it. */
 export const DEFAULT_SAFETY_MARGIN_MS = 5_000;
-
-/** Whether a connection's changes may still be numbered: not once its erase runs (its log is being deleted), nor without its row. */
-export interface ConnectionGate {
-  open(connection: string): Promise<boolean>;
-}
 
 export interface ChangesWriterHandlerDeps {
   config: ChangesWriterConfig;

@@ -7,10 +7,9 @@
  * table's two attributes among them, both streams' reads, no direct use of the connections key),
  * its two alarms and its dashboard row.
  */
-import type { Template } from 'aws-cdk-lib/assertions';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { ENV } from '../../functions/shared/config.js';
-import { importOf, logicalId, resource, roleStatements, synthTemplates, type Templates } from './helpers.js';
+import { dashboardBody, dashboardParts, importOf, logicalId, resource, roleStatements, synthTemplates, type Templates } from './helpers.js';
 
 let t: Templates;
 const ids: Record<string, string> = {};
@@ -256,22 +255,9 @@ describe('change events: operations', () => {
     const status = widgets.find((w) => w.type === 'alarm')!;
     const alarmArns = JSON.stringify(status.properties.alarms);
     expect(alarmArns.match(/TOKEN/g)?.length).toBe(status.properties.alarms!.length);
-    const body = dashboardJoin(t.statelessTemplate);
+    const body = dashboardParts(t.statelessTemplate);
     for (const prefix of ['ChangeEventsPublishFailedAlarm', 'ChangeEventsFailureQueueAlarm']) {
       expect(body).toContainEqual({ 'Fn::GetAtt': [logicalId(t.statelessTemplate, 'AWS::CloudWatch::Alarm', prefix), 'Arn'] });
     }
   });
 });
-
-/** The dashboard body's Fn::Join parts. */
-function dashboardJoin(template: Template): unknown[] {
-  const dashboard = Object.values(template.findResources('AWS::CloudWatch::Dashboard'))[0]!;
-  return (dashboard.Properties.DashboardBody['Fn::Join'] as [string, unknown[]])[1];
-}
-
-/** The dashboard body with every token replaced by `TOKEN`, as JSON text. */
-function dashboardBody(template: Template): string {
-  return dashboardJoin(template)
-    .map((part) => (typeof part === 'string' ? part : 'TOKEN'))
-    .join('');
-}

@@ -17,7 +17,7 @@ import { CHANGES_WRITER_METRIC_NAMES, CHANGES_WRITER_SERVICE } from '../../funct
 import { CHANGES_WRITER_CHANGES_ACTIONS, CHANGES_WRITER_CONNECTIONS_ACCESS } from '../../infra/changes-writer/changes-writer.js';
 import { CHANGES_WRITER_LAG_ALARM_MS } from '../../infra/changes-writer/operations.js';
 import { CHANGES_WRITER_BATCH_SIZE, CHANGES_WRITER_MEMORY_MB, CHANGES_WRITER_TIMEOUT_SECONDS } from '../../infra/deployment.js';
-import { fnArn, importOf, logicalId, resource, roleStatements, synthTemplates, type Templates } from './helpers.js';
+import { dashboardParts, fnArn, importOf, logicalId, resource, roleStatements, synthTemplates, type Templates } from './helpers.js';
 
 let t: Templates;
 const ids: Record<string, string> = {};
@@ -325,7 +325,7 @@ describe('changes writer: operations', () => {
   });
 
   it('its three alarms in the status widget, after the change events\' and before the eraser\'s', () => {
-    const parts = dashboardJoin(t.statelessTemplate);
+    const parts = dashboardParts(t.statelessTemplate);
     const alarmId = (prefix: string) => logicalId(t.statelessTemplate, 'AWS::CloudWatch::Alarm', prefix);
     const listed = parts
       .filter((part): part is { 'Fn::GetAtt': [string, string] } => typeof part === 'object' && part !== null && 'Fn::GetAtt' in part)
@@ -337,16 +337,11 @@ describe('changes writer: operations', () => {
   });
 });
 
-/** The dashboard body's Fn::Join parts. */
-function dashboardJoin(template: Template): unknown[] {
-  const dashboard = Object.values(template.findResources('AWS::CloudWatch::Dashboard'))[0]!;
-  return (dashboard.Properties.DashboardBody['Fn::Join'] as [string, unknown[]])[1];
-}
 
 /** The dashboard's widgets, each token of the body replaced by a placeholder (`TOKEN<n>`), and what each placeholder stands for. */
 function dashboard(template: Template): { widgets: unknown[]; tokens: Map<string, unknown> } {
   const tokens = new Map<string, unknown>();
-  const body = dashboardJoin(template)
+  const body = dashboardParts(template)
     .map((part) => {
       if (typeof part === 'string') return part;
       const placeholder = `TOKEN${tokens.size}`;

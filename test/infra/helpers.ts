@@ -166,3 +166,17 @@ export function contextErrorFor(context: Record<string, unknown>, key: string): 
   expect((caught as ConfigError).message.startsWith(`${key}: `)).toBe(true);
   return (caught as ConfigError).message;
 }
+
+/** The dashboard body's parts: its Fn::Join list, or the body itself when it holds no token. */
+export function dashboardParts(template: Template): unknown[] {
+  const dashboard = Object.values(template.findResources('AWS::CloudWatch::Dashboard'))[0]!;
+  const body = dashboard.Properties.DashboardBody;
+  return typeof body === 'string' ? [body] : (body['Fn::Join'] as [string, unknown[]])[1];
+}
+
+/** The dashboard body with every token replaced by `TOKEN`, as JSON text. */
+export function dashboardBody(template: Template): string {
+  return dashboardParts(template)
+    .map((part) => (typeof part === 'string' ? part : 'TOKEN'))
+    .join('');
+}

@@ -6,9 +6,9 @@
  * status). The change events', the changes writer's and reconciliation's own:
  * test/infra/change-events.test.ts, test/infra/changes-writer.test.ts and test/infra/reconciler.test.ts.
  */
-import { Match, type Template } from 'aws-cdk-lib/assertions';
+import { Match } from 'aws-cdk-lib/assertions';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { importOf, logicalId, resource, synthTemplates, type Templates } from './helpers.js';
+import { dashboardBody, importOf, logicalId, resource, synthTemplates, type Templates } from './helpers.js';
 
 /** The published metric names (docs/operations.md, "Logs and metrics"): written out, so a rename in the code fails here. */
 const ITEM_SYNC_METRICS = [
@@ -286,11 +286,3 @@ describe('operations', () => {
   });
 });
 
-/** The dashboard body with every `Fn::ImportValue`/`Ref` replaced by a placeholder, as JSON text. */
-function dashboardBody(template: Template): string {
-  const dashboard = Object.values(template.findResources('AWS::CloudWatch::Dashboard'))[0]!;
-  const body = dashboard.Properties.DashboardBody;
-  if (typeof body === 'string') return body;
-  const parts = (body['Fn::Join'] as [string, unknown[]])[1];
-  return parts.map((part) => (typeof part === 'string' ? part : 'TOKEN')).join('');
-}

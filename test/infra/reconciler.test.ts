@@ -16,7 +16,7 @@ import { ConfigError } from '../../functions/shared/errors.js';
 import { readContentSyncConfig } from '../../infra/context.js';
 import { projectedPassDescription } from '../../infra/reconciler/operations.js';
 import { addReconciler, RECONCILE_CURSOR_ROW } from '../../infra/reconciler/reconciler.js';
-import { buildApp, expectSchedulerInvokeRole, fnArn, importOf, logicalId, resource, roleStatements, synthTemplates, type Templates } from './helpers.js';
+import { buildApp, dashboardBody, dashboardParts, expectSchedulerInvokeRole, fnArn, importOf, logicalId, resource, roleStatements, synthTemplates, type Templates } from './helpers.js';
 
 let t: Templates;
 const ids: Record<string, string> = {};
@@ -369,15 +369,3 @@ describe('fan-out', () => {
     expect(() => stackWith(0)).toThrow(RangeError);
   });
 });
-
-/** The dashboard body's parts: JSON text, and the tokens (`Ref`, `Fn::GetAtt`, `Fn::ImportValue`) between. */
-function dashboardParts(template: Template): unknown[] {
-  const dashboard = Object.values(template.findResources('AWS::CloudWatch::Dashboard'))[0]!;
-  const body = dashboard.Properties.DashboardBody;
-  return typeof body === 'string' ? [body] : (body['Fn::Join'] as [string, unknown[]])[1];
-}
-
-/** The dashboard body with every token replaced by a placeholder, as JSON text. */
-function dashboardBody(template: Template): string {
-  return dashboardParts(template).map((part) => (typeof part === 'string' ? part : 'TOKEN')).join('');
-}

@@ -5,7 +5,7 @@
  */
 import { GetItemCommand, type DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { readFailure } from '../../shared/errors.js';
-import type { ConnectionGate } from '../app.js';
+import type { ConnectionGate } from '../ports.js';
 
 /** The attributes of a connection's row the changes writer reads. */
 export const CHANGES_WRITER_CONNECTION_ATTRIBUTES: readonly string[] = ['connection', 'erase'];
