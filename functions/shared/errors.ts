@@ -162,7 +162,7 @@ export function awsErrorOf(error: unknown): { name: string | undefined; status: 
 }
 
 /**
- * A failed AWS read, named by `what` (`DynamoDB Query on the changes table <name>`) and the error's
+ * A failed AWS read (or a write whose caller hands every failure back alike), named by `what` (`DynamoDB Query on the changes table <name>`) and the error's
  * name and status, never a value: a TransientError for throttling and 5xx (trying again may pass),
  * an Error otherwise.
  */

@@ -29,7 +29,7 @@ import {
 import { randomBytes } from 'node:crypto';
 import { changeIdentity, type ChangesLogWriter, type SequencerHead, type StreamedChange } from '../changes/sequencer.js';
 import { CHANGE_KINDS, type ChangeKind } from '../changes/transition.js';
-import { awsErrorOf, PermanentError, readFailure, TransientError } from '../errors.js';
+import { PermanentError, readFailure } from '../errors.js';
 import { HEAD_SEQ, headOf } from './dynamodb-changes-log.js';
 
 const SECONDS_PER_DAY = 86_400;
@@ -104,7 +104,7 @@ export class DynamoDbChangesWriter implements ChangesLogWriter {
       return 'written';
     } catch (error) {
       if ((error as { name?: string }).name === 'ConditionalCheckFailedException') return 'taken';
-      throw this.writeFailure(`PutItem of change ${seq}`, error);
+      throw readFailure(`DynamoDB PutItem of change ${seq} on the changes table ${this.table.tableName}`, error);
     }
   }
 
@@ -129,7 +129,7 @@ export class DynamoDbChangesWriter implements ChangesLogWriter {
       return true;
     } catch (error) {
       if ((error as { name?: string }).name === 'ConditionalCheckFailedException') return false;
-      throw this.writeFailure('UpdateItem of a head', error);
+      throw readFailure(`DynamoDB UpdateItem of a head on the changes table ${this.table.tableName}`, error);
     }
   }
 
@@ -177,14 +177,6 @@ export class DynamoDbChangesWriter implements ChangesLogWriter {
       startKey = output.LastEvaluatedKey;
       if (startKey === undefined) return found;
     }
-  }
-
-  private writeFailure(what: string, error: unknown): Error {
-    const { name, status, summary } = awsErrorOf(error);
-    const message = `DynamoDB ${what} on the changes table ${this.table.tableName} failed (${summary})`;
-    return status === undefined || status >= 500 || /Throttl|ProvisionedThroughputExceeded|RequestLimitExceeded/.test(name ?? '')
-      ? new TransientError(message)
-      : new Error(message);
   }
 }
 
