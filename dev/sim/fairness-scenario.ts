@@ -58,8 +58,21 @@ export interface FairnessScale {
   passesBackToBack: boolean;
   /** The run stops this long after the backfill started, done or not. */
   maxBackfillMinutes: number;
+  /**
+   * The backfilling account's own users, from the warm-up on: an id every `everyMs`, and every
+   * `burstEverySeconds` a burst of `burstIds` at once, each a new id of that account sent to the sync
+   * queue in its message group (busy-scenario.ts). None when undefined.
+   */
+  busyUsers?: BusyUsers;
   providerLatencyMs: number;
   seed: number;
+}
+
+/** The backfilling account's users (FairnessScale.busyUsers). */
+export interface BusyUsers {
+  everyMs: number;
+  burstIds: number;
+  burstEverySeconds: number;
 }
 
 /** One run: a system, its idle minutes, one backfill. */
@@ -70,6 +83,8 @@ export interface FairnessRun {
   during: Float64Array;
   /** Quiet ids sent (up to 10 s before the end) and never done. */
   quietLeft: number;
+  /** The backfilling account's users' ids (FairnessScale.busyUsers): like the quiet accounts', and those done in the background lane. */
+  busy?: { idle: Float64Array; during: Float64Array; left: number; idleInBackground: number; duringInBackground: number };
   backfill: { ids: number; done: number; seconds: number };
   /** Provider answers 429. */
   rateLimited: number;
@@ -99,6 +114,8 @@ export interface ProviderCounts {
 
 /** The send-to-done times and the backfill's progress, as the sync's log lines tell them. */
 interface Watch extends QuietWatch {
+  /** The backfilling account's users' ids (done in either lane), and when those done in the background lane were sent. */
+  busy: QuietWatch & { sentOfBackground: number[] };
   backfillAt: number;
   backfillIds: number;
   backfillDone: Set<string>;
@@ -119,6 +136,7 @@ export async function fairnessRun(scale: FairnessScale, lane: BackfillLane, prog
   const watch: Watch = {
     pending: new Map(),
     quietDone: [],
+    busy: { pending: new Map(), quietDone: [], sentOfBackground: [] },
     backfillAt: Number.POSITIVE_INFINITY,
     backfillIds: scale.backfillIds,
     backfillDone: new Set(),
@@ -129,8 +147,9 @@ export async function fairnessRun(scale: FairnessScale, lane: BackfillLane, prog
     reconcileSends: [],
   };
   const sendsEach = Math.ceil((warmupMs + scale.idleMinutes * MINUTE + scale.maxBackfillMinutes * MINUTE) / (scale.sendEverySeconds * SECOND)) + 1;
+  const busyIds = scale.busyUsers ? busyIdCount(scale.busyUsers, warmupMs + scale.idleMinutes * MINUTE + scale.maxBackfillMinutes * MINUTE) : 0;
   const system = await startSystem({
-    ids: scale.backfillIds,
+    ids: scale.backfillIds + busyIds,
     accounts: { count: scale.quietAccounts, idsEach: sendsEach + scale.sweptEach },
     ...atLimit(scale, scale.limitKnown),
     ...(scale.passesBackToBack ? { tuning: { reconcilerFreshnessHours: 0 } } : {}),
@@ -147,7 +166,10 @@ export async function fairnessRun(scale: FairnessScale, lane: BackfillLane, prog
     sendQuietIds(system, scale.sendEverySeconds, quiet, sendsEach, watch, t0 + warmupMs, (messages) => void enqueueMessages(sqs, system.queueUrl, messages, send));
     const backfillAt = t0 + warmupMs + scale.idleMinutes * MINUTE;
     const hardStop = backfillAt + scale.maxBackfillMinutes * MINUTE;
-    const backfill: EnqueueMessage[] = system.ids.map((id) => ({ connection: DEFAULT_CONNECTION, id }));
+    const backfill: EnqueueMessage[] = system.ids.slice(0, scale.backfillIds).map((id) => ({ connection: DEFAULT_CONNECTION, id }));
+    if (scale.busyUsers) {
+      sendBusyIds(system, scale.busyUsers, system.ids.slice(scale.backfillIds), watch.busy, (messages) => void enqueueMessages(sqs, system.queueUrl, messages, send));
+    }
     system.clock.at(backfillAt, () => {
       watch.backfillAt = backfillAt;
       watch.providerAtBackfill = watch.providerCounts();
@@ -170,6 +192,17 @@ export async function fairnessRun(scale: FairnessScale, lane: BackfillLane, prog
       idle: quietTimes(watch, t0 + warmupMs, backfillAt),
       during: quietTimes(watch, backfillAt, backfillEnd),
       quietLeft: quietLeft(watch, system.clock.ms()),
+      ...(scale.busyUsers
+        ? {
+            busy: {
+              idle: quietTimes(watch.busy, t0 + warmupMs, backfillAt),
+              during: quietTimes(watch.busy, backfillAt, backfillEnd),
+              left: quietLeft(watch.busy, system.clock.ms()),
+              idleInBackground: watch.busy.sentOfBackground.filter((at) => at >= t0 + warmupMs && at < backfillAt).length,
+              duringInBackground: watch.busy.sentOfBackground.filter((at) => at >= backfillAt && at < backfillEnd).length,
+            },
+          }
+        : {}),
       backfill: { ids: scale.backfillIds, done: watch.backfillDone.size, seconds: (watch.lastBackfillDoneAt - backfillAt) / SECOND },
       rateLimited: system.provider.rateLimited,
       providerDuring: {
@@ -195,6 +228,14 @@ function observer(watch: Watch): SystemObserver {
     itemLog(source, message, itemId, at, connection) {
       if (message !== 'record done' || connection === undefined) return;
       if (connection === DEFAULT_CONNECTION) {
+        const sentAt = watch.busy.pending.get(`${connection}\n${itemId}`);
+        if (sentAt !== undefined) {
+          // A busy user's id, done in either lane: one done in the background lane was moved there.
+          watch.busy.pending.delete(`${connection}\n${itemId}`);
+          watch.busy.quietDone.push({ sentAt, ms: at - sentAt });
+          if (source !== 'sync') watch.busy.sentOfBackground.push(sentAt);
+          return;
+        }
         if (at >= watch.backfillAt && !watch.backfillDone.has(itemId)) {
           watch.backfillDone.add(itemId);
           watch.lastBackfillDoneAt = at;
@@ -280,6 +321,40 @@ export function sendQuietIds(
     };
     system.clock.at(system.clock.ms() + Math.floor((k * everyMs) / quiet.length), sendNext);
   });
+}
+
+/** The ids the busy users send in `ms`: one every `everyMs`, and a burst every `burstEverySeconds`. */
+function busyIdCount(users: BusyUsers, ms: number): number {
+  return Math.ceil(ms / users.everyMs) + Math.ceil(ms / (users.burstEverySeconds * SECOND)) * users.burstIds + 1;
+}
+
+/**
+ * The backfilling account's users send `ids` in order: one every `everyMs` and, every
+ * `burstEverySeconds` (the first half an interval in), `burstIds` at once; each is watched (`watch`,
+ * as the quiet accounts' ids are: quietTimes picks the ones sent in a phase), so that none is taken
+ * for a backfill id.
+ */
+function sendBusyIds(system: SimSystem, users: BusyUsers, ids: readonly string[], watch: QuietWatch, send: (messages: EnqueueMessage[]) => void): void {
+  let next = 0;
+  const sendIds = (count: number): void => {
+    const now = system.clock.ms();
+    const messages = ids.slice(next, next + count).map((id) => ({ connection: DEFAULT_CONNECTION, id }));
+    next += messages.length;
+    if (messages.length === 0) return;
+    for (const { id } of messages) watch.pending.set(`${DEFAULT_CONNECTION}\n${id}`, now);
+    send(messages);
+  };
+  const steady = (): void => {
+    sendIds(1);
+    if (next < ids.length) system.clock.at(system.clock.ms() + users.everyMs, steady);
+  };
+  const burstMs = users.burstEverySeconds * SECOND;
+  const burst = (): void => {
+    sendIds(users.burstIds);
+    if (next < ids.length) system.clock.at(system.clock.ms() + burstMs, burst);
+  };
+  system.clock.at(system.clock.ms(), steady);
+  system.clock.at(system.clock.ms() + burstMs / 2, burst);
 }
 
 /** A line every virtual minute once the backfill started. */

@@ -114,8 +114,8 @@ export async function pushRun(scale: PushScale, kind: PushRunKind, progress: (li
   let rateLimited = 0;
   const system = await startSystem(
     pushSystemOptions(scale, {
-      // Both lanes: one connection's N ids at once are a backlog, and a users' batch sends its ids
-      // beyond USERS_IDS_PER_CONNECTION to the background lane (docs/fairness.md), done there.
+      // Either lane: a users' batch sends a connection's ids beyond what its pace serves within
+      // USERS_HOLD_MS to the background lane (docs/fairness.md), done there.
       itemLog(_source, message, itemId) {
         itemLogs[message] = (itemLogs[message] ?? 0) + 1;
         if (message === 'record done') done.add(itemId);

@@ -21,6 +21,7 @@ import { n } from '../bench/support/format.js';
 import { BENCH_DIR, machineInfo } from '../bench/support/machine.js';
 import { ACCOUNTS_FULL, ACCOUNTS_SHORT, accountsPass } from './accounts-scenario.js';
 import { BACKLOG_FULL, BACKLOG_SHORT, backlogScenario, type BacklogScale } from './backlog-scenario.js';
+import { BUSY_FULL, BUSY_SHORT, busyScenario, type BusyScale } from './busy-scenario.js';
 import { CHANGES_FULL, CHANGES_SHORT, type ChangesScale } from './changes-scale.js';
 import { changesScenario } from './changes-scenario.js';
 import { CONNECTIONS_FULL, CONNECTIONS_SHORT, connectionsScenario } from './connections-scenario.js';
@@ -156,6 +157,12 @@ const SCENARIOS: Record<string, Scenario> = {
     short: backlogSize(BACKLOG_SHORT),
     run: (o) => backlogScenario(o.short ? BACKLOG_SHORT : BACKLOG_FULL, progress),
   },
+  busy: {
+    about: "one account's users beside its own backfill at an unknown limit, and quiet accounts; progress on standard error",
+    full: busySize(BUSY_FULL),
+    short: busySize(BUSY_SHORT),
+    run: (o) => busyScenario(o.short ? BUSY_SHORT : BUSY_FULL, progress),
+  },
   refresher: {
     about: 'the token refresher at scale, against a token endpoint limit the pace has to find; progress on standard error',
     full: `${n(REFRESHER_FULL.connections)} connections in use for ${REFRESHER_FULL.hours} hours (most of an hour of real time)`,
@@ -192,6 +199,11 @@ const SCENARIOS: Record<string, Scenario> = {
 /** Names that run several scenarios: `pace` (the default set) and `scope`. */
 const GROUPS: Record<string, string[]> = { pace: Object.keys(PACE_SCENARIOS), scope: Object.keys(SCOPE_SCENARIOS) };
 const DEFAULT_GROUP = 'pace';
+
+function busySize(scale: BusyScale): string {
+  const users = scale.busyUsers;
+  return `a backfill of ${n(scale.backfillIds)} ids, its users an id every ${users.everyMs} ms and ${users.burstIds} every ${users.burstEverySeconds} s, ${scale.quietAccounts} quiet accounts, L = ${scale.limit}/s ${scale.limitKnown ? 'told' : 'unknown'}`;
+}
 
 function backlogSize(scale: BacklogScale): string {
   const known = scale.limitKnown.length > 1 ? 'told and not' : scale.limitKnown[0] ? 'told' : 'not told';

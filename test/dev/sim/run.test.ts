@@ -22,6 +22,7 @@ const SCENARIOS = [
   'accounts',
   'fairness',
   'backlog',
+  'busy',
   'refresher',
   'discovery',
   'discovery-cycle',

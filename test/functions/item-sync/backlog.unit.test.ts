@@ -1,6 +1,7 @@
 /**
- * A connection's backlog on the users' queue (sync.ts): a users' batch syncs at most
- * USERS_IDS_PER_CONNECTION ids of one connection and sends the rest to the background lane (the
+ * A connection's backlog on the users' queue (sync.ts): a users' batch syncs of one connection what
+ * its pace serves within USERS_HOLD_MS (never fewer than USERS_IDS_PER_CONNECTION ids) and sends
+ * the rest to the background lane (the
  * reconcile queue, lane `backlog`, the connection's message group), their records done; a
  * connection that must wait and a background batch keep all their ids; an id that could not be sent is synced where it is; without
  * the background lane (RECONCILE_QUEUE_URL unset) nothing moves. The fetches take the connections
@@ -9,7 +10,7 @@
 import { describe, expect, it } from 'vitest';
 import { SendMessageBatchCommand } from '@aws-sdk/client-sqs';
 import { CONNECTION_PACE_HOLD_MS } from '../../../functions/item-sync/app.js';
-import { fairOrder, USERS_IDS_PER_CONNECTION } from '../../../functions/item-sync/sync.js';
+import { fairOrder, USERS_HOLD_MS, USERS_IDS_PER_CONNECTION } from '../../../functions/item-sync/sync.js';
 import { DEFAULT_PACE_SETTINGS, initialPaceState } from '../../../functions/shared/provider/pace/pace-state.js';
 import { MemoryPaceStore } from '../../../dev/fakes/memory-pace-store.js';
 import { item, QUEUE_URL, RECONCILE_URL, ScriptedProvider } from './helpers.js';
@@ -18,6 +19,11 @@ import { build, entriesTo, harness, NOW, PaceStores, run, runRecords, sqs, useHa
 useHarness();
 
 const body = (connection: string, id: string): string => JSON.stringify({ connection, id });
+/** The pace's rate in these tests (PROVIDER_REQUESTS_PER_SECOND), and the ids of one connection a users' batch keeps at it. */
+const RATE = 8;
+const KEPT = (RATE * USERS_HOLD_MS) / 1000;
+/** The background lane given, the pace at RATE. */
+const LANE_ENV = { RECONCILE_QUEUE_URL: RECONCILE_URL, PROVIDER_REQUESTS_PER_SECOND: String(RATE) };
 const ids = (prefix: string, n: number): string[] => Array.from({ length: n }, (_, i) => `${prefix}${i}`);
 
 /** A provider that serves every id asked for. */
@@ -28,57 +34,77 @@ function servingAll(all: readonly string[]): ScriptedProvider {
 }
 
 describe('a backlog in a users\' batch', () => {
-  it(`syncs the first ${USERS_IDS_PER_CONNECTION} ids of a connection and sends the others to the background lane, their records done`, async () => {
+  it(`syncs the first ${KEPT} ids of a connection (what its pace of ${RATE}/s serves within ${USERS_HOLD_MS} ms) and sends the others to the background lane, their records done`, async () => {
     harness.connections.add('acme').add('globex');
-    const backlog = ids('a', USERS_IDS_PER_CONNECTION + 5);
+    const backlog = ids('a', KEPT + 5);
     const provider = servingAll([...backlog, 'g0']);
-    const handler = build(provider, { env: { RECONCILE_QUEUE_URL: RECONCILE_URL } });
+    const handler = build(provider, { env: LANE_ENV });
     const { result, metrics } = await run(handler, [...backlog.map((id) => body('acme', id)), body('globex', 'g0')]);
 
     expect(result).toEqual({ batchItemFailures: [] });
-    expect(provider.calls.map((call) => call.id).sort()).toEqual([...backlog.slice(0, USERS_IDS_PER_CONNECTION), 'g0'].sort());
+    expect(provider.calls.map((call) => call.id).sort()).toEqual([...backlog.slice(0, KEPT), 'g0'].sort());
     expect(entriesTo(RECONCILE_URL)).toEqual(
-      backlog.slice(USERS_IDS_PER_CONNECTION).map((id, index) => ({
+      backlog.slice(KEPT).map((id, index) => ({
         Id: `m${index}`,
         MessageBody: body('acme', id),
         MessageGroupId: 'acme',
         MessageAttributes: { lane: { DataType: 'String', StringValue: 'backlog' } },
       })),
     );
-    expect(metrics).toMatchObject({ ItemsCreated: USERS_IDS_PER_CONNECTION + 1, RecordsMovedToBackground: 5, RecordsPostponed: 0, RecordsRetried: 0 });
+    expect(metrics).toMatchObject({ ItemsCreated: KEPT + 1, RecordsMovedToBackground: 5, RecordsPostponed: 0, RecordsRetried: 0 });
   });
 
   it('counts ids, not records: duplicates of an id are one, and move together', async () => {
     harness.connections.add('acme');
-    const backlog = ids('a', USERS_IDS_PER_CONNECTION + 1);
+    const backlog = ids('a', KEPT + 1);
     const provider = servingAll(backlog);
-    const handler = build(provider, { env: { RECONCILE_QUEUE_URL: RECONCILE_URL } });
+    const handler = build(provider, { env: LANE_ENV });
     const last = backlog.at(-1)!;
     const { result, metrics } = await run(handler, [...backlog.map((id) => body('acme', id)), body('acme', last), body('acme', 'a0')]);
     expect(result).toEqual({ batchItemFailures: [] });
     expect(entriesTo(RECONCILE_URL).map((entry) => entry.MessageBody)).toEqual([body('acme', last)]);
-    expect(metrics).toMatchObject({ RecordsMovedToBackground: 2, ItemsCreated: USERS_IDS_PER_CONNECTION });
+    expect(metrics).toMatchObject({ RecordsMovedToBackground: 2, ItemsCreated: KEPT });
   });
 
-  it(`a connection with ${USERS_IDS_PER_CONNECTION} ids or fewer, a background batch, or no background lane: nothing moves`, async () => {
+  it(`never keeps fewer than ${USERS_IDS_PER_CONNECTION} ids of a connection, however slow its pace`, async () => {
     harness.connections.add('acme');
-    const few = ids('a', USERS_IDS_PER_CONNECTION);
-    await run(build(servingAll(few), { env: { RECONCILE_QUEUE_URL: RECONCILE_URL } }), few.map((id) => body('acme', id)));
-    const many = ids('b', USERS_IDS_PER_CONNECTION + 3);
+    const backlog = ids('a', USERS_IDS_PER_CONNECTION + 2);
+    const provider = servingAll(backlog);
+    const { metrics } = await run(build(provider, { env: { ...LANE_ENV, PROVIDER_REQUESTS_PER_SECOND: '2' } }), backlog.map((id) => body('acme', id)));
+    expect(provider.calls.map((call) => call.id).sort()).toEqual(backlog.slice(0, USERS_IDS_PER_CONNECTION).sort());
+    expect(entriesTo(RECONCILE_URL).map((entry) => entry.MessageBody)).toEqual(backlog.slice(USERS_IDS_PER_CONNECTION).map((id) => body('acme', id)));
+    expect(metrics).toMatchObject({ ItemsCreated: USERS_IDS_PER_CONNECTION, RecordsMovedToBackground: 2 });
+  });
+
+  it("an active user's burst of 20 at a pace of 200/s is synced where it is, none moved", async () => {
+    harness.connections.add('acme');
+    const burst = ids('a', 20);
+    const provider = servingAll(burst);
+    const { metrics } = await run(build(provider, { env: { ...LANE_ENV, PROVIDER_REQUESTS_PER_SECOND: '200' } }), burst.map((id) => body('acme', id)));
+    expect(provider.calls.map((call) => call.id).sort()).toEqual([...burst].sort());
+    expect(entriesTo(RECONCILE_URL)).toEqual([]);
+    expect(metrics).toMatchObject({ ItemsCreated: 20, RecordsMovedToBackground: 0 });
+  });
+
+  it(`a connection with ${KEPT} ids or fewer, a background batch, or no background lane: nothing moves`, async () => {
+    harness.connections.add('acme');
+    const few = ids('a', KEPT);
+    await run(build(servingAll(few), { env: LANE_ENV }), few.map((id) => body('acme', id)));
+    const many = ids('b', KEPT + 3);
     const background = await runRecords(
-      build(servingAll(many), { env: { RECONCILE_QUEUE_URL: RECONCILE_URL } }),
+      build(servingAll(many), { env: LANE_ENV }),
       many.map((id) => ({ body: body('acme', id), attributes: { lane: { type: 'String', value: 'background' } } })),
     );
     expect(background.metrics).toMatchObject({ ItemsCreated: many.length, RecordsMovedToBackground: 0 });
-    const none = await run(build(servingAll(many)), many.map((id) => body('acme', id)));
+    const none = await run(build(servingAll(many), { env: { PROVIDER_REQUESTS_PER_SECOND: String(RATE) } }), many.map((id) => body('acme', id)));
     expect(none.metrics).toMatchObject({ ItemsCreated: many.length, RecordsMovedToBackground: 0 });
     expect(entriesTo(RECONCILE_URL)).toEqual([]);
   });
 
   it('a connection that must wait (paused, failing) keeps its records in their queue: none moves', async () => {
     harness.connections.add('acme', { gate: { kind: 'wait', reason: 'connection "acme" is paused', seconds: 300 } });
-    const backlog = ids('a', USERS_IDS_PER_CONNECTION + 4);
-    const { result, metrics } = await run(build(servingAll(backlog), { env: { RECONCILE_QUEUE_URL: RECONCILE_URL } }), backlog.map((id) => body('acme', id)));
+    const backlog = ids('a', KEPT + 4);
+    const { result, metrics } = await run(build(servingAll(backlog), { env: LANE_ENV }), backlog.map((id) => body('acme', id)));
     expect(result).toEqual({ batchItemFailures: [] });
     expect(metrics).toMatchObject({ RecordsMovedToBackground: 0, RecordsPostponed: backlog.length });
     expect(entriesTo(RECONCILE_URL)).toEqual([]);
@@ -86,15 +112,15 @@ describe('a backlog in a users\' batch', () => {
 
   it('an id the background lane refused is synced where it is', async () => {
     harness.connections.add('acme');
-    const backlog = ids('a', USERS_IDS_PER_CONNECTION + 2);
+    const backlog = ids('a', KEPT + 2);
     sqs.on(SendMessageBatchCommand, { QueueUrl: RECONCILE_URL }).resolves({
       Successful: [{ Id: 'm0', MessageId: 'x', MD5OfMessageBody: '' }],
       Failed: [{ Id: 'm1', SenderFault: true, Code: 'InvalidParameterValue', Message: 'refused' }],
     });
     const provider = servingAll(backlog);
-    const { result, metrics, logs } = await run(build(provider, { env: { RECONCILE_QUEUE_URL: RECONCILE_URL } }), backlog.map((id) => body('acme', id)));
+    const { result, metrics, logs } = await run(build(provider, { env: LANE_ENV }), backlog.map((id) => body('acme', id)));
     expect(result).toEqual({ batchItemFailures: [] });
-    expect(metrics).toMatchObject({ RecordsMovedToBackground: 1, ItemsCreated: USERS_IDS_PER_CONNECTION + 1 });
+    expect(metrics).toMatchObject({ RecordsMovedToBackground: 1, ItemsCreated: KEPT + 1 });
     expect(provider.calls.map((call) => call.id)).toContain(backlog.at(-1));
     expect(logs.find((line) => line['message'] === 'ids of a backlog could not be sent to the background lane; they are synced here')).toMatchObject({
       connection: 'acme',

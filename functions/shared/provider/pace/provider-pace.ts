@@ -46,7 +46,8 @@ import { PaceBreaker, type Grant, type PaceSnapshot, type PaceStore, type Provid
 export { PaceBreaker, type Grant, type PaceSnapshot, type PaceStore, type ProviderPaceOptions, type RequestResult } from './pace-types.js';
 
 /** What a provider caller needs of the pace. */
-export type PaceGate = Pick<ProviderPace, 'acquire' | 'report' | 'outageKnown' | 'waitingForProbe'> & Partial<Pick<ProviderPace, 'maxHoldMs' | 'expect' | 'bookReturn' | 'admits'>>;
+export type PaceGate = Pick<ProviderPace, 'acquire' | 'report' | 'outageKnown' | 'waitingForProbe'> &
+  Partial<Pick<ProviderPace, 'maxHoldMs' | 'expect' | 'bookReturn' | 'admits' | 'serves'>>;
 
 const DEFAULT_FALLBACK_MS = 30_000;
 /** While the breaker is open, a container reads the row again at least this often. */
@@ -126,6 +127,11 @@ export class ProviderPace {
     const hold = this.options.maxHoldMs;
     const rate = classRate(this.snapshot().rate, paceClass(sweep, backlog), this.settings);
     return hold === undefined ? requests : admitted(requests, rate, hold, this.blockedUntil(sweep) - this.now());
+  }
+
+  /** How many users' requests this pace serves within `ms` at its rate now, as this container knows it (at least one). */
+  serves(ms: number): number {
+    return Math.max(1, Math.floor((classRate(this.snapshot().rate, 'users', this.settings) * ms) / 1000));
   }
 
   /** Until when this container knows the class is stopped by a Retry-After (the sweep and a backlog by the sweep's too). */
