@@ -13,7 +13,7 @@ import { DEFAULTS, ENV } from '../../functions/shared/config.js';
 import { MAX_RECEIVE_COUNT } from '../../functions/shared/sync-queue.js';
 import { DEFAULT_PACE_SETTINGS, MAX_RETRY_AFTER_MS, MIN_RETRY_AFTER_MS, SLOW_START_CUT } from '../../functions/shared/provider/pace/pace-state.js';
 import { CONNECTION_PACE_HOLD_MS, SYNC_PACE_LEASE_SECONDS } from '../../functions/item-sync/app.js';
-import { USERS_IDS_PER_CONNECTION } from '../../functions/item-sync/sync.js';
+import { USERS_HOLD_MS, USERS_IDS_PER_CONNECTION } from '../../functions/item-sync/sync.js';
 import { CONTEXT_KEYS, NUMBER_RULES, OPTIONAL_NUMBER_RULES, readContentSyncConfig, syncTimeoutSeconds } from '../../infra/context.js';
 import { BATCHING_WINDOW_SECONDS, syncEventSourceDeployment, VISIBILITY_FACTOR } from '../../infra/deployment.js';
 import { BENCH_DEFAULTS } from '../../dev/bench/bench/options.js';
@@ -404,8 +404,9 @@ describe('what the stacks deploy, as the pages state it', () => {
     expect(seconds! * 1000).toBe(CONNECTION_PACE_HOLD_MS);
   });
 
-  it('moves a backlog beyond as many ids a connection as docs/fairness.md says', () => {
-    const [ids] = figure('docs/fairness.md', /A users' batch syncs at most \*\*(\d+) ids of one connection\*\*/).map(Number);
+  it('moves a backlog beyond what a connection\'s pace serves within as long as docs/fairness.md says, and never fewer ids', () => {
+    const [seconds, ids] = figure('docs/fairness.md', /A users' batch syncs of one connection the ids \*\*its pace serves within\s+(\d+) s\*\* \(`USERS_HOLD_MS`.*?never fewer than \*\*(\d+)\*\* \(`USERS_IDS_PER_CONNECTION`\)/s).map(Number);
+    expect(seconds! * 1000).toBe(USERS_HOLD_MS);
     expect(ids).toBe(USERS_IDS_PER_CONNECTION);
   });
 
