@@ -15,7 +15,8 @@
  * 429. The checks are the goals of docs/fairness.md ("A busy account's own users"): the busy
  * account's users' p50 and p99 during the backfill within BUSY_USERS_FACTOR × idle, none of their
  * ids put behind the backfill, the quiet accounts' within BACKLOG_P99_FACTOR × idle; the backfill at
- * least BUSY_SHARE_OF_LIMIT of L with at most BUSY_MAX_429_SHARE of its requests answered 429;
+ * least BUSY_SHARE_OF_LIMIT of L once the pace found the limit (its first 429), with at most
+ * BUSY_MAX_429_SHARE of its requests answered 429;
  * every id done, nothing dead-lettered.
  */
 import { BACKLOG_P99_FACTOR } from './backlog-scenario.js';
@@ -75,6 +76,13 @@ export function busyReport(scale: BusyScale, run: FairnessRun): { figures: Recor
   const quietDuring = quantiles(run.during);
   const rate = run.backfill.seconds > 0 ? run.backfill.done / run.backfill.seconds : 0;
   const share = rate / scale.limit;
+  const found = run.backfill.limitFound;
+  const foundRate = found && found.seconds > 0 ? found.done / found.seconds : 0;
+  const foundShare = foundRate / scale.limit;
+  // An unknown limit is found by the pace first: from its last rate to L at the sweep's growth (5% a
+  // second: docs/provider-pace.md), a ramp that costs the same seconds whatever the backfill's size.
+  // The goal holds from the limit found on; the whole backfill's share is a figure.
+  const steadyShare = found ? foundShare : share;
   const rejected = run.providerDuring.requests > 0 ? run.providerDuring.rateLimited / run.providerDuring.requests : 0;
   const { everyMs, burstIds, burstEverySeconds } = scale.busyUsers;
   const figures: Record<string, number | string> = {
@@ -89,6 +97,9 @@ export function busyReport(scale: BusyScale, run: FairnessRun): { figures: Recor
     'quiet accounts, during the backfill': line(run.during),
     'quiet accounts: p50 during ÷ idle, p99 during ÷ idle': `${ratio(quietDuring.p50, quietIdle.p50)}, ${ratio(quietDuring.p99, quietIdle.p99)}`,
     backfill: `${run.backfill.done.toLocaleString('en-US')} of ${run.backfill.ids.toLocaleString('en-US')} in ${round(run.backfill.seconds, 1)} s: ${round(rate, 1)} ids/s, ${round(share * 100, 1)}% of L`,
+    'backfill once the limit was found (the first 429)': found
+      ? `after ${round(found.after, 1)} s; then ${found.done.toLocaleString('en-US')} ids in ${round(found.seconds, 1)} s: ${round(foundRate, 1)} ids/s, ${round(foundShare * 100, 1)}% of L`
+      : 'no 429 during the backfill',
     '429s during the backfill': `${run.providerDuring.rateLimited} of ${run.providerDuring.requests.toLocaleString('en-US')} requests (${round(rejected * 100, 2)}%)`,
     'dead-lettered': run.deadLettered,
     'real time': `${round(run.realMs / 1000, 1)} s`,
@@ -106,7 +117,11 @@ export function busyReport(scale: BusyScale, run: FairnessRun): { figures: Recor
       `p50 ${quietDuring.p50} s against ${quietIdle.p50} s, p99 ${quietDuring.p99} s against ${quietIdle.p99} s`,
       run.during.length > 0 && within(quietDuring.p50, quietIdle.p50, BACKLOG_P99_FACTOR) && within(quietDuring.p99, quietIdle.p99, BACKLOG_P99_FACTOR),
     ),
-    check(`the backfill uses at least ${BUSY_SHARE_OF_LIMIT * 100}% of L`, `${round(share * 100, 1)}%`, share >= BUSY_SHARE_OF_LIMIT),
+    check(
+      `the backfill uses at least ${BUSY_SHARE_OF_LIMIT * 100}% of L once the pace found it (its first 429; the whole backfill without one)`,
+      `${round(steadyShare * 100, 1)}%`,
+      steadyShare >= BUSY_SHARE_OF_LIMIT,
+    ),
     check(`at most ${BUSY_MAX_429_SHARE * 100}% of the requests during the backfill answered 429`, `${round(rejected * 100, 2)}%`, rejected <= BUSY_MAX_429_SHARE),
     check('every id done', `backfill ${run.backfill.done} of ${run.backfill.ids}, busy users' left ${busy.left}, quiet left ${run.quietLeft}`, run.backfill.done === run.backfill.ids && busy.left === 0 && run.quietLeft === 0),
     check('nothing dead-lettered', run.deadLettered, run.deadLettered === 0),

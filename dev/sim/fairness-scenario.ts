@@ -85,7 +85,7 @@ export interface FairnessRun {
   quietLeft: number;
   /** The backfilling account's users' ids (FairnessScale.busyUsers): like the quiet accounts', and those done in the background lane. */
   busy?: { idle: Float64Array; during: Float64Array; left: number; idleInBackground: number; duringInBackground: number };
-  backfill: { ids: number; done: number; seconds: number };
+  backfill: { ids: number; done: number; seconds: number; limitFound?: LimitFound };
   /** Provider answers 429. */
   rateLimited: number;
   /** The provider's item requests while the backfill ran, and those it answered 429. */
@@ -96,6 +96,15 @@ export interface FairnessRun {
   reconcilerSentDuring: number;
   virtualMs: number;
   realMs: number;
+}
+
+/** The backfill once the pace found the provider's limit (its first 429 during the backfill): from then on, to its last id done. */
+export interface LimitFound {
+  /** Seconds from the backfill's send to the first 429. */
+  after: number;
+  /** Backfill ids done from then on, in how many seconds. */
+  done: number;
+  seconds: number;
 }
 
 /** The quiet accounts' ids, as the sync's log lines tell them (this scenario's and discovery-scenario.ts's). */
@@ -120,6 +129,10 @@ interface Watch extends QuietWatch {
   backfillIds: number;
   backfillDone: Set<string>;
   lastBackfillDoneAt: number;
+  /** When each backfill id was done, in order. */
+  backfillDoneAt: number[];
+  /** The provider's first 429 since the backfill's send. */
+  first429At: number | undefined;
   /** The provider's counts now (once the system runs), at the backfill's send and at its last id done. */
   providerCounts: () => ProviderCounts;
   providerAtBackfill: ProviderCounts;
@@ -141,6 +154,8 @@ export async function fairnessRun(scale: FairnessScale, lane: BackfillLane, prog
     backfillIds: scale.backfillIds,
     backfillDone: new Set(),
     lastBackfillDoneAt: 0,
+    backfillDoneAt: [],
+    first429At: undefined,
     providerCounts: () => ({ requests: 0, rateLimited: 0 }),
     providerAtBackfill: { requests: 0, rateLimited: 0 },
     providerAtBackfillDone: undefined,
@@ -203,7 +218,20 @@ export async function fairnessRun(scale: FairnessScale, lane: BackfillLane, prog
             },
           }
         : {}),
-      backfill: { ids: scale.backfillIds, done: watch.backfillDone.size, seconds: (watch.lastBackfillDoneAt - backfillAt) / SECOND },
+      backfill: {
+        ids: scale.backfillIds,
+        done: watch.backfillDone.size,
+        seconds: (watch.lastBackfillDoneAt - backfillAt) / SECOND,
+        ...(watch.first429At !== undefined && watch.first429At < watch.lastBackfillDoneAt
+          ? {
+              limitFound: {
+                after: (watch.first429At - backfillAt) / SECOND,
+                done: watch.backfillDoneAt.filter((at) => at > watch.first429At!).length,
+                seconds: (watch.lastBackfillDoneAt - watch.first429At) / SECOND,
+              },
+            }
+          : {}),
+      },
       rateLimited: system.provider.rateLimited,
       providerDuring: {
         requests: providerAtEnd.requests - watch.providerAtBackfill.requests,
@@ -239,11 +267,15 @@ function observer(watch: Watch): SystemObserver {
         if (at >= watch.backfillAt && !watch.backfillDone.has(itemId)) {
           watch.backfillDone.add(itemId);
           watch.lastBackfillDoneAt = at;
+          watch.backfillDoneAt.push(at);
           if (watch.backfillDone.size === watch.backfillIds) watch.providerAtBackfillDone = watch.providerCounts();
         }
         return;
       }
       quietIdDone(watch, source, itemId, at, connection);
+    },
+    providerAnswer(_source, _itemId, status, at) {
+      if (status === 429 && at >= watch.backfillAt && watch.first429At === undefined) watch.first429At = at;
     },
     reconcileSent(ids, at) {
       watch.reconcileSends.push({ at, ids: ids.length });

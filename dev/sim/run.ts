@@ -42,6 +42,8 @@ interface RunOptions {
   unknownLimit: boolean;
   /** `--batch-size N` (push only): the context key syncBatchSize the run deploys. */
   batchSize?: number | undefined;
+  /** `--limit N` (push only): the provider's limit L, told to the system. */
+  limit?: number | undefined;
   /** `--dynamo-latency F` (every scenario): scales AWS's DynamoDB latency (dev/fakes/dynamo-latency.ts); 1 when undefined. */
   dynamoLatency?: number | undefined;
 }
@@ -52,7 +54,7 @@ function progress(line: string): void {
 }
 
 /** The options a scenario may read besides --short (which every scenario reads). */
-type ScenarioOption = 'ids' | 'unknown-limit' | 'batch-size';
+type ScenarioOption = 'ids' | 'unknown-limit' | 'batch-size' | 'limit';
 
 /** A scenario: what it runs, at which sizes and with which options (the usage text), and how. */
 interface Scenario {
@@ -191,7 +193,7 @@ const SCENARIOS: Record<string, Scenario> = {
     about: 'the push path\'s cost: users send N ids at once to the sync queue, unchanged then changed at the provider; progress on standard error',
     full: `${n(PUSH_FULL.ids)} ids, L = ${PUSH_FULL.limit}/s told (about 15 minutes of real time)`,
     short: `${n(PUSH_SHORT.ids)} ids, L = ${PUSH_SHORT.limit}/s told`,
-    options: ['ids', 'batch-size'],
+    options: ['ids', 'batch-size', 'limit'],
     run: (o) => pushScenario(pushScale(o), progress),
   },
 };
@@ -218,12 +220,13 @@ function discoverySize(scale: DiscoveryScale): string {
   return `${n(scale.items)} items ${scale.depth} deep, L = ${scale.limit}/s told, ${scale.quietAccounts} quiet accounts`;
 }
 
-/** The push scenario's scale: full or short, `--ids` and `--batch-size` over it. */
-export function pushScale(options: Pick<RunOptions, 'short' | 'ids' | 'batchSize'>): PushScale {
+/** The push scenario's scale: full or short, `--ids`, `--batch-size` and `--limit` over it. */
+export function pushScale(options: Pick<RunOptions, 'short' | 'ids' | 'batchSize' | 'limit'>): PushScale {
   return {
     ...(options.short ? PUSH_SHORT : PUSH_FULL),
     ...(options.ids !== undefined ? { ids: options.ids } : {}),
     ...(options.batchSize !== undefined ? { syncBatchSize: options.batchSize } : {}),
+    ...(options.limit !== undefined ? { limit: options.limit } : {}),
   };
 }
 
@@ -255,6 +258,7 @@ const OPTIONS = {
   ids: { type: 'string' },
   'unknown-limit': { type: 'boolean', default: false },
   'batch-size': { type: 'string' },
+  limit: { type: 'string' },
   'dynamo-latency': { type: 'string' },
   help: { type: 'boolean', short: 'h', default: false },
 } as const;
@@ -265,6 +269,7 @@ const OPTION_HELP: Record<keyof typeof OPTIONS, { value?: string; about: string 
   ids: { value: 'N', about: 'the number of ids, at least 100' },
   'unknown-limit': { about: 'L is not told to the system: the pace has to find it' },
   'batch-size': { value: 'N', about: `the context key syncBatchSize the run deploys (${BATCH_SIZE_MIN} to ${BATCH_SIZE_MAX}), to price it` },
+  limit: { value: 'N', about: "the provider's limit L, requests a second, told to the system (at least 1): a high one shows what one connection commits when the provider does not bound it" },
   'dynamo-latency': { value: 'F', about: "scales AWS's DynamoDB latency every DynamoDB call takes in virtual time (docs/development.md, AWS's latency): 0 turns it off, 2 doubles it; default 1" },
   help: { about: 'this text' },
 };
@@ -297,6 +302,10 @@ export function parseCommandLine(argv: string[]): SimCommand {
       mistake: `--batch-size must be a whole number from ${BATCH_SIZE_MIN} to ${BATCH_SIZE_MAX} (syncBatchSize), got ${values['batch-size']}`,
     };
   }
+  const limit = values.limit === undefined ? undefined : Number(values.limit);
+  if (limit !== undefined && !(Number.isSafeInteger(limit) && limit >= 1)) {
+    return { mistake: `--limit must be a whole number of at least 1 (requests a second), got ${values.limit}` };
+  }
   const factor = values['dynamo-latency'] === undefined ? undefined : parsedFactor(values['dynamo-latency']);
   if (values['dynamo-latency'] !== undefined && factor === undefined) {
     return { mistake: `--dynamo-latency must be a number from 0 to ${MAX_LATENCY_FACTOR}, got ${values['dynamo-latency']}` };
@@ -308,10 +317,11 @@ export function parseCommandLine(argv: string[]): SimCommand {
     ...(ids !== undefined ? (['ids'] as const) : []),
     ...(values['unknown-limit'] ? (['unknown-limit'] as const) : []),
     ...(batchSize !== undefined ? (['batch-size'] as const) : []),
+    ...(limit !== undefined ? (['limit'] as const) : []),
   ];
   const unread = given.find((option) => !names.some((name) => SCENARIOS[name]!.options?.includes(option)));
   if (unread !== undefined) return { mistake: `--${unread} is read by ${readersOf(unread).join(' and ')} only` };
-  return { names, options: { short: values.short, ids, unknownLimit: values['unknown-limit'], batchSize, dynamoLatency: factor } };
+  return { names, options: { short: values.short, ids, unknownLimit: values['unknown-limit'], batchSize, limit, dynamoLatency: factor } };
 }
 
 function parseOptions(argv: string[]) {
@@ -341,8 +351,11 @@ export function simUsage(): string {
     scenario.options === undefined ? [] : [`options: ${scenario.options.map((name) => `--${name}${OPTION_HELP[name].value ? ` ${OPTION_HELP[name].value}` : ''}`).join(', ')}`];
   const optionReaders = (name: keyof typeof OPTIONS): string => (EVERY_SCENARIO.has(name) ? '' : ` (${readersOf(name as ScenarioOption).join(', ')})`);
   return [
-    // The scenarios on a line of their own: the options fill the first.
-    `usage: npm run sim -- [${optionNames.filter((name) => name !== 'help').map(optionLabel).join('] [')}]`,
+    // The options fill the first lines, each whole; the scenarios on a line of their own.
+    ...usageLines(
+      'usage: npm run sim -- ',
+      optionNames.filter((name) => name !== 'help').map((name) => `[${optionLabel(name)}]`),
+    ),
     `${' '.repeat('usage: npm run sim -- '.length)}[scenario or group ...]`,
     '',
     ...wrapped(
@@ -367,6 +380,20 @@ export function simUsage(): string {
 }
 
 /** `text` in lines of at most `width` characters (a longer word stays whole, and so does `L = 50/s`). */
+/** `head` then the options, each whole, the lines within USAGE_WIDTH and indented under the first. */
+function usageLines(head: string, options: readonly string[]): string[] {
+  const lines: string[] = [];
+  let line = head.trimEnd();
+  for (const option of options) {
+    if (line.length + 1 + option.length > USAGE_WIDTH && line.trim() !== '') {
+      lines.push(line);
+      line = `${' '.repeat(head.length - 1)}`;
+    }
+    line = `${line} ${option}`;
+  }
+  return [...lines, line];
+}
+
 function wrapped(text: string, width: number): string[] {
   const lines: string[] = [];
   let line = '';

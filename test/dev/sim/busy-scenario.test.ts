@@ -39,13 +39,14 @@ describe("busy, short scale: an account's users beside its own backfill at L = 2
     expect(figures["busy account's users, idle"]).toBe(`${busy.idle.length} ids: p50 ${idle.p50} s, p99 ${idle.p99} s, max ${idle.max} s`);
     expect(figures["busy account's users, during its backfill"]).toBe(`${busy.during.length} ids: p50 ${during.p50} s, p99 ${during.p99} s, max ${during.max} s`);
     expect(figures["busy account's users' ids done in the background lane, of those sent idle and during the backfill"]).toBe(`${busy.idleInBackground}, 0`);
+    expect(figures['backfill once the limit was found (the first 429)']).toMatch(/^(after [\d.]+ s; then [\d,]+ ids in [\d.]+ s: [\d.]+ ids\/s, [\d.]+% of L|no 429 during the backfill)$/);
     expect(figures.backfill).toMatch(/^1,000 of 1,000 in [\d.]+ s: [\d.]+ ids\/s, [\d.]+% of L$/);
     expect(figures['429s during the backfill']).toMatch(/^\d+ of [\d,]+ requests \([\d.]+%\)$/);
     expect(checks.map(({ what }) => what)).toEqual([
       `the busy account's users: p50 and p99 during its own backfill at most ${BUSY_USERS_FACTOR}× idle`,
       "the busy account's users: no id sent during the backfill put behind it (done in the background lane)",
       "the quiet accounts: p50 and p99 during the backfill at most 1.5× idle",
-      `the backfill uses at least ${BUSY_SHARE_OF_LIMIT * 100}% of L`,
+      `the backfill uses at least ${BUSY_SHARE_OF_LIMIT * 100}% of L once the pace found it (its first 429; the whole backfill without one)`,
       `at most ${BUSY_MAX_429_SHARE * 100}% of the requests during the backfill answered 429`,
       'every id done',
       'nothing dead-lettered',

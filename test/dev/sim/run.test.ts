@@ -5,7 +5,8 @@
 import { join, resolve } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { runProcess } from '../../../dev/fakes/loopback.js';
-import { main, parseCommandLine, simUsage } from '../../../dev/sim/run.js';
+import { main, parseCommandLine, pushScale, simUsage } from '../../../dev/sim/run.js';
+import { PUSH_FULL } from '../../../dev/sim/push-scenario.js';
 
 const ROOT = resolve(import.meta.dirname, '../../..');
 
@@ -68,6 +69,11 @@ describe('the command line', () => {
     expect(parseCommandLine(['reconcile', '--unknown-limit'])).toEqual({ names: ['reconcile'], options: { ...FULL, unknownLimit: true } });
   });
 
+  it('takes --limit for the push scenario: its L, told to the system', () => {
+    expect(parseCommandLine(['push', '--limit', '5000'])).toEqual({ names: ['push'], options: { ...FULL, limit: 5000 } });
+    expect(pushScale({ short: false, ids: undefined, limit: 5000 })).toEqual({ ...PUSH_FULL, limit: 5000 });
+  });
+
   it('takes --dynamo-latency for every scenario, any factor from 0 to 100', () => {
     expect(parseCommandLine(['known', '--dynamo-latency', '0'])).toEqual({ names: ['known'], options: { ...FULL, dynamoLatency: 0 } });
     expect(parseCommandLine(['push', '--dynamo-latency', '2.5'])).toEqual({ names: ['push'], options: { ...FULL, dynamoLatency: 2.5 } });
@@ -93,6 +99,8 @@ describe('the command line', () => {
     [['--short=yes'], "Option '--short' does not take an argument"],
     [['reconcile', '--ids', '99'], '--ids must be a whole number of at least 100, got 99'],
     [['push', '--batch-size', '0'], '--batch-size must be a whole number from 1 to 10000 (syncBatchSize), got 0'],
+    [['push', '--limit', '0.5'], '--limit must be a whole number of at least 1 (requests a second), got 0.5'],
+    [['busy', '--limit', '500'], '--limit is read by push only'],
     [['known', '--ids', '1000'], '--ids is read by reconcile and push only'],
     [['push', '--unknown-limit'], '--unknown-limit is read by reconcile only'],
     [['known', '--dynamo-latency', '101'], '--dynamo-latency must be a number from 0 to 100, got 101'],
@@ -107,13 +115,13 @@ describe('the usage', () => {
 
   it("gives each scenario's sizes and the options it reads", () => {
     expect(entry(usage, 'reconcile')).toContain('options: --ids N, --unknown-limit\n');
-    expect(entry(usage, 'push')).toContain('options: --ids N, --batch-size N\n');
+    expect(entry(usage, 'push')).toContain('options: --ids N, --batch-size N, --limit N\n');
     expect(entry(usage, 'known')).not.toContain('options:');
     for (const name of SCENARIOS) expect(entry(usage, name)).toMatch(/\n {5,}full: [^]+\n {5,}--short: /);
   });
 
   it('names every option, with the scenarios that read it', () => {
-    expect(listed(usage, 'Options')).toEqual(['--short', '--ids', '--unknown-limit', '--batch-size', '--dynamo-latency', '-h, --help']);
+    expect(listed(usage, 'Options')).toEqual(['--short', '--ids', '--unknown-limit', '--batch-size', '--limit', '--dynamo-latency', '-h, --help']);
     expect(usage).toMatch(/\n {2}--ids N +the number of ids, at least 100 \(reconcile, push\)\n/);
     expect(usage).toMatch(/\n {2}--unknown-limit +.* \(reconcile\)\n/);
     // Every scenario reads it: no list of readers.
