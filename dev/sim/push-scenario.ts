@@ -65,6 +65,8 @@ export interface PushRun {
   done: number;
   /** Virtual ms from the first send to the last record done (and the stream read through). */
   measuredMs: number;
+  /** Virtual ms from the first send to the last record done, and to the changes writer's stream read through after it (every change numbered). */
+  phases: { doneMs: number; numberedMs: number | undefined };
   providerRequests: number;
   rateLimited: number;
   deadLettered: number;
@@ -135,19 +137,23 @@ export async function pushRun(scale: PushScale, kind: PushRunKind, progress: (li
     const t0 = system.clock.ms();
     let sending: Promise<unknown> | undefined;
     system.clock.at(t0, () => void (sending = enqueueIds(sqs, system.queueUrl, system.ids, { sleep: system.clock.sleep })));
-    const end = await runUntilDone(system, scale, done, t0, realStart, kind, progress);
+    const { end, allDoneAt, writerThroughAt } = await runUntilDone(system, scale, done, t0, realStart, kind, progress);
     await sending;
     const seconds = (end - t0) / 1000;
     const cost = pushCost(system.meter, sends, scale.ids, seconds, { logsMetered: scale.meterLogs, tracing: system.local.deployment.sync.tracing });
     const deadLettered = system.sqs.size(system.dlqUrl);
     const dynamo = structuredClone({ sync: system.meter.dynamo.sync, reconcile: system.meter.dynamo.reconcile, changesWriter: system.meter.dynamo.changesWriter });
-    return { kind, ids: scale.ids, done: done.size, measuredMs: end - t0, providerRequests, rateLimited, deadLettered, itemLogs, cost, sends, dynamo, realMs: Date.now() - realStart };
+    const phases = { doneMs: (allDoneAt ?? end) - t0, numberedMs: writerThroughAt === undefined ? undefined : writerThroughAt - t0 };
+    return { kind, ids: scale.ids, done: done.size, measuredMs: end - t0, phases, providerRequests, rateLimited, deadLettered, itemLogs, cost, sends, dynamo, realMs: Date.now() - realStart };
   } finally {
     await system.close();
   }
 }
 
-/** Runs until every id is done and the stream read through (or `maxHours`); progress every 10 virtual minutes. The time it was through. */
+/**
+ * Runs until every id is done and the stream read through (or `maxHours`); progress every 10 virtual
+ * minutes. The time it was through, when every id was done, and when the changes writer was through after that.
+ */
 async function runUntilDone(
   system: SimSystem,
   scale: PushScale,
@@ -156,7 +162,7 @@ async function runUntilDone(
   realStart: number,
   kind: PushRunKind,
   progress: (line: string) => void,
-): Promise<number> {
+): Promise<{ end: number; allDoneAt: number | undefined; writerThroughAt: number | undefined }> {
   const stream = system.changeEvents?.stream;
   const writerStream = system.changesWriter?.stream;
   let end: number | undefined;
@@ -173,16 +179,18 @@ async function runUntilDone(
   const hardStop = t0 + scale.maxHours * HOUR;
   // When every id was done: the stream is read through once a read after that finds nothing more.
   let allDoneAt: number | undefined;
+  let writerThroughAt: number | undefined;
   await system.pollUntil(() => {
     if (end !== undefined) return true;
     const now = system.clock.ms();
     if (allDoneAt === undefined && done.size >= scale.ids) allDoneAt = now;
+    if (allDoneAt !== undefined && writerThroughAt === undefined && writerStream?.readThroughSince(allDoneAt)) writerThroughAt = now;
     const through =
       allDoneAt !== undefined && [stream, writerStream].every((source) => source === undefined || source.readThroughSince(allDoneAt!));
     if (through || now >= hardStop) end = now;
     return end !== undefined;
   });
-  return end ?? system.clock.ms();
+  return { end: end ?? system.clock.ms(), allDoneAt, writerThroughAt };
 }
 
 function deployedFigures(scale: PushScale): Record<string, string | number> {
@@ -202,6 +210,9 @@ export function runFigures(run: PushRun): Record<string, string | number> {
   const figures: Record<string, string | number> = {
     [`${k}: ids done`]: `${run.done} of ${run.ids}`,
     [`${k}: measured (virtual, first send to last done)`]: `${round(run.measuredMs / 1000, 1)} s (${round(run.ids / (run.measuredMs / 1000), 1)} ids/s)`,
+    [`${k}: every id done (virtual, first send to last done)`]: `${round(run.phases.doneMs / 1000, 1)} s (${round(run.ids / (run.phases.doneMs / 1000), 1)} ids/s)`,
+    [`${k}: every change numbered (the changes writer read through after the last done)`]:
+      run.phases.numberedMs === undefined ? 'not within the run' : `${round(run.phases.numberedMs / 1000, 1)} s (${round(run.ids / (run.phases.numberedMs / 1000), 1)} ids/s)`,
     [`${k}: provider requests`]: `${run.providerRequests} (${run.rateLimited} answered 429)`,
     [`${k}: item log lines`]: JSON.stringify(run.itemLogs),
     [`${k}: dead-lettered`]: run.deadLettered,
