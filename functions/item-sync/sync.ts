@@ -11,9 +11,9 @@
  *      reason; `wait` (paused, failing, a refresh in progress) sends them again after the gate's
  *      seconds; `ready` gives the token and the provider pace (`paceKey`) its items are fetched
  *      with. One connection's gate never touches another's records;
- *   3. in a users' batch, send a ready connection's ids beyond what its pace serves within
- *      USERS_HOLD_MS (at least USERS_IDS_PER_CONNECTION: a backlog sent to the users' queue) to the
- *      background lane, where they yield to users' ids (`moved`);
+ *   3. in a users' batch, send a ready connection's ids beyond what it keeps (users-budget.ts: a
+ *      user's ids and bursts, not an import sent to the users' queue) to the background lane, where
+ *      they yield to users' ids (`moved`);
  *      of a connection whose pace has a hold (PACE_SCOPE=connection), keep what the pace serves
  *      within it and send the others back, each to return one slot of the pace after the last
  *      (`later`); read the stored revisions of every ready item left at once;
@@ -49,6 +49,7 @@ import { parseMessageBody, type SyncMessage } from './message.js';
 import { carryOut, type CarryOutPorts } from './outcome/carry-out.js';
 import { outcomeOf, type Outcome, type OutcomePolicy, type PostponePolicy } from './outcome/decide.js';
 import type { BackgroundLane, ItemKey, StoredRevisions } from './ports.js';
+import { USERS_HOLD_MS, type UsersBudget } from './users-budget.js';
 
 export type { BatchOptions, BatchReport, SyncCounts, SyncRecord } from './batch.js';
 
@@ -67,6 +68,8 @@ export interface SyncPorts extends PacedCallPorts, CarryOutPorts, ItemRunPorts {
   paceFor(paceKey: string, breakerKey?: string): PaceGate;
   /** The background lane (the reconcile queue), where a users' batch sends a connection's backlog; none: it is synced where it is. */
   background?: BackgroundLane;
+  /** Each connection's budget of ids kept in users' batches, one per container (users-budget.ts). */
+  usersBudget: Pick<UsersBudget, 'take'>;
 }
 
 /** How the batch works: the configuration's values (SyncConfig) and the core's own constants. */
@@ -86,21 +89,6 @@ export interface SyncSettings extends PostponePolicy, ItemRunSettings {
 }
 
 export const DEFAULT_WRITE_ROUNDS = 3;
-
-/**
- * A users' batch syncs of one connection the ids its pace serves within this long (ProviderPace.serves,
- * the users' rate as the container knows it), and never fewer than USERS_IDS_PER_CONNECTION; the
- * connection's other ids in the batch are a backlog (an import, a first sync sent to the users'
- * queue) and go to the background lane. Kept within a second, a connection's ids never hold the
- * invocation, and the quiet accounts' ids waiting for it, much longer than the batching window
- * (BATCHING_WINDOW_SECONDS) a batch waits anyway; an active user's ids (an id every 200 ms, a burst
- * of 20) are what a pace of 20 requests a second or more serves within it, so they are synced
- * where they are, never behind their own connection's background work.
- */
-export const USERS_HOLD_MS = 1_000;
-
-/** The fewest ids of one connection a users' batch keeps, whatever its pace's rate (USERS_HOLD_MS). */
-export const USERS_IDS_PER_CONNECTION = 5;
 
 /** 200 ms, doubling up to 2 s, half fixed and half random. */
 export const DEFAULT_FETCH_BACKOFF: Backoff = { baseMs: 200, capMs: 2_000, jitter: 'equal' };
@@ -208,33 +196,30 @@ function group(
   return { messages, grouped };
 }
 
-/** Of a connection's ids in a users' batch, how many it keeps (USERS_HOLD_MS): what its pace serves within the hold, at least USERS_IDS_PER_CONNECTION. */
-export function usersIdsKept(pace: Pick<PaceGate, 'serves'>): number {
-  return Math.max(USERS_IDS_PER_CONNECTION, pace.serves?.(USERS_HOLD_MS) ?? 0);
-}
-
 /**
- * A users' batch's backlogs: each ready connection's ids beyond those it keeps (usersIdsKept) go to
- * the background lane, their outcome `moved`; the ids left to sync here are returned. An id that
- * could not be sent stays. (A connection that must wait keeps its records where they are.)
+ * A users' batch's backlogs: each ready connection's ids beyond those it keeps (UsersBudget.take:
+ * its budget, within what its pace serves in USERS_HOLD_MS) go to the background lane, their outcome
+ * `moved`; the ids left to sync here are returned. An id that could not be sent stays. (A
+ * connection that must wait keeps its records where they are.)
  */
 async function moveBacklog(
   keys: readonly ItemKey[],
   session: ConnectionSession,
   outcomes: ItemOutcomes,
+  ports: Pick<SyncPorts, 'usersBudget' | 'log'>,
   background: BackgroundLane,
-  log: SyncPorts['log'],
 ): Promise<ItemKey[]> {
-  const kept = usersIdsKept(session.pace);
+  if (keys.length === 0) return [];
+  const kept = ports.usersBudget.take(keys[0]!.connection, keys.length, session.pace.serves?.(USERS_HOLD_MS));
   if (keys.length <= kept) return [...keys];
   const { connection } = keys[0]!;
   const overflow = keys.slice(kept);
   const failed = await background.send(connection, overflow.map(({ id }) => id));
   const unsent = new Set(failed.map(({ id }) => id));
   if (failed.length > 0) {
-    log.warn('ids of a backlog could not be sent to the background lane; they are synced here', { connection, ids: failed.length, error: failed[0]!.error });
+    ports.log.warn('ids of a backlog could not be sent to the background lane; they are synced here', { connection, ids: failed.length, error: failed[0]!.error });
   }
-  const reason = `connection "${connection}" had ${keys.length} ids in a users' batch, more than its pace serves within ${USERS_HOLD_MS / 1000} s; the ids beyond the first ${kept} go to the background lane`;
+  const reason = `connection "${connection}" had ${keys.length} ids in a users' batch, more than a user's sends; the ids beyond the first ${kept} go to the background lane`;
   for (const key of overflow) if (!unsent.has(key.id)) outcomes.set(key, { kind: 'moved', reason });
   return [...keys.slice(0, kept), ...overflow.filter(({ id }) => unsent.has(id))];
 }
@@ -283,7 +268,7 @@ async function syncConnections(
   );
   // A users' batch (the background lane given) keeps few ids of each ready connection; a backlog's others move.
   const kept = await Promise.all(
-    [...sessions].map(([connection, session]) => (background ? moveBacklog(keysOf(connection), session, outcomes, background, ports.log) : keysOf(connection))),
+    [...sessions].map(([connection, session]) => (background ? moveBacklog(keysOf(connection), session, outcomes, ports, background) : keysOf(connection))),
   );
   // A pace with a hold (PACE_SCOPE=connection) takes what it can serve within it; the rest waits outside.
   const keys = fairOrder(kept.map((connectionKeys) => admitWithinHold(connectionKeys, sessions, outcomes, sweep, ports.clock.now().getTime())));

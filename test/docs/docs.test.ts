@@ -13,7 +13,7 @@ import { DEFAULTS, ENV } from '../../functions/shared/config.js';
 import { MAX_RECEIVE_COUNT } from '../../functions/shared/sync-queue.js';
 import { DEFAULT_PACE_SETTINGS, MAX_RETRY_AFTER_MS, MIN_RETRY_AFTER_MS, SLOW_START_CUT } from '../../functions/shared/provider/pace/pace-state.js';
 import { CONNECTION_PACE_HOLD_MS, SYNC_PACE_LEASE_SECONDS } from '../../functions/item-sync/app.js';
-import { USERS_HOLD_MS, USERS_IDS_PER_CONNECTION } from '../../functions/item-sync/sync.js';
+import { USERS_HOLD_MS, USERS_IDS_PER_CONNECTION } from '../../functions/item-sync/users-budget.js';
 import { CONTEXT_KEYS, NUMBER_RULES, OPTIONAL_NUMBER_RULES, readContentSyncConfig, syncTimeoutSeconds } from '../../infra/context.js';
 import { BATCHING_WINDOW_SECONDS, syncEventSourceDeployment, VISIBILITY_FACTOR } from '../../infra/deployment.js';
 import { BENCH_DEFAULTS } from '../../dev/bench/bench/options.js';
