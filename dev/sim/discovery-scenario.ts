@@ -24,8 +24,12 @@
  * usersReservedPercent/100), from the system's configuration), the discovery counters, the crawl's
  * AWS requests and cost per 100,000 items (reconcile-cost.ts's prices, on the sweep's meters over
  * the crawl), the quiet accounts' send-to-done p99 idle and during the crawl, 429s, dead letters.
+ * And what a crawl must never do (docs/discovery.md): send an id to check once the table holds its
+ * row (its PutItem answered before the send), or while its sync is in flight (its first request
+ * at the provider made, its row not written yet); fetch an item twice in one delivery (a lost write
+ * race that fetches again, the sync's own log line); with the items fetched more than once.
  */
-import { QueryCommand, type AttributeValue } from '@aws-sdk/client-dynamodb';
+import { QueryCommand, type AttributeValue, type DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { revisionText } from '../../functions/item-sync/item.js';
 import { DEFAULT_CONNECTION } from '../../functions/shared/connections/connection.js';
 import { getPath } from '../../functions/shared/json.js';
@@ -138,6 +142,12 @@ interface CrawlWatch extends QuietWatch {
   /** Ids the reconciler sent since the root was sent. */
   reconcilerSent: number;
   rateLimited: number;
+  /** Ids of `default` the sync sent to the reconcile queue since the root was sent (discovery's children), with when SQS answered. */
+  childSends: Array<{ id: string; at: number }>;
+  /** When the first PutItem of each row of `default` was answered (the row held from then on). */
+  writtenAt: Map<string, number>;
+  /** `write race lost; reading the row and fetching again` of an item of `default`: a second request in one delivery. */
+  fetchedAgain: number;
 }
 
 /** One run's measures. */
@@ -174,6 +184,14 @@ export interface DiscoveryRun {
   quiet: { idle: Float64Array; during: Float64Array; left: number };
   rateLimited: number;
   deadLettered: number;
+  /** Discovery's sends of an id whose row the table held (written before the send). */
+  sentHeld: number;
+  /** …of an id whose sync was in flight: requested at the provider, its row not written yet. */
+  sentInFlight: number;
+  /** Items of `default` requested more than once at the provider since the root was sent. */
+  fetchedTwice: number;
+  /** Lost write races that fetched the item again (a second request in one delivery). */
+  fetchedAgain: number;
   virtualMs: number;
   realMs: number;
 }
@@ -194,8 +212,13 @@ export async function discoveryRun(scale: DiscoveryScale, progress: (line: strin
     metrics: {},
     reconcilerSent: 0,
     rateLimited: 0,
+    childSends: [],
+    writtenAt: new Map(),
+    fetchedAgain: 0,
   };
   const counted = new Set<string>([SYNC_METRIC_NAMES.childrenDiscovered, SYNC_METRIC_NAMES.childrenSkipped, SYNC_METRIC_NAMES.listingsTruncated, SYNC_METRIC_NAMES.fetched, SYNC_METRIC_NAMES.created]);
+  // Known once the system is up (the hooks below run only then).
+  const live: { ms: () => number; reconcileQueueUrl?: string } = { ms: () => 0 };
   const system = await startSystem({
     ids: scale.items,
     tree: { depth: scale.depth, cycle: scale.cycle },
@@ -203,6 +226,8 @@ export async function discoveryRun(scale: DiscoveryScale, progress: (line: strin
     discovery: DISCOVERY_CONTEXT,
     accounts: { count: scale.quietAccounts, idsEach: sendsEach },
     ...atLimit(scale),
+    // Every request kept (the account each was made for): what was fetched when.
+    recordedRequests: Number.POSITIVE_INFINITY,
     // The schedule's first tick at the start: pass 1 finds the table empty and ends; the next one
     // comes freshnessHours later. The crawl's items are checked once, by the crawl.
     reconcile: { freshnessHours: systemConfig().freshnessHours, firstTickAfterMs: 0 },
@@ -211,9 +236,11 @@ export async function discoveryRun(scale: DiscoveryScale, progress: (line: strin
         if (status === 429 && at >= watch.rootAt) watch.rateLimited += 1;
       },
       itemLog(source, message, itemId, at, connection) {
-        if (message !== 'record done' || connection === undefined) return;
-        if (connection !== DEFAULT_CONNECTION) return quietIdDone(watch, source, itemId, at, connection);
+        if (connection === undefined) return;
+        if (connection !== DEFAULT_CONNECTION) return message === 'record done' ? quietIdDone(watch, source, itemId, at, connection) : undefined;
         if (at < watch.rootAt) return;
+        if (message === 'write race lost; reading the row and fetching again') watch.fetchedAgain += 1;
+        if (message !== 'record done') return;
         if (watch.rows.has(itemId)) watch.doneAgain += 1;
         else {
           watch.rows.add(itemId);
@@ -223,11 +250,20 @@ export async function discoveryRun(scale: DiscoveryScale, progress: (line: strin
       reconcileSent(ids, at) {
         if (at >= watch.rootAt) watch.reconcilerSent += ids.length;
       },
+      syncSent(_source, queueUrl, messages, at) {
+        if (at < watch.rootAt || queueUrl !== live.reconcileQueueUrl) return;
+        for (const message of messages) if ((message.connection ?? DEFAULT_CONNECTION) === DEFAULT_CONNECTION) watch.childSends.push({ id: message.id, at });
+      },
+      syncDynamo(client) {
+        watchRowWrites(client, () => live.ms(), watch.writtenAt);
+      },
       metric(source, name, value, at) {
         if ((source === 'sync' || source === 'reconcile') && at >= watch.rootAt && counted.has(name)) watch.metrics[name] = (watch.metrics[name] ?? 0) + value;
       },
     },
   });
+  live.ms = () => system.clock.ms();
+  if (system.reconcileQueueUrl !== undefined) live.reconcileQueueUrl = system.reconcileQueueUrl;
   try {
     const quiet = system.connectionIds.filter((connection) => connection !== DEFAULT_CONNECTION);
     const rootId = system.ids[0]!;
@@ -257,6 +293,7 @@ export async function discoveryRun(scale: DiscoveryScale, progress: (line: strin
     });
     const end = system.clock.ms();
     const table = await checkRows(system, scale.items);
+    const races = raceCounts(system, watch);
     const config = system.local.config;
     const crawled = watch.rows.size >= scale.items;
     return {
@@ -283,12 +320,52 @@ export async function discoveryRun(scale: DiscoveryScale, progress: (line: strin
       },
       rateLimited: watch.rateLimited,
       deadLettered: system.sqs.size(system.dlqUrl) + system.sqs.size(system.reconcileDlqUrl!),
+      ...races,
       virtualMs: end - t0,
       realMs: Date.now() - realStart,
     };
   } finally {
     await system.close();
   }
+}
+
+/** Tells `writtenAt` when each row of `default` was first written: its PutItem answered (the sync's client; the middleware runs after the backend's answer). */
+function watchRowWrites(client: DynamoDBClient, now: () => number, writtenAt: Map<string, number>): void {
+  client.middlewareStack.add(
+    (next, context) => async (args) => {
+      const result = await next(args);
+      const item = (args.input as { Item?: Record<string, AttributeValue> }).Item;
+      const id = item?.['id']?.S;
+      if (context.commandName === 'PutItemCommand' && item?.['connection']?.S === DEFAULT_CONNECTION && id !== undefined && item['revision'] !== undefined && !writtenAt.has(id)) {
+        writtenAt.set(id, now());
+      }
+      return result;
+    },
+    { step: 'initialize', priority: 'high', name: 'watchRowWrites' },
+  );
+}
+
+/**
+ * Discovery's sends against the rows and the provider's requests (the account `default`'s, since
+ * the root was sent): ids sent once their row was written, ids sent while their sync was in flight
+ * (first requested, not written), items requested more than once, lost races that fetched again.
+ */
+function raceCounts(system: SimSystem, watch: CrawlWatch): Pick<DiscoveryRun, 'sentHeld' | 'sentInFlight' | 'fetchedTwice' | 'fetchedAgain'> {
+  const firstAsked = new Map<string, number>();
+  const asked = new Map<string, number>();
+  for (const request of system.provider.requests) {
+    if (request.account !== DEFAULT_CONNECTION || request.endpoint !== 'items' || request.itemId === undefined || (request.receivedAt ?? 0) < watch.rootAt) continue;
+    asked.set(request.itemId, (asked.get(request.itemId) ?? 0) + 1);
+    if (!firstAsked.has(request.itemId)) firstAsked.set(request.itemId, request.receivedAt ?? 0);
+  }
+  let sentHeld = 0;
+  let sentInFlight = 0;
+  for (const { id, at } of watch.childSends) {
+    const written = watch.writtenAt.get(id);
+    if (written !== undefined && written <= at) sentHeld += 1;
+    else if ((firstAsked.get(id) ?? Number.POSITIVE_INFINITY) <= at) sentInFlight += 1;
+  }
+  return { sentHeld, sentInFlight, fetchedTwice: [...asked.values()].filter((count) => count > 1).length, fetchedAgain: watch.fetchedAgain };
 }
 
 function connectionOf(body: string): string | undefined {
@@ -388,6 +465,10 @@ export function crawlFigures(run: DiscoveryRun): { figures: Record<string, numbe
     'provider item requests for the account': `${run.itemRequests.toLocaleString('en-US')}: ${round(perItem, 4)} per item`,
     "entries in the folders' lists": `${run.listedEntries.toLocaleString('en-US')}${run.listedEntries > n - 1 ? ` (${(run.listedEntries - (n - 1)).toLocaleString('en-US')} listed a second time: the cycle)` : ''}`,
     'items done more than once': run.doneAgain,
+    'items requested more than once at the provider': run.fetchedTwice,
+    'ids sent for checking that the table held (written before the send)': run.sentHeld,
+    'ids sent for checking while their sync was in flight (requested, not written)': run.sentInFlight,
+    'lost write races that fetched again (a second request in one delivery)': run.fetchedAgain,
     'root sent to last row': run.crawlSeconds === undefined ? 'not every item' : `${round(run.crawlSeconds, 1)} s: ${round(n / run.crawlSeconds, 1)} items/s`,
     'N ÷ the sweep\'s rate': `${round(n / run.sweepRate, 1)} s`,
     'crawl time ÷ (N ÷ the sweep\'s rate)': run.crawlSeconds === undefined ? '-' : round(run.crawlSeconds / (n / run.sweepRate), 3),
@@ -439,6 +520,12 @@ export function crawlFigures(run: DiscoveryRun): { figures: Record<string, numbe
       run.reconcileQueueLeft === 0 && run.syncQueueLeft === 0 && run.requestsAfterDrain === 0,
     ),
     check('each child sent for checking once (ChildrenDiscovered = N − 1)', metric(SYNC_METRIC_NAMES.childrenDiscovered), metric(SYNC_METRIC_NAMES.childrenDiscovered) === n - 1),
+    check(
+      'no id sent for checking that the table held, or whose sync was in flight',
+      `${run.sentHeld} held, ${run.sentInFlight} in flight`,
+      run.sentHeld === 0 && run.sentInFlight === 0,
+    ),
+    check('no item fetched twice in one delivery (a lost write race fetching again)', run.fetchedAgain, run.fetchedAgain === 0),
     check(
       `the quiet accounts' p99 during the crawl at most ${FAIRNESS_P99_FACTOR}× their idle p99`,
       `${during.p99} s against ${idle.p99} s (${ratio}×)`,

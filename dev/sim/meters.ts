@@ -363,6 +363,34 @@ export function meteredQueue(queue: EventSourceQueue, count: EventSourceCount): 
   };
 }
 
+/** The messages every SendMessageBatch call sent and SQS accepted, told to `observe` with the call's queue URL (add before the backend answers). */
+export function watchQueueSends(
+  client: SQSClient,
+  clock: VirtualClock,
+  observe: (queueUrl: string, messages: ReadonlyArray<{ connection?: string; id: string }>, at: number) => void,
+): void {
+  client.middlewareStack.add(
+    ((next: Next, context: { commandName?: string }) => async (args: { input: AnyInput }) => {
+      const result = await next(args);
+      if (context.commandName === 'SendMessageBatchCommand') {
+        const entries = (args.input['Entries'] ?? []) as Array<{ Id: string; MessageBody: string }>;
+        const accepted = new Set(((result.output['Successful'] ?? []) as Array<{ Id: string }>).map((entry) => entry.Id));
+        const messages = entries.filter((entry) => accepted.has(entry.Id)).flatMap((entry) => {
+          try {
+            const body = JSON.parse(entry.MessageBody) as { connection?: unknown; id?: unknown };
+            return typeof body.id === 'string' ? [{ id: body.id, ...(typeof body.connection === 'string' ? { connection: body.connection } : {}) }] : [];
+          } catch {
+            return [];
+          }
+        });
+        observe(String(args.input['QueueUrl']), messages, clock.ms());
+      }
+      return result;
+    }) as never,
+    { step: 'initialize', priority: 'high', name: 'watchQueueSends' },
+  );
+}
+
 /** A handler's invocations and virtual durations, counted. */
 export function timed(handler: SyncHandler | SyncHandlerFn, clock: VirtualClock, count: InvocationCount): SyncHandlerFn {
   return async (event, context) => {

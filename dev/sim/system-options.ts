@@ -35,6 +35,12 @@ export interface SystemObserver {
    * `write race lost; …`: functions/item-sync/), at `at`.
    */
   itemLog?(source: EventSourceName, message: string, itemId: string, at: number, connection: string | undefined): void;
+  /**
+   * A sync container of `source` sent these messages to the queue `queueUrl` (one SendMessageBatch,
+   * as SQS accepted it): discovery's children and a users' backlog to the reconcile queue, waiting
+   * records to their own queue, dead letters.
+   */
+  syncSent?(source: EventSourceName, queueUrl: string, messages: ReadonlyArray<{ connection?: string; id: string }>, at: number): void;
   /** The reconciler sent these ids to the reconcile queue (one SendMessageBatch, as SQS accepted it). */
   reconcileSent?(ids: readonly string[], at: number): void;
   /** A function of `source` added this value to one of its metrics (`ChildrenDiscovered`, ...), at `at`. */

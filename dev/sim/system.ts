@@ -60,6 +60,7 @@ import {
   trackedDynamo,
   watchItemLogs,
   watchMetrics,
+  watchQueueSends,
   watchReconcileSends,
   type EventSourceName,
   type MeterSource,
@@ -239,7 +240,11 @@ export async function startSystem(options: SystemOptions): Promise<SimSystem> {
   const containers = (source: EventSourceName): Array<BuiltFunction<SyncHandler>> => {
     const dynamodb = dynamoFor(source, options.faults?.dynamo);
     options.observe?.syncDynamo?.(dynamodb, source);
-    const sqs = aws.sqsClient({ calls: meter.sqs[source] });
+    const sent = options.observe?.syncSent;
+    const sqs = aws.sqsClient({
+      calls: meter.sqs[source],
+      ...(sent ? { watch: (made) => watchQueueSends(made, clock, (queueUrl, messages, at) => sent(source, queueUrl, messages, at)) } : {}),
+    });
     const answer = options.observe?.providerAnswer;
     const observed = observedFetch(fetch, clock, answer && ((itemId, status, at) => answer(source, itemId, status, at)));
     return Array.from({ length: deployment.syncEventSource.maxConcurrency }, () =>

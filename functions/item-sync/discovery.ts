@@ -5,21 +5,31 @@
  * to the items table, the items bucket and the reconcile queue through ports.
  *
  * When: only when a folder's row is about to be written (new, a new revision, live again after a
- * tombstone) or tombstoned (the provider answered 404). An unchanged folder reads and sends
- * nothing, so cycles and repeated paths end by themselves.
+ * tombstone) or tombstoned (the provider answered 404), and when an unchanged folder's row still
+ * carries `childrenPending` (below). An unchanged folder otherwise reads and sends nothing, so
+ * cycles and repeated paths end by themselves.
  *
- * What is sent, always as ids of the folder's connection:
- * - every child in the list with no row, a tombstone, or (with `childRevisionPath`) a revision in
- *   the entry other than the stored one (or none to compare): one read of the children's stored
- *   revisions (ItemStore.getRevisions, in chunks);
+ * What is sent, always as ids of the folder's connection, never an id this batch syncs itself:
  * - when the folder had a live row: every child of its previous list that is not in the new one
- *   (the previous copy read from the row, or from the items bucket for a large folder): checked
- *   directly, since a delete is only ever written after the provider answers 404 for the item;
- * - when the folder is tombstoned: every child of its last list.
+ *   (the previous copy read from the row, or from the items bucket for a large folder), BEFORE the
+ *   row is written: checked directly, since a delete is only ever written after the provider
+ *   answers 404 for the item;
+ * - when the folder is tombstoned: every child of its last list, before the tombstone;
+ * - every child in the list with no row, a tombstone, or (with `childRevisionPath`) a revision in
+ *   the entry other than the stored one (or none to compare), AFTER the row is written: one
+ *   strongly consistent read of the children's stored revisions (ItemStore.getRevisions, in
+ *   chunks). Write first, read second: of two folders listing each other (a cycle closing, or two
+ *   new folders synced at once), the one whose read comes later sees the other's row, so at most
+ *   one sends the other; a folder whose children are in flight has its row, so a child listing it
+ *   back does not send it.
  *
- * Crash safety: everything is sent BEFORE the folder's row is written. If any id cannot be sent,
- * this throws a TransientError: the folder's record is retried, its row not written, and the next
- * delivery fetches and sends again. Duplicates are only extra checks.
+ * Crash safety: the row is written with `childrenPending` (true) when its list names any child;
+ * the attribute is removed once they are sent, on condition that the row still is the version
+ * written. If any id cannot be sent, this throws a TransientError: the record is retried; the
+ * children that left the list go before the row is written, so their failure leaves the row as it
+ * was. An unchanged folder whose row carries the marker (the invocation ended between the write and
+ * the sends, or the sends failed) sends its listed children and removes the marker. Duplicates are
+ * only extra checks.
  *
  * A list is read as far as it goes: entries that are not objects, have no string id at
  * `childIdPath`, an invalid id, name the folder itself or repeat an earlier id are skipped, counted
@@ -43,7 +53,7 @@ export interface DiscoverySettings {
 }
 
 export interface DiscoveryPorts {
-  store: Pick<ItemStore, 'getRevisions' | 'getItem'>;
+  store: Pick<ItemStore, 'getRevisions' | 'getItem' | 'clearChildrenPending'>;
   objects: Pick<ItemObjectStore, 'get'>;
   sink: DiscoverySink;
   log: Log;
@@ -154,41 +164,90 @@ export function childrenThatLeft(previous: readonly Child[], current: readonly C
   return previous.filter((child) => !now.has(child.id)).map((child) => child.id);
 }
 
-/** The crawl of one batch: what a folder's write or tombstone sends first. */
+/** A row version a folder's write made: what removing its `childrenPending` is conditional on. */
+export interface WrittenRow {
+  revision: string;
+  syncedAt: string;
+}
+
+/**
+ * The crawl of one batch: what a folder's write or tombstone sends. `inBatch` tells the ids of the
+ * folder's connection this batch syncs (in flight or done): they are not sent, being checked here.
+ */
 export class Discovery {
   constructor(
     private readonly ports: DiscoveryPorts,
     private readonly settings: DiscoverySettings,
     private readonly counts: DiscoveryCounts,
+    private readonly inBatch: (key: ItemKey) => boolean = () => false,
   ) {}
 
   /**
-   * Before the row of folder `key` is written with `item`: sends its children to check and, when it
-   * had a live row (`current`), the children that left its list. `sent` holds the ids already sent
-   * for this folder in this invocation (a lost write race decides again): they are not sent twice.
-   * Throws TransientError when any id could not be sent, or a read fails.
+   * Before the row of folder `key` is written with `item`: reads its list (counted, logged) and,
+   * when it had a live row (`current`), sends the children that left the list (read from the
+   * previous copy: once the row is replaced they cannot be told). Returns the listed children, to
+   * send once the row is written (afterWrite): the row is written with `childrenPending` when
+   * there is any. `sent` holds the ids already sent for this folder in this invocation (a lost
+   * write race decides again): they are not sent twice. Throws TransientError when any id could
+   * not be sent, or a read fails: the row is not written.
    */
-  async beforeWrite(key: ItemKey, item: Record<string, unknown>, current: StoredRevision | undefined, sent: Set<string>): Promise<void> {
+  async beforeWrite(key: ItemKey, item: Record<string, unknown>, current: StoredRevision | undefined, sent: Set<string>): Promise<Child[]> {
     const listing = readListing(item, key.id, this.settings);
     this.report(key, listing);
-    let toCheck: string[] = [];
-    if (listing.children.length > 0) {
-      const stored = await this.ports.store.getRevisions(listing.children.map((child) => ({ connection: key.connection, id: child.id })));
-      toCheck = childrenToCheck(listing.children, stored.get(key.connection), this.settings.childRevisionPath !== undefined);
-    }
-    let left: string[] = [];
     // A list that cannot be read says nothing about who left it.
     if (current !== undefined && !current.deleted && listing.kind === 'listed') {
       const previous = await this.previousChildren(key);
-      left = childrenThatLeft(previous, listing.children);
+      await this.send(key, { listed: [], left: childrenThatLeft(previous, listing.children) }, sent);
     }
-    await this.send(key, { listed: toCheck, left }, sent);
+    return listing.children;
+  }
+
+  /**
+   * Once folder `key`'s row `written` is written with `childrenPending`: reads its children's
+   * stored revisions (strongly consistent: a row written before this read is seen, so of two
+   * folders listing each other at most one sends the other), sends those to check, then removes
+   * the marker, on condition that the row still is `written` (a newer write owns it otherwise).
+   * Throws TransientError when any id could not be sent, or the read fails: the marker stays.
+   */
+  async afterWrite(key: ItemKey, children: readonly Child[], written: WrittenRow, sent: Set<string>): Promise<void> {
+    if (children.length > 0) {
+      const stored = await this.ports.store.getRevisions(
+        children.map((child) => ({ connection: key.connection, id: child.id })),
+        { consistent: true },
+      );
+      const toCheck = childrenToCheck(children, stored.get(key.connection), this.settings.childRevisionPath !== undefined);
+      await this.send(key, { listed: toCheck, left: [] }, sent);
+    }
+    await this.clearMarker(key, written);
+  }
+
+  /**
+   * An unchanged folder whose row (`stored`) still carries `childrenPending` (its writer ended
+   * between the write and the sends): sends the children of its list, as afterWrite, and removes
+   * the marker.
+   */
+  async pending(key: ItemKey, item: Record<string, unknown>, stored: WrittenRow, sent: Set<string>): Promise<void> {
+    this.ports.log.info('folder written without its children sent; sending them now', { connection: key.connection, itemId: key.id, revision: stored.revision, syncedAt: stored.syncedAt });
+    await this.afterWrite(key, readListing(item, key.id, this.settings).children, stored, sent);
   }
 
   /** Before folder `key`'s live row is tombstoned (the provider answered 404): sends the children of its last list. */
   async beforeTombstone(key: ItemKey, sent: Set<string>): Promise<void> {
     const previous = await this.previousChildren(key);
     await this.send(key, { listed: [], left: previous.map((child) => child.id) }, sent);
+  }
+
+  /** Best effort: a marker left only makes the folder's next check send its children again. */
+  private async clearMarker(key: ItemKey, written: WrittenRow): Promise<void> {
+    try {
+      await this.ports.store.clearChildrenPending(key, written);
+    } catch (error) {
+      this.ports.log.warn('folder children sent, but the childrenPending marker could not be removed; the next check of the folder sends them again', {
+        connection: key.connection,
+        itemId: key.id,
+        error: error instanceof Error ? `${error.name}: ${error.message}` : String(error),
+      });
+    }
   }
 
   /** The children of the stored copy of `key` when it is a live folder (inline, or its object in the items bucket). */
@@ -213,9 +272,12 @@ export class Discovery {
     return item === undefined ? [] : readListing(item, key.id, this.settings).children;
   }
 
-  /** Sends the ids not sent yet; one log line when any was sent; TransientError when any could not be. */
+  /**
+   * Sends the ids not sent yet and not synced in this batch; one log line when any was sent;
+   * TransientError when any could not be.
+   */
   private async send(key: ItemKey, ids: { listed: readonly string[]; left: readonly string[] }, sent: Set<string>): Promise<void> {
-    const unique = [...new Set([...ids.listed, ...ids.left])].filter((id) => !sent.has(id));
+    const unique = [...new Set([...ids.listed, ...ids.left])].filter((id) => !sent.has(id) && !this.inBatch({ connection: key.connection, id }));
     if (unique.length === 0) return;
     const failed = await this.ports.sink.send(key.connection, unique);
     const failedIds = new Set(failed.map((failure) => failure.id));
@@ -231,7 +293,7 @@ export class Discovery {
     });
     if (failed.length > 0) {
       throw new TransientError(
-        `${failed.length} of the folder's ${unique.length} children could not be sent for checking (${failed[0]!.error}); the folder is not written until they are`,
+        `${failed.length} of the folder's ${unique.length} children could not be sent for checking (${failed[0]!.error}); the folder's record is retried until they are`,
       );
     }
   }

@@ -1,15 +1,18 @@
 /**
  * One item of one connection in a batch (sync.ts): fetch it with the connection's token and pace
  * (the paced provider call, shared/provider/paced-call.ts), validate it, compare it with the stored row and write only what changed, conditionally on the
- * row being the one compared (item-writer.ts); a lost race re-reads the row, fetches again and
- * re-decides, a bounded number of times (ItemRunSettings.writeRounds). With discovery on, a
- * folder about to be written or tombstoned first sends its children for checking (discovery.ts).
- * Every error ends as the id's outcome (outcome/decide.ts), except a configuration error, which
- * the batch fails with.
+ * row being the one compared (item-writer.ts); a lost race re-reads the row and, unless the row
+ * now holds what was fetched, fetches again and re-decides, a bounded number of times
+ * (ItemRunSettings.writeRounds). With discovery on (discovery.ts), a folder about to be written
+ * first sends the children that left its list, is written with `childrenPending`, then sends its
+ * listed children and removes the marker; one about to be tombstoned sends its last list first; an
+ * unchanged folder whose row still carries the marker sends its listed children. Ids this batch
+ * syncs are never sent. Every error ends as the id's outcome (outcome/decide.ts), except a
+ * configuration error, which the batch fails with.
  */
 import { ConfigError, ProviderError, TransientError } from '../shared/errors.js';
 import type { ConnectionSession, PacedCaller } from '../shared/provider/paced-call.js';
-import { Discovery, type DiscoverySettings } from './discovery.js';
+import { Discovery, type Child, type DiscoverySettings } from './discovery.js';
 import { validateItem, type ValidItem } from './item.js';
 import { ItemWriter } from './item-writer.js';
 import { outcomeOf, type DoneResult, type Outcome } from './outcome/decide.js';
@@ -50,6 +53,8 @@ export class ItemRun {
   private readonly discovery: Discovery | undefined;
   /** The configuration error an id met, if any: no further id is started, and the batch fails with it. */
   fatal: ConfigError | undefined;
+  /** The ids this batch has started to sync (in flight or done), by connection: discovery sends none of them. */
+  private readonly started = new Map<string, Set<string>>();
 
   constructor(
     private readonly ports: ItemRunPorts,
@@ -62,7 +67,7 @@ export class ItemRun {
     this.writer = new ItemWriter({ store, objects, log, ...(objectKeySuffix ? { uniqueSuffix: objectKeySuffix } : {}) });
     this.discovery =
       settings.discovery !== undefined && ports.discovery !== undefined
-        ? new Discovery({ store, objects, sink: ports.discovery, log }, settings.discovery, counts)
+        ? new Discovery({ store, objects, sink: ports.discovery, log }, settings.discovery, counts, (key) => this.started.get(key.connection)?.has(key.id) === true)
         : undefined;
   }
 
@@ -73,13 +78,17 @@ export class ItemRun {
   /** The outcome of `key`, fetched with `session` (the key's connection's token and pace), compared with `stored`. */
   async syncItem(key: ItemKey, stored: StoredRevision | undefined, session: ConnectionSession): Promise<Outcome> {
     if (this.fatal) return outcomeOf(this.fatal, this.settings);
+    let ids = this.started.get(key.connection);
+    if (!ids) this.started.set(key.connection, (ids = new Set()));
+    ids.add(key.id);
     try {
       let current = stored;
       // Children this item (a folder) sent for checking: a round after a lost race sends none twice.
       const sent = new Set<string>();
       for (let round = 1; ; round += 1) {
         const fetched = await this.fetch(key, session);
-        const result = await this.decideAndWrite(key, current, fetched, sent);
+        // After a lost race the row is another invocation's, just written: its marker is its writer's.
+        const result = await this.decideAndWrite(key, current, fetched, sent, round === 1);
         if (result !== 'conflict') {
           if (result !== 'absent') this.counts[result] += 1;
           return { kind: 'done', result };
@@ -89,11 +98,18 @@ export class ItemRun {
             `another invocation kept writing this item: the conditional write lost ${round} times in a row`,
           );
         }
-        this.ports.log.info('write race lost; reading the row and fetching again', { connection: key.connection, itemId: key.id, round });
         this.checkTime();
         // The row first, then the fetch: the fetch must not be older than the row it is compared with.
         const again = await this.ports.store.getRevisions([{ connection: key.connection, id: key.id }], { consistent: true });
         current = again.get(key.connection)?.get(key.id);
+        // The row now holds what was fetched (the other invocation wrote the same): nothing to write, nothing to fetch again.
+        const settled = settledBy(current, fetched);
+        if (settled !== undefined) {
+          this.ports.log.info('write race lost to a write of what was fetched; done without fetching again', { connection: key.connection, itemId: key.id, round });
+          if (settled !== 'absent') this.counts[settled] += 1;
+          return { kind: 'done', result: settled };
+        }
+        this.ports.log.info('write race lost; reading the row and fetching again', { connection: key.connection, itemId: key.id, round });
       }
     } catch (error) {
       if (error instanceof ConfigError) this.fatal ??= error;
@@ -106,6 +122,7 @@ export class ItemRun {
     current: StoredRevision | undefined,
     fetched: Fetched,
     sent: Set<string>,
+    recover: boolean,
   ): Promise<DoneResult | 'conflict'> {
     const syncedAt = this.ports.clock.now().toISOString();
     const { connection, id } = key;
@@ -119,19 +136,42 @@ export class ItemRun {
       }
       return (await this.writer.tombstone({ connection, id }, current, syncedAt)) === 'written' ? 'deleted' : 'conflict';
     }
-    const row = { connection, id, type: fetched.type, revision: fetched.revision, item: fetched.item, syncedAt };
-    if (current !== undefined && !current.deleted && current.revision === fetched.revision) return 'unchanged';
-    // A folder about to be written sends its children first: once its row is written, they are out.
-    if (this.discovery && fetched.type === 'folder') {
+    const discovery = fetched.type === 'folder' ? this.discovery : undefined;
+    if (current !== undefined && !current.deleted && current.revision === fetched.revision) {
+      // Unchanged; a folder whose row still carries the marker sends its listed children now (its writer ended before they were sent).
+      if (discovery && recover && current.childrenPending && current.syncedAt !== undefined) {
+        this.checkTime();
+        await discovery.pending(key, fetched.item, { revision: current.revision, syncedAt: current.syncedAt }, sent);
+      }
+      return 'unchanged';
+    }
+    // A folder's children that left its list go first (they cannot be told once the row is replaced);
+    // its listed children once its row is written, marked until they are sent.
+    let children: Child[] = [];
+    if (discovery) {
       this.checkTime();
-      await this.discovery.beforeWrite(key, fetched.item, current, sent);
+      children = await discovery.beforeWrite(key, fetched.item, current, sent);
     }
+    const pending = children.length > 0;
+    const row = { connection, id, type: fetched.type, revision: fetched.revision, item: fetched.item, syncedAt, ...(pending ? { childrenPending: true as const } : {}) };
+    let result: 'created' | 'updated' | 'conflict';
     if (current === undefined) {
-      return (await this.writer.write(row, { exists: false })) === 'written' ? 'created' : 'conflict';
+      result = (await this.writer.write(row, { exists: false })) === 'written' ? 'created' : 'conflict';
+    } else {
+      const { revision, deleted, objectKey } = current;
+      const written = await this.writer.write(row, { exists: true, revision, deleted, ...(objectKey !== undefined ? { objectKey } : {}) });
+      result = written === 'written' ? 'updated' : 'conflict';
     }
-    const { revision, deleted, objectKey } = current;
-    const written = await this.writer.write(row, { exists: true, revision, deleted, ...(objectKey !== undefined ? { objectKey } : {}) });
-    return written === 'written' ? 'updated' : 'conflict';
+    if (result !== 'conflict' && pending) {
+      try {
+        await discovery!.afterWrite(key, children, { revision: fetched.revision, syncedAt }, sent);
+      } catch (error) {
+        // The row is written (counted as what it did); the record is retried for its children.
+        this.counts[result] += 1;
+        throw error;
+      }
+    }
+    return result;
   }
 
   /** One item from the provider (the paced call: shared/provider/paced-call.ts): the valid item, or 'not-found' for a 404. */
@@ -146,4 +186,13 @@ export class ItemRun {
     }
     return validateItem(body, id, this.settings.revisionField);
   }
+}
+
+/**
+ * After a lost race, the row read again: the result when it holds what was fetched (a live row of
+ * the fetched revision, or for a 404 a tombstone or no row), undefined when it must be fetched again.
+ */
+function settledBy(current: StoredRevision | undefined, fetched: Fetched): DoneResult | undefined {
+  if (fetched === 'not-found') return current === undefined ? 'absent' : current.deleted ? 'unchanged' : undefined;
+  return current !== undefined && !current.deleted && current.revision === fetched.revision ? 'unchanged' : undefined;
 }

@@ -29,6 +29,13 @@ export interface StoredRevision {
    * behind, to delete once the row no longer points to it (also when the write's answer was lost).
    */
   objectKey?: string;
+  /** The `syncedAt` attribute: with the revision, what tells one write's row version from another's. */
+  syncedAt?: string;
+  /**
+   * True when the row carries `childrenPending`: a folder written with discovery on whose listed
+   * children may not all have been sent for checking yet (docs/discovery.md, "Crash safety").
+   */
+  childrenPending?: boolean;
 }
 
 /**
@@ -53,6 +60,11 @@ interface RowFields {
   revision: string;
   /** ISO-8601 UTC. */
   syncedAt: string;
+  /**
+   * Written as `childrenPending` = true: a folder whose listed children are sent for checking once
+   * this row is written, the attribute removed then (ItemStore.clearChildrenPending).
+   */
+  childrenPending?: true;
 }
 
 /**
@@ -94,14 +106,11 @@ export type PutResult =
  * A row as it is now, as far as telling what a write that did not answer `written` did needs it: the
  * write's own row (its answer was lost), or another's.
  */
-export interface RowState extends StoredRevision {
-  /** The `syncedAt` attribute: with the revision, what tells a write's own row from another's. */
-  syncedAt?: string;
-}
+export type RowState = StoredRevision;
 
 export interface ItemStore {
   /**
-   * The stored revision (and object key) of every key that has a row, by connection then id (keys
+   * The stored revision (and object key, `syncedAt`, `childrenPending`) of every key that has a row, by connection then id (keys
    * without a row are absent); the keys may mix connections. `consistent` asks for a strongly
    * consistent read (used after a lost write race). Throws TransientError when DynamoDB keeps
    * failing or throttling.
@@ -115,10 +124,17 @@ export interface ItemStore {
    */
   put(row: ItemRow, expected: ExpectedRow): Promise<PutResult>;
   /**
-   * Marks the live row `deleted` (keeping its last copy, `item` or `itemObject`) and sets
-   * `syncedAt`, on condition that it still holds `expectedRevision` and is not deleted yet.
+   * Marks the live row `deleted` (keeping its last copy, `item` or `itemObject`), sets `syncedAt`
+   * and removes `childrenPending` (the tombstone sends the children of the last list), on condition that it still holds `expectedRevision` and is not deleted yet.
    */
   markDeleted(key: ItemKey, expectedRevision: string, syncedAt: string): Promise<WriteResult>;
+  /**
+   * Removes `childrenPending` from the row of `key`, on condition that it still is the row version
+   * `written` (its revision and `syncedAt`) and carries it; `conflict` when not (another write owns
+   * the row now, or the attribute is gone already). The row's other attributes are left as they are.
+   * Throws TransientError.
+   */
+  clearChildrenPending(key: ItemKey, written: { revision: string; syncedAt: string }): Promise<WriteResult>;
   /** The row of `key` now (strongly consistent), undefined when there is none. Throws TransientError. */
   rowState(key: ItemKey): Promise<RowState | undefined>;
   /**

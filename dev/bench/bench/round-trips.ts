@@ -69,8 +69,16 @@ export async function measureDynamoRtt(client: DynamoDBClient, tableName: string
           RequestItems: {
             [tableName]: {
               Keys: ids.slice(0, Math.min(size, 100)).map((id) => ({ connection: { S: 'default' }, id: { S: id } })),
-              ProjectionExpression: '#connection, #id, #revision, #deleted, #itemObject',
-              ExpressionAttributeNames: { '#connection': 'connection', '#id': 'id', '#revision': 'revision', '#deleted': 'deleted', '#itemObject': 'itemObject' },
+              ProjectionExpression: '#connection, #id, #revision, #deleted, #itemObject, #syncedAt, #childrenPending',
+              ExpressionAttributeNames: {
+                '#connection': 'connection',
+                '#id': 'id',
+                '#revision': 'revision',
+                '#deleted': 'deleted',
+                '#itemObject': 'itemObject',
+                '#syncedAt': 'syncedAt',
+                '#childrenPending': 'childrenPending',
+              },
             },
           },
         }),

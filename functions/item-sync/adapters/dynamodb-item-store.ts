@@ -10,8 +10,10 @@
  * A row holds the item in `item`, or, for an item too large for a row, `itemObject` ({key, size,
  * sha256}) in its place (item-writer.ts decides, on this store's answer).
  *
- * Every write is one single-item write (PutItem, or UpdateItem for a tombstone): a change it makes
- * reaches the changes feed through the table's stream (functions/changes-writer), not from here.
+ * Every write is one single-item write (PutItem, or UpdateItem for a tombstone and for removing a
+ * folder's `childrenPending`): a change it makes reaches the changes feed through the table's stream
+ * (functions/changes-writer), not from here. Removing `childrenPending` changes no revision, no
+ * liveness and no `syncedAt`: it is no change there, nor a change event.
  *
  * Failures: a lost condition is the result 'conflict'; a row holding `item` over DynamoDB's size
  * limit (by the estimate, then nothing is sent, or as DynamoDB answers) is the result 'too-large';
@@ -32,7 +34,7 @@ import { backoffDelayMs, sleepMs } from '../../shared/backoff.js';
 import { PermanentError, TransientError } from '../../shared/errors.js';
 import { estimateItemSize, fromAttributeValue, toAttributeValue } from './attribute-values.js';
 import { isSizeRefusal } from './size-refusal.js';
-import type { ExpectedRow, ItemKey, ItemRow, ItemStore, PutResult, RowState, StoredItem, StoredRevisions, WriteResult } from '../ports.js';
+import type { ExpectedRow, ItemKey, ItemRow, ItemStore, PutResult, RowState, StoredItem, StoredRevision, StoredRevisions, WriteResult } from '../ports.js';
 
 // The marshalling (attribute-values.ts), kept importable from here.
 export { estimateItemSize, fromAttributeValue, MAX_NESTING, toAttributeValue } from './attribute-values.js';
@@ -90,13 +92,15 @@ export class DynamoDbItemStore implements ItemStore {
               RequestItems: {
                 [this.tableName]: {
                   Keys: keys,
-                  ProjectionExpression: '#connection, #id, #revision, #deleted, #itemObject',
+                  ProjectionExpression: '#connection, #id, #revision, #deleted, #itemObject, #syncedAt, #childrenPending',
                   ExpressionAttributeNames: {
                     '#connection': 'connection',
                     '#id': 'id',
                     '#revision': 'revision',
                     '#deleted': 'deleted',
                     '#itemObject': 'itemObject',
+                    '#syncedAt': 'syncedAt',
+                    '#childrenPending': 'childrenPending',
                   },
                   ...(options.consistent ? { ConsistentRead: true } : {}),
                 },
@@ -109,17 +113,11 @@ export class DynamoDbItemStore implements ItemStore {
         for (const row of output.Responses?.[this.tableName] ?? []) {
           const connection = row['connection']?.S;
           const id = row['id']?.S;
-          const revision = row['revision']?.S;
           if (connection === undefined || id === undefined) continue;
           // A row without a text revision (written by hand?) compares as different from any revision.
-          const objectKey = row['itemObject']?.M?.['key']?.S;
           let items = result.get(connection);
           if (!items) result.set(connection, (items = new Map()));
-          items.set(id, {
-            revision: revision ?? '',
-            deleted: row['deleted']?.BOOL === true,
-            ...(objectKey !== undefined ? { objectKey } : {}),
-          });
+          items.set(id, storedRevisionOf(row));
         }
         keys = output.UnprocessedKeys?.[this.tableName]?.Keys ?? [];
       }
@@ -135,6 +133,7 @@ export class DynamoDbItemStore implements ItemStore {
       revision: { S: row.revision },
       ...(row.itemObject !== undefined ? { itemObject: objectAttribute(row.itemObject) } : { item: toAttributeValue(row.item) }),
       syncedAt: { S: row.syncedAt },
+      ...(row.childrenPending ? { childrenPending: { BOOL: true } } : {}),
     };
     const size = estimateItemSize(item);
     if (size > MAX_ITEM_BYTES) {
@@ -181,9 +180,10 @@ export class DynamoDbItemStore implements ItemStore {
     const update = {
       TableName: this.tableName,
       Key: keyAttributes(key),
-      UpdateExpression: 'SET #deleted = :true, #syncedAt = :syncedAt',
+      // A folder's pending children are those of the list the tombstone keeps: sent before it (discovery.ts).
+      UpdateExpression: 'SET #deleted = :true, #syncedAt = :syncedAt REMOVE #childrenPending',
       ConditionExpression: '#revision = :expected AND attribute_not_exists(#deleted)',
-      ExpressionAttributeNames: { '#revision': 'revision', '#deleted': 'deleted', '#syncedAt': 'syncedAt' },
+      ExpressionAttributeNames: { '#revision': 'revision', '#deleted': 'deleted', '#syncedAt': 'syncedAt', '#childrenPending': 'childrenPending' },
       ExpressionAttributeValues: {
         ':expected': { S: expectedRevision },
         ':true': { BOOL: true },
@@ -199,17 +199,28 @@ export class DynamoDbItemStore implements ItemStore {
     }
   }
 
+  async clearChildrenPending(key: ItemKey, written: { revision: string; syncedAt: string }): Promise<WriteResult> {
+    try {
+      await this.client.send(
+        new UpdateItemCommand({
+          TableName: this.tableName,
+          Key: keyAttributes(key),
+          UpdateExpression: 'REMOVE #childrenPending',
+          ConditionExpression: '#revision = :revision AND #syncedAt = :syncedAt AND attribute_exists(#childrenPending)',
+          ExpressionAttributeNames: { '#revision': 'revision', '#syncedAt': 'syncedAt', '#childrenPending': 'childrenPending' },
+          ExpressionAttributeValues: { ':revision': { S: written.revision }, ':syncedAt': { S: written.syncedAt } },
+        }),
+      );
+      return 'written';
+    } catch (cause) {
+      if (isConditionFailure(cause)) return 'conflict';
+      throw awsFailure('UpdateItem', cause);
+    }
+  }
+
   async rowState(key: ItemKey): Promise<RowState | undefined> {
     const row = await this.readRow(key, ['id', 'revision', 'deleted', 'itemObject', 'syncedAt']);
-    if (row === undefined) return undefined;
-    const objectKey = row['itemObject']?.M?.['key']?.S;
-    const syncedAt = row['syncedAt']?.S;
-    return {
-      revision: row['revision']?.S ?? '',
-      deleted: row['deleted']?.BOOL === true,
-      ...(objectKey !== undefined ? { objectKey } : {}),
-      ...(syncedAt !== undefined ? { syncedAt } : {}),
-    };
+    return row === undefined ? undefined : storedRevisionOf(row);
   }
 
   /**
@@ -257,6 +268,19 @@ export class DynamoDbItemStore implements ItemStore {
       ...(objectKey !== undefined ? { objectKey } : {}),
     };
   }
+}
+
+/** What the sync's decision reads of a row (projected on as many of these attributes as it asked for). */
+function storedRevisionOf(row: Record<string, AttributeValue>): StoredRevision {
+  const objectKey = row['itemObject']?.M?.['key']?.S;
+  const syncedAt = row['syncedAt']?.S;
+  return {
+    revision: row['revision']?.S ?? '',
+    deleted: row['deleted']?.BOOL === true,
+    ...(objectKey !== undefined ? { objectKey } : {}),
+    ...(syncedAt !== undefined ? { syncedAt } : {}),
+    ...(row['childrenPending']?.BOOL === true ? { childrenPending: true } : {}),
+  };
 }
 
 /** A row's key: `connection` and `id`, both S (and nothing else the key object may carry). */

@@ -25,6 +25,8 @@ describe('discovery, short scale: a tree with a cycle from its root, beside quie
     expect(run.metrics['ListingsTruncated']).toBe(0);
     expect(run.itemRequests / n).toBeLessThanOrEqual(REQUESTS_PER_ITEM_GOAL);
     expect(run.doneAgain).toBe(0);
+    // Nothing sent back that the table held or that was being synced; nothing fetched twice.
+    expect([run.sentHeld, run.sentInFlight, run.fetchedTwice, run.fetchedAgain]).toEqual([0, 0, 0, 0]);
     // The crawl ends: nothing of it left on either queue, and the provider is asked nothing more.
     expect(run.reconcileQueueLeft).toBe(0);
     expect(run.syncQueueLeft).toBe(0);

@@ -89,6 +89,18 @@ describe('changeOf: one event per real change', () => {
     expect(changeOf(record(tombstone(live('f1', '3')), undefined))).toBeUndefined();
   });
 
+  it("a folder's childrenPending (discovery's marker): its first write announces what any write does, its removal nothing", () => {
+    const folder = (revision: string, syncedAt: string, pending: boolean) => ({ ...live('d1', revision, syncedAt, { type: 'folder' }), ...(pending ? { childrenPending: true } : {}) });
+    expect(changeOf(record(undefined, folder('1', T0, true)))).toEqual(changeOf(record(undefined, folder('1', T0, false))));
+    expect(changeOf(record(undefined, folder('1', T0, true)))?.detail).toEqual({ connection: 'default', id: 'd1', type: 'folder', revision: '1', previousRevision: null, syncedAt: T0 });
+    expect(changeOf(record(folder('1', T0, false), folder('2', T1, true)))?.detailType).toBe('ItemUpdated');
+    expect(changeOf(record(tombstone(folder('1', T0, false)), folder('1', T1, true)))?.detailType).toBe('ItemRestored');
+    // Removed once the children are sent (the row's revision and syncedAt as written): no change.
+    expect(changeOf(record(folder('2', T1, true), folder('2', T1, false)))).toBeUndefined();
+    // A tombstone written over a marked row removes the marker with it: the delete, as ever.
+    expect(changeOf(record(folder('2', T0, true), tombstone(folder('2', T0, false), T1)))?.detailType).toBe('ItemDeleted');
+  });
+
   it('the same write delivered again maps to the same event (consumers dedupe on id, revision, syncedAt)', () => {
     const first = record(live('f1', '1', T0), live('f1', '2', T1));
     expect(changeOf(structuredClone(first))).toEqual(changeOf(first));

@@ -17,6 +17,8 @@ export interface Row {
   deleted?: boolean;
   item?: Record<string, unknown>;
   itemObject?: { key: string; size: number; sha256: string };
+  /** A folder whose children the sync has yet to send (docs/discovery.md). */
+  childrenPending?: boolean;
 }
 
 export function image(row: Row | ConnectionRow): StreamImage {

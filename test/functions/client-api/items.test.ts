@@ -45,6 +45,8 @@ beforeAll(async () => {
     );
   await row('fil/1', { item: { M: { id: { S: 'fil/1' }, type: { S: 'file' }, size: { N: '12345678901234567890' }, meta: { M: { rev: { N: '7' } } } } } });
   await row('gone', { deleted: { BOOL: true }, item: { M: { id: { S: 'gone' }, type: { S: 'file' } } } });
+  // A folder whose children the sync is still sending (discovery's marker, docs/discovery.md).
+  await row('fld-1', { type: { S: 'folder' }, childrenPending: { BOOL: true }, item: { M: { id: { S: 'fld-1' }, type: { S: 'folder' } } } });
   await row('big', { itemObject: { M: { key: { S: 'items/acme/abc/7/def-0123.json' }, size: { N: '9000000' }, sha256: { S: 'def' } } } });
   const sqs = new SQSClient({ region: LOCAL_REGION, credentials: LOCAL_CREDENTIALS });
   handler = createApiHandler({
@@ -104,6 +106,12 @@ describe('GET /connections/{connection}/items/{id}', () => {
     expect(url.hostname).toContain(BUCKET);
     expect(url.searchParams.get('X-Amz-Expires')).toBe(String(ITEM_URL_SECONDS));
     expect(url.searchParams.get('X-Amz-Signature')).toMatch(/^[0-9a-f]{64}$/);
+  });
+
+  it("200: a folder row still marked childrenPending is answered as any row, without the marker", async () => {
+    const answer = await get('/connections/acme/items/fld-1');
+    expect(answer.status).toBe(200);
+    expect(answer.body).toEqual({ connection: 'acme', id: 'fld-1', type: 'folder', revision: '7', syncedAt: '2026-11-27T10:01:00.000Z', item: { id: 'fld-1', type: 'folder' } });
   });
 
   it('refusals: an unknown item or connection (404), a bad id or connection (400), another method or a body', async () => {

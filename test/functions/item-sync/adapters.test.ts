@@ -21,7 +21,7 @@ import { estimateItemSize, fromAttributeValue, toAttributeValue } from '../../..
 import { SqsDeadLetterSink, SqsMessageVisibility, attributeText, parseQueueArn } from '../../../functions/item-sync/adapters/sqs.js';
 import { createS3ItemObjectStore, S3ItemObjectStore, s3ClientConfig } from '../../../functions/item-sync/adapters/s3-item-object-store.js';
 import { LazyItemObjectStore } from '../../../functions/item-sync/adapters/lazy-item-object-store.js';
-import type { ItemObjectStore } from '../../../functions/item-sync/ports.js';
+import type { ItemObjectStore, StoredRevision } from '../../../functions/item-sync/ports.js';
 import { ConfigError, PermanentError, TransientError } from '../../../functions/shared/errors.js';
 
 const sqs = mockClient(SQSClient);
@@ -157,7 +157,7 @@ describe('DynamoDbItemStore: the key (connection, id)', () => {
     ddb.on(BatchGetItemCommand).resolves({
       Responses: {
         items: [
-          { connection: { S: 'acme' }, id: { S: 'same' }, revision: { S: '1' } },
+          { connection: { S: 'acme' }, id: { S: 'same' }, revision: { S: '1' }, syncedAt: { S: '2026-11-21T10:00:00.000Z' }, childrenPending: { BOOL: true } },
           { connection: { S: 'globex' }, id: { S: 'same' }, revision: { S: '7' }, deleted: { BOOL: true } },
           { connection: { S: 'globex' }, id: { S: 'big' }, revision: { S: '2' }, itemObject: { M: { key: { S: 'items/globex/k.json' } } } },
         ],
@@ -171,11 +171,11 @@ describe('DynamoDbItemStore: the key (connection, id)', () => {
       { connection: 'acme', id: 'none' },
     ];
     expect(await store().getRevisions(keys)).toEqual(
-      new Map([
-        ['acme', new Map([['same', { revision: '1', deleted: false }]])],
+      new Map<string, Map<string, StoredRevision>>([
+        ['acme', new Map([['same', { revision: '1', deleted: false, syncedAt: '2026-11-21T10:00:00.000Z', childrenPending: true }]])],
         [
           'globex',
-          new Map([
+          new Map<string, StoredRevision>([
             ['same', { revision: '7', deleted: true }],
             ['big', { revision: '2', deleted: false, objectKey: 'items/globex/k.json' }],
           ]),
@@ -192,13 +192,15 @@ describe('DynamoDbItemStore: the key (connection, id)', () => {
               { connection: { S: 'globex' }, id: { S: 'big' } },
               { connection: { S: 'acme' }, id: { S: 'none' } },
             ],
-            ProjectionExpression: '#connection, #id, #revision, #deleted, #itemObject',
+            ProjectionExpression: '#connection, #id, #revision, #deleted, #itemObject, #syncedAt, #childrenPending',
             ExpressionAttributeNames: {
               '#connection': 'connection',
               '#id': 'id',
               '#revision': 'revision',
               '#deleted': 'deleted',
               '#itemObject': 'itemObject',
+              '#syncedAt': 'syncedAt',
+              '#childrenPending': 'childrenPending',
             },
           },
         },
@@ -213,21 +215,48 @@ describe('DynamoDbItemStore: the key (connection, id)', () => {
     expect(ddb.commandCalls(BatchGetItemCommand).map((call) => call.args[0].input.RequestItems!['items']!.Keys!.length)).toEqual([100, 50]);
   });
 
-  it('marks a row deleted by its key, on condition that it still holds the revision compared and is live', async () => {
+  it('marks a row deleted by its key (removing a folder\'s childrenPending), on condition that it still holds the revision compared and is live', async () => {
     ddb.on(UpdateItemCommand).resolves({});
     expect(await store().markDeleted({ connection: 'acme', id: 'a' }, '3', '2026-11-21T10:00:00.000Z')).toBe('written');
     expect(ddb.commandCalls(UpdateItemCommand).map((call) => call.args[0].input)).toEqual([
       {
         TableName: 'items',
         Key: { connection: { S: 'acme' }, id: { S: 'a' } },
-        UpdateExpression: 'SET #deleted = :true, #syncedAt = :syncedAt',
+        UpdateExpression: 'SET #deleted = :true, #syncedAt = :syncedAt REMOVE #childrenPending',
         ConditionExpression: '#revision = :expected AND attribute_not_exists(#deleted)',
-        ExpressionAttributeNames: { '#revision': 'revision', '#deleted': 'deleted', '#syncedAt': 'syncedAt' },
+        ExpressionAttributeNames: { '#revision': 'revision', '#deleted': 'deleted', '#syncedAt': 'syncedAt', '#childrenPending': 'childrenPending' },
         ExpressionAttributeValues: { ':expected': { S: '3' }, ':true': { BOOL: true }, ':syncedAt': { S: '2026-11-21T10:00:00.000Z' } },
       },
     ]);
     ddb.on(UpdateItemCommand).rejects(new ConditionalCheckFailedException({ $metadata: {}, message: 'The conditional request failed' }));
     expect(await store().markDeleted({ connection: 'acme', id: 'a' }, '3', '2026-11-21T10:00:00.000Z')).toBe('conflict');
+  });
+
+  it('writes a folder with childrenPending (BOOL true) when asked, and removes it on condition that the row still is the version written', async () => {
+    ddb.on(PutItemCommand).resolves({});
+    const row = { connection: 'acme', id: 'F', type: 'folder' as const, revision: '4', item: { id: 'F' }, syncedAt: '2026-11-21T10:00:00.000Z', childrenPending: true as const };
+    expect(await store().put(row, { exists: false })).toEqual({ result: 'written' });
+    expect(ddb.commandCalls(PutItemCommand)[0]!.args[0].input.Item).toEqual({
+      connection: { S: 'acme' },
+      id: { S: 'F' },
+      type: { S: 'folder' },
+      revision: { S: '4' },
+      item: { M: { id: { S: 'F' } } },
+      syncedAt: { S: '2026-11-21T10:00:00.000Z' },
+      childrenPending: { BOOL: true },
+    });
+    ddb.on(UpdateItemCommand).resolvesOnce({}).rejects(new ConditionalCheckFailedException({ $metadata: {}, message: 'The conditional request failed' }));
+    const written = { revision: '4', syncedAt: '2026-11-21T10:00:00.000Z' };
+    expect(await store().clearChildrenPending({ connection: 'acme', id: 'F' }, written)).toBe('written');
+    expect(await store().clearChildrenPending({ connection: 'acme', id: 'F' }, written)).toBe('conflict');
+    expect(ddb.commandCalls(UpdateItemCommand)[0]!.args[0].input).toEqual({
+      TableName: 'items',
+      Key: { connection: { S: 'acme' }, id: { S: 'F' } },
+      UpdateExpression: 'REMOVE #childrenPending',
+      ConditionExpression: '#revision = :revision AND #syncedAt = :syncedAt AND attribute_exists(#childrenPending)',
+      ExpressionAttributeNames: { '#revision': 'revision', '#syncedAt': 'syncedAt', '#childrenPending': 'childrenPending' },
+      ExpressionAttributeValues: { ':revision': { S: '4' }, ':syncedAt': { S: '2026-11-21T10:00:00.000Z' } },
+    });
   });
 
   it('writes a new row with both key attributes, on condition that there is none', async () => {

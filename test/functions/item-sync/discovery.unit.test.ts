@@ -1,20 +1,24 @@
 /**
  * Discovery in the item sync handler (mocked clients, unit-harness.ts; docs/discovery.md): a folder
- * about to be written sends its unknown children to the reconcile queue (the exact SendMessageBatch
- * entries), before its row; revisions compared with childRevisionPath; an unchanged folder reads and
- * sends nothing; a cycle ends; truncated and malformed listings counted and logged; the children
- * that left the list (row inline or in the items bucket) and those of a deleted folder sent; the
- * interrupted crawl (sends that fail, a write that fails after them) sends again on redelivery.
- * The items table is a small model behind the mocked DynamoDB client, so redeliveries see what the
- * earlier runs wrote.
+ * about to be written is written first, with `childrenPending`, then sends its unknown children to
+ * the reconcile queue (the exact SendMessageBatch entries) and removes the marker; revisions
+ * compared with childRevisionPath; an unchanged folder reads and sends nothing; a cycle ends, and
+ * one closing while its folder's sends are in flight sends nothing back; two new folders listing
+ * each other send each other at most once; ids of the batch are never sent; truncated and malformed
+ * listings counted and logged; the children that left the list (row inline or in the items bucket,
+ * sent before the row) and those of a deleted folder sent; the interrupted crawl (sends that fail,
+ * an invocation that ends after the write, a write that fails) sends on redelivery.
+ * The items table is a small model behind the mocked DynamoDB client (its condition expressions
+ * honoured), so redeliveries and other containers see what the earlier runs wrote.
  */
 import { beforeEach, describe, expect, it } from 'vitest';
 import { BatchGetItemCommand, ConditionalCheckFailedException, PutItemCommand, UpdateItemCommand, type AttributeValue } from '@aws-sdk/client-dynamodb';
 import { SendMessageBatchCommand } from '@aws-sdk/client-sqs';
 import { GetObjectCommand } from '@aws-sdk/client-s3';
 import { toAttributeValue } from '../../../functions/item-sync/adapters/attribute-values.js';
-import { DLQ_URL, RECONCILE_URL, ScriptedProvider, providerError } from './helpers.js';
-import { BUCKET, TABLE, TOKEN_1, TOKEN_2, build, ddb, harness, run, runRecords, s3, sqs, useHarness } from './unit-harness.js';
+import { captureOutput } from '../../../dev/fakes/capture-output.js';
+import { DLQ_URL, RECONCILE_URL, ScriptedProvider, lambdaContext, logLines, metricsIn, providerError, sqsEvent } from './helpers.js';
+import { BUCKET, NOW, TABLE, TOKEN_1, TOKEN_2, build, ddb, harness, run, runRecords, s3, sqs, useHarness } from './unit-harness.js';
 
 useHarness();
 
@@ -44,9 +48,46 @@ let onPut: (row: Row, call: number) => void = () => undefined;
 /** Whether the reconcile queue refuses every entry (for a reason that may pass). */
 let reconcileRefuses = false;
 
+/** The `syncedAt` of the rows a test puts in the table itself. */
+const SYNCED_BEFORE = '2026-01-01T00:00:00.000Z';
 const keyOf = (key: Row) => `${key['connection']!.S}/${key['id']!.S}`;
 
-function putRow(id: string, fields: { revision: string; type?: string; item?: Record<string, unknown>; deleted?: boolean; objectKey?: string; connection?: string }): void {
+interface Expression {
+  ConditionExpression?: string;
+  UpdateExpression?: string;
+  ExpressionAttributeNames?: Record<string, string>;
+  ExpressionAttributeValues?: Record<string, AttributeValue>;
+}
+
+/** Throws ConditionalCheckFailedException unless `row` meets the write's condition (the forms the store sends). */
+function checkCondition(row: Row | undefined, input: Expression): void {
+  if (input.ConditionExpression === undefined) return;
+  const name = (ref: string) => input.ExpressionAttributeNames![ref]!;
+  const holds = input.ConditionExpression.split(' AND ').every((term) => {
+    const exists = /^attribute_(not_)?exists\((#\w+)\)$/.exec(term);
+    if (exists) return (row?.[name(exists[2]!)] !== undefined) === (exists[1] === undefined);
+    const equals = /^(#\w+) = (:\w+)$/.exec(term);
+    if (!equals) throw new Error(`the table model cannot read the condition ${term}`);
+    return row !== undefined && JSON.stringify(row[name(equals[1]!)]) === JSON.stringify(input.ExpressionAttributeValues![equals[2]!]);
+  });
+  if (!holds) throw new ConditionalCheckFailedException({ message: 'The conditional request failed', $metadata: {} });
+}
+
+/** Applies `SET #a = :v, …` and `REMOVE #b, …` to the row. */
+function applyUpdate(row: Row, input: Expression): void {
+  const name = (ref: string) => input.ExpressionAttributeNames![ref.trim()]!;
+  const [, set, remove] = /^(?:SET (.*?))?\s*(?:REMOVE (.*))?$/.exec(input.UpdateExpression!)!;
+  for (const assignment of set?.split(',') ?? []) {
+    const [ref, value] = assignment.split('=').map((part) => part.trim());
+    row[name(ref!)] = input.ExpressionAttributeValues![value!]!;
+  }
+  for (const ref of remove?.split(',') ?? []) delete row[name(ref)];
+}
+
+function putRow(
+  id: string,
+  fields: { revision: string; type?: string; item?: Record<string, unknown>; deleted?: boolean; objectKey?: string; connection?: string; childrenPending?: boolean },
+): void {
   const connection = fields.connection ?? 'default';
   table.set(`${connection}/${id}`, {
     connection: { S: connection },
@@ -56,7 +97,8 @@ function putRow(id: string, fields: { revision: string; type?: string; item?: Re
     ...(fields.item !== undefined ? { item: toAttributeValue(fields.item) } : {}),
     ...(fields.objectKey !== undefined ? { itemObject: { M: { key: { S: fields.objectKey }, size: { N: '10' }, sha256: { S: 'a'.repeat(64) } } } } : {}),
     ...(fields.deleted ? { deleted: { BOOL: true } } : {}),
-    syncedAt: { S: '2026-01-01T00:00:00.000Z' },
+    syncedAt: { S: SYNCED_BEFORE },
+    ...(fields.childrenPending ? { childrenPending: { BOOL: true } } : {}),
   });
 }
 
@@ -71,15 +113,19 @@ beforeEach(() => {
     const rows = input.RequestItems[TABLE]!.Keys.map((key) => table.get(keyOf(key))).filter((row): row is Row => row !== undefined);
     return { Responses: { [TABLE]: structuredClone(rows) } };
   });
-  ddb.on(PutItemCommand).callsFake((input: { Item: Row }) => {
+  ddb.on(PutItemCommand).callsFake((input: { Item: Row; ReturnValues?: string } & Expression) => {
     order.push(`PutItem ${input.Item['id']!.S}`);
     onPut(input.Item, ++puts);
-    table.set(keyOf(input.Item), input.Item);
-    return {};
+    const before = table.get(keyOf(input.Item));
+    checkCondition(before, input);
+    table.set(keyOf(input.Item), structuredClone(input.Item));
+    return before && input.ReturnValues === 'ALL_OLD' ? { Attributes: before } : {};
   });
-  ddb.on(UpdateItemCommand).callsFake((input: { Key: Row }) => {
+  ddb.on(UpdateItemCommand).callsFake((input: { Key: Row } & Expression) => {
     order.push(`UpdateItem ${input.Key['id']!.S}`);
-    table.get(keyOf(input.Key))!['deleted'] = { BOOL: true };
+    const row = table.get(keyOf(input.Key));
+    checkCondition(row, input);
+    applyUpdate(row!, input);
     return {};
   });
   sqs.on(SendMessageBatchCommand).callsFake((input: { QueueUrl: string; Entries: Array<{ Id: string }> }) => {
@@ -110,8 +156,11 @@ function reads(): Array<{ keys: string[]; consistent: boolean; projection: strin
 
 const STORED_ITEM_PROJECTION = '#type, #revision, #deleted, #item, #itemObject';
 
-describe('a folder about to be written sends its children first', () => {
-  it('a new folder sends every child the table does not hold, as background-lane messages of its connection, before its row', async () => {
+/** The projection of the sync's reads of stored revisions (the batch's, and the children's). */
+const REVISIONS_PROJECTION = '#connection, #id, #revision, #deleted, #itemObject, #syncedAt, #childrenPending';
+
+describe('a folder about to be written is written first, then sends its children', () => {
+  it('a new folder is written with childrenPending, sends every child the table does not hold (background-lane messages of its connection), then the marker is removed', async () => {
     harness.connections.add('acme');
     putRow('b', { connection: 'acme', revision: '1' });
     const provider = new ScriptedProvider().on('F', folder('F', 1, entries('a', 'b', 'c')));
@@ -122,9 +171,22 @@ describe('a folder about to be written sends its children first', () => {
       { Id: 'm0', MessageBody: '{"connection":"acme","id":"a"}', MessageGroupId: 'acme', MessageAttributes: { lane: { DataType: 'String', StringValue: 'background' } } },
       { Id: 'm1', MessageBody: '{"connection":"acme","id":"c"}', MessageGroupId: 'acme', MessageAttributes: { lane: { DataType: 'String', StringValue: 'background' } } },
     ]);
-    // The folder's own revision, then its children's (one read), the children sent, then its row.
-    expect(order).toEqual(['BatchGetItem', 'BatchGetItem', 'Send reconcile', 'PutItem F']);
-    expect(reads()[1]).toEqual({ keys: ['acme/a', 'acme/b', 'acme/c'], consistent: false, projection: '#connection, #id, #revision, #deleted, #itemObject' });
+    // The folder's own revision, its row (marked), its children's revisions (strongly consistent:
+    // a row written before this read is seen), the children sent, the marker removed.
+    expect(order).toEqual(['BatchGetItem', 'PutItem F', 'BatchGetItem', 'Send reconcile', 'UpdateItem F']);
+    expect(reads()[1]).toEqual({ keys: ['acme/a', 'acme/b', 'acme/c'], consistent: true, projection: REVISIONS_PROJECTION });
+    expect(ddb.commandCalls(PutItemCommand)[0]!.args[0].input.Item).toMatchObject({ id: { S: 'F' }, childrenPending: { BOOL: true } });
+    const syncedAt = NOW.toISOString();
+    expect(ddb.commandCalls(UpdateItemCommand)[0]!.args[0].input).toEqual({
+      TableName: TABLE,
+      Key: { connection: { S: 'acme' }, id: { S: 'F' } },
+      UpdateExpression: 'REMOVE #childrenPending',
+      ConditionExpression: '#revision = :revision AND #syncedAt = :syncedAt AND attribute_exists(#childrenPending)',
+      ExpressionAttributeNames: { '#revision': 'revision', '#syncedAt': 'syncedAt', '#childrenPending': 'childrenPending' },
+      ExpressionAttributeValues: { ':revision': { S: '1' }, ':syncedAt': { S: syncedAt } },
+    });
+    expect(table.get('acme/F')).toMatchObject({ revision: { S: '1' }, syncedAt: { S: syncedAt } });
+    expect(table.get('acme/F')!['childrenPending']).toBeUndefined();
     expect(metrics).toMatchObject({ ItemsCreated: 1, ChildrenDiscovered: 2, ChildrenSkipped: 0, ListingsTruncated: 0 });
     expect(logs.filter((line) => line['message'] === 'folder children sent for checking')).toEqual([
       expect.objectContaining({ level: 'INFO', connection: 'acme', itemId: 'F', sent: 2, listed: 2, left: 0 }),
@@ -133,12 +195,13 @@ describe('a folder about to be written sends its children first', () => {
     expect(provider.calls.map((call) => call.id)).toEqual(['F']);
   });
 
-  it('a folder that holds no new child sends nothing, and is written', async () => {
+  it('a folder that holds no new child sends nothing, and is written (the marker removed once its children are read)', async () => {
     putRow('a', { revision: '1' });
     const provider = new ScriptedProvider().on('F', folder('F', 1, entries('a')));
     const { metrics } = await run(build(provider, { env: DISCOVERY }), ['F']);
     expect(sentToReconcile()).toEqual([]);
-    expect(order).toEqual(['BatchGetItem', 'BatchGetItem', 'PutItem F']);
+    expect(order).toEqual(['BatchGetItem', 'PutItem F', 'BatchGetItem', 'UpdateItem F']);
+    expect(table.get('default/F')!['childrenPending']).toBeUndefined();
     expect(metrics).toMatchObject({ ItemsCreated: 1, ChildrenDiscovered: 0 });
   });
 
@@ -162,7 +225,7 @@ describe('a folder about to be written sends its children first', () => {
     expect(sentIds().map((sent) => sent.id)).toEqual(['gone']);
   });
 
-  it('an unchanged folder reads nothing more and sends nothing', async () => {
+  it('an unchanged folder (no marker) reads nothing more and sends nothing', async () => {
     putRow('F', { type: 'folder', revision: '1', item: folder('F', 1, entries('a', 'b')) });
     const provider = new ScriptedProvider().on('F', folder('F', 1, entries('a', 'b')));
     const { metrics } = await run(build(provider, { env: DISCOVERY }), ['F']);
@@ -311,12 +374,17 @@ describe('children that left the list, and a deleted folder\'s children', () => 
     for (const id of ['a', 'b', 'c']) putRow(id, { revision: '1' });
     const provider = new ScriptedProvider().on('F', folder('F', 2, entries('a', 'd')));
     const { metrics, logs } = await run(build(provider, { env: DISCOVERY }), ['F']);
-    expect(sentIds().map((sent) => sent.id)).toEqual(['d', 'b', 'c']);
+    expect(sentIds().map((sent) => sent.id)).toEqual(['b', 'c', 'd']);
     expect(metrics).toMatchObject({ ItemsUpdated: 1, ChildrenDiscovered: 3 });
-    // The folder's revision, its children's revisions, its previous copy (strongly consistent), the sends, its row.
-    expect(order).toEqual(['BatchGetItem', 'BatchGetItem', 'BatchGetItem', 'Send reconcile', 'PutItem F']);
-    expect(reads()[2]).toEqual({ keys: ['default/F'], consistent: true, projection: STORED_ITEM_PROJECTION });
-    expect(logs.find((line) => line['message'] === 'folder children sent for checking')).toMatchObject({ itemId: 'F', sent: 3, listed: 1, left: 2 });
+    // The folder's revision, its previous copy (strongly consistent), the children that left it sent
+    // before its row (they cannot be told once it is replaced), its row (marked), its children's
+    // revisions, the new one sent, the marker removed.
+    expect(order).toEqual(['BatchGetItem', 'BatchGetItem', 'Send reconcile', 'PutItem F', 'BatchGetItem', 'Send reconcile', 'UpdateItem F']);
+    expect(reads()[1]).toEqual({ keys: ['default/F'], consistent: true, projection: STORED_ITEM_PROJECTION });
+    expect(logs.filter((line) => line['message'] === 'folder children sent for checking')).toEqual([
+      expect.objectContaining({ itemId: 'F', sent: 2, listed: 0, left: 2 }),
+      expect.objectContaining({ itemId: 'F', sent: 1, listed: 1, left: 0 }),
+    ]);
   });
 
   it('a changed large folder: its previous copy is read from the items bucket', async () => {
@@ -355,6 +423,7 @@ describe('children that left the list, and a deleted folder\'s children', () => 
     const { metrics } = await run(build(provider, { env: DISCOVERY }), ['F']);
     expect(sentIds().map((sent) => sent.id)).toEqual(['a']);
     expect(reads().map((read) => read.keys)).toEqual([['default/F'], ['default/a']]);
+    expect(order).toEqual(['BatchGetItem', 'PutItem F', 'BatchGetItem', 'Send reconcile', 'UpdateItem F']);
     expect(metrics).toMatchObject({ ItemsUpdated: 1, ChildrenDiscovered: 1 });
   });
 
@@ -366,6 +435,7 @@ describe('children that left the list, and a deleted folder\'s children', () => 
     expect(order).toEqual(['BatchGetItem', 'BatchGetItem', 'Send reconcile', 'UpdateItem F']);
     expect(reads()[1]).toEqual({ keys: ['default/F'], consistent: true, projection: STORED_ITEM_PROJECTION });
     expect(metrics).toMatchObject({ ItemsDeleted: 1, ChildrenDiscovered: 2 });
+    expect(table.get('default/F')).toMatchObject({ deleted: { BOOL: true }, syncedAt: { S: NOW.toISOString() } });
     // Its children are not deleted here: each is deleted only after the provider answers 404 for it.
     expect(table.get('default/a')).toBeUndefined();
   });
@@ -380,31 +450,79 @@ describe('children that left the list, and a deleted folder\'s children', () => 
 });
 
 describe('the interrupted crawl', () => {
-  it('sends that fail: the folder is retried and its row not written; the next delivery sends again and writes', async () => {
+  it('sends that fail after the write: the row stays marked and the record is retried; the redelivery finds it unchanged, sends the children and removes the marker', async () => {
     reconcileRefuses = true;
     const provider = new ScriptedProvider().on('F', folder('F', 1, entries('a', 'b')));
     const handler = build(provider, { env: DISCOVERY });
     const first = await run(handler, ['F']);
     expect(first.result).toEqual({ batchItemFailures: [{ itemIdentifier: 'm1' }] });
-    expect(table.has('default/F')).toBe(false);
-    // The entries refused for a reason that may pass were sent again (3 calls), then given up.
-    expect(order).toEqual(['BatchGetItem', 'BatchGetItem', 'Send reconcile', 'Send reconcile', 'Send reconcile']);
-    expect(first.metrics).toMatchObject({ RecordsRetried: 1, ChildrenDiscovered: 0, ItemsCreated: 0 });
+    expect(table.get('default/F')).toMatchObject({ revision: { S: '1' }, childrenPending: { BOOL: true } });
+    // The entries refused for a reason that may pass were sent again (3 calls), then given up; the marker stays.
+    expect(order).toEqual(['BatchGetItem', 'PutItem F', 'BatchGetItem', 'Send reconcile', 'Send reconcile', 'Send reconcile']);
+    expect(first.metrics).toMatchObject({ RecordsRetried: 1, ChildrenDiscovered: 0, ItemsCreated: 1 });
     expect(first.logs.find((line) => line['message'] === 'record will be retried')).toMatchObject({
       itemId: 'F',
-      reason: "2 of the folder's 2 children could not be sent for checking (InternalError: try again); the folder is not written until they are",
+      reason: "2 of the folder's 2 children could not be sent for checking (InternalError: try again); the folder's record is retried until they are",
     });
 
     reconcileRefuses = false;
-    const before = sentToReconcile().length;
+    order = [];
     const second = await run(handler, ['F']);
     expect(second.result).toEqual({ batchItemFailures: [] });
-    expect(sentToReconcile().slice(before).map((entry) => entry.MessageBody)).toEqual(['{"connection":"default","id":"a"}', '{"connection":"default","id":"b"}']);
-    expect(second.metrics).toMatchObject({ ItemsCreated: 1, ChildrenDiscovered: 2 });
-    expect(table.has('default/F')).toBe(true);
+    expect(sentToReconcile().slice(-2).map((entry) => entry.MessageBody)).toEqual(['{"connection":"default","id":"a"}', '{"connection":"default","id":"b"}']);
+    expect(second.metrics).toMatchObject({ ItemsUnchanged: 1, ItemsCreated: 0, ChildrenDiscovered: 2 });
+    expect(order).toEqual(['BatchGetItem', 'BatchGetItem', 'Send reconcile', 'UpdateItem F']);
+    expect(second.logs.find((line) => line['message'] === 'folder written without its children sent; sending them now')).toMatchObject({ itemId: 'F', revision: '1', syncedAt: NOW.toISOString() });
+    expect(table.get('default/F')!['childrenPending']).toBeUndefined();
+    expect(provider.calls.map((call) => call.id)).toEqual(['F', 'F']);
   });
 
-  it('a write that fails after the sends (the invocation ends there): the redelivery sends again (duplicates are only extra checks) and writes', async () => {
+  it('an invocation that ended between the write and the sends: the next check of the unchanged folder sends what the table does not hold and removes the marker', async () => {
+    // The row as that invocation left it: written, marked, nothing sent; since then b was synced.
+    putRow('F', { type: 'folder', revision: '3', item: folder('F', 3, entries('a', 'b')), childrenPending: true });
+    putRow('b', { revision: '1' });
+    const provider = new ScriptedProvider().on('F', folder('F', 3, entries('a', 'b')));
+    // The reconciler's check (background lane), as any check of the folder.
+    const { result, metrics } = await runRecords(build(provider, { env: DISCOVERY }), [{ body: 'F', attributes: BACKGROUND }]);
+    expect(result).toEqual({ batchItemFailures: [] });
+    expect(sentIds().map((sent) => sent.id)).toEqual(['a']);
+    expect(metrics).toMatchObject({ ItemsUnchanged: 1, ChildrenDiscovered: 1 });
+    expect(ddb.commandCalls(PutItemCommand)).toEqual([]);
+    expect(ddb.commandCalls(UpdateItemCommand)[0]!.args[0].input.ExpressionAttributeValues).toEqual({ ':revision': { S: '3' }, ':syncedAt': { S: SYNCED_BEFORE } });
+    expect(table.get('default/F')!['childrenPending']).toBeUndefined();
+  });
+
+  it('the marker is removed only from the row version that was written: a newer write keeps its own', async () => {
+    putRow('F', { type: 'folder', revision: '3', item: folder('F', 3, entries('a')), childrenPending: true });
+    // Another container writes revision 4 (marked) while this one sends the children of revision 3.
+    sqs.on(SendMessageBatchCommand).callsFake((input: { QueueUrl: string; Entries: Array<{ Id: string }> }) => {
+      order.push('Send reconcile');
+      putRow('F', { type: 'folder', revision: '4', item: folder('F', 4, entries('a')), childrenPending: true });
+      return { Successful: input.Entries.map((entry) => ({ Id: entry.Id, MessageId: `sent-${entry.Id}`, MD5OfMessageBody: 'x' })), Failed: [] };
+    });
+    const provider = new ScriptedProvider().on('F', folder('F', 3, entries('a')));
+    const { result, metrics } = await run(build(provider, { env: DISCOVERY }), ['F']);
+    expect(result).toEqual({ batchItemFailures: [] });
+    expect(metrics).toMatchObject({ ItemsUnchanged: 1, ChildrenDiscovered: 1 });
+    expect(order).toEqual(['BatchGetItem', 'BatchGetItem', 'Send reconcile', 'UpdateItem F']);
+    expect(table.get('default/F')).toMatchObject({ revision: { S: '4' }, childrenPending: { BOOL: true } });
+  });
+
+  it('children that left the list are sent before the row: when they cannot be, the row is not written and the record is retried', async () => {
+    putRow('F', { type: 'folder', revision: '1', item: folder('F', 1, entries('a', 'b')) });
+    putRow('a', { revision: '1' });
+    putRow('b', { revision: '1' });
+    reconcileRefuses = true;
+    const provider = new ScriptedProvider().on('F', folder('F', 2, entries('a')));
+    const { result, metrics } = await run(build(provider, { env: DISCOVERY }), ['F']);
+    expect(result).toEqual({ batchItemFailures: [{ itemIdentifier: 'm1' }] });
+    expect(table.get('default/F')).toMatchObject({ revision: { S: '1' } });
+    expect(table.get('default/F')!['childrenPending']).toBeUndefined();
+    expect(metrics).toMatchObject({ RecordsRetried: 1, ItemsUpdated: 0 });
+    expect(ddb.commandCalls(PutItemCommand)).toEqual([]);
+  });
+
+  it('a write that fails: nothing was sent (the listed children go once the row is written); the redelivery writes and sends', async () => {
     onPut = (_row, call) => {
       if (call === 1) throw Object.assign(new Error('socket hang up'), { name: 'TimeoutError', $metadata: {} });
     };
@@ -413,12 +531,13 @@ describe('the interrupted crawl', () => {
     const first = await run(handler, ['F']);
     expect(first.result).toEqual({ batchItemFailures: [{ itemIdentifier: 'm1' }] });
     expect(table.has('default/F')).toBe(false);
-    expect(sentIds().map((sent) => sent.id)).toEqual(['a']);
+    expect(sentIds()).toEqual([]);
 
     const second = await run(handler, ['F']);
     expect(second.result).toEqual({ batchItemFailures: [] });
-    expect(sentIds().map((sent) => sent.id)).toEqual(['a', 'a']);
+    expect(sentIds().map((sent) => sent.id)).toEqual(['a']);
     expect(table.get('default/F')?.['revision']).toEqual({ S: '1' });
+    expect(table.get('default/F')!['childrenPending']).toBeUndefined();
   });
 
   it('a lost write race: the row is read again and the folder decided again; children already sent are not sent twice', async () => {
@@ -437,6 +556,120 @@ describe('the interrupted crawl', () => {
     expect(metrics).toMatchObject({ ItemsUpdated: 1, ChildrenDiscovered: 2 });
     expect(table.get('default/F')?.['revision']).toEqual({ S: '2' });
   });
+
+  it('a write race lost to a write of the same revision: done as unchanged, not fetched again, the winner\'s marker left to it', async () => {
+    onPut = (_row, call) => {
+      if (call === 1) {
+        putRow('F', { type: 'folder', revision: '1', item: folder('F', 1, entries('a')), childrenPending: true });
+        throw new ConditionalCheckFailedException({ message: 'The conditional request failed', $metadata: {} });
+      }
+    };
+    const provider = new ScriptedProvider().on('F', folder('F', 1, entries('a')));
+    const { result, metrics } = await run(build(provider, { env: DISCOVERY }), ['F']);
+    expect(result).toEqual({ batchItemFailures: [] });
+    expect(provider.calls.map((call) => call.id)).toEqual(['F']);
+    expect(metrics).toMatchObject({ ItemsFetched: 1, ItemsUnchanged: 1, ItemsCreated: 0, ChildrenDiscovered: 0 });
+    expect(sentToReconcile()).toEqual([]);
+    // The batch's read, the PutItem that lost, the read back of the write, the row read again: nothing more.
+    expect(order).toEqual(['BatchGetItem', 'PutItem F', 'BatchGetItem', 'BatchGetItem']);
+    expect(table.get('default/F')).toMatchObject({ childrenPending: { BOOL: true } });
+  });
+});
+
+/** Runs batches in several containers at once, under one capture (captures nest, never interleave). */
+async function together(...batches: Array<{ handler: ReturnType<typeof build>; bodies: string[]; background?: boolean }>) {
+  const { result, error, output } = await captureOutput(() =>
+    Promise.all(
+      batches.map(({ handler, bodies, background }) => {
+        const event = sqsEvent(bodies);
+        if (background) for (const record of event.Records) record.messageAttributes = { lane: { dataType: 'String', stringValue: 'background', stringListValues: [], binaryListValues: [] } };
+        return handler(event, lambdaContext());
+      }),
+    ),
+  );
+  if (error) throw error;
+  return { results: result!, metrics: metricsIn(output), logs: logLines(output) };
+}
+
+describe('races: a folder is not sent back while its row is written or its sends are in flight', () => {
+  it('a cycle A → B → A: B, synced in another container while the sends of A (written) are in flight, does not send A back; each fetched once', async () => {
+    let release!: () => void;
+    const held = new Promise<void>((resolve) => (release = resolve));
+    let sendsOfA!: () => void;
+    const aSending = new Promise<void>((resolve) => (sendsOfA = resolve));
+    sqs.on(SendMessageBatchCommand).callsFake(async (input: { QueueUrl: string; Entries: Array<{ Id: string }> }) => {
+      order.push('Send reconcile');
+      // The first send (A's children) is accepted, and its answer held until B is done.
+      if (order.filter((step) => step === 'Send reconcile').length === 1) {
+        sendsOfA();
+        await held;
+      }
+      return { Successful: input.Entries.map((entry) => ({ Id: entry.Id, MessageId: `sent-${entry.Id}`, MD5OfMessageBody: 'x' })), Failed: [] };
+    });
+    const provider = new ScriptedProvider().on('A', folder('A', 1, entries('B'))).on('B', folder('B', 1, entries('A')));
+    const first = run(build(provider, { env: DISCOVERY }), ['A']);
+    await aSending;
+    const rowOfA = structuredClone(table.get('default/A'));
+    const second = await runRecords(build(provider, { env: DISCOVERY }), [{ body: 'B', attributes: BACKGROUND }]);
+    release();
+    expect((await first).result).toEqual({ batchItemFailures: [] });
+    expect(second.result).toEqual({ batchItemFailures: [] });
+    expect(sentIds().map((sent) => sent.id)).toEqual(['B']);
+    // A's row was there (marked) while its children were being sent.
+    expect(rowOfA).toMatchObject({ childrenPending: { BOOL: true } });
+    expect(second.metrics).toMatchObject({ ItemsCreated: 1, ChildrenDiscovered: 0 });
+    expect(provider.calls.map((call) => call.id)).toEqual(['A', 'B']);
+    expect(table.get('default/A')!['childrenPending']).toBeUndefined();
+    expect(table.get('default/B')!['childrenPending']).toBeUndefined();
+  });
+
+  it('two new folders listing each other in one batch: neither is sent (both are synced here), each fetched once', async () => {
+    const provider = new ScriptedProvider().on('A', folder('A', 1, entries('B', 'c'))).on('B', folder('B', 1, entries('A')));
+    const { result, metrics } = await run(build(provider, { env: DISCOVERY }), ['A', 'B']);
+    expect(result).toEqual({ batchItemFailures: [] });
+    expect(sentIds().map((sent) => sent.id)).toEqual(['c']);
+    expect(metrics).toMatchObject({ ItemsCreated: 2, ChildrenDiscovered: 1 });
+    expect(provider.calls.map((call) => call.id).sort()).toEqual(['A', 'B']);
+  });
+
+  it('two new folders listing each other in two containers at once (both fetched before either is written): at most one is sent back, and its delivery fetches it once and sends nothing', async () => {
+    // Both answers wait until both are asked for: each container writes a folder the other has fetched.
+    let asked = 0;
+    let bothAsked!: () => void;
+    const both = new Promise<void>((resolve) => (bothAsked = resolve));
+    const answer = (body: Record<string, unknown>) => async () => {
+      if ((asked += 1) === 2) bothAsked();
+      await both;
+      return body;
+    };
+    const provider = new ScriptedProvider().on('A', answer(folder('A', 1, entries('B'))), folder('A', 1, entries('B'))).on('B', answer(folder('B', 1, entries('A'))), folder('B', 1, entries('A')));
+    const { results, metrics } = await together(
+      { handler: build(provider, { env: DISCOVERY }), bodies: ['A'], background: true },
+      { handler: build(provider, { env: DISCOVERY }), bodies: ['B'], background: true },
+    );
+    expect(results).toEqual([{ batchItemFailures: [] }, { batchItemFailures: [] }]);
+    expect(metrics).toMatchObject({ ItemsCreated: 2 });
+    const back = sentIds().map((sent) => sent.id);
+    expect(back.length).toBeLessThanOrEqual(1);
+    expect(provider.calls.map((call) => call.id).sort()).toEqual(['A', 'B']);
+    // What was sent back is delivered: fetched once, unchanged, nothing sent.
+    const before = sentToReconcile().length;
+    for (const id of back) {
+      const again = await runRecords(build(provider, { env: DISCOVERY }), [{ body: id, attributes: BACKGROUND }]);
+      expect(again.metrics).toMatchObject({ ItemsFetched: 1, ItemsUnchanged: 1, ChildrenDiscovered: 0 });
+    }
+    expect(sentToReconcile().length).toBe(before);
+    expect(table.get('default/A')!['childrenPending']).toBeUndefined();
+    expect(table.get('default/B')!['childrenPending']).toBeUndefined();
+  });
+
+  it('an id of the batch is not sent by a folder of the same batch, whatever its state; ids of other connections are', async () => {
+    harness.connections.add('acme');
+    const provider = new ScriptedProvider().on('F', folder('F', 1, entries('a', 'b'))).on('a', { id: 'a', type: 'file', revision: 1 });
+    const { metrics } = await run(build(provider, { env: DISCOVERY }), ['F', 'a', '{"connection":"acme","id":"b"}']);
+    expect(sentIds()).toEqual([{ connection: 'default', id: 'b' }]);
+    expect(metrics).toMatchObject({ ChildrenDiscovered: 1 });
+  });
 });
 
 describe('secrets', () => {
@@ -447,8 +680,8 @@ describe('secrets', () => {
     const failed = await run(handler, ['F']);
     reconcileRefuses = false;
     const done = await run(handler, ['F']);
-    expect(failed.metrics).toMatchObject({ RecordsRetried: 1, ListingsTruncated: 1, ChildrenSkipped: 1 });
-    expect(done.metrics).toMatchObject({ ItemsCreated: 1, ChildrenDiscovered: 1 });
+    expect(failed.metrics).toMatchObject({ RecordsRetried: 1, ItemsCreated: 1, ListingsTruncated: 1, ChildrenSkipped: 1 });
+    expect(done.metrics).toMatchObject({ ItemsUnchanged: 1, ChildrenDiscovered: 1 });
     const text = [failed.output, done.output, JSON.stringify(sqs.calls().map((call) => call.args[0].input))].join('\n');
     expect(provider.calls.map((call) => call.token)).toEqual([TOKEN_1, TOKEN_1]);
     for (const token of [TOKEN_1, TOKEN_2]) expect(text).not.toContain(token);

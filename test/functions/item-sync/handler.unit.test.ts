@@ -36,14 +36,17 @@ describe('parsing and the stored revisions', () => {
       RequestItems: {
         [TABLE]: {
           Keys: [k('a'), k('b')],
-          // The object key too: a write replacing the row deletes it (also when its answer is lost).
-          ProjectionExpression: '#connection, #id, #revision, #deleted, #itemObject',
+          // The object key too: a write replacing the row deletes it (also when its answer is lost);
+          // syncedAt and childrenPending: a folder whose children are still to be sent (discovery).
+          ProjectionExpression: '#connection, #id, #revision, #deleted, #itemObject, #syncedAt, #childrenPending',
           ExpressionAttributeNames: {
             '#connection': 'connection',
             '#id': 'id',
             '#revision': 'revision',
             '#deleted': 'deleted',
             '#itemObject': 'itemObject',
+            '#syncedAt': 'syncedAt',
+            '#childrenPending': 'childrenPending',
           },
         },
       },
@@ -183,9 +186,9 @@ describe('compare and write', () => {
     expect(ddb.commandCalls(UpdateItemCommand)[0]!.args[0].input).toEqual({
       TableName: TABLE,
       Key: k('gone'),
-      UpdateExpression: 'SET #deleted = :true, #syncedAt = :syncedAt',
+      UpdateExpression: 'SET #deleted = :true, #syncedAt = :syncedAt REMOVE #childrenPending',
       ConditionExpression: '#revision = :expected AND attribute_not_exists(#deleted)',
-      ExpressionAttributeNames: { '#revision': 'revision', '#deleted': 'deleted', '#syncedAt': 'syncedAt' },
+      ExpressionAttributeNames: { '#revision': 'revision', '#deleted': 'deleted', '#syncedAt': 'syncedAt', '#childrenPending': 'childrenPending' },
       ExpressionAttributeValues: { ':expected': { S: '9' }, ':true': { BOOL: true }, ':syncedAt': { S: NOW.toISOString() } },
     });
     expect(ddb).not.toHaveReceivedCommand(PutItemCommand);

@@ -111,6 +111,8 @@ export interface Env {
    * that makes no change is `change: 'none'`. The changes writer numbers these (all but `none`).
    */
   changes(): Promise<StreamChange[]>;
+  /** Every record of the items table's stream so far, as Lambda hands them to its readers, in the order the writes were applied. */
+  records(): Promise<LambdaStreamRecord[]>;
   /** The access layer: `default` holds a token from the start. */
   access: SimulatorAccess;
 }
@@ -241,6 +243,9 @@ export async function setup(options: { items?: SimulatorItem[]; revisionField?: 
     },
     async changes() {
       return (await streamRecords(table)).map(changeOfRecord);
+    },
+    records() {
+      return streamRecords(table);
     },
   };
 }
