@@ -19,7 +19,8 @@ declare module 'vitest' {
 export default async function setup(project: TestProject): Promise<() => Promise<void>> {
   let server;
   try {
-    server = await startDynamoDbLocal();
+    // The suite's requests are many and varied, over minutes: the first compiler tier only (ServerOptions.jit).
+    server = await startDynamoDbLocal({ jit: 'quick' });
   } catch (error) {
     if (error instanceof JavaMissingError) {
       process.stderr.write(`${error.message}\n`);

@@ -122,6 +122,8 @@ describe('the server', () => {
     expect(liveInGroup(server.pid).map((p) => p.command)).toContain('java');
     // Its heap capped (the machine's quarter otherwise), in memory.
     expect(javaArgs(server.pid)).toEqual(expect.arrayContaining([`-Xmx${DYNAMODB_LOCAL_HEAP_MB}m`, '-inMemory']));
+    // Both compilers by default (a simulation's long run).
+    expect(javaArgs(server.pid).filter((arg) => arg.startsWith('-XX:TieredStopAtLevel'))).toEqual([]);
     await server.close();
     expect(liveInGroup(server.pid)).toEqual([]);
   });
@@ -139,6 +141,15 @@ describe('the server', () => {
     }
     // Kept: only a server asked to remove its folder does.
     expect(existsSync(join(folder, 'tables'))).toBe(true);
+  });
+
+  it("compiles with the first tier only when asked (jit: 'quick', the test suite's)", async () => {
+    const server = await startDynamoDbLocal({ jit: 'quick' });
+    try {
+      expect(javaArgs(server.pid).filter((arg) => arg.startsWith('-XX:TieredStopAtLevel'))).toEqual(['-XX:TieredStopAtLevel=1']);
+    } finally {
+      await server.close();
+    }
   });
 
   it('is never taken for ours when another process holds the port: refused, the other server left alone', async () => {
