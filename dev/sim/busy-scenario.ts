@@ -52,11 +52,11 @@ export const BUSY_FULL: BusyScale = {
   seed: 11,
 };
 
-/** What `npm test` runs: the same account and users beside a backfill of 1,000 ids, half a minute idle. */
+/** What `npm test` runs: the same account and users beside a backfill of 600 ids, a quarter of a minute idle. */
 export const BUSY_SHORT: BusyScale = {
   ...BUSY_FULL,
-  backfillIds: 1_000,
-  idleMinutes: 0.5,
+  backfillIds: 600,
+  idleMinutes: 0.25,
   maxBackfillMinutes: 5,
   busyUsers: { everyMs: 200, burstIds: 20, burstEverySeconds: 10 },
   seed: 5,

@@ -116,8 +116,8 @@ export async function pushRun(scale: PushScale, kind: PushRunKind, progress: (li
   let rateLimited = 0;
   const system = await startSystem(
     pushSystemOptions(scale, {
-      // Either lane: a users' batch sends a connection's ids beyond what it keeps (an import's:
-      // functions/item-sync/users-budget.ts) to the background lane (docs/fairness.md), done there.
+      // Either lane: a users' batch sends a connection's ids beyond what it keeps (an import's: a few of each batch,
+      // functions/item-sync/users-ids.ts) to the background lane (docs/fairness.md), done there.
       itemLog(_source, message, itemId) {
         itemLogs[message] = (itemLogs[message] ?? 0) + 1;
         if (message === 'record done') done.add(itemId);

@@ -32,7 +32,6 @@ import {
 } from './adapters/sqs.js';
 import { DynamoDbPaceStore } from '../shared/adapters/dynamodb-pace-store.js';
 import { BoundedMap } from '../shared/bounded-map.js';
-import { UsersBudget } from './users-budget.js';
 import { DEFAULT_PACE_SETTINGS, type PaceSettings } from '../shared/provider/pace/pace-state.js';
 import { PaceBreaker, ProviderPace, type PaceSnapshot, type PaceStore } from '../shared/provider/pace/provider-pace.js';
 import type { SyncConfig } from '../shared/config.js';
@@ -169,8 +168,6 @@ export function createSyncHandler(deps: SyncHandlerDeps): SyncHandler {
     ...(config.discovery !== undefined ? { discovery: new SqsBackgroundLane(deps.sqs, config.discovery.queueUrl, { sleep }) } : {}),
     // A connection's backlog in a users' batch goes to the background lane (the reconcile queue).
     ...(config.backgroundQueueUrl !== undefined ? { background: new SqsBackgroundLane(deps.sqs, config.backgroundQueueUrl, { sleep }, BACKLOG_LANE) } : {}),
-    // Per container: what each connection's users' batches keep (the rest of an import moves).
-    usersBudget: new UsersBudget(clock),
     clock,
     log: logger,
     random,

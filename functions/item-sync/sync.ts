@@ -11,9 +11,9 @@
  *      reason; `wait` (paused, failing, a refresh in progress) sends them again after the gate's
  *      seconds; `ready` gives the token and the provider pace (`paceKey`) its items are fetched
  *      with. One connection's gate never touches another's records;
- *   3. in a users' batch, send a ready connection's ids beyond what it keeps (users-budget.ts: a
- *      user's ids and bursts, not an import sent to the users' queue) to the background lane, where
- *      they yield to users' ids (`moved`);
+ *   3. in a users' batch, send a ready connection's ids beyond what it keeps (users-ids.ts: a
+ *      user's ids and bursts whole, a few of an import sent to the users' queue) to the background
+ *      lane, where they yield to users' ids (`moved`);
  *      of a connection whose pace has a hold (PACE_SCOPE=connection), keep what the pace serves
  *      within it and send the others back, each to return one slot of the pace after the last
  *      (`later`); read the stored revisions of every ready item left at once;
@@ -49,7 +49,7 @@ import { parseMessageBody, type SyncMessage } from './message.js';
 import { carryOut, type CarryOutPorts } from './outcome/carry-out.js';
 import { outcomeOf, type Outcome, type OutcomePolicy, type PostponePolicy } from './outcome/decide.js';
 import type { BackgroundLane, ItemKey, StoredRevisions } from './ports.js';
-import { USERS_HOLD_MS, type UsersBudget } from './users-budget.js';
+import { USERS_HOLD_MS, usersIdsKept } from './users-ids.js';
 
 export type { BatchOptions, BatchReport, SyncCounts, SyncRecord } from './batch.js';
 
@@ -68,8 +68,6 @@ export interface SyncPorts extends PacedCallPorts, CarryOutPorts, ItemRunPorts {
   paceFor(paceKey: string, breakerKey?: string): PaceGate;
   /** The background lane (the reconcile queue), where a users' batch sends a connection's backlog; none: it is synced where it is. */
   background?: BackgroundLane;
-  /** Each connection's budget of ids kept in users' batches, one per container (users-budget.ts). */
-  usersBudget: Pick<UsersBudget, 'take'>;
 }
 
 /** How the batch works: the configuration's values (SyncConfig) and the core's own constants. */
@@ -197,20 +195,19 @@ function group(
 }
 
 /**
- * A users' batch's backlogs: each ready connection's ids beyond those it keeps (UsersBudget.take:
- * its budget, within what its pace serves in USERS_HOLD_MS) go to the background lane, their outcome
- * `moved`; the ids left to sync here are returned. An id that could not be sent stays. (A
- * connection that must wait keeps its records where they are.)
+ * A users' batch's backlogs: each ready connection's ids beyond those it keeps (usersIdsKept: a
+ * user's whole, within what its pace serves in USERS_HOLD_MS; a few of an import's) go to the
+ * background lane, their outcome `moved`; the ids left to sync here are returned. An id that could
+ * not be sent stays. (A connection that must wait keeps its records where they are.)
  */
 async function moveBacklog(
   keys: readonly ItemKey[],
   session: ConnectionSession,
   outcomes: ItemOutcomes,
-  ports: Pick<SyncPorts, 'usersBudget' | 'log'>,
+  ports: Pick<SyncPorts, 'log'>,
   background: BackgroundLane,
 ): Promise<ItemKey[]> {
-  if (keys.length === 0) return [];
-  const kept = ports.usersBudget.take(keys[0]!.connection, keys.length, session.pace.serves?.(USERS_HOLD_MS));
+  const kept = usersIdsKept(keys.length, session.pace.serves?.(USERS_HOLD_MS));
   if (keys.length <= kept) return [...keys];
   const { connection } = keys[0]!;
   const overflow = keys.slice(kept);
@@ -219,7 +216,7 @@ async function moveBacklog(
   if (failed.length > 0) {
     ports.log.warn('ids of a backlog could not be sent to the background lane; they are synced here', { connection, ids: failed.length, error: failed[0]!.error });
   }
-  const reason = `connection "${connection}" had ${keys.length} ids in a users' batch, more than a user's sends; the ids beyond the first ${kept} go to the background lane`;
+  const reason = `connection "${connection}" had ${keys.length} ids in a users' batch, more than a user sends at once; the ids beyond the first ${kept} go to the background lane`;
   for (const key of overflow) if (!unsent.has(key.id)) outcomes.set(key, { kind: 'moved', reason });
   return [...keys.slice(0, kept), ...overflow.filter(({ id }) => unsent.has(id))];
 }

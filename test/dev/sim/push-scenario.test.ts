@@ -84,7 +84,7 @@ describe('the push path in virtual time (short)', () => {
     const run = await pushRun(PUSH_SHORT, 'changed');
     expectSyncCounted(run);
     // One row written an id, in either lane: the account's N ids at once are an import, and a
-    // users' batch keeps what the connection's budget holds (users-budget.ts) and moves the others
+    // users' batch keeps a few of each of its batches (users-ids.ts) and moves the others
     // to the background lane.
     // Each row is one conditional PutItem (1 WRU: rows under 1 KB); no transaction anywhere. The
     // changes writer numbers each change from the stream: a change row each (1 WRU), and one head

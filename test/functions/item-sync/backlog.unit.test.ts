@@ -1,7 +1,7 @@
 /**
  * A connection's backlog on the users' queue (sync.ts): a users' batch syncs of one connection what
- * its budget holds (users-budget.ts), at most what its pace serves within USERS_HOLD_MS and never
- * fewer than USERS_IDS_PER_CONNECTION ids, and sends the rest to the background lane (the
+ * a user sends at once (users-ids.ts: up to USERS_BURST_IDS, within what its pace serves in
+ * USERS_HOLD_MS; USERS_IDS_PER_CONNECTION of an import's batch), and sends the rest to the background lane (the
  * reconcile queue, lane `backlog`, the connection's message group), their records done; a
  * connection that must wait and a background batch keep all their ids; an id that could not be sent is synced where it is; without
  * the background lane (RECONCILE_QUEUE_URL unset) nothing moves. The fetches take the connections
@@ -11,7 +11,7 @@ import { describe, expect, it } from 'vitest';
 import { SendMessageBatchCommand } from '@aws-sdk/client-sqs';
 import { CONNECTION_PACE_HOLD_MS } from '../../../functions/item-sync/app.js';
 import { fairOrder } from '../../../functions/item-sync/sync.js';
-import { USERS_BURST_IDS, USERS_HOLD_MS, USERS_IDS_PER_CONNECTION } from '../../../functions/item-sync/users-budget.js';
+import { USERS_BURST_IDS, USERS_HOLD_MS, USERS_IDS_PER_CONNECTION } from '../../../functions/item-sync/users-ids.js';
 import { DEFAULT_PACE_SETTINGS, initialPaceState } from '../../../functions/shared/provider/pace/pace-state.js';
 import { MemoryPaceStore } from '../../../dev/fakes/memory-pace-store.js';
 import { item, QUEUE_URL, RECONCILE_URL, ScriptedProvider } from './helpers.js';
@@ -87,17 +87,13 @@ describe('a backlog in a users\' batch', () => {
     expect(metrics).toMatchObject({ ItemsCreated: 20, RecordsMovedToBackground: 0 });
   });
 
-  it("an import spends its connection's budget: the container's next users' batch of it, at once, keeps the fewest", async () => {
+  it(`an import's batch (more than ${USERS_BURST_IDS} ids of one connection) keeps ${USERS_IDS_PER_CONNECTION}, whatever its pace`, async () => {
     harness.connections.add('acme');
-    const first = ids('a', 60);
-    const second = ids('b', 60);
-    const provider = servingAll([...first, ...second]);
-    const handler = build(provider, { env: { ...LANE_ENV, PROVIDER_REQUESTS_PER_SECOND: '1000' } });
-    const one = await run(handler, first.map((id) => body('acme', id)));
-    expect(one.metrics).toMatchObject({ ItemsCreated: USERS_BURST_IDS, RecordsMovedToBackground: 60 - USERS_BURST_IDS });
-    const two = await run(handler, second.map((id) => body('acme', id)));
-    // The refill of the moments between the two batches (the harness's clock moves with each sleep) is under one id.
-    expect(two.metrics).toMatchObject({ ItemsCreated: USERS_IDS_PER_CONNECTION, RecordsMovedToBackground: 60 - USERS_IDS_PER_CONNECTION });
+    const backlog = ids('a', USERS_BURST_IDS + 1);
+    const provider = servingAll(backlog);
+    const { metrics } = await run(build(provider, { env: { ...LANE_ENV, PROVIDER_REQUESTS_PER_SECOND: '1000' } }), backlog.map((id) => body('acme', id)));
+    expect(provider.calls.map((call) => call.id).sort()).toEqual(backlog.slice(0, USERS_IDS_PER_CONNECTION).sort());
+    expect(metrics).toMatchObject({ ItemsCreated: USERS_IDS_PER_CONNECTION, RecordsMovedToBackground: USERS_BURST_IDS + 1 - USERS_IDS_PER_CONNECTION });
   });
 
   it(`a connection with ${KEPT} ids or fewer, a background batch, or no background lane: nothing moves`, async () => {
