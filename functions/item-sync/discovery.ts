@@ -9,11 +9,16 @@
  * carries `childrenPending` (below). An unchanged folder otherwise reads and sends nothing, so
  * cycles and repeated paths end by themselves.
  *
- * What is sent, always as ids of the folder's connection, never an id this batch syncs itself:
+ * What is sent, always as ids of the folder's connection, never an id whose sync is in flight in
+ * this batch (a finished one is sent as any other: the strongly consistent read below sees its row,
+ * if it wrote one):
  * - when the folder had a live row: every child of its previous list that is not in the new one
  *   (the previous copy read from the row, or from the items bucket for a large folder), BEFORE the
  *   row is written: checked directly, since a delete is only ever written after the provider
  *   answers 404 for the item;
+ * - when that row still carries `childrenPending` and the new list cannot be read: the children of
+ *   the previous list as afterWrite would have sent them (compared with the table), BEFORE the row
+ *   is written (the new row, naming no child, is not marked);
  * - when the folder is tombstoned: every child of its last list, before the tombstone;
  * - every child in the list with no row, a tombstone, or (with `childRevisionPath`) a revision in
  *   the entry other than the stored one (or none to compare), AFTER the row is written: one
@@ -28,8 +33,13 @@
  * written. If any id cannot be sent, this throws a TransientError: the record is retried; the
  * children that left the list go before the row is written, so their failure leaves the row as it
  * was. An unchanged folder whose row carries the marker (the invocation ended between the write and
- * the sends, or the sends failed) sends its listed children and removes the marker. Duplicates are
- * only extra checks.
+ * the sends, or the sends failed) sends its listed children and removes the marker. A marked row
+ * that is replaced or tombstoned has its children sent first (those that left the new list, all of
+ * them when the new list cannot be read, or all of its last list for a tombstone: the rest are the
+ * new marked row's); a marked row whose previous copy cannot be read (its object gone from the
+ * items bucket) is replaced all the same, with a warning: the children only that copy named are not
+ * sent (nothing else names them; retrying would hold the folder for ever). Duplicates are only extra
+ * checks.
  *
  * A list is read as far as it goes: entries that are not objects, have no string id at
  * `childIdPath`, an invalid id, name the folder itself or repeat an earlier id are skipped, counted
@@ -170,9 +180,18 @@ export interface WrittenRow {
   syncedAt: string;
 }
 
+/** The children of a folder's stored copy, and whether its row still carries `childrenPending`. */
+export interface PreviousList {
+  children: Child[];
+  pending: boolean;
+}
+
 /**
  * The crawl of one batch: what a folder's write or tombstone sends. `inBatch` tells the ids of the
- * folder's connection this batch syncs (in flight or done): they are not sent, being checked here.
+ * folder's connection whose sync is in flight in this batch: they are not sent, being checked here.
+ * An id whose sync has ended is not among them: the strongly consistent read of the children's rows
+ * sees what it wrote, and one that ended with no row (the provider answered 404 before the folder
+ * listed it) must be sent, or nothing would check it again.
  */
 export class Discovery {
   constructor(
@@ -185,7 +204,9 @@ export class Discovery {
   /**
    * Before the row of folder `key` is written with `item`: reads its list (counted, logged) and,
    * when it had a live row (`current`), sends the children that left the list (read from the
-   * previous copy: once the row is replaced they cannot be told). Returns the listed children, to
+   * previous copy: once the row is replaced they cannot be told); when that row still carries
+   * `childrenPending` and the new list cannot be read, the previous list's children the table does
+   * not hold (what its writer left unsent: the new row names none). Returns the listed children, to
    * send once the row is written (afterWrite): the row is written with `childrenPending` when
    * there is any. `sent` holds the ids already sent for this folder in this invocation (a lost
    * write race decides again): they are not sent twice. Throws TransientError when any id could
@@ -194,10 +215,17 @@ export class Discovery {
   async beforeWrite(key: ItemKey, item: Record<string, unknown>, current: StoredRevision | undefined, sent: Set<string>): Promise<Child[]> {
     const listing = readListing(item, key.id, this.settings);
     this.report(key, listing);
-    // A list that cannot be read says nothing about who left it.
-    if (current !== undefined && !current.deleted && listing.kind === 'listed') {
-      const previous = await this.previousChildren(key);
-      await this.send(key, { listed: [], left: childrenThatLeft(previous, listing.children) }, sent);
+    if (current !== undefined && !current.deleted) {
+      // A list that cannot be read needs the previous copy only when the row is marked.
+      const previous = await this.previousList(key, listing.kind === 'unreadable');
+      if (listing.kind === 'listed') {
+        // The children still listed are the new row's to send (it is marked when there is any).
+        await this.send(key, { listed: [], left: childrenThatLeft(previous.children, listing.children) }, sent);
+      } else if (previous.pending) {
+        // A list that cannot be read says nothing about who left it, and the new row names no
+        // child: the marked row's children go now, as its writer would have sent them.
+        await this.sendUnknown(key, previous.children, sent);
+      }
     }
     return listing.children;
   }
@@ -210,14 +238,7 @@ export class Discovery {
    * Throws TransientError when any id could not be sent, or the read fails: the marker stays.
    */
   async afterWrite(key: ItemKey, children: readonly Child[], written: WrittenRow, sent: Set<string>): Promise<void> {
-    if (children.length > 0) {
-      const stored = await this.ports.store.getRevisions(
-        children.map((child) => ({ connection: key.connection, id: child.id })),
-        { consistent: true },
-      );
-      const toCheck = childrenToCheck(children, stored.get(key.connection), this.settings.childRevisionPath !== undefined);
-      await this.send(key, { listed: toCheck, left: [] }, sent);
-    }
+    await this.sendUnknown(key, children, sent);
     await this.clearMarker(key, written);
   }
 
@@ -233,8 +254,22 @@ export class Discovery {
 
   /** Before folder `key`'s live row is tombstoned (the provider answered 404): sends the children of its last list. */
   async beforeTombstone(key: ItemKey, sent: Set<string>): Promise<void> {
-    const previous = await this.previousChildren(key);
-    await this.send(key, { listed: [], left: previous.map((child) => child.id) }, sent);
+    const previous = await this.previousList(key);
+    await this.send(key, { listed: [], left: previous.children.map((child) => child.id) }, sent);
+  }
+
+  /**
+   * Reads `children`'s stored revisions (strongly consistent) and sends those to check (no row, a
+   * tombstone, another revision): TransientError when the read fails or any id could not be sent.
+   */
+  private async sendUnknown(key: ItemKey, children: readonly Child[], sent: Set<string>): Promise<void> {
+    if (children.length === 0) return;
+    const stored = await this.ports.store.getRevisions(
+      children.map((child) => ({ connection: key.connection, id: child.id })),
+      { consistent: true },
+    );
+    const toCheck = childrenToCheck(children, stored.get(key.connection), this.settings.childRevisionPath !== undefined);
+    await this.send(key, { listed: toCheck, left: [] }, sent);
   }
 
   /** Best effort: a marker left only makes the folder's next check send its children again. */
@@ -250,26 +285,38 @@ export class Discovery {
     }
   }
 
-  /** The children of the stored copy of `key` when it is a live folder (inline, or its object in the items bucket). */
-  private async previousChildren(key: ItemKey): Promise<Child[]> {
+  /**
+   * The children of the stored copy of `key` when it is a live folder (inline, or its object in the
+   * items bucket), and whether its row carries `childrenPending`. A copy that cannot be read is an
+   * empty list (logged; for a marked row, the children only it named are not sent: a retry cannot
+   * bring the copy back, and would hold the folder for ever). With
+   * `onlyPending`, an unmarked row's children are not read (none, and no object fetched).
+   */
+  private async previousList(key: ItemKey, onlyPending = false): Promise<PreviousList> {
     const row = await this.ports.store.getItem(key);
-    if (row === undefined || row.deleted || row.type !== 'folder') return [];
+    if (row === undefined || row.deleted || row.type !== 'folder') return { children: [], pending: false };
+    const pending = row.childrenPending === true;
+    if (onlyPending && !pending) return { children: [], pending };
     let item = row.item;
     if (item === undefined && row.objectKey !== undefined) {
       const bytes = await this.ports.objects.get(row.objectKey);
       const parsed = bytes === undefined ? undefined : parseObject(bytes);
       if (parsed === undefined) {
-        this.ports.log.warn('the folder\'s previous copy could not be read from the items bucket; the children that left its list are not sent', {
-          connection: key.connection,
-          itemId: key.id,
-          objectKey: row.objectKey,
-          reason: bytes === undefined ? 'no such object' : 'not a JSON object',
-        });
-        return [];
+        const reason = bytes === undefined ? 'no such object' : 'not a JSON object';
+        const where = { connection: key.connection, itemId: key.id, objectKey: row.objectKey, reason };
+        if (pending) {
+          // Retrying cannot bring a copy back (no such object, not JSON): a folder held for it would never
+          // update again. The children its new list names go as always; those only the lost copy named
+          // are left to their own checks (an id with a row: the reconciler's).
+          this.ports.log.warn("the folder's previous copy could not be read from the items bucket, and its row still carries childrenPending; the children only that copy named are not sent", where);
+          return { children: [], pending };
+        }
+        this.ports.log.warn('the folder\'s previous copy could not be read from the items bucket; the children that left its list are not sent', where);
+        return { children: [], pending };
       }
       item = parsed;
     }
-    return item === undefined ? [] : readListing(item, key.id, this.settings).children;
+    return { children: item === undefined ? [] : readListing(item, key.id, this.settings).children, pending };
   }
 
   /**

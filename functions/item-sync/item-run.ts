@@ -5,9 +5,10 @@
  * now holds what was fetched, fetches again and re-decides, a bounded number of times
  * (ItemRunSettings.writeRounds). With discovery on (discovery.ts), a folder about to be written
  * first sends the children that left its list, is written with `childrenPending`, then sends its
- * listed children and removes the marker; one about to be tombstoned sends its last list first; an
- * unchanged folder whose row still carries the marker sends its listed children. Ids this batch
- * syncs are never sent. Every error ends as the id's outcome (outcome/decide.ts), except a
+ * listed children and removes the marker; one about to be tombstoned sends its last list first; a
+ * folder found unchanged whose row still carries the marker (whichever round, and after a race lost
+ * to a write of the fetched revision) sends its listed children. Ids whose sync is in flight in this
+ * batch are never sent. Every error ends as the id's outcome (outcome/decide.ts), except a
  * configuration error, which the batch fails with.
  */
 import { ConfigError, ProviderError, TransientError } from '../shared/errors.js';
@@ -53,8 +54,12 @@ export class ItemRun {
   private readonly discovery: Discovery | undefined;
   /** The configuration error an id met, if any: no further id is started, and the batch fails with it. */
   fatal: ConfigError | undefined;
-  /** The ids this batch has started to sync (in flight or done), by connection: discovery sends none of them. */
-  private readonly started = new Map<string, Set<string>>();
+  /**
+   * The ids whose sync is in flight in this batch, by connection: discovery sends none of them. An
+   * id leaves when its sync ends: what it wrote, discovery's strongly consistent read sees, and one
+   * that ended with no row (a 404 before the provider created it) must be sent when a folder lists it.
+   */
+  private readonly inFlight = new Map<string, Set<string>>();
 
   constructor(
     private readonly ports: ItemRunPorts,
@@ -67,7 +72,7 @@ export class ItemRun {
     this.writer = new ItemWriter({ store, objects, log, ...(objectKeySuffix ? { uniqueSuffix: objectKeySuffix } : {}) });
     this.discovery =
       settings.discovery !== undefined && ports.discovery !== undefined
-        ? new Discovery({ store, objects, sink: ports.discovery, log }, settings.discovery, counts, (key) => this.started.get(key.connection)?.has(key.id) === true)
+        ? new Discovery({ store, objects, sink: ports.discovery, log }, settings.discovery, counts, (key) => this.inFlight.get(key.connection)?.has(key.id) === true)
         : undefined;
   }
 
@@ -78,8 +83,8 @@ export class ItemRun {
   /** The outcome of `key`, fetched with `session` (the key's connection's token and pace), compared with `stored`. */
   async syncItem(key: ItemKey, stored: StoredRevision | undefined, session: ConnectionSession): Promise<Outcome> {
     if (this.fatal) return outcomeOf(this.fatal, this.settings);
-    let ids = this.started.get(key.connection);
-    if (!ids) this.started.set(key.connection, (ids = new Set()));
+    let ids = this.inFlight.get(key.connection);
+    if (!ids) this.inFlight.set(key.connection, (ids = new Set()));
     ids.add(key.id);
     try {
       let current = stored;
@@ -87,8 +92,7 @@ export class ItemRun {
       const sent = new Set<string>();
       for (let round = 1; ; round += 1) {
         const fetched = await this.fetch(key, session);
-        // After a lost race the row is another invocation's, just written: its marker is its writer's.
-        const result = await this.decideAndWrite(key, current, fetched, sent, round === 1);
+        const result = await this.decideAndWrite(key, current, fetched, sent);
         if (result !== 'conflict') {
           if (result !== 'absent') this.counts[result] += 1;
           return { kind: 'done', result };
@@ -106,6 +110,9 @@ export class ItemRun {
         const settled = settledBy(current, fetched);
         if (settled !== undefined) {
           this.ports.log.info('write race lost to a write of what was fetched; done without fetching again', { connection: key.connection, itemId: key.id, round });
+          // The row read strongly may be a marked one whose writer ended before its sends (this may
+          // be its message back, whose batch read an older copy): its children are sent here.
+          if (settled === 'unchanged' && fetched !== 'not-found') await this.sendPending(key, fetched, current!, sent);
           if (settled !== 'absent') this.counts[settled] += 1;
           return { kind: 'done', result: settled };
         }
@@ -114,16 +121,23 @@ export class ItemRun {
     } catch (error) {
       if (error instanceof ConfigError) this.fatal ??= error;
       return outcomeOf(error, this.settings);
+    } finally {
+      ids.delete(key.id);
     }
   }
 
-  private async decideAndWrite(
-    key: ItemKey,
-    current: StoredRevision | undefined,
-    fetched: Fetched,
-    sent: Set<string>,
-    recover: boolean,
-  ): Promise<DoneResult | 'conflict'> {
+  /**
+   * A folder found unchanged (`current` holds the fetched revision) whose row still carries
+   * `childrenPending`: its writer ended before its listed children were sent, or is sending them
+   * now (then these are duplicates: only extra checks). Sends them and removes the marker.
+   */
+  private async sendPending(key: ItemKey, fetched: ValidItem, current: StoredRevision, sent: Set<string>): Promise<void> {
+    if (fetched.type !== 'folder' || !this.discovery || !current.childrenPending || current.syncedAt === undefined) return;
+    this.checkTime();
+    await this.discovery.pending(key, fetched.item, { revision: current.revision, syncedAt: current.syncedAt }, sent);
+  }
+
+  private async decideAndWrite(key: ItemKey, current: StoredRevision | undefined, fetched: Fetched, sent: Set<string>): Promise<DoneResult | 'conflict'> {
     const syncedAt = this.ports.clock.now().toISOString();
     const { connection, id } = key;
     if (fetched === 'not-found') {
@@ -138,11 +152,8 @@ export class ItemRun {
     }
     const discovery = fetched.type === 'folder' ? this.discovery : undefined;
     if (current !== undefined && !current.deleted && current.revision === fetched.revision) {
-      // Unchanged; a folder whose row still carries the marker sends its listed children now (its writer ended before they were sent).
-      if (discovery && recover && current.childrenPending && current.syncedAt !== undefined) {
-        this.checkTime();
-        await discovery.pending(key, fetched.item, { revision: current.revision, syncedAt: current.syncedAt }, sent);
-      }
+      // Unchanged; a folder whose row still carries the marker sends its listed children now.
+      await this.sendPending(key, fetched, current, sent);
       return 'unchanged';
     }
     // A folder's children that left its list go first (they cannot be told once the row is replaced);

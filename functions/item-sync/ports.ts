@@ -155,6 +155,8 @@ export interface StoredItem {
   item?: Record<string, unknown>;
   /** The `itemObject` key: the item is the object's JSON in the items bucket. */
   objectKey?: string;
+  /** True when the row carries `childrenPending` (its writer may not have sent all its listed children). */
+  childrenPending?: boolean;
 }
 
 /**

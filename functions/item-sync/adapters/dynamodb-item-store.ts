@@ -256,7 +256,7 @@ export class DynamoDbItemStore implements ItemStore {
    * table is BatchGetItem; no GetItem is granted), projected on what discovery needs.
    */
   async getItem(key: ItemKey): Promise<StoredItem | undefined> {
-    const row = await this.readRow(key, ['type', 'revision', 'deleted', 'item', 'itemObject']);
+    const row = await this.readRow(key, ['type', 'revision', 'deleted', 'item', 'itemObject', 'childrenPending']);
     if (row === undefined) return undefined;
     const objectKey = row['itemObject']?.M?.['key']?.S;
     const item = row['item']?.M !== undefined ? (fromAttributeValue(row['item']) as Record<string, unknown>) : undefined;
@@ -266,6 +266,7 @@ export class DynamoDbItemStore implements ItemStore {
       deleted: row['deleted']?.BOOL === true,
       ...(item !== undefined ? { item } : {}),
       ...(objectKey !== undefined ? { objectKey } : {}),
+      ...(row['childrenPending']?.BOOL === true ? { childrenPending: true } : {}),
     };
   }
 }

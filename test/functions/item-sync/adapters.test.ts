@@ -259,6 +259,29 @@ describe('DynamoDbItemStore: the key (connection, id)', () => {
     });
   });
 
+  it("reads a folder's stored copy strongly consistent, with its childrenPending (what discovery needs before the row is replaced)", async () => {
+    ddb
+      .on(BatchGetItemCommand)
+      .resolvesOnce({
+        Responses: {
+          items: [{ type: { S: 'folder' }, revision: { S: '4' }, itemObject: { M: { key: { S: 'items/acme/F.json' } } }, childrenPending: { BOOL: true } }],
+        },
+      })
+      .resolvesOnce({ Responses: { items: [{ type: { S: 'folder' }, revision: { S: '5' }, item: { M: { id: { S: 'F' } } } }] } });
+    expect(await store().getItem({ connection: 'acme', id: 'F' })).toEqual({ type: 'folder', revision: '4', deleted: false, objectKey: 'items/acme/F.json', childrenPending: true });
+    expect(await store().getItem({ connection: 'acme', id: 'F' })).toEqual({ type: 'folder', revision: '5', deleted: false, item: { id: 'F' } });
+    expect(ddb.commandCalls(BatchGetItemCommand)[0]!.args[0].input).toEqual({
+      RequestItems: {
+        items: {
+          Keys: [{ connection: { S: 'acme' }, id: { S: 'F' } }],
+          ProjectionExpression: '#type, #revision, #deleted, #item, #itemObject, #childrenPending',
+          ExpressionAttributeNames: { '#type': 'type', '#revision': 'revision', '#deleted': 'deleted', '#item': 'item', '#itemObject': 'itemObject', '#childrenPending': 'childrenPending' },
+          ConsistentRead: true,
+        },
+      },
+    });
+  });
+
   it('writes a new row with both key attributes, on condition that there is none', async () => {
     ddb.on(PutItemCommand).resolves({});
     const row = { connection: 'globex', id: 'a', type: 'folder' as const, revision: '1', item: { id: 'a', n: 1 }, syncedAt: '2026-11-21T10:00:00.000Z' };

@@ -88,8 +88,15 @@ describe('DynamoDbItemStore.getItem', () => {
       RequestItems: {
         items: {
           Keys: [{ connection: { S: 'acme' }, id: { S: 'F' } }],
-          ProjectionExpression: '#type, #revision, #deleted, #item, #itemObject',
-          ExpressionAttributeNames: { '#type': 'type', '#revision': 'revision', '#deleted': 'deleted', '#item': 'item', '#itemObject': 'itemObject' },
+          ProjectionExpression: '#type, #revision, #deleted, #item, #itemObject, #childrenPending',
+          ExpressionAttributeNames: {
+            '#type': 'type',
+            '#revision': 'revision',
+            '#deleted': 'deleted',
+            '#item': 'item',
+            '#itemObject': 'itemObject',
+            '#childrenPending': 'childrenPending',
+          },
           ConsistentRead: true,
         },
       },

@@ -47,6 +47,8 @@ let order: string[] = [];
 let onPut: (row: Row, call: number) => void = () => undefined;
 /** Whether the reconcile queue refuses every entry (for a reason that may pass). */
 let reconcileRefuses = false;
+/** What an eventually consistent read returns instead of the row, by `connection/id` (a copy it has not caught up with). */
+const stale = new Map<string, Row>();
 
 /** The `syncedAt` of the rows a test puts in the table itself. */
 const SYNCED_BEFORE = '2026-01-01T00:00:00.000Z';
@@ -86,7 +88,7 @@ function applyUpdate(row: Row, input: Expression): void {
 
 function putRow(
   id: string,
-  fields: { revision: string; type?: string; item?: Record<string, unknown>; deleted?: boolean; objectKey?: string; connection?: string; childrenPending?: boolean },
+  fields: { revision: string; type?: string; item?: Record<string, unknown>; deleted?: boolean; objectKey?: string; connection?: string; childrenPending?: boolean; syncedAt?: string },
 ): void {
   const connection = fields.connection ?? 'default';
   table.set(`${connection}/${id}`, {
@@ -97,20 +99,23 @@ function putRow(
     ...(fields.item !== undefined ? { item: toAttributeValue(fields.item) } : {}),
     ...(fields.objectKey !== undefined ? { itemObject: { M: { key: { S: fields.objectKey }, size: { N: '10' }, sha256: { S: 'a'.repeat(64) } } } } : {}),
     ...(fields.deleted ? { deleted: { BOOL: true } } : {}),
-    syncedAt: { S: SYNCED_BEFORE },
+    syncedAt: { S: fields.syncedAt ?? SYNCED_BEFORE },
     ...(fields.childrenPending ? { childrenPending: { BOOL: true } } : {}),
   });
 }
 
 beforeEach(() => {
   table.clear();
+  stale.clear();
   order = [];
   onPut = () => undefined;
   reconcileRefuses = false;
   let puts = 0;
-  ddb.on(BatchGetItemCommand).callsFake((input: { RequestItems: Record<string, { Keys: Row[] }> }) => {
+  ddb.on(BatchGetItemCommand).callsFake((input: { RequestItems: Record<string, { Keys: Row[]; ConsistentRead?: boolean }> }) => {
     order.push('BatchGetItem');
-    const rows = input.RequestItems[TABLE]!.Keys.map((key) => table.get(keyOf(key))).filter((row): row is Row => row !== undefined);
+    const request = input.RequestItems[TABLE]!;
+    const rowOf = (key: Row) => (request.ConsistentRead === true ? undefined : stale.get(keyOf(key))) ?? table.get(keyOf(key));
+    const rows = request.Keys.map(rowOf).filter((row): row is Row => row !== undefined);
     return { Responses: { [TABLE]: structuredClone(rows) } };
   });
   ddb.on(PutItemCommand).callsFake((input: { Item: Row; ReturnValues?: string } & Expression) => {
@@ -154,7 +159,7 @@ function reads(): Array<{ keys: string[]; consistent: boolean; projection: strin
   });
 }
 
-const STORED_ITEM_PROJECTION = '#type, #revision, #deleted, #item, #itemObject';
+const STORED_ITEM_PROJECTION = '#type, #revision, #deleted, #item, #itemObject, #childrenPending';
 
 /** The projection of the sync's reads of stored revisions (the batch's, and the children's). */
 const REVISIONS_PROJECTION = '#connection, #id, #revision, #deleted, #itemObject, #syncedAt, #childrenPending';
@@ -508,6 +513,71 @@ describe('the interrupted crawl', () => {
     expect(table.get('default/F')).toMatchObject({ revision: { S: '4' }, childrenPending: { BOOL: true } });
   });
 
+  it('the marker is removed only from the row version that was written (afterWrite): the same revision written again since, with another syncedAt, keeps its own', async () => {
+    const LATER = '2026-12-31T00:00:00.000Z';
+    // While this container sends F's children, another writes F's same revision again, marked
+    // (live again after a tombstone, say): only its syncedAt tells the two versions apart.
+    sqs.on(SendMessageBatchCommand).callsFake((input: { QueueUrl: string; Entries: Array<{ Id: string }> }) => {
+      order.push('Send reconcile');
+      putRow('F', { type: 'folder', revision: '1', item: folder('F', 1, entries('a')), childrenPending: true, syncedAt: LATER });
+      return { Successful: input.Entries.map((entry) => ({ Id: entry.Id, MessageId: `sent-${entry.Id}`, MD5OfMessageBody: 'x' })), Failed: [] };
+    });
+    const provider = new ScriptedProvider().on('F', folder('F', 1, entries('a')));
+    const { result, metrics, logs } = await run(build(provider, { env: DISCOVERY }), ['F']);
+    expect(result).toEqual({ batchItemFailures: [] });
+    expect(metrics).toMatchObject({ ItemsCreated: 1, ChildrenDiscovered: 1 });
+    expect(order).toEqual(['BatchGetItem', 'PutItem F', 'BatchGetItem', 'Send reconcile', 'UpdateItem F']);
+    expect(ddb.commandCalls(UpdateItemCommand)[0]!.args[0].input.ExpressionAttributeValues).toEqual({ ':revision': { S: '1' }, ':syncedAt': { S: NOW.toISOString() } });
+    expect(table.get('default/F')).toMatchObject({ revision: { S: '1' }, syncedAt: { S: LATER }, childrenPending: { BOOL: true } });
+    // A condition that failed is no error: nothing logged as a failed removal.
+    expect(logs.filter((line) => String(line['message']).includes('marker could not be removed'))).toEqual([]);
+  });
+
+  it('a marked row replaced by a revision whose list cannot be read: the marked list\'s children the table does not hold are sent before the write', async () => {
+    // The invocation that wrote revision 2 ended before its sends; the provider now serves revision 3.
+    putRow('F', { type: 'folder', revision: '2', item: folder('F', 2, entries('a', 'b')), childrenPending: true });
+    putRow('b', { revision: '1' });
+    const provider = new ScriptedProvider().on('F', folder('F', 3, { a: { id: 'a' } }));
+    const { result, metrics, logs } = await run(build(provider, { env: DISCOVERY }), ['F']);
+    expect(result).toEqual({ batchItemFailures: [] });
+    expect(sentIds().map((sent) => sent.id)).toEqual(['a']);
+    // The previous copy (marked), its children's rows (strongly consistent), a sent, then the row: not marked (it names no child).
+    expect(order).toEqual(['BatchGetItem', 'BatchGetItem', 'BatchGetItem', 'Send reconcile', 'PutItem F']);
+    expect(reads()[2]).toEqual({ keys: ['default/a', 'default/b'], consistent: true, projection: REVISIONS_PROJECTION });
+    expect(table.get('default/F')).toMatchObject({ revision: { S: '3' } });
+    expect(table.get('default/F')!['childrenPending']).toBeUndefined();
+    expect(metrics).toMatchObject({ ItemsUpdated: 1, ChildrenDiscovered: 1, ChildrenSkipped: 1 });
+    expect(logs.filter((line) => line['message'] === 'folder children sent for checking')).toEqual([expect.objectContaining({ itemId: 'F', sent: 1, listed: 1, left: 0 })]);
+  });
+
+  it('an unmarked row replaced by a revision whose list cannot be read: nothing is sent (a list that cannot be read says nothing about who left it)', async () => {
+    putRow('F', { type: 'folder', revision: '2', item: folder('F', 2, entries('a', 'b')) });
+    const provider = new ScriptedProvider().on('F', folder('F', 3, 'not a list'));
+    const { result, metrics } = await run(build(provider, { env: DISCOVERY }), ['F']);
+    expect(result).toEqual({ batchItemFailures: [] });
+    expect(sentToReconcile()).toEqual([]);
+    expect(order).toEqual(['BatchGetItem', 'BatchGetItem', 'PutItem F']);
+    expect(metrics).toMatchObject({ ItemsUpdated: 1, ChildrenDiscovered: 0 });
+  });
+
+  it('a marked large folder whose previous copy is gone from the bucket is replaced all the same (a retry cannot bring it back): logged, its new list sent', async () => {
+    putRow('F', { type: 'folder', revision: '2', objectKey: 'items/default/gone.json', childrenPending: true });
+    s3.on(GetObjectCommand).rejects(Object.assign(new Error('The specified key does not exist.'), { name: 'NoSuchKey', $metadata: {} }));
+    const provider = new ScriptedProvider().on('F', folder('F', 3, entries('a')));
+    const { result, metrics, logs } = await run(build(provider, { env: DISCOVERY }), ['F']);
+    expect(result).toEqual({ batchItemFailures: [] });
+    expect(table.get('default/F')).toMatchObject({ revision: { S: '3' } });
+    expect(table.get('default/F')!['childrenPending']).toBeUndefined();
+    expect(sentToReconcile().map((entry) => JSON.parse(entry.MessageBody!).id)).toEqual(['a']);
+    expect(metrics).toMatchObject({ RecordsRetried: 0, ItemsUpdated: 1, ChildrenDiscovered: 1 });
+    expect(logs.find((line) => String(line['message']).startsWith("the folder's previous copy could not be read"))).toMatchObject({
+      level: 'WARN',
+      itemId: 'F',
+      objectKey: 'items/default/gone.json',
+      reason: 'no such object',
+    });
+  });
+
   it('children that left the list are sent before the row: when they cannot be, the row is not written and the record is retried', async () => {
     putRow('F', { type: 'folder', revision: '1', item: folder('F', 1, entries('a', 'b')) });
     putRow('a', { revision: '1' });
@@ -557,7 +627,7 @@ describe('the interrupted crawl', () => {
     expect(table.get('default/F')?.['revision']).toEqual({ S: '2' });
   });
 
-  it('a write race lost to a write of the same revision: done as unchanged, not fetched again, the winner\'s marker left to it', async () => {
+  it('a write race lost to a write of the same revision, still marked: done as unchanged, not fetched again; its children are sent (the winner may be gone) and the marker removed', async () => {
     onPut = (_row, call) => {
       if (call === 1) {
         putRow('F', { type: 'folder', revision: '1', item: folder('F', 1, entries('a')), childrenPending: true });
@@ -568,11 +638,51 @@ describe('the interrupted crawl', () => {
     const { result, metrics } = await run(build(provider, { env: DISCOVERY }), ['F']);
     expect(result).toEqual({ batchItemFailures: [] });
     expect(provider.calls.map((call) => call.id)).toEqual(['F']);
-    expect(metrics).toMatchObject({ ItemsFetched: 1, ItemsUnchanged: 1, ItemsCreated: 0, ChildrenDiscovered: 0 });
-    expect(sentToReconcile()).toEqual([]);
-    // The batch's read, the PutItem that lost, the read back of the write, the row read again: nothing more.
-    expect(order).toEqual(['BatchGetItem', 'PutItem F', 'BatchGetItem', 'BatchGetItem']);
-    expect(table.get('default/F')).toMatchObject({ childrenPending: { BOOL: true } });
+    expect(metrics).toMatchObject({ ItemsFetched: 1, ItemsUnchanged: 1, ItemsCreated: 0, ChildrenDiscovered: 1 });
+    // The batch's read, the PutItem that lost, the read back of the write, the row read again
+    // (marked), the children's rows, a sent (a duplicate when the winner sends it too: one more
+    // check), the winner's marker removed on its own version.
+    expect(order).toEqual(['BatchGetItem', 'PutItem F', 'BatchGetItem', 'BatchGetItem', 'BatchGetItem', 'Send reconcile', 'UpdateItem F']);
+    expect(ddb.commandCalls(UpdateItemCommand)[0]!.args[0].input.ExpressionAttributeValues).toEqual({ ':revision': { S: '1' }, ':syncedAt': { S: SYNCED_BEFORE } });
+    expect(table.get('default/F')!['childrenPending']).toBeUndefined();
+  });
+
+  it('a redelivered folder whose batch read an older copy loses its race to the marked row its crashed writer left: its children are sent then, not at the next check', async () => {
+    // The invocation that wrote revision 2 (marked) ended before its sends; the message comes back,
+    // and the batch's eventually consistent read still returns revision 1.
+    putRow('F', { type: 'folder', revision: '1', item: folder('F', 1, entries('a')) });
+    stale.set('default/F', table.get('default/F')!);
+    putRow('F', { type: 'folder', revision: '2', item: folder('F', 2, entries('a', 'b')), childrenPending: true });
+    putRow('b', { revision: '1' });
+    const provider = new ScriptedProvider().on('F', folder('F', 2, entries('a', 'b')));
+    const { result, metrics, logs } = await run(build(provider, { env: DISCOVERY }), ['F']);
+    expect(result).toEqual({ batchItemFailures: [] });
+    expect(provider.calls.map((call) => call.id)).toEqual(['F']);
+    expect(ddb.commandCalls(PutItemCommand)).toHaveLength(1);
+    expect(sentIds().map((sent) => sent.id)).toEqual(['a']);
+    expect(metrics).toMatchObject({ ItemsUnchanged: 1, ItemsUpdated: 0, ChildrenDiscovered: 1 });
+    expect(logs.find((line) => line['message'] === 'folder written without its children sent; sending them now')).toMatchObject({ itemId: 'F', revision: '2', syncedAt: SYNCED_BEFORE });
+    expect(table.get('default/F')).toMatchObject({ revision: { S: '2' } });
+    expect(table.get('default/F')!['childrenPending']).toBeUndefined();
+  });
+
+  it('a folder fetched again after a lost race and found unchanged, its row still marked: its children are sent in that round too', async () => {
+    // Revision 1 stored; while this container writes revision 2, another writes revision 3 (marked) and ends before its sends.
+    putRow('F', { type: 'folder', revision: '1', item: folder('F', 1, []) });
+    onPut = (_row, call) => {
+      if (call === 1) {
+        putRow('F', { type: 'folder', revision: '3', item: folder('F', 3, entries('a')), childrenPending: true });
+        throw new ConditionalCheckFailedException({ message: 'The conditional request failed', $metadata: {} });
+      }
+    };
+    const provider = new ScriptedProvider().on('F', folder('F', 2, entries('a')), folder('F', 3, entries('a')));
+    const { result, metrics } = await run(build(provider, { env: DISCOVERY }), ['F']);
+    expect(result).toEqual({ batchItemFailures: [] });
+    expect(provider.calls.map((call) => call.id)).toEqual(['F', 'F']);
+    expect(sentIds().map((sent) => sent.id)).toEqual(['a']);
+    expect(metrics).toMatchObject({ ItemsUnchanged: 1, ChildrenDiscovered: 1 });
+    expect(table.get('default/F')).toMatchObject({ revision: { S: '3' } });
+    expect(table.get('default/F')!['childrenPending']).toBeUndefined();
   });
 });
 
@@ -663,12 +773,33 @@ describe('races: a folder is not sent back while its row is written or its sends
     expect(table.get('default/B')!['childrenPending']).toBeUndefined();
   });
 
-  it('an id of the batch is not sent by a folder of the same batch, whatever its state; ids of other connections are', async () => {
+  it('an id whose sync is in flight in the batch is not sent by a folder of the same batch (it has no row yet); ids of other connections are', async () => {
     harness.connections.add('acme');
-    const provider = new ScriptedProvider().on('F', folder('F', 1, entries('a', 'b'))).on('a', { id: 'a', type: 'file', revision: 1 });
-    const { metrics } = await run(build(provider, { env: DISCOVERY }), ['F', 'a', '{"connection":"acme","id":"b"}']);
+    // a's answer waits until F has read its children's rows, sent them and removed its marker.
+    const afterF = async () => {
+      while (!order.includes('UpdateItem F')) await new Promise((resolve) => setImmediate(resolve));
+      return { id: 'a', type: 'file', revision: 1 };
+    };
+    const provider = new ScriptedProvider().on('F', folder('F', 1, entries('a', 'b'))).on('a', afterF);
+    const { result, metrics } = await run(build(provider, { env: DISCOVERY }), ['F', 'a', '{"connection":"acme","id":"b"}']);
+    expect(result).toEqual({ batchItemFailures: [] });
+    expect(order.indexOf('PutItem a')).toBeGreaterThan(order.indexOf('UpdateItem F'));
     expect(sentIds()).toEqual([{ connection: 'default', id: 'b' }]);
-    expect(metrics).toMatchObject({ ChildrenDiscovered: 1 });
+    expect(metrics).toMatchObject({ ItemsCreated: 2, ChildrenDiscovered: 1 });
+  });
+
+  it('an id whose sync has ended in the batch with no row (404, then created at the provider) is sent by a folder of the batch that lists it afterwards', async () => {
+    // One fetch at a time: C's sync ends (absent) before F is fetched; then C exists and F lists it.
+    const provider = new ScriptedProvider().on('C', providerError('not-found', 404), { id: 'C', type: 'file', revision: 1 }).on('F', folder('F', 2, entries('C')));
+    putRow('F', { type: 'folder', revision: '1', item: folder('F', 1, []) });
+    const { result, metrics } = await run(build(provider, { env: { ...DISCOVERY, SYNC_FETCH_CONCURRENCY: '1' } }), ['C', 'F']);
+    expect(result).toEqual({ batchItemFailures: [] });
+    expect(provider.calls.map((call) => call.id)).toEqual(['C', 'F']);
+    expect(table.has('default/C')).toBe(false);
+    // The strongly consistent read finds no row for C, and C is no longer in flight: it is sent.
+    expect(sentIds().map((sent) => sent.id)).toEqual(['C']);
+    expect(metrics).toMatchObject({ ItemsUpdated: 1, ChildrenDiscovered: 1 });
+    expect(table.get('default/F')!['childrenPending']).toBeUndefined();
   });
 });
 
