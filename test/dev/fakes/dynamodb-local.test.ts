@@ -128,10 +128,11 @@ describe('the server', () => {
     expect(liveInGroup(server.pid)).toEqual([]);
   });
 
-  it('takes the heap it is given, and keeps its tables in the folder it is given', async () => {
-    const server = await startDynamoDbLocal({ heapMb: 256, path: join(folder, 'tables') });
+  it("takes the heap it is given, keeps its tables in the folder it is given, and compiles with the first tier only when asked (jit: 'quick', the test suite's)", async () => {
+    const server = await startDynamoDbLocal({ heapMb: 256, path: join(folder, 'tables'), jit: 'quick' });
     try {
       const args = javaArgs(server.pid);
+      expect(args.filter((arg) => arg.startsWith('-XX:TieredStopAtLevel'))).toEqual(['-XX:TieredStopAtLevel=1']);
       expect(args).toContain('-Xmx256m');
       expect(args.filter((arg) => arg.startsWith('-Xmx'))).toHaveLength(1);
       expect(args.slice(args.indexOf('-dbPath'), args.indexOf('-dbPath') + 2)).toEqual(['-dbPath', join(folder, 'tables')]);
@@ -141,15 +142,6 @@ describe('the server', () => {
     }
     // Kept: only a server asked to remove its folder does.
     expect(existsSync(join(folder, 'tables'))).toBe(true);
-  });
-
-  it("compiles with the first tier only when asked (jit: 'quick', the test suite's)", async () => {
-    const server = await startDynamoDbLocal({ jit: 'quick' });
-    try {
-      expect(javaArgs(server.pid).filter((arg) => arg.startsWith('-XX:TieredStopAtLevel'))).toEqual(['-XX:TieredStopAtLevel=1']);
-    } finally {
-      await server.close();
-    }
   });
 
   it('is never taken for ours when another process holds the port: refused, the other server left alone', async () => {

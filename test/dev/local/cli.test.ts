@@ -7,6 +7,7 @@
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
+import { Readable, Writable } from 'node:stream';
 import { PutItemCommand } from '@aws-sdk/client-dynamodb';
 import { runProcess, type ProcessRun as Run } from '../../../dev/fakes/loopback.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -14,6 +15,7 @@ import { AwsEmulator } from '../../../dev/fakes/aws-emulator.js';
 import { ensureItemsTable } from '../../../dev/fakes/items-table.js';
 import { startLocalDynamo, type LocalDynamoDb } from '../../../dev/fakes/local-dynamo.js';
 import { generateItemTree } from '../../../dev/simulator/item-tree.js';
+import { main } from '../../../dev/local/start-command.js';
 import { ProviderSimulator } from '../../../dev/simulator/provider-simulator.js';
 
 const ROOT = resolve(import.meta.dirname, '../../..');
@@ -86,24 +88,27 @@ describe('npm start', () => {
     expect(statSync(join(cwd, '.local/demo/dynamodb')).isDirectory()).toBe(true);
   });
 
-  it('answers usage errors with status 2', async () => {
+  it('answers usage errors with status 2, as a process (one) and as its command (the others: the same main, in this process)', async () => {
     const cwd = tempDir();
-    const ids = await run('dev/local/run.ts', ['some-id'], { cwd });
-    expect(ids.status).toBe(2);
-    expect(ids.stderr).toContain('set PROVIDER_BASE_URL');
-    const tourWithProvider = await run('dev/local/run.ts', ['--tour'], { cwd, env: { PROVIDER_BASE_URL: 'https://provider.example.com/api' } });
-    expect(tourWithProvider.status).toBe(2);
-    expect(tourWithProvider.stderr).toContain('--items, --seed and --tour are for the simulated provider; unset PROVIDER_BASE_URL to use it');
-    const insecure = await run('dev/local/run.ts', ['x'], { cwd, env: { PROVIDER_BASE_URL: 'http://provider.example.com/api' } });
-    expect(insecure.status).toBe(2);
-    expect(insecure.stderr).toContain('PROVIDER_BASE_URL: plain http:// is accepted only for loopback hosts');
     const noCredentials = await run('dev/local/run.ts', ['x'], { cwd, env: { PROVIDER_BASE_URL: 'https://provider.example.com/api' } });
     expect(noCredentials.status).toBe(2);
     expect(noCredentials.stderr).toContain('no credentials: set CONTENT_SYNC_CLIENT_ID and CONTENT_SYNC_REFRESH_TOKEN, or write .local/credentials.json');
-    const badId = await run('dev/local/run.ts', ['ok', 'bad\u0001'], {
-      cwd,
-      env: { PROVIDER_BASE_URL: 'https://provider.example.com', CONTENT_SYNC_CLIENT_ID: 'c', CONTENT_SYNC_REFRESH_TOKEN: 'r' },
-    });
+    const command = async (argv: string[], env: NodeJS.ProcessEnv = {}): Promise<{ status: number; stderr: string }> => {
+      let stderr = '';
+      const sink = new Writable({ write: (chunk, _encoding, done) => ((stderr += String(chunk)), done()) });
+      const stdin = Readable.from([]) as NodeJS.ReadableStream & { isTTY?: boolean };
+      return { status: await main(argv, { stdin, stdout: sink, stderr: sink, env }), stderr };
+    };
+    const ids = await command(['some-id']);
+    expect(ids.status).toBe(2);
+    expect(ids.stderr).toContain('set PROVIDER_BASE_URL');
+    const tourWithProvider = await command(['--tour'], { PROVIDER_BASE_URL: 'https://provider.example.com/api' });
+    expect(tourWithProvider.status).toBe(2);
+    expect(tourWithProvider.stderr).toContain('--items, --seed and --tour are for the simulated provider; unset PROVIDER_BASE_URL to use it');
+    const insecure = await command(['x'], { PROVIDER_BASE_URL: 'http://provider.example.com/api' });
+    expect(insecure.status).toBe(2);
+    expect(insecure.stderr).toContain('PROVIDER_BASE_URL: plain http:// is accepted only for loopback hosts');
+    const badId = await command(['ok', 'bad\u0001'], { PROVIDER_BASE_URL: 'https://provider.example.com', CONTENT_SYNC_CLIENT_ID: 'c', CONTENT_SYNC_REFRESH_TOKEN: 'r' });
     expect(badId.status).toBe(2);
     expect(badId.stderr).toContain('#2 "bad\\u0001": the item id contains a control character');
   });
