@@ -49,7 +49,7 @@ import { parseMessageBody, type SyncMessage } from './message.js';
 import { carryOut, type CarryOutPorts } from './outcome/carry-out.js';
 import { outcomeOf, type Outcome, type OutcomePolicy, type PostponePolicy } from './outcome/decide.js';
 import type { BackgroundLane, ItemKey, StoredRevisions } from './ports.js';
-import { USERS_HOLD_MS, usersIdsKept } from './users-ids.js';
+import { USERS_HOLD_MS, USERS_IDS_PER_CONNECTION, usersIdsKept } from './users-ids.js';
 
 export type { BatchOptions, BatchReport, SyncCounts, SyncRecord } from './batch.js';
 
@@ -216,7 +216,7 @@ async function moveBacklog(
   if (failed.length > 0) {
     ports.log.warn('ids of a backlog could not be sent to the background lane; they are synced here', { connection, ids: failed.length, error: failed[0]!.error });
   }
-  const reason = `connection "${connection}" had ${keys.length} ids in a users' batch, more than a user sends at once; the ids beyond the first ${kept} go to the background lane`;
+  const reason = `connection "${connection}" had ${keys.length} ids in a users' batch, more than it keeps of one connection (a user's sends, within what its pace serves in ${USERS_HOLD_MS / 1000} s; ${USERS_IDS_PER_CONNECTION} of an import's); the ids beyond the first ${kept} go to the background lane`;
   for (const key of overflow) if (!unsent.has(key.id)) outcomes.set(key, { kind: 'moved', reason });
   return [...keys.slice(0, kept), ...overflow.filter(({ id }) => unsent.has(id))];
 }
