@@ -286,6 +286,14 @@ describe('what the stacks deploy, as the pages state it', () => {
     expect(toNumber(stacksTables!)).toBe(count('AWS::DynamoDB::Table'));
   });
 
+  it("deletes every retained queue in docs/operations.md's loop: each queue URL the stateful stack outputs", () => {
+    const loop = /for queue in ([^;]+); do\s+aws sqs delete-queue/.exec(page('docs/operations.md'))?.[1] ?? '';
+    const named = [...loop.matchAll(/<(\w+)>/g)].map((match) => match[1]!).sort();
+    const outputs = Object.keys(t.statefulTemplate.toJSON().Outputs as Record<string, unknown>).filter((name) => name.endsWith('QueueUrl')).sort();
+    expect(outputs).toHaveLength(count('AWS::SQS::Queue'));
+    expect(named).toEqual(outputs);
+  });
+
   it("gives each function the memory and time-out docs/stacks.md states (the item sync's: its context keys' defaults)", () => {
     for (const [name, prefix] of [['the token refresher', 'TokenRefresherFunction'], ['the reconciler', 'ReconcilerFunction'], ['the change-events function', 'ChangeEventsFunction'], ['the changes writer', 'ChangesWriterFunction']] as const) {
       const [memory, timeout] = figure('docs/stacks.md', new RegExp(`- ${name} \\((\\d+) MB, (\\d+) s\\b`));
