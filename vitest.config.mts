@@ -1,19 +1,25 @@
 import { availableParallelism } from 'node:os';
 import { configDefaults, defineConfig } from 'vitest/config';
 import { HANG_GUARD_MS } from './test/support/hang-guard.js';
-import { ISOLATED_SYNTH_FILES, SYNTH_FILES } from './test/support/shared-modules.js';
+import { ISOLATED_SYNTH_FILES, isolatedFiles, SYNTH_FILES } from './test/support/shared-modules.js';
+
+// Test files share their modules, each worker loading a module once for every file it runs; a file
+// that changes a module for the files after it runs isolated (test/support/shared-modules.ts).
+const isolated = [...isolatedFiles(import.meta.dirname).keys()];
+const isolatedSynth = [...ISOLATED_SYNTH_FILES, ...isolated.filter((file) => /^test\/(infra|docs)\//.test(file))];
 
 export default defineConfig({
   test: {
-    // The files that synthesize the app share their modules (aws-cdk-lib loaded and each context
-    // synthesized once a worker); every other file, and one that mocks a module, runs isolated
-    // (test/support/shared-modules.ts).
+    // The files that synthesize the app in one project (aws-cdk-lib loaded and each context
+    // synthesized once a worker), every other file sharing its modules in another, and the files
+    // that must not share in the last two.
     // Each project inherits the root's settings but not its global setup: the root's runs once for
     // the whole run (one DynamoDB Local), and the projects get what it provides.
     projects: [
-      { extends: true, test: { name: 'synth', include: [...SYNTH_FILES], exclude: [...configDefaults.exclude, ...ISOLATED_SYNTH_FILES], isolate: false, globalSetup: [] } },
-      { extends: true, test: { name: 'isolated', include: ['test/**/*.test.ts'], exclude: [...configDefaults.exclude, ...SYNTH_FILES], globalSetup: [] } },
-      { extends: true, test: { name: 'synth-isolated', include: [...ISOLATED_SYNTH_FILES], globalSetup: [] } },
+      { extends: true, test: { name: 'synth', include: [...SYNTH_FILES], exclude: [...configDefaults.exclude, ...isolatedSynth], isolate: false, globalSetup: [] } },
+      { extends: true, test: { name: 'shared', include: ['test/**/*.test.ts'], exclude: [...configDefaults.exclude, ...SYNTH_FILES, ...isolated], isolate: false, globalSetup: [] } },
+      { extends: true, test: { name: 'isolated', include: isolated.filter((file) => !isolatedSynth.includes(file)), globalSetup: [] } },
+      { extends: true, test: { name: 'synth-isolated', include: isolatedSynth, globalSetup: [] } },
     ],
     // One DynamoDB Local for the whole run (test/support/dynamodb-global.ts).
     globalSetup: ['test/support/dynamodb-global.ts'],

@@ -1,44 +1,44 @@
 /**
- * The files that synthesize the app share their modules (test/support/shared-modules.ts): a module
- * is evaluated once a worker for all of them. So none of them may replace a module unless it is
- * listed to run isolated, and no helper of theirs may register a hook at its top level (it would
- * run for the first file only).
+ * Test files share their modules (test/support/shared-modules.ts): a module is evaluated once a
+ * worker for every file that worker runs. So a file that changes a module for the files after it
+ * must run isolated, and `isolatedFiles` must find every such file: one that replaces a module,
+ * one that stubs an AWS SDK client class, one that imports a helper that does either or that
+ * registers a hook at its top level.
  */
-import { existsSync, readdirSync, readFileSync } from 'node:fs';
+import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { ISOLATED_SYNTH_FILES, SYNTH_FILES } from '../support/shared-modules.js';
+import { ISOLATED_SYNTH_FILES, isolatedFiles, ownReason } from '../support/shared-modules.js';
 import { ROOT } from './helpers.js';
 
-/** The .ts files below each directory SYNTH_FILES names (`<dir>/**\/*.test.ts`), relative to the root. */
-function filesOfSynthDirectories(): string[] {
-  return SYNTH_FILES.flatMap((pattern) => {
-    const dir = /^(.+)\/\*\*\/\*\.test\.ts$/.exec(pattern)?.[1];
-    if (!dir) throw new Error(`SYNTH_FILES: expected <dir>/**/*.test.ts, got ${pattern}`);
-    return (readdirSync(join(ROOT, dir), { recursive: true, encoding: 'utf8' }) as string[])
-      .filter((file) => file.endsWith('.ts'))
-      .map((file) => `${dir}/${file}`);
-  });
-}
+describe('the test files that run isolated', () => {
+  const isolated = isolatedFiles(ROOT);
 
-describe('the test files that share their modules', () => {
-  const files = filesOfSynthDirectories();
-
-  it('are found, and the isolated ones exist', () => {
-    expect(files).toContain('test/infra/shared-modules.test.ts');
+  it('are found for what they do, directly or through a helper', () => {
+    expect(isolated.get('test/infra/deployment.test.ts')).toBe('replaces a module (vi.mock)');
+    expect(isolated.get('test/tools/enqueue.test.ts')).toBe('stubs an AWS SDK client class (mockClient)');
+    expect(isolated.get('test/functions/item-sync/sync.integration.test.ts')).toBe(
+      'imports test/functions/item-sync/integration-harness.ts, which stubs an AWS SDK client class (mockClient)',
+    );
     for (const file of ISOLATED_SYNTH_FILES) expect(existsSync(join(ROOT, file)), file).toBe(true);
   });
 
-  it('replace no module unless they run isolated', () => {
-    const mocking = files.filter((file) => /\bvi\.(mock|doMock|hoisted)\(/.test(readFileSync(join(ROOT, file), 'utf8')));
-    expect(mocking).toContain('test/infra/deployment.test.ts');
-    for (const file of mocking) expect(ISOLATED_SYNTH_FILES, file).toContain(file);
+  it('leave the others sharing: a stub of one client object is the file’s own', () => {
+    for (const file of ['test/functions/changes-writer/app.test.ts', 'test/functions/client-api/changes.test.ts', 'test/dev/sim/changes-scenario.test.ts', 'test/infra/shared-modules.test.ts']) {
+      expect(existsSync(join(ROOT, file)), file).toBe(true);
+      expect(isolated.has(file), file).toBe(false);
+    }
   });
 
-  it('import no helper that registers a hook at its top level', () => {
-    const helpers = files.filter((file) => !file.endsWith('.test.ts'));
-    expect(helpers).toContain('test/infra/helpers.ts');
-    const hooking = helpers.filter((file) => /^(beforeAll|afterAll|beforeEach|afterEach)\(/m.test(readFileSync(join(ROOT, file), 'utf8')));
-    expect(hooking).toEqual([]);
+  it('are told by each rule', () => {
+    // Written in two pieces, so that this file is not taken for one that does what it names.
+    const vi = 'vi.';
+    expect(ownReason(`${vi}mock('../x.js', () => ({}));`, false)).toBe('replaces a module (vi.mock)');
+    expect(ownReason(`${vi}hoisted(() => 1);`, false)).toBe('replaces a module (vi.mock)');
+    expect(ownReason(`const sqs = ${'mockClient'}(SQSClient);`, false)).toBe('stubs an AWS SDK client class (mockClient)');
+    expect(ownReason('const mock = mockClient(client);', false)).toBeUndefined();
+    expect(ownReason('beforeEach(() => undefined);', true)).toBe('registers a hook at its top level');
+    // A test file's own hooks are its own.
+    expect(ownReason('beforeEach(() => undefined);', false)).toBeUndefined();
   });
 });

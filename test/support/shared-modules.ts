@@ -1,25 +1,74 @@
 /**
- * Which test files share their modules, and where their apps synthesize.
+ * Which test files share their modules, and which run isolated.
  *
- * The files that synthesize the app spend most of their time loading aws-cdk-lib and warming it up
- * with a first synth (about 3 s of CPU a file). They run with `isolate: false` (vitest.config.mts):
- * in each worker, aws-cdk-lib is loaded once, and each context synthesized once
- * (test/infra/helpers.ts `synthTemplates`), for all of them. A module such a file imports is then
- * evaluated once a worker, not once a file; so a file that replaces a module (`vi.mock`) must be
- * isolated: it is listed in ISOLATED_SYNTH_FILES, and test/infra/shared-modules.test.ts holds the
- * others to that. A file that synthesizes in child processes (`cdk synth`) gains nothing from
- * shared modules and is isolated too: then it is scheduled with the other long files, not after the
- * shared ones.
+ * A test file run isolated gets a fresh process and loads every module it imports (the AWS SDK,
+ * aws-cdk-lib, the harness) again: about a second of CPU for a small file, more than most of its
+ * tests. So test files share their modules (`isolate: false`, vitest.config.mts): in each worker a
+ * module is evaluated once, for every file that worker runs, and the files that synthesize the app
+ * warm aws-cdk-lib up once and synthesize each context once (test/infra/helpers.ts
+ * `synthTemplates`).
+ *
+ * A file that changes a module for every file after it in its worker runs isolated. `isolatedFiles`
+ * finds them, so no list is kept by hand: a file that replaces a module (`vi.mock`), that stubs an
+ * AWS SDK client class (aws-sdk-client-mock's `mockClient` given a class replaces that class's
+ * `send` until restored), or that imports a test helper that does either, or that registers a hook at its
+ * top level (with shared modules a helper runs once a worker: its hook would serve the first file
+ * only). A file that synthesizes in child processes (`cdk synth`) gains nothing from shared modules
+ * and is isolated too (ISOLATED_SYNTH_FILES): then it is scheduled with the other long files.
+ * test/infra/shared-modules.test.ts holds the finder to these rules.
  */
-import { rmSync } from 'node:fs';
+import { readdirSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join, normalize, relative } from 'node:path';
+import { rmSync } from 'node:fs';
 
 /** The test files that synthesize the app. */
 export const SYNTH_FILES: readonly string[] = ['test/infra/**/*.test.ts', 'test/docs/**/*.test.ts'];
 
-/** Files among SYNTH_FILES that run isolated: every one that replaces a module, and the `cdk synth` one. */
-export const ISOLATED_SYNTH_FILES: readonly string[] = ['test/infra/deployment.test.ts', 'test/infra/cli.test.ts'];
+/** Files among SYNTH_FILES that run isolated though they change no module: the `cdk synth` one. */
+export const ISOLATED_SYNTH_FILES: readonly string[] = ['test/infra/cli.test.ts'];
+
+/** Why a file changes a module for the files after it, or undefined. */
+export function ownReason(text: string, helper: boolean): string | undefined {
+  if (/\bvi\.(mock|doMock|hoisted)\(/.test(text)) return 'replaces a module (vi.mock)';
+  if (/\bmockClient\(\s*[A-Z]\w*\s*\)/.test(text)) return 'stubs an AWS SDK client class (mockClient)';
+  if (helper && /^(beforeAll|afterAll|beforeEach|afterEach)\(/m.test(text)) return 'registers a hook at its top level';
+  return undefined;
+}
+
+/** The test files below test/ (relative to `root`) that must run isolated, each with why. */
+export function isolatedFiles(root: string): Map<string, string> {
+  const files = (readdirSync(join(root, 'test'), { recursive: true, encoding: 'utf8' }) as string[])
+    .filter((file) => file.endsWith('.ts'))
+    .map((file) => `test/${file.split('\\').join('/')}`);
+  const known = new Set(files);
+  const texts = new Map(files.map((file) => [file, readFileSync(join(root, file), 'utf8')]));
+  // The test helpers a file imports (relative imports of .ts files under test/).
+  const importsOf = (file: string): string[] =>
+    [...texts.get(file)!.matchAll(/\bfrom\s+'(\.{1,2}\/[^']+)\.js'/g)]
+      .map((match) => relative(root, normalize(join(root, dirname(file), `${match[1]!}.ts`))).split('\\').join('/'))
+      .filter((target) => known.has(target));
+  const reasons = new Map<string, string | undefined>();
+  const reasonOf = (file: string, seen: Set<string>): string | undefined => {
+    if (reasons.has(file)) return reasons.get(file);
+    if (seen.has(file)) return undefined;
+    seen.add(file);
+    let reason = ownReason(texts.get(file)!, !file.endsWith('.test.ts'));
+    for (const helper of importsOf(file)) {
+      if (reason) break;
+      const inner = reasonOf(helper, seen);
+      if (inner) reason = `imports ${helper}, which ${inner.replace(/^imports /, 'imports ')}`;
+    }
+    reasons.set(file, reason);
+    return reason;
+  };
+  const isolated = new Map<string, string>();
+  for (const file of files.filter((name) => name.endsWith('.test.ts'))) {
+    const reason = reasonOf(file, new Set());
+    if (reason) isolated.set(file, reason);
+  }
+  return isolated;
+}
 
 /**
  * Where this process's apps synthesize. Created when an app is built; removed after every test file
