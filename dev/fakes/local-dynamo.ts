@@ -80,6 +80,8 @@ export interface StartOptions {
   proxy?: boolean;
   /** The namespace's access key (default a new one): the same key on the same server reaches the same tables. */
   namespace?: string;
+  /** A server of its own compiles this way (ServerOptions.jit); default `full`. */
+  jit?: 'quick' | 'full';
 }
 
 export interface LocalDynamoDb {
@@ -138,7 +140,7 @@ export async function startLocalDynamo(options: StartOptions = {}): Promise<Loca
   const shared = process.env[RUN_ENDPOINT_VARIABLE];
   const own: DynamoDbLocalServer | undefined =
     shared === undefined || shared === '' || options.ownServer || options.path !== undefined
-      ? await startDynamoDbLocal(options.path !== undefined ? { path: options.path, removeOnStop: options.temporary === true } : {})
+      ? await startDynamoDbLocal({ ...(options.jit ? { jit: options.jit } : {}), ...(options.path !== undefined ? { path: options.path, removeOnStop: options.temporary === true } : {}) })
       : undefined;
   const upstream = own ? own.endpoint : (shared as string);
   const credentials = namespaceCredentials(options.namespace);

@@ -33,6 +33,9 @@ import type { Tuning } from '../system/tuning.js';
 import { display, openLog, screenFor, terminal, type Screen, type Writer } from './screen.js';
 
 /** The local resources' names (what the stacks name with CloudFormation). */
+/** A run of seconds: DynamoDB Local's JVM compiles with its first tier only, a third less CPU (docs/development.md). */
+export const LOCAL_RUN_JIT = 'quick';
+
 export const LOCAL_NAMES: LocalNames = {
   itemsTable: 'content-sync-items-local',
   itemsBucket: 'content-sync-items-local',
@@ -251,6 +254,7 @@ async function startLocalSystem(plan: StoryPlan, provider: ProviderSide): Promis
     fresh: plan.fresh,
     // The local run is on the wall clock: expired changes go as in AWS.
     changesTimeToLive: true,
+    jit: LOCAL_RUN_JIT,
   });
   try {
     const aws = await emulatorAws(plan.inMemory ? {} : { tokensKey: localTokensKey(plan.dataDir) });

@@ -25,6 +25,8 @@ export interface StorageOptions {
   changesTimeToLive?: boolean;
   /** No items bucket (a scenario whose items all fit in a row). */
   noBucket?: boolean;
+  /** How DynamoDB Local's JVM compiles, when this run starts one (ServerOptions.jit); default `full`. */
+  jit?: 'quick' | 'full';
 }
 
 export interface Storage {
@@ -69,7 +71,7 @@ export async function startStorage(names: LocalNames, options: StorageOptions = 
  */
 async function startDynamo(options: StorageOptions): Promise<{ dynamo: LocalDynamoDb; storage: 'disk' | 'memory' }> {
   if (options.dynamodbPath) {
-    const onDisk = await startLocalDynamo({ path: options.dynamodbPath, temporary: options.dynamodbTemporary === true, proxy: false, namespace: DISK_NAMESPACE }).catch(rethrowJava);
+    const onDisk = await startLocalDynamo({ path: options.dynamodbPath, temporary: options.dynamodbTemporary === true, proxy: false, namespace: DISK_NAMESPACE, ...jitOf(options) }).catch(rethrowJava);
     if (onDisk) {
       const probe = onDisk.client();
       try {
@@ -82,7 +84,11 @@ async function startDynamo(options: StorageOptions): Promise<{ dynamo: LocalDyna
       }
     }
   }
-  return { dynamo: await startLocalDynamo({ proxy: false }), storage: 'memory' };
+  return { dynamo: await startLocalDynamo({ proxy: false, ...jitOf(options) }), storage: 'memory' };
+}
+
+function jitOf(options: StorageOptions): { jit?: 'quick' | 'full' } {
+  return options.jit ? { jit: options.jit } : {};
 }
 
 /** The namespace (access key) of the tables kept on disk. */

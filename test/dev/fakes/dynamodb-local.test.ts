@@ -11,6 +11,8 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, describe, expect, it } from 'vitest';
 import { DYNAMODB_LOCAL_HEAP_MB, JAVA_REQUIRED, JavaMissingError, PortTakenError, requireJava, startDynamoDbLocal } from '../../../dev/fakes/dynamodb-local.js';
+import { LOCAL_NAMES, LOCAL_RUN_JIT } from '../../../dev/local/local-run.js';
+import { startStorage } from '../../../dev/system/storage.js';
 import { HANG_GUARD_MS } from '../../support/hang-guard.js';
 
 const require = createRequire(import.meta.url);
@@ -144,10 +146,34 @@ describe('the server', () => {
     expect(existsSync(join(folder, 'tables'))).toBe(true);
   });
 
-  it('is never taken for ours when another process holds the port: refused, the other server left alone', async () => {
-    const other = await startDynamoDbLocal();
+  it("compiles with the first tier only for the local run (startStorage's jit, as dev/local/local-run.ts asks)", async () => {
+    const commandLines = (path: string): string[][] =>
+      readdirSync('/proc')
+        .filter((entry) => /^\d+$/.test(entry))
+        .flatMap((entry) => {
+          try {
+            return [readFileSync(`/proc/${entry}/cmdline`, 'utf8').split('\0')];
+          } catch {
+            return []; // gone meanwhile
+          }
+        })
+        // The JVM's own command line, not its shell's.
+        .filter((args) => /(^|\/)java$/.test(args[0]!) && args.includes('-dbPath') && args[args.indexOf('-dbPath') + 1] === path);
+    const path = join(folder, 'local-run-tables');
+    const storage = await startStorage(LOCAL_NAMES, { dynamodbPath: path, dynamodbTemporary: true, noBucket: true, jit: LOCAL_RUN_JIT });
     try {
-      await expect(startDynamoDbLocal({ port: other.port })).rejects.toThrow(PortTakenError);
+      const [args, ...others] = commandLines(path);
+      expect(others).toEqual([]);
+      expect(args!.filter((arg) => arg.startsWith('-XX:TieredStopAtLevel'))).toEqual(['-XX:TieredStopAtLevel=1']);
+    } finally {
+      await storage.close();
+    }
+  });
+
+  it('is never taken for ours when another process holds the port: refused, the other server left alone', async () => {
+    const other = await startDynamoDbLocal({ jit: 'quick' });
+    try {
+      await expect(startDynamoDbLocal({ port: other.port, jit: 'quick' })).rejects.toThrow(PortTakenError);
       expect(liveInGroup(other.pid).map((p) => p.command)).toContain('java');
     } finally {
       await other.close();
