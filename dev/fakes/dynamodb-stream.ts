@@ -31,7 +31,7 @@ import {
 } from '@aws-sdk/client-dynamodb-streams';
 import type { AttributeValue, StreamImage, StreamRecord } from '../../functions/change-events/ports.js';
 import { withRoundTrip, type LatencyParts } from './dynamo-latency.js';
-import { LOCAL_REGION } from './local-aws.js';
+import { LOCAL_REGION, withoutSdkLogger } from './local-aws.js';
 import type { LocalDynamoDb } from './local-dynamo.js';
 
 /** Lambda's reads of a shard: at most four a second (its documented base rate). */
@@ -109,7 +109,7 @@ export class TableStream {
       writes?: () => number;
     } = {},
   ) {
-    this.client = new DynamoDBStreamsClient({ endpoint: dynamo.endpoint, region: dynamo.region, credentials: dynamo.credentials });
+    this.client = withoutSdkLogger(new DynamoDBStreamsClient({ endpoint: dynamo.endpoint, region: dynamo.region, credentials: dynamo.credentials }));
   }
 
   /** One call to DynamoDB Local, tracked on the reader's clock, with AWS's round trip for `operation` when one is given. */

@@ -33,7 +33,7 @@ import { DEFAULT_CONNECTION } from '../../functions/shared/connections/connectio
 import { CHANGES_TABLE_PARTITION_KEY, CHANGES_TABLE_SORT_KEY, CHANGES_TABLE_TTL_ATTRIBUTE } from '../../infra/storage/changes-table.js';
 import { namespaceCredentials, startDynamoDbLocal, type DynamoDbLocalServer } from './dynamodb-local.js';
 import { ensureItemsTable, waitUntilActive } from './items-table.js';
-import { LOCAL_REGION, RUN_ENDPOINT_VARIABLE } from './local-aws.js';
+import { LOCAL_REGION, RUN_ENDPOINT_VARIABLE, withoutSdkLogger } from './local-aws.js';
 import { listenOnLoopback } from './loopback.js';
 
 export type ThrottleError = 'ProvisionedThroughputExceededException' | 'ThrottlingException' | 'TransactionConflictException';
@@ -174,7 +174,7 @@ function withHelpers(
   sharedServer: boolean,
   close: () => Promise<void>,
 ): LocalDynamoDb {
-  const client = (config: DynamoDBClientConfig = {}): DynamoDBClient => new DynamoDBClient({ endpoint, region: LOCAL_REGION, credentials, ...config });
+  const client = (config: DynamoDBClientConfig = {}): DynamoDBClient => withoutSdkLogger(new DynamoDBClient({ endpoint, region: LOCAL_REGION, credentials, ...config }));
   const admin = client();
   return {
     endpoint,

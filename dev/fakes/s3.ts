@@ -26,7 +26,7 @@ import {
 } from '@aws-sdk/client-s3';
 import S3rver from 's3rver';
 import { parseJson, isObject } from '../../functions/shared/json.js';
-import { LOCAL_REGION } from './local-aws.js';
+import { LOCAL_REGION, withoutSdkLogger } from './local-aws.js';
 
 /** The only key s3rver knows. */
 export const S3_LOCAL_CREDENTIALS = { accessKeyId: 'S3RVER', secretAccessKey: 'S3RVER' } as const;
@@ -59,7 +59,7 @@ export async function startS3(options: S3StartOptions = {}): Promise<LocalS3> {
   refuseLongKeys(server.httpServer!);
   const endpoint = `http://127.0.0.1:${address.port}`;
   const client = (config: S3ClientConfig = {}): S3Client =>
-    new S3Client({ endpoint, region: LOCAL_REGION, credentials: S3_LOCAL_CREDENTIALS, forcePathStyle: true, ...config });
+    withoutSdkLogger(new S3Client({ endpoint, region: LOCAL_REGION, credentials: S3_LOCAL_CREDENTIALS, forcePathStyle: true, ...config }));
   const admin = client();
   return {
     endpoint,

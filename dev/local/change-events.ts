@@ -14,7 +14,7 @@ import { isLifecycleEvent } from '../../functions/change-events/lifecycle.js';
 import type { BusEvent, LifecycleEvent } from '../../functions/change-events/ports.js';
 import { CHANGE_EVENTS_SERVICE, CHANGES_WRITER_SERVICE } from '../../functions/shared/metric-names.js';
 import { changesWriterEventSourceDeployment } from '../../infra/deployment.js';
-import { LOCAL_CREDENTIALS, LOCAL_REGION } from '../fakes/local-aws.js';
+import { LOCAL_CREDENTIALS, LOCAL_REGION, withoutSdkLogger } from '../fakes/local-aws.js';
 import { startStreamEventSource, type StreamEventSource } from '../system/event-sources.js';
 import type { Observability } from '../system/observability.js';
 import type { LocalSystem } from '../system/system.js';
@@ -44,7 +44,7 @@ type AnyInput = Record<string, unknown>;
 
 /** An EventBridge client answered in process: every PutEvents entry accepted at once and handed to `put`. */
 export function inProcessEventBridge(put: (entry: PutEntry) => void): EventBridgeClient {
-  const client = new EventBridgeClient({ region: LOCAL_REGION, credentials: LOCAL_CREDENTIALS });
+  const client = withoutSdkLogger(new EventBridgeClient({ region: LOCAL_REGION, credentials: LOCAL_CREDENTIALS }));
   let next = 0;
   client.middlewareStack.add(
     ((_next: unknown, context: { commandName?: string }) => async (args: { input: AnyInput }) => {

@@ -36,7 +36,7 @@ import type { ChangeEventsHandler } from '../../functions/change-events/app.js';
 import type { ChangesWriterHandler } from '../../functions/changes-writer/app.js';
 import type { StreamRecord } from '../../functions/change-events/ports.js';
 import { STREAM_POLL_MS, TableStream, type LambdaStreamRecord } from '../fakes/dynamodb-stream.js';
-import { LOCAL_CREDENTIALS, LOCAL_REGION } from '../fakes/local-aws.js';
+import { LOCAL_CREDENTIALS, LOCAL_REGION, withoutSdkLogger } from '../fakes/local-aws.js';
 import type { LocalDynamoDb } from '../fakes/local-dynamo.js';
 import type { BuiltFunction } from '../system/functions.js';
 import { withRoundTrip, type DynamoLatency } from '../fakes/dynamo-latency.js';
@@ -153,7 +153,7 @@ type Next = (args: { input: AnyInput }) => Promise<{ output: AnyInput; response:
 
 /** An EventBridge client answered in process: every PutEvents entry accepted after `roundTripMs` of virtual time, counted. */
 export function meteredEventBridge(clock: VirtualClock, roundTripMs: number, count: EventBridgeCount): EventBridgeClient {
-  const client = new EventBridgeClient({ region: LOCAL_REGION, credentials: LOCAL_CREDENTIALS });
+  const client = withoutSdkLogger(new EventBridgeClient({ region: LOCAL_REGION, credentials: LOCAL_CREDENTIALS }));
   client.middlewareStack.add(
     ((_next: Next, context: { commandName?: string }) => async (args: { input: AnyInput }) => {
       if (context.commandName !== 'PutEventsCommand') throw new Error(`the simulated EventBridge answers PutEvents only, not ${context.commandName}`);

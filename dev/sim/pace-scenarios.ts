@@ -16,6 +16,7 @@
 import { validateItem } from '../../functions/item-sync/item.js';
 import { loadSyncConfig } from '../../functions/shared/config.js';
 import { FAILING_RETRY_MS } from '../../functions/token-refresher/run.js';
+import { ON_DEMAND_GRACE_MS } from '../../functions/shared/connections/connection-access.js';
 import { systemConfig } from '../system/config.js';
 import { DEFAULT_CONNECTION } from '../../functions/shared/connections/connection.js';
 import { parseJson } from '../../functions/shared/json.js';
@@ -42,11 +43,18 @@ export interface Scale {
 /** L = 50/s, 2,000 ids, the deployed syncMaxConcurrency, 6-hour outages. */
 export const FULL_SCALE: Scale = { limit: 50, ids: 2_000, containers: systemConfig().syncMaxConcurrency, phaseMinutes: [5, 5, 5, 10], outageMinutes: 360, seed: 11 };
 /**
- * What `npm test` runs: the same scenarios, shorter and smaller; the outage outlasts the age at which
- * the item sync refreshes a token on demand (tokenRefreshMinutes + 5 minutes), so the refreshes an
- * outage makes fail are counted against its requests a minute.
+ * What `npm test` runs: the same scenarios, shorter and smaller; the outage outlasts, by a minute,
+ * the age at which the item sync refreshes a token on demand (tokenRefreshMinutes, as deployed, plus
+ * ON_DEMAND_GRACE_MS), so the refreshes an outage makes fail are counted against its requests a minute.
  */
-export const SHORT_SCALE: Scale = { limit: 20, ids: 200, containers: 3, phaseMinutes: [1, 1, 1, 3], outageMinutes: 45, seed: 5 };
+export const SHORT_SCALE: Scale = {
+  limit: 20,
+  ids: 200,
+  containers: 3,
+  phaseMinutes: [1, 1, 1, 2],
+  outageMinutes: systemConfig().tokenRefreshMinutes + ON_DEMAND_GRACE_MS / 60_000 + 1,
+  seed: 5,
+};
 
 const MINUTE = 60_000;
 const RETRY_AFTER_SECONDS = 1;

@@ -16,7 +16,7 @@ import type { Clock } from '../fakes/clock.js';
 import { attachKms, attachSqs, InProcessEventSource, type CallCounts } from '../fakes/in-process-aws.js';
 import { KmsModel, type KeyMaterial } from '../fakes/kms-model.js';
 import { sqsClientQueue, type EventSourceQueue } from '../fakes/lambda.js';
-import { LOCAL_CREDENTIALS, LOCAL_REGION } from '../fakes/local-aws.js';
+import { LOCAL_CREDENTIALS, LOCAL_REGION, withoutSdkLogger } from '../fakes/local-aws.js';
 import { SqsModel } from '../fakes/sqs-model.js';
 
 export interface SqsClientOptions {
@@ -74,12 +74,12 @@ export function inProcessAws(options: InProcessOptions = {}): AwsBackend {
     tokensKeyArn,
     endpoint: undefined,
     sqsClient(clientOptions = {}) {
-      const client = made(new SQSClient({ region: LOCAL_REGION, credentials: LOCAL_CREDENTIALS }));
+      const client = made(withoutSdkLogger(new SQSClient({ region: LOCAL_REGION, credentials: LOCAL_CREDENTIALS })));
       clientOptions.watch?.(client);
       return attachSqs(client, sqs, clientOptions.calls);
     },
     kmsClient(clientOptions = {}) {
-      const client = made(new KMSClient({ region: LOCAL_REGION, credentials: LOCAL_CREDENTIALS }));
+      const client = made(withoutSdkLogger(new KMSClient({ region: LOCAL_REGION, credentials: LOCAL_CREDENTIALS })));
       return attachKms(client, kms, clientOptions.calls);
     },
     eventSourceQueue: (queueName, waitSeconds) => new InProcessEventSource(sqs, queueName, waitSeconds),
@@ -96,7 +96,7 @@ export async function emulatorAws(options: { tokensKey?: KeyMaterial } = {}): Pr
   const tokensKeyArn = emulator.kms.createKey(options.tokensKey);
   const config = { endpoint: emulator.endpoint, region: LOCAL_REGION, credentials: LOCAL_CREDENTIALS };
   const clients: Array<{ destroy(): void }> = [];
-  const eventSourceClient = new SQSClient(config);
+  const eventSourceClient = withoutSdkLogger(new SQSClient(config));
   clients.push(eventSourceClient);
   return {
     kind: 'emulator',
@@ -106,13 +106,13 @@ export async function emulatorAws(options: { tokensKey?: KeyMaterial } = {}): Pr
     tokensKeyArn,
     endpoint: emulator.endpoint,
     sqsClient(clientOptions = {}) {
-      const client = new SQSClient(config);
+      const client = withoutSdkLogger(new SQSClient(config));
       clients.push(client);
       clientOptions.watch?.(client);
       return client;
     },
     kmsClient(clientOptions = {}) {
-      const client = new KMSClient(config);
+      const client = withoutSdkLogger(new KMSClient(config));
       clients.push(client);
       if (clientOptions.calls) countCalls(client, clientOptions.calls);
       return client;

@@ -6,6 +6,7 @@
  */
 import {
   DescribeTableCommand,
+  DynamoDBClient,
   DescribeTimeToLiveCommand,
   GetItemCommand,
   ListTablesCommand,
@@ -18,6 +19,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
+import { SDK_LOGGER_MIDDLEWARE } from '../../../dev/fakes/local-aws.js';
 import { REASON_MESSAGES, startLocalDynamo } from '../../../dev/fakes/local-dynamo.js';
 import { CHANGES_TABLE_TTL_ATTRIBUTE } from '../../../infra/storage/changes-table.js';
 
@@ -48,6 +50,25 @@ describe('namespaces on the run’s server', () => {
       await again.close();
     } finally {
       await b.close();
+    }
+  });
+});
+
+describe('clients', () => {
+  it('carry no SDK logger middleware (the SDK would copy every request and answer for it), and work', async () => {
+    const dynamo = await startLocalDynamo({ proxy: false });
+    try {
+      const client = dynamo.client();
+      const stack = client.middlewareStack.identify();
+      expect(stack.some((entry) => entry.startsWith('serializerMiddleware'))).toBe(true);
+      expect(stack.filter((entry) => entry.startsWith(SDK_LOGGER_MIDDLEWARE))).toEqual([]);
+      // A client as the SDK makes it, as the deployed functions use it, has one.
+      expect(new DynamoDBClient({}).middlewareStack.identify().filter((entry) => entry.startsWith(SDK_LOGGER_MIDDLEWARE))).toHaveLength(1);
+      await dynamo.createConnectionsTable('connections');
+      expect((await client.send(new ListTablesCommand({}))).TableNames).toContain('connections');
+      client.destroy();
+    } finally {
+      await dynamo.close();
     }
   });
 });

@@ -1,16 +1,22 @@
 /**
  * The provider pace's scenarios, short (dev/sim/pace-scenarios.ts SHORT_SCALE: L = 20/s, 200 ids,
- * 3 containers, a 45-minute outage: longer than the age at which the item sync refreshes a token on
+ * 3 containers, an outage a minute longer than the age at which the item sync refreshes a token on
  * demand), in virtual time: the real handlers, pace, provider client and DynamoDB adapters. `npm run sim` runs them at full scale; docs/measurements.md has those figures.
  */
 import { describe, expect, it } from 'vitest';
 import { knownLimit, outage, SHORT_SCALE, unknownLimit, type ScenarioResult } from '../../../dev/sim/pace-scenarios.js';
+import { systemConfig } from '../../../dev/system/config.js';
+import { ON_DEMAND_GRACE_MS } from '../../../functions/shared/connections/connection-access.js';
 
 function failed(result: ScenarioResult): string[] {
   return result.checks.filter((check) => !check.ok).map((check) => `${check.what}: ${check.value}`);
 }
 
 describe('the provider pace in virtual time (short scenarios)', () => {
+  it('outlasts, in its outage, the age at which the item sync refreshes a token on demand', () => {
+    expect(SHORT_SCALE.outageMinutes * 60_000).toBeGreaterThan(systemConfig().tokenRefreshMinutes * 60_000 + ON_DEMAND_GRACE_MS);
+  });
+
   it('finds an unknown limit, follows it down and up, and dead-letters nothing', async () => {
     const result = await unknownLimit(SHORT_SCALE);
     expect(failed(result)).toEqual([]);
