@@ -102,7 +102,7 @@ describe('the commands that need DynamoDB Local, without Java', () => {
 
   it.each([
     ['npm start', 'dev/local/run.ts', [], 'start'],
-    ['npm test', 'dev/require-java.ts', [], 'test'],
+    ['npm test', 'dev/test-run.ts', [], 'test'],
     ['npm run sim', 'dev/sim/run.ts', ['--short', 'known'], 'sim'],
     ['npm run bench', 'dev/bench/bench.ts', [], 'bench'],
     ['npm run soak', 'dev/bench/soak.ts', [], 'soak'],
