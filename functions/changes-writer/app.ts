@@ -13,8 +13,9 @@
  *   connection, id and sequence number, and counted (ChangesUnreadable, which alarms); the feed is
  *   mended from the table (docs/changes.md);
  * - a connection whose erase runs or ran numbers nothing more (its log is being deleted): the gate
- *   is read with each batch, and again before a log is started (an erase may have deleted it
- *   meanwhile);
+ *   is read with each batch (a connection found open is taken as open for CHANGES_WRITER_OPEN_KEPT_MS
+ *   by the container: kept-open-gate.ts), and again, always read, before a log is started (an erase
+ *   may have deleted it meanwhile);
  * - the batch's connections are numbered side by side, each in stream order; a connection whose
  *   changes could not all be numbered for a reason that passes (DynamoDB failing, another writer
  *   holding its head until the deadline) has its first record reported in `batchItemFailures`:
@@ -38,7 +39,8 @@ import { CHANGES_WRITER_METRIC_NAMES, CHANGES_WRITER_SERVICE } from '../shared/m
 import { createLogger, createMetrics, describeError } from '../shared/observability.js';
 import { systemClock, type Clock } from '../shared/ports.js';
 import { DynamoDbConnectionGate } from './adapters/dynamodb-erase-state.js';
-import { CHANGES_WRITER_STALE_AFTER_MS } from './limits.js';
+import { KeptOpenGate } from './kept-open-gate.js';
+import { CHANGES_WRITER_OPEN_KEPT_MS, CHANGES_WRITER_STALE_AFTER_MS } from './limits.js';
 import type { ConnectionGate } from './ports.js';
 
 /** Connections of one batch numbered at once. */
@@ -76,6 +78,7 @@ export function createChangesWriterHandler(deps: ChangesWriterHandlerDeps): Chan
   const now = (): number => clock.now().getTime();
   const writer = deps.writer ?? new DynamoDbChangesWriter(deps.dynamodb, { tableName: config.changesTableName, retentionDays: config.changesRetentionDays });
   const connections = deps.connections ?? new DynamoDbConnectionGate(deps.dynamodb, config.connectionsTableName);
+  const batchGate = new KeptOpenGate(connections, now, CHANGES_WRITER_OPEN_KEPT_MS);
   const sequencer = new ChangeSequencer({
     writer,
     now,
@@ -104,7 +107,7 @@ export function createChangesWriterHandler(deps: ChangesWriterHandlerDeps): Chan
       const failedAt: number[] = [];
       await forEachLimited([...byConnection], CONNECTIONS_IN_FLIGHT, async ([connection, { changes, first }]) => {
         try {
-          if (!(await connections.open(connection))) {
+          if (!(await batchGate.open(connection))) {
             counts.erased += changes.length;
             logger.info('changes not numbered: the connection is erased or being erased', { connection, records: changes.length });
             return;

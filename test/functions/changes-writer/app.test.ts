@@ -13,7 +13,10 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createContext } from '../../../dev/fakes/lambda.js';
 import { startLocalDynamo, type LocalDynamoDb } from '../../../dev/fakes/local-dynamo.js';
 import type { StreamImage, StreamRecord } from '../../../functions/change-events/ports.js';
+import { DynamoDbConnectionGate } from '../../../functions/changes-writer/adapters/dynamodb-erase-state.js';
 import { createChangesWriterHandler } from '../../../functions/changes-writer/app.js';
+import { CHANGES_WRITER_OPEN_KEPT_MS } from '../../../functions/changes-writer/limits.js';
+import type { ConnectionGate } from '../../../functions/changes-writer/ports.js';
 import { DynamoDbChangesLog } from '../../../functions/shared/adapters/dynamodb-changes-log.js';
 import { DynamoDbChangesWriter } from '../../../functions/shared/adapters/dynamodb-changes-writer.js';
 import type { ChangesLogWriter } from '../../../functions/shared/changes/sequencer.js';
@@ -239,6 +242,48 @@ describe('the changes writer', () => {
     expect(await feed('racing')).toEqual([]);
     expect(await dynamo.scan(CHANGES).then((rows) => rows.filter((row) => row['connection']?.S === 'racing'))).toEqual([]);
     expect(lines().find((line) => line['message'] === 'batch done')).toMatchObject({ numbered: 0, erased: 1 });
+  });
+
+  it('reads a connection found open once every CHANGES_WRITER_OPEN_KEPT_MS, not once a batch; a log is started only on a read of its own', async () => {
+    await db.send(new PutItemCommand({ TableName: CONNECTIONS, Item: { connection: { S: 'kept' }, status: { S: 'active' } } }));
+    const real = new DynamoDbConnectionGate(db, CONNECTIONS);
+    const reads: string[] = [];
+    const connections: ConnectionGate = { open: async (connection) => (reads.push(connection), real.open(connection)) };
+    let now = NOW;
+    const handler = createChangesWriterHandler({
+      config: { changesTableName: CHANGES, changesRetentionDays: RETENTION_DAYS, connectionsTableName: CONNECTIONS, stage: undefined },
+      dynamodb: db,
+      connections,
+      clock: { now: () => new Date(now) },
+      sleep: async () => undefined,
+      random: () => 0.5,
+      logger: createLogger(CHANGES_WRITER_SERVICE, { output: new PassThrough() }),
+      metrics: createMetrics(CHANGES_WRITER_SERVICE, { output: new PassThrough() }),
+    });
+    const context: Context = createContext('changes-writer', 'eu-west-1', 60_000, { remainingMs: () => 60_000, awsRequestId: 'req-kept' });
+    // The first batch: the batch's read, then the log's start reads again.
+    await handler({ Records: [record('INSERT', image('kept', 'k1', '1'))] } as never, context);
+    expect(reads).toEqual(['kept', 'kept']);
+    // Within the kept time: no read; the log is there.
+    now += CHANGES_WRITER_OPEN_KEPT_MS - 1;
+    await handler({ Records: [record('INSERT', image('kept', 'k2', '1'))] } as never, context);
+    expect(reads).toHaveLength(2);
+    // Past it: read again.
+    now += 1;
+    await handler({ Records: [record('INSERT', image('kept', 'k3', '1'))] } as never, context);
+    expect(reads).toHaveLength(3);
+    expect(await feed('kept')).toEqual(['1 created k1 -→1', '2 created k2 -→1', '3 created k3 -→1']);
+    // Its erase runs: within the kept time a batch is still numbered, as one under way when it starts would be; the next read stops it.
+    await db.send(
+      new PutItemCommand({
+        TableName: CONNECTIONS,
+        Item: { connection: { S: 'kept' }, status: { S: 'removed' }, erase: { M: { state: { S: 'running' }, startedAt: { S: 'x' }, notBefore: { S: 'x' }, rowsDeleted: { N: '0' }, objectsDeleted: { N: '0' } } } },
+      }),
+    );
+    now += CHANGES_WRITER_OPEN_KEPT_MS;
+    await handler({ Records: [record('INSERT', image('kept', 'k4', '1'))] } as never, context);
+    expect(reads).toHaveLength(4);
+    expect(await feed('kept')).toHaveLength(3);
   });
 
   it('a head no writer wrote (malformed): that connection numbers nothing and is counted, never handed back; the others go on', async () => {
