@@ -1,6 +1,7 @@
 import { availableParallelism } from 'node:os';
 import { configDefaults, defineConfig } from 'vitest/config';
 import { HANG_GUARD_MS } from './test/support/hang-guard.js';
+import LongFirstSequencer from './test/support/sequencer.js';
 import { ISOLATED_SYNTH_FILES, isolatedFiles, SYNTH_FILES } from './test/support/shared-modules.js';
 
 // Test files share their modules, each worker loading a module once for every file it runs; a file
@@ -24,6 +25,8 @@ export default defineConfig({
     // One DynamoDB Local for the whole run (test/support/dynamodb-global.ts).
     globalSetup: ['test/support/dynamodb-global.ts'],
     setupFiles: ['test/setup.ts'],
+    // Within each project, the files that run long for their size start first (test/support/sequencer.ts).
+    sequence: { sequencer: LongFirstSequencer },
     reporters: ['default', './test/support/summary-reporter.ts'],
     environment: 'node',
     // A hang guard, not a speed limit (test/support/hang-guard.ts): no test or hook sets its own.
