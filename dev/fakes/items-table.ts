@@ -2,6 +2,7 @@
  * The items table as the local run needs it: create it (partition key `connection`, sort key `id`,
  * as the stateful stack defines it), read every row back as plain JSON, keyed by rowKey.
  */
+import { LOCAL_PAGE_ROWS } from './dynamodb-local.js';
 import {
   CreateTableCommand,
   DescribeTableCommand,
@@ -76,7 +77,7 @@ export async function readTable(dynamodb: DynamoDBClient, tableName: string): Pr
   let startKey: Record<string, AttributeValue> | undefined;
   do {
     const page = await dynamodb.send(
-      new ScanCommand({ TableName: tableName, ConsistentRead: true, ...(startKey ? { ExclusiveStartKey: startKey } : {}) }),
+      new ScanCommand({ TableName: tableName, ConsistentRead: true, Limit: LOCAL_PAGE_ROWS, ...(startKey ? { ExclusiveStartKey: startKey } : {}) }),
     );
     for (const raw of page.Items ?? []) {
       const row = fromAttributeValue({ M: raw }) as ItemRow;

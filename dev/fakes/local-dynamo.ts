@@ -31,7 +31,7 @@ import {
 import { CONTROL_TABLE_KEY } from '../../functions/shared/adapters/dynamodb-pace-store.js';
 import { DEFAULT_CONNECTION } from '../../functions/shared/connections/connection.js';
 import { CHANGES_TABLE_PARTITION_KEY, CHANGES_TABLE_SORT_KEY, CHANGES_TABLE_TTL_ATTRIBUTE } from '../../infra/storage/changes-table.js';
-import { namespaceCredentials, startDynamoDbLocal, type DynamoDbLocalServer } from './dynamodb-local.js';
+import { LOCAL_PAGE_ROWS, namespaceCredentials, startDynamoDbLocal, type DynamoDbLocalServer } from './dynamodb-local.js';
 import { ensureItemsTable, waitUntilActive } from './items-table.js';
 import { LOCAL_REGION, RUN_ENDPOINT_VARIABLE, withoutSdkLogger } from './local-aws.js';
 import { listenOnLoopback } from './loopback.js';
@@ -194,7 +194,7 @@ function withHelpers(
       const rows: Array<Record<string, AttributeValue>> = [];
       let start: Record<string, AttributeValue> | undefined;
       do {
-        const page = await admin.send(new ScanCommand({ TableName: tableName, ConsistentRead: true, ExclusiveStartKey: start }));
+        const page = await admin.send(new ScanCommand({ TableName: tableName, ConsistentRead: true, Limit: LOCAL_PAGE_ROWS, ExclusiveStartKey: start }));
         rows.push(...(page.Items ?? []));
         start = page.LastEvaluatedKey;
       } while (start);

@@ -34,6 +34,7 @@
  * been read: nothing missed, nothing duplicated, every item's changes in its commit order. The lag
  * of each change is the time from its commit to the consumer's read that returned it.
  */
+import { LOCAL_PAGE_ROWS } from '../fakes/dynamodb-local.js';
 import { GetItemCommand, QueryCommand, type AttributeValue, type DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { estimateItemSize } from '../../functions/item-sync/adapters/attribute-values.js';
 import type { StreamImage } from '../../functions/change-events/ports.js';
@@ -428,6 +429,7 @@ export class ChangesLedger {
             ExpressionAttributeNames: { '#connection': 'connection', '#seq': 'seq' },
             ExpressionAttributeValues: { ':connection': { S: connection }, ':head': { N: '0' } },
             ConsistentRead: true,
+            Limit: LOCAL_PAGE_ROWS,
             ...(start ? { ExclusiveStartKey: start } : {}),
           }),
         ),

@@ -29,6 +29,7 @@
  * at the provider made, its row not written yet); fetch an item twice in one delivery (a lost write
  * race that fetches again, the sync's own log line); with the items fetched more than once.
  */
+import { LOCAL_PAGE_ROWS } from '../fakes/dynamodb-local.js';
 import { QueryCommand, type AttributeValue, type DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { revisionText } from '../../functions/item-sync/item.js';
 import { DEFAULT_CONNECTION } from '../../functions/shared/connections/connection.js';
@@ -377,9 +378,6 @@ function connectionOf(body: string): string | undefined {
   }
 }
 
-/** Rows a page of checkRows' Query. */
-const ROWS_PAGE = 1_000;
-
 /**
  * The connection `default`'s rows as stored (a Query of its partition): how many, how many hold a
  * revision other than the provider's served item's (or are tombstones), how many items have none.
@@ -401,10 +399,7 @@ async function checkRows(system: SimSystem, items: number): Promise<{ rows: numb
           ExpressionAttributeNames: { '#c': 'connection', '#r': 'revision', '#d': 'deleted' },
           ExpressionAttributeValues: { ':c': { S: DEFAULT_CONNECTION } },
           ProjectionExpression: 'id, #r, #d',
-          // Pages of at most ROWS_PAGE rows: DynamoDB Local answered this Query of the whole
-          // partition (100,000 rows, pages of 1 MB of projected attributes) with InternalFailure at
-          // the end of two full runs.
-          Limit: ROWS_PAGE,
+          Limit: LOCAL_PAGE_ROWS,
           ...(after ? { ExclusiveStartKey: after } : {}),
         }),
       );

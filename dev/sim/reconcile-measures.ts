@@ -1,4 +1,5 @@
 /** The reconciliation pass's measures, from what the scenario watched and the system left. */
+import { LOCAL_PAGE_ROWS } from '../fakes/dynamodb-local.js';
 import { ScanCommand, type AttributeValue } from '@aws-sdk/client-dynamodb';
 import { revisionText } from '../../functions/item-sync/item.js';
 import { passCost } from './reconcile-cost.js';
@@ -172,6 +173,7 @@ async function mismatchedRows(system: SimSystem): Promise<Set<number>> {
         ConsistentRead: true,
         ProjectionExpression: '#id, #revision, #deleted',
         ExpressionAttributeNames: { '#id': 'id', '#revision': 'revision', '#deleted': 'deleted' },
+        Limit: LOCAL_PAGE_ROWS,
         ...(start ? { ExclusiveStartKey: start } : {}),
       }),
     );
