@@ -11,7 +11,7 @@
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createRequire } from 'node:module';
-import { setPriority } from 'node:os';
+import { constants, setPriority } from 'node:os';
 import { dirname, join } from 'node:path';
 import { exitUnlessJava } from './fakes/dynamodb-local.js';
 
@@ -26,8 +26,9 @@ function binOf(name: string, path: string): string {
   return join(dirname(require.resolve(`${name}/package.json`)), path);
 }
 
+/** The child's exit status once its output is read to the end ('close'); one ended by a signal is 128 + its number. */
 function ended(child: ChildProcess): Promise<number> {
-  return new Promise((resolve) => child.once('exit', (code, signal) => resolve(code ?? (signal ? 1 : 0))));
+  return new Promise((resolve) => child.once('close', (code, signal) => resolve(code ?? 128 + (signal ? (constants.signals[signal] ?? 0) : 0))));
 }
 
 const typeCheck = spawn(process.execPath, [binOf('typescript', 'bin/tsc'), '--noEmit'], { stdio: ['ignore', 'pipe', 'pipe'] });
@@ -42,9 +43,18 @@ typeCheck.stderr!.on('data', (chunk: Buffer) => void (typeCheckOutput += chunk.t
 const typeChecked = ended(typeCheck);
 
 const tests = spawn(process.execPath, [binOf('vitest', 'vitest.mjs'), 'run', ...process.argv.slice(2)], { stdio: 'inherit' });
-// Ctrl-C reaches every process of the group; the tests' global teardown stops DynamoDB Local.
+// Interrupted (Ctrl-C reaches the whole group; a supervisor may signal this process alone): both
+// children are told, and this run waits for them (the tests' teardown stops DynamoDB Local), then
+// ends with the signal's status.
+let interrupted: NodeJS.Signals | undefined;
+for (const signal of ['SIGINT', 'SIGTERM'] as const) {
+  process.on(signal, () => {
+    interrupted ??= signal;
+    for (const child of [tests, typeCheck]) if (child.exitCode === null && child.signalCode === null) child.kill(signal);
+  });
+}
 const [testsStatus, typeCheckStatus] = await Promise.all([ended(tests), typeChecked]);
-if (typeCheckStatus !== 0) {
+if (typeCheckStatus !== 0 && interrupted === undefined) {
   process.stdout.write(`\n${typeCheckOutput}\ntype check (tsc --noEmit) failed\n`);
 }
-process.exit(testsStatus !== 0 || typeCheckStatus !== 0 ? 1 : 0);
+process.exitCode = interrupted ? 128 + constants.signals[interrupted] : testsStatus !== 0 || typeCheckStatus !== 0 ? 1 : 0;

@@ -32,10 +32,10 @@ import { buildSystem, type LocalSystem } from '../system/system.js';
 import type { Tuning } from '../system/tuning.js';
 import { display, openLog, screenFor, terminal, type Screen, type Writer } from './screen.js';
 
-/** The local resources' names (what the stacks name with CloudFormation). */
 /** A run of seconds: DynamoDB Local's JVM compiles with its first tier only, a third less CPU (docs/development.md). */
 export const LOCAL_RUN_JIT = 'quick';
 
+/** The local resources' names (what the stacks name with CloudFormation). */
 export const LOCAL_NAMES: LocalNames = {
   itemsTable: 'content-sync-items-local',
   itemsBucket: 'content-sync-items-local',

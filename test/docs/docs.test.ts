@@ -20,7 +20,7 @@ import { BENCH_DEFAULTS } from '../../dev/bench/bench/options.js';
 import { RECONCILER_BENCH_DEFAULTS } from '../../dev/bench/reconciler/index.js';
 import { SOAK_DEFAULTS } from '../../dev/bench/soak/options.js';
 import { DEFAULT_ITEM_COUNT } from '../../dev/local/story.js';
-import { CHANGES_WRITER_STALE_AFTER_MS, CHANGES_WRITER_TIMEOUT_SECONDS } from '../../functions/changes-writer/limits.js';
+import { CHANGES_WRITER_OPEN_KEPT_MS, CHANGES_WRITER_STALE_AFTER_MS, CHANGES_WRITER_TIMEOUT_SECONDS } from '../../functions/changes-writer/limits.js';
 import { CHUNK_SIZE } from '../../functions/shared/changes/sequencer.js';
 import { ITEM_URL_SECONDS } from '../../functions/client-api/items.js';
 import { SETTLE_WAITS_MS, SNAPSHOT_OVERLAP, SNAPSHOT_OVERLAP_SECONDS } from '../../functions/shared/changes/feed.js';
@@ -268,6 +268,8 @@ describe('the item reads and the changes feed, as the pages state them', () => {
     expect([Number(stale) * 1000, Number(timeout)]).toEqual([CHANGES_WRITER_STALE_AFTER_MS, CHANGES_WRITER_TIMEOUT_SECONDS]);
     const [overlapMinutes, overlapSeconds, overlap] = figure('docs/changes.md', /in the last (\d+) minutes\s+\(`SNAPSHOT_OVERLAP_SECONDS`, (\d+)\), up to `SNAPSHOT_OVERLAP`, (\d+),/);
     expect([Number(overlapMinutes) * 60, Number(overlapSeconds), Number(overlap)]).toEqual([SNAPSHOT_OVERLAP_SECONDS, SNAPSHOT_OVERLAP_SECONDS, SNAPSHOT_OVERLAP]);
+    const [kept] = figure('docs/changes.md', /open for (\d+) s, `CHANGES_WRITER_OPEN_KEPT_MS`/);
+    expect(Number(kept) * 1000).toBe(CHANGES_WRITER_OPEN_KEPT_MS);
     const [a, b, c] = figure('docs/changes.md', /waits of (\d+), (\d+) and (\d+) ms \(`SETTLE_WAITS_MS`/);
     expect([a, b, c].map(Number)).toEqual([...SETTLE_WAITS_MS]);
   });

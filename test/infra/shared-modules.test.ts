@@ -16,6 +16,7 @@ describe('the test files that run isolated', () => {
 
   it('are found for what they do, directly or through a helper', () => {
     expect(isolated.get('test/infra/deployment.test.ts')).toBe('replaces a module (vi.mock)');
+    expect(isolated.get('test/functions/shared/errors-copies.test.ts')).toBe('loads every module again (vi.resetModules)');
     expect(isolated.get('test/tools/enqueue.test.ts')).toBe('stubs an AWS SDK client class (mockClient)');
     expect(isolated.get('test/functions/item-sync/sync.integration.test.ts')).toBe(
       'imports test/functions/item-sync/integration-harness.ts, which stubs an AWS SDK client class (mockClient)',
@@ -35,6 +36,10 @@ describe('the test files that run isolated', () => {
     const vi = 'vi.';
     expect(ownReason(`${vi}mock('../x.js', () => ({}));`, false)).toBe('replaces a module (vi.mock)');
     expect(ownReason(`${vi}hoisted(() => 1);`, false)).toBe('replaces a module (vi.mock)');
+    expect(ownReason(`${vi}resetModules();`, false)).toBe('loads every module again (vi.resetModules)');
+    for (const call of ['stubEnv', 'stubGlobal', 'useFakeTimers']) {
+      expect(ownReason(`${vi}${call}('X', '1');`, false)).toBe('changes the environment, a global or the timers (vi.stubEnv, vi.stubGlobal, vi.useFakeTimers)');
+    }
     expect(ownReason(`const sqs = ${'mockClient'}(SQSClient);`, false)).toBe('stubs an AWS SDK client class (mockClient)');
     expect(ownReason('const mock = mockClient(client);', false)).toBeUndefined();
     expect(ownReason('beforeEach(() => undefined);', true)).toBe('registers a hook at its top level');

@@ -9,11 +9,12 @@
  * `synthTemplates`).
  *
  * A file that changes a module for every file after it in its worker runs isolated. `isolatedFiles`
- * finds them, so no list is kept by hand: a file that replaces a module (`vi.mock`), that stubs an
- * AWS SDK client class (aws-sdk-client-mock's `mockClient` given a class replaces that class's
- * `send` until restored), or that imports a test helper that does either, or that registers a hook at its
- * top level (with shared modules a helper runs once a worker: its hook would serve the first file
- * only). A file that synthesizes in child processes (`cdk synth`) gains nothing from shared modules
+ * finds them, so no list is kept by hand: a file that replaces a module (`vi.mock`), loads every
+ * module again (`vi.resetModules`), stubs the environment, a global or the timers, or stubs an AWS
+ * SDK client class (aws-sdk-client-mock's `mockClient` given a class replaces that class's `send`
+ * until restored); or that imports a test helper that does one of these, or that registers a hook
+ * at its top level (with shared modules a helper runs once a worker: its hook would serve the first
+ * file only). A file that synthesizes in child processes (`cdk synth`) gains nothing from shared modules
  * and is isolated too (ISOLATED_SYNTH_FILES): then it is scheduled with the other long files.
  * test/infra/shared-modules.test.ts holds the finder to these rules.
  */
@@ -31,6 +32,8 @@ export const ISOLATED_SYNTH_FILES: readonly string[] = ['test/infra/cli.test.ts'
 /** Why a file changes a module for the files after it, or undefined. */
 export function ownReason(text: string, helper: boolean): string | undefined {
   if (/\bvi\.(mock|doMock|hoisted)\(/.test(text)) return 'replaces a module (vi.mock)';
+  if (/\bvi\.resetModules\(/.test(text)) return 'loads every module again (vi.resetModules)';
+  if (/\bvi\.(stubEnv|stubGlobal|useFakeTimers)\(/.test(text)) return 'changes the environment, a global or the timers (vi.stubEnv, vi.stubGlobal, vi.useFakeTimers)';
   if (/\bmockClient\(\s*[A-Z]\w*\s*\)/.test(text)) return 'stubs an AWS SDK client class (mockClient)';
   if (helper && /^(beforeAll|afterAll|beforeEach|afterEach)\(/m.test(text)) return 'registers a hook at its top level';
   return undefined;

@@ -5,17 +5,12 @@
  */
 import { describe, expect, it } from 'vitest';
 import { knownLimit, outage, SHORT_SCALE, unknownLimit, type ScenarioResult } from '../../../dev/sim/pace-scenarios.js';
-import { systemConfig } from '../../../dev/system/config.js';
-import { ON_DEMAND_GRACE_MS } from '../../../functions/shared/connections/connection-access.js';
 
 function failed(result: ScenarioResult): string[] {
   return result.checks.filter((check) => !check.ok).map((check) => `${check.what}: ${check.value}`);
 }
 
 describe('the provider pace in virtual time (short scenarios)', () => {
-  it('outlasts, in its outage, the age at which the item sync refreshes a token on demand', () => {
-    expect(SHORT_SCALE.outageMinutes * 60_000).toBeGreaterThan(systemConfig().tokenRefreshMinutes * 60_000 + ON_DEMAND_GRACE_MS);
-  });
 
   it('finds an unknown limit, follows it down and up, and dead-letters nothing', async () => {
     const result = await unknownLimit(SHORT_SCALE);

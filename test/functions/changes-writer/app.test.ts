@@ -280,10 +280,14 @@ describe('the changes writer', () => {
         Item: { connection: { S: 'kept' }, status: { S: 'removed' }, erase: { M: { state: { S: 'running' }, startedAt: { S: 'x' }, notBefore: { S: 'x' }, rowsDeleted: { N: '0' }, objectsDeleted: { N: '0' } } } },
       }),
     );
-    now += CHANGES_WRITER_OPEN_KEPT_MS;
+    now += 1;
     await handler({ Records: [record('INSERT', image('kept', 'k4', '1'))] } as never, context);
+    expect(reads).toHaveLength(3);
+    expect(await feed('kept')).toHaveLength(4);
+    now += CHANGES_WRITER_OPEN_KEPT_MS;
+    await handler({ Records: [record('INSERT', image('kept', 'k5', '1'))] } as never, context);
     expect(reads).toHaveLength(4);
-    expect(await feed('kept')).toHaveLength(3);
+    expect(await feed('kept')).toHaveLength(4);
   });
 
   it('a head no writer wrote (malformed): that connection numbers nothing and is counted, never handed back; the others go on', async () => {
