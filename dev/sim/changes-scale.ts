@@ -68,16 +68,16 @@ export const CHANGES_FULL: ChangesScale = {
   seed: 17,
 };
 
-/** What `npm test` runs: 20 connections × 20 items × 3 rounds (1,200 changes), every hazard met. */
+/** What `npm test` runs: 14 connections × 20 items × 3 rounds (840 changes), every hazard met. */
 export const CHANGES_SHORT: ChangesScale = {
   ...CHANGES_FULL,
-  connections: 20,
+  connections: 14,
   itemsEach: 20,
   rounds: 3,
   limit: 50,
   sentTwice: 0.05,
   sqsDuplicates: 0.03,
-  failEvery: 7,
+  failEvery: 4,
   lostAcks: 0.02,
   writerFailEvery: 5,
   lostStreamBatches: 0.2,

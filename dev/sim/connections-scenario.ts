@@ -58,10 +58,10 @@ export const CONNECTIONS_FULL: ConnectionsScale = {
   seed: 11,
 };
 
-/** What `npm test` runs: 50 connections × 20 ids at L = 20/s, one revoked 10 s in; the same two days. */
+/** What `npm test` runs: 30 connections × 20 ids at L = 20/s, one revoked 10 s in; the same two days. */
 export const CONNECTIONS_SHORT: ConnectionsScale = {
   ...CONNECTIONS_FULL,
-  connections: 50,
+  connections: 30,
   idsEach: 20,
   limit: 20,
   revokeAfterSeconds: 10,

@@ -49,7 +49,7 @@ export const FULL_SCALE: Scale = { limit: 50, ids: 2_000, containers: systemConf
  */
 export const SHORT_SCALE: Scale = {
   limit: 20,
-  ids: 200,
+  ids: 100,
   containers: 3,
   phaseMinutes: [1, 1, 1, 2],
   outageMinutes: systemConfig().tokenRefreshMinutes + ON_DEMAND_GRACE_MS / 60_000 + 1,

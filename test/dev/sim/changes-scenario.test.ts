@@ -1,5 +1,5 @@
 /**
- * The changes feed in virtual time, short (dev/sim/changes-scale.ts CHANGES_SHORT: 20 connections
+ * The changes feed in virtual time, short (dev/sim/changes-scale.ts CHANGES_SHORT: 14 connections
  * × 20 items × 3 rounds): the real item sync writes each row alone and the real changes writer
  * numbers the changes from the items table's stream, under racing writers, redelivered records and
  * stream batches, lost answers (the sync's and the writer's) and lost change-events batches; a

@@ -1,5 +1,5 @@
 /**
- * The provider pace's scenarios, short (dev/sim/pace-scenarios.ts SHORT_SCALE: L = 20/s, 200 ids,
+ * The provider pace's scenarios, short (dev/sim/pace-scenarios.ts SHORT_SCALE: L = 20/s, 100 ids,
  * 3 containers, an outage a minute longer than the age at which the item sync refreshes a token on
  * demand), in virtual time: the real handlers, pace, provider client and DynamoDB adapters. `npm run sim` runs them at full scale; docs/measurements.md has those figures.
  */
