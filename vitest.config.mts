@@ -25,7 +25,7 @@ export default defineConfig({
     // One DynamoDB Local for the whole run (test/support/dynamodb-global.ts).
     globalSetup: ['test/support/dynamodb-global.ts'],
     setupFiles: ['test/setup.ts'],
-    // Within each project, the files that run long for their size start first (test/support/sequencer.ts).
+    // The projects of a few long files first; within each, the files that run long for their size (test/support/sequencer.ts).
     sequence: { sequencer: LongFirstSequencer },
     reporters: ['default', './test/support/summary-reporter.ts'],
     environment: 'node',
