@@ -54,7 +54,9 @@ export const LEDGER_POLL_MS = 2_000;
 
 /** A change as both sides can name it. */
 function changeKey(id: string, change: ChangeKind, revision: string, previousRevision: string | null): string {
-  return `${id}\u0000${change}\u0000${revision}\u0000${previousRevision ?? '\u0001'}`;
+  // Joined, not a template literal: V8 keeps a template's result as a tree of its pieces (about 250 MB
+  // for a million keys, against 64 MB flat), and the ledger keeps a key for each change, twice.
+  return [id, change, revision, previousRevision ?? '\u0001'].join('\u0000');
 }
 
 /** One connection's truth and what its consumer read. */
@@ -453,7 +455,7 @@ function rowKeyOf(row: Record<string, AttributeValue>): string {
 
 /** A row write, named by its connection, id and `syncedAt` (a write's own time: two writes of a row never share it). */
 function rowStamp(connection: string, id: string, syncedAt: string): string {
-  return `${connection}\u0000${id}\u0000${syncedAt}`;
+  return [connection, id, syncedAt].join('\u0000');
 }
 
 function side(row: StreamImage): RowSide {

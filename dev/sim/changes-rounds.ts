@@ -195,7 +195,8 @@ export class WriteAttempts {
     this.attempts.set(key, n);
     if (n === 2) this.retried += 1;
     if (n > this.most) this.most = n;
-    // Keep the map bounded: a row write's attempts all come within moments.
-    if (this.attempts.size > 50_000) for (const old of [...this.attempts.keys()].slice(0, 25_000)) this.attempts.delete(old);
+    // Keep the map bounded: a row write's attempts all come within moments (the SDK's retries of
+    // one call), so the latest 5,000 writes are enough to count them.
+    if (this.attempts.size > 5_000) for (const old of [...this.attempts.keys()].slice(0, 2_500)) this.attempts.delete(old);
   }
 }

@@ -240,7 +240,9 @@ function watchProgress(
   const { t0, realStart, ledger, consumer, rounds, injected, ended, progress } = parts;
   const report = (): void => {
     if (ended()) return;
+    // The writes the meters record are not read here: emptied, as they would grow by one a write.
     injected.dynamo.writes.length = 0;
+    injected.writerDynamo.writes.length = 0;
     const now = system.clock.ms();
     progress(
       `${((now - t0) / HOUR).toFixed(2)} h virtual, ${((Date.now() - realStart) / 1000).toFixed(0)} s real: round ${rounds.counts.rounds} of ${scale.rounds}, ` +

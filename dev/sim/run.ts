@@ -185,7 +185,7 @@ const SCENARIOS: Record<string, Scenario> = {
   },
   changes: {
     about: 'the changes feed: changes written by the sync, with racing writers, redelivered records, lost answers and stream batches, read by a consumer through the client API that stops and resumes; the cost of a million changes; progress on standard error',
-    full: `${changesSize(CHANGES_FULL)} (give Node.js --max-old-space-size=8192; the time and memory it took: docs/changes.md, Measured)`,
+    full: `${changesSize(CHANGES_FULL)} (give Node.js --max-old-space-size=2048; the time and memory it took: docs/changes.md, Measured)`,
     short: changesSize(CHANGES_SHORT),
     run: (o) => changesScenario(o.short ? CHANGES_SHORT : CHANGES_FULL, progress),
   },

@@ -342,7 +342,7 @@ export class ProviderAccount {
     if (!stored.json) {
       const lists = this.lists;
       const served = lists ? lists.served(id, stored.item, (childId) => this.items.get(childId)!.item) : stored.item;
-      stored.json = Buffer.from(JSON.stringify(served), 'utf8');
+      stored.json = ownBuffer(JSON.stringify(served));
     }
     return stored.json;
   }
@@ -427,4 +427,15 @@ function bumpAt(item: Record<string, unknown>, path: readonly string[]): string 
   else if (typeof current === 'string') holder[last] = nextStringRevision(current);
   else return `value is a ${typeof current}`;
   return undefined;
+}
+
+/**
+ * `text` in a buffer of its own. Buffer.from takes a small one from Node.js's shared 8 KiB pool,
+ * and a cached body kept the whole block alive: about 5.6 KiB for a body of 450 bytes, some 700 MiB
+ * for the changes simulation's 100,000 items.
+ */
+function ownBuffer(text: string): Buffer {
+  const buffer = Buffer.allocUnsafeSlow(Buffer.byteLength(text, 'utf8'));
+  buffer.write(text, 'utf8');
+  return buffer;
 }
