@@ -130,7 +130,7 @@ const SCENARIOS: Record<string, Scenario> = {
   ...SCOPE_SCENARIOS,
   reconcile: {
     about: 'a reconciliation pass: the real reconciler on its schedule sends every id again; progress on standard error',
-    full: `${n(RECONCILE_FULL.ids)} ids, L = ${RECONCILE_FULL.limit}/s told, freshnessHours ${RECONCILE_FULL.freshnessHours} (about 2 ms of real time an id: give Node.js --max-old-space-size=8192)`,
+    full: `${n(RECONCILE_FULL.ids)} ids, L = ${RECONCILE_FULL.limit}/s told, freshnessHours ${RECONCILE_FULL.freshnessHours} (give Node.js --max-old-space-size=8192 and hours: docs/measurements.md has its real time)`,
     short: `${n(RECONCILE_SHORT.ids)} ids, L = ${RECONCILE_SHORT.limit}/s told`,
     options: ['ids', 'unknown-limit'],
     run: (o) => reconcilePass(reconcileScale(o), progress),
@@ -143,7 +143,7 @@ const SCENARIOS: Record<string, Scenario> = {
   },
   accounts: {
     about: 'a reconciliation pass over many accounts: each account\'s own pass, the cost a million ids, the refresher meanwhile; progress on standard error',
-    full: `${n(ACCOUNTS_FULL.connections)} connections × ${ACCOUNTS_FULL.idsEach} ids, L = ${ACCOUNTS_FULL.limit}/s told (give Node.js --max-old-space-size=8192 and about an hour)`,
+    full: `${n(ACCOUNTS_FULL.connections)} connections × ${ACCOUNTS_FULL.idsEach} ids, L = ${ACCOUNTS_FULL.limit}/s told (give Node.js --max-old-space-size=8192 and hours: docs/measurements.md has its real time)`,
     short: `${ACCOUNTS_SHORT.connections} connections × ${ACCOUNTS_SHORT.idsEach} ids, L = ${ACCOUNTS_SHORT.limit}/s told`,
     run: (o) => accountsPass(o.short ? ACCOUNTS_SHORT : ACCOUNTS_FULL, progress),
   },
@@ -167,7 +167,7 @@ const SCENARIOS: Record<string, Scenario> = {
   },
   refresher: {
     about: 'the token refresher at scale, against a token endpoint limit the pace has to find; progress on standard error',
-    full: `${n(REFRESHER_FULL.connections)} connections in use for ${REFRESHER_FULL.hours} hours (most of an hour of real time)`,
+    full: `${n(REFRESHER_FULL.connections)} connections in use for ${REFRESHER_FULL.hours} hours (hours of real time: docs/measurements.md)`,
     short: `${REFRESHER_SHORT.connections} connections for ${REFRESHER_SHORT.hours} hour${REFRESHER_SHORT.hours === 1 ? '' : 's'}`,
     run: (o) => refresherScenario(o.short ? REFRESHER_SHORT : REFRESHER_FULL, progress),
   },
