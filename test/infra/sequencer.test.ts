@@ -1,7 +1,7 @@
 /**
  * The order the test files start in (test/support/sequencer.ts): the projects in PROJECT_ORDER, each
- * together; within each, the files that run long for their size first, in vitest's order, then the
- * others in vitest's order.
+ * together; within each, the files that run long for their size first, the longest first (in
+ * vitest's order among equals), then the others in vitest's order.
  */
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -10,11 +10,13 @@ import { LONG_FIRST, longFirst, PROJECT_ORDER } from '../support/sequencer.js';
 import { ROOT } from './helpers.js';
 
 describe('the test files’ order', () => {
-  it('starts the projects in their order, each together, and the long files of each project first', () => {
+  it('starts the projects in their order, each together, and the long files of each project first, the longest first', () => {
     const files = [
       ['isolated', 'test/functions/item-sync/sync.integration.test.ts'],
       ['shared', 'test/functions/client-api/refusals.test.ts'],
+      ['shared', 'test/dev/sim/connections-scenario.test.ts'],
       ['shared', 'test/dev/sim/changes-scenario.test.ts'],
+      ['shared', 'test/dev/sim/pace-scenarios.test.ts'],
       ['shared', 'test/tools/connections/connections.test.ts'],
       ['shared', 'test/dev/local/story.test.ts'],
       ['shared', 'test/dev/fakes/dynamodb-local.test.ts'],
@@ -31,9 +33,11 @@ describe('the test files’ order', () => {
       'test/infra/stateless-stack.test.ts',
       'test/infra/nag.test.ts',
       'test/functions/item-sync/sync.integration.test.ts',
-      'test/dev/sim/changes-scenario.test.ts',
       'test/dev/local/story.test.ts',
+      'test/dev/sim/pace-scenarios.test.ts',
       'test/dev/fakes/dynamodb-local.test.ts',
+      'test/dev/sim/changes-scenario.test.ts',
+      'test/dev/sim/connections-scenario.test.ts',
       'test/functions/client-api/refusals.test.ts',
       'test/tools/connections/connections.test.ts',
       'test/dev/fakes/sqs-model.test.ts',

@@ -7,16 +7,24 @@
  * synthesize or bundle the app are small files that run for half a minute or more. Started last, one
  * of them runs alone at the end of the run with the other CPU idle. So the projects of a few long
  * files start first and the one of many short files last, and within each project the files of
- * LONG_FIRST start first, then the others in vitest's order.
+ * LONG_FIRST start first, the longest first, then the others in vitest's order.
  */
 import { BaseSequencer, type TestSpecification } from 'vitest/node';
 
-/** Files that run long for their size (paths from the repository's root). */
+/**
+ * Files that run long for their size (paths from the repository's root), the longest of a fresh
+ * clone's run first: within a project, a file starts before those matched by a later pattern.
+ */
 export const LONG_FIRST: readonly RegExp[] = [
+  /^test\/dev\/local\/story\.test\.ts$/,
+  /^test\/dev\/local\/cli\.test\.ts$/,
+  /^test\/dev\/sim\/pace-scenarios\.test\.ts$/,
+  /^test\/dev\/fakes\/dynamodb-local\.test\.ts$/,
+  /^test\/dev\/sim\/changes-scenario\.test\.ts$/,
+  /^test\/dev\/sim\/scope-scenarios\.test\.ts$/,
   /^test\/dev\/sim\//,
   /^test\/dev\/local\//,
   /^test\/dev\/bench\//,
-  /^test\/dev\/fakes\/dynamodb-local\.test\.ts$/,
   /^test\/infra\/cli\.test\.ts$/,
   /^test\/infra\/stateless-stack\.test\.ts$/,
   /^test\/infra\/bundles\.test\.ts$/,
@@ -32,7 +40,11 @@ export const PROJECT_ORDER: readonly string[] = ['synth-isolated', 'synth', 'iso
 
 export function longFirst<T>(files: readonly T[], projectOf: (file: T) => string, pathOf: (file: T) => string): T[] {
   const position = (project: string): number => (PROJECT_ORDER.includes(project) ? PROJECT_ORDER.indexOf(project) : PROJECT_ORDER.length);
-  const rank = (file: T): number => position(projectOf(file)) * 2 + (LONG_FIRST.some((pattern) => pattern.test(pathOf(file))) ? 0 : 1);
+  const long = (file: T): number => {
+    const index = LONG_FIRST.findIndex((pattern) => pattern.test(pathOf(file)));
+    return index === -1 ? LONG_FIRST.length : index;
+  };
+  const rank = (file: T): number => position(projectOf(file)) * (LONG_FIRST.length + 1) + long(file);
   // Array.prototype.sort is stable: within a rank, vitest's order.
   return [...files].sort((a, b) => rank(a) - rank(b));
 }
