@@ -31,6 +31,7 @@ import { CONNECTIONS_FULL, CONNECTIONS_SHORT } from '../../dev/sim/connections-s
 import { DISCOVERY_FULL, DISCOVERY_SHORT } from '../../dev/sim/discovery-scenario.js';
 import { FAIRNESS_FULL } from '../../dev/sim/fairness-scenario.js';
 import { PUSH_FULL, PUSH_SHORT } from '../../dev/sim/push-scenario.js';
+import { CHANGES_FULL, CHANGES_SHORT } from '../../dev/sim/changes-scale.js';
 import { RECONCILE_FULL } from '../../dev/sim/reconcile-scale.js';
 import { REFRESHER_FULL, REFRESHER_SHORT } from '../../dev/sim/refresher-scenario.js';
 import { LIMITS_FULL, OUTAGE_FULL } from '../../dev/sim/scope-scenarios.js';
@@ -554,6 +555,13 @@ describe("the CLIs' option defaults, as docs/development.md and docs/item-sync.m
     expect(nums(row('discovery'), /`--short` \(([\d,]+) items (\d+) deep, (\d+) quiet accounts/)).toEqual([DISCOVERY_SHORT.items, DISCOVERY_SHORT.depth, DISCOVERY_SHORT.quietAccounts]);
     expect(nums(row('refresher'), /([\d,]+) connections in use for (\d+) hours/)).toEqual([REFRESHER_FULL.connections, REFRESHER_FULL.hours]);
     expect(nums(row('refresher'), /`--short` \((\d+) connections for (an|\d+) hours?/)).toEqual([REFRESHER_SHORT.connections, REFRESHER_SHORT.hours]);
+    expect(nums(row('changes'), /([\d,]+) connections × (\d+) items × (\d+) rounds \(([\d,]+) changes/)).toEqual([
+      CHANGES_FULL.connections,
+      CHANGES_FULL.itemsEach,
+      CHANGES_FULL.rounds,
+      CHANGES_FULL.connections * CHANGES_FULL.itemsEach * CHANGES_FULL.rounds,
+    ]);
+    expect(nums(row('changes'), /`--short` \((\d+) × (\d+) × (\d+)/)).toEqual([CHANGES_SHORT.connections, CHANGES_SHORT.itemsEach, CHANGES_SHORT.rounds]);
   });
 });
 
