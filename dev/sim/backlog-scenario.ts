@@ -23,7 +23,8 @@
  * The checks are the goals: the quiet p99 during the backlog at most BACKLOG_P99_FACTOR × the idle
  * p99 in every run, every id done, nothing dead-lettered, no 429 when L is told.
  */
-import { fairnessRun, quantiles, type BackfillLane, type FairnessRun, type FairnessScale } from './fairness-scenario.js';
+import { quantiles } from './quiet-accounts.js';
+import { fairnessRun, type BackfillLane, type FairnessRun, type FairnessScale } from './fairness-scenario.js';
 import { check, round, timed, type Check, type ScenarioResult } from './scenario.js';
 
 /** The backlog's lanes (above). */

@@ -20,7 +20,8 @@
  * every id done, nothing dead-lettered.
  */
 import { BACKLOG_P99_FACTOR } from './backlog-scenario.js';
-import { fairnessRun, quantiles, type FairnessRun, type FairnessScale } from './fairness-scenario.js';
+import { quantiles } from './quiet-accounts.js';
+import { fairnessRun, type FairnessRun, type FairnessScale } from './fairness-scenario.js';
 import { check, round, timed, type Check, type ScenarioResult } from './scenario.js';
 
 export type BusyScale = FairnessScale & Required<Pick<FairnessScale, 'busyUsers'>>;

@@ -25,8 +25,9 @@ import { DEFAULT_CONNECTION } from '../../functions/shared/connections/connectio
 import { backfillMessages, enqueueMessages, messageBody, type EnqueueMessage } from '../../tools/enqueue/send.js';
 import type { ProviderModel } from '../simulator/provider-model.js';
 import { batchWrite, itemRows } from './preload.js';
-import { check, percentile, round, timed, type Check, type ScenarioResult } from './scenario.js';
-import { atLimit, startSystem, type EventSourceName, type SimSystem, type SystemObserver } from './system.js';
+import { quantiles, quietIdDone, quietLeft, quietTimes, sendQuietIds, type QuietWatch } from './quiet-accounts.js';
+import { check, round, timed, type Check, type ScenarioResult } from './scenario.js';
+import { atLimit, startSystem, type SimSystem, type SystemObserver } from './system.js';
 
 const SECOND = 1_000;
 const MINUTE = 60_000;
@@ -105,14 +106,6 @@ export interface LimitFound {
   /** Backfill ids done from then on, in how many seconds. */
   done: number;
   seconds: number;
-}
-
-/** The quiet accounts' ids, as the sync's log lines tell them (this scenario's and discovery-scenario.ts's). */
-export interface QuietWatch {
-  /** `connection \n id` of each quiet id sent and not yet done → when it was sent. */
-  pending: Map<string, number>;
-  /** Each quiet id done: when it was sent, and its send-to-done time. */
-  quietDone: Array<{ sentAt: number; ms: number }>;
 }
 
 /** The provider's item requests so far and those it answered 429, as the provider model counts them. */
@@ -290,25 +283,6 @@ function providerCounts(provider: ProviderModel): ProviderCounts {
   return { requests, rateLimited: provider.rateLimited };
 }
 
-/** A quiet id's `record done` on the sync queue: its send-to-done time (an id not sent as measured is passed over). */
-export function quietIdDone(watch: QuietWatch, source: EventSourceName, itemId: string, at: number, connection: string): void {
-  const key = `${connection}\n${itemId}`;
-  const sentAt = watch.pending.get(key);
-  if (source !== 'sync' || sentAt === undefined) return;
-  watch.pending.delete(key);
-  watch.quietDone.push({ sentAt, ms: at - sentAt });
-}
-
-/** The send-to-done times, ms, of the quiet ids sent from `from` to before `to`. */
-export function quietTimes(watch: QuietWatch, from: number, to: number): Float64Array {
-  return Float64Array.from(watch.quietDone.filter(({ sentAt }) => sentAt >= from && sentAt < to).map(({ ms }) => ms));
-}
-
-/** Quiet ids sent and never done, but those sent in the last 10 s before `now` (they may still be on their way). */
-export function quietLeft(watch: QuietWatch, now: number): number {
-  return [...watch.pending.values()].filter((sentAt) => sentAt < now - 10 * SECOND).length;
-}
-
 /**
  * Rows of each quiet account's ids after the first `sendsEach` (the ones its users never send), as
  * after a first sync: the reconciler's sweep.
@@ -324,35 +298,6 @@ async function preloadSwept(system: SimSystem, quiet: readonly string[], sendsEa
   } finally {
     client.destroy();
   }
-}
-
-/**
- * Every quiet account sends its next unsent id every `sendEverySeconds`, the accounts spread evenly
- * over the interval, from the start; ids sent from `measuredFrom` on are measured.
- */
-export function sendQuietIds(
-  system: SimSystem,
-  sendEverySeconds: number,
-  quiet: readonly string[],
-  sendsEach: number,
-  watch: QuietWatch,
-  measuredFrom: number,
-  send: (messages: EnqueueMessage[]) => void,
-): void {
-  const everyMs = sendEverySeconds * SECOND;
-  quiet.forEach((connection, k) => {
-    const ids = system.provider.account(connection).itemIds().slice(0, sendsEach);
-    let next = 0;
-    const sendNext = (): void => {
-      if (next >= ids.length) return;
-      const id = ids[next++]!;
-      const now = system.clock.ms();
-      if (now >= measuredFrom) watch.pending.set(`${connection}\n${id}`, now);
-      send([{ connection, id }]);
-      system.clock.at(now + everyMs, sendNext);
-    };
-    system.clock.at(system.clock.ms() + Math.floor((k * everyMs) / quiet.length), sendNext);
-  });
 }
 
 /** The ids the busy users send in `ms`: one every `everyMs`, and a burst every `burstEverySeconds`. */
@@ -402,15 +347,6 @@ function reportProgress(system: SimSystem, scale: FairnessScale, watch: Watch, b
     system.clock.at(system.clock.ms() + MINUTE, look);
   };
   system.clock.at(backfillAt + MINUTE, look);
-}
-
-/** p50 and p99 of send-to-done times, seconds. */
-export function quantiles(times: Float64Array): { p50: number; p99: number; max: number } {
-  return {
-    p50: round(percentile(times, 0.5) / SECOND, 3),
-    p99: round(percentile(times, 0.99) / SECOND, 3),
-    max: round((times.length > 0 ? Math.max(...times) : 0) / SECOND, 3),
-  };
 }
 
 /** 100 quiet accounts (one id a minute each) beside a backfill of 100,000 ids, L = 200/s known; the sweep throughout. */

@@ -21,7 +21,7 @@
  */
 import { enqueueMessages, type EnqueueMessage } from '../../tools/enqueue/send.js';
 import { accountLimits, controlRequests } from './scope-scenarios.js';
-import { quantiles, quietIdDone, quietLeft, quietTimes, sendQuietIds, type QuietWatch } from './fairness-scenario.js';
+import { quantiles, quietIdDone, quietLeft, quietTimes, sendQuietIds, type QuietWatch } from './quiet-accounts.js';
 import { check, round, timed, type Check, type ScenarioResult } from './scenario.js';
 import { startSystem } from './system.js';
 

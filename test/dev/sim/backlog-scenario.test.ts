@@ -8,7 +8,7 @@
  */
 import { beforeAll, describe, expect, it } from 'vitest';
 import { BACKLOG_P99_FACTOR, BACKLOG_SHORT, backlogLabel, backlogReport, backlogRun, type BacklogRun } from '../../../dev/sim/backlog-scenario.js';
-import { quantiles } from '../../../dev/sim/fairness-scenario.js';
+import { quantiles } from '../../../dev/sim/quiet-accounts.js';
 import { round } from '../../../dev/sim/scenario.js';
 
 describe('backlog, short scale: L = 30/s not told, the backlog on the sync queue and with --backfill', () => {

@@ -11,7 +11,8 @@
  */
 import { beforeAll, describe, expect, it } from 'vitest';
 import { BUSY_MAX_429_SHARE, BUSY_SHARE_OF_LIMIT, BUSY_SHORT, BUSY_USERS_FACTOR, busyReport } from '../../../dev/sim/busy-scenario.js';
-import { fairnessRun, quantiles, type FairnessRun } from '../../../dev/sim/fairness-scenario.js';
+import { fairnessRun, type FairnessRun } from '../../../dev/sim/fairness-scenario.js';
+import { quantiles } from '../../../dev/sim/quiet-accounts.js';
 
 describe("busy, short scale: an account's users beside its own backfill at L = 200/s not told", () => {
   let run: FairnessRun;

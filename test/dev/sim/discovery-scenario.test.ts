@@ -5,8 +5,10 @@
  * sim -- discovery discovery-cycle`) are in docs/measurements.md.
  */
 import { describe, expect, it } from 'vitest';
-import { crawlBoundSeconds, DISCOVERY_SHORT, REQUESTS_PER_ITEM_GOAL, discoveryRun } from '../../../dev/sim/discovery-scenario.js';
-import { FAIRNESS_P99_FACTOR, quantiles } from '../../../dev/sim/fairness-scenario.js';
+import { crawlBoundSeconds, REQUESTS_PER_ITEM_GOAL } from '../../../dev/sim/discovery-report.js';
+import { DISCOVERY_SHORT, discoveryRun } from '../../../dev/sim/discovery-scenario.js';
+import { FAIRNESS_P99_FACTOR } from '../../../dev/sim/fairness-scenario.js';
+import { quantiles } from '../../../dev/sim/quiet-accounts.js';
 import { simDynamoLatency } from '../../../dev/sim/meters.js';
 
 describe('discovery, short scale: a tree with a cycle from its root, beside quiet accounts', () => {

@@ -5,7 +5,8 @@
  * (`npm run sim -- fairness`) are in docs/measurements.md.
  */
 import { describe, expect, it } from 'vitest';
-import { FAIRNESS_P99_FACTOR, FAIRNESS_SHORT, fairnessRun, quantiles } from '../../../dev/sim/fairness-scenario.js';
+import { FAIRNESS_P99_FACTOR, FAIRNESS_SHORT, fairnessRun } from '../../../dev/sim/fairness-scenario.js';
+import { quantiles } from '../../../dev/sim/quiet-accounts.js';
 
 describe('fairness, short scale: a backfill in the background lane beside quiet accounts', () => {
   it('keeps the quiet accounts’ p99 within 2× of idle, syncs every id, dead-letters nothing, meets no 429', async () => {

@@ -282,6 +282,22 @@ export function withoutBreaker(state: PaceState): PaceState {
   return !state.breaker.open && state.failures === 0 ? state : { ...state, breaker: { open: false }, failures: 0 };
 }
 
+/**
+ * The state a stored row reads as: a fresh one when there is no row or it holds no pace state
+ * (`invalid` is told), its rate within the operator's ceiling (which may have changed since the row
+ * was written), and without a breaker when the breaker is another row's.
+ */
+export function storedPaceState(stored: unknown, settings: PaceSettings, now: number, options: { breakerElsewhere: boolean; invalid: () => void }): PaceState {
+  if (stored === undefined) return initialPaceState(settings, now);
+  if (!isPaceState(stored)) {
+    options.invalid();
+    return initialPaceState(settings, now);
+  }
+  const { maxRate } = settings;
+  const capped = maxRate !== undefined && stored.rate > maxRate ? { ...stored, rate: maxRate } : stored;
+  return options.breakerElsewhere ? withoutBreaker(capped) : capped;
+}
+
 /** The lease the sweep takes at once: what it wants, at most what the bucket can hold. */
 function sweepLease(rate: number, want: number, settings: PaceSettings): number {
   return Math.max(1, Math.min(want, Math.floor(burst(rate, settings))));

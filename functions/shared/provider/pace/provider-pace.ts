@@ -24,8 +24,6 @@ import {
   breakerDraw,
   closeBreaker,
   draw,
-  initialPaceState,
-  isPaceState,
   leaseSize,
   MAX_RETRY_AFTER_MS,
   MIN_RETRY_AFTER_MS,
@@ -33,10 +31,10 @@ import {
   rateLimited,
   requestFailed,
   requestSucceeded,
+  storedPaceState,
   type BreakerReason,
   type PaceSettings,
   type PaceState,
-  withoutBreaker,
 } from './pace-state.js';
 
 import { admitted, classRate, paceClass, ReturnBook } from './pace-hold.js';
@@ -438,16 +436,11 @@ export class ProviderPace {
    */
   private async readState(store: PaceStore = this.store): Promise<{ state: PaceState; version: number }> {
     const stored = await store.read();
-    if (stored === undefined) return { state: initialPaceState(this.settings, this.now()), version: 0 };
-    if (!isPaceState(stored.state)) {
-      this.log.warn('the pace row is not a pace state; starting afresh');
-      return { state: initialPaceState(this.settings, this.now()), version: stored.version };
-    }
-    // The operator's ceiling may have changed since the row was written.
-    const { maxRate } = this.settings;
-    const capped = maxRate !== undefined && stored.state.rate > maxRate ? { ...stored.state, rate: maxRate } : stored.state;
-    const state = this.separateBreaker && store === this.store ? withoutBreaker(capped) : capped;
-    return { state, version: stored.version };
+    const state = storedPaceState(stored?.state, this.settings, this.now(), {
+      breakerElsewhere: this.separateBreaker && store === this.store,
+      invalid: () => this.log.warn('the pace row is not a pace state; starting afresh'),
+    });
+    return { state, version: stored?.version ?? 0 };
   }
 
   /**
