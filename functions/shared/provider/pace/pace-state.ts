@@ -287,14 +287,20 @@ export function withoutBreaker(state: PaceState): PaceState {
  * (`invalid` is told), its rate within the operator's ceiling (which may have changed since the row
  * was written), and without a breaker when the breaker is another row's.
  */
-export function storedPaceState(stored: unknown, settings: PaceSettings, now: number, options: { breakerElsewhere: boolean; invalid: () => void }): PaceState {
+export function storedPaceState(
+  stored: { state: unknown } | undefined,
+  settings: PaceSettings,
+  now: number,
+  options: { breakerElsewhere: boolean; invalid: () => void },
+): PaceState {
   if (stored === undefined) return initialPaceState(settings, now);
-  if (!isPaceState(stored)) {
+  const { state } = stored;
+  if (!isPaceState(state)) {
     options.invalid();
     return initialPaceState(settings, now);
   }
   const { maxRate } = settings;
-  const capped = maxRate !== undefined && stored.rate > maxRate ? { ...stored, rate: maxRate } : stored;
+  const capped = maxRate !== undefined && state.rate > maxRate ? { ...state, rate: maxRate } : state;
   return options.breakerElsewhere ? withoutBreaker(capped) : capped;
 }
 

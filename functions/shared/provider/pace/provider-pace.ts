@@ -436,7 +436,7 @@ export class ProviderPace {
    */
   private async readState(store: PaceStore = this.store): Promise<{ state: PaceState; version: number }> {
     const stored = await store.read();
-    const state = storedPaceState(stored?.state, this.settings, this.now(), {
+    const state = storedPaceState(stored, this.settings, this.now(), {
       breakerElsewhere: this.separateBreaker && store === this.store,
       invalid: () => this.log.warn('the pace row is not a pace state; starting afresh'),
     });
