@@ -187,8 +187,9 @@ export function tableWrites(dynamo: LocalDynamoDb, table: string): number {
 
 /**
  * A DynamoDB client whose calls take the latency model's round trip of virtual time, half before
- * the request reaches DynamoDB Local and half after its answer, and hold virtual time still while
- * DynamoDB Local answers; each call counted into `counts` with the capacity DynamoDB Local computed for it.
+ * the request reaches DynamoDB Local and half after it (pipelined on the clock: virtual-clock.ts
+ * `call`, the answer handed over at the end of the round trip); each call counted into `counts` with
+ * the capacity DynamoDB Local computed for it.
  * A TransactWriteItems is counted against every table it writes (`TransactWriteItems <table>`):
  * the write units of each attempt that committed, as AWS counts them (below the SDK's
  * retries, under the faults: an attempt whose answer is then lost is counted), the replays of a
@@ -243,8 +244,9 @@ export function trackedDynamo(dynamo: LocalDynamoDb, options: TrackedDynamoOptio
     }) as never,
     { step: 'initialize', priority: 'high', name: 'virtualTime' },
   );
-  // Each attempt of a write, counted by table as its answer comes (or its error), inside the call's
-  // tracked part: the count has moved before any later call reaches DynamoDB Local (tableWrites).
+  // Each attempt of a write, counted by table as its answer (or its error) is handed over, at the
+  // call's answer time. A read of the stream sent before that may already hold the write's record:
+  // the count only ever lags the table, so a read it calls empty is one made (TableStream.knownEmpty).
   const writes = tableWriteCounts.get(dynamo) ?? tableWriteCounts.set(dynamo, new Map()).get(dynamo)!;
   client.middlewareStack.add(
     ((next: Next, context: { commandName?: string }) => async (args: { input: AnyInput }) => {
@@ -260,7 +262,7 @@ export function trackedDynamo(dynamo: LocalDynamoDb, options: TrackedDynamoOptio
     { step: 'deserialize', priority: 'high', name: 'tableWrites' },
   );
   // Added after the meter, same step and priority: it runs inside it, so a call is counted once whatever its latency.
-  return addDynamoLatency(client, { latency: options.latency ?? simLatency, sleep: clock.sleep, track: (work) => clock.track(work) });
+  return addDynamoLatency(client, { latency: options.latency ?? simLatency, sleep: clock.sleep, pipeline: clock });
 }
 
 function tableOf(input: AnyInput): string {

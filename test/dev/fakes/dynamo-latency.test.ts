@@ -211,6 +211,42 @@ describe('the middleware', () => {
     expect(sentAt).toEqual([DYNAMO_LATENCY_MS.TransactWriteItems / 2]);
     expect(endedAt).toBe(DYNAMO_LATENCY_MS.TransactWriteItems);
   });
+
+  it('pipelined on a virtual clock: each call sent half-way and answered at its round trip, a call made meanwhile sent after the answer, and its answer read whole before the next request', async () => {
+    const clock = new VirtualClock();
+    const t0 = clock.ms();
+    const log: Log = [];
+    const sentAt: number[] = [];
+    // A server that takes real time to answer, whose answers are streams.
+    const client = new DynamoDBClient({
+      ...CONFIG,
+      requestHandler: {
+        handle: async (request: { headers: Record<string, string> }) => {
+          const operation = String(request.headers['x-amz-target']).split('.').pop();
+          log.push(`server takes ${operation}`);
+          sentAt.push(clock.ms() - t0);
+          for (let turn = 0; turn < 5; turn++) await new Promise((resolve) => setImmediate(resolve));
+          const answered = await requestHandler([]).handle(request);
+          const body = answered.response.body;
+          body.on('end', () => log.push(`server answered ${operation}`));
+          return answered;
+        },
+      } as never,
+    });
+    addDynamoLatency(client, { latency: dynamoLatency(), sleep: clock.sleep, pipeline: clock });
+    const ended: Record<string, number> = {};
+    const calls: Array<Promise<unknown>> = [];
+    clock.at(t0, () => calls.push(client.send(COMMANDS.PutItem() as never).then(() => void (ended['PutItem'] = clock.ms() - t0))));
+    // Made once the PutItem is sent (3 ms) and before its answer time (6 ms).
+    clock.at(t0 + 1, () => calls.push(client.send(COMMANDS.GetItem() as never).then(() => void (ended['GetItem'] = clock.ms() - t0))));
+    await clock.run(Number.MAX_SAFE_INTEGER, () => Object.keys(ended).length === 2);
+    await Promise.all(calls);
+    // The GetItem, sent at 1 + 2 = 3 ms, reached the server after the PutItem's answer was read whole
+    // (the clock had run on meanwhile, to the GetItem's own answer time).
+    expect(log).toEqual(['server takes PutItem', 'server answered PutItem', 'server takes GetItem', 'server answered GetItem']);
+    expect(sentAt).toEqual([DYNAMO_LATENCY_MS.PutItem / 2, 1 + DYNAMO_LATENCY_MS.GetItem]);
+    expect(ended).toEqual({ PutItem: DYNAMO_LATENCY_MS.PutItem, GetItem: 1 + DYNAMO_LATENCY_MS.GetItem });
+  });
 });
 
 describe('withDynamoLatency', () => {
