@@ -10,16 +10,5 @@ export const LOCAL_CREDENTIALS = { accessKeyId: 'local', secretAccessKey: 'local
  */
 export const RUN_ENDPOINT_VARIABLE = 'CONTENT_SYNC_TEST_DYNAMODB_ENDPOINT';
 
-/** The SDK's logger middleware, by the name it registers. */
-export const SDK_LOGGER_MIDDLEWARE = 'loggerMiddleware';
-
-/**
- * A harness client without the SDK's logger middleware. With no logger set, the SDK still builds a
- * redacted copy of every request and answer for one (a walk of the whole input and output); the
- * harness logs nothing through it, and its many calls spent about a tenth of their Node.js CPU there.
- * The deployed functions keep their clients as the SDK makes them.
- */
-export function withoutSdkLogger<T extends { middlewareStack: { remove(name: string): boolean } }>(client: T): T {
-  client.middlewareStack.remove(SDK_LOGGER_MIDDLEWARE);
-  return client;
-}
+/** The harness's clients are built as the functions build theirs: without the SDK's logger middleware. */
+export { SDK_LOGGER_MIDDLEWARE, withoutSdkLogger } from '../../functions/shared/adapters/sdk-client.js';

@@ -11,11 +11,12 @@ import { createLogger } from '../shared/observability.js';
 import { systemClock } from '../shared/ports.js';
 import { HttpProviderClient } from '../shared/provider/provider-client.js';
 import { createSyncHandler } from './app.js';
+import { withoutSdkLogger } from '../shared/adapters/sdk-client.js';
 
 const config = loadSyncConfig();
 // Created once per container and reused across invocations.
-const dynamodbClient = new DynamoDBClient({});
-const sqsClient = new SQSClient({});
+const dynamodbClient = withoutSdkLogger(new DynamoDBClient({}));
+const sqsClient = withoutSdkLogger(new SQSClient({}));
 // The KMS client and its commands (tokens are sealed) are a module of its own, loaded at the first
 // token opened (the literal is KMS_CLIENT_MODULE: lazy-modules.ts); then kept for the container's life.
 const kms = async () => (await import('./adapters/kms-client.js')).createKmsApi();

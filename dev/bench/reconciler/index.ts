@@ -27,7 +27,7 @@ import { DEFAULT_CONNECTION } from '../../../functions/shared/connections/connec
 import { OutputCapture } from '../../fakes/capture-output.js';
 import { dynamoLatency, withDynamoLatency } from '../../fakes/dynamo-latency.js';
 import { startLocalDynamo, type LocalDynamoDb } from '../../fakes/local-dynamo.js';
-import { LOCAL_CREDENTIALS, LOCAL_REGION } from '../../fakes/local-aws.js';
+import { LOCAL_CREDENTIALS, LOCAL_REGION, withoutSdkLogger } from '../../fakes/local-aws.js';
 import { systemConfig } from '../../system/config.js';
 import { localDeployment, resourceNames } from '../../system/deployment.js';
 import { buildReconciler, invocationContext } from '../../system/functions.js';
@@ -85,7 +85,8 @@ export async function runReconcilerBench(input: Partial<ReconcilerBenchOptions> 
   const emulator = await startEmulatorChild();
   // The reconciler's client takes AWS's latency; the table is filled without it (set-up, not measured).
   const client = withDynamoLatency(dynamo, dynamoLatency({ factor: o.dynamoLatency })).client();
-  const sqs = new SQSClient({ region: LOCAL_REGION, endpoint: emulator.endpoint, credentials: LOCAL_CREDENTIALS });
+  // As the reconciler's handler builds its client (functions/reconciler/handler.ts).
+  const sqs = withoutSdkLogger(new SQSClient({ region: LOCAL_REGION, endpoint: emulator.endpoint, credentials: LOCAL_CREDENTIALS }));
   const phases: Phase[] = [];
   try {
     await dynamo.createItemsTable(ITEMS);

@@ -8,10 +8,11 @@ import { GetObjectCommand, S3Client } from '@aws-sdk/client-s3';
 import type { ConfiguredEndpoint } from '../../shared/config.js';
 import { getSignedUrl } from '@aws-sdk/s3-request-presigner';
 import type { ObjectLinks } from '../items.js';
+import { withoutSdkLogger } from '../../shared/adapters/sdk-client.js';
 
 /** The links of the items bucket, with an S3 client of their own (path-style at a configured endpoint, as the item sync's). */
 export function createObjectLinks(bucket: string, endpoint: ConfiguredEndpoint | undefined): ObjectLinks {
-  return new S3ObjectLinks(new S3Client(endpoint ? { endpoint: endpoint.url, forcePathStyle: true } : {}), bucket);
+  return new S3ObjectLinks(withoutSdkLogger(new S3Client(endpoint ? { endpoint: endpoint.url, forcePathStyle: true } : {})), bucket);
 }
 
 export class S3ObjectLinks implements ObjectLinks {

@@ -23,13 +23,14 @@ import { DeleteObjectCommand, GetObjectCommand, PutObjectCommand, S3Client } fro
 import type { ConfiguredEndpoint } from '../../shared/config.js';
 import { ConfigError, TransientError } from '../../shared/errors.js';
 import type { ItemObjectStore } from '../ports.js';
+import { withoutSdkLogger } from '../../shared/adapters/sdk-client.js';
 
 /**
  * The store over `client`, or over a client of its own: the SDK's standard configuration, with the
  * configured endpoint (SyncConfig.s3Endpoint), if any, addressed path-style.
  */
 export function createS3ItemObjectStore(bucketName: string, client?: S3Client, endpoint?: ConfiguredEndpoint): S3ItemObjectStore {
-  return new S3ItemObjectStore(client ?? new S3Client(s3ClientConfig(endpoint)), bucketName, endpoint);
+  return new S3ItemObjectStore(client ?? withoutSdkLogger(new S3Client(s3ClientConfig(endpoint))), bucketName, endpoint);
 }
 
 /** The S3 client's own settings: none, or the configured endpoint, path-style. */

@@ -5,7 +5,8 @@
  */
 import { DecryptCommand, GenerateDataKeyCommand, KMSClient } from '@aws-sdk/client-kms';
 import type { KmsApi } from './kms-data-keys.js';
+import { withoutSdkLogger } from './sdk-client.js';
 
-export function kmsApi(client: KMSClient = new KMSClient({})): KmsApi {
+export function kmsApi(client: KMSClient = withoutSdkLogger(new KMSClient({}))): KmsApi {
   return { client, DecryptCommand, GenerateDataKeyCommand };
 }
