@@ -42,6 +42,7 @@ import type { LocalDynamoDb } from '../fakes/local-dynamo.js';
 import { runEventSource, type DrainResult } from '../fakes/lambda.js';
 import type { SqsModel } from '../fakes/sqs-model.js';
 import type { ProviderModel } from '../simulator/provider-model.js';
+import { mulberry32 } from '../simulator/random.js';
 import { inProcessAws } from '../system/aws.js';
 import { batchingOf, eventSourceQueue } from '../system/event-sources.js';
 import { buildChangeEvents, type BuiltFunction, type RefresherHandler } from '../system/functions.js';
@@ -236,6 +237,9 @@ export async function startSystem(options: SystemOptions): Promise<SimSystem> {
   const stream = options.changeEvents
     ? new ItemsStream({ dynamo: storage.dynamo, tableName: NAMES.itemsTable, clock, count: meter.stream, writes: () => tableWrites(storage.dynamo, NAMES.itemsTable) })
     : undefined;
+  // The functions' jitter (the paces', the backoffs'): seeded, one stream drawn in the order the
+  // simulated code draws, so that a seed gives the same run every time.
+  const random = mulberry32(options.seed ^ 0x6a177e5);
   /** The sync's containers of one event source: its source's DynamoDB and SQS clients, each container its own provider client. */
   const containers = (source: EventSourceName): Array<BuiltFunction<SyncHandler>> => {
     const dynamodb = dynamoFor(source, options.faults?.dynamo);
@@ -248,12 +252,12 @@ export async function startSystem(options: SystemOptions): Promise<SimSystem> {
     const answer = options.observe?.providerAnswer;
     const observed = observedFetch(fetch, clock, answer && ((itemId, status, at) => answer(source, itemId, status, at)));
     return Array.from({ length: deployment.syncEventSource.maxConcurrency }, () =>
-      local.syncContainer({ dynamodb, sqs, fetch: observed, clock, sleep: clock.sleep, ...observability(source) }),
+      local.syncContainer({ dynamodb, sqs, fetch: observed, clock, sleep: clock.sleep, random, ...observability(source) }),
     );
   };
   const sync = containers('sync');
   const sweep = options.reconcile ? containers('reconcile') : [];
-  const refresher = local.refresher({ dynamodb: dynamoFor('refresher'), fetch, clock, sleep: clock.sleep, ...observability('refresher') });
+  const refresher = local.refresher({ dynamodb: dynamoFor('refresher'), fetch, clock, sleep: clock.sleep, random, ...observability('refresher') });
   const reconciler = options.reconcile ? createReconciler(local, options, dynamoFor('reconciler'), meter, clock, observability('reconciler')) : undefined;
 
   const changeEvents =
@@ -276,7 +280,7 @@ export async function startSystem(options: SystemOptions): Promise<SimSystem> {
         options.observe?.writerDynamo?.(dynamodb);
         return {
           stream: new ItemsStream({ dynamo: storage.dynamo, tableName: NAMES.itemsTable, clock, count: meter.writerStream, writes: () => tableWrites(storage.dynamo, NAMES.itemsTable) }),
-          fn: local.changesWriter({ dynamodb, clock, sleep: clock.sleep, ...observability('changesWriter') }),
+          fn: local.changesWriter({ dynamodb, clock, sleep: clock.sleep, random, ...observability('changesWriter') }),
         };
       })()
     : undefined;

@@ -64,6 +64,8 @@ export interface RefresherParts extends CommonParts {
   kms: KMSClient;
   /** The provider reached through this fetch (a model in process); default the global fetch. */
   fetch?: typeof globalThis.fetch;
+  /** [0, 1), for the token pace's jitter; default Math.random. */
+  random?: () => number;
 }
 
 export interface SyncParts extends CommonParts, Pick<SyncHandlerDeps, 'paceStoreFor' | 'paceSettings' | 'random'> {
@@ -129,6 +131,7 @@ export function buildRefresher(deployment: FunctionDeployment, parts: RefresherP
     dynamodb: parts.dynamodb,
     kms: parts.kms,
     provider: providerClient(config.provider, parts.fetch),
+    ...(parts.random ? { random: parts.random } : {}),
     ...common(parts),
   });
   return built(name, deployment, handler);
