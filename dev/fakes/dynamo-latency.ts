@@ -118,7 +118,7 @@ export interface LatencyParts {
   /**
    * In place of `track` (addDynamoLatency only), a virtual clock that pipelines the calls: each is
    * sent half its round trip after it was made and answered at the end of the round trip, its
-   * clock running on while DynamoDB Local answers (the figures are the same; the run is faster).
+   * clock running on while DynamoDB Local answers (the same on every run, and faster).
    */
   pipeline?: Pipeline;
 }

@@ -18,10 +18,11 @@
  *   must be the n-th change of the truth (the same id, change, revision and previous revision), and
  *   no number may be missing or extra; their size is what a million changes keep in the table.
  *
- * A change's commit time is stamped when DynamoDB answers the sync's write of its row (`watchRows`,
- * a middleware on the sync's clients, below the SDK's retries and the injected faults: the attempt
- * DynamoDB committed, even when its answer is then lost; virtual time stands still while DynamoDB
- * answers, so this is the instant it committed), by the row's connection, id and `syncedAt`. A
+ * A change's commit time is stamped when the sync's write of its row is sent (`watchRows`, a
+ * middleware on the sync's clients, below the SDK's retries and the injected faults: the instant
+ * DynamoDB applies it, half a round trip before its answer), by the row's connection, id and
+ * `syncedAt`, and unstamped when that attempt is refused (the first attempt that commits keeps it,
+ * even when its answer is then lost). A
  * change whose stamp is missing is stamped when its record is read. It becomes readable when the
  * changes writer moves the connection's head over its number (`watchNumbering`, on the writer's
  * client): that instant is stamped too, and `committed` hears of the change then (the scenario's
@@ -155,12 +156,18 @@ export class ChangesLedger {
   watchRows(client: DynamoDBClient): void {
     client.middlewareStack.add(
       ((next: Next, context: { commandName?: string }) => async (args: { input: AnyInput }) => {
-        const result = await next(args);
         const name = context.commandName;
-        if ((name === 'PutItemCommand' || name === 'UpdateItemCommand') && args.input['TableName'] === this.tables.items) this.stampRow(args.input);
-        return result;
+        // Stamped as the request is sent (the instant DynamoDB applies it: its answer comes half a
+        // round trip later), unstamped if this attempt is refused (a condition that failed).
+        const stamped = (name === 'PutItemCommand' || name === 'UpdateItemCommand') && args.input['TableName'] === this.tables.items ? this.stampRow(args.input) : undefined;
+        try {
+          return await next(args);
+        } catch (error) {
+          if (stamped !== undefined) this.stamps.delete(stamped);
+          throw error;
+        }
       }) as never,
-      // Same step and priority as the fault injection, added after it: it runs inside it, on each attempt as DynamoDB answered it.
+      // Same step and priority as the fault injection, added after it: it runs inside it, on each attempt DynamoDB answers.
       { step: 'deserialize', priority: 'high', name: 'changesLedgerCommits' },
     );
   }
@@ -214,16 +221,19 @@ export class ChangesLedger {
     return ledger;
   }
 
-  private stampRow(input: AnyInput): void {
+  /** Stamps the row's change with the time now, unless stamped already; returns the stamp it set. */
+  private stampRow(input: AnyInput): string | undefined {
     const item = input['Item'] as Record<string, AttributeValue> | undefined;
     const key = input['Key'] as Record<string, AttributeValue> | undefined;
     const values = input['ExpressionAttributeValues'] as Record<string, AttributeValue> | undefined;
     const connection = item?.['connection']?.S ?? key?.['connection']?.S;
     const id = item?.['id']?.S ?? key?.['id']?.S;
     const syncedAt = item?.['syncedAt']?.S ?? values?.[':syncedAt']?.S;
-    if (connection === undefined || id === undefined || syncedAt === undefined) return;
+    if (connection === undefined || id === undefined || syncedAt === undefined) return undefined;
     const stamp = rowStamp(connection, id, syncedAt);
-    if (!this.stamps.has(stamp)) this.stamps.set(stamp, this.clock.ms());
+    if (this.stamps.has(stamp)) return undefined;
+    this.stamps.set(stamp, this.clock.ms());
+    return stamp;
   }
 
   private notePut(input: AnyInput): void {

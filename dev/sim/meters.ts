@@ -244,20 +244,18 @@ export function trackedDynamo(dynamo: LocalDynamoDb, options: TrackedDynamoOptio
     }) as never,
     { step: 'initialize', priority: 'high', name: 'virtualTime' },
   );
-  // Each attempt of a write, counted by table as its answer (or its error) is handed over, at the
-  // call's answer time. A read of the stream sent before that may already hold the write's record:
-  // the count only ever lags the table, so a read it calls empty is one made (TableStream.knownEmpty).
+  // Each attempt of a write, counted by table as it is sent (while it is prepared: before its request
+  // is in line with DynamoDB Local, and before any later call's), succeeded or not: a read of the
+  // stream whose count has not moved since it found nothing has seen every write sent before it
+  // (TableStream.knownEmpty).
   const writes = tableWriteCounts.get(dynamo) ?? tableWriteCounts.set(dynamo, new Map()).get(dynamo)!;
   client.middlewareStack.add(
     ((next: Next, context: { commandName?: string }) => async (args: { input: AnyInput }) => {
       const operation = (context.commandName ?? '').replace(/Command$/, '');
       if (!WRITES.has(operation)) return next(args);
-      try {
-        return await next(args);
-      } finally {
-        const tables = operation === TRANSACT_WRITE ? tablesOf(args.input) : tableOf(args.input).split(',');
-        for (const table of tables) writes.set(table, (writes.get(table) ?? 0) + 1);
-      }
+      const tables = operation === TRANSACT_WRITE ? tablesOf(args.input) : tableOf(args.input).split(',');
+      for (const table of tables) writes.set(table, (writes.get(table) ?? 0) + 1);
+      return next(args);
     }) as never,
     { step: 'deserialize', priority: 'high', name: 'tableWrites' },
   );

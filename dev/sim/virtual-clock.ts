@@ -207,10 +207,15 @@ export class VirtualClock implements Clock, Pipeline {
       }
       this.nowMs = next.at;
       // Every timer due at this instant fires before the promises they resolve run on; a call's
-      // answer is handed over alone (its handling may wait for real time: a retry's backoff).
+      // answer is handed over alone, neither after nor before another timer in its batch (its
+      // handling may wait for the server, or for real time: a retry's backoff, and what those timers
+      // start would run beside it in an order the machine's speed decides).
+      let fired = false;
       while (this.heap[0] !== undefined && this.heap[0].at === this.nowMs) {
+        if (this.heap[0].answer && fired) break;
         const timer = this.pop();
         timer.fire();
+        fired = true;
         if (timer.answer) break;
       }
     }

@@ -15,7 +15,7 @@ import { startLocalDynamo, type LocalDynamoDb } from '../../../dev/fakes/local-d
 import type { BuiltFunction } from '../../../dev/system/functions.js';
 import { ItemsStream, pollStream, type LambdaStreamRecord } from '../../../dev/sim/items-stream.js';
 import { DYNAMO_LATENCY_MS } from '../../../dev/fakes/dynamo-latency.js';
-import { emptyStreamCount, type InvocationCount } from '../../../dev/sim/meters.js';
+import { emptyStreamCount, tableWrites, trackedDynamo, type InvocationCount } from '../../../dev/sim/meters.js';
 import { VirtualClock } from '../../../dev/sim/virtual-clock.js';
 import { createTables, itemRow, ITEMS, shapes } from '../fakes/outbox-transactions.js';
 
@@ -157,5 +157,27 @@ describe('the items stream', () => {
     // Three reads brought records (100, 100, the last 50 to top up the 40 left); every other read came back empty.
     expect(count.getRecords - count.emptyGetRecords).toBe(3);
     expect(count.emptyGetRecords).toBeGreaterThan(0);
+  });
+  it('reads a write sent before its answer has come: the table\'s write count moves as the request is sent', async () => {
+    const clock = new VirtualClock();
+    const stream = new ItemsStream({ dynamo, tableName: ITEMS, clock, count: emptyStreamCount(), writes: () => tableWrites(dynamo, ITEMS) });
+    streams.push(stream);
+    await clock.during(stream.skipToLatest());
+    // Read through: the reader knows the stream empty, with the count as it is.
+    await clock.during(stream.take(10));
+    const client = trackedDynamo(dynamo, { clock, counts: {}, itemsTable: ITEMS, itemCount: () => undefined });
+    const before = tableWrites(dynamo, ITEMS);
+    const t0 = clock.ms();
+    let read: LambdaStreamRecord[] | undefined;
+    // The PutItem is sent at 3 ms and answered at 6; the read is made at 4, before the answer.
+    clock.at(t0, () => void client.send(new PutItemCommand({ TableName: ITEMS, Item: itemRow('s9', 'w', '1') })));
+    clock.at(t0 + DYNAMO_LATENCY_MS.PutItem / 2 + 1, () => {
+      expect(tableWrites(dynamo, ITEMS)).toBe(before + 1);
+      void stream.take(10).then((records) => void (read = records));
+    });
+    await clock.run(Number.MAX_SAFE_INTEGER, () => read !== undefined);
+    client.destroy();
+    expect(shapes(read!).map((shape) => shape.event)).toEqual(['INSERT']);
+    expect(stream.count.getRecords).toBeGreaterThan(0);
   });
 });

@@ -132,6 +132,32 @@ describe('VirtualClock', () => {
       ]);
     });
 
+    it('hands an answer over alone at its instant: a timer due then runs before it, however fast the server answered', async () => {
+      const order = async (serverTurns: number): Promise<string[]> => {
+        const clock = new VirtualClock(0);
+        const log: string[] = [];
+        // Set before the call: due at the call's answer time, earlier in the order of that instant.
+        clock.at(5, () => {
+          void (async () => {
+            for (let k = 0; k < 20; k++) await Promise.resolve();
+            log.push('timer done');
+          })();
+        });
+        clock.at(0, () => {
+          void clock.call(5, async (slot: CallSlot) => {
+            await slot.exchange(() => realWork(serverTurns));
+            for (let k = 0; k < 3; k++) await Promise.resolve();
+            log.push(`answer handled at ${clock.ms()}`);
+          });
+        });
+        await clock.run(100);
+        return log;
+      };
+      // A server that has answered long before the answer time, and one that answers after it.
+      expect(await order(0)).toEqual(['timer done', 'answer handled at 5']);
+      expect(await order(40)).toEqual(['timer done', 'answer handled at 5']);
+    });
+
     it('holds the clock at the answer time until the call settles: a retry is sent and answered then, before any later timer', async () => {
       const clock = new VirtualClock(0);
       const log: string[] = [];
