@@ -3,7 +3,7 @@
  * goals, what a run measured as printed, and per 100,000 items what it cost.
  */
 import { SYNC_METRIC_NAMES } from '../../functions/shared/metric-names.js';
-import type { DiscoveryRun } from './discovery-scenario.js';
+import type { DiscoveryRun } from './discovery-run.js';
 import { FAIRNESS_P99_FACTOR } from './fairness-scenario.js';
 import { quantiles } from './quiet-accounts.js';
 import { passCost, who } from './reconcile-cost.js';
