@@ -111,6 +111,8 @@ export interface LedgerCheck {
   /** Change rows: how many, and their bytes as DynamoDB sizes them (attribute names and values). */
   changeRows: number;
   changeRowBytes: number;
+  /** The connection `check` was asked to look at alone: its changes, when each committed, and their numbering lags. */
+  watched?: { connection: string; committed: number; committedAt: Float64Array; numberingLags: Float64Array };
 }
 
 type AnyInput = Record<string, unknown>;
@@ -343,9 +345,9 @@ export class ChangesLedger {
 
   /**
    * Every connection's changes read against its truth, once the stream has been read to its end;
-   * the change rows (Query, every connection) against the truth's order.
+   * the change rows (Query, every connection) against the truth's order; `watched`'s figures alone.
    */
-  async check(): Promise<LedgerCheck> {
+  async check(watched?: string): Promise<LedgerCheck> {
     if (this.failure !== undefined) throw new Error(`the ledger's reader of the items table's stream failed: ${String(this.failure)}`, { cause: this.failure });
     this.draining = true;
     // To the end of every shard: an empty read may be another shard's turn, or a shard just ended
@@ -401,7 +403,18 @@ export class ChangesLedger {
       misnumbered += Math.max(0, ledger.truth.length - rows.length);
     }
     missed += this.holes;
+    const alone = watched === undefined ? undefined : this.connections.get(watched);
     return {
+      ...(watched !== undefined
+        ? {
+            watched: {
+              connection: watched,
+              committed: alone?.truth.length ?? 0,
+              committedAt: Float64Array.from(alone?.committedAt ?? []),
+              numberingLags: Float64Array.from((alone?.committedAt ?? []).flatMap((at, i) => (alone!.numberedAt[i] === undefined ? [] : [alone!.numberedAt[i]! - at]))),
+            },
+          }
+        : {}),
       connections: this.connections.size,
       committed,
       unchangedWrites: this.unchangedWrites,

@@ -23,6 +23,8 @@ export interface ChangesRun {
   rounds: RoundCounts;
   check: LedgerCheck;
   heads: { checked: number; differing: number };
+  /** Connections of the run (the busy one included). */
+  connections: number;
   replay: ReplayResult;
   probes: ProbeResult;
   consumer: { calls: ApiCalls; reads: number; readsFailed: number; stop: { from: number; to: number } | undefined; periodMs: number };
@@ -102,7 +104,7 @@ export function changesFigures(run: ChangesRun, scale: ChangesScale): { figures:
   const perMillion = committed > 0 ? 1e6 / committed : 0;
 
   const figures: Record<string, number | string> = {
-    'connections × items × rounds': `${n(scale.connections)} × ${scale.itemsEach} × ${scale.rounds} (every item changes once a round at the provider: created, then updated, deleted ${scale.deletes * 100}% a round, restored the round after)`,
+    'connections × items × rounds': `${n(scale.connections)} × ${scale.itemsEach} × ${scale.rounds}${scale.busyItems > 0 ? `, and a busy connection of ${n(scale.busyItems)} items` : ''} (every item changes once a round at the provider: created, then updated, deleted ${scale.deletes * 100}% a round, restored the round after)`,
     'provider limit': `${scale.limit}/s, told (providerRequestsPerSecond); provider latency ${scale.providerLatencyMs} ms; DynamoDB round trip 5 ms (virtual)`,
     'changes made at the provider': n(rounds.changesMade),
     'changes committed (items-table row writes that changed the item, by transition.ts)': n(committed),
@@ -138,6 +140,15 @@ export function changesFigures(run: ChangesRun, scale: ChangesScale): { figures:
     'replay from the cursors stored at the stop, to the end': `${run.replay.connections} connections, ${n(run.replay.changes)} changes, ${run.replay.differing} connections not the same bytes (${n(run.replayCalls.invocations)} API calls)`,
     'dead-lettered': run.deadLettered,
   };
+  const busy = c.watched;
+  if (busy) {
+    figures['the busy connection: changes committed; each round: its changes, from the round\'s start to its last, changes a second'] =
+      `${n(busy.committed)}; ${busyRounds(busy.committedAt, run.roundStarts)
+        .map(({ changes, ms }) => `${n(changes)} in ${seconds(ms)} (${ms > 0 ? round(changes / (ms / 1000), 1) : '-'}/s)`)
+        .join(', ')}`;
+    figures['… its lag commit → its change numbered: p50 / p99 / max'] =
+      `${seconds(percentile(busy.numberingLags, 0.5))} / ${seconds(percentile(busy.numberingLags, 0.99))} / ${seconds(percentile(busy.numberingLags, 1))} (${n(busy.numberingLags.length)} changes)`;
+  }
   costFigures(figures, run, committed, perMillion);
   figures['real time'] = `${round(run.realMs / 1000, 0)} s (${round((run.realMs / Math.max(1, committed)) * 1000, 0)} µs a change)`;
 
@@ -161,12 +172,27 @@ export function changesFigures(run: ChangesRun, scale: ChangesScale): { figures:
     check('numbered 1..head without a hole', `${c.misnumbered} misnumbered, ${run.heads.differing} heads differing`, c.misnumbered === 0 && run.heads.differing === 0),
     check('no transaction: every row and every change a single-item write', `${transactions} TransactWriteItems`, transactions === 0),
     check('no record handed back for another writer of its connection; none unreadable', `${run.writer.retried} handed back, ${run.writer.unreadable} unreadable`, run.writer.retried === 0 && run.writer.unreadable === 0),
-    check('the replay from an older cursor is the same changes, byte for byte', `${run.replay.differing} of ${run.replay.connections} connections differ`, run.replay.connections === scale.connections && run.replay.differing === 0),
+    check('the replay from an older cursor is the same changes, byte for byte', `${run.replay.differing} of ${run.replay.connections} connections differ`, run.replay.connections === run.connections && run.replay.differing === 0),
     check('a read at the instant a change is numbered returns it', `${run.probes.found} of ${run.probes.probes}`, run.probes.probes > 0 && run.probes.found === run.probes.probes),
     check('every hazard met', hazards.map(([what, count]) => `${count} ${what}`).join(', '), hazards.every(([, count]) => count > 0) && stop !== undefined),
     check('nothing dead-lettered', run.deadLettered, run.deadLettered === 0),
   ];
   return { figures, checks };
+}
+
+/** A connection's changes in each round: how many committed in it, and the time from the round's start to the last of them. */
+export function busyRounds(committedAt: Float64Array, roundStarts: readonly number[]): Array<{ changes: number; ms: number }> {
+  return roundStarts.map((start, r) => {
+    const end = roundStarts[r + 1] ?? Number.POSITIVE_INFINITY;
+    let changes = 0;
+    let last = start;
+    for (const at of committedAt) {
+      if (at < start || at >= end) continue;
+      changes += 1;
+      last = Math.max(last, at);
+    }
+    return { changes, ms: last - start };
+  });
 }
 
 /** The cost lines: written (by service, and the feed's share), read, kept; each per million changes. */

@@ -6,6 +6,11 @@ export interface ChangesScale {
   connections: number;
   /** Items of each account. */
   itemsEach: number;
+  /**
+   * Items of one more, busy, connection (the account `default`), changed every round as the others'
+   * are, beside them: its changes are busyItems × rounds (0: no busy connection).
+   */
+  busyItems: number;
   /** Rounds: each changes every item once. */
   rounds: number;
   /** The provider's limit L, requests a second, told to the system. */
@@ -41,12 +46,14 @@ export interface ChangesScale {
 }
 
 /**
- * 1,000 connections × 100 items × 10 rounds: 1,000,000 changes. L = 300/s keeps the sync within what the stream's one shard reads (100
+ * 1,000 connections × 100 items × 10 rounds: 1,000,000 changes, and beside them one busy connection
+ * of 10,000 items that changes 100,000 times (each item once a round). L = 300/s keeps the sync within what the stream's one shard reads (100
  * records four times a second): the records do not pile up in memory.
  */
 export const CHANGES_FULL: ChangesScale = {
   connections: 1_000,
   itemsEach: 100,
+  busyItems: 10_000,
   rounds: 10,
   limit: 300,
   providerLatencyMs: 50,
@@ -68,11 +75,12 @@ export const CHANGES_FULL: ChangesScale = {
   seed: 17,
 };
 
-/** What `npm test` runs: 14 connections × 20 items × 3 rounds (840 changes), every hazard met. */
+/** What `npm test` runs: 12 connections × 20 items and a busy one of 60 items, 3 rounds (900 changes), every hazard met. */
 export const CHANGES_SHORT: ChangesScale = {
   ...CHANGES_FULL,
-  connections: 14,
+  connections: 12,
   itemsEach: 20,
+  busyItems: 60,
   rounds: 3,
   limit: 50,
   sentTwice: 0.05,
@@ -89,3 +97,8 @@ export const CHANGES_SHORT: ChangesScale = {
   dynamodbOnDisk: false,
   seed: 5,
 };
+
+/** The changes a run makes: every item of every connection (the busy one's too) once a round. */
+export function changesExpected(scale: Pick<ChangesScale, 'connections' | 'itemsEach' | 'busyItems' | 'rounds'>): number {
+  return (scale.connections * scale.itemsEach + scale.busyItems) * scale.rounds;
+}

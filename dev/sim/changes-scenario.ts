@@ -12,7 +12,9 @@
  *
  * The work (changes-rounds.ts): `rounds` rounds; in each, every item of every account changes once
  * at the provider (created, then updated, deleted, restored) and users send every id; the next
- * round starts once both queues are empty. So the sync writes connections × items × rounds changes.
+ * round starts once both queues are empty. So the sync writes connections × items × rounds changes,
+ * and with `busyItems` one busy connection (the account `default`) that many items × rounds more,
+ * its ids among the others'; its changes a second are reported.
  *
  * The hazards, each counted: ids sent twice (two containers race on a row); SQS duplicate copies and
  * invocations that fail after their work (their batch comes again); lost write answers below the
@@ -31,6 +33,7 @@
  * (changes-cost.ts).
  */
 import { GetItemCommand, type DynamoDBClient } from '@aws-sdk/client-dynamodb';
+import { DEFAULT_CONNECTION } from '../../functions/shared/connections/connection.js';
 import { API_SERVICE, CHANGES_WRITER_METRIC_NAMES } from '../../functions/shared/metric-names.js';
 import { systemConfig } from '../system/config.js';
 import { countingObservability, quietObservability } from '../system/observability.js';
@@ -39,7 +42,7 @@ import { ChangesLedger, type LedgerCheck } from './changes-ledger.js';
 import { changesFigures, type ChangesRun } from './changes-report.js';
 import { Rounds, syncFaults, WriteAttempts } from './changes-rounds.js';
 import { trackedDynamo, type DynamoCount, type LogCount } from './meters.js';
-import type { ChangesScale } from './changes-scale.js';
+import { changesExpected, type ChangesScale } from './changes-scale.js';
 import { timed, type ScenarioResult } from './scenario.js';
 import { atLimit, startSystem, type SimSystem } from './system.js';
 
@@ -50,8 +53,9 @@ const PROGRESS_EVERY_MS = 5 * MINUTE;
 
 /** The scenario; `progress` gets a line every 5 virtual minutes. */
 export function changesScenario(scale: ChangesScale, progress: (line: string) => void = () => undefined): Promise<ScenarioResult> {
-  const expected = scale.connections * scale.itemsEach * scale.rounds;
-  const name = `changes feed: ${expected.toLocaleString('en-US')} changes, ${scale.connections.toLocaleString('en-US')} connections × ${scale.itemsEach} items × ${scale.rounds} rounds, L = ${scale.limit}/s told`;
+  const expected = changesExpected(scale);
+  const busy = scale.busyItems > 0 ? ` and a busy one of ${scale.busyItems.toLocaleString('en-US')} items` : '';
+  const name = `changes feed: ${expected.toLocaleString('en-US')} changes, ${scale.connections.toLocaleString('en-US')} connections × ${scale.itemsEach} items${busy} × ${scale.rounds} rounds, L = ${scale.limit}/s told`;
   return timed(name, async () => {
     const run = await changesRun(scale, progress);
     return { virtualMs: run.endMs - run.t0, ...changesFigures(run, scale) };
@@ -69,7 +73,8 @@ export async function changesRun(scale: ChangesScale, progress: (line: string) =
   const writer = { numbered: 0, already: 0, erased: 0, unreadable: 0, retried: 0 };
   const metricKeys = new Map<string, keyof typeof writer>(Object.entries(CHANGES_WRITER_METRIC_NAMES).map(([key, name]) => [name, key as keyof typeof writer]));
   const system = await startSystem({
-    ids: 0,
+    // The busy connection: the account `default` (none when 0).
+    ids: scale.busyItems,
     accounts: { count: scale.connections, idsEach: scale.itemsEach },
     ...atLimit(scale),
     // freshnessHours as deployed (the background lane has its queue and containers); no pass while measured.
@@ -93,7 +98,7 @@ export async function changesRun(scale: ChangesScale, progress: (line: string) =
   });
   const names = system.local.names;
   let consumer: FeedConsumer | undefined;
-  const expected = scale.connections * scale.itemsEach * scale.rounds;
+  const expected = changesExpected(scale);
   // Every probeEvery-th commit is read at once, from the cursor before it.
   const probeEvery = Math.max(1, Math.round(expected / scale.probes));
   let commits = 0;
@@ -143,7 +148,7 @@ export async function changesRun(scale: ChangesScale, progress: (line: string) =
     const replayStart = system.clock.ms();
     const replay = await inVirtualTime(system, () => consumer!.replay());
     const heads = await headsAgainstLedger(system, ledger);
-    const check: LedgerCheck = await ledger.check();
+    const check: LedgerCheck = await ledger.check(scale.busyItems > 0 ? DEFAULT_CONNECTION : undefined);
     return {
       t0,
       endMs,
@@ -153,6 +158,7 @@ export async function changesRun(scale: ChangesScale, progress: (line: string) =
       rounds: rounds.counts,
       check,
       heads,
+      connections: system.connectionIds.length,
       replay,
       probes: consumer.probes,
       consumer: { calls: consumer.calls, reads: consumer.reads, readsFailed: consumer.readsFailed, stop: consumer.stop, periodMs: scale.consumerPeriodSeconds * 1000 },

@@ -22,7 +22,7 @@ import { BENCH_DIR, machineInfo } from '../bench/support/machine.js';
 import { ACCOUNTS_FULL, ACCOUNTS_SHORT, accountsPass } from './accounts-scenario.js';
 import { BACKLOG_FULL, BACKLOG_SHORT, backlogScenario, type BacklogScale } from './backlog-scenario.js';
 import { BUSY_FULL, BUSY_SHORT, busyScenario, type BusyScale } from './busy-scenario.js';
-import { CHANGES_FULL, CHANGES_SHORT, type ChangesScale } from './changes-scale.js';
+import { CHANGES_FULL, CHANGES_SHORT, changesExpected, type ChangesScale } from './changes-scale.js';
 import { changesScenario } from './changes-scenario.js';
 import { CONNECTIONS_FULL, CONNECTIONS_SHORT, connectionsScenario } from './connections-scenario.js';
 import { DISCOVERY_FULL, DISCOVERY_SHORT, discoveryScenario, type DiscoveryScale } from './discovery-scenario.js';
@@ -213,7 +213,7 @@ function backlogSize(scale: BacklogScale): string {
 }
 
 function changesSize(scale: ChangesScale): string {
-  return `${n(scale.connections * scale.itemsEach * scale.rounds)} changes: ${n(scale.connections)} connections × ${scale.itemsEach} items × ${scale.rounds} rounds, L = ${scale.limit}/s told, read every ${scale.consumerPeriodSeconds} s`;
+  return `${n(changesExpected(scale))} changes: ${n(scale.connections)} connections × ${scale.itemsEach} items and a busy one of ${n(scale.busyItems)}, × ${scale.rounds} rounds, L = ${scale.limit}/s told, read every ${scale.consumerPeriodSeconds} s`;
 }
 
 function discoverySize(scale: DiscoveryScale): string {

@@ -555,13 +555,16 @@ describe("the CLIs' option defaults, as docs/development.md and docs/item-sync.m
     expect(nums(row('discovery'), /`--short` \(([\d,]+) items (\d+) deep, (\d+) quiet accounts/)).toEqual([DISCOVERY_SHORT.items, DISCOVERY_SHORT.depth, DISCOVERY_SHORT.quietAccounts]);
     expect(nums(row('refresher'), /([\d,]+) connections in use for (\d+) hours/)).toEqual([REFRESHER_FULL.connections, REFRESHER_FULL.hours]);
     expect(nums(row('refresher'), /`--short` \((\d+) connections for (an|\d+) hours?/)).toEqual([REFRESHER_SHORT.connections, REFRESHER_SHORT.hours]);
-    expect(nums(row('changes'), /([\d,]+) connections × (\d+) items × (\d+) rounds \(([\d,]+) changes/)).toEqual([
+    expect(nums(row('changes'), /([\d,]+) connections × (\d+) items × (\d+) rounds \(([\d,]+) changes\), and beside them one busy connection of ([\d,]+) items × (\d+) rounds \(([\d,]+) changes/)).toEqual([
       CHANGES_FULL.connections,
       CHANGES_FULL.itemsEach,
       CHANGES_FULL.rounds,
       CHANGES_FULL.connections * CHANGES_FULL.itemsEach * CHANGES_FULL.rounds,
+      CHANGES_FULL.busyItems,
+      CHANGES_FULL.rounds,
+      CHANGES_FULL.busyItems * CHANGES_FULL.rounds,
     ]);
-    expect(nums(row('changes'), /`--short` \((\d+) × (\d+) × (\d+)/)).toEqual([CHANGES_SHORT.connections, CHANGES_SHORT.itemsEach, CHANGES_SHORT.rounds]);
+    expect(nums(row('changes'), /`--short` \((\d+) × (\d+) × (\d+) and a busy one of (\d+) items/)).toEqual([CHANGES_SHORT.connections, CHANGES_SHORT.itemsEach, CHANGES_SHORT.rounds, CHANGES_SHORT.busyItems]);
   });
 });
 

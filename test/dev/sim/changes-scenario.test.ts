@@ -1,6 +1,6 @@
 /**
- * The changes feed in virtual time, short (dev/sim/changes-scale.ts CHANGES_SHORT: 14 connections
- * × 20 items × 3 rounds): the real item sync writes each row alone and the real changes writer
+ * The changes feed in virtual time, short (dev/sim/changes-scale.ts CHANGES_SHORT: 12 connections
+ * × 20 items and a busy one of 60, 3 rounds): the real item sync writes each row alone and the real changes writer
  * numbers the changes from the items table's stream, under racing writers, redelivered records and
  * stream batches, lost answers (the sync's and the writer's) and lost change-events batches; a
  * consumer reads the feed through the real client API, stops, goes on from its cursors and reads
@@ -8,9 +8,9 @@
  * million changes).
  */
 import { describe, expect, it } from 'vitest';
-import { CHANGES_SHORT } from '../../../dev/sim/changes-scale.js';
+import { CHANGES_SHORT, changesExpected } from '../../../dev/sim/changes-scale.js';
 import { changesRun } from '../../../dev/sim/changes-scenario.js';
-import { changesFigures } from '../../../dev/sim/changes-report.js';
+import { busyRounds, changesFigures } from '../../../dev/sim/changes-report.js';
 import { PRICES } from '../../../dev/sim/reconcile-cost.js';
 import { readCost, storageCost } from '../../../dev/sim/changes-cost.js';
 
@@ -22,10 +22,21 @@ describe('the changes feed in virtual time (short)', () => {
     const failed = checks.filter((c) => !c.ok);
     expect(failed).toEqual([]);
 
-    const expected = scale.connections * scale.itemsEach * scale.rounds;
+    const expected = changesExpected(scale);
+    expect(expected).toBe((scale.connections * scale.itemsEach + scale.busyItems) * scale.rounds);
     expect(run.check.committed).toBe(expected);
+    // The busy connection (the account `default`) committed each of its items once a round, among the others.
+    expect(run.connections).toBe(scale.connections + 1);
+    expect(run.check.watched).toMatchObject({ connection: 'default', committed: scale.busyItems * scale.rounds });
+    expect(run.check.watched!.numberingLags).toHaveLength(scale.busyItems * scale.rounds);
+    const perRound = busyRounds(run.check.watched!.committedAt, run.roundStarts);
+    expect(perRound.map(({ changes }) => changes)).toEqual(Array.from({ length: scale.rounds }, () => scale.busyItems));
+    expect(perRound.every(({ ms }) => ms > 0)).toBe(true);
+    expect(figures["the busy connection: changes committed; each round: its changes, from the round's start to its last, changes a second"]).toMatch(
+      new RegExp(`^${scale.busyItems * scale.rounds}; ${scale.busyItems} in [\\d.]+ s \\([\\d.]+/s\\)`),
+    );
     expect(run.check).toMatchObject({ matched: expected, missed: 0, duplicated: 0, mismatched: 0, phantom: 0, misnumbered: 0, unchangedWrites: 0 });
-    expect(run.heads).toEqual({ checked: scale.connections, differing: 0 });
+    expect(run.heads).toEqual({ checked: run.connections, differing: 0 });
     // Every hazard was met at least once.
     expect(run.rounds.sentTwice).toBeGreaterThan(0);
     expect(run.rounds.sqsDuplicates).toBeGreaterThan(0);
@@ -46,7 +57,7 @@ describe('the changes feed in virtual time (short)', () => {
     // The consumer stopped, went on, and its replay from the cursors it stored then is the same.
     expect(run.consumer.stop).toBeDefined();
     expect(run.consumer.readsFailed).toBe(0);
-    expect(run.replay).toMatchObject({ connections: scale.connections, differing: 0 });
+    expect(run.replay).toMatchObject({ connections: run.connections, differing: 0 });
     expect(run.replay.changes).toBeGreaterThan(0);
     expect(run.probes.probes).toBeGreaterThan(0);
     expect(run.probes.found).toBe(run.probes.probes);
