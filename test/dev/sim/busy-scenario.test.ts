@@ -52,6 +52,8 @@ describe("busy, short scale: an account's users beside its own backfill at L = 2
       'every id done',
       'nothing dead-lettered',
     ]);
+    // The share of L is judged at full scale only (printed as info with --short); the others at every scale.
+    expect(checks.filter((c) => c.fullScaleOnly).map(({ what }) => what)).toEqual([checks[3]!.what]);
     const ok = Object.fromEntries(checks.map(({ what, ok }) => [what, ok]));
     expect(ok["the busy account's users: no id sent during the backfill put behind it (done in the background lane)"]).toBe(true);
     expect(ok['every id done']).toBe(true);
