@@ -34,8 +34,13 @@ describe('withoutSdkLogger', () => {
     const built: string[] = [];
     for (const file of sources(join(ROOT, 'functions'))) {
       const text = readFileSync(file, 'utf8');
+      // The local name of each client class imported (`SQSClient`, or `Queue` for `SQSClient as Queue`).
       const sdkClasses = [...text.matchAll(/import \{([^}]*)\} from '@aws-sdk\/client-[a-z0-9-]+'/g)].flatMap((match) =>
-        match[1]!.split(',').map((name) => name.trim()).filter((name) => name.endsWith('Client')),
+        match[1]!
+          .split(',')
+          .map((entry) => entry.trim().split(/\s+as\s+/))
+          .filter(([imported]) => imported!.endsWith('Client'))
+          .map(([imported, local]) => local ?? imported!),
       );
       for (const name of sdkClasses) {
         for (const match of text.matchAll(new RegExp(`new ${name}\\(`, 'g'))) {
