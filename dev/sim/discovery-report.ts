@@ -4,6 +4,7 @@
  */
 import { SYNC_METRIC_NAMES } from '../../functions/shared/metric-names.js';
 import type { DiscoveryRun } from './discovery-run.js';
+import { BUSY_USERS_FACTOR } from './busy-scenario.js';
 import { FAIRNESS_P99_FACTOR } from './fairness-scenario.js';
 import { quantiles } from './quiet-accounts.js';
 import { passCost, who } from './reconcile-cost.js';
@@ -60,6 +61,7 @@ export function crawlFigures(run: DiscoveryRun): { figures: Record<string, numbe
     'quiet ids sent idle, send to done': line(run.quiet.idle.length, idle),
     'quiet ids sent during the crawl, send to done': line(run.quiet.during.length, during),
     'quiet p99 during ÷ p99 idle': ratio,
+    ...ownFigures(run, line),
     'reconcile queue at the end': run.reconcileQueueLeft,
     [`item requests for the account in the ${scale.settleMinutes} minutes after the crawl`]: run.requestsAfterDrain ?? 'the crawl did not end',
     '429s': run.rateLimited,
@@ -112,8 +114,43 @@ export function crawlFigures(run: DiscoveryRun): { figures: Record<string, numbe
       run.quiet.idle.length > 0 && run.quiet.during.length > 0 && during.p99 <= FAIRNESS_P99_FACTOR * idle.p99,
     ),
     check('every quiet id done', `${run.quiet.left} left`, run.quiet.left === 0),
+    ...ownChecks(run),
     check('nothing dead-lettered', run.deadLettered, run.deadLettered === 0),
     check('no 429 (the limit is known)', run.rateLimited, run.rateLimited === 0),
   ];
   return { figures, checks };
+}
+
+/** The crawled account's own users' figures (DiscoveryScale.ownUsers), when it had some. */
+function ownFigures(run: DiscoveryRun, line: (count: number, q: { p50: number; p99: number; max: number }) => string): Record<string, string> {
+  const own = run.own;
+  if (!own || !run.scale.ownUsers) return {};
+  const idle = quantiles(own.idle);
+  const during = quantiles(own.during);
+  const ratio = (a: number, b: number): number | string => (b > 0 ? round(a / b, 2) : '-');
+  return {
+    "the account's own users": `an id every ${run.scale.ownUsers.everyMs} ms to the sync queue, each an item no folder lists`,
+    "the account's own users' ids sent idle, send to done": line(own.idle.length, idle),
+    "the account's own users' ids sent during its crawl, send to done": line(own.during.length, during),
+    "the account's own users: p50 during ÷ idle, p99 during ÷ idle": `${ratio(during.p50, idle.p50)}, ${ratio(during.p99, idle.p99)}`,
+    "the account's own users' ids done in the background lane, of those sent idle and during the crawl": `${own.inBackground.idle}, ${own.inBackground.during}`,
+  };
+}
+
+/** The goals for the crawled account's own users: within BUSY_USERS_FACTOR of idle, never put behind the crawl, every id done. */
+function ownChecks(run: DiscoveryRun): Check[] {
+  const own = run.own;
+  if (!own) return [];
+  const idle = quantiles(own.idle);
+  const during = quantiles(own.during);
+  const within = (a: number, b: number): boolean => b > 0 && a <= BUSY_USERS_FACTOR * b;
+  return [
+    check(
+      `the account's own users: p50 and p99 during its crawl at most ${BUSY_USERS_FACTOR}× idle`,
+      `p50 ${during.p50} s against ${idle.p50} s, p99 ${during.p99} s against ${idle.p99} s`,
+      own.idle.length > 0 && own.during.length > 0 && within(during.p50, idle.p50) && within(during.p99, idle.p99),
+    ),
+    check("the account's own users: no id sent during the crawl put behind it (done in the background lane)", own.inBackground.during, own.inBackground.during === 0),
+    check("every id of the account's own users done", `${own.left} left`, own.left === 0),
+  ];
 }

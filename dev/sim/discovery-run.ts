@@ -17,6 +17,12 @@ export interface DiscoveryScale {
   /** Accounts that each send one id every `sendEverySeconds` to the sync queue. */
   quietAccounts: number;
   sendEverySeconds: number;
+  /**
+   * The crawled account's own users: from the start, an id every `everyMs` to the sync queue (the
+   * users' lane), each an item of the account that no folder lists (the crawl never reaches it),
+   * each sent once; undefined: none.
+   */
+  ownUsers?: { everyMs: number };
   /** Quiet accounts alone before the root is sent, after the warm-up (their first round of ids). */
   idleMinutes: number;
   /** The run stops this long after the root was sent, crawled or not. */
@@ -40,7 +46,7 @@ export interface DiscoveryRun {
   missing: number;
   /** Entries in the folders' lists as the provider serves them (N − 1, and one more with the cycle). */
   listedEntries: number;
-  /** Provider item requests for the account `default` (the root's included). */
+  /** Provider item requests for the account `default`'s tree (the root's included; its own users' ids not). */
   itemRequests: number;
   /** From the root's send to its last row, s; undefined when not every item got its row. */
   crawlSeconds: number | undefined;
@@ -60,6 +66,11 @@ export interface DiscoveryRun {
   /** The event sources' batching window as deployed, seconds (0: none). */
   batchWindowSeconds: number;
   quiet: { idle: Float64Array; during: Float64Array; left: number };
+  /**
+   * The crawled account's own users' ids (DiscoveryScale.ownUsers), send to done, idle and during
+   * the crawl; those done in the background lane (sent idle, sent during); those never done.
+   */
+  own?: { idle: Float64Array; during: Float64Array; inBackground: { idle: number; during: number }; left: number };
   rateLimited: number;
   deadLettered: number;
   /** Discovery's sends of an id whose row the table held (written before the send). */

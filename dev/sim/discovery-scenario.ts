@@ -10,7 +10,10 @@
  * freshnessHours, the real pace (L told to the system), provider client and DynamoDB adapters on
  * DynamoDB Local, and the SQS model. Quiet accounts each send one id every `sendEverySeconds` to the sync
  * queue, as users do (quiet-accounts.ts; their folders list their children too,
- * so their own small trees are crawled in the warm-up). After the warm-up (each quiet account's
+ * so their own small trees are crawled in the warm-up). With `ownUsers`, the crawled account's own
+ * users send an id every `everyMs` to the sync queue throughout, each an item of the account that no
+ * folder lists (the crawl never reaches it): their send-to-done times idle and during their own
+ * account's crawl, and those put behind it (done in the background lane). After the warm-up (each quiet account's
  * first id) and `idleMinutes` of that alone (idle), the root's id is sent once, between two quiet
  * ids, as `npm run enqueue` sends it (the users' lane, the sync queue); the crawl follows in the
  * background lane.
@@ -34,6 +37,7 @@ import { QueryCommand, type AttributeValue, type DynamoDBClient } from '@aws-sdk
 import { revisionText } from '../../functions/item-sync/item.js';
 import { DEFAULT_CONNECTION } from '../../functions/shared/connections/connection.js';
 import { getPath } from '../../functions/shared/json.js';
+import { setAtPath } from '../simulator/item-tree.js';
 import { SYNC_METRIC_NAMES } from '../../functions/shared/metric-names.js';
 import { enqueueMessages } from '../../tools/enqueue/send.js';
 import { systemConfig } from '../system/config.js';
@@ -43,8 +47,10 @@ import type { DiscoveryRun, DiscoveryScale } from './discovery-run.js';
 
 export type { DiscoveryRun, DiscoveryScale } from './discovery-run.js';
 import { quietIdDone, quietLeft, quietTimes, sendQuietIds, type QuietWatch } from './quiet-accounts.js';
+import type { EnqueueMessage } from '../../tools/enqueue/send.js';
+import type { SimulatorItem } from '../simulator/provider-types.js';
 import { timed, type ScenarioResult } from './scenario.js';
-import { atLimit, startSystem, type DiscoveryContext, type SimSystem } from './system.js';
+import { atLimit, startSystem, type DiscoveryContext, type EventSourceName, type SimSystem } from './system.js';
 
 const SECOND = 1_000;
 const MINUTE = 60_000;
@@ -57,7 +63,7 @@ export const DISCOVERY_CONTEXT: DiscoveryContext = {
   childrenTotalPath: 'item_collection.total_count',
 };
 
-/** 100,000 items 12 deep, lists of up to 1,000, L = 200/s told, 100 quiet accounts (one id a minute each). */
+/** 100,000 items 12 deep, lists of up to 1,000, L = 200/s told, 100 quiet accounts (one id a minute each), the account's own users an id every 200 ms. */
 export const DISCOVERY_FULL: DiscoveryScale = {
   items: 100_000,
   depth: 12,
@@ -69,6 +75,7 @@ export const DISCOVERY_FULL: DiscoveryScale = {
   idleMinutes: 5,
   maxCrawlMinutes: 60,
   settleMinutes: 2,
+  ownUsers: { everyMs: 200 },
   providerLatencyMs: 50,
   meterLogs: true,
   seed: 7,
@@ -111,6 +118,8 @@ interface CrawlWatch extends QuietWatch {
   writtenAt: Map<string, number>;
   /** `write race lost; reading the row and fetching again` of an item of `default`: a second request in one delivery. */
   fetchedAgain: number;
+  /** The account's own users' ids (no folder lists them): sent and done as the quiet ones', and those done in the background lane, with when they were sent. */
+  own: QuietWatch & { ids: Set<string>; inBackground: number[]; requests: number };
 }
 
 /** One run's measures. */
@@ -133,6 +142,7 @@ export async function discoveryRun(scale: DiscoveryScale, progress: (line: strin
     childSends: [],
     writtenAt: new Map(),
     fetchedAgain: 0,
+    own: { pending: new Map(), quietDone: [], ids: new Set(), inBackground: [], requests: 0 },
   };
   const counted = new Set<string>([SYNC_METRIC_NAMES.childrenDiscovered, SYNC_METRIC_NAMES.childrenSkipped, SYNC_METRIC_NAMES.listingsTruncated, SYNC_METRIC_NAMES.fetched, SYNC_METRIC_NAMES.created]);
   // Known once the system is up (the hooks below run only then).
@@ -150,12 +160,14 @@ export async function discoveryRun(scale: DiscoveryScale, progress: (line: strin
     // comes freshnessHours later. The crawl's items are checked once, by the crawl.
     reconcile: { freshnessHours: systemConfig().freshnessHours, firstTickAfterMs: 0 },
     observe: {
-      providerAnswer(_source, _itemId, status, at) {
+      providerAnswer(_source, itemId, status, at) {
         if (status === 429 && at >= watch.rootAt) watch.rateLimited += 1;
+        if (watch.own.ids.has(itemId)) watch.own.requests += 1;
       },
       itemLog(source, message, itemId, at, connection) {
         if (connection === undefined) return;
         if (connection !== DEFAULT_CONNECTION) return message === 'record done' ? quietIdDone(watch, source, itemId, at, connection) : undefined;
+        if (watch.own.ids.has(itemId)) return message === 'record done' ? ownIdDone(watch.own, source, itemId, at) : undefined;
         if (at < watch.rootAt) return;
         if (message === 'write race lost; reading the row and fetching again') watch.fetchedAgain += 1;
         if (message !== 'record done') return;
@@ -170,7 +182,9 @@ export async function discoveryRun(scale: DiscoveryScale, progress: (line: strin
       },
       syncSent(_source, queueUrl, messages, at) {
         if (at < watch.rootAt || queueUrl !== live.reconcileQueueUrl) return;
-        for (const message of messages) if ((message.connection ?? DEFAULT_CONNECTION) === DEFAULT_CONNECTION) watch.childSends.push({ id: message.id, at });
+        for (const message of messages) {
+          if ((message.connection ?? DEFAULT_CONNECTION) === DEFAULT_CONNECTION && !watch.own.ids.has(message.id)) watch.childSends.push({ id: message.id, at });
+        }
       },
       syncDynamo(client) {
         watchRowWrites(client, () => live.ms(), watch.writtenAt);
@@ -189,6 +203,11 @@ export async function discoveryRun(scale: DiscoveryScale, progress: (line: strin
     const sqs = system.local.aws.sqsClient();
     const send = { sleep: system.clock.sleep };
     sendQuietIds(system, scale.sendEverySeconds, quiet, sendsEach, watch, t0 + warmupMs, (messages) => void enqueueMessages(sqs, system.queueUrl, messages, send));
+    if (scale.ownUsers) {
+      const ownIds = addOwnItems(system, Math.ceil(runMs / scale.ownUsers.everyMs) + 1);
+      for (const id of ownIds) watch.own.ids.add(id);
+      sendOwnIds(system, scale.ownUsers.everyMs, ownIds, watch.own, t0 + warmupMs, (messages) => void enqueueMessages(sqs, system.queueUrl, messages, send));
+    }
     // Between two quiet ids (they come every sendEverySeconds ÷ quietAccounts): a quiet id in the
     // root's batch would wait for the crawled connection's first access token, once, which is not the crawl.
     const rootAt = t0 + warmupMs + scale.idleMinutes * MINUTE + Math.floor((scale.sendEverySeconds * SECOND) / scale.quietAccounts / 2);
@@ -200,7 +219,8 @@ export async function discoveryRun(scale: DiscoveryScale, progress: (line: strin
       void enqueueMessages(sqs, system.queueUrl, [{ connection: DEFAULT_CONNECTION, id: rootId }], send);
     });
     reportProgress(system, scale, watch, rootAt, realStart, progress);
-    const requests = (): number => system.provider.accountCounters(DEFAULT_CONNECTION).itemRequests;
+    // The tree's requests: the account's own users' ids are not the crawl's.
+    const requests = (): number => system.provider.accountCounters(DEFAULT_CONNECTION).itemRequests - watch.own.requests;
     let drained: { at: number; requests: number; usage: Usage } | undefined;
     await system.pollUntil(() => {
       const now = system.clock.ms();
@@ -210,7 +230,7 @@ export async function discoveryRun(scale: DiscoveryScale, progress: (line: strin
       return (drained !== undefined && now >= drained.at + scale.settleMinutes * MINUTE) || now >= hardStop;
     });
     const end = system.clock.ms();
-    const table = await checkRows(system, scale.items);
+    const table = await checkRows(system, scale.items, watch.own.ids);
     const races = raceCounts(system, watch);
     const config = system.local.config;
     const crawled = watch.rows.size >= scale.items;
@@ -222,7 +242,7 @@ export async function discoveryRun(scale: DiscoveryScale, progress: (line: strin
       itemRequests: requests(),
       crawlSeconds: crawled ? (watch.lastRowAt - rootAt) / SECOND : undefined,
       reconcileQueueLeft: system.sqs.size(system.reconcileQueueUrl!),
-      syncQueueLeft: system.sqs.peek(system.queueUrl).filter((message) => connectionOf(message.body) === DEFAULT_CONNECTION).length,
+      syncQueueLeft: system.sqs.peek(system.queueUrl).filter((message) => connectionOf(message.body) === DEFAULT_CONNECTION && !watch.own.ids.has(idOf(message.body))).length,
       requestsAfterDrain: drained === undefined ? undefined : requests() - drained.requests,
       doneAgain: watch.doneAgain,
       metrics: watch.metrics,
@@ -236,6 +256,19 @@ export async function discoveryRun(scale: DiscoveryScale, progress: (line: strin
         during: quietTimes(watch, rootAt, crawled ? watch.lastRowAt : end),
         left: quietLeft(watch, end),
       },
+      ...(scale.ownUsers
+        ? {
+            own: {
+              idle: quietTimes(watch.own, t0 + warmupMs, rootAt),
+              during: quietTimes(watch.own, rootAt, crawled ? watch.lastRowAt : end),
+              inBackground: {
+                idle: watch.own.inBackground.filter((sentAt) => sentAt >= t0 + warmupMs && sentAt < rootAt).length,
+                during: watch.own.inBackground.filter((sentAt) => sentAt >= rootAt && sentAt < (crawled ? watch.lastRowAt : end)).length,
+              },
+              left: quietLeft(watch.own, end),
+            },
+          }
+        : {}),
       rateLimited: watch.rateLimited,
       deadLettered: system.sqs.size(system.dlqUrl) + system.sqs.size(system.reconcileDlqUrl!),
       ...races,
@@ -286,6 +319,54 @@ function raceCounts(system: SimSystem, watch: CrawlWatch): Pick<DiscoveryRun, 's
   return { sentHeld, sentInFlight, fetchedTwice: [...asked.values()].filter((count) => count > 1).length, fetchedAgain: watch.fetchedAgain };
 }
 
+/** The id a message body names (a bare id, or `{"id"}`). */
+function idOf(body: string): string {
+  try {
+    const parsed = JSON.parse(body) as { id?: unknown };
+    return typeof parsed.id === 'string' ? parsed.id : body;
+  } catch {
+    return body.trim();
+  }
+}
+
+/** `count` more files of the account `default` that no folder lists (the crawl never reaches them): its own users' ids. */
+function addOwnItems(system: SimSystem, count: number): string[] {
+  const account = system.provider.account(DEFAULT_CONNECTION);
+  const revisionField = system.local.config.revisionField;
+  const width = Math.max(5, String(count).length);
+  return Array.from({ length: count }, (_, k) => {
+    const id = `own-${String(k + 1).padStart(width, '0')}`;
+    const item: SimulatorItem = { id, type: 'file', parentId: null, name: `note ${k + 1}.txt`, size: 1_024 };
+    setAtPath(item, revisionField, 1);
+    account.setItem(item);
+    return id;
+  });
+}
+
+/** The account's own users send the next of `ids` every `everyMs` from now (each once); ids sent from `measuredFrom` on are measured. */
+function sendOwnIds(system: SimSystem, everyMs: number, ids: readonly string[], watch: QuietWatch, measuredFrom: number, send: (messages: EnqueueMessage[]) => void): void {
+  let next = 0;
+  const sendNext = (): void => {
+    if (next >= ids.length) return;
+    const id = ids[next++]!;
+    const now = system.clock.ms();
+    if (now >= measuredFrom) watch.pending.set(`${DEFAULT_CONNECTION}\n${id}`, now);
+    send([{ connection: DEFAULT_CONNECTION, id }]);
+    system.clock.at(now + everyMs, sendNext);
+  };
+  system.clock.at(system.clock.ms(), sendNext);
+}
+
+/** An own id's `record done`: on the sync queue its send-to-done time (as a quiet id's); on the reconcile queue, one put behind the crawl. */
+function ownIdDone(own: CrawlWatch['own'], source: EventSourceName, itemId: string, at: number): void {
+  const key = `${DEFAULT_CONNECTION}\n${itemId}`;
+  const sentAt = own.pending.get(key);
+  if (sentAt === undefined) return;
+  if (source === 'sync') return quietIdDone(own, source, itemId, at, DEFAULT_CONNECTION);
+  own.pending.delete(key);
+  own.inBackground.push(sentAt);
+}
+
 function connectionOf(body: string): string | undefined {
   try {
     const parsed = JSON.parse(body) as { connection?: unknown };
@@ -296,10 +377,11 @@ function connectionOf(body: string): string | undefined {
 }
 
 /**
- * The connection `default`'s rows as stored (a Query of its partition): how many, how many hold a
- * revision other than the provider's served item's (or are tombstones), how many items have none.
+ * The connection `default`'s rows of its tree as stored (a Query of its partition, its own users'
+ * items passed over): how many, how many hold a revision other than the provider's served item's (or
+ * are tombstones), how many items have none.
  */
-async function checkRows(system: SimSystem, items: number): Promise<{ rows: number; mismatched: number; missing: number; listedEntries: number }> {
+async function checkRows(system: SimSystem, items: number, own: ReadonlySet<string>): Promise<{ rows: number; mismatched: number; missing: number; listedEntries: number }> {
   const client = system.dynamo.client();
   const account = system.provider.account(DEFAULT_CONNECTION);
   const revisionField = system.local.config.revisionField;
@@ -322,6 +404,8 @@ async function checkRows(system: SimSystem, items: number): Promise<{ rows: numb
       );
       for (const row of page.Items ?? []) {
         const id = row['id']!.S!;
+        // The account's own users' items are not the tree's.
+        if (own.has(id)) continue;
         seen.add(id);
         const served = account.servedItem(id);
         const revision = served === undefined ? undefined : revisionText(getPath(served, revisionField));

@@ -217,7 +217,7 @@ function changesSize(scale: ChangesScale): string {
 }
 
 function discoverySize(scale: DiscoveryScale): string {
-  return `${n(scale.items)} items ${scale.depth} deep, L = ${scale.limit}/s told, ${scale.quietAccounts} quiet accounts`;
+  return `${n(scale.items)} items ${scale.depth} deep, L = ${scale.limit}/s told, ${scale.quietAccounts} quiet accounts${scale.ownUsers ? `, the account's own users an id every ${scale.ownUsers.everyMs} ms` : ''}`;
 }
 
 /** The push scenario's scale: full or short, `--ids`, `--batch-size` and `--limit` over it. */
