@@ -8,6 +8,7 @@
 import { PutItemCommand, type DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { S3Client } from '@aws-sdk/client-s3';
 import { SQSClient } from '@aws-sdk/client-sqs';
+import { PassThrough } from 'node:stream';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startLocalDynamo, type LocalDynamoDb } from '../../../dev/fakes/local-dynamo.js';
 import { ensureItemsTable } from '../../../dev/fakes/items-table.js';
@@ -17,6 +18,8 @@ import { createApiHandler, type ApiHandler } from '../../../functions/client-api
 import { ITEM_URL_SECONDS } from '../../../functions/client-api/items.js';
 import { DynamoDbConnectionStore } from '../../../functions/shared/adapters/dynamodb-connection-store.js';
 import { loadApiConfig } from '../../../functions/shared/client-config.js';
+import { API_SERVICE } from '../../../functions/shared/metric-names.js';
+import { createLogger } from '../../../functions/shared/observability.js';
 import { testSealing } from '../../support/sealer.js';
 import { httpEvent } from './harness.js';
 
@@ -27,6 +30,15 @@ const sealing = testSealing();
 let dynamo: LocalDynamoDb;
 let db: DynamoDBClient;
 let handler: ApiHandler;
+/** The handler's log lines (its request line each call), kept here, not printed. */
+let logText = '';
+const logOutput = new PassThrough();
+logOutput.on('data', (chunk: Buffer) => void (logText += chunk.toString('utf8')));
+const logLines = (): Array<Record<string, unknown>> =>
+  logText
+    .split('\n')
+    .filter((line) => line.trim() !== '')
+    .map((line) => JSON.parse(line) as Record<string, unknown>);
 
 beforeAll(async () => {
   dynamo = await startLocalDynamo({ proxy: false });
@@ -68,6 +80,7 @@ beforeAll(async () => {
     sqs,
     links: new S3ObjectLinks(new S3Client({ region: LOCAL_REGION, credentials: LOCAL_CREDENTIALS }), BUCKET),
     clock: { now: () => new Date('2026-11-27T10:02:00.000Z') },
+    logger: createLogger(API_SERVICE, { output: logOutput }),
   });
 });
 
@@ -106,6 +119,12 @@ describe('GET /connections/{connection}/items/{id}', () => {
     expect(url.hostname).toContain(BUCKET);
     expect(url.searchParams.get('X-Amz-Expires')).toBe(String(ITEM_URL_SECONDS));
     expect(url.searchParams.get('X-Amz-Signature')).toMatch(/^[0-9a-f]{64}$/);
+    // Its log line names the route, the connection and the status; never the URL or its signature.
+    await new Promise((resolve) => setImmediate(resolve)); // the log stream's data delivered
+    const line = logLines().at(-1)!;
+    expect(line).toMatchObject({ level: 'INFO', message: 'request', service: API_SERVICE, method: 'GET', route: 'GET /connections/{connection}/items/{id}', status: 200, connection: 'acme' });
+    expect(logText).not.toContain(url.searchParams.get('X-Amz-Signature')!);
+    expect(logText).not.toContain('def-0123.json');
   });
 
   it("200: a folder row still marked childrenPending is answered as any row, without the marker", async () => {
