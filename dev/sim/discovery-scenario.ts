@@ -119,7 +119,7 @@ interface CrawlWatch extends QuietWatch {
   /** `write race lost; reading the row and fetching again` of an item of `default`: a second request in one delivery. */
   fetchedAgain: number;
   /** The account's own users' ids (no folder lists them): sent and done as the quiet ones', and those done in the background lane, with when they were sent. */
-  own: QuietWatch & { ids: Set<string>; inBackground: number[]; requests: number };
+  own: QuietWatch & { ids: Set<string>; inBackground: number[] };
 }
 
 /** One run's measures. */
@@ -142,7 +142,7 @@ export async function discoveryRun(scale: DiscoveryScale, progress: (line: strin
     childSends: [],
     writtenAt: new Map(),
     fetchedAgain: 0,
-    own: { pending: new Map(), quietDone: [], ids: new Set(), inBackground: [], requests: 0 },
+    own: { pending: new Map(), quietDone: [], ids: new Set(), inBackground: [] },
   };
   const counted = new Set<string>([SYNC_METRIC_NAMES.childrenDiscovered, SYNC_METRIC_NAMES.childrenSkipped, SYNC_METRIC_NAMES.listingsTruncated, SYNC_METRIC_NAMES.fetched, SYNC_METRIC_NAMES.created]);
   // Known once the system is up (the hooks below run only then).
@@ -160,9 +160,8 @@ export async function discoveryRun(scale: DiscoveryScale, progress: (line: strin
     // comes freshnessHours later. The crawl's items are checked once, by the crawl.
     reconcile: { freshnessHours: systemConfig().freshnessHours, firstTickAfterMs: 0 },
     observe: {
-      providerAnswer(_source, itemId, status, at) {
+      providerAnswer(_source, _itemId, status, at) {
         if (status === 429 && at >= watch.rootAt) watch.rateLimited += 1;
-        if (watch.own.ids.has(itemId)) watch.own.requests += 1;
       },
       itemLog(source, message, itemId, at, connection) {
         if (connection === undefined) return;
@@ -219,8 +218,11 @@ export async function discoveryRun(scale: DiscoveryScale, progress: (line: strin
       void enqueueMessages(sqs, system.queueUrl, [{ connection: DEFAULT_CONNECTION, id: rootId }], send);
     });
     reportProgress(system, scale, watch, rootAt, realStart, progress);
-    // The tree's requests: the account's own users' ids are not the crawl's.
-    const requests = (): number => system.provider.accountCounters(DEFAULT_CONNECTION).itemRequests - watch.own.requests;
+    // The tree's item requests as the provider received them: the account's own users' ids are not the crawl's.
+    const requests = (): number =>
+      watch.own.ids.size === 0
+        ? system.provider.accountCounters(DEFAULT_CONNECTION).itemRequests
+        : system.provider.requests.filter((request) => request.account === DEFAULT_CONNECTION && request.endpoint === 'items' && !watch.own.ids.has(request.itemId ?? '')).length;
     let drained: { at: number; requests: number; usage: Usage } | undefined;
     await system.pollUntil(() => {
       const now = system.clock.ms();
