@@ -1,6 +1,7 @@
 /** The reconciliation pass's measures, from what the scenario watched and the system left. */
 import { LOCAL_PAGE_ROWS } from '../fakes/dynamodb-local.js';
-import { ScanCommand, type AttributeValue } from '@aws-sdk/client-dynamodb';
+import { QueryCommand, type AttributeValue } from '@aws-sdk/client-dynamodb';
+import { DEFAULT_CONNECTION } from '../../functions/shared/connections/connection.js';
 import { revisionText } from '../../functions/item-sync/item.js';
 import { passCost } from './reconcile-cost.js';
 import type { PassRun, PassWatch } from './reconcile-watch.js';
@@ -161,18 +162,25 @@ export function lastProjection(system: SimSystem, pass: number): number | undefi
   return projectionsOf(system, pass).at(-1)?.seconds;
 }
 
-/** Indexes (in system.ids) of the rows whose revision (or liveness) is not the provider's. */
+/**
+ * Indexes (in system.ids) of the rows whose revision (or liveness) is not the provider's: the
+ * connection `default`'s rows, read by a Query of its partition. (DynamoDB Local's Scan pages cost
+ * more the larger the table: 150,000 rows took 33.9 s in pages of 1,000 where the Query took 5.1 s,
+ * and a Scan of a million rows ran on for more than half an hour.)
+ */
 async function mismatchedRows(system: SimSystem): Promise<Set<number>> {
   const client = system.dynamo.client();
   const rows = new Map<string, { revision?: string; deleted: boolean }>();
   let start: Record<string, AttributeValue> | undefined;
   do {
     const page = await client.send(
-      new ScanCommand({
+      new QueryCommand({
         TableName: system.local.names.itemsTable,
         ConsistentRead: true,
+        KeyConditionExpression: '#connection = :connection',
         ProjectionExpression: '#id, #revision, #deleted',
-        ExpressionAttributeNames: { '#id': 'id', '#revision': 'revision', '#deleted': 'deleted' },
+        ExpressionAttributeNames: { '#connection': 'connection', '#id': 'id', '#revision': 'revision', '#deleted': 'deleted' },
+        ExpressionAttributeValues: { ':connection': { S: DEFAULT_CONNECTION } },
         Limit: LOCAL_PAGE_ROWS,
         ...(start ? { ExclusiveStartKey: start } : {}),
       }),
