@@ -105,7 +105,7 @@ export function changesFigures(run: ChangesRun, scale: ChangesScale): { figures:
 
   const figures: Record<string, number | string> = {
     'connections × items × rounds': `${n(scale.connections)} × ${scale.itemsEach} × ${scale.rounds}${scale.busyItems > 0 ? `, and a busy connection of ${n(scale.busyItems)} items` : ''} (every item changes once a round at the provider: created, then updated, deleted ${scale.deletes * 100}% a round, restored the round after)`,
-    'provider limit': `${scale.limit}/s, told (providerRequestsPerSecond); provider latency ${scale.providerLatencyMs} ms; DynamoDB round trip 5 ms (virtual)`,
+    'provider limit': `${scale.limit}/s, told (providerRequestsPerSecond); provider latency ${scale.providerLatencyMs} ms; DynamoDB: AWS's latency as modelled (virtual)`,
     'changes made at the provider': n(rounds.changesMade),
     'changes committed (items-table row writes that changed the item, by transition.ts)': n(committed),
     'messages sent by users': n(rounds.messages),
