@@ -46,8 +46,7 @@ import { crawlFigures } from './discovery-report.js';
 import type { DiscoveryRun, DiscoveryScale } from './discovery-run.js';
 
 export type { DiscoveryRun, DiscoveryScale } from './discovery-run.js';
-import { quietIdDone, quietLeft, quietTimes, sendQuietIds, type QuietWatch } from './quiet-accounts.js';
-import type { EnqueueMessage } from '../../tools/enqueue/send.js';
+import { quietIdDone, quietLeft, quietTimes, sendOneByOne, sendQuietIds, type QuietWatch } from './quiet-accounts.js';
 import type { SimulatorItem } from '../simulator/provider-types.js';
 import { timed, type ScenarioResult } from './scenario.js';
 import { atLimit, startSystem, type DiscoveryContext, type EventSourceName, type SimSystem } from './system.js';
@@ -205,7 +204,7 @@ export async function discoveryRun(scale: DiscoveryScale, progress: (line: strin
     if (scale.ownUsers) {
       const ownIds = addOwnItems(system, Math.ceil(runMs / scale.ownUsers.everyMs) + 1);
       for (const id of ownIds) watch.own.ids.add(id);
-      sendOwnIds(system, scale.ownUsers.everyMs, ownIds, watch.own, t0 + warmupMs, (messages) => void enqueueMessages(sqs, system.queueUrl, messages, send));
+      sendOneByOne(system, DEFAULT_CONNECTION, ownIds, scale.ownUsers.everyMs, t0, watch.own, t0 + warmupMs, (messages) => void enqueueMessages(sqs, system.queueUrl, messages, send));
     }
     // Between two quiet ids (they come every sendEverySeconds ÷ quietAccounts): a quiet id in the
     // root's batch would wait for the crawled connection's first access token, once, which is not the crawl.
@@ -343,20 +342,6 @@ function addOwnItems(system: SimSystem, count: number): string[] {
     account.setItem(item);
     return id;
   });
-}
-
-/** The account's own users send the next of `ids` every `everyMs` from now (each once); ids sent from `measuredFrom` on are measured. */
-function sendOwnIds(system: SimSystem, everyMs: number, ids: readonly string[], watch: QuietWatch, measuredFrom: number, send: (messages: EnqueueMessage[]) => void): void {
-  let next = 0;
-  const sendNext = (): void => {
-    if (next >= ids.length) return;
-    const id = ids[next++]!;
-    const now = system.clock.ms();
-    if (now >= measuredFrom) watch.pending.set(`${DEFAULT_CONNECTION}\n${id}`, now);
-    send([{ connection: DEFAULT_CONNECTION, id }]);
-    system.clock.at(now + everyMs, sendNext);
-  };
-  system.clock.at(system.clock.ms(), sendNext);
 }
 
 /** An own id's `record done`: on the sync queue its send-to-done time (as a quiet id's); on the reconcile queue, one put behind the crawl. */

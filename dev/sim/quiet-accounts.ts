@@ -52,17 +52,31 @@ export function sendQuietIds(
   const everyMs = sendEverySeconds * SECOND;
   quiet.forEach((connection, k) => {
     const ids = system.provider.account(connection).itemIds().slice(0, sendsEach);
-    let next = 0;
-    const sendNext = (): void => {
-      if (next >= ids.length) return;
-      const id = ids[next++]!;
-      const now = system.clock.ms();
-      if (now >= measuredFrom) watch.pending.set(`${connection}\n${id}`, now);
-      send([{ connection, id }]);
-      system.clock.at(now + everyMs, sendNext);
-    };
-    system.clock.at(system.clock.ms() + Math.floor((k * everyMs) / quiet.length), sendNext);
+    sendOneByOne(system, connection, ids, everyMs, system.clock.ms() + Math.floor((k * everyMs) / quiet.length), watch, measuredFrom, send);
   });
+}
+
+/** One user of `connection` sends `ids` in order, one every `everyMs` from `firstAt`; ids sent from `measuredFrom` on are measured. */
+export function sendOneByOne(
+  system: SimSystem,
+  connection: string,
+  ids: readonly string[],
+  everyMs: number,
+  firstAt: number,
+  watch: QuietWatch,
+  measuredFrom: number,
+  send: (messages: EnqueueMessage[]) => void,
+): void {
+  let next = 0;
+  const sendNext = (): void => {
+    if (next >= ids.length) return;
+    const id = ids[next++]!;
+    const now = system.clock.ms();
+    if (now >= measuredFrom) watch.pending.set(`${connection}\n${id}`, now);
+    send([{ connection, id }]);
+    system.clock.at(now + everyMs, sendNext);
+  };
+  system.clock.at(firstAt, sendNext);
 }
 
 /** p50 and p99 of send-to-done times, seconds. */
