@@ -1,5 +1,6 @@
 /**
- * The connections CLI's commands: add, list, pause, resume, remove [--purge], seal, import-items.
+ * The connections CLI's commands: add, list, pause, resume, remove [--purge], mend-changes, seal,
+ * import-items.
  * Each connection operation is the connections' core (functions/shared/connections/operations.ts,
  * which the client API calls too); a purge runs the erase (erase.ts) here, in the foreground. Each
  * writes what it did on standard output, progress and questions on standard error, and throws a
@@ -10,6 +11,12 @@ import type { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import type { Cursor } from '../../functions/reconciler/ports.js';
 import { DEFAULTS } from '../../functions/shared/config.js';
 import { clientIdProblem, refreshTokenProblem } from '../../functions/shared/connections/connection.js';
+import { DynamoDbItemRows } from '../../functions/client-api/adapters/dynamodb-item-rows.js';
+import { CHANGES_WRITER_STALE_AFTER_MS } from '../../functions/changes-writer/limits.js';
+import { DynamoDbChangesLog } from '../../functions/shared/adapters/dynamodb-changes-log.js';
+import { DynamoDbChangesWriter } from '../../functions/shared/adapters/dynamodb-changes-writer.js';
+import { mendFeed, MEND_SETTLED_AFTER_MS } from '../../functions/shared/changes/mend.js';
+import { ChangeSequencer } from '../../functions/shared/changes/sequencer.js';
 import { eraseSettleSeconds, runErase, type ItemsEraser } from '../../functions/shared/connections/erase.js';
 import { ConnectionOperations, type Outcome } from '../../functions/shared/connections/operations.js';
 import type { ConnectionStore } from '../../functions/shared/connections/ports.js';
@@ -241,6 +248,49 @@ export async function removeConnection(context: CommandContext, connection: stri
       return;
     }
   }
+}
+
+export interface MendTargets {
+  itemsTable: string;
+  changesTable: string;
+  /** `changesRetentionDays`, when the feed keeps no change that says it. */
+  retentionDays: number;
+}
+
+/**
+ * Appends to a paused (or failing) connection's feed the changes it lacks: the core's mendChanges
+ * over the items table and the changes table, numbered by the changes writer's sequencer.
+ */
+export async function mendChanges(context: CommandContext, connection: string, targets: MendTargets): Promise<void> {
+  const dynamodb = context.dynamodb();
+  const now = (): number => context.clock.now().getTime();
+  const sequencer = new ChangeSequencer({
+    writer: new DynamoDbChangesWriter(dynamodb, { tableName: targets.changesTable, retentionDays: targets.retentionDays }),
+    now,
+    sleep: context.sleep,
+    random: Math.random,
+    staleAfterMs: CHANGES_WRITER_STALE_AFTER_MS,
+  });
+  const rows = new DynamoDbItemRows(dynamodb, targets.itemsTable);
+  const log = new DynamoDbChangesLog(dynamodb, targets.changesTable);
+  const store = context.store();
+  const core = new ConnectionOperations(
+    { store, clock: context.clock, feed: { mend: (c) => mendFeed(c, { rows, log, sequencer, now, mayStart: async () => !(await store.view(c, { consistent: true }))?.erase }, targets) } },
+    { freshnessHours: DEFAULTS.freshnessHours, eraseSettleSeconds: PURGE_SETTLE_SECONDS },
+  );
+  err(context, `${connection}: comparing its rows in ${targets.itemsTable} with its feed in ${targets.changesTable}...`);
+  const result = settled(await core.mendChanges(connection), connection);
+  const kinds = Object.entries(result.missing).filter(([, count]) => count > 0).map(([kind, count]) => `${count} ${kind}`);
+  out(
+    context,
+    `connection "${connection}": ${result.rows} rows read, ${result.compared} compared with their last change; ` +
+      `${result.appended} changes appended${kinds.length > 0 ? ` (${kinds.join(', ')})` : ''}, head ${result.head}` +
+      (result.already > 0 ? `; ${result.already} found appended already` : '') +
+      (result.writtenSince > 0 ? `; ${result.writtenSince} rows written meanwhile, left to the changes writer` : '') +
+      (result.refused > 0 ? `; ${result.refused} not appended: its erase was asked for` : '') +
+      `. Not compared: ${result.recent} rows written in the last ${MEND_SETTLED_AFTER_MS / 3_600_000} hours (their records may still come), ` +
+      `${result.beyondRetention} written before the feed's retention (their changes may have expired). Resume it: npm run connections -- resume ${connection}`,
+  );
 }
 
 /** Seals every token still stored in clear (rows written before tokens were sealed): docs/connections.md, "Sealed tokens". */

@@ -5,6 +5,7 @@
  *   npm run connections -- list [--json]
  *   npm run connections -- pause <id> | resume <id>
  *   npm run connections -- remove <id> [--purge] [--yes]
+ *   npm run connections -- mend-changes <id> [--retention-days <days>]
  *   npm run connections -- import-items --from-table <old items table>
  *
  * The deployment's tables and bucket come from the flags, else from the variables the functions
@@ -25,7 +26,9 @@ import { kmsApi } from '../../functions/shared/adapters/kms-api.js';
 import { KmsDataKeys } from '../../functions/shared/adapters/kms-data-keys.js';
 import { NO_TOKENS, TokenSealer, type Sealer } from '../../functions/shared/connections/sealing.js';
 import { DynamoDbCursorStore } from '../../functions/reconciler/adapters/dynamodb-cursor-store.js';
-import { ENV } from '../../functions/shared/config.js';
+import { CHANGES_RETENTION_DAYS_RANGE, ENV } from '../../functions/shared/config.js';
+import { MEND_SETTLED_AFTER_MS } from '../../functions/shared/changes/mend.js';
+import { NUMBER_RULES } from '../../infra/context.js';
 import { connectionIdProblem } from '../../functions/shared/connections/connection.js';
 import type { ConnectionStore } from '../../functions/shared/connections/ports.js';
 import { systemClock, type Clock } from '../../functions/shared/ports.js';
@@ -34,6 +37,7 @@ import {
   CliFailure,
   importOldItems,
   listConnections,
+  mendChanges,
   pauseConnection,
   removeConnection,
   resumeConnection,
@@ -47,12 +51,16 @@ import { runWhenMain } from '../cli-main.js';
 
 export { PURGE_SETTLE_SECONDS, type CliIo } from './commands.js';
 
+/** `changesRetentionDays`'s default (infra/context.ts): mend-changes' when nothing else says it. */
+const CHANGES_RETENTION_FALLBACK = NUMBER_RULES.changesRetentionDays.fallback;
+
 export const USAGE = `Usage:
   <refresh token> | npm run connections -- add <id> --client-id <client id>
   npm run connections -- list [--json]
   npm run connections -- pause <id>
   npm run connections -- resume <id>
   npm run connections -- remove <id> [--purge] [--yes]
+  npm run connections -- mend-changes <id> [--retention-days <days>]
   npm run connections -- seal
   npm run connections -- import-items --from-table <old items table>
 
@@ -77,6 +85,12 @@ Commands:
         Its messages are dead-lettered from now on; its tokens are deleted. --purge also deletes
         its rows in the items table, its objects in the items bucket and then its row in the
         connections table, after you type the connection id to confirm (--yes: without asking).
+  mend-changes <id> [--retention-days <days>]
+        Append to a paused or failing connection's changes feed the changes it lacks (records
+        the changes writer could not number, alarmed): each row written more than ${MEND_SETTLED_AFTER_MS / 3_600_000} hours ago
+        and within the feed's retention is compared with its id's last change. Run twice, it
+        appends nothing more. --retention-days: changesRetentionDays, when the feed keeps no
+        change that says it (default ${CHANGES_RETENTION_FALLBACK} or ${ENV.changesRetentionDays}).
   seal
         Upgrade from a deployment that stored tokens in clear: seal every token still stored in
         clear under the connections key (rows written since the upgrade are sealed already).
@@ -88,9 +102,9 @@ Commands:
 Where the deployment is (a flag, else the variable, else the stack's output):
   --connections-table <name>   ${ENV.connectionsTableName}   ${OUTPUT_KEYS.connectionsTable}
   --connections-key <arn>      ${ENV.connectionsKeyArn}   ${OUTPUT_KEYS.connectionsKey}   (add, seal: seals tokens)
-  --items-table <name>         ${ENV.itemsTableName}   ${OUTPUT_KEYS.itemsTable}   (remove --purge, import-items)
+  --items-table <name>         ${ENV.itemsTableName}   ${OUTPUT_KEYS.itemsTable}   (remove --purge, mend-changes, import-items)
   --items-bucket <name>        ${ENV.itemsBucketName}  ${OUTPUT_KEYS.itemsBucket}  (remove --purge)
-  --changes-table <name>       ${ENV.changesTableName}  ${OUTPUT_KEYS.changesTable}  (remove --purge)
+  --changes-table <name>       ${ENV.changesTableName}  ${OUTPUT_KEYS.changesTable}  (remove --purge, mend-changes)
   --control-table <name>       ${ENV.controlTableName}  ${OUTPUT_KEYS.controlTable}  (list: the last passes)
   --stage <stage>              the deployment whose stateful stack's outputs are read
                                (${DEFAULT_STACK}-<stage>; default ${DEFAULT_STACK})
@@ -128,6 +142,7 @@ const OPTIONS = {
   'items-bucket': { type: 'string' },
   'changes-table': { type: 'string' },
   'control-table': { type: 'string' },
+  'retention-days': { type: 'string' },
   stage: { type: 'string' },
   stack: { type: 'string' },
   help: { type: 'boolean', short: 'h' },
@@ -146,6 +161,7 @@ const COMMANDS: Record<string, { id: boolean; options: Option[] }> = {
   pause: { id: true, options: ['connections-table'] },
   resume: { id: true, options: ['connections-table'] },
   remove: { id: true, options: ['purge', 'yes', 'connections-table', 'items-table', 'items-bucket', 'changes-table'] },
+  'mend-changes': { id: true, options: ['retention-days', 'connections-table', 'items-table', 'changes-table'] },
   seal: { id: false, options: ['connections-table', 'connections-key'] },
   'import-items': { id: false, options: ['from-table', 'items-table'] },
 };
@@ -268,6 +284,19 @@ async function dispatch(command: string, args: string[], values: Values, io: Cli
           }
         : undefined;
       return removeConnection(context, id!, { ...(purge ? { purge } : {}), yes: values.yes === true });
+    }
+    case 'mend-changes': {
+      const text = ((values['retention-days'] as string | undefined) ?? env[ENV.changesRetentionDays] ?? String(CHANGES_RETENTION_FALLBACK)).trim();
+      const retentionDays = Number(text);
+      const { min, max } = CHANGES_RETENTION_DAYS_RANGE;
+      if (!/^\d+$/.test(text) || retentionDays < min || retentionDays > max) {
+        throw new UsageError(`--retention-days (or ${ENV.changesRetentionDays}) must be a whole number of days from ${min} to ${max}`);
+      }
+      return mendChanges(context, id!, {
+        itemsTable: await setting('items-table', ENV.itemsTableName, OUTPUT_KEYS.itemsTable, 'the items table'),
+        changesTable: await setting('changes-table', ENV.changesTableName, OUTPUT_KEYS.changesTable, 'the changes table'),
+        retentionDays,
+      });
     }
     case 'seal':
       return sealConnections(context);

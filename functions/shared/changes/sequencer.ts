@@ -29,7 +29,8 @@
  * never read. Another writer that moved the head first, or holds n + 1, makes this one read the
  * head again and go on from there: the same records, numbered later; nothing is handed back for
  * it. A writer's token is its chunk's first record: the same batch, delivered again after its
- * writer died, takes that writer's rows over at once.
+ * writer died, takes that writer's rows over at once. A mend (mend.ts) numbers changes no record
+ * carries through the same steps, under a token of its own.
  */
 import { BoundedMap } from '../bounded-map.js';
 import type { ChangeKind } from './transition.js';
@@ -129,6 +130,11 @@ export interface AppendOptions {
   deadline?: number;
   /** Asked before a new log is started (the connection has no head): false leaves the changes unnumbered (`refused`). */
   mayStart?: () => Promise<boolean>;
+  /**
+   * The writer's name on its rows (what a take-over compares), for changes no stream record
+   * carries (a mend: mend.ts); default each chunk's first record, `src`.
+   */
+  writer?: string;
 }
 
 /** Compares two SequenceNumbers (decimal digits of any length) as numbers. */
@@ -179,7 +185,7 @@ export class ChangeSequencer {
       const chunk = pending.slice(0, this.chunkSize);
       // A row above a head may be taken over (the writer's own, or one left by a writer that is gone)
       // only above a head just read: a kept head may be behind a change another writer committed.
-      const moved = await this.commit(connection, head, chunk, kept === undefined);
+      const moved = await this.commit(connection, head, chunk, kept === undefined, options.writer ?? chunk[0]!.src);
       if (moved) {
         this.heads.set(connection, moved);
         outcome.numbered += chunk.length;
@@ -222,9 +228,8 @@ export class ChangeSequencer {
    * writer came first. `takeOver`: `head` was just read, so a row above it that is this writer's or
    * stale is no committed change.
    */
-  private async commit(connection: string, head: SequencerHead | undefined, chunk: StreamedChange[], takeOver: boolean): Promise<SequencerHead | undefined> {
+  private async commit(connection: string, head: SequencerHead | undefined, chunk: StreamedChange[], takeOver: boolean, token: string): Promise<SequencerHead | undefined> {
     const { writer, now, staleAfterMs } = this.options;
-    const token = chunk[0]!.src;
     const n = head?.head ?? 0;
     const writtenAt = now();
     const over = takeOver ? { staleBeforeMs: writtenAt - staleAfterMs } : undefined;

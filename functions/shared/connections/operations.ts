@@ -11,6 +11,7 @@ import { sendableIdProblem } from '../../item-sync/message.js';
 import type { Cursor } from '../../reconciler/ports.js';
 import type { Clock } from '../ports.js';
 import { clientIdProblem, connectionIdProblem, refreshTokenProblem, type ConnectionListing, type ConnectionStatus } from './connection.js';
+import type { MendResult } from '../changes/mend.js';
 import type { EraseScheduler } from './erase.js';
 import type { ConnectionStore } from './ports.js';
 import { connectionView, type ConnectionView } from './view.js';
@@ -39,6 +40,8 @@ export interface OperationsPorts {
   /** Where an erase is asked to run (the erase queue); none: the caller runs it itself (the CLI). */
   erasures?: EraseScheduler;
   lanes?: IdLanes;
+  /** Mends a connection's changes feed from the items table (changes/mend.ts `mendFeed`); none: this caller cannot. */
+  feed?: { mend(connection: string): Promise<MendResult> };
 }
 
 export interface OperationsSettings {
@@ -202,6 +205,27 @@ export class ConnectionOperations {
     if (listing.status === 'removed') return refuse('conflict', `connection "${connection}" was removed: its ids would be dead-lettered; put it again to use it`);
     if (!this.ports.lanes) throw new Error('this caller cannot send ids');
     return done(await this.ports.lanes.send(connection, input.ids as string[], input.lane), true);
+  }
+
+  /**
+   * Appends to the connection's feed the changes it lacks (changes/mend.ts): only while its
+   * messages wait (paused or failing), so that the sync writes none of its rows meanwhile; never
+   * while it is removed or being erased.
+   */
+  async mendChanges(connection: string): Promise<Outcome<MendResult>> {
+    const bad = this.badId(connection);
+    if (bad) return bad;
+    const listing = await this.ports.store.view(connection, { consistent: true });
+    if (!listing) return this.unknown(connection);
+    if (listing.erase || listing.status === 'removed') {
+      return refuse('conflict', `connection "${connection}" was removed${listing.erase ? ' and its erase asked for' : ''}: its feed is not mended`);
+    }
+    if (listing.status === 'active') {
+      return refuse('conflict', `connection "${connection}" is active: pause it first, so that the sync writes none of its rows while its feed is mended, then resume it`);
+    }
+    if (!this.ports.feed) throw new Error('this caller cannot mend a feed');
+    const result = await this.ports.feed.mend(connection);
+    return done(result, result.appended > 0);
   }
 
   private async setStatus(

@@ -722,6 +722,81 @@ describe('remove', () => {
   });
 });
 
+describe('mend-changes', () => {
+  /** The feed as the changes table holds it: each change's kind, id and revisions, in number order. */
+  async function feedOf(connection: string): Promise<string[]> {
+    const output = await db.send(
+      new QueryCommand({
+        TableName: changesTable,
+        KeyConditionExpression: '#c = :c AND #s > :zero',
+        ExpressionAttributeNames: { '#c': 'connection', '#s': 'seq' },
+        ExpressionAttributeValues: { ':c': { S: connection }, ':zero': { N: '0' } },
+        ConsistentRead: true,
+      }),
+    );
+    return (output.Items ?? []).map((row) => `${row['seq']?.N} ${row['change']?.S} ${row['id']?.S} ${row['previousRevision']?.S ?? '-'}→${row['revision']?.S}`);
+  }
+  const daysAgo = (days: number): Record<string, AttributeValue> => ({ syncedAt: { S: new Date(NOW - days * 86_400_000).toISOString() } });
+
+  it('refused while the connection is active; paused, appends the changes its rows lack, and again appends none', async () => {
+    await cli(['add', 'acme', '--client-id', 'c'], { stdin: RT });
+    await itemRow('acme', 'fil-1', daysAgo(2));
+    await itemRow('acme', 'fil-2', { ...daysAgo(3), deleted: { BOOL: true } });
+    await itemRow('acme', 'fil-3', { syncedAt: { S: new Date(NOW - 3_600_000).toISOString() } });
+    await itemRow('acme', 'fil-4', daysAgo(60));
+
+    const active = await cli(['mend-changes', 'acme']);
+    expect(active.status).toBe(1);
+    expect(active.err).toContain('connections: connection "acme" is active: pause it first, so that the sync writes none of its rows while its feed is mended, then resume it\n');
+    expect(await feedOf('acme')).toEqual([]);
+
+    await cli(['pause', 'acme']);
+    const mended = await cli(['mend-changes', 'acme']);
+    expect(mended.status).toBe(0);
+    expect(mended.out).toBe(
+      'connection "acme": 4 rows read, 2 compared with their last change; 2 changes appended (1 created, 1 deleted), head 2. ' +
+        'Not compared: 1 rows written in the last 25 hours (their records may still come), 1 written before the feed\'s retention (their changes may have expired). ' +
+        'Resume it: npm run connections -- resume acme\n',
+    );
+    expect(await feedOf('acme')).toEqual(['1 deleted fil-2 -→1', '2 created fil-1 -→1']);
+
+    const again = await cli(['mend-changes', 'acme']);
+    expect(again.out).toMatch(/^connection "acme": 4 rows read, 2 compared with their last change; 0 changes appended, head 2\. /);
+    expect(await feedOf('acme')).toHaveLength(2);
+  });
+
+  it('a failing connection (its messages wait too) is mended as a paused one', async () => {
+    await cli(['add', 'acme', '--client-id', 'c'], { stdin: RT });
+    const s = store();
+    await s.takeRefreshLease('acme', { owner: 'o', until: NOW + 1000, now: NOW });
+    await s.failRefresh({ connection: 'acme', owner: 'o', credentialsVersion: 1, at: new Date(NOW).toISOString(), reason: 'getToken: HTTP 401', refused: true });
+    await itemRow('acme', 'fil-1', daysAgo(2));
+    expect(await cli(['mend-changes', 'acme'])).toMatchObject({ status: 0, out: expect.stringMatching(/1 changes appended \(1 created\), head 1\./) });
+    expect(await feedOf('acme')).toEqual(['1 created fil-1 -→1']);
+  });
+
+  it('the retention from --retention-days, else CHANGES_RETENTION_DAYS; a bad one is a usage error; removed and unknown connections fail', async () => {
+    await cli(['add', 'acme', '--client-id', 'c'], { stdin: RT });
+    await cli(['pause', 'acme']);
+    await itemRow('acme', 'fil-1', daysAgo(10));
+    expect((await cli(['mend-changes', 'acme', '--retention-days', '7'])).out).toMatch(/0 changes appended, head 0\. Not compared: 0 rows written in the last 25 hours \(their records may still come\), 1 written before/);
+    const env = { CONNECTIONS_TABLE_NAME: connectionsTable, ITEMS_TABLE_NAME: itemsTable, CHANGES_TABLE_NAME: changesTable };
+    expect((await cli(['mend-changes', 'acme'], { env: { ...env, CHANGES_RETENTION_DAYS: '7' } })).out).toMatch(/0 changes appended, head 0\./);
+    for (const bad of ['0', '3651', '7.5', 'week']) {
+      expect(await cli(['mend-changes', 'acme', '--retention-days', bad])).toMatchObject({ status: 2, err: expect.stringMatching(/--retention-days \(or CHANGES_RETENTION_DAYS\) must be a whole number of days from 1 to 3650/) });
+    }
+    expect((await cli(['mend-changes', 'acme'])).out).toMatch(/1 changes appended \(1 created\), head 1\./);
+
+    expect(await cli(['mend-changes', 'nobody'])).toMatchObject({ status: 1, err: expect.stringContaining('connections: unknown connection "nobody": npm run connections -- list shows the connections\n') });
+    await cli(['remove', 'acme']);
+    expect(await cli(['mend-changes', 'acme'])).toMatchObject({ status: 1, err: expect.stringContaining('connections: connection "acme" was removed: its feed is not mended\n') });
+    expect(await cli(['mend-changes', 'acme'], { env: { CONNECTIONS_TABLE_NAME: connectionsTable } })).toMatchObject({
+      status: 1,
+      err: expect.stringMatching(/the items table is not known: give --items-table, set ITEMS_TABLE_NAME/),
+    });
+  });
+});
+
 describe('seal', () => {
   /** A row as a deployment that did not seal yet wrote it: its tokens in clear. */
   async function clearRow(connection: string, tokens: { refreshToken: string; accessToken?: string }): Promise<void> {
@@ -886,7 +961,7 @@ describe('the command line', () => {
   it('--help prints the usage; no command, an unknown command or option, or an option of another command: usage errors', async () => {
     expect(await cli(['--help'])).toMatchObject({ status: 0, out: `${USAGE}\n` });
     expect(await cli([])).toMatchObject({ status: 2, err: `${USAGE}\n` });
-    expect((await cli(['frobnicate'])).err).toMatch(/unknown command "frobnicate"; the commands are add, list, pause, resume, remove, seal, import-items/);
+    expect((await cli(['frobnicate'])).err).toMatch(/unknown command "frobnicate"; the commands are add, list, pause, resume, remove, mend-changes, seal, import-items/);
     expect(await cli(['list', '--purge'])).toMatchObject({ status: 2, err: expect.stringMatching(/list takes no --purge/) });
     expect(await cli(['list', '--connections-key', sealing.keyArn])).toMatchObject({ status: 2, err: expect.stringMatching(/list takes no --connections-key/) });
     expect(await cli(['list', '--nope'])).toMatchObject({ status: 2, err: expect.stringMatching(/Unknown option '--nope'/) });
