@@ -264,13 +264,14 @@ export interface MendTargets {
 export async function mendChanges(context: CommandContext, connection: string, targets: MendTargets): Promise<void> {
   const dynamodb = context.dynamodb();
   const now = (): number => context.clock.now().getTime();
-  const sequencer = new ChangeSequencer({
-    writer: new DynamoDbChangesWriter(dynamodb, { tableName: targets.changesTable, retentionDays: targets.retentionDays }),
-    now,
-    sleep: context.sleep,
-    random: Math.random,
-    staleAfterMs: CHANGES_WRITER_STALE_AFTER_MS,
-  });
+  const sequencer = (retentionDays: number): ChangeSequencer =>
+    new ChangeSequencer({
+      writer: new DynamoDbChangesWriter(dynamodb, { tableName: targets.changesTable, retentionDays }),
+      now,
+      sleep: context.sleep,
+      random: Math.random,
+      staleAfterMs: CHANGES_WRITER_STALE_AFTER_MS,
+    });
   const rows = new DynamoDbItemRows(dynamodb, targets.itemsTable);
   const log = new DynamoDbChangesLog(dynamodb, targets.changesTable);
   const store = context.store();

@@ -65,8 +65,8 @@ export interface MendRows {
 export interface MendPorts {
   rows: MendRows;
   log: ChangesLog;
-  /** The changes writer's sequencer over the changes table. */
-  sequencer: ChangeSequencer;
+  /** The changes writer's sequencer over the changes table, its changes kept `retentionDays` (the feed's own). */
+  sequencer: (retentionDays: number) => ChangeSequencer;
   now: () => number;
   /** Asked before a new log is started (the connection has no head yet). */
   mayStart?: () => Promise<boolean>;
@@ -110,7 +110,8 @@ export async function mendFeed(connection: string, ports: MendPorts, settings: M
   const startedAt = ports.now();
   const { last, retentionDays } = await lastChanges(ports.log, connection, Math.floor(startedAt / 1000));
   const settledBefore = startedAt - MEND_SETTLED_AFTER_MS;
-  const keptSince = startedAt - (retentionDays ?? settings.retentionDays) * 24 * HOUR_MS + MEND_RETENTION_MARGIN_MS;
+  const retention = retentionDays ?? settings.retentionDays;
+  const keptSince = startedAt - retention * 24 * HOUR_MS + MEND_RETENTION_MARGIN_MS;
   const result: MendResult = {
     connection,
     rows: 0,
@@ -154,7 +155,7 @@ export async function mendFeed(connection: string, ports: MendPorts, settings: M
   }
   current.sort((a, b) => a.syncedAt.localeCompare(b.syncedAt) || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
   if (current.length > 0) {
-    const outcome = await ports.sequencer.append(connection, current, {
+    const outcome = await ports.sequencer(retention).append(connection, current, {
       writer: `mend-${startedAt}-${randomBytes(6).toString('hex')}`,
       ...(ports.mayStart ? { mayStart: ports.mayStart } : {}),
     });

@@ -30,6 +30,8 @@ let db: DynamoDBClient;
 let log: DynamoDbChangesLog;
 let rows: DynamoDbItemRows;
 let connections = 0;
+/** The retention each mend built its sequencer with. */
+const retentions: number[] = [];
 
 beforeAll(async () => {
   dynamo = await startLocalDynamo();
@@ -100,10 +102,13 @@ async function feed(conn: string): Promise<FeedChange[]> {
 
 const shown = (change: FeedChange): string => `${change.change} ${change.id} ${change.previousRevision ?? '-'}→${change.revision} @${change.syncedAt.slice(5, 13)}`;
 
-const ports = (over: Partial<{ rows: MendRows; now: number; retentionDays: number }> = {}) => ({
+const ports = (over: Partial<{ rows: MendRows; now: number }> = {}) => ({
   rows: over.rows ?? rows,
   log,
-  sequencer: sequencer(over.retentionDays ?? 35, over.now ?? NOW),
+  sequencer: (retentionDays: number) => {
+    retentions.push(retentionDays);
+    return sequencer(retentionDays, over.now ?? NOW);
+  },
   now: () => over.now ?? NOW,
 });
 
@@ -222,15 +227,21 @@ describe('mendFeed on DynamoDB Local', () => {
     expect((await feed(conn)).filter((change) => change.id === 'a').map(shown)).toEqual(['created a -→r1 @12-07T00']);
   });
 
-  it('takes the retention from the feed\'s own changes over the one it is given', async () => {
+  it('takes the retention from the feed\'s own changes over the one it is given, and writes its changes with it', async () => {
     const conn = connection();
     await sequencer(7).append(conn, [streamed(conn, 'kept', 'created', 'r1', null, NOW - 2 * DAY)]);
     await putRow(conn, 'kept', 'r1', NOW - 2 * DAY);
     await putRow(conn, 'old', 'r1', NOW - 10 * DAY);
 
-    const result = await mendFeed(conn, ports({ retentionDays: 7 }), { retentionDays: 35 });
+    await putRow(conn, 'lost', 'r1', NOW - 3 * DAY);
+    retentions.length = 0;
 
-    expect(result).toMatchObject({ compared: 1, beyondRetention: 1, appended: 0, head: 1 });
+    const result = await mendFeed(conn, ports(), { retentionDays: 35 });
+
+    expect(result).toMatchObject({ compared: 2, beyondRetention: 1, appended: 1, head: 2 });
+    expect(retentions).toEqual([7]);
+    const [mended] = await log.range(conn, 2, 2, 1);
+    expect(mended).toMatchObject({ id: 'lost', expiresAt: Math.floor((NOW - 3 * DAY) / 1000) + 7 * 86_400 });
   });
 
   it('settles after the stream\'s 24 hours and an hour', () => {
