@@ -123,6 +123,7 @@ export async function route(core: RouteCore, request: ApiRequest): Promise<ApiRe
     if (sub === undefined) {
       switch (method) {
         case 'PUT': {
+          onlyParameters(request, 'PUT /connections/{connection}', []);
           const body = jsonBody(request, ['clientId', 'refreshToken'], ['clientId', 'refreshToken']);
           const clientId = stringField(body, 'clientId');
           const refreshToken = stringField(body, 'refreshToken');
@@ -131,11 +132,13 @@ export async function route(core: RouteCore, request: ApiRequest): Promise<ApiRe
         }
         case 'GET':
           noBody(request);
+          onlyParameters(request, 'GET /connections/{connection}', []);
           return named(answer(await operations.get(connection), view200), 'GET /connections/{connection}');
         case 'DELETE': {
           noBody(request);
+          onlyParameters(request, 'DELETE /connections/{connection}', ['erase']);
           const erase = request.query['erase'];
-          if (erase !== undefined && erase !== 'true' && erase !== 'false') throw new BadInput('bad-request', 'erase must be true or false');
+          if (erase !== undefined && erase !== 'true') throw new BadInput('bad-request', 'erase must be true (leave it out to remove the connection without erasing it)');
           if (erase === 'true') return named(answer(await operations.erase(connection), (view) => ({ statusCode: 202, body: view })), 'DELETE /connections/{connection}?erase=true');
           return named(answer(await operations.remove(connection), view200), 'DELETE /connections/{connection}');
         }
@@ -146,12 +149,14 @@ export async function route(core: RouteCore, request: ApiRequest): Promise<ApiRe
     if (id === undefined && (sub === 'pause' || sub === 'resume')) {
       if (method !== 'POST') return wrongMethod(method, `/connections/{connection}/${sub}`, ['POST']);
       noBody(request);
+      onlyParameters(request, `POST /connections/{connection}/${sub}`, []);
       const outcome = sub === 'pause' ? await operations.pause(connection) : await operations.resume(connection);
       return named(answer(outcome, view200), `POST /connections/{connection}/${sub}`);
     }
     if (id !== undefined && sub === 'items') {
       if (method !== 'GET') return wrongMethod(method, '/connections/{connection}/items/{id}', ['GET']);
       noBody(request);
+      onlyParameters(request, 'GET /connections/{connection}/items/{id}', []);
       return named(answer(await core.readItem(connection, id), (item) => ({ statusCode: 200, body: item })), 'GET /connections/{connection}/items/{id}');
     }
     if (id === undefined && sub === 'changes') {
@@ -166,6 +171,7 @@ export async function route(core: RouteCore, request: ApiRequest): Promise<ApiRe
       return named(answer(await core.readSnapshot(connection, cursor, limit), (page) => ({ statusCode: 200, body: page })), 'GET /connections/{connection}/items');
     }
     if (id === undefined && sub === 'items' && method === 'POST') {
+      onlyParameters(request, 'POST /connections/{connection}/items', []);
       const body = jsonBody(request, ['ids', 'lane'], ['ids']);
       const ids = body['ids'];
       if (!Array.isArray(ids)) throw new BadInput('bad-request', 'ids must be an array of item ids');
@@ -189,8 +195,7 @@ function answer<T>(outcome: Outcome<T>, ok: (value: T) => { statusCode: number; 
 }
 
 async function list(operations: ConnectionOperations, query: ApiRequest['query']): Promise<ApiResponse> {
-  const unknown = Object.keys(query).filter((key) => !['status', 'limit', 'cursor'].includes(key));
-  if (unknown.length > 0) throw new BadInput('bad-request', `GET /connections takes the parameters status, limit and cursor only (not ${unknown.length === 1 ? 'that one' : 'those'})`);
+  onlyParameters({ query }, 'GET /connections', ['status', 'limit', 'cursor']);
   const limitText = query['limit'];
   if (limitText !== undefined && !/^\d{1,7}$/.test(limitText)) throw new BadInput('bad-request', 'limit must be a whole number from 1 to 1000');
   const after = query['cursor'] === undefined ? undefined : decodeCursor(query['cursor']);
@@ -204,8 +209,7 @@ async function list(operations: ConnectionOperations, query: ApiRequest['query']
 
 /** A page route's query: its cursor parameter (`name`) and `limit` (1–1000, default 100), nothing else. */
 function pageQuery(query: ApiRequest['query'], name: 'after' | 'cursor', routeName: string): { cursor: string | undefined; limit: number } {
-  const unknown = Object.keys(query).filter((key) => key !== name && key !== 'limit');
-  if (unknown.length > 0) throw new BadInput('bad-request', `${routeName} takes the parameters ${name} and limit only (not ${unknown.length === 1 ? 'that one' : 'those'})`);
+  onlyParameters({ query }, routeName, [name, 'limit']);
   const limitText = query['limit'];
   let limit: number = PAGE_LIMIT.default;
   if (limitText !== undefined) {
@@ -257,6 +261,24 @@ function wrongMethod(method: string, path: string, allowed: string[]): ApiRespon
 function contentTypeOf(request: ApiRequest): string | undefined {
   const entry = Object.entries(request.headers).find(([name]) => name.toLowerCase() === 'content-type');
   return entry?.[1]?.split(';')[0]?.trim().toLowerCase();
+}
+
+/** Longest unknown parameter name a refusal quotes whole; a longer one is cut (`…`). */
+const QUOTED_NAME_LENGTH = 40;
+
+/**
+ * Refuses a query parameter the route does not take, naming each (JSON-quoted, never its value):
+ * a typo such as `?erse=true` is a refusal, not a plain removal.
+ */
+export function onlyParameters(request: Pick<ApiRequest, 'query'>, routeName: string, allowed: readonly string[]): void {
+  const unknown = Object.keys(request.query).filter((key) => !allowed.includes(key));
+  if (unknown.length === 0) return;
+  const names = unknown.map((key) => JSON.stringify(key.length > QUOTED_NAME_LENGTH ? `${key.slice(0, QUOTED_NAME_LENGTH)}…` : key)).join(', ');
+  const takes =
+    allowed.length === 0
+      ? 'takes no query parameter'
+      : `takes the parameter${allowed.length > 1 ? 's' : ''} ${allowed.slice(0, -1).join(', ')}${allowed.length > 1 ? ' and ' : ''}${allowed.at(-1)} only`;
+  throw new BadInput('bad-request', `${routeName} ${takes}: not ${names}`);
 }
 
 function noBody(request: ApiRequest): void {

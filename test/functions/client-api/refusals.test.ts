@@ -237,8 +237,8 @@ describe('GET /connections parameters', () => {
     ['status=bogus', 'status=bogus', status, ['bogus']],
     ['status=Active', 'status=Active', status, ['Active']],
     ['an empty status', 'status=', status, []],
-    ['an unknown parameter', 'state=active', 'GET /connections takes the parameters status, limit and cursor only (not that one)', ['state']],
-    ['two unknown parameters', 'limit=2&page=2&sort=name', 'GET /connections takes the parameters status, limit and cursor only (not those)', ['page', 'sort']],
+    ['an unknown parameter', 'state=active', 'GET /connections takes the parameters status, limit and cursor only: not "state"', ['active']],
+    ['two unknown parameters', 'limit=2&page=2&sort=name', 'GET /connections takes the parameters status, limit and cursor only: not "page", "sort"', ['name']],
     ['a cursor not given by the API', 'cursor=garbage', cursor, ['garbage']],
     ['an empty cursor', 'cursor=', cursor, []],
     ['a cursor of another version', `cursor=${encoded({ v: 2, after: 'acme' })}`, cursor, []],
@@ -250,8 +250,30 @@ describe('GET /connections parameters', () => {
 });
 
 describe('DELETE ?erase=', () => {
-  it.each(['maybe', 'TRUE', '1', ''])('erase=%s: 400 bad-request, nothing removed, nothing sent', async (value) => {
-    await refused({ method: 'DELETE', path: '/connections/acme', query: `erase=${value}` }, bad('erase must be true or false', value === '' ? [] : [value]));
+  it.each(['maybe', 'TRUE', '1', '', 'false'])('erase=%s: 400 bad-request, nothing removed, nothing sent', async (value) => {
+    await refused(
+      { method: 'DELETE', path: '/connections/acme', query: `erase=${value}` },
+      bad('erase must be true (leave it out to remove the connection without erasing it)', value === '' ? [] : [value]),
+    );
+  });
+});
+
+describe('a query parameter a route does not take: 400 naming each, never its value; nothing changed', () => {
+  const long = `x${'y'.repeat(60)}`;
+  it.each<[string, Request, string]>([
+    ['DELETE ?erse=true (a typo of erase: not a plain removal)', { method: 'DELETE', path: '/connections/acme', query: 'erse=true' }, 'DELETE /connections/{connection} takes the parameter erase only: not "erse"'],
+    ['DELETE ?erase=true&purge=true', { method: 'DELETE', path: '/connections/acme', query: 'erase=true&purge=true' }, 'DELETE /connections/{connection} takes the parameter erase only: not "purge"'],
+    ['GET a connection ?verbose=1', { method: 'GET', path: '/connections/acme', query: 'verbose=1' }, 'GET /connections/{connection} takes no query parameter: not "verbose"'],
+    ['PUT ?force=true', { ...putAcme({ clientId: 'client-2', refreshToken: token('other') }), query: 'force=true' }, 'PUT /connections/{connection} takes no query parameter: not "force"'],
+    ['POST pause ?until=tomorrow', { method: 'POST', path: '/connections/acme/pause', query: 'until=tomorrow' }, 'POST /connections/{connection}/pause takes no query parameter: not "until"'],
+    ['POST resume ?now=1', { method: 'POST', path: '/connections/acme/resume', query: 'now=1' }, 'POST /connections/{connection}/resume takes no query parameter: not "now"'],
+    ['POST items ?lane=background', { ...items({ ids: ['fil-1'] }), query: 'lane=background' }, 'POST /connections/{connection}/items takes no query parameter: not "lane"'],
+    ['GET an item ?version=2', { method: 'GET', path: '/connections/acme/items/fil-1', query: 'version=2' }, 'GET /connections/{connection}/items/{id} takes no query parameter: not "version"'],
+    ['GET the changes ?from=1&to=2', { method: 'GET', path: '/connections/acme/changes', query: 'from=1&to=2' }, 'GET /connections/{connection}/changes takes the parameters after and limit only: not "from", "to"'],
+    ['GET the snapshot ?after=x', { method: 'GET', path: '/connections/acme/items', query: 'after=x' }, 'GET /connections/{connection}/items takes the parameters cursor and limit only: not "after"'],
+    ['a long name, cut', { method: 'GET', path: '/connections/acme', query: `${long}=1` }, `GET /connections/{connection} takes no query parameter: not "${long.slice(0, 40)}…"`],
+  ])('%s', async (_name, request, message) => {
+    await refused(request, bad(message, ['tomorrow', 'background', long]));
   });
 });
 

@@ -358,7 +358,7 @@ describe('DELETE /connections/{connection}', () => {
     const removed = await api.scan();
 
     api.clock.advance(60_000);
-    const again = await api.delete('/connections/acme', 'erase=false');
+    const again = await api.delete('/connections/acme');
     expect(again.status).toBe(200);
     expect(again.body).toEqual(answer.body);
     expect(await api.scan()).toEqual(removed);
