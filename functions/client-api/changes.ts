@@ -15,7 +15,7 @@
  * No AWS import: the rows, the links and the log are ports.
  */
 import { connectionIdProblem } from '../shared/connections/connection.js';
-import type { Outcome } from '../shared/connections/operations.js';
+import { servedConnection, type Outcome } from '../shared/connections/operations.js';
 import type { ConnectionStore } from '../shared/connections/ports.js';
 import { cursorFields, decodeFeedCursor, encodeFeedCursor, readChanges, snapshotPlace, type ChangesLog, type FeedPage, type Sleep } from '../shared/changes/feed.js';
 import { itemIdProblem } from '../item-sync/message.js';
@@ -76,8 +76,7 @@ export async function readSnapshot(ports: ChangesPorts, connection: string, curs
 async function knownConnection(store: ConnectionStore, connection: string): Promise<Outcome<never> | undefined> {
   const bad = connectionIdProblem(connection);
   if (bad !== undefined) return { ok: false, code: 'bad-request', message: bad };
-  if (!(await store.view(connection, { consistent: true }))) return { ok: false, code: 'not-found', message: `connection "${connection}" is not known` };
-  return undefined;
+  return servedConnection(connection, await store.view(connection, { consistent: true }));
 }
 
 function encodeSnapshotCursor(connection: string, afterId: string, changesCursor: string): string {

@@ -6,7 +6,7 @@
  */
 import { sendableIdProblem } from '../item-sync/message.js';
 import { connectionIdProblem } from '../shared/connections/connection.js';
-import type { Outcome } from '../shared/connections/operations.js';
+import { servedConnection, type Outcome } from '../shared/connections/operations.js';
 import type { ConnectionStore } from '../shared/connections/ports.js';
 
 /** How long a presigned URL of an item's object stays valid. */
@@ -58,7 +58,8 @@ export async function readItem(ports: { store: ConnectionStore; rows: ItemRows; 
   if (badConnection !== undefined) return { ok: false, code: 'bad-request', message: badConnection };
   const badId = sendableIdProblem(id);
   if (badId !== undefined) return { ok: false, code: 'bad-request', message: badId };
-  if (!(await ports.store.view(connection, { consistent: true }))) return { ok: false, code: 'not-found', message: `connection "${connection}" is not known` };
+  const unserved = servedConnection(connection, await ports.store.view(connection, { consistent: true }));
+  if (unserved) return unserved;
   const row = await ports.rows.get(connection, id);
   if (!row) return { ok: false, code: 'not-found', message: `connection "${connection}" holds no item of that id` };
   return { ok: true, value: await answerOf(row, ports.links), changed: false };

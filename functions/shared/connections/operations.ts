@@ -72,6 +72,17 @@ export interface Done<T> {
 export type Outcome<T> = Done<T> | Refusal;
 
 const refuse = (code: RefusalCode, message: string, rejected?: Refusal['rejected']): Refusal => ({ ok: false, code, message, ...(rejected ? { rejected } : {}) });
+
+/**
+ * A connection as a route that serves it or sends for it sees it: none is `not-found`, and so is
+ * one whose erase was asked for (its data is going: only its view, which shows the erase, is read;
+ * a PUT may still cancel an erase that waits, and an erase asked again changes nothing).
+ */
+export function servedConnection(connection: string, listing: ConnectionListing | undefined): Refusal | undefined {
+  if (!listing) return refuse('not-found', `connection "${connection}" is not known`);
+  if (listing.erase) return refuse('not-found', `connection "${connection}" is being erased (GET /connections/${connection} shows how far)`);
+  return undefined;
+}
 const done = <T>(value: T, changed: boolean): Done<T> => ({ ok: true, value, changed });
 
 export class ConnectionOperations {
@@ -134,6 +145,8 @@ export class ConnectionOperations {
 
   /** Its messages wait until it is resumed: from active or failing; already paused changes nothing. */
   async pause(connection: string): Promise<Outcome<ConnectionView>> {
+    const erasing = await this.erasing(connection);
+    if (erasing) return erasing;
     return this.setStatus(connection, 'paused', ['active', 'failing'], (current) => {
       if (current.status === 'paused') return undefined;
       return `connection "${connection}" was removed: it cannot be paused; put it again with a refresh token to use it`;
@@ -142,6 +155,8 @@ export class ConnectionOperations {
 
   /** A paused connection is synced again; already active changes nothing; a failing one needs new credentials. */
   async resume(connection: string): Promise<Outcome<ConnectionView>> {
+    const erasing = await this.erasing(connection);
+    if (erasing) return erasing;
     return this.setStatus(connection, 'active', ['paused'], (current) => {
       if (current.status === 'active') return undefined;
       if (current.status === 'failing') {
@@ -201,8 +216,9 @@ export class ConnectionOperations {
     });
     if (rejected.length > 0) return refuse('bad-request', `${rejected.length} of the ${input.ids.length} ids cannot be sent; nothing was sent`, rejected);
     const listing = await this.ports.store.view(connection, { consistent: true });
-    if (!listing) return this.unknown(connection);
-    if (listing.status === 'removed') return refuse('conflict', `connection "${connection}" was removed: its ids would be dead-lettered; put it again to use it`);
+    const unserved = servedConnection(connection, listing);
+    if (unserved) return unserved;
+    if (listing!.status === 'removed') return refuse('conflict', `connection "${connection}" was removed: its ids would be dead-lettered; put it again to use it`);
     if (!this.ports.lanes) throw new Error('this caller cannot send ids');
     return done(await this.ports.lanes.send(connection, input.ids as string[], input.lane), true);
   }
@@ -251,6 +267,13 @@ export class ConnectionOperations {
 
   private async cursor(): Promise<Cursor | undefined> {
     return this.settings.freshnessHours > 0 && this.ports.cursor ? this.ports.cursor() : undefined;
+  }
+
+  /** `not-found` for a connection whose erase was asked for (servedConnection); undefined otherwise, and for a bad id (the caller refuses it). */
+  private async erasing(connection: string): Promise<Refusal | undefined> {
+    if (this.badId(connection)) return undefined;
+    const listing = await this.ports.store.view(connection, { consistent: true });
+    return listing?.erase ? servedConnection(connection, listing) : undefined;
   }
 
   private badId(connection: string): Refusal | undefined {

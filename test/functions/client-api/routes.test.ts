@@ -414,6 +414,31 @@ describe('DELETE /connections/{connection}?erase=true', () => {
     expect(back.body).not.toHaveProperty('erase');
   });
 
+  it.each(['waiting', 'running'] as const)('from the erase on (%s), every route of the connection answers 404 but its view, a PUT and the erase asked again; nothing written or sent', async (state) => {
+    await created('acme', 'client-1', RT);
+    expect((await api.delete('/connections/acme', 'erase=true')).status).toBe(202);
+    const removed = (await api.store().view('acme', { consistent: true }))!;
+    expect(await api.store().updateErase('acme', { ...removed.erase!, state })).toBe(true);
+    const before = await api.tablesNow();
+    api.sqsMock.resetHistory();
+    const gone = { error: { code: 'not-found', message: 'connection "acme" is being erased (GET /connections/acme shows how far)' } };
+    for (const [name, answer] of [
+      ['GET an item', await api.get('/connections/acme/items/fil-1')],
+      ['GET the snapshot', await api.get('/connections/acme/items')],
+      ['GET the changes', await api.get('/connections/acme/changes')],
+      ['POST ids', await api.post('/connections/acme/items', { ids: ['fil-1'] })],
+      ['POST pause', await api.post('/connections/acme/pause')],
+      ['POST resume', await api.post('/connections/acme/resume')],
+    ] as const) {
+      expect({ name, status: answer.status, body: answer.body }).toEqual({ name, status: 404, body: gone });
+    }
+    expect(await api.tablesNow()).toEqual(before);
+    expect(api.sqsMock.calls()).toHaveLength(0);
+    const view = await api.get('/connections/acme');
+    expect(view).toMatchObject({ status: 200, body: { status: 'removed', erase: { state } } });
+    expect(await api.delete('/connections/acme', 'erase=true')).toMatchObject({ status: 202, body: { erase: { state } } });
+  });
+
   it('202: removed, the erase waiting, and one message on the erase queue delayed by the safety wait', async () => {
     await created('acme', 'client-1', RT);
     api.clock.advance(60_000);
