@@ -79,7 +79,11 @@ function operations(context: CommandContext, cursor?: () => Promise<Cursor | und
 /** The value of a done outcome; a refusal as the CLI's failure (a bad input is a usage mistake). */
 function settled<T>(outcome: Outcome<T>, connection: string): T {
   if (outcome.ok) return outcome.value;
-  if (outcome.code === 'not-found') throw new CliFailure(`unknown connection "${connection}": npm run connections -- list shows the connections`);
+  if (outcome.code === 'not-found') {
+    // Not found because its erase was asked for: the core's sentence says so, and where to look.
+    if (outcome.message.includes('is being erased')) throw new CliFailure(`${outcome.message.replace(/\(GET \/connections\/[^)]*\)/, '(npm run connections -- list shows how far)')}`);
+    throw new CliFailure(`unknown connection "${connection}": npm run connections -- list shows the connections`);
+  }
   if (outcome.code === 'bad-request') throw new UsageError(outcome.message);
   throw new CliFailure(outcome.message.replace(/put it again/g, 'add it again'));
 }
