@@ -148,14 +148,48 @@ export interface DiscoveryContext {
 /** Anything with CDK's context lookup: an App, a Stack or any construct's node. */
 export interface ContextSource {
   tryGetContext(key: string): unknown;
+  /** Every key given (a construct's node has it): a key this app does not read is refused. */
+  getAllContext?(): Record<string, unknown>;
+}
+
+/**
+ * Context keys that are CDK's own, beside those holding `:` (feature flags `@aws-cdk/…:…`, the CLI's
+ * `aws:cdk:…`, the lookups cached in cdk.context.json such as `availability-zones:account=…`).
+ */
+export const CDK_OWN_CONTEXT_KEYS: readonly string[] = ['cli-telemetry', 'acknowledged-issue-numbers'];
+
+/**
+ * Refuses a context key this app does not read (a typo such as `changesRetentionDay` would otherwise
+ * leave the default in place without a word), naming it and the nearest key it reads.
+ */
+export function refuseUnknownKeys(keys: readonly string[]): void {
+  const known = Object.values(CONTEXT_KEYS) as string[];
+  for (const key of keys) {
+    if (known.includes(key) || key.includes(':') || CDK_OWN_CONTEXT_KEYS.includes(key)) continue;
+    const nearest = known.map((name) => ({ name, distance: editDistance(key.toLowerCase(), name.toLowerCase()) })).sort((a, b) => a.distance - b.distance)[0]!;
+    const hint = nearest.distance <= Math.max(2, Math.floor(nearest.name.length / 3)) ? `did you mean ${nearest.name}? ` : '';
+    throw new ConfigError(key, `is not a context key of this app (${hint}the keys: docs/configuration.md, "Deploy time (CDK context)")`);
+  }
+}
+
+/** Levenshtein distance: the fewest one-character edits from `a` to `b`. */
+function editDistance(a: string, b: string): number {
+  let previous = Array.from({ length: b.length + 1 }, (_, j) => j);
+  for (let i = 1; i <= a.length; i += 1) {
+    const row = [i];
+    for (let j = 1; j <= b.length; j += 1) row.push(Math.min(previous[j]! + 1, row[j - 1]! + 1, previous[j - 1]! + (a[i - 1] === b[j - 1] ? 0 : 1)));
+    previous = row;
+  }
+  return previous[b.length]!;
 }
 
 export function syncTimeoutSeconds(batchSize: number): number {
   return Math.min(900, Math.max(60, Math.ceil(batchSize / 10) * 6));
 }
 
-/** Reads and validates every context key; throws ConfigError naming the first key at fault. */
+/** Reads and validates every context key, and refuses one it does not read; throws ConfigError naming the first key at fault. */
 export function readContentSyncConfig(source: ContextSource): ContentSyncConfig {
+  if (source.getAllContext) refuseUnknownKeys(Object.keys(source.getAllContext()));
   const syncBatchSize = integer(source, 'syncBatchSize');
   return Object.freeze({
     baseUrl: baseUrl(source),

@@ -274,6 +274,23 @@ describe('the app validates the context once, before creating anything', () => {
     expect(() => buildApp({ baseUrl: undefined })).toThrow(/^baseUrl: is required/);
   });
 
+  it('a context key the app does not read fails the build naming it and the nearest key; CDK\'s own keys pass', () => {
+    expect(() => buildApp({ changesRetentionDay: '90' })).toThrow(
+      /^changesRetentionDay: is not a context key of this app \(did you mean changesRetentionDays\? the keys: docs\/configuration\.md, "Deploy time \(CDK context\)"\)$/,
+    );
+    expect(() => buildApp({ freshnesshours: 12 })).toThrow(/^freshnesshours: is not a context key of this app \(did you mean freshnessHours\? /);
+    expect(() => buildApp({ somethingElse: 'x' })).toThrow(/^somethingElse: is not a context key of this app \(the keys: /);
+    // cdk.json's feature flags and cli-telemetry, the CLI's aws:cdk:… keys, cached lookups.
+    expect(() =>
+      buildApp({
+        'acknowledged-issue-numbers': [32775],
+        'aws:cdk:enable-path-metadata': true,
+        'availability-zones:account=123456789012:region=eu-west-1': ['eu-west-1a'],
+        '@aws-cdk/core:newStyleStackSynthesis': true,
+      }),
+    ).not.toThrow();
+  });
+
   it('a plain-http public baseUrl fails the build naming baseUrl', () => {
     expect(() => buildApp({ baseUrl: 'http://example.com' })).toThrow(/^baseUrl: plain http/);
   });
