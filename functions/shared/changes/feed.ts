@@ -25,7 +25,7 @@
  * below the head is read again after short waits (SETTLE_WAITS_MS) before it is taken for expired,
  * and a snapshot's feed starts before the last changes (SNAPSHOT_OVERLAP), not at the head.
  */
-import type { Outcome } from '../connections/operations.js';
+import type { Outcome } from '../connections/outcome.js';
 import type { ChangeKind } from './transition.js';
 
 /** A change as the log holds it. */

@@ -13,6 +13,7 @@ import type { Clock } from '../ports.js';
 import { clientIdProblem, connectionIdProblem, refreshTokenProblem, type ConnectionListing, type ConnectionStatus } from './connection.js';
 import type { MendResult } from '../changes/mend.js';
 import type { EraseScheduler } from './erase.js';
+import type { Done, Outcome, Refusal, RefusalCode } from './outcome.js';
 import type { ConnectionStore } from './ports.js';
 import { connectionView, type ConnectionView } from './view.js';
 
@@ -51,25 +52,7 @@ export interface OperationsSettings {
   eraseSettleSeconds: number;
 }
 
-/** Why a request was refused (its status: docs/client-api.md); `cursor-expired` only for the feed and the snapshot. */
-export type RefusalCode = 'bad-request' | 'not-found' | 'conflict' | 'cursor-expired';
-
-export interface Refusal {
-  ok: false;
-  code: RefusalCode;
-  message: string;
-  /** Bad ids of a send: their position in the list and why. */
-  rejected?: Array<{ index: number; reason: string }>;
-}
-
-/** Done: `changed` false when the request changed nothing (repeated, or already so). */
-export interface Done<T> {
-  ok: true;
-  value: T;
-  changed: boolean;
-}
-
-export type Outcome<T> = Done<T> | Refusal;
+export type { Done, Outcome, Refusal, RefusalCode } from './outcome.js';
 
 const refuse = (code: RefusalCode, message: string, rejected?: Refusal['rejected']): Refusal => ({ ok: false, code, message, ...(rejected ? { rejected } : {}) });
 
