@@ -215,11 +215,10 @@ export class ConnectionOperations {
     const bad = this.badId(connection);
     if (bad) return bad;
     const listing = await this.ports.store.view(connection, { consistent: true });
-    if (!listing) return this.unknown(connection);
-    if (listing.erase || listing.status === 'removed') {
-      return refuse('conflict', `connection "${connection}" was removed${listing.erase ? ' and its erase asked for' : ''}: its feed is not mended`);
-    }
-    if (listing.status === 'active') {
+    const unserved = servedConnection(connection, listing);
+    if (unserved) return unserved;
+    if (listing!.status === 'removed') return refuse('conflict', `connection "${connection}" was removed: its feed is not mended`);
+    if (listing!.status === 'active') {
       return refuse('conflict', `connection "${connection}" is active: pause it first, so that the sync writes none of its rows while its feed is mended, then resume it`);
     }
     if (!this.ports.feed) throw new Error('this caller cannot mend a feed');
