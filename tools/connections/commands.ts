@@ -294,7 +294,7 @@ export async function mendChanges(context: CommandContext, connection: string, t
       (result.writtenSince > 0 ? `; ${result.writtenSince} rows written meanwhile, left to the changes writer` : '') +
       (result.refused > 0 ? `; ${result.refused} not appended: its erase was asked for` : '') +
       `. Not compared: ${result.recent} rows written in the last ${MEND_SETTLED_AFTER_MS / 3_600_000} hours (their records may still come), ` +
-      `${result.beyondRetention} written before the feed's retention (their changes may have expired). Resume it: npm run connections -- resume ${connection}`,
+      `${result.beyondRetention} written before the feed's retention (their changes may have expired). If you paused it for this: npm run connections -- resume ${connection}`,
   );
 }
 

@@ -765,7 +765,7 @@ describe('mend-changes', () => {
     expect(mended.out).toBe(
       'connection "acme": 4 rows read, 2 compared with their last change; 2 changes appended (1 created, 1 deleted), head 2. ' +
         'Not compared: 1 rows written in the last 25 hours (their records may still come), 1 written before the feed\'s retention (their changes may have expired). ' +
-        'Resume it: npm run connections -- resume acme\n',
+        'If you paused it for this: npm run connections -- resume acme\n',
     );
     expect(await feedOf('acme')).toEqual(['1 deleted fil-2 -→1', '2 created fil-1 -→1']);
 
