@@ -35,6 +35,7 @@
 import { LOCAL_PAGE_ROWS } from '../fakes/dynamodb-local.js';
 import { QueryCommand, type AttributeValue, type DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { revisionText } from '../../functions/item-sync/item.js';
+import { parseMessageBody, type SyncMessage } from '../../functions/item-sync/message.js';
 import { DEFAULT_CONNECTION } from '../../functions/shared/connections/connection.js';
 import { getPath } from '../../functions/shared/json.js';
 import { setAtPath } from '../simulator/item-tree.js';
@@ -243,7 +244,10 @@ export async function discoveryRun(scale: DiscoveryScale, progress: (line: strin
       itemRequests: requests(),
       crawlSeconds: crawled ? (watch.lastRowAt - rootAt) / SECOND : undefined,
       reconcileQueueLeft: system.sqs.size(system.reconcileQueueUrl!),
-      syncQueueLeft: system.sqs.peek(system.queueUrl).filter((message) => connectionOf(message.body) === DEFAULT_CONNECTION && !watch.own.ids.has(idOf(message.body))).length,
+      syncQueueLeft: system.sqs.peek(system.queueUrl).filter((message) => {
+        const body = messageOf(message.body);
+        return body?.connection === DEFAULT_CONNECTION && !watch.own.ids.has(body.id);
+      }).length,
       requestsAfterDrain: drained === undefined ? undefined : requests() - drained.requests,
       doneAgain: watch.doneAgain,
       metrics: watch.metrics,
@@ -320,16 +324,6 @@ function raceCounts(system: SimSystem, watch: CrawlWatch): Pick<DiscoveryRun, 's
   return { sentHeld, sentInFlight, fetchedTwice: [...asked.values()].filter((count) => count > 1).length, fetchedAgain: watch.fetchedAgain };
 }
 
-/** The id a message body names (a bare id, or `{"id"}`). */
-function idOf(body: string): string {
-  try {
-    const parsed = JSON.parse(body) as { id?: unknown };
-    return typeof parsed.id === 'string' ? parsed.id : body;
-  } catch {
-    return body.trim();
-  }
-}
-
 /** `count` more files of the account `default` that no folder lists (the crawl never reaches them): its own users' ids. */
 function addOwnItems(system: SimSystem, count: number): string[] {
   const account = system.provider.account(DEFAULT_CONNECTION);
@@ -354,10 +348,10 @@ function ownIdDone(own: CrawlWatch['own'], source: EventSourceName, itemId: stri
   own.inBackground.push(sentAt);
 }
 
-function connectionOf(body: string): string | undefined {
+/** A message's connection and id as the sync reads them (message.ts); undefined for one it refuses. */
+function messageOf(body: string): SyncMessage | undefined {
   try {
-    const parsed = JSON.parse(body) as { connection?: unknown };
-    return typeof parsed.connection === 'string' ? parsed.connection : DEFAULT_CONNECTION;
+    return parseMessageBody(body);
   } catch {
     return undefined;
   }

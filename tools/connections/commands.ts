@@ -18,7 +18,7 @@ import { DynamoDbChangesWriter } from '../../functions/shared/adapters/dynamodb-
 import { mendFeed, MEND_SETTLED_AFTER_MS } from '../../functions/shared/changes/mend.js';
 import { ChangeSequencer } from '../../functions/shared/changes/sequencer.js';
 import { eraseSettleSeconds, runErase, type ItemsEraser } from '../../functions/shared/connections/erase.js';
-import { ConnectionOperations, type Outcome } from '../../functions/shared/connections/operations.js';
+import { ConnectionOperations, type OperationsPorts, type Outcome } from '../../functions/shared/connections/operations.js';
 import type { ConnectionStore } from '../../functions/shared/connections/ports.js';
 import { connectionView, type ConnectionView } from '../../functions/shared/connections/view.js';
 import type { Clock } from '../../functions/shared/ports.js';
@@ -68,10 +68,10 @@ export interface CommandContext {
 const out = (context: CommandContext, line: string): void => void context.io.stdout.write(`${line}\n`);
 const err = (context: CommandContext, line: string): void => void context.io.stderr.write(`${line}\n`);
 
-/** The core over this context's store; views carry the last pass only when `cursor` is given. */
-function operations(context: CommandContext, cursor?: () => Promise<Cursor | undefined>): ConnectionOperations {
+/** The core over this context's store, with the ports a command needs beyond it (views carry the last pass only with `cursor`). */
+function operations(context: CommandContext, ports: Pick<OperationsPorts, 'cursor' | 'feed'> = {}): ConnectionOperations {
   return new ConnectionOperations(
-    { store: context.store(), clock: context.clock, ...(cursor ? { cursor } : {}) },
+    { store: context.store(), clock: context.clock, ...ports },
     { freshnessHours: DEFAULTS.freshnessHours, eraseSettleSeconds: PURGE_SETTLE_SECONDS },
   );
 }
@@ -279,10 +279,7 @@ export async function mendChanges(context: CommandContext, connection: string, t
   const rows = new DynamoDbItemRows(dynamodb, targets.itemsTable);
   const log = new DynamoDbChangesLog(dynamodb, targets.changesTable);
   const store = context.store();
-  const core = new ConnectionOperations(
-    { store, clock: context.clock, feed: { mend: (c) => mendFeed(c, { rows, log, sequencer, now, mayStart: async () => !(await store.view(c, { consistent: true }))?.erase }, targets) } },
-    { freshnessHours: DEFAULTS.freshnessHours, eraseSettleSeconds: PURGE_SETTLE_SECONDS },
-  );
+  const core = operations(context, { feed: { mend: (c) => mendFeed(c, { rows, log, sequencer, now, mayStart: async () => !(await store.view(c, { consistent: true }))?.erase }, targets) } });
   err(context, `${connection}: comparing its rows in ${targets.itemsTable} with its feed in ${targets.changesTable}...`);
   const result = settled(await core.mendChanges(connection), connection);
   const kinds = Object.entries(result.missing).filter(([, count]) => count > 0).map(([kind, count]) => `${count} ${kind}`);

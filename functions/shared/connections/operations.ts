@@ -128,8 +128,6 @@ export class ConnectionOperations {
 
   /** Its messages wait until it is resumed: from active or failing; already paused changes nothing. */
   async pause(connection: string): Promise<Outcome<ConnectionView>> {
-    const erasing = await this.erasing(connection);
-    if (erasing) return erasing;
     return this.setStatus(connection, 'paused', ['active', 'failing'], (current) => {
       if (current.status === 'paused') return undefined;
       return `connection "${connection}" was removed: it cannot be paused; put it again with a refresh token to use it`;
@@ -138,8 +136,6 @@ export class ConnectionOperations {
 
   /** A paused connection is synced again; already active changes nothing; a failing one needs new credentials. */
   async resume(connection: string): Promise<Outcome<ConnectionView>> {
-    const erasing = await this.erasing(connection);
-    if (erasing) return erasing;
     return this.setStatus(connection, 'active', ['paused'], (current) => {
       if (current.status === 'active') return undefined;
       if (current.status === 'failing') {
@@ -239,6 +235,9 @@ export class ConnectionOperations {
     if (!current) return this.unknown(connection);
     if (result === 'written') return done(await this.viewOf(current), true);
     if (current.status === to) return done(await this.viewOf(current), false);
+    // Refused: one whose erase was asked for (always removed) is not found, as on every route.
+    const unserved = servedConnection(connection, current);
+    if (unserved) return unserved;
     const why = otherwise(current);
     return why === undefined ? done(await this.viewOf(current), false) : refuse('conflict', why);
   }
@@ -249,13 +248,6 @@ export class ConnectionOperations {
 
   private async cursor(): Promise<Cursor | undefined> {
     return this.settings.freshnessHours > 0 && this.ports.cursor ? this.ports.cursor() : undefined;
-  }
-
-  /** `not-found` for a connection whose erase was asked for (servedConnection); undefined otherwise, and for a bad id (the caller refuses it). */
-  private async erasing(connection: string): Promise<Refusal | undefined> {
-    if (this.badId(connection)) return undefined;
-    const listing = await this.ports.store.view(connection, { consistent: true });
-    return listing?.erase ? servedConnection(connection, listing) : undefined;
   }
 
   private badId(connection: string): Refusal | undefined {
