@@ -12,7 +12,7 @@
  *   the very encryption context it was made with (same keys and values, any order; none is `{}`).
  * - Refusals are KMS's, as ServiceErrors the SDK raises as its own exceptions: ValidationException
  *   (a parameter out of its bounds), NotFoundException (no such key), DisabledException (a disabled
- *   key), IncorrectKeyException (Decrypt's KeyId is not the blob's key), InvalidCiphertextException
+ *   key), KMSInvalidStateException (a key pending deletion), IncorrectKeyException (Decrypt's KeyId is not the blob's key), InvalidCiphertextException
  *   (a blob tampered with, of no key here, or opened with another encryption context),
  *   InvalidKeyUsageException (an asymmetric algorithm on a symmetric key). DryRun and Recipient
  *   (Nitro enclaves) are not modelled: a request using them is refused (UnsupportedOperationException).
@@ -34,7 +34,7 @@ export const KEY_SPEC_BYTES: Readonly<Record<string, number>> = { AES_256: 32, A
 export const ENCRYPTION_ALGORITHMS = ['SYMMETRIC_DEFAULT', 'RSAES_OAEP_SHA_1', 'RSAES_OAEP_SHA_256', 'SM2PKE'] as const;
 
 export type EncryptionContext = Record<string, string>;
-export type KeyState = 'Enabled' | 'Disabled';
+export type KeyState = 'Enabled' | 'Disabled' | 'PendingDeletion';
 
 /** Requests and results carry the SDK's member names; blobs are bytes. */
 export interface GenerateDataKeyRequest {
@@ -155,6 +155,18 @@ export class KmsModel {
     this.key(keyId).state = 'Enabled';
   }
 
+  /** As ScheduleKeyDeletion: the key refuses every cryptographic operation (KMSInvalidStateException) until its deletion is cancelled. */
+  scheduleDeletion(keyId: string): void {
+    this.key(keyId).state = 'PendingDeletion';
+  }
+
+  /** As CancelKeyDeletion: the key is disabled again (KMS leaves it so), to be enabled. */
+  cancelDeletion(keyId: string): void {
+    const key = this.key(keyId);
+    if (key.state !== 'PendingDeletion') throw new ServiceError('KMSInvalidStateException', `${key.arn} is not pending deletion.`);
+    key.state = 'Disabled';
+  }
+
   state(keyId: string): KeyState {
     return this.key(keyId).state;
   }
@@ -203,7 +215,7 @@ export class KmsModel {
     }
     const key = this.keys.get(blobKeyId);
     if (!key) throw invalidCiphertext();
-    if (key.state === 'Disabled') throw disabled(key);
+    if (key.state !== 'Enabled') throw notEnabled(key);
     symmetricOnly(request.EncryptionAlgorithm);
     return {
       KeyId: key.arn,
@@ -254,7 +266,7 @@ export class KmsModel {
   /** The key, enabled, or the refusal KMS gives. */
   private usable(keyId: string | undefined): Key {
     const key = this.key(keyId!);
-    if (key.state === 'Disabled') throw disabled(key);
+    if (key.state !== 'Enabled') throw notEnabled(key);
     return key;
   }
 
@@ -357,6 +369,9 @@ function invalidCiphertext(): ServiceError {
   return new ServiceError('InvalidCiphertextException', 'The ciphertext is corrupted, not of a key of this account, or its encryption context is not the one given.');
 }
 
-function disabled(key: Key): ServiceError {
-  return new ServiceError('DisabledException', `${key.arn} is disabled.`, 409);
+/** KMS's refusal of a key that is not enabled: disabled, or pending deletion. */
+function notEnabled(key: Key): ServiceError {
+  return key.state === 'PendingDeletion'
+    ? new ServiceError('KMSInvalidStateException', `${key.arn} is pending deletion.`)
+    : new ServiceError('DisabledException', `${key.arn} is disabled.`, 409);
 }

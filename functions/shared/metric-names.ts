@@ -42,6 +42,8 @@ export const REFRESHER_METRIC_NAMES = {
   active: 'ConnectionsActive',
   paused: 'ConnectionsPaused',
   failing: 'ConnectionsFailing',
+  /** 1 when a run found the key that seals the tokens disabled or pending deletion (every refresh waits), else 0: one alarm. */
+  keyUnavailable: 'ConnectionsKeyUnavailable',
 } as const;
 
 /** Per sync batch, one per counter of the batch report. */

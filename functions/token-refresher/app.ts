@@ -5,7 +5,8 @@
  * endpoint's pace (its rows in the control table: token-pace.ts) and the provider, run the core
  * (run.ts), publish the counts. Connections by status (`ConnectionsActive`, `ConnectionsPaused`, `ConnectionsFailing`)
  * and refresh outcomes (`TokenRefreshed`, `RefreshTokenRotated`, `TokenRefreshFailed`,
- * `TokenRefreshRefused`), zeros included, no dimension per connection. A connection's failure never
+ * `TokenRefreshRefused`), and `ConnectionsKeyUnavailable` (1 when the key that seals the tokens is
+ * disabled or pending deletion), zeros included, no dimension per connection. A connection's failure never
  * fails the invocation; a scan that fails does. handler.ts builds it once per container.
  */
 import type { DynamoDBClient } from '@aws-sdk/client-dynamodb';
@@ -106,6 +107,7 @@ export function createRefresherHandler(deps: RefresherHandlerDeps): RefresherHan
       count(REFRESHER_METRIC_NAMES.rotated, report.rotated);
       count(REFRESHER_METRIC_NAMES.failed, report.failed);
       count(REFRESHER_METRIC_NAMES.refused, report.refused);
+      count(REFRESHER_METRIC_NAMES.keyUnavailable, report.keyUnavailable ? 1 : 0);
       logger.info('token refresher run', { trigger, ...report, tokenPace: tokens.rates() });
       return { trigger, ...report };
     } catch (error) {

@@ -9,7 +9,9 @@
  *   ago is not refreshed again here;
  * - active with no access token;
  * - active and idle whose token is `idleRefreshHours` old: an idle refresh token is kept alive;
- * - failing, once an hour (lastFailureAt an hour old): a grant restored at the provider recovers.
+ * - failing, once an hour (lastFailureAt an hour old): a grant restored at the provider recovers;
+ *   never one failing for `token-unreadable` (its sealed refresh token cannot be opened: only new
+ *   credentials help).
  * In that order, and within each the most overdue first: the ones a run could not start are the
  * first of their kind in the next. Spreading: a run with fewer tokens in use due than its share
  * (the tokens in use × the run interval ÷ `tokenRefreshMinutes`) renews early, after all the
@@ -20,8 +22,9 @@
  * Every getToken takes a slot of the token endpoint's pace (token-pace.ts) first: the run waits for
  * slots while it has time. It stops starting refreshes once the invocation's remaining time is under
  * the margin, once the pace has no slot before that (its rate, or a 429's Retry-After), or once the
- * token endpoint is down (the pace's breaker is open): the ones left are the next run's, first of
- * their kind. A refresh answered 429 is tried again later in the run (the pace holds every caller
+ * token endpoint is down (the pace's breaker is open), or once the key that seals the tokens is
+ * found disabled or pending deletion (`keyUnavailable`: one refresh finds it, the rest wait, no
+ * connection turns failing): the ones left are the next run's, first of their kind. A refresh answered 429 is tried again later in the run (the pace holds every caller
  * until its Retry-After). None of these marks a connection failing or counts in its health.
  *
  * Each refresh is told the token the scan saw: one another refresh (the item sync, a run that
@@ -33,6 +36,7 @@ import type { Log } from '../shared/ports.js';
 import type { ConnectionListing, ConnectionStatus } from '../shared/connections/connection.js';
 import { refreshConnection, reasonOf, type RefreshPorts, type RefreshResult, type SeenToken } from '../shared/connections/refresh.js';
 import { refresherRunMinutes } from '../shared/connections/refresh-schedule.js';
+import { TOKEN_UNREADABLE } from '../shared/connections/sealing.js';
 
 /** A token in use is refreshed once older than `tokenRefreshMinutes` minus this (the item sync waits until plus 5 minutes: connection-access.ts). */
 export const SCHEDULED_LEAD_MS = 5 * 60_000;
@@ -79,8 +83,10 @@ export interface RunReport {
   skipped: number;
   /** getToken calls answered 429 (each connection tried again later in the run, or left). */
   rateLimited: number;
-  /** Due but not refreshed: the invocation's time ran short, the token pace had no slot in time, or the token endpoint is down. */
+  /** Due but not refreshed: the invocation's time ran short, the token pace had no slot in time, the token endpoint is down, or the key that seals the tokens is. */
   left: number;
+  /** The run stopped because the key that seals the tokens is disabled or pending deletion. */
+  keyUnavailable: boolean;
 }
 
 /** A connection the run refreshes, and the token the scan saw. */
@@ -108,6 +114,8 @@ export function dueReason(record: ConnectionListing, now: number, settings: RunS
 function classify(record: ConnectionListing, now: number, settings: RunSettings): { reason?: DueReason | 'not-yet'; dueAt: number; inUse: boolean } {
   const refreshMs = settings.tokenRefreshMinutes * 60_000;
   if (record.status === 'failing') {
+    // Its refresh token can never be opened: only new credentials (a put) make it refreshable.
+    if (record.health.lastFailureReason === TOKEN_UNREADABLE) return { dueAt: 0, inUse: false };
     const lastFailure = time(record.health.lastFailureAt);
     if (lastFailure === undefined) return { reason: 'failing-retry', dueAt: 0, inUse: false };
     return now - lastFailure >= FAILING_RETRY_MS ? { reason: 'failing-retry', dueAt: lastFailure + FAILING_RETRY_MS, inUse: false } : { dueAt: 0, inUse: false };
@@ -150,7 +158,7 @@ export async function runRefresher(ports: RunPorts, settings: RunSettings): Prom
   const early = notYet.sort((a, b) => a.dueAt - b.dueAt).slice(0, Math.max(0, share - dueInUse));
   const plan = [...due, ...early].sort((a, b) => PRIORITY.indexOf(a.reason) - PRIORITY.indexOf(b.reason) || a.dueAt - b.dueAt);
 
-  const report: RunReport = { connections, due: due.length, early: early.length, refreshed: 0, rotated: 0, refused: 0, failed: 0, skipped: 0, rateLimited: 0, left: 0 };
+  const report: RunReport = { connections, due: due.length, early: early.length, refreshed: 0, rotated: 0, refused: 0, failed: 0, skipped: 0, rateLimited: 0, left: 0, keyUnavailable: false };
   let next = 0;
   /** Answered 429: tried again, before the others, when the pace allows. */
   const again: Planned[] = [];
@@ -174,19 +182,21 @@ export async function runRefresher(ports: RunPorts, settings: RunSettings): Prom
   };
   await Promise.all(Array.from({ length: Math.max(1, Math.min(settings.refreshConcurrency, plan.length)) }, worker));
   report.left = due.filter((item) => !item.done).length;
+  report.keyUnavailable = stopped === 'key-outage';
   if (report.left > 0) {
     ports.log.warn(STOPPED[stopped ?? 'time'], { left: report.left, due: report.due });
   }
   return report;
 }
 
-type StopReason = 'time' | 'pace' | 'retry-after' | 'outage';
+type StopReason = 'time' | 'pace' | 'retry-after' | 'outage' | 'key-outage';
 
 const STOPPED: Record<StopReason, string> = {
   time: 'time ran short: refreshes left for the next run',
   pace: 'the token pace has no slot before the run ends: refreshes left for the next run',
   'retry-after': "the token endpoint's Retry-After outlasts the run: refreshes left for the next run",
   outage: "the token endpoint is down (its pace's breaker is open): refreshes left for the next run",
+  'key-outage': 'the key that seals the tokens (CONNECTIONS_KEY_ARN) is disabled or pending deletion: refreshes wait until it is enabled (docs/operations.md)',
 };
 
 /** One refresh, counted and logged; what stops the run (a pace that has no slot in time), or `rate-limited` (try it again). */

@@ -1,6 +1,7 @@
 /**
- * The token refresher's operations (docs/operations.md): two alarms, the refresher failing in two
- * runs in a row and a connection failing (the provider refused its refresh token);
+ * The token refresher's operations (docs/operations.md): three alarms, the refresher failing in two
+ * runs in a row, a connection failing (the provider refused its refresh token, or it does not
+ * open), and the key that seals the tokens disabled or pending deletion;
  * and two dashboard graphs, the refresher's counters (namespace ContentSync, service
  * token-refresher) with its errors, and the connections by status as each run counts them. The
  * alarms are made on the alarm topic by infra/operations; the dashboard puts the graphs beside the
@@ -63,11 +64,26 @@ export function tokenRefresherOperations(refresher: lambda.IFunction, config: Co
     props: {
       ...common,
       alarmDescription:
-        'A connection is failing: the provider refused its refresh token, and its messages wait until its credentials are replaced. ' +
+        'A connection is failing: the provider refused its refresh token (or its sealed refresh token does not open: reason token-unreadable), and its messages wait until its credentials are replaced. ' +
         'Find it with npm run connections -- list (status failing, last failure reason); then replace its credentials with ' +
         'npm run connections -- add <id> --client-id <client id> (refresh token on standard input), or remove it with npm run connections -- remove <id> ' +
         '(docs/operations.md, "Runbook").',
       metric: serviceMetric(source, REFRESHER_METRIC_NAMES.failing, 'Maximum', onePeriod),
+      evaluationPeriods: 1,
+    },
+  };
+
+  // A run that found the key that seals the tokens disabled or pending deletion: one alarm for the
+  // key, where every connection's refresh waits (none turns failing, no event follows).
+  const keyAlarm: AlarmDefinition = {
+    id: 'ConnectionsKeyUnavailableAlarm',
+    props: {
+      ...common,
+      alarmDescription:
+        'The KMS key that seals the connections\' tokens (stack output ConnectionsKeyArn) is disabled or pending deletion: no token opens, ' +
+        'every refresh waits and the item sync\'s messages wait; no connection turns failing. Enable the key (or cancel its deletion, then enable it): ' +
+        'the next run refreshes as before (docs/operations.md, "The connections key is unavailable").',
+      metric: serviceMetric(source, REFRESHER_METRIC_NAMES.keyUnavailable, 'Maximum', onePeriod),
       evaluationPeriods: 1,
     },
   };
@@ -88,5 +104,5 @@ export function tokenRefresherOperations(refresher: lambda.IFunction, config: Co
     left: CONNECTION_GAUGES.map((name) => serviceMetric(source, name, 'Maximum', onePeriod)),
     leftYAxis: { min: 0 },
   });
-  return { alarms: [errorsAlarm, failingAlarm], graphs: [refresherGraph, connectionsGraph] };
+  return { alarms: [errorsAlarm, failingAlarm, keyAlarm], graphs: [refresherGraph, connectionsGraph] };
 }

@@ -66,8 +66,8 @@ describe('operations', () => {
   const queueName = (prefix: string) =>
     importOf(t.statefulTemplate, { 'Fn::GetAtt': [logicalId(t.statefulTemplate, 'AWS::SQS::Queue', prefix), 'QueueName'] });
 
-  it('fifteen alarms (two for the refresher, two for the change events, three for the changes writer, three for reconciliation, one for the eraser), each notifying the topic on alarm and on recovery', () => {
-    t.statelessTemplate.resourceCountIs('AWS::CloudWatch::Alarm', 15);
+  it('sixteen alarms (three for the refresher, two for the change events, three for the changes writer, three for reconciliation, one for the eraser), each notifying the topic on alarm and on recovery', () => {
+    t.statelessTemplate.resourceCountIs('AWS::CloudWatch::Alarm', 16);
     for (const alarm of Object.values(t.statelessTemplate.findResources('AWS::CloudWatch::Alarm'))) {
       expect(alarm.Properties).toMatchObject(actions());
       expect(alarm.Properties.AlarmName).toBeUndefined();
@@ -136,6 +136,28 @@ describe('operations', () => {
     expect(description).toMatch(/fails only when it cannot read the connections table/);
     expect(description).toMatch(/ConnectionsFailingAlarm/);
     expect(description).not.toMatch(/secret|credentials set/i);
+    expect(description.length).toBeLessThanOrEqual(1024);
+  });
+
+  it('the connections key disabled or pending deletion: ConnectionsKeyUnavailable (service token-refresher) Maximum ≥ 1 over one run interval, one alarm for the key', () => {
+    const alarm = resource(t.statelessTemplate, 'AWS::CloudWatch::Alarm', 'ConnectionsKeyUnavailableAlarm');
+    expect(alarm.Properties).toEqual({
+      ...actions(),
+      AlarmDescription: alarm.Properties['AlarmDescription'],
+      Namespace: 'ContentSync',
+      MetricName: 'ConnectionsKeyUnavailable',
+      Dimensions: [{ Name: 'service', Value: 'token-refresher' }],
+      Statistic: 'Maximum',
+      Period: 300,
+      Threshold: 1,
+      ComparisonOperator: 'GreaterThanOrEqualToThreshold',
+      EvaluationPeriods: 1,
+      TreatMissingData: 'notBreaching',
+    });
+    const description = alarm.Properties['AlarmDescription'] as string;
+    expect(description).toMatch(/disabled or pending deletion/);
+    expect(description).toMatch(/no connection turns failing/);
+    expect(description).toContain('ConnectionsKeyArn');
     expect(description.length).toBeLessThanOrEqual(1024);
   });
 
@@ -254,7 +276,7 @@ describe('operations', () => {
     expect(row.reduce((sum, w) => sum + w.width, 0)).toBe(24);
     // The alarm status widget lists every alarm, the breaker's included.
     const status = widgets.find((w) => w.type === 'alarm') as unknown as { properties: { alarms: unknown[] } };
-    expect(status.properties.alarms).toHaveLength(15);
+    expect(status.properties.alarms).toHaveLength(16);
   });
 
   it('dashboard: the refresher\'s counters and the connections by status beside the alarm status, one row', () => {

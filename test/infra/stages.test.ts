@@ -168,6 +168,7 @@ describe('the default deployment and the stage staging, side by side in one acco
     const stage = { Name: 'stage', Value: 'staging' };
     expect(metricAlarms(main)).toEqual({
       ConnectionsFailingAlarm: [service('token-refresher')],
+      ConnectionsKeyUnavailableAlarm: [service('token-refresher')],
       ProviderBreakerOpenAlarm: [service('item-sync')],
       ReconcileProjectedPassAlarm: [service('reconciler')],
       ChangeEventsPublishFailedAlarm: [service('change-events')],
@@ -175,6 +176,7 @@ describe('the default deployment and the stage staging, side by side in one acco
     });
     expect(metricAlarms(staging)).toEqual({
       ConnectionsFailingAlarm: [service('token-refresher'), stage],
+      ConnectionsKeyUnavailableAlarm: [service('token-refresher'), stage],
       ProviderBreakerOpenAlarm: [service('item-sync'), stage],
       ReconcileProjectedPassAlarm: [service('reconciler'), stage],
       ChangeEventsPublishFailedAlarm: [service('change-events'), stage],

@@ -11,7 +11,9 @@
  * - a status change: from the statuses the caller allows;
  * - the row's deletion (purge): only while the connection is `removed`.
  * Tokens are sealed before every write and opened after every read that returns them (the Sealer:
- * functions/shared/connections/sealing.ts); a scan (`list`, `page`) opens none.
+ * functions/shared/connections/sealing.ts); a scan (`list`, `page`) opens none. A sealed value that
+ * can never be opened is read as such (`refreshTokenUnreadable`, an access token as none), never
+ * thrown; a lease taken on a row whose tokens cannot be opened for now (the key out) is released.
  * AWS failures are re-thrown without values: a TransientError for throttling, 5xx and network
  * failures; a ConfigError naming the setting for a table that does not exist or may not be used;
  * an Error naming the operation otherwise.
@@ -28,7 +30,7 @@ import {
 } from '@aws-sdk/client-dynamodb';
 import { CONNECTIONS_TABLE_KEY, type ConnectionListing, type ConnectionRecord, type ConnectionStatus, type EraseProgress } from '../connections/connection.js';
 import type { ConnectionPage, ConnectionStore } from '../connections/ports.js';
-import { isSealed, stampOf, type Sealer } from '../connections/sealing.js';
+import { isSealed, SealError, stampOf, type Sealer } from '../connections/sealing.js';
 import { eraseValue, toListing } from './connection-rows.js';
 
 export { toListing } from './connection-rows.js';
@@ -256,11 +258,7 @@ export class DynamoDbConnectionStore implements ConnectionStore {
       } catch (error) {
         if (!(error instanceof ConditionalCheckFailedException)) throw this.failure('UpdateItem', error);
       }
-      if (taken) {
-        const record = await this.opened(taken);
-        if (!record) throw new Error(`the connections table's row of a connection lacks its credentials (UpdateItem)`);
-        return { kind: 'taken', record };
-      }
+      if (taken) return { kind: 'taken', record: await this.leased(connection, lease.owner, taken) };
       // Why not: read the row as it is now (its tokens opened only if the lease is this caller's).
       const row = await this.getRow(connection, true);
       const record = row ? toListing(row) : undefined;
@@ -268,7 +266,7 @@ export class DynamoDbConnectionStore implements ConnectionStore {
       if (!statuses.includes(record.status)) return { kind: 'not-refreshable', status: record.status };
       // A write DynamoDB applied whose answer was lost, sent again by the SDK, meets the lease it took:
       // the lease is this caller's (else nobody would refresh the connection until it ran out).
-      if (record.refreshLease?.owner === lease.owner) return { kind: 'taken', record: (await this.opened(row!))! };
+      if (record.refreshLease?.owner === lease.owner) return { kind: 'taken', record: await this.leased(connection, lease.owner, row!) };
       if (record.refreshLease && record.refreshLease.until >= lease.now) return { kind: 'held', until: record.refreshLease.until };
       // The lease was released between the two requests: try again, a few times.
       if (round >= RESULT_WRITE_ROUNDS) return { kind: 'held', until: lease.now };
@@ -400,17 +398,47 @@ export class DynamoDbConnectionStore implements ConnectionStore {
     );
   }
 
-  /** The row as a record, its tokens opened. */
+  /** The row of a lease just taken, its tokens opened; a failure to open them releases the lease (the key out: it is not held for nothing). */
+  private async leased(connection: string, owner: string, row: Row): Promise<ConnectionRecord> {
+    let record: ConnectionRecord | undefined;
+    try {
+      record = await this.opened(row);
+    } catch (error) {
+      await this.releaseRefreshLease(connection, owner).catch(() => undefined);
+      throw error;
+    }
+    if (!record) throw new Error(`the connections table's row of a connection lacks its credentials (UpdateItem)`);
+    return record;
+  }
+
+  /**
+   * The row as a record, its tokens opened. A sealed value that can never be opened (a SealError) is
+   * not thrown: a refresh token so is `refreshTokenUnreadable` (its refresh turns the connection
+   * `failing`), an access token so is read as none (refreshed). Any other failure (the key out, KMS
+   * failing) is thrown.
+   */
   private async opened(row: Row): Promise<ConnectionRecord | undefined> {
     const listing = toListing(row);
     if (!listing) return undefined;
     const connection = listing.connection;
     const refreshToken = row['refreshToken']?.S;
     const accessToken = row['accessToken']?.S;
+    const openOrNone = async (stored: string): Promise<string | undefined> => {
+      try {
+        return await this.sealer.open(connection, stored);
+      } catch (error) {
+        if (error instanceof SealError) return undefined;
+        throw error;
+      }
+    };
+    const openedRefresh = refreshToken === undefined ? '' : await openOrNone(refreshToken);
+    const openedAccess = accessToken === undefined ? undefined : await openOrNone(accessToken);
+    const { accessTokenStamp, ...rest } = listing;
     return {
-      ...listing,
-      refreshToken: refreshToken === undefined ? '' : await this.sealer.open(connection, refreshToken),
-      ...(accessToken !== undefined ? { accessToken: await this.sealer.open(connection, accessToken) } : {}),
+      ...(openedAccess === undefined ? rest : listing),
+      refreshToken: openedRefresh ?? '',
+      ...(openedRefresh === undefined ? { refreshTokenUnreadable: true as const } : {}),
+      ...(openedAccess !== undefined ? { accessToken: openedAccess } : {}),
     };
   }
 

@@ -7,12 +7,14 @@
  * CloudTrail shows each use of the key with the connection it was for.
  *
  * AWS failures are re-thrown without values: a SealError for a data key that is not this
- * connection's or this key's; a ConfigError naming CONNECTIONS_KEY_ARN for a key that does not
- * exist, is disabled or may not be used; a TransientError for throttling, 5xx and network failures.
+ * connection's or this key's; a KeyUnavailableError (a TransientError) for a key that is disabled or
+ * pending deletion, an outage of the key that enabling it (or cancelling its deletion) ends; a
+ * ConfigError naming CONNECTIONS_KEY_ARN for a key that does not exist or may not be used; a
+ * TransientError for throttling, 5xx and network failures.
  */
 import type { DecryptCommand, GenerateDataKeyCommand, KMSClient } from '@aws-sdk/client-kms';
 import { ENV } from '../config.js';
-import { SealError, type DataKeys } from '../connections/sealing.js';
+import { KeyUnavailableError, SealError, type DataKeys } from '../connections/sealing.js';
 import { awsErrorOf, ConfigError, TransientError } from '../errors.js';
 
 /** The encryption context every data key of a connection is bound to. */
@@ -20,7 +22,9 @@ export function encryptionContextOf(connection: string): Record<string, string> 
   return { connection };
 }
 
-const CONFIG_NAMES = new Set(['NotFoundException', 'DisabledException', 'KMSInvalidStateException', 'AccessDeniedException', 'InvalidKeyUsageException']);
+const CONFIG_NAMES = new Set(['NotFoundException', 'AccessDeniedException', 'InvalidKeyUsageException']);
+/** The key's state (disabled, pending deletion): an outage of the key. */
+const KEY_STATE_NAMES = new Set(['DisabledException', 'KMSInvalidStateException']);
 const SEAL_NAMES = new Set(['InvalidCiphertextException', 'IncorrectKeyException']);
 
 /**
@@ -82,8 +86,11 @@ export class KmsDataKeys implements DataKeys {
       if (name !== undefined && SEAL_NAMES.has(name)) {
         throw new SealError(`connection "${connection}": KMS ${operation} refused a sealed token of its row (${what}): it was sealed for another connection or under another key`);
       }
+      if (name !== undefined && KEY_STATE_NAMES.has(name)) {
+        throw new KeyUnavailableError(`KMS ${operation} on ${ENV.connectionsKeyArn} ${this.keyArn} failed (${what}): the key is disabled or pending deletion; enable it (or cancel its deletion) and refreshes resume`);
+      }
       if (name !== undefined && CONFIG_NAMES.has(name)) {
-        throw new ConfigError(ENV.connectionsKeyArn, `KMS ${operation} on ${this.keyArn} failed (${what}): check that the key exists, is enabled and may be used`);
+        throw new ConfigError(ENV.connectionsKeyArn, `KMS ${operation} on ${this.keyArn} failed (${what}): check that the key exists and may be used`);
       }
       if (name === 'ThrottlingException' || name === 'KMSInternalException' || name === 'DependencyTimeoutException' || name === 'KeyUnavailableException' || status === undefined || status >= 500) {
         throw new TransientError(`KMS ${operation} failed (${what})`);

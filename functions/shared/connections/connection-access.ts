@@ -42,6 +42,8 @@
  *   container). A failed call (5xx, time-out) does not double it: an outage is the token pace's
  *   breaker's to hold back (one probe every 20 s for everyone), and the first success after it
  *   must not find containers holding their connections back for minutes.
+ * - The key that seals the tokens disabled or pending deletion (a read or a refresh cannot open
+ *   them): the items wait FAILED_WAIT_SECONDS, as for an outage; no connection's failure.
  * - lastUsedAt is written (best effort) at most once per half refresh interval per connection per
  *   container, and only over a row's lastUsedAt older than that: the refresher keeps connections in
  *   use refreshed.
@@ -52,6 +54,7 @@ import type { Log } from '../ports.js';
 import { connectionIdProblem, paceKeyOf, type ConnectionRecord, type ConnectionStatus } from './connection.js';
 import type { AccessOptions, ConnectionAccess, ConnectionGate } from './ports.js';
 import { REFRESH_LEASE_MS, refreshConnection, type RefreshPorts, type RefreshResult, type SeenToken } from './refresh.js';
+import { KeyUnavailableError, TOKEN_UNREADABLE } from './sealing.js';
 
 /** How long the items wait, at least, while another container refreshes the token. */
 export const BUSY_WAIT_SECONDS = 5;
@@ -147,8 +150,10 @@ export class CachedConnectionAccess implements ConnectionAccess {
   async open(connection: string, options: AccessOptions = {}): Promise<ConnectionGate> {
     const problem = connectionIdProblem(connection);
     if (problem !== undefined) return { kind: 'dead', reason: problem };
-    const entry = this.fresh(connection) ?? (await this.read(connection, false));
-    return this.decide(connection, entry, options.deadline);
+    return keyOutageWaits(connection, async () => {
+      const entry = this.fresh(connection) ?? (await this.read(connection, false));
+      return this.decide(connection, entry, options.deadline);
+    });
   }
 
   knownRefused(connection: string, token: string): boolean {
@@ -160,7 +165,7 @@ export class CachedConnectionAccess implements ConnectionAccess {
     const key = `${connection}\u0000${rejected}`;
     const pending = this.refusals.get(key);
     if (pending) return pending;
-    const operation = this.refuse(connection, rejected, options.deadline).finally(() => this.refusals.delete(key));
+    const operation = keyOutageWaits(connection, () => this.refuse(connection, rejected, options.deadline)).finally(() => this.refusals.delete(key));
     this.refusals.set(key, operation);
     return operation;
   }
@@ -382,14 +387,28 @@ function viewOf(record: ConnectionRecord): View {
   return view;
 }
 
+const KEY_OUTAGE = 'the key that seals the tokens (CONNECTIONS_KEY_ARN) is disabled or pending deletion';
+
+/** The key that seals the tokens out (a read cannot open them): the items wait, as for an outage of the token endpoint. */
+async function keyOutageWaits(connection: string, gate: () => Promise<ConnectionGate>): Promise<ConnectionGate> {
+  try {
+    return await gate();
+  } catch (error) {
+    if (error instanceof KeyUnavailableError) return { kind: 'wait', reason: `connection "${connection}": ${KEY_OUTAGE}`, seconds: FAILED_WAIT_SECONDS };
+    throw error;
+  }
+}
+
 /** Why an on-demand refresh waits for the token pace. */
 const PACED: Record<Extract<RefreshResult, { kind: 'paced' }>['why'], string> = {
   pace: "the token endpoint's pace has no slot for it yet",
   'retry-after': "the token endpoint's pace waits out a 429's Retry-After",
   'rate-limited': 'the token endpoint answered 429',
   outage: "the token endpoint is down (its pace's breaker is open)",
+  'key-outage': KEY_OUTAGE,
 };
 
 function failingReason(connection: string, reason: string | undefined): string {
+  if (reason === TOKEN_UNREADABLE) return `connection "${connection}" is failing: its sealed refresh token does not open (${TOKEN_UNREADABLE}); put its credentials again`;
   return `connection "${connection}" is failing: the provider refused its refresh token (${reason ?? 'no reason recorded'}); add it again with new credentials`;
 }

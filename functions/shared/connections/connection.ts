@@ -41,8 +41,17 @@ export interface ConnectionRecord {
   connection: string;
   clientId: string;
   status: ConnectionStatus;
-  /** The refresh token; empty once the connection is `removed` (removal deletes its tokens). */
+  /**
+   * The refresh token; empty once the connection is `removed` (removal deletes its tokens), and when
+   * its sealed value does not open (`refreshTokenUnreadable`).
+   */
   refreshToken: string;
+  /**
+   * The stored refresh token's sealed value can never be opened (corrupt, sealed for another
+   * connection or under another key): its refresh turns the connection `failing`
+   * (`token-unreadable`, refresh.ts). An access token that does not open is read as none.
+   */
+  refreshTokenUnreadable?: true;
   /** Raised whenever the refresh token changes (the operator's `add`, a rotation): a refresh writes only over the one it used. */
   credentialsVersion: number;
   accessToken?: string;

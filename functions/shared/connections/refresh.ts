@@ -28,6 +28,10 @@
  * - Every status this core changes is logged, one line (`connection status changed`: the
  *   connection, from, to, why): active → failing (refused), failing → active (a refresh that
  *   succeeded).
+ * - A refresh token whose sealed value can never be opened (sealing.ts): the connection becomes
+ *   `failing`, reason `token-unreadable`, with no getToken. The key that seals the tokens disabled
+ *   or pending deletion: `paced` (`key-outage`), nothing written, the lease released: an outage of
+ *   the key, never a failure of the connection.
  * - Credentials the operator replaced (or removed) while the refresh ran win: the result is not
  *   written (`superseded`).
  * No result, log line or error ever holds a token but the access token of `refreshed` and `current`.
@@ -36,8 +40,9 @@ import { randomUUID } from 'node:crypto';
 import { ProviderError, redact } from '../errors.js';
 import type { Clock, Log, ProviderClient, RequestOptions } from '../ports.js';
 import { MAX_RETRY_AFTER_MS, MIN_RETRY_AFTER_MS } from '../provider/pace/pace-state.js';
-import type { ConnectionStatus } from './connection.js';
+import type { ConnectionRecord, ConnectionStatus } from './connection.js';
 import type { ConnectionStore, TokenSlot, TokenSlots } from './ports.js';
+import { KeyUnavailableError, TOKEN_UNREADABLE } from './sealing.js';
 import { tokenCallResult } from './token-pace.js';
 
 /** How long a refresh lease is held: far longer than one getToken call (PROVIDER_TIMEOUT_MS is at most 120 s). */
@@ -122,10 +127,12 @@ export type RefreshResult =
    * No access token now, and nothing written: the token pace had no slot by `startBy` (`pace`, or
    * `retry-after`: it holds every caller until a 429's Retry-After), this getToken was answered
    * 429 (`rate-limited`: the pace now holds every caller until its Retry-After), or the token
-   * endpoint is down (`outage`: the pace's breaker is open). `until`: when the pace gives the next
-   * slot (none for an outage). The connection is as it was: still due.
+   * endpoint is down (`outage`: the pace's breaker is open), or the key that seals the tokens is
+   * disabled or pending deletion (`key-outage`: its tokens cannot be opened; the lease is not kept).
+   * `until`: when the pace gives the next slot (none for an outage). The connection is as it was:
+   * still due.
    */
-  | { kind: 'paced'; connection: string; why: 'pace' | 'retry-after' | 'rate-limited' | 'outage'; until?: number };
+  | { kind: 'paced'; connection: string; why: 'pace' | 'retry-after' | 'rate-limited' | 'outage' | 'key-outage'; until?: number };
 
 /** Throws what the store throws when the lease cannot be taken (a TransientError when DynamoDB keeps failing). */
 export async function refreshConnection(ports: RefreshPorts, connection: string, options: RefreshOptions): Promise<RefreshResult> {
@@ -134,12 +141,19 @@ export async function refreshConnection(ports: RefreshPorts, connection: string,
   if (slot.kind !== 'go') return pacedBy(connection, slot);
   const owner = (ports.newOwner ?? randomUUID)();
   const now = ports.clock.now().getTime();
-  const lease = await ports.store.takeRefreshLease(connection, {
-    owner,
-    until: now + (options.leaseMs ?? REFRESH_LEASE_MS),
-    now,
-    ...(options.includeFailing ? { includeFailing: true } : {}),
-  });
+  let lease: Awaited<ReturnType<ConnectionStore['takeRefreshLease']>>;
+  try {
+    lease = await ports.store.takeRefreshLease(connection, {
+      owner,
+      until: now + (options.leaseMs ?? REFRESH_LEASE_MS),
+      now,
+      ...(options.includeFailing ? { includeFailing: true } : {}),
+    });
+  } catch (error) {
+    // The key that seals the tokens is out: every refresh waits for it, none is the connection's failure.
+    if (error instanceof KeyUnavailableError) return { kind: 'paced', connection, why: 'key-outage' };
+    throw error;
+  }
   if (lease.kind === 'missing') return { kind: 'missing', connection };
   if (lease.kind === 'held') return { kind: 'busy', connection, until: lease.until };
   if (lease.kind === 'not-refreshable') return { kind: 'not-refreshable', connection, status: lease.status };
@@ -154,6 +168,7 @@ export async function refreshConnection(ports: RefreshPorts, connection: string,
       ports.log.warn('releasing a refresh lease failed', { connection, error: reasonOf(error, secrets) });
     }
   };
+  if (record.refreshTokenUnreadable) return unreadable(ports, connection, owner, record);
   if (options.seen !== undefined && record.accessToken !== undefined && record.refreshedAt !== undefined && newerThanSeen(record.accessTokenStamp, record.refreshedAt, options.seen)) {
     // The token in the row is what the caller needs.
     await release();
@@ -254,12 +269,36 @@ export async function refreshConnection(ports: RefreshPorts, connection: string,
             error: reason,
           });
         }
+        if (error instanceof KeyUnavailableError) {
+          // The token could not be sealed: the key went out between opening and sealing; the lease runs out by itself.
+          return { kind: 'paced', connection, why: 'key-outage' };
+        }
         return { kind: 'failed', connection, reason: `storing the refreshed token failed: ${reason}`, transient: false };
       }
       ports.log.warn('storing a refreshed token failed; trying again', { connection, attempt, delayMs: delay, error: reason });
       await sleep(delay);
     }
   }
+}
+
+/**
+ * A refresh token whose sealed value can never be opened: the connection turns `failing` with the
+ * reason TOKEN_UNREADABLE (one status change, so one ConnectionFailing event), and is not tried
+ * again until its credentials are put again (the refresher skips it: functions/token-refresher/run.ts).
+ */
+async function unreadable(ports: RefreshPorts, connection: string, owner: string, record: ConnectionRecord): Promise<RefreshResult> {
+  ports.log.error('a sealed refresh token does not open: the connection is failing until its credentials are put again', { connection, reason: TOKEN_UNREADABLE });
+  const written = await ports.store.failRefresh({
+    connection,
+    owner,
+    credentialsVersion: record.credentialsVersion,
+    at: ports.clock.now().toISOString(),
+    reason: TOKEN_UNREADABLE,
+    refused: true,
+  });
+  if (written === 'conflict') return { kind: 'superseded', connection };
+  if (record.status === 'active') await logRefusal(ports, connection, TOKEN_UNREADABLE);
+  return { kind: 'refused', connection, reason: TOKEN_UNREADABLE, previousStatus: record.status };
 }
 
 /** What a slot that did not come means for the refresh: it waits. */

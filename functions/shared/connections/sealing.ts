@@ -20,7 +20,7 @@
  */
 import { createCipheriv, createDecipheriv, createHash, randomBytes } from 'node:crypto';
 import { BoundedMap } from '../bounded-map.js';
-import { PermanentError } from '../errors.js';
+import { PermanentError, TransientError } from '../errors.js';
 
 /** Data keys under the operator's key, each bound to one connection. */
 export interface DataKeys {
@@ -51,6 +51,23 @@ export const NO_TOKENS: Sealer = {
 export class SealError extends PermanentError {
   static override readonly kind: string = 'SealError';
 }
+
+/**
+ * The operator's key is disabled or pending deletion: an outage of the key, not of any connection.
+ * Nothing sealed opens and nothing new is sealed until it is enabled again (or its deletion is
+ * cancelled); every refresh waits, and no connection turns `failing` (docs/operations.md, "The
+ * connections key is unavailable").
+ */
+export class KeyUnavailableError extends TransientError {
+  static override readonly kind: string = 'KeyUnavailableError';
+}
+
+/**
+ * A connection's `lastFailureReason` when its sealed refresh token can never be opened (corrupt, or
+ * sealed for another connection or under another key): it is `failing` until its credentials are
+ * put again, and never tried again meanwhile.
+ */
+export const TOKEN_UNREADABLE = 'token-unreadable';
 
 export const SEALED_PREFIX = 'cs-sealed-v1 ';
 const AES = 'aes-256-gcm';

@@ -223,14 +223,14 @@ describe('failures', () => {
     expect(requestLine(answer)).toMatchObject({ status: 500 });
   });
 
-  it('the connections key disabled: a PUT is 500 internal and writes nothing', async () => {
+  it('the connections key disabled (an outage of the key): a PUT is 503 unavailable and writes nothing', async () => {
     const before = await api.scan();
     api.sealing.model.disable(api.sealing.keyArn);
     try {
       const answer = await api.put('acme', { clientId: 'client-1', refreshToken: token('acme-0002') });
-      expect(answer.status).toBe(500);
-      expect(answer.body).toEqual(INTERNAL);
-      expect(errorLines(answer)[0]).toMatchObject({ error: { name: 'ConfigError', message: expect.stringContaining('CONNECTIONS_KEY_ARN') } });
+      expect(answer.status).toBe(503);
+      expect(answer.body).toEqual(UNAVAILABLE);
+      expect(errorLines(answer)[0]).toMatchObject({ error: { name: 'TransientError', message: expect.stringContaining('CONNECTIONS_KEY_ARN') } });
       expect(answer.output).not.toContain(TOKEN_MARK);
     } finally {
       api.sealing.model.enable(api.sealing.keyArn);

@@ -171,6 +171,7 @@ describe('the token refresher run', () => {
       skipped: 0,
       rateLimited: 0,
       left: 0,
+      keyUnavailable: false,
     });
     expect(provider.calls.map((c) => c.refreshToken).sort()).toEqual(['rt-broken-secret', 'rt-busy-secret', 'rt-new-secret']);
     expect(store.row('new')).toMatchObject({ accessToken: 'at-new-secret', refreshToken: 'rt-new-rotated-secret' });
@@ -183,6 +184,7 @@ describe('the token refresher run', () => {
       RefreshTokenRotated: 1,
       TokenRefreshFailed: 0,
       TokenRefreshRefused: 1,
+      ConnectionsKeyUnavailable: 0,
     });
     expect(output).not.toMatch(/"connection":"[^"]*"[^\n]*"_aws"/); // no metric carries a connection
     const lines = logs(output).filter((l) => l['message'] === 'token refresh');

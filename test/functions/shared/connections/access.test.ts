@@ -21,6 +21,7 @@ import type { SyncConfig } from '../../../../functions/shared/config.js';
 import type { RefreshResult } from '../../../../functions/shared/connections/refresh.js';
 import { MemoryPaceStore } from '../../../../dev/fakes/memory-pace-store.js';
 import { ProviderError } from '../../../../functions/shared/errors.js';
+import { KeyUnavailableError } from '../../../../functions/shared/connections/sealing.js';
 import { STATUS_CHANGE_MESSAGE } from '../../../../functions/shared/connections/refresh.js';
 import { expectNoToken, FakeClock, FakeProvider, FakeTokenSlots, MemoryConnectionStore, MemoryLog, providerError, T0 } from './fakes.js';
 import { kmsApi } from '../../../../functions/shared/adapters/kms-api.js';
@@ -92,6 +93,30 @@ describe('open', () => {
     });
     expect(await access.open('a/b')).toEqual({ kind: 'dead', reason: 'the connection id may hold only the characters A-Z a-z 0-9 . _ -' });
     expect(await access.open('..')).toEqual({ kind: 'dead', reason: 'the connection id may not be made of dots only' });
+  });
+
+  it('the key that seals the tokens out (a read or a lease cannot open them): the items wait FAILED_WAIT_SECONDS, no connection fails, nothing is cached', async () => {
+    const { store, provider, access } = setup();
+    store.seed({ connection: 'acme', accessToken: 'at-young-secret', refreshedAt: iso(T0), lastUsedAt: iso(T0) });
+    store.seed({ connection: 'old', accessToken: 'at-old-secret', refreshedAt: iso(T0 - 2 * 60 * MINUTE), lastUsedAt: iso(T0) });
+    const outage = new KeyUnavailableError('KMS Decrypt on CONNECTIONS_KEY_ARN … failed (DisabledException, HTTP 400): the key is disabled or pending deletion');
+    const wait = (connection: string) => ({
+      kind: 'wait',
+      reason: `connection "${connection}": the key that seals the tokens (CONNECTIONS_KEY_ARN) is disabled or pending deletion`,
+      seconds: FAILED_WAIT_SECONDS,
+    });
+    store.failing.set('get', outage);
+    expect(await access.open('acme')).toEqual(wait('acme'));
+    expect(await access.afterRefusal('acme', 'at-young-secret')).toEqual(wait('acme'));
+    store.failing.delete('get');
+    // A token too old: its refresh's lease meets the key (paced, key-outage).
+    store.failing.set('takeRefreshLease', outage);
+    expect(await access.open('old')).toEqual({ kind: 'wait', reason: `connection "old": its access token needs a refresh, and ${wait('old').reason.slice('connection "old": '.length)}`, seconds: FAILED_WAIT_SECONDS });
+    store.failing.delete('takeRefreshLease');
+    expect(provider.calls).toHaveLength(0);
+    expect(store.rows.get('old')).toMatchObject({ status: 'active' });
+    // The key back: served as before.
+    expect(await access.open('acme')).toMatchObject({ kind: 'ready', token: 'at-young-secret' });
   });
 
   it('an active connection with a young token is ready, with the pace key of its scope and the breaker of its client id', async () => {

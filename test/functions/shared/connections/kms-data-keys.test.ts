@@ -23,7 +23,7 @@ import {
 import { mockClient } from 'aws-sdk-client-mock';
 import { beforeEach, describe, expect, it } from 'vitest';
 import { encryptionContextOf, KmsDataKeys } from '../../../../functions/shared/adapters/kms-data-keys.js';
-import { SealError } from '../../../../functions/shared/connections/sealing.js';
+import { KeyUnavailableError, SealError } from '../../../../functions/shared/connections/sealing.js';
 import { ConfigError, PermanentError, TransientError } from '../../../../functions/shared/errors.js';
 import { kmsApi } from '../../../../functions/shared/adapters/kms-api.js';
 
@@ -65,15 +65,15 @@ function serviceError(name: string, httpStatusCode: number): KMSServiceException
   return new KMSServiceException({ name, $fault: httpStatusCode >= 500 ? 'server' : 'client', message: LEAK, ...metadata(httpStatusCode) });
 }
 
-type Kind = 'seal' | 'config' | 'transient' | 'error';
+type Kind = 'seal' | 'config' | 'key' | 'transient' | 'error';
 
 const FAILURES: Array<[string, () => Error, Kind, string]> = [
   ['InvalidCiphertextException', () => new InvalidCiphertextException({ message: LEAK, ...metadata(400) }), 'seal', 'InvalidCiphertextException, HTTP 400'],
   ['IncorrectKeyException', () => new IncorrectKeyException({ message: LEAK, ...metadata(400) }), 'seal', 'IncorrectKeyException, HTTP 400'],
   ['NotFoundException', () => new NotFoundException({ message: LEAK, ...metadata(404) }), 'config', 'NotFoundException, HTTP 404'],
-  ['DisabledException', () => new DisabledException({ message: LEAK, ...metadata(409) }), 'config', 'DisabledException, HTTP 409'],
+  ['DisabledException', () => new DisabledException({ message: LEAK, ...metadata(409) }), 'key', 'DisabledException, HTTP 409'],
   ['AccessDeniedException', () => serviceError('AccessDeniedException', 400), 'config', 'AccessDeniedException, HTTP 400'],
-  ['KMSInvalidStateException', () => new KMSInvalidStateException({ message: LEAK, ...metadata(409) }), 'config', 'KMSInvalidStateException, HTTP 409'],
+  ['KMSInvalidStateException', () => new KMSInvalidStateException({ message: LEAK, ...metadata(409) }), 'key', 'KMSInvalidStateException, HTTP 409'],
   ['InvalidKeyUsageException', () => new InvalidKeyUsageException({ message: LEAK, ...metadata(400) }), 'config', 'InvalidKeyUsageException, HTTP 400'],
   ['ThrottlingException', () => serviceError('ThrottlingException', 400), 'transient', 'ThrottlingException, HTTP 400'],
   ['KMSInternalException', () => new KMSInternalException({ message: LEAK, ...metadata(500) }), 'transient', 'KMSInternalException, HTTP 500'],
@@ -154,8 +154,15 @@ describe('KmsDataKeys: the exact KMS commands', () => {
           expect(error.message.startsWith('CONNECTIONS_KEY_ARN: ')).toBe(true);
           expect(error.message).toContain(KEY_ARN);
           break;
+        case 'key':
+          expect(error).toBeInstanceOf(KeyUnavailableError);
+          expect(error).toBeInstanceOf(TransientError);
+          expect(error.message).toContain(`CONNECTIONS_KEY_ARN ${KEY_ARN}`);
+          expect(error.message).toContain('disabled or pending deletion');
+          break;
         case 'transient':
           expect(error).toBeInstanceOf(TransientError);
+          expect(error).not.toBeInstanceOf(KeyUnavailableError);
           break;
         case 'error':
           expect(Object.getPrototypeOf(error)).toBe(Error.prototype);
@@ -163,7 +170,7 @@ describe('KmsDataKeys: the exact KMS commands', () => {
       }
       if (kind !== 'seal') expect(error).not.toBeInstanceOf(SealError);
       if (kind !== 'config') expect(error).not.toBeInstanceOf(ConfigError);
-      if (kind !== 'transient') expect(error).not.toBeInstanceOf(TransientError);
+      if (kind !== 'transient' && kind !== 'key') expect(error).not.toBeInstanceOf(TransientError);
       expect(mock.calls()).toHaveLength(1);
     });
   });

@@ -22,7 +22,7 @@ import { startLocalDynamo, type LocalDynamoDb } from '../../../../dev/fakes/loca
 import { DynamoDbConnectionStore } from '../../../../functions/shared/adapters/dynamodb-connection-store.js';
 import { KmsDataKeys } from '../../../../functions/shared/adapters/kms-data-keys.js';
 import type { ConnectionListing } from '../../../../functions/shared/connections/connection.js';
-import { isSealed, NO_TOKENS, SEALED_PREFIX, SealError, stampOf, TokenSealer, type Sealer } from '../../../../functions/shared/connections/sealing.js';
+import { isSealed, KeyUnavailableError, NO_TOKENS, SEALED_PREFIX, SealError, stampOf, TokenSealer, type Sealer } from '../../../../functions/shared/connections/sealing.js';
 import { testSealing, type TestSealing } from '../../../support/sealer.js';
 import { kmsApi } from '../../../../functions/shared/adapters/kms-api.js';
 
@@ -150,48 +150,73 @@ describe('the connections table over DynamoDB Local, tokens sealed under KMS', (
     expect(sealing.calls.Decrypt).toBe(2);
   });
 
-  it("a sealed refresh token copied into another connection's row does not open there (SealError: KMS's context check)", async () => {
+  it("a sealed refresh token copied into another connection's row does not open there (KMS's context check): read as unreadable, never thrown", async () => {
     await store.putCredentials({ connection: 'acme', clientId: 'client-1', refreshToken: RT, at: AT });
     await store.putCredentials({ connection: 'globex', clientId: 'client-2', refreshToken: 'rt-globex-own-0001', at: AT });
     const acme = await rawRow('acme');
     await rawSet('globex', { refreshToken: acme['refreshToken']!.S! });
     for (const reader of [store, newContainer()]) {
       const before = sealing.calls.Decrypt ?? 0;
-      const error = await rejection(reader.get('globex', { consistent: true }));
-      expect(error).toBeInstanceOf(SealError);
-      expect(error.message).toContain('connection "globex"');
-      expect(error.message).toContain('InvalidCiphertextException');
-      expect(error.message).not.toContain(RT);
+      const read = await reader.get('globex', { consistent: true });
+      expect(read).toMatchObject({ connection: 'globex', status: 'active', refreshToken: '', refreshTokenUnreadable: true });
+      expectNoToken(read);
       // KMS refused it.
       expect(sealing.calls.Decrypt).toBe(before + 1);
     }
+    // The sealer itself says why (a SealError naming the connection, never the value).
+    const error = await rejection(new TokenSealer(new KmsDataKeys(kmsApi(sealing.kms), sealing.keyArn)).open('globex', acme['refreshToken']!.S!));
+    expect(error).toBeInstanceOf(SealError);
+    expect(error.message).toContain('connection "globex"');
+    expect(error.message).toContain('InvalidCiphertextException');
+    expect(error.message).not.toContain(RT);
     // Where it belongs, it opens.
     expect((await newContainer().get('acme'))?.refreshToken).toBe(RT);
   });
 
-  it("a sealed access token copied into another connection's row does not open there (SealError)", async () => {
+  it("a sealed access token copied into another connection's row does not open there: read as none (a refresh replaces it)", async () => {
     await refreshed('acme');
     await store.putCredentials({ connection: 'globex', clientId: 'client-2', refreshToken: 'rt-globex-own-0001', at: AT });
     const acme = await rawRow('acme');
     await rawSet('globex', { accessToken: acme['accessToken']!.S! });
     for (const reader of [store, newContainer()]) {
-      const error = await rejection(reader.get('globex', { consistent: true }));
-      expect(error).toBeInstanceOf(SealError);
-      expect(error.message).toContain('connection "globex"');
-      expect(error.message).not.toContain(AT_TOKEN);
+      const read = await reader.get('globex', { consistent: true });
+      expect(read).toMatchObject({ connection: 'globex', refreshToken: 'rt-globex-own-0001' });
+      expect(read?.accessToken).toBeUndefined();
+      expect(read?.accessTokenStamp).toBeUndefined();
+      expect(read?.refreshTokenUnreadable).toBeUndefined();
     }
     expect((await newContainer().get('acme'))?.accessToken).toBe(AT_TOKEN);
   });
 
-  it("a whole row copied under another connection's key (PutItem) does not open (SealError)", async () => {
+  it("a whole row copied under another connection's key (PutItem) does not open: no token handed out, the lease taken says so", async () => {
     await refreshed('acme');
     const acme = await rawRow('acme');
     await client.send(new PutItemCommand({ TableName: store.tableName, Item: { ...acme, connection: { S: 'globex' } } }));
     expect((await store.view('globex'))?.connection).toBe('globex');
-    await expect(store.get('globex', { consistent: true })).rejects.toBeInstanceOf(SealError);
-    await expect(newContainer().get('globex', { consistent: true })).rejects.toBeInstanceOf(SealError);
-    // And a lease taken on it: the tokens cannot be handed out.
-    await expect(newContainer().takeRefreshLease('globex', lease('two'))).rejects.toBeInstanceOf(SealError);
+    for (const reader of [store, newContainer()]) {
+      const read = await reader.get('globex', { consistent: true });
+      expect(read).toMatchObject({ refreshToken: '', refreshTokenUnreadable: true });
+      expect(read?.accessToken).toBeUndefined();
+      expectNoToken(read);
+    }
+    // A lease taken on it: taken (the refresh core turns it failing), no token in the record.
+    const taken = await newContainer().takeRefreshLease('globex', lease('two'));
+    expect(taken).toMatchObject({ kind: 'taken', record: { refreshToken: '', refreshTokenUnreadable: true } });
+    expectNoToken(taken);
+  });
+
+  it('the key disabled: a lease taken is released at once (not held for its 5 minutes), and the KeyUnavailableError is thrown', async () => {
+    await store.putCredentials({ connection: 'acme', clientId: 'client-1', refreshToken: RT, at: AT });
+    sealing.model.disable(sealing.keyArn);
+    try {
+      const error = await rejection(newContainer().takeRefreshLease('acme', lease('one')));
+      expect(error).toBeInstanceOf(KeyUnavailableError);
+      const row = await rawRow('acme');
+      expect(row['leaseOwner']).toBeUndefined();
+      expect(row['leaseUntil']).toBeUndefined();
+    } finally {
+      sealing.model.enable(sealing.keyArn);
+    }
   });
 
   it('view, list and page ask KMS nothing and return no token', async () => {

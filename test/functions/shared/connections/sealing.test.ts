@@ -9,6 +9,7 @@ import { randomBytes } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import { KmsDataKeys } from '../../../../functions/shared/adapters/kms-data-keys.js';
 import {
+  KeyUnavailableError,
   isSealed,
   NO_TOKENS,
   OPENED_CACHE_SIZE,
@@ -18,7 +19,7 @@ import {
   TokenSealer,
   type DataKeys,
 } from '../../../../functions/shared/connections/sealing.js';
-import { PermanentError } from '../../../../functions/shared/errors.js';
+import { PermanentError, TransientError } from '../../../../functions/shared/errors.js';
 import { testSealing, type TestSealing } from '../../../support/sealer.js';
 import { kmsApi } from '../../../../functions/shared/adapters/kms-api.js';
 
@@ -304,13 +305,25 @@ describe('TokenSealer over KMS (the KMS model)', () => {
     expect(() => freshSealer(sealing, { cacheSize: 0 })).toThrow(RangeError);
   });
 
-  it('a disabled key: seal and open fail with a ConfigError naming CONNECTIONS_KEY_ARN, nothing cached', async () => {
+  it.each([
+    ['disabled', (sealing: TestSealing) => sealing.model.disable(sealing.keyArn)],
+    ['pending deletion', (sealing: TestSealing) => sealing.model.scheduleDeletion(sealing.keyArn)],
+  ] as const)('a key %s: seal and open fail with a KeyUnavailableError (an outage of the key, not a SealError), nothing cached', async (_what, takeOut) => {
     const sealing = testSealing();
     const stored = await sealing.sealer.seal('acme', TOKEN);
-    sealing.model.disable(sealing.keyArn);
+    takeOut(sealing);
     const sealer = freshSealer(sealing);
-    await expect(sealer.seal('acme', TOKEN)).rejects.toMatchObject({ name: 'ConfigError', key: 'CONNECTIONS_KEY_ARN' });
-    await expect(sealer.open('acme', stored)).rejects.toMatchObject({ name: 'ConfigError', key: 'CONNECTIONS_KEY_ARN' });
+    for (const attempt of [sealer.seal('acme', TOKEN), sealer.open('acme', stored)]) {
+      const error = await attempt.then(
+        () => undefined,
+        (reason: unknown) => reason,
+      );
+      expect(error).toBeInstanceOf(KeyUnavailableError);
+      expect(error).toBeInstanceOf(TransientError);
+      expect(error).not.toBeInstanceOf(SealError);
+      expect((error as Error).message).toContain('CONNECTIONS_KEY_ARN');
+    }
+    if (sealing.model.state(sealing.keyArn) === 'PendingDeletion') sealing.model.cancelDeletion(sealing.keyArn);
     sealing.model.enable(sealing.keyArn);
     expect(await sealer.open('acme', stored)).toBe(TOKEN);
   });
