@@ -5,6 +5,8 @@
  * would (payload 2.0: the raw path, the raw query string, the headers, the body in base64), and its
  * answer back. Locally nothing signs or checks a request: in AWS every route is authorized by IAM.
  * Bodies over API Gateway's 10 MB are refused with 413 before the handler, as API Gateway does.
+ * On a free port unless given one (`npm run serve -- --port N`); each answer can be reported
+ * (method, path, status, time: serve prints one line a request, never a body or a header).
  *
  * Also what the local story does with it: put a connection's credentials, read one, erase one, each
  * printed as the curl line a developer would type (never a token).
@@ -24,21 +26,48 @@ export interface LocalApi {
   close(): Promise<void>;
 }
 
-export async function startLocalApi(handler: ApiHandler): Promise<LocalApi> {
+/** One answer of the local API: the request's method and path (without its query), the status, how long it took. */
+export interface LocalApiAnswer {
+  method: string;
+  rawPath: string;
+  status: number;
+  ms: number;
+}
+
+export interface LocalApiOptions {
+  /** The port on 127.0.0.1; default 0, a free one. */
+  port?: number;
+  /** Called once each request has been answered. */
+  onAnswer?: (answer: LocalApiAnswer) => void;
+}
+
+export async function startLocalApi(handler: ApiHandler, options: LocalApiOptions = {}): Promise<LocalApi> {
   const server: Server = createServer((request, response) => {
+    const started = Date.now();
+    const reported = (status: number): void =>
+      options.onAnswer?.({ method: request.method ?? 'GET', rawPath: (request.url ?? '/').split('?', 1)[0]!, status, ms: Date.now() - started });
     void (async () => {
       const body = await readBody(request);
       if (body === undefined) {
         response.writeHead(413, { 'content-type': 'application/json' }).end(JSON.stringify({ message: 'Request Entity Too Large' }));
+        reported(413);
         return;
       }
       const answer = await handler(eventOf(request, body));
       response.writeHead(answer.statusCode ?? 200, (answer.headers ?? {}) as Record<string, string>).end(answer.body ?? '');
+      reported(answer.statusCode ?? 200);
     })().catch((error: unknown) => {
       response.writeHead(500, { 'content-type': 'application/json' }).end(JSON.stringify({ message: `local API: ${(error as Error).message}` }));
+      reported(500);
     });
   });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(options.port ?? 0, '127.0.0.1', () => {
+      server.off('error', reject);
+      resolve();
+    });
+  });
   const { port } = server.address() as AddressInfo;
   return {
     url: `http://127.0.0.1:${port}/`,

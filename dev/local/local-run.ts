@@ -1,10 +1,12 @@
 /**
- * The skeleton both local stories share (story.ts, against-provider.ts): files under the data
- * folder, the provider, the local system (dev/system) on the HTTP emulator, DynamoDB Local and s3rver,
- * its functions with their logs and metrics written to the log file (the change-events function on
- * both tables' streams from the start: change-events.ts), then the story's own steps
- * (which add the connections with the operator CLI: operator.ts). Whatever throws ends the run as
- * one problem; everything started is stopped.
+ * The one construction of the local run, which both local stories (story.ts, against-provider.ts)
+ * and `npm run serve` (serve-command.ts) use: files under the data folder, the provider, the local
+ * system (dev/system) on the HTTP emulator, DynamoDB Local and s3rver, its functions with their logs
+ * and metrics written to the log file (the change-events function on both tables' streams from the
+ * start: change-events.ts), the client API on a loopback port; then what the caller does with it
+ * (`withLocalRun`): a story's own steps (which add the connections through the client API or with
+ * the operator CLI: operator.ts), or serve's keeping it running until it is stopped. Whatever throws
+ * ends the run as one problem; everything started is stopped.
  */
 import type { KMSClient } from '@aws-sdk/client-kms';
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
@@ -16,7 +18,7 @@ import type { SQSClient } from '@aws-sdk/client-sqs';
 import type { SyncHandler } from '../../functions/item-sync/app.js';
 import type { ReconcilerHandler } from '../../functions/reconciler/app.js';
 import { API_SERVICE, ERASER_SERVICE, RECONCILER_SERVICE, REFRESHER_SERVICE, SYNC_SERVICE } from '../../functions/shared/metric-names.js';
-import { callApi, startLocalApi, type LocalApi } from './client-api.js';
+import { callApi, startLocalApi, type LocalApi, type LocalApiOptions } from './client-api.js';
 import { describeLifecycleEvent, startChangeEvents, type LocalChangeEvents } from './change-events.js';
 import type { RefresherResult } from '../../functions/token-refresher/app.js';
 import type { ItemRow } from '../fakes/items-table.js';
@@ -75,7 +77,8 @@ export interface ProviderSide {
   close(): Promise<void>;
 }
 
-export interface StoryPlan {
+/** What a local run is built from. */
+export interface RunPlan {
   dataDir: string;
   inMemory: boolean | undefined;
   /** Starts with an empty table (the table is kept between runs otherwise). */
@@ -91,6 +94,12 @@ export interface StoryPlan {
   quiet: boolean | undefined;
   /** Starts the provider (the simulator) or names it (a real one). */
   provider(): Promise<ProviderSide>;
+  /** The client API's port (default a free one) and what it reports of each answer. */
+  api?: LocalApiOptions;
+}
+
+/** A local story: the run, the lines that open it and its steps. */
+export interface StoryPlan extends RunPlan {
   /** The lines that open the run, once the local system is up. */
   header(run: LocalRun): void;
   /** The story's own steps. Problems go to `run.problems`. */
@@ -171,7 +180,18 @@ export async function putConnection(run: LocalRun, connection: string, clientId:
   await showLifecycle(run);
 }
 
-export async function runStory(plan: StoryPlan): Promise<RunOutcome> {
+export function runStory(plan: StoryPlan): Promise<RunOutcome> {
+  return withLocalRun(plan, async (run) => {
+    plan.header(run);
+    await plan.play(run);
+  });
+}
+
+/**
+ * Builds the local run of `plan` and hands it to `use` once everything is up; stops everything it
+ * started once `use` has returned or thrown (a problem of the run, as is a failure to start).
+ */
+export async function withLocalRun(plan: RunPlan, use: (run: LocalRun) => Promise<void>): Promise<RunOutcome> {
   mkdirSync(plan.dataDir, { recursive: true });
   const logFile = join(plan.dataDir, 'handlers.log');
   const snapshotFile = join(plan.dataDir, 'items.json');
@@ -198,7 +218,7 @@ export async function runStory(plan: StoryPlan): Promise<RunOutcome> {
     };
     // Before anything is written: its event sources read every write of the run.
     changeEvents = await startChangeEvents(system, observability, plan.fresh);
-    api = await startLocalApi(handlers.api.handler);
+    api = await startLocalApi(handlers.api.handler, plan.api);
     const clients = runClients(system);
     const run: LocalRun = {
       dataDir: plan.dataDir,
@@ -215,8 +235,7 @@ export async function runStory(plan: StoryPlan): Promise<RunOutcome> {
       changeEvents,
       lifecycleShown: 0,
     };
-    plan.header(run);
-    await plan.play(run);
+    await use(run);
   } catch (error) {
     screen.progress.clear();
     problems.push(describe(error));
@@ -248,7 +267,7 @@ function localTokensKey(dataDir: string): KeyMaterial {
 }
 
 /** The local system: DynamoDB Local (on disk unless `inMemory`) and s3rver under the data folder, the HTTP emulator, the deployment of cdk.json for this provider. */
-async function startLocalSystem(plan: StoryPlan, provider: ProviderSide): Promise<LocalSystem> {
+async function startLocalSystem(plan: RunPlan, provider: ProviderSide): Promise<LocalSystem> {
   const storage = await startStorage(LOCAL_NAMES, {
     ...(plan.inMemory ? {} : { dynamodbPath: join(plan.dataDir, 'dynamodb'), s3Path: join(plan.dataDir, 's3') }),
     fresh: plan.fresh,
@@ -290,13 +309,18 @@ export function describe(error: unknown): string {
 export async function refresh(run: LocalRun): Promise<RefresherResult> {
   const { refresher } = run.handlers;
   const report = await refresher.handler({}, run.system.context(refresher));
+  run.screen.line(`   ${describeRefresh(report)}`);
+  return report;
+}
+
+/** A run of the token refresher in one line: `token refresher: 3 of 3 connections due, 3 refreshed (...)`. */
+export function describeRefresh(report: RefresherResult): string {
   const parts = [`${report.refreshed} refreshed${report.rotated > 0 ? ` (the provider rotated ${report.rotated} refresh token${report.rotated === 1 ? '' : 's'}; the new ones were stored)` : ''}`];
   if (report.refused > 0) parts.push(`${report.refused} refused by the provider`);
   if (report.failed > 0) parts.push(`${report.failed} failed`);
   if (report.skipped > 0) parts.push(`${report.skipped} skipped`);
   const { active, paused, failing } = report.connections;
-  run.screen.line(`   token refresher: ${report.due} of ${active + paused + failing} connections due, ${parts.join(', ')}`);
-  return report;
+  return `token refresher: ${report.due} of ${active + paused + failing} connections due, ${parts.join(', ')}`;
 }
 
 /** The table's rows, ordered by connection, then id. */

@@ -1,7 +1,8 @@
 /**
  * `npm start`'s command line (dev/local/run.ts runs it): the usage, the options read and checked, then
  * the local story (story.ts) or the run against a real provider. `main` returns the exit status: 0
- * when the run behaved as expected, 1 otherwise, 2 on a usage error (nothing started).
+ * when the run behaved as expected, 1 otherwise, 2 on a usage error (nothing started). The checks of
+ * `--items`, `--seed` and the provider's variables serve `npm run serve` too (serve-command.ts).
  */
 import '../system/sdk-notice.js';
 import { missingJava } from '../fakes/dynamodb-local.js';
@@ -35,8 +36,8 @@ export interface Io {
   env: NodeJS.ProcessEnv;
 }
 
-/** A mistake in how the run was asked for: printed after `start: `, exit status 2. */
-class UsageError extends Error {}
+/** A mistake in how the run was asked for: printed after the command's name, exit status 2. */
+export class UsageError extends Error {}
 
 type Options = { items?: string; seed?: string; tour?: boolean; help?: boolean };
 
@@ -76,11 +77,17 @@ export async function main(argv: string[], io: Io = { stdin: process.stdin, stdo
 
 async function runDemo(values: Options, positionals: readonly string[]): Promise<boolean> {
   if (positionals.length > 0) throw new UsageError(`ids are synced from a real provider only: set ${ENV.baseUrl} (see --help)`);
+  const { itemCount, seed } = simulatorSize(values);
+  return (await runLocalStory({ itemCount, seed, tour: values.tour === true })).ok;
+}
+
+/** The simulated provider's size and seed from `--items` and `--seed`, checked (the defaults when not given). */
+export function simulatorSize(values: { items?: string; seed?: string }): { itemCount: number; seed: number } {
   const itemCount = values.items === undefined ? DEFAULT_ITEM_COUNT : Number(values.items);
   const seed = values.seed === undefined ? DEFAULT_SEED : Number(values.seed);
   if (!Number.isInteger(itemCount) || itemCount < 10 || itemCount > 100_000) throw new UsageError('--items must be a whole number from 10 to 100000');
   if (!Number.isInteger(seed) || seed < 0) throw new UsageError('--seed must be a whole number');
-  return (await runLocalStory({ itemCount, seed, tour: values.tour === true })).ok;
+  return { itemCount, seed };
 }
 
 async function runWithProvider(values: Options, positionals: readonly string[], io: Io): Promise<boolean> {
@@ -113,7 +120,7 @@ async function runWithProvider(values: Options, positionals: readonly string[], 
 }
 
 /** The provider's address and the revision field, from the variables the deployed functions read. */
-function providerSettings(env: NodeJS.ProcessEnv): { baseUrl: string; revisionField: string; revisionFieldSet: boolean } {
+export function providerSettings(env: NodeJS.ProcessEnv): { baseUrl: string; revisionField: string; revisionFieldSet: boolean } {
   let baseUrl: string;
   try {
     baseUrl = normalizeBaseUrl(env[ENV.baseUrl]!.trim());

@@ -3,7 +3,8 @@
  * stories run on one skeleton (local-run.ts runStory): the local system as deployed (dev/system:
  * the deployment of cdk.json for this provider, on the HTTP emulator, DynamoDB Local and s3rver), its
  * functions with their logs in the log file, the connections added with the operator CLI
- * (operator.ts), then the story's own steps.
+ * (operator.ts), then the story's own steps. `npm run serve` keeps the simulator's local system
+ * (simulatorSystem) running instead of playing a story (serve-command.ts).
  *
  * - runLocalStory: no configuration at all. A provider simulator with three accounts (accounts.ts:
  *   `default` with a seeded tree of files and folders, one of them too large for a DynamoDB row;
@@ -49,7 +50,7 @@ import {
   smallAccountSize,
   startSimulator,
 } from './accounts.js';
-import { putConnection, runStory, refresh, type LocalRun } from './local-run.js';
+import { putConnection, runStory, refresh, type LocalRun, type RunPlan } from './local-run.js';
 import { listConnections } from './operator.js';
 import { eraseConnectionStep } from './erase-step.js';
 import { feedStep, takeSnapshots } from './feed-step.js';
@@ -127,6 +128,28 @@ export const LOCAL_TOKEN_CACHE_SECONDS = 0;
  */
 export const LOCAL_TOKEN_REFRESH_MINUTES = 1;
 
+/**
+ * The local system of the simulated provider, as the main job and the tour build it and `npm run
+ * serve` keeps it running (the story's refresh interval apart): discovery on, with the simulator's
+ * folders' shape (an account's first sync is its root alone); told the simulator's limit, as an
+ * operator who knows theirs sets it, unless the pace is to find it (the tour); tuned to retry and
+ * react in seconds.
+ */
+export function simulatorSystem(options: { told: boolean }): Pick<RunPlan, 'visibilityTimeoutSeconds' | 'context' | 'tuning'> {
+  return {
+    // Longer than an invocation may wait for the pace (the sync's time-out), so no copy is delivered
+    // twice, but shorter than the deployed visibility (6 × that), so a retried record comes back within the story.
+    visibilityTimeoutSeconds: 60,
+    context: { ...LOCAL_DISCOVERY, ...(options.told ? { providerRequestsPerSecond: LOCAL_PROVIDER_LIMIT } : {}) },
+    tuning: {
+      // The story shows one 429 with Retry-After: 1; the deployed minute-long floor would stall it.
+      rateLimitMinDelaySeconds: 1,
+      connectionWaitSeconds: LOCAL_CONNECTION_WAIT_SECONDS,
+      tokenCacheSeconds: LOCAL_TOKEN_CACHE_SECONDS,
+    },
+  };
+}
+
 interface StorySettings {
   tour: boolean;
   itemCount: number;
@@ -149,6 +172,7 @@ export async function runLocalStory(options: LocalStoryOptions = {}): Promise<St
     limits: { timeLimitMs: options.timeLimitMs ?? Math.max(120_000, itemCount * 20) },
   };
   const findings: StoryFindings = { passes: [], providerItems: 0, tableRows: 0, providerLoad: [], connections: [] };
+  const system = simulatorSystem({ told: !settings.tour });
   let simulator: ProviderSimulator | undefined;
 
   const outcome = await runStory({
@@ -156,23 +180,8 @@ export async function runLocalStory(options: LocalStoryOptions = {}): Promise<St
     inMemory: options.inMemory,
     fresh: true,
     revisionField,
-    // Longer than an invocation may wait for the pace (the sync's time-out), so no copy is delivered
-    // twice, but shorter than the deployed visibility (6 × that), so a retried record comes back within the story.
-    visibilityTimeoutSeconds: 60,
-    // Discovery on, with the simulator's folders' shape: default's first sync is its root alone.
-    // The main job is told the simulator's limit, as an operator who knows theirs sets it; the
-    // tour leaves it for the pace to find.
-    context: {
-      tokenRefreshMinutes: LOCAL_TOKEN_REFRESH_MINUTES,
-      ...LOCAL_DISCOVERY,
-      ...(settings.tour ? {} : { providerRequestsPerSecond: LOCAL_PROVIDER_LIMIT }),
-    },
-    tuning: {
-      // The story shows one 429 with Retry-After: 1; the deployed minute-long floor would stall it.
-      rateLimitMinDelaySeconds: 1,
-      connectionWaitSeconds: LOCAL_CONNECTION_WAIT_SECONDS,
-      tokenCacheSeconds: LOCAL_TOKEN_CACHE_SECONDS,
-    },
+    ...system,
+    context: { tokenRefreshMinutes: LOCAL_TOKEN_REFRESH_MINUTES, ...system.context },
     output: options.output,
     quiet: options.quiet,
     provider: async () => {

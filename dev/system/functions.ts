@@ -2,7 +2,10 @@
  * The functions of the local system, each built as its handler.ts builds it (the app's factory,
  * its configuration read by the function's own loader from its environment) but from the local
  * deployment's environment and with the clients, clock and logs a scenario gives it. Each comes
- * with its deployed name, memory and time-out, which its invocations' contexts carry.
+ * with its deployed name, memory and time-out, which its invocations' contexts carry. The client
+ * API's presigned URLs of the items bucket are signed with the S3 client it is given (the local
+ * storage's: s3rver on 127.0.0.1, path-style, its key), so an `itemUrl` is one a plain GET reads
+ * locally; in Lambda the function signs with its own role for the bucket in AWS.
  */
 import type { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import type { S3Client } from '@aws-sdk/client-s3';
@@ -22,6 +25,7 @@ import { systemClock, type Clock } from '../../functions/shared/ports.js';
 import { HttpProviderClient } from '../../functions/shared/provider/provider-client.js';
 import { createRefresherHandler } from '../../functions/token-refresher/app.js';
 import { createApiHandler, type ApiHandler } from '../../functions/client-api/app.js';
+import type { ObjectLinks } from '../../functions/client-api/items.js';
 import { createEraserHandler } from '../../functions/connection-eraser/app.js';
 import { loadApiConfig, loadEraserConfig } from '../../functions/shared/client-config.js';
 import type { FunctionDeployment } from '../../infra/deployment.js';
@@ -80,6 +84,8 @@ export interface ApiParts extends CommonParts {
   dynamodb: DynamoDBClient;
   kms: KMSClient;
   sqs: SQSClient;
+  /** Signs the presigned URLs of the items bucket; default the function's own client (the SDK's standard configuration, as in Lambda). */
+  s3?: S3Client;
 }
 
 export interface EraserParts extends CommonParts {
@@ -170,8 +176,28 @@ export function buildSyncContainer(deployment: FunctionDeployment, parts: SyncPa
 export function buildApi(deployment: FunctionDeployment, parts: ApiParts, name: string = FUNCTION_NAMES.api): BuiltFunction<ApiHandler> {
   const config = loadApiConfig(deployment.environment);
   const { clock, logger, sleep } = parts;
-  const handler = createApiHandler({ config, dynamodb: parts.dynamodb, kms: parts.kms, sqs: parts.sqs, ...(clock ? { clock } : {}), ...(logger ? { logger } : {}), ...(sleep ? { sleep } : {}) });
+  const handler = createApiHandler({
+    config,
+    dynamodb: parts.dynamodb,
+    kms: parts.kms,
+    sqs: parts.sqs,
+    ...(parts.s3 ? { links: objectLinks(parts.s3, config.itemsBucketName) } : {}),
+    ...(clock ? { clock } : {}),
+    ...(logger ? { logger } : {}),
+    ...(sleep ? { sleep } : {}),
+  });
   return built(name, deployment, handler);
+}
+
+/** The client API's links over `s3`, its signer loaded at the first item held in the bucket (as the function loads its own). */
+function objectLinks(s3: S3Client, bucket: string): ObjectLinks {
+  let links: Promise<ObjectLinks> | undefined;
+  return {
+    urlFor: async (key, seconds) => {
+      links ??= import('../../functions/client-api/adapters/s3-object-links.js').then((module) => new module.S3ObjectLinks(s3, bucket));
+      return (await links).urlFor(key, seconds);
+    },
+  };
 }
 
 export function buildEraser(deployment: FunctionDeployment, parts: EraserParts, name: string = FUNCTION_NAMES.eraser): BuiltFunction<EraserHandler> {

@@ -84,7 +84,7 @@ export interface LocalSystem {
   refresher(parts?: Partial<RefresherParts>): BuiltFunction<RefresherHandler>;
   /** One container of the item sync (its own clients unless given), with more tuning if asked (the bench's sequential baseline). */
   syncContainer(parts?: Partial<SyncParts> & { tuning?: Tuning }): BuiltFunction<SyncHandler>;
-  /** The client API's function, with its own clients unless given. */
+  /** The client API's function, with its own clients unless given; its presigned URLs signed with the storage's S3 client (s3rver's endpoint), when there is a bucket. */
   api(parts?: Partial<ApiParts>): BuiltFunction<ApiHandler>;
   /** The eraser, with its own clients unless given. */
   eraser(parts?: Partial<EraserParts>): BuiltFunction<EraserHandler>;
@@ -160,12 +160,14 @@ export function buildSystem(options: SystemOptions): LocalSystem {
         FUNCTION_NAMES.sync + suffix,
       );
     },
-    api: (parts = {}) =>
-      buildApi(
+    api(parts = {}) {
+      const s3 = parts.s3 ?? (storage.s3 ? kept(storage.s3.client()) : undefined);
+      return buildApi(
         deployment.api,
-        { ...parts, dynamodb: parts.dynamodb ?? kept(storage.dynamo.client()), kms: parts.kms ?? aws.kmsClient(), sqs: parts.sqs ?? aws.sqsClient() },
+        { ...parts, dynamodb: parts.dynamodb ?? kept(storage.dynamo.client()), kms: parts.kms ?? aws.kmsClient(), sqs: parts.sqs ?? aws.sqsClient(), ...(s3 ? { s3 } : {}) },
         FUNCTION_NAMES.api + suffix,
-      ),
+      );
+    },
     eraser(parts = {}) {
       const s3 = parts.s3 ?? (storage.s3 ? kept(storage.s3.client()) : undefined);
       if (!s3) throw new Error('no eraser without the items bucket (storage.s3)');
