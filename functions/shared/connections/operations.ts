@@ -148,9 +148,9 @@ export class ConnectionOperations {
     });
   }
 
-  /** Its messages are dead-lettered from now on and its tokens deleted; already removed changes nothing. */
+  /** Its messages are dead-lettered from now on and its tokens deleted; already removed changes nothing; one whose erase was asked for is not found. */
   async remove(connection: string): Promise<Outcome<ConnectionView>> {
-    return this.setStatus(connection, 'removed', ['active', 'paused', 'failing'], () => undefined);
+    return this.setStatus(connection, 'removed', ['active', 'paused', 'failing'], () => undefined, { refuseErasing: true });
   }
 
   /**
@@ -159,7 +159,7 @@ export class ConnectionOperations {
    * nothing (the erase is asked to run again, which is harmless, in case the first request was lost).
    */
   async erase(connection: string): Promise<Outcome<ConnectionView>> {
-    const removed = await this.remove(connection);
+    const removed = await this.setStatus(connection, 'removed', ['active', 'paused', 'failing'], () => undefined);
     if (!removed.ok) return removed;
     const listing = await this.ports.store.view(connection, { consistent: true });
     if (!listing) return this.unknown(connection);
@@ -227,6 +227,7 @@ export class ConnectionOperations {
     to: ConnectionStatus,
     from: readonly ConnectionStatus[],
     otherwise: (current: ConnectionListing) => string | undefined,
+    options: { refuseErasing?: boolean } = {},
   ): Promise<Outcome<ConnectionView>> {
     const bad = this.badId(connection);
     if (bad) return bad;
@@ -234,6 +235,11 @@ export class ConnectionOperations {
     const current = await this.ports.store.view(connection, { consistent: true });
     if (!current) return this.unknown(connection);
     if (result === 'written') return done(await this.viewOf(current), true);
+    // Already so: a plain removal of one whose erase was asked for is not found (the erase asked again is not refused).
+    if (options.refuseErasing) {
+      const unserved = servedConnection(connection, current);
+      if (unserved) return unserved;
+    }
     if (current.status === to) return done(await this.viewOf(current), false);
     // Refused: one whose erase was asked for (always removed) is not found, as on every route.
     const unserved = servedConnection(connection, current);

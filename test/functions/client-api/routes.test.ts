@@ -429,6 +429,7 @@ describe('DELETE /connections/{connection}?erase=true', () => {
       ['POST ids', await api.post('/connections/acme/items', { ids: ['fil-1'] })],
       ['POST pause', await api.post('/connections/acme/pause')],
       ['POST resume', await api.post('/connections/acme/resume')],
+      ['DELETE (a plain removal)', await api.delete('/connections/acme')],
     ] as const) {
       expect({ name, status: answer.status, body: answer.body }).toEqual({ name, status: 404, body: gone });
     }

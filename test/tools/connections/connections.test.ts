@@ -507,11 +507,11 @@ describe('pause and resume', () => {
     }
   });
 
-  it('pause or resume of a connection whose erase was asked for: it is being erased, and list shows how far', async () => {
+  it('pause, resume or remove of a connection whose erase was asked for: it is being erased, and list shows how far', async () => {
     await cli(['add', 'acme', '--client-id', 'c'], { stdin: RT });
     await cli(['remove', 'acme']);
     expect(await store().requestErase('acme', { startedAt: new Date(NOW).toISOString(), notBefore: new Date(NOW + 150_000).toISOString() })).toBe('written');
-    for (const command of ['pause', 'resume']) {
+    for (const command of ['pause', 'resume', 'remove']) {
       expect(await cli([command, 'acme'])).toMatchObject({ status: 1, err: 'connections: connection "acme" is being erased (npm run connections -- list shows how far)\n' });
     }
   });
