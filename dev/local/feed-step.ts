@@ -1,13 +1,13 @@
 /**
  * The client application's own copy of each connection, kept from the client API as docs/changes.md
  * says: a snapshot when the connection is added (`GET /connections/{c}/items`, page by page, and its
- * `changesCursor`), then, at the end of the story, the changes feed from that cursor with the
- * consumer of tools/changes/consumer.ts, each change applied by revision. Checked: every
- * connection's copy equals its rows in the items table (ids, revisions, tombstones), after every
- * write of the whole story: discovery, changes, deletions, the revoked account's wait, the
- * reconciler's pass.
+ * `changesCursor`), then, at the end of the story, the changes feed from that cursor, both read with
+ * the typed client of clients/typescript (unsigned: the local API checks no signature; pages of
+ * 1,000), each change applied by revision. Checked: every connection's copy equals its rows in the
+ * items table (ids, revisions, tombstones), after every write of the whole story: discovery,
+ * changes, deletions, the revoked account's wait, the reconciler's pass.
  */
-import { readChanges, readSnapshot, type Get } from '../../tools/changes/consumer.js';
+import { createClient, type ContentSyncClient } from '../../clients/typescript/src/index.js';
 import type { LocalRun } from './local-run.js';
 import { readRows } from './passes.js';
 
@@ -18,15 +18,17 @@ export interface Mirror {
   cursor: string;
 }
 
-/** Each connection's snapshot, read through the client API with the consumer of tools/changes/consumer.ts. */
+/** Each connection's snapshot, read through the client API with the typed client. */
 export async function takeSnapshots(run: LocalRun, connections: readonly string[]): Promise<Map<string, Mirror>> {
   const mirrors = new Map<string, Mirror>();
   for (const connection of connections) {
     const items = new Map<string, string>();
     try {
-      const cursor = await readSnapshot((path) => get(run, path), connection, async (rows) => {
-        for (const row of rows) items.set(row.id, row.deleted ? 'deleted' : row.revision);
-      });
+      let cursor = undefined as string | undefined;
+      for await (const row of client(run).snapshot(connection, { limit: 1000, onCursor: (page) => void (cursor ??= page.changesCursor) })) {
+        items.set(row.id, row.deleted ? 'deleted' : row.revision);
+      }
+      if (cursor === undefined) throw new Error(`the snapshot of connection "${connection}" answered no changesCursor`);
       run.screen.line(`     ${connection}: ${items.size} items in its snapshot; its feed continues from its changesCursor`);
       mirrors.set(connection, { items, cursor });
     } catch (error) {
@@ -44,13 +46,11 @@ export async function feedStep(run: LocalRun, mirrors: Map<string, Mirror>, step
   for (const [connection, mirror] of mirrors) {
     let read = 0;
     const counts = new Map<string, number>();
-    mirror.cursor = await readChanges((path) => get(run, path), connection, mirror.cursor, async (changes) => {
-      for (const change of changes) {
-        read += 1;
-        counts.set(change.change, (counts.get(change.change) ?? 0) + 1);
-        mirror.items.set(change.id, change.change === 'deleted' ? 'deleted' : change.revision);
-      }
-    });
+    for await (const change of client(run).changes(connection, { after: mirror.cursor, limit: 1000, onCursor: (next) => void (mirror.cursor = next) })) {
+      read += 1;
+      counts.set(change.change, (counts.get(change.change) ?? 0) + 1);
+      mirror.items.set(change.id, change.change === 'deleted' ? 'deleted' : change.revision);
+    }
     const table = new Map<string, string>();
     for (const row of rows.values()) if (row.connection === connection) table.set(row.id, row.deleted ? 'deleted' : (row.revision ?? ''));
     const differ = [...new Set([...table.keys(), ...mirror.items.keys()])].filter((id) => table.get(id) !== mirror.items.get(id));
@@ -62,7 +62,5 @@ export async function feedStep(run: LocalRun, mirrors: Map<string, Mirror>, step
   }
 }
 
-const get = async (run: LocalRun, path: string): ReturnType<Get> => {
-  const response = await fetch(`${run.api.url}${path}`);
-  return { status: response.status, body: await response.json() };
-};
+/** The typed client on the local API's URL, unsigned: the local API checks no signature. */
+const client = (run: LocalRun): ContentSyncClient => createClient({ baseUrl: run.api.url, signer: false });

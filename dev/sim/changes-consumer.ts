@@ -1,29 +1,36 @@
 /**
- * The changes scenario's client application (changes-scenario.ts): for every connection, the
- * consumer of tools/changes/consumer.ts (`readChanges`, pages of 1,000 to the end of the feed)
- * reading through the real client API handler, called as API Gateway's HTTP API calls it (payload
- * 2.0), in virtual time. Each connection is read every `periodMs`, the connections spread evenly
- * over the period; a read of a connection still under way when its next one is due is not doubled.
+ * The changes scenario's client application (changes-scenario.ts): for every connection, the typed
+ * client of clients/typescript (`changes`, pages of 1,000 to the end of the feed, unsigned) reading
+ * through the real client API handler, its `fetch` handing each request to the handler in process
+ * as API Gateway's HTTP API calls it (payload 2.0), in virtual time. Each connection is read every
+ * `periodMs`, the connections spread evenly over the period; a read of a connection still under way
+ * when its next one is due is not doubled.
  *
  * - It stops (no read at all) when told (`stopFor`), for a while, then goes on from the cursors it
- *   stored: the cursor `apply` is given is stored once its page is applied (given to the ledger).
+ *   stored: a cursor is stored when `onCursor` hands it, once every change of its page has been
+ *   applied (given to the ledger).
  * - From the stop on, it keeps a digest (SHA-256) of every change it reads, as answered; `replay`
  *   reads each connection again from the cursor it stored when it stopped, to the end, and tells
  *   whether the changes are the same ones, byte for byte.
  * - `probe` reads one change right after its commit, from the cursor before it.
  *
  * Every call is an invocation of the API's function (counted, with its virtual duration) and an
- * API Gateway request; the consumer's own, the replay's and the probes' apart.
+ * API Gateway request; the consumer's own, the replay's and the probes' apart. The client tries
+ * nothing again (`retries: 0`): a read that fails is counted and the next period's read goes on
+ * from the stored cursor, each request one invocation.
  */
 import { createHash, type Hash } from 'node:crypto';
 import type { APIGatewayProxyEventV2 } from 'aws-lambda';
 import { encodeFeedCursor } from '../../functions/shared/changes/feed.js';
-import { readChanges, type Change, type Get } from '../../tools/changes/consumer.js';
+import { createClient, type Change, type ContentSyncClient } from '../../clients/typescript/src/index.js';
 import type { ApiHandler } from '../system/functions.js';
 import type { ChangesLedger, CommittedChange } from './changes-ledger.js';
 import { keyOf } from './changes-ledger.js';
 import type { InvocationCount } from './meters.js';
 import type { VirtualClock } from './virtual-clock.js';
+
+/** The API's URL the sim's requests name (its host as in `apiEvent`); nothing listens there: `fetch` hands each to the handler. */
+const SIM_API_URL = 'https://sim.execute-api.us-east-1.amazonaws.com/';
 
 /** The API's invocations of one kind of caller, and how they ended. */
 export interface ApiCalls extends InvocationCount {
@@ -74,6 +81,8 @@ export class FeedConsumer {
   /** When it stopped and went on (virtual ms). */
   stop: { from: number; to: number } | undefined;
   private readonly readers = new Map<string, Reader>();
+  /** The typed client of each kind of caller: its requests to its own handler, counted in its own calls. */
+  private readonly clients: { consumer: ContentSyncClient; replay: ContentSyncClient; probe: ContentSyncClient };
   private stopped = false;
 
   constructor(private readonly options: ConsumerOptions) {
@@ -81,6 +90,11 @@ export class FeedConsumer {
     this.calls = calls();
     this.replayCalls = calls();
     this.probeCalls = calls();
+    this.clients = {
+      consumer: this.client(this.calls, options.handlers.consumer),
+      replay: this.client(this.replayCalls, options.handlers.replay),
+      probe: this.client(this.probeCalls, options.handlers.probe),
+    };
     for (const connection of options.connections) this.readers.set(connection, { cursor: undefined, busy: false });
   }
 
@@ -117,17 +131,18 @@ export class FeedConsumer {
     reader.busy = true;
     this.reads += 1;
     try {
-      reader.cursor = await readChanges(this.get(this.calls, this.options.handlers.consumer), connection, reader.cursor, async (changes, next) => {
-        const at = this.options.clock.ms();
-        for (const change of changes) {
-          this.options.ledger.read(connection, change, at);
-          if (reader.replayFrom) {
-            reader.replayFrom.digest.update(`${JSON.stringify(change)}\n`);
-            reader.replayFrom.changes += 1;
-          }
-        }
-        reader.cursor = next;
+      const changes = this.clients.consumer.changes(connection, {
+        ...(reader.cursor !== undefined ? { after: reader.cursor } : {}),
+        limit: 1000,
+        onCursor: (next) => void (reader.cursor = next),
       });
+      for await (const change of changes) {
+        this.options.ledger.read(connection, change, this.options.clock.ms());
+        if (reader.replayFrom) {
+          reader.replayFrom.digest.update(`${JSON.stringify(change)}\n`);
+          reader.replayFrom.changes += 1;
+        }
+      }
     } catch {
       this.readsFailed += 1;
     } finally {
@@ -145,10 +160,10 @@ export class FeedConsumer {
       const digest = createHash('sha256');
       let changes = 0;
       try {
-        await readChanges(this.get(this.replayCalls, this.options.handlers.replay), connection, from.cursor, async (page) => {
-          for (const change of page) digest.update(`${JSON.stringify(change)}\n`);
-          changes += page.length;
-        });
+        for await (const change of this.clients.replay.changes(connection, { ...(from.cursor !== undefined ? { after: from.cursor } : {}), limit: 1000 })) {
+          digest.update(`${JSON.stringify(change)}\n`);
+          changes += 1;
+        }
       } catch {
         result.differing += 1;
         continue;
@@ -163,27 +178,35 @@ export class FeedConsumer {
   async probe(committed: CommittedChange): Promise<void> {
     this.probes.probes += 1;
     const after = encodeFeedCursor({ connection: committed.connection, epoch: committed.epoch, seq: committed.seq - 1 });
-    const path = `connections/${encodeURIComponent(committed.connection)}/changes?${new URLSearchParams({ after, limit: '1' })}`;
-    const { status, body } = await this.get(this.probeCalls, this.options.handlers.probe)(path);
-    const first = status === 200 ? (body as { changes: Change[] }).changes[0] : undefined;
+    const page = await this.clients.probe.changesPage(committed.connection, { after, limit: 1 }).catch(() => undefined);
+    const first: Change | undefined = page?.changes[0];
     if (first && keyOf(first) === committed.key) this.probes.found += 1;
   }
 
-  /** A GET through the API's handler, counted in `calls`. */
-  private get(calls: ApiCalls, handler: ApiHandler): Get {
+  /** The typed client, unsigned, whose requests go to `handler` in process (as API Gateway's events), each counted in `calls`. */
+  private client(calls: ApiCalls, handler: ApiHandler): ContentSyncClient {
     const { clock } = this.options;
-    return async (path) => {
-      const started = clock.ms();
-      calls.invocations += 1;
-      try {
-        const answer = await handler(apiEvent(path, started));
-        const status = answer.statusCode ?? 200;
-        if (status !== 200) calls.failed += 1;
-        return { status, body: JSON.parse(answer.body ?? 'null') as unknown };
-      } finally {
-        calls.durationMs += clock.ms() - started;
-      }
-    };
+    return createClient({
+      baseUrl: SIM_API_URL,
+      signer: false,
+      retries: 0,
+      // Real time, which a call in virtual time never nears: no call is cut short.
+      timeoutMs: 600_000,
+      sleep: (ms) => clock.sleep(ms),
+      fetch: async (url) => {
+        const started = clock.ms();
+        calls.invocations += 1;
+        try {
+          const answer = await handler(apiEvent(`${url.pathname.slice(1)}${url.search}`, started));
+          const status = answer.statusCode ?? 200;
+          if (status !== 200) calls.failed += 1;
+          const headers = Object.fromEntries(Object.entries(answer.headers ?? {}).map(([name, value]) => [name, String(value)]));
+          return new Response(answer.body ?? null, { status, headers });
+        } finally {
+          calls.durationMs += clock.ms() - started;
+        }
+      },
+    });
   }
 }
 

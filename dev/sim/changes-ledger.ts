@@ -41,7 +41,7 @@ import { estimateItemSize } from '../../functions/item-sync/adapters/attribute-v
 import type { StreamImage } from '../../functions/change-events/ports.js';
 import { decodeFeedCursor } from '../../functions/shared/changes/feed.js';
 import { changeKindOf, type ChangeKind, type RowSide } from '../../functions/shared/changes/transition.js';
-import type { Change } from '../../tools/changes/consumer.js';
+import type { Change } from '../../clients/typescript/src/index.js';
 import type { LocalDynamoDb } from '../fakes/local-dynamo.js';
 import { GET_RECORDS_LIMIT, TableStream } from './items-stream.js';
 import type { VirtualClock } from './virtual-clock.js';

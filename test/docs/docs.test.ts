@@ -614,9 +614,11 @@ describe('links and anchors of README.md and docs/*.md', () => {
     expect(DOC_PAGES.flatMap((path) => links(page(path))).length).toBeGreaterThan(100);
   });
 
-  it("README.md's documentation table lists every page of docs/", () => {
+  it("README.md's documentation table lists every page of docs/, and what a client application builds with", () => {
     const listed = tableWithHeader(section(page('README.md'), 'Documentation'), ['page', 'what it holds']).rows.map((row) => /\]\(([^)]+)\)/.exec(row[0]!)?.[1]);
-    expect([...listed].sort()).toEqual(DOC_PAGES.filter((path) => path.startsWith('docs/')));
+    const pages = listed.filter((link) => link !== undefined && /^docs\/[^#]+\.md$/.test(link));
+    expect([...pages].sort()).toEqual(DOC_PAGES.filter((path) => path.startsWith('docs/')));
+    expect(listed.filter((link) => !pages.includes(link))).toEqual(['docs/openapi.json', 'clients/typescript/README.md', 'docs/development.md#a-local-api-to-build-against']);
   });
 
   it('computes anchors as GitHub does', () => {

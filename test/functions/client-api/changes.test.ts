@@ -32,7 +32,8 @@ import type { ExpectedRow, ItemRow } from '../../../functions/item-sync/ports.js
 import { DynamoDbConnectionStore } from '../../../functions/shared/adapters/dynamodb-connection-store.js';
 import { AwsItemsEraser } from '../../../functions/shared/adapters/items-eraser.js';
 import { loadApiConfig } from '../../../functions/shared/client-config.js';
-import { CursorExpired, readChanges, readSnapshot, type Change, type Get } from '../../../tools/changes/consumer.js';
+import { createClient, type Change } from '../../../clients/typescript/src/index.js';
+import { startLocalApi, type LocalApi } from '../../../dev/local/client-api.js';
 import { testSealing } from '../../support/sealer.js';
 import { httpEvent } from './harness.js';
 
@@ -384,57 +385,64 @@ describe('GET /connections/{connection}/items (the snapshot)', () => {
   });
 });
 
-describe("the README's consumer (tools/changes/consumer.ts) on the handler", () => {
-  /** The consumer's `get`, its pages of 1,000 lowered to 3 so that each read takes several; the changes writer keeps up with the stream. */
-  const consumerGet: Get = async (path) => {
-    await numberChanges();
-    const answer = await get(`/${path.replace('limit=1000', 'limit=3')}`);
-    return { status: answer.status, body: answer.body };
-  };
+describe('the typed client (clients/typescript) on the handler, served on 127.0.0.1', () => {
+  // What the client does on its own (every route, cursor-expired typed, refusals typed without a
+  // token, a stored cursor resumed midway) is test/clients/typescript/handler.test.ts's; here, the
+  // snapshot + feed hand-off through it while the real changes writer numbers what is written.
+  let local: LocalApi;
 
-  it('readSnapshot, then readChanges from the cursor it answers: the copy equals the table, with the writes made between the pages; a second read applies nothing', async () => {
+  beforeAll(async () => {
+    // Each request first hands the changes writer what the stream holds, as its event source would within a second.
+    local = await startLocalApi(async (event) => {
+      await numberChanges();
+      const { result, output } = await captureOutput(() => api()(event));
+      lines.push(output);
+      if (!result) throw new Error('the handler threw');
+      return result;
+    });
+  });
+
+  afterAll(async () => {
+    await local?.close();
+  });
+
+  it('the snapshot, then the feed from its changesCursor, pages of 3: the copy equals the table, with the writes made between the pages; read again from the cursor stored, nothing', async () => {
+    const client = createClient({ baseUrl: local.url, signer: false });
     const ids = Array.from({ length: 8 }, (_, i) => `item-${i}`);
     for (const id of ids) await sync(container(), id, '1');
     const copy = new Map<string, string>();
     let pages = 0;
-    const cursor = await readSnapshot(consumerGet, 'acme', async (rows) => {
-      pages += 1;
-      for (const row of rows) copy.set(row.id, row.deleted ? 'deleted' : row.revision);
-      // While the snapshot is read: a new id (after the ids read so far), an id already read changes.
-      await sync(container(), `new-${pages}`, '1');
-      await sync(container(), ids[0]!, String(pages + 1));
+    let cursor = undefined as string | undefined;
+    const snapshot = client.snapshot('acme', {
+      limit: 3,
+      onCursor: async ({ changesCursor }) => {
+        pages += 1;
+        cursor ??= changesCursor;
+        // Once a page is taken: a new id (after the ids read so far), an id already read changes.
+        await sync(container(), `new-${pages}`, '1');
+        await sync(container(), ids[0]!, String(pages + 1));
+      },
     });
+    for await (const row of snapshot) copy.set(row.id, row.deleted ? 'deleted' : row.revision);
     // item-0..2, item-3..5, item-6, item-7, new-1, then new-2, new-3 (new-4 came after the last page).
     expect(pages).toBe(4);
     expect(copy.size).toBe(11);
     const applied: Change[] = [];
-    const next = await readChanges(consumerGet, 'acme', cursor, async (changes) => {
-      applied.push(...changes);
-      for (const change of changes) copy.set(change.id, change.change === 'deleted' ? 'deleted' : change.revision);
-    });
+    const stored: string[] = [];
+    for await (const change of client.changes('acme', { after: cursor!, limit: 3, onCursor: (next) => void stored.push(next) })) {
+      applied.push(change);
+      copy.set(change.id, change.change === 'deleted' ? 'deleted' : change.revision);
+    }
     // The 8 changes before the snapshot again (SNAPSHOT_OVERLAP), then the 8 made while it was read.
     expect(applied.map((change) => `${change.change} ${change.id} ${change.revision}`)).toEqual([
       ...ids.map((id) => `created ${id} 1`),
       ...[1, 2, 3, 4].flatMap((page) => [`created new-${page} 1`, `updated item-0 ${page + 1}`]),
     ]);
+    expect(stored).toHaveLength(Math.ceil(16 / 3));
+    expect(stored.at(-1)).toBe(applied.at(-1)!.cursor);
     const table = new Map((await dynamo.scan(items)).map((item) => [item['id']!.S!, item['deleted']?.BOOL ? 'deleted' : item['revision']!.S!]));
     expect(copy).toEqual(table);
-    expect(await readChanges(consumerGet, 'acme', next, async () => expect.fail('nothing is new'))).toBe(next);
-  });
-
-  it('no cursor reads from the first change; a 410 is CursorExpired; another refusal an error with its status, no token', async () => {
-    await sync(container(), 'a', '1', T0);
-    await sync(container(), 'a', '2', T0 + 1000);
-    const seen: string[] = [];
-    await readChanges(consumerGet, 'acme', undefined, async (changes) => void seen.push(...changes.map((change) => `${change.change} ${change.revision}`)));
-    expect(seen).toEqual(['created 1', 'updated 2']);
-    apiNow = T0 + RETENTION_DAYS * 86_400_000 + 500;
-    await expect(readChanges(consumerGet, 'acme', undefined, async () => undefined)).rejects.toBeInstanceOf(CursorExpired);
-    const unknown = await readSnapshot(consumerGet, 'nobody', async () => undefined).then(
-      () => expect.fail('a snapshot of an unknown connection'),
-      (error: Error) => error.message,
-    );
-    expect(unknown).toMatch(/^GET items of connection "nobody" answered 404: /);
-    expect(unknown).not.toMatch(/rt-[a-z]+-secret/);
+    // Read again from the cursor stored: nothing is new, and the cursor stays.
+    for await (const change of client.changes('acme', { after: stored.at(-1)!, onCursor: () => expect.fail('the cursor moved') })) expect.fail(`nothing is new: ${change.id}`);
   });
 });
