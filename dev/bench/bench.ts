@@ -9,7 +9,7 @@ import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { runBench } from './bench/index.js';
-import { BENCH_DEFAULTS } from './bench/options.js';
+import { BENCH_CLI_OPTIONS, BENCH_DEFAULTS } from './bench/options.js';
 import { formatBenchReport } from './bench/report.js';
 import { BENCH_DIR, machineInfo, timestampForFile } from './support/machine.js';
 import { DYNAMO_LATENCY_USAGE, factorOption, intOption, parsedOrExit, progressLog } from './support/cli.js';
@@ -24,16 +24,7 @@ const USAGE = [
 
 const { values } = parsedOrExit(USAGE, () =>
   parseArgs({
-    options: {
-      latency: { type: 'string' },
-      'dynamo-latency': { type: 'string' },
-      runs: { type: 'string' },
-      concurrency: { type: 'string' },
-      seed: { type: 'string' },
-      'no-bundles': { type: 'boolean', default: false },
-      json: { type: 'boolean', default: false },
-      help: { type: 'boolean', short: 'h', default: false },
-    },
+    options: BENCH_CLI_OPTIONS,
     strict: true,
   }),
 );

@@ -8,7 +8,7 @@ import { exitUnlessJava } from '../fakes/dynamodb-local.js';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
-import { RECONCILER_BENCH_DEFAULTS, runReconcilerBench } from './reconciler/index.js';
+import { RECONCILER_BENCH_CLI_OPTIONS, RECONCILER_BENCH_DEFAULTS, runReconcilerBench } from './reconciler/index.js';
 import { n, table } from './support/format.js';
 import { BENCH_DIR, machineInfo, timestampForFile } from './support/machine.js';
 import { DYNAMO_LATENCY_USAGE, factorOption, intOption, parsedOrExit, progressLog } from './support/cli.js';
@@ -23,16 +23,7 @@ const USAGE = [
 
 const { values } = parsedOrExit(USAGE, () =>
   parseArgs({
-    options: {
-      ids: { type: 'string' },
-      segments: { type: 'string' },
-      'page-size': { type: 'string' },
-      'send-concurrency': { type: 'string' },
-      'row-bytes': { type: 'string' },
-      'dynamo-latency': { type: 'string' },
-      json: { type: 'boolean', default: false },
-      help: { type: 'boolean', short: 'h', default: false },
-    },
+    options: RECONCILER_BENCH_CLI_OPTIONS,
     strict: true,
   }),
 );

@@ -10,7 +10,7 @@ import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { runSoak } from './soak/index.js';
-import { SOAK_DEFAULTS } from './soak/options.js';
+import { SOAK_CLI_OPTIONS, SOAK_DEFAULTS } from './soak/options.js';
 import { formatSoakReport } from './soak/report.js';
 import { BENCH_DIR, machineInfo, timestampForFile } from './support/machine.js';
 import { DYNAMO_LATENCY_USAGE, factorOption, intOption, parsedOrExit } from './support/cli.js';
@@ -27,18 +27,7 @@ const USAGE = [
 
 const { values } = parsedOrExit(USAGE, () =>
   parseArgs({
-    options: {
-      ids: { type: 'string' },
-      seed: { type: 'string' },
-      instances: { type: 'string' },
-      latency: { type: 'string' },
-      'dynamo-latency': { type: 'string' },
-      'batch-size': { type: 'string' },
-      rotations: { type: 'string' },
-      'max-receive-count': { type: 'string' },
-      json: { type: 'boolean', default: false },
-      help: { type: 'boolean', short: 'h', default: false },
-    },
+    options: SOAK_CLI_OPTIONS,
     strict: true,
   }),
 );

@@ -5,7 +5,7 @@
  * as before while the failing one's messages wait in the queue (sent again with a delay, never
  * dead-lettered) and the provider hears nothing from it; `npm run connections -- list` shows it
  * failing with the reason. The account authorizes the application again (a new refresh token),
- * the operator replaces the credentials with the CLI, and the waiting ids sync.
+ * its code puts the new credentials through the client API (a second PUT), and the waiting ids sync.
  */
 import { ENV } from '../../functions/shared/config.js';
 import { formatDuration } from '../../tools/enqueue/progress.js';

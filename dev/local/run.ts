@@ -2,11 +2,13 @@
  * `npm start`: the local run.
  *
  *   npm start                                   the main job on embedded defaults (no AWS, no network):
- *                                               three connections added, synced from their roots, checked,
- *                                               and the application's copy from the changes feed
+ *                                               three connections added through the client API (a PUT
+ *                                               each), synced from their roots, checked, and the
+ *                                               application's copy from the changes feed
  *   npm run tour                                the whole tour (npm start -- --tour): also changes synced
- *                                               again, one connection revoked mid-run and recovered, the
- *                                               reconciler's pass, an erase
+ *                                               again, one connection revoked mid-run and recovered (its
+ *                                               new credentials put through the client API), the
+ *                                               reconciler's pass, an erase (a DELETE through the client API)
  *   npm start -- --items 1000 --seed 7          a bigger or different simulated provider
  *   PROVIDER_BASE_URL=https://… npm start -- id1 id2     sync these ids from a real provider into the
  *                                               local table (ids from standard input when none are given)

@@ -60,6 +60,9 @@ export interface ServeIo {
   env: NodeJS.ProcessEnv;
 }
 
+/** The command line's options, as parseArgs reads them (test/docs holds the docs to them). */
+export const SERVE_OPTIONS = { port: { type: 'string' }, items: { type: 'string' }, seed: { type: 'string' }, help: { type: 'boolean', short: 'h' } } as const;
+
 type Options = { port?: string; items?: string; seed?: string; help?: boolean };
 
 /** What is served: the simulator of the given size, or a real provider. */
@@ -70,7 +73,7 @@ export async function main(argv: string[], io: ServeIo, stopped: Promise<unknown
   try {
     ({ values } = parseArgs({
       args: argv,
-      options: { port: { type: 'string' }, items: { type: 'string' }, seed: { type: 'string' }, help: { type: 'boolean', short: 'h' } },
+      options: SERVE_OPTIONS,
       allowPositionals: false,
       strict: true,
     }));

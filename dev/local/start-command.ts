@@ -16,9 +16,12 @@ import { DEFAULT_ITEM_COUNT, DEFAULT_SEED, runAgainstProvider, runLocalStory } f
 
 const USAGE = `Usage:
   npm start                                  the main job, locally, on a simulated provider with three
-                                             connections: added, synced from their roots, checked, copied
+                                             connections: added through the client API (a PUT each),
+                                             synced from their roots, checked, copied from the feed
   npm start -- --tour  (npm run tour)        the whole tour: also changes synced again, one connection
-                                             revoked mid-run and recovered, the reconciler, an erase
+                                             revoked mid-run and recovered (its new credentials put
+                                             through the client API), the reconciler, an erase (a
+                                             DELETE through the client API)
   npm start -- --items <n> --seed <n>        the account "default" holds n items (default ${DEFAULT_ITEM_COUNT}), another tree
   ${ENV.baseUrl}=<url> npm start -- [id ...]
                                              sync these ids from a real provider into a local table
@@ -26,8 +29,9 @@ const USAGE = `Usage:
 
 Real provider: credentials from CONTENT_SYNC_CLIENT_ID and CONTENT_SYNC_REFRESH_TOKEN, or from
 ${CREDENTIALS_FILE} ({"clientId": "...", "refreshToken": "..."}), added as the connection
-"default"; ${ENV.revisionField} (default "revision") names the revision inside an item. Nothing
-touches AWS: DynamoDB, S3 and SQS run locally. Files go to .local/ (ignored by git).`;
+"default" with npm run connections -- add (the token on its standard input); ${ENV.revisionField}
+(default "revision") names the revision inside an item. Nothing touches AWS: DynamoDB, S3 and SQS
+run locally. Files go to .local/ (ignored by git).`;
 
 export interface Io {
   stdin: NodeJS.ReadableStream & { isTTY?: boolean };
@@ -39,6 +43,9 @@ export interface Io {
 /** A mistake in how the run was asked for: printed after the command's name, exit status 2. */
 export class UsageError extends Error {}
 
+/** The command line's options, as parseArgs reads them (test/docs holds the docs to them). */
+export const START_OPTIONS = { items: { type: 'string' }, seed: { type: 'string' }, tour: { type: 'boolean' }, help: { type: 'boolean', short: 'h' } } as const;
+
 type Options = { items?: string; seed?: string; tour?: boolean; help?: boolean };
 
 export async function main(argv: string[], io: Io = { stdin: process.stdin, stdout: process.stdout, stderr: process.stderr, env: process.env }): Promise<number> {
@@ -47,7 +54,7 @@ export async function main(argv: string[], io: Io = { stdin: process.stdin, stdo
   try {
     ({ values, positionals } = parseArgs({
       args: argv,
-      options: { items: { type: 'string' }, seed: { type: 'string' }, tour: { type: 'boolean' }, help: { type: 'boolean', short: 'h' } },
+      options: START_OPTIONS,
       allowPositionals: true,
       strict: true,
     }));

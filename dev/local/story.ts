@@ -2,8 +2,8 @@
  * The local run (`npm start`), as functions the CLI (dev/local/run.ts) and the tests call. Both
  * stories run on one skeleton (local-run.ts runStory): the local system as deployed (dev/system:
  * the deployment of cdk.json for this provider, on the HTTP emulator, DynamoDB Local and s3rver), its
- * functions with their logs in the log file, the connections added with the operator CLI
- * (operator.ts), then the story's own steps. `npm run serve` keeps the simulator's local system
+ * functions with their logs in the log file, the connections added through the client API, as an
+ * application's code adds them (local-run.ts putConnection), then the story's own steps. `npm run serve` keeps the simulator's local system
  * (simulatorSystem) running instead of playing a story (serve-command.ts).
  *
  * - runLocalStory: no configuration at all. A provider simulator with three accounts (accounts.ts:
@@ -11,13 +11,13 @@
  *   `acme` and `globex` with trees of their own whose ids overlap), whose folders list their children
  *   (Box's `item_collection`), DynamoDB (AWS's DynamoDB Local), S3 (s3rver) and SQS (local emulator) on
  *   127.0.0.1, and the deployed handlers, discovery on with the simulator's shape (the context keys
- *   of LOCAL_DISCOVERY), through a whole story: add the three connections with the CLI, refresh
+ *   of LOCAL_DISCOVERY), through a whole story: add the three connections through the client API, refresh
  *   their tokens, send each account's root alone and let discovery bring every item (checked), change
  *   items at the provider (new revisions, one large item shrinking back into its row and one growing
  *   past the row limit, deletions, a new item; a new revision of an id two accounts hold, in one of
  *   them), refresh again, sync every id the table knows; then globex withdraws its authorization
- *   (revocation.ts): its messages wait while the others sync, until its credentials are replaced
- *   with the CLI; then the provider changes again without any id sent, a new file among the changes
+ *   (revocation.ts): its messages wait while the others sync, until its credentials are put again
+ *   through the client API; then the provider changes again without any id sent, a new file among the changes
  *   deep in default's tree, and the reconciler's ticks send every id the table knows to the
  *   reconcile queue, which the sync drains as its second event source (the new file's folder, its
  *   list changed, sends it there); last, each connection's rows are checked against its account's
@@ -229,7 +229,7 @@ function printStoryHeader(run: LocalRun, simulator: ProviderSimulator, seed: num
   screen.line(
     `   tuned for this run     ${ENV.connectionWaitSeconds}=${sync[ENV.connectionWaitSeconds]} (deployed 300): a failing connection's messages look again every ${sync[ENV.connectionWaitSeconds]} s;`,
   );
-  screen.line(`                          ${ENV.tokenCacheSeconds}=${sync[ENV.tokenCacheSeconds]} (deployed 60): each batch reads its connections' rows, so what the CLI writes counts at once;`);
+  screen.line(`                          ${ENV.tokenCacheSeconds}=${sync[ENV.tokenCacheSeconds]} (deployed 60): each batch reads its connections' rows, so what the client API writes counts at once;`);
   screen.line(`                          tokenRefreshMinutes=${LOCAL_TOKEN_REFRESH_MINUTES} (deployed 30): the story's refresher runs, seconds apart, each find every connection in use due`);
   screen.line(`   handler logs           ${display(run.logFile)} (JSON lines, as in CloudWatch)`);
   screen.line();
@@ -338,7 +338,7 @@ async function playStory(run: LocalRun, simulator: ProviderSimulator, settings: 
   expectConnection(problems, second, DEFAULT_CONNECTION, { created: 1, deleted: change.deletedIds.length });
   await expectInBucket(run, [change.grown], 'after changes');
 
-  // 6-8. globex withdraws its authorization: its messages wait while the others sync; the operator replaces its credentials.
+  // 6-8. globex withdraws its authorization: its messages wait while the others sync; its credentials are put again through the client API.
   const rowsNow = await readRows(run);
   const idsNow = idsByConnection(rowsNow);
   const singled = new Set([limitedId, change.shrunk, change.grown, change.newItem.id]);

@@ -13,11 +13,12 @@
  * - kept: the change rows' storage, DynamoDB standard table class, and their continuous backups
  *   (the changes table has point-in-time recovery), a month.
  */
+import { PRICES } from '../cost/prices.js';
 import type { CallCounts } from '../fakes/in-process-aws.js';
 import type { ApiCalls } from './changes-consumer.js';
 import type { DynamoCount, LogCount, SimMeter } from './meters.js';
 import { pushCost, type PushCost } from './push-cost.js';
-import { dynamoCost, LAMBDA_PLATFORM_LOG_BYTES, lambdaCost, logBytes, PRICES, who, type CostLine, type CostOptions } from './reconcile-cost.js';
+import { dynamoCost, LAMBDA_PLATFORM_LOG_BYTES, lambdaCost, logBytes, who, type CostLine, type CostOptions } from './reconcile-cost.js';
 
 /** DynamoDB's storage overhead of an item (bytes), added to its attributes' size. */
 export const ITEM_STORAGE_OVERHEAD_BYTES = 100;

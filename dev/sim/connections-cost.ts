@@ -9,9 +9,10 @@
  * per connection, and what does not (the refresher's invocations, the schedule, the KMS key and its
  * requests) shared.
  */
+import { PRICES } from '../cost/prices.js';
 import type { CallCounts } from '../fakes/in-process-aws.js';
 import type { DynamoCount, EventSourceCount, EventSourceName, InvocationCount, LogCount, MeterSource } from './meters.js';
-import { dynamoCost, HOURS_PER_MONTH, PRICES, who, type CostLine } from './reconcile-cost.js';
+import { dynamoCost, HOURS_PER_MONTH, who, type CostLine } from './reconcile-cost.js';
 
 /** Metered usage over a while: a day's, a crawl's (the difference of two meter snapshots; a SimMeter's shape). */
 export interface Usage {

@@ -8,9 +8,10 @@
  * its PutEvents. The token refresher's
  * schedule is left out, as in the pass's cost: it runs whatever is sent.
  */
+import { PRICES } from '../cost/prices.js';
 import type { CallCounts } from '../fakes/in-process-aws.js';
 import type { SimMeter } from './meters.js';
-import { dynamoCost, lambdaCost, logBytes, PRICES, who, type CostLine, type CostOptions } from './reconcile-cost.js';
+import { dynamoCost, lambdaCost, logBytes, who, type CostLine, type CostOptions } from './reconcile-cost.js';
 
 export type AwsService = 'DynamoDB' | 'DynamoDB Streams' | 'SQS' | 'Lambda' | 'X-Ray' | 'CloudWatch Logs' | 'EventBridge';
 

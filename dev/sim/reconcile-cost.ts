@@ -1,37 +1,10 @@
 /**
  * What a reconciliation pass costs: the requests the sweep made (the reconciler and the sync's
- * containers on the reconcile queue), as the simulation's meter counted them, at public prices.
+ * containers on the reconcile queue), as the simulation's meter counted them, at the prices of
+ * dev/cost/prices.ts.
  */
+import { PRICES } from '../cost/prices.js';
 import type { InvocationCount, MeterSource, SimMeter, DynamoCount } from './meters.js';
-
-/**
- * Public us-east-1 prices (USD) the cost uses: DynamoDB on-demand request units, SQS standard
- * requests (each 64 KB of payload is one request), Lambda on Arm (the functions' architecture),
- * CloudWatch Logs ingestion (standard class), X-Ray traces recorded, EventBridge Scheduler
- * invocations, EventBridge custom events put (each 64 KB chunk of an entry one event; DynamoDB
- * Streams' reads by a Lambda event source are free); and, for what a connection costs at rest (connections-cost.ts), DynamoDB standard
- * table storage and continuous backups (point-in-time recovery) per GB-month (the DynamoDB pricing
- * page, aws.amazon.com/dynamodb/pricing/on-demand/), and KMS: a customer-managed key per month (each
- * of its first two yearly rotations adds $1 a month) and symmetric requests (Decrypt, ...) per
- * 10,000 (the KMS pricing page, aws.amazon.com/kms/pricing/); API Gateway HTTP API requests, the
- * first 300 million a month (aws.amazon.com/api-gateway/pricing/). Free tiers left out.
- */
-export const PRICES = {
-  dynamoReadRequestUnitPerMillion: 0.125,
-  dynamoWriteRequestUnitPerMillion: 0.625,
-  sqsRequestPerMillion: 0.4,
-  lambdaRequestPerMillion: 0.2,
-  lambdaArmGbSecond: 0.0000133334,
-  logsIngestedPerGb: 0.5,
-  xrayTracePerMillion: 5,
-  schedulerInvocationPerMillion: 1,
-  eventBridgeEventPerMillion: 1,
-  dynamoStoragePerGbMonth: 0.25,
-  dynamoPitrPerGbMonth: 0.2,
-  kmsKeyPerMonth: 1,
-  kmsRequestPer10k: 0.03,
-  apiGatewayHttpRequestPerMillion: 1,
-} as const;
 
 /** Hours in a month as AWS prices a month (730 h: 30.4 days). */
 export const HOURS_PER_MONTH = 730;

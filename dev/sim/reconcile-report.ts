@@ -1,5 +1,5 @@
 /** The reconciliation pass's figures (as printed) and its checks against the goals. */
-import { PRICES } from './reconcile-cost.js';
+import { PRICES } from '../cost/prices.js';
 import type { PassMeasures } from './reconcile-measures.js';
 import type { PassRun } from './reconcile-watch.js';
 import { check, percentile, round, type Check } from './scenario.js';

@@ -26,7 +26,8 @@ import { timed, type ScenarioResult } from './scenario.js';
 import { atLimit, startSystem, type SimSystem, type SystemObserver, type SystemOptions } from './system.js';
 
 export { RECONCILE_FULL, RECONCILE_SHORT, type ReconcileScale } from './reconcile-scale.js';
-export { passCost, PRICES, type CostLine } from './reconcile-cost.js';
+export { passCost, type CostLine } from './reconcile-cost.js';
+export { PRICES } from '../cost/prices.js';
 
 const MINUTE = 60_000;
 const HOUR = 3_600_000;

@@ -7,9 +7,10 @@
  * requests DynamoDB makes on the connections table's key for it (about one a run:
  * connections-cost.ts). The provider's getToken calls are no AWS charge.
  */
+import { PRICES } from '../cost/prices.js';
 import { KMS_REQUESTS_PER_REFRESHER_RUN } from './connections-cost.js';
 import type { SimMeter } from './meters.js';
-import { dynamoCost, PRICES, type CostLine } from './reconcile-cost.js';
+import { dynamoCost, type CostLine } from './reconcile-cost.js';
 
 export function refresherCost(meter: SimMeter, connectionsTable: string): { lines: CostLine[]; total: number } {
   const lines: CostLine[] = [];

@@ -252,8 +252,8 @@ export function formatScenario(result: ScenarioResult, short = false): string {
 
 const { min: BATCH_SIZE_MIN, max: BATCH_SIZE_MAX } = NUMBER_RULES.syncBatchSize;
 
-/** The command line's options, as parseArgs reads them. */
-const OPTIONS = {
+/** The command line's options, as parseArgs reads them (test/docs holds the docs to them). */
+export const OPTIONS = {
   short: { type: 'boolean', default: false },
   ids: { type: 'string' },
   'unknown-limit': { type: 'boolean', default: false },

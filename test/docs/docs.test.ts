@@ -636,6 +636,18 @@ describe('links and anchors of README.md and docs/*.md', () => {
   });
 });
 
+describe('the README, the front door', () => {
+  it('is at most 300 lines, in the order a newcomer asks, and links the glossary, the changelog and upgrading', () => {
+    const text = page('README.md');
+    expect(text.trimEnd().split('\n').length).toBeLessThanOrEqual(300);
+    const order = ['What the provider must offer', 'How it works', 'Two commands', 'Deploy to AWS', 'Feed it', 'Settings for a first deployment', 'What it costs', 'When you are paged', 'Documentation'];
+    const at = order.map((heading) => text.indexOf(`\n## ${heading}\n`));
+    expect(at.every((index) => index > 0)).toBe(true);
+    expect([...at].sort((a, b) => a - b)).toEqual(at);
+    for (const link of ['(docs/glossary.md)', '(CHANGELOG.md)', '(docs/upgrading.md)']) expect(text).toContain(link);
+  });
+});
+
 describe("the README's prerequisites", () => {
   it('name Java 17 and the command that installs it before the two commands, as the commands say it when Java is missing', () => {
     const twoCommands = flat(section(page('README.md'), 'Two commands'));

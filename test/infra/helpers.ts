@@ -1,9 +1,10 @@
 /**
  * Builds the content-sync app exactly as infra/app.ts does (same cdk.json context and feature
- * flags, same cdk-nag plugin), with test context on top. Bundling is skipped unless asked for:
- * the assets are not under test in most files and esbuild costs seconds per stack.
+ * flags, same cdk-nag plugin: the context of dev/synth.ts), with test context on top. Bundling is
+ * skipped unless asked for: the assets are not under test in most files and esbuild costs seconds
+ * per stack.
  */
-import { mkdirSync, mkdtempSync, readFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { App } from 'aws-cdk-lib';
 import { Template } from 'aws-cdk-lib/assertions';
@@ -12,17 +13,10 @@ import { ConfigError } from '../../functions/shared/errors.js';
 import { buildContentSyncApp, type ContentSyncApp } from '../../infra/content-sync-app.js';
 import { readContentSyncConfig, type ContentSyncConfig } from '../../infra/context.js';
 import { SYNTH_DIR } from '../support/shared-modules.js';
+import { contextFor, type BuildOptions } from '../../dev/synth.js';
 
 export const ROOT = resolve(import.meta.dirname, '../..');
-export const BASE_URL = 'https://example.com/api';
-
-/** The `context` of cdk.json: defaults, cli-telemetry and the feature flags. */
-export const CDK_JSON_CONTEXT: Record<string, unknown> = JSON.parse(readFileSync(resolve(ROOT, 'cdk.json'), 'utf8')).context;
-
-export interface BuildOptions {
-  /** Real esbuild bundles (slow); default false. */
-  bundle?: boolean;
-}
+export { BASE_URL, CDK_JSON_CONTEXT, contextFor, type BuildOptions } from '../../dev/synth.js';
 
 export interface SynthOptions extends BuildOptions {
   /**
@@ -30,17 +24,6 @@ export interface SynthOptions extends BuildOptions {
    * changes what the stacks are built from (a mocked module).
    */
   fresh?: boolean;
-}
-
-/** Context for the app: cdk.json's, `baseUrl`, then `overrides` (an `undefined` value removes a key). */
-export function contextFor(overrides: Record<string, unknown> = {}, options: BuildOptions = {}): Record<string, unknown> {
-  const context: Record<string, unknown> = { ...CDK_JSON_CONTEXT, baseUrl: BASE_URL };
-  if (!options.bundle) context['aws:cdk:bundling-stacks'] = [];
-  for (const [key, value] of Object.entries(overrides)) {
-    if (value === undefined) delete context[key];
-    else context[key] = value;
-  }
-  return context;
 }
 
 export interface BuiltApp extends ContentSyncApp {

@@ -24,7 +24,7 @@ import { dirname, join, normalize, relative } from 'node:path';
 import { rmSync } from 'node:fs';
 
 /** The test files that synthesize the app. */
-export const SYNTH_FILES: readonly string[] = ['test/infra/**/*.test.ts', 'test/docs/**/*.test.ts'];
+export const SYNTH_FILES: readonly string[] = ['test/infra/**/*.test.ts', 'test/docs/**/*.test.ts', 'test/dev/cost/**/*.test.ts'];
 
 /** Files among SYNTH_FILES that run isolated though they change no module: the `cdk synth` one. */
 export const ISOLATED_SYNTH_FILES: readonly string[] = ['test/infra/cli.test.ts'];

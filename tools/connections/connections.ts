@@ -130,7 +130,8 @@ export interface CliDeps {
   sleep?: (ms: number) => Promise<void>;
 }
 
-const OPTIONS = {
+/** The command line's options, as parseArgs reads them (test/docs holds the docs to them). */
+export const OPTIONS = {
   'client-id': { type: 'string' },
   json: { type: 'boolean' },
   purge: { type: 'boolean' },
@@ -152,10 +153,10 @@ type Option = keyof typeof OPTIONS;
 type Values = Partial<Record<Option, string | boolean>>;
 
 /** The options every command takes: which deployment, and --help. */
-const DEPLOYMENT_OPTIONS: readonly Option[] = ['stage', 'stack', 'help'];
+export const DEPLOYMENT_OPTIONS: readonly Option[] = ['stage', 'stack', 'help'];
 
 /** The options each command takes, beyond the deployment's and --help. */
-const COMMANDS: Record<string, { id: boolean; options: Option[] }> = {
+export const COMMANDS: Record<string, { id: boolean; options: Option[] }> = {
   add: { id: true, options: ['client-id', 'connections-table', 'connections-key'] },
   list: { id: false, options: ['json', 'connections-table', 'control-table'] },
   pause: { id: true, options: ['connections-table'] },

@@ -188,21 +188,24 @@ export async function main(argv: string[], io: CliIo = process, deps: CliDeps = 
   }
 }
 
+/** The command line's options, as parseArgs reads them (test/docs holds the docs to them). */
+export const ENQUEUE_OPTIONS = {
+  'queue-url': { type: 'string' },
+  backfill: { type: 'boolean' },
+  'reconcile-queue-url': { type: 'string' },
+  connection: { type: 'string' },
+  'resync-table': { type: 'string' },
+  'dry-run': { type: 'boolean' },
+  'max-attempts': { type: 'string' },
+  stage: { type: 'string' },
+  help: { type: 'boolean', short: 'h' },
+} as const;
+
 /** The options and ids as given, checked; throws UsageError (or parseArgs' error) on a mistake. */
 function parseCommandLine(argv: string[]): ParsedRequest | 'help' {
   const { values, positionals } = parseArgs({
     args: argv,
-    options: {
-      'queue-url': { type: 'string' },
-      backfill: { type: 'boolean' },
-      'reconcile-queue-url': { type: 'string' },
-      connection: { type: 'string' },
-      'resync-table': { type: 'string' },
-      'dry-run': { type: 'boolean' },
-      'max-attempts': { type: 'string' },
-      stage: { type: 'string' },
-      help: { type: 'boolean', short: 'h' },
-    },
+    options: ENQUEUE_OPTIONS,
     allowPositionals: true,
     strict: true,
   });

@@ -30,3 +30,15 @@ export const BENCH_DEFAULTS: Omit<BenchOptions, 'progress'> = {
 export type Scenario = 'new' | 'unchanged' | 'changed';
 
 export const SCENARIOS: Scenario[] = ['new', 'unchanged', 'changed'];
+
+/** `npm run bench`'s command line, as parseArgs reads it (test/docs holds the docs to it). */
+export const BENCH_CLI_OPTIONS = {
+  latency: { type: 'string' },
+  'dynamo-latency': { type: 'string' },
+  runs: { type: 'string' },
+  concurrency: { type: 'string' },
+  seed: { type: 'string' },
+  'no-bundles': { type: 'boolean', default: false },
+  json: { type: 'boolean', default: false },
+  help: { type: 'boolean', short: 'h', default: false },
+} as const;

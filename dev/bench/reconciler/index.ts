@@ -54,6 +54,18 @@ export const RECONCILER_BENCH_DEFAULTS: Omit<ReconcilerBenchOptions, 'progress'>
   dynamoLatency: 1,
 };
 
+/** `npm run bench:reconciler`'s command line, as parseArgs reads it (test/docs holds the docs to it). */
+export const RECONCILER_BENCH_CLI_OPTIONS = {
+  ids: { type: 'string' },
+  segments: { type: 'string' },
+  'page-size': { type: 'string' },
+  'send-concurrency': { type: 'string' },
+  'row-bytes': { type: 'string' },
+  'dynamo-latency': { type: 'string' },
+  json: { type: 'boolean', default: false },
+  help: { type: 'boolean', short: 'h', default: false },
+} as const;
+
 export interface Phase {
   name: string;
   ids: number;

@@ -113,3 +113,17 @@ export const SOAK_DEFAULTS: Omit<SoakOptions, 'logFile' | 'progress'> = {
   visibilityFailureRate: 0.1,
   maxDurationMs: 20 * 60_000,
 };
+
+/** `npm run soak`'s command line, as parseArgs reads it (test/docs holds the docs to it). */
+export const SOAK_CLI_OPTIONS = {
+  ids: { type: 'string' },
+  seed: { type: 'string' },
+  instances: { type: 'string' },
+  latency: { type: 'string' },
+  'dynamo-latency': { type: 'string' },
+  'batch-size': { type: 'string' },
+  rotations: { type: 'string' },
+  'max-receive-count': { type: 'string' },
+  json: { type: 'boolean', default: false },
+  help: { type: 'boolean', short: 'h', default: false },
+} as const;

@@ -11,7 +11,7 @@ import { describe, expect, it } from 'vitest';
 import { CHANGES_SHORT, changesExpected } from '../../../dev/sim/changes-scale.js';
 import { changesRun } from '../../../dev/sim/changes-scenario.js';
 import { busyRounds, changesFigures } from '../../../dev/sim/changes-report.js';
-import { PRICES } from '../../../dev/sim/reconcile-cost.js';
+import { PRICES } from '../../../dev/cost/prices.js';
 import { readCost, storageCost } from '../../../dev/sim/changes-cost.js';
 
 describe('the changes feed in virtual time (short)', () => {

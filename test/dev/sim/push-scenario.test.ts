@@ -5,7 +5,7 @@
  * function. `npm run sim -- push` runs it at full scale.
  */
 import { describe, expect, it } from 'vitest';
-import { PRICES } from '../../../dev/sim/reconcile-cost.js';
+import { PRICES } from '../../../dev/cost/prices.js';
 import { pushCost, SERVICES } from '../../../dev/sim/push-cost.js';
 import { PUSH_SHORT, pushRun, runChecks, runFigures, type PushRun } from '../../../dev/sim/push-scenario.js';
 import { emptyMeter } from '../../../dev/sim/meters.js';
