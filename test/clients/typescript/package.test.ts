@@ -1,14 +1,15 @@
 /**
- * The client package itself (clients/typescript): its committed types are what openapi-typescript
- * generates from docs/openapi.json now, with the options of its `generate` script (else: run
+ * The client package itself (clients/typescript): its committed types (src/schema.d.ts and its
+ * parts) are what its `generate` script writes from docs/openapi.json now (else: run
  * `npm run generate -w clients/typescript`); the error codes it knows are the document's; it
  * imports nothing of the repository outside its folder, and no package it does not depend on; and
  * its README's examples type-check against it.
  */
 import { execFile } from 'node:child_process';
-import { readdirSync, readFileSync } from 'node:fs';
-import { builtinModules, createRequire } from 'node:module';
-import { dirname, join, resolve } from 'node:path';
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { builtinModules } from 'node:module';
+import { join, resolve } from 'node:path';
 import { promisify } from 'node:util';
 import ts from 'typescript';
 import { describe, expect, expectTypeOf, it } from 'vitest';
@@ -18,19 +19,20 @@ const ROOT = resolve(import.meta.dirname, '../../..');
 const PACKAGE = join(ROOT, 'clients/typescript');
 const manifest = JSON.parse(readFileSync(join(PACKAGE, 'package.json'), 'utf8')) as { scripts: Record<string, string>; dependencies: Record<string, string> };
 
-describe('src/schema.d.ts', () => {
-  it('is what openapi-typescript generates from docs/openapi.json with the generate script\'s options (npm run generate -w clients/typescript)', async () => {
-    const [command, ...args] = manifest.scripts['generate']!.split(/\s+/);
-    expect(command).toBe('openapi-typescript');
-    const output = args.indexOf('-o');
-    expect(args[output + 1]).toBe('src/schema.d.ts');
-    args.splice(output, 2);
-    const require = createRequire(join(ROOT, 'package.json'));
-    const pkg = require.resolve('openapi-typescript/package.json');
-    const cli = join(dirname(pkg), (JSON.parse(readFileSync(pkg, 'utf8')) as { bin: Record<string, string> }).bin['openapi-typescript']!);
-    // Without -o the same text goes to stdout.
-    const { stdout } = await promisify(execFile)(process.execPath, [cli, ...args], { cwd: PACKAGE, maxBuffer: 16 * 1024 * 1024 });
-    expect(readFileSync(join(PACKAGE, 'src/schema.d.ts'), 'utf8'), 'docs/openapi.json changed: run npm run generate -w clients/typescript').toBe(stdout);
+describe('src/schema.d.ts and its parts (src/schema/)', () => {
+  it("are what the generate script writes from docs/openapi.json now (npm run generate -w clients/typescript)", async () => {
+    expect(manifest.scripts['generate']).toBe('node scripts/generate.mjs');
+    const fresh = mkdtempSync(join(tmpdir(), 'client-schema-'));
+    try {
+      await promisify(execFile)(process.execPath, [join(PACKAGE, 'scripts/generate.mjs'), fresh], { cwd: PACKAGE });
+      const files = ['schema.d.ts', ...readdirSync(join(PACKAGE, 'src/schema')).map((name) => `schema/${name}`)].sort();
+      expect(['schema.d.ts', ...readdirSync(join(fresh, 'schema')).map((name) => `schema/${name}`)].sort()).toEqual(files);
+      for (const file of files) {
+        expect(readFileSync(join(PACKAGE, 'src', file), 'utf8'), `docs/openapi.json changed: run npm run generate -w clients/typescript (${file})`).toBe(readFileSync(join(fresh, file), 'utf8'));
+      }
+    } finally {
+      rmSync(fresh, { recursive: true, force: true });
+    }
   });
 });
 
@@ -49,14 +51,14 @@ describe('error codes', () => {
 
 describe('the package stands alone', () => {
   it('its sources import only each other, Node built-ins and its dependencies', () => {
-    const sources = readdirSync(join(PACKAGE, 'src')).filter((file) => /\.ts$/.test(file));
-    expect(sources).toEqual(expect.arrayContaining(['index.ts', 'client.ts', 'schema.d.ts']));
+    const sources = readdirSync(join(PACKAGE, 'src'), { recursive: true, encoding: 'utf8' }).filter((file) => /\.ts$/.test(file));
+    expect(sources).toEqual(expect.arrayContaining(['index.ts', 'client.ts', 'schema.d.ts', join('schema', 'paths.d.ts')]));
     for (const file of sources) {
       const text = readFileSync(join(PACKAGE, 'src', file), 'utf8');
       for (const match of text.matchAll(/\bfrom\s+'([^']+)'|\bimport\(\s*'([^']+)'\s*\)/g)) {
         const specifier = (match[1] ?? match[2])!;
         if (specifier.startsWith('.')) {
-          expect(specifier, `${file} imports ${specifier}`).toMatch(/^\.\/[a-z0-9-]+\.js$/);
+          expect(specifier, `${file} imports ${specifier}`).toMatch(/^\.\/([a-z0-9-]+\/)?[a-z0-9-]+\.js$/);
           continue;
         }
         const name = specifier.startsWith('@') ? specifier.split('/').slice(0, 2).join('/') : specifier.split('/')[0]!;
