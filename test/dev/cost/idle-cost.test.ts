@@ -1,10 +1,10 @@
 /**
- * The idle cost (dev/cost/idle-cost.ts) against the synthesized templates (bundling skipped), the
- * real handlers and docs/cost.md: every count is the templates' own, every resource type of the
- * templates is priced or named free when idle, the total is the lines' sum; an idle run of the
- * token refresher and of the reconciler, with the deployed configuration, makes the calls,
- * publishes the metrics and writes the bytes the assumptions say; docs/cost.md holds the table and
- * the total as the script computes them, the total in one place.
+ * The idle cost (dev/cost/: idle-cost.ts, idle-lines.ts, idle-runs.ts) against the synthesized
+ * templates (bundling skipped), the real handlers and docs/cost.md: every count is the templates'
+ * own, every resource type of the templates is priced or named free when idle, the total is the
+ * lines' sum; an idle run of the token refresher and of the reconciler, with the deployed
+ * configuration, makes the calls, publishes the metrics and writes the bytes the assumptions say;
+ * docs/cost.md holds the table and the total as the script computes them, the total in one place.
  */
 import { Writable } from 'node:stream';
 import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
@@ -12,18 +12,9 @@ import { KMSClient } from '@aws-sdk/client-kms';
 import { SQSClient } from '@aws-sdk/client-sqs';
 import { Match, type Template } from 'aws-cdk-lib/assertions';
 import { describe, expect, it } from 'vitest';
-import {
-  FREE_WHEN_IDLE,
-  formatTotal,
-  IDLE_ASSUMPTIONS,
-  IDLE_RUNS,
-  idleCost,
-  idleTable,
-  idleTotal,
-  PRICED_TYPES,
-  type IdleCalls,
-  type IdleLine,
-} from '../../../dev/cost/idle-cost.js';
+import { idleTable } from '../../../dev/cost/idle-cost.js';
+import { FREE_WHEN_IDLE, formatTotal, idleCost, idleTotal, PRICED_TYPES, type IdleLine } from '../../../dev/cost/idle-lines.js';
+import { IDLE_ASSUMPTIONS, IDLE_RUNS, type IdleCalls } from '../../../dev/cost/idle-runs.js';
 import { IDLE_PRICES_AS_OF, PRICES, PRICES_AS_OF, PRICES_REGION } from '../../../dev/cost/prices.js';
 import { emfDimensionSets } from '../../../dev/fakes/emf.js';
 import { createContext } from '../../../dev/fakes/lambda.js';
